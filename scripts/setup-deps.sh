@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# scripts/setup-deps.sh — install everything longtail needs on Debian 12. Idempotent:
+# packages already present are not reinstalled, and nothing is fetched when all are.
+#
+#   Debian packages: the build tools, every library configure looks for, Open MPI +
+#                    PMIx, the Slurm daemons and tools for the private test cluster.
+#   PyPI packages:   the outside references the tests compare against, installed in a
+#                    virtual environment ($LONGTAIL_VENV, default
+#                    ~/.local/share/longtail/venv) that configure picks up as $PYTHON.
+#
+# Options: --no-python (skip the venv), --no-apt (skip Debian packages).
+set -euo pipefail
+
+APT_PACKAGES=(
+  # build
+  build-essential autoconf automake libtool pkg-config git ca-certificates
+  # libraries found by configure
+  libzstd-dev libsqlite3-dev coinor-libcbc-dev libinih-dev zlib1g-dev libbz2-dev
+  libexpat1-dev libpcre2-dev libcmocka-dev
+  # MPI (CPU ranks) and the process-management interface srun uses
+  openmpi-bin libopenmpi-dev libpmix-dev
+  # Slurm (private single-node cluster for tests/demos; munge is a package dependency,
+  # the private cluster itself runs with auth/none)
+  slurm-wlm slurmctld slurmd slurm-client
+  # tools used by tests and users
+  sqlite3 zstd bzip2 gzip python3 python3-venv iproute2 procps valgrind
+)
+PIP_PACKAGES=(numpy tiktoken)
+
+do_apt=1
+do_python=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-apt) do_apt=0 ;;
+    --no-python) do_python=0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "setup-deps.sh: error: unknown option '$arg'" >&2; exit 2 ;;
+  esac
+done
+
+say() { printf 'setup-deps: %s\n' "$*" >&2; }
+
+if [ "$do_apt" = 1 ]; then
+  missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    say "installing ${#missing[@]} Debian packages: ${missing[*]}"
+    SUDO=""
+    if [ "$(id -u)" != 0 ]; then
+      command -v sudo >/dev/null || { say "error: not root and no sudo; install as root: apt-get install ${missing[*]}"; exit 1; }
+      SUDO=sudo
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    # daemons must not start from package scripts (containers without systemd)
+    $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    say "all ${#APT_PACKAGES[@]} Debian packages present"
+  fi
+fi
+
+if [ "$do_python" = 1 ]; then
+  venv=${LONGTAIL_VENV:-$HOME/.local/share/longtail/venv}
+  if [ ! -x "$venv/bin/python3" ]; then
+    say "creating Python virtual environment $venv"
+    mkdir -p "$(dirname "$venv")"
+    python3 -m venv "$venv"
+  fi
+  need=()
+  for p in "${PIP_PACKAGES[@]}"; do
+    "$venv/bin/python3" -c "import $p" 2>/dev/null || need+=("$p")
+  done
+  if [ "${#need[@]}" -gt 0 ]; then
+    say "installing PyPI packages into $venv: ${need[*]}"
+    "$venv/bin/python3" -m pip install -q --disable-pip-version-check "${need[@]}"
+  else
+    say "all PyPI packages present in $venv"
+  fi
+fi
+say "done"
