@@ -1,0 +1,136 @@
+/*
+ * lib/config_schema.c — the key registry: every valid config section and key, its type,
+ * default, allowed range or choices, and a one-line help.
+ *
+ * This table is the single source of truth for what a config may contain: the loader
+ * refuses anything else, the dump writes keys in this order, and docs/config.md lists
+ * the same keys (keep it in step; tests/lib/test_config.c checks that every key has a
+ * row there). Adding a key is one line below. Rules for entries:
+ *   - keys are lower_snake_case and grouped under their section, sections in the order
+ *     of `sections` (the unit tests check both);
+ *   - a default is given as the text a user would write ("80G", "3e-4", "true"), or
+ *     NULL for "unset": the stage then derives a value or asks for one;
+ *   - ENUM choices are separated by single spaces; the default must be one of them.
+ */
+#include "lib/config.h"
+
+#include <string.h>
+
+static const lt_config_section sections[] = {
+    {"run", "the run as a whole: its name, output root and log level"},
+    {"data", "dataprep: corpus input, tokenizer and sharding"},
+    {"model", "the model shape: a preset and/or explicit dimensions"},
+    {"parallel", "the parallel layout: data, pipeline, tensor and DP-Merge degrees"},
+    {"plan", "planner: batch sampling, strategy, hardware profile and memory cap"},
+    {"train", "trainer: optimizer, backend and checkpoints"},
+    {"slurm", "jobctl: Slurm resources and sbatch options"},
+};
+
+/* One line per key. Arguments: section, key, default (NULL = unset), [range | choices], help */
+#define STR(s, k, def, help) {s, k, LT_CONFIG_STRING, def, NULL, NULL, NULL, help}
+#define INT(s, k, def, min, max, help) {s, k, LT_CONFIG_INT, def, NULL, min, max, help}
+#define SIZE(s, k, def, min, max, help) {s, k, LT_CONFIG_SIZE, def, NULL, min, max, help}
+#define DBL(s, k, def, min, max, help) {s, k, LT_CONFIG_DOUBLE, def, NULL, min, max, help}
+#define BOOL(s, k, def, help) {s, k, LT_CONFIG_BOOL, def, NULL, NULL, NULL, help}
+#define ENUM(s, k, def, choices, help) {s, k, LT_CONFIG_ENUM, def, choices, NULL, NULL, help}
+
+static const lt_config_key schema[] = {
+    /* [run] */
+    STR("run", "name", "longtail", "name of the run: job names, output subdirectory, plan database rows"),
+    STR("run", "work_dir", "runs", "output root: stages write under WORK_DIR/NAME unless a more specific directory is set"),
+    ENUM("run", "log_level", "info", "error warn info debug", "least severe log messages printed"),
+
+    /* [data] */
+    STR("data", "input", NULL, "corpus files: whitespace-separated paths, directories or globs"),
+    ENUM("data", "format", "auto", "auto wet jsonl wikixml", "input format; auto decides from each file's name and content"),
+    STR("data", "field", "text", "JSONL field holding the document text"),
+    STR("data", "encoding", "cl100k_base", "tokenizer: NAME.tiktoken + NAME.json found in the vocab search path"),
+    STR("data", "vocab_dir", NULL, "directory searched first for encoding files (then $LONGTAIL_VOCAB_DIR, then the installed data)"),
+    STR("data", "out_dir", NULL, "where shards, index and stats go; unset: WORK_DIR/NAME/data"),
+    INT("data", "num_tasks", NULL, "1", NULL, "dataprep tasks (Slurm array size); unset: SLURM_ARRAY_TASK_COUNT, else 1"),
+    INT("data", "threads", "0", "0", NULL, "worker threads per task; 0 = one per available CPU"),
+    SIZE("data", "max_doc_bytes", "64M", "1", NULL, "documents larger than this many bytes are truncated to it (and counted)"),
+
+    /* [model] */
+    STR("model", "preset", NULL, "a named model shape (e.g. tiny, llama-7b, llama-13b); the keys below override its fields"),
+    INT("model", "layers", NULL, "1", NULL, "transformer layers"),
+    INT("model", "hidden", NULL, "1", NULL, "hidden size (model width)"),
+    INT("model", "heads", NULL, "1", NULL, "attention heads"),
+    INT("model", "kv_heads", NULL, "1", NULL, "key/value heads (grouped-query attention); unset: = heads"),
+    INT("model", "ffn", NULL, "1", NULL, "feed-forward inner size"),
+    INT("model", "vocab", NULL, "1", NULL, "vocabulary size; unset: the preset's, else the encoding's"),
+
+    /* [parallel] */
+    INT("parallel", "dp", "1", "1", NULL, "data-parallel ranks"),
+    INT("parallel", "pp", "1", "1", NULL, "pipeline stages"),
+    INT("parallel", "tp", "1", "1", NULL, "tensor-parallel degree inside one stage (cost model)"),
+    INT("parallel", "max_cp", "1", "1", NULL, "largest DP-Merge group (ranks that share one outlier sample); 1 = off"),
+
+    /* [plan] */
+    ENUM("plan", "strategy", "slimpack", "megatron gpipe seq1f1b chunkflow infinipipe slimpack auto", "scheduling strategy; auto = best predicted per batch"),
+    INT("plan", "global_batch", NULL, "1", NULL, "samples per step (over all DP ranks)"),
+    SIZE("plan", "context_len", NULL, "1", NULL, "tokens per sample; longer documents are truncated to this"),
+    STR("plan", "hardware", "h200", "hardware profile (peak FLOP/s, memory, efficiency curve)"),
+    SIZE("plan", "mem", NULL, "1", NULL, "per-GPU memory cap in bytes; unset: the hardware profile's memory"),
+    INT("plan", "seed", "1234", "0", NULL, "random seed of batch sampling"),
+    INT("plan", "steps", NULL, "1", NULL, "training steps to plan"),
+
+    /* [train] */
+    DBL("train", "lr", "3e-4", "0", NULL, "peak learning rate"),
+    DBL("train", "min_lr", "3e-5", "0", NULL, "learning rate at the end of the cosine decay"),
+    INT("train", "warmup_steps", "0", "0", NULL, "steps of linear warm-up from 0 to lr"),
+    DBL("train", "weight_decay", "0.1", "0", NULL, "AdamW decoupled weight decay"),
+    DBL("train", "grad_clip", "1.0", "0", NULL, "clip the global gradient norm to this; 0 = no clipping"),
+    ENUM("train", "backend", "cpu", "cpu cuda", "kernels: cpu (fp32 reference) or cuda (bf16, needs a GPU build)"),
+    STR("train", "checkpoint_dir", NULL, "where checkpoints go; unset: WORK_DIR/NAME/checkpoints"),
+    INT("train", "checkpoint_every", "0", "0", NULL, "write a checkpoint every N steps; 0 = only at the end"),
+
+    /* [slurm] */
+    STR("slurm", "partition", NULL, "sbatch --partition; unset: the cluster's default"),
+    STR("slurm", "account", NULL, "sbatch --account; unset: the user's default"),
+    STR("slurm", "time", NULL, "wall-clock limit per job in sbatch --time form (e.g. 04:00:00)"),
+    INT("slurm", "nodes", "1", "1", NULL, "nodes per training job"),
+    INT("slurm", "gpus_per_node", NULL, "0", NULL, "sbatch --gpus-per-node; unset: no GPUs requested"),
+    INT("slurm", "cpus_per_task", NULL, "1", NULL, "sbatch --cpus-per-task; unset: the cluster's default"),
+    INT("slurm", "array_max_parallel", "0", "0", NULL, "most array tasks running at once (the %N of --array=0-9%N); 0 = no limit"),
+    BOOL("slurm", "requeue", "true", "requeue jobs that are preempted or lose a node (sbatch --requeue)"),
+    STR("slurm", "mpi", "pmix", "srun --mpi plugin for multi-rank steps"),
+    STR("slurm", "extra_sbatch", NULL, "further sbatch options, passed as written (e.g. --constraint=h200 --qos=high)"),
+};
+
+#undef STR
+#undef INT
+#undef SIZE
+#undef DBL
+#undef BOOL
+#undef ENUM
+
+const lt_config_key *lt_config_schema(size_t *count) {
+    if (count) *count = sizeof schema / sizeof schema[0];
+    return schema;
+}
+
+const lt_config_section *lt_config_sections(size_t *count) {
+    if (count) *count = sizeof sections / sizeof sections[0];
+    return sections;
+}
+
+const lt_config_key *lt_config_find_key(const char *section, const char *key) {
+    if (section == NULL || key == NULL) return NULL;
+    for (size_t i = 0; i < sizeof schema / sizeof schema[0]; i++)
+        if (strcmp(schema[i].section, section) == 0 && strcmp(schema[i].key, key) == 0)
+            return &schema[i];
+    return NULL;
+}
+
+const char *lt_config_type_name(lt_config_type type) {
+    switch (type) {
+    case LT_CONFIG_STRING: return "string";
+    case LT_CONFIG_INT: return "int";
+    case LT_CONFIG_SIZE: return "size";
+    case LT_CONFIG_DOUBLE: return "double";
+    case LT_CONFIG_BOOL: return "bool";
+    case LT_CONFIG_ENUM: return "enum";
+    }
+    return "unknown";
+}
