@@ -1,0 +1,894 @@
+/*
+ * tests/lib/test_json.c — unit tests for lib/json (cmocka), plus reference modes.
+ *
+ * Without arguments: the cmocka tests — UTF-8 repair against Python's
+ * bytes.decode("utf-8", "replace") (expected values checked with python3 when written),
+ * writer escaping (RFC 8259), numbers, structure, misuse (forked children), file output;
+ * reader values, escapes, surrogates, first-key-wins, type errors, malformed lines with
+ * their columns, nesting limits, and writer -> reader round trips on random byte strings.
+ *
+ * Modes for tests/lib/json_reference.py (which checks them with Python's json module):
+ *   test_json --dump-json N SEED   write N JSON lines built from random byte strings,
+ *                                  doubles and integers (each line also carries the raw
+ *                                  input in hex)
+ *   test_json --read-jsonl KEY     for each stdin line print "OK <hex of value>", "ABSENT",
+ *                                  or "ERR <status> <where>: <what>"
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <inttypes.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "lib/json.h"
+
+/* xorshift64* for test data (the tests must not depend on lib/rng) */
+static uint64_t trng_state = 0x9E3779B97F4A7C15u;
+static uint64_t trng(void) {
+    trng_state ^= trng_state >> 12;
+    trng_state ^= trng_state << 25;
+    trng_state ^= trng_state >> 27;
+    return trng_state * 0x2545F4914F6CDD1DULL;
+}
+
+/* ================================================================ UTF-8 */
+
+typedef struct {
+    const char *in;
+    size_t in_len;
+    const char *out; /* Python: in.decode("utf-8", "replace").encode("utf-8") */
+    size_t out_len;
+    size_t repl;
+} utf8_case;
+
+#define S(lit) lit, sizeof(lit) - 1
+#define FFFD "\xef\xbf\xbd"
+
+static const utf8_case utf8_cases[] = {
+    {S("plain ascii"), S("plain ascii"), 0},
+    {S("\xe0\x80\x80"), S(FFFD FFFD FFFD), 3},             /* overlong 3-byte NUL */
+    {S("\xed\xa0\x80"), S(FFFD FFFD FFFD), 3},             /* surrogate D800 */
+    {S("\xed\xbf\xbf"), S(FFFD FFFD FFFD), 3},             /* surrogate DFFF */
+    {S("\xf0\x9f\x98"), S(FFFD), 1},                       /* truncated 4-byte */
+    {S("\xc0\xaf"), S(FFFD FFFD), 2},                      /* overlong '/' */
+    {S("\xc1\xbf"), S(FFFD FFFD), 2},                      /* overlong */
+    {S("\xf4\x90\x80\x80"), S(FFFD FFFD FFFD FFFD), 4},    /* > U+10FFFF */
+    {S("\xf5\x80\x80\x80"), S(FFFD FFFD FFFD FFFD), 4},    /* F5 never valid */
+    {S("\xf8\x88\x80\x80\x80"), S(FFFD FFFD FFFD FFFD FFFD), 5},
+    {S("\x80"), S(FFFD), 1},
+    {S("\xff"), S(FFFD), 1},
+    {S("\xe0\xa0"), S(FFFD), 1},
+    {S("\xe0\xa0" "A"), S(FFFD "A"), 1},
+    {S("\xf0\x80"), S(FFFD FFFD), 2},
+    {S("\xf0\x90\x80"), S(FFFD), 1},
+    {S("\xf0\x90\x80" "A"), S(FFFD "A"), 1},
+    {S("\xc2"), S(FFFD), 1},
+    {S("\xc2" "A"), S(FFFD "A"), 1},
+    {S("a\x80\x80" "b"), S("a" FFFD FFFD "b"), 2},
+    {S("\xe1\x80\xe1\x80\x80"), S(FFFD "\xe1\x80\x80"), 1},
+    {S("\xf1\x80\x80\xf1\x80\x80\x80"), S(FFFD "\xf1\x80\x80\x80"), 1},
+    {S("\xed\x9f\xbf"), S("\xed\x9f\xbf"), 0},             /* U+D7FF */
+    {S("\xee\x80\x80"), S("\xee\x80\x80"), 0},             /* U+E000 */
+    {S("\xf4\x8f\xbf\xbf"), S("\xf4\x8f\xbf\xbf"), 0},     /* U+10FFFF */
+    {S("\xef\xbf\xbe"), S("\xef\xbf\xbe"), 0},             /* U+FFFE noncharacter: valid */
+    {S("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"), S("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"), 0},
+    {S("x\0y"), S("x\0y"), 0},
+};
+
+static void test_utf8_sanitize(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof utf8_cases / sizeof utf8_cases[0]; i++) {
+        const utf8_case *c = &utf8_cases[i];
+        char out[64];
+        size_t repl = 0;
+        size_t n = lt_utf8_sanitize(c->in, c->in_len, out, &repl);
+        if (n != c->out_len || memcmp(out, c->out, n) != 0 || repl != c->repl)
+            fail_msg("utf8 case %zu: got %zu bytes, %zu replacements", i, n, repl);
+        assert_int_equal(lt_utf8_valid(c->in, c->in_len), c->repl == 0);
+        assert_true(lt_utf8_valid(out, n));
+    }
+    /* lt_utf8_next on the pieces */
+    int32_t cp;
+    assert_int_equal(lt_utf8_next("\xf0\x9f\x98\x80", 4, &cp), 4);
+    assert_int_equal(cp, 0x1F600);
+    assert_int_equal(lt_utf8_next("\xe0\x80\x80", 3, &cp), 1);
+    assert_int_equal(cp, LT_UTF8_INVALID);
+    assert_int_equal(lt_utf8_next("\xf0\x9f\x98", 3, &cp), 3);
+    assert_int_equal(cp, LT_UTF8_INVALID);
+    assert_int_equal(lt_utf8_next("\xf0\x9f\x98\x80", 2, &cp), 2); /* n limits the view */
+    assert_int_equal(cp, LT_UTF8_INVALID);
+    char enc[4];
+    assert_int_equal(lt_utf8_encode(0x10FFFF, enc), 4);
+    assert_memory_equal(enc, "\xf4\x8f\xbf\xbf", 4);
+    assert_int_equal(lt_utf8_encode(0x7FF, enc), 2);
+    assert_memory_equal(enc, "\xdf\xbf", 2);
+    /* every 2-byte sequence: our decision agrees with the table-driven definition */
+    for (int a = 0; a < 256; a++) {
+        for (int b = 0; b < 256; b++) {
+            char in[2] = {(char)a, (char)b};
+            bool valid = a < 0x80 ? b < 0x80 : (a >= 0xC2 && a <= 0xDF && b >= 0x80 && b <= 0xBF);
+            assert_int_equal(lt_utf8_valid(in, 2), valid);
+        }
+    }
+}
+
+/* ================================================================ writer */
+
+static char *write_string(const char *s, size_t n, size_t *repl) {
+    lt_json j;
+    lt_json_init(&j);
+    lt_json_string_n(&j, s, n);
+    assert_true(lt_json_complete(&j));
+    if (repl != NULL) *repl = j.replacements;
+    char *copy = strdup(lt_json_cstr(&j));
+    assert_non_null(copy);
+    lt_json_free(&j);
+    return copy;
+}
+
+static void expect_written(const char *in, size_t n, const char *want) {
+    char *got = write_string(in, n, NULL);
+    if (strcmp(got, want) != 0) fail_msg("wrote [%s], expected [%s]", got, want);
+    free(got);
+}
+
+static void test_writer_escaping(void **state) {
+    (void)state;
+    /* RFC 8259 section 7: quotation mark, reverse solidus, control characters */
+    expect_written(S(""), "\"\"");
+    expect_written(S("\""), "\"\\\"\"");
+    expect_written(S("\\"), "\"\\\\\"");
+    expect_written(S("/"), "\"/\"");
+    expect_written(S("\b\f\n\r\t"), "\"\\b\\f\\n\\r\\t\"");
+    expect_written(S("\x01\x1f"), "\"\\u0001\\u001f\"");
+    expect_written(S("a\0b"), "\"a\\u0000b\"");
+    expect_written(S("\x0b\x1b"), "\"\\u000b\\u001b\"");
+    expect_written(S("\x7f"), "\"\x7f\""); /* DEL passes */
+    expect_written(S("tab\there \"q\" back\\slash"), "\"tab\\there \\\"q\\\" back\\\\slash\"");
+    /* line/paragraph separators escaped for JavaScript consumers */
+    expect_written(S("a\xe2\x80\xa8" "b\xe2\x80\xa9" "c"), "\"a\\u2028b\\u2029c\"");
+    expect_written(S("\xe2\x80\xa7\xe2\x80\xaa"), "\"\xe2\x80\xa7\xe2\x80\xaa\""); /* neighbours pass */
+    /* valid non-ASCII passes unchanged */
+    expect_written(S("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 " FFFD), "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 " FFFD "\"");
+    /* invalid UTF-8 replaced, counted */
+    for (size_t i = 0; i < sizeof utf8_cases / sizeof utf8_cases[0]; i++) {
+        const utf8_case *c = &utf8_cases[i];
+        if (memchr(c->in, '\0', c->in_len) != NULL) continue;
+        size_t repl;
+        char *got = write_string(c->in, c->in_len, &repl);
+        assert_int_equal(repl, c->repl);
+        assert_int_equal(strlen(got), c->out_len + 2);
+        assert_memory_equal(got + 1, c->out, c->out_len);
+        free(got);
+    }
+}
+
+static void test_writer_structure(void **state) {
+    (void)state;
+    lt_json j;
+    lt_json_init(&j);
+    assert_string_equal(lt_json_cstr(&j), "");
+    assert_false(lt_json_complete(&j));
+    lt_json_object_begin(&j);
+    lt_json_key(&j, "a");
+    lt_json_int(&j, 1);
+    lt_json_key(&j, "arr");
+    lt_json_array_begin(&j);
+    lt_json_int(&j, INT64_MIN);
+    lt_json_uint(&j, UINT64_MAX);
+    lt_json_bool(&j, true);
+    lt_json_bool(&j, false);
+    lt_json_null(&j);
+    lt_json_array_begin(&j);
+    lt_json_array_end(&j);
+    lt_json_object_begin(&j);
+    lt_json_object_end(&j);
+    lt_json_string(&j, NULL);
+    lt_json_array_end(&j);
+    lt_json_key(&j, "k\"ey\n");
+    lt_json_object_begin(&j);
+    lt_json_key_n(&j, "x\0y", 3);
+    lt_json_int(&j, INT64_MAX);
+    lt_json_object_end(&j);
+    assert_false(lt_json_complete(&j));
+    lt_json_object_end(&j);
+    assert_true(lt_json_complete(&j));
+    assert_string_equal(lt_json_cstr(&j), "{\"a\":1,\"arr\":[-9223372036854775808,18446744073709551615,true,"
+                                          "false,null,[],{},null],\"k\\\"ey\\n\":{\"x\\u0000y\":"
+                                          "9223372036854775807}}");
+    assert_int_equal(j.len, strlen(j.buf));
+
+    /* reset keeps the buffer and allows a new text */
+    char *old = j.buf;
+    lt_json_reset(&j);
+    assert_string_equal(lt_json_cstr(&j), "");
+    assert_ptr_equal(j.buf, old);
+    lt_json_array_begin(&j);
+    lt_json_string(&j, "x");
+    lt_json_array_end(&j);
+    assert_string_equal(lt_json_cstr(&j), "[\"x\"]");
+    lt_json_reset(&j);
+    lt_json_int(&j, -5); /* a scalar top-level value is a complete text */
+    assert_true(lt_json_complete(&j));
+    assert_string_equal(lt_json_cstr(&j), "-5");
+    lt_json_free(&j);
+    assert_null(j.buf);
+    lt_json_free(&j); /* twice is fine */
+
+    /* deep but legal nesting, and a big string forcing growth */
+    lt_json_init(&j);
+    for (int d = 0; d < LT_JSON_MAX_DEPTH; d++) lt_json_array_begin(&j);
+    for (int d = 0; d < LT_JSON_MAX_DEPTH; d++) lt_json_array_end(&j);
+    assert_true(lt_json_complete(&j));
+    assert_int_equal(j.len, 2 * LT_JSON_MAX_DEPTH);
+    lt_json_reset(&j);
+    size_t big = 1 << 20;
+    char *s = malloc(big);
+    assert_non_null(s);
+    memset(s, 'q', big);
+    lt_json_string_n(&j, s, big);
+    assert_int_equal(j.len, big + 2);
+    free(s);
+    lt_json_free(&j);
+}
+
+static void expect_double(double v, const char *want) {
+    lt_json j;
+    lt_json_init(&j);
+    lt_json_double(&j, v);
+    if (strcmp(lt_json_cstr(&j), want) != 0) fail_msg("double %a wrote %s, expected %s", v, lt_json_cstr(&j), want);
+    lt_json_free(&j);
+}
+
+static void test_writer_numbers(void **state) {
+    (void)state;
+    expect_double(0.0, "0");
+    expect_double(-0.0, "-0");
+    expect_double(1.0, "1");
+    expect_double(0.1, "0.1");
+    expect_double(-2.5, "-2.5");
+    expect_double(1.0 / 3.0, "0.3333333333333333");
+    expect_double(0.1 + 0.2, "0.30000000000000004");
+    expect_double(1e300, "1e+300");
+    expect_double(123456789012345678.0, "1.2345678901234568e+17");
+    expect_double(NAN, "null");
+    expect_double(INFINITY, "null");
+    expect_double(-INFINITY, "null");
+    /* random bit patterns: the text reads back to the same double */
+    for (int i = 0; i < 20000; i++) {
+        uint64_t bits = trng();
+        double v;
+        memcpy(&v, &bits, sizeof v);
+        if (!isfinite(v)) continue;
+        lt_json j;
+        lt_json_init(&j);
+        lt_json_double(&j, v);
+        char *end;
+        double back = strtod(lt_json_cstr(&j), &end);
+        assert_true(*end == '\0');
+        assert_memory_equal(&back, &v, sizeof v);
+        lt_json_free(&j);
+    }
+    /* denormals and extremes */
+    double ex[] = {5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, -1.7976931348623157e308};
+    for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++) {
+        lt_json j;
+        lt_json_init(&j);
+        lt_json_double(&j, ex[i]);
+        assert_true(strtod(lt_json_cstr(&j), NULL) == ex[i]);
+        lt_json_free(&j);
+    }
+}
+
+static void test_writer_locale(void **state) {
+    (void)state;
+    static const char *const names[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8", "de_DE"};
+    const char *got = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && got == NULL; i++) got = setlocale(LC_NUMERIC, names[i]);
+    if (got == NULL) {
+        skip(); /* no locale with a decimal comma installed */
+        return;
+    }
+    expect_double(2.5, "2.5");
+    expect_double(-0.001, "-0.001");
+    setlocale(LC_NUMERIC, "C");
+}
+
+/* misuse exits 1 with a report: run each in a forked child */
+enum { MIS_KEY_OUTSIDE, MIS_VALUE_NO_KEY, MIS_UNBALANCED, MIS_WRONG_END, MIS_TWO_TOP, MIS_KEY_KEY,
+       MIS_END_AFTER_KEY, MIS_TOO_DEEP, MIS_WRITE_INCOMPLETE, MIS_COUNT };
+
+static void do_misuse(int which) {
+    lt_json j;
+    lt_json_init(&j);
+    switch (which) {
+    case MIS_KEY_OUTSIDE: lt_json_key(&j, "a"); break;
+    case MIS_VALUE_NO_KEY: lt_json_object_begin(&j); lt_json_int(&j, 1); break;
+    case MIS_UNBALANCED: lt_json_object_end(&j); break;
+    case MIS_WRONG_END: lt_json_array_begin(&j); lt_json_object_end(&j); break;
+    case MIS_TWO_TOP: lt_json_int(&j, 1); lt_json_int(&j, 2); break;
+    case MIS_KEY_KEY: lt_json_object_begin(&j); lt_json_key(&j, "a"); lt_json_key(&j, "b"); break;
+    case MIS_END_AFTER_KEY: lt_json_object_begin(&j); lt_json_key(&j, "a"); lt_json_object_end(&j); break;
+    case MIS_TOO_DEEP:
+        for (int d = 0; d <= LT_JSON_MAX_DEPTH; d++) lt_json_array_begin(&j);
+        break;
+    case MIS_WRITE_INCOMPLETE:
+        lt_json_array_begin(&j);
+        (void)lt_json_fwrite(&j, stdout, NULL, NULL);
+        break;
+    }
+    lt_json_free(&j);
+}
+
+static void test_writer_misuse(void **state) {
+    (void)state;
+    for (int which = 0; which < MIS_COUNT; which++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            if (freopen("/dev/null", "w", stderr) == NULL) _exit(3);
+            do_misuse(which);
+            _exit(0);
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        if (WEXITSTATUS(status) != 1) fail_msg("misuse case %d exited %d, expected 1", which, WEXITSTATUS(status));
+    }
+}
+
+static void test_writer_fwrite(void **state) {
+    (void)state;
+    lt_json j;
+    lt_json_init(&j);
+    lt_json_object_begin(&j);
+    lt_json_key(&j, "x");
+    lt_json_string(&j, "y");
+    lt_json_object_end(&j);
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    lt_error err;
+    lt_error_clear(&err);
+    assert_int_equal(lt_json_fwrite_line(&j, f, "tmp", &err), LT_OK);
+    assert_int_equal(lt_json_fwrite(&j, f, "tmp", &err), LT_OK);
+    rewind(f);
+    char back[64] = {0};
+    size_t got = fread(back, 1, sizeof back - 1, f);
+    assert_int_equal(got, 19);
+    assert_string_equal(back, "{\"x\":\"y\"}\n{\"x\":\"y\"}");
+    assert_int_equal(fclose(f), 0);
+
+    /* a stream opened for reading cannot be written */
+    f = fopen("/dev/null", "r");
+    assert_non_null(f);
+    lt_error_clear(&err);
+    assert_int_equal(lt_json_fwrite_line(&j, f, "/dev/null", &err), LT_ERR_IO);
+    assert_int_equal(err.status, LT_ERR_IO);
+    assert_string_equal(err.where, "/dev/null");
+    assert_int_equal(fclose(f), 0);
+
+    /* /dev/full, unbuffered so the write itself fails */
+    f = fopen("/dev/full", "w");
+    if (f != NULL) {
+        setvbuf(f, NULL, _IONBF, 0);
+        lt_error_clear(&err);
+        assert_int_equal(lt_json_fwrite(&j, f, "/dev/full", &err), LT_ERR_IO);
+        assert_non_null(strstr(err.what, "write failed"));
+        fclose(f);
+    }
+    lt_json_free(&j);
+}
+
+/* ================================================================ reader */
+
+/* Parse `line` (length n) for `key`; expect success with the given value (NULL = absent). */
+static void expect_value_n(const char *line, size_t n, const char *key, const char *want, size_t want_len,
+                           size_t want_repl) {
+    lt_jsonl_reader rd;
+    lt_jsonl_reader_init(&rd);
+    const char *out = (const char *)1;
+    size_t out_len = 99;
+    lt_error err;
+    lt_error_clear(&err);
+    lt_status st = lt_jsonl_reader_get(&rd, line, n, key, &out, &out_len, &err);
+    if (st != LT_OK) fail_msg("line [%.*s]: %s (%s)", (int)n, line, err.what, err.where);
+    if (want == NULL) {
+        assert_null(out);
+        assert_int_equal(out_len, 0);
+    } else {
+        assert_non_null(out);
+        if (out_len != want_len || memcmp(out, want, want_len) != 0)
+            fail_msg("line [%.*s]: got %zu bytes [%.*s], expected [%.*s]", (int)n, line, out_len, (int)out_len, out,
+                     (int)want_len, want);
+        assert_int_equal(out[out_len], '\0');
+        assert_int_equal(rd.replacements, want_repl);
+    }
+    lt_jsonl_reader_free(&rd);
+
+    /* the one-shot variant agrees */
+    char *copy = (char *)1;
+    size_t copy_len = 99;
+    assert_int_equal(lt_jsonl_get_string(line, n, key, &copy, &copy_len, NULL), LT_OK);
+    if (want == NULL) {
+        assert_null(copy);
+    } else {
+        assert_non_null(copy);
+        assert_int_equal(copy_len, want_len);
+        assert_memory_equal(copy, want, want_len);
+        assert_int_equal(copy[copy_len], '\0');
+        free(copy);
+    }
+}
+
+#define EXPECT(line, key, want) expect_value_n(S(line), key, S(want), 0)
+#define EXPECT_REPL(line, key, want, repl) expect_value_n(S(line), key, S(want), repl)
+#define EXPECT_ABSENT(line, key) expect_value_n(S(line), key, NULL, 0, 0)
+
+static void test_reader_basic(void **state) {
+    (void)state;
+    EXPECT("{\"text\":\"hello\"}", "text", "hello");
+    EXPECT("{\"text\":\"\"}", "text", "");
+    EXPECT("  {  \"text\"  :  \"a b\"  }  ", "text", "a b");
+    EXPECT("{\"text\":\"x\"}\n", "text", "x");
+    EXPECT("{\"text\":\"x\"}\r\n", "text", "x");
+    EXPECT("\t{\"text\":\"x\"}\t\r\n", "text", "x");
+    EXPECT("\xef\xbb\xbf{\"text\":\"bom\"}", "text", "bom");
+    EXPECT("{\"id\":7,\"text\":\"t\",\"code\":\"c\"}", "code", "c");
+    EXPECT_ABSENT("{}", "text");
+    EXPECT_ABSENT("{ }\n", "text");
+    EXPECT_ABSENT("{\"txt\":\"x\",\"texts\":\"y\",\"Text\":\"z\"}", "text");
+    EXPECT_ABSENT("{\"meta\":{\"text\":\"nested\"},\"a\":[{\"text\":\"x\"}]}", "text");
+    /* empty key name */
+    EXPECT("{\"\":\"empty\"}", "", "empty");
+}
+
+static void test_reader_nested_skip(void **state) {
+    (void)state;
+    EXPECT("{\"meta\":{\"a\":[1,2,{\"b\":null,\"c\":[[],{}]}],\"c\":\"x\\\"y}]\"},"
+           "\"n\":-1.5e+3,\"m\":0,\"e\":1E-7,\"t\":true,\"f\":false,\"z\":null,\"s\":\"\\u0041\\\\\","
+           "\"text\":\"ok\",\"after\":[{\"deep\":[[[\"x\"]]]}]}",
+           "text", "ok");
+    EXPECT("{\"a\" : [ 1 , 2 ] , \"b\" : { \"c\" : { } } , \"text\" : \"sp\" }", "text", "sp");
+    /* other members' strings are not UTF-8 checked, only the value is repaired */
+    EXPECT_REPL("{\"junk\":\"\xff\xfe\",\"text\":\"\xff\"}", "text", FFFD, 1);
+}
+
+static void test_reader_escapes(void **state) {
+    (void)state;
+    EXPECT("{\"text\":\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"}", "text", "\"\\/\b\f\n\r\t");
+    EXPECT("{\"text\":\"\\u0041\\u00e9\\u00E9\\u20ac\\uFFFF\"}", "text", "A\xc3\xa9\xc3\xa9\xe2\x82\xac\xef\xbf\xbf");
+    EXPECT("{\"text\":\"a\\u0000b\"}", "text", "a\0b"); /* NUL kept, length says so */
+    EXPECT("{\"text\":\"\\u2028\"}", "text", "\xe2\x80\xa8");
+    EXPECT("{\"text\":\"raw \xc3\xa9 \xf0\x9f\x98\x80 \x7f\"}", "text", "raw \xc3\xa9 \xf0\x9f\x98\x80 \x7f");
+    /* surrogate pairs */
+    EXPECT("{\"text\":\"\\ud83d\\ude00\"}", "text", "\xf0\x9f\x98\x80");
+    EXPECT("{\"text\":\"\\uD83D\\uDE00!\"}", "text", "\xf0\x9f\x98\x80!");
+    EXPECT("{\"text\":\"\\udbff\\udfff\"}", "text", "\xf4\x8f\xbf\xbf");
+    EXPECT("{\"text\":\"\\ud800\\udc00\"}", "text", "\xf0\x90\x80\x80");
+    /* unpaired surrogates become U+FFFD; what follows is decoded on its own */
+    EXPECT_REPL("{\"text\":\"\\ud83d\"}", "text", FFFD, 1);
+    EXPECT_REPL("{\"text\":\"\\ud83dx\"}", "text", FFFD "x", 1);
+    EXPECT_REPL("{\"text\":\"\\ude00\"}", "text", FFFD, 1);
+    EXPECT_REPL("{\"text\":\"\\ude00\\ud83d\"}", "text", FFFD FFFD, 2);
+    EXPECT_REPL("{\"text\":\"\\ud83d\\ud83d\\ude00\"}", "text", FFFD "\xf0\x9f\x98\x80", 1);
+    EXPECT_REPL("{\"text\":\"\\ud83d\\n\"}", "text", FFFD "\n", 1);
+    EXPECT_REPL("{\"text\":\"\\ud83d\\u0041\"}", "text", FFFD "A", 1);
+    EXPECT_REPL("{\"text\":\"\\ud83d\\\\ude00\"}", "text", FFFD "\\ude00", 1);
+    /* raw invalid UTF-8 in the value, per maximal subpart */
+    EXPECT_REPL("{\"text\":\"a\xff" "b\xe0\x80\x80\"}", "text", "a" FFFD "b" FFFD FFFD FFFD, 4);
+    EXPECT_REPL("{\"text\":\"\xf0\x9f\x98\"}", "text", FFFD, 1);
+    EXPECT_REPL("{\"text\":\"\xed\xa0\x80\"}", "text", FFFD FFFD FFFD, 3);
+    EXPECT_REPL("{\"text\":\"\xc3\\u00e9\"}", "text", FFFD "\xc3\xa9", 1); /* raw lead + escape */
+    EXPECT_REPL("{\"text\":\"\xe2\x82\"}", "text", FFFD, 1);
+}
+
+static void test_reader_keys(void **state) {
+    (void)state;
+    /* the FIRST top-level member wins */
+    EXPECT("{\"text\":\"first\",\"text\":\"second\"}", "text", "first");
+    EXPECT("{\"text\":\"first\",\"text\":17}", "text", "first");
+    EXPECT("{\"meta\":{\"text\":\"nested\"},\"text\":\"top\"}", "text", "top");
+    /* member names are compared unescaped */
+    EXPECT("{\"te\\u0078t\":\"escaped key\"}", "text", "escaped key");
+    EXPECT("{\"\\u0074\\u0065\\u0078\\u0074\":\"all escaped\",\"text\":\"later\"}", "text", "all escaped");
+    EXPECT("{\"q\\\"k\":\"quote\"}", "q\"k", "quote");
+    EXPECT("{\"caf\xc3\xa9\":\"raw\"}", "caf\xc3\xa9", "raw");
+    EXPECT("{\"caf\\u00e9\":\"esc\"}", "caf\xc3\xa9", "esc");
+    EXPECT("{\"\\ud83d\\ude00\":\"emoji key\"}", "\xf0\x9f\x98\x80", "emoji key");
+    EXPECT_ABSENT("{\"text\\u0000\":\"nul in key\"}", "text");
+    EXPECT_ABSENT("{\"tex\":\"x\",\"textt\":\"y\"}", "text");
+    /* a long escaped key followed by the value: the scratch buffer holds both */
+    EXPECT("{\"\\u0061\\u0062\":\"v1\",\"\\u0061\":\"v2\",\"b\\u0063\":\"v3\"}", "a", "v2");
+}
+
+static void expect_error(const char *line, size_t n, const char *key, const char *where, const char *what_part) {
+    lt_jsonl_reader rd;
+    lt_jsonl_reader_init(&rd);
+    const char *out = (const char *)1;
+    size_t out_len = 99;
+    lt_error err;
+    lt_error_clear(&err);
+    lt_status st = lt_jsonl_reader_get(&rd, line, n, key, &out, &out_len, &err);
+    if (st != LT_ERR_INPUT)
+        fail_msg("line [%.*s]: status %s, expected input error [%s]", (int)n, line, lt_status_name(st), what_part);
+    assert_null(out);
+    assert_int_equal(out_len, 0);
+    assert_int_equal(err.status, LT_ERR_INPUT);
+    if (where != NULL && strcmp(err.where, where) != 0)
+        fail_msg("line [%.*s]: where [%s], expected [%s] (what: %s)", (int)n, line, err.where, where, err.what);
+    if (strstr(err.what, what_part) == NULL)
+        fail_msg("line [%.*s]: what [%s] lacks [%s]", (int)n, line, err.what, what_part);
+    lt_jsonl_reader_free(&rd);
+    /* no error struct: same status, no crash */
+    char *copy = (char *)1;
+    size_t copy_len;
+    assert_int_equal(lt_jsonl_get_string(line, n, key, &copy, &copy_len, NULL), LT_ERR_INPUT);
+    assert_null(copy);
+}
+
+#define EXPECT_ERR(line, where, what) expect_error(S(line), "text", where, what)
+
+static void test_reader_type_errors(void **state) {
+    (void)state;
+    EXPECT_ERR("{\"text\":123}", "column 9", "value of key 'text' is a number, expected a string");
+    EXPECT_ERR("{\"text\":-0.5e1}", "column 9", "is a number");
+    EXPECT_ERR("{\"text\":{\"a\":\"b\"}}", "column 9", "is an object");
+    EXPECT_ERR("{\"text\":[\"a\"]}", "column 9", "is an array");
+    EXPECT_ERR("{\"text\":true}", "column 9", "is a boolean");
+    EXPECT_ERR("{\"text\":false}", "column 9", "is a boolean");
+    EXPECT_ERR("{\"text\":null}", "column 9", "value of key 'text' is null");
+    EXPECT_ERR("{\"text\":1,\"text\":\"second\"}", "column 9", "is a number"); /* first wins */
+    /* a syntax error inside the wrong-typed value is reported as such */
+    EXPECT_ERR("{\"text\":[1,}", "column 12", "expected a value");
+}
+
+static void test_reader_malformed(void **state) {
+    (void)state;
+    EXPECT_ERR("{\"text\":\"abc", "column 9", "unterminated string");
+    EXPECT_ERR("{\"text\":\"abc\n", "column 9", "unterminated string");
+    EXPECT_ERR("{\"text\":\"abc\r\n", "column 9", "unterminated string");
+    EXPECT_ERR("{\"a\":\"x\\", "column 6", "unterminated string");
+    EXPECT_ERR("{\"a\":\"x\\qy\"}", "column 8", "invalid escape '\\q'");
+    EXPECT_ERR("{\"text\":\"x\\qy\"}", "column 11", "invalid escape '\\q'");
+    EXPECT_ERR("{\"a\":\"x\\'y\"}", "column 8", "invalid escape '\\''");
+    EXPECT_ERR("{\"a\":\"\\u12G4\"}", "column 7", "invalid \\u escape");
+    EXPECT_ERR("{\"a\":\"\\u12\"}", "column 7", "invalid \\u escape");
+    EXPECT_ERR("{\"a\":\"x\ty\"}", "column 8", "control character U+0009 in string");
+    EXPECT_ERR("{\"a\":\"x\ny\"}", "column 8", "control character U+000A in string");
+    expect_error(S("{\"a\":\"x\0y\"}"), "text", "column 8", "control character U+0000");
+    EXPECT_ERR("{\"a\":1 \"b\":2}", "column 8", "expected ',' or '}'");
+    EXPECT_ERR("{\"a\":1", "column 7", "expected ',' or '}', found end of line");
+    expect_error(S("{\"a\":1\0}"), "text", "column 7", "expected ',' or '}', found byte 0x00");
+    EXPECT_ERR("{\"a\":[1,2}", "column 10", "expected ',' or ']'");
+    EXPECT_ERR("{\"a\":{\"b\":1]}", "column 12", "expected ',' or '}'");
+    EXPECT_ERR("{\"a\":1} x", "column 9", "trailing characters after object");
+    EXPECT_ERR("{\"a\":1}{}", "column 8", "trailing characters after object");
+    EXPECT_ERR("{\"a\":1}}", "column 8", "trailing characters");
+    EXPECT_ERR("{\"a\":tru}", "column 6", "invalid literal");
+    EXPECT_ERR("{\"a\":nul}", "column 6", "invalid literal");
+    EXPECT_ERR("{\"a\":True}", "column 6", "expected a value, found 'T'");
+    EXPECT_ERR("{\"a\":NaN}", "column 6", "expected a value");
+    EXPECT_ERR("{\"a\":'x'}", "column 6", "expected a value");
+    EXPECT_ERR("{\"a\":}", "column 6", "expected a value");
+    EXPECT_ERR("{\"a\":01}", "column 7", "expected ',' or '}'");
+    EXPECT_ERR("{\"a\":-}", "column 7", "invalid number");
+    EXPECT_ERR("{\"a\":+1}", "column 6", "expected a value");
+    EXPECT_ERR("{\"a\":.5}", "column 6", "expected a value");
+    EXPECT_ERR("{\"a\":1.}", "column 8", "invalid number");
+    EXPECT_ERR("{\"a\":1.e5}", "column 8", "invalid number");
+    EXPECT_ERR("{\"a\":1e}", "column 8", "invalid number");
+    EXPECT_ERR("{\"a\":1e+}", "column 9", "invalid number");
+    EXPECT_ERR("{\"a\":1,}", "column 8", "expected a string key");
+    EXPECT_ERR("{\"a\":[1,]}", "column 9", "expected a value");
+    EXPECT_ERR("{a:1}", "column 2", "expected a string key");
+    EXPECT_ERR("{'a':1}", "column 2", "expected a string key");
+    EXPECT_ERR("{\"a\" 1}", "column 6", "expected ':'");
+    EXPECT_ERR("{\"a\":{\"b\" 1}}", "column 11", "expected ':'");
+    EXPECT_ERR("{\"a\":{1:2}}", "column 7", "expected a string key");
+    EXPECT_ERR("[1,2]", "column 1", "the line is an array, expected a JSON object");
+    EXPECT_ERR("\"text\"", "column 1", "is a string");
+    EXPECT_ERR("42", "column 1", "is a number");
+    EXPECT_ERR("null", "column 1", "is null");
+    EXPECT_ERR("x", "column 1", "expected '{'");
+    EXPECT_ERR("", "column 1", "empty line");
+    EXPECT_ERR("  \r\n", "column 5", "empty line");
+    EXPECT_ERR("{", "column 2", "expected a string key, found end of line");
+    EXPECT_ERR("{\"a\"", "column 5", "expected ':'");
+    EXPECT_ERR("{\"a\":", "column 6", "unexpected end of line, expected a value");
+    EXPECT_ERR("\xef\xbb\xbf", "column 4", "empty line");
+    EXPECT_ERR("\xef\xbb{}", "column 1", "byte 0xEF");
+    EXPECT_ERR("{\"a\":1}\xef\xbb\xbf", "column 8", "trailing characters");
+    EXPECT_ERR("{\"a\":\"\xff\"}x", "column 10", "trailing characters");
+    expect_error(NULL, 0, "text", "column 1", "empty line");
+}
+
+static void test_reader_depth(void **state) {
+    (void)state;
+    /* top-level object + 511 nested arrays = 512 levels: accepted */
+    size_t cap = 4 * LT_JSON_MAX_PARSE_DEPTH + 64;
+    char *line = malloc(cap);
+    assert_non_null(line);
+    size_t n = 0;
+    n += (size_t)sprintf(line + n, "{\"d\":");
+    for (int i = 0; i < LT_JSON_MAX_PARSE_DEPTH - 1; i++) line[n++] = '[';
+    for (int i = 0; i < LT_JSON_MAX_PARSE_DEPTH - 1; i++) line[n++] = ']';
+    n += (size_t)sprintf(line + n, ",\"text\":\"deep ok\"}");
+    expect_value_n(line, n, "text", S("deep ok"), 0);
+
+    /* one more level (objects and arrays mixed): rejected at the bracket that opens it */
+    n = 0;
+    n += (size_t)sprintf(line + n, "{\"d\":");
+    size_t last = 0;
+    for (int i = 0; i < LT_JSON_MAX_PARSE_DEPTH; i++) {
+        last = n;
+        if (i % 2 == 0) {
+            n += (size_t)sprintf(line + n, "{\"k\":");
+        } else {
+            line[n++] = '[';
+        }
+    }
+    char where[32];
+    snprintf(where, sizeof where, "column %zu", last + 1);
+    expect_error(line, n, "text", where, "nesting deeper than 512 levels");
+    free(line);
+
+    /* hostile nesting far beyond the limit: clean error, no stack overflow */
+    size_t huge = 1000000;
+    line = malloc(huge + 8);
+    assert_non_null(line);
+    memcpy(line, "{\"a\":", 5);
+    memset(line + 5, '[', huge);
+    expect_error(line, huge + 5, "text", "column 517", "nesting deeper");
+    /* also inside the wanted key's value */
+    memcpy(line, "{\"text\":", 8);
+    memset(line + 8, '[', huge - 3);
+    expect_error(line, huge + 5, "text", "column 520", "nesting deeper");
+    free(line);
+}
+
+static void test_reader_reuse(void **state) {
+    (void)state;
+    lt_jsonl_reader rd;
+    lt_jsonl_reader_init(&rd);
+    const char *out;
+    size_t len;
+    static const char *const lines[] = {
+        "{\"text\":\"short\"}",
+        "{\"text\":\"a much longer value that needs the scratch buffer to grow beyond its first size, "
+        "repeated: 0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890"
+        "0123456789012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789"
+        "0123456789012345678901234567890123456789012345678901234567890123456789\"}",
+        "{\"other\":1}",
+        "{\"text\":\"\xff\"}",
+        "{\"text\":\"\\ud800\\ud800\"}",
+    };
+    size_t total = 0;
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+            assert_int_equal(lt_jsonl_reader_get(&rd, lines[i], strlen(lines[i]), "text", &out, &len, NULL), LT_OK);
+            if (i == 2) {
+                assert_null(out);
+                assert_int_equal(rd.replacements, 0);
+            } else {
+                assert_non_null(out);
+                assert_int_equal(strlen(out), len);
+            }
+            total += rd.replacements;
+        }
+        /* an error in between leaves the reader usable */
+        assert_int_equal(lt_jsonl_reader_get(&rd, "{", 1, "text", &out, &len, NULL), LT_ERR_INPUT);
+        assert_null(out);
+    }
+    assert_int_equal(total, 3 * 3);
+    assert_int_equal(rd.total_replacements, 3 * 3);
+    lt_jsonl_reader_free(&rd);
+    lt_jsonl_reader_free(&rd); /* twice is fine */
+}
+
+/* ================================================================ round trip */
+
+/* Random byte strings biased toward the interesting cases. */
+static size_t random_bytes(char *buf, size_t max) {
+    size_t n = (size_t)(trng() % (max + 1)), i = 0;
+    static const char *const pieces[] = {
+        "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xe2\x80\xa8", "\xe2\x80\xa9", "\xef\xbf\xbd",
+        "\xed\xa0\x80", "\xed\xb0\x80", "\xe0\x80\x80", "\xc0\xaf", "\xf4\x90\x80\x80", "\xf0\x9f\x98",
+        "\"", "\\", "\\u0041", "\x7f", "\x00", "\n", "\x1f", "\xf4\x8f\xbf\xbf", "\xdf\xbf", "\xe0\xa0\x80",
+    };
+    while (i < n) {
+        uint64_t r = trng();
+        int kind = (int)(r % 4);
+        if (kind == 0) {
+            buf[i++] = (char)(0x20 + (r >> 8) % 95); /* printable ASCII */
+        } else if (kind == 1) {
+            buf[i++] = (char)(r >> 8); /* any byte */
+        } else {
+            const char *p = pieces[(r >> 8) % (sizeof pieces / sizeof pieces[0])];
+            size_t k = p[0] == '\0' ? 1 : strlen(p);
+            if (i + k > n) break;
+            memcpy(buf + i, p, k);
+            i += k;
+        }
+    }
+    return i;
+}
+
+static void test_round_trip(void **state) {
+    (void)state;
+    enum { ROUNDS = 20000, MAXLEN = 64 };
+    lt_json j;
+    lt_json_init(&j);
+    lt_jsonl_reader rd;
+    lt_jsonl_reader_init(&rd);
+    char in[MAXLEN], want[3 * MAXLEN];
+    int valid_seen = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        size_t n = random_bytes(in, MAXLEN);
+        size_t want_repl = 0;
+        size_t want_len = lt_utf8_sanitize(in, n, want, &want_repl);
+        lt_json_reset(&j);
+        lt_json_object_begin(&j);
+        lt_json_key(&j, "id");
+        lt_json_int(&j, r);
+        lt_json_key_n(&j, in, n); /* an arbitrary key, too */
+        lt_json_double(&j, 0.5);
+        lt_json_key(&j, "text");
+        lt_json_string_n(&j, in, n);
+        lt_json_object_end(&j);
+        assert_int_equal(j.replacements, 2 * want_repl);
+        assert_true(lt_utf8_valid(j.buf, j.len));
+        /* no raw control characters or separators in the output */
+        for (size_t i = 0; i < j.len; i++) assert_true((unsigned char)j.buf[i] >= 0x20);
+        assert_null(strstr(j.buf, "\xe2\x80\xa8"));
+        assert_null(strstr(j.buf, "\xe2\x80\xa9"));
+
+        const char *out;
+        size_t out_len;
+        lt_error err;
+        lt_error_clear(&err);
+        lt_status st = lt_jsonl_reader_get(&rd, j.buf, j.len, "text", &out, &out_len, &err);
+        if (st != LT_OK) fail_msg("round %d: %s (%s) in %s", r, err.what, err.where, j.buf);
+        assert_non_null(out);
+        assert_int_equal(out_len, want_len);
+        assert_memory_equal(out, want, want_len);
+        assert_int_equal(rd.replacements, 0); /* the writer already repaired everything */
+        if (want_repl == 0) {
+            valid_seen++;
+            assert_int_equal(out_len, n); /* valid UTF-8 round trips exactly */
+            assert_memory_equal(out, in, n);
+        }
+        /* the sanitized key is found too, unless it collides with "id" or "text" */
+        char keyz[3 * MAXLEN + 1];
+        memcpy(keyz, want, want_len);
+        keyz[want_len] = '\0';
+        if (memchr(want, '\0', want_len) == NULL && strcmp(keyz, "id") != 0 && strcmp(keyz, "text") != 0) {
+            assert_int_equal(lt_jsonl_reader_get(&rd, j.buf, j.len, keyz, &out, &out_len, &err), LT_ERR_INPUT);
+            assert_non_null(strstr(err.what, "is a number"));
+        }
+    }
+    assert_true(valid_seen > 1000);
+    lt_json_free(&j);
+    lt_jsonl_reader_free(&rd);
+}
+
+/* ================================================================ reference modes */
+
+static void put_hex(lt_json *j, const char *key, const unsigned char *b, size_t n) {
+    char *hex = malloc(2 * n + 1);
+    if (hex == NULL) exit(3);
+    for (size_t i = 0; i < n; i++) sprintf(hex + 2 * i, "%02x", b[i]);
+    hex[2 * n] = '\0';
+    lt_json_key(j, key);
+    lt_json_string_n(j, hex, 2 * n);
+    free(hex);
+}
+
+static int dump_json(unsigned long count, uint64_t seed) {
+    trng_state = seed ? seed : 1;
+    lt_json j;
+    lt_json_init(&j);
+    char in[256];
+    int rc = 0;
+    for (unsigned long r = 0; r < count && rc == 0; r++) {
+        size_t n = random_bytes(in, sizeof in);
+        uint64_t bits = trng();
+        double d;
+        if (r % 3 == 0) {
+            d = (double)(int64_t)bits / 1e6;
+        } else {
+            memcpy(&d, &bits, sizeof d);
+        }
+        memcpy(&bits, &d, sizeof bits);
+        lt_json_reset(&j);
+        lt_json_object_begin(&j);
+        put_hex(&j, "hex", (const unsigned char *)in, n);
+        lt_json_key(&j, "s");
+        lt_json_string_n(&j, in, n);
+        lt_json_key(&j, "d");
+        lt_json_double(&j, d);
+        char dbits[17];
+        snprintf(dbits, sizeof dbits, "%016" PRIx64, bits);
+        lt_json_key(&j, "dbits");
+        lt_json_string(&j, dbits);
+        lt_json_key(&j, "i");
+        lt_json_int(&j, (int64_t)trng());
+        lt_json_key(&j, "u");
+        lt_json_uint(&j, trng());
+        lt_json_key(&j, "nested");
+        lt_json_array_begin(&j);
+        lt_json_object_begin(&j);
+        lt_json_key_n(&j, in, n);
+        lt_json_bool(&j, r % 2 == 0);
+        lt_json_object_end(&j);
+        lt_json_null(&j);
+        lt_json_array_begin(&j);
+        lt_json_array_end(&j);
+        lt_json_array_end(&j);
+        lt_json_object_end(&j);
+        lt_error err;
+        if (lt_json_fwrite_line(&j, stdout, "stdout", &err) != LT_OK) rc = lt_error_exit(&err);
+    }
+    lt_json_free(&j);
+    if (fflush(stdout) != 0) rc = 1;
+    return rc;
+}
+
+static int read_jsonl(const char *key) {
+    lt_jsonl_reader rd;
+    lt_jsonl_reader_init(&rd);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    while ((got = getline(&line, &cap, stdin)) >= 0) {
+        size_t n = (size_t)got;
+        if (n > 0 && line[n - 1] == '\n') n--; /* the record separator */
+        const char *out;
+        size_t len;
+        lt_error err;
+        lt_error_clear(&err);
+        lt_status st = lt_jsonl_reader_get(&rd, line, n, key, &out, &len, &err);
+        if (st != LT_OK) {
+            printf("ERR %s %s: %s\n", lt_status_name(st), err.where, err.what);
+        } else if (out == NULL) {
+            printf("ABSENT\n");
+        } else {
+            printf("OK ");
+            for (size_t i = 0; i < len; i++) printf("%02x", (unsigned char)out[i]);
+            printf("\n");
+        }
+    }
+    free(line);
+    lt_jsonl_reader_free(&rd);
+    return fflush(stdout) == 0 && !ferror(stdin) ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "--dump-json") == 0)
+        return dump_json(strtoul(argv[2], NULL, 0), strtoull(argv[3], NULL, 0));
+    if (argc == 3 && strcmp(argv[1], "--read-jsonl") == 0) return read_jsonl(argv[2]);
+    if (argc >= 2) {
+        fprintf(stderr, "usage: %s [--dump-json N SEED | --read-jsonl KEY]\n", argv[0]);
+        return 2;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_utf8_sanitize),     cmocka_unit_test(test_writer_escaping),
+        cmocka_unit_test(test_writer_structure),  cmocka_unit_test(test_writer_numbers),
+        cmocka_unit_test(test_writer_locale),     cmocka_unit_test(test_writer_misuse),
+        cmocka_unit_test(test_writer_fwrite),     cmocka_unit_test(test_reader_basic),
+        cmocka_unit_test(test_reader_nested_skip), cmocka_unit_test(test_reader_escapes),
+        cmocka_unit_test(test_reader_keys),       cmocka_unit_test(test_reader_type_errors),
+        cmocka_unit_test(test_reader_malformed),  cmocka_unit_test(test_reader_depth),
+        cmocka_unit_test(test_reader_reuse),      cmocka_unit_test(test_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
