@@ -1,7 +1,7 @@
 /*
  * kernels/gpu.h — the host's view of the GPU side.
  *
- * Everything CUDA lives in kernels/*.cu, compiled by nvcc for $(CUDA_ARCH) (sm_90 by
+ * Everything CUDA lives in the kernels/ .cu files, compiled by nvcc for $(CUDA_ARCH) (sm_90 by
  * default) when configure found CUDA. Without CUDA, kernels/gpu_none.c implements this
  * same header and reports that no GPU path was built, so the project builds and its
  * tests pass (skipping the GPU checks, visibly) on machines without CUDA or a GPU.

@@ -4,6 +4,7 @@
 #include "lib/progress.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,8 +114,22 @@ void lt_progress_set_total(lt_progress *p, uint64_t total) {
     if (p) atomic_store(&p->total, total);
 }
 
+/* Append printf-style text to buf (size > 0), truncating at the end of buf. */
+static void appendf(char *buf, size_t size, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void appendf(char *buf, size_t size, size_t *used, const char *fmt, ...) {
+    if (*used + 1 >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, size - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0) *used += (size_t)n < size - *used ? (size_t)n : size - *used - 1;
+}
+
 /* Format the report body (everything after the label) into buf. */
 static void render(lt_progress *p, double now, int final, char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = '\0';
     uint64_t done = atomic_load(&p->done), total = atomic_load(&p->total);
     double elapsed = now - p->start_s;
     double rate = elapsed > 0 ? (double)done / elapsed : 0;
@@ -125,12 +140,6 @@ static void render(lt_progress *p, double now, int final, char *buf, size_t size
     lt_format_hms(elapsed, el_s, sizeof el_s);
     double eta = (total > 0 && rate > 0 && done <= total) ? (double)(total - done) / rate : NAN;
     lt_format_hms(eta, eta_s, sizeof eta_s);
-    size_t used = 0;
-#define APPEND(...)                                                                   \
-    do {                                                                              \
-        int n_ = snprintf(buf + used, size - used, __VA_ARGS__);                      \
-        if (n_ > 0) used += (size_t)n_ < size - used ? (size_t)n_ : size - used - 1;  \
-    } while (0)
     double frac = total > 0 ? (double)done / (double)total : 0;
     if (frac > 1) frac = 1;
     if (p->tty) {
@@ -139,42 +148,41 @@ static void render(lt_progress *p, double now, int final, char *buf, size_t size
             int filled = (int)(frac * BAR_WIDTH);
             for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < filled ? '#' : '-';
             bar[BAR_WIDTH] = '\0';
-            APPEND("[%s] %5.1f%% %s/%s %s", bar, 100 * frac, done_s, total_s, p->unit);
+            appendf(buf, size, &used, "[%s] %5.1f%% %s/%s %s", bar, 100 * frac, done_s, total_s, p->unit);
         } else {
-            APPEND("%s %s", done_s, p->unit);
+            appendf(buf, size, &used, "%s %s", done_s, p->unit);
         }
-        APPEND("  %s %s/s", rate_s, p->unit);
+        appendf(buf, size, &used, "  %s %s/s", rate_s, p->unit);
         for (int i = 0; i < LT_PROGRESS_MAX_EXTRA; i++) {
             if (p->extra_unit[i][0] == '\0') continue;
             char r[32];
             lt_format_si(elapsed > 0 ? (double)atomic_load(&p->extra[i]) / p->extra_scale[i] / elapsed : 0,
                          r, sizeof r);
-            APPEND("  %s %s/s", r, p->extra_unit[i]);
+            appendf(buf, size, &used, "  %s %s/s", r, p->extra_unit[i]);
         }
         if (final)
-            APPEND("  in %s", el_s);
+            appendf(buf, size, &used, "  in %s", el_s);
         else if (total > 0)
-            APPEND("  ETA %s", eta_s);
+            appendf(buf, size, &used, "  ETA %s", eta_s);
     } else {
         if (total > 0)
-            APPEND("%.1f%% (%s/%s %s), ", 100 * frac, done_s, total_s, p->unit);
+            appendf(buf, size, &used, "%.1f%% (%s/%s %s), ", 100 * frac, done_s, total_s, p->unit);
         else
-            APPEND("%s %s, ", done_s, p->unit);
-        APPEND("%s %s/s", rate_s, p->unit);
+            appendf(buf, size, &used, "%s %s, ", done_s, p->unit);
+        appendf(buf, size, &used, "%s %s/s", rate_s, p->unit);
         for (int i = 0; i < LT_PROGRESS_MAX_EXTRA; i++) {
             if (p->extra_unit[i][0] == '\0') continue;
             char r[32];
             lt_format_si(elapsed > 0 ? (double)atomic_load(&p->extra[i]) / p->extra_scale[i] / elapsed : 0,
                          r, sizeof r);
-            APPEND(", %s %s/s", r, p->extra_unit[i]);
+            appendf(buf, size, &used, ", %s %s/s", r, p->extra_unit[i]);
         }
-        APPEND(", elapsed %s", el_s);
+        appendf(buf, size, &used, ", elapsed %s", el_s);
         if (final)
-            APPEND(", done");
+            appendf(buf, size, &used, ", done");
         else if (total > 0)
-            APPEND(", ETA %s", eta_s);
+            appendf(buf, size, &used, ", ETA %s", eta_s);
     }
-#undef APPEND
 }
 
 static void report(lt_progress *p, double now, int final) {
