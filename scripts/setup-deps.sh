@@ -24,6 +24,8 @@ APT_PACKAGES=(
   slurm-wlm slurmctld slurmd slurm-client
   # tools used by tests and users
   sqlite3 zstd bzip2 gzip python3 python3-venv iproute2 procps valgrind
+  # a decimal-comma locale, so tests can check that output never depends on the locale
+  locales
 )
 PIP_PACKAGES=(numpy tiktoken)
 
@@ -39,6 +41,8 @@ for arg in "$@"; do
 done
 
 say() { printf 'setup-deps: %s\n' "$*" >&2; }
+SUDO=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1; then SUDO=sudo; fi
 
 if [ "$do_apt" = 1 ]; then
   missing=()
@@ -49,10 +53,8 @@ if [ "$do_apt" = 1 ]; then
   done
   if [ "${#missing[@]}" -gt 0 ]; then
     say "installing ${#missing[@]} Debian packages: ${missing[*]}"
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then
-      command -v sudo >/dev/null || { say "error: not root and no sudo; install as root: apt-get install ${missing[*]}"; exit 1; }
-      SUDO=sudo
+    if [ "$(id -u)" != 0 ] && [ -z "$SUDO" ]; then
+      say "error: not root and no sudo; install as root: apt-get install ${missing[*]}"; exit 1
     fi
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq
@@ -61,6 +63,11 @@ if [ "$do_apt" = 1 ]; then
   else
     say "all ${#APT_PACKAGES[@]} Debian packages present"
   fi
+fi
+
+if [ "$do_apt" = 1 ] && ! locale -a 2>/dev/null | grep -qi '^de_DE\.utf-\?8$'; then
+  say "generating the de_DE.UTF-8 locale (tests check locale-independent number output)"
+  $SUDO localedef -i de_DE -f UTF-8 de_DE.UTF-8 || say "warning: could not generate de_DE.UTF-8"
 fi
 
 if [ "$do_python" = 1 ]; then

@@ -16,7 +16,7 @@
 static void skip_without_gpu(void) {
     char why[256] = "";
     if (lt_gpu_device_count(why, sizeof why) == 0) {
-        printf("# skipped: %s\n", why);
+        printf("# skip: %s\n", why);
         skip();
     }
 }

@@ -73,16 +73,20 @@ static void test_parse_level(void **state) {
     assert_string_equal(lt_log_level_name(LT_LOG_INFO), "info");
 }
 
+/* The memory stream's buffer and size live outside the function: open_memstream keeps
+ * their addresses until fclose. */
+static char *capture_buf;
+static size_t capture_len;
+
 static char *capture(void (*fn)(void)) {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
+    capture_buf = NULL;
+    FILE *f = open_memstream(&capture_buf, &capture_len);
     assert_non_null(f);
     lt_log_set_stream(f);
     fn();
     lt_log_set_stream(NULL);
     fclose(f);
-    return buf;
+    return capture_buf;
 }
 
 static void log_some(void) {
