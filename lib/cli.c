@@ -207,6 +207,8 @@ int lt_cli_main(const lt_cli_program *prog, int argc, char **argv) {
     }
     if (log_level) lt_log_set_level(level);
 
+    LT_DEBUG("command '%s', config %s, %d override(s)", cmd->name,
+             config_path ? config_path : "(built-in defaults)", nsets);
     lt_cli_ctx ctx = {cfg, config_path, nrest, rest};
     status = cmd->run(&ctx);
     lt_config_free(cfg);

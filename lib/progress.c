@@ -126,6 +126,18 @@ static void appendf(char *buf, size_t size, size_t *used, const char *fmt, ...) 
     if (n > 0) *used += (size_t)n < size - *used ? (size_t)n : size - *used - 1;
 }
 
+/* The extra counters as rates, each preceded by `sep`: "  5.00 MB/s  1.20M tokens/s". */
+static void append_extra_rates(lt_progress *p, double elapsed, const char *sep, char *buf,
+                               size_t size, size_t *used) {
+    for (int i = 0; i < LT_PROGRESS_MAX_EXTRA; i++) {
+        if (p->extra_unit[i][0] == '\0') continue;
+        double value = (double)atomic_load(&p->extra[i]) / p->extra_scale[i];
+        char rate[32];
+        lt_format_si(elapsed > 0 ? value / elapsed : 0, rate, sizeof rate);
+        appendf(buf, size, used, "%s%s %s/s", sep, rate, p->extra_unit[i]);
+    }
+}
+
 /* Format the report body (everything after the label) into buf. */
 static void render(lt_progress *p, double now, int final, char *buf, size_t size) {
     size_t used = 0;
@@ -153,13 +165,7 @@ static void render(lt_progress *p, double now, int final, char *buf, size_t size
             appendf(buf, size, &used, "%s %s", done_s, p->unit);
         }
         appendf(buf, size, &used, "  %s %s/s", rate_s, p->unit);
-        for (int i = 0; i < LT_PROGRESS_MAX_EXTRA; i++) {
-            if (p->extra_unit[i][0] == '\0') continue;
-            char r[32];
-            lt_format_si(elapsed > 0 ? (double)atomic_load(&p->extra[i]) / p->extra_scale[i] / elapsed : 0,
-                         r, sizeof r);
-            appendf(buf, size, &used, "  %s %s/s", r, p->extra_unit[i]);
-        }
+        append_extra_rates(p, elapsed, "  ", buf, size, &used);
         if (final)
             appendf(buf, size, &used, "  in %s", el_s);
         else if (total > 0)
@@ -170,13 +176,7 @@ static void render(lt_progress *p, double now, int final, char *buf, size_t size
         else
             appendf(buf, size, &used, "%s %s, ", done_s, p->unit);
         appendf(buf, size, &used, "%s %s/s", rate_s, p->unit);
-        for (int i = 0; i < LT_PROGRESS_MAX_EXTRA; i++) {
-            if (p->extra_unit[i][0] == '\0') continue;
-            char r[32];
-            lt_format_si(elapsed > 0 ? (double)atomic_load(&p->extra[i]) / p->extra_scale[i] / elapsed : 0,
-                         r, sizeof r);
-            appendf(buf, size, &used, ", %s %s/s", r, p->extra_unit[i]);
-        }
+        append_extra_rates(p, elapsed, ", ", buf, size, &used);
         appendf(buf, size, &used, ", elapsed %s", el_s);
         if (final)
             appendf(buf, size, &used, ", done");

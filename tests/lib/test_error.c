@@ -9,11 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <cmocka.h>
 
 #include "lib/error.h"
+#include "tests/testutil.h"
 
 /* Print err through lt_error_print into a memory stream and return the text. */
 static char *printed(const lt_error *err) {
@@ -100,36 +99,15 @@ static void test_null_error_is_allowed(void **state) {
     assert_int_equal(lt_error_exit(NULL), 0);
 }
 
-/* Run fn in a child with stderr captured; return its exit status and output. */
-static int run_child(void (*fn)(void), char *out, size_t size) {
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        _exit(99); /* not reached: fn must exit */
-    }
-    close(fds[1]);
-    size_t used = 0;
-    ssize_t n;
-    while (used + 1 < size && (n = read(fds[0], out + used, size - used - 1)) > 0) used += (size_t)n;
-    out[used] = '\0';
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
-
-static void die_check(void) {
+static void die_check(void *arg) {
+    (void)arg;
     lt_set_program("trainer");
     int x = 1;
     LT_CHECK(x == 2);
 }
 
-static void die_alloc(void) {
+static void die_alloc(void *arg) {
+    (void)arg;
     lt_set_program("trainer");
     /* an impossible size: malloc fails without touching memory */
     void *p = lt_malloc_check(SIZE_MAX / 2);
@@ -139,7 +117,7 @@ static void die_alloc(void) {
 static void test_check_macro_reports_file_line_and_exits_1(void **state) {
     (void)state;
     char out[1024];
-    assert_int_equal(run_child(die_check, out, sizeof out), 1);
+    assert_int_equal(lt_test_in_child(die_check, NULL, out, sizeof out), 1);
     assert_non_null(strstr(out, "trainer: error: internal check failed: x == 2 ("));
     assert_non_null(strstr(out, "test_error.c:"));
 }
@@ -147,7 +125,7 @@ static void test_check_macro_reports_file_line_and_exits_1(void **state) {
 static void test_alloc_check_reports_file_line_and_exits_1(void **state) {
     (void)state;
     char out[1024];
-    assert_int_equal(run_child(die_alloc, out, sizeof out), 1);
+    assert_int_equal(lt_test_in_child(die_alloc, NULL, out, sizeof out), 1);
     assert_non_null(strstr(out, "trainer: error: out of memory allocating"));
     assert_non_null(strstr(out, "test_error.c:"));
 }

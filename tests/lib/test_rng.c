@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "lib/rng.h"
+#include "tests/testutil.h"
 
 /* ---- known-answer vectors: Random123 kat_vectors, "philox4x64 10" lines (also checked
  * against numpy.random.Philox by rng_reference.py) ---- */
@@ -331,23 +332,20 @@ static void test_normal(void **state) {
     assert_int_equal(lt_rng_u64(&a), lt_rng_u64(&b));
 }
 
+static void below_zero(void *arg) {
+    (void)arg;
+    lt_rng r;
+    lt_rng_seed(&r, 1);
+    (void)lt_rng_below(&r, 0);
+}
+
 /* lt_rng_below(r, 0) is a programming error: reported with file:line, exit 1 */
 static void test_below_zero_dies(void **state) {
     (void)state;
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (freopen("/dev/null", "w", stderr) == NULL) _exit(3);
-        lt_rng r;
-        lt_rng_seed(&r, 1);
-        (void)lt_rng_below(&r, 0);
-        _exit(0);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 1);
+    char report[1024];
+    assert_int_equal(lt_test_in_child(below_zero, NULL, report, sizeof report), 1);
+    assert_non_null(strstr(report, "error: internal check failed"));
+    assert_non_null(strstr(report, "rng.c:"));
 }
 
 /* ---- reference-dump modes for rng_reference.py ---- */

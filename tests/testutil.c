@@ -1,0 +1,42 @@
+/*
+ * tests/testutil.c — helpers shared by the unit tests (see testutil.h).
+ */
+#include "tests/testutil.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int lt_test_in_child(void (*fn)(void *arg), void *arg, char *err, size_t err_size) {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    fflush(NULL); /* nothing buffered is written twice */
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        fn(arg);
+        fflush(NULL);
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t used = 0;
+    char sink[256];
+    for (;;) {
+        char *dst = (err && used + 1 < err_size) ? err + used : sink;
+        size_t room = (err && used + 1 < err_size) ? err_size - used - 1 : sizeof sink;
+        ssize_t n = read(fds[0], dst, room);
+        if (n <= 0) break;
+        if (dst != sink) used += (size_t)n;
+    }
+    if (err && err_size > 0) err[used] = '\0';
+    close(fds[0]);
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+}
