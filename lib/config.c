@@ -192,6 +192,13 @@ static lt_status check_writable(const lt_config_key *k, const char *raw, const c
             return LT_ERR_CONFIG;
         }
     }
+    /* A file line is trimmed when read, so leading/trailing blanks would not come back. */
+    if (len > 0 && (is_blank_char(raw[0]) || is_blank_char(raw[len - 1]))) {
+        lt_fail(err, LT_ERR_CONFIG, where, "invalid value '%s' for %s.%s: it starts or ends with a blank",
+                abbrev(raw, ab), k->section, k->key);
+        lt_error_hint(err, "remove the blanks around the value");
+        return LT_ERR_CONFIG;
+    }
     return LT_OK;
 }
 
@@ -710,7 +717,7 @@ static lt_status load_stream(lt_config *cfg, load_ctx *c) {
     static char inline_prefixes[] = ";";
     bool saved_multiline = ini_allow_multiline, saved_stop = ini_stop_on_first_error;
     bool saved_no_value = ini_allow_no_value, saved_inline = ini_allow_inline_comments;
-    bool saved_stack = ini_use_stack;
+    bool saved_stack = ini_use_stack, saved_bom = ini_allow_bom;
     char *saved_start = ini_start_comment_prefixes, *saved_inline_p = ini_inline_comment_prefixes;
     int saved_max_line = ini_max_line;
     ini_allow_multiline = false;
@@ -718,6 +725,7 @@ static lt_status load_stream(lt_config *cfg, load_ctx *c) {
     ini_allow_no_value = false;
     ini_allow_inline_comments = true;
     ini_use_stack = true;
+    ini_allow_bom = false; /* read_line skips the one BOM a file may start with */
     ini_start_comment_prefixes = start_prefixes;
     ini_inline_comment_prefixes = inline_prefixes;
     ini_max_line = LT_CONFIG_LINE_MAX + 2;
@@ -729,6 +737,7 @@ static lt_status load_stream(lt_config *cfg, load_ctx *c) {
     ini_allow_no_value = saved_no_value;
     ini_allow_inline_comments = saved_inline;
     ini_use_stack = saved_stack;
+    ini_allow_bom = saved_bom;
     ini_start_comment_prefixes = saved_start;
     ini_inline_comment_prefixes = saved_inline_p;
     ini_max_line = saved_max_line;

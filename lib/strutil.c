@@ -161,36 +161,38 @@ lt_status lt_parse_size_why(const char *text, uint64_t *out, const char **why) {
     }
     if (*p != '\0') return LT_ERR_INPUT;
 
-    /* Exact arithmetic: value = (INT.FRAC as the integer INTFRAC) * 2^shift / 10^f, where
-     * f counts the fraction digits left after dropping trailing zeros (1.50G == 1.5G). */
+    /* Exact arithmetic, integer and fraction apart: value = INT * 2^shift + FRAC * 2^shift
+     * / 10^f, where FRAC is the fraction's digits as an integer and f their count after
+     * dropping trailing zeros (1.50G == 1.5G). */
     while (frac_end > frac_begin && frac_end[-1] == '0') frac_end--;
     size_t f = (size_t)(frac_end - frac_begin);
-    if (f > 18) { /* 10^19 no longer fits the arithmetic below */
+    if (f > 18) { /* FRAC < 10^18 keeps the fraction arithmetic in 64 bits */
         if (why) *why = "too many decimal places";
         return LT_ERR_INPUT;
     }
-    uint64_t num = 0;
+    uint64_t ip = 0, frac = 0;
+    bool ip_fits = true;
     for (const char *q = int_begin; q < int_end; q++)
-        if (!add_digit(&num, *q, UINT64_MAX)) goto too_large;
-    for (const char *q = frac_begin; q < frac_end; q++)
-        if (!add_digit(&num, *q, UINT64_MAX)) goto too_large;
+        if (ip_fits && !add_digit(&ip, *q, LT_SIZE_MAX)) ip_fits = false;
+    for (const char *q = frac_begin; q < frac_end; q++) (void)add_digit(&frac, *q, UINT64_MAX);
     uint64_t den = 1;
     for (size_t i = 0; i < f; i++) den *= 10;
-    /* num * 2^shift / den: divide out common factors of two first so that exact results
-     * never overflow in the intermediate product. */
-    while (shift > 0 && den % 2 == 0) {
+    /* Divide the common factors of two out of 2^shift / 10^f: what is left of den is odd
+     * while shift > 0, so the fraction part is whole exactly when den divides FRAC. */
+    unsigned s_left = shift;
+    while (s_left > 0 && den % 2 == 0) {
         den /= 2;
-        shift--;
+        s_left--;
     }
-    if (num % den != 0) {
+    if (frac % den != 0) {
         if (why) *why = "not a whole number";
         return LT_ERR_INPUT;
     }
-    num /= den;
-    if (shift > 0 && num > (LT_SIZE_MAX >> shift)) goto too_large;
-    num <<= shift;
-    if (num > LT_SIZE_MAX) goto too_large;
-    *out = num;
+    uint64_t part = (frac / den) << s_left; /* < 2^shift: FRAC / den < 2^(shift - s_left) */
+    if (!ip_fits || (shift > 0 && ip > (LT_SIZE_MAX >> shift))) goto too_large;
+    uint64_t whole = ip << shift;
+    if (part > LT_SIZE_MAX - whole) goto too_large;
+    *out = whole + part;
     return LT_OK;
 
 too_large:

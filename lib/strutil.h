@@ -14,7 +14,8 @@
  *   integer  [+-]DIGITS, decimal, no suffix, no separators; int64_t range.
  *   size     DIGITS[.DIGITS][SUFFIX], SUFFIX one of K M G T (either case) = 2^10, 2^20,
  *            2^30, 2^40; no "B"/"iB", no blank before the suffix, no sign. A fraction is
- *            allowed when the result is a whole number (1.5G, 0.5K; not 1.3K). The largest
+ *            allowed when the result is a whole number (1.5G, 0.5K; not 1.3K), with at most 18
+ *            significant decimal places. The largest
  *            size is INT64_MAX (2^63 - 1) so that sizes fit signed 64-bit arithmetic
  *            (off_t, differences); larger values are refused, never wrapped.
  *   double   [+-]DIGITS[.DIGITS][(e|E)[+-]DIGITS] (also .5 and 5.); finite only: no inf,

@@ -24,6 +24,8 @@ APT_PACKAGES=(
   slurm-wlm slurmctld slurmd slurm-client
   # tools used by tests and users
   sqlite3 zstd bzip2 gzip python3 python3-venv iproute2 procps valgrind
+  # libFuzzer + sanitizer runtimes + symbolizer for the fuzz targets (scripts/fuzz.sh)
+  clang-14 libclang-rt-14-dev llvm-14
   # a decimal-comma locale, so tests can check that output never depends on the locale
   locales
 )

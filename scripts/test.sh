@@ -8,6 +8,8 @@
 #      make check-unit under ASan + UBSan
 #   4. make install DESTDIR=... and the installed programs answer --help/--version
 #   5. make distcheck
+#   6. fuzzing (scripts/fuzz.sh): every seed and past-crash input of each libFuzzer target,
+#      then each target fuzzed for $LONGTAIL_CI_FUZZ_SECONDS (default 20) seconds
 # Every test result (each cmocka case, each TAP line, each step above) is counted; the
 # last line is `N passed, N failed` (skips are listed above it, never counted as passed).
 set -uo pipefail
@@ -103,6 +105,22 @@ if build _build/sanitize --enable-sanitizers --without-cuda; then
 else
   record "build: sanitizers, without CUDA" 1
 fi
+
+step "fuzzing (scripts/fuzz.sh, build in _build/fuzz)"
+# Each PASS/FAIL line of fuzz.sh counts; exit 77 (no clang/libFuzzer) is a visible skip.
+fuzz_tally() { # fuzz_tally ARGS...
+  local out rc
+  out=$(scripts/fuzz.sh --build-dir _build/fuzz "$@" 2>&1); rc=$?
+  printf '%s\n' "$out" | sed 's/^/  /'
+  local p f s
+  p=$(printf '%s\n' "$out" | grep -c '^PASS: fuzz'); f=$(printf '%s\n' "$out" | grep -c '^FAIL: fuzz')
+  s=$(printf '%s\n' "$out" | grep -c '^SKIP: fuzz')
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+  [ "$f" -gt 0 ] && failures+=("fuzz $*: see _build/fuzz/logs")
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ "$f" = 0 ]; then record "fuzz $* (exit $rc)" 1; fi
+}
+fuzz_tally --regress
+fuzz_tally --seconds "${LONGTAIL_CI_FUZZ_SECONDS:-20}"
 
 step "summary"
 [ "$skipped" -gt 0 ] && echo "$skipped skipped (listed above; not counted as passed)"

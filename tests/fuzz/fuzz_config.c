@@ -6,7 +6,10 @@
  *   1. lt_config_load_string on a NUL-terminated copy (the text ends at the first NUL);
  *   2. lt_config_load_file on the exact bytes (NULs included), through an in-memory file
  *      (memfd, opened as /proc/self/fd/N: no file system is touched);
- *   3. each line of the input (split at '\n') as one lt_config_set("section.key=value").
+ *   3. each line of the input (split at '\n'; the first 32) as one lt_config_set("section.key=value");
+ *   4. the same lines through lt_config_set_value(SECTION, KEY, VALUE) (split at the first
+ *      '=' and the first '.' before it, nothing trimmed): the path env vars and API callers
+ *      use, "validated like a file value".
  * What is checked (a violation calls abort(), which libFuzzer reports as a crash; a crash,
  * a sanitizer report, a hang over -timeout and an exit() through LT_CHECK are failures):
  *   - no crash, no leak, no undefined behaviour, no exit;
@@ -23,7 +26,9 @@
  *   - the dump reloads: lt_config_dump_string -> lt_config_load_string on a fresh config
  *     succeeds and lt_config_equal holds (also when reloaded over the config itself);
  *   - loading the same successful text twice is fine (duplicates are per file) and
- *     changes no value.
+ *     changes no value;
+ *   - only one UTF-8 byte order mark is skipped: a text starting with two loads (or fails)
+ *     like the same text with the second replaced by U+200B.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -120,6 +125,23 @@ static void check_getters(const lt_config *cfg) {
     }
 }
 
+/* "section.key: 'A' vs 'B'" for the first key whose text differs (for reports). */
+static const char *first_difference(const lt_config *a, const lt_config *b) {
+    static char msg[LT_CONFIG_VALUE_MAX * 2 + 256];
+    size_t n;
+    const lt_config_key *schema = lt_config_schema(&n);
+    for (size_t i = 0; i < n; i++) {
+        const char *x = lt_config_get_string(a, schema[i].section, schema[i].key);
+        const char *y = lt_config_get_string(b, schema[i].section, schema[i].key);
+        if ((x == NULL) != (y == NULL) || (x != NULL && strcmp(x, y) != 0)) {
+            snprintf(msg, sizeof msg, "%s.%s: '%s' became '%s'", schema[i].section, schema[i].key,
+                     x ? x : "(unset)", y ? y : "(unset)");
+            return msg;
+        }
+    }
+    return "(the texts are equal; the typed values differ)";
+}
+
 /* The dump of `cfg` loads into a fresh config (and over `cfg` itself) to equal values. */
 static void check_dump_reloads(lt_config *cfg) {
     char *text = dump_or_die(cfg);
@@ -128,17 +150,19 @@ static void check_dump_reloads(lt_config *cfg) {
     lt_error_clear(&e);
     lt_status st = lt_config_load_string(fresh, text, "dump.ini", &e);
     if (st != LT_OK) fail("the dump does not reload", &e, text);
-    if (!lt_config_equal(cfg, fresh)) fail("the reloaded dump differs (lt_config_equal)", NULL, text);
+    if (!lt_config_equal(cfg, fresh))
+        fail("the reloaded dump differs (lt_config_equal)", NULL, first_difference(cfg, fresh));
     /* the dump of the reloaded config reloads too (a fixed point of the values) */
     char *again = dump_or_die(fresh);
     lt_config *third = new_or_die();
     st = lt_config_load_string(third, again, "dump2.ini", &e);
     if (st != LT_OK) fail("the dump of the reloaded dump does not reload", &e, again);
-    if (!lt_config_equal(cfg, third)) fail("second reload differs", NULL, again);
+    if (!lt_config_equal(cfg, third)) fail("second reload differs", NULL, first_difference(cfg, third));
     /* reloading over the config itself changes no value */
     st = lt_config_load_string(cfg, text, "dump.ini", &e);
     if (st != LT_OK) fail("the dump does not reload over its own config", &e, text);
-    if (!lt_config_equal(cfg, fresh)) fail("dump reloaded over itself changed values", NULL, text);
+    if (!lt_config_equal(cfg, fresh))
+        fail("dump reloaded over itself changed values", NULL, first_difference(fresh, cfg));
     lt_config_free(third);
     lt_config_free(fresh);
     free(again);
@@ -241,10 +265,10 @@ static void fuzz_set_lines(const char *text) {
     if (copy == NULL) fail("out of memory in the harness", NULL, NULL);
     char *line = copy;
     bool any_ok = false;
-    for (int count = 0; line != NULL && count < 64; count++) {
+    char *before = dump_or_die(cfg); /* the dump of cfg as it is now */
+    for (int count = 0; line != NULL && count < 32; count++) {
         char *nl = strchr(line, '\n');
         if (nl != NULL) *nl = '\0';
-        char *before = dump_or_die(cfg);
         lt_error err;
         lt_error_clear(&err);
         lt_status st = lt_config_set(cfg, line, &err);
@@ -253,16 +277,81 @@ static void fuzz_set_lines(const char *text) {
             check_unchanged(cfg, before, "a failing --set changed the config");
         } else {
             any_ok = true;
+            free(before);
+            before = dump_or_die(cfg);
         }
-        free(before);
         line = nl ? nl + 1 : NULL;
     }
+    free(before);
     if (any_ok) {
         check_getters(cfg);
         check_dump_reloads(cfg);
     }
     free(copy);
     lt_config_free(cfg);
+}
+
+/*
+ * Path 4: the same lines through lt_config_set_value, the path of every value (env vars,
+ * API callers): "SECTION.KEY=VALUE" split at the first '=' and the first '.', nothing
+ * trimmed. Its values are "validated like a file value" and must survive the dump too.
+ */
+static void fuzz_set_value_lines(const char *text) {
+    lt_config *cfg = new_or_die();
+    char *copy = strdup(text);
+    if (copy == NULL) fail("out of memory in the harness", NULL, NULL);
+    char *line = copy;
+    bool any_ok = false;
+    char *before = dump_or_die(cfg);
+    for (int count = 0; line != NULL && count < 32; count++) {
+        char *nl = strchr(line, '\n');
+        if (nl != NULL) *nl = '\0';
+        char *eq = strchr(line, '=');
+        char *dot = eq ? memchr(line, '.', (size_t)(eq - line)) : NULL;
+        if (dot != NULL) {
+            *eq = '\0';
+            *dot = '\0';
+            lt_error err;
+            lt_error_clear(&err);
+            lt_status st = lt_config_set_value(cfg, line, dot + 1, eq + 1, "fuzz origin", &err);
+            if (st != LT_OK) {
+                check_error(st, &err, false, "fuzz origin");
+                check_unchanged(cfg, before, "a failing lt_config_set_value changed the config");
+            } else {
+                any_ok = true;
+                free(before);
+                before = dump_or_die(cfg);
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(before);
+    if (any_ok) {
+        check_getters(cfg);
+        check_dump_reloads(cfg);
+    }
+    free(copy);
+    lt_config_free(cfg);
+}
+
+/*
+ * Only ONE byte order mark is skipped: a second U+FEFF at the start of line 1 is content,
+ * so the text must load (or fail) exactly as when that second U+FEFF is replaced by another
+ * non-blank character of the same length (U+200B).
+ */
+static void check_second_bom(const char *text, lt_status st_string) {
+    static const char bom[] = "\xEF\xBB\xBF";
+    if (strncmp(text, bom, 3) != 0 || strncmp(text + 3, bom, 3) != 0) return;
+    char *v = strdup(text);
+    if (v == NULL) fail("out of memory in the harness", NULL, NULL);
+    memcpy(v + 3, "\xE2\x80\x8B", 3);
+    lt_config *cfg = new_or_die();
+    lt_error err;
+    lt_status st = lt_config_load_string(cfg, v, FUZZ_NAME, &err);
+    if ((st == LT_OK) != (st_string == LT_OK))
+        fail("a second BOM on line 1 is skipped (it must count as content, like U+200B)", &err, NULL);
+    lt_config_free(cfg);
+    free(v);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -277,6 +366,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lt_status st_string = fuzz_load_string(text, &err_string);
     fuzz_load_file(data, size, !has_nul, st_string, &err_string);
     fuzz_set_lines(text);
+    fuzz_set_value_lines(text);
+    check_second_bom(text, st_string);
 
     free(text);
     return 0;

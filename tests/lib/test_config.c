@@ -1174,8 +1174,27 @@ static void test_docs_table_matches_schema(void **state) {
     free(path);
 }
 
+/* Found by fuzz_config: a value with outer blanks given through the API would not come
+ * back from the dump; a second BOM hid an unknown section header. */
+static void test_fuzz_regressions(void **state) {
+    (void)state;
+    lt_config *cfg = lt_config_new();
+    assert_non_null(cfg);
+    lt_error e;
+    assert_int_equal(lt_config_set_value(cfg, "run", "name", " padded", "api", &e), LT_ERR_CONFIG);
+    assert_non_null(strstr(e.what, "starts or ends with a blank"));
+    assert_int_equal(lt_config_set_value(cfg, "run", "name", "padded ", "api", &e), LT_ERR_CONFIG);
+    assert_int_equal(lt_config_set_value(cfg, "run", "name", "in side", "api", &e), LT_OK);
+    assert_int_equal(lt_config_load_string(cfg, "\xEF\xBB\xBF\xEF\xBB\xBF[bogus]\n", "bom.ini", &e),
+                     LT_ERR_CONFIG);
+    assert_int_equal(lt_config_load_string(cfg, "\xEF\xBB\xBF[plan]\nsteps = 2\n", "bom.ini", &e),
+                     LT_OK);
+    lt_config_free(cfg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fuzz_regressions),
         cmocka_unit_test(test_schema_well_formed),
         cmocka_unit_test(test_schema_contract_keys),
         cmocka_unit_test(test_defaults),

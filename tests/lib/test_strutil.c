@@ -234,6 +234,25 @@ static void test_parse_size_bad(void **state) {
     assert_int_equal(lt_parse_size("2x", &v), LT_ERR_INPUT);
 }
 
+/* Found by fuzz_numbers: integer and fraction digits used to share one 64-bit
+ * accumulator, so long inputs were wrongly "too large". */
+static void test_parse_size_long_fraction(void **state) {
+    (void)state;
+    uint64_t v = 0;
+    const char *why = NULL;
+    /* 20T + 0.000003814697265625T = 20T + 4M */
+    assert_int_equal(lt_parse_size_why("20.000003814697265625T", &v, &why), LT_OK);
+    assert_true(v == 20ULL * 1099511627776ULL + 4ULL * 1048576ULL);
+    assert_int_equal(lt_parse_size_why("20.000000000000000001", &v, &why), LT_ERR_INPUT);
+    assert_string_equal(why, "not a whole number");
+    assert_int_equal(lt_parse_size_why("9223372036854775807", &v, &why), LT_OK);
+    assert_true(v == 9223372036854775807ULL);
+    assert_int_equal(lt_parse_size_why("9223372036854775808", &v, &why), LT_ERR_INPUT);
+    assert_string_equal(why, "too large");
+    assert_int_equal(lt_parse_size_why("1.0000000000000000001T", &v, &why), LT_ERR_INPUT);
+    assert_string_equal(why, "too many decimal places");
+}
+
 static void test_format_size(void **state) {
     (void)state;
     char buf[32];
@@ -351,6 +370,7 @@ int main(void) {
         cmocka_unit_test(test_parse_int64_bad),
         cmocka_unit_test(test_parse_size_ok),
         cmocka_unit_test(test_parse_size_bad),
+        cmocka_unit_test(test_parse_size_long_fraction),
         cmocka_unit_test(test_format_size),
         cmocka_unit_test(test_parse_double_ok),
         cmocka_unit_test(test_parse_double_bad),
