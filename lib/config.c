@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/strutil.h" /* lt_parse_*, lt_edit_distance, lt_is_close_match, lt_trim */
+#include "lib/strutil.h" /* lt_parse_*, lt_edit_distance, lt_is_close_match, lt_trim, lt_is_blank_char */
 
 typedef enum origin_kind {
     ORIGIN_DEFAULT,
@@ -75,10 +75,6 @@ static bool section_exists(const char *name) {
     for (size_t i = 0; i < n; i++)
         if (strcmp(s[i].name, name) == 0) return true;
     return false;
-}
-
-static bool is_blank_char(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
 /* `text` shortened for a message: at most 60 bytes, "..." marking a cut. */
@@ -183,7 +179,7 @@ static lt_status check_writable(const lt_config_key *k, const char *raw, const c
             lt_error_hint(err, "values are one line of text");
             return LT_ERR_CONFIG;
         }
-        if (c == ';' && (i == 0 || is_blank_char(raw[i - 1]))) {
+        if (c == ';' && (i == 0 || lt_is_blank_char(raw[i - 1]))) {
             lt_fail(err, LT_ERR_CONFIG, where,
                     "invalid value '%s' for %s.%s: a ';' at the start or after a blank starts a "
                     "comment",
@@ -193,7 +189,7 @@ static lt_status check_writable(const lt_config_key *k, const char *raw, const c
         }
     }
     /* A file line is trimmed when read, so leading/trailing blanks would not come back. */
-    if (len > 0 && (is_blank_char(raw[0]) || is_blank_char(raw[len - 1]))) {
+    if (len > 0 && (lt_is_blank_char(raw[0]) || lt_is_blank_char(raw[len - 1]))) {
         lt_fail(err, LT_ERR_CONFIG, where, "invalid value '%s' for %s.%s: it starts or ends with a blank",
                 abbrev(raw, ab), k->section, k->key);
         lt_error_hint(err, "remove the blanks around the value");
@@ -641,7 +637,7 @@ static bool check_section_header(load_ctx *c, const char *line) {
     bool was_space = false;
     const char *p = line + 1;
     while (*p && *p != ']' && !(was_space && *p == ';')) {
-        was_space = is_blank_char(*p);
+        was_space = lt_is_blank_char(*p);
         p++;
     }
     if (*p != ']') return true; /* not a header inih accepts: its syntax error */
@@ -674,9 +670,8 @@ static char *read_line(char *dst, int num, void *stream) {
         s += 3;
         len -= 3;
     }
-    while (len > 0 && is_blank_char(s[len - 1])) len--;
-    s[len] = '\0';
-    while (is_blank_char(*s)) s++, len--;
+    s = lt_trim(s); /* NUL bytes were refused above, so strlen sees the whole line */
+    len = strlen(s);
     c->cur = s;
     if (len > LT_CONFIG_LINE_MAX || len + 1 > (size_t)num) {
         size_t limit = (size_t)num - 1 < LT_CONFIG_LINE_MAX ? (size_t)num - 1 : LT_CONFIG_LINE_MAX;

@@ -67,8 +67,7 @@ static lt_status count_objects(sqlite3 *db, int *count, lt_error *err) {
     return st;
 }
 
-static lt_status migrate(sqlite3 *db, const char *path, const lt_db_schema *schema, int from,
-                         lt_error *err) {
+static lt_status migrate(sqlite3 *db, const lt_db_schema *schema, int from, lt_error *err) {
     for (int v = from; v < schema->count; v++) {
         lt_status st = lt_db_exec(db, "BEGIN IMMEDIATE", err);
         if (st != LT_OK) return st;
@@ -80,7 +79,6 @@ static lt_status migrate(sqlite3 *db, const char *path, const lt_db_schema *sche
         if (st != LT_OK) {
             lt_error_prefix(err, "migrating %s to schema version %d: ", schema->name, v + 1);
             sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-            (void)path;
             return st;
         }
         st = lt_db_exec(db, "COMMIT", err);
@@ -141,7 +139,7 @@ lt_status lt_db_open(sqlite3 **out, const char *path, const lt_db_schema *schema
         lt_error_hint(err, fresh ? "the file is empty; create it first"
                                  : "open it once read-write (e.g. rerun the build) to migrate");
     } else if (version < schema->count) {
-        st = migrate(db, path, schema, version, err);
+        st = migrate(db, schema, version, err);
     }
     if (st != LT_OK) {
         sqlite3_close(db);

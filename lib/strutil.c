@@ -14,7 +14,7 @@
 #include <string.h>
 
 /* ASCII only, independent of the locale (isspace would follow LC_CTYPE). */
-static bool is_blank_char(char c) {
+bool lt_is_blank_char(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
@@ -31,9 +31,9 @@ static bool equal_ignoring_case(const char *a, const char *b) {
 
 char *lt_trim(char *s) {
     if (s == NULL) return NULL;
-    while (is_blank_char(*s)) s++;
+    while (lt_is_blank_char(*s)) s++;
     size_t n = strlen(s);
-    while (n > 0 && is_blank_char(s[n - 1])) n--;
+    while (n > 0 && lt_is_blank_char(s[n - 1])) n--;
     s[n] = '\0';
     return s;
 }
@@ -41,7 +41,7 @@ char *lt_trim(char *s) {
 bool lt_is_blank(const char *s) {
     if (s == NULL) return true;
     for (; *s; s++)
-        if (!is_blank_char(*s)) return false;
+        if (!lt_is_blank_char(*s)) return false;
     return true;
 }
 

@@ -43,6 +43,9 @@
  */
 char *lt_trim(char *s);
 
+/* Whether `c` is ASCII white space (space, \t, \n, \v, \f, \r), whatever the locale. */
+bool lt_is_blank_char(char c);
+
 /* Whether `s` is NULL, empty, or only white space. */
 bool lt_is_blank(const char *s);
 
