@@ -1,8 +1,8 @@
 /*
  * dataprep/dataprep.h — the interface of the dataprep stage (read corpora, tokenize, write token shards).
  *
- * The corpus readers, the tokenizer and the shard writer join this library with the
- * tokenizer and dataprep issues; for now it holds the program's command table.
+ * The tokenizer has its own header (dataprep/tokenizer.h); the corpus readers and the
+ * shard writer join this library with the dataprep issue.
  */
 #ifndef LT_DATAPREP_H
 #define LT_DATAPREP_H
@@ -11,5 +11,8 @@
 
 /* The `dataprep` program: its commands (lib/cli.h runs them). */
 extern const lt_cli_program dataprep_program;
+
+/* Commands (each in its own file). */
+int encode_command(lt_cli_ctx *ctx); /* dataprep/encode.c */
 
 #endif

@@ -93,7 +93,7 @@ int lt_cli_unknown_option(const lt_cli_ctx *ctx, const char *arg) {
 }
 
 /* "--name VALUE" or "--name=VALUE": returns the value and advances *i, or NULL. */
-static const char *option_value(int argc, char **argv, int *i, const char *name, int *missing) {
+const char *lt_cli_option_value(int argc, char **argv, int *i, const char *name, int *missing) {
     size_t n = strlen(name);
     const char *a = argv[*i];
     *missing = 0;
@@ -125,11 +125,11 @@ int lt_cli_main(const lt_cli_program *prog, int argc, char **argv) {
             while (++i < argc) rest[nrest++] = argv[i];
             break;
         }
-        if ((v = option_value(argc, argv, &i, "--config", &missing)) != NULL) {
+        if ((v = lt_cli_option_value(argc, argv, &i, "--config", &missing)) != NULL) {
             config_path = v;
-        } else if (!missing && (v = option_value(argc, argv, &i, "--set", &missing)) != NULL) {
+        } else if (!missing && (v = lt_cli_option_value(argc, argv, &i, "--set", &missing)) != NULL) {
             sets[nsets++] = v;
-        } else if (!missing && (v = option_value(argc, argv, &i, "--log-level", &missing)) != NULL) {
+        } else if (!missing && (v = lt_cli_option_value(argc, argv, &i, "--log-level", &missing)) != NULL) {
             log_level = v;
         } else if (missing) {
             status = usage_error(NULL, "option '%s' needs a value", a);

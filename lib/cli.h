@@ -50,6 +50,11 @@ typedef struct lt_cli_program {
 /* Parse, load the config, dispatch. Use as `return lt_cli_main(&prog, argc, argv);`. */
 int lt_cli_main(const lt_cli_program *prog, int argc, char **argv);
 
+/* For commands parsing their arguments: "--name VALUE" or "--name=VALUE" at argv[*i]
+ * returns the value (advancing *i past it), else NULL; *missing = 1 when the option is
+ * there without its value. */
+const char *lt_cli_option_value(int argc, char **argv, int *i, const char *name, int *missing);
+
 /* For commands: an option the command does not know. Reports and returns 2. */
 int lt_cli_unknown_option(const lt_cli_ctx *ctx, const char *arg);
 

@@ -1,0 +1,910 @@
+/*
+ * dataprep/tokenizer.c — tiktoken-exact byte-level BPE (see tokenizer.h for the contract).
+ *
+ * Pieces: the rank file gives every token's bytes; a token's rank is its id and its merge
+ * priority. Lookups go through one open-addressing hash table keyed by the token bytes
+ * (the first 8 bytes packed into a word, so short tokens compare with one integer test).
+ *
+ * Merging (tiktoken src/lib.rs byte_pair_encode): within a piece, repeatedly merge the
+ * adjacent pair of parts whose concatenated bytes have the lowest rank, leftmost on ties,
+ * until no adjacent pair is a token. Short pieces use an array of parts (cache-friendly,
+ * O(n m) like tiktoken's small path); pieces of LARGE_PIECE bytes or more use a binary
+ * heap of candidate merges with lazy invalidation (O(n log n)), so a 1 MiB unsplittable
+ * piece costs milliseconds, not hours. Both give the same result: the rule is the same
+ * total order (rank, start).
+ */
+#include "dataprep/tokenizer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dataprep/pretok.h" /* lt_pretok_*, lt_regex_* */
+#include "lib/files.h"       /* lt_read_file */
+#include "lib/json.h"        /* lt_json_parse, lt_utf8_sanitize, lt_utf8_valid */
+#include "lib/sha256.h"      /* lt_sha256_hex */
+
+#ifndef LT_PKGDATADIR
+#define LT_PKGDATADIR "/usr/local/share/longtail"
+#endif
+
+#define NO_RANK UINT32_MAX
+#define LARGE_PIECE 128 /* pieces this long or longer merge with the heap */
+
+/* ------------------------------------------------------------------ types */
+
+typedef struct slot {
+    uint64_t head; /* the first min(len, 8) bytes, little-endian, zero-padded */
+    uint32_t len;  /* token length in bytes; 0 = empty slot */
+    uint32_t rank;
+} slot;
+
+typedef struct special {
+    char *text;
+    size_t len;
+    uint32_t id;
+    bool allowed;
+} special;
+
+struct lt_tokenizer {
+    char *name;
+    char *vocab_path;
+    char sha256[LT_SHA256_HEX_LEN + 1];
+    uint32_t n_ranks;
+    uint32_t n_vocab;
+    unsigned char *pool; /* all token bytes, concatenated in rank order */
+    uint32_t *off;       /* token r is pool[off[r] .. off[r + 1]) */
+    slot *slots;
+    uint64_t mask; /* slots - 1 (a power of two minus one) */
+    uint32_t byte_rank[256];
+    special *specials;
+    size_t n_special;
+    bool any_allowed;
+    lt_pretok_kind kind;
+    lt_regex *re;
+};
+
+struct lt_tok_scratch {
+    char *clean; /* the text with invalid UTF-8 replaced */
+    size_t clean_cap;
+    uint32_t *start, *pair, *tok; /* small-path parts / large-path per-byte state */
+    uint32_t *end, *prev;
+    size_t part_cap;
+    uint64_t *heap; /* (rank << 32 | start) min-heap */
+    size_t heap_cap;
+    lt_regex_scratch *rs; /* matching state for `rs_for` */
+    const lt_regex *rs_for;
+    size_t *spec_next; /* per special: next occurrence at or after the cursor */
+    size_t spec_cap;
+};
+
+/* Output cursor: ids are written while they fit, counted always. */
+typedef struct out_ids {
+    uint32_t *ids;
+    size_t cap;
+    size_t n;
+} out_ids;
+
+static inline void emit(out_ids *o, uint32_t id) {
+    if (o->n < o->cap) o->ids[o->n] = id;
+    o->n++;
+}
+
+/* ------------------------------------------------------------------ hashing */
+
+/* Bytes p[0..n), n <= 8, as a little-endian word (two overlapping loads, no loop). */
+static inline uint64_t load_head(const unsigned char *p, size_t n) {
+    if (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, p, 4);
+        memcpy(&b, p + n - 4, 4);
+        return (uint64_t)a | (uint64_t)b << (8 * (n - 4));
+    }
+    if (n == 0) return 0;
+    return (uint64_t)p[0] | (uint64_t)p[n / 2] << (8 * (n / 2)) | (uint64_t)p[n - 1] << (8 * (n - 1));
+}
+
+static inline uint64_t mix64(uint64_t x) {
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    return x;
+}
+
+static inline uint64_t hash_bytes(const unsigned char *p, size_t n, uint64_t head) {
+    uint64_t h = head * 0x9e3779b97f4a7c15ull + n;
+    for (size_t i = 8; i < n; i += 8) {
+        uint64_t w = load_head(p + i, n - i < 8 ? n - i : 8);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    return mix64(h);
+}
+
+/* The rank of the token with bytes p[0..n), or NO_RANK. */
+static inline uint32_t rank_of(const lt_tokenizer *tok, const unsigned char *p, size_t n) {
+    uint64_t head = load_head(p, n < 8 ? n : 8);
+    uint64_t i = hash_bytes(p, n, head) & tok->mask;
+    for (;;) {
+        const slot *s = &tok->slots[i];
+        if (s->len == 0) return NO_RANK;
+        if (s->len == n && s->head == head &&
+            (n <= 8 || memcmp(tok->pool + tok->off[s->rank] + 8, p + 8, n - 8) == 0))
+            return s->rank;
+        i = (i + 1) & tok->mask;
+    }
+}
+
+/* Insert token `rank`; returns the rank already holding the same bytes, or NO_RANK. */
+static uint32_t table_insert(lt_tokenizer *tok, uint32_t rank) {
+    const unsigned char *p = tok->pool + tok->off[rank];
+    size_t n = tok->off[rank + 1] - tok->off[rank];
+    uint64_t head = load_head(p, n < 8 ? n : 8);
+    uint64_t i = hash_bytes(p, n, head) & tok->mask;
+    for (;;) {
+        slot *s = &tok->slots[i];
+        if (s->len == 0) {
+            s->head = head;
+            s->len = (uint32_t)n;
+            s->rank = rank;
+            return NO_RANK;
+        }
+        if (s->len == n && s->head == head &&
+            memcmp(tok->pool + tok->off[s->rank], p, n) == 0)
+            return s->rank;
+        i = (i + 1) & tok->mask;
+    }
+}
+
+/* ------------------------------------------------------------------ scratch */
+
+lt_tok_scratch *lt_tok_scratch_new(void) { return calloc(1, sizeof(lt_tok_scratch)); }
+
+void lt_tok_scratch_free(lt_tok_scratch *s) {
+    if (!s) return;
+    free(s->clean);
+    free(s->start);
+    free(s->pair);
+    free(s->tok);
+    free(s->end);
+    free(s->prev);
+    free(s->heap);
+    free(s->spec_next);
+    lt_regex_scratch_free(s->rs);
+    free(s);
+}
+
+/* Grow *p to hold n elements of `size` bytes (amortized doubling); false when out of memory. */
+static bool grow(void **p, size_t *cap, size_t n, size_t size) {
+    if (n <= *cap) return true;
+    size_t c = *cap ? *cap : 64;
+    while (c < n) {
+        if (c > SIZE_MAX / 2 / size) return false;
+        c *= 2;
+    }
+    void *q = realloc(*p, c * size);
+    if (!q) return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
+static bool grow_parts(lt_tok_scratch *s, size_t n) {
+    if (n <= s->part_cap) return true;
+    size_t cap = s->part_cap, c;
+    uint32_t **arrays[] = {&s->start, &s->pair, &s->tok, &s->end, &s->prev};
+    for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++) {
+        c = cap;
+        if (!grow((void **)arrays[k], &c, n, sizeof(uint32_t))) return false;
+    }
+    s->part_cap = c;
+    return true;
+}
+
+/* ------------------------------------------------------------------ merging */
+
+/* Short pieces: parts as an array; each round finds the lowest-ranked adjacent pair
+ * (strictly lower wins, so ties go to the left) and merges it. */
+static void merge_small(const lt_tokenizer *tok, lt_tok_scratch *s, const unsigned char *p, size_t n,
+                        out_ids *o) {
+    uint32_t *start = s->start, *pair = s->pair, *id = s->tok;
+    size_t parts = n;
+    for (size_t i = 0; i < n; i++) {
+        start[i] = (uint32_t)i;
+        id[i] = tok->byte_rank[p[i]];
+    }
+    start[n] = (uint32_t)n;
+    for (size_t i = 0; i + 1 < n; i++) pair[i] = rank_of(tok, p + i, 2);
+    for (;;) {
+        uint32_t best = NO_RANK;
+        size_t at = 0;
+        for (size_t i = 0; i + 1 < parts; i++)
+            if (pair[i] < best) best = pair[i], at = i;
+        if (best == NO_RANK) break;
+        /* parts `at` and `at + 1` become one token: drop boundary at + 1 */
+        id[at] = best;
+        memmove(start + at + 1, start + at + 2, (parts - at - 1) * sizeof *start);
+        memmove(id + at + 1, id + at + 2, (parts - at - 2) * sizeof *id);
+        if (parts >= at + 3) memmove(pair + at + 1, pair + at + 2, (parts - at - 3) * sizeof *pair);
+        parts--;
+        if (at + 1 < parts) pair[at] = rank_of(tok, p + start[at], start[at + 2] - start[at]);
+        else pair[at] = NO_RANK;
+        if (at > 0) pair[at - 1] = rank_of(tok, p + start[at - 1], start[at + 1] - start[at - 1]);
+    }
+    for (size_t i = 0; i < parts; i++) emit(o, id[i]);
+}
+
+static inline void heap_push(uint64_t *h, size_t *n, uint64_t v) {
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (h[up] <= v) break;
+        h[i] = h[up];
+        i = up;
+    }
+    h[i] = v;
+}
+
+static inline uint64_t heap_pop(uint64_t *h, size_t *n) {
+    uint64_t top = h[0], v = h[--*n];
+    size_t i = 0, len = *n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= len) break;
+        if (c + 1 < len && h[c + 1] < h[c]) c++;
+        if (v <= h[c]) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (len) h[i] = v;
+    return top;
+}
+
+/* Long pieces: parts form a linked list over byte offsets (a part is named by its first
+ * byte); candidate merges sit in a min-heap keyed (rank, start). A candidate is stale once
+ * either of its parts changed; pair[start] holds the rank of the current candidate for the
+ * part at `start`, so a popped entry is live iff its rank still equals pair[start] (equal
+ * rank means equal bytes, hence the same merge). Each merge pushes at most two entries. */
+static lt_status merge_large(const lt_tokenizer *tok, lt_tok_scratch *s, const unsigned char *p,
+                             size_t n, out_ids *o, lt_error *err) {
+    if (!grow((void **)&s->heap, &s->heap_cap, 3 * n, sizeof(uint64_t)))
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory merging a piece of %zu bytes", n);
+    uint32_t *end = s->end, *prev = s->prev, *pair = s->pair, *id = s->tok;
+    uint64_t *heap = s->heap;
+    size_t hn = 0;
+    for (size_t i = 0; i < n; i++) {
+        end[i] = (uint32_t)(i + 1);
+        prev[i] = (uint32_t)i - 1; /* wraps for i = 0: never read */
+        id[i] = tok->byte_rank[p[i]];
+        pair[i] = i + 1 < n ? rank_of(tok, p + i, 2) : NO_RANK;
+        if (pair[i] != NO_RANK) heap_push(heap, &hn, (uint64_t)pair[i] << 32 | i);
+    }
+    while (hn > 0) {
+        uint64_t top = heap_pop(heap, &hn);
+        uint32_t at = (uint32_t)top, rank = (uint32_t)(top >> 32);
+        if (pair[at] != rank) continue; /* stale */
+        uint32_t right = end[at], right_end = end[right];
+        id[at] = rank;
+        end[at] = right_end;
+        pair[right] = NO_RANK; /* the right part is gone */
+        if (right_end < n) {
+            prev[right_end] = at;
+            pair[at] = rank_of(tok, p + at, end[right_end] - at);
+            if (pair[at] != NO_RANK) heap_push(heap, &hn, (uint64_t)pair[at] << 32 | at);
+        } else {
+            pair[at] = NO_RANK;
+        }
+        if (at > 0) {
+            uint32_t left = prev[at];
+            pair[left] = rank_of(tok, p + left, right_end - left);
+            if (pair[left] != NO_RANK) heap_push(heap, &hn, (uint64_t)pair[left] << 32 | left);
+        }
+    }
+    for (size_t i = 0; i < n; i = end[i]) emit(o, id[i]);
+    return LT_OK;
+}
+
+/* One piece: a whole-token lookup first (most pieces), else merge. */
+static lt_status encode_piece(const lt_tokenizer *tok, lt_tok_scratch *s, const unsigned char *p,
+                              size_t n, out_ids *o, lt_error *err) {
+    if (n == 1) {
+        emit(o, tok->byte_rank[p[0]]);
+        return LT_OK;
+    }
+    uint32_t r = rank_of(tok, p, n);
+    if (r != NO_RANK) {
+        emit(o, r);
+        return LT_OK;
+    }
+    if (n >= UINT32_MAX - 1)
+        return lt_fail(err, LT_ERR_INPUT, NULL, "a piece of %zu bytes is too long to merge", n);
+    if (!grow_parts(s, n + 1))
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory merging a piece of %zu bytes", n);
+    if (n < LARGE_PIECE) {
+        merge_small(tok, s, p, n, o);
+        return LT_OK;
+    }
+    return merge_large(tok, s, p, n, o, err);
+}
+
+/* ------------------------------------------------------------------ encoding */
+
+/* Pre-tokenize text[0..len) (valid UTF-8) and encode every piece. */
+static lt_status encode_ordinary(const lt_tokenizer *tok, lt_tok_scratch *s, const unsigned char *t,
+                                 size_t len, out_ids *o, lt_error *err) {
+    lt_status st = LT_OK;
+    size_t pos = 0, end;
+    switch (tok->kind) {
+    case LT_PRETOK_CL100K:
+        for (; pos < len && st == LT_OK; pos = end) {
+            end = lt_pretok_next_cl100k(t, len, pos);
+            st = encode_piece(tok, s, t + pos, end - pos, o, err);
+        }
+        return st;
+    case LT_PRETOK_O200K:
+        for (; pos < len && st == LT_OK; pos = end) {
+            end = lt_pretok_next_o200k(t, len, pos);
+            st = encode_piece(tok, s, t + pos, end - pos, o, err);
+        }
+        return st;
+    case LT_PRETOK_R50K:
+        for (; pos < len && st == LT_OK; pos = end) {
+            end = lt_pretok_next_r50k(t, len, pos);
+            st = encode_piece(tok, s, t + pos, end - pos, o, err);
+        }
+        return st;
+    case LT_PRETOK_REGEX:
+        break;
+    }
+    if (s->rs_for != tok->re) {
+        lt_regex_scratch_free(s->rs);
+        s->rs_for = NULL;
+        s->rs = lt_regex_scratch_new(tok->re);
+        if (!s->rs) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for regex match data");
+        s->rs_for = tok->re;
+    }
+    while (pos < len) {
+        bool found;
+        size_t ms, me;
+        if ((st = lt_regex_next(tok->re, s->rs, t, len, pos, &found, &ms, &me, err)) != LT_OK) return st;
+        if (!found) break;
+        if ((st = encode_piece(tok, s, t + ms, me - ms, o, err)) != LT_OK) return st;
+        pos = me;
+    }
+    return LT_OK;
+}
+
+/* Next occurrence of special k at or after pos (cached per special), or len. */
+static size_t next_special(const lt_tokenizer *tok, lt_tok_scratch *s, const unsigned char *t,
+                           size_t len, size_t pos, size_t k) {
+    if (s->spec_next[k] != SIZE_MAX && s->spec_next[k] >= pos) return s->spec_next[k];
+    const special *sp = &tok->specials[k];
+    const unsigned char *hit = pos < len ? memmem(t + pos, len - pos, sp->text, sp->len) : NULL;
+    s->spec_next[k] = hit ? (size_t)(hit - t) : len;
+    return s->spec_next[k];
+}
+
+/* tiktoken's encode(allowed_special=...): split at the leftmost occurrence of an allowed
+ * special token (the longest one on a tie), encode the text between as ordinary text,
+ * each segment on its own (the pattern's lookahead sees the segment end). */
+static lt_status encode_with_specials(const lt_tokenizer *tok, lt_tok_scratch *s, const unsigned char *t,
+                                      size_t len, out_ids *o, lt_error *err) {
+    if (!grow((void **)&s->spec_next, &s->spec_cap, tok->n_special, sizeof(size_t)))
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (size_t k = 0; k < tok->n_special; k++) s->spec_next[k] = SIZE_MAX;
+    size_t pos = 0;
+    for (;;) {
+        size_t best = len, best_k = SIZE_MAX;
+        for (size_t k = 0; k < tok->n_special; k++) {
+            if (!tok->specials[k].allowed) continue;
+            size_t at = next_special(tok, s, t, len, pos, k);
+            if (at < best || (at == best && at < len && tok->specials[k].len > tok->specials[best_k].len))
+                best = at, best_k = k;
+        }
+        lt_status st = encode_ordinary(tok, s, t + pos, best - pos, o, err);
+        if (st != LT_OK) return st;
+        if (best_k == SIZE_MAX) return LT_OK;
+        emit(o, tok->specials[best_k].id);
+        pos = best + tok->specials[best_k].len;
+    }
+}
+
+lt_status lt_tokenizer_encode(const lt_tokenizer *tok, lt_tok_scratch *s, const char *text, size_t len,
+                              uint32_t *ids, size_t cap, lt_encode_info *info, lt_error *err) {
+    out_ids o = {ids, cap, 0};
+    info->n_tokens = 0;
+    info->utf8_replacements = 0;
+    const unsigned char *t = (const unsigned char *)text;
+    if (!lt_utf8_valid(text, len)) {
+        if (len > SIZE_MAX / 3) return lt_fail(err, LT_ERR_NOMEM, NULL, "text too large");
+        if (!grow((void **)&s->clean, &s->clean_cap, LT_UTF8_SANITIZE_MAX(len), 1))
+            return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory repairing %zu bytes of UTF-8", len);
+        len = lt_utf8_sanitize(text, len, s->clean, &info->utf8_replacements);
+        t = (const unsigned char *)s->clean;
+    }
+    lt_status st = tok->any_allowed ? encode_with_specials(tok, s, t, len, &o, err)
+                                    : encode_ordinary(tok, s, t, len, &o, err);
+    info->n_tokens = o.n;
+    return st;
+}
+
+/* ------------------------------------------------------------------ decoding */
+
+const char *lt_tokenizer_token_bytes(const lt_tokenizer *tok, uint32_t id, size_t *len) {
+    if (id < tok->n_ranks) {
+        *len = tok->off[id + 1] - tok->off[id];
+        return (const char *)tok->pool + tok->off[id];
+    }
+    for (size_t k = 0; k < tok->n_special; k++)
+        if (tok->specials[k].id == id) {
+            *len = tok->specials[k].len;
+            return tok->specials[k].text;
+        }
+    *len = 0;
+    return NULL;
+}
+
+lt_status lt_tokenizer_decode(const lt_tokenizer *tok, const uint32_t *ids, size_t n, char *out, size_t cap,
+                              size_t *out_len, lt_error *err) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *b = lt_tokenizer_token_bytes(tok, ids[i], &len);
+        if (!b) {
+            *out_len = total;
+            char where[48];
+            snprintf(where, sizeof where, "token %zu", i);
+            return lt_fail(err, LT_ERR_INPUT, where, "unknown token id %" PRIu32 " (the vocabulary has %" PRIu32 ")",
+                           ids[i], tok->n_vocab);
+        }
+        if (total < cap) memcpy(out + total, b, cap - total < len ? cap - total : len);
+        total += len;
+    }
+    *out_len = total;
+    return LT_OK;
+}
+
+/* ------------------------------------------------------------------ queries */
+
+const char *lt_tokenizer_name(const lt_tokenizer *tok) { return tok->name; }
+uint32_t lt_tokenizer_n_ranks(const lt_tokenizer *tok) { return tok->n_ranks; }
+uint32_t lt_tokenizer_n_vocab(const lt_tokenizer *tok) { return tok->n_vocab; }
+const char *lt_tokenizer_vocab_sha256(const lt_tokenizer *tok) { return tok->sha256; }
+
+const char *lt_tokenizer_engine(const lt_tokenizer *tok) {
+    switch (tok->kind) {
+    case LT_PRETOK_CL100K: return "cl100k";
+    case LT_PRETOK_O200K: return "o200k";
+    case LT_PRETOK_R50K: return "r50k";
+    case LT_PRETOK_REGEX: break;
+    }
+    return "pcre2";
+}
+
+int64_t lt_tokenizer_special_id(const lt_tokenizer *tok, const char *text) {
+    for (size_t k = 0; k < tok->n_special; k++)
+        if (strcmp(tok->specials[k].text, text) == 0) return tok->specials[k].id;
+    return -1;
+}
+
+lt_status lt_tokenizer_set_allowed_special(lt_tokenizer *tok, const char *list, lt_error *err) {
+    for (size_t k = 0; k < tok->n_special; k++) tok->specials[k].allowed = false;
+    tok->any_allowed = false;
+    if (!list || !*list) return LT_OK;
+    if (strcmp(list, "all") == 0) {
+        for (size_t k = 0; k < tok->n_special; k++) tok->specials[k].allowed = true;
+        tok->any_allowed = tok->n_special > 0;
+        return LT_OK;
+    }
+    for (const char *p = list;;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        bool known = false;
+        for (size_t k = 0; k < tok->n_special; k++)
+            if (tok->specials[k].len == n && memcmp(tok->specials[k].text, p, n) == 0)
+                tok->specials[k].allowed = known = true;
+        if (!known) {
+            lt_fail(err, LT_ERR_USAGE, NULL, "'%.*s' is not a special token of %s", (int)n, p, tok->name);
+            if (tok->n_special) lt_error_hint(err, "its special tokens are %s%s", tok->specials[0].text,
+                                              tok->n_special > 1 ? ", ... (or use 'all')" : "");
+            return err ? err->status : LT_ERR_USAGE;
+        }
+        tok->any_allowed = true;
+        if (!comma) return LT_OK;
+        p = comma + 1;
+    }
+}
+
+/* ------------------------------------------------------------------ loading */
+
+/* The special tokens of the known encodings (their .json sidecars in ../shared/vocab). */
+typedef struct known_special {
+    const char *encoding;
+    const char *text;
+    uint32_t id;
+} known_special;
+
+static const known_special KNOWN_SPECIALS[] = {
+    {"cl100k_base", "<|endoftext|>", 100257},   {"cl100k_base", "<|fim_prefix|>", 100258},
+    {"cl100k_base", "<|fim_middle|>", 100259},  {"cl100k_base", "<|fim_suffix|>", 100260},
+    {"cl100k_base", "<|endofprompt|>", 100276}, {"o200k_base", "<|endoftext|>", 199999},
+    {"o200k_base", "<|endofprompt|>", 200018},  {"r50k_base", "<|endoftext|>", 50256},
+};
+
+static const struct {
+    const char *name;
+    lt_pretok_kind kind;
+} KNOWN_ENCODINGS[] = {
+    {"cl100k_base", LT_PRETOK_CL100K},
+    {"o200k_base", LT_PRETOK_O200K},
+    {"r50k_base", LT_PRETOK_R50K},
+};
+#define N_KNOWN (sizeof KNOWN_ENCODINGS / sizeof KNOWN_ENCODINGS[0])
+
+void lt_tokenizer_free(lt_tokenizer *tok) {
+    if (!tok) return;
+    free(tok->name);
+    free(tok->vocab_path);
+    free(tok->pool);
+    free(tok->off);
+    free(tok->slots);
+    for (size_t k = 0; k < tok->n_special; k++) free(tok->specials[k].text);
+    free(tok->specials);
+    lt_regex_free(tok->re);
+    free(tok);
+}
+
+static int b64val(unsigned char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Strict RFC 4648 base64 (padding required, no other characters) into out; returns the
+ * decoded length, or -1 with *why set. */
+static long b64decode(const unsigned char *s, size_t n, unsigned char *out, const char **why) {
+    if (n == 0) return *why = "the token is empty", -1;
+    if (n % 4) return *why = "base64 length is not a multiple of 4", -1;
+    size_t pad = s[n - 1] == '=' ? (s[n - 2] == '=' ? 2 : 1) : 0;
+    long len = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            bool padding = i + 4 == n && k >= 4 - (int)pad;
+            v[k] = padding ? 0 : b64val(s[i + k]);
+            if (v[k] < 0) return *why = s[i + k] == '=' ? "'=' before the end of the base64 text"
+                                                        : "a character outside the base64 alphabet", -1;
+        }
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        int bytes = i + 4 == n ? 3 - (int)pad : 3;
+        if (bytes < 3 && (w & ((1u << (8 * (3 - bytes))) - 1)))
+            return *why = "non-zero bits in the base64 padding", -1;
+        for (int k = 0; k < bytes; k++) out[len++] = (unsigned char)(w >> (16 - 8 * k));
+    }
+    return len;
+}
+
+typedef struct rank_line {
+    uint32_t rank;
+    uint32_t off, len; /* decoded bytes in the staging pool */
+    size_t line;
+} rank_line;
+
+static lt_status where_fail(lt_error *err, const char *path, size_t line, const char *msg) {
+    char where[PATH_MAX + 32];
+    snprintf(where, sizeof where, "%s:%zu", path, line);
+    return lt_fail(err, LT_ERR_INPUT, where, "%s", msg);
+}
+
+/* Parse the rank file into tok->pool/off/slots/byte_rank. */
+static lt_status load_ranks(lt_tokenizer *tok, const char *path, lt_error *err) {
+    char *data;
+    size_t size;
+    lt_status st = lt_read_file(path, &data, &size, err);
+    if (st != LT_OK) return st;
+    lt_sha256_hex(data, size, tok->sha256);
+    char msg[160];
+    unsigned char *stage = lt_malloc_check(size + 4);
+    size_t nlines = 1;
+    for (size_t i = 0; i < size; i++) nlines += data[i] == '\n';
+    rank_line *rl = lt_calloc_check(nlines, sizeof *rl);
+    size_t n = 0, staged = 0, line = 0;
+    for (size_t pos = 0; pos < size && st == LT_OK;) {
+        const char *nl = memchr(data + pos, '\n', size - pos);
+        size_t end = nl ? (size_t)(nl - data) : size, next = nl ? end + 1 : size;
+        line++;
+        size_t e = end;
+        if (e > pos && data[e - 1] == '\r') e--;
+        if (e == pos) { /* blank lines are skipped, as tiktoken's loader does */
+            pos = next;
+            continue;
+        }
+        const char *sp = memchr(data + pos, ' ', e - pos);
+        if (!sp) {
+            st = where_fail(err, path, line, "expected 'BASE64 RANK', found no space");
+            break;
+        }
+        const char *why = NULL;
+        long len = b64decode((const unsigned char *)data + pos, (size_t)(sp - data) - pos, stage + staged, &why);
+        if (len < 0) {
+            snprintf(msg, sizeof msg, "bad base64 token: %s", why);
+            st = where_fail(err, path, line, msg);
+            break;
+        }
+        const char *r = sp + 1;
+        uint64_t rank = 0;
+        if (r == data + e) st = where_fail(err, path, line, "the rank is missing after the space");
+        for (; st == LT_OK && r < data + e; r++) {
+            if (*r < '0' || *r > '9') {
+                snprintf(msg, sizeof msg, "the rank '%.*s' is not a non-negative integer",
+                         (int)(data + e - sp - 1 > 40 ? 40 : data + e - sp - 1), sp + 1);
+                st = where_fail(err, path, line, msg);
+            } else if ((rank = rank * 10 + (uint64_t)(*r - '0')) >= UINT32_MAX - 1) {
+                st = where_fail(err, path, line, "the rank is too large (at most 4294967293)");
+            }
+        }
+        if (st != LT_OK) break;
+        rl[n++] = (rank_line){(uint32_t)rank, (uint32_t)staged, (uint32_t)len, line};
+        staged += (size_t)len;
+        pos = next;
+    }
+    free(data);
+    if (st == LT_OK && n == 0) st = lt_fail(err, LT_ERR_INPUT, path, "no tokens in the rank file");
+    /* ranks must be exactly 0..n-1: no duplicates, no gaps */
+    size_t *line_of = st == LT_OK ? lt_calloc_check(n, sizeof *line_of) : NULL;
+    size_t first_out = 0;
+    for (size_t i = 0; st == LT_OK && i < n; i++) {
+        if (rl[i].rank >= n) {
+            if (!first_out) first_out = i + 1;
+            continue;
+        }
+        if (line_of[rl[i].rank]) {
+            snprintf(msg, sizeof msg, "duplicate rank %" PRIu32 " (first on line %zu)", rl[i].rank,
+                     line_of[rl[i].rank]);
+            st = where_fail(err, path, rl[i].line, msg);
+        }
+        line_of[rl[i].rank] = rl[i].line;
+    }
+    if (st == LT_OK && first_out) {
+        size_t missing = 0;
+        while (line_of[missing]) missing++;
+        snprintf(msg, sizeof msg, "rank %" PRIu32 " leaves a gap: %zu tokens need ranks 0..%zu, and rank %zu is missing",
+                 rl[first_out - 1].rank, n, n - 1, missing);
+        st = where_fail(err, path, rl[first_out - 1].line, msg);
+    }
+    if (st == LT_OK) {
+        tok->n_ranks = (uint32_t)n;
+        tok->pool = lt_malloc_check(staged + 1);
+        tok->off = lt_malloc_check((n + 1) * sizeof *tok->off);
+        size_t *line_by_rank = line_of; /* reuse: rank -> line */
+        uint32_t *idx = lt_malloc_check(n * sizeof *idx);
+        for (size_t i = 0; i < n; i++) idx[rl[i].rank] = (uint32_t)i;
+        size_t o = 0;
+        for (size_t r = 0; r < n; r++) {
+            const rank_line *x = &rl[idx[r]];
+            tok->off[r] = (uint32_t)o;
+            memcpy(tok->pool + o, stage + x->off, x->len);
+            o += x->len;
+        }
+        tok->off[n] = (uint32_t)o;
+        size_t slots = 1024;
+        while (slots < 2 * n) slots *= 2;
+        tok->slots = lt_calloc_check(slots, sizeof *tok->slots);
+        tok->mask = slots - 1;
+        for (uint32_t r = 0; r < n && st == LT_OK; r++) {
+            uint32_t dup = table_insert(tok, r);
+            if (dup != NO_RANK) {
+                snprintf(msg, sizeof msg, "duplicate token: rank %" PRIu32 " has the same bytes as rank %" PRIu32
+                         " (line %zu)", r, dup, line_by_rank[dup]);
+                st = where_fail(err, path, line_by_rank[r], msg);
+            }
+        }
+        for (int b = 0; b < 256 && st == LT_OK; b++) {
+            unsigned char c = (unsigned char)b;
+            tok->byte_rank[b] = rank_of(tok, &c, 1);
+            if (tok->byte_rank[b] == NO_RANK) {
+                snprintf(msg, sizeof msg, "no token for the single byte 0x%02X: byte-level BPE needs all 256", b);
+                st = lt_fail(err, LT_ERR_INPUT, path, "%s", msg);
+            }
+        }
+        free(idx);
+    }
+    free(line_of);
+    free(rl);
+    free(stage);
+    return st;
+}
+
+static lt_status add_special(lt_tokenizer *tok, const char *text, size_t len, int64_t id, const char *where,
+                             lt_error *err) {
+    if (len == 0) return lt_fail(err, LT_ERR_INPUT, where, "a special token with empty text");
+    if (id < (int64_t)tok->n_ranks || id >= UINT32_MAX)
+        return lt_fail(err, LT_ERR_INPUT, where, "special token '%s' has id %" PRId64
+                       ", which is not above the %" PRIu32 " mergeable ranks", text, id, tok->n_ranks);
+    for (size_t k = 0; k < tok->n_special; k++)
+        if (tok->specials[k].id == id)
+            return lt_fail(err, LT_ERR_INPUT, where, "special tokens '%s' and '%s' share id %" PRId64,
+                           tok->specials[k].text, text, id);
+    tok->specials = lt_realloc_check(tok->specials, (tok->n_special + 1) * sizeof *tok->specials);
+    char *copy = lt_malloc_check(len + 1);
+    memcpy(copy, text, len);
+    copy[len] = '\0';
+    tok->specials[tok->n_special++] = (special){copy, len, (uint32_t)id, false};
+    if ((uint32_t)id + 1 > tok->n_vocab) tok->n_vocab = (uint32_t)id + 1;
+    return LT_OK;
+}
+
+/* Read a .json sidecar: "pat_str" (required), "special_tokens" (optional), "name". */
+static lt_status load_sidecar(lt_tokenizer *tok, const char *path, char **pattern, lt_error *err) {
+    char *data;
+    size_t size;
+    lt_status st = lt_read_file(path, &data, &size, err);
+    if (st != LT_OK) return st;
+    lt_jv *doc = NULL;
+    st = lt_json_parse(data, size, &doc, err);
+    free(data);
+    if (st != LT_OK) {
+        lt_error_prefix(err, "%s: ", path);
+        return st;
+    }
+    const lt_jv *pat = lt_jv_get(doc, "pat_str"), *sp = lt_jv_get(doc, "special_tokens"),
+                *name = lt_jv_get(doc, "name");
+    if (doc->type != LT_JV_OBJECT)
+        st = lt_fail(err, LT_ERR_INPUT, path, "expected a JSON object, found %s", lt_jv_type_name(doc->type));
+    else if (!pat || pat->type != LT_JV_STRING)
+        st = lt_fail(err, LT_ERR_INPUT, path, "no \"pat_str\" string (the pre-tokenization pattern)");
+    else if (sp && sp->type != LT_JV_OBJECT)
+        st = lt_fail(err, LT_ERR_INPUT, path, "\"special_tokens\" is %s, expected an object of text: id",
+                     lt_jv_type_name(sp->type));
+    if (st == LT_OK) {
+        *pattern = lt_strdup_check(pat->text);
+        if (name && name->type == LT_JV_STRING && name->len) {
+            free(tok->name);
+            tok->name = lt_strdup_check(name->text);
+        }
+    }
+    for (size_t k = 0; st == LT_OK && sp && k < sp->n; k++) {
+        int64_t id;
+        char where[PATH_MAX + 64];
+        snprintf(where, sizeof where, "%s:%zu:%zu", path, sp->items[k].line, sp->items[k].column);
+        if (!lt_jv_int64(&sp->items[k], &id))
+            st = lt_fail(err, LT_ERR_INPUT, where, "special token '%s': the id is %s, expected an integer",
+                         sp->keys[k], lt_jv_type_name(sp->items[k].type));
+        else
+            st = add_special(tok, sp->keys[k], sp->key_lens[k], id, where, err);
+    }
+    lt_jv_free(doc);
+    return st;
+}
+
+static const char *stem_of(const char *path, size_t *len) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    const char *dot = strrchr(base, '.');
+    *len = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    return base;
+}
+
+static bool is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+lt_status lt_tokenizer_load(lt_tokenizer **out, const char *vocab_path, const char *pattern,
+                            lt_pretok_engine engine, lt_error *err) {
+    *out = NULL;
+    lt_tokenizer *tok = lt_calloc_check(1, sizeof *tok);
+    size_t stem_len;
+    const char *stem = stem_of(vocab_path, &stem_len);
+    tok->name = lt_strdup_check(stem);
+    tok->name[stem_len] = '\0';
+    tok->vocab_path = lt_strdup_check(vocab_path);
+    lt_status st = load_ranks(tok, vocab_path, err);
+    tok->n_vocab = tok->n_ranks;
+    char *pat = NULL, *sidecar = NULL;
+    size_t known = N_KNOWN;
+    if (st == LT_OK && pattern && !strchr(pattern, '/') && !strstr(pattern, ".json")) {
+        for (known = 0; known < N_KNOWN && strcmp(KNOWN_ENCODINGS[known].name, pattern) != 0; known++) {}
+        if (known == N_KNOWN) {
+            st = lt_fail(err, LT_ERR_USAGE, NULL, "unknown pattern '%s'", pattern);
+            lt_error_hint(err, "give cl100k_base, o200k_base, r50k_base, or the path of a NAME.json sidecar");
+        }
+    }
+    if (st == LT_OK && known < N_KNOWN) {
+        pat = lt_strdup_check(lt_pretok_pattern(KNOWN_ENCODINGS[known].kind));
+        for (size_t k = 0; k < sizeof KNOWN_SPECIALS / sizeof KNOWN_SPECIALS[0] && st == LT_OK; k++)
+            if (strcmp(KNOWN_SPECIALS[k].encoding, pattern) == 0)
+                st = add_special(tok, KNOWN_SPECIALS[k].text, strlen(KNOWN_SPECIALS[k].text),
+                                 KNOWN_SPECIALS[k].id, vocab_path, err);
+    } else if (st == LT_OK) {
+        if (pattern) {
+            sidecar = lt_strdup_check(pattern);
+        } else { /* FILE.tiktoken -> FILE.json */
+            size_t n = strlen(vocab_path), keep = n;
+            const char *dot = strrchr(vocab_path, '.');
+            if (dot && !strchr(dot, '/')) keep = (size_t)(dot - vocab_path);
+            sidecar = lt_malloc_check(keep + 6);
+            memcpy(sidecar, vocab_path, keep);
+            strcpy(sidecar + keep, ".json");
+            if (!is_file(sidecar)) {
+                st = lt_fail(err, LT_ERR_USAGE, sidecar, "no pattern sidecar next to the rank file");
+                lt_error_hint(err, "give --pattern cl100k_base|o200k_base|r50k_base or --pattern FILE.json");
+            }
+        }
+        if (st == LT_OK) st = load_sidecar(tok, sidecar, &pat, err);
+    }
+    if (st == LT_OK) {
+        tok->kind = engine == LT_PRETOK_ENGINE_PCRE2 ? LT_PRETOK_REGEX : lt_pretok_recognize(pat);
+        if (tok->kind == LT_PRETOK_REGEX) {
+            st = lt_regex_compile(&tok->re, pat, err);
+            if (st != LT_OK) lt_error_prefix(err, "pattern of %s: ", sidecar ? sidecar : tok->name);
+        }
+    }
+    free(pat);
+    free(sidecar);
+    if (st != LT_OK) {
+        lt_tokenizer_free(tok);
+        return st;
+    }
+    *out = tok;
+    return LT_OK;
+}
+
+static char *join_path(const char *dir, const char *name, const char *ext) {
+    size_t n = strlen(dir) + strlen(name) + strlen(ext) + 2;
+    char *p = lt_malloc_check(n);
+    snprintf(p, n, "%s/%s%s", dir, name, ext);
+    return p;
+}
+
+lt_status lt_tokenizer_find(const char *name, const char *vocab_dir, char **vocab_path, char **json_path,
+                            lt_error *err) {
+    *vocab_path = *json_path = NULL;
+    if (!*name || strchr(name, '/'))
+        return lt_fail(err, LT_ERR_USAGE, NULL, "'%s' is not an encoding name", name);
+    const char *env = getenv("LONGTAIL_VOCAB_DIR");
+    const char *dirs[3] = {vocab_dir, env && *env ? env : NULL, LT_PKGDATADIR "/vocab"};
+    char searched[1024] = "";
+    size_t used = 0;
+    for (int d = 0; d < 3; d++) {
+        if (!dirs[d]) continue;
+        char *v = join_path(dirs[d], name, ".tiktoken"), *j = join_path(dirs[d], name, ".json");
+        if (is_file(v) && is_file(j)) {
+            *vocab_path = v;
+            *json_path = j;
+            return LT_OK;
+        }
+        free(v);
+        free(j);
+        int w = snprintf(searched + used, sizeof searched - used, "%s%s", used ? ", " : "", dirs[d]);
+        if (w > 0 && (size_t)w < sizeof searched - used) used += (size_t)w;
+    }
+    lt_fail(err, LT_ERR_USAGE, NULL, "encoding '%s' not found: no %s.tiktoken + %s.json in %s", name, name, name,
+            searched);
+    lt_error_hint(err, "pass --vocab-dir DIR (or set LONGTAIL_VOCAB_DIR) to a directory with the tiktoken files");
+    return LT_ERR_USAGE;
+}
+
+lt_status lt_tokenizer_load_encoding(lt_tokenizer **out, const char *name, const char *vocab_dir,
+                                     lt_pretok_engine engine, lt_error *err) {
+    char *vocab, *json;
+    *out = NULL;
+    lt_status st = lt_tokenizer_find(name, vocab_dir, &vocab, &json, err);
+    if (st != LT_OK) return st;
+    st = lt_tokenizer_load(out, vocab, json, engine, err);
+    free(vocab);
+    free(json);
+    return st;
+}

@@ -1,0 +1,546 @@
+/*
+ * tests/dataprep/test_tokenizer.c — the tokenizer library on its own: rank-file validation
+ * (each kind of damage named with file:line), the merge rule against an independent
+ * naive implementation on random vocabularies (short pieces and the heap path), decode,
+ * the caller-buffer contract, special tokens, sidecars, the vocab search order, threads.
+ * Token ids against tiktoken itself: tests/dataprep/tiktoken_reference.py.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "dataprep/tokenizer.h"
+#include "lib/rng.h"
+
+static char root[256];
+
+static int setup(void **state) {
+    (void)state;
+    snprintf(root, sizeof root, "/tmp/lt-test-tokenizer-XXXXXX");
+    return mkdtemp(root) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void path_in(char *buf, size_t size, const char *name) { snprintf(buf, size, "%s/%s", root, name); }
+
+static void write_text(const char *name, const char *text) {
+    char p[512];
+    path_in(p, sizeof p, name);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
+    assert_int_equal(fclose(f), 0);
+}
+
+static void b64(const unsigned char *s, size_t n, char *out) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t w = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) | (i + 2 < n ? s[i + 2] : 0);
+        out[o++] = A[w >> 18 & 63];
+        out[o++] = A[w >> 12 & 63];
+        out[o++] = i + 1 < n ? A[w >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? A[w & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+/* A vocabulary under construction: token bytes by rank. */
+typedef struct vocab {
+    unsigned char tok[4096][64];
+    size_t len[4096];
+    size_t n;
+} vocab;
+
+static bool vocab_has(const vocab *v, const unsigned char *s, size_t n) {
+    for (size_t r = 0; r < v->n; r++)
+        if (v->len[r] == n && memcmp(v->tok[r], s, n) == 0) return true;
+    return false;
+}
+
+/* The 256 single bytes (rank = byte value) plus merges of random pairs of tokens made of
+ * the letters 'a'..'a'+letters-1, like a BPE training run would add them. */
+static void random_vocab(vocab *v, lt_rng *rng, size_t merges, unsigned letters) {
+    v->n = 0;
+    for (int b = 0; b < 256; b++) {
+        v->tok[v->n][0] = (unsigned char)b;
+        v->len[v->n++] = 1;
+    }
+    size_t tries = 0;
+    while (v->n < 256 + merges && tries++ < 100000) {
+        size_t pool = v->n - 256 + letters;
+        size_t a = lt_rng_below(rng, pool), b = lt_rng_below(rng, pool);
+        size_t ra = a < letters ? 'a' + a : 256 + (a - letters), rb = b < letters ? 'a' + b : 256 + (b - letters);
+        if (v->len[ra] + v->len[rb] > 60) continue;
+        unsigned char s[64];
+        memcpy(s, v->tok[ra], v->len[ra]);
+        memcpy(s + v->len[ra], v->tok[rb], v->len[rb]);
+        size_t n = v->len[ra] + v->len[rb];
+        if (vocab_has(v, s, n)) continue;
+        memcpy(v->tok[v->n], s, n);
+        v->len[v->n++] = n;
+    }
+}
+
+static void write_vocab(const vocab *v, const char *name) {
+    char p[512], line[200];
+    path_in(p, sizeof p, name);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    for (size_t r = 0; r < v->n; r++) {
+        b64(v->tok[r], v->len[r], line);
+        fprintf(f, "%s %zu\n", line, r);
+    }
+    assert_int_equal(fclose(f), 0);
+}
+
+static long naive_rank(const vocab *v, const unsigned char *s, size_t n) {
+    for (size_t r = 0; r < v->n; r++)
+        if (v->len[r] == n && memcmp(v->tok[r], s, n) == 0) return (long)r;
+    return -1;
+}
+
+/* tiktoken's rule, written as plainly as possible: parts = single bytes; while some
+ * adjacent pair concatenates to a token, merge the pair with the lowest rank (leftmost
+ * first). Returns the token count, ids in out. */
+static size_t naive_merge(const vocab *v, const unsigned char *s, size_t n, uint32_t *out) {
+    long whole = naive_rank(v, s, n);
+    if (whole >= 0) return out[0] = (uint32_t)whole, 1;
+    size_t *b = malloc((n + 1) * sizeof *b), parts = n;
+    for (size_t i = 0; i <= n; i++) b[i] = i;
+    for (;;) {
+        long best = -1;
+        size_t at = 0;
+        for (size_t i = 0; i + 1 < parts; i++) {
+            long r = naive_rank(v, s + b[i], b[i + 2] - b[i]);
+            if (r >= 0 && (best < 0 || r < best)) best = r, at = i;
+        }
+        if (best < 0) break;
+        memmove(b + at + 1, b + at + 2, (parts - at - 1) * sizeof *b);
+        parts--;
+    }
+    for (size_t i = 0; i < parts; i++) out[i] = (uint32_t)naive_rank(v, s + b[i], b[i + 1] - b[i]);
+    free(b);
+    return parts;
+}
+
+static lt_tokenizer *load_ok(const char *vocab_name, const char *pattern) {
+    char p[512];
+    path_in(p, sizeof p, vocab_name);
+    lt_tokenizer *tok = NULL;
+    lt_error err;
+    lt_error_clear(&err);
+    lt_status st = lt_tokenizer_load(&tok, p, pattern, LT_PRETOK_ENGINE_AUTO, &err);
+    if (st != LT_OK) fail_msg("load %s: %s (%s)", p, err.what, err.where);
+    return tok;
+}
+
+/* Random letter strings (one piece under the r50k pattern) of lengths around the small
+ * path / heap boundary and far beyond, against the naive rule. */
+static void test_merge_matches_naive_rule(void **state) {
+    (void)state;
+    static vocab v;
+    lt_rng rng;
+    lt_rng_seed(&rng, 20261121);
+    lt_tok_scratch *s = lt_tok_scratch_new();
+    assert_non_null(s);
+    size_t cap = 5000;
+    uint32_t *ids = malloc(cap * sizeof *ids), *want = malloc(cap * sizeof *want);
+    for (int round = 0; round < 6; round++) {
+        unsigned letters = 2 + (unsigned)round % 3;
+        random_vocab(&v, &rng, 150 + 100 * (size_t)round, letters);
+        write_vocab(&v, "rand.tiktoken");
+        lt_tokenizer *tok = load_ok("rand.tiktoken", "r50k_base");
+        for (int k = 0; k < 60; k++) {
+            static const size_t lens[] = {2, 3, 5, 8, 17, 64, 127, 128, 129, 300, 1000, 3000};
+            size_t n = lens[lt_rng_below(&rng, sizeof lens / sizeof lens[0])];
+            unsigned char text[3000];
+            for (size_t i = 0; i < n; i++) text[i] = (unsigned char)('a' + lt_rng_below(&rng, letters));
+            lt_encode_info info;
+            lt_error err;
+            assert_int_equal(lt_tokenizer_encode(tok, s, (const char *)text, n, ids, cap, &info, &err), LT_OK);
+            size_t m = naive_merge(&v, text, n, want);
+            if (info.n_tokens != m || memcmp(ids, want, m * sizeof *ids) != 0)
+                fail_msg("round %d: a %zu-byte piece: %zu tokens, naive rule %zu", round, n, info.n_tokens, m);
+            /* decoding gives the text back */
+            char back[3000];
+            size_t blen;
+            assert_int_equal(lt_tokenizer_decode(tok, ids, info.n_tokens, back, sizeof back, &blen, &err), LT_OK);
+            assert_int_equal(blen, n);
+            assert_memory_equal(back, text, n);
+        }
+        lt_tokenizer_free(tok);
+    }
+    free(ids);
+    free(want);
+    lt_tok_scratch_free(s);
+}
+
+/* A 1 MiB piece of one letter goes through the heap path; its tokens decode back. */
+static void test_long_piece(void **state) {
+    (void)state;
+    static vocab v;
+    v.n = 0;
+    for (int b = 0; b < 256; b++) v.tok[v.n][0] = (unsigned char)b, v.len[v.n++] = 1;
+    for (size_t k = 2; k <= 16; k *= 2) { /* a^2, a^4, ... a^16 */
+        memset(v.tok[v.n], 'a', k);
+        v.len[v.n++] = k;
+    }
+    write_vocab(&v, "pow.tiktoken");
+    lt_tokenizer *tok = load_ok("pow.tiktoken", "r50k_base");
+    size_t n = 1 << 20;
+    char *text = malloc(n + 1);
+    memset(text, 'a', n);
+    text[n] = 'a'; /* not read */
+    uint32_t *ids = malloc((n / 16 + 8) * sizeof *ids);
+    lt_tok_scratch *s = lt_tok_scratch_new();
+    lt_encode_info info;
+    lt_error err;
+    assert_int_equal(lt_tokenizer_encode(tok, s, text, n, ids, n / 16 + 8, &info, &err), LT_OK);
+    assert_int_equal(info.n_tokens, n / 16); /* pairs merge left to right at every level */
+    for (size_t i = 0; i < info.n_tokens; i++) assert_int_equal(ids[i], 256 + 3);
+    /* n - 1 bytes: the leftover single 'a' at the end */
+    assert_int_equal(lt_tokenizer_encode(tok, s, text, n - 1, ids, n / 16 + 8, &info, &err), LT_OK);
+    assert_int_equal(info.n_tokens, n / 16 - 1 + 4);
+    assert_int_equal(ids[info.n_tokens - 1], 'a');
+    assert_int_equal(ids[info.n_tokens - 2], 256 + 0);
+    free(ids);
+    free(text);
+    lt_tok_scratch_free(s);
+    lt_tokenizer_free(tok);
+}
+
+/* Each kind of damage to a rank file is an error naming the line. */
+static void test_rank_file_errors(void **state) {
+    (void)state;
+    static vocab v;
+    v.n = 0;
+    for (int b = 0; b < 256; b++) v.tok[v.n][0] = (unsigned char)b, v.len[v.n++] = 1;
+    write_vocab(&v, "bytes.tiktoken");
+    char good[512];
+    path_in(good, sizeof good, "bytes.tiktoken");
+    char *base = NULL;
+    size_t base_len = 0;
+    FILE *f = fopen(good, "rb");
+    assert_non_null(f);
+    base = malloc(1 << 16);
+    base_len = fread(base, 1, 1 << 16, f);
+    fclose(f);
+    static const struct {
+        const char *append; /* after the 256 good lines (lines 1..256) */
+        const char *where;
+        const char *what;
+    } cases[] = {
+        {"YWI= 256\nYWI= 257\n", ":258", "duplicate token"},
+        {"YWI= 255\n", ":257", "duplicate rank 255 (first on line 256)"},
+        {"YWI 256\n", ":257", "base64 length"},
+        {"Y*I= 256\n", ":257", "outside the base64 alphabet"},
+        {"YWJ= 256\n", ":257", "non-zero bits"},
+        {"YWI=256\n", ":257", "no space"},
+        {"YWI= \n", ":257", "rank is missing"},
+        {"YWI= -1\n", ":257", "not a non-negative integer"},
+        {"YWI= 12x\n", ":257", "not a non-negative integer"},
+        {"YWI= 300\n", ":257", "rank 256 is missing"},
+        {"YWI= 99999999999\n", ":257", "too large"},
+        {"\n\nYWI= 258\nYWM= 256\n", ":259", "gap"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char p[512];
+        path_in(p, sizeof p, "bad.tiktoken");
+        f = fopen(p, "wb");
+        fwrite(base, 1, base_len, f);
+        fputs(cases[c].append, f);
+        fclose(f);
+        lt_tokenizer *tok = NULL;
+        lt_error err;
+        lt_error_clear(&err);
+        assert_int_equal(lt_tokenizer_load(&tok, p, "r50k_base", LT_PRETOK_ENGINE_AUTO, &err), LT_ERR_INPUT);
+        assert_null(tok);
+        if (!strstr(err.where, "bad.tiktoken") || !strstr(err.where, cases[c].where) ||
+            !strstr(err.what, cases[c].what))
+            fail_msg("case %zu: got '%s' (%s), want '%s' at %s", c, err.what, err.where, cases[c].what,
+                     cases[c].where);
+    }
+    /* a missing single byte */
+    char p[512];
+    path_in(p, sizeof p, "bad.tiktoken");
+    f = fopen(p, "wb");
+    fwrite(base, 1, base_len - strlen("/w== 255\n"), f); /* drop byte 0xFF */
+    fclose(f);
+    lt_tokenizer *tok = NULL;
+    lt_error err;
+    lt_error_clear(&err);
+    assert_int_equal(lt_tokenizer_load(&tok, p, "r50k_base", LT_PRETOK_ENGINE_AUTO, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "0xFF"));
+    /* an empty file, a missing file */
+    write_text("empty.tiktoken", "");
+    path_in(p, sizeof p, "empty.tiktoken");
+    assert_int_equal(lt_tokenizer_load(&tok, p, "r50k_base", LT_PRETOK_ENGINE_AUTO, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "no tokens"));
+    path_in(p, sizeof p, "absent.tiktoken");
+    assert_int_equal(lt_tokenizer_load(&tok, p, "r50k_base", LT_PRETOK_ENGINE_AUTO, &err), LT_ERR_IO);
+    /* CRLF line ends are accepted */
+    path_in(p, sizeof p, "crlf.tiktoken");
+    f = fopen(p, "wb");
+    for (size_t r = 0; r < 256; r++) {
+        char line[16];
+        b64(v.tok[r], 1, line);
+        fprintf(f, "%s %zu\r\n", line, r);
+    }
+    fclose(f);
+    tok = load_ok("crlf.tiktoken", "r50k_base");
+    assert_int_equal(lt_tokenizer_n_ranks(tok), 256);
+    assert_int_equal(lt_tokenizer_n_vocab(tok), 50257);
+    lt_tokenizer_free(tok);
+    free(base);
+}
+
+static void test_sidecar_and_specials(void **state) {
+    (void)state;
+    static vocab v;
+    lt_rng rng;
+    lt_rng_seed(&rng, 7);
+    random_vocab(&v, &rng, 40, 3);
+    write_vocab(&v, "mine.tiktoken");
+    write_text("mine.json", "{\n \"name\": \"mine\",\n \"pat_str\": \"\\\\S+|\\\\s+\",\n"
+                            " \"special_tokens\": {\"<|end|>\": 1000, \"<|end|>x\": 1001}\n}\n");
+    lt_tokenizer *tok = load_ok("mine.tiktoken", NULL); /* the sidecar next to it */
+    assert_string_equal(lt_tokenizer_name(tok), "mine");
+    assert_string_equal(lt_tokenizer_engine(tok), "pcre2");
+    assert_int_equal(lt_tokenizer_n_vocab(tok), 1002);
+    assert_int_equal(lt_tokenizer_special_id(tok, "<|end|>"), 1000);
+    assert_int_equal(lt_tokenizer_special_id(tok, "nope"), -1);
+    lt_tok_scratch *s = lt_tok_scratch_new();
+    uint32_t ids[64];
+    lt_encode_info info;
+    lt_error err;
+    const char *text = "ab<|end|>xc";
+    /* ordinary: the special text is bytes */
+    assert_int_equal(lt_tokenizer_encode(tok, s, text, strlen(text), ids, 64, &info, &err), LT_OK);
+    for (size_t i = 0; i < info.n_tokens; i++) assert_true(ids[i] < 1000);
+    /* allowed: the longest special at the leftmost position */
+    assert_int_equal(lt_tokenizer_set_allowed_special(tok, "all", &err), LT_OK);
+    assert_int_equal(lt_tokenizer_encode(tok, s, text, strlen(text), ids, 64, &info, &err), LT_OK);
+    assert_true(info.n_tokens >= 3);
+    size_t found = 0;
+    for (size_t i = 0; i < info.n_tokens; i++) found += ids[i] == 1001;
+    assert_int_equal(found, 1);
+    assert_int_equal(lt_tokenizer_set_allowed_special(tok, "<|end|>", &err), LT_OK);
+    assert_int_equal(lt_tokenizer_encode(tok, s, text, strlen(text), ids, 64, &info, &err), LT_OK);
+    found = 0;
+    for (size_t i = 0; i < info.n_tokens; i++) found += ids[i] == 1000;
+    assert_int_equal(found, 1);
+    char back[64];
+    size_t blen;
+    assert_int_equal(lt_tokenizer_decode(tok, ids, info.n_tokens, back, sizeof back, &blen, &err), LT_OK);
+    assert_int_equal(blen, strlen(text));
+    assert_memory_equal(back, text, blen);
+    assert_int_equal(lt_tokenizer_set_allowed_special(tok, "<|nope|>", &err), LT_ERR_USAGE);
+    assert_non_null(strstr(err.what, "<|nope|>"));
+    /* unknown id */
+    uint32_t bad[2] = {1, 999};
+    assert_int_equal(lt_tokenizer_decode(tok, bad, 2, back, sizeof back, &blen, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "999"));
+    assert_string_equal(err.where, "token 1");
+    lt_tok_scratch_free(s);
+    lt_tokenizer_free(tok);
+
+    /* sidecar damage */
+    static const struct {
+        const char *json, *what;
+    } bad_sidecars[] = {
+        {"{\"special_tokens\": {}}", "pat_str"},
+        {"{\"pat_str\": \"\\\\S+\", \"special_tokens\": []}", "special_tokens"},
+        {"{\"pat_str\": \"\\\\S+\", \"special_tokens\": {\"x\": \"1\"}}", "expected an integer"},
+        {"{\"pat_str\": \"\\\\S+\", \"special_tokens\": {\"x\": 5}}", "not above"},
+        {"{\"pat_str\": \"\\\\S+\", \"special_tokens\": {\"x\": 900, \"y\": 900}}", "share id"},
+        {"{\"pat_str\": \"(unclosed\"}", "pattern"},
+        {"{\"pat_str\": ", "line 1"},
+        {"[]", "object"},
+    };
+    for (size_t c = 0; c < sizeof bad_sidecars / sizeof bad_sidecars[0]; c++) {
+        write_text("bad.json", bad_sidecars[c].json);
+        char vp[512], jp[512];
+        path_in(vp, sizeof vp, "mine.tiktoken");
+        path_in(jp, sizeof jp, "bad.json");
+        lt_error_clear(&err);
+        tok = NULL;
+        lt_status st = lt_tokenizer_load(&tok, vp, jp, LT_PRETOK_ENGINE_AUTO, &err);
+        assert_null(tok);
+        assert_int_not_equal(st, LT_OK);
+        char all[2048];
+        snprintf(all, sizeof all, "%s (%s)", err.what, err.where);
+        if (!strstr(all, bad_sidecars[c].what)) fail_msg("case %zu: '%s' lacks '%s'", c, all, bad_sidecars[c].what);
+    }
+    /* no sidecar next to the file, an unknown pattern name */
+    write_vocab(&v, "lonely.tiktoken");
+    char vp[512];
+    path_in(vp, sizeof vp, "lonely.tiktoken");
+    assert_int_equal(lt_tokenizer_load(&tok, vp, NULL, LT_PRETOK_ENGINE_AUTO, &err), LT_ERR_USAGE);
+    assert_non_null(strstr(err.where, "lonely.json"));
+    assert_int_equal(lt_tokenizer_load(&tok, vp, "gpt5_base", LT_PRETOK_ENGINE_AUTO, &err), LT_ERR_USAGE);
+    assert_non_null(strstr(err.what, "gpt5_base"));
+}
+
+/* Too small a buffer: the count is right, the first cap ids are written, nothing more. */
+static void test_caller_buffer(void **state) {
+    (void)state;
+    static vocab v;
+    lt_rng rng;
+    lt_rng_seed(&rng, 11);
+    random_vocab(&v, &rng, 30, 2);
+    write_vocab(&v, "small.tiktoken");
+    lt_tokenizer *tok = load_ok("small.tiktoken", "cl100k_base");
+    assert_string_equal(lt_tokenizer_engine(tok), "cl100k");
+    lt_tok_scratch *s = lt_tok_scratch_new();
+    const char *text = "ab ba, 12345 bab\n\n  ";
+    uint32_t full[64], part[8];
+    lt_encode_info info, info2;
+    lt_error err;
+    assert_int_equal(lt_tokenizer_encode(tok, s, text, strlen(text), full, 64, &info, &err), LT_OK);
+    assert_true(info.n_tokens > 5);
+    for (size_t i = 0; i < 8; i++) part[i] = 0xDEADBEEF;
+    assert_int_equal(lt_tokenizer_encode(tok, s, text, strlen(text), part, 5, &info2, &err), LT_OK);
+    assert_int_equal(info2.n_tokens, info.n_tokens);
+    assert_memory_equal(part, full, 5 * sizeof *part);
+    assert_int_equal(part[5], 0xDEADBEEF);
+    assert_int_equal(lt_tokenizer_encode(tok, s, text, 0, NULL, 0, &info2, &err), LT_OK);
+    assert_int_equal(info2.n_tokens, 0);
+    /* invalid UTF-8 is repaired and counted: 0xFF, a truncated 3-byte sequence, 0xC0 0x80 */
+    const char bad[] = "a\xFF" "b\xE2\x82" "c\xC0\x80";
+    assert_int_equal(lt_tokenizer_encode(tok, s, bad, sizeof bad - 1, full, 64, &info, &err), LT_OK);
+    assert_int_equal(info.utf8_replacements, 4);
+    char back[64];
+    size_t blen;
+    assert_int_equal(lt_tokenizer_decode(tok, full, info.n_tokens, back, sizeof back, &blen, &err), LT_OK);
+    const char want[] = "a\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c\xEF\xBF\xBD\xEF\xBF\xBD";
+    assert_int_equal(blen, sizeof want - 1);
+    assert_memory_equal(back, want, blen);
+    /* decode into a short buffer reports the full length */
+    assert_int_equal(lt_tokenizer_decode(tok, full, info.n_tokens, back, 3, &blen, &err), LT_OK);
+    assert_int_equal(blen, sizeof want - 1);
+    assert_memory_equal(back, want, 3);
+    lt_tok_scratch_free(s);
+    lt_tokenizer_free(tok);
+}
+
+/* NAME found in --vocab-dir, then $LONGTAIL_VOCAB_DIR; a clear error listing both. */
+static void test_search_order(void **state) {
+    (void)state;
+    static vocab v;
+    v.n = 0;
+    for (int b = 0; b < 256; b++) v.tok[v.n][0] = (unsigned char)b, v.len[v.n++] = 1;
+    char d1[512], d2[512];
+    path_in(d1, sizeof d1, "d1");
+    path_in(d2, sizeof d2, "d2");
+    assert_int_equal(mkdir(d1, 0755), 0);
+    assert_int_equal(mkdir(d2, 0755), 0);
+    write_vocab(&v, "d2/enc.tiktoken");
+    write_text("d2/enc.json", "{\"pat_str\": \"\\\\S+|\\\\s+\"}");
+    char *vp, *jp;
+    lt_error err;
+    unsetenv("LONGTAIL_VOCAB_DIR");
+    assert_int_equal(lt_tokenizer_find("enc", d1, &vp, &jp, &err), LT_ERR_USAGE);
+    assert_non_null(strstr(err.what, d1));
+    assert_non_null(strstr(err.hint, "--vocab-dir"));
+    assert_int_equal(setenv("LONGTAIL_VOCAB_DIR", d2, 1), 0);
+    assert_int_equal(lt_tokenizer_find("enc", d1, &vp, &jp, &err), LT_OK);
+    assert_non_null(strstr(vp, "d2/enc.tiktoken"));
+    assert_non_null(strstr(jp, "d2/enc.json"));
+    free(vp);
+    free(jp);
+    assert_int_equal(lt_tokenizer_find("enc", d2, &vp, &jp, &err), LT_OK);
+    free(vp);
+    free(jp);
+    assert_int_equal(lt_tokenizer_find("../enc", d2, &vp, &jp, &err), LT_ERR_USAGE);
+    lt_tokenizer *tok;
+    assert_int_equal(lt_tokenizer_load_encoding(&tok, "enc", NULL, LT_PRETOK_ENGINE_AUTO, &err), LT_OK);
+    assert_string_equal(lt_tokenizer_engine(tok), "pcre2");
+    lt_tokenizer_free(tok);
+    unsetenv("LONGTAIL_VOCAB_DIR");
+}
+
+/* One tokenizer, several threads with their own scratch: the same ids as alone. */
+typedef struct job {
+    const lt_tokenizer *tok;
+    const char *text;
+    size_t len;
+    const uint32_t *want;
+    size_t nwant;
+    int bad;
+} job;
+
+static void *thread_main(void *arg) {
+    job *j = arg;
+    lt_tok_scratch *s = lt_tok_scratch_new();
+    uint32_t *ids = malloc(j->len * sizeof *ids + 4);
+    for (int rep = 0; rep < 20; rep++) {
+        lt_encode_info info;
+        lt_error err;
+        if (lt_tokenizer_encode(j->tok, s, j->text, j->len, ids, j->len, &info, &err) != LT_OK ||
+            info.n_tokens != j->nwant || memcmp(ids, j->want, j->nwant * sizeof *ids) != 0)
+            j->bad++;
+    }
+    free(ids);
+    lt_tok_scratch_free(s);
+    return NULL;
+}
+
+static void test_threads(void **state) {
+    (void)state;
+    static vocab v;
+    lt_rng rng;
+    lt_rng_seed(&rng, 99);
+    random_vocab(&v, &rng, 300, 3);
+    write_vocab(&v, "thr.tiktoken");
+    lt_tokenizer *tok = load_ok("thr.tiktoken", "o200k_base");
+    size_t n = 20000;
+    char *text = malloc(n);
+    for (size_t i = 0; i < n; i++) text[i] = lt_rng_below(&rng, 7) == 0 ? ' ' : (char)('a' + lt_rng_below(&rng, 3));
+    uint32_t *want = malloc(n * sizeof *want);
+    lt_tok_scratch *s = lt_tok_scratch_new();
+    lt_encode_info info;
+    lt_error err;
+    assert_int_equal(lt_tokenizer_encode(tok, s, text, n, want, n, &info, &err), LT_OK);
+    pthread_t th[4];
+    job jobs[4];
+    for (int t = 0; t < 4; t++) {
+        jobs[t] = (job){tok, text, n, want, info.n_tokens, 0};
+        assert_int_equal(pthread_create(&th[t], NULL, thread_main, &jobs[t]), 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        pthread_join(th[t], NULL);
+        assert_int_equal(jobs[t].bad, 0);
+    }
+    lt_tok_scratch_free(s);
+    free(want);
+    free(text);
+    lt_tokenizer_free(tok);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_merge_matches_naive_rule),
+        cmocka_unit_test(test_long_piece),
+        cmocka_unit_test(test_rank_file_errors),
+        cmocka_unit_test(test_sidecar_and_specials),
+        cmocka_unit_test(test_caller_buffer),
+        cmocka_unit_test(test_search_order),
+        cmocka_unit_test(test_threads),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
