@@ -1,11 +1,14 @@
 /*
- * lib/json.c — JSON writer, JSON-lines string-field reader, UTF-8 repair (see json.h).
+ * lib/json.c — JSON writer, JSON-lines string-field reader, JSON document parser, UTF-8
+ * repair (see json.h).
  *
- * The reader validates with an explicit state machine and a fixed-size container stack
- * (no recursion), so hostile nesting cannot overflow the C stack. Strings are scanned once
- * to validate and find their end; only the wanted value (and a member name that needs
- * unescaping) is decoded into the reader's scratch buffer, which is addressed by offsets
- * because it may move when it grows.
+ * Both readers share one scanner: the grammar (walk_value) is an explicit state machine
+ * with a fixed-size container stack (no recursion), so hostile nesting cannot overflow the
+ * C stack. Strings are scanned once to validate and find their end, then decoded (only
+ * where needed) into a scratch buffer, which is addressed by offsets because it may move
+ * when it grows. The JSON-lines reader walks the top-level object itself to find its key
+ * and validates the other members with walk_value; the document parser gives walk_value a
+ * builder that stores every value in an lt_jv tree as it is validated.
  */
 #include "lib/json.h"
 
@@ -374,22 +377,44 @@ lt_status lt_json_fwrite_line(const lt_json *j, FILE *f, const char *where, lt_e
     return json_fwrite(j, f, where, true, err);
 }
 
-/* ================================================================== reader */
-
-void lt_jsonl_reader_init(lt_jsonl_reader *rd) { memset(rd, 0, sizeof *rd); }
-
-void lt_jsonl_reader_free(lt_jsonl_reader *rd) {
-    free(rd->buf);
-    lt_jsonl_reader_init(rd);
-}
+/* ================================================================== scanner
+ *
+ * Shared by the JSON-lines reader and the document parser: one grammar (walk_value), one
+ * string scanner and decoder, one number scanner, one set of error messages. The two
+ * differ only in how a position is named ("column N" on a line, "line L, column C" in a
+ * document) and in what is built while walking (nothing, or an lt_jv tree).
+ */
 
 typedef struct parser {
     const unsigned char *s;
     size_t n;
     size_t pos;
-    lt_jsonl_reader *rd;
+    char **buf;     /* scratch for decoded strings: the reader's rd->buf, or the parser's own */
+    size_t *cap;    /* ... and its size */
     lt_error *err;
+    bool document;  /* positions as "line L, column C", the end is "end of input" */
+    /* line tracking for document positions: byte loc_pos is on line loc_line, which
+     * starts at byte loc_start (positions are asked for in increasing order) */
+    size_t loc_pos, loc_line, loc_start;
 } parser;
+
+/* Line and column (1-based; the column counts bytes) of byte `at` of a document. */
+static void locate(parser *p, size_t at, size_t *line, size_t *column) {
+    if (at < p->loc_pos) { /* backwards (not done by the parser today): rescan */
+        p->loc_pos = 0;
+        p->loc_line = 1;
+        p->loc_start = 0;
+    }
+    const unsigned char *nl;
+    while ((nl = memchr(p->s + p->loc_pos, '\n', at - p->loc_pos)) != NULL) {
+        p->loc_line++;
+        p->loc_pos = (size_t)(nl - p->s) + 1;
+        p->loc_start = p->loc_pos;
+    }
+    p->loc_pos = at;
+    *line = p->loc_line;
+    *column = at - p->loc_start + 1;
+}
 
 static lt_status perr(parser *p, size_t at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -399,14 +424,23 @@ static lt_status perr(parser *p, size_t at, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    char where[40];
-    snprintf(where, sizeof where, "column %zu", at + 1);
+    char where[64];
+    if (p->document) {
+        size_t line, column;
+        locate(p, at, &line, &column);
+        snprintf(where, sizeof where, "line %zu, column %zu", line, column);
+    } else {
+        snprintf(where, sizeof where, "column %zu", at + 1);
+    }
     return lt_fail(p->err, LT_ERR_INPUT, where, "%s", what);
 }
 
-/* "'x'" for printable ASCII, "byte 0xNN" otherwise, "end of line" past the end */
+/* What the text ends with, in messages. */
+static const char *end_name(const parser *p) { return p->document ? "input" : "line"; }
+
+/* "'x'" for printable ASCII, "byte 0xNN" otherwise, "end of line" / "end of input" past the end */
 static const char *describe(parser *p, size_t at, char buf[16]) {
-    if (at >= p->n) return "end of line";
+    if (at >= p->n) return p->document ? "end of input" : "end of line";
     unsigned char c = p->s[at];
     if (c > 0x20 && c < 0x7F)
         snprintf(buf, 16, "'%c'", c);
@@ -421,6 +455,11 @@ static void skip_ws(parser *p) {
         if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
         p->pos++;
     }
+}
+
+/* A UTF-8 byte order mark at the start is skipped (both readers accept one). */
+static void skip_bom(parser *p) {
+    if (p->n >= 3 && p->s[0] == 0xEF && p->s[1] == 0xBB && p->s[2] == 0xBF) p->pos = 3;
 }
 
 static int hexval(unsigned char c) {
@@ -499,22 +538,22 @@ static lt_status scan_string(parser *p, bool *plain) {
     return LT_OK;
 }
 
-/* Make rd->buf hold at least `need` bytes. */
-static lt_status rd_reserve(parser *p, size_t need) {
-    lt_jsonl_reader *rd = p->rd;
-    if (need <= rd->cap) return LT_OK;
-    size_t ncap = rd->cap < 256 ? 256 : rd->cap;
+/* Make the scratch buffer hold at least `need` bytes. */
+static lt_status scratch_reserve(parser *p, size_t need) {
+    if (need <= *p->cap) return LT_OK;
+    size_t ncap = *p->cap < 256 ? 256 : *p->cap;
     while (ncap < need) ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
-    char *nb = realloc(rd->buf, ncap);
+    char *nb = realloc(*p->buf, ncap);
     if (nb == NULL) return lt_fail(p->err, LT_ERR_NOMEM, NULL, "out of memory: %zu bytes for a JSON string", ncap);
-    rd->buf = nb;
-    rd->cap = ncap;
+    *p->buf = nb;
+    *p->cap = ncap;
     return LT_OK;
 }
 
 /*
- * Unescape the (already validated) string with quotes at s[open] and s[close] into
- * rd->buf + base, NUL-terminated; *len gets its length, *repl += U+FFFD substitutions.
+ * Unescape the (already validated) string with quotes at s[open] and s[close] into the
+ * scratch buffer at `base`, NUL-terminated; *len gets its length, *repl += U+FFFD
+ * substitutions (ill-formed UTF-8 and unpaired surrogate escapes).
  */
 static lt_status decode_string(parser *p, size_t open, size_t close, size_t base, size_t *len, size_t *repl) {
     const unsigned char *s = p->s;
@@ -525,14 +564,14 @@ static lt_status decode_string(parser *p, size_t open, size_t close, size_t base
         size_t run = i;
         while (run < close && s[run] < 0x80 && s[run] != '\\') run++;
         if (run > i) {
-            if ((st = rd_reserve(p, o + (run - i) + 1)) != LT_OK) return st;
-            memcpy(p->rd->buf + o, s + i, run - i);
+            if ((st = scratch_reserve(p, o + (run - i) + 1)) != LT_OK) return st;
+            memcpy(*p->buf + o, s + i, run - i);
             o += run - i;
             i = run;
         }
         if (i >= close) break;
-        if ((st = rd_reserve(p, o + 5)) != LT_OK) return st; /* any one item below + NUL */
-        char *buf = p->rd->buf;
+        if ((st = scratch_reserve(p, o + 5)) != LT_OK) return st; /* any one item below + NUL */
+        char *buf = *p->buf;
         if (s[i] != '\\') { /* non-ASCII: one sequence or one ill-formed subpart */
             int32_t cp;
             size_t k = lt_utf8_next((const char *)s + i, close - i, &cp);
@@ -580,8 +619,8 @@ static lt_status decode_string(parser *p, size_t open, size_t close, size_t base
         }
         o += lt_utf8_encode(u, buf + o);
     }
-    if ((st = rd_reserve(p, o + 1)) != LT_OK) return st;
-    p->rd->buf[o] = '\0';
+    if ((st = scratch_reserve(p, o + 1)) != LT_OK) return st;
+    (*p->buf)[o] = '\0';
     *len = o - base;
     return LT_OK;
 }
@@ -630,24 +669,130 @@ static lt_status scan_literal(parser *p) {
     return LT_ERR_INTERNAL; /* not reached: callers dispatch on t/f/n */
 }
 
+const char *lt_jv_type_name(lt_jv_type t) {
+    switch (t) {
+    case LT_JV_NULL: return "null";
+    case LT_JV_BOOL: return "a boolean";
+    case LT_JV_NUMBER: return "a number";
+    case LT_JV_STRING: return "a string";
+    case LT_JV_ARRAY: return "an array";
+    case LT_JV_OBJECT: return "an object";
+    }
+    return "an unknown type";
+}
+
 /* The JSON type a value starting with byte c would have (for messages). */
 static const char *value_type(unsigned char c) {
     switch (c) {
-    case '{': return "an object";
-    case '[': return "an array";
-    case '"': return "a string";
+    case '{': return lt_jv_type_name(LT_JV_OBJECT);
+    case '[': return lt_jv_type_name(LT_JV_ARRAY);
+    case '"': return lt_jv_type_name(LT_JV_STRING);
     case 't':
-    case 'f': return "a boolean";
-    case 'n': return "null";
-    default: return (c == '-' || (c >= '0' && c <= '9')) ? "a number" : "not a value";
+    case 'f': return lt_jv_type_name(LT_JV_BOOL);
+    case 'n': return lt_jv_type_name(LT_JV_NULL);
+    default: return (c == '-' || (c >= '0' && c <= '9')) ? lt_jv_type_name(LT_JV_NUMBER) : "not a value";
     }
 }
 
+/* ------------------------------------------------------------------ tree building */
+
 /*
- * Validate and skip one value at p->pos (after whitespace), nested inside `depth` open
- * containers. Iterative: `stack` holds the open containers ('{' or '[').
+ * What walk_value fills while it validates (NULL: validate only). `slot` is the lt_jv the
+ * next value is stored in: the root, or the item just appended to the innermost open
+ * container. Every lt_jv is complete at all times (a new item is a null until its value is
+ * stored), so an error at any point leaves a tree that lt_jv_free releases.
  */
-static lt_status skip_value(parser *p, int depth) {
+typedef struct builder {
+    lt_jv *slot;
+    lt_jv *open[LT_JSON_MAX_PARSE_DEPTH]; /* the open containers; each is the last item of
+                                             the one before, so it cannot move while open */
+    size_t cap[LT_JSON_MAX_PARSE_DEPTH];  /* items allocated in each */
+    size_t replacements;                  /* U+FFFD substitutions in strings and names */
+} builder;
+
+static lt_status out_of_memory(parser *p) {
+    return lt_fail(p->err, LT_ERR_NOMEM, NULL, "out of memory for a JSON document");
+}
+
+/* The validated string with quotes at s[open] and s[close], unescaped into a malloc'd
+ * NUL-terminated copy of exactly its size. */
+static lt_status build_text(parser *p, size_t open, size_t close, size_t *repl, char **out, size_t *out_len) {
+    size_t len;
+    lt_status st = decode_string(p, open, close, 0, &len, repl);
+    if (st != LT_OK) return st;
+    char *t = malloc(len + 1);
+    if (t == NULL) return out_of_memory(p);
+    memcpy(t, *p->buf, len + 1);
+    *out = t;
+    *out_len = len;
+    return LT_OK;
+}
+
+/* Append a null item (with member name `key`, owned from now on, in an object) to the
+ * innermost of the `sp` open containers and make it the slot. */
+static lt_status build_item(parser *p, builder *b, int sp, char *key, size_t key_len) {
+    lt_jv *c = b->open[sp - 1];
+    if (c->n == b->cap[sp - 1]) {
+        size_t ncap = c->n < 4 ? 8 : c->n * 2;
+        if (c->n > SIZE_MAX / 2 / sizeof(lt_jv)) goto nomem;
+        lt_jv *items = realloc(c->items, ncap * sizeof *items);
+        if (items == NULL) goto nomem;
+        c->items = items;
+        if (c->type == LT_JV_OBJECT) {
+            char **keys = realloc(c->keys, ncap * sizeof *keys);
+            if (keys == NULL) goto nomem;
+            c->keys = keys;
+            size_t *key_lens = realloc(c->key_lens, ncap * sizeof *key_lens);
+            if (key_lens == NULL) goto nomem;
+            c->key_lens = key_lens;
+        }
+        b->cap[sp - 1] = ncap;
+    }
+    lt_jv *v = &c->items[c->n];
+    memset(v, 0, sizeof *v);
+    v->type = LT_JV_NULL;
+    if (c->type == LT_JV_OBJECT) {
+        c->keys[c->n] = key;
+        c->key_lens[c->n] = key_len;
+    }
+    c->n++;
+    b->slot = v;
+    return LT_OK;
+nomem:
+    free(key);
+    return out_of_memory(p);
+}
+
+/* Store the scalar that walk_value just scanned at s[start..p->pos) in the slot. */
+static lt_status build_scalar(parser *p, builder *b, size_t start) {
+    lt_jv *v = b->slot;
+    unsigned char c = p->s[start];
+    if (c == '"') {
+        lt_status st = build_text(p, start, p->pos - 1, &b->replacements, &v->text, &v->len);
+        if (st != LT_OK) return st;
+        v->type = LT_JV_STRING;
+    } else if (c == 't' || c == 'f' || c == 'n') {
+        v->type = c == 'n' ? LT_JV_NULL : LT_JV_BOOL;
+        v->boolean = c == 't';
+    } else { /* a number: its literal text */
+        size_t len = p->pos - start;
+        if ((v->text = malloc(len + 1)) == NULL) return out_of_memory(p);
+        memcpy(v->text, p->s + start, len);
+        v->text[len] = '\0';
+        v->len = len;
+        v->type = LT_JV_NUMBER;
+    }
+    return LT_OK;
+}
+
+/* ------------------------------------------------------------------ the grammar */
+
+/*
+ * Validate one value at p->pos (after whitespace), nested inside `depth` open containers,
+ * and with a builder store it in b->slot. Iterative: `stack` holds the open containers
+ * ('{' or '['), so hostile nesting cannot overflow the C stack.
+ */
+static lt_status walk_value(parser *p, int depth, builder *b) {
     unsigned char stack[LT_JSON_MAX_PARSE_DEPTH];
     int sp = 0; /* containers opened here */
     char d[16];
@@ -657,11 +802,17 @@ static lt_status skip_value(parser *p, int depth) {
         switch (state) {
         case VALUE: {
             skip_ws(p);
-            if (p->pos >= p->n) return perr(p, p->pos, "unexpected end of line, expected a value");
+            if (p->pos >= p->n) return perr(p, p->pos, "unexpected end of %s, expected a value", end_name(p));
             unsigned char c = p->s[p->pos];
+            if (b != NULL) locate(p, p->pos, &b->slot->line, &b->slot->column);
             if (c == '{' || c == '[') {
                 if (depth + sp + 1 > LT_JSON_MAX_PARSE_DEPTH)
                     return perr(p, p->pos, "nesting deeper than %d levels", LT_JSON_MAX_PARSE_DEPTH);
+                if (b != NULL) {
+                    b->slot->type = c == '{' ? LT_JV_OBJECT : LT_JV_ARRAY;
+                    b->open[sp] = b->slot;
+                    b->cap[sp] = 0;
+                }
                 stack[sp++] = c;
                 p->pos++;
                 skip_ws(p);
@@ -669,11 +820,15 @@ static lt_status skip_value(parser *p, int depth) {
                     p->pos++;
                     sp--;
                     state = AFTER;
+                } else if (c == '{') {
+                    state = MEMBER;
                 } else {
-                    state = c == '{' ? MEMBER : VALUE;
+                    if (b != NULL && (st = build_item(p, b, sp, NULL, 0)) != LT_OK) return st;
+                    state = VALUE;
                 }
                 continue;
             }
+            size_t start = p->pos;
             if (c == '"')
                 st = scan_string(p, NULL);
             else if (c == '-' || (c >= '0' && c <= '9'))
@@ -683,26 +838,40 @@ static lt_status skip_value(parser *p, int depth) {
             else
                 return perr(p, p->pos, "expected a value, found %s", describe(p, p->pos, d));
             if (st != LT_OK) return st;
+            if (b != NULL && (st = build_scalar(p, b, start)) != LT_OK) return st;
             state = AFTER;
             continue;
         }
-        case MEMBER:
+        case MEMBER: {
             skip_ws(p);
             if (p->pos >= p->n || p->s[p->pos] != '"')
                 return perr(p, p->pos, "expected a string key, found %s", describe(p, p->pos, d));
+            size_t kopen = p->pos;
             if ((st = scan_string(p, NULL)) != LT_OK) return st;
+            if (b != NULL) {
+                char *key;
+                size_t key_len;
+                if ((st = build_text(p, kopen, p->pos - 1, &b->replacements, &key, &key_len)) != LT_OK) return st;
+                if ((st = build_item(p, b, sp, key, key_len)) != LT_OK) return st;
+            }
             skip_ws(p);
             if (p->pos >= p->n || p->s[p->pos] != ':')
                 return perr(p, p->pos, "expected ':' after object key, found %s", describe(p, p->pos, d));
             p->pos++;
             state = VALUE;
             continue;
+        }
         case AFTER:
             if (sp == 0) return LT_OK;
             skip_ws(p);
             if (p->pos < p->n && p->s[p->pos] == ',') {
                 p->pos++;
-                state = stack[sp - 1] == '{' ? MEMBER : VALUE;
+                if (stack[sp - 1] == '{') {
+                    state = MEMBER;
+                } else {
+                    if (b != NULL && (st = build_item(p, b, sp, NULL, 0)) != LT_OK) return st;
+                    state = VALUE;
+                }
             } else if (p->pos < p->n && p->s[p->pos] == (stack[sp - 1] == '{' ? '}' : ']')) {
                 p->pos++;
                 sp--;
@@ -716,9 +885,19 @@ static lt_status skip_value(parser *p, int depth) {
     }
 }
 
+/* ================================================================== JSON-lines reader */
+
+void lt_jsonl_reader_init(lt_jsonl_reader *rd) { memset(rd, 0, sizeof *rd); }
+
+void lt_jsonl_reader_free(lt_jsonl_reader *rd) {
+    free(rd->buf);
+    lt_jsonl_reader_init(rd);
+}
+
 /* The body of lt_jsonl_reader_get. On success *found says whether the value is in
- * rd->buf[0..*vlen). */
-static lt_status parse_line(parser *p, const char *key, bool *found, size_t *vlen) {
+ * rd->buf[0..*vlen). The top-level object is walked here (to find the key); member values
+ * go through walk_value. */
+static lt_status parse_line(parser *p, lt_jsonl_reader *rd, const char *key, bool *found, size_t *vlen) {
     const unsigned char *s = p->s;
     size_t keylen = strlen(key);
     size_t kbase = 0; /* where member names are decoded: after the value once found */
@@ -727,7 +906,7 @@ static lt_status parse_line(parser *p, const char *key, bool *found, size_t *vle
     *found = false;
     *vlen = 0;
 
-    if (p->n >= 3 && s[0] == 0xEF && s[1] == 0xBB && s[2] == 0xBF) p->pos = 3; /* UTF-8 BOM */
+    skip_bom(p);
     skip_ws(p);
     if (p->pos >= p->n) return perr(p, p->pos, "empty line, expected a JSON object");
     if (s[p->pos] != '{') {
@@ -756,7 +935,7 @@ static lt_status parse_line(parser *p, const char *key, bool *found, size_t *vle
                 } else {
                     size_t klen, ignored = 0;
                     if ((st = decode_string(p, kopen, kclose, kbase, &klen, &ignored)) != LT_OK) return st;
-                    match = klen == keylen && memcmp(p->rd->buf + kbase, key, keylen) == 0;
+                    match = klen == keylen && memcmp(rd->buf + kbase, key, keylen) == 0;
                 }
             }
             skip_ws(p);
@@ -768,16 +947,16 @@ static lt_status parse_line(parser *p, const char *key, bool *found, size_t *vle
                 size_t vstart = p->pos;
                 if (vstart < p->n && s[vstart] == '"') {
                     if ((st = scan_string(p, NULL)) != LT_OK) return st;
-                    p->rd->replacements = 0;
-                    if ((st = decode_string(p, vstart, p->pos - 1, 0, vlen, &p->rd->replacements)) != LT_OK)
+                    rd->replacements = 0;
+                    if ((st = decode_string(p, vstart, p->pos - 1, 0, vlen, &rd->replacements)) != LT_OK)
                         return st;
                     *found = true;
                     kbase = *vlen + 1;
                 } else {
-                    if ((st = skip_value(p, 1)) != LT_OK) return st; /* a syntax error wins */
+                    if ((st = walk_value(p, 1, NULL)) != LT_OK) return st; /* a syntax error wins */
                     return perr(p, vstart, "value of key '%s' is %s, expected a string", key, value_type(s[vstart]));
                 }
-            } else if ((st = skip_value(p, 1)) != LT_OK) {
+            } else if ((st = walk_value(p, 1, NULL)) != LT_OK) {
                 return st;
             }
             skip_ws(p);
@@ -805,10 +984,11 @@ lt_status lt_jsonl_reader_get(lt_jsonl_reader *rd, const char *line, size_t len,
     rd->replacements = 0;
     if (line == NULL && len > 0) return lt_fail(err, LT_ERR_INTERNAL, NULL, "lt_jsonl_reader_get: NULL line");
     if (key == NULL) return lt_fail(err, LT_ERR_INTERNAL, NULL, "lt_jsonl_reader_get: NULL key");
-    parser p = {(const unsigned char *)(line != NULL ? line : ""), len, 0, rd, err};
+    parser p = {.s = (const unsigned char *)(line != NULL ? line : ""), .n = len, .buf = &rd->buf, .cap = &rd->cap,
+                .err = err};
     bool found;
     size_t vlen;
-    lt_status st = parse_line(&p, key, &found, &vlen);
+    lt_status st = parse_line(&p, rd, key, &found, &vlen);
     if (st != LT_OK) {
         rd->replacements = 0;
         return st;
@@ -845,4 +1025,144 @@ lt_status lt_jsonl_get_string(const char *line, size_t len, const char *key, cha
     *out = result;
     *out_len = vlen;
     return LT_OK;
+}
+
+/* ================================================================== document parser */
+
+lt_status lt_json_parse(const char *text, size_t len, lt_jv **out, lt_error *err) {
+    if (out == NULL) return lt_fail(err, LT_ERR_INTERNAL, NULL, "lt_json_parse: NULL out");
+    *out = NULL;
+    if (text == NULL && len > 0) return lt_fail(err, LT_ERR_INTERNAL, NULL, "lt_json_parse: NULL text");
+    lt_jv *root = calloc(1, sizeof *root);
+    if (root == NULL) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a JSON document");
+    root->type = LT_JV_NULL;
+    char *scratch = NULL;
+    size_t scratch_cap = 0;
+    parser p = {.s = (const unsigned char *)(text != NULL ? text : ""), .n = len, .buf = &scratch,
+                .cap = &scratch_cap, .err = err, .document = true, .loc_line = 1};
+    builder b;
+    b.slot = root;
+    b.replacements = 0;
+    char d[16];
+    lt_status st;
+    skip_bom(&p);
+    skip_ws(&p);
+    if (p.pos >= p.n) {
+        st = perr(&p, p.pos, "empty input, expected a JSON value");
+    } else {
+        st = walk_value(&p, 0, &b);
+        skip_ws(&p);
+        if (st == LT_OK && p.pos < p.n)
+            st = perr(&p, p.pos, "trailing characters after the JSON value, starting with %s", describe(&p, p.pos, d));
+    }
+    free(scratch);
+    if (st != LT_OK) {
+        lt_jv_free(root);
+        return st;
+    }
+    root->replacements = b.replacements;
+    *out = root;
+    return LT_OK;
+}
+
+/* The text, the children and their names of v, not v itself. Recursion is bounded by
+ * LT_JSON_MAX_PARSE_DEPTH (the parser builds nothing deeper). */
+static void jv_release(lt_jv *v) {
+    free(v->text);
+    for (size_t i = 0; i < v->n; i++) {
+        jv_release(&v->items[i]);
+        if (v->keys != NULL) free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->key_lens);
+}
+
+void lt_jv_free(lt_jv *v) {
+    if (v == NULL) return;
+    jv_release(v);
+    free(v);
+}
+
+const lt_jv *lt_jv_get(const lt_jv *obj, const char *key) {
+    if (obj == NULL || obj->type != LT_JV_OBJECT || key == NULL) return NULL;
+    size_t klen = strlen(key);
+    for (size_t i = obj->n; i-- > 0;) /* from the end: the last duplicate wins */
+        if (obj->key_lens[i] == klen && memcmp(obj->keys[i], key, klen) == 0) return &obj->items[i];
+    return NULL;
+}
+
+/*
+ * Exact decimal arithmetic on the literal (no double rounding): the digits of the integer
+ * and fraction parts, D = d1 d2 ... dk, stand for D * 10^(exponent - fraction digits).
+ * Without its leading and trailing zeros D * 10^E is an integer iff E >= 0, and it fits in
+ * int64 only if it has at most 19 digits; the rest is checked in uint64.
+ */
+bool lt_jv_int64(const lt_jv *v, int64_t *out) {
+    if (v == NULL || v->type != LT_JV_NUMBER || v->text == NULL) return false;
+    const char *s = v->text, *end = v->text + v->len;
+    bool neg = s < end && *s == '-';
+    if (neg) s++;
+    const char *ip = s;
+    while (s < end && *s >= '0' && *s <= '9') s++;
+    size_t ilen = (size_t)(s - ip);
+    const char *fp = s;
+    size_t flen = 0;
+    if (s < end && *s == '.') {
+        fp = ++s;
+        while (s < end && *s >= '0' && *s <= '9') s++;
+        flen = (size_t)(s - fp);
+    }
+    long long exp = 0; /* saturates far beyond anything that could still be in range */
+    if (s < end && (*s == 'e' || *s == 'E')) {
+        s++;
+        bool eneg = s < end && *s == '-';
+        if (s < end && (*s == '-' || *s == '+')) s++;
+        const char *ep = s;
+        while (s < end && *s >= '0' && *s <= '9') {
+            if (exp < 100000000000000000LL) exp = exp * 10 + (*s - '0'); /* 1e17: > any length */
+            s++;
+        }
+        if (s == ep) return false;
+        if (eneg) exp = -exp;
+    }
+    if (s != end || ilen == 0) return false; /* not a number literal */
+    size_t total = ilen + flen;
+#define DIGIT(k) ((k) < ilen ? ip[(k)] : fp[(k) - ilen])
+    size_t first = 0, last = total;
+    while (first < total && DIGIT(first) == '0') first++;
+    if (first == total) { /* zero, whatever its exponent or sign */
+        *out = 0;
+        return true;
+    }
+    while (DIGIT(last - 1) == '0') last--;
+    /* the value is digits[first..last) * 10^e */
+    long long e = exp - (long long)flen + (long long)(total - last);
+    if (e < 0) return false;                          /* a fraction remains */
+    if ((long long)(last - first) + e > 19) return false; /* >= 10^19 > 2^63 */
+    uint64_t u = 0;
+    for (size_t k = first; k < last; k++) u = u * 10 + (uint64_t)(DIGIT(k) - '0');
+#undef DIGIT
+    for (long long k = 0; k < e; k++) {
+        if (u > UINT64_MAX / 10) return false;
+        u *= 10;
+    }
+    if (neg) {
+        if (u > (uint64_t)INT64_MAX + 1) return false;
+        *out = u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u;
+    } else {
+        if (u > (uint64_t)INT64_MAX) return false;
+        *out = (int64_t)u;
+    }
+    return true;
+}
+
+/* The writer's raw-number entry, here because it validates with the scanner above. */
+void lt_json_number_text(lt_json *j, const char *text, size_t len) {
+    if (text == NULL) JSON_MISUSE("lt_json_number_text with a NULL text");
+    parser p = {.s = (const unsigned char *)text, .n = len};
+    if (len == 0 || scan_number(&p) != LT_OK || p.pos != len)
+        JSON_MISUSE("lt_json_number_text: '%.*s' is not a JSON number", len > 64 ? 64 : (int)len, text);
+    before_value(j);
+    json_put(j, text, len);
 }

@@ -1,5 +1,6 @@
 /*
- * lib/json.h — a minimal JSON writer, a JSON-lines string-field reader, and UTF-8 repair.
+ * lib/json.h — a minimal JSON writer, a JSON-lines string-field reader, a JSON document
+ * parser (a small DOM), and UTF-8 repair.
  *
  * WRITER (lt_json): builds one JSON text (RFC 8259) in a growable, always NUL-terminated
  * buffer; commas and colons are placed automatically from the nesting state.
@@ -23,6 +24,9 @@
  *     %.15g / %.16g / %.17g forms that reads back to the same double (so integral values
  *     print as "3", not "3.0"), always with '.' as decimal point whatever the locale;
  *     NaN and +-Inf are written as null.
+ *   - lt_json_number_text writes a number given as its JSON text (e.g. an lt_jv NUMBER,
+ *     so big or precise literals are copied exactly); text that is not one RFC 8259 number
+ *     is misuse.
  *   - Misuse — a value where a key is required, a key outside an object, an end that does
  *     not match the open container, a second top-level value without lt_json_reset, nesting
  *     deeper than LT_JSON_MAX_DEPTH, writing an incomplete text — is a programming error:
@@ -56,6 +60,39 @@
  *     their own WHERE).
  *   - Out of memory for the output: LT_ERR_NOMEM.
  *
+ * DOCUMENT (lt_json_parse / lt_jv): parse one whole JSON text — a config or sidecar file —
+ * into a tree. Same scanner as the reader, so the same grammar, strictness, unescaping,
+ * U+FFFD repair and error messages, with these differences:
+ *   - Any value may be at the top (not only an object); optional UTF-8 BOM and JSON
+ *     whitespace around it; anything else after it is an error ("trailing characters after
+ *     the JSON value, starting with 'x'").
+ *   - Every string and member name is decoded as the reader decodes its value (escapes,
+ *     surrogate pairs, unpaired surrogate escape -> U+FFFD, ill-formed UTF-8 -> U+FFFD per
+ *     maximal subpart), so all text in the tree is well-formed UTF-8. The substitutions of
+ *     the whole document are counted in the ROOT's `replacements` (0 in other nodes).
+ *   - Numbers are kept as their literal text (exact; convert with lt_jv_int64, strtod...).
+ *   - Objects keep every member in document order, duplicates included; lt_jv_get returns
+ *     the LAST member of a name (as Python's json.loads does).
+ *   - Nesting up to LT_JSON_MAX_PARSE_DEPTH containers (the outermost is level 1).
+ *   - Errors: LT_ERR_INPUT with err->where = "line L, column C" (1-based; lines are ended
+ *     by '\n'; the column counts BYTES from the start of the line, a BOM included, like
+ *     the reader's "column N"; an unexpected end is placed just after the last byte) and
+ *     err->what as the reader's, with "end of input" for "end of line" ("expected ',' or
+ *     '}', found end of input", "unexpected end of input, expected a value", "empty input,
+ *     expected a JSON value"). Callers add the file name (lt_error_prefix or their WHERE).
+ *     Out of memory: LT_ERR_NOMEM. On any error *out is NULL and nothing is leaked.
+ *   - Each node records the line and column where its value starts, for the caller's own
+ *     messages ("special_tokens" at line 5, column 20 is a string, expected an object).
+ *
+ *     lt_jv *doc;
+ *     if ((st = lt_json_parse(text, len, &doc, &err)) != LT_OK) return st;
+ *     const lt_jv *pat = lt_jv_get(doc, "pat_str");          // NULL if absent
+ *     if (pat == NULL || pat->type != LT_JV_STRING) ...     // lt_jv_type_name(pat->type)
+ *     const lt_jv *sp = lt_jv_get(doc, "special_tokens");
+ *     for (size_t i = 0; sp != NULL && i < sp->n; i++)
+ *         if (lt_jv_int64(&sp->items[i], &id)) ... sp->keys[i] ...
+ *     lt_jv_free(doc);
+ *
  * UTF-8 (lt_utf8_*): the shared decoder. Well-formed UTF-8 is the table of Unicode 15
  * section 3.9 (no overlongs, no surrogates D800..DFFF, nothing above U+10FFFF). An ill-formed
  * sequence is replaced by one U+FFFD per "maximal subpart" (Unicode 3.9 U+FFFD substitution
@@ -67,10 +104,13 @@
  * Ownership: an lt_json owns its buffer (lt_json_free releases it); an lt_jsonl_reader owns
  * its scratch buffer and the string lt_jsonl_reader_get returns points into it, valid until
  * the next call on that reader or lt_jsonl_reader_free. lt_jsonl_get_string returns a
- * malloc'd copy that the caller frees.
+ * malloc'd copy that the caller frees. lt_json_parse returns a tree that the caller
+ * releases with lt_jv_free(root); every pointer into it (items, texts, names) is owned by
+ * the root and valid until then. The tree is read-only for callers.
  *
  * Thread-safety: no global state; distinct lt_json / lt_jsonl_reader objects may be used
- * from different threads concurrently, one object from one thread at a time.
+ * from different threads concurrently, one object from one thread at a time. A parsed tree
+ * may be read from several threads at once.
  */
 #ifndef LT_JSON_H
 #define LT_JSON_H
@@ -148,6 +188,9 @@ bool lt_json_complete(const lt_json *j);
 /* The text so far ("" when nothing was written). Valid until the next writer call. */
 const char *lt_json_cstr(const lt_json *j);
 
+/* A number given as its JSON text text[0..len), written as is (see WRITER above). */
+void lt_json_number_text(lt_json *j, const char *text, size_t len);
+
 /* Write the complete text to `f` (plus '\n' for the _line variant). `where` names the file
  * for the error (may be NULL). Returns LT_ERR_IO on a short write or stream error. */
 lt_status lt_json_fwrite(const lt_json *j, FILE *f, const char *where, lt_error *err);
@@ -179,5 +222,53 @@ lt_status lt_jsonl_reader_get(lt_jsonl_reader *rd, const char *line, size_t len,
 /* One-shot variant: *out is a malloc'd NUL-terminated copy (caller frees), NULL if absent. */
 lt_status lt_jsonl_get_string(const char *line, size_t len, const char *key, char **out, size_t *out_len,
                               lt_error *err);
+
+/* ------------------------------------------------------------------ document parser */
+
+typedef enum lt_jv_type { LT_JV_NULL, LT_JV_BOOL, LT_JV_NUMBER, LT_JV_STRING, LT_JV_ARRAY, LT_JV_OBJECT } lt_jv_type;
+
+typedef struct lt_jv lt_jv;
+
+/* One JSON value of a parsed document (see DOCUMENT above). Fields not listed for a type are
+ * 0 / NULL. */
+struct lt_jv {
+    lt_jv_type type;
+    bool boolean;         /* BOOL: its value */
+    char *text;           /* STRING: unescaped UTF-8, NUL-terminated (may contain NULs);
+                             NUMBER: its literal text as in the document ("-1.5e3") */
+    size_t len;           /* length of text */
+    size_t n;             /* ARRAY/OBJECT: number of items / members */
+    lt_jv *items;         /* ARRAY/OBJECT: the values, in document order */
+    char **keys;          /* OBJECT: unescaped member names (NUL-terminated, may contain NULs),
+                             parallel to items */
+    size_t *key_lens;     /* OBJECT: their lengths */
+    size_t line, column;  /* where the value starts in the document (1-based; column in bytes) */
+    size_t replacements;  /* ROOT only: U+FFFD substitutions made in the document's strings
+                             and member names (ill-formed UTF-8, unpaired surrogate escapes) */
+};
+
+/*
+ * Parse one complete JSON document text[0..len) (see DOCUMENT above). On LT_OK *out is the
+ * root (free with lt_jv_free); on error *out is NULL and err (if non-NULL) says why and
+ * where. `text` need not be NUL-terminated and may be NULL when len is 0.
+ */
+lt_status lt_json_parse(const char *text, size_t len, lt_jv **out, lt_error *err);
+
+/* Release a tree returned by lt_json_parse (the root only; NULL is fine). */
+void lt_jv_free(lt_jv *v);
+
+/* The value of the LAST member named `key` (NUL-terminated, compared byte-wise with the
+ * unescaped name) of `obj`; NULL when obj is NULL, not an object, or has no such member. */
+const lt_jv *lt_jv_get(const lt_jv *obj, const char *key);
+
+/*
+ * True, with *out set, when v is a NUMBER whose value is an integer in int64 range, decided
+ * exactly from its text: "42", "-9223372036854775808", "1e3", "1.0", "1.5e1", "100e-2" are;
+ * "1.5", "1e-3", "9223372036854775808", "1e19" are not. *out is untouched when false.
+ */
+bool lt_jv_int64(const lt_jv *v, int64_t *out);
+
+/* "null", "a boolean", "a number", "a string", "an array", "an object" (for messages). */
+const char *lt_jv_type_name(lt_jv_type t);
 
 #endif /* LT_JSON_H */

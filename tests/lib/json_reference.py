@@ -17,11 +17,23 @@ Usage:  python3 tests/lib/json_reference.py PATH_TO_test_json_BINARY [--count N]
    when there is no top-level "text", else return the FIRST top-level "text" value as UTF-8
    with unpaired surrogates replaced by U+FFFD. Python decodes the line bytes with
    errors="replace" first, which is the C reader's maximal-subpart rule.
+3. Document parser: random JSON documents (any top-level value; objects with duplicate
+   names; random indentation and blanks; ensure_ascii on and off; lone surrogate escapes;
+   raw invalid UTF-8; optional BOM; and random truncations and single-byte mutations of
+   all of these) go, hex-encoded one per line, to `test_json --parse-json`. For each the C
+   result must match Python: reject exactly the documents json.loads rejects (after a
+   leading BOM is skipped), with "line L, column C" naming a byte of the document;
+   otherwise the tree written back by C equals Python's (member order and duplicates
+   kept, numbers compared as their literal text, unpaired surrogates as U+FFFD), every
+   number's lt_jv_int64 equals an exact integer check in Python, and the root's
+   replacement count equals Python's U+FFFD substitutions plus unpaired surrogates.
 
 Exit status: 0 pass, 1 fail, 2 usage.
 """
+import codecs
 import json
 import math
+import re
 import random
 import struct
 import subprocess
@@ -213,6 +225,193 @@ def check_reader(binary, count, failures):
           % (len(lines), stats["OK"], stats["ABSENT"], stats["ERR"]))
 
 
+# ---------------------------------------------------------------- document check
+
+class Num(tuple):
+    """a number as its literal text (json.loads parse_int / parse_float hook)"""
+
+
+def num_hook(text):
+    return Num(("num", text))
+
+
+DECODE_ERRORS = [0]
+
+
+def count_replace(exc):
+    DECODE_ERRORS[0] += 1
+    return ("\ufffd", exc.end)
+
+
+codecs.register_error("lt_count_replace", count_replace)
+
+NUMBER_RE = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([-+]?[0-9]+))?\Z")
+
+
+def exact_int64(literal):
+    """the integer value of a JSON number literal if it is an integer in int64 range"""
+    m = NUMBER_RE.match(literal)
+    sign, ip, fp, ep = m.group(1), m.group(2), m.group(3) or "", m.group(4) or "0"
+    digits = int(ip + fp)
+    exp = int(ep) - len(fp)  # value = digits * 10^exp
+    if digits == 0:
+        return 0
+    if exp >= 0:
+        if exp > 40:
+            return None
+        v = digits * 10 ** exp
+    else:
+        if -exp > len(str(digits)) or digits % 10 ** (-exp) != 0:
+            return None
+        v = digits // 10 ** (-exp)
+    if sign:
+        v = -v
+    return v if -(1 << 63) <= v < (1 << 63) else None
+
+
+def fix_tree(v, stats):
+    """unpaired surrogates -> U+FFFD (counted), and every number's int64 in document order"""
+    if isinstance(v, Num):
+        stats["ints"].append(exact_int64(v[1]))
+        return v
+    if isinstance(v, str):
+        stats["surrogates"] += sum(1 for c in v if 0xD800 <= ord(c) <= 0xDFFF)
+        return fix_surrogates(v)
+    if isinstance(v, Obj):
+        return Obj((fix_tree(k, stats), fix_tree(val, stats)) for k, val in v)
+    if isinstance(v, list):
+        return [fix_tree(x, stats) for x in v]
+    return v
+
+
+def expected_document(doc_bytes):
+    """('ERR',) | ('OK', tree, int64s, replacements)"""
+    b = doc_bytes[3:] if doc_bytes.startswith(b"\xef\xbb\xbf") else doc_bytes
+    DECODE_ERRORS[0] = 0
+    text = b.decode("utf-8", errors="lt_count_replace")
+    try:
+        v = json.loads(text, object_pairs_hook=Obj, parse_constant=no_constants, parse_int=num_hook,
+                       parse_float=num_hook)
+    except (ValueError, RecursionError):
+        return ("ERR",)
+    stats = {"ints": [], "surrogates": 0}
+    tree = fix_tree(v, stats)
+    return ("OK", tree, stats["ints"], DECODE_ERRORS[0] + stats["surrogates"])
+
+
+def where_in_text(where, doc_bytes):
+    m = re.match(r"line (\d+), column (\d+)\Z", where)
+    if not m:
+        return False
+    lines = doc_bytes.split(b"\n")
+    line, col = int(m.group(1)), int(m.group(2))
+    return 1 <= line <= len(lines) and 1 <= col <= len(lines[line - 1]) + 1
+
+
+class Lit(str):
+    """a number literal, written as is"""
+
+
+def rand_doc_value(rnd, depth=0):
+    k = rnd.randrange(10 if depth < 5 else 6)
+    if k == 0:
+        return Lit(rnd.choice(["0", "-0", "1e3", "1.5", "9223372036854775807", "-9223372036854775808",
+                           "9223372036854775808", "1E+2", "100e-2", "-1.0", "12345678901234567890123",
+                           "1e400", "2.5e-3", "0.0e0", "1e-400", "-9.223372036854775808e18"]))
+    if k == 5:
+        return rand_str(rnd)
+    if k >= 8:  # an object, maybe with duplicate names
+        pairs = Obj()
+        for _ in range(rnd.randrange(5)):
+            name = rand_str(rnd) if not pairs or rnd.random() < 0.7 else rnd.choice(pairs)[0]
+            pairs.append((name, rand_doc_value(rnd, depth + 1)))
+        return pairs
+    if k >= 6:
+        return [rand_doc_value(rnd, depth + 1) for _ in range(rnd.randrange(5))]
+    return rand_value(rnd, depth + 3)  # a scalar
+
+
+def dump_doc(v, rnd, indent, ensure_ascii, level=0):
+    """json.dumps-like, keeping duplicate names, literal numbers and random blanks"""
+    def blank():
+        return rnd.choice(["", "", " ", "\n", "\t", "\r\n", "  \n  "])
+    pad = "" if indent is None else "\n" + indent * (level + 1)
+    end = "" if indent is None else "\n" + indent * level
+    if isinstance(v, Obj):
+        if not v:
+            return "{" + blank() + "}"
+        return "{" + ",".join(pad + json.dumps(k, ensure_ascii=ensure_ascii) + blank() + ":" + blank() +
+                              dump_doc(x, rnd, indent, ensure_ascii, level + 1) for k, x in v) + end + "}"
+    if isinstance(v, list):
+        if not v:
+            return "[" + blank() + "]"
+        return "[" + ",".join(pad + blank() + dump_doc(x, rnd, indent, ensure_ascii, level + 1) + blank()
+                              for x in v) + end + "]"
+    if isinstance(v, Lit):
+        return str(v)
+    return json.dumps(v, ensure_ascii=ensure_ascii)
+
+
+def rand_document(rnd):
+    if rnd.random() < 0.2:  # any value at the top
+        v = rand_doc_value(rnd)
+    else:  # a config-like object
+        v = Obj((rand_str(rnd), rand_doc_value(rnd, 1)) for _ in range(rnd.randrange(1, 6)))
+    indent = rnd.choice([None, None, "", " ", "  ", "\t"])
+    b = to_bytes(rnd.choice(["", " ", "\n"]) + dump_doc(v, rnd, indent, rnd.random() < 0.5) +
+                 rnd.choice(["", "\n", " \r\n"]))
+    r = rnd.random()
+    if r < 0.1:
+        b = b"\xef\xbb\xbf" + b
+    elif r < 0.2:  # raw invalid UTF-8 in a string
+        junk = bytes(rnd.choice([0xFF, 0x80, 0xC0, 0xE0, 0xED, 0xF0, 0xF4, 0xA0, 0x9F])
+                     for _ in range(rnd.randrange(1, 5)))
+        b = b'{"a":[1,"x' + junk + b'y"],"k' + junk + b'":"\\u00e9' + junk + b'"}'
+    r = rnd.random()
+    if r < 0.1 and b:  # truncated
+        b = b[:rnd.randrange(len(b))]
+    elif r < 0.4 and b:  # one byte mutated
+        pos = rnd.randrange(len(b))
+        op = rnd.randrange(3)
+        byte = rnd.choice(b'{}[]",:\\ 0-eE.tfnu\x00\n\xff') if rnd.random() < 0.8 else rnd.randrange(256)
+        if op == 0:
+            b = b[:pos] + b[pos + 1:]
+        elif op == 1:
+            b = b[:pos] + bytes([byte]) + b[pos:]
+        else:
+            b = b[:pos] + bytes([byte]) + b[pos + 1:]
+    return b
+
+
+def check_document(binary, count, failures):
+    rnd = random.Random(7159)
+    docs = [rand_document(rnd) for _ in range(count)]
+    docs += [b"", b"\xef\xbb\xbf", b"\xef\xbb\xbf\xef\xbb\xbf{}", b" 42 ", b'"\\ud83d"', b'"\\ud83d\\ude00"',
+             b'{"a":1,"a":2}', b"[1,]", b"{} {}", b"NaN", b"-Infinity", b"[1e999]", b'"\xed\xa0\x80"',
+             b'{"\\u0000":"\\u0000"}', b"0", b"-", b"[" * 100 + b"]" * 100, b'{"a"\n:\n1\n,\n"b":[\n]\n}']
+    out = run(binary, ["--parse-json"], b"".join(d.hex().encode() + b"\n" for d in docs))
+    results = out.decode("utf-8", errors="replace").split("\n")
+    stats = {"OK": 0, "ERR": 0}
+    for i, doc in enumerate(docs):
+        got = results[i] if i < len(results) else "<missing>"
+        want = expected_document(doc)
+        stats[want[0]] += 1
+        if want[0] == "ERR":
+            m = re.match(r"ERR input (line \d+, column \d+): ", got)
+            ok = m is not None and where_in_text(m.group(1), doc)
+        elif not got.startswith("OK "):
+            ok = False
+        else:
+            tree, ints, repl = json.loads(got[3:], object_pairs_hook=Obj, parse_int=num_hook, parse_float=num_hook)
+            ints = [None if x is None else int(x[1]) for x in ints]
+            ok = (tree, ints, int(repl[1])) == want[1:]
+        if not ok:
+            failures.append("document %d %r:\n    C: %s\n    Python: %r" % (i, doc[:200], got[:300], want[:1] + tuple(
+                str(x)[:300] for x in want[1:])))
+    print("json_reference: %d documents compared with json.loads (%d parsed, %d rejected)"
+          % (len(docs), stats["OK"], stats["ERR"]))
+
+
 def main():
     # Under `make check` (automake runs the script without arguments) the binary is the
     # one in the build tree: $top_builddir/tests/lib/test_json.
@@ -229,6 +428,7 @@ def main():
     failures = []
     check_writer(binary, count, failures)
     check_reader(binary, count, failures)
+    check_document(binary, count, failures)
     if failures:
         for f in failures[:20]:
             print(f)

@@ -5,7 +5,12 @@
  * bytes.decode("utf-8", "replace") (expected values checked with python3 when written),
  * writer escaping (RFC 8259), numbers, structure, misuse (forked children), file output;
  * reader values, escapes, surrogates, first-key-wins, type errors, malformed lines with
- * their columns, nesting limits, and writer -> reader round trips on random byte strings.
+ * their columns, nesting limits, and writer -> reader round trips on random byte strings;
+ * the document parser (lt_json_parse): values and their line/column, strings (agreeing
+ * with the reader byte for byte), duplicates (last wins), BOM and blanks, errors with
+ * their line/column, every prefix and one-byte mutation of a sample document (clean
+ * errors at the same byte as the reader's), nesting limits, lt_jv_int64 edge cases, a
+ * tokenizer sidecar file, and parse -> write -> parse round trips.
  *
  * Modes for tests/lib/json_reference.py (which checks them with Python's json module):
  *   test_json --dump-json N SEED   write N JSON lines built from random byte strings,
@@ -13,6 +18,12 @@
  *                                  input in hex)
  *   test_json --read-jsonl KEY     for each stdin line print "OK <hex of value>", "ABSENT",
  *                                  or "ERR <status> <where>: <what>"
+ *   test_json --parse-json         each stdin line is a document in hex; print
+ *                                  "OK [TREE,[INT64S],REPLACEMENTS]" (the tree written back
+ *                                  with the writer, numbers verbatim; lt_jv_int64 of every
+ *                                  number in document order, null where false; the root's
+ *                                  replacements), "DEEP" (too deep for the writer), or
+ *                                  "ERR <status> <where>: <what>"
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -307,7 +318,8 @@ static void test_writer_locale(void **state) {
 
 /* misuse exits 1 with a report: run each in a forked child */
 enum { MIS_KEY_OUTSIDE, MIS_VALUE_NO_KEY, MIS_UNBALANCED, MIS_WRONG_END, MIS_TWO_TOP, MIS_KEY_KEY,
-       MIS_END_AFTER_KEY, MIS_TOO_DEEP, MIS_WRITE_INCOMPLETE, MIS_COUNT };
+       MIS_END_AFTER_KEY, MIS_TOO_DEEP, MIS_WRITE_INCOMPLETE, MIS_NUMBER_ZERO, MIS_NUMBER_BLANK, MIS_NUMBER_NAN,
+       MIS_NUMBER_EMPTY, MIS_COUNT };
 
 static void do_misuse(int which) {
     lt_json j;
@@ -327,6 +339,10 @@ static void do_misuse(int which) {
         lt_json_array_begin(&j);
         (void)lt_json_fwrite(&j, stdout, NULL, NULL);
         break;
+    case MIS_NUMBER_ZERO: lt_json_number_text(&j, "01", 2); break;
+    case MIS_NUMBER_BLANK: lt_json_number_text(&j, "1 ", 2); break;
+    case MIS_NUMBER_NAN: lt_json_number_text(&j, "NaN", 3); break;
+    case MIS_NUMBER_EMPTY: lt_json_number_text(&j, "", 0); break;
     }
     lt_json_free(&j);
 }
@@ -642,12 +658,12 @@ static void test_reader_depth(void **state) {
     size_t huge = 1000000;
     line = malloc(huge + 8);
     assert_non_null(line);
+    memset(line, '[', huge + 5); /* (one memset from the start: gcc 12 -O1 -fsanitize
+                                      misjudges the bounds of memset(line + 5, ...)) */
     memcpy(line, "{\"a\":", 5);
-    memset(line + 5, '[', huge);
     expect_error(line, huge + 5, "text", "column 517", "nesting deeper");
     /* also inside the wanted key's value */
-    memcpy(line, "{\"text\":", 8);
-    memset(line + 8, '[', huge - 3);
+    memcpy(line, "{\"text\":", 8); /* the rest are still '[' */
     expect_error(line, huge + 5, "text", "column 520", "nesting deeper");
     free(line);
 }
@@ -777,6 +793,729 @@ static void test_round_trip(void **state) {
     lt_jsonl_reader_free(&rd);
 }
 
+/* ================================================================ document parser */
+
+static lt_jv *parse_ok_n(const char *text, size_t n) {
+    lt_jv *doc = (lt_jv *)1;
+    lt_error err;
+    lt_error_clear(&err);
+    lt_status st = lt_json_parse(text, n, &doc, &err);
+    if (st != LT_OK) fail_msg("document [%.*s]: %s (%s)", (int)n, text, err.what, err.where);
+    assert_non_null(doc);
+    return doc;
+}
+
+#define PARSE_OK(lit) parse_ok_n(S(lit))
+
+static void expect_text(const lt_jv *v, lt_jv_type type, const char *want, size_t want_len) {
+    assert_non_null(v);
+    if (v->type != type) fail_msg("value is %s, expected %s", lt_jv_type_name(v->type), lt_jv_type_name(type));
+    assert_non_null(v->text);
+    if (v->len != want_len || memcmp(v->text, want, want_len) != 0)
+        fail_msg("got %zu bytes [%.*s], expected [%.*s]", v->len, (int)v->len, v->text, (int)want_len, want);
+    assert_int_equal(v->text[v->len], '\0');
+}
+
+#define EXPECT_STR(v, lit) expect_text(v, LT_JV_STRING, S(lit))
+#define EXPECT_NUM(v, lit) expect_text(v, LT_JV_NUMBER, S(lit))
+
+static void expect_at(const lt_jv *v, size_t line, size_t column) {
+    if (v->line != line || v->column != column)
+        fail_msg("value at line %zu, column %zu, expected line %zu, column %zu", v->line, v->column, line, column);
+}
+
+/* Parse expecting LT_ERR_INPUT at `where` (NULL: any) with `what_part` in WHAT. */
+static void expect_doc_error_n(const char *text, size_t n, const char *where, const char *what_part) {
+    lt_jv *doc = (lt_jv *)1;
+    lt_error err;
+    lt_error_clear(&err);
+    lt_status st = lt_json_parse(text, n, &doc, &err);
+    if (st != LT_ERR_INPUT)
+        fail_msg("document [%.*s]: status %s, expected input error [%s]", (int)n, text, lt_status_name(st), what_part);
+    assert_null(doc);
+    assert_int_equal(err.status, LT_ERR_INPUT);
+    if (where != NULL && strcmp(err.where, where) != 0)
+        fail_msg("document [%.*s]: where [%s], expected [%s] (what: %s)", (int)n, text, err.where, where, err.what);
+    if (strstr(err.what, what_part) == NULL)
+        fail_msg("document [%.*s]: what [%s] lacks [%s]", (int)n, text, err.what, what_part);
+    doc = (lt_jv *)1;
+    assert_int_equal(lt_json_parse(text, n, &doc, NULL), LT_ERR_INPUT); /* no error struct */
+    assert_null(doc);
+}
+
+#define EXPECT_DOC_ERR(lit, where, what) expect_doc_error_n(S(lit), where, what)
+
+/* Tree helpers: depth, write back with the lt_json writer, structural equality. */
+static int jv_depth(const lt_jv *v) {
+    int d = 0;
+    for (size_t i = 0; i < v->n; i++) {
+        int c = jv_depth(&v->items[i]);
+        if (c > d) d = c;
+    }
+    return v->type == LT_JV_ARRAY || v->type == LT_JV_OBJECT ? d + 1 : 0;
+}
+
+static void jv_write(lt_json *j, const lt_jv *v) {
+    switch (v->type) {
+    case LT_JV_NULL: lt_json_null(j); break;
+    case LT_JV_BOOL: lt_json_bool(j, v->boolean); break;
+    case LT_JV_NUMBER: lt_json_number_text(j, v->text, v->len); break;
+    case LT_JV_STRING: lt_json_string_n(j, v->text, v->len); break;
+    case LT_JV_ARRAY:
+        lt_json_array_begin(j);
+        for (size_t i = 0; i < v->n; i++) jv_write(j, &v->items[i]);
+        lt_json_array_end(j);
+        break;
+    case LT_JV_OBJECT:
+        lt_json_object_begin(j);
+        for (size_t i = 0; i < v->n; i++) {
+            lt_json_key_n(j, v->keys[i], v->key_lens[i]);
+            jv_write(j, &v->items[i]);
+        }
+        lt_json_object_end(j);
+        break;
+    }
+}
+
+static bool jv_equal(const lt_jv *a, const lt_jv *b) {
+    if (a->type != b->type || a->n != b->n) return false;
+    if (a->type == LT_JV_BOOL && a->boolean != b->boolean) return false;
+    if ((a->type == LT_JV_STRING || a->type == LT_JV_NUMBER) &&
+        (a->len != b->len || memcmp(a->text, b->text, a->len) != 0))
+        return false;
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->type == LT_JV_OBJECT &&
+            (a->key_lens[i] != b->key_lens[i] || memcmp(a->keys[i], b->keys[i], a->key_lens[i]) != 0))
+            return false;
+        if (!jv_equal(&a->items[i], &b->items[i])) return false;
+    }
+    return true;
+}
+
+/* write(doc) parses back to an equal tree, without replacements */
+static void expect_rewrite_equal(const lt_jv *doc) {
+    lt_json j;
+    lt_json_init(&j);
+    jv_write(&j, doc);
+    assert_int_equal(j.replacements, 0);
+    lt_jv *again = parse_ok_n(j.buf, j.len);
+    if (!jv_equal(doc, again)) fail_msg("rewritten document differs: %s", j.buf);
+    assert_int_equal(again->replacements, 0);
+    lt_jv_free(again);
+    lt_json_free(&j);
+}
+
+static void test_doc_values(void **state) {
+    (void)state;
+    static const char text[] = "{\n"
+                               "  \"a\": [1, -2.5e3, true, false, null, \"s\", [], {}],\n"
+                               "  \"b\": {\"c\": {\"d\": [[\"deep\"]]}},\n"
+                               "\t\"e\": \"\"\n"
+                               "}\n";
+    lt_jv *doc = PARSE_OK(text);
+    assert_int_equal(doc->type, LT_JV_OBJECT);
+    expect_at(doc, 1, 1);
+    assert_int_equal(doc->n, 3);
+    assert_int_equal(doc->replacements, 0);
+    assert_string_equal(doc->keys[0], "a");
+    assert_int_equal(doc->key_lens[0], 1);
+    const lt_jv *a = lt_jv_get(doc, "a");
+    assert_ptr_equal(a, &doc->items[0]);
+    assert_int_equal(a->type, LT_JV_ARRAY);
+    expect_at(a, 2, 8);
+    assert_int_equal(a->n, 8);
+    assert_null(a->keys);
+    EXPECT_NUM(&a->items[0], "1");
+    EXPECT_NUM(&a->items[1], "-2.5e3");
+    expect_at(&a->items[1], 2, 12);
+    assert_int_equal(a->items[2].type, LT_JV_BOOL);
+    assert_true(a->items[2].boolean);
+    assert_int_equal(a->items[3].type, LT_JV_BOOL);
+    assert_false(a->items[3].boolean);
+    assert_int_equal(a->items[4].type, LT_JV_NULL);
+    assert_null(a->items[4].text);
+    EXPECT_STR(&a->items[5], "s");
+    expect_at(&a->items[5], 2, 39);
+    assert_int_equal(a->items[6].type, LT_JV_ARRAY);
+    assert_int_equal(a->items[6].n, 0);
+    assert_null(a->items[6].items);
+    assert_int_equal(a->items[7].type, LT_JV_OBJECT);
+    assert_int_equal(a->items[7].n, 0);
+    const lt_jv *deep = lt_jv_get(lt_jv_get(lt_jv_get(doc, "b"), "c"), "d");
+    assert_non_null(deep);
+    expect_at(deep, 3, 20);
+    assert_int_equal(deep->type, LT_JV_ARRAY);
+    EXPECT_STR(&deep->items[0].items[0], "deep");
+    expect_at(&deep->items[0].items[0], 3, 22);
+    const lt_jv *e = lt_jv_get(doc, "e");
+    EXPECT_STR(e, "");
+    expect_at(e, 4, 7); /* the column counts bytes: a tab is one */
+    assert_int_equal(jv_depth(doc), 5);
+    expect_rewrite_equal(doc);
+    lt_jv_free(doc);
+
+    /* any value at the top, surrounded by whitespace */
+    doc = PARSE_OK(" 42 ");
+    EXPECT_NUM(doc, "42");
+    expect_at(doc, 1, 2);
+    lt_jv_free(doc);
+    doc = PARSE_OK("\n\n  \"x\"\r\n");
+    EXPECT_STR(doc, "x");
+    expect_at(doc, 3, 3);
+    lt_jv_free(doc);
+    doc = PARSE_OK("true");
+    assert_true(doc->type == LT_JV_BOOL && doc->boolean);
+    lt_jv_free(doc);
+    doc = PARSE_OK("null");
+    assert_int_equal(doc->type, LT_JV_NULL);
+    lt_jv_free(doc);
+    doc = PARSE_OK("[]");
+    assert_true(doc->type == LT_JV_ARRAY && doc->n == 0);
+    lt_jv_free(doc);
+    doc = PARSE_OK("{ }");
+    assert_true(doc->type == LT_JV_OBJECT && doc->n == 0);
+    assert_null(lt_jv_get(doc, "a"));
+    lt_jv_free(doc);
+    lt_jv_free(NULL);
+
+    /* many members: the arrays grow */
+    lt_json j;
+    lt_json_init(&j);
+    lt_json_object_begin(&j);
+    for (int i = 0; i < 1000; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        lt_json_key(&j, k);
+        lt_json_array_begin(&j);
+        for (int m = 0; m < i % 7; m++) lt_json_int(&j, m);
+        lt_json_array_end(&j);
+    }
+    lt_json_object_end(&j);
+    doc = parse_ok_n(j.buf, j.len);
+    assert_int_equal(doc->n, 1000);
+    const lt_jv *k999 = lt_jv_get(doc, "k999");
+    assert_ptr_equal(k999, &doc->items[999]);
+    assert_int_equal(k999->n, 999 % 7);
+    expect_rewrite_equal(doc);
+    lt_jv_free(doc);
+    lt_json_free(&j);
+
+    /* type names (the reader's message words) */
+    assert_string_equal(lt_jv_type_name(LT_JV_NULL), "null");
+    assert_string_equal(lt_jv_type_name(LT_JV_BOOL), "a boolean");
+    assert_string_equal(lt_jv_type_name(LT_JV_NUMBER), "a number");
+    assert_string_equal(lt_jv_type_name(LT_JV_STRING), "a string");
+    assert_string_equal(lt_jv_type_name(LT_JV_ARRAY), "an array");
+    assert_string_equal(lt_jv_type_name(LT_JV_OBJECT), "an object");
+}
+
+/* The string member "s" of a parsed {"s": ...}; the document parser and the JSON-lines
+ * reader must agree on every string: same bytes, same replacements. */
+static void expect_doc_string_n(const char *json_string, size_t n, const char *want, size_t want_len, size_t repl) {
+    char *doc_text = malloc(n + 8);
+    assert_non_null(doc_text);
+    memcpy(doc_text, "{\"s\":", 5);
+    memcpy(doc_text + 5, json_string, n);
+    doc_text[n + 5] = '}';
+    lt_jv *doc = parse_ok_n(doc_text, n + 6);
+    const lt_jv *s = lt_jv_get(doc, "s");
+    expect_text(s, LT_JV_STRING, want, want_len);
+    if (doc->replacements != repl)
+        fail_msg("[%.*s]: %zu replacements, expected %zu", (int)n, json_string, doc->replacements, repl);
+    assert_int_equal(s->replacements, 0); /* counted in the root only */
+    lt_jsonl_reader rd;
+    lt_jsonl_reader_init(&rd);
+    const char *out;
+    size_t out_len;
+    assert_int_equal(lt_jsonl_reader_get(&rd, doc_text, n + 6, "s", &out, &out_len, NULL), LT_OK);
+    assert_int_equal(out_len, s->len);
+    assert_memory_equal(out, s->text, out_len);
+    assert_int_equal(rd.replacements, doc->replacements);
+    lt_jsonl_reader_free(&rd);
+    expect_rewrite_equal(doc);
+    lt_jv_free(doc);
+    free(doc_text);
+}
+
+#define EXPECT_DOC_STR(js, want, repl) expect_doc_string_n(S(js), S(want), repl)
+
+static void test_doc_strings(void **state) {
+    (void)state;
+    EXPECT_DOC_STR("\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", "\"\\/\b\f\n\r\t", 0);
+    EXPECT_DOC_STR("\"\\u0041\\u00e9\\u00E9\\u20ac\\uFFFF\"", "A\xc3\xa9\xc3\xa9\xe2\x82\xac\xef\xbf\xbf", 0);
+    EXPECT_DOC_STR("\"a\\u0000b\"", "a\0b", 0);
+    EXPECT_DOC_STR("\"raw \xc3\xa9 \xf0\x9f\x98\x80 \x7f\"", "raw \xc3\xa9 \xf0\x9f\x98\x80 \x7f", 0);
+    /* surrogate pairs */
+    EXPECT_DOC_STR("\"\\ud83d\\ude00\"", "\xf0\x9f\x98\x80", 0);
+    EXPECT_DOC_STR("\"\\uD83D\\uDE00!\"", "\xf0\x9f\x98\x80!", 0);
+    EXPECT_DOC_STR("\"\\udbff\\udfff\"", "\xf4\x8f\xbf\xbf", 0);
+    EXPECT_DOC_STR("\"\\ud800\\udc00\"", "\xf0\x90\x80\x80", 0);
+    /* lone surrogate escapes: U+FFFD, counted, as the reader does (Python keeps them as
+     * lone surrogates, which cannot be UTF-8) */
+    EXPECT_DOC_STR("\"\\ud83d\"", FFFD, 1);
+    EXPECT_DOC_STR("\"\\ude00\\ud83d\"", FFFD FFFD, 2);
+    EXPECT_DOC_STR("\"\\ud83d\\ud83d\\ude00\"", FFFD "\xf0\x9f\x98\x80", 1);
+    EXPECT_DOC_STR("\"\\ud83d\\u0041\"", FFFD "A", 1);
+    EXPECT_DOC_STR("\"\\ud83d\\\\ude00\"", FFFD "\\ude00", 1);
+    /* raw invalid UTF-8 per maximal subpart */
+    EXPECT_DOC_STR("\"a\xff" "b\xe0\x80\x80\"", "a" FFFD "b" FFFD FFFD FFFD, 4);
+    EXPECT_DOC_STR("\"\xed\xa0\x80\"", FFFD FFFD FFFD, 3);
+    EXPECT_DOC_STR("\"\xc3\\u00e9\"", FFFD "\xc3\xa9", 1);
+    /* every utf8 case of the writer tests, raw in a string */
+    for (size_t i = 0; i < sizeof utf8_cases / sizeof utf8_cases[0]; i++) {
+        const utf8_case *c = &utf8_cases[i];
+        bool plain = true; /* raw in a JSON string: no quote, backslash or control byte */
+        for (size_t k = 0; k < c->in_len; k++)
+            if ((unsigned char)c->in[k] < 0x20 || c->in[k] == '"' || c->in[k] == '\\') plain = false;
+        if (!plain) continue;
+        char q[64];
+        q[0] = '"';
+        memcpy(q + 1, c->in, c->in_len);
+        q[c->in_len + 1] = '"';
+        expect_doc_string_n(q, c->in_len + 2, c->out, c->out_len, c->repl);
+    }
+
+    /* member names are decoded and repaired the same way; their substitutions count too */
+    lt_jv *doc = PARSE_OK("{\"te\\u0078t\":1,\"\\ud83d\\ude00\":2,\"\xff\":3,\"\\udc00\":4,\"x\\u0000y\":5}");
+    assert_int_equal(doc->n, 5);
+    assert_int_equal(doc->replacements, 2);
+    assert_string_equal(doc->keys[0], "text");
+    assert_string_equal(doc->keys[1], "\xf0\x9f\x98\x80");
+    assert_string_equal(doc->keys[2], FFFD);
+    assert_string_equal(doc->keys[3], FFFD);
+    assert_int_equal(doc->key_lens[4], 3);
+    assert_memory_equal(doc->keys[4], "x\0y", 4);
+    EXPECT_NUM(lt_jv_get(doc, "text"), "1");
+    EXPECT_NUM(lt_jv_get(doc, "\xf0\x9f\x98\x80"), "2");
+    EXPECT_NUM(lt_jv_get(doc, FFFD), "4"); /* the last of the two names that became U+FFFD */
+    assert_null(lt_jv_get(doc, "x"));       /* a name with a NUL cannot be asked for */
+    expect_rewrite_equal(doc);
+    lt_jv_free(doc);
+
+    /* random byte strings written by the writer parse back to sanitize(bytes) */
+    char in[64], want[3 * 64];
+    for (int r = 0; r < 5000; r++) {
+        size_t n = random_bytes(in, sizeof in);
+        size_t want_repl = 0;
+        size_t want_len = lt_utf8_sanitize(in, n, want, &want_repl);
+        lt_json j;
+        lt_json_init(&j);
+        lt_json_array_begin(&j);
+        lt_json_string_n(&j, in, n);
+        lt_json_object_begin(&j);
+        lt_json_key_n(&j, in, n);
+        lt_json_int(&j, r);
+        lt_json_object_end(&j);
+        lt_json_array_end(&j);
+        lt_jv *d = parse_ok_n(j.buf, j.len);
+        assert_int_equal(d->n, 2);
+        expect_text(&d->items[0], LT_JV_STRING, want, want_len);
+        assert_int_equal(d->items[1].key_lens[0], want_len);
+        assert_memory_equal(d->items[1].keys[0], want, want_len);
+        int64_t v;
+        assert_true(lt_jv_int64(&d->items[1].items[0], &v));
+        assert_int_equal(v, r);
+        assert_int_equal(d->replacements, 0);
+        lt_jv_free(d);
+        lt_json_free(&j);
+    }
+}
+
+static void test_doc_duplicates(void **state) {
+    (void)state;
+    lt_jv *doc = PARSE_OK("{\"a\":1,\"b\":{\"a\":\"inner\"},\"a\":3,\"\\u0061\":[4]}");
+    assert_int_equal(doc->n, 4); /* every member is kept, in order */
+    assert_string_equal(doc->keys[0], "a");
+    assert_string_equal(doc->keys[1], "b");
+    assert_string_equal(doc->keys[2], "a");
+    assert_string_equal(doc->keys[3], "a");
+    EXPECT_NUM(&doc->items[0], "1");
+    EXPECT_NUM(&doc->items[2], "3");
+    const lt_jv *a = lt_jv_get(doc, "a"); /* the LAST, as Python's json.loads */
+    assert_ptr_equal(a, &doc->items[3]);
+    assert_int_equal(a->type, LT_JV_ARRAY);
+    EXPECT_STR(lt_jv_get(lt_jv_get(doc, "b"), "a"), "inner");
+    assert_null(lt_jv_get(doc, "c"));
+    assert_null(lt_jv_get(doc, ""));
+    assert_null(lt_jv_get(doc, NULL));
+    assert_null(lt_jv_get(NULL, "a"));
+    assert_null(lt_jv_get(a, "a")); /* not an object */
+    assert_null(lt_jv_get(&doc->items[0], "a"));
+    expect_rewrite_equal(doc);
+    lt_jv_free(doc);
+    doc = PARSE_OK("{\"\":\"empty name\",\"\":\"again\"}");
+    EXPECT_STR(lt_jv_get(doc, ""), "again");
+    lt_jv_free(doc);
+}
+
+static void test_doc_bom_and_blanks(void **state) {
+    (void)state;
+    lt_jv *doc = PARSE_OK("\xef\xbb\xbf{\"a\":1}");
+    expect_at(doc, 1, 4); /* the BOM counts as bytes, as in the reader's columns */
+    lt_jv_free(doc);
+    doc = PARSE_OK("\xef\xbb\xbf \r\n\t[1]\n\n");
+    expect_at(doc, 2, 2);
+    lt_jv_free(doc);
+    EXPECT_DOC_ERR("", "line 1, column 1", "empty input, expected a JSON value");
+    EXPECT_DOC_ERR(" \n\t\r\n ", "line 3, column 2", "empty input");
+    EXPECT_DOC_ERR("\xef\xbb\xbf", "line 1, column 4", "empty input");
+    EXPECT_DOC_ERR("\xef\xbb\xbf\xef\xbb\xbf{}", "line 1, column 4", "expected a value, found byte 0xEF");
+    EXPECT_DOC_ERR(" \xef\xbb\xbf{}", "line 1, column 2", "byte 0xEF");
+    EXPECT_DOC_ERR("\xef\xbb{}", "line 1, column 1", "byte 0xEF");
+    expect_doc_error_n(NULL, 0, "line 1, column 1", "empty input");
+    /* trailing garbage */
+    EXPECT_DOC_ERR("{} x", "line 1, column 4", "trailing characters after the JSON value, starting with 'x'");
+    EXPECT_DOC_ERR("{}{}", "line 1, column 3", "trailing characters");
+    EXPECT_DOC_ERR("[1]]", "line 1, column 4", "trailing characters");
+    EXPECT_DOC_ERR("1 2", "line 1, column 3", "trailing characters");
+    EXPECT_DOC_ERR("01", "line 1, column 2", "trailing characters after the JSON value, starting with '1'");
+    EXPECT_DOC_ERR("{\"a\":1}\n\nx", "line 3, column 1", "trailing characters");
+    EXPECT_DOC_ERR("{}\xef\xbb\xbf", "line 1, column 3", "starting with byte 0xEF");
+    expect_doc_error_n(S("\"a\"\0"), "line 1, column 4", "starting with byte 0x00");
+    EXPECT_DOC_ERR("null\x0b", "line 1, column 5", "byte 0x0B"); /* VT is not JSON whitespace */
+    /* the text need not be NUL-terminated: only len bytes are read */
+    doc = parse_ok_n("[1]garbage", 3);
+    assert_int_equal(doc->n, 1);
+    lt_jv_free(doc);
+}
+
+static void test_doc_errors(void **state) {
+    (void)state;
+    EXPECT_DOC_ERR("{\n  \"a\": 1,\n  \"b\" 2\n}", "line 3, column 7", "expected ':' after object key, found '2'");
+    EXPECT_DOC_ERR("[1,\n2,\n]", "line 3, column 1", "expected a value, found ']'");
+    EXPECT_DOC_ERR("{\"a\":1\n", "line 2, column 1", "expected ',' or '}', found end of input");
+    EXPECT_DOC_ERR("{\"a\":1 \"b\":2}", "line 1, column 8", "expected ',' or '}', found '\"'");
+    EXPECT_DOC_ERR("[1 2]", "line 1, column 4", "expected ',' or ']', found '2'");
+    EXPECT_DOC_ERR("{\"a\":[1,2}", "line 1, column 10", "expected ',' or ']'");
+    EXPECT_DOC_ERR("{\"a\":\n\"x", "line 2, column 1", "unterminated string");
+    EXPECT_DOC_ERR("[\"abc\n", "line 1, column 2", "unterminated string");
+    EXPECT_DOC_ERR("[\"x\\", "line 1, column 2", "unterminated string");
+    EXPECT_DOC_ERR("[\n  \"a\tb\"]", "line 2, column 5", "control character U+0009 in string");
+    EXPECT_DOC_ERR("[\"a\nb\"]", "line 1, column 4", "control character U+000A");
+    EXPECT_DOC_ERR("[\"\\q\"]", "line 1, column 3", "invalid escape '\\q'");
+    EXPECT_DOC_ERR("[\"\\u12G4\"]", "line 1, column 3", "invalid \\u escape");
+    EXPECT_DOC_ERR("[tru]", "line 1, column 2", "invalid literal (expected 'true')");
+    EXPECT_DOC_ERR("nul", "line 1, column 1", "invalid literal (expected 'null')");
+    EXPECT_DOC_ERR("[-]", "line 1, column 3", "invalid number: expected a digit");
+    EXPECT_DOC_ERR("1.", "line 1, column 3", "invalid number: expected a digit after '.', found end of input");
+    EXPECT_DOC_ERR("1e+", "line 1, column 4", "expected a digit in the exponent");
+    EXPECT_DOC_ERR("NaN", "line 1, column 1", "expected a value, found 'N'");
+    EXPECT_DOC_ERR("[Infinity]", "line 1, column 2", "expected a value");
+    EXPECT_DOC_ERR("+1", "line 1, column 1", "expected a value");
+    EXPECT_DOC_ERR("'x'", "line 1, column 1", "expected a value");
+    EXPECT_DOC_ERR("[", "line 1, column 2", "unexpected end of input, expected a value");
+    EXPECT_DOC_ERR("{", "line 1, column 2", "expected a string key, found end of input");
+    EXPECT_DOC_ERR("{\"a\"", "line 1, column 5", "expected ':' after object key, found end of input");
+    EXPECT_DOC_ERR("{\"a\":", "line 1, column 6", "unexpected end of input");
+    EXPECT_DOC_ERR("{\"a\":1,}", "line 1, column 8", "expected a string key, found '}'");
+    EXPECT_DOC_ERR("[1,]", "line 1, column 4", "expected a value, found ']'");
+    EXPECT_DOC_ERR("{a:1}", "line 1, column 2", "expected a string key, found 'a'");
+    EXPECT_DOC_ERR("{1:2}", "line 1, column 2", "expected a string key");
+    EXPECT_DOC_ERR("[1,\r\n 2 3]", "line 2, column 4", "expected ',' or ']', found '3'"); /* CRLF: one line end */
+    EXPECT_DOC_ERR("[1,\r 2 3]", "line 1, column 8", "expected ',' or ']'");             /* a lone CR is not */
+    EXPECT_DOC_ERR("\xef\xbb\xbf[1 x]", "line 1, column 7", "found 'x'");
+    EXPECT_DOC_ERR("[\"\xc3\xa9\", x]", "line 1, column 8", "expected a value, found 'x'"); /* bytes */
+    EXPECT_DOC_ERR("[\n\n\n    \xff]", "line 4, column 5", "expected a value, found byte 0xFF");
+    EXPECT_DOC_ERR("{\"special_tokens\": {\n  \"<|endoftext|>\": 100257,\n  \"<|fim_prefix|>\" 100258\n}}",
+                   "line 3, column 20", "expected ':' after object key, found '1'");
+}
+
+/* "line L, column C" of an error -> the byte offset it names, or SIZE_MAX if it names
+ * no position of text[0..n] (columns may point just past a line's last byte). */
+static size_t where_to_offset(const char *where, const char *text, size_t n) {
+    unsigned long line = 0, column = 0;
+    char tail;
+    if (sscanf(where, "line %lu, column %lu%c", &line, &column, &tail) != 2 || line < 1 || column < 1)
+        return SIZE_MAX;
+    size_t start = 0;
+    for (unsigned long l = 1; l < line; l++) {
+        const char *nl = memchr(text + start, '\n', n - start);
+        if (nl == NULL) return SIZE_MAX;
+        start = (size_t)(nl - text) + 1;
+    }
+    const char *nl = memchr(text + start, '\n', n - start);
+    size_t line_end = nl != NULL ? (size_t)(nl - text) : n; /* the '\n' itself is column end + 1 */
+    if (column - 1 > line_end - start) return SIZE_MAX;
+    return start + column - 1;
+}
+
+/* On malformed input the document parser and the JSON-lines reader (whose grammar is the
+ * same when the text is an object) must fail at the same byte with the same reason. */
+static void expect_same_error_as_reader(const char *text, size_t n, const lt_error *derr) {
+    lt_error rerr;
+    lt_error_clear(&rerr);
+    char *val;
+    size_t vlen;
+    lt_status st = lt_jsonl_get_string(text, n, "no such key", &val, &vlen, &rerr);
+    assert_int_equal(st, LT_ERR_INPUT);
+    size_t off = where_to_offset(derr->where, text, n);
+    char col[40];
+    snprintf(col, sizeof col, "column %zu", off + 1);
+    if (strcmp(col, rerr.where) != 0)
+        fail_msg("[%.*s]: document error at %s (%s), reader at %s (%s)", (int)n, text, derr->where, derr->what,
+                 rerr.where, rerr.what);
+    /* same WHAT, up to the name of the end, except for the reader's messages about its
+     * top level (which must be an object) */
+    static const char *const top_level[] = {"empty line", "expected '{'", "the line is", "trailing characters"};
+    for (size_t i = 0; i < sizeof top_level / sizeof top_level[0]; i++)
+        if (strncmp(rerr.what, top_level[i], strlen(top_level[i])) == 0) return;
+    char what[LT_ERROR_WHAT_MAX];
+    const char *e = strstr(derr->what, "end of input");
+    if (e != NULL)
+        snprintf(what, sizeof what, "%.*send of line%s", (int)(e - derr->what), derr->what, e + strlen("end of input"));
+    else
+        snprintf(what, sizeof what, "%s", derr->what);
+    if (strcmp(rerr.what, what) != 0)
+        fail_msg("[%.*s]: document [%s], reader [%s]", (int)n, text, derr->what, rerr.what);
+}
+
+static const char sample_doc[] =
+    "\xef\xbb\xbf{\n"
+    " \"name\": \"cl100k_base\",\n"
+    " \"pat_str\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}\",\n"
+    " \"special_tokens\": {\n"
+    "  \"<|endoftext|>\": 100257,\n"
+    "  \"<|fim_prefix|>\": 100258\n"
+    " },\n"
+    " \"misc\": [true, false, null, -0.5e-3, \"\\u00e9\\ud83d\\ude00\\\"\\\\\\/\\b\\f\\n\\r\\t\", [], {}, [[1]]],\n"
+    " \"n_vocab_ranks\": 100256\n"
+    "}\n";
+
+static void test_doc_truncated(void **state) {
+    (void)state;
+    size_t len = sizeof sample_doc - 1;
+    lt_jv *full = parse_ok_n(sample_doc, len);
+    size_t complete = (size_t)(strrchr(sample_doc, '}') - sample_doc) + 1; /* shortest prefix that parses */
+    for (size_t k = 0; k < len; k++) {
+        /* a malloc'd copy of exactly k bytes, so ASan sees any read past the end */
+        char *prefix = malloc(k ? k : 1);
+        assert_non_null(prefix);
+        memcpy(prefix, sample_doc, k);
+        lt_jv *doc = (lt_jv *)1;
+        lt_error err;
+        lt_error_clear(&err);
+        lt_status st = lt_json_parse(prefix, k, &doc, &err);
+        if (k >= complete) {
+            if (st != LT_OK) fail_msg("prefix of %zu bytes: %s (%s)", k, err.what, err.where);
+            assert_true(jv_equal(doc, full));
+            lt_jv_free(doc);
+        } else {
+            if (st != LT_ERR_INPUT) fail_msg("prefix of %zu bytes: status %s", k, lt_status_name(st));
+            assert_null(doc);
+            size_t off = where_to_offset(err.where, prefix, k);
+            if (off == SIZE_MAX) fail_msg("prefix of %zu bytes: where [%s] is not in the text", k, err.where);
+            expect_same_error_as_reader(prefix, k, &err);
+        }
+        free(prefix);
+    }
+    /* every one-byte deletion and a few replacements: OK or a clean error, never a crash,
+     * and an error where the reader has it */
+    static const char subst[] = "{}[]\",:\\ 0-eE.tfnu\n\xff";
+    for (size_t k = 0; k < len; k++) {
+        for (size_t r = 0; r <= sizeof subst - 1; r++) {
+            char *m = malloc(len);
+            assert_non_null(m);
+            memcpy(m, sample_doc, k);
+            size_t mlen;
+            if (r == sizeof subst - 1) { /* delete byte k */
+                memcpy(m + k, sample_doc + k + 1, len - k - 1);
+                mlen = len - 1;
+            } else {
+                memcpy(m + k + 1, sample_doc + k + 1, len - k - 1);
+                m[k] = subst[r];
+                mlen = len;
+            }
+            lt_jv *doc = (lt_jv *)1;
+            lt_error err;
+            lt_error_clear(&err);
+            lt_status st = lt_json_parse(m, mlen, &doc, &err);
+            if (st == LT_OK) {
+                assert_non_null(doc);
+                expect_rewrite_equal(doc);
+                lt_jv_free(doc);
+            } else {
+                assert_int_equal(st, LT_ERR_INPUT);
+                assert_null(doc);
+                if (where_to_offset(err.where, m, mlen) == SIZE_MAX)
+                    fail_msg("where [%s] is not in the text", err.where);
+                /* the reader also rejects it; where both see an object, at the same byte */
+                size_t first = mlen >= 3 && memcmp(m, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
+                while (first < mlen && (m[first] == ' ' || m[first] == '\t' || m[first] == '\r' || m[first] == '\n'))
+                    first++;
+                if (first < mlen && m[first] == '{') expect_same_error_as_reader(m, mlen, &err);
+            }
+            free(m);
+        }
+    }
+    lt_jv_free(full);
+}
+
+static void test_doc_depth(void **state) {
+    (void)state;
+    enum { D = LT_JSON_MAX_PARSE_DEPTH };
+    char *text = malloc(8 * D + 64);
+    assert_non_null(text);
+    /* 512 levels, objects and arrays alternating: accepted */
+    size_t n = 0;
+    for (int i = 0; i < D; i++) {
+        if (i % 2 == 0) {
+            memcpy(text + n, "{\"k\":", 5);
+            n += 5;
+        } else {
+            text[n++] = '[';
+        }
+    }
+    text[n++] = '7';
+    for (int i = D - 1; i >= 0; i--) text[n++] = i % 2 ? ']' : '}';
+    lt_jv *doc = parse_ok_n(text, n);
+    assert_int_equal(jv_depth(doc), D);
+    const lt_jv *v = doc;
+    while (v->type != LT_JV_NUMBER) v = &v->items[0];
+    EXPECT_NUM(v, "7");
+    lt_jv_free(doc);
+    /* 513: rejected at the bracket that opens level 513 */
+    n = 0;
+    for (int i = 0; i <= D; i++) text[n++] = '[';
+    for (int i = 0; i <= D; i++) text[n++] = ']';
+    expect_doc_error_n(text, n, "line 1, column 513", "nesting deeper than 512 levels");
+    free(text);
+    /* hostile nesting far beyond the limit: clean error, no stack overflow, no leak */
+    size_t huge = 1000000;
+    text = malloc(huge);
+    assert_non_null(text);
+    memset(text, '[', huge);
+    expect_doc_error_n(text, huge, "line 1, column 513", "nesting deeper");
+    for (size_t i = 0; i < huge; i += 2) memcpy(text + i, i % 4 ? "[" "\n" : "{" "\n", 2);
+    expect_doc_error_n(text, huge, NULL, "expected a string key");
+    free(text);
+}
+
+static void expect_int64(const char *number, bool ok, int64_t want) {
+    lt_jv *doc = parse_ok_n(number, strlen(number));
+    assert_int_equal(doc->type, LT_JV_NUMBER);
+    int64_t got = 12345;
+    bool res = lt_jv_int64(doc, &got);
+    if (res != ok) fail_msg("lt_jv_int64(%s) = %d, expected %d", number, res, ok);
+    if (ok && got != want) fail_msg("lt_jv_int64(%s) gave %" PRId64 ", expected %" PRId64, number, got, want);
+    if (!ok) assert_int_equal(got, 12345); /* untouched */
+    lt_jv_free(doc);
+}
+
+static void test_doc_int64(void **state) {
+    (void)state;
+    expect_int64("0", true, 0);
+    expect_int64("-0", true, 0);
+    expect_int64("42", true, 42);
+    expect_int64("-42", true, -42);
+    expect_int64("9223372036854775807", true, INT64_MAX);
+    expect_int64("-9223372036854775808", true, INT64_MIN);
+    expect_int64("9223372036854775808", false, 0);
+    expect_int64("-9223372036854775809", false, 0);
+    expect_int64("18446744073709551615", false, 0);
+    expect_int64("18446744073709551616", false, 0);
+    expect_int64("123456789012345678901234567890", false, 0);
+    expect_int64("1e3", true, 1000);
+    expect_int64("1E3", true, 1000);
+    expect_int64("1e+3", true, 1000);
+    expect_int64("-1e3", true, -1000);
+    expect_int64("1.5", false, 0);
+    expect_int64("-1.5", false, 0);
+    expect_int64("1.0", true, 1);
+    expect_int64("1.000000000000000000000000000001", false, 0);
+    expect_int64("1.50e1", true, 15);
+    expect_int64("100e-2", true, 1);
+    expect_int64("123e-1", false, 0);
+    expect_int64("1e-3", false, 0);
+    expect_int64("0.5e1", true, 5);
+    expect_int64("1e18", true, 1000000000000000000);
+    expect_int64("1e19", false, 0);
+    expect_int64("-1e19", false, 0);
+    expect_int64("9.223372036854775807e18", true, INT64_MAX);
+    expect_int64("-9.223372036854775808e18", true, INT64_MIN);
+    expect_int64("9.223372036854775808e18", false, 0);
+    expect_int64("0.9223372036854775807e19", true, INT64_MAX);
+    expect_int64("92233720368547758070e-1", true, INT64_MAX);
+    expect_int64("92233720368547758080e-1", false, 0);
+    expect_int64("1000000000000000000000e-3", true, 1000000000000000000);
+    expect_int64("0.0e999999999999999999999", true, 0);
+    expect_int64("-0.000e-5", true, 0);
+    expect_int64("1e400", false, 0);
+    expect_int64("1e-400", false, 0);
+    expect_int64("1e99999999999999999999999999", false, 0);
+    expect_int64("1e-99999999999999999999999999", false, 0);
+    expect_int64("100000000000000000000000000000e-29", true, 1);
+    /* not numbers */
+    int64_t v = 7;
+    lt_jv *doc = PARSE_OK("[\"1\",true,null,[1],{\"a\":1}]");
+    for (size_t i = 0; i < doc->n; i++) assert_false(lt_jv_int64(&doc->items[i], &v));
+    assert_false(lt_jv_int64(NULL, &v));
+    assert_int_equal(v, 7);
+    lt_jv_free(doc);
+}
+
+/* What a tokenizer sidecar (here /work/shared/vocab/cl100k_base.json as of 2024) needs. */
+static void test_doc_tokenizer_sidecar(void **state) {
+    (void)state;
+    static const char text[] =
+        "{\n"
+        " \"name\": \"cl100k_base\",\n"
+        " \"pat_str\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| "
+        "?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\",\n"
+        " \"special_tokens\": {\n"
+        "  \"<|endoftext|>\": 100257,\n"
+        "  \"<|fim_prefix|>\": 100258,\n"
+        "  \"<|fim_middle|>\": 100259,\n"
+        "  \"<|fim_suffix|>\": 100260,\n"
+        "  \"<|endofprompt|>\": 100276\n"
+        " },\n"
+        " \"n_vocab_ranks\": 100256,\n"
+        " \"max_rank\": 100255\n"
+        "}\n";
+    lt_jv *doc = PARSE_OK(text);
+    EXPECT_STR(lt_jv_get(doc, "name"), "cl100k_base");
+    EXPECT_STR(lt_jv_get(doc, "pat_str"), "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+                                          "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
+    const lt_jv *sp = lt_jv_get(doc, "special_tokens");
+    assert_non_null(sp);
+    assert_int_equal(sp->type, LT_JV_OBJECT);
+    expect_at(sp, 4, 20);
+    assert_int_equal(sp->n, 5);
+    static const char *const names[5] = {"<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>",
+                                         "<|endofprompt|>"};
+    static const int64_t ids[5] = {100257, 100258, 100259, 100260, 100276};
+    for (size_t i = 0; i < 5; i++) {
+        assert_string_equal(sp->keys[i], names[i]);
+        int64_t id;
+        assert_true(lt_jv_int64(&sp->items[i], &id));
+        assert_int_equal(id, ids[i]);
+        expect_at(&sp->items[i], 5 + i, 7 + strlen(names[i])); /* '  "NAME": ' */
+    }
+    int64_t n;
+    assert_true(lt_jv_int64(lt_jv_get(doc, "n_vocab_ranks"), &n));
+    assert_int_equal(n, 100256);
+    assert_false(lt_jv_int64(lt_jv_get(doc, "name"), &n));
+    assert_null(lt_jv_get(doc, "missing"));
+    expect_rewrite_equal(doc);
+    lt_jv_free(doc);
+}
+
+static void test_writer_number_text(void **state) {
+    (void)state;
+    static const char *const good[] = {"0", "-0", "1", "-1.5e+300", "123456789012345678901234567890", "1E-7", "0.0"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        lt_json j;
+        lt_json_init(&j);
+        lt_json_array_begin(&j);
+        lt_json_number_text(&j, good[i], strlen(good[i]));
+        lt_json_number_text(&j, good[i], strlen(good[i]));
+        lt_json_array_end(&j);
+        char want[128];
+        snprintf(want, sizeof want, "[%s,%s]", good[i], good[i]);
+        assert_string_equal(lt_json_cstr(&j), want);
+        lt_json_free(&j);
+    }
+}
+
 /* ================================================================ reference modes */
 
 static void put_hex(lt_json *j, const char *key, const unsigned char *b, size_t n) {
@@ -868,12 +1607,76 @@ static int read_jsonl(const char *key) {
     return fflush(stdout) == 0 && !ferror(stdin) ? 0 : 1;
 }
 
+/* Every number's lt_jv_int64 in document order (null where false). */
+static void put_int64s(lt_json *j, const lt_jv *v) {
+    int64_t x;
+    if (v->type == LT_JV_NUMBER) {
+        if (lt_jv_int64(v, &x))
+            lt_json_int(j, x);
+        else
+            lt_json_null(j);
+    }
+    for (size_t i = 0; i < v->n; i++) put_int64s(j, &v->items[i]);
+}
+
+static int parse_json_docs(void) {
+    char *line = NULL, *doc_text = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    lt_json j;
+    lt_json_init(&j);
+    while ((got = getline(&line, &cap, stdin)) >= 0) {
+        size_t n = (size_t)got;
+        if (n > 0 && line[n - 1] == '\n') n--;
+        free(doc_text);
+        doc_text = malloc(n / 2 + 1);
+        if (doc_text == NULL) exit(3);
+        bool hex_ok = n % 2 == 0;
+        for (size_t i = 0; hex_ok && i < n / 2; i++) {
+            unsigned int b;
+            if (sscanf(line + 2 * i, "%2x", &b) != 1) hex_ok = false;
+            doc_text[i] = (char)b;
+        }
+        if (!hex_ok) {
+            printf("BADHEX\n");
+            continue;
+        }
+        lt_jv *doc;
+        lt_error err;
+        lt_error_clear(&err);
+        lt_status st = lt_json_parse(doc_text, n / 2, &doc, &err);
+        if (st != LT_OK) {
+            printf("ERR %s %s: %s\n", lt_status_name(st), err.where, err.what);
+            continue;
+        }
+        if (jv_depth(doc) >= LT_JSON_MAX_DEPTH) { /* the writer's limit, the wrapper array included */
+            printf("DEEP\n");
+        } else {
+            lt_json_reset(&j);
+            lt_json_array_begin(&j);
+            jv_write(&j, doc);
+            lt_json_array_begin(&j);
+            put_int64s(&j, doc);
+            lt_json_array_end(&j);
+            lt_json_uint(&j, doc->replacements);
+            lt_json_array_end(&j);
+            printf("OK %s\n", lt_json_cstr(&j));
+        }
+        lt_jv_free(doc);
+    }
+    free(line);
+    free(doc_text);
+    lt_json_free(&j);
+    return fflush(stdout) == 0 && !ferror(stdin) ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--dump-json") == 0)
         return dump_json(strtoul(argv[2], NULL, 0), strtoull(argv[3], NULL, 0));
     if (argc == 3 && strcmp(argv[1], "--read-jsonl") == 0) return read_jsonl(argv[2]);
+    if (argc == 2 && strcmp(argv[1], "--parse-json") == 0) return parse_json_docs();
     if (argc >= 2) {
-        fprintf(stderr, "usage: %s [--dump-json N SEED | --read-jsonl KEY]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--dump-json N SEED | --read-jsonl KEY | --parse-json]\n", argv[0]);
         return 2;
     }
     const struct CMUnitTest tests[] = {
@@ -885,6 +1688,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_reader_keys),       cmocka_unit_test(test_reader_type_errors),
         cmocka_unit_test(test_reader_malformed),  cmocka_unit_test(test_reader_depth),
         cmocka_unit_test(test_reader_reuse),      cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_writer_number_text), cmocka_unit_test(test_doc_values),
+        cmocka_unit_test(test_doc_strings),       cmocka_unit_test(test_doc_duplicates),
+        cmocka_unit_test(test_doc_bom_and_blanks), cmocka_unit_test(test_doc_errors),
+        cmocka_unit_test(test_doc_truncated),     cmocka_unit_test(test_doc_depth),
+        cmocka_unit_test(test_doc_int64),         cmocka_unit_test(test_doc_tokenizer_sidecar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
