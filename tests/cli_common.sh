@@ -2,14 +2,14 @@
 # (CONTRACTS.md): --help/--version answer on stdout with status 0; usage and config
 # errors print "PROGRAM: error: WHAT (WHERE)" (+ "hint:") on stderr with status 2; the
 # built-in `config` command prints an effective config that loads back unchanged.
-# Sourced by tests/<stage>/cli.sh with PROG (program name) and BIN (path). Emits TAP.
+# Sourced by tests/<stage>/cli.sh with PROG (program name) and BIN (path), which may add
+# its own checks with `check` and then calls `finish` (the TAP plan comes last). Emits TAP.
 
 : "${top_srcdir:?}" "${top_builddir:?}" "${PROG:?}" "${BIN:?}"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lt-cli-$PROG.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 n=0
 fails=0
-echo "1..9"
 # check NAME EXPECTED-STATUS STDOUT-PATTERN STDERR-PATTERN -- ARGS...
 check() {
   local name=$1 want=$2 outpat=$3 errpat=$4; shift 5
@@ -53,4 +53,8 @@ fi
 # A bad value names the file and line.
 printf '[plan]\nmem = eighty\n' >"$tmp/bad.ini"
 check "bad value names file:line" 2 "" "bad.ini:2" -- config --config "$tmp/bad.ini"
-exit 0
+
+finish() {
+  echo "1..$n"
+  exit 0
+}

@@ -3,3 +3,4 @@
 PROG=jobctl
 BIN=${top_builddir:?}/jobctl/jobctl
 . "${top_srcdir:?}/tests/cli_common.sh"
+finish

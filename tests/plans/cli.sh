@@ -3,3 +3,4 @@
 PROG=planner
 BIN=${top_builddir:?}/plans/planner
 . "${top_srcdir:?}/tests/cli_common.sh"
+finish

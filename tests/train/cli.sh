@@ -3,3 +3,4 @@
 PROG=trainer
 BIN=${top_builddir:?}/train/trainer
 . "${top_srcdir:?}/tests/cli_common.sh"
+finish
