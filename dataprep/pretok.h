@@ -33,7 +33,8 @@ const char *lt_pretok_pattern(lt_pretok_kind kind);
 
 /* The scanners. text[0..len) is valid UTF-8 and pos < len is a character boundary:
  * return the end (> pos) of the piece that starts at pos. The pieces of a text are
- * found by calling again from each returned end until len. */
+ * found by calling again from each returned end until len. The scanners never read outside
+ * text[0..len), even on invalid UTF-8. */
 size_t lt_pretok_next_cl100k(const unsigned char *text, size_t len, size_t pos);
 size_t lt_pretok_next_o200k(const unsigned char *text, size_t len, size_t pos);
 size_t lt_pretok_next_r50k(const unsigned char *text, size_t len, size_t pos);
@@ -45,8 +46,10 @@ typedef struct lt_regex_scratch lt_regex_scratch;
 
 /* Compile a tiktoken pattern for PCRE2. `\s` / `\S` are rewritten to Unicode White_Space
  * (what Rust's regex means; PCRE2's own \s also takes U+180E and misses nothing else
- * relevant), `$` means end of text only (PCRE2_DOLLAR_ENDONLY), as in Rust. A pattern
- * PCRE2 rejects is LT_ERR_CONFIG naming the offset and PCRE2's message. */
+ * relevant), `$` means end of text only (PCRE2_DOLLAR_ENDONLY), as in Rust. `\S` inside a
+ * bracket class cannot be rewritten and is refused; Rust-only class syntax (nested classes,
+ * `&&`, `--`) is passed through to PCRE2 unchanged. A pattern PCRE2 rejects is
+ * LT_ERR_CONFIG naming the offset and PCRE2's message. */
 lt_status lt_regex_compile(lt_regex **out, const char *pattern, lt_error *err);
 void lt_regex_free(lt_regex *re);
 lt_regex_scratch *lt_regex_scratch_new(const lt_regex *re); /* NULL when out of memory */
@@ -54,7 +57,9 @@ void lt_regex_scratch_free(lt_regex_scratch *scratch);
 
 /* The next non-empty match in text[0..len) that starts at or after pos (text is valid
  * UTF-8): *found = true and [*mstart, *mend); *found = false when there is none (text
- * between matches is skipped, as tiktoken's find_iter does; empty matches are skipped).
+ * between matches is skipped, as tiktoken's find_iter does; empty matches are skipped: after
+ * an empty match at p the search resumes one character after p, as Rust's does, so `a*|b`
+ * on "b" finds nothing).
  * LT_ERR_INPUT when PCRE2 gives up (match or depth limit), naming the offset. */
 lt_status lt_regex_next(const lt_regex *re, lt_regex_scratch *scratch, const unsigned char *text,
                         size_t len, size_t pos, bool *found, size_t *mstart, size_t *mend,

@@ -4,7 +4,8 @@
 #   scripts/fuzz.sh [--seconds N] [--jobs J] [--build-dir DIR] [TARGET...]
 #   scripts/fuzz.sh --regress [--build-dir DIR] [TARGET...]
 #
-# TARGETs: fuzz_config fuzz_jsonl fuzz_numbers (default: all). Each target is compiled
+# TARGETs: fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab
+# fuzz_encode (default: all). Each target is compiled
 # with clang (-fsanitize=fuzzer,address,undefined) into DIR (default _build/fuzz, or
 # $LONGTAIL_FUZZ_BUILD_DIR), then
 #   default     fuzzed for N seconds (default 30) on DIR/corpus/TARGET, a copy of the seeds
@@ -21,14 +22,19 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ALL_TARGETS=(fuzz_config fuzz_jsonl fuzz_numbers)
+ALL_TARGETS=(fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode)
 
-# The library sources each target links (lib/*.c, relative to ROOT).
+TOKENIZER_SOURCES="dataprep/tokenizer.c dataprep/pretok.c dataprep/unicode_tables.c lib/json.c \
+lib/error.c lib/files.c lib/strlist.c lib/sha256.c lib/log.c"
+# The library sources each target links (relative to ROOT).
 target_sources() {
   case "$1" in
     fuzz_config) echo "lib/config.c lib/config_schema.c lib/strutil.c lib/error.c" ;;
     fuzz_jsonl) echo "lib/json.c lib/error.c" ;;
     fuzz_numbers) echo "lib/strutil.c lib/error.c" ;;
+    fuzz_jsondoc) echo "lib/json.c lib/error.c" ;;
+    fuzz_pretok) echo "dataprep/pretok.c dataprep/unicode_tables.c lib/json.c lib/error.c" ;;
+    fuzz_vocab | fuzz_encode) echo "$TOKENIZER_SOURCES" ;;
     *) return 1 ;;
   esac
 }
@@ -36,6 +42,8 @@ target_sources() {
 target_max_len() {
   case "$1" in
     fuzz_config) echo 12000 ;;
+    fuzz_vocab) echo 8192 ;;
+    fuzz_encode) echo 16384 ;;
     *) echo 4096 ;;
   esac
 }
@@ -118,10 +126,19 @@ build_target() {
     fi
     read -r -a extra <<<"$(pkg-config --cflags --libs inih)"
   fi
+  case "$t" in
+    fuzz_pretok | fuzz_vocab | fuzz_encode)
+      if ! pkg-config --exists libpcre2-8 2>/dev/null; then
+        printf 'SKIP: fuzz %s (libpcre2-8 not found by pkg-config; Debian: apt-get install libpcre2-dev)\n' "$t"
+        return 2
+      fi
+      read -r -a extra <<<"$(pkg-config --cflags --libs libpcre2-8) -DLT_FUZZ_VOCAB_DIR=\"$ROOT/data/vocab\" -lpthread"
+      ;;
+  esac
   local abs=()
   for f in "${srcs[@]}"; do abs+=("$ROOT/$f"); done
   [ -x "$bin" ] || stale=1
-  for f in "${abs[@]}" "$ROOT"/lib/*.h "$ROOT/scripts/fuzz.sh"; do
+  for f in "${abs[@]}" "$ROOT"/lib/*.h "$ROOT"/dataprep/*.h "$ROOT/scripts/fuzz.sh"; do
     if [ "$f" -nt "$bin" ]; then stale=1; fi
   done
   [ "$stale" = 1 ] || return 0

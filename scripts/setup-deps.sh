@@ -29,7 +29,9 @@ APT_PACKAGES=(
   # a decimal-comma locale, so tests can check that output never depends on the locale
   locales
 )
-PIP_PACKAGES=(numpy tiktoken)
+# PyPI requirements of the reference tests. tiktoken is pinned: its Unicode tables (16.0
+# in 0.14) are what dataprep/unicode_tables.c follows; unicodedata2 regenerates them.
+PIP_PACKAGES=(numpy tiktoken==0.14.0 unicodedata2==16.0.0)
 
 do_apt=1
 do_python=1
@@ -81,7 +83,13 @@ if [ "$do_python" = 1 ]; then
   fi
   need=()
   for p in "${PIP_PACKAGES[@]}"; do
-    "$venv/bin/python3" -c "import $p" 2>/dev/null || need+=("$p")
+    # installed, and at the pinned version if one is given
+    "$venv/bin/python3" - "$p" <<'PY' 2>/dev/null || need+=("$p")
+import sys, importlib.metadata as md
+name, _, want = sys.argv[1].partition("==")
+have = md.version(name)
+sys.exit(0 if not want or have == want else 1)
+PY
   done
   if [ "${#need[@]}" -gt 0 ]; then
     say "installing PyPI packages into $venv: ${need[*]}"
