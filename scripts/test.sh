@@ -49,6 +49,15 @@ if [ "${LONGTAIL_SKIP_SETUP:-0}" != 1 ]; then
   scripts/setup-deps.sh || { echo "setup-deps failed"; echo "0 passed, 1 failed"; exit 1; }
 fi
 
+# The shared reference data (vocabularies, corpus) that the tiktoken comparison reads:
+# ../shared beside the checkout, else the workplace copy (a CI clone may live elsewhere).
+if [ -z "${LONGTAIL_SHARED:-}" ]; then
+  for d in "$top/../shared" /work/shared; do
+    if [ -d "$d/corpus" ] && [ -d "$d/vocab" ]; then LONGTAIL_SHARED=$(cd "$d" && pwd); export LONGTAIL_SHARED; break; fi
+  done
+fi
+echo "shared reference data: ${LONGTAIL_SHARED:-none found (the tests that need it skip, listed below)}"
+
 step "autogen"
 ./autogen.sh >/dev/null 2>_autogen.err || { cat _autogen.err; echo "0 passed, 1 failed"; exit 1; }
 rm -f _autogen.err
