@@ -166,7 +166,7 @@ static void test_merge_matches_naive_rule(void **state) {
         write_vocab(&v, "rand.tiktoken");
         lt_tokenizer *tok = load_ok("rand.tiktoken", "r50k_base");
         for (int k = 0; k < 60; k++) {
-            static const size_t lens[] = {2, 3, 5, 8, 17, 64, 127, 128, 129, 300, 1000, 3000};
+            static const size_t lens[] = {2, 3, 5, 8, 17, 63, 64, 65, 127, 128, 300, 1000, 3000};
             size_t n = lens[lt_rng_below(&rng, sizeof lens / sizeof lens[0])];
             unsigned char text[3000];
             for (size_t i = 0; i < n; i++) text[i] = (unsigned char)('a' + lt_rng_below(&rng, letters));
