@@ -41,6 +41,11 @@ say "effective config (etc/longtail.ini) -> demo-out/effective.ini"
 "$bin/planner" config --config etc/longtail.ini >"$out/effective.ini"
 grep -E '^\[|^(strategy|global_batch|context_len|dp|pp) ' "$out/effective.ini"
 
+say "tokenizer: dataprep encode (data.encoding from the config, vocabulary from the install)"
+"$bin/dataprep" encode --config etc/longtail.ini README.md docs/tokenizer.md >"$out/encode.ids"
+awk '{ printf "%s: %d tokens, first ids %s %s %s ...\n", (NR == 1 ? "README.md" : "docs/tokenizer.md"), NF, $1, $2, $3 }' \
+  "$out/encode.ids"
+
 if [ "${LONGTAIL_DEMO_NO_SLURM:-0}" = 1 ]; then
   say "Slurm part skipped (LONGTAIL_DEMO_NO_SLURM=1)"; exit 0
 fi
@@ -55,7 +60,7 @@ eval "$(scripts/slurm-local.sh up --dir "$cluster")"
 logs=$out/jobs
 rm -rf "$logs"; mkdir -p "$logs"
 array=$(sbatch --parsable --array=0-1 -o "$logs/check_%A_%a.log" -J lt-demo-check \
-  --wrap "'$bin/planner' --log-level debug config --config '$top/etc/longtail.ini' >/dev/null && echo task \$SLURM_ARRAY_TASK_ID: config ok")
+  --wrap "'$bin/planner' --log-level debug config --config '$top/etc/longtail.ini' >/dev/null && echo task \$SLURM_ARRAY_TASK_ID: config ok && '$bin/dataprep' encode --config '$top/etc/longtail.ini' '$top/README.md' | wc -w")
 after=$(sbatch --parsable --dependency=afterok:"$array" -o "$logs/devices_%j.log" -J lt-demo-devices \
   --wrap "'$bin/trainer' devices")
 echo "submitted array job $array (2 tasks) and job $after (afterok:$array)"
