@@ -666,13 +666,15 @@ static const known_special KNOWN_SPECIALS[] = {
     {"o200k_base", "<|endofprompt|>", 200018},  {"r50k_base", "<|endoftext|>", 50256},
 };
 
+/* sha256: of the official rank file; its special tokens belong to that file only. */
 static const struct {
     const char *name;
     lt_pretok_kind kind;
+    const char *sha256;
 } KNOWN_ENCODINGS[] = {
-    {"cl100k_base", LT_PRETOK_CL100K},
-    {"o200k_base", LT_PRETOK_O200K},
-    {"r50k_base", LT_PRETOK_R50K},
+    {"cl100k_base", LT_PRETOK_CL100K, "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"},
+    {"o200k_base", LT_PRETOK_O200K, "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"},
+    {"r50k_base", LT_PRETOK_R50K, "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"},
 };
 #define N_KNOWN (sizeof KNOWN_ENCODINGS / sizeof KNOWN_ENCODINGS[0])
 
@@ -962,8 +964,12 @@ lt_status lt_tokenizer_load(lt_tokenizer **out, const char *vocab_path, const ch
         }
     }
     if (st == LT_OK && known < N_KNOWN) {
+        /* The pattern always; the special tokens only with the encoding's own rank file
+         * (Llama-3's tokenizer.model takes cl100k's pattern, but its specials are its own:
+         * give them in a .json sidecar). */
         pat = lt_strdup_check(lt_pretok_pattern(KNOWN_ENCODINGS[known].kind));
-        for (size_t k = 0; k < sizeof KNOWN_SPECIALS / sizeof KNOWN_SPECIALS[0] && st == LT_OK; k++)
+        bool own_file = strcmp(tok->sha256, KNOWN_ENCODINGS[known].sha256) == 0;
+        for (size_t k = 0; own_file && k < sizeof KNOWN_SPECIALS / sizeof KNOWN_SPECIALS[0] && st == LT_OK; k++)
             if (strcmp(KNOWN_SPECIALS[k].encoding, pattern) == 0)
                 st = add_special(tok, KNOWN_SPECIALS[k].text, strlen(KNOWN_SPECIALS[k].text),
                                  KNOWN_SPECIALS[k].id, vocab_path, err);

@@ -40,8 +40,8 @@ lt_status lt_tokenizer_find(const char *name, const char *vocab_dir, char **voca
                             char **json_path, lt_error *err);
 
 /* Load a rank file and a pattern. `pattern` is a known encoding name ("cl100k_base",
- * "o200k_base", "r50k_base": the pattern and special tokens of that encoding) or the path
- * of a .json sidecar; NULL means the sidecar next to the rank file (FILE.json for
+ * "o200k_base", "r50k_base": the pattern of that encoding, and its special tokens when the
+ * rank file is that encoding's own, by SHA-256) or the path of a .json sidecar; NULL means the sidecar next to the rank file (FILE.json for
  * FILE.tiktoken), falling back to an error that says so. The rank file is validated:
  * bad base64, a missing or non-numeric rank, duplicate ranks or tokens, gaps in 0..n-1
  * and missing single-byte tokens are errors naming the file and line. */

@@ -304,7 +304,9 @@ static void test_rank_file_errors(void **state) {
     fclose(f);
     tok = load_ok("crlf.tiktoken", "r50k_base");
     assert_int_equal(lt_tokenizer_n_ranks(tok), 256);
-    assert_int_equal(lt_tokenizer_n_vocab(tok), 50257);
+    /* r50k's pattern, not its special token: that belongs to r50k's own rank file */
+    assert_int_equal(lt_tokenizer_n_vocab(tok), 256);
+    assert_int_equal(lt_tokenizer_special_id(tok, "<|endoftext|>"), -1);
     lt_tokenizer_free(tok);
     free(base);
 }
@@ -474,6 +476,51 @@ static void test_search_order(void **state) {
     unsetenv("LONGTAIL_VOCAB_DIR");
 }
 
+/* A rank file of its own with a known encoding's pattern (Llama-3's tokenizer.model with
+ * cl100k's): more ranks than cl100k's special ids, which must not be added to it. */
+static void test_foreign_vocab_with_known_pattern(void **state) {
+    (void)state;
+    char p[512], line[64];
+    path_in(p, sizeof p, "big.tiktoken");
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    size_t rank = 0;
+    unsigned char t[3];
+    for (int b = 0; b < 256; b++, rank++) {
+        t[0] = (unsigned char)b;
+        b64(t, 1, line);
+        fprintf(f, "%s %zu\n", line, rank);
+    }
+    for (int x = 0; x < 256; x++)
+        for (int y = 0; y < 256; y++, rank++) {
+            t[0] = (unsigned char)x, t[1] = (unsigned char)y;
+            b64(t, 2, line);
+            fprintf(f, "%s %zu\n", line, rank);
+        }
+    for (int x = 'a'; x <= 'z'; x++) /* + 3-byte tokens past cl100k's special ids */
+        for (int y = 0; y < 256; y++)
+            for (int z = 'a'; z <= 'z'; z++, rank++) {
+                t[0] = (unsigned char)x, t[1] = (unsigned char)y, t[2] = (unsigned char)z;
+                b64(t, 3, line);
+                fprintf(f, "%s %zu\n", line, rank);
+            }
+    assert_int_equal(fclose(f), 0);
+    assert_true(rank > 100276);
+    lt_tokenizer *tok = load_ok("big.tiktoken", "cl100k_base");
+    assert_string_equal(lt_tokenizer_engine(tok), "cl100k");
+    assert_int_equal(lt_tokenizer_n_ranks(tok), rank);
+    assert_int_equal(lt_tokenizer_n_vocab(tok), rank);
+    assert_int_equal(lt_tokenizer_special_id(tok, "<|endoftext|>"), -1);
+    lt_tok_scratch *s = lt_tok_scratch_new();
+    uint32_t ids[16];
+    lt_encode_info info;
+    lt_error err;
+    assert_int_equal(lt_tokenizer_encode(tok, s, "abc", 3, ids, 16, &info, &err), LT_OK);
+    assert_int_equal(info.n_tokens, 1); /* "abc" is one 3-byte token */
+    lt_tok_scratch_free(s);
+    lt_tokenizer_free(tok);
+}
+
 /* One tokenizer, several threads with their own scratch: the same ids as alone. */
 typedef struct job {
     const lt_tokenizer *tok;
@@ -540,6 +587,7 @@ int main(void) {
         cmocka_unit_test(test_sidecar_and_specials),
         cmocka_unit_test(test_caller_buffer),
         cmocka_unit_test(test_search_order),
+        cmocka_unit_test(test_foreign_vocab_with_known_pattern),
         cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
