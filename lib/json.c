@@ -681,6 +681,43 @@ const char *lt_jv_type_name(lt_jv_type t) {
     return "an unknown type";
 }
 
+bool lt_jv_equal(const lt_jv *a, const lt_jv *b) {
+    if (a->type != b->type || a->n != b->n) return false;
+    if (a->type == LT_JV_BOOL && a->boolean != b->boolean) return false;
+    if ((a->type == LT_JV_STRING || a->type == LT_JV_NUMBER) &&
+        (a->len != b->len || memcmp(a->text, b->text, a->len) != 0))
+        return false;
+    for (size_t i = 0; i < a->n; i++) {
+        if (a->type == LT_JV_OBJECT &&
+            (a->key_lens[i] != b->key_lens[i] || memcmp(a->keys[i], b->keys[i], a->key_lens[i]) != 0))
+            return false;
+        if (!lt_jv_equal(&a->items[i], &b->items[i])) return false;
+    }
+    return true;
+}
+
+void lt_json_value(lt_json *j, const lt_jv *v) {
+    switch (v->type) {
+    case LT_JV_NULL: lt_json_null(j); break;
+    case LT_JV_BOOL: lt_json_bool(j, v->boolean); break;
+    case LT_JV_NUMBER: lt_json_number_text(j, v->text, v->len); break;
+    case LT_JV_STRING: lt_json_string_n(j, v->text, v->len); break;
+    case LT_JV_ARRAY:
+        lt_json_array_begin(j);
+        for (size_t i = 0; i < v->n; i++) lt_json_value(j, &v->items[i]);
+        lt_json_array_end(j);
+        break;
+    case LT_JV_OBJECT:
+        lt_json_object_begin(j);
+        for (size_t i = 0; i < v->n; i++) {
+            lt_json_key_n(j, v->keys[i], v->key_lens[i]);
+            lt_json_value(j, &v->items[i]);
+        }
+        lt_json_object_end(j);
+        break;
+    }
+}
+
 /* The JSON type a value starting with byte c would have (for messages). */
 static const char *value_type(unsigned char c) {
     switch (c) {

@@ -270,5 +270,11 @@ bool lt_jv_int64(const lt_jv *v, int64_t *out);
 
 /* "null", "a boolean", "a number", "a string", "an array", "an object" (for messages). */
 const char *lt_jv_type_name(lt_jv_type t);
+/* Same type and content: strings and numbers byte-wise (numbers as their literal text),
+ * members with their names and in order. */
+bool lt_jv_equal(const lt_jv *a, const lt_jv *b);
+/* Write a parsed value with the writer (numbers as their literal text): a tree written back.
+ * Deeper than LT_JSON_MAX_DEPTH is misuse, as for the writer. */
+void lt_json_value(lt_json *j, const lt_jv *v);
 
 #endif /* LT_JSON_H */

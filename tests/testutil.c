@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,4 +40,18 @@ int lt_test_in_child(void (*fn)(void *arg), void *arg, char *err, size_t err_siz
     if (waitpid(pid, &status, 0) != pid) return -1;
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
     return WEXITSTATUS(status);
+}
+
+int lt_test_tmpdir_create(char *dir, size_t size, const char *name) {
+    int n = snprintf(dir, size, "/tmp/lt-test-%s-XXXXXX", name);
+    if (n < 0 || (size_t)n >= size) return -1;
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+int lt_test_tmpdir_remove(const char *dir) {
+    if (strncmp(dir, "/tmp/lt-test-", 13) != 0 || strchr(dir, '\'') != NULL) return -1; /* never anything else */
+    char cmd[512];
+    int n = snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (n < 0 || (size_t)n >= sizeof cmd) return -1;
+    return system(cmd) == 0 ? 0 : -1;
 }

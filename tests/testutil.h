@@ -14,4 +14,12 @@
  */
 int lt_test_in_child(void (*fn)(void *arg), void *arg, char *err, size_t err_size);
 
+/*
+ * A private scratch directory for a test group: lt_test_tmpdir_create fills `dir` (size
+ * >= 64) with a new /tmp/lt-test-NAME-XXXXXX; lt_test_tmpdir_remove deletes it and all
+ * below. Both return 0 on success, -1 on failure (cmocka group setup/teardown style).
+ */
+int lt_test_tmpdir_create(char *dir, size_t size, const char *name);
+int lt_test_tmpdir_remove(const char *dir);
+
 #endif /* LT_TESTUTIL_H */

@@ -280,43 +280,6 @@ static void check_node(const lt_jv *v, const char *text, size_t len, bool root) 
     if (v->type != LT_JV_OBJECT && lt_jv_get(v, "") != NULL) fail("lt_jv_get on a non-object", NULL, NULL);
 }
 
-static void jv_write(lt_json *j, const lt_jv *v) {
-    switch (v->type) {
-    case LT_JV_NULL: lt_json_null(j); break;
-    case LT_JV_BOOL: lt_json_bool(j, v->boolean); break;
-    case LT_JV_NUMBER: lt_json_number_text(j, v->text, v->len); break;
-    case LT_JV_STRING: lt_json_string_n(j, v->text, v->len); break;
-    case LT_JV_ARRAY:
-        lt_json_array_begin(j);
-        for (size_t i = 0; i < v->n; i++) jv_write(j, &v->items[i]);
-        lt_json_array_end(j);
-        break;
-    case LT_JV_OBJECT:
-        lt_json_object_begin(j);
-        for (size_t i = 0; i < v->n; i++) {
-            lt_json_key_n(j, v->keys[i], v->key_lens[i]);
-            jv_write(j, &v->items[i]);
-        }
-        lt_json_object_end(j);
-        break;
-    }
-}
-
-static bool jv_equal(const lt_jv *a, const lt_jv *b) {
-    if (a->type != b->type || a->n != b->n) return false;
-    if (a->type == LT_JV_BOOL && a->boolean != b->boolean) return false;
-    if ((a->type == LT_JV_STRING || a->type == LT_JV_NUMBER) &&
-        (a->len != b->len || memcmp(a->text, b->text, a->len) != 0))
-        return false;
-    for (size_t i = 0; i < a->n; i++) {
-        if (a->type == LT_JV_OBJECT &&
-            (a->key_lens[i] != b->key_lens[i] || memcmp(a->keys[i], b->keys[i], a->key_lens[i]) != 0))
-            return false;
-        if (!jv_equal(&a->items[i], &b->items[i])) return false;
-    }
-    return true;
-}
-
 /* ------------------------------------------------------------------ agreement with the reader */
 
 static void check_reader(const char *text, size_t len, lt_status st, const lt_jv *doc, const lt_error *derr) {
@@ -411,7 +374,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         lt_error err2;
         lt_status st2 = parse(framed, size + 5, &doc2, &err2);
         if (st2 != st) fail("a BOM and CRLF around the text change the status", &err2, err.what);
-        if (st == LT_OK && !jv_equal(doc, doc2)) fail("a BOM and CRLF around the text change the tree", NULL, NULL);
+        if (st == LT_OK && !lt_jv_equal(doc, doc2)) fail("a BOM and CRLF around the text change the tree", NULL, NULL);
         lt_jv_free(doc2);
         free(framed);
     }
@@ -420,14 +383,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (jv_depth(doc) <= LT_JSON_MAX_DEPTH) { /* the writer's nesting limit */
             lt_json j;
             lt_json_init(&j);
-            jv_write(&j, doc);
+            lt_json_value(&j, doc);
             if (!lt_json_complete(&j)) fail("written tree is not a complete text", NULL, NULL);
             if (j.replacements != 0) fail("writing the tree needed replacements", NULL, lt_json_cstr(&j));
             if (!lt_utf8_valid(j.buf, j.len)) fail("written tree is not well-formed UTF-8", NULL, NULL);
             lt_jv *again;
             lt_error err3;
             if (parse(j.buf, j.len, &again, &err3) != LT_OK) fail("written tree does not parse", &err3, j.buf);
-            if (!jv_equal(doc, again)) fail("round trip changed the tree", NULL, j.buf);
+            if (!lt_jv_equal(doc, again)) fail("round trip changed the tree", NULL, j.buf);
             if (again->replacements != 0) fail("reparsing the written tree needed replacements", NULL, j.buf);
             lt_jv_free(again);
             lt_json_free(&j);

@@ -15,21 +15,20 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "tests/testutil.h"
+
 #include "lib/files.h"
 
 static char root[256];
 
 static int setup(void **state) {
     (void)state;
-    snprintf(root, sizeof root, "/tmp/lt-test-files-XXXXXX");
-    return mkdtemp(root) ? 0 : -1;
+    return lt_test_tmpdir_create(root, sizeof root, "files");
 }
 
 static int teardown(void **state) {
     (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-    return system(cmd) == 0 ? 0 : -1;
+    return lt_test_tmpdir_remove(root);
 }
 
 static void path_in(char *buf, size_t size, const char *name) { snprintf(buf, size, "%s/%s", root, name); }

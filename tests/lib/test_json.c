@@ -855,51 +855,14 @@ static int jv_depth(const lt_jv *v) {
     return v->type == LT_JV_ARRAY || v->type == LT_JV_OBJECT ? d + 1 : 0;
 }
 
-static void jv_write(lt_json *j, const lt_jv *v) {
-    switch (v->type) {
-    case LT_JV_NULL: lt_json_null(j); break;
-    case LT_JV_BOOL: lt_json_bool(j, v->boolean); break;
-    case LT_JV_NUMBER: lt_json_number_text(j, v->text, v->len); break;
-    case LT_JV_STRING: lt_json_string_n(j, v->text, v->len); break;
-    case LT_JV_ARRAY:
-        lt_json_array_begin(j);
-        for (size_t i = 0; i < v->n; i++) jv_write(j, &v->items[i]);
-        lt_json_array_end(j);
-        break;
-    case LT_JV_OBJECT:
-        lt_json_object_begin(j);
-        for (size_t i = 0; i < v->n; i++) {
-            lt_json_key_n(j, v->keys[i], v->key_lens[i]);
-            jv_write(j, &v->items[i]);
-        }
-        lt_json_object_end(j);
-        break;
-    }
-}
-
-static bool jv_equal(const lt_jv *a, const lt_jv *b) {
-    if (a->type != b->type || a->n != b->n) return false;
-    if (a->type == LT_JV_BOOL && a->boolean != b->boolean) return false;
-    if ((a->type == LT_JV_STRING || a->type == LT_JV_NUMBER) &&
-        (a->len != b->len || memcmp(a->text, b->text, a->len) != 0))
-        return false;
-    for (size_t i = 0; i < a->n; i++) {
-        if (a->type == LT_JV_OBJECT &&
-            (a->key_lens[i] != b->key_lens[i] || memcmp(a->keys[i], b->keys[i], a->key_lens[i]) != 0))
-            return false;
-        if (!jv_equal(&a->items[i], &b->items[i])) return false;
-    }
-    return true;
-}
-
 /* write(doc) parses back to an equal tree, without replacements */
 static void expect_rewrite_equal(const lt_jv *doc) {
     lt_json j;
     lt_json_init(&j);
-    jv_write(&j, doc);
+    lt_json_value(&j, doc);
     assert_int_equal(j.replacements, 0);
     lt_jv *again = parse_ok_n(j.buf, j.len);
-    if (!jv_equal(doc, again)) fail_msg("rewritten document differs: %s", j.buf);
+    if (!lt_jv_equal(doc, again)) fail_msg("rewritten document differs: %s", j.buf);
     assert_int_equal(again->replacements, 0);
     lt_jv_free(again);
     lt_json_free(&j);
@@ -1297,7 +1260,7 @@ static void test_doc_truncated(void **state) {
         lt_status st = lt_json_parse(prefix, k, &doc, &err);
         if (k >= complete) {
             if (st != LT_OK) fail_msg("prefix of %zu bytes: %s (%s)", k, err.what, err.where);
-            assert_true(jv_equal(doc, full));
+            assert_true(lt_jv_equal(doc, full));
             lt_jv_free(doc);
         } else {
             if (st != LT_ERR_INPUT) fail_msg("prefix of %zu bytes: status %s", k, lt_status_name(st));
@@ -1654,7 +1617,7 @@ static int parse_json_docs(void) {
         } else {
             lt_json_reset(&j);
             lt_json_array_begin(&j);
-            jv_write(&j, doc);
+            lt_json_value(&j, doc);
             lt_json_array_begin(&j);
             put_int64s(&j, doc);
             lt_json_array_end(&j);
