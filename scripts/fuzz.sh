@@ -32,7 +32,7 @@ target_sources() {
     fuzz_config) echo "lib/config.c lib/config_schema.c lib/strutil.c lib/error.c" ;;
     fuzz_jsonl) echo "lib/json.c lib/error.c" ;;
     fuzz_numbers) echo "lib/strutil.c lib/error.c" ;;
-    fuzz_jsondoc) echo "lib/json.c lib/error.c" ;;
+    fuzz_jsondoc) echo "lib/json.c lib/error.c tests/testutil.c" ;;
     fuzz_pretok) echo "dataprep/pretok.c dataprep/unicode_tables.c lib/json.c lib/error.c" ;;
     fuzz_vocab | fuzz_encode) echo "$TOKENIZER_SOURCES" ;;
     *) return 1 ;;

@@ -4,6 +4,7 @@
 #include "tests/testutil.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,4 +55,21 @@ int lt_test_tmpdir_remove(const char *dir) {
     int n = snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (n < 0 || (size_t)n >= sizeof cmd) return -1;
     return system(cmd) == 0 ? 0 : -1;
+}
+
+size_t lt_test_where_to_offset(const char *where, const char *text, size_t n) {
+    unsigned long line = 0, column = 0;
+    char tail;
+    if (sscanf(where, "line %lu, column %lu%c", &line, &column, &tail) != 2 || line < 1 || column < 1)
+        return SIZE_MAX;
+    size_t start = 0;
+    for (unsigned long l = 1; l < line; l++) {
+        const char *nl = memchr(text + start, '\n', n - start);
+        if (nl == NULL) return SIZE_MAX;
+        start = (size_t)(nl - text) + 1;
+    }
+    const char *nl = memchr(text + start, '\n', n - start);
+    size_t line_end = nl != NULL ? (size_t)(nl - text) : n; /* the '\n' itself is column end + 1 */
+    if (column - 1 > line_end - start) return SIZE_MAX;
+    return start + column - 1;
 }

@@ -22,4 +22,9 @@ int lt_test_in_child(void (*fn)(void *arg), void *arg, char *err, size_t err_siz
 int lt_test_tmpdir_create(char *dir, size_t size, const char *name);
 int lt_test_tmpdir_remove(const char *dir);
 
+/* An error's WHERE "line L, column C" (lib/json.h document errors) -> the byte offset it
+ * names in text[0..n], or SIZE_MAX if it names no position there (a column may point just
+ * past a line's last byte). */
+size_t lt_test_where_to_offset(const char *where, const char *text, size_t n);
+
 #endif /* LT_TESTUTIL_H */

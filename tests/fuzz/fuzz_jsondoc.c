@@ -39,6 +39,7 @@
 
 #include "lib/error.h"
 #include "lib/json.h"
+#include "tests/testutil.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -69,24 +70,6 @@ static void line_col(const char *text, size_t off, size_t *line, size_t *column)
         }
     *line = l;
     *column = off - start + 1;
-}
-
-/* "line L, column C" -> the byte offset it names in text[0..n], or SIZE_MAX. */
-static size_t where_to_offset(const char *where, const char *text, size_t n) {
-    unsigned long line = 0, column = 0;
-    char tail;
-    if (sscanf(where, "line %lu, column %lu%c", &line, &column, &tail) != 2 || line < 1 || column < 1)
-        return SIZE_MAX;
-    size_t start = 0;
-    for (unsigned long l = 1; l < line; l++) {
-        const char *nl = memchr(text + start, '\n', n - start);
-        if (nl == NULL) return SIZE_MAX;
-        start = (size_t)(nl - text) + 1;
-    }
-    const char *nl = memchr(text + start, '\n', n - start);
-    size_t line_end = nl != NULL ? (size_t)(nl - text) : n;
-    if (column - 1 > line_end - start) return SIZE_MAX;
-    return start + column - 1;
 }
 
 /* After an optional BOM and JSON blanks, the first byte of the value (n if none). */
@@ -222,7 +205,7 @@ static void check_node(const lt_jv *v, const char *text, size_t len, bool root) 
     if (v->line < 1 || v->column < 1) fail("node position not 1-based", NULL, NULL);
     char where[64];
     snprintf(where, sizeof where, "line %zu, column %zu", v->line, v->column);
-    size_t off = where_to_offset(where, text, len);
+    size_t off = lt_test_where_to_offset(where, text, len);
     if (off == SIZE_MAX || off >= len) fail("node position outside the text", NULL, where);
     line_col(text, off, &line, &column);
     if (line != v->line || column != v->column) fail("node position inconsistent", NULL, where);
@@ -317,7 +300,7 @@ static void check_reader(const char *text, size_t len, lt_status st, const lt_jv
     if (rst != LT_ERR_INPUT) fail("the reader accepts a document the parser refuses", derr, rerr.what);
     if (!object) return; /* the reader's top-level messages differ */
     if (strstr(rerr.what, "value of key 'text'") != NULL) return; /* it stopped there */
-    size_t off = where_to_offset(derr->where, text, len);
+    size_t off = lt_test_where_to_offset(derr->where, text, len);
     char col[40];
     snprintf(col, sizeof col, "column %zu", off + 1);
     if (strcmp(col, rerr.where) != 0) fail("reader fails at another byte", derr, rerr.where);
@@ -356,7 +339,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lt_status st = parse(text, size, &doc, &err);
     if (st != LT_OK) {
         if (err.what[0] == '\0') fail("error without WHAT", &err, NULL);
-        if (where_to_offset(err.where, text, size) == SIZE_MAX)
+        if (lt_test_where_to_offset(err.where, text, size) == SIZE_MAX)
             fail("error WHERE not a position in the text", &err, NULL);
     } else {
         check_node(doc, text, size, true);

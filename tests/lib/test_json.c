@@ -1183,25 +1183,6 @@ static void test_doc_errors(void **state) {
                    "line 3, column 20", "expected ':' after object key, found '1'");
 }
 
-/* "line L, column C" of an error -> the byte offset it names, or SIZE_MAX if it names
- * no position of text[0..n] (columns may point just past a line's last byte). */
-static size_t where_to_offset(const char *where, const char *text, size_t n) {
-    unsigned long line = 0, column = 0;
-    char tail;
-    if (sscanf(where, "line %lu, column %lu%c", &line, &column, &tail) != 2 || line < 1 || column < 1)
-        return SIZE_MAX;
-    size_t start = 0;
-    for (unsigned long l = 1; l < line; l++) {
-        const char *nl = memchr(text + start, '\n', n - start);
-        if (nl == NULL) return SIZE_MAX;
-        start = (size_t)(nl - text) + 1;
-    }
-    const char *nl = memchr(text + start, '\n', n - start);
-    size_t line_end = nl != NULL ? (size_t)(nl - text) : n; /* the '\n' itself is column end + 1 */
-    if (column - 1 > line_end - start) return SIZE_MAX;
-    return start + column - 1;
-}
-
 /* On malformed input the document parser and the JSON-lines reader (whose grammar is the
  * same when the text is an object) must fail at the same byte with the same reason. */
 static void expect_same_error_as_reader(const char *text, size_t n, const lt_error *derr) {
@@ -1211,7 +1192,7 @@ static void expect_same_error_as_reader(const char *text, size_t n, const lt_err
     size_t vlen;
     lt_status st = lt_jsonl_get_string(text, n, "no such key", &val, &vlen, &rerr);
     assert_int_equal(st, LT_ERR_INPUT);
-    size_t off = where_to_offset(derr->where, text, n);
+    size_t off = lt_test_where_to_offset(derr->where, text, n);
     char col[40];
     snprintf(col, sizeof col, "column %zu", off + 1);
     if (strcmp(col, rerr.where) != 0)
@@ -1265,7 +1246,7 @@ static void test_doc_truncated(void **state) {
         } else {
             if (st != LT_ERR_INPUT) fail_msg("prefix of %zu bytes: status %s", k, lt_status_name(st));
             assert_null(doc);
-            size_t off = where_to_offset(err.where, prefix, k);
+            size_t off = lt_test_where_to_offset(err.where, prefix, k);
             if (off == SIZE_MAX) fail_msg("prefix of %zu bytes: where [%s] is not in the text", k, err.where);
             expect_same_error_as_reader(prefix, k, &err);
         }
@@ -1299,7 +1280,7 @@ static void test_doc_truncated(void **state) {
             } else {
                 assert_int_equal(st, LT_ERR_INPUT);
                 assert_null(doc);
-                if (where_to_offset(err.where, m, mlen) == SIZE_MAX)
+                if (lt_test_where_to_offset(err.where, m, mlen) == SIZE_MAX)
                     fail_msg("where [%s] is not in the text", err.where);
                 /* the reader also rejects it; where both see an object, at the same byte */
                 size_t first = mlen >= 3 && memcmp(m, "\xef\xbb\xbf", 3) == 0 ? 3 : 0;
