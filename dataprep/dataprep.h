@@ -1,8 +1,9 @@
 /*
  * dataprep/dataprep.h — the interface of the dataprep stage (read corpora, tokenize, write token shards).
  *
- * The tokenizer has its own header (dataprep/tokenizer.h); the corpus readers and the
- * shard writer join this library with the dataprep issue.
+ * The library's parts have their own headers: tokenizer.h (byte-level BPE), source.h
+ * (decompressing streams), reader.h (corpus formats), wikitext.h, shard.h (token shards
+ * and index), dataset.h (an output directory), profile.h (length profile).
  */
 #ifndef LT_DATAPREP_H
 #define LT_DATAPREP_H
@@ -13,6 +14,13 @@
 extern const lt_cli_program dataprep_program;
 
 /* Commands (each in its own file). */
-int encode_command(lt_cli_ctx *ctx); /* dataprep/encode.c */
+int encode_command(lt_cli_ctx *ctx);  /* dataprep/encode.c */
+int run_command(lt_cli_ctx *ctx);     /* dataprep/run.c */
+int cat_command(lt_cli_ctx *ctx);     /* dataprep/tools.c */
+int lengths_command(lt_cli_ctx *ctx); /* dataprep/tools.c */
+int verify_command(lt_cli_ctx *ctx);  /* dataprep/tools.c */
+int wikitext_command(lt_cli_ctx *ctx); /* dataprep/tools.c */
+int profile_command(lt_cli_ctx *ctx); /* dataprep/profile_cmd.c */
+int export_command(lt_cli_ctx *ctx);  /* dataprep/export.c */
 
 #endif

@@ -133,7 +133,8 @@ typedef struct lt_reader_backend {
     const char *name;
     lt_status (*open)(void **state, lt_reader_core *core, lt_error *err);
     /* On LT_OK with *eof=false, *doc holds text/len/id/name/record/offset (orig_bytes may
-     * be set if the backend already dropped bytes past the cap). */
+     * be set if the backend already dropped bytes past the cap; utf8_replacements if its
+     * decoder already replaced invalid UTF-8, e.g. inside JSON strings: reader.c adds it). */
     lt_status (*next)(void *state, lt_doc *doc, bool *eof, lt_error *err);
     void (*close)(void *state);
 } lt_reader_backend;

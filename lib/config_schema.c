@@ -50,6 +50,10 @@ static const lt_config_key schema[] = {
     INT("data", "num_tasks", NULL, "1", NULL, "dataprep tasks (Slurm array size); unset: SLURM_ARRAY_TASK_COUNT, else 1"),
     INT("data", "threads", "0", "0", NULL, "worker threads per task; 0 = one per available CPU"),
     SIZE("data", "max_doc_bytes", "64M", "1", NULL, "documents larger than this many bytes are truncated to it (and counted)"),
+    ENUM("data", "eos", "none", "none append", "append: put the encoding's end-of-text token after every document"),
+    SIZE("data", "frame_size", "1M", "4K", "1G", "uncompressed bytes per zstd frame of a token shard (frames end at a document end)"),
+    INT("data", "zstd_level", "3", "1", "19", "zstd compression level of the token shards"),
+    BOOL("data", "allow_damaged", "false", "keep going with exit 0 when an input file is damaged (truncated, corrupt, unclosed)"),
 
     /* [model] */
     STR("model", "preset", NULL, "a named model shape (e.g. tiny, llama-7b, llama-13b); the keys below override its fields"),

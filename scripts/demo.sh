@@ -2,9 +2,10 @@
 # scripts/demo.sh — the main job on the embedded defaults (README's first command).
 #
 # Today it installs the dependencies, builds and installs longtail into ./_install, runs
-# each program on etc/longtail.ini, and — where a private Slurm cluster can start (root,
-# slurmctld/slurmd present) — runs the programs as Slurm jobs: a 2-task array whose
-# tasks log with their `task I/N` prefix, and a job that starts `afterok` on the array.
+# each program on etc/longtail.ini, runs dataprep on the sample corpus (data/sample:
+# shards, verify, length profile), and — where a private Slurm cluster can start (root,
+# slurmctld/slurmd present) — runs dataprep as a 3-task Slurm array whose tasks log with
+# their `task I/N` prefix, and a verify + profile job that starts `afterok` on the array.
 # It grows with the stages into dataprep -> planner -> trainer under jobctl.
 #
 # Outputs go to demo-out/ (the effective config, the Slurm job logs).
@@ -46,6 +47,15 @@ say "tokenizer: dataprep encode (data.encoding from the config, vocabulary from 
 awk '{ printf "%s: %d tokens, first ids %s %s %s ...\n", (NR == 1 ? "README.md" : "docs/tokenizer.md"), NF, $1, $2, $3 }' \
   "$out/encode.ids"
 
+say "dataprep run: the sample corpus (data.input) -> demo-out/demo/data, then verify and profile"
+data=$out/demo/data
+"$bin/dataprep" run --config etc/longtail.ini --out "$data" --force
+"$bin/dataprep" verify "$data"
+"$bin/dataprep" profile --config etc/longtail.ini --model llama-7b --svg "$out/profile.svg" "$data"
+echo "length profile chart: demo-out/profile.svg"
+"$bin/dataprep" cat "$data" --doc 0 | cut -c1-200
+"$bin/dataprep" lengths "$data" | sort -n | awk '{ a[NR] = $1 } END { printf "%d documents; median %d tokens, longest %d\n", NR, a[int((NR + 1) / 2)], a[NR] }'
+
 if [ "${LONGTAIL_DEMO_NO_SLURM:-0}" = 1 ]; then
   say "Slurm part skipped (LONGTAIL_DEMO_NO_SLURM=1)"; exit 0
 fi
@@ -59,11 +69,13 @@ trap 'scripts/slurm-local.sh down --dir "$cluster" >/dev/null 2>&1 || true' EXIT
 eval "$(scripts/slurm-local.sh up --dir "$cluster")"
 logs=$out/jobs
 rm -rf "$logs"; mkdir -p "$logs"
-array=$(sbatch --parsable --array=0-1 -o "$logs/check_%A_%a.log" -J lt-demo-check \
-  --wrap "'$bin/planner' --log-level debug config --config '$top/etc/longtail.ini' >/dev/null && echo task \$SLURM_ARRAY_TASK_ID: config ok && '$bin/dataprep' encode --config '$top/etc/longtail.ini' '$top/README.md' | wc -w")
-after=$(sbatch --parsable --dependency=afterok:"$array" -o "$logs/devices_%j.log" -J lt-demo-devices \
-  --wrap "'$bin/trainer' devices")
-echo "submitted array job $array (2 tasks) and job $after (afterok:$array)"
+sdata=$out/demo/data-slurm
+rm -rf "$sdata"
+array=$(sbatch --parsable --array=0-2 -D "$top" -o "$logs/dataprep_%A_%a.log" -J lt-demo-dataprep \
+  --wrap "'$bin/dataprep' run --config '$top/etc/longtail.ini' --threads 1 --out '$sdata'")
+after=$(sbatch --parsable --dependency=afterok:"$array" -D "$top" -o "$logs/profile_%j.log" -J lt-demo-profile \
+  --wrap "'$bin/dataprep' verify '$sdata' && '$bin/dataprep' profile --config '$top/etc/longtail.ini' --model llama-7b '$sdata' && '$bin/trainer' devices")
+echo "submitted dataprep array job $array (3 tasks, one per sample file) and job $after (afterok:$array)"
 for _ in $(seq 120); do
   [ -z "$(squeue -h -j "$array,$after" 2>/dev/null)" ] && break
   sleep 1

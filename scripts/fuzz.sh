@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh --regress [--build-dir DIR] [TARGET...]
 #
 # TARGETs: fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab
-# fuzz_encode (default: all). Each target is compiled
+# fuzz_encode fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index (default: all). Each target is compiled
 # with clang (-fsanitize=fuzzer,address,undefined) into DIR (default _build/fuzz, or
 # $LONGTAIL_FUZZ_BUILD_DIR), then
 #   default     fuzzed for N seconds (default 30) on DIR/corpus/TARGET, a copy of the seeds
@@ -22,10 +22,13 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ALL_TARGETS=(fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode)
+ALL_TARGETS=(fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode
+  fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index)
 
 TOKENIZER_SOURCES="dataprep/tokenizer.c dataprep/pretok.c dataprep/unicode_tables.c lib/json.c \
 lib/error.c lib/files.c lib/strlist.c lib/sha256.c lib/log.c"
+READER_SOURCES="dataprep/reader.c dataprep/reader_wet.c dataprep/reader_jsonl.c dataprep/reader_wikixml.c \
+dataprep/wikitext.c dataprep/source.c lib/json.c lib/error.c"
 # The library sources each target links (relative to ROOT).
 target_sources() {
   case "$1" in
@@ -35,6 +38,9 @@ target_sources() {
     fuzz_jsondoc) echo "lib/json.c lib/error.c tests/testutil.c" ;;
     fuzz_pretok) echo "dataprep/pretok.c dataprep/unicode_tables.c lib/json.c lib/error.c" ;;
     fuzz_vocab | fuzz_encode) echo "$TOKENIZER_SOURCES" ;;
+    fuzz_wet | fuzz_jsonl_reader | fuzz_wikixml) echo "$READER_SOURCES" ;;
+    fuzz_wikitext) echo "dataprep/wikitext.c lib/error.c" ;;
+    fuzz_index) echo "dataprep/shard.c lib/error.c lib/files.c lib/sha256.c lib/strlist.c" ;;
     *) return 1 ;;
   esac
 }
@@ -134,6 +140,8 @@ build_target() {
       fi
       read -r -a extra <<<"$(pkg-config --cflags --libs libpcre2-8) -DLT_FUZZ_VOCAB_DIR=\"$ROOT/data/vocab\" -lpthread"
       ;;
+    fuzz_wet | fuzz_jsonl_reader | fuzz_wikixml) extra=(-lz -lzstd -lbz2 -lexpat) ;;
+    fuzz_index) extra=(-lzstd -lxxhash -lpthread) ;;
   esac
   local abs=()
   for f in "${srcs[@]}"; do abs+=("$ROOT/$f"); done

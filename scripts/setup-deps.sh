@@ -16,7 +16,7 @@ APT_PACKAGES=(
   build-essential autoconf automake libtool pkg-config git ca-certificates
   # libraries found by configure
   libzstd-dev libsqlite3-dev coinor-libcbc-dev libinih-dev zlib1g-dev libbz2-dev
-  libexpat1-dev libpcre2-dev libcmocka-dev
+  libexpat1-dev libpcre2-dev libcmocka-dev libxxhash-dev
   # MPI (CPU ranks) and the process-management interface srun uses
   openmpi-bin libopenmpi-dev libpmix-dev
   # Slurm (private single-node cluster for tests/demos; munge is a package dependency,

@@ -1,0 +1,35 @@
+/*
+ * dataprep/dataset.h — a dataprep output directory as a whole: the tasks of one
+ * `dataprep run` (task-IIIII.{tokens.zst,index,stats.json,done}), for the tools that
+ * read it (cat, lengths, profile, verify, export) and for the planner.
+ *
+ * A task counts only when its completion marker exists; the number of tasks N comes from
+ * the markers (all must agree). lt_dataset_open() with want_task < 0 wants all N tasks
+ * finished and names the missing ones otherwise; with want_task = I it wants task I only.
+ * Indexes are opened (validated, mmap'ed) for the wanted tasks.
+ */
+#ifndef LT_DATAPREP_DATASET_H
+#define LT_DATAPREP_DATASET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dataprep/shard.h" /* lt_index */
+#include "lib/error.h"      /* lt_status, lt_error */
+
+typedef struct lt_dataset_task {
+    uint32_t task;
+    char *index_path, *shard_path, *stats_path, *done_path;
+    lt_index *index; /* NULL for a task not wanted */
+} lt_dataset_task;
+
+typedef struct lt_dataset {
+    char *dir;
+    uint32_t num_tasks;
+    lt_dataset_task *tasks; /* num_tasks entries, in task order */
+} lt_dataset;
+
+lt_status lt_dataset_open(lt_dataset **out, const char *dir, int64_t want_task, lt_error *err);
+void lt_dataset_close(lt_dataset *ds); /* NULL-safe */
+
+#endif /* LT_DATAPREP_DATASET_H */

@@ -1,0 +1,130 @@
+/*
+ * dataprep/profile_cmd.c — `dataprep profile DIR`: the length profile of every finished
+ * task of an output directory (dataprep/profile.h), as a table, --json, or --svg FILE.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataprep/dataprep.h" /* profile_command */
+#include "dataprep/dataset.h"  /* lt_dataset */
+#include "dataprep/profile.h"  /* lt_profile_* */
+#include "lib/config.h"        /* lt_config_get_* */
+#include "lib/files.h"         /* lt_atomic_* */
+#include "lib/json.h"          /* lt_json */
+#include "lib/model.h"         /* lt_model_preset */
+
+static int profile_usage(const char *what) {
+    lt_error err;
+    lt_fail(&err, LT_ERR_USAGE, NULL, "%s", what);
+    lt_error_hint(&err, "'dataprep profile --help' lists the options");
+    return lt_error_exit(&err);
+}
+
+/* The model: --model NAME, else the config's [model] (preset + dimension overrides), else
+ * llama-7b (the smallest model of the SlimPack evaluation). */
+static lt_status pick_model(const lt_config *cfg, const char *name, lt_model_shape *m, lt_error *err) {
+    const char *preset = name ? name : lt_config_get_string(cfg, "model", "preset");
+    static const char *const keys[] = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab"};
+    bool any_dim = false;
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) any_dim |= lt_config_is_set(cfg, "model", keys[k]);
+    if (!preset && !any_dim) preset = "llama-7b";
+    memset(m, 0, sizeof *m);
+    if (preset) {
+        const lt_model_shape *p = lt_model_preset(preset);
+        if (!p) {
+            lt_status st = lt_fail(err, LT_ERR_USAGE, name ? "--model" : "model.preset", "unknown model '%s'", preset);
+            char list[1024] = "";
+            for (size_t i = 0; i < lt_model_n_presets(); i++) {
+                size_t l = strlen(list);
+                snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", lt_model_preset_at(i)->name);
+            }
+            lt_error_hint(err, "presets: %s", list);
+            return st;
+        }
+        *m = *p;
+    } else {
+        m->name = "custom";
+        m->gated_ffn = 1;
+    }
+    if (!name) { /* the config's dimensions override the preset's */
+        int *fields[] = {&m->layers, &m->hidden, &m->heads, &m->kv_heads, &m->ffn, &m->vocab};
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            int64_t v;
+            if (lt_config_is_set(cfg, "model", keys[k]) && lt_config_get_int(cfg, "model", keys[k], &v, NULL) == LT_OK)
+                *fields[k] = (int)v;
+        }
+        if (m->kv_heads == 0) m->kv_heads = m->heads;
+        if (m->vocab == 0) m->vocab = 32000;
+        if (any_dim && preset) m->name = "custom";
+    }
+    return lt_model_validate(m, err);
+}
+
+int profile_command(lt_cli_ctx *ctx) {
+    const char *dir = NULL, *model = NULL, *svg = NULL;
+    bool json = false;
+    char what[512];
+    for (int i = 1; i < ctx->argc; i++) {
+        const char *a = ctx->argv[i], *v;
+        int missing = 0;
+        if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--model", &missing))) model = v;
+        else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--svg", &missing))) svg = v;
+        else if (missing) {
+            snprintf(what, sizeof what, "option '%.200s' needs a value", a);
+            return profile_usage(what);
+        } else if (strcmp(a, "--json") == 0) json = true;
+        else if (a[0] == '-' && a[1] != '\0') return lt_cli_unknown_option(ctx, a);
+        else if (!dir) dir = a;
+        else {
+            snprintf(what, sizeof what, "unexpected argument '%.200s' (one DIR)", a);
+            return profile_usage(what);
+        }
+    }
+    if (!dir) return profile_usage("which directory? give DIR (a dataprep run --out directory)");
+    lt_error err;
+    lt_error_clear(&err);
+    lt_model_shape m;
+    lt_status st = pick_model(ctx->config, model, &m, &err);
+    if (st != LT_OK) return lt_error_exit(&err);
+    lt_dataset *ds = NULL;
+    if ((st = lt_dataset_open(&ds, dir, -1, &err)) != LT_OK) return lt_error_exit(&err);
+    uint64_t n = 0;
+    for (uint32_t t = 0; t < ds->num_tasks; t++) n += lt_index_n_docs(ds->tasks[t].index);
+    uint64_t *lens = lt_malloc_check((n ? n : 1) * sizeof *lens);
+    size_t k = 0;
+    for (uint32_t t = 0; t < ds->num_tasks; t++) {
+        const lt_index *ix = ds->tasks[t].index;
+        for (uint64_t d = 0; d < lt_index_n_docs(ix); d++) lens[k++] = lt_index_doc_len(ix, d);
+    }
+    lt_profile p;
+    st = lt_profile_compute(lens, (size_t)n, &m, &p, &err);
+    free(lens);
+    if (st == LT_OK) {
+        if (json) {
+            lt_json j;
+            lt_json_init(&j);
+            lt_profile_json(&p, &j);
+            st = lt_json_fwrite_line(&j, stdout, "standard output", &err);
+            lt_json_free(&j);
+        } else {
+            lt_profile_print_table(&p, stdout);
+        }
+        if (st == LT_OK && (fflush(stdout) != 0 || ferror(stdout)))
+            st = lt_fail(&err, LT_ERR_IO, "standard output", "write failed: %s", strerror(errno));
+    }
+    if (st == LT_OK && svg) {
+        lt_atomic_file af;
+        if ((st = lt_atomic_open(&af, svg, &err)) == LT_OK) {
+            char title[512];
+            snprintf(title, sizeof title, "Length profile of %s", dir);
+            st = lt_profile_svg(&p, title, af.fp, &err);
+            if (st == LT_OK) st = lt_atomic_commit(&af, &err);
+            else lt_atomic_abort(&af);
+        }
+    }
+    lt_dataset_close(ds);
+    return st == LT_OK ? 0 : lt_error_exit(&err);
+}

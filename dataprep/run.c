@@ -1,0 +1,1189 @@
+/*
+ * dataprep/run.c — `dataprep run`: one task of a corpus → token shard + index + stats +
+ * completion marker (CONTRACTS.md; layouts in docs/formats.md).
+ *
+ * Task I of N takes files [I::N] of the sorted, duplicate-free input list, so a Slurm
+ * array splits a corpus with no coordination. Three kinds of threads, documents in input
+ * order end to end:
+ *
+ *   reader (1)        files → documents (dataprep/reader.h) → batches of ~1 MiB of text
+ *   tokenizers (T)    a batch at a time, each with its own lt_tok_scratch
+ *   writer (main)     batches in submission order → shard writer (dataprep/shard.h)
+ *
+ * Memory is bounded by a budget of text bytes in flight (batches not yet written): the
+ * reader waits when it is exceeded, so a slow writer or tokenizer never lets the queue
+ * grow. Outputs appear in this order, each atomically (temp + fsync + rename, lib/files.h):
+ * shard, index, stats, marker. The marker (task-IIIII.done) says the task is complete;
+ * without it the task is redone on the next run, and with it the task is skipped unless
+ * --force (or refused when it was made with other settings). Same inputs and settings
+ * give byte-identical shard, index, stats and marker: the timings go to a separate file
+ * (task-IIIII.timings.json), the only output that differs between two runs.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dataprep/dataprep.h"  /* run_command */
+#include "dataprep/reader.h"    /* lt_reader_* */
+#include "dataprep/shard.h"     /* lt_shard_writer_*, lt_task_path */
+#include "dataprep/tokenizer.h" /* lt_tokenizer_* */
+#include "lib/config.h"         /* lt_config_get_* */
+#include "lib/files.h"          /* lt_glob_inputs, lt_mkdir_p, lt_write_file_atomic */
+#include "lib/json.h"           /* lt_json writer and parser */
+#include "lib/log.h"            /* LT_INFO, LT_WARN */
+#include "lib/progress.h"       /* lt_progress */
+#include "lib/sha256.h"         /* lt_sha256_hex */
+#include "lib/strlist.h"        /* lt_strlist */
+#include "lib/strutil.h"        /* lt_parse_int64 */
+
+#define BATCH_TEXT_BYTES (1u << 20) /* a batch closes past this much text ... */
+#define BATCH_MAX_DOCS 4096u        /* ... or this many documents */
+#define SKIP_EXAMPLES_MAX 100       /* skipped records listed in the stats (all are counted) */
+#define SKIP_WARNINGS_MAX 20        /* skipped records logged one by one */
+
+/* ------------------------------------------------------------------ settings */
+
+typedef struct run_settings {
+    lt_strlist inputs;    /* all inputs, sorted */
+    lt_strlist files;     /* this task's: inputs[task::num_tasks] */
+    const char *out_dir;
+    uint32_t task, num_tasks;
+    int threads;
+    lt_format format;
+    const char *field;
+    uint64_t max_doc_bytes;
+    const char *encoding, *vocab_dir;
+    lt_eos_policy eos;
+    int zstd_level;
+    uint64_t frame_bytes;
+    bool force, allow_damaged;
+} run_settings;
+
+/* ------------------------------------------------------------------ the pipeline */
+
+typedef struct pdoc {
+    uint32_t file, flags;
+    size_t text_off, text_len;
+    size_t id_off, name_off; /* in batch->strs */
+    size_t ids_off, n_ids;   /* in batch->ids, after tokenization */
+    uint64_t utf8_replacements;
+} pdoc;
+
+typedef struct batch {
+    struct batch *next_work, *next_order;
+    char *text;
+    size_t text_len, text_cap;
+    char *strs;
+    size_t strs_len, strs_cap;
+    pdoc *docs;
+    size_t n_docs, docs_cap;
+    uint32_t *ids;
+    size_t ids_len, ids_cap;
+    size_t budget_bytes; /* what it holds against the in-flight budget */
+    bool done;
+    lt_status st;
+    lt_error err;
+} batch;
+
+/* What the reader learned about one file. */
+typedef struct file_result {
+    uint64_t size;
+    lt_format format;
+    lt_codec codec;
+    lt_reader_stats stats;
+    bool read;                     /* opened and read (to the end or to damage) */
+    bool damaged;
+    char damage_where[LT_ERROR_WHERE_MAX];
+    char damage_what[LT_ERROR_WHAT_MAX];
+    uint64_t tokens;               /* filled by the writer */
+} file_result;
+
+typedef struct skip_example {
+    char *where, *message;
+    lt_skip_reason reason;
+} skip_example;
+
+typedef struct pipeline {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv, space_cv;
+    batch *work_head, *work_tail;
+    batch *order_head, *order_tail;
+    size_t inflight, budget;
+    bool reader_done, abort;
+    lt_status reader_st;
+    lt_error reader_err;
+
+    const run_settings *rs;
+    const lt_tokenizer *tok;
+    lt_reader_opts ropts;
+    file_result *results; /* one per task file */
+    uint64_t done_raw_before; /* raw bytes of files finished (progress) */
+
+    skip_example examples[SKIP_EXAMPLES_MAX];
+    size_t n_examples;
+    uint64_t n_skips;
+    lt_progress *prog;
+} pipeline;
+
+static batch *batch_new(void) {
+    batch *b = lt_calloc_check(1, sizeof *b);
+    return b;
+}
+
+static void batch_free(batch *b) {
+    if (!b) return;
+    free(b->text);
+    free(b->strs);
+    free(b->docs);
+    free(b->ids);
+    free(b);
+}
+
+static size_t grow(size_t have, size_t need) {
+    size_t cap = have ? have : 256;
+    while (cap < need) cap *= 2;
+    return cap;
+}
+
+static size_t batch_put_str(batch *b, const char *s) {
+    size_t n = strlen(s) + 1, off = b->strs_len;
+    if (off + n > b->strs_cap) {
+        b->strs_cap = grow(b->strs_cap, off + n);
+        b->strs = lt_realloc_check(b->strs, b->strs_cap);
+    }
+    memcpy(b->strs + off, s, n);
+    b->strs_len += n;
+    return off;
+}
+
+static void batch_add_doc(batch *b, uint32_t file, const lt_doc *d) {
+    if (b->n_docs == b->docs_cap) {
+        b->docs_cap = grow(b->docs_cap, b->n_docs + 1);
+        b->docs = lt_realloc_check(b->docs, b->docs_cap * sizeof *b->docs);
+    }
+    if (b->text_len + d->len > b->text_cap) {
+        b->text_cap = grow(b->text_cap, b->text_len + d->len);
+        b->text = lt_realloc_check(b->text, b->text_cap);
+    }
+    pdoc *p = &b->docs[b->n_docs++];
+    memset(p, 0, sizeof *p);
+    p->file = file;
+    p->flags = (d->truncated ? LT_DOC_TRUNCATED : 0u) | (d->utf8_replacements ? LT_DOC_REPAIRED : 0u);
+    p->utf8_replacements = d->utf8_replacements;
+    p->text_off = b->text_len;
+    p->text_len = d->len;
+    if (d->len) memcpy(b->text + b->text_len, d->text, d->len);
+    b->text_len += d->len;
+    p->id_off = batch_put_str(b, d->id ? d->id : "");
+    p->name_off = batch_put_str(b, d->name ? d->name : "");
+}
+
+/* Tokenize every document of a batch (a worker's job). Byte-level BPE gives at most one
+ * token per byte, so text_len ids always suffice. */
+static void batch_tokenize(batch *b, const lt_tokenizer *tok, lt_tok_scratch *scratch) {
+    size_t need = b->text_len ? b->text_len : 1;
+    if (need > b->ids_cap) {
+        b->ids_cap = need;
+        b->ids = lt_realloc_check(b->ids, b->ids_cap * sizeof *b->ids);
+    }
+    b->ids_len = 0;
+    for (size_t i = 0; i < b->n_docs && b->st == LT_OK; i++) {
+        pdoc *p = &b->docs[i];
+        lt_encode_info info;
+        b->st = lt_tokenizer_encode(tok, scratch, b->text + p->text_off, p->text_len, b->ids + b->ids_len,
+                                    b->ids_cap - b->ids_len, &info, &b->err);
+        if (b->st == LT_OK && info.n_tokens > b->ids_cap - b->ids_len)
+            b->st = lt_fail(&b->err, LT_ERR_INTERNAL, NULL, "more tokens (%zu) than bytes (%zu) in a document",
+                            info.n_tokens, p->text_len);
+        if (b->st != LT_OK) break;
+        p->ids_off = b->ids_len;
+        p->n_ids = info.n_tokens;
+        b->ids_len += info.n_tokens;
+    }
+}
+
+/* Reader side: hand a filled batch to the workers, waiting while the budget is used up. */
+static bool pipeline_submit(pipeline *pl, batch *b) {
+    b->budget_bytes = b->text_len + b->strs_len + b->n_docs * sizeof(pdoc);
+    pthread_mutex_lock(&pl->mu);
+    while (!pl->abort && pl->inflight > 0 && pl->inflight + b->budget_bytes > pl->budget)
+        pthread_cond_wait(&pl->space_cv, &pl->mu);
+    bool ok = !pl->abort;
+    if (ok) {
+        pl->inflight += b->budget_bytes;
+        if (pl->work_tail) pl->work_tail->next_work = b;
+        else pl->work_head = b;
+        pl->work_tail = b;
+        if (pl->order_tail) pl->order_tail->next_order = b;
+        else pl->order_head = b;
+        pl->order_tail = b;
+        pthread_cond_signal(&pl->work_cv);
+    }
+    pthread_mutex_unlock(&pl->mu);
+    if (!ok) batch_free(b);
+    return ok;
+}
+
+static void on_skip(void *ctx, const char *where, lt_skip_reason reason, const char *message) {
+    pipeline *pl = ctx;
+    pl->n_skips++;
+    if (pl->n_skips <= SKIP_WARNINGS_MAX)
+        LT_WARN("skipped a record: %s (%s) [%s]", message, where, lt_skip_reason_key(reason));
+    else if (pl->n_skips == SKIP_WARNINGS_MAX + 1)
+        LT_WARN("more records skipped; the stats file lists the first %d and counts all", SKIP_EXAMPLES_MAX);
+    if (pl->n_examples < SKIP_EXAMPLES_MAX) {
+        skip_example *e = &pl->examples[pl->n_examples++];
+        e->where = lt_strdup_check(where);
+        e->message = lt_strdup_check(message);
+        e->reason = reason;
+    }
+}
+
+/* Read one file into batches. Damage ends the file (recorded), I/O errors end the task. */
+static lt_status read_file(pipeline *pl, uint32_t fi, batch **cur, lt_error *err) {
+    const char *path = pl->rs->files.items[fi];
+    file_result *fr = &pl->results[fi];
+    lt_reader *r = NULL;
+    lt_status st = lt_reader_open(&r, path, &pl->ropts, err);
+    if (st != LT_OK) {
+        if (st == LT_ERR_INPUT) { /* cannot tell the format, not compressed as named, ... */
+            fr->damaged = true;
+            snprintf(fr->damage_where, sizeof fr->damage_where, "%s", err->where[0] ? err->where : path);
+            snprintf(fr->damage_what, sizeof fr->damage_what, "%s", err->what);
+            lt_error_clear(err);
+            return LT_OK;
+        }
+        return st;
+    }
+    fr->format = lt_reader_format(r);
+    fr->codec = lt_src_codec(lt_reader_source(r));
+    uint64_t reported_raw = 0;
+    for (;;) {
+        lt_doc d;
+        bool eof = false;
+        st = lt_reader_next(r, &d, &eof, err);
+        if (st != LT_OK || eof) break;
+        if (!*cur) *cur = batch_new();
+        batch_add_doc(*cur, fi, &d);
+        if ((*cur)->text_len >= BATCH_TEXT_BYTES || (*cur)->n_docs >= BATCH_MAX_DOCS) {
+            if (!pipeline_submit(pl, *cur)) {
+                *cur = NULL;
+                lt_reader_close(r);
+                return LT_OK; /* aborted: the writer has the error */
+            }
+            *cur = NULL;
+        }
+        uint64_t raw = lt_src_raw_offset(lt_reader_source(r));
+        if (raw > reported_raw) {
+            lt_progress_add(pl->prog, raw - reported_raw);
+            reported_raw = raw;
+        }
+    }
+    fr->stats = *lt_reader_get_stats(r);
+    fr->read = true;
+    if (st == LT_ERR_INPUT) {
+        fr->damaged = true;
+        snprintf(fr->damage_where, sizeof fr->damage_where, "%s", err->where[0] ? err->where : path);
+        snprintf(fr->damage_what, sizeof fr->damage_what, "%s", err->what);
+        LT_WARN("damaged input: %s (%s); %" PRIu64 " documents before the damage are kept", err->what,
+                fr->damage_where, fr->stats.docs);
+        lt_error_clear(err);
+        st = LT_OK;
+    }
+    if (fr->size > reported_raw) lt_progress_add(pl->prog, fr->size - reported_raw);
+    lt_reader_close(r);
+    return st;
+}
+
+static void *reader_main(void *arg) {
+    pipeline *pl = arg;
+    batch *cur = NULL;
+    lt_status st = LT_OK;
+    lt_error err;
+    lt_error_clear(&err);
+    for (size_t fi = 0; fi < pl->rs->files.count && st == LT_OK; fi++) {
+        pthread_mutex_lock(&pl->mu);
+        bool stop = pl->abort;
+        pthread_mutex_unlock(&pl->mu);
+        if (stop) break;
+        LT_DEBUG("reading %s", pl->rs->files.items[fi]);
+        st = read_file(pl, (uint32_t)fi, &cur, &err);
+    }
+    if (cur && st == LT_OK) pipeline_submit(pl, cur);
+    else batch_free(cur);
+    pthread_mutex_lock(&pl->mu);
+    pl->reader_done = true;
+    if (st != LT_OK) {
+        pl->reader_st = st;
+        pl->reader_err = err;
+        pl->abort = true;
+    }
+    pthread_cond_broadcast(&pl->work_cv);
+    pthread_cond_broadcast(&pl->done_cv);
+    pthread_mutex_unlock(&pl->mu);
+    return NULL;
+}
+
+static void *worker_main(void *arg) {
+    pipeline *pl = arg;
+    lt_tok_scratch *scratch = lt_tok_scratch_new();
+    if (!scratch) lt_malloc_check(SIZE_MAX); /* reports out of memory and exits */
+    for (;;) {
+        pthread_mutex_lock(&pl->mu);
+        while (!pl->work_head && !pl->reader_done && !pl->abort) pthread_cond_wait(&pl->work_cv, &pl->mu);
+        batch *b = pl->abort ? NULL : pl->work_head;
+        if (b) {
+            pl->work_head = b->next_work;
+            if (!pl->work_head) pl->work_tail = NULL;
+        }
+        pthread_mutex_unlock(&pl->mu);
+        if (!b) break;
+        batch_tokenize(b, pl->tok, scratch);
+        pthread_mutex_lock(&pl->mu);
+        b->done = true;
+        pthread_cond_broadcast(&pl->done_cv);
+        pthread_mutex_unlock(&pl->mu);
+    }
+    lt_tok_scratch_free(scratch);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ length histogram */
+
+#define HIST_BUCKETS 10 /* <1K, 1-2K, ..., 128-256K, >=256K (as dataprep profile) */
+
+typedef struct run_totals {
+    uint64_t docs, tokens, text_bytes, max_doc_tokens;
+    uint64_t hist_docs[HIST_BUCKETS], hist_tokens[HIST_BUCKETS];
+} run_totals;
+
+static int hist_bucket(uint64_t n) {
+    int b = 0;
+    for (uint64_t lim = 1024; b < HIST_BUCKETS - 1 && n >= lim; lim *= 2) b++;
+    return b;
+}
+
+static void hist_label(int b, char *buf, size_t size) {
+    if (b == 0) snprintf(buf, size, "<1K");
+    else if (b == HIST_BUCKETS - 1) snprintf(buf, size, ">=%dK", 1 << (b - 1));
+    else snprintf(buf, size, "%dK-%dK", 1 << (b - 1), 1 << b);
+}
+
+/* The writer: batches in order into the shard. */
+static lt_status write_batches(pipeline *pl, lt_shard_writer *w, run_totals *tot, lt_error *err) {
+    lt_status st = LT_OK;
+    for (;;) {
+        pthread_mutex_lock(&pl->mu);
+        while (!pl->abort && !(pl->order_head && pl->order_head->done) && !(pl->reader_done && !pl->order_head))
+            pthread_cond_wait(&pl->done_cv, &pl->mu);
+        batch *b = pl->abort ? NULL : pl->order_head;
+        if (b) {
+            pl->order_head = b->next_order;
+            if (!pl->order_head) pl->order_tail = NULL;
+        }
+        pthread_mutex_unlock(&pl->mu);
+        if (!b) break;
+        if (b->st != LT_OK) {
+            *err = b->err;
+            st = b->st;
+        }
+        for (size_t i = 0; st == LT_OK && i < b->n_docs; i++) {
+            const pdoc *p = &b->docs[i];
+            st = lt_shard_writer_add_doc(w, p->file, b->strs + p->id_off, b->strs + p->name_off, p->flags,
+                                         b->ids + p->ids_off, p->n_ids, err);
+            uint64_t n = p->n_ids + (pl->rs->eos == LT_EOS_APPEND);
+            tot->docs++;
+            tot->tokens += n;
+            tot->text_bytes += p->text_len;
+            if (n > tot->max_doc_tokens) tot->max_doc_tokens = n;
+            int hb = hist_bucket(n);
+            tot->hist_docs[hb]++;
+            tot->hist_tokens[hb] += n;
+            pl->results[p->file].tokens += n;
+        }
+        lt_progress_add_extra(pl->prog, 0, b->n_docs);
+        lt_progress_add_extra(pl->prog, 1, b->text_len);
+        lt_progress_add_extra(pl->prog, 2, b->ids_len);
+        pthread_mutex_lock(&pl->mu);
+        pl->inflight -= b->budget_bytes;
+        if (st != LT_OK) pl->abort = true;
+        pthread_cond_broadcast(&pl->space_cv);
+        pthread_cond_broadcast(&pl->work_cv);
+        pthread_mutex_unlock(&pl->mu);
+        batch_free(b);
+        if (st != LT_OK) break;
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------ stats, marker */
+
+/* The settings that decide a task's output; stored in the stats and the marker, and
+ * compared on a rerun (a finished task made with other settings is not silently kept). */
+static void settings_json(lt_json *j, const run_settings *rs, const lt_tokenizer *tok, const file_result *res) {
+    lt_json_object_begin(j);
+    lt_json_key(j, "task");
+    lt_json_uint(j, rs->task);
+    lt_json_key(j, "num_tasks");
+    lt_json_uint(j, rs->num_tasks);
+    lt_json_key(j, "encoding");
+    lt_json_string(j, lt_tokenizer_name(tok));
+    lt_json_key(j, "vocab_sha256");
+    lt_json_string(j, lt_tokenizer_vocab_sha256(tok));
+    lt_json_key(j, "format");
+    lt_json_string(j, lt_format_name(rs->format));
+    lt_json_key(j, "field");
+    lt_json_string(j, rs->field);
+    lt_json_key(j, "max_doc_bytes");
+    lt_json_uint(j, rs->max_doc_bytes);
+    lt_json_key(j, "eos");
+    lt_json_string(j, rs->eos == LT_EOS_APPEND ? "append" : "none");
+    lt_json_key(j, "frame_size");
+    lt_json_uint(j, rs->frame_bytes);
+    lt_json_key(j, "zstd_level");
+    lt_json_int(j, rs->zstd_level);
+    lt_json_key(j, "inputs");
+    lt_json_array_begin(j);
+    for (size_t i = 0; i < rs->files.count; i++) {
+        lt_json_object_begin(j);
+        lt_json_key(j, "path");
+        lt_json_string(j, rs->files.items[i]);
+        lt_json_key(j, "bytes");
+        lt_json_uint(j, res[i].size);
+        lt_json_object_end(j);
+    }
+    lt_json_array_end(j);
+    lt_json_object_end(j);
+}
+
+static void skip_counts_json(lt_json *j, const uint64_t *skipped) {
+    uint64_t total = 0;
+    for (int r = 0; r < LT_SKIP_N_REASONS; r++) total += skipped[r];
+    lt_json_object_begin(j);
+    lt_json_key(j, "total");
+    lt_json_uint(j, total);
+    for (int r = 0; r < LT_SKIP_N_REASONS; r++) {
+        lt_json_key(j, lt_skip_reason_key((lt_skip_reason)r));
+        lt_json_uint(j, skipped[r]);
+    }
+    lt_json_object_end(j);
+}
+
+static void file_stat_json(lt_json *j, const char *name, const char *file, uint64_t bytes, const uint8_t *sha) {
+    char hex[2 * 32 + 1];
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", sha[i]);
+    lt_json_key(j, name);
+    lt_json_object_begin(j);
+    lt_json_key(j, "file");
+    lt_json_string(j, file);
+    lt_json_key(j, "bytes");
+    lt_json_uint(j, bytes);
+    lt_json_key(j, "sha256");
+    lt_json_string(j, hex);
+    lt_json_object_end(j);
+}
+
+static const char *base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static void stats_json(lt_json *j, const pipeline *pl, const run_settings *rs, const lt_tokenizer *tok,
+                       const run_totals *tot, const lt_shard_summary *sum, const char *shard_path,
+                       const char *index_path) {
+    uint64_t skipped[LT_SKIP_N_REASONS] = {0};
+    uint64_t filtered = 0, truncated = 0, repaired = 0, repl = 0, records = 0, input_bytes = 0, damaged = 0;
+    for (size_t i = 0; i < rs->files.count; i++) {
+        const file_result *fr = &pl->results[i];
+        for (int r = 0; r < LT_SKIP_N_REASONS; r++) skipped[r] += fr->stats.skipped[r];
+        filtered += fr->stats.filtered;
+        truncated += fr->stats.truncated;
+        repaired += fr->stats.repaired_docs;
+        repl += fr->stats.utf8_replacements;
+        records += fr->stats.records;
+        input_bytes += fr->size;
+        damaged += fr->damaged;
+    }
+    lt_json_object_begin(j);
+    lt_json_key(j, "stats_version");
+    lt_json_int(j, 1);
+    lt_json_key(j, "settings");
+    settings_json(j, rs, tok, pl->results);
+    lt_json_key(j, "documents");
+    lt_json_uint(j, tot->docs);
+    lt_json_key(j, "tokens");
+    lt_json_uint(j, tot->tokens);
+    lt_json_key(j, "text_bytes");
+    lt_json_uint(j, tot->text_bytes);
+    lt_json_key(j, "input_bytes");
+    lt_json_uint(j, input_bytes);
+    lt_json_key(j, "records");
+    lt_json_uint(j, records);
+    lt_json_key(j, "filtered");
+    lt_json_uint(j, filtered);
+    lt_json_key(j, "skipped");
+    skip_counts_json(j, skipped);
+    lt_json_key(j, "skipped_examples");
+    lt_json_array_begin(j);
+    for (size_t i = 0; i < pl->n_examples; i++) {
+        lt_json_object_begin(j);
+        lt_json_key(j, "where");
+        lt_json_string(j, pl->examples[i].where);
+        lt_json_key(j, "reason");
+        lt_json_string(j, lt_skip_reason_key(pl->examples[i].reason));
+        lt_json_key(j, "message");
+        lt_json_string(j, pl->examples[i].message);
+        lt_json_object_end(j);
+    }
+    lt_json_array_end(j);
+    lt_json_key(j, "truncated_documents");
+    lt_json_uint(j, truncated);
+    lt_json_key(j, "repaired_documents");
+    lt_json_uint(j, repaired);
+    lt_json_key(j, "utf8_replacements");
+    lt_json_uint(j, repl);
+    lt_json_key(j, "damaged_files");
+    lt_json_uint(j, damaged);
+    lt_json_key(j, "max_document_tokens");
+    lt_json_uint(j, tot->max_doc_tokens);
+    lt_json_key(j, "length_histogram");
+    lt_json_array_begin(j);
+    for (int b = 0; b < HIST_BUCKETS; b++) {
+        char label[32];
+        hist_label(b, label, sizeof label);
+        lt_json_object_begin(j);
+        lt_json_key(j, "bucket");
+        lt_json_string(j, label);
+        lt_json_key(j, "min_tokens");
+        lt_json_uint(j, b == 0 ? 0 : 1024ull << (b - 1));
+        lt_json_key(j, "max_tokens");
+        if (b == HIST_BUCKETS - 1) lt_json_null(j);
+        else lt_json_uint(j, (1024ull << b) - 1);
+        lt_json_key(j, "documents");
+        lt_json_uint(j, tot->hist_docs[b]);
+        lt_json_key(j, "tokens");
+        lt_json_uint(j, tot->hist_tokens[b]);
+        lt_json_object_end(j);
+    }
+    lt_json_array_end(j);
+    lt_json_key(j, "files");
+    lt_json_array_begin(j);
+    for (size_t i = 0; i < rs->files.count; i++) {
+        const file_result *fr = &pl->results[i];
+        lt_json_object_begin(j);
+        lt_json_key(j, "path");
+        lt_json_string(j, rs->files.items[i]);
+        lt_json_key(j, "bytes");
+        lt_json_uint(j, fr->size);
+        lt_json_key(j, "format");
+        lt_json_string(j, fr->read ? lt_format_name(fr->format) : "unknown");
+        lt_json_key(j, "compression");
+        lt_json_string(j, fr->read ? lt_codec_name(fr->codec) : "unknown");
+        lt_json_key(j, "records");
+        lt_json_uint(j, fr->stats.records);
+        lt_json_key(j, "documents");
+        lt_json_uint(j, fr->stats.docs);
+        lt_json_key(j, "tokens");
+        lt_json_uint(j, fr->tokens);
+        lt_json_key(j, "text_bytes");
+        lt_json_uint(j, fr->stats.text_bytes);
+        lt_json_key(j, "filtered");
+        lt_json_uint(j, fr->stats.filtered);
+        lt_json_key(j, "skipped");
+        skip_counts_json(j, fr->stats.skipped);
+        lt_json_key(j, "truncated_documents");
+        lt_json_uint(j, fr->stats.truncated);
+        lt_json_key(j, "repaired_documents");
+        lt_json_uint(j, fr->stats.repaired_docs);
+        lt_json_key(j, "utf8_replacements");
+        lt_json_uint(j, fr->stats.utf8_replacements);
+        lt_json_key(j, "damage");
+        if (fr->damaged) {
+            lt_json_object_begin(j);
+            lt_json_key(j, "where");
+            lt_json_string(j, fr->damage_where);
+            lt_json_key(j, "error");
+            lt_json_string(j, fr->damage_what);
+            lt_json_object_end(j);
+        } else {
+            lt_json_null(j);
+        }
+        lt_json_object_end(j);
+    }
+    lt_json_array_end(j);
+    lt_json_key(j, "outputs");
+    lt_json_object_begin(j);
+    file_stat_json(j, "shard", base_name(shard_path), sum->shard_bytes, sum->shard_sha256);
+    file_stat_json(j, "index", base_name(index_path), sum->index_bytes, sum->index_sha256);
+    lt_json_key(j, "frames");
+    lt_json_uint(j, sum->n_frames);
+    lt_json_object_end(j);
+    lt_json_object_end(j);
+}
+
+/* Write a JSON document (plus a newline) atomically. */
+static lt_status write_json_file(const char *path, const lt_json *j, uint8_t sha[32], uint64_t *bytes,
+                                 lt_error *err) {
+    const char *text = lt_json_cstr(j);
+    size_t n = strlen(text);
+    char *buf = lt_malloc_check(n + 2);
+    memcpy(buf, text, n);
+    buf[n++] = '\n';
+    lt_status st = lt_write_file_atomic(path, buf, n, err);
+    if (sha) {
+        lt_sha256 h;
+        lt_sha256_init(&h);
+        lt_sha256_update(&h, buf, n);
+        lt_sha256_final(&h, sha);
+    }
+    if (bytes) *bytes = n;
+    free(buf);
+    return st;
+}
+
+/* ------------------------------------------------------------------ resume */
+
+typedef enum { DONE_NONE, DONE_SAME, DONE_OTHER } done_state;
+
+/* Is the task finished already, with these settings? On DONE_OTHER, `diff` names the
+ * first setting that differs. */
+static lt_status check_done(const char *done_path, const lt_json *settings, done_state *out, char *diff,
+                            size_t diff_size, lt_error *err) {
+    *out = DONE_NONE;
+    struct stat sb;
+    if (stat(done_path, &sb) != 0) {
+        if (errno == ENOENT) return LT_OK;
+        return lt_fail(err, LT_ERR_IO, done_path, "cannot stat: %s", strerror(errno));
+    }
+    char *text;
+    size_t len;
+    lt_status st = lt_read_file(done_path, &text, &len, err);
+    if (st != LT_OK) return st;
+    lt_jv *old = NULL, *cur = NULL;
+    st = lt_json_parse(text, len, &old, err);
+    free(text);
+    if (st != LT_OK) {
+        lt_error_prefix(err, "%s: ", done_path);
+        lt_error_hint(err, "a damaged completion marker: delete it (the task is then redone) or use --force");
+        return st;
+    }
+    const char *ctext = lt_json_cstr(settings);
+    st = lt_json_parse(ctext, strlen(ctext), &cur, err);
+    if (st != LT_OK) {
+        lt_jv_free(old);
+        return st;
+    }
+    const lt_jv *os = lt_jv_get(old, "settings");
+    if (os && lt_jv_equal(os, cur)) {
+        *out = DONE_SAME;
+    } else {
+        *out = DONE_OTHER;
+        snprintf(diff, diff_size, "settings");
+        static const char *const keys[] = {"task", "num_tasks", "encoding", "vocab_sha256", "format", "field",
+                                           "max_doc_bytes", "eos", "frame_size", "zstd_level", "inputs"};
+        for (size_t k = 0; os && k < sizeof keys / sizeof keys[0]; k++) {
+            const lt_jv *a = lt_jv_get(os, keys[k]), *b = lt_jv_get(cur, keys[k]);
+            if (!a || !b || !lt_jv_equal(a, b)) {
+                snprintf(diff, diff_size, "%s", keys[k]);
+                break;
+            }
+        }
+    }
+    lt_jv_free(old);
+    lt_jv_free(cur);
+    return LT_OK;
+}
+
+/* ------------------------------------------------------------------ the task */
+
+static int cpus_available(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void hex_to_bytes(const char *hex, uint8_t out[32]) {
+    memset(out, 0, 32);
+    for (int i = 0; i < 32 && hex[2 * i] && hex[2 * i + 1]; i++) {
+        unsigned v = 0;
+        sscanf(hex + 2 * i, "%2x", &v);
+        out[i] = (uint8_t)v;
+    }
+}
+
+/* Remove a file (ENOENT is fine) and make the removal durable. */
+static lt_status remove_durably(const char *path, const char *dir, lt_error *err) {
+    if (unlink(path) != 0) {
+        if (errno == ENOENT) return LT_OK;
+        return lt_fail(err, LT_ERR_IO, path, "cannot remove: %s", strerror(errno));
+    }
+    return lt_fsync_dir(dir, err);
+}
+
+static lt_status run_task(run_settings *rs, lt_error *err) {
+    double t0 = now_s();
+    lt_status st = lt_mkdir_p(rs->out_dir, 0777, err);
+    if (st != LT_OK) {
+        lt_error_prefix(err, "cannot create the output directory %s: ", rs->out_dir);
+        lt_error_hint(err, "--out (data.out_dir) must be a directory you can write");
+        return st;
+    }
+    if (access(rs->out_dir, W_OK | X_OK) != 0) {
+        st = lt_fail(err, LT_ERR_IO, rs->out_dir, "output directory is not writable: %s", strerror(errno));
+        lt_error_hint(err, "--out (data.out_dir) must be a directory you can write");
+        return st;
+    }
+    size_t stale = 0;
+    if ((st = lt_remove_stale_temps(rs->out_dir, &stale, err)) != LT_OK) return st;
+    if (stale) LT_INFO("removed %zu temporary file%s left by an interrupted run", stale, stale == 1 ? "" : "s");
+
+    lt_tokenizer *tok = NULL;
+    st = lt_tokenizer_load_encoding(&tok, rs->encoding, rs->vocab_dir, LT_PRETOK_ENGINE_AUTO, err);
+    if (st != LT_OK) return st;
+
+    pipeline pl;
+    memset(&pl, 0, sizeof pl);
+    pl.rs = rs;
+    pl.tok = tok;
+    pl.results = lt_calloc_check(rs->files.count ? rs->files.count : 1, sizeof *pl.results);
+    uint64_t total_bytes = 0;
+    for (size_t i = 0; i < rs->files.count; i++) {
+        struct stat sb;
+        if (stat(rs->files.items[i], &sb) != 0) {
+            st = lt_fail(err, LT_ERR_IO, rs->files.items[i], "cannot read input: %s", strerror(errno));
+            goto out;
+        }
+        pl.results[i].size = (uint64_t)sb.st_size;
+        total_bytes += (uint64_t)sb.st_size;
+    }
+
+    char *shard_path = lt_task_path(rs->out_dir, rs->task, "tokens.zst");
+    char *index_path = lt_task_path(rs->out_dir, rs->task, "index");
+    char *stats_path = lt_task_path(rs->out_dir, rs->task, "stats.json");
+    char *done_path = lt_task_path(rs->out_dir, rs->task, "done");
+    char *timings_path = lt_task_path(rs->out_dir, rs->task, "timings.json");
+
+    lt_json settings;
+    lt_json_init(&settings);
+    settings_json(&settings, rs, tok, pl.results);
+    done_state ds;
+    char diff[64];
+    st = check_done(done_path, &settings, &ds, diff, sizeof diff, err);
+    if (st == LT_OK && ds != DONE_NONE && !rs->force) {
+        if (ds == DONE_SAME) {
+            LT_INFO("task %" PRIu32 " of %" PRIu32 " is already done (%s); --force redoes it", rs->task,
+                    rs->num_tasks, done_path);
+        } else {
+            st = lt_fail(err, LT_ERR_USAGE, done_path,
+                         "task %" PRIu32 " in this directory was made with other settings (%s differs)", rs->task,
+                         diff);
+            lt_error_hint(err, "write to another --out directory, or --force to redo the task with these settings");
+        }
+        goto out_paths;
+    }
+    /* From here on the task is being redone: first withdraw the old marker, so that a
+     * kill during the redo never leaves a marker next to a mix of old and new files. */
+    if (st == LT_OK) st = remove_durably(done_path, rs->out_dir, err);
+    if (st != LT_OK) goto out_paths;
+
+    lt_shard_meta meta;
+    memset(&meta, 0, sizeof meta);
+    meta.n_vocab = lt_tokenizer_n_vocab(tok);
+    meta.token_width = meta.n_vocab <= 65536 ? 2 : 4;
+    hex_to_bytes(lt_tokenizer_vocab_sha256(tok), meta.vocab_sha256);
+    snprintf(meta.encoding, sizeof meta.encoding, "%s", lt_tokenizer_name(tok));
+    meta.eos = rs->eos;
+    if (rs->eos == LT_EOS_APPEND) {
+        int64_t id = lt_tokenizer_special_id(tok, "<|endoftext|>");
+        if (id < 0) {
+            st = lt_fail(err, LT_ERR_CONFIG, "data.eos", "encoding %s has no <|endoftext|> token to append",
+                         lt_tokenizer_name(tok));
+            goto out_paths;
+        }
+        meta.eos_id = (uint32_t)id;
+    }
+    meta.task_id = rs->task;
+    meta.num_tasks = rs->num_tasks;
+    meta.zstd_level = rs->zstd_level;
+    meta.frame_bytes = (size_t)rs->frame_bytes;
+
+    lt_shard_writer *w = NULL;
+    if ((st = lt_shard_writer_open(&w, rs->out_dir, &meta, err)) != LT_OK) goto out_paths;
+    for (size_t i = 0; i < rs->files.count && st == LT_OK; i++) {
+        uint32_t idx;
+        st = lt_shard_writer_add_file(w, rs->files.items[i], pl.results[i].size, &idx, err);
+    }
+
+    LT_INFO("task %" PRIu32 " of %" PRIu32 ": %zu of %zu input file%s (%.1f MB), %s, %d tokenizer thread%s -> %s",
+            rs->task, rs->num_tasks, rs->files.count, rs->inputs.count, rs->inputs.count == 1 ? "" : "s",
+            (double)total_bytes / 1e6, lt_tokenizer_name(tok), rs->threads, rs->threads == 1 ? "" : "s",
+            rs->out_dir);
+
+    pl.ropts.format = rs->format;
+    pl.ropts.field = rs->field;
+    pl.ropts.max_doc_bytes = (size_t)rs->max_doc_bytes;
+    pl.ropts.on_skip = on_skip;
+    pl.ropts.skip_ctx = &pl;
+    /* In flight: 4 batches per thread, at least two of the largest documents. */
+    pl.budget = (size_t)4 * (size_t)rs->threads * BATCH_TEXT_BYTES;
+    if (pl.budget < 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES) pl.budget = 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES;
+    if (pl.budget > (size_t)256 << 20 && pl.budget > 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES)
+        pl.budget = (size_t)256 << 20;
+    pthread_mutex_init(&pl.mu, NULL);
+    pthread_cond_init(&pl.work_cv, NULL);
+    pthread_cond_init(&pl.done_cv, NULL);
+    pthread_cond_init(&pl.space_cv, NULL);
+    pl.prog = lt_progress_start("dataprep run", total_bytes, "input bytes");
+    lt_progress_extra(pl.prog, 0, "docs", 1);
+    lt_progress_extra(pl.prog, 1, "MB", 1e6);
+    lt_progress_extra(pl.prog, 2, "tokens", 1);
+
+    run_totals tot;
+    memset(&tot, 0, sizeof tot);
+    pthread_t reader;
+    pthread_t *workers = lt_calloc_check((size_t)rs->threads, sizeof *workers);
+    int started = 0;
+    if (pthread_create(&reader, NULL, reader_main, &pl) != 0) {
+        st = lt_fail(err, LT_ERR_INTERNAL, NULL, "cannot start the reader thread");
+    } else {
+        for (; started < rs->threads; started++)
+            if (pthread_create(&workers[started], NULL, worker_main, &pl) != 0) break;
+        if (started == 0) {
+            pthread_mutex_lock(&pl.mu);
+            pl.abort = true;
+            pthread_cond_broadcast(&pl.space_cv);
+            pthread_mutex_unlock(&pl.mu);
+            st = lt_fail(err, LT_ERR_INTERNAL, NULL, "cannot start tokenizer threads");
+        } else {
+            st = write_batches(&pl, w, &tot, err);
+        }
+        pthread_join(reader, NULL);
+        for (int i = 0; i < started; i++) pthread_join(workers[i], NULL);
+    }
+    free(workers);
+    pthread_mutex_destroy(&pl.mu);
+    pthread_cond_destroy(&pl.work_cv);
+    pthread_cond_destroy(&pl.done_cv);
+    pthread_cond_destroy(&pl.space_cv);
+    /* batches left after an abort */
+    for (batch *b = pl.order_head; b;) {
+        batch *n = b->next_order;
+        batch_free(b);
+        b = n;
+    }
+    if (st == LT_OK && pl.reader_st != LT_OK) {
+        st = pl.reader_st;
+        *err = pl.reader_err;
+    }
+    lt_progress_finish(pl.prog);
+    pl.prog = NULL;
+    double t_read = now_s();
+
+    lt_shard_summary sum;
+    memset(&sum, 0, sizeof sum);
+    if (st == LT_OK) st = lt_shard_writer_finish(w, &sum, err);
+    lt_shard_writer_free(w);
+    w = NULL;
+
+    size_t n_damaged = 0;
+    for (size_t i = 0; i < rs->files.count; i++) n_damaged += pl.results[i].damaged;
+    uint8_t stats_sha[32];
+    uint64_t stats_bytes = 0;
+    if (st == LT_OK) {
+        lt_json j;
+        lt_json_init(&j);
+        stats_json(&j, &pl, rs, tok, &tot, &sum, shard_path, index_path);
+        st = write_json_file(stats_path, &j, stats_sha, &stats_bytes, err);
+        lt_json_free(&j);
+    }
+    if (st == LT_OK && n_damaged && !rs->allow_damaged) {
+        /* The documents before the damage are in the shard, but the task is not done. */
+        for (size_t i = 0; i < rs->files.count; i++)
+            if (pl.results[i].damaged)
+                lt_report(pl.results[i].damage_where, NULL, "damaged input: %s", pl.results[i].damage_what);
+        st = lt_fail(err, LT_ERR_INPUT, rs->out_dir,
+                     "%zu damaged input file%s; the documents before the damage are in the shard, the task is not "
+                     "marked done",
+                     n_damaged, n_damaged == 1 ? "" : "s");
+        lt_error_hint(err, "--allow-damaged (data.allow_damaged) accepts the damaged files as they are");
+    }
+    if (st == LT_OK) {
+        lt_json j;
+        lt_json_init(&j);
+        lt_json_object_begin(&j);
+        lt_json_key(&j, "done_version");
+        lt_json_int(&j, 1);
+        lt_json_key(&j, "task");
+        lt_json_uint(&j, rs->task);
+        lt_json_key(&j, "num_tasks");
+        lt_json_uint(&j, rs->num_tasks);
+        lt_json_key(&j, "documents");
+        lt_json_uint(&j, tot.docs);
+        lt_json_key(&j, "tokens");
+        lt_json_uint(&j, tot.tokens);
+        lt_json_key(&j, "damaged_files");
+        lt_json_uint(&j, n_damaged);
+        lt_json_key(&j, "outputs");
+        lt_json_object_begin(&j);
+        file_stat_json(&j, "shard", base_name(shard_path), sum.shard_bytes, sum.shard_sha256);
+        file_stat_json(&j, "index", base_name(index_path), sum.index_bytes, sum.index_sha256);
+        file_stat_json(&j, "stats", base_name(stats_path), stats_bytes, stats_sha);
+        lt_json_object_end(&j);
+        lt_json_key(&j, "settings");
+        lt_jv *sv = NULL;
+        const char *stext = lt_json_cstr(&settings);
+        if ((st = lt_json_parse(stext, strlen(stext), &sv, err)) == LT_OK) {
+            lt_json_value(&j, sv);
+            lt_jv_free(sv);
+            lt_json_object_end(&j);
+            st = write_json_file(done_path, &j, NULL, NULL, err);
+        }
+        lt_json_free(&j);
+    }
+    double t_end = now_s();
+    if (st == LT_OK || (st == LT_ERR_INPUT && n_damaged)) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        double el = t_end - t0 > 1e-9 ? t_end - t0 : 1e-9;
+        lt_json j;
+        lt_json_init(&j);
+        lt_json_object_begin(&j);
+        lt_json_key(&j, "elapsed_s");
+        lt_json_double(&j, el);
+        lt_json_key(&j, "pipeline_s");
+        lt_json_double(&j, t_read - t0);
+        lt_json_key(&j, "finish_s");
+        lt_json_double(&j, t_end - t_read);
+        lt_json_key(&j, "threads");
+        lt_json_int(&j, rs->threads);
+        lt_json_key(&j, "documents_per_s");
+        lt_json_double(&j, (double)tot.docs / el);
+        lt_json_key(&j, "text_mb_per_s");
+        lt_json_double(&j, (double)tot.text_bytes / 1e6 / el);
+        lt_json_key(&j, "tokens_per_s");
+        lt_json_double(&j, (double)tot.tokens / el);
+        lt_json_key(&j, "peak_rss_bytes");
+        lt_json_uint(&j, (uint64_t)ru.ru_maxrss * 1024u);
+        lt_json_object_end(&j);
+        lt_error terr;
+        if (write_json_file(timings_path, &j, NULL, NULL, &terr) != LT_OK) lt_error_print(&terr, stderr);
+        lt_json_free(&j);
+        LT_INFO("task %" PRIu32 " of %" PRIu32 ": %" PRIu64 " documents, %" PRIu64 " tokens, %" PRIu64
+                " frames, %.1f MB shard in %.1f s (%.2f MB/s of text, %.0f tokens/s), peak RSS %.0f MB",
+                rs->task, rs->num_tasks, tot.docs, tot.tokens, sum.n_frames, (double)sum.shard_bytes / 1e6, el,
+                (double)tot.text_bytes / 1e6 / el, (double)tot.tokens / el, (double)ru.ru_maxrss / 1024.0);
+    }
+
+out_paths:
+    lt_json_free(&settings);
+    free(shard_path);
+    free(index_path);
+    free(stats_path);
+    free(done_path);
+    free(timings_path);
+out:
+    for (size_t i = 0; i < pl.n_examples; i++) {
+        free(pl.examples[i].where);
+        free(pl.examples[i].message);
+    }
+    free(pl.results);
+    lt_tokenizer_free(tok);
+    return st;
+}
+
+/* ------------------------------------------------------------------ the command */
+
+static int run_usage(const char *what) {
+    lt_error err;
+    lt_fail(&err, LT_ERR_USAGE, NULL, "%s", what);
+    lt_error_hint(&err, "'dataprep run --help' lists the options");
+    return lt_error_exit(&err);
+}
+
+/* A task number from an option or the environment: a decimal uint32. */
+static bool parse_u32(const char *s, uint32_t *out) {
+    int64_t v;
+    if (!s || lt_parse_int64(s, &v) != LT_OK || v < 0 || v > (int64_t)UINT32_MAX) return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* Split a whitespace-separated config value into `out`. */
+static void split_words(const char *s, lt_strlist *out) {
+    while (s && *s) {
+        while (*s == ' ' || *s == '\t') s++;
+        const char *e = s;
+        while (*e && *e != ' ' && *e != '\t') e++;
+        if (e > s) {
+            char *w = lt_malloc_check((size_t)(e - s) + 1);
+            memcpy(w, s, (size_t)(e - s));
+            w[e - s] = '\0';
+            lt_strlist_push(out, w);
+            free(w);
+        }
+        s = e;
+    }
+}
+
+int run_command(lt_cli_ctx *ctx) {
+    run_settings rs;
+    memset(&rs, 0, sizeof rs);
+    lt_strlist args = LT_STRLIST_INIT;
+    const char *format = NULL, *task_s = NULL, *ntasks_s = NULL, *threads_s = NULL, *eos_s = NULL;
+    int rc = 0;
+    char what[512];
+    for (int i = 1; i < ctx->argc && !rc; i++) {
+        const char *a = ctx->argv[i], *v;
+        int missing = 0;
+        if (strcmp(a, "--input") == 0 || strncmp(a, "--input=", 8) == 0) {
+            if (a[7] == '=') lt_strlist_push(&args, a + 8);
+            size_t before = args.count;
+            while (a[7] != '=' && i + 1 < ctx->argc && strncmp(ctx->argv[i + 1], "--", 2) != 0)
+                lt_strlist_push(&args, ctx->argv[++i]);
+            if (a[7] != '=' && args.count == before) rc = run_usage("--input needs at least one PATH");
+        } else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--format", &missing))) format = v;
+        else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--field", &missing))) rs.field = v;
+        else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--encoding", &missing))) rs.encoding = v;
+        else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--vocab-dir", &missing))) rs.vocab_dir = v;
+        else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--out", &missing))) rs.out_dir = v;
+        else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--task-id", &missing))) task_s = v;
+        else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--num-tasks", &missing))) ntasks_s = v;
+        else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--threads", &missing))) threads_s = v;
+        else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--eos", &missing))) eos_s = v;
+        else if (missing) {
+            snprintf(what, sizeof what, "option '%.200s' needs a value", a);
+            rc = run_usage(what);
+        } else if (strcmp(a, "--force") == 0) rs.force = true;
+        else if (strcmp(a, "--allow-damaged") == 0) rs.allow_damaged = true;
+        else if (a[0] == '-' && a[1] != '\0') rc = lt_cli_unknown_option(ctx, a);
+        else {
+            snprintf(what, sizeof what, "unexpected argument '%.200s' (input paths go after --input)", a);
+            rc = run_usage(what);
+        }
+    }
+    lt_error err;
+    lt_error_clear(&err);
+    const lt_config *cfg = ctx->config;
+    if (!rc && args.count == 0) split_words(lt_config_get_string(cfg, "data", "input"), &args);
+    if (!rc && args.count == 0) rc = run_usage("no input: give --input PATH... (or data.input in the config)");
+    /* format, field, encoding */
+    if (!format) format = lt_config_get_string(cfg, "data", "format");
+    if (!rc && lt_format_parse(format ? format : "auto", &rs.format) != LT_OK) {
+        snprintf(what, sizeof what, "unknown --format '%.100s' (auto, wet, jsonl or wikixml)", format);
+        rc = run_usage(what);
+    }
+    if (!rs.field) rs.field = lt_config_get_string(cfg, "data", "field");
+    if (!rs.field) rs.field = "text";
+    if (!rs.encoding) rs.encoding = lt_config_get_string(cfg, "data", "encoding");
+    if (!rs.vocab_dir) rs.vocab_dir = lt_config_get_string(cfg, "data", "vocab_dir");
+    if (!rc && !rs.encoding) rc = run_usage("no encoding: give --encoding NAME (or data.encoding)");
+    /* output directory: --out, data.out_dir, WORK_DIR/NAME/data */
+    char *out_default = NULL;
+    if (!rs.out_dir) rs.out_dir = lt_config_get_string(cfg, "data", "out_dir");
+    if (!rs.out_dir) {
+        const char *wd = lt_config_get_string(cfg, "run", "work_dir"), *name = lt_config_get_string(cfg, "run", "name");
+        size_t n = strlen(wd ? wd : "runs") + strlen(name ? name : "longtail") + 8;
+        out_default = lt_malloc_check(n);
+        snprintf(out_default, n, "%s/%s/data", wd ? wd : "runs", name ? name : "longtail");
+        rs.out_dir = out_default;
+    }
+    /* task I of N: options, else the Slurm array, else data.num_tasks / task 0 */
+    const char *env_id = getenv("SLURM_ARRAY_TASK_ID"), *env_n = getenv("SLURM_ARRAY_TASK_COUNT"),
+               *env_min = getenv("SLURM_ARRAY_TASK_MIN");
+    rs.task = 0;
+    rs.num_tasks = 1;
+    if (!rc) {
+        int64_t cfg_n = 0;
+        bool cfg_has_n = lt_config_is_set(cfg, "data", "num_tasks") &&
+                         lt_config_get_int(cfg, "data", "num_tasks", &cfg_n, NULL) == LT_OK;
+        if (ntasks_s) {
+            if (!parse_u32(ntasks_s, &rs.num_tasks) || rs.num_tasks == 0) rc = run_usage("--num-tasks wants a positive integer");
+        } else if (env_n) {
+            if (!parse_u32(env_n, &rs.num_tasks) || rs.num_tasks == 0) rc = run_usage("SLURM_ARRAY_TASK_COUNT is not a positive integer");
+            else if (cfg_has_n && (uint64_t)cfg_n != rs.num_tasks) {
+                snprintf(what, sizeof what, "the Slurm array has %" PRIu32 " tasks but data.num_tasks is %" PRId64,
+                         rs.num_tasks, cfg_n);
+                rc = run_usage(what);
+            }
+        } else if (cfg_has_n) {
+            rs.num_tasks = (uint32_t)cfg_n;
+        }
+        if (!rc && task_s) {
+            if (!parse_u32(task_s, &rs.task)) rc = run_usage("--task-id wants an integer >= 0");
+        } else if (!rc && env_id) {
+            uint32_t id = 0, min = 0;
+            if (!parse_u32(env_id, &id) || (env_min && !parse_u32(env_min, &min)) || id < min)
+                rc = run_usage("SLURM_ARRAY_TASK_ID is not an integer >= SLURM_ARRAY_TASK_MIN");
+            rs.task = id - min;
+        } else if (!rc && rs.num_tasks > 1) {
+            rc = run_usage("several tasks but no task id: give --task-id I (or run as a Slurm array)");
+        }
+        if (!rc && rs.task >= rs.num_tasks) {
+            snprintf(what, sizeof what, "task %" PRIu32 " does not exist: there are %" PRIu32 " tasks (0..%" PRIu32 ")",
+                     rs.task, rs.num_tasks, rs.num_tasks - 1);
+            rc = run_usage(what);
+        }
+    }
+    /* threads, sizes, policies */
+    int64_t threads = 0;
+    if (!rc && threads_s) {
+        if (lt_parse_int64(threads_s, &threads) != LT_OK || threads < 0 || threads > 1024)
+            rc = run_usage("--threads wants an integer 0..1024 (0 = one per CPU)");
+    } else if (!rc) {
+        lt_config_get_int(cfg, "data", "threads", &threads, NULL);
+    }
+    rs.threads = threads > 0 ? (int)threads : cpus_available();
+    bool allow = false;
+    if (!rc && lt_config_get_bool(cfg, "data", "allow_damaged", &allow, NULL) == LT_OK && allow) rs.allow_damaged = true;
+    int64_t level = 3;
+    if (!rc) {
+        lt_config_get_size(cfg, "data", "max_doc_bytes", &rs.max_doc_bytes, NULL);
+        lt_config_get_size(cfg, "data", "frame_size", &rs.frame_bytes, NULL);
+        lt_config_get_int(cfg, "data", "zstd_level", &level, NULL);
+        rs.zstd_level = (int)level;
+        if (rs.max_doc_bytes == 0) rs.max_doc_bytes = (uint64_t)64 << 20;
+        if (rs.frame_bytes == 0) rs.frame_bytes = LT_SHARD_FRAME_BYTES_DEFAULT;
+        if (!eos_s) eos_s = lt_config_get_string(cfg, "data", "eos");
+        if (!eos_s || strcmp(eos_s, "none") == 0) rs.eos = LT_EOS_NONE;
+        else if (strcmp(eos_s, "append") == 0) rs.eos = LT_EOS_APPEND;
+        else rc = run_usage("--eos is none or append");
+    }
+    /* the input list and this task's share */
+    lt_status st = LT_OK;
+    if (!rc) {
+        st = lt_glob_inputs((const char *const *)args.items, args.count, &rs.inputs, &err);
+        if (st != LT_OK) {
+            if (!err.hint[0]) lt_error_hint(&err, "inputs are files, directories, globs or @LISTFILE");
+            rc = lt_error_exit(&err);
+        }
+    }
+    if (!rc) {
+        for (size_t i = rs.task; i < rs.inputs.count; i += rs.num_tasks) lt_strlist_push(&rs.files, rs.inputs.items[i]);
+        if (rs.files.count == 0)
+            LT_WARN("task %" PRIu32 " of %" PRIu32 " has no input file (%zu inputs): it writes an empty shard",
+                    rs.task, rs.num_tasks, rs.inputs.count);
+        st = run_task(&rs, &err);
+        if (st != LT_OK) rc = lt_error_exit(&err);
+    }
+    lt_strlist_free(&args);
+    lt_strlist_free(&rs.inputs);
+    lt_strlist_free(&rs.files);
+    free(out_default);
+    return rc;
+}

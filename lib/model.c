@@ -1,0 +1,131 @@
+/*
+ * lib/model.c — model presets, validation, parameter count, forward FLOPs (lib/model.h).
+ */
+#include "lib/model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/*
+ * The presets. Sources, per row:
+ *
+ *  tiny        our own CPU-sized shape (SwiGLU inner 4*hidden); vocab 100277 = cl100k_base,
+ *              the default [data] encoding, so it trains on our own shards.
+ *  llama-*     SlimPack Table 3 ("Model specifications": #heads, #groups, hidden dim,
+ *              FFN dim, #Layers); SlimPack 6.1: "GQA is applied to the 70B and 150B
+ *              models", "a 32,000 sized vocabulary". "#groups" = the key/value heads.
+ *              SwiGLU MLP (LLaMA-style dense models).
+ *  gpt-*       GPT-3-style (HelixPipe 5.1 "the standard GPT-3"; InfiniPipe 5.1 "GPT-series
+ *              models (7B, 13B, 30B)"). HelixPipe Table 3 gives layers/heads/hidden of
+ *              1.3B (24/16/2048), 3B (16/32/4096) and 7B (32/32/4096). InfiniPipe gives no
+ *              dimensions: ASSUMED gpt-7b = HelixPipe's 7B (= GPT-3 6.7B), gpt-13b = GPT-3
+ *              13B (40 layers, 40 heads, hidden 5120, which InfiniPipe Fig. 12 also uses),
+ *              gpt-30b = the usual 30B GPT shape (OPT-30B: 48 layers, 56 heads, 7168).
+ *              ASSUMED for all: plain GELU MLP with ffn = 4*hidden (GPT-3; HelixPipe
+ *              Table 1's 8bsh^2 per MLP linear), multi-head attention (kv = heads), and
+ *              vocab 50257 (GPT-2 BPE; HelixPipe 4.6 "around 50k for a typical GPT").
+ *  qwen2.5-*   the published Qwen2.5 configs (config.json of Qwen/Qwen2.5-{7B,14B,32B,72B}:
+ *              num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads,
+ *              intermediate_size, vocab_size 152064); SwiGLU, GQA.
+ */
+static const lt_model_shape presets[] = {
+    /* name           layers hidden heads kv  ffn    vocab   gated */
+    {"tiny",          4,     256,   4,    4,  1024,  100277, 1},
+    /* SlimPack Table 3 */
+    {"llama-7b",      32,    4096,  32,   32, 11008, 32000,  1},
+    {"llama-13b",     40,    5120,  40,   40, 13824, 32000,  1},
+    {"llama-70b",     80,    8192,  64,   8,  28672, 32000,  1},
+    {"llama-150b",    96,    12288, 96,   8,  32768, 32000,  1},
+    /* InfiniPipe 5.1 GPT-series (dims assumed, see above); gpt-7b = HelixPipe Table 3 7B */
+    {"gpt-7b",        32,    4096,  32,   32, 16384, 50257,  0},
+    {"gpt-13b",       40,    5120,  40,   40, 20480, 50257,  0},
+    {"gpt-30b",       48,    7168,  56,   56, 28672, 50257,  0},
+    /* published Qwen2.5 configs */
+    {"qwen2.5-7b",    28,    3584,  28,   4,  18944, 152064, 1},
+    {"qwen2.5-14b",   48,    5120,  40,   8,  13824, 152064, 1},
+    {"qwen2.5-32b",   64,    5120,  40,   8,  27648, 152064, 1},
+    {"qwen2.5-72b",   80,    8192,  64,   8,  29568, 152064, 1},
+    /* HelixPipe Table 3 (ffn and vocab assumed, see above) */
+    {"gpt-1.3b",      24,    2048,  16,   16, 8192,  50257,  0},
+    {"gpt-3b",        16,    4096,  32,   32, 16384, 50257,  0},
+};
+
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+
+const lt_model_shape *lt_model_preset(const char *name) {
+    if (name == NULL) return NULL;
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (strcmp(presets[i].name, name) == 0) return &presets[i];
+    return NULL;
+}
+
+size_t lt_model_n_presets(void) { return N_PRESETS; }
+
+const lt_model_shape *lt_model_preset_at(size_t i) { return i < N_PRESETS ? &presets[i] : NULL; }
+
+static lt_status invalid(const lt_model_shape *m, lt_error *err, const char *what) {
+    lt_status st = lt_fail(err, LT_ERR_CONFIG, "[model]", "%s", what);
+    if (m->name != NULL)
+        lt_error_hint(err, "check the dimensions given for model '%s' (preset or [model] keys)", m->name);
+    return st;
+}
+
+lt_status lt_model_validate(const lt_model_shape *m, lt_error *err) {
+    if (m == NULL) return lt_fail(err, LT_ERR_INTERNAL, NULL, "no model shape given");
+    struct { const char *key; int v; } dims[] = {
+        {"layers", m->layers}, {"hidden", m->hidden}, {"heads", m->heads},
+        {"kv_heads", m->kv_heads}, {"ffn", m->ffn}, {"vocab", m->vocab},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        if (dims[i].v <= 0) {
+            char what[128];
+            snprintf(what, sizeof what, "%s must be positive, got %d", dims[i].key, dims[i].v);
+            return invalid(m, err, what);
+        }
+    }
+    char what[160];
+    if (m->hidden % m->heads != 0) {
+        snprintf(what, sizeof what, "heads (%d) must divide hidden (%d)", m->heads, m->hidden);
+        return invalid(m, err, what);
+    }
+    if (m->heads % m->kv_heads != 0) {
+        snprintf(what, sizeof what, "kv_heads (%d) must divide heads (%d)", m->kv_heads, m->heads);
+        return invalid(m, err, what);
+    }
+    if (m->gated_ffn != 0 && m->gated_ffn != 1) {
+        snprintf(what, sizeof what, "gated_ffn must be 0 or 1, got %d", m->gated_ffn);
+        return invalid(m, err, what);
+    }
+    return LT_OK;
+}
+
+/* Weight elements of one layer's matrices: QKV, output projection, MLP (lib/model.h). */
+static double layer_matrix_params(const lt_model_shape *m) {
+    double h = m->hidden;
+    double kv_dim = (double)(m->hidden / m->heads) * m->kv_heads;
+    double mlp_mats = m->gated_ffn ? 3.0 : 2.0;
+    return h * (h + 2.0 * kv_dim) + h * h + mlp_mats * h * (double)m->ffn;
+}
+
+double lt_model_forward_flops_linear(const lt_model_shape *m, double tokens) {
+    if (!(tokens > 0)) return 0.0;
+    /* a GEMM of T rows by a weight of P elements: 2 T P FLOPs; the LM head likewise */
+    return 2.0 * tokens * ((double)m->layers * layer_matrix_params(m) + (double)m->hidden * m->vocab);
+}
+
+double lt_model_forward_flops_attention(const lt_model_shape *m, double tokens) {
+    if (!(tokens > 0)) return 0.0;
+    /* QK^T and AV are 2 T^2 hidden each over all query heads (GQA shares K/V, not the
+     * work); the causal mask keeps half of the score matrix (SlimPack 2.1.1 O(L^2 h)). */
+    return (double)m->layers * 2.0 * 2.0 * (double)m->hidden * tokens * tokens / 2.0;
+}
+
+double lt_model_forward_flops(const lt_model_shape *m, double tokens) {
+    return lt_model_forward_flops_linear(m, tokens) + lt_model_forward_flops_attention(m, tokens);
+}
+
+double lt_model_params(const lt_model_shape *m) {
+    double h = m->hidden;
+    double per_layer = layer_matrix_params(m) + 2.0 * h; /* + attention and MLP norm weights */
+    return (double)m->layers * per_layer + h /* final norm */ + 2.0 * h * (double)m->vocab;
+}

@@ -1,0 +1,79 @@
+/*
+ * lib/model.h — transformer model shapes shared by every stage: the named presets of the
+ * papers, validation, parameter count and the forward-FLOPs formula of one sequence.
+ *
+ * A shape is the handful of dimensions the cost models need ([model] section of the
+ * config, lib/config_schema.c): layers, hidden size, attention heads, key/value heads
+ * (grouped-query attention when kv_heads < heads), the feed-forward inner size, the
+ * vocabulary, and whether the MLP is gated (SwiGLU: gate, up and down matrices — Llama,
+ * Qwen) or plain (GELU: up and down matrices — GPT).
+ *
+ * Forward FLOPs of ONE causal sequence of T tokens (multiply-add = 2 FLOPs; SlimPack
+ * 2.1.1 "feed-forward networks scale linearly (O(Lh^2)), ... attention O(L^2 h)";
+ * InfiniPipe 3.1.2 Eq. 1 prices a sequence as alpha_1 s^2 + alpha_2 s; HelixPipe Table 1
+ * gives the same per-layer terms for GPT-3 with a full, unmasked score matrix). Only the
+ * forward pass: the backward costs about 2x (GEMM) and 2.5x (attention) of it (SlimPack
+ * 2.2.2), which the cost model applies on top.
+ *
+ *     kv_dim  = hidden / heads * kv_heads
+ *     linear  = 2 T (hidden (hidden + 2 kv_dim)       QKV projection
+ *                    + hidden hidden                  output projection
+ *                    + m hidden ffn)                  MLP, m = 3 gated / 2 plain
+ *     attn    = 2 * 2 hidden T^2 / 2 = 2 hidden T^2   QK^T and AV, halved by the causal mask
+ *     forward = layers (linear + attn) + 2 T hidden vocab     (+ the LM head)
+ *
+ * Norms, softmax, activations, rotary and biases are left out (memory-bound, O(T hidden)).
+ * The quadratic term overtakes the linear ones of a layer at
+ * T = hidden + 2 kv_dim + hidden + m ffn (about 49K tokens for llama-7b).
+ *
+ * Thread-safety: the preset table is read-only; every function is pure.
+ */
+#ifndef LT_MODEL_H
+#define LT_MODEL_H
+
+#include <stddef.h>
+
+#include "lib/error.h" /* lt_status, lt_error */
+
+typedef struct lt_model_shape {
+    const char *name; /* preset name or a caller's label (not owned; may be NULL) */
+    int layers;       /* transformer layers */
+    int hidden;       /* model width h */
+    int heads;        /* query heads; hidden % heads == 0 */
+    int kv_heads;     /* key/value heads; heads % kv_heads == 0 (== heads: plain MHA) */
+    int ffn;          /* MLP inner size */
+    int vocab;        /* vocabulary (embedding rows and LM-head columns) */
+    int gated_ffn;    /* 1: SwiGLU MLP, 3 matrices (Llama, Qwen); 0: GELU MLP, 2 (GPT) */
+} lt_model_shape;
+
+/* The preset called `name` (exact, case-sensitive: "tiny", "llama-7b", ...), or NULL. */
+const lt_model_shape *lt_model_preset(const char *name);
+
+/* Number of presets, and the i-th (0 <= i < n, table order; NULL when out of range). */
+size_t lt_model_n_presets(void);
+const lt_model_shape *lt_model_preset_at(size_t i);
+
+/* LT_OK when every dimension is positive, heads divides hidden, kv_heads divides heads
+ * and gated_ffn is 0 or 1; else LT_ERR_CONFIG naming the first broken rule (WHERE is
+ * "[model]", the hint names the preset when there is one). */
+lt_status lt_model_validate(const lt_model_shape *m, lt_error *err);
+
+/* Forward FLOPs of one causal sequence of `tokens` tokens (formula above); 0 for
+ * tokens <= 0. The shape must be valid. */
+double lt_model_forward_flops(const lt_model_shape *m, double tokens);
+
+/* The two parts of lt_model_forward_flops: everything linear in T (projections, MLP,
+ * LM head) and the causal attention term layers * 2 hidden T^2. Their sum is the total. */
+double lt_model_forward_flops_linear(const lt_model_shape *m, double tokens);
+double lt_model_forward_flops_attention(const lt_model_shape *m, double tokens);
+
+/*
+ * Parameter count: the input embedding (vocab x hidden), per layer the QKV, output and
+ * MLP matrices plus two norm weight vectors (2 hidden), a final norm (hidden), and an
+ * UNTIED LM head (hidden x vocab). Biases (Qwen's QKV bias, GPT's) and learned position
+ * embeddings are left out, as in HelixPipe Table 1. GPT-style models usually tie the LM
+ * head to the embedding: for them this counts vocab x hidden more than the model has.
+ */
+double lt_model_params(const lt_model_shape *m);
+
+#endif /* LT_MODEL_H */
