@@ -15,6 +15,9 @@
 #   3. --dependency=afterok on a failing job: never runs
 #      (PENDING, Reason=DependencyNeverSatisfied), then cancelled
 #   4. srun --mpi=pmix -N1 -n2 mpi_allreduce inside sbatch
+#   5. dataprep run as an sbatch array over data/sample (--array=1-3: task I
+#      = SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT),
+#      `dataprep verify` in an afterok job; same documents as a local run
 #
 # When the cluster cannot be started (not root, Slurm not installed, daemons
 # fail to come up in this sandbox, ...) every test is reported as
@@ -46,6 +49,7 @@ test_names=(
     "afterok dependency runs B after A completed"
     "afterok dependency on a failed job never runs"
     "srun --mpi=pmix -N1 -n2 mpi_allreduce"
+    "dataprep run as a 3-task array, verify afterok"
 )
 echo "1..${#test_names[@]}"
 
@@ -378,6 +382,48 @@ EOF
     return 1
 }
 
+# ------------------------------------------- 5: dataprep as a Slurm array
+test_dataprep_array() {
+    local dp=$top_builddir/dataprep/dataprep data=$work/dp-array local_dir=$work/dp-local a b st f
+    local vocab=$top_srcdir/data/vocab
+    local inputs="$top_srcdir/data/sample/*.gz $top_srcdir/data/sample/*.bz2"
+    cat >"$work/dp_task.sh" <<EOF
+#!/bin/sh
+exec "$dp" run --vocab-dir "$vocab" --encoding cl100k_base --threads 1 --out "$data" --input $inputs
+EOF
+    a=$(submit --array=1-3 -J lt-dataprep -o "$out/dp_%A_%a.log" "$work/dp_task.sh") || return 1
+    cat >"$work/dp_verify.sh" <<EOF
+#!/bin/sh
+"$dp" verify "$data" && "$dp" cat --vocab-dir "$vocab" "$data" >"$work/dp-array.jsonl"
+EOF
+    b=$(submit --dependency=afterok:"$a" -J lt-dataprep-verify -o "$out/dp_verify_%j.log" "$work/dp_verify.sh") || return 1
+    diag "dataprep array $a (tasks 1-3), verify job $b (afterok)"
+    if ! wait_done "$a" 3 || ! wait_done "$b"; then
+        dump_job "$a"; dump_job "$b"; dump_logs; return 1
+    fi
+    st=$(job_field "$b" JobState)
+    if [ "$st" != COMPLETED ] || ! grep -q '3 tasks checked.* 0 problems' "$out/dp_verify_$b.log"; then
+        diag "verify job $b ended $st"
+        diag_file "$out/dp_verify_$b.log"
+        for f in "$out"/dp_"$a"_*.log; do diag_file "$f"; done
+        return 1
+    fi
+    # shellcheck disable=SC2086 # $inputs are globs
+    "$dp" -q run --vocab-dir "$vocab" --encoding cl100k_base --out "$local_dir" --input $inputs || return 1
+    "$dp" cat --vocab-dir "$vocab" "$local_dir" >"$work/dp-local.jsonl" || return 1
+    # the same documents (source, tokens, text), whatever task holds them
+    if ! cmp -s <(sed 's/^{"task":[0-9]*,"doc":[0-9]*,//' "$work/dp-array.jsonl" | sort) \
+                <(sed 's/^{"task":[0-9]*,"doc":[0-9]*,//' "$work/dp-local.jsonl" | sort); then
+        diag "the array's documents differ from a one-task run's"
+        return 1
+    fi
+    if ! grep -q 'task 2 of 3' "$out/dp_${a}_3.log"; then
+        diag "array task 3 (of --array=1-3) did not run as task 2 of 3:"
+        diag_file "$out/dp_${a}_3.log"
+        return 1
+    fi
+}
+
 # ---------------------------------------------------------------- run
 if test_array; then ok; else not_ok; fi
 if test_dependency; then ok; else not_ok; fi
@@ -388,6 +434,14 @@ elif [ ! -x "$MPI_ALLREDUCE" ]; then
     diag "MPI_ALLREDUCE=$MPI_ALLREDUCE is not an executable file"
     not_ok
 elif test_mpi; then
+    ok
+else
+    not_ok
+fi
+if [ ! -x "$top_builddir/dataprep/dataprep" ]; then
+    diag "$top_builddir/dataprep/dataprep is not built"
+    not_ok
+elif test_dataprep_array; then
     ok
 else
     not_ok
