@@ -41,4 +41,39 @@ check "encode: unknown special token" 2 "" "not a special token" \
   -- encode --vocab-dir "$V" --allowed-special '<|nope|>' "$tmp/hello.txt"
 check "encode: unknown --pretokenizer" 2 "" "auto or pcre2" \
   -- encode --vocab-dir "$V" --pretokenizer fast "$tmp/hello.txt"
+# ------------------------------------------------------------------ dataprep run and the tools
+D="$tmp/dp"
+printf '{"text": "Hello world"}\n{"text": "second doc"}\n{"oops": 1}\n' >"$tmp/in.jsonl"
+RUN=(run --vocab-dir "$V" --encoding cl100k_base --threads 1)
+check "run: a JSONL file" 0 "" "task 0 of 1: 2 documents" -- "${RUN[@]}" --out "$D" --input "$tmp/in.jsonl"
+check "run: the skipped record is named file:line" 0 "" "in.jsonl:3.*missing_field" \
+  -- "${RUN[@]}" --out "$tmp/out2" --input "$tmp/in.jsonl"
+check "run: a finished task is skipped" 0 "" "already done.*--force" -- "${RUN[@]}" --out "$D" --input "$tmp/in.jsonl"
+check "run: other settings are refused" 2 "" "made with other settings \(max_doc_bytes differs\)" \
+  -- "${RUN[@]}" --out "$D" --input "$tmp/in.jsonl" --set data.max_doc_bytes=1K
+check "run: no input" 2 "" "no input: give --input" -- "${RUN[@]}" --out "$D" --set data.input=
+check "run: input paths go after --input" 2 "" "input paths go after --input" -- "${RUN[@]}" --out "$D" "$tmp/in.jsonl"
+check "run: unknown format" 2 "" "unknown --format 'csv'" -- "${RUN[@]}" --out "$D" --format csv --input "$tmp/in.jsonl"
+check "run: task id out of range" 2 "" "task 3 does not exist: there are 3 tasks" \
+  -- "${RUN[@]}" --out "$D" --task-id 3 --num-tasks 3 --input "$tmp/in.jsonl"
+check "run: several tasks need a task id" 2 "" "no task id" -- "${RUN[@]}" --out "$D" --num-tasks 2 --input "$tmp/in.jsonl"
+check "run: a glob matching nothing" 1 "" "matches no file" -- "${RUN[@]}" --out "$D" --input "$tmp/none-*.jsonl"
+check "run: bad --eos" 2 "" "--eos is none or append" -- "${RUN[@]}" --out "$D" --eos maybe --input "$tmp/in.jsonl"
+check "cat: decoded documents with their source" 0 '^\{"task":0,"doc":1,"source":".*in.jsonl#line=2","tokens":2,"text":"second doc"\}$' "" \
+  -- cat --vocab-dir "$V" "$D"
+check "cat --doc" 0 '"text":"Hello world"' "" -- cat --vocab-dir "$V" "$D" --doc 0
+check "cat: no such document" 2 "" "no document 5" -- cat --vocab-dir "$V" "$D" --doc 5
+check "lengths" 0 "^2$" "" -- lengths "$D"
+check "profile: a table" 0 "^<1K +2 +100.00%" "" -- profile --model llama-7b "$D"
+check "profile: unknown model lists the presets" 2 "" "hint: presets: .*llama-13b" -- profile --model llama-9b "$D"
+check "verify: a good directory" 0 "0 problems" "" -- verify "$D"
+check "tools: not an output directory" 1 "" "no finished dataprep task" -- lengths "$tmp"
+check "tools: DIR is required" 2 "" "give DIR" -- verify
+printf '[[x|label]] and {{template}}text' >"$tmp/w.txt"
+check "wikitext" 0 "^label and text$" "" -- wikitext "$tmp/w.txt"
+# verify catches a changed byte in the shard
+cp -r "$D" "$tmp/tampered"
+shard="$tmp/tampered/task-00000.tokens.zst"
+printf '\xff' | dd of="$shard" bs=1 seek=20 conv=notrunc status=none
+check "verify: a changed shard byte" 1 "FAILED task 0" "SHA-256" -- verify "$tmp/tampered"
 finish
