@@ -252,6 +252,15 @@ def test_roundtrip(tmp):
                 break
             check(got[i]["tokens"] == n if i < len(got) else True, "roundtrip %s doc %d: cat tokens" % (name, i))
             pos += n
+        # ... and == `dataprep encode --jsonl` of the same texts (the CONTRACTS.md face)
+        texts = os.path.join(tmp, "texts-%s.jsonl" % name)
+        with open(texts, "w", encoding="utf-8") as f:
+            for w in want:
+                f.write(json.dumps({"text": w["text"]}) + "\n")
+        rc, so, _ = dataprep("encode", "--vocab-dir", VOCAB, "--encoding", "cl100k_base", "--jsonl", texts)
+        enc = [[int(x) for x in l.split()] for l in so.decode().split("\n")[:len(want)]]
+        check(rc == 0 and sum(len(e) for e in enc) == len(ids) and
+              [i for e in enc for i in e] == ids.tolist(), "roundtrip %s: shard ids differ from dataprep encode" % name)
         rc, so, _ = dataprep("verify", out)
         check(rc == 0 and b"0 problems" in so, "roundtrip %s: verify: %s" % (name, so.decode()[-500:]))
         print("ok roundtrip %s: %d documents, %d tokens" % (name, len(want), len(ids)), flush=True)
