@@ -24,11 +24,13 @@ size_t lt_profile_bucket_of(uint64_t length) {
     return i < LT_PROFILE_N_BUCKETS ? i : LT_PROFILE_N_BUCKETS - 1;
 }
 
-static uint64_t bucket_min(size_t i) { return i == 0 ? 0 : (uint64_t)1 << (FIRST_BOUND_LOG2 - 1 + i); }
+uint64_t lt_profile_bucket_min(size_t i) { return i == 0 ? 0 : (uint64_t)1 << (FIRST_BOUND_LOG2 - 1 + i); }
 
-static uint64_t bucket_max(size_t i) {
+uint64_t lt_profile_bucket_max(size_t i) {
     return i + 1 == LT_PROFILE_N_BUCKETS ? UINT64_MAX : ((uint64_t)1 << (FIRST_BOUND_LOG2 + i)) - 1;
 }
+
+const char *lt_profile_bucket_label(size_t i) { return i < LT_PROFILE_N_BUCKETS ? bucket_labels[i] : "?"; }
 
 /* ================================================================ compute */
 
@@ -134,8 +136,8 @@ lt_status lt_profile_compute(const uint64_t *lengths, size_t n, const lt_model_s
     out->shape = *m;
     for (size_t b = 0; b < LT_PROFILE_N_BUCKETS; b++) {
         out->buckets[b].label = bucket_labels[b];
-        out->buckets[b].min_tokens = bucket_min(b);
-        out->buckets[b].max_tokens = bucket_max(b);
+        out->buckets[b].min_tokens = lt_profile_bucket_min(b);
+        out->buckets[b].max_tokens = lt_profile_bucket_max(b);
     }
 
     comp_sum flops[LT_PROFILE_N_BUCKETS];

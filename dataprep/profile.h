@@ -70,6 +70,10 @@ typedef struct lt_profile {
 
 /* The bucket index (0 .. LT_PROFILE_N_BUCKETS-1) of a document of `length` tokens. */
 size_t lt_profile_bucket_of(uint64_t length);
+/* Bucket i's label ("<1K", ...), first and last length (inclusive; UINT64_MAX for the last). */
+const char *lt_profile_bucket_label(size_t i);
+uint64_t lt_profile_bucket_min(size_t i);
+uint64_t lt_profile_bucket_max(size_t i);
 
 /*
  * Profile lengths[0..n) for model `m` into *out (fully overwritten; nothing to free).

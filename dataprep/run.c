@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "dataprep/dataprep.h"  /* run_command */
+#include "dataprep/profile.h"   /* lt_profile_bucket_* (the length histogram) */
 #include "dataprep/reader.h"    /* lt_reader_* */
 #include "dataprep/shard.h"     /* lt_shard_writer_*, lt_task_path */
 #include "dataprep/tokenizer.h" /* lt_tokenizer_* */
@@ -393,24 +394,12 @@ static void *worker_main(void *arg) {
 
 /* ------------------------------------------------------------------ length histogram */
 
-#define HIST_BUCKETS 10 /* <1K, 1-2K, ..., 128-256K, >=256K (as dataprep profile) */
+#define HIST_BUCKETS LT_PROFILE_N_BUCKETS /* the buckets of `dataprep profile` */
 
 typedef struct run_totals {
     uint64_t docs, tokens, text_bytes, max_doc_tokens;
     uint64_t hist_docs[HIST_BUCKETS], hist_tokens[HIST_BUCKETS];
 } run_totals;
-
-static int hist_bucket(uint64_t n) {
-    int b = 0;
-    for (uint64_t lim = 1024; b < HIST_BUCKETS - 1 && n >= lim; lim *= 2) b++;
-    return b;
-}
-
-static void hist_label(int b, char *buf, size_t size) {
-    if (b == 0) snprintf(buf, size, "<1K");
-    else if (b == HIST_BUCKETS - 1) snprintf(buf, size, ">=%dK", 1 << (b - 1));
-    else snprintf(buf, size, "%dK-%dK", 1 << (b - 1), 1 << b);
-}
 
 /* The writer: batches in order into the shard. */
 static lt_status write_batches(pipeline *pl, lt_shard_writer *w, run_totals *tot, lt_error *err) {
@@ -439,7 +428,7 @@ static lt_status write_batches(pipeline *pl, lt_shard_writer *w, run_totals *tot
             tot->tokens += n;
             tot->text_bytes += p->text_len;
             if (n > tot->max_doc_tokens) tot->max_doc_tokens = n;
-            int hb = hist_bucket(n);
+            size_t hb = lt_profile_bucket_of(n);
             tot->hist_docs[hb]++;
             tot->hist_tokens[hb] += n;
             pl->results[p->file].tokens += n;
@@ -591,17 +580,15 @@ static void stats_json(lt_json *j, const pipeline *pl, const run_settings *rs, c
     lt_json_uint(j, tot->max_doc_tokens);
     lt_json_key(j, "length_histogram");
     lt_json_array_begin(j);
-    for (int b = 0; b < HIST_BUCKETS; b++) {
-        char label[32];
-        hist_label(b, label, sizeof label);
+    for (size_t b = 0; b < HIST_BUCKETS; b++) {
         lt_json_object_begin(j);
         lt_json_key(j, "bucket");
-        lt_json_string(j, label);
+        lt_json_string(j, lt_profile_bucket_label(b));
         lt_json_key(j, "min_tokens");
-        lt_json_uint(j, b == 0 ? 0 : 1024ull << (b - 1));
+        lt_json_uint(j, lt_profile_bucket_min(b));
         lt_json_key(j, "max_tokens");
-        if (b == HIST_BUCKETS - 1) lt_json_null(j);
-        else lt_json_uint(j, (1024ull << b) - 1);
+        if (b + 1 == HIST_BUCKETS) lt_json_null(j);
+        else lt_json_uint(j, lt_profile_bucket_max(b));
         lt_json_key(j, "documents");
         lt_json_uint(j, tot->hist_docs[b]);
         lt_json_key(j, "tokens");

@@ -146,7 +146,7 @@ build_target() {
   local abs=()
   for f in "${srcs[@]}"; do abs+=("$ROOT/$f"); done
   [ -x "$bin" ] || stale=1
-  for f in "${abs[@]}" "$ROOT"/lib/*.h "$ROOT"/dataprep/*.h "$ROOT/scripts/fuzz.sh"; do
+  for f in "${abs[@]}" "$ROOT"/lib/*.h "$ROOT"/dataprep/*.h "$ROOT"/tests/fuzz/*.h "$ROOT/scripts/fuzz.sh"; do
     if [ "$f" -nt "$bin" ]; then stale=1; fi
   done
   [ "$stale" = 1 ] || return 0
