@@ -770,8 +770,11 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
         lt_error_hint(err, "--out (data.out_dir) must be a directory you can write");
         return st;
     }
+    /* Only this task's leftovers: the other tasks of the array may be writing next to it. */
     size_t stale = 0;
-    if ((st = lt_remove_stale_temps(rs->out_dir, &stale, err)) != LT_OK) return st;
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "task-%05" PRIu32 ".", rs->task);
+    if ((st = lt_remove_stale_temps_of(rs->out_dir, prefix, &stale, err)) != LT_OK) return st;
     if (stale) LT_INFO("removed %zu temporary file%s left by an interrupted run", stale, stale == 1 ? "" : "s");
 
     lt_tokenizer *tok = NULL;

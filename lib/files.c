@@ -197,13 +197,19 @@ static int is_stale_temp(const char *name) {
 }
 
 lt_status lt_remove_stale_temps(const char *dir, size_t *removed, lt_error *err) {
+    return lt_remove_stale_temps_of(dir, NULL, removed, err);
+}
+
+lt_status lt_remove_stale_temps_of(const char *dir, const char *prefix, size_t *removed, lt_error *err) {
     if (removed) *removed = 0;
+    size_t plen = prefix ? strlen(prefix) : 0;
     DIR *d = opendir(dir);
     if (d == NULL) return lt_fail(err, LT_ERR_IO, dir, "cannot open directory: %s", strerror(errno));
     lt_status st = LT_OK;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (!is_stale_temp(e->d_name)) continue;
+        if (prefix && strncmp(e->d_name + 1, prefix, plen) != 0) continue; /* ".NAME.tmp.XXXXXX" */
         if (unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT) {
             st = lt_fail(err, LT_ERR_IO, dir, "cannot remove stale temporary '%s': %s", e->d_name,
                          strerror(errno));

@@ -50,6 +50,9 @@ lt_status lt_mkdir_p(const char *path, mode_t mode, lt_error *err);
 
 /* Remove `.NAME.tmp.XXXXXX` leftovers of killed writers in `dir`; returns how many. */
 lt_status lt_remove_stale_temps(const char *dir, size_t *removed, lt_error *err);
+/* The same, only for final names starting with `prefix` (NULL: all): for writers that share
+ * a directory with others still running, e.g. the tasks of one Slurm array. */
+lt_status lt_remove_stale_temps_of(const char *dir, const char *prefix, size_t *removed, lt_error *err);
 
 /* Read a whole file into a NUL-terminated malloc'd buffer (caller frees). */
 lt_status lt_read_file(const char *path, char **data, size_t *len, lt_error *err);

@@ -282,11 +282,18 @@ def test_tasks(tmp):
         check(got == all_sorted[t::3], "tasks: task %d has files %r, expected %r" % (t, got, all_sorted[t::3]))
     rc, so, _ = dataprep("verify", three)
     check(rc == 0, "tasks: verify of 3 tasks: " + so.decode()[-300:])
-    # Slurm array variables are the defaults; a task with no file writes an empty shard.
+    # Slurm array variables are the defaults; a task with no file writes an empty shard;
+    # the tasks run at the same time in one directory, as an array's do.
     arr = os.path.join(tmp, "array")
+    procs = []
     for t in range(5):
-        dataprep("run", "--vocab-dir", VOCAB, "--encoding", "cl100k_base", "--out", arr, "--input", *files,
-                 env={"SLURM_ARRAY_TASK_ID": str(t + 1), "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "5"})
+        e = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        e.update({"SLURM_ARRAY_TASK_ID": str(t + 1), "SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_COUNT": "5"})
+        procs.append(subprocess.Popen([DATAPREP, "run", "--vocab-dir", VOCAB, "--encoding", "cl100k_base", "--threads", "1",
+                                       "--out", arr, "--input", *files], env=e, stderr=subprocess.PIPE))
+    for t, p in enumerate(procs):
+        _, err = p.communicate()
+        check(p.returncode == 0, "tasks: concurrent array task %d failed: %s" % (t, err.decode()[-500:]))
     c = {d["source"]: (d["text"], d["tokens"]) for d in cat(arr)}
     check(c == a, "tasks: a 5-task Slurm array (1-based ids) differs from N=1")
     st = json.load(open(os.path.join(arr, "task-00004.stats.json")))

@@ -130,6 +130,30 @@ static void test_killed_writer_leaves_old_file(void **state) {
     assert_int_equal(count_entries(dir), 1);
 }
 
+/* Writers sharing a directory (the tasks of a Slurm array): cleaning one task's leftovers
+ * leaves the other writers' temporaries alone. */
+static void test_remove_stale_temps_of_one_prefix(void **state) {
+    (void)state;
+    char dir[512], p[512];
+    path_in(dir, sizeof dir, "prefixed");
+    assert_int_equal(lt_mkdir_p(dir, 0755, NULL), LT_OK);
+    lt_atomic_file a, b;
+    path_in(p, sizeof p, "prefixed/task-00001.index");
+    assert_int_equal(lt_atomic_open(&a, p, NULL), LT_OK);
+    path_in(p, sizeof p, "prefixed/task-00002.index");
+    assert_int_equal(lt_atomic_open(&b, p, NULL), LT_OK);
+    assert_int_equal(count_entries(dir), 2);
+    size_t removed = 9;
+    assert_int_equal(lt_remove_stale_temps_of(dir, "task-00001.", &removed, NULL), LT_OK);
+    assert_int_equal(removed, 1);
+    assert_int_equal(count_entries(dir), 1);
+    fputs("still writing", b.fp);
+    assert_int_equal(lt_atomic_commit(&b, NULL), LT_OK); /* the other writer is unharmed */
+    assert_int_equal(lt_remove_stale_temps_of(dir, "task-00002.", &removed, NULL), LT_OK);
+    assert_int_equal(removed, 0);
+    lt_atomic_abort(&a);
+}
+
 static void test_commit_into_missing_directory_fails_clearly(void **state) {
     (void)state;
     char p[512];
@@ -237,6 +261,7 @@ int main(void) {
         cmocka_unit_test(test_atomic_write_and_replace),
         cmocka_unit_test(test_abort_leaves_nothing),
         cmocka_unit_test(test_killed_writer_leaves_old_file),
+        cmocka_unit_test(test_remove_stale_temps_of_one_prefix),
         cmocka_unit_test(test_commit_into_missing_directory_fails_clearly),
         cmocka_unit_test(test_mkdir_p),
         cmocka_unit_test(test_glob_inputs_sorted_unique),
