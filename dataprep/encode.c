@@ -153,13 +153,6 @@ static lt_status encode_jsonl(encoder *e, const char *path, const char *field, l
     return st;
 }
 
-static int encode_usage(const char *what) {
-    lt_error err;
-    lt_fail(&err, LT_ERR_USAGE, NULL, "%s", what);
-    lt_error_hint(&err, "'dataprep encode --help' lists the options");
-    return lt_error_exit(&err);
-}
-
 int encode_command(lt_cli_ctx *ctx) {
     const char *encoding = NULL, *vocab_dir = NULL, *vocab = NULL, *pattern = NULL, *field = NULL,
                *allowed = NULL, *engine_name = "auto";
@@ -178,9 +171,7 @@ int encode_command(lt_cli_ctx *ctx) {
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--pretokenizer", &missing))) engine_name = v;
         else if (missing) {
             free(files);
-            char what[256];
-            snprintf(what, sizeof what, "option '%.200s' needs a value", a);
-            return encode_usage(what);
+            return lt_cli_usage(ctx, "option '%.200s' needs a value", a);
         } else if (strcmp(a, "--jsonl") == 0) jsonl = true;
         else if (a[0] == '-' && a[1] != '\0') {
             free(files);
@@ -188,13 +179,13 @@ int encode_command(lt_cli_ctx *ctx) {
         } else files[nfiles++] = ctx->argv[i];
     }
     int rc = 0;
-    if (encoding && vocab) rc = encode_usage("give --encoding NAME or --vocab FILE, not both");
-    else if (pattern && !vocab) rc = encode_usage("--pattern goes with --vocab FILE.tiktoken");
-    else if (field && !jsonl) rc = encode_usage("--field goes with --jsonl");
+    if (encoding && vocab) rc = lt_cli_usage(ctx, "give --encoding NAME or --vocab FILE, not both");
+    else if (pattern && !vocab) rc = lt_cli_usage(ctx, "--pattern goes with --vocab FILE.tiktoken");
+    else if (field && !jsonl) rc = lt_cli_usage(ctx, "--field goes with --jsonl");
     lt_pretok_engine engine = LT_PRETOK_ENGINE_AUTO;
     if (!rc && strcmp(engine_name, "pcre2") == 0) engine = LT_PRETOK_ENGINE_PCRE2;
     else if (!rc && strcmp(engine_name, "auto") != 0)
-        rc = encode_usage("--pretokenizer is auto or pcre2");
+        rc = lt_cli_usage(ctx, "--pretokenizer is auto or pcre2");
     if (rc) {
         free(files);
         return rc;

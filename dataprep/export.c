@@ -34,6 +34,7 @@
 #include "dataprep/dataprep.h"  /* export_command */
 #include "dataprep/shard.h"     /* lt_index_*, lt_shard_* */
 #include "dataprep/tokenizer.h" /* lt_tokenizer_special_id: <|endoftext|> for llm.c */
+#include "lib/sha256.h"   /* lt_sha256_digest_hex */
 #include "lib/config.h"         /* lt_config_get_string */
 #include "lib/files.h"          /* lt_atomic_*, lt_mkdir_p */
 #include "lib/log.h"            /* LT_INFO, LT_WARN */
@@ -144,10 +145,6 @@ typedef struct eos_source {
     bool resolved;
 } eos_source;
 
-static void hex_of(const uint8_t *b, char *out) {
-    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
-}
-
 static lt_status resolve_eos(eos_source *es, const lt_shard_meta *m, const char *index_path, uint32_t *eos,
                              lt_error *err) {
     if (es->given) {
@@ -161,8 +158,8 @@ static lt_status resolve_eos(eos_source *es, const lt_shard_meta *m, const char 
             lt_error_hint(err, "give the separator with --eos-id N, or the vocabulary with --vocab-dir DIR");
             return st;
         }
-        char want[65];
-        hex_of(m->vocab_sha256, want);
+        char want[LT_SHA256_HEX_LEN + 1];
+        lt_sha256_digest_hex(m->vocab_sha256, want);
         int64_t id = lt_tokenizer_special_id(tok, "<|endoftext|>");
         bool same_vocab = strcmp(lt_tokenizer_vocab_sha256(tok), want) == 0;
         lt_tokenizer_free(tok);
@@ -194,6 +191,31 @@ static lt_status resolve_eos(eos_source *es, const lt_shard_meta *m, const char 
 
 /* ---- writers ---------------------------------------------------------------------- */
 
+/* Every document's ids into o, each preceded by `eos` when `insert`. */
+static lt_status put_documents(out_file *o, lt_shard *sh, uint64_t n_docs, bool insert, uint32_t eos, int width,
+                               lt_error *err) {
+    for (uint64_t d = 0; d < n_docs && o->st == LT_OK; d++) {
+        const uint32_t *ids;
+        size_t n;
+        lt_status st = lt_shard_doc(sh, d, &ids, &n, err);
+        if (st != LT_OK) return st;
+        if (insert) out_put(o, eos, width);
+        for (size_t k = 0; k < n; k++) out_put(o, ids[k], width);
+    }
+    return LT_OK;
+}
+
+/* Commit o after writing went well (adding its size to *written), else drop it. */
+static lt_status out_finish(out_file *o, lt_status st, uint64_t *written) {
+    if (st != LT_OK) {
+        lt_atomic_abort(&o->af);
+        return st;
+    }
+    st = out_commit(o);
+    *written += o->bytes;
+    return st;
+}
+
 static lt_status export_llmc(const lt_index *ix, lt_shard *sh, const char *index_path, const char *out_path,
                              eos_source *es, uint64_t *written, lt_error *err) {
     const lt_shard_meta *m = lt_index_meta(ix);
@@ -223,21 +245,7 @@ static lt_status export_llmc(const lt_index *ix, lt_shard *sh, const char *index
     out_put(o, (uint32_t)(width == 2 ? LLMC_VERSION_GPT2 : LLMC_VERSION_LLAMA3), 4);
     out_put(o, (uint32_t)ntok, 4);
     for (int i = 3; i < LLMC_HEADER_INTS; i++) out_put(o, 0, 4);
-    for (uint64_t d = 0; d < n_docs && o->st == LT_OK; d++) {
-        const uint32_t *ids;
-        size_t n;
-        st = lt_shard_doc(sh, d, &ids, &n, err);
-        if (st != LT_OK) break;
-        if (insert) out_put(o, eos, width);
-        for (size_t k = 0; k < n; k++) out_put(o, ids[k], width);
-    }
-    if (st != LT_OK) {
-        lt_atomic_abort(&o->af);
-        free(o);
-        return st;
-    }
-    st = out_commit(o);
-    *written = o->bytes;
+    st = out_finish(o, put_documents(o, sh, n_docs, insert, eos, width, err), written);
     free(o);
     return st;
 }
@@ -264,20 +272,7 @@ static lt_status export_megatron(const lt_index *ix, lt_shard *sh, const char *i
         free(o);
         return st;
     }
-    for (uint64_t d = 0; d < n_docs && o->st == LT_OK; d++) {
-        const uint32_t *ids;
-        size_t n;
-        st = lt_shard_doc(sh, d, &ids, &n, err);
-        if (st != LT_OK) break;
-        for (size_t k = 0; k < n; k++) out_put(o, ids[k], width);
-    }
-    if (st != LT_OK) {
-        lt_atomic_abort(&o->af);
-        free(o);
-        return st;
-    }
-    st = out_commit(o);
-    *written = o->bytes;
+    st = out_finish(o, put_documents(o, sh, n_docs, false, 0, width, err), written);
     if (st != LT_OK) {
         free(o);
         return st;
@@ -315,13 +310,6 @@ static lt_status export_megatron(const lt_index *ix, lt_shard *sh, const char *i
 
 /* ---- the command ------------------------------------------------------------------ */
 
-static int export_usage(const char *what) {
-    lt_error err;
-    lt_fail(&err, LT_ERR_USAGE, NULL, "%s", what);
-    lt_error_hint(&err, "'dataprep export --help' lists the options");
-    return lt_error_exit(&err);
-}
-
 static lt_status export_task(const char *dir, uint32_t task, export_format fmt, const char *out_dir,
                              eos_source *es, lt_error *err) {
     char *index_path = lt_task_path(dir, task, "index"), *shard_path = lt_task_path(dir, task, "tokens.zst");
@@ -358,24 +346,22 @@ int export_command(lt_cli_ctx *ctx) {
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--eos-id", &missing))) eos_arg = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--vocab-dir", &missing))) vocab_dir = v;
         else if (missing) {
-            char what[256];
-            snprintf(what, sizeof what, "option '%.200s' needs a value", a);
-            return export_usage(what);
+            return lt_cli_usage(ctx, "option '%.200s' needs a value", a);
         } else if (a[0] == '-' && a[1] != '\0') {
             return lt_cli_unknown_option(ctx, a);
         } else if (dir) {
-            return export_usage("one output directory of `dataprep run` (DIR) is expected");
+            return lt_cli_usage(ctx, "one output directory of `dataprep run` (DIR) is expected");
         } else {
             dir = a;
         }
     }
-    if (!dir) return export_usage("missing DIR (an output directory of `dataprep run`)");
-    if (!format) return export_usage("missing --format llmc|megatron");
+    if (!dir) return lt_cli_usage(ctx, "missing DIR (an output directory of `dataprep run`)");
+    if (!format) return lt_cli_usage(ctx, "missing --format llmc|megatron");
     export_format fmt;
     if (strcmp(format, "llmc") == 0) fmt = FORMAT_LLMC;
     else if (strcmp(format, "megatron") == 0) fmt = FORMAT_MEGATRON;
-    else return export_usage("--format is llmc or megatron");
-    if (!out_dir) return export_usage("missing --out OUTDIR");
+    else return lt_cli_usage(ctx, "--format is llmc or megatron");
+    if (!out_dir) return lt_cli_usage(ctx, "missing --out OUTDIR");
     bool one_task = task_arg != NULL;
     uint32_t only = 0;
     eos_source es = {0};
@@ -384,14 +370,14 @@ int export_command(lt_cli_ctx *ctx) {
         errno = 0;
         unsigned long t = strtoul(task_arg, &end, 10);
         if (!*task_arg || *end || errno || t > UINT32_MAX || task_arg[0] == '-')
-            return export_usage("--task wants a task number (0, 1, ...)");
+            return lt_cli_usage(ctx, "--task wants a task number (0, 1, ...)");
         only = (uint32_t)t;
     }
     if (eos_arg) {
         errno = 0;
         unsigned long t = strtoul(eos_arg, &end, 10);
         if (!*eos_arg || *end || errno || t > UINT32_MAX || eos_arg[0] == '-')
-            return export_usage("--eos-id wants a token id");
+            return lt_cli_usage(ctx, "--eos-id wants a token id");
         es.given = true;
         es.id = (uint32_t)t;
     }

@@ -16,13 +16,6 @@
 #include "lib/json.h"          /* lt_json */
 #include "lib/model.h"         /* lt_model_preset */
 
-static int profile_usage(const char *what) {
-    lt_error err;
-    lt_fail(&err, LT_ERR_USAGE, NULL, "%s", what);
-    lt_error_hint(&err, "'dataprep profile --help' lists the options");
-    return lt_error_exit(&err);
-}
-
 /* The model: --model NAME, else the config's [model] (preset + dimension overrides), else
  * llama-7b (the smallest model of the SlimPack evaluation). */
 static lt_status pick_model(const lt_config *cfg, const char *name, lt_model_shape *m, lt_error *err) {
@@ -66,24 +59,21 @@ static lt_status pick_model(const lt_config *cfg, const char *name, lt_model_sha
 int profile_command(lt_cli_ctx *ctx) {
     const char *dir = NULL, *model = NULL, *svg = NULL;
     bool json = false;
-    char what[512];
     for (int i = 1; i < ctx->argc; i++) {
         const char *a = ctx->argv[i], *v;
         int missing = 0;
         if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--model", &missing))) model = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--svg", &missing))) svg = v;
         else if (missing) {
-            snprintf(what, sizeof what, "option '%.200s' needs a value", a);
-            return profile_usage(what);
+            return lt_cli_usage(ctx, "option '%.200s' needs a value", a);
         } else if (strcmp(a, "--json") == 0) json = true;
         else if (a[0] == '-' && a[1] != '\0') return lt_cli_unknown_option(ctx, a);
         else if (!dir) dir = a;
         else {
-            snprintf(what, sizeof what, "unexpected argument '%.200s' (one DIR)", a);
-            return profile_usage(what);
+            return lt_cli_usage(ctx, "unexpected argument '%.200s' (one DIR)", a);
         }
     }
-    if (!dir) return profile_usage("which directory? give DIR (a dataprep run --out directory)");
+    if (!dir) return lt_cli_usage(ctx, "which directory? give DIR (a dataprep run --out directory)");
     lt_error err;
     lt_error_clear(&err);
     lt_model_shape m;

@@ -253,7 +253,7 @@ static size_t repair_slow(lt_reader *r, const char *text, size_t len, size_t cap
 
 /* The fast form: valid UTF-8 up to a boundary at or before the cap, and the sequence there
  * (if any) valid and reaching past the cap. Returns false when the slow form is needed. */
-static bool repair_fast(const char *text, size_t len, size_t cap, size_t *keep) {
+static bool repair_fast(const char *text, size_t len, size_t cap, bool known_valid, size_t *keep) {
     size_t k = len;
     if (len > cap) {
         k = cap;
@@ -264,7 +264,7 @@ static bool repair_fast(const char *text, size_t len, size_t cap, size_t *keep) 
             if (cp == LT_UTF8_INVALID || k + n <= cap) return false;
         }
     }
-    if (!lt_utf8_valid(text, k)) return false;
+    if (!known_valid && !lt_utf8_valid(text, k)) return false;
     *keep = k;
     return true;
 }
@@ -285,7 +285,7 @@ lt_status lt_reader_next(lt_reader *r, lt_doc *doc, bool *eof, lt_error *err) {
     const char *text = raw.text != NULL ? raw.text : "";
     size_t keep, used;
     uint64_t repl = 0;
-    if (repair_fast(text, raw.len, cap, &keep)) {
+    if (repair_fast(text, raw.len, cap, r->backend->text_is_utf8, &keep)) {
         doc->text = text;
         doc->len = keep;
         used = keep;

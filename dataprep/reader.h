@@ -131,6 +131,8 @@ typedef struct lt_reader_core {
  * by what it could not avoid reading; reader.c repairs/truncates). */
 typedef struct lt_reader_backend {
     const char *name;
+    bool text_is_utf8; /* its texts are valid UTF-8 already (JSONL: the JSON decoder repairs
+                          strings), so reader.c need not validate them again */
     lt_status (*open)(void **state, lt_reader_core *core, lt_error *err);
     /* On LT_OK with *eof=false, *doc holds text/len/id/name/record/offset (orig_bytes may
      * be set if the backend already dropped bytes past the cap; utf8_replacements if its

@@ -186,4 +186,4 @@ static void jsonl_close(void *state) {
     free(j);
 }
 
-const lt_reader_backend lt_reader_backend_jsonl = {"jsonl", jsonl_open, jsonl_next, jsonl_close};
+const lt_reader_backend lt_reader_backend_jsonl = {"jsonl", true, jsonl_open, jsonl_next, jsonl_close};

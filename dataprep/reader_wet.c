@@ -384,4 +384,4 @@ static void wet_close(void *state) {
     free(w);
 }
 
-const lt_reader_backend lt_reader_backend_wet = {"wet", wet_open, wet_next, wet_close};
+const lt_reader_backend lt_reader_backend_wet = {"wet", false, wet_open, wet_next, wet_close};

@@ -349,4 +349,4 @@ static void wiki_close(void *state) {
     free(w);
 }
 
-const lt_reader_backend lt_reader_backend_wikixml = {"wikixml", wiki_open, wiki_next, wiki_close};
+const lt_reader_backend lt_reader_backend_wikixml = {"wikixml", false, wiki_open, wiki_next, wiki_close};

@@ -190,8 +190,9 @@ static void batch_add_doc(batch *b, uint32_t file, const lt_doc *d) {
     p->name_off = batch_put_str(b, d->name ? d->name : "");
 }
 
-/* Tokenize every document of a batch (a worker's job). Byte-level BPE gives at most one
- * token per byte, so text_len ids always suffice. */
+/* Tokenize every document of a batch (a worker's job). The reader's documents are valid
+ * UTF-8 (reader.h), so the tokenizer need not check again, and byte-level BPE gives at most
+ * one token per byte: text_len ids always suffice. */
 static void batch_tokenize(batch *b, const lt_tokenizer *tok, lt_tok_scratch *scratch) {
     size_t need = b->text_len ? b->text_len : 1;
     if (need > b->ids_cap) {
@@ -202,7 +203,7 @@ static void batch_tokenize(batch *b, const lt_tokenizer *tok, lt_tok_scratch *sc
     for (size_t i = 0; i < b->n_docs && b->st == LT_OK; i++) {
         pdoc *p = &b->docs[i];
         lt_encode_info info;
-        b->st = lt_tokenizer_encode(tok, scratch, b->text + p->text_off, p->text_len, b->ids + b->ids_len,
+        b->st = lt_tokenizer_encode_utf8(tok, scratch, b->text + p->text_off, p->text_len, b->ids + b->ids_len,
                                     b->ids_cap - b->ids_len, &info, &b->err);
         if (b->st == LT_OK && info.n_tokens > b->ids_cap - b->ids_len)
             b->st = lt_fail(&b->err, LT_ERR_INTERNAL, NULL, "more tokens (%zu) than bytes (%zu) in a document",
@@ -502,8 +503,8 @@ static void skip_counts_json(lt_json *j, const uint64_t *skipped) {
 }
 
 static void file_stat_json(lt_json *j, const char *name, const char *file, uint64_t bytes, const uint8_t *sha) {
-    char hex[2 * 32 + 1];
-    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", sha[i]);
+    char hex[LT_SHA256_HEX_LEN + 1];
+    lt_sha256_digest_hex(sha, hex);
     lt_json_key(j, name);
     lt_json_object_begin(j);
     lt_json_key(j, "file");
@@ -513,11 +514,6 @@ static void file_stat_json(lt_json *j, const char *name, const char *file, uint6
     lt_json_key(j, "sha256");
     lt_json_string(j, hex);
     lt_json_object_end(j);
-}
-
-static const char *base_name(const char *p) {
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
 }
 
 static void stats_json(lt_json *j, const pipeline *pl, const run_settings *rs, const lt_tokenizer *tok,
@@ -643,8 +639,8 @@ static void stats_json(lt_json *j, const pipeline *pl, const run_settings *rs, c
     lt_json_array_end(j);
     lt_json_key(j, "outputs");
     lt_json_object_begin(j);
-    file_stat_json(j, "shard", base_name(shard_path), sum->shard_bytes, sum->shard_sha256);
-    file_stat_json(j, "index", base_name(index_path), sum->index_bytes, sum->index_sha256);
+    file_stat_json(j, "shard", lt_path_base(shard_path), sum->shard_bytes, sum->shard_sha256);
+    file_stat_json(j, "index", lt_path_base(index_path), sum->index_bytes, sum->index_sha256);
     lt_json_key(j, "frames");
     lt_json_uint(j, sum->n_frames);
     lt_json_object_end(j);
@@ -971,19 +967,14 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
         lt_json_uint(&j, n_damaged);
         lt_json_key(&j, "outputs");
         lt_json_object_begin(&j);
-        file_stat_json(&j, "shard", base_name(shard_path), sum.shard_bytes, sum.shard_sha256);
-        file_stat_json(&j, "index", base_name(index_path), sum.index_bytes, sum.index_sha256);
-        file_stat_json(&j, "stats", base_name(stats_path), stats_bytes, stats_sha);
+        file_stat_json(&j, "shard", lt_path_base(shard_path), sum.shard_bytes, sum.shard_sha256);
+        file_stat_json(&j, "index", lt_path_base(index_path), sum.index_bytes, sum.index_sha256);
+        file_stat_json(&j, "stats", lt_path_base(stats_path), stats_bytes, stats_sha);
         lt_json_object_end(&j);
         lt_json_key(&j, "settings");
-        lt_jv *sv = NULL;
-        const char *stext = lt_json_cstr(&settings);
-        if ((st = lt_json_parse(stext, strlen(stext), &sv, err)) == LT_OK) {
-            lt_json_value(&j, sv);
-            lt_jv_free(sv);
-            lt_json_object_end(&j);
-            st = write_json_file(done_path, &j, NULL, NULL, err);
-        }
+        settings_json(&j, rs, tok, pl.results);
+        lt_json_object_end(&j);
+        st = write_json_file(done_path, &j, NULL, NULL, err);
         lt_json_free(&j);
     }
     double t_end = now_s();
@@ -1049,13 +1040,6 @@ out:
 
 /* ------------------------------------------------------------------ the command */
 
-static int run_usage(const char *what) {
-    lt_error err;
-    lt_fail(&err, LT_ERR_USAGE, NULL, "%s", what);
-    lt_error_hint(&err, "'dataprep run --help' lists the options");
-    return lt_error_exit(&err);
-}
-
 /* A task number from an option or the environment: a decimal uint32. */
 static bool parse_u32(const char *s, uint32_t *out) {
     int64_t v;
@@ -1087,7 +1071,6 @@ int run_command(lt_cli_ctx *ctx) {
     lt_strlist args = LT_STRLIST_INIT;
     const char *format = NULL, *task_s = NULL, *ntasks_s = NULL, *threads_s = NULL, *eos_s = NULL;
     int rc = 0;
-    char what[512];
     for (int i = 1; i < ctx->argc && !rc; i++) {
         const char *a = ctx->argv[i], *v;
         int missing = 0;
@@ -1096,7 +1079,7 @@ int run_command(lt_cli_ctx *ctx) {
             size_t before = args.count;
             while (a[7] != '=' && i + 1 < ctx->argc && strncmp(ctx->argv[i + 1], "--", 2) != 0)
                 lt_strlist_push(&args, ctx->argv[++i]);
-            if (a[7] != '=' && args.count == before) rc = run_usage("--input needs at least one PATH");
+            if (a[7] != '=' && args.count == before) rc = lt_cli_usage(ctx, "--input needs at least one PATH");
         } else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--format", &missing))) format = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--field", &missing))) rs.field = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--encoding", &missing))) rs.encoding = v;
@@ -1107,32 +1090,29 @@ int run_command(lt_cli_ctx *ctx) {
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--threads", &missing))) threads_s = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--eos", &missing))) eos_s = v;
         else if (missing) {
-            snprintf(what, sizeof what, "option '%.200s' needs a value", a);
-            rc = run_usage(what);
+            rc = lt_cli_usage(ctx, "option '%.200s' needs a value", a);
         } else if (strcmp(a, "--force") == 0) rs.force = true;
         else if (strcmp(a, "--allow-damaged") == 0) rs.allow_damaged = true;
         else if (a[0] == '-' && a[1] != '\0') rc = lt_cli_unknown_option(ctx, a);
         else {
-            snprintf(what, sizeof what, "unexpected argument '%.200s' (input paths go after --input)", a);
-            rc = run_usage(what);
+            rc = lt_cli_usage(ctx, "unexpected argument '%.200s' (input paths go after --input)", a);
         }
     }
     lt_error err;
     lt_error_clear(&err);
     const lt_config *cfg = ctx->config;
     if (!rc && args.count == 0) split_words(lt_config_get_string(cfg, "data", "input"), &args);
-    if (!rc && args.count == 0) rc = run_usage("no input: give --input PATH... (or data.input in the config)");
+    if (!rc && args.count == 0) rc = lt_cli_usage(ctx, "no input: give --input PATH... (or data.input in the config)");
     /* format, field, encoding */
     if (!format) format = lt_config_get_string(cfg, "data", "format");
     if (!rc && lt_format_parse(format ? format : "auto", &rs.format) != LT_OK) {
-        snprintf(what, sizeof what, "unknown --format '%.100s' (auto, wet, jsonl or wikixml)", format);
-        rc = run_usage(what);
+        rc = lt_cli_usage(ctx, "unknown --format '%.100s' (auto, wet, jsonl or wikixml)", format);
     }
     if (!rs.field) rs.field = lt_config_get_string(cfg, "data", "field");
     if (!rs.field) rs.field = "text";
     if (!rs.encoding) rs.encoding = lt_config_get_string(cfg, "data", "encoding");
     if (!rs.vocab_dir) rs.vocab_dir = lt_config_get_string(cfg, "data", "vocab_dir");
-    if (!rc && !rs.encoding) rc = run_usage("no encoding: give --encoding NAME (or data.encoding)");
+    if (!rc && !rs.encoding) rc = lt_cli_usage(ctx, "no encoding: give --encoding NAME (or data.encoding)");
     /* output directory: --out, data.out_dir, WORK_DIR/NAME/data */
     char *out_default = NULL;
     if (!rs.out_dir) rs.out_dir = lt_config_get_string(cfg, "data", "out_dir");
@@ -1153,38 +1133,36 @@ int run_command(lt_cli_ctx *ctx) {
         bool cfg_has_n = lt_config_is_set(cfg, "data", "num_tasks") &&
                          lt_config_get_int(cfg, "data", "num_tasks", &cfg_n, NULL) == LT_OK;
         if (ntasks_s) {
-            if (!parse_u32(ntasks_s, &rs.num_tasks) || rs.num_tasks == 0) rc = run_usage("--num-tasks wants a positive integer");
+            if (!parse_u32(ntasks_s, &rs.num_tasks) || rs.num_tasks == 0) rc = lt_cli_usage(ctx, "--num-tasks wants a positive integer");
         } else if (env_n) {
-            if (!parse_u32(env_n, &rs.num_tasks) || rs.num_tasks == 0) rc = run_usage("SLURM_ARRAY_TASK_COUNT is not a positive integer");
+            if (!parse_u32(env_n, &rs.num_tasks) || rs.num_tasks == 0) rc = lt_cli_usage(ctx, "SLURM_ARRAY_TASK_COUNT is not a positive integer");
             else if (cfg_has_n && (uint64_t)cfg_n != rs.num_tasks) {
-                snprintf(what, sizeof what, "the Slurm array has %" PRIu32 " tasks but data.num_tasks is %" PRId64,
+                rc = lt_cli_usage(ctx, "the Slurm array has %" PRIu32 " tasks but data.num_tasks is %" PRId64,
                          rs.num_tasks, cfg_n);
-                rc = run_usage(what);
             }
         } else if (cfg_has_n) {
             rs.num_tasks = (uint32_t)cfg_n;
         }
         if (!rc && task_s) {
-            if (!parse_u32(task_s, &rs.task)) rc = run_usage("--task-id wants an integer >= 0");
+            if (!parse_u32(task_s, &rs.task)) rc = lt_cli_usage(ctx, "--task-id wants an integer >= 0");
         } else if (!rc && env_id) {
             uint32_t id = 0, min = 0;
             if (!parse_u32(env_id, &id) || (env_min && !parse_u32(env_min, &min)) || id < min)
-                rc = run_usage("SLURM_ARRAY_TASK_ID is not an integer >= SLURM_ARRAY_TASK_MIN");
+                rc = lt_cli_usage(ctx, "SLURM_ARRAY_TASK_ID is not an integer >= SLURM_ARRAY_TASK_MIN");
             rs.task = id - min;
         } else if (!rc && rs.num_tasks > 1) {
-            rc = run_usage("several tasks but no task id: give --task-id I (or run as a Slurm array)");
+            rc = lt_cli_usage(ctx, "several tasks but no task id: give --task-id I (or run as a Slurm array)");
         }
         if (!rc && rs.task >= rs.num_tasks) {
-            snprintf(what, sizeof what, "task %" PRIu32 " does not exist: there are %" PRIu32 " tasks (0..%" PRIu32 ")",
+            rc = lt_cli_usage(ctx, "task %" PRIu32 " does not exist: there are %" PRIu32 " tasks (0..%" PRIu32 ")",
                      rs.task, rs.num_tasks, rs.num_tasks - 1);
-            rc = run_usage(what);
         }
     }
     /* threads, sizes, policies */
     int64_t threads = 0;
     if (!rc && threads_s) {
         if (lt_parse_int64(threads_s, &threads) != LT_OK || threads < 0 || threads > 1024)
-            rc = run_usage("--threads wants an integer 0..1024 (0 = one per CPU)");
+            rc = lt_cli_usage(ctx, "--threads wants an integer 0..1024 (0 = one per CPU)");
     } else if (!rc) {
         lt_config_get_int(cfg, "data", "threads", &threads, NULL);
     }
@@ -1202,7 +1180,7 @@ int run_command(lt_cli_ctx *ctx) {
         if (!eos_s) eos_s = lt_config_get_string(cfg, "data", "eos");
         if (!eos_s || strcmp(eos_s, "none") == 0) rs.eos = LT_EOS_NONE;
         else if (strcmp(eos_s, "append") == 0) rs.eos = LT_EOS_APPEND;
-        else rc = run_usage("--eos is none or append");
+        else rc = lt_cli_usage(ctx, "--eos is none or append");
     }
     /* the input list and this task's share */
     lt_status st = LT_OK;

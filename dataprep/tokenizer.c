@@ -540,8 +540,8 @@ static lt_status bind_scratch(const lt_tokenizer *tok, lt_tok_scratch *s, lt_err
     return LT_OK;
 }
 
-lt_status lt_tokenizer_encode(const lt_tokenizer *tok, lt_tok_scratch *s, const char *text, size_t len,
-                              uint32_t *ids, size_t cap, lt_encode_info *info, lt_error *err) {
+static lt_status encode(const lt_tokenizer *tok, lt_tok_scratch *s, const char *text, size_t len, bool known_valid,
+                        uint32_t *ids, size_t cap, lt_encode_info *info, lt_error *err) {
     out_ids o = {ids, cap, 0};
     info->n_tokens = 0;
     info->utf8_replacements = 0;
@@ -550,7 +550,7 @@ lt_status lt_tokenizer_encode(const lt_tokenizer *tok, lt_tok_scratch *s, const 
         if (st != LT_OK) return st;
     }
     const unsigned char *t = (const unsigned char *)text;
-    if (!lt_utf8_valid(text, len)) {
+    if (!known_valid && !lt_utf8_valid(text, len)) {
         if (len > SIZE_MAX / 3) return lt_fail(err, LT_ERR_NOMEM, NULL, "text too large");
         if (!grow((void **)&s->clean, &s->clean_cap, LT_UTF8_SANITIZE_MAX(len), 1))
             return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory repairing %zu bytes of UTF-8", len);
@@ -561,6 +561,16 @@ lt_status lt_tokenizer_encode(const lt_tokenizer *tok, lt_tok_scratch *s, const 
                                     : encode_ordinary(tok, s, t, len, &o, err);
     info->n_tokens = o.n;
     return st;
+}
+
+lt_status lt_tokenizer_encode(const lt_tokenizer *tok, lt_tok_scratch *s, const char *text, size_t len,
+                              uint32_t *ids, size_t cap, lt_encode_info *info, lt_error *err) {
+    return encode(tok, s, text, len, false, ids, cap, info, err);
+}
+
+lt_status lt_tokenizer_encode_utf8(const lt_tokenizer *tok, lt_tok_scratch *s, const char *text, size_t len,
+                                   uint32_t *ids, size_t cap, lt_encode_info *info, lt_error *err) {
+    return encode(tok, s, text, len, true, ids, cap, info, err);
 }
 
 /* ------------------------------------------------------------------ decoding */

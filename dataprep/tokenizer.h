@@ -89,6 +89,13 @@ lt_status lt_tokenizer_encode(const lt_tokenizer *tok, lt_tok_scratch *scratch, 
                               size_t len, uint32_t *ids, size_t cap, lt_encode_info *info,
                               lt_error *err);
 
+/* The same for text the caller knows is valid UTF-8 (a dataprep reader's documents:
+ * reader.h guarantees it), without the validation pass. Passing invalid UTF-8 is a bug:
+ * the ids are then unspecified (never out of bounds). */
+lt_status lt_tokenizer_encode_utf8(const lt_tokenizer *tok, lt_tok_scratch *scratch, const char *text,
+                                   size_t len, uint32_t *ids, size_t cap, lt_encode_info *info,
+                                   lt_error *err);
+
 /* The bytes of token `id` (special tokens: their text); NULL for an unknown id. */
 const char *lt_tokenizer_token_bytes(const lt_tokenizer *tok, uint32_t id, size_t *len);
 

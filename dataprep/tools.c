@@ -25,51 +25,37 @@
 #include "lib/sha256.h"         /* lt_sha256_hex */
 #include "lib/strutil.h"        /* lt_parse_int64 */
 
-static int tool_usage(const char *cmd, const char *what) {
-    lt_error err;
-    lt_fail(&err, LT_ERR_USAGE, NULL, "%s", what);
-    lt_error_hint(&err, "'dataprep %s --help' lists the options", cmd);
-    return lt_error_exit(&err);
-}
-
 /* Common arguments: DIR, --task I, --doc N, --vocab-dir D. Returns 0 or an exit code. */
 typedef struct tool_args {
     const char *dir, *vocab_dir;
     int64_t task, doc;
 } tool_args;
 
-static int parse_tool_args(lt_cli_ctx *ctx, const char *cmd, bool allow_task, bool allow_doc, tool_args *ta) {
+static int parse_tool_args(lt_cli_ctx *ctx, bool allow_task, bool allow_doc, tool_args *ta) {
     memset(ta, 0, sizeof *ta);
     ta->task = ta->doc = -1;
-    char what[512];
     for (int i = 1; i < ctx->argc; i++) {
         const char *a = ctx->argv[i], *v;
         int missing = 0;
         if (allow_task && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--task", &missing))) {
-            if (lt_parse_int64(v, &ta->task) != LT_OK || ta->task < 0) return tool_usage(cmd, "--task wants an integer >= 0");
+            if (lt_parse_int64(v, &ta->task) != LT_OK || ta->task < 0) return lt_cli_usage(ctx, "--task wants an integer >= 0");
         } else if (!missing && allow_doc && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--doc", &missing))) {
-            if (lt_parse_int64(v, &ta->doc) != LT_OK || ta->doc < 0) return tool_usage(cmd, "--doc wants an integer >= 0");
+            if (lt_parse_int64(v, &ta->doc) != LT_OK || ta->doc < 0) return lt_cli_usage(ctx, "--doc wants an integer >= 0");
         } else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--vocab-dir", &missing))) {
             ta->vocab_dir = v;
         } else if (missing) {
-            snprintf(what, sizeof what, "option '%.200s' needs a value", a);
-            return tool_usage(cmd, what);
+            return lt_cli_usage(ctx, "option '%.200s' needs a value", a);
         } else if (a[0] == '-' && a[1] != '\0') {
             return lt_cli_unknown_option(ctx, a);
         } else if (!ta->dir) {
             ta->dir = a;
         } else {
-            snprintf(what, sizeof what, "unexpected argument '%.200s' (one DIR)", a);
-            return tool_usage(cmd, what);
+            return lt_cli_usage(ctx, "unexpected argument '%.200s' (one DIR)", a);
         }
     }
-    if (!ta->dir) return tool_usage(cmd, "which directory? give DIR (a dataprep run --out directory)");
+    if (!ta->dir) return lt_cli_usage(ctx, "which directory? give DIR (a dataprep run --out directory)");
     if (!ta->vocab_dir) ta->vocab_dir = lt_config_get_string(ctx->config, "data", "vocab_dir");
     return 0;
-}
-
-static void hex32(const uint8_t *b, char *hex) {
-    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", b[i]);
 }
 
 /* ------------------------------------------------------------------ cat */
@@ -124,7 +110,7 @@ static lt_status cat_doc(const lt_dataset_task *tk, lt_shard *sh, const lt_token
 
 int cat_command(lt_cli_ctx *ctx) {
     tool_args ta;
-    int rc = parse_tool_args(ctx, "cat", true, true, &ta);
+    int rc = parse_tool_args(ctx, true, true, &ta);
     if (rc) return rc;
     lt_error err;
     lt_error_clear(&err);
@@ -133,7 +119,7 @@ int cat_command(lt_cli_ctx *ctx) {
     if (st != LT_OK) return lt_error_exit(&err);
     if (ta.doc >= 0 && ta.task < 0 && ds->num_tasks > 1) {
         lt_dataset_close(ds);
-        return tool_usage("cat", "--doc N counts within a task: give --task I too (the directory has several tasks)");
+        return lt_cli_usage(ctx, "--doc N counts within a task: give --task I too (the directory has several tasks)");
     }
     lt_tokenizer *tok = NULL;
     const lt_shard_meta *m0 = NULL;
@@ -150,8 +136,8 @@ int cat_command(lt_cli_ctx *ctx) {
         if (!tok) {
             st = lt_tokenizer_load_encoding(&tok, m->encoding, ta.vocab_dir, LT_PRETOK_ENGINE_AUTO, &err);
             if (st != LT_OK) break;
-            char hex[65];
-            hex32(m->vocab_sha256, hex);
+            char hex[LT_SHA256_HEX_LEN + 1];
+            lt_sha256_digest_hex(m->vocab_sha256, hex);
             if (strcmp(hex, lt_tokenizer_vocab_sha256(tok)) != 0) {
                 st = lt_fail(&err, LT_ERR_INPUT, tk->index_path,
                              "the shards were made with another %s vocabulary (sha256 %.12s..., found %.12s...)",
@@ -191,7 +177,7 @@ int cat_command(lt_cli_ctx *ctx) {
 
 int lengths_command(lt_cli_ctx *ctx) {
     tool_args ta;
-    int rc = parse_tool_args(ctx, "lengths", true, false, &ta);
+    int rc = parse_tool_args(ctx, true, false, &ta);
     if (rc) return rc;
     lt_error err;
     lt_error_clear(&err);
@@ -269,11 +255,6 @@ static bool verify_output(const char *dir, const lt_jv *outputs, const char *key
     return ok;
 }
 
-static const char *base_name(const char *p) {
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
-
 /* Every check of one task; returns the number of problems (each reported). */
 static size_t verify_task(const lt_dataset *ds, const lt_dataset_task *tk, uint64_t *docs, uint64_t *tokens) {
     size_t problems = 0;
@@ -295,9 +276,9 @@ static size_t verify_task(const lt_dataset *ds, const lt_dataset_task *tk, uint6
     }
     free(text);
     const lt_jv *outputs = lt_jv_get(marker, "outputs");
-    if (!verify_output(ds->dir, outputs, "shard", base_name(tk->shard_path), problem, sizeof problem)) PROBLEM(tk->done_path, "%s", problem);
-    if (!verify_output(ds->dir, outputs, "index", base_name(tk->index_path), problem, sizeof problem)) PROBLEM(tk->done_path, "%s", problem);
-    if (!verify_output(ds->dir, outputs, "stats", base_name(tk->stats_path), problem, sizeof problem)) PROBLEM(tk->done_path, "%s", problem);
+    if (!verify_output(ds->dir, outputs, "shard", lt_path_base(tk->shard_path), problem, sizeof problem)) PROBLEM(tk->done_path, "%s", problem);
+    if (!verify_output(ds->dir, outputs, "index", lt_path_base(tk->index_path), problem, sizeof problem)) PROBLEM(tk->done_path, "%s", problem);
+    if (!verify_output(ds->dir, outputs, "stats", lt_path_base(tk->stats_path), problem, sizeof problem)) PROBLEM(tk->done_path, "%s", problem);
     const lt_index *ix = tk->index;
     const lt_shard_meta *m = lt_index_meta(ix);
     if (m->task_id != tk->task || m->num_tasks != ds->num_tasks)
@@ -335,7 +316,7 @@ static size_t verify_task(const lt_dataset *ds, const lt_dataset_task *tk, uint6
 
 int verify_command(lt_cli_ctx *ctx) {
     tool_args ta;
-    int rc = parse_tool_args(ctx, "verify", true, false, &ta);
+    int rc = parse_tool_args(ctx, true, false, &ta);
     if (rc) return rc;
     lt_error err;
     lt_error_clear(&err);
@@ -372,7 +353,7 @@ int wikitext_command(lt_cli_ctx *ctx) {
     for (int i = 1; i < ctx->argc; i++) {
         const char *a = ctx->argv[i];
         if (a[0] == '-' && a[1] != '\0') return lt_cli_unknown_option(ctx, a);
-        if (path) return tool_usage("wikitext", "one FILE at most (or standard input)");
+        if (path) return lt_cli_usage(ctx, "one FILE at most (or standard input)");
         path = a;
     }
     lt_error err;

@@ -86,10 +86,17 @@ static int usage_error(const char *hint, const char *fmt, ...) {
 }
 
 int lt_cli_unknown_option(const lt_cli_ctx *ctx, const char *arg) {
-    char hint[128];
-    snprintf(hint, sizeof hint, "'%s %s --help' lists its options", lt_program(),
-             ctx->argv[0]);
-    return usage_error(hint, "unknown option '%s'", arg);
+    return lt_cli_usage(ctx, "unknown option '%s'", arg);
+}
+
+int lt_cli_usage(const lt_cli_ctx *ctx, const char *fmt, ...) {
+    char hint[128], what[LT_ERROR_WHAT_MAX];
+    snprintf(hint, sizeof hint, "'%s %s --help' lists its options", lt_program(), ctx->argv[0]);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return usage_error(hint, "%s", what);
 }
 
 /* "--name VALUE" or "--name=VALUE": returns the value and advances *i, or NULL. */

@@ -58,4 +58,8 @@ const char *lt_cli_option_value(int argc, char **argv, int *i, const char *name,
 /* For commands: an option the command does not know. Reports and returns 2. */
 int lt_cli_unknown_option(const lt_cli_ctx *ctx, const char *arg);
 
+/* For commands: any other usage error (printf-formatted WHAT), with the hint
+ * "'PROGRAM COMMAND --help' lists its options". Reports and returns 2. */
+int lt_cli_usage(const lt_cli_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif /* LT_CLI_H */

@@ -221,6 +221,11 @@ lt_status lt_remove_stale_temps_of(const char *dir, const char *prefix, size_t *
     return st;
 }
 
+const char *lt_path_base(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
 lt_status lt_read_file(const char *path, char **data, size_t *len, lt_error *err) {
     *data = NULL;
     if (len) *len = 0;

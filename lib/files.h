@@ -54,6 +54,9 @@ lt_status lt_remove_stale_temps(const char *dir, size_t *removed, lt_error *err)
  * a directory with others still running, e.g. the tasks of one Slurm array. */
 lt_status lt_remove_stale_temps_of(const char *dir, const char *prefix, size_t *removed, lt_error *err);
 
+/* The last component of a path ("dir/task-00003.index" -> "task-00003.index"), inside it. */
+const char *lt_path_base(const char *path);
+
 /* Read a whole file into a NUL-terminated malloc'd buffer (caller frees). */
 lt_status lt_read_file(const char *path, char **data, size_t *len, lt_error *err);
 

@@ -87,15 +87,19 @@ void lt_sha256_final(lt_sha256 *h, unsigned char digest[LT_SHA256_LEN]) {
     }
 }
 
-void lt_sha256_final_hex(lt_sha256 *h, char hex[LT_SHA256_HEX_LEN + 1]) {
+void lt_sha256_digest_hex(const unsigned char digest[LT_SHA256_LEN], char hex[LT_SHA256_HEX_LEN + 1]) {
     static const char digits[] = "0123456789abcdef";
-    unsigned char d[LT_SHA256_LEN];
-    lt_sha256_final(h, d);
     for (int i = 0; i < LT_SHA256_LEN; i++) {
-        hex[2 * i] = digits[d[i] >> 4];
-        hex[2 * i + 1] = digits[d[i] & 15];
+        hex[2 * i] = digits[digest[i] >> 4];
+        hex[2 * i + 1] = digits[digest[i] & 15];
     }
     hex[LT_SHA256_HEX_LEN] = '\0';
+}
+
+void lt_sha256_final_hex(lt_sha256 *h, char hex[LT_SHA256_HEX_LEN + 1]) {
+    unsigned char d[LT_SHA256_LEN];
+    lt_sha256_final(h, d);
+    lt_sha256_digest_hex(d, hex);
 }
 
 void lt_sha256_hex(const void *data, size_t len, char hex[LT_SHA256_HEX_LEN + 1]) {

@@ -27,6 +27,8 @@ void lt_sha256_update(lt_sha256 *h, const void *data, size_t len);
 void lt_sha256_final(lt_sha256 *h, unsigned char digest[LT_SHA256_LEN]);
 /* Final digest as 64 lowercase hex digits and a NUL. */
 void lt_sha256_final_hex(lt_sha256 *h, char hex[LT_SHA256_HEX_LEN + 1]);
+/* A digest (e.g. one stored in a file header) as 64 lowercase hex digits and a NUL. */
+void lt_sha256_digest_hex(const unsigned char digest[LT_SHA256_LEN], char hex[LT_SHA256_HEX_LEN + 1]);
 /* One-shot helper. */
 void lt_sha256_hex(const void *data, size_t len, char hex[LT_SHA256_HEX_LEN + 1]);
 

@@ -578,8 +578,42 @@ static void test_threads(void **state) {
     lt_tokenizer_free(tok);
 }
 
+/* lt_tokenizer_encode_utf8 (no validation pass) gives lt_tokenizer_encode's ids on valid
+ * UTF-8: ASCII, multi-byte letters, emoji, and U+FFFD itself. */
+static void test_encode_utf8_matches_encode(void **state) {
+    (void)state;
+    static vocab v;
+    lt_rng rng;
+    lt_rng_seed(&rng, 7);
+    random_vocab(&v, &rng, 300, 3);
+    write_vocab(&v, "utf8.tiktoken");
+    lt_tokenizer *tok = load_ok("utf8.tiktoken", "cl100k_base");
+    static const char *const pieces[] = {"ab ", "caf\xc3\xa9 ", "\xe4\xb8\xad\xe6\x96\x87", "\xf0\x9f\x98\x80!",
+                                         "\xef\xbf\xbd", "  \n", "123 "};
+    char text[4096];
+    size_t n = 0;
+    while (n < sizeof text - 8) {
+        const char *p = pieces[lt_rng_below(&rng, sizeof pieces / sizeof pieces[0])];
+        memcpy(text + n, p, strlen(p));
+        n += strlen(p);
+    }
+    uint32_t a[4096], b[4096];
+    lt_tok_scratch *s = lt_tok_scratch_new();
+    lt_encode_info ia, ib;
+    lt_error err;
+    assert_int_equal(lt_tokenizer_encode(tok, s, text, n, a, 4096, &ia, &err), LT_OK);
+    assert_int_equal(lt_tokenizer_encode_utf8(tok, s, text, n, b, 4096, &ib, &err), LT_OK);
+    assert_int_equal(ia.n_tokens, ib.n_tokens);
+    assert_int_equal(ia.utf8_replacements, 0);
+    assert_int_equal(ib.utf8_replacements, 0);
+    assert_memory_equal(a, b, ia.n_tokens * sizeof a[0]);
+    lt_tok_scratch_free(s);
+    lt_tokenizer_free(tok);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_encode_utf8_matches_encode),
         cmocka_unit_test(test_merge_matches_naive_rule),
         cmocka_unit_test(test_long_piece),
         cmocka_unit_test(test_rank_file_errors),
