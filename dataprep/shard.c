@@ -223,7 +223,7 @@ static lt_status check_meta(const lt_shard_meta *m, lt_error *err) {
     if (m->num_tasks == 0 || m->task_id >= m->num_tasks)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "shard task %" PRIu32 " of %" PRIu32 " is out of range",
                        m->task_id, m->num_tasks);
-    int level = m->zstd_level ? m->zstd_level : 3;
+    int level = m->zstd_level ? m->zstd_level : 1;
     if (level < ZSTD_minCLevel() || level > ZSTD_maxCLevel())
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "zstd level %d is outside %d..%d", level, ZSTD_minCLevel(),
                        ZSTD_maxCLevel());
@@ -242,7 +242,7 @@ lt_status lt_shard_writer_open(lt_shard_writer **out, const char *dir, const lt_
     /* the bytes after the name's NUL are part of the index: make them zero */
     size_t elen = strlen(meta->encoding);
     memset(w->meta.encoding + elen, 0, sizeof w->meta.encoding - elen);
-    if (w->meta.zstd_level == 0) w->meta.zstd_level = 3;
+    if (w->meta.zstd_level == 0) w->meta.zstd_level = 1;
     if (w->meta.frame_bytes == 0) w->meta.frame_bytes = LT_SHARD_FRAME_BYTES_DEFAULT;
     w->shard_path = lt_task_path(dir, meta->task_id, "tokens.zst");
     w->index_path = lt_task_path(dir, meta->task_id, "index");

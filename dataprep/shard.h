@@ -54,7 +54,7 @@ typedef struct lt_shard_meta {
     lt_eos_policy eos;          /* LT_EOS_APPEND: eos_id is appended to every document */
     uint32_t eos_id;
     uint32_t task_id, num_tasks;
-    int zstd_level;             /* 0 = 3 */
+    int zstd_level;             /* 0 = 1 */
     size_t frame_bytes;         /* 0 = LT_SHARD_FRAME_BYTES_DEFAULT */
 } lt_shard_meta;
 

@@ -52,7 +52,8 @@ static const lt_config_key schema[] = {
     SIZE("data", "max_doc_bytes", "64M", "1", NULL, "documents larger than this many bytes are truncated to it (and counted)"),
     ENUM("data", "eos", "none", "none append", "append: put the encoding's end-of-text token after every document"),
     SIZE("data", "frame_size", "1M", "4K", "1G", "uncompressed bytes per zstd frame of a token shard (frames end at a document end)"),
-    INT("data", "zstd_level", "3", "1", "19", "zstd compression level of the token shards"),
+    INT("data", "zstd_level", "1", "1", "19",
+        "zstd compression level of the token shards (3: shards ~8 % smaller for ~1.3x the compression CPU)"),
     BOOL("data", "allow_damaged", "false", "keep going with exit 0 when an input file is damaged (truncated, corrupt, unclosed)"),
 
     /* [model] */

@@ -186,7 +186,7 @@ static void check_readback(const char *dir, const lt_shard_meta *m, const docset
     assert_int_equal(im->eos_id, m->eos_id);
     assert_int_equal(im->task_id, m->task_id);
     assert_int_equal(im->num_tasks, m->num_tasks);
-    assert_int_equal(im->zstd_level, m->zstd_level ? m->zstd_level : 3);
+    assert_int_equal(im->zstd_level, m->zstd_level ? m->zstd_level : 1);
     size_t fb = m->frame_bytes ? m->frame_bytes : LT_SHARD_FRAME_BYTES_DEFAULT;
     assert_int_equal(im->frame_bytes, fb);
     assert_int_equal(lt_index_n_docs(ix), s->n);

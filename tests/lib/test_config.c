@@ -919,7 +919,7 @@ static const char expected_dump[] =
         "max_doc_bytes = 64M                     ; default\n"
         "eos = none                              ; default\n"
         "frame_size = 1M                         ; default\n"
-        "zstd_level = 3                          ; default\n"
+        "zstd_level = 1                          ; default\n"
         "allow_damaged = false                   ; default\n"
         "\n"
         "[model]\n"
