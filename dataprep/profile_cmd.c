@@ -11,50 +11,9 @@
 #include "dataprep/dataprep.h" /* profile_command */
 #include "dataprep/dataset.h"  /* lt_dataset */
 #include "dataprep/profile.h"  /* lt_profile_* */
-#include "lib/config.h"        /* lt_config_get_* */
 #include "lib/files.h"         /* lt_atomic_* */
 #include "lib/json.h"          /* lt_json */
-#include "lib/model.h"         /* lt_model_preset */
-
-/* The model: --model NAME, else the config's [model] (preset + dimension overrides), else
- * llama-7b (the smallest model of the SlimPack evaluation). */
-static lt_status pick_model(const lt_config *cfg, const char *name, lt_model_shape *m, lt_error *err) {
-    const char *preset = name ? name : lt_config_get_string(cfg, "model", "preset");
-    static const char *const keys[] = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab"};
-    bool any_dim = false;
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) any_dim |= lt_config_is_set(cfg, "model", keys[k]);
-    if (!preset && !any_dim) preset = "llama-7b";
-    memset(m, 0, sizeof *m);
-    if (preset) {
-        const lt_model_shape *p = lt_model_preset(preset);
-        if (!p) {
-            lt_status st = lt_fail(err, LT_ERR_USAGE, name ? "--model" : "model.preset", "unknown model '%s'", preset);
-            char list[1024] = "";
-            for (size_t i = 0; i < lt_model_n_presets(); i++) {
-                size_t l = strlen(list);
-                snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", lt_model_preset_at(i)->name);
-            }
-            lt_error_hint(err, "presets: %s", list);
-            return st;
-        }
-        *m = *p;
-    } else {
-        m->name = "custom";
-        m->gated_ffn = 1;
-    }
-    if (!name) { /* the config's dimensions override the preset's */
-        int *fields[] = {&m->layers, &m->hidden, &m->heads, &m->kv_heads, &m->ffn, &m->vocab};
-        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-            int64_t v;
-            if (lt_config_is_set(cfg, "model", keys[k]) && lt_config_get_int(cfg, "model", keys[k], &v, NULL) == LT_OK)
-                *fields[k] = (int)v;
-        }
-        if (m->kv_heads == 0) m->kv_heads = m->heads;
-        if (m->vocab == 0) m->vocab = 32000;
-        if (any_dim && preset) m->name = "custom";
-    }
-    return lt_model_validate(m, err);
-}
+#include "lib/model.h"         /* lt_model_from_config */
 
 int profile_command(lt_cli_ctx *ctx) {
     const char *dir = NULL, *model = NULL, *svg = NULL;
@@ -77,7 +36,8 @@ int profile_command(lt_cli_ctx *ctx) {
     lt_error err;
     lt_error_clear(&err);
     lt_model_shape m;
-    lt_status st = pick_model(ctx->config, model, &m, &err);
+    /* --model NAME, else the config's [model] (preset + dimension overrides), else llama-7b */
+    lt_status st = lt_model_from_config(ctx->config, model, &m, &err);
     if (st != LT_OK) return lt_error_exit(&err);
     lt_dataset *ds = NULL;
     if ((st = lt_dataset_open(&ds, dir, -1, &err)) != LT_OK) return lt_error_exit(&err);

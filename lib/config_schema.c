@@ -70,6 +70,7 @@ static const lt_config_key schema[] = {
     INT("parallel", "pp", "1", "1", NULL, "pipeline stages"),
     INT("parallel", "tp", "1", "1", NULL, "tensor-parallel degree inside one stage (cost model)"),
     INT("parallel", "max_cp", "1", "1", NULL, "largest DP-Merge group (ranks that share one outlier sample); 1 = off"),
+    BOOL("parallel", "zero1", "false", "shard optimizer states over DP ranks (ZeRO-1)"),
 
     /* [plan] */
     ENUM("plan", "strategy", "slimpack", "megatron gpipe seq1f1b chunkflow infinipipe slimpack auto", "scheduling strategy; auto = best predicted per batch"),

@@ -3,8 +3,14 @@
  */
 #include "lib/model.h"
 
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "lib/config.h" /* lt_config_get_*, lt_config_is_set */
 
 /*
  * The presets. Sources, per row:
@@ -97,6 +103,50 @@ lt_status lt_model_validate(const lt_model_shape *m, lt_error *err) {
         return invalid(m, err, what);
     }
     return LT_OK;
+}
+
+lt_status lt_model_from_config(const lt_config *cfg, const char *name_override, lt_model_shape *m,
+                               lt_error *err) {
+    const char *preset = name_override ? name_override : lt_config_get_string(cfg, "model", "preset");
+    static const char *const keys[] = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab"};
+    bool any_dim = false;
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) any_dim |= lt_config_is_set(cfg, "model", keys[k]);
+    if (!preset && !any_dim) preset = "llama-7b";
+    memset(m, 0, sizeof *m);
+    if (preset) {
+        const lt_model_shape *p = lt_model_preset(preset);
+        if (!p) {
+            lt_status st = lt_fail(err, LT_ERR_USAGE, name_override ? "--model" : "model.preset",
+                                   "unknown model '%s'", preset);
+            char list[1024] = "";
+            for (size_t i = 0; i < N_PRESETS; i++) {
+                size_t l = strlen(list);
+                snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", presets[i].name);
+            }
+            lt_error_hint(err, "presets: %s", list);
+            return st;
+        }
+        *m = *p;
+    } else {
+        m->name = "custom";
+        m->gated_ffn = 1;
+    }
+    if (!name_override) { /* the config's dimensions override the preset's */
+        int *fields[] = {&m->layers, &m->hidden, &m->heads, &m->kv_heads, &m->ffn, &m->vocab};
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            int64_t v;
+            if (!lt_config_is_set(cfg, "model", keys[k]) || lt_config_get_int(cfg, "model", keys[k], &v, NULL) != LT_OK)
+                continue;
+            if (v > INT_MAX)
+                return lt_fail(err, LT_ERR_CONFIG, lt_config_origin(cfg, "model", keys[k]),
+                               "model.%s = %" PRId64 " is too large (at most %d)", keys[k], v, INT_MAX);
+            *fields[k] = (int)v;
+        }
+        if (m->kv_heads == 0) m->kv_heads = m->heads;
+        if (m->vocab == 0) m->vocab = 32000;
+        if (any_dim && preset) m->name = "custom";
+    }
+    return lt_model_validate(m, err);
 }
 
 /* Weight elements of one layer's matrices: QKV, output projection, MLP (lib/model.h). */

@@ -33,7 +33,8 @@
 
 #include <stddef.h>
 
-#include "lib/error.h" /* lt_status, lt_error */
+#include "lib/config.h" /* lt_config, lt_config_get_* */
+#include "lib/error.h"  /* lt_status, lt_error */
 
 typedef struct lt_model_shape {
     const char *name; /* preset name or a caller's label (not owned; may be NULL) */
@@ -52,6 +53,20 @@ const lt_model_shape *lt_model_preset(const char *name);
 /* Number of presets, and the i-th (0 <= i < n, table order; NULL when out of range). */
 size_t lt_model_n_presets(void);
 const lt_model_shape *lt_model_preset_at(size_t i);
+
+/*
+ * The model a program runs with: `name_override` (a --model NAME option) when non-NULL,
+ * else the config's [model] section: model.preset, whose fields the dimension keys
+ * (layers, hidden, heads, kv_heads, ffn, vocab) override; dimensions alone describe a
+ * "custom" SwiGLU model (kv_heads defaults to heads, vocab to 32000). With neither a preset
+ * nor a dimension: llama-7b (the smallest model of the SlimPack evaluation). The config's
+ * dimensions are ignored when name_override is given. m->name is the preset's name, or
+ * "custom" when a dimension was set. Errors: LT_ERR_USAGE "unknown model 'x'" with WHERE
+ * "--model" (override) or "model.preset" (config) and the presets in the hint;
+ * LT_ERR_CONFIG from lt_model_validate.
+ */
+lt_status lt_model_from_config(const lt_config *cfg, const char *name_override, lt_model_shape *m,
+                               lt_error *err);
 
 /* LT_OK when every dimension is positive, heads divides hidden, kv_heads divides heads
  * and gated_ffn is 0 or 1; else LT_ERR_CONFIG naming the first broken rule (WHERE is

@@ -4,6 +4,7 @@
 #include "plans/lengths.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +20,12 @@ static void push(int64_t **a, size_t *n, size_t *cap, int64_t v) {
     (*a)[(*n)++] = v;
 }
 
-/* One positive count from text; NULL on success, else why not. */
-static const char *parse_count(const char *text, int64_t *out) {
+/* One count from text (0 allowed when allow_zero); NULL on success, else why not. */
+static const char *parse_count(const char *text, bool allow_zero, int64_t *out) {
     uint64_t v;
     const char *why = NULL;
     if (lt_parse_size_why(text, &v, &why) != LT_OK) return why ? why : "not a token count";
-    if (v == 0) return "a length must be at least 1 token";
+    if (v == 0 && !allow_zero) return "a length must be at least 1";
     if (v > (uint64_t)INT64_MAX / 4) return "too large";
     *out = (int64_t)v;
     return NULL;
@@ -46,7 +47,7 @@ lt_status lt_lengths_read(const char *path, int64_t **out, size_t *n, lt_error *
         char *t = lt_trim(line);
         if (*t == '\0' || *t == '#') continue;
         int64_t v;
-        const char *why = parse_count(t, &v);
+        const char *why = parse_count(t, true, &v);
         if (why) {
             char where[4096];
             snprintf(where, sizeof where, "%s:%zu", path, lineno);
@@ -83,7 +84,7 @@ lt_status lt_lengths_parse_list(const char *text, const char *what, int64_t **ou
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *t = lt_trim(tok);
         int64_t v;
-        const char *why = parse_count(t, &v);
+        const char *why = parse_count(t, false, &v);
         if (why) {
             st = lt_fail(err, LT_ERR_USAGE, what, "'%.40s' is not a length: %s", t, why);
             break;

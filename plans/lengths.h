@@ -11,8 +11,9 @@
 #include "lib/error.h" /* lt_status, lt_error */
 
 /* Read the lengths of `path` ("-" = standard input) into a new array *out of *n counts
- * (free() it). Each line holds one positive integer (K/M/G suffixes accepted, surrounding
- * blanks ignored); blank lines and lines starting with '#' are skipped. LT_ERR_INPUT naming
+ * (free() it). Each line holds one integer >= 0 (K/M/G suffixes accepted, surrounding
+ * blanks ignored; 0 is an empty document, as `dataprep lengths` prints it); blank lines
+ * and lines starting with '#' are skipped. LT_ERR_INPUT naming
  * file:line for anything else, or for a file with no count; LT_ERR_IO when it cannot be
  * read. */
 lt_status lt_lengths_read(const char *path, int64_t **out, size_t *n, lt_error *err);

@@ -1,8 +1,9 @@
 /*
  * plans/planner.h — the interface of the planner stage (sample batches, build and simulate schedule plans, store them in SQLite).
  *
- * The cost model, simulator, strategies and plan store join this library with the
- * planner issues; for now it holds the program's command table.
+ * The library's layers: plans/lengths.h (length files), plans/hardware.h and plans/cost.h
+ * (the cost model), plans/schedule.h (the schedule representation and its generators),
+ * plans/sim.h (the DAG simulator). This header holds the program's command table.
  */
 #ifndef LT_PLANNER_H
 #define LT_PLANNER_H
@@ -11,5 +12,8 @@
 
 /* The `planner` program: its commands (lib/cli.h runs them). */
 extern const lt_cli_program planner_program;
+
+/* `planner simulate` (plans/simulate_cmd.c). */
+int simulate_command(lt_cli_ctx *ctx);
 
 #endif

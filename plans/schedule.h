@@ -27,14 +27,17 @@
  *   - Instances. A unit may be forwarded more than once over the same range (ChunkFlow
  *     Alg. 2 runs FK, then later F again before B). The k-th forward-family op of (unit,
  *     range) chains with the k-th of the neighbouring range; the k-th B with the k-th B,
- *     and with the k-th F (not FK) of its range.
+ *     and with the k-th F (not FK) of its range. Instances count in op-id order (stage 0's
+ *     list, then stage 1's, ...), which is list order when they share a stage. Ranges of one
+ *     unit's forward-family ops are equal or disjoint, and so are those of its B ops.
  *   - Slices (causal attention across the slices of one sample; ChunkFlow 4.2, Seq1F1B):
  *     the first forward-family op over a range of the unit holding slice j of a sample waits
  *     for the first forward-family op over the same range of the unit holding slice j - 1
  *     (its keys/values); the B over a range of the unit holding slice j waits for the last
  *     B over that range of the unit holding slice j + 1 (dK/dV flow backwards). Slices of
- *     one sample appear in token order in the slice table; a sample's slices never share
- *     a unit unless they are adjacent (then the dependency is internal to the unit).
+ *     one sample appear in token order in the slice table; a slice is in at most one unit;
+ *     a sample's slices never share a unit unless they are adjacent (then the dependency
+ *     is internal to the unit).
  *   - Program order: an op starts after the previous op of its stage finishes.
  *
  * Thread-safety: a schedule is plain data; one writer at a time, any number of readers.
@@ -138,40 +141,106 @@ lt_status lt_schedule_check(const lt_schedule *s, lt_error *err);
  * ("F3.attn@L5") when part != ALL. Writes at most n bytes; returns buf. */
 const char *lt_op_name(const lt_op *op, char *buf, size_t n);
 
-/* ---- Generators (plans/schedule_gen.c) ----
- * Each appends ops over units already in the schedule, listed in `order` (n unit indices,
- * the micro-batch order; NULL = 0..n_units-1). Stages are numbered 0..P-1, stage 0 first.
- * Each cites the paper whose schedule it builds; lt_schedule_check holds on the result and
- * the simulator finds no deadlock when the units were built as the generator expects. */
+/* ---- Generators (plans/schedule_gen.c; docs/schedules.md) ----
+ *
+ * Units from sample lengths. Sample i of lengths[0..n) gets sample id i; every length must be
+ * > 0 (a programming error otherwise: LT_CHECK). Units and slices are appended.
+ */
+
+/* One unit per sample, the whole sample (a micro-batch per sample). */
+void lt_sched_units_whole(lt_schedule *s, const int64_t *lengths, size_t n);
+
+/* Each sample split into min(k, length) slices of equal token counts (the first length mod k
+ * one token longer), one unit per slice, in sample then token order (Seq1F1B's slicing).
+ * Seq1F1B itself cuts slices of equal FLOPs (later slices shorter, their attention context
+ * being longer); that needs the cost model, so this helper is exact only for the unit-time
+ * model, where an op's time is its token count. k >= 1. */
+void lt_sched_units_sliced(lt_schedule *s, const int64_t *lengths, size_t n, int k);
+
+/* ChunkFlow Alg. 1 (4.1) with ChunkSize = chunk_size > 0: a sample longer than ChunkSize is
+ * cut into ChunkSize pieces (the last one the remainder), one unit each, those units first
+ * in sample order (Alg. 1 lines 5-7); the other samples (length <= ChunkSize) are packed
+ * into the fewest chunks of at most ChunkSize tokens, one unit per chunk holding whole
+ * samples. The fewest: bin counts from ceil(total / ChunkSize) up are tried (Alg. 1 line 8's
+ * loop, minus the counts the volume rules out) with an exact backtracking search, until one
+ * fits or the count first-fit decreasing reaches; the search gives up on a count after
+ * 2,000,000 steps, so for large batches the answer may be first-fit decreasing's (at most
+ * 11/9 OPT + 6/9 bins) rather than the minimum. Chunk samples in increasing sample order.
+ * Time O(n log n + n * chunks) plus the bounded search. */
+void lt_sched_units_chunked(lt_schedule *s, const int64_t *lengths, size_t n, int64_t chunk_size);
+
+/*
+ * Schedules. Each appends ops over units already in the schedule, listed in `order` (n
+ * distinct unit indices, the micro-batch order; NULL = 0..n-1). Stages are numbered
+ * 0..P-1, stage 0 first. Each cites the paper whose schedule it builds; lt_schedule_check
+ * holds on the result and the simulator finds no deadlock when the units were built as the
+ * generator expects (stated per generator). All but HelixPipe use whole-stage ops
+ * (lt_schedule_add_stage_op, recompute_layers 0).
+ *
+ * The 1F1B family (1F1B, Seq1F1B, ChunkFlow, multi-1F1B) share one merge of a forward
+ * stream and a backward stream, the same on every stage: stage s issues, before its j-th
+ * backward, f_s(j) = min(#forwards, max(f_s(j-1) + 1, need(j) + P - s - 1)) forwards
+ * (f_s(-1) = P - s - 1), need(j) being how many forwards of the stream it takes to reach
+ * the forwards of backwards 0..j. That is Megatron's warm-up / steady / cool-down for
+ * whole units, and for a sample of N slices it keeps P - s - 1 + N units in flight on stage
+ * s: InfiniPipe Eq. 7's chunks window |W_p| = d_p - p + N_prefill (p from 1).
+ */
 
 /* GPipe: every stage runs all forwards in order, then all backwards in reverse order
- * (pipeline reference page). Peak in-flight activations m on every stage. */
+ * (pipeline reference page). Peak in-flight activations m on every stage. Any units
+ * (reverse order is FILO within every sample). */
 void lt_sched_gpipe(lt_schedule *s, const uint32_t *order, size_t n);
 
 /* 1F1B (PipeDream-flush / Megatron): stage s runs min(P - s - 1, m) warm-up forwards, then
  * alternates one forward and one backward, then drains the backwards; backwards in forward
- * order. Peak in-flight activations min(P - s, m). */
+ * order. Peak in-flight activations min(P - s, m). Units holding whole samples (a sample
+ * split over several units deadlocks: its first slice's backward would precede its last's;
+ * use lt_sched_seq1f1b). */
 void lt_sched_1f1b(lt_schedule *s, const uint32_t *order, size_t n);
 
-/* Slice-level 1F1B (Seq1F1B): like 1F1B over the units, but the backwards of the units of
- * one sample run in reverse (FILO within a sample), so slice j's backward follows slice
- * j + 1's. Units holding slices of several samples keep their place. */
+/* Slice-level 1F1B (Seq1F1B; InfiniPipe 2, Fig. 1a): units that share a sample form a
+ * dependent group (a long sample's slices, with whatever short samples were packed beside
+ * one of them); forwards in `order`, and the backwards of a group all at once where its
+ * last unit is, in reverse (FILO within a sample: slice j's backward after slice j + 1's).
+ * A group of one (whole samples) keeps its place, so on whole units this is 1F1B. The units
+ * of a sample must be in token order in `order`. */
 void lt_sched_seq1f1b(lt_schedule *s, const uint32_t *order, size_t n);
 
 /* ChunkFlow's state-aware 1F1B (Alg. 2 + Sec. 4.3) with parameter K >= 1: units are the
- * chunks; a group of N > K chunks of one sample runs FK over its first N - K chunks, F over
- * the last K, B over those K in reverse, then re-runs F + B over the first N - K chunks in
- * reverse order; standalone chunks are groups of one. The resulting forward and backward
- * streams are interleaved 1F1B-style. */
+ * chunks (lt_sched_units_chunked), groups as in lt_sched_seq1f1b. A group of N > K chunks
+ * runs FK over its first N - K chunks and F over the last K, B over those K in reverse,
+ * then F + B again over the first N - K chunks in reverse order (Alg. 2 lines 24-29 list
+ * them in increasing order, which cannot work: chunk i's backward needs chunk i + 1's dK/dV,
+ * 4.2); groups of N <= K run F over all, then B in reverse. Forward stream: the chunks in
+ * `order` (FK or F), a group's re-run forwards right after its last chunk; backward stream:
+ * a group's backwards at its last chunk; merged 1F1B-style as above. */
 void lt_sched_chunkflow(lt_schedule *s, const uint32_t *order, size_t n, int k);
 
 /* Several 1F1B pipelines in sequence (InfiniPipe 3.3.1): group g is units
- * order[group_start[g] .. group_start[g+1]) (group_start[n_groups] = n). */
+ * order[group_start[g] .. group_start[g+1]) (group_start[0] = 0, group_start[n_groups] = n),
+ * each a lt_sched_seq1f1b pipeline, appended one after the other on every stage. The next
+ * pipeline starts on stage 0 after that stage's last backward of the previous one, which
+ * is the previous pipeline's last op anywhere: pipelines do not overlap (as in the paper),
+ * and the step time is the sum of the pipelines' times. A sample's units must all be in
+ * one group. */
 void lt_sched_multi_1f1b(lt_schedule *s, const uint32_t *order, size_t n, const size_t *group_start,
                          size_t n_groups);
 
-/* HelixPipe's attention-parallel partition with the two-fold FILO schedule (HelixPipe 4.2,
- * 4.3, Table 2) for uniform batches: m must be a multiple of 2P. Ops are per layer part. */
+/* HelixPipe's attention-parallel partition with the `folds`-fold FILO schedule (HelixPipe
+ * 4.2, 4.3, Table 2) for uniform batches: m = n must be a multiple of folds * P
+ * (LT_ERR_USAGE otherwise); folds = 1 is the naive FILO schedule, 2 the two-fold one. Ops are
+ * per layer part: the pre-attention of layer l and the post-attention of layer l - 1 on
+ * stage l mod P, the post-attention of the last layer on stage 0, the attention of slot j
+ * of a loop (micro-batches folds*j .. folds*j + folds - 1 of the loop's folds * P) of layer l
+ * on stage (l + j + 1) mod P. Every forward of every loop, then every backward, each
+ * stage's backwards in the reverse of its forwards' order (FILO). recompute != 0 sets
+ * recompute_layers = 1 on the pre- and post-attention ops ("recomputation without
+ * attention", 4.4.1). Any L >= P; the bubble of Table 2 needs P | L. */
+lt_status lt_sched_helixpipe_folds(lt_schedule *s, const uint32_t *order, size_t n, int folds, int recompute,
+                                   lt_error *err);
+
+/* The two-fold FILO schedule without recomputation: lt_sched_helixpipe_folds(s, order, n,
+ * 2, 0, err). */
 lt_status lt_sched_helixpipe(lt_schedule *s, const uint32_t *order, size_t n, lt_error *err);
 
 #endif /* LT_SCHEDULE_H */

@@ -56,6 +56,13 @@ echo "length profile chart: demo-out/profile.svg"
 "$bin/dataprep" cat "$data" --doc 0 | cut -c1-200
 "$bin/dataprep" lengths "$data" | sort -n | awk '{ a[NR] = $1 } END { printf "%d documents; median %d tokens, longest %d\n", NR, a[int((NR + 1) / 2)], a[NR] }'
 
+say "planner simulate: ChunkFlow's Sec. 3 example (unit time), then 1F1B over the corpus' lengths (cost model)"
+"$bin/planner" simulate --schedule 1f1b --stages 4 --unit-lengths 4,2,1,1
+"$bin/dataprep" lengths "$data" >"$out/lengths.txt"
+"$bin/planner" simulate --config etc/longtail.ini --schedule 1f1b --stages 4 --model llama-7b --hardware h200 \
+  --lengths-file "$out/lengths.txt" --no-timeline --svg "$out/pipeline.svg"
+echo "pipeline Gantt chart: demo-out/pipeline.svg"
+
 if [ "${LONGTAIL_DEMO_NO_SLURM:-0}" = 1 ]; then
   say "Slurm part skipped (LONGTAIL_DEMO_NO_SLURM=1)"; exit 0
 fi

@@ -2,7 +2,9 @@
  * tests/lib/test_model.c — lib/model: the presets are valid and unique, parameter counts
  * match the published model sizes, the forward-FLOPs formula matches hand computations
  * (and HelixPipe Table 1 for a GPT shape), and the causal attention term overtakes the
- * linear terms exactly at the crossover length derived from the dimensions.
+ * linear terms exactly at the crossover length derived from the dimensions; the model of a
+ * config (preset, preset + dimension overrides, dimensions only, a --model override,
+ * unknown names) is picked as lt_model_from_config documents.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "lib/config.h"
 #include "lib/model.h"
 
 static void assert_rel_close(double got, double want, double rel) {
@@ -193,6 +196,120 @@ static void test_quadratic_term_dominates_beyond_crossover(void **state) {
     assert_true(s7 > s150);
 }
 
+static void assert_same_shape(const lt_model_shape *a, const lt_model_shape *b) {
+    assert_non_null(b);
+    assert_string_equal(a->name, b->name);
+    assert_int_equal(a->layers, b->layers);
+    assert_int_equal(a->hidden, b->hidden);
+    assert_int_equal(a->heads, b->heads);
+    assert_int_equal(a->kv_heads, b->kv_heads);
+    assert_int_equal(a->ffn, b->ffn);
+    assert_int_equal(a->vocab, b->vocab);
+    assert_int_equal(a->gated_ffn, b->gated_ffn);
+}
+
+/* A config with the given --set assignments applied over the defaults. */
+static lt_config *config_with(const char *const *sets, size_t n) {
+    lt_config *cfg = lt_config_new();
+    assert_non_null(cfg);
+    for (size_t i = 0; i < n; i++) {
+        lt_error err;
+        if (lt_config_set(cfg, sets[i], &err) != LT_OK) fail_msg("%s: %s", sets[i], err.what);
+    }
+    return cfg;
+}
+
+static void test_model_from_config_preset_and_default(void **state) {
+    (void)state;
+    lt_error err;
+    lt_model_shape m;
+    /* nothing in [model]: llama-7b */
+    lt_config *cfg = config_with(NULL, 0);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
+    assert_string_equal(m.name, "llama-7b");
+    assert_same_shape(&m, lt_model_preset("llama-7b"));
+    lt_config_free(cfg);
+    /* a preset, taken as it is */
+    const char *preset[] = {"model.preset=qwen2.5-7b"};
+    cfg = config_with(preset, 1);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
+    assert_same_shape(&m, lt_model_preset("qwen2.5-7b"));
+    /* --model wins over model.preset */
+    assert_int_equal(lt_model_from_config(cfg, "gpt-13b", &m, &err), LT_OK);
+    assert_same_shape(&m, lt_model_preset("gpt-13b"));
+    lt_config_free(cfg);
+}
+
+static void test_model_from_config_overrides_and_dims_only(void **state) {
+    (void)state;
+    lt_error err;
+    lt_model_shape m;
+    /* preset + overrides: the named fields change, the rest stay the preset's */
+    const char *over[] = {"model.preset=llama-7b", "model.layers=8", "model.kv_heads=8"};
+    lt_config *cfg = config_with(over, 3);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
+    assert_string_equal(m.name, "custom");
+    assert_int_equal(m.layers, 8);
+    assert_int_equal(m.kv_heads, 8);
+    assert_int_equal(m.hidden, 4096);
+    assert_int_equal(m.ffn, 11008);
+    assert_int_equal(m.vocab, 32000);
+    assert_int_equal(m.gated_ffn, 1);
+    /* a --model override ignores the config's dimensions */
+    assert_int_equal(lt_model_from_config(cfg, "llama-13b", &m, &err), LT_OK);
+    assert_same_shape(&m, lt_model_preset("llama-13b"));
+    lt_config_free(cfg);
+    /* dimensions only: a custom SwiGLU model, kv_heads = heads, vocab 32000 */
+    const char *dims[] = {"model.layers=2", "model.hidden=64", "model.heads=4", "model.ffn=128"};
+    cfg = config_with(dims, 4);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
+    assert_string_equal(m.name, "custom");
+    assert_int_equal(m.layers, 2);
+    assert_int_equal(m.hidden, 64);
+    assert_int_equal(m.heads, 4);
+    assert_int_equal(m.kv_heads, 4);
+    assert_int_equal(m.ffn, 128);
+    assert_int_equal(m.vocab, 32000);
+    assert_int_equal(m.gated_ffn, 1);
+    lt_config_free(cfg);
+    /* incomplete dimensions fail validation */
+    const char *half[] = {"model.layers=2", "model.hidden=64"};
+    cfg = config_with(half, 2);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "heads must be positive"));
+    lt_config_free(cfg);
+    /* an override that breaks the preset's shape */
+    const char *bad[] = {"model.preset=llama-7b", "model.heads=30"};
+    cfg = config_with(bad, 2);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "heads (30) must divide hidden (4096)"));
+    lt_config_free(cfg);
+    /* a dimension beyond int */
+    const char *huge[] = {"model.preset=tiny", "model.layers=3000000000"};
+    cfg = config_with(huge, 2);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "model.layers = 3000000000 is too large"));
+    assert_string_equal(err.where, "--set");
+    lt_config_free(cfg);
+}
+
+static void test_model_from_config_unknown_names(void **state) {
+    (void)state;
+    lt_error err;
+    lt_model_shape m;
+    const char *typo[] = {"model.preset=llama-8b"};
+    lt_config *cfg = config_with(typo, 1);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_ERR_USAGE);
+    assert_string_equal(err.what, "unknown model 'llama-8b'");
+    assert_string_equal(err.where, "model.preset");
+    assert_non_null(strstr(err.hint, "presets: tiny, llama-7b, llama-13b"));
+    assert_non_null(strstr(err.hint, "gpt-3b"));
+    assert_int_equal(lt_model_from_config(cfg, "gpt-99b", &m, &err), LT_ERR_USAGE);
+    assert_string_equal(err.what, "unknown model 'gpt-99b'");
+    assert_string_equal(err.where, "--model");
+    lt_config_free(cfg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_preset_is_valid_and_named_uniquely),
@@ -202,6 +319,9 @@ int main(void) {
         cmocka_unit_test(test_forward_flops_of_tiny_by_hand),
         cmocka_unit_test(test_gpt_flops_match_helixpipe_table1),
         cmocka_unit_test(test_quadratic_term_dominates_beyond_crossover),
+        cmocka_unit_test(test_model_from_config_preset_and_default),
+        cmocka_unit_test(test_model_from_config_overrides_and_dims_only),
+        cmocka_unit_test(test_model_from_config_unknown_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,482 @@
+/*
+ * plans/cost.c — the cost model (plans/cost.h; the derivations are in docs/cost-model.md).
+ *
+ * Conventions: every quantity is per GPU of a TP group (FLOPs, bytes, elements); a GEMM of
+ * T rows by a weight of P elements is 2 T P FLOPs; "hq" is the hidden width one GPU holds,
+ * h / t, for tensors TP splits by heads or sequence parallelism splits by tokens (Megatron
+ * sequence parallelism, as SlimPack 6.1 and HelixPipe 2.2 use it with TP).
+ */
+#include "plans/cost.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ dimensions per GPU */
+
+static double hidden(const lt_cost_model *cm) { return (double)cm->model.hidden; }
+
+/* h / t: query heads, attention output and sequence-parallel activations of one GPU. */
+static double hq(const lt_cost_model *cm) { return (double)cm->model.hidden / cm->tp; }
+
+/* Key (or value) width of one GPU: ceil(kv_heads / t) heads (Megatron replicates K/V heads
+ * when t exceeds them). */
+static double kv_local(const lt_cost_model *cm) {
+    int kvh = (cm->model.kv_heads + cm->tp - 1) / cm->tp;
+    return (double)(cm->model.hidden / cm->model.heads) * kvh;
+}
+
+/* MLP intermediate elements per token kept for backward: SwiGLU keeps the gate and up
+ * outputs (2f, input of the fused SiLU-multiply) and the down projection's input (f);
+ * GELU keeps the GELU input (f) and the second linear's input (f) (HelixPipe Table 1: 8bsh
+ * for f = 4h). */
+static double mlp_elems(const lt_cost_model *cm) {
+    return (cm->model.gated_ffn ? 3.0 : 2.0) * (double)cm->model.ffn / cm->tp;
+}
+
+static double ffn_mats(const lt_cost_model *cm) { return cm->model.gated_ffn ? 3.0 : 2.0; }
+
+/* ------------------------------------------------------------------ set-up */
+
+static void set_defaults(lt_cost_model *cm) {
+    cm->weight_bytes = 2.0;
+    cm->grad_bytes = 4.0;
+    cm->optim_bytes = 12.0;
+    cm->act_bytes = 2.0;
+    cm->logit_bytes = 4.0;
+    cm->bwd_gemm_factor = 2.0;
+    cm->bwd_attn_factor = 2.5;
+    int spn = cm->hw.gpus_per_node / cm->tp;
+    cm->stages_per_node = spn > 1 ? spn : 1;
+    cm->head_stage = cm->pp - 1;
+    cm->reserved_bytes = 2.0 * 1073741824.0;
+    cm->mem_cap = cm->hw.hbm_bytes;
+}
+
+lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const lt_hardware *hw, int pp, int tp,
+                             int dp, lt_error *err) {
+    memset(cm, 0, sizeof *cm);
+    lt_status st = lt_model_validate(m, err);
+    if (st != LT_OK) return st;
+    if (pp < 1 || tp < 1 || dp < 1)
+        return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "pp, tp and dp must be at least 1 (got %d, %d, %d)", pp, tp,
+                       dp);
+    if (pp > m->layers)
+        return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "pp = %d stages for %d layers: each stage needs a layer", pp,
+                       m->layers);
+    if (m->heads % tp != 0) {
+        lt_fail(err, LT_ERR_CONFIG, "[parallel]", "tp = %d does not divide the %d attention heads", tp, m->heads);
+        lt_error_hint(err, "tensor parallelism splits attention by heads: choose a divisor of %d", m->heads);
+        return LT_ERR_CONFIG;
+    }
+    if (hw->peak_flops <= 0 || hw->gpus_per_node < 1 || hw->gemm.n < 1 || hw->attention.n < 1)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "hardware profile '%s' is not loaded", hw->name);
+    cm->model = *m;
+    cm->hw = *hw;
+    cm->pp = pp;
+    cm->tp = tp;
+    cm->dp = dp;
+    cm->zero1 = false;
+    set_defaults(cm);
+    return LT_OK;
+}
+
+static lt_status config_int(const lt_config *cfg, const char *section, const char *key, int *out, lt_error *err) {
+    int64_t v;
+    lt_status st = lt_config_get_int(cfg, section, key, &v, err);
+    if (st != LT_OK) return st;
+    if (v < INT_MIN || v > INT_MAX)
+        return lt_fail(err, LT_ERR_CONFIG, lt_config_origin(cfg, section, key), "%s.%s is too large", section, key);
+    *out = (int)v;
+    return LT_OK;
+}
+
+lt_status lt_cost_model_from_config(lt_cost_model *cm, const lt_config *cfg, const char *hardware_dir,
+                                    lt_error *err) {
+    memset(cm, 0, sizeof *cm);
+    lt_model_shape m;
+    lt_status st = lt_model_from_config(cfg, NULL, &m, err);
+    if (st != LT_OK) return st;
+    int pp, tp, dp;
+    bool zero1;
+    if ((st = config_int(cfg, "parallel", "pp", &pp, err)) != LT_OK) return st;
+    if ((st = config_int(cfg, "parallel", "tp", &tp, err)) != LT_OK) return st;
+    if ((st = config_int(cfg, "parallel", "dp", &dp, err)) != LT_OK) return st;
+    if ((st = lt_config_get_bool(cfg, "parallel", "zero1", &zero1, err)) != LT_OK) return st;
+    lt_hardware *hw = lt_malloc_check(sizeof *hw);
+    st = lt_hardware_load(hw, lt_config_get_string(cfg, "plan", "hardware"), hardware_dir, err);
+    if (st == LT_OK) st = lt_cost_model_init(cm, &m, hw, pp, tp, dp, err);
+    free(hw);
+    if (st != LT_OK) return st;
+    cm->zero1 = zero1;
+    if (lt_config_is_set(cfg, "plan", "mem")) {
+        uint64_t mem;
+        if ((st = lt_config_get_size(cfg, "plan", "mem", &mem, err)) != LT_OK) return st;
+        cm->mem_cap = (double)mem;
+    }
+    return LT_OK;
+}
+
+/* ------------------------------------------------------------------ FLOPs */
+
+double lt_cost_linear_flops(const lt_cost_model *cm, lt_op_part part, double tokens) {
+    if (!(tokens > 0)) return 0.0;
+    double h = hidden(cm);
+    /* HelixPipe Table 1: QKV linear 6bsh^2 (MHA), O linear 2bsh^2, MLP 8bsh^2 x 2 (GPT) */
+    double pre = 2.0 * tokens * h * (hq(cm) + 2.0 * kv_local(cm));
+    double post = 2.0 * tokens * (hq(cm) * h + ffn_mats(cm) * h * (double)cm->model.ffn / cm->tp);
+    switch (part) {
+    case LT_PART_ALL: return pre + post;
+    case LT_PART_PRE: return pre;
+    case LT_PART_POST: return post;
+    case LT_PART_ATTN: return 0.0;
+    }
+    return 0.0;
+}
+
+double lt_cost_attention_flops(const lt_cost_model *cm, double begin, double end) {
+    if (!(end > begin) || begin < 0) return 0.0;
+    /* token i attends to i + 1 keys: QK^T and AV are 2 hd (i + 1) FLOPs each per query head,
+     * 4 h (i + 1) over all heads; summed over i in [begin, end) in the continuous form
+     * 4 h (end^2 - begin^2) / 2 (InfiniPipe Eq. 1: (C + s)^2 - C^2; lib/model.h: 2 h T^2). */
+    return 2.0 * hq(cm) * (end * end - begin * begin);
+}
+
+double lt_cost_head_flops(const lt_cost_model *cm, double tokens) {
+    if (!(tokens > 0)) return 0.0;
+    return 2.0 * tokens * hidden(cm) * (double)cm->model.vocab / cm->tp;
+}
+
+/* Layers an op covers (1 for a part of a layer). */
+static double op_layers(const lt_op *op) {
+    return op->layer_end > op->layer_begin ? (double)(op->layer_end - op->layer_begin) : 0.0;
+}
+
+static bool op_has_attention(const lt_op *op) { return op->part == LT_PART_ALL || op->part == LT_PART_ATTN; }
+
+/* The op's range ends the model (its output feeds the LM head and the loss). */
+static bool op_has_head(const lt_cost_model *cm, const lt_op *op) {
+    return (op->part == LT_PART_ALL || op->part == LT_PART_POST) && op->layer_end == (uint32_t)cm->model.layers;
+}
+
+/* The op's range starts the model (its input is the embedding). */
+static bool op_starts_model(const lt_op *op) {
+    return (op->part == LT_PART_ALL || op->part == LT_PART_PRE) && op->layer_begin == 0;
+}
+
+static double op_recompute_layers(const lt_op *op) {
+    double r = op->recompute_layers, n = op_layers(op);
+    return r < n ? r : n;
+}
+
+static double slice_tokens(const lt_slice *s) { return s->end > s->begin ? (double)(s->end - s->begin) : 0.0; }
+
+void lt_cost_op_flops(const lt_cost_model *cm, const lt_slice *slices, size_t n, const lt_op *op,
+                      lt_op_flops *out) {
+    double tokens = 0, attn = 0;
+    for (size_t i = 0; i < n; i++) {
+        tokens += slice_tokens(&slices[i]);
+        if (op_has_attention(op)) attn += lt_cost_attention_flops(cm, (double)slices[i].begin, (double)slices[i].end);
+    }
+    double nl = op_layers(op), r = op_recompute_layers(op);
+    double lin = lt_cost_linear_flops(cm, (lt_op_part)op->part, tokens);
+    out->linear = nl * lin + (op_has_head(cm, op) ? lt_cost_head_flops(cm, tokens) : 0.0);
+    out->attention = nl * attn;
+    out->recompute_linear = r * lin;
+    out->recompute_attention = r * attn;
+}
+
+double lt_cost_executed_flops(const lt_cost_model *cm, const lt_op_flops *f, lt_op_kind kind) {
+    if (kind != LT_OP_B) return f->linear + f->attention;
+    return cm->bwd_gemm_factor * f->linear + cm->bwd_attn_factor * f->attention + f->recompute_linear +
+           f->recompute_attention;
+}
+
+/* ------------------------------------------------------------------ memory */
+
+double lt_cost_act_elems(const lt_cost_model *cm, lt_op_part part, bool recomputed, bool kv_separate) {
+    double q = hq(cm), kv = 2.0 * kv_local(cm), mlp = mlp_elems(cm);
+    double kv_here = kv_separate ? 0.0 : kv; /* K and V, when not held as kv_bytes */
+    switch (part) {
+    case LT_PART_ALL:
+        /* norm input, QKV input, Q, K, V, attention output, norm input, MLP input, MLP
+         * intermediates (HelixPipe Table 1: 16h for GPT); recomputed: the layer input */
+        return recomputed ? q : 6.0 * q + kv_here + mlp;
+    case LT_PART_PRE: return recomputed ? q : 2.0 * q;
+    case LT_PART_ATTN: return recomputed ? q + kv_here : 2.0 * q + kv_here;
+    case LT_PART_POST: return recomputed ? 2.0 * q : 3.0 * q + mlp;
+    }
+    return 0.0;
+}
+
+double lt_cost_act_bytes_per_token(const lt_cost_model *cm, lt_op_part part, bool recomputed, bool kv_separate) {
+    return lt_cost_act_elems(cm, part, recomputed, kv_separate) * cm->act_bytes;
+}
+
+double lt_cost_kv_bytes_per_token(const lt_cost_model *cm) {
+    /* K and V (2 kv) and their gradients (InfiniPipe Eq. 5: M_dkv = 2eLD per token) */
+    return 2.0 * (2.0 * kv_local(cm)) * cm->act_bytes;
+}
+
+double lt_cost_layer_params(const lt_cost_model *cm) {
+    double h = hidden(cm);
+    return h * (hq(cm) + 2.0 * kv_local(cm)) + hq(cm) * h + ffn_mats(cm) * h * (double)cm->model.ffn / cm->tp +
+           2.0 * h; /* + the two norm weights, replicated over TP */
+}
+
+double lt_cost_stage_params(const lt_cost_model *cm, int stage) {
+    if (stage < 0 || stage >= cm->pp) return 0.0;
+    uint32_t b, e;
+    lt_schedule_stage_layers(cm->model.layers, cm->pp, stage, &b, &e);
+    double h = hidden(cm), vocab_part = (double)cm->model.vocab / cm->tp * h; /* vocab-parallel */
+    double p = (double)(e - b) * lt_cost_layer_params(cm);
+    if (stage == 0) p += vocab_part;                  /* input embedding */
+    if (stage == cm->head_stage) p += vocab_part + h; /* final norm + untied LM head */
+    return p;
+}
+
+double lt_cost_model_states_bytes(const lt_cost_model *cm, int stage) {
+    double optim = cm->optim_bytes / (cm->zero1 ? (double)cm->dp : 1.0);
+    return lt_cost_stage_params(cm, stage) * (cm->weight_bytes + cm->grad_bytes + optim);
+}
+
+/* ------------------------------------------------------------------ communication */
+
+int lt_cost_stage_node(const lt_cost_model *cm, int stage) {
+    return stage / (cm->stages_per_node > 0 ? cm->stages_per_node : 1);
+}
+
+double lt_cost_p2p_time(const lt_cost_model *cm, int from, int to, double bytes) {
+    if (!(bytes > 0)) return 0.0;
+    if (lt_cost_stage_node(cm, from) == lt_cost_stage_node(cm, to))
+        return cm->hw.p2p_intra_latency_s + bytes / cm->hw.p2p_intra_bytes_per_s;
+    return cm->hw.p2p_inter_latency_s + bytes / cm->hw.p2p_inter_bytes_per_s;
+}
+
+/* Ring collective over k ranks moving a tensor of `bytes` (all-gather output or
+ * reduce-scatter input): each rank sends (k - 1) / k of it over one link direction; the
+ * k - 1 steps are pipelined, so the launch latency is paid once (NCCL's ring model). */
+static double ring_time(double bytes, int k, bool intra, const lt_hardware *hw) {
+    if (k <= 1 || !(bytes > 0)) return 0.0;
+    double bw = intra ? hw->p2p_intra_bytes_per_s : hw->p2p_inter_bytes_per_s;
+    double lat = intra ? hw->p2p_intra_latency_s : hw->p2p_inter_latency_s;
+    return lat + (double)(k - 1) / k * bytes / bw;
+}
+
+double lt_cost_tp_comm_time(const lt_cost_model *cm, double tokens, int collectives) {
+    if (cm->tp <= 1 || collectives <= 0 || !(tokens > 0)) return 0.0;
+    double bytes = tokens * hidden(cm) * cm->act_bytes;
+    return collectives * ring_time(bytes, cm->tp, cm->tp <= cm->hw.gpus_per_node, &cm->hw);
+}
+
+double lt_cost_dp_sync_time(const lt_cost_model *cm, int stage) {
+    if (cm->dp <= 1) return 0.0;
+    double bytes = lt_cost_stage_params(cm, stage) * cm->grad_bytes;
+    /* ranks are ordered TP, PP, DP: the DP peers share a node only when the whole layout fits one */
+    bool intra = (long)cm->tp * cm->pp * cm->dp <= cm->hw.gpus_per_node;
+    return 2.0 * ring_time(bytes, cm->dp, intra, &cm->hw); /* reduce-scatter + all-gather */
+}
+
+/* TP collectives per layer part and direction (Megatron sequence parallelism: an all-gather
+ * before the QKV and first MLP GEMMs, a reduce-scatter after the output projection and the
+ * second MLP GEMM; the backward mirrors them). */
+static int part_collectives(lt_op_part part) {
+    switch (part) {
+    case LT_PART_ALL: return 4;
+    case LT_PART_PRE: return 1;
+    case LT_PART_ATTN: return 0;
+    case LT_PART_POST: return 3;
+    }
+    return 0;
+}
+
+/* Elements per token (per GPU) an op sends along the model path: forward outputs, backward
+ * input gradients. PRE sends Q, K, V and the residual; ATTN the attention output and the
+ * residual (HelixPipe 4.2: 2bsh); whole layers and POST the hidden state. */
+static double out_elems(const lt_cost_model *cm, const lt_op *op) {
+    double q = hq(cm), kv = 2.0 * kv_local(cm);
+    bool fwd = op->kind != LT_OP_B;
+    switch ((lt_op_part)op->part) {
+    case LT_PART_ALL: return q;
+    case LT_PART_PRE: return fwd ? 2.0 * q + kv : q;
+    case LT_PART_ATTN: return fwd ? 2.0 * q : 2.0 * q + kv;
+    case LT_PART_POST: return fwd ? q : 2.0 * q;
+    }
+    return 0.0;
+}
+
+/* ------------------------------------------------------------------ ops */
+
+void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv, const lt_op *op,
+                lt_op_estimate *out) {
+    memset(out, 0, sizeof *out);
+    lt_op_kind kind = (lt_op_kind)op->kind;
+    lt_op_part part = (lt_op_part)op->part;
+    bool backward = kind == LT_OP_B, head = op_has_head(cm, op), attn = op_has_attention(op);
+    double nl = op_layers(op), r = op_recompute_layers(op);
+    double peak = cm->hw.peak_flops;
+
+    double tokens = 0, kv_tokens = 0;
+    for (size_t i = 0; i < n; i++) {
+        tokens += slice_tokens(&slices[i]);
+        if (keeps_kv && keeps_kv[i]) kv_tokens += slice_tokens(&slices[i]);
+    }
+    lt_cost_op_flops(cm, slices, n, op, &out->flops);
+    out->executed_flops = lt_cost_executed_flops(cm, &out->flops, kind);
+
+    /* time: GEMMs at the efficiency of the unit's token count, attention per slice at the
+     * efficiency of the causal length with the same work, TP collectives */
+    double gemm_flops = backward ? cm->bwd_gemm_factor * out->flops.linear + out->flops.recompute_linear
+                                 : out->flops.linear;
+    out->gemm_time = gemm_flops / (peak * lt_hardware_efficiency(&cm->hw.gemm, tokens));
+    if (attn) {
+        for (size_t i = 0; i < n; i++) {
+            double b = (double)slices[i].begin, e = (double)slices[i].end;
+            double per_layer = lt_cost_attention_flops(cm, b, e);
+            if (per_layer <= 0) continue;
+            double f = backward ? (cm->bwd_attn_factor * nl + r) * per_layer : nl * per_layer;
+            out->attention_time += f / (peak * lt_hardware_efficiency(&cm->hw.attention, sqrt(e * e - b * b)));
+        }
+    }
+    double passes = backward ? nl + r : nl;
+    out->tp_comm_time = lt_cost_tp_comm_time(cm, tokens, (int)(passes * part_collectives(part)));
+    out->cost.time = out->gemm_time + out->attention_time + out->tp_comm_time;
+
+    /* memory */
+    double vocab_local = (double)cm->model.vocab / cm->tp;
+    double full_layer = tokens * lt_cost_act_bytes_per_token(cm, part, false, false);
+    double logits = head ? tokens * vocab_local * cm->act_bytes : 0.0;
+    if (kind == LT_OP_F) {
+        double act = 0;
+        for (size_t i = 0; i < n; i++) {
+            bool sep = attn && keeps_kv && keeps_kv[i];
+            act += slice_tokens(&slices[i]) * ((nl - r) * lt_cost_act_bytes_per_token(cm, part, false, sep) +
+                                               r * lt_cost_act_bytes_per_token(cm, part, true, sep));
+        }
+        /* the head keeps the final norm's and its own input and the loss's fp32 softmax */
+        if (head) act += tokens * (2.0 * hq(cm) * cm->act_bytes + vocab_local * cm->logit_bytes);
+        out->cost.act_bytes = act;
+    }
+    if (!backward && attn) out->cost.kv_bytes = kv_tokens * nl * lt_cost_kv_bytes_per_token(cm);
+    if (kind == LT_OP_F) out->cost.work_bytes = (r > 0 ? full_layer : 0.0) + logits;
+    else if (kind == LT_OP_FK) out->cost.work_bytes = full_layer + logits;
+    else out->cost.work_bytes = (r > 0 ? 2.0 : 1.0) * full_layer + logits;
+
+    /* P2P payload: nothing after the model's end (forward) or before its start (backward) */
+    bool edge = backward ? op_starts_model(op) : head;
+    if (!edge) out->cost.out_bytes = tokens * out_elems(cm, op) * cm->act_bytes;
+}
+
+/* Whether the slice table holds a later slice of slice g's sample (slices of one sample are
+ * in token order in the table, plans/schedule.h, so only later entries can be). */
+static bool has_later_slice(const lt_schedule *s, size_t g) {
+    const lt_slice *sl = &s->slices[g];
+    for (size_t j = g + 1; j < s->n_slices; j++)
+        if (s->slices[j].sample == sl->sample && s->slices[j].begin >= sl->end) return true;
+    return false;
+}
+
+/* lt_cost_op for op of s, the keeps_kv flags of the slice table from `all` (indexed by slice)
+ * or, when NULL, found by scanning. */
+static void schedule_op(const lt_cost_model *cm, const lt_schedule *s, const bool *all, const lt_op *op,
+                        lt_op_estimate *out) {
+    if (s->layers != cm->model.layers) /* a programming error: the head would be misplaced */
+        lt_die("schedule of %d layers priced with a model of %d layers", s->layers, cm->model.layers);
+    const lt_unit *u = &s->units[op->unit];
+    const lt_slice *slices = &s->slices[u->first_slice];
+    size_t n = u->n_slices;
+    if (op->kind == LT_OP_B || !op_has_attention(op)) { /* keys/values only matter to forwards over attention */
+        lt_cost_op(cm, slices, n, NULL, op, out);
+        return;
+    }
+    if (all) {
+        lt_cost_op(cm, slices, n, all + u->first_slice, op, out);
+        return;
+    }
+    bool local[64] = {false};
+    bool *keeps = n <= 64 ? local : lt_malloc_check(n * sizeof *keeps);
+    for (size_t i = 0; i < n; i++) keeps[i] = has_later_slice(s, u->first_slice + i);
+    lt_cost_op(cm, slices, n, keeps, op, out);
+    if (keeps != local) free(keeps);
+}
+
+void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt_op *op, lt_op_estimate *out) {
+    schedule_op(cm, s, NULL, op, out);
+}
+
+/* ------------------------------------------------------------------ the simulator bridge */
+
+static void sim_op_cost(void *ctx, const lt_schedule *s, int stage, const lt_op *op, lt_op_cost *out) {
+    (void)stage;
+    lt_op_estimate est;
+    schedule_op(ctx, s, NULL, op, &est);
+    *out = est.cost;
+}
+
+static double sim_p2p_time(void *ctx, int from, int to, double bytes) { return lt_cost_p2p_time(ctx, from, to, bytes); }
+
+static double sim_base_bytes(void *ctx, int stage) {
+    const lt_cost_model *cm = ctx;
+    return lt_cost_model_states_bytes(cm, stage) + cm->reserved_bytes;
+}
+
+lt_sim_costs lt_cost_sim_costs(const lt_cost_model *cm) {
+    lt_sim_costs c = {(void *)(uintptr_t)cm, sim_op_cost, sim_p2p_time, sim_base_bytes};
+    return c;
+}
+
+/* The prepared bridge: the same callbacks with an lt_cost_sim_ctx as context. */
+static void prepared_op_cost(void *ctx, const lt_schedule *s, int stage, const lt_op *op, lt_op_cost *out) {
+    (void)stage;
+    const lt_cost_sim_ctx *c = ctx;
+    lt_op_estimate est;
+    bool fresh = s == c->s && s->n_slices == c->n_slices;
+    schedule_op(c->cm, s, fresh ? c->keeps_kv : NULL, op, &est);
+    *out = est.cost;
+}
+
+static double prepared_p2p_time(void *ctx, int from, int to, double bytes) {
+    return lt_cost_p2p_time(((const lt_cost_sim_ctx *)ctx)->cm, from, to, bytes);
+}
+
+static double prepared_base_bytes(void *ctx, int stage) {
+    return sim_base_bytes((void *)(uintptr_t)((const lt_cost_sim_ctx *)ctx)->cm, stage);
+}
+
+/* A slice's (sample, index), sorted by sample then table order. */
+typedef struct slice_key {
+    int32_t sample;
+    size_t index;
+} slice_key;
+
+static int cmp_slice_key(const void *a, const void *b) {
+    const slice_key *x = a, *y = b;
+    if (x->sample != y->sample) return (x->sample > y->sample) - (x->sample < y->sample);
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s) {
+    free(ctx->keeps_kv);
+    ctx->cm = cm;
+    ctx->s = s;
+    ctx->n_slices = s->n_slices;
+    ctx->keeps_kv = lt_calloc_check(s->n_slices ? s->n_slices : 1, sizeof *ctx->keeps_kv);
+    if (s->n_slices > 1) {
+        /* a slice keeps its K/V unless it is its sample's last in the table (token order) */
+        slice_key *v = lt_malloc_check(s->n_slices * sizeof *v);
+        for (size_t i = 0; i < s->n_slices; i++) v[i] = (slice_key){s->slices[i].sample, i};
+        qsort(v, s->n_slices, sizeof *v, cmp_slice_key);
+        for (size_t i = 0; i + 1 < s->n_slices; i++) ctx->keeps_kv[v[i].index] = v[i + 1].sample == v[i].sample;
+        free(v);
+    }
+    lt_sim_costs c = {ctx, prepared_op_cost, prepared_p2p_time, prepared_base_bytes};
+    return c;
+}
+
+void lt_cost_sim_ctx_free(lt_cost_sim_ctx *ctx) {
+    if (!ctx) return;
+    free(ctx->keeps_kv);
+    memset(ctx, 0, sizeof *ctx);
+}

@@ -1,0 +1,209 @@
+/*
+ * plans/cost.h — the cost model of the planner: FLOPs, time, memory and P2P traffic of one
+ * pipeline op (a unit of slices through a range of layers, plans/schedule.h), for a model
+ * shape (lib/model.h), a hardware profile (plans/hardware.h) and a parallel layout (PP, TP,
+ * DP, ZeRO-1). Every strategy and the simulator (plans/sim.h, through lt_cost_sim_costs)
+ * price schedules with it. docs/cost-model.md derives every formula; in short:
+ *
+ * FLOPs (multiply-add = 2), per GPU, forward, per layer (InfiniPipe 3.1.2 Eq. 1; SlimPack
+ * 2.1.1; HelixPipe Table 1), h = hidden, kv = key/value width, f = ffn, V = vocab, t = TP:
+ *   pre-attention  (norm + QKV projection)    2 T h (h + 2 kv) / t (K/V heads replicate
+ *                                             once t > kv_heads)
+ *   attention core (QK^T and AV, causal)      2 h (end^2 - begin^2) / t per slice [begin, end)
+ *   post-attention (output projection + MLP)  2 T (h h + m h f) / t,  m = 3 SwiGLU / 2 GELU
+ *   LM head (after the last layer)            2 T h V / t;  the embedding lookup: 0
+ * The attention term is the continuous form of sum over the slice's tokens i of 4 h (i + 1)
+ * (token i attends to i + 1 keys): slices of one sample add up exactly to the whole sample.
+ * Backward = 2 x the GEMM part + 2.5 x the attention part (SlimPack 2.2.2); B also re-runs
+ * the forward of its recompute_layers layers (InfiniPipe Eq. 11).
+ *
+ * Time = GEMM FLOPs / (peak x gemm_efficiency(unit tokens)) + sum over slices of attention
+ * FLOPs / (peak x attention_efficiency(sqrt(end^2 - begin^2))) + TP collectives
+ * (2 all-gathers + 2 reduce-scatters per layer, Megatron sequence parallelism, HelixPipe 2.2).
+ *
+ * Memory per GPU (bf16 activations, flash attention: no T^2 term; Korthikanti et al. /
+ * HelixPipe Table 1: 16 h elements per token per GPT layer; TP with sequence parallelism
+ * divides all of it by t): see lt_cost_act_elems. Model states: 2 bytes bf16 weights + 4
+ * fp32 gradients + 12 fp32 master weights and Adam moments = 18 bytes per parameter, the
+ * 12 divided by DP under ZeRO-1 (Megatron-LM's distributed optimizer: 6 + 12/d).
+ * Keys/values of a slice that later slices of its sample attend to are kept with their
+ * gradients whatever the recomputation (InfiniPipe 3.1.4, Eqs. 5, 9, 10).
+ *
+ * Thread-safety: an initialised lt_cost_model is read-only; every function only reads it
+ * (the callbacks of both bridges too, so simulations may run in parallel); preparing an
+ * lt_cost_sim_ctx writes that ctx only.
+ */
+#ifndef LT_COST_H
+#define LT_COST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "lib/config.h"     /* lt_config */
+#include "lib/error.h"      /* lt_status, lt_error */
+#include "lib/model.h"      /* lt_model_shape */
+#include "plans/hardware.h" /* lt_hardware, lt_hardware_efficiency */
+#include "plans/schedule.h" /* lt_slice, lt_op, lt_schedule */
+#include "plans/sim.h"      /* lt_sim_costs, lt_op_cost */
+
+typedef struct lt_cost_model {
+    lt_model_shape model;
+    lt_hardware hw;
+    int pp, tp, dp;          /* pipeline stages, tensor-parallel degree, data-parallel ranks */
+    bool zero1;              /* optimizer states sharded over the dp ranks (ZeRO-1) */
+    /* precision (bytes); lt_cost_model_init sets the defaults shown */
+    double weight_bytes;     /* 2: bf16 weights */
+    double grad_bytes;       /* 4: fp32 gradient accumulation (Megatron main_grad) */
+    double optim_bytes;      /* 12: fp32 master weights + Adam m and v; / dp under ZeRO-1 */
+    double act_bytes;        /* 2: bf16 activations, keys/values and their gradients */
+    double logit_bytes;      /* 4: fp32 softmax of the loss kept for its backward (Megatron's
+                                vocab-parallel cross entropy computes in fp32) */
+    /* backward / forward FLOP ratios (SlimPack 2.2.2) */
+    double bwd_gemm_factor;  /* 2.0: input and weight gradients */
+    double bwd_attn_factor;  /* 2.5: FlashAttention recomputes the scores */
+    /* layout */
+    int stages_per_node;     /* consecutive stages per node: max(1, gpus_per_node / tp) (ranks
+                                ordered TP, then PP, then DP); P2P between stages of one node
+                                is intra-node */
+    int head_stage;          /* stage holding the LM head's weights: pp - 1 (HelixPipe puts
+                                the last post-attention, hence the head, on stage 0) */
+    double reserved_bytes;   /* per GPU beyond model states and activations: CUDA context,
+                                NCCL buffers, cuBLAS workspace, allocator slack; 2 GiB
+                                [assumed] */
+    double mem_cap;          /* per-GPU memory the planner may fill: plan.mem, else the
+                                profile's HBM */
+} lt_cost_model;
+
+/* Set up cm for model m (validated) on hardware hw with the given layout and the defaults
+ * above. LT_ERR_CONFIG (WHERE "[parallel]") when pp, tp or dp < 1, pp > layers, or tp does
+ * not divide the attention heads. */
+lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const lt_hardware *hw, int pp, int tp,
+                             int dp, lt_error *err);
+
+/* The same from a config: [model] (lt_model_from_config), [parallel] pp tp dp zero1,
+ * [plan] hardware (lt_hardware_load with hardware_dir, may be NULL) and mem. */
+lt_status lt_cost_model_from_config(lt_cost_model *cm, const lt_config *cfg, const char *hardware_dir,
+                                    lt_error *err);
+
+/* ------------------------------------------------------------------ FLOPs (per GPU) */
+
+/* Forward GEMM FLOPs of one layer's `part` for `tokens` tokens (ALL = PRE + POST; ATTN: 0). */
+double lt_cost_linear_flops(const lt_cost_model *cm, lt_op_part part, double tokens);
+/* Forward attention FLOPs of one layer for the slice [begin, end): 2 h (end^2 - begin^2) / t. */
+double lt_cost_attention_flops(const lt_cost_model *cm, double begin, double end);
+/* Forward FLOPs of the LM head for `tokens` tokens: 2 tokens h V / t. */
+double lt_cost_head_flops(const lt_cost_model *cm, double tokens);
+
+/* Forward FLOPs of an op's slices over its range (its layers or layer part, plus the LM head
+ * when the range ends the model), and of the part of it that B recomputes. */
+typedef struct lt_op_flops {
+    double linear;              /* GEMMs: projections, MLP, LM head */
+    double attention;           /* causal attention core */
+    double recompute_linear;    /* the forward of the op's recompute_layers layers */
+    double recompute_attention;
+} lt_op_flops;
+
+void lt_cost_op_flops(const lt_cost_model *cm, const lt_slice *slices, size_t n, const lt_op *op,
+                      lt_op_flops *out);
+
+/* FLOPs an op of `kind` executes: F, FK: linear + attention; B: bwd_gemm_factor x linear +
+ * bwd_attn_factor x attention + recompute_linear + recompute_attention. */
+double lt_cost_executed_flops(const lt_cost_model *cm, const lt_op_flops *f, lt_op_kind kind);
+
+/* ------------------------------------------------------------------ memory */
+
+/* Activation elements per token per GPU of one layer `part` that an F keeps for its B.
+ * With hq = h / t (TP splits heads, sequence parallelism the rest), kv2 = K and V of one GPU
+ * (2 x ceil(kv_heads / t) heads; Megatron replicates K/V heads when t exceeds them), mlp = 3f/t
+ * SwiGLU (gate and up outputs, down input) or 2f/t GELU:
+ *   ALL   full 6hq + kv2 + mlp (16h for GPT at t = 1: HelixPipe Table 1); recomputed: hq
+ *   PRE   full 2hq (norm input, QKV input); recomputed hq
+ *   ATTN  full 2hq + kv2 (Q, K, V, output); recomputed hq + kv2 (Q, K, V)
+ *   POST  full 3hq + mlp (attention output, norm input, MLP input, MLP intermediates);
+ *         recomputed 2hq (attention output, residual)
+ * kv_separate: the slice's K and V are held as kv_bytes instead (no kv2 here). */
+double lt_cost_act_elems(const lt_cost_model *cm, lt_op_part part, bool recomputed, bool kv_separate);
+/* The same in bytes: act_elems x act_bytes. */
+double lt_cost_act_bytes_per_token(const lt_cost_model *cm, lt_op_part part, bool recomputed, bool kv_separate);
+/* Bytes per token per layer per GPU held for a slice whose keys/values later slices use:
+ * K, V and their gradients (InfiniPipe Eq. 5 M_dkv and Eq. 9). */
+double lt_cost_kv_bytes_per_token(const lt_cost_model *cm);
+
+/* Parameters per GPU of one transformer layer (matrices / t, norms replicated). */
+double lt_cost_layer_params(const lt_cost_model *cm);
+/* Parameters per GPU of stage `stage` under the uniform layer split (lt_schedule_stage_layers):
+ * its layers, the embedding on stage 0, the final norm and LM head on head_stage. */
+double lt_cost_stage_params(const lt_cost_model *cm, int stage);
+/* Model-state bytes of a stage: params x (weight + grad + optim / (zero1 ? dp : 1)). */
+double lt_cost_model_states_bytes(const lt_cost_model *cm, int stage);
+
+/* ------------------------------------------------------------------ communication */
+
+/* The node of a pipeline stage: stage / stages_per_node. */
+int lt_cost_stage_node(const lt_cost_model *cm, int stage);
+/* P2P time of `bytes` from stage `from` to `to` (InfiniPipe Eq. 2 with f = 1): latency +
+ * bytes / bandwidth, intra-node when both stages are on one node; 0 for bytes <= 0. */
+double lt_cost_p2p_time(const lt_cost_model *cm, int from, int to, double bytes);
+/* Time of the TP collectives of one op-range pass over `tokens` tokens: `collectives` ring
+ * all-gathers/reduce-scatters of tokens x h x act_bytes each; 0 when tp = 1. */
+double lt_cost_tp_comm_time(const lt_cost_model *cm, double tokens, int collectives);
+/* Gradient synchronisation of a stage at the end of a step: ring all-reduce (or ZeRO-1's
+ * reduce-scatter + all-gather, the same volume) of its gradients over dp ranks; 0 when dp = 1. */
+double lt_cost_dp_sync_time(const lt_cost_model *cm, int stage);
+
+/* ------------------------------------------------------------------ ops */
+
+typedef struct lt_op_estimate {
+    lt_op_flops flops;     /* forward FLOPs of the op's range */
+    double executed_flops; /* what this op runs (lt_cost_executed_flops) */
+    double gemm_time;      /* seconds of GEMMs */
+    double attention_time; /* seconds of attention */
+    double tp_comm_time;   /* seconds of TP collectives */
+    lt_op_cost cost;       /* for the simulator: time (the sum of the three), act, kv, work, out */
+} lt_op_estimate;
+
+/*
+ * Everything about one op over `slices` (its unit's slices). keeps_kv[i] says whether later
+ * slices of slice i's sample attend to its keys/values (NULL: no slice's). The op's range is
+ * taken against cm->model.layers: it holds the embedding when it starts at position 0, the
+ * LM head (and the loss) when it ends at the end of the model. In cost:
+ *   time        compute (F, FK: forward; B: backward + recompute) + TP collectives
+ *   act_bytes   F only: activations of its layers (recomputed layers keep their input) and
+ *               the head's fp32 softmax and inputs
+ *   kv_bytes    F, FK over ALL or ATTN: tokens of keeps_kv slices x layers x kv bytes/token
+ *   work_bytes  transient: one layer's full activations when they are dropped (FK, recomputed
+ *               F) or re-made (B: recompute + gradients), the bf16 logits of the head
+ *   out_bytes   F, FK: the output activations (0 at the model's end); B: the gradients of
+ *               its input (0 at position 0); per GPU (sequence-parallel shards)
+ */
+void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv, const lt_op *op,
+                lt_op_estimate *out);
+
+/* lt_cost_op for an op of schedule s: keeps_kv[i] is true when the slice table holds a later
+ * slice of the same sample (a scan of the later slices: O(slices) per slice of a forward op).
+ * s->layers must equal the model's layers (a programming error otherwise: it dies with
+ * file:line). */
+void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt_op *op, lt_op_estimate *out);
+
+/* The bridge to the simulator: op_cost = lt_cost_schedule_op's cost, p2p_time =
+ * lt_cost_p2p_time, base_bytes = model states + reserved_bytes. ctx points to cm, which
+ * must outlive the returned table. */
+lt_sim_costs lt_cost_sim_costs(const lt_cost_model *cm);
+
+/* The bridge for simulating one schedule many times (a planner's search): the K/V flags of
+ * s's slice table are computed once, in O(slices log slices), instead of by a scan per op.
+ * The flags hold for s as it is now: call again after changing its slice table (the
+ * callbacks fall back to scanning when handed another schedule, or one whose slice count
+ * changed, but cannot see in-place edits). ctx must be zero-initialised before the first
+ * call, outlive the returned table, and be freed with lt_cost_sim_ctx_free. */
+typedef struct lt_cost_sim_ctx {
+    const lt_cost_model *cm;
+    const lt_schedule *s; /* the schedule prepared for */
+    size_t n_slices;      /* its slice count then */
+    bool *keeps_kv;       /* [n_slices]: a later slice of the same sample exists */
+} lt_cost_sim_ctx;
+
+lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s);
+void lt_cost_sim_ctx_free(lt_cost_sim_ctx *ctx);
+
+#endif /* LT_COST_H */

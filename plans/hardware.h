@@ -1,0 +1,111 @@
+/*
+ * plans/hardware.h — hardware profiles: what one GPU and its links can do, read from a small
+ * INI file per profile (etc/hardware/NAME.ini), so that users add GPUs and replace assumed
+ * numbers by measured ones without touching code.
+ *
+ * A profile gives the dense bf16 peak, the HBM size and bandwidth, GPUs per node, the P2P
+ * bandwidth and latency inside a node and between nodes (InfiniPipe 3.1.2 Eq. 2 prices a
+ * transfer as V / B_comm + beta_comm), and two efficiency curves: the fraction of the peak
+ * that GEMMs and causal attention achieve as a function of the tokens they process
+ * (InfiniPipe App. B: small chunks run well below peak; SlimPack 5.1 calibrates runtime
+ * estimates with measured GEMM and FlashAttention utilisation). docs/cost-model.md describes
+ * the format and how to calibrate it.
+ *
+ * File format (strict: every mistake is an error naming FILE:LINE)
+ *   ; comment, # comment     whole-line comments; " ; comment" or " # comment" after a value
+ *   key = value              one per line, each key at most once; no [sections]
+ * Keys (units in the names; all required except name and description):
+ *   name                     profile name (default: the file name without .ini)
+ *   description              free text
+ *   peak_bf16_tflops         dense bf16 tensor-core peak, 10^12 FLOP/s
+ *   hbm_gib                  device memory, GiB (2^30 bytes)
+ *   hbm_gbps                 device memory bandwidth, GB/s (10^9 bytes/s)
+ *   gpus_per_node            GPUs per node (an integer >= 1)
+ *   p2p_intra_gbps           P2P bandwidth of one direction between two GPUs of a node, GB/s
+ *   p2p_intra_latency_us     P2P latency inside a node, microseconds
+ *   p2p_inter_gbps           P2P bandwidth of one direction between GPUs of two nodes, GB/s
+ *   p2p_inter_latency_us     P2P latency between nodes, microseconds
+ *   gemm_efficiency          "TOKENS:FRACTION, TOKENS:FRACTION, ..." (see below)
+ *   attention_efficiency     the same for causal attention
+ * An efficiency curve has 1 to LT_EFFICIENCY_MAX_POINTS points, tokens strictly increasing
+ * and > 0, fractions in (0, 1]. Between points it is linear in log2(tokens); outside them it
+ * is the nearest end point's fraction.
+ *
+ * Lookup (lt_hardware_load): a value containing '/' or ending in ".ini" is a path; any other
+ * is a profile NAME, read from the first of these directories holding NAME.ini:
+ *   1. `dir` (a --hardware-dir option), when non-NULL;
+ *   2. $LONGTAIL_HARDWARE_DIR, when set and non-empty;
+ *   3. LT_PKGDATADIR "/etc/hardware" (the installed profiles).
+ * (Like the tokenizer's vocabulary lookup there is no build-tree fallback: tests and source
+ * checkouts set LONGTAIL_HARDWARE_DIR=$top_srcdir/etc/hardware or pass the directory.)
+ *
+ * Thread-safety: lt_hardware values are plain data; loading reads files and the environment
+ * and touches no global state.
+ */
+#ifndef LT_HARDWARE_H
+#define LT_HARDWARE_H
+
+#include <stddef.h>
+
+#include "lib/error.h" /* lt_status, lt_error */
+
+#define LT_EFFICIENCY_MAX_POINTS 32
+#define LT_HARDWARE_NAME_MAX 64
+#define LT_HARDWARE_TEXT_MAX 256
+#define LT_HARDWARE_PATH_MAX 1024
+
+/* Achieved fraction of peak as a function of tokens: piecewise linear in log2(tokens). */
+typedef struct lt_efficiency_curve {
+    int n;                                     /* points, 1..LT_EFFICIENCY_MAX_POINTS */
+    double tokens[LT_EFFICIENCY_MAX_POINTS];   /* strictly increasing, > 0 */
+    double fraction[LT_EFFICIENCY_MAX_POINTS]; /* in (0, 1] */
+} lt_efficiency_curve;
+
+/* One GPU type and its interconnect, in SI units (the file's units converted). */
+typedef struct lt_hardware {
+    char name[LT_HARDWARE_NAME_MAX];
+    char description[LT_HARDWARE_TEXT_MAX];
+    char path[LT_HARDWARE_PATH_MAX];   /* the file it came from ("" when built in code) */
+    double peak_flops;                 /* dense bf16 FLOP/s */
+    double hbm_bytes;                  /* device memory, bytes */
+    double hbm_bytes_per_s;            /* device memory bandwidth, bytes/s */
+    int gpus_per_node;
+    double p2p_intra_bytes_per_s;      /* one direction, GPU to GPU inside a node */
+    double p2p_intra_latency_s;
+    double p2p_inter_bytes_per_s;      /* one direction, GPU to GPU across nodes */
+    double p2p_inter_latency_s;
+    lt_efficiency_curve gemm;          /* GEMM efficiency vs tokens of the GEMM's M dimension */
+    lt_efficiency_curve attention;     /* causal attention efficiency vs sequence length */
+} lt_hardware;
+
+/*
+ * Load a profile by name or path (lookup above). Errors (WHAT (WHERE) hint):
+ *   unknown hardware profile 'h300': no h300.ini in DIR, DIR, ...     LT_ERR_CONFIG
+ *       hint: profiles found: a100-80g, h100, ...; or pass a path to an .ini file
+ *   cannot open hardware profile: No such file or directory (PATH)    LT_ERR_IO
+ *   unknown key 'peak_tflops' (PATH:LINE)  hint: did you mean 'peak_bf16_tflops'? / keys: ...
+ *   bad number 'fast' for peak_bf16_tflops (PATH:LINE)                LT_ERR_CONFIG
+ *   missing key 'hbm_gbps' (PATH)                                     LT_ERR_CONFIG
+ *   duplicate key, syntax errors, bad curves, values out of range     LT_ERR_CONFIG
+ * On error *hw is left zeroed.
+ */
+lt_status lt_hardware_load(lt_hardware *hw, const char *name_or_path, const char *dir, lt_error *err);
+
+/* Parse profile text (the file format above); `where` names it in errors ("FILE" gives
+ * "FILE:LINE"), `default_name` is used when the text has no name key. */
+lt_status lt_hardware_parse(lt_hardware *hw, const char *text, const char *where, const char *default_name,
+                            lt_error *err);
+
+/* Parse an efficiency curve "TOKENS:FRACTION, ..." into *c. LT_ERR_CONFIG with a reason in
+ * WHAT (no WHERE) when the text is malformed or breaks the rules above. */
+lt_status lt_efficiency_parse(lt_efficiency_curve *c, const char *text, lt_error *err);
+
+/* The curve's fraction at `tokens`: linear in log2(tokens) between points, clamped to the
+ * end points outside them (tokens <= 0 or NaN: the first point's fraction). */
+double lt_hardware_efficiency(const lt_efficiency_curve *c, double tokens);
+
+/* The names of the profiles (NAME.ini files) in the lookup directories, sorted, without
+ * duplicates, comma-separated into buf (at most n bytes); returns buf. */
+const char *lt_hardware_list(const char *dir, char *buf, size_t n);
+
+#endif /* LT_HARDWARE_H */

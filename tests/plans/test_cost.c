@@ -1,0 +1,1067 @@
+/*
+ * tests/plans/test_cost.c — plans/hardware and plans/cost: the shipped hardware profiles load
+ * and are physically sane, bad profiles fail with FILE:LINE, efficiency curves interpolate
+ * and clamp, profiles are looked up in the documented order; FLOPs match hand derivations
+ * and published formulas (Kaplan et al. 2020 Table 1, HelixPipe Table 1 and 4.2), slicing a
+ * sample or packing samples conserves FLOPs, backward = 2x GEMM + 2.5x attention, GQA and TP
+ * reduce what they should; memory matches hand counts (18 bytes per parameter, ZeRO-1,
+ * recomputation, K/V of split samples) and HelixPipe Fig. 4's out-of-memory stages; times
+ * are in a plausible range; the simulator bridge prices F, FK, B and partial ops.
+ *
+ * The shipped profiles are found through $top_srcdir (exported by `make check`), else ".",
+ * "..", "../.."; tests that need them are skipped when none holds etc/hardware.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "lib/config.h"
+#include "lib/model.h"
+#include "plans/cost.h"
+#include "plans/hardware.h"
+#include "plans/schedule.h"
+#include "plans/sim.h"
+#include "tests/testutil.h"
+
+#define GIB 1073741824.0
+
+static char tmp[128];         /* scratch directory of the group */
+static char hw_dir[4096];     /* the source tree's etc/hardware, or "" */
+
+static int group_setup(void **state) {
+    (void)state;
+    if (lt_test_tmpdir_create(tmp, sizeof tmp, "cost") != 0) return -1;
+    const char *roots[] = {getenv("top_srcdir"), getenv("srcdir"), ".", "..", "../.."};
+    hw_dir[0] = '\0';
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        if (roots[i] == NULL) continue;
+        char buf[4096];
+        snprintf(buf, sizeof buf, "%.4000s/etc/hardware/h200.ini", roots[i]);
+        if (access(buf, R_OK) == 0) {
+            snprintf(hw_dir, sizeof hw_dir, "%.4000s/etc/hardware", roots[i]);
+            break;
+        }
+    }
+    unsetenv("LONGTAIL_HARDWARE_DIR");
+    return 0;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    return lt_test_tmpdir_remove(tmp);
+}
+
+static void assert_rel_close(double got, double want, double rel) {
+    if (!(fabs(got - want) <= rel * fabs(want))) {
+        print_error("got %.17g, want %.17g (relative tolerance %g)\n", got, want, rel);
+        fail();
+    }
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* A complete, valid profile body with one key replaced or left out: `drop` names a key to
+ * omit; `extra` is appended. */
+static void profile_text(char *buf, size_t n, const char *drop, const char *extra) {
+    static const char *const lines[] = {
+        "peak_bf16_tflops = 100\n",      "hbm_gib = 16\n",
+        "hbm_gbps = 1000\n",             "gpus_per_node = 4\n",
+        "p2p_intra_gbps = 100\n",        "p2p_intra_latency_us = 5\n",
+        "p2p_inter_gbps = 10\n",         "p2p_inter_latency_us = 10\n",
+        "gemm_efficiency = 1K:0.5, 4K:0.7\n", "attention_efficiency = 1K:0.2, 16K:0.6\n",
+    };
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        if (drop && strncmp(lines[i], drop, strlen(drop)) == 0 && lines[i][strlen(drop)] == ' ') continue;
+        strncat(buf, lines[i], n - strlen(buf) - 1);
+    }
+    if (extra) strncat(buf, extra, n - strlen(buf) - 1);
+}
+
+static lt_hardware load_shipped(const char *name) {
+    lt_hardware hw;
+    lt_error err;
+    lt_error_clear(&err);
+    if (lt_hardware_load(&hw, name, hw_dir, &err) != LT_OK) fail_msg("%s: %s (%s)", name, err.what, err.where);
+    return hw;
+}
+
+/* A cost model of preset `name` on the shipped h200 profile. */
+static lt_cost_model model_on(const char *name, const char *hw_name, int pp, int tp, int dp) {
+    lt_hardware hw = load_shipped(hw_name);
+    lt_cost_model cm;
+    lt_error err;
+    const lt_model_shape *m = lt_model_preset(name);
+    assert_non_null(m);
+    if (lt_cost_model_init(&cm, m, &hw, pp, tp, dp, &err) != LT_OK) fail_msg("%s", err.what);
+    return cm;
+}
+
+#define NEED_SHIPPED()                                                                                           \
+    do {                                                                                                         \
+        if (hw_dir[0] == '\0') {                                                                                 \
+            skip();                                                                                              \
+            return;                                                                                              \
+        }                                                                                                        \
+    } while (0)
+
+/* An op over layers [lb, le) (part ALL) or one part of layer lb. */
+static lt_op op_of(lt_op_kind kind, lt_op_part part, uint32_t lb, uint32_t le, uint16_t recompute) {
+    lt_op op = {.kind = (uint8_t)kind, .part = (uint8_t)part, .recompute_layers = recompute, .unit = 0,
+                .layer_begin = lb, .layer_end = le};
+    return op;
+}
+
+static lt_op_flops flops_of(const lt_cost_model *cm, const lt_slice *s, size_t n, lt_op op) {
+    lt_op_flops f;
+    lt_cost_op_flops(cm, s, n, &op, &f);
+    return f;
+}
+
+/* ================================================================== hardware profiles */
+
+static void test_shipped_profiles_load_and_are_sane(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    static const char *const names[] = {"h200", "h100", "a800-80g", "a800-40g", "a100-80g", "h20"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        lt_hardware hw = load_shipped(names[i]);
+        assert_string_equal(hw.name, names[i]);
+        assert_non_null(strstr(hw.path, names[i]));
+        assert_true(hw.description[0] != '\0');
+        assert_true(hw.peak_flops >= 100e12 && hw.peak_flops <= 2000e12);
+        assert_true(hw.hbm_bytes >= 32 * GIB && hw.hbm_bytes <= 200 * GIB);
+        assert_true(hw.hbm_bytes_per_s >= 1e12 && hw.hbm_bytes_per_s <= 6e12);
+        assert_int_equal(hw.gpus_per_node, 8);
+        assert_true(hw.p2p_intra_bytes_per_s > hw.p2p_inter_bytes_per_s); /* NVLink beats the NIC */
+        assert_true(hw.p2p_inter_bytes_per_s >= 10e9 && hw.p2p_intra_bytes_per_s <= 1000e9);
+        assert_true(hw.p2p_intra_latency_s > 0 && hw.p2p_intra_latency_s <= hw.p2p_inter_latency_s);
+        assert_true(hw.p2p_inter_latency_s < 1e-4);
+        const lt_efficiency_curve *curves[] = {&hw.gemm, &hw.attention};
+        for (int c = 0; c < 2; c++) {
+            assert_true(curves[c]->n >= 4);
+            for (int k = 1; k < curves[c]->n; k++) /* bigger chunks never run worse (InfiniPipe App. B) */
+                assert_true(curves[c]->fraction[k] >= curves[c]->fraction[k - 1]);
+            assert_true(curves[c]->fraction[0] < 0.5 * curves[c]->fraction[curves[c]->n - 1] ||
+                        c == 0); /* short attention is far below its best */
+        }
+        /* a GEMM of M = T tokens by a large weight does about T FLOPs per weight byte: it cannot
+         * beat the roofline min(1, T * bandwidth / peak) */
+        for (int k = 0; k < hw.gemm.n; k++) {
+            double roof = hw.gemm.tokens[k] * hw.hbm_bytes_per_s / hw.peak_flops;
+            if (roof < 1) assert_true(hw.gemm.fraction[k] <= roof);
+        }
+    }
+    /* datasheet figures */
+    lt_hardware h200 = load_shipped("h200"), h20 = load_shipped("h20"), a100 = load_shipped("a100-80g"),
+                a800 = load_shipped("a800-80g"), a800s = load_shipped("a800-40g");
+    assert_rel_close(h200.peak_flops, 989e12, 1e-12);
+    assert_rel_close(h200.hbm_bytes_per_s, 4.8e12, 1e-12);
+    assert_rel_close(h20.peak_flops, 148e12, 1e-12);
+    assert_rel_close(h20.hbm_bytes, 96 * GIB, 1e-12);
+    assert_rel_close(a100.peak_flops, 312e12, 1e-12);
+    assert_rel_close(a800.peak_flops, a100.peak_flops, 0);
+    assert_true(a800.p2p_intra_bytes_per_s < a100.p2p_intra_bytes_per_s); /* the A800's cut NVLink */
+    assert_rel_close(a800s.hbm_bytes, 40 * GIB, 1e-12);
+    /* HelixPipe 5.2: "A800 GPU has double computation power compared to H20" */
+    assert_rel_close(a800.peak_flops / h20.peak_flops, 2.0, 0.06);
+}
+
+/* Every file in etc/hardware is a valid profile named after its file, and the listing
+ * names the six shipped ones. */
+static void test_every_file_in_etc_hardware_loads(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    char list[1024];
+    lt_hardware_list(hw_dir, list, sizeof list);
+    assert_non_null(strstr(list, "a100-80g, a800-40g, a800-80g, h100, h20, h200"));
+    char *copy = strdup(list), *save = NULL;
+    for (char *name = strtok_r(copy, ", ", &save); name; name = strtok_r(NULL, ", ", &save)) {
+        lt_hardware hw = load_shipped(name);
+        assert_string_equal(hw.name, name);
+    }
+    free(copy);
+}
+
+static void check_bad_profile(const char *text, const char *want_what, int want_line, const char *want_hint) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/bad.ini", tmp);
+    write_file(path, text);
+    lt_hardware hw;
+    lt_error err;
+    lt_error_clear(&err);
+    lt_status st = lt_hardware_load(&hw, path, NULL, &err);
+    if (st != LT_ERR_CONFIG) fail_msg("status %d for:\n%s", st, text);
+    if (strstr(err.what, want_what) == NULL) fail_msg("what '%s' lacks '%s'", err.what, want_what);
+    char where[300];
+    if (want_line > 0) snprintf(where, sizeof where, "%s:%d", path, want_line);
+    else snprintf(where, sizeof where, "%s", path);
+    assert_string_equal(err.where, where);
+    if (want_hint && strstr(err.hint, want_hint) == NULL) fail_msg("hint '%s' lacks '%s'", err.hint, want_hint);
+    assert_int_equal(hw.peak_flops, 0); /* zeroed on error */
+}
+
+static void test_bad_profiles_name_file_and_line(void **state) {
+    (void)state;
+    char text[2048];
+    /* the valid body first: it loads */
+    profile_text(text, sizeof text, NULL, NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/good.ini", tmp);
+    write_file(path, text);
+    lt_hardware hw;
+    lt_error err;
+    assert_int_equal(lt_hardware_load(&hw, path, NULL, &err), LT_OK);
+    assert_string_equal(hw.name, "good");
+    assert_rel_close(hw.peak_flops, 100e12, 1e-15);
+    assert_rel_close(hw.hbm_bytes, 16 * GIB, 1e-15);
+    assert_rel_close(hw.p2p_intra_latency_s, 5e-6, 1e-12);
+    assert_int_equal(hw.gemm.n, 2);
+    assert_rel_close(hw.gemm.tokens[1], 4096, 0);
+
+    /* line 11 is the first line after the 10 of the body */
+    profile_text(text, sizeof text, NULL, "peak_bf16_tflop = 5\n");
+    check_bad_profile(text, "unknown key 'peak_bf16_tflop'", 11, "did you mean 'peak_bf16_tflops'?");
+    profile_text(text, sizeof text, NULL, "zzz = 5\n");
+    check_bad_profile(text, "unknown key 'zzz'", 11, "keys: name description peak_bf16_tflops");
+    profile_text(text, sizeof text, "hbm_gbps", "hbm_gbps = fast\n");
+    check_bad_profile(text, "bad number 'fast' for hbm_gbps", 10, NULL);
+    profile_text(text, sizeof text, "hbm_gbps", "hbm_gbps = -3\n");
+    check_bad_profile(text, "hbm_gbps = -3: must be positive", 10, NULL);
+    profile_text(text, sizeof text, "p2p_inter_latency_us", "p2p_inter_latency_us = -1 ; comment\n");
+    check_bad_profile(text, "p2p_inter_latency_us = -1: must be at least 0", 10, NULL);
+    profile_text(text, sizeof text, "gpus_per_node", "gpus_per_node = 0\n");
+    check_bad_profile(text, "gpus_per_node = 0: must be between 1", 10, NULL);
+    profile_text(text, sizeof text, "gpus_per_node", "gpus_per_node = 8.5\n");
+    check_bad_profile(text, "bad integer '8.5' for gpus_per_node", 10, NULL);
+    profile_text(text, sizeof text, "hbm_gbps", NULL);
+    check_bad_profile(text, "missing key 'hbm_gbps'", 0, NULL);
+    profile_text(text, sizeof text, NULL, "; a comment\n\nhbm_gib = 32\n");
+    check_bad_profile(text, "duplicate key 'hbm_gib', first given at line 2", 13, NULL);
+    profile_text(text, sizeof text, NULL, "[hardware]\n");
+    check_bad_profile(text, "sections are not used", 11, NULL);
+    profile_text(text, sizeof text, NULL, "peak_bf16_tflops 5\n");
+    check_bad_profile(text, "syntax error: 'peak_bf16_tflops 5' is not a 'key = value' line", 11, NULL);
+    profile_text(text, sizeof text, NULL, "description =\n");
+    check_bad_profile(text, "no value for description", 11, NULL);
+    /* curves */
+    profile_text(text, sizeof text, "gemm_efficiency", "gemm_efficiency = 4K:0.7, 1K:0.5\n");
+    check_bad_profile(text, "bad gemm_efficiency: point 2: tokens 1024 not above the previous point's 4096", 10,
+                      "TOKENS:FRACTION");
+    profile_text(text, sizeof text, "gemm_efficiency", "gemm_efficiency = 1K:1.5\n");
+    check_bad_profile(text, "bad gemm_efficiency: point 1: bad fraction '1.5'", 10, NULL);
+    profile_text(text, sizeof text, "attention_efficiency", "attention_efficiency = 1K 0.5\n");
+    check_bad_profile(text, "bad attention_efficiency: point 1 '1K 0.5' is not TOKENS:FRACTION", 10, NULL);
+    profile_text(text, sizeof text, "attention_efficiency", "attention_efficiency = 1K:0.5,,2K:0.6\n");
+    check_bad_profile(text, "bad attention_efficiency: empty point 2", 10, NULL);
+    profile_text(text, sizeof text, "attention_efficiency", "attention_efficiency = 0:0.5\n");
+    check_bad_profile(text, "bad token count '0'", 10, NULL);
+    /* a missing file: an I/O error naming the path */
+    snprintf(path, sizeof path, "%s/nothere.ini", tmp);
+    assert_int_equal(lt_hardware_load(&hw, path, NULL, &err), LT_ERR_IO);
+    assert_string_equal(err.where, path);
+    assert_non_null(strstr(err.what, "hardware profile: cannot open"));
+}
+
+static void test_efficiency_interpolates_in_log_tokens_and_clamps(void **state) {
+    (void)state;
+    lt_efficiency_curve c;
+    lt_error err;
+    assert_int_equal(lt_efficiency_parse(&c, " 1K:0.5 , 4K : 0.7 ", &err), LT_OK);
+    assert_int_equal(c.n, 2);
+    assert_rel_close(lt_hardware_efficiency(&c, 1024), 0.5, 1e-15);
+    assert_rel_close(lt_hardware_efficiency(&c, 4096), 0.7, 1e-15);
+    /* 2048 is halfway in log2 between 1024 and 4096 */
+    assert_rel_close(lt_hardware_efficiency(&c, 2048), 0.6, 1e-15);
+    /* 2^10.5 is a quarter of the way */
+    assert_rel_close(lt_hardware_efficiency(&c, pow(2, 10.5)), 0.55, 1e-14);
+    /* clamped at both ends */
+    assert_rel_close(lt_hardware_efficiency(&c, 1), 0.5, 0);
+    assert_rel_close(lt_hardware_efficiency(&c, 1e9), 0.7, 0);
+    assert_rel_close(lt_hardware_efficiency(&c, 0), 0.5, 0);
+    assert_rel_close(lt_hardware_efficiency(&c, -5), 0.5, 0);
+    assert_rel_close(lt_hardware_efficiency(&c, NAN), 0.5, 0);
+    /* three points: each segment on its own */
+    assert_int_equal(lt_efficiency_parse(&c, "256:0.2, 1K:0.4, 16K:0.8", &err), LT_OK);
+    assert_rel_close(lt_hardware_efficiency(&c, 512), 0.3, 1e-15);
+    assert_rel_close(lt_hardware_efficiency(&c, 4096), 0.6, 1e-15);
+    /* one point: constant */
+    assert_int_equal(lt_efficiency_parse(&c, "100:0.9", &err), LT_OK);
+    assert_rel_close(lt_hardware_efficiency(&c, 3), 0.9, 0);
+    assert_rel_close(lt_hardware_efficiency(&c, 3e6), 0.9, 0);
+    /* too many points */
+    char many[1024] = "";
+    for (int i = 1; i <= LT_EFFICIENCY_MAX_POINTS + 1; i++) {
+        char p[32];
+        snprintf(p, sizeof p, "%s%d:0.5", i > 1 ? "," : "", i);
+        strcat(many, p);
+    }
+    assert_int_equal(lt_efficiency_parse(&c, many, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "more than 32 points"));
+    assert_int_equal(c.n, 0);
+}
+
+/* NAME.ini in --hardware-dir, then $LONGTAIL_HARDWARE_DIR, then the installed data; a '/' or
+ * a .ini suffix makes a path. */
+static void test_lookup_order(void **state) {
+    (void)state;
+    char a[256], b[256], path[300], text[2048];
+    snprintf(a, sizeof a, "%s/dir-a", tmp);
+    snprintf(b, sizeof b, "%s/dir-b", tmp);
+    assert_int_equal(mkdir(a, 0700), 0);
+    assert_int_equal(mkdir(b, 0700), 0);
+    profile_text(text, sizeof text, "peak_bf16_tflops", "peak_bf16_tflops = 111\n");
+    snprintf(path, sizeof path, "%s/x.ini", a);
+    write_file(path, text);
+    profile_text(text, sizeof text, "peak_bf16_tflops", "peak_bf16_tflops = 222\nname = renamed\n");
+    snprintf(path, sizeof path, "%s/x.ini", b);
+    write_file(path, text);
+    snprintf(path, sizeof path, "%s/only-b.ini", b);
+    write_file(path, text);
+
+    lt_hardware hw;
+    lt_error err;
+    unsetenv("LONGTAIL_HARDWARE_DIR");
+    assert_int_equal(lt_hardware_load(&hw, "x", a, &err), LT_OK);
+    assert_rel_close(hw.peak_flops, 111e12, 1e-15);
+    assert_string_equal(hw.name, "x");
+    /* the environment variable */
+    assert_int_equal(setenv("LONGTAIL_HARDWARE_DIR", b, 1), 0);
+    assert_int_equal(lt_hardware_load(&hw, "x", NULL, &err), LT_OK);
+    assert_rel_close(hw.peak_flops, 222e12, 1e-15);
+    assert_string_equal(hw.name, "renamed"); /* the name key wins over the file name */
+    /* --hardware-dir comes first, the environment after it */
+    assert_int_equal(lt_hardware_load(&hw, "x", a, &err), LT_OK);
+    assert_rel_close(hw.peak_flops, 111e12, 1e-15);
+    assert_int_equal(lt_hardware_load(&hw, "only-b", a, &err), LT_OK);
+    assert_rel_close(hw.peak_flops, 222e12, 1e-15);
+    /* a path */
+    snprintf(path, sizeof path, "%s/x.ini", a);
+    assert_int_equal(lt_hardware_load(&hw, path, b, &err), LT_OK);
+    assert_rel_close(hw.peak_flops, 111e12, 1e-15);
+    assert_string_equal(hw.path, path);
+    /* unknown: both directories searched, the profiles found listed */
+    assert_int_equal(lt_hardware_load(&hw, "h300", a, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "unknown hardware profile 'h300': no h300.ini in"));
+    assert_non_null(strstr(err.what, a));
+    assert_non_null(strstr(err.what, b));
+    assert_non_null(strstr(err.what, "/etc/hardware"));
+    assert_non_null(strstr(err.hint, "profiles found: only-b, x"));
+    /* a relative name with .ini is a path (not found here) */
+    assert_int_equal(lt_hardware_load(&hw, "x.ini", a, &err), LT_ERR_IO);
+    unsetenv("LONGTAIL_HARDWARE_DIR");
+    assert_int_equal(lt_hardware_load(&hw, "only-b", NULL, &err), LT_ERR_CONFIG);
+    assert_int_equal(lt_hardware_load(&hw, "", NULL, &err), LT_ERR_CONFIG);
+}
+
+/* ================================================================== FLOPs */
+
+/*
+ * tiny (4 layers, h 256, 4 heads, 4 kv heads, SwiGLU ffn 1024, vocab 100277), by hand:
+ *   pre  = 2 h (h + 2 kv) = 2 * 256 * 768            =   393216 per token per layer
+ *   post = 2 (h h + 3 h f) = 2 * (65536 + 786432)     =  1703936
+ *   head = 2 h V = 2 * 256 * 100277                   = 51341824 per token
+ *   attention of a slice [b, e) per layer = 2 h (e^2 - b^2) = 512 (e^2 - b^2)
+ * For one 100-token sample through the whole model (lib/model's test has the same totals):
+ *   linear = 100 * (4 * (393216 + 1703936) + 51341824) = 5973043200
+ *   attention = 4 * 512 * 100^2 = 20480000
+ */
+static void test_flops_of_tiny_by_hand(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("tiny", "h200", 1, 1, 1);
+    assert_rel_close(lt_cost_linear_flops(&cm, LT_PART_PRE, 1), 393216, 0);
+    assert_rel_close(lt_cost_linear_flops(&cm, LT_PART_POST, 1), 1703936, 0);
+    assert_rel_close(lt_cost_linear_flops(&cm, LT_PART_ALL, 10), 20971520, 0);
+    assert_true(lt_cost_linear_flops(&cm, LT_PART_ATTN, 10) == 0);
+    assert_rel_close(lt_cost_head_flops(&cm, 1), 51341824, 0);
+    assert_rel_close(lt_cost_attention_flops(&cm, 30, 100), 512.0 * (10000 - 900), 0);
+    assert_true(lt_cost_attention_flops(&cm, 100, 100) == 0);
+
+    lt_slice whole = {0, 0, 100};
+    lt_op_flops f = flops_of(&cm, &whole, 1, op_of(LT_OP_F, LT_PART_ALL, 0, 4, 0));
+    assert_rel_close(f.linear, 5973043200.0, 0);
+    assert_rel_close(f.attention, 20480000.0, 0);
+    assert_true(f.recompute_linear == 0 && f.recompute_attention == 0);
+    /* the same as lib/model's whole-sequence formula */
+    assert_rel_close(f.linear, lt_model_forward_flops_linear(&cm.model, 100), 1e-15);
+    assert_rel_close(f.attention, lt_model_forward_flops_attention(&cm.model, 100), 1e-15);
+    /* a slice [30, 100): context 30 */
+    lt_slice tail = {0, 30, 100};
+    f = flops_of(&cm, &tail, 1, op_of(LT_OP_F, LT_PART_ALL, 0, 4, 0));
+    assert_rel_close(f.linear, 70 * (4 * 2097152.0 + 51341824), 0);
+    assert_rel_close(f.attention, 4 * 4659200.0, 0);
+    /* parts of the last layer: PRE, ATTN, POST (+ the LM head) */
+    f = flops_of(&cm, &whole, 1, op_of(LT_OP_F, LT_PART_PRE, 3, 4, 0));
+    assert_rel_close(f.linear, 39321600, 0);
+    assert_true(f.attention == 0);
+    f = flops_of(&cm, &whole, 1, op_of(LT_OP_F, LT_PART_ATTN, 3, 4, 0));
+    assert_true(f.linear == 0);
+    assert_rel_close(f.attention, 5120000, 0);
+    f = flops_of(&cm, &whole, 1, op_of(LT_OP_F, LT_PART_POST, 3, 4, 0));
+    assert_rel_close(f.linear, 170393600.0 + 5134182400.0, 0);
+}
+
+/* Attention across slices telescopes: [0,a) + [a,b) + [b,n) = [0,n); linear terms add up;
+ * packing two samples costs the sum of each (InfiniPipe 3.1.2 Eq. 1). */
+static void test_slicing_and_packing_conserve_flops(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 1, 1, 1);
+    lt_op op = op_of(LT_OP_F, LT_PART_ALL, 0, 32, 0);
+    lt_slice whole = {7, 0, 10000};
+    lt_slice parts[3] = {{7, 0, 1234}, {7, 1234, 7000}, {7, 7000, 10000}};
+    lt_op_flops w = flops_of(&cm, &whole, 1, op);
+    double lin = 0, att = 0;
+    for (int i = 0; i < 3; i++) {
+        lt_op_flops p = flops_of(&cm, &parts[i], 1, op);
+        lin += p.linear;
+        att += p.attention;
+    }
+    assert_rel_close(lin, w.linear, 1e-14);
+    assert_rel_close(att, w.attention, 1e-14);
+    /* the three slices in one unit: the same again */
+    lt_op_flops u = flops_of(&cm, parts, 3, op);
+    assert_rel_close(u.attention, w.attention, 1e-14);
+    /* later slices cost more attention than earlier ones of the same length */
+    lt_slice early = {7, 0, 1000}, late = {7, 9000, 10000};
+    assert_true(flops_of(&cm, &late, 1, op).attention > 10 * flops_of(&cm, &early, 1, op).attention);
+    /* packing: samples of 3000 and 5000 tokens */
+    lt_slice pack[2] = {{1, 0, 3000}, {2, 0, 5000}};
+    lt_op_flops pk = flops_of(&cm, pack, 2, op), a = flops_of(&cm, &pack[0], 1, op),
+                b = flops_of(&cm, &pack[1], 1, op);
+    assert_rel_close(pk.linear, a.linear + b.linear, 1e-14);
+    assert_rel_close(pk.attention, a.attention + b.attention, 1e-14);
+    /* and it is less attention than one 8000-token sample (the causal masks of two documents) */
+    lt_slice one = {3, 0, 8000};
+    assert_true(pk.attention < flops_of(&cm, &one, 1, op).attention);
+}
+
+/* SlimPack 2.2.2: backward = 2x GEMM + 2.5x attention; B adds the forward of its recomputed
+ * layers (InfiniPipe Eq. 11). */
+static void test_backward_and_recompute_flops(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 4, 1, 1);
+    lt_slice s = {0, 2048, 6144};
+    lt_op_flops f = flops_of(&cm, &s, 1, op_of(LT_OP_B, LT_PART_ALL, 8, 16, 0));
+    assert_rel_close(lt_cost_executed_flops(&cm, &f, LT_OP_B), 2 * f.linear + 2.5 * f.attention, 1e-15);
+    assert_rel_close(lt_cost_executed_flops(&cm, &f, LT_OP_F), f.linear + f.attention, 1e-15);
+    assert_rel_close(lt_cost_executed_flops(&cm, &f, LT_OP_FK), f.linear + f.attention, 1e-15);
+    /* recomputing 3 of the 8 layers: 3/8 of the forward more (no head on this stage) */
+    lt_op_flops r = flops_of(&cm, &s, 1, op_of(LT_OP_B, LT_PART_ALL, 8, 16, 3));
+    assert_rel_close(r.recompute_linear, 3.0 / 8 * f.linear, 1e-14);
+    assert_rel_close(r.recompute_attention, 3.0 / 8 * f.attention, 1e-14);
+    assert_rel_close(lt_cost_executed_flops(&cm, &r, LT_OP_B),
+                     2 * f.linear + 2.5 * f.attention + 3.0 / 8 * (f.linear + f.attention), 1e-14);
+    /* on the last stage the head is not recomputed */
+    lt_op_flops last = flops_of(&cm, &s, 1, op_of(LT_OP_B, LT_PART_ALL, 24, 32, 8));
+    assert_rel_close(last.recompute_linear, last.linear - lt_cost_head_flops(&cm, 4096), 1e-14);
+}
+
+/* The embedding costs no FLOPs, the LM head 2 h V per token on the op ending the model;
+ * PRE + ATTN + POST = one whole layer. */
+static void test_stage_with_embedding_and_head(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 2, 1, 1);
+    lt_slice s = {0, 0, 4096};
+    lt_op_flops first = flops_of(&cm, &s, 1, op_of(LT_OP_F, LT_PART_ALL, 0, 16, 0));
+    lt_op_flops last = flops_of(&cm, &s, 1, op_of(LT_OP_F, LT_PART_ALL, 16, 32, 0));
+    assert_rel_close(last.linear - first.linear, 2.0 * 4096 * 4096 * 32000, 1e-12);
+    assert_rel_close(last.attention, first.attention, 1e-15);
+    double whole = 0;
+    for (int p = LT_PART_PRE; p <= LT_PART_POST; p++) {
+        lt_op_flops q = flops_of(&cm, &s, 1, op_of(LT_OP_F, (lt_op_part)p, 5, 6, 0));
+        whole += q.linear + q.attention;
+    }
+    lt_op_flops layer = flops_of(&cm, &s, 1, op_of(LT_OP_F, LT_PART_ALL, 5, 6, 0));
+    assert_rel_close(whole, layer.linear + layer.attention, 1e-14);
+}
+
+/* GQA shrinks the K/V projections: llama-70b's QKV is (h + 2 kv) / 3h of an MHA model's. */
+static void test_gqa_reduces_qkv_flops(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model gqa = model_on("llama-70b", "h200", 1, 1, 1);
+    lt_cost_model mha = gqa;
+    mha.model.kv_heads = mha.model.heads;
+    assert_rel_close(lt_cost_linear_flops(&gqa, LT_PART_PRE, 1000) / lt_cost_linear_flops(&mha, LT_PART_PRE, 1000),
+                     (8192.0 + 2048) / (3 * 8192.0), 1e-14);
+    assert_rel_close(lt_cost_attention_flops(&gqa, 0, 1000), lt_cost_attention_flops(&mha, 0, 1000), 0);
+    assert_rel_close(lt_cost_linear_flops(&gqa, LT_PART_POST, 1000), lt_cost_linear_flops(&mha, LT_PART_POST, 1000), 0);
+    /* and its keys/values: 1/8 of the MHA model's */
+    assert_rel_close(lt_cost_kv_bytes_per_token(&gqa) / lt_cost_kv_bytes_per_token(&mha), 1.0 / 8, 1e-15);
+}
+
+/* TP divides FLOPs, activations and weights per GPU by t; K/V heads are replicated once t
+ * exceeds them (llama-70b has 8). */
+static void test_tp_divides(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model one = model_on("llama-7b", "h200", 1, 1, 1);
+    lt_slice s = {0, 0, 8192};
+    lt_op op = op_of(LT_OP_F, LT_PART_ALL, 0, 32, 0);
+    lt_op_flops f1 = flops_of(&one, &s, 1, op);
+    for (int t = 2; t <= 8; t *= 2) {
+        lt_cost_model cm = model_on("llama-7b", "h200", 1, t, 1);
+        lt_op_flops ft = flops_of(&cm, &s, 1, op);
+        assert_rel_close(ft.linear * t, f1.linear, 1e-14);
+        assert_rel_close(ft.attention * t, f1.attention, 1e-14);
+        for (int p = LT_PART_ALL; p <= LT_PART_POST; p++)
+            assert_rel_close(lt_cost_act_bytes_per_token(&cm, (lt_op_part)p, false, false) * t,
+                             lt_cost_act_bytes_per_token(&one, (lt_op_part)p, false, false), 1e-14);
+        assert_rel_close(lt_cost_kv_bytes_per_token(&cm) * t, lt_cost_kv_bytes_per_token(&one), 1e-14);
+        /* weights: all but the replicated norms (2h per layer, h final) */
+        double norms = 32 * 2 * 4096.0 + 4096;
+        assert_rel_close((lt_cost_stage_params(&cm, 0) - norms) * t, lt_cost_stage_params(&one, 0) - norms, 1e-14);
+    }
+    /* llama-70b at t = 16: 64/16 = 4 query heads, but one K/V head each (not 1/2) */
+    lt_cost_model g1 = model_on("llama-70b", "h200", 1, 1, 1), g16 = model_on("llama-70b", "h200", 1, 16, 1);
+    double hd = 128, h = 8192;
+    assert_rel_close(lt_cost_linear_flops(&g16, LT_PART_PRE, 1), 2 * h * (h / 16 + 2 * hd), 1e-15);
+    assert_true(lt_cost_linear_flops(&g16, LT_PART_PRE, 1) * 16 > lt_cost_linear_flops(&g1, LT_PART_PRE, 1));
+    assert_rel_close(lt_cost_kv_bytes_per_token(&g16), 2 * 2 * hd * 2, 1e-15);
+    /* tp must divide the heads */
+    lt_hardware hw = load_shipped("h200");
+    lt_cost_model bad;
+    lt_error err;
+    assert_int_equal(lt_cost_model_init(&bad, lt_model_preset("llama-13b"), &hw, 1, 3, 1, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "tp = 3 does not divide the 40 attention heads"));
+    assert_int_equal(lt_cost_model_init(&bad, lt_model_preset("tiny"), &hw, 5, 1, 1, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "pp = 5 stages for 4 layers"));
+    assert_int_equal(lt_cost_model_init(&bad, lt_model_preset("tiny"), &hw, 1, 1, 0, &err), LT_ERR_CONFIG);
+}
+
+/* Outside references for the FLOP counts. */
+static void test_flops_match_published_formulas(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    /* Kaplan et al. 2020 (Scaling Laws), Table 1: forward FLOPs per token
+     *   C_forward = 2 N + 2 n_layer n_ctx d_attn,  N = 2 d_model n_layer (2 d_attn + d_ff)
+     * (+ 2 d_model n_vocab for the de-embedding); their "mask" term counts the causal
+     * attention of a token at context n_ctx. gpt-7b: d_attn = d_model = 4096, d_ff = 16384. */
+    lt_cost_model cm = model_on("gpt-7b", "h200", 1, 1, 1);
+    double d = 4096, L = 32, ff = 16384, V = 50257, T = 2048;
+    double N = 2 * d * L * (2 * d + ff);
+    lt_slice s = {0, 0, (int64_t)T};
+    lt_op_flops f = flops_of(&cm, &s, 1, op_of(LT_OP_F, LT_PART_ALL, 0, 32, 0));
+    assert_rel_close((f.linear + f.attention) / T, 2 * N + 2 * L * T * d + 2 * d * V, 1e-14);
+    /* HelixPipe Table 1 per GPT layer: forward 24 s h^2 + (4 h s^2 halved by the mask),
+     * backward B + W: 48 s h^2 for the GEMMs (2x) */
+    lt_op_flops layer = flops_of(&cm, &s, 1, op_of(LT_OP_F, LT_PART_ALL, 3, 4, 0));
+    assert_rel_close(layer.linear, 24 * T * d * d, 1e-14);
+    assert_rel_close(layer.attention, 2 * d * T * T, 1e-14);
+    /* the "6N" rule of thumb (Kaplan 2.1: C = 6N per training token): forward + backward of
+     * the GEMMs of llama-7b, embedding left out (a lookup), head included */
+    lt_cost_model ll = model_on("llama-7b", "h200", 1, 1, 1);
+    lt_slice one = {0, 0, 1};
+    lt_op_flops g = flops_of(&ll, &one, 1, op_of(LT_OP_F, LT_PART_ALL, 0, 32, 0));
+    double n_params = lt_model_params(&ll.model) - 4096.0 * 32000; /* without the input embedding */
+    assert_rel_close(3 * g.linear, 6 * n_params, 0.001);             /* norms are the 0.1 % */
+}
+
+/* ================================================================== memory */
+
+/* Model states: 18 bytes per parameter (2 bf16 weight + 4 fp32 gradient + 12 fp32 master and
+ * Adam moments); ZeRO-1 divides the 12 by dp (Megatron's distributed optimizer: 6 + 12/d).
+ * llama-7b: 6738415616 parameters by hand (lib/model.h's count), 6.7e9 published. */
+static void test_model_states_of_llama_7b(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 1, 1, 8);
+    assert_rel_close(lt_cost_stage_params(&cm, 0), 6738415616.0, 1e-15);
+    assert_rel_close(lt_cost_model_states_bytes(&cm, 0), 18 * 6738415616.0, 1e-15);
+    assert_rel_close(lt_cost_model_states_bytes(&cm, 0), 18 * 6.7e9, 0.01); /* ~121 GB */
+    cm.zero1 = true;
+    assert_rel_close(lt_cost_model_states_bytes(&cm, 0), (6 + 12.0 / 8) * 6738415616.0, 1e-15);
+    /* pp = 4: the stages add up to the whole; the embedding is on 0, the head on 3 */
+    lt_cost_model p4 = model_on("llama-7b", "h200", 4, 1, 1);
+    double sum = 0;
+    for (int st = 0; st < 4; st++) sum += lt_cost_model_states_bytes(&p4, st);
+    assert_rel_close(sum, 18 * 6738415616.0, 1e-14);
+    assert_rel_close(lt_cost_stage_params(&p4, 3) - lt_cost_stage_params(&p4, 1), 4096.0 * 32000 + 4096, 1e-12);
+    assert_rel_close(lt_cost_stage_params(&p4, 0) - lt_cost_stage_params(&p4, 1), 4096.0 * 32000, 1e-12);
+    assert_true(lt_cost_stage_params(&p4, 4) == 0);
+    /* HelixPipe puts the head on stage 0 */
+    p4.head_stage = 0;
+    assert_rel_close(lt_cost_stage_params(&p4, 0) - lt_cost_stage_params(&p4, 3), 2 * 4096.0 * 32000 + 4096, 1e-12);
+}
+
+/*
+ * Activations per token per layer, by hand (elements; bytes = 2x):
+ *   gpt-7b  (MHA, GELU, f = 4h): 6h + 2h + 2f = 16h = 65536 (HelixPipe Table 1: 16bsh)
+ *   llama-7b (MHA, SwiGLU, f = 11008): 6h + 2h + 3f = 32768 + 33024 = 65792
+ *   full recomputation keeps the layer input: h = 4096 elements = 2h bytes
+ *   K, V and their gradients of a split sample's slice: 4 kv = 16384 elements (llama-7b)
+ */
+static void test_activation_and_kv_memory(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model gpt = model_on("gpt-7b", "h200", 1, 1, 1), ll = model_on("llama-7b", "h200", 1, 1, 1);
+    assert_rel_close(lt_cost_act_elems(&gpt, LT_PART_ALL, false, false), 16 * 4096.0, 0);
+    assert_rel_close(lt_cost_act_elems(&ll, LT_PART_ALL, false, false), 65792, 0);
+    assert_rel_close(lt_cost_act_bytes_per_token(&ll, LT_PART_ALL, true, false), 2 * 4096.0, 0);
+    assert_rel_close(lt_cost_act_bytes_per_token(&ll, LT_PART_ALL, false, true), 2 * (65792 - 8192.0), 0);
+    assert_rel_close(lt_cost_kv_bytes_per_token(&ll), 2 * 16384.0, 0);
+    /* the parts of a layer hold the attention output twice (once for the core, once for
+     * the output projection): PRE + ATTN + POST = ALL + h */
+    double parts = 0;
+    for (int p = LT_PART_PRE; p <= LT_PART_POST; p++) parts += lt_cost_act_elems(&ll, (lt_op_part)p, false, false);
+    assert_rel_close(parts, 65792 + 4096.0, 0);
+
+    /* An F of 4096 tokens over the 32 layers of llama-7b on one stage (with the head) */
+    lt_slice s = {0, 0, 4096};
+    lt_op_estimate full, rec, half;
+    lt_op f = op_of(LT_OP_F, LT_PART_ALL, 0, 32, 0);
+    lt_cost_op(&ll, &s, 1, NULL, &f, &full);
+    double head = 4096 * (2 * 4096.0 * 2 + 32000 * 4.0); /* inputs (bf16) + fp32 softmax */
+    assert_rel_close(full.cost.act_bytes, 4096.0 * 32 * 65792 * 2 + head, 1e-14);
+    assert_true(full.cost.kv_bytes == 0); /* a whole sample: nothing kept for later slices */
+    f.recompute_layers = 32;
+    lt_cost_op(&ll, &s, 1, NULL, &f, &rec);
+    assert_rel_close(rec.cost.act_bytes, 4096.0 * 32 * 8192 + head, 1e-14);
+    assert_true(rec.cost.act_bytes < full.cost.act_bytes / 10);
+    assert_true(rec.cost.work_bytes > full.cost.work_bytes); /* one layer re-made at a time */
+    f.recompute_layers = 16;
+    lt_cost_op(&ll, &s, 1, NULL, &f, &half);
+    assert_rel_close(half.cost.act_bytes - head, (full.cost.act_bytes + rec.cost.act_bytes - 2 * head) / 2, 1e-14);
+    /* the first slice of a split sample keeps K, V and their gradients (InfiniPipe Eq. 5, 9),
+     * with recomputation too, and they leave act_bytes */
+    bool keep = true;
+    lt_op_estimate kept;
+    lt_cost_op(&ll, &s, 1, &keep, &f, &kept);
+    assert_rel_close(kept.cost.kv_bytes, 4096.0 * 32 * 32768, 1e-15);
+    assert_rel_close(half.cost.act_bytes - kept.cost.act_bytes, 4096.0 * 16 * 16384, 1e-14);
+}
+
+/* HelixPipe 3.2 (Fig. 4): a 13B GPT with 128K-token sequences on 8 nodes x 8 A800 (one stage
+ * per node, sequence parallelism 8, 1F1B): "the activation memory demands at the first and
+ * the second stages exceed the 80G GPU memory capacity", the later stages do not. Stage i
+ * holds p - i micro-batches (HelixPipe Eq. 2: 16 (p - i) b s h L / p). */
+static void test_helixpipe_fig4_activation_memory(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("gpt-13b", "a800-80g", 8, 8, 1);
+    lt_slice s = {0, 0, 131072};
+    for (int st = 0; st < 7; st++) { /* the last stage also holds the head */
+        uint32_t b, e;
+        lt_schedule_stage_layers(40, 8, st, &b, &e);
+        lt_op f = op_of(LT_OP_F, LT_PART_ALL, b, e, 0);
+        lt_op_estimate est;
+        lt_cost_op(&cm, &s, 1, NULL, &f, &est);
+        double in_flight = (8 - st) * est.cost.act_bytes;
+        /* by hand: 16 h / 8 = 10240 elements = 20480 bytes per token per layer; 5 layers of
+         * 131072 tokens: 12.5 GiB per micro-batch */
+        assert_rel_close(est.cost.act_bytes, 12.5 * GIB, 1e-15);
+        if (st < 2) assert_true(in_flight > 80 * GIB);
+        else assert_true(in_flight < 80 * GIB);
+    }
+}
+
+/* ================================================================== time */
+
+/* A 4K-token llama-7b sample on one H200: forward + backward at a model FLOPs utilisation
+ * (6 N T / time / peak) between 35 % and 65 % (Megatron-class trainers report 40-55 % for 7B
+ * models on Hopper); forward about a third of the step; GEMM time dominates at 4K. */
+static void test_time_is_plausible(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 1, 1, 1);
+    lt_slice s = {0, 0, 4096};
+    lt_op f = op_of(LT_OP_F, LT_PART_ALL, 0, 32, 0), b = op_of(LT_OP_B, LT_PART_ALL, 0, 32, 0);
+    lt_op_estimate fe, be;
+    lt_cost_op(&cm, &s, 1, NULL, &f, &fe);
+    lt_cost_op(&cm, &s, 1, NULL, &b, &be);
+    double step = fe.cost.time + be.cost.time;
+    double mfu = 6 * lt_model_params(&cm.model) * 4096 / step / cm.hw.peak_flops;
+    print_message("llama-7b 4K on h200: F %.1f ms, B %.1f ms, MFU %.2f\n", fe.cost.time * 1e3, be.cost.time * 1e3,
+                  mfu);
+    assert_true(mfu > 0.35 && mfu < 0.65);
+    assert_true(fe.cost.time > 0.25 * step && fe.cost.time < 0.4 * step);
+    assert_true(fe.gemm_time > 5 * fe.attention_time);
+    assert_true(fe.tp_comm_time == 0);
+    assert_rel_close(fe.cost.time, fe.gemm_time + fe.attention_time, 1e-15);
+    /* at 128K attention dominates (SlimPack 2.1.1) */
+    lt_slice lg = {0, 0, 131072};
+    lt_cost_op(&cm, &lg, 1, NULL, &f, &fe);
+    assert_true(fe.attention_time > 2 * fe.gemm_time);
+    /* TP adds collectives and divides compute: with t = 8 the op is faster but not 8x */
+    lt_cost_model t8 = model_on("llama-7b", "h200", 1, 8, 1);
+    lt_op_estimate e1, e8;
+    lt_cost_op(&cm, &s, 1, NULL, &f, &e1);
+    lt_cost_op(&t8, &s, 1, NULL, &f, &e8);
+    assert_true(e8.tp_comm_time > 0);
+    assert_true(e8.cost.time < e1.cost.time / 3 && e8.cost.time > e1.cost.time / 8);
+    /* 4 collectives per layer, each (t-1)/t of 4096 x 4096 x 2 bytes at NVLink speed after
+     * one latency */
+    double one = 8e-6 + 7.0 / 8 * 4096.0 * 4096 * 2 / 450e9;
+    assert_rel_close(e8.tp_comm_time, 32 * 4 * one, 1e-12);
+    /* the backward mirrors the collectives; recomputed layers run theirs once more */
+    lt_op_estimate b8;
+    lt_cost_op(&t8, &s, 1, NULL, &b, &b8);
+    assert_rel_close(b8.tp_comm_time, e8.tp_comm_time, 1e-15);
+    b.recompute_layers = 32;
+    lt_cost_op(&t8, &s, 1, NULL, &b, &b8);
+    assert_rel_close(b8.tp_comm_time, 2 * e8.tp_comm_time, 1e-15);
+}
+
+/* A slice's attention runs at the efficiency of the whole causal sequence with the same work,
+ * sqrt(end^2 - begin^2) tokens: a late slice of a long sample is as efficient as a longer
+ * sequence, not as its own few tokens. GEMMs run at the unit's token count. */
+static void test_efficiency_lookups(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 1, 1, 1);
+    lt_slice s[2] = {{0, 15000, 16384}, {1, 0, 1000}};
+    lt_op f = op_of(LT_OP_F, LT_PART_ALL, 3, 4, 0);
+    lt_op_estimate e;
+    lt_cost_op(&cm, s, 2, NULL, &f, &e);
+    double peak = 989e12;
+    double a0 = lt_cost_attention_flops(&cm, 15000, 16384), a1 = lt_cost_attention_flops(&cm, 0, 1000);
+    double want = a0 / (peak * lt_hardware_efficiency(&cm.hw.attention, sqrt(16384.0 * 16384 - 15000.0 * 15000))) +
+                  a1 / (peak * lt_hardware_efficiency(&cm.hw.attention, 1000));
+    assert_rel_close(e.attention_time, want, 1e-14);
+    assert_rel_close(e.gemm_time, lt_cost_linear_flops(&cm, LT_PART_ALL, 2384) /
+                                      (peak * lt_hardware_efficiency(&cm.hw.gemm, 2384)), 1e-14);
+    /* the backward: 2.5x attention and 2x GEMM FLOPs at the same efficiencies */
+    f.kind = LT_OP_B;
+    lt_op_estimate b;
+    lt_cost_op(&cm, s, 2, NULL, &f, &b);
+    assert_rel_close(b.attention_time, 2.5 * e.attention_time, 1e-14);
+    assert_rel_close(b.gemm_time, 2 * e.gemm_time, 1e-14);
+}
+
+/* InfiniPipe App. B: splitting a sequence into chunks slows it down, shorter sequences more. */
+static void test_chunking_costs_efficiency(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("gpt-13b", "a800-40g", 1, 1, 1);
+    double ratio[2];
+    int64_t lens[2] = {8192, 32768};
+    for (int k = 0; k < 2; k++) {
+        int64_t n = lens[k];
+        lt_slice whole = {0, 0, n};
+        lt_op f = op_of(LT_OP_F, LT_PART_ALL, 0, 40, 0), b = op_of(LT_OP_B, LT_PART_ALL, 0, 40, 0);
+        lt_op_estimate e;
+        lt_cost_op(&cm, &whole, 1, NULL, &f, &e);
+        double t1 = e.cost.time;
+        lt_cost_op(&cm, &whole, 1, NULL, &b, &e);
+        t1 += e.cost.time;
+        double t8 = 0;
+        for (int i = 0; i < 8; i++) {
+            lt_slice sl = {0, n * i / 8, n * (i + 1) / 8};
+            lt_cost_op(&cm, &sl, 1, NULL, &f, &e);
+            t8 += e.cost.time;
+            lt_cost_op(&cm, &sl, 1, NULL, &b, &e);
+            t8 += e.cost.time;
+        }
+        ratio[k] = t8 / t1;
+        assert_true(ratio[k] > 1.0);
+    }
+    assert_true(ratio[0] > ratio[1]);
+}
+
+/* ================================================================== P2P and the bridge */
+
+static void test_p2p_placement(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-70b", "h200", 8, 1, 1);
+    assert_int_equal(cm.stages_per_node, 8); /* 8 GPUs per node, one per stage */
+    assert_rel_close(lt_cost_p2p_time(&cm, 0, 1, 450e6), 8e-6 + 1e-3, 1e-12);
+    assert_rel_close(lt_cost_p2p_time(&cm, 7, 6, 450e6), 8e-6 + 1e-3, 1e-12);
+    assert_true(lt_cost_p2p_time(&cm, 0, 1, 0) == 0);
+    lt_cost_model t4 = model_on("llama-70b", "h200", 8, 4, 1);
+    assert_int_equal(t4.stages_per_node, 2); /* TP 4: two stages per node */
+    assert_int_equal(lt_cost_stage_node(&t4, 1), 0);
+    assert_int_equal(lt_cost_stage_node(&t4, 2), 1);
+    assert_rel_close(lt_cost_p2p_time(&t4, 0, 1, 50e6), 8e-6 + 50e6 / 450e9, 1e-12);
+    assert_rel_close(lt_cost_p2p_time(&t4, 1, 2, 50e6), 15e-6 + 1e-3, 1e-12); /* IB, 50 GB/s */
+    lt_cost_model t16 = model_on("llama-70b", "h200", 4, 16, 1);
+    assert_int_equal(t16.stages_per_node, 1);
+    /* DP gradient sync: intra-node only when the whole layout fits one node */
+    lt_cost_model d1 = model_on("tiny", "h200", 2, 1, 1), d2 = model_on("tiny", "h200", 2, 1, 2),
+                  d8 = model_on("tiny", "h200", 2, 1, 8);
+    assert_true(lt_cost_dp_sync_time(&d1, 0) == 0);
+    double bytes = lt_cost_stage_params(&d2, 0) * 4;
+    assert_rel_close(lt_cost_dp_sync_time(&d2, 0), 2 * (8e-6 + bytes / 2 / 450e9), 1e-12);
+    assert_rel_close(lt_cost_dp_sync_time(&d8, 0), 2 * (15e-6 + 7.0 / 8 * bytes / 50e9), 1e-12);
+}
+
+/* A schedule of two stages over llama-7b: sample 0 split into [0,2048) and [2048,4096), sample
+ * 1 whole; ops F, FK, B (with and without recomputation) and HelixPipe-style partial ops. */
+static void test_sim_bridge_prices_ops(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 2, 1, 1);
+    lt_sim_costs costs = lt_cost_sim_costs(&cm);
+    assert_non_null(costs.op_cost);
+    assert_non_null(costs.p2p_time);
+    assert_non_null(costs.base_bytes);
+    lt_schedule s;
+    lt_error err;
+    assert_int_equal(lt_schedule_init(&s, 2, 32, &err), LT_OK);
+    lt_schedule_add_slice(&s, 0, 0, 2048);
+    lt_schedule_add_slice(&s, 1, 0, 1024);
+    lt_schedule_add_slice(&s, 0, 2048, 4096);
+    uint32_t u0 = lt_schedule_add_unit(&s, 0, 1), u1 = lt_schedule_add_unit(&s, 1, 1),
+             u2 = lt_schedule_add_unit(&s, 2, 1);
+    lt_op f0 = op_of(LT_OP_F, LT_PART_ALL, 0, 16, 0), f1 = op_of(LT_OP_F, LT_PART_ALL, 16, 32, 0);
+    lt_op_cost c, ck, cb, cr, clast, cu1;
+    f0.unit = u0;
+    costs.op_cost(costs.ctx, &s, 0, &f0, &c);
+    /* the first slice of sample 0: K/V kept for slice [2048, 4096) */
+    assert_rel_close(c.kv_bytes, 2048.0 * 16 * 32768, 1e-15);
+    assert_rel_close(c.act_bytes, 2048.0 * 16 * (65792 - 8192) * 2, 1e-15);
+    assert_rel_close(c.out_bytes, 2048 * 4096 * 2.0, 1e-15);
+    assert_true(c.time > 0);
+    /* the last slice of sample 0 and the whole sample 1 keep nothing for later slices */
+    f0.unit = u2;
+    costs.op_cost(costs.ctx, &s, 0, &f0, &clast);
+    assert_true(clast.kv_bytes == 0);
+    assert_rel_close(clast.act_bytes, 2048.0 * 16 * 65792 * 2, 1e-15);
+    assert_true(clast.time > c.time); /* more attention context */
+    f0.unit = u1;
+    costs.op_cost(costs.ctx, &s, 0, &f0, &cu1);
+    assert_true(cu1.kv_bytes == 0);
+    /* FK: the same forward, K/V only */
+    lt_op fk = f0;
+    fk.kind = LT_OP_FK;
+    fk.unit = u0;
+    costs.op_cost(costs.ctx, &s, 0, &fk, &ck);
+    assert_true(ck.act_bytes == 0);
+    assert_rel_close(ck.kv_bytes, c.kv_bytes, 0);
+    assert_rel_close(ck.time, c.time, 0);
+    assert_rel_close(ck.out_bytes, c.out_bytes, 0);
+    assert_true(ck.work_bytes > 0);
+    /* B: about 2x to 2.5x the forward; nothing kept; gradients sent back except from stage 0 */
+    lt_op b = op_of(LT_OP_B, LT_PART_ALL, 0, 16, 0);
+    b.unit = u0;
+    costs.op_cost(costs.ctx, &s, 0, &b, &cb);
+    assert_true(cb.time > 1.99 * c.time && cb.time < 2.51 * c.time);
+    assert_true(cb.act_bytes == 0 && cb.kv_bytes == 0 && cb.out_bytes == 0);
+    b.recompute_layers = 16;
+    costs.op_cost(costs.ctx, &s, 0, &b, &cr);
+    assert_rel_close(cr.time - cb.time, c.time, 1e-12); /* + the whole forward again */
+    lt_op b1 = op_of(LT_OP_B, LT_PART_ALL, 16, 32, 0);
+    b1.unit = u0;
+    costs.op_cost(costs.ctx, &s, 1, &b1, &cb);
+    assert_rel_close(cb.out_bytes, 2048 * 4096 * 2.0, 1e-15);
+    /* the last stage's F: no output to send, the head's softmax kept */
+    f1.unit = u1;
+    costs.op_cost(costs.ctx, &s, 1, &f1, &c);
+    assert_true(c.out_bytes == 0);
+    assert_rel_close(c.act_bytes, 1024 * (16.0 * 65792 * 2 + 2 * 4096 * 2.0 + 32000 * 4.0), 1e-15);
+    /* partial ops of layer 20: only ATTN has attention time and K/V; PRE sends Q, K, V and
+     * the residual (4h for MHA), ATTN the output and the residual (2h) (HelixPipe 4.2) */
+    lt_op_cost pre, att, post, all;
+    lt_op p = op_of(LT_OP_F, LT_PART_PRE, 20, 21, 0);
+    p.unit = u0;
+    costs.op_cost(costs.ctx, &s, 1, &p, &pre);
+    p.part = LT_PART_ATTN;
+    costs.op_cost(costs.ctx, &s, 1, &p, &att);
+    p.part = LT_PART_POST;
+    costs.op_cost(costs.ctx, &s, 1, &p, &post);
+    p.part = LT_PART_ALL;
+    costs.op_cost(costs.ctx, &s, 1, &p, &all);
+    assert_true(pre.kv_bytes == 0 && post.kv_bytes == 0);
+    assert_rel_close(att.kv_bytes, 2048 * 32768.0, 1e-15);
+    assert_rel_close(all.kv_bytes, att.kv_bytes, 0);
+    assert_rel_close(pre.out_bytes, 2048.0 * 4 * 4096 * 2, 1e-15);
+    assert_rel_close(att.out_bytes, 2048.0 * 2 * 4096 * 2, 1e-15);
+    assert_rel_close(post.out_bytes, 2048 * 4096 * 2.0, 1e-15);
+    assert_rel_close(pre.time + att.time + post.time, all.time, 1e-12);
+    /* a B of a part: gradients of its inputs go back */
+    p.kind = LT_OP_B;
+    p.part = LT_PART_ATTN;
+    costs.op_cost(costs.ctx, &s, 1, &p, &att);
+    assert_rel_close(att.out_bytes, pre.out_bytes, 1e-15);
+    p.part = LT_PART_PRE;
+    p.layer_begin = 0;
+    p.layer_end = 1;
+    costs.op_cost(costs.ctx, &s, 0, &p, &pre);
+    assert_true(pre.out_bytes == 0); /* nothing before the first layer */
+    /* base bytes: model states + the reserved 2 GiB; P2P by the profile */
+    assert_rel_close(costs.base_bytes(costs.ctx, 1), lt_cost_model_states_bytes(&cm, 1) + 2 * GIB, 1e-15);
+    assert_rel_close(costs.p2p_time(costs.ctx, 0, 1, 900e6), 8e-6 + 2e-3, 1e-12);
+    /* many slices in one unit: the K/V flag of each is found (more than the 64 on the stack) */
+    lt_schedule_clear(&s);
+    for (int i = 0; i < 100; i++) lt_schedule_add_slice(&s, i, 0, 100);
+    for (int i = 0; i < 100; i += 2) lt_schedule_add_slice(&s, i, 100, 150); /* even samples go on */
+    lt_schedule_add_unit(&s, 0, 100);
+    f0.unit = 0;
+    costs.op_cost(costs.ctx, &s, 0, &f0, &c);
+    assert_rel_close(c.kv_bytes, 50.0 * 100 * 16 * 32768, 1e-15);
+    lt_schedule_free(&s);
+}
+
+/* The cost model drives the simulator (plans/sim.h): 1F1B over whole 4K samples holds P - s
+ * micro-batches of activations on stage s (HelixPipe Eq. 2); slicing 16K samples into 4K
+ * slices (Seq1F1B) holds less than whole 16K micro-batches (InfiniPipe 2, Fig. 1a). */
+static void test_simulator_with_the_cost_model(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 4, 1, 1);
+    lt_sim_costs costs = lt_cost_sim_costs(&cm);
+    lt_schedule s;
+    lt_error err;
+    lt_sim sim;
+    memset(&sim, 0, sizeof sim);
+    assert_int_equal(lt_schedule_init(&s, 4, 32, &err), LT_OK);
+    int64_t lens[8] = {4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096};
+    lt_sched_units_whole(&s, lens, 8);
+    lt_sched_1f1b(&s, NULL, 8);
+    if (lt_sim_run(&sim, &s, &costs, &err) != LT_OK) fail_msg("%s", err.what);
+    for (int st = 0; st < 4; st++) {
+        lt_op_estimate f, b;
+        lt_cost_schedule_op(&cm, &s, &s.stage[st].ops[0], &f); /* warm-up: a forward first */
+        lt_op bop = s.stage[st].ops[0];
+        bop.kind = LT_OP_B;
+        lt_cost_schedule_op(&cm, &s, &bop, &b);
+        double base = lt_cost_model_states_bytes(&cm, st) + cm.reserved_bytes;
+        double held = base + (4 - st) * f.cost.act_bytes;
+        double work = f.cost.work_bytes > b.cost.work_bytes ? f.cost.work_bytes : b.cost.work_bytes;
+        assert_true(sim.peak_mem[st] >= held * (1 - 1e-12));
+        assert_true(sim.peak_mem[st] <= (held + work) * (1 + 1e-12));
+        assert_rel_close(sim.end_mem[st], base, 1e-12);
+        assert_rel_close(sim.busy[st], 8 * (f.cost.time + b.cost.time), 1e-12);
+        assert_true(sim.step_time > sim.busy[st]);
+    }
+    /* 1F1B's bubble: (P - 1) / (m + P - 1) of the step when stages are equal; the last stage
+     * carries the LM head, so the ratio is a little above 3/11 */
+    print_message("1F1B llama-7b pp 4, 8 x 4K on h200: step %.3f s, bubble %.3f, peak stage 0 %.1f GiB\n",
+                  sim.step_time, sim.bubble_ratio, sim.peak_mem[0] / GIB);
+    assert_true(sim.bubble_ratio > 0.2 && sim.bubble_ratio < 0.4);
+    double peak_whole;
+    int64_t long_lens[4] = {16384, 16384, 16384, 16384};
+    lt_schedule_clear(&s);
+    lt_sched_units_whole(&s, long_lens, 4);
+    lt_sched_1f1b(&s, NULL, 4);
+    assert_int_equal(lt_sim_run(&sim, &s, &costs, &err), LT_OK);
+    peak_whole = sim.peak_mem[0];
+    lt_schedule_clear(&s);
+    lt_sched_units_sliced(&s, long_lens, 4, 4);
+    lt_sched_seq1f1b(&s, NULL, s.n_units);
+    if (lt_sim_run(&sim, &s, &costs, &err) != LT_OK) fail_msg("%s", err.what);
+    print_message("4 x 16K: peak stage 0 %.1f GiB whole (1F1B), %.1f GiB in 4K slices (Seq1F1B)\n", peak_whole / GIB,
+                  sim.peak_mem[0] / GIB);
+    assert_true(sim.peak_mem[0] < 0.8 * peak_whole);
+    assert_rel_close(sim.end_mem[0], lt_cost_model_states_bytes(&cm, 0) + cm.reserved_bytes, 1e-12);
+    /* the prepared bridge prices every op as the scanning one does, and simulates the same */
+    double step = sim.step_time, peak0 = sim.peak_mem[0];
+    lt_cost_sim_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    lt_sim_costs fast = lt_cost_sim_costs_prepared(&ctx, &cm, &s);
+    size_t kept = 0;
+    for (size_t i = 0; i < s.n_slices; i++) kept += ctx.keeps_kv[i];
+    assert_int_equal(kept, 4 * 3); /* all but the last slice of each sample */
+    for (int st = 0; st < 4; st++) {
+        for (size_t i = 0; i < s.stage[st].n; i++) {
+            lt_op_cost a, b;
+            costs.op_cost(costs.ctx, &s, st, &s.stage[st].ops[i], &a);
+            fast.op_cost(fast.ctx, &s, st, &s.stage[st].ops[i], &b);
+            assert_memory_equal(&a, &b, sizeof a);
+        }
+    }
+    assert_int_equal(lt_sim_run(&sim, &s, &fast, &err), LT_OK);
+    assert_rel_close(sim.step_time, step, 0);
+    assert_rel_close(sim.peak_mem[0], peak0, 0);
+    assert_rel_close(fast.base_bytes(fast.ctx, 2), costs.base_bytes(costs.ctx, 2), 0);
+    assert_rel_close(fast.p2p_time(fast.ctx, 0, 3, 1e6), costs.p2p_time(costs.ctx, 0, 3, 1e6), 0);
+    /* another schedule handed to the prepared bridge: it scans */
+    lt_schedule other;
+    assert_int_equal(lt_schedule_init(&other, 4, 32, &err), LT_OK);
+    lt_sched_units_sliced(&other, long_lens, 2, 2);
+    lt_op f0 = {.kind = LT_OP_F, .part = LT_PART_ALL, .unit = 0, .layer_begin = 0, .layer_end = 8};
+    lt_op_cost a, b;
+    costs.op_cost(costs.ctx, &other, 0, &f0, &a);
+    fast.op_cost(fast.ctx, &other, 0, &f0, &b);
+    assert_true(a.kv_bytes > 0);
+    assert_memory_equal(&a, &b, sizeof a);
+    lt_schedule_free(&other);
+    lt_cost_sim_ctx_free(&ctx);
+    lt_sim_free(&sim);
+    lt_schedule_free(&s);
+}
+
+static void test_cost_model_from_config(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_config *cfg = lt_config_new();
+    lt_error err;
+    const char *sets[] = {"model.preset=llama-13b", "parallel.pp=4", "parallel.tp=2", "parallel.dp=4",
+                          "parallel.zero1=true", "plan.hardware=a800-80g", "plan.mem=60G"};
+    for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
+        assert_int_equal(lt_config_set(cfg, sets[i], &err), LT_OK);
+    lt_cost_model cm;
+    if (lt_cost_model_from_config(&cm, cfg, hw_dir, &err) != LT_OK) fail_msg("%s (%s)", err.what, err.where);
+    assert_string_equal(cm.model.name, "llama-13b");
+    assert_int_equal(cm.pp, 4);
+    assert_int_equal(cm.tp, 2);
+    assert_int_equal(cm.dp, 4);
+    assert_true(cm.zero1);
+    assert_string_equal(cm.hw.name, "a800-80g");
+    assert_rel_close(cm.mem_cap, 60 * GIB, 0);
+    assert_int_equal(cm.stages_per_node, 4);
+    assert_int_equal(cm.head_stage, 3);
+    /* the defaults: h200, its memory, no ZeRO */
+    lt_config *def = lt_config_new();
+    assert_int_equal(lt_config_set(def, "model.preset=tiny", &err), LT_OK);
+    assert_int_equal(lt_cost_model_from_config(&cm, def, hw_dir, &err), LT_OK);
+    assert_string_equal(cm.hw.name, "h200");
+    assert_rel_close(cm.mem_cap, 140 * GIB, 0);
+    assert_false(cm.zero1);
+    /* errors pass through */
+    assert_int_equal(lt_config_set(cfg, "plan.hardware=h300", &err), LT_OK);
+    assert_int_equal(lt_cost_model_from_config(&cm, cfg, hw_dir, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "unknown hardware profile 'h300'"));
+    assert_int_equal(lt_config_set(cfg, "plan.hardware=h100", &err), LT_OK);
+    assert_int_equal(lt_config_set(cfg, "parallel.tp=3", &err), LT_OK);
+    assert_int_equal(lt_cost_model_from_config(&cm, cfg, hw_dir, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "tp = 3"));
+    lt_config_free(cfg);
+    lt_config_free(def);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shipped_profiles_load_and_are_sane),
+        cmocka_unit_test(test_every_file_in_etc_hardware_loads),
+        cmocka_unit_test(test_bad_profiles_name_file_and_line),
+        cmocka_unit_test(test_efficiency_interpolates_in_log_tokens_and_clamps),
+        cmocka_unit_test(test_lookup_order),
+        cmocka_unit_test(test_flops_of_tiny_by_hand),
+        cmocka_unit_test(test_slicing_and_packing_conserve_flops),
+        cmocka_unit_test(test_backward_and_recompute_flops),
+        cmocka_unit_test(test_stage_with_embedding_and_head),
+        cmocka_unit_test(test_gqa_reduces_qkv_flops),
+        cmocka_unit_test(test_tp_divides),
+        cmocka_unit_test(test_flops_match_published_formulas),
+        cmocka_unit_test(test_model_states_of_llama_7b),
+        cmocka_unit_test(test_activation_and_kv_memory),
+        cmocka_unit_test(test_helixpipe_fig4_activation_memory),
+        cmocka_unit_test(test_time_is_plausible),
+        cmocka_unit_test(test_efficiency_lookups),
+        cmocka_unit_test(test_chunking_costs_efficiency),
+        cmocka_unit_test(test_p2p_placement),
+        cmocka_unit_test(test_sim_bridge_prices_ops),
+        cmocka_unit_test(test_simulator_with_the_cost_model),
+        cmocka_unit_test(test_cost_model_from_config),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
