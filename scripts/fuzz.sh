@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh --regress [--build-dir DIR] [TARGET...]
 #
 # TARGETs: fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab
-# fuzz_encode fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index (default: all). Each target is compiled
+# fuzz_encode fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware (default: all). Each target is compiled
 # with clang (-fsanitize=fuzzer,address,undefined) into DIR (default _build/fuzz, or
 # $LONGTAIL_FUZZ_BUILD_DIR), then
 #   default     fuzzed for N seconds (default 30) on DIR/corpus/TARGET, a copy of the seeds
@@ -23,7 +23,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALL_TARGETS=(fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode
-  fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index)
+  fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware)
 
 TOKENIZER_SOURCES="dataprep/tokenizer.c dataprep/pretok.c dataprep/unicode_tables.c lib/json.c \
 lib/error.c lib/files.c lib/strlist.c lib/sha256.c lib/log.c"
@@ -41,6 +41,7 @@ target_sources() {
     fuzz_wet | fuzz_jsonl_reader | fuzz_wikixml) echo "$READER_SOURCES" ;;
     fuzz_wikitext) echo "dataprep/wikitext.c lib/error.c" ;;
     fuzz_index) echo "dataprep/shard.c lib/error.c lib/files.c lib/sha256.c lib/strlist.c" ;;
+    fuzz_hardware) echo "plans/hardware.c plans/lengths.c lib/error.c lib/strutil.c lib/files.c lib/strlist.c" ;;
     *) return 1 ;;
   esac
 }

@@ -11,15 +11,19 @@
  * 100,000 ops; every slice edge of plans/schedule.h is exercised.
  *
  * It simulates that schedule RUNS times (default 50) with one lt_sim (scratch reused, as a
- * search loop does) under two cost models: the unit-time model (lt_sim_unit_costs) and a
+ * search loop does) under three cost models: the unit-time model (lt_sim_unit_costs), a
  * callback doing a cost model's arithmetic per op (linear + causal-attention FLOPs of each
  * slice with its context, activation and K/V bytes, P2P latency + bytes / bandwidth), and
- * prints the best and median milliseconds, the peak RSS, and one machine-readable line:
+ * the project's cost model (plans/cost.h, llama-7b on the h200 profile, TP 1, the bridge
+ * prepared once as a planner's search does), and prints the best and median milliseconds,
+ * the peak RSS, and one machine-readable line:
  *
  *   bench_sim ops=100000 stages=8 units=6250 runs=50 unit_best_ms=... unit_median_ms=...
- *     model_best_ms=... model_median_ms=... build_ms=... peak_rss_kib=...
+ *     model_best_ms=... model_median_ms=... cost_best_ms=... cost_median_ms=...
+ *     build_ms=... peak_rss_kib=...
  *
- * Usage: bench_sim [RUNS]
+ * Usage: bench_sim [RUNS [HARDWARE_PROFILE]]   (default etc/hardware/h200.ini: run it from
+ * the source tree, or give the profile's path)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,6 +33,9 @@
 #include <time.h>
 
 #include "lib/error.h"      /* lt_error, lt_error_print */
+#include "lib/model.h"      /* lt_model_preset */
+#include "plans/cost.h"     /* lt_cost_model, lt_cost_sim_costs_prepared */
+#include "plans/hardware.h" /* lt_hardware_load */
 #include "plans/schedule.h" /* lt_schedule, lt_schedule_add_* */
 #include "plans/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
 
@@ -159,7 +166,7 @@ int main(int argc, char **argv) {
     lt_set_program("bench_sim");
     int runs = argc > 1 ? atoi(argv[1]) : 50;
     if (runs < 1) {
-        fprintf(stderr, "usage: bench_sim [RUNS]\n");
+        fprintf(stderr, "usage: bench_sim [RUNS [HARDWARE_PROFILE]]\n");
         return 2;
     }
     double t0 = now_ms();
@@ -188,6 +195,20 @@ int main(int argc, char **argv) {
     if (time_runs(&sim, &s, &unit, runs, u)) return 1;
     double unit_step = sim.step_time, unit_bubble = sim.bubble_ratio, unit_peak = sim.peak_mem[0];
     if (time_runs(&sim, &s, &model, runs, m)) return 1;
+    double model_step = sim.step_time, model_bubble = sim.bubble_ratio, model_peak = sim.peak_mem[0];
+
+    lt_hardware hw;
+    lt_cost_model cm;
+    lt_cost_sim_ctx cctx = {0};
+    const lt_model_shape *shape = lt_model_preset("llama-7b"); /* 32 layers = LAYERS */
+    if (lt_hardware_load(&hw, argc > 2 ? argv[2] : "etc/hardware/h200.ini", NULL, &err) ||
+        lt_cost_model_init(&cm, shape, &hw, STAGES, 1, 1, &err))
+        return lt_error_exit(&err);
+    double c[2];
+    double prep0 = now_ms();
+    lt_sim_costs real = lt_cost_sim_costs_prepared(&cctx, &cm, &s);
+    double prep_ms = now_ms() - prep0;
+    if (time_runs(&sim, &s, &real, runs, c)) return 1;
 
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -198,11 +219,17 @@ int main(int argc, char **argv) {
            u[0], u[1], unit_step, unit_bubble, unit_peak);
     printf("cost-model costs: best %.2f ms, median %.2f ms per simulation (step %.3f s, bubble %.4f, "
            "stage 0 peak %.2f GB)\n",
-           m[0], m[1], sim.step_time, sim.bubble_ratio, sim.peak_mem[0] / 1e9);
+           m[0], m[1], model_step, model_bubble, model_peak / 1e9);
+    printf("plans/cost.h:     best %.2f ms, median %.2f ms per simulation (llama-7b on %s, step %.3f s, bubble "
+           "%.4f, stage 0 peak %.2f GB; bridge prepared in %.1f ms)\n",
+           c[0], c[1], hw.name, sim.step_time, sim.bubble_ratio, sim.peak_mem[0] / 1e9, prep_ms);
     printf("peak RSS %ld KiB, %d runs each\n", ru.ru_maxrss, runs);
     printf("bench_sim ops=%zu stages=%d units=%zu runs=%d unit_best_ms=%.3f unit_median_ms=%.3f "
-           "model_best_ms=%.3f model_median_ms=%.3f build_ms=%.1f peak_rss_kib=%ld\n",
-           lt_schedule_n_ops(&s), STAGES, s.n_units, runs, u[0], u[1], m[0], m[1], build_ms, ru.ru_maxrss);
+           "model_best_ms=%.3f model_median_ms=%.3f cost_best_ms=%.3f cost_median_ms=%.3f build_ms=%.1f "
+           "peak_rss_kib=%ld\n",
+           lt_schedule_n_ops(&s), STAGES, s.n_units, runs, u[0], u[1], m[0], m[1], c[0], c[1], build_ms,
+           ru.ru_maxrss);
+    lt_cost_sim_ctx_free(&cctx);
     lt_sim_free(&sim);
     lt_schedule_free(&s);
     return 0;
