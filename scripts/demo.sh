@@ -62,6 +62,8 @@ say "planner simulate: ChunkFlow's Sec. 3 example (unit time), then 1F1B over th
 "$bin/planner" simulate --config etc/longtail.ini --schedule 1f1b --stages 4 --model llama-7b --hardware h200 \
   --lengths-file "$out/lengths.txt" --no-timeline --svg "$out/pipeline.svg"
 echo "pipeline Gantt chart: demo-out/pipeline.svg"
+echo "(whole documents as micro-batches: the longest one dominates the step, most stages idle, and its"
+echo " activations exceed the GPU's memory: the imbalance the planner's strategies are built to remove)"
 
 if [ "${LONGTAIL_DEMO_NO_SLURM:-0}" = 1 ]; then
   say "Slurm part skipped (LONGTAIL_DEMO_NO_SLURM=1)"; exit 0
