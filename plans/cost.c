@@ -445,18 +445,6 @@ static double prepared_base_bytes(void *ctx, int stage) {
     return sim_base_bytes((void *)(uintptr_t)((const lt_cost_sim_ctx *)ctx)->cm, stage);
 }
 
-/* A slice's (sample, index), sorted by sample then table order. */
-typedef struct slice_key {
-    int32_t sample;
-    size_t index;
-} slice_key;
-
-static int cmp_slice_key(const void *a, const void *b) {
-    const slice_key *x = a, *y = b;
-    if (x->sample != y->sample) return (x->sample > y->sample) - (x->sample < y->sample);
-    return (x->index > y->index) - (x->index < y->index);
-}
-
 lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s) {
     free(ctx->keeps_kv);
     ctx->cm = cm;
@@ -465,11 +453,10 @@ lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_mode
     ctx->keeps_kv = lt_calloc_check(s->n_slices ? s->n_slices : 1, sizeof *ctx->keeps_kv);
     if (s->n_slices > 1) {
         /* a slice keeps its K/V unless it is its sample's last in the table (token order) */
-        slice_key *v = lt_malloc_check(s->n_slices * sizeof *v);
-        for (size_t i = 0; i < s->n_slices; i++) v[i] = (slice_key){s->slices[i].sample, i};
-        qsort(v, s->n_slices, sizeof *v, cmp_slice_key);
-        for (size_t i = 0; i + 1 < s->n_slices; i++) ctx->keeps_kv[v[i].index] = v[i + 1].sample == v[i].sample;
-        free(v);
+        uint32_t *order = lt_schedule_slices_by_sample(s);
+        for (size_t i = 0; i + 1 < s->n_slices; i++)
+            ctx->keeps_kv[order[i]] = s->slices[order[i + 1]].sample == s->slices[order[i]].sample;
+        free(order);
     }
     lt_sim_costs c = {ctx, prepared_op_cost, prepared_p2p_time, prepared_base_bytes};
     return c;

@@ -43,9 +43,7 @@ double lt_hardware_efficiency(const lt_efficiency_curve *c, double tokens) {
 
 lt_status lt_efficiency_parse(lt_efficiency_curve *c, const char *text, lt_error *err) {
     memset(c, 0, sizeof *c);
-    size_t len = strlen(text);
-    char *copy = lt_malloc_check(len + 1);
-    memcpy(copy, text, len + 1);
+    char *copy = lt_strdup_check(text);
     lt_status st = LT_OK;
     int n = 0;
     /* strtok_r would merge empty items ("1:0.5,,2:0.6"); walk the commas by hand */
@@ -220,9 +218,7 @@ lt_status lt_hardware_parse(lt_hardware *hw, const char *text, const char *where
     memset(hw, 0, sizeof *hw);
     if (!where) where = "<string>";
     long seen_line[N_KEYS] = {0};
-    size_t len = strlen(text);
-    char *copy = lt_malloc_check(len + 1);
-    memcpy(copy, text, len + 1);
+    char *copy = lt_strdup_check(text);
     lt_status st = LT_OK;
     long lineno = 0;
     char *line = copy;

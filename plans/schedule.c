@@ -116,6 +116,16 @@ static int cmp_slice_key(const void *a, const void *b) {
     return (x->index > y->index) - (x->index < y->index);
 }
 
+uint32_t *lt_schedule_slices_by_sample(const lt_schedule *s) {
+    slice_key *v = lt_malloc_check((s->n_slices ? s->n_slices : 1) * sizeof *v);
+    for (size_t i = 0; i < s->n_slices; i++) v[i] = (slice_key){s->slices[i].sample, (uint32_t)i};
+    qsort(v, s->n_slices, sizeof *v, cmp_slice_key);
+    uint32_t *order = lt_malloc_check((s->n_slices ? s->n_slices : 1) * sizeof *order);
+    for (size_t i = 0; i < s->n_slices; i++) order[i] = v[i].index;
+    free(v);
+    return order;
+}
+
 lt_status lt_schedule_check(const lt_schedule *s, lt_error *err) {
     for (size_t i = 0; i < s->n_slices; i++) {
         const lt_slice *sl = &s->slices[i];
@@ -126,21 +136,17 @@ lt_status lt_schedule_check(const lt_schedule *s, lt_error *err) {
     }
     /* The slices of one sample, in table order, are in token order and do not overlap. */
     if (s->n_slices > 1) {
-        slice_key *v = lt_malloc_check(s->n_slices * sizeof *v);
-        for (size_t i = 0; i < s->n_slices; i++) v[i] = (slice_key){s->slices[i].sample, (uint32_t)i};
-        qsort(v, s->n_slices, sizeof *v, cmp_slice_key);
+        uint32_t *order = lt_schedule_slices_by_sample(s);
         for (size_t i = 1; i < s->n_slices; i++) {
-            if (v[i].sample != v[i - 1].sample) continue;
-            const lt_slice *p = &s->slices[v[i - 1].index], *q = &s->slices[v[i].index];
-            if (q->begin < p->end) {
-                lt_status st = lt_fail(err, LT_ERR_INPUT, "schedule",
-                                       "slices %u and %u of sample %" PRId32 " overlap or are out of token order",
-                                       v[i - 1].index, v[i].index, p->sample);
-                free(v);
-                return st;
-            }
+            const lt_slice *p = &s->slices[order[i - 1]], *q = &s->slices[order[i]];
+            if (q->sample != p->sample || q->begin >= p->end) continue;
+            lt_status st = lt_fail(err, LT_ERR_INPUT, "schedule",
+                                   "slices %u and %u of sample %" PRId32 " overlap or are out of token order",
+                                   order[i - 1], order[i], p->sample);
+            free(order);
+            return st;
         }
-        free(v);
+        free(order);
     }
     for (size_t u = 0; u < s->n_units; u++) {
         const lt_unit *un = &s->units[u];

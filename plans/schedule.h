@@ -132,6 +132,10 @@ int64_t lt_schedule_unit_tokens(const lt_schedule *s, uint32_t u);
 /* Total ops over all stages. */
 size_t lt_schedule_n_ops(const lt_schedule *s);
 
+/* The slice indices sorted by sample, then table order (= token order within a sample):
+ * a new array of n_slices entries (at least one allocated), free() it. */
+uint32_t *lt_schedule_slices_by_sample(const lt_schedule *s);
+
 /* Structural checks: indices in range, slices non-empty and in token order per sample, each
  * unit's slices a valid range, op layer ranges valid. LT_ERR_INPUT naming the first fault.
  * (Dependency cycles are the simulator's to find: lt_sim_run reports a deadlock.) */

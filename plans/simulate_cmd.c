@@ -44,32 +44,30 @@ typedef struct sim_args {
     bool no_timeline, critical;
 } sim_args;
 
-/* Order of the samples: "given" (as listed), "longest-first", "shortest-first". */
-static int cmp_desc_len(const void *a, const void *b, void *lens) {
-    const int64_t *l = lens;
-    int64_t x = l[*(const size_t *)a], y = l[*(const size_t *)b];
-    if (x != y) return x < y ? 1 : -1;
-    return (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
+/* qsort_r comparator of sample indices by length, longest first when *desc; ties keep the
+ * given order. */
+typedef struct by_length {
+    const int64_t *lens;
+    bool desc;
+} by_length;
+
+static int cmp_by_length(const void *a, const void *b, void *arg) {
+    const by_length *k = arg;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    if (k->lens[i] != k->lens[j]) return (k->lens[i] < k->lens[j]) == k->desc ? 1 : -1;
+    return (i > j) - (i < j);
 }
 
-static int cmp_asc_len(const void *a, const void *b, void *lens) {
-    const int64_t *l = lens;
-    int64_t x = l[*(const size_t *)a], y = l[*(const size_t *)b];
-    if (x != y) return x < y ? -1 : 1;
-    return (*(const size_t *)a > *(const size_t *)b) - (*(const size_t *)a < *(const size_t *)b);
-}
-
-/* Reorder lens[] in place per `order`. */
+/* Reorder lens[] in place per `order`: "given" (as listed), "longest-first", "shortest-first". */
 static int apply_order(const lt_cli_ctx *ctx, const char *order, int64_t *lens, size_t n) {
     if (!order || strcmp(order, "given") == 0) return 0;
-    int (*cmp)(const void *, const void *, void *) = NULL;
-    if (strcmp(order, "longest-first") == 0) cmp = cmp_desc_len;
-    else if (strcmp(order, "shortest-first") == 0) cmp = cmp_asc_len;
-    else return lt_cli_usage(ctx, "--order '%.40s': want given, longest-first or shortest-first", order);
+    by_length key = {lens, strcmp(order, "longest-first") == 0};
+    if (!key.desc && strcmp(order, "shortest-first") != 0)
+        return lt_cli_usage(ctx, "--order '%.40s': want given, longest-first or shortest-first", order);
     size_t *idx = lt_malloc_check(n * sizeof *idx);
     int64_t *copy = lt_malloc_check(n * sizeof *copy);
     for (size_t i = 0; i < n; i++) idx[i] = i;
-    qsort_r(idx, n, sizeof *idx, cmp, lens);
+    qsort_r(idx, n, sizeof *idx, cmp_by_length, &key);
     for (size_t i = 0; i < n; i++) copy[i] = lens[idx[i]];
     memcpy(lens, copy, n * sizeof *lens);
     free(copy);
