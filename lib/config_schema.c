@@ -80,6 +80,10 @@ static const lt_config_key schema[] = {
     SIZE("plan", "mem", NULL, "1", NULL, "per-GPU memory cap in bytes; unset: the hardware profile's memory"),
     INT("plan", "seed", "1234", "0", NULL, "random seed of batch sampling"),
     INT("plan", "steps", NULL, "1", NULL, "training steps to plan"),
+    ENUM("plan", "sample_policy", "truncate", "truncate split", "documents longer than context_len: truncate (the papers) or split into pieces"),
+    SIZE("plan", "chunk_size", "0", "0", NULL, "chunkflow: tokens per chunk; 0 = grid search per step"),
+    INT("plan", "chunkflow_k", "0", "0", NULL, "chunkflow: chunks of a long sample whose activations are kept (K); 0 = grid search per step"),
+    INT("plan", "seq1f1b_slices", "4", "1", NULL, "seq1f1b: slices of equal forward FLOPs per micro-batch"),
 
     /* [train] */
     DBL("train", "lr", "3e-4", "0", NULL, "peak learning rate"),

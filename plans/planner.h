@@ -15,5 +15,12 @@ extern const lt_cli_program planner_program;
 
 /* `planner simulate` (plans/simulate_cmd.c). */
 int simulate_command(lt_cli_ctx *ctx);
+/* `planner build` (plans/build_cmd.c). */
+int build_command(lt_cli_ctx *ctx);
+/* `planner compare` (plans/compare_cmd.c). */
+int compare_command(lt_cli_ctx *ctx);
+/* `planner show` and `planner validate` (plans/show_cmd.c). */
+int show_command(lt_cli_ctx *ctx);
+int validate_command(lt_cli_ctx *ctx);
 
 #endif

@@ -597,7 +597,7 @@ static void test_unknown_key(void **state) {
          "did you mean 'plan.context_len'?"},
         /* nothing close: the keys of the section */
         {"[plan]\nzzzzzz = 1\n", "unknown key 'zzzzzz' in section [plan]",
-         "keys of [plan]: strategy global_batch context_len hardware mem seed steps"},
+         "keys of [plan]: strategy global_batch context_len hardware mem seed steps sample_policy chunk_size chunkflow_k seq1f1b_slices"},
         {"[parallel]\nx = 1\n", "unknown key 'x' in section [parallel]",
          "keys of [parallel]: dp pp tp max_cp zero1"},
     };
@@ -947,6 +947,10 @@ static const char expected_dump[] =
         "; mem =\n"
         "seed = 1234                             ; default\n"
         "steps = 10                              ; from x.ini:3\n"
+        "sample_policy = truncate                ; default\n"
+        "chunk_size = 0                          ; default\n"
+        "chunkflow_k = 0                         ; default\n"
+        "seq1f1b_slices = 4                      ; default\n"
         "\n"
         "[train]\n"
         "lr = 3e-4                               ; default\n"

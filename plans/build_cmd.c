@@ -1,0 +1,2 @@
+/* plans/build_cmd.c — being written. */
+#include "plans/plan.h"

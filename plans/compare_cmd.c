@@ -1,0 +1,2 @@
+/* plans/compare_cmd.c — being written. */
+#include "plans/plan.h"

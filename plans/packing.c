@@ -1,0 +1,2 @@
+/* plans/packing.c — being written. */
+#include "plans/plan.h"

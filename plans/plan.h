@@ -1,0 +1,153 @@
+/*
+ * plans/plan.h — the plan of one training step, and the strategies that make it.
+ *
+ * A step plan is what the trainer executes and what the plan store (plans/store.h) keeps:
+ * for every pipeline of the step (one per DP rank, or per context-parallel group of DP
+ * ranks) a schedule (plans/schedule.h: slices, units, per-stage ops), simulated with the
+ * cost model (plans/cost.h, plans/sim.h), with each op's predicted start, finish and
+ * bytes. A strategy turns the step's sample lengths into a step plan:
+ *
+ *   megatron   best-fit-decreasing packing of whole samples into micro-batches of at most
+ *              context_len tokens (Krell et al.; SlimPack 6.1 "Best-Fit Packing"), the
+ *              micro-batches dealt round-robin over the data-parallel pipelines, 1F1B, with
+ *              a static context-parallel degree and recompute depth tuned once per run so
+ *              a full context_len micro-batch fits (lt_planner_create; docs/strategies.md
+ *              states the rule)
+ *   gpipe      the same micro-batches and tuning under GPipe
+ *   seq1f1b    the same micro-batches, each cut into seq1f1b_slices slices of equal
+ *              forward FLOPs (Seq1F1B's split), slice-level 1F1B
+ *   chunkflow  each pipeline's samples (the same DP split) through ChunkFlow Alg. 1
+ *              (chunks of chunk_size) and Alg. 2 (state-aware 1F1B with K); chunk_size and
+ *              K fixed by the config or chosen per step by grid search (ChunkFlow 5)
+ *   infinipipe, slimpack, auto: [6/6]; lt_planner_plan_step answers LT_ERR_USAGE for them
+ *              until then
+ *
+ * Sample numbering inside a plan: the step's samples are 0..n_samples-1 in the order the
+ * sampler gave them (plans/sampler.h); every lt_slice.sample of a plan's schedules is such
+ * an index. The store maps them to the sampler's global sample ids.
+ *
+ * Ownership: a lt_step_plan owns its arrays and schedules; lt_step_plan_free releases them
+ * and leaves a zeroed plan, ready for reuse.
+ * Thread-safety: a lt_planner holds scratch space: one per thread. lt_planner_create is
+ * deterministic, so threads that each create one from the same config plan identically.
+ */
+#ifndef LT_PLAN_H
+#define LT_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/error.h"      /* lt_status, lt_error */
+#include "plans/cost.h"     /* lt_cost_model */
+#include "plans/schedule.h" /* lt_schedule */
+
+/* ---------------------------------------------------------------- strategies */
+
+typedef enum lt_strategy {
+    LT_STRATEGY_MEGATRON = 0,
+    LT_STRATEGY_GPIPE,
+    LT_STRATEGY_SEQ1F1B,
+    LT_STRATEGY_CHUNKFLOW,
+    LT_STRATEGY_INFINIPIPE,
+    LT_STRATEGY_SLIMPACK,
+    LT_STRATEGY_AUTO,
+    LT_STRATEGY_COUNT
+} lt_strategy;
+
+/* "megatron", ... (CONTRACTS.md names); "?" out of range. */
+const char *lt_strategy_name(lt_strategy s);
+/* Name -> strategy. LT_ERR_USAGE naming `where` (e.g. "--strategy") with the list of names as
+ * the hint otherwise. */
+lt_status lt_strategy_parse(const char *name, const char *where, lt_strategy *out, lt_error *err);
+
+/* ---------------------------------------------------------------- the step plan */
+
+/* One op of a pipeline's schedule with what the simulator predicts for it. */
+typedef struct lt_plan_op {
+    double start_s;   /* predicted start, seconds from the step's start */
+    double finish_s;  /* predicted finish */
+    double mem_bytes; /* bytes the op adds while it runs and keeps for later: its cost's
+                         act_bytes + kv_bytes + work_bytes (lt_op_cost) */
+} lt_plan_op;
+
+/* One pipeline of a step: the DP rank (or the DP ranks of a context-parallel group) that
+ * run one schedule. */
+typedef struct lt_rank_plan {
+    int dp_rank;         /* the first DP rank of the pipeline's group */
+    int cp;              /* DP ranks in the group = context-parallel degree (1 = none): the
+                            group is dp_rank .. dp_rank + cp - 1 */
+    lt_schedule sched;   /* stages = pp, layers = the model's; slice.sample = step sample index */
+    lt_plan_op *ops;     /* [lt_schedule_n_ops(&sched)], op id order (stage-major, as lt_sim) */
+    double time_s;       /* the pipeline's simulated step time (lt_sim.step_time) */
+    double *stage_busy_s;   /* [pp] compute time per stage */
+    double *stage_peak_mem; /* [pp] peak bytes per GPU of each stage (model states included) */
+} lt_rank_plan;
+
+typedef struct lt_step_plan {
+    uint64_t step;
+    lt_strategy strategy;  /* the strategy that made this plan (auto: the one it picked) */
+    size_t n_samples;
+    int64_t *lengths;      /* [n_samples] tokens of each sample */
+    int *sample_rank;      /* [n_samples] index into ranks[] of the pipeline that trains it */
+    size_t n_ranks;        /* pipelines (dp / cp for a static CP degree) */
+    lt_rank_plan *ranks;   /* [n_ranks], in dp_rank order */
+    int pp;                /* stages of every pipeline */
+    /* predictions */
+    double time_s;         /* max over pipelines of time_s, + the gradient synchronisation
+                              (max over stages of lt_cost_dp_sync_time) */
+    double bubble_ratio;   /* idle GPU time / (GPUs x time_s): 1 - sum of every pipeline's
+                              stage busy / (n_ranks x pp x time_s); counts DP stragglers too */
+    double peak_mem;       /* max over pipelines and stages of stage_peak_mem */
+    double solve_ms;       /* wall-clock planning time of this step (not deterministic) */
+    char params[128];      /* the strategy's choices, "key=value" separated by spaces, e.g.
+                              "cp=2 recompute=5" or "chunk_size=32768 k=2" */
+    char solver_status[16];/* "none" for the heuristics; [6/6]: optimal|feasible|timeout|infeasible */
+    lt_strategy runner_up; /* auto only ([6/6]); else LT_STRATEGY_COUNT */
+    double runner_up_time_s;
+} lt_step_plan;
+
+void lt_step_plan_init(lt_step_plan *p); /* zeroed, runner_up = LT_STRATEGY_COUNT */
+void lt_step_plan_free(lt_step_plan *p); /* NULL-safe; leaves it as lt_step_plan_init does */
+
+/* ---------------------------------------------------------------- the planner */
+
+typedef struct lt_planner_config {
+    lt_cost_model cm;       /* model, hardware, pp, tp, dp, mem_cap (lt_cost_model_from_config) */
+    lt_strategy strategy;
+    int64_t context_len;    /* plan.context_len: the longest a sample can be */
+    int max_cp;             /* parallel.max_cp: largest context-parallel group */
+    int64_t chunk_size;     /* plan.chunk_size; 0 = grid search per step */
+    int chunkflow_k;        /* plan.chunkflow_k; 0 = grid search per step */
+    int seq1f1b_slices;     /* plan.seq1f1b_slices >= 1 */
+} lt_planner_config;
+
+/* The planner config of a loaded config (lt_cost_model_from_config for cm, the [plan] and
+ * [parallel] keys for the rest). LT_ERR_CONFIG naming the key for a bad value. */
+lt_status lt_planner_config_from(lt_planner_config *pc, const lt_config *cfg, const char *hardware_dir,
+                                 lt_error *err);
+
+typedef struct lt_planner lt_planner;
+
+/* A planner for pc (copied). Tunes the megatron/gpipe/seq1f1b baseline once (context-
+ * parallel degree and recompute depth so that a micro-batch of context_len tokens fits
+ * mem_cap): LT_ERR_CONFIG when nothing fits even at max_cp and full recompute, with the
+ * memory needed and the cap in the message ("plan.context_len = 1048576 cannot fit ...").
+ * The tuned values are in lt_planner_params. */
+lt_status lt_planner_create(lt_planner **out, const lt_planner_config *pc, lt_error *err);
+void lt_planner_free(lt_planner *p); /* NULL-safe */
+
+/* The run-wide tuning, as "cp=C recompute=R" (R = recomputed layers per stage, of
+ * layers/pp; 0 = none). */
+const char *lt_planner_params(const lt_planner *p);
+
+/* Plan step `step` whose samples have lengths[0..n) (each 1..context_len) with strategy
+ * `s` (usually pc.strategy; compare runs several). *out is freed first, then filled.
+ * LT_ERR_INPUT naming the step, the pipeline and the sample when the plan cannot fit the
+ * memory cap ("step 17: sample 3 (262144 tokens) on DP rank 2 needs 93.2 GiB on stage 0,
+ * over the 80.0 GiB cap"); LT_ERR_USAGE for a strategy not built yet; LT_ERR_INPUT for a
+ * length out of range. Deterministic: the same planner config and lengths give the same
+ * plan (apart from solve_ms). */
+lt_status lt_planner_plan_step(lt_planner *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
+                               lt_step_plan *out, lt_error *err);
+
+#endif /* LT_PLAN_H */

@@ -1,0 +1,2 @@
+/* plans/show_cmd.c — being written. */
+#include "plans/plan.h"

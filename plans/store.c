@@ -1,0 +1,2 @@
+/* plans/store.c — being written. */
+#include "plans/plan.h"

@@ -1,0 +1,156 @@
+/*
+ * plans/store.h — the plan database: every step's plan of one run in SQLite, where users
+ * read it with `sqlite3` and the trainer executes it. docs/plans-schema.md documents every
+ * table and view with example queries.
+ *
+ * File: application_id 0x4C54504C ("LTPL"), user_version = the schema version (lib/db.h
+ * migrations). One run per file (run_id 1): its effective config (lt_config_dump text), the
+ * corpus fingerprint (lt_corpus_fingerprint), the sampler and layout values, and the
+ * baseline tuning (lt_planner_params). Tables are STRICT (and WITHOUT ROWID where keyed):
+ *
+ *   runs(run_id, name, strategy, config, fingerprint, input, sample_policy, context_len,
+ *        global_batch, seed, dp, pp, tp, layers, mem_cap_bytes, tuning, n_samples_total,
+ *        longtail_version)
+ *   steps(run_id, step, strategy, n_samples, n_tokens, predicted_ms, bubble_ratio,
+ *         peak_mem_bytes, solve_ms (NULL with timings off), params, solver_status,
+ *         runner_up, runner_up_ms)
+ *   step_samples(run_id, step, idx, sample_id, length, dp_rank, task, doc, tok)
+ *         idx = the sample's index in the step (lt_slice.sample); sample_id = the sampler's
+ *   pipelines(run_id, step, dp_rank, cp, predicted_ms)
+ *   stages(run_id, step, dp_rank, stage, busy_ms, peak_mem_bytes)
+ *   units_slices(run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end)
+ *         passes 'FB' (the unit is the same in both passes), 'F' or 'B' (asymmetric
+ *         partitions, [6/6])
+ *   ops(run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin,
+ *       layer_end, part, start_ms, finish_ms, mem_bytes)
+ *         kind 'F' | 'FK' | 'B'; part 'all' | 'pre' | 'attn' | 'post'
+ *
+ * Views (CONTRACTS.md columns first, then extras):
+ *   step_summary(run_id, step, strategy, n_samples, n_tokens, predicted_ms, bubble_ratio,
+ *                peak_mem_bytes, solve_ms, params, solver_status)
+ *   plan_slices(run_id, step, dp_rank, pass, unit, seq, sample_id, tok_begin, tok_end, idx)
+ *   plan_ops(run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin,
+ *            layer_end, part, start_ms, finish_ms, mem_bytes)
+ *   samples(run_id, step, sample_id, length, dp_rank, source, idx, task, doc, tok)
+ *            source = 'task=T,doc=D,tok=O' (lt_sample_source_format)
+ *   stage_timeline(run_id, step, dp_rank, stage, busy_ms, idle_ms, peak_mem_bytes,
+ *                  headroom_bytes)              per-stage busy/idle and memory headroom
+ *   dp_balance(run_id, step, pipelines, min_ms, max_ms, mean_ms, imbalance)
+ *                  imbalance = max / mean of the pipelines' predicted_ms
+ *
+ * Writing (planner build): lt_store_begin works on a temporary file next to the target
+ * (PATH.tmp.<pid>): a copy of PATH when PATH exists (resume), else a new file. Everything
+ * goes in one transaction; lt_store_commit commits, syncs, and renames the temporary file
+ * over PATH (then syncs the directory), so PATH is always either the old file or the new
+ * one. lt_store_abort (or a crash) leaves PATH untouched; a stale temporary is harmless.
+ * Determinism: the file holds nothing that depends on time, machine or thread count except
+ * steps.solve_ms, which lt_store_begin's `timings = false` leaves NULL; with it off, the same
+ * inputs give byte-identical files.
+ *
+ * Thread-safety: a lt_store is used by one thread.
+ */
+#ifndef LT_STORE_H
+#define LT_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "lib/error.h"     /* lt_status, lt_error */
+#include "plans/plan.h"    /* lt_step_plan */
+#include "plans/sampler.h" /* lt_sample */
+
+#define LT_PLAN_DB_APPLICATION_ID 0x4C54504C /* "LTPL" */
+
+/* The run a plan file belongs to. Strings are owned by whoever filled the struct
+ * (lt_store_run_info's are freed by lt_run_info_free). */
+typedef struct lt_run_info {
+    char *name;          /* run.name */
+    char *strategy;      /* plan.strategy */
+    char *config;        /* the effective config, lt_config_dump's text */
+    char *fingerprint;   /* lt_corpus_fingerprint, 64 hex digits */
+    char *input;         /* the --data directory or --lengths file as given */
+    char *sample_policy; /* "truncate" | "split" */
+    char *tuning;        /* lt_planner_params */
+    char *version;       /* PACKAGE_VERSION of the writer */
+    int64_t context_len, global_batch, seed;
+    int dp, pp, tp, layers;
+    double mem_cap;      /* bytes */
+    uint64_t n_samples_total; /* samples of the sampler's table (one epoch) */
+} lt_run_info;
+
+void lt_run_info_free(lt_run_info *r); /* frees the strings, zeroes r */
+
+typedef struct lt_store lt_store;
+
+/* Start writing `path` for run `run`. When path exists it must be a plan file of the same
+ * run: same config text and fingerprint; else LT_ERR_CONFIG "PATH was built from a different
+ * config: [plan] seed = 99 here, 1234 in the file" (the first differing line of the two
+ * config dumps; for the fingerprint, "... from different input data"), hint: another --db or
+ * delete the file. Other files: lt_db_open's refusals. */
+lt_status lt_store_begin(lt_store **out, const char *path, const lt_run_info *run, bool timings, lt_error *err);
+
+/* Whether step `step` is already stored (resume skips it). */
+lt_status lt_store_has_step(lt_store *st, uint64_t step, bool *has, lt_error *err);
+
+/* Store plan p (its step must not be stored yet: LT_ERR_INTERNAL otherwise) with the step's
+ * samples[0..p->n_samples) (sampler ids and sources). */
+lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample *samples, lt_error *err);
+
+/* Commit, sync, rename over the target; frees st (also on error, after removing the
+ * temporary file). */
+lt_status lt_store_commit(lt_store *st, lt_error *err);
+/* Drop everything written since lt_store_begin; removes the temporary file; NULL-safe. */
+void lt_store_abort(lt_store *st);
+
+/* ---- reading ---- */
+
+/* Open an existing plan file read-only. LT_ERR_IO when missing, lt_db_open's refusals. */
+lt_status lt_store_open(lt_store **out, const char *path, lt_error *err);
+void lt_store_close(lt_store *st); /* NULL-safe */
+
+/* The file's run (strings allocated; lt_run_info_free). */
+lt_status lt_store_run_info(lt_store *st, lt_run_info *out, lt_error *err);
+
+/* The stored step numbers in increasing order (*steps malloc'd, free() it; may be NULL when
+ * *n == 0). */
+lt_status lt_store_steps(lt_store *st, uint64_t **steps, size_t *n, lt_error *err);
+
+/* Read step `step` back into *out (freed first) and, when samples != NULL, its samples into
+ * a malloc'd array *samples[out->n_samples]. LT_ERR_INPUT when the step is not stored (hint:
+ * the stored range) or its rows are inconsistent (naming the table and row). Only 'FB' units
+ * are representable in lt_step_plan today: a step with 'F'/'B' rows is LT_ERR_INPUT
+ * ("asymmetric partitions need a newer reader") until [6/6]. */
+lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_sample **samples, lt_error *err);
+
+/* ---- checking and printing (plans/validate.c) ---- */
+
+/* Check one plan against the invariants every strategy promises; LT_ERR_INPUT naming the
+ * step, pipeline, stage or sample and the rule broken:
+ *   - coverage: for each pass (forward: the units of F/FK ops; backward: of B ops), each
+ *     sample's tokens [0, length) are covered exactly once by the slices of units that
+ *     pass runs, on the pipeline sample_rank[] names, and no slice belongs to another
+ *     step's sample (index < n_samples);
+ *   - slice order: lt_schedule_check (slices of a sample in token order, valid ranges);
+ *   - every unit is forwarded and backwarded on every stage's layers exactly once (FK
+ *     followed by a re-forward counts once), recompute_layers <= the op's layers;
+ *   - dependencies acyclic: lt_sim_run under lt_sim_unit_costs finds no deadlock;
+ *   - memory: every stage_peak_mem <= mem_cap (naming the stage and the amount over);
+ *   - predictions: finite, >= 0, finish >= start, time_s >= every op's finish.
+ */
+lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err);
+
+/* lt_plan_validate on every stored step, plus the raw rows (per-pass coverage over
+ * units_slices, step_summary totals equal to the samples' sums). Stops at the first fault.
+ * progress (may be NULL) is called every 100 steps and at the end with (done, total). */
+lt_status lt_store_validate(lt_store *st, void (*progress)(void *ctx, size_t done, size_t total), void *ctx,
+                            size_t *checked, lt_error *err);
+
+/* `planner show`: the step's summary (strategy, predicted time, bubble, peak memory, params),
+ * its samples (index, sample id, length, pipeline, source), per pipeline its units (slices as
+ * "idx[begin:end)"), and an ASCII timeline per pipeline (lt_sim_print_timeline of the stored
+ * predictions, `width` columns). */
+void lt_plan_print(FILE *f, const lt_step_plan *p, const lt_sample *samples, int width);
+
+#endif /* LT_STORE_H */

@@ -1,0 +1,2 @@
+/* plans/strategy.c — being written. */
+#include "plans/plan.h"

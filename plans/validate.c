@@ -1,0 +1,2 @@
+/* plans/validate.c — being written. */
+#include "plans/plan.h"
