@@ -36,6 +36,47 @@ static const lt_cli_command commands[] = {
      "where R = idle time of all stages / (stages x step time). A schedule that deadlocks is\n"
      "an error naming the ops on the cycle (exit 1).",
      simulate_command},
+    {"build",
+     "(--data DIR | --lengths FILE) --db FILE [--strategy NAME] [--steps N] [--threads T]\n"
+     "        [--hardware-dir DIR] [--no-timings] [--quiet]",
+     "plan every training step and store the plans in a SQLite database",
+     "Samples global batches (plan.global_batch samples of at most plan.context_len tokens,\n"
+     "seeded by plan.seed, docs/sampler.md) from a dataprep output directory (--data) or a\n"
+     "lengths file (--lengths, one token count per line), plans each of the first N steps\n"
+     "(--steps, default plan.steps) with the strategy (--strategy, default plan.strategy;\n"
+     "docs/strategies.md), and writes them to --db FILE (docs/plans-schema.md) in one\n"
+     "transaction on a temporary file renamed over FILE at the end.\n"
+     "An existing FILE is resumed: the steps it holds are kept and not planned again; a FILE\n"
+     "built from another config ([model], [parallel], [plan] other than steps) or other data\n"
+     "is refused. --threads T plans T steps at once (default: one per CPU); the database is\n"
+     "the same whatever T. --no-timings leaves solve_ms NULL, so that the same inputs give a\n"
+     "byte-identical file. Progress goes to stderr (--quiet: none).",
+     build_command},
+    {"compare",
+     "--lengths FILE --strategies A,B,... [--steps N] [--format table|tsv] [--threads T]\n"
+     "        [--hardware-dir DIR]",
+     "plan the same steps with several strategies and compare the predictions",
+     "Plans the first N steps (default plan.steps) sampled from FILE with every strategy\n"
+     "named and prints one row per strategy, averaged over the steps: predicted step time,\n"
+     "bubble ratio, peak memory per GPU, speedup over megatron (planned as the reference\n"
+     "even when not listed), planning time per step. --format tsv prints the header\n"
+     "  strategy predicted_ms bubble_ratio peak_mem_bytes speedup_vs_megatron plan_ms_per_step\n"
+     "(tab-separated) then one row per strategy.",
+     compare_command},
+    {"show",
+     "--db FILE --step N [--width W]",
+     "print one stored step: samples, units and an ASCII timeline per pipeline",
+     NULL,
+     show_command},
+    {"validate",
+     "--db FILE [--quiet]",
+     "check every stored plan: token coverage per pass, slice order, dependencies, memory",
+     "Checks every step of FILE against the invariants of every plan (docs/plans-schema.md,\n"
+     "\"Invariants\"): each sample's tokens covered exactly once in the forward and in the\n"
+     "backward pass, slices of a sample in token order, op dependencies acyclic, every\n"
+     "stage's predicted peak memory under the run's cap. Exit 0 when all hold, else 1 with\n"
+     "the first fault (step, pipeline, stage or sample, and the rule).",
+     validate_command},
 };
 
 const lt_cli_program planner_program = {
