@@ -1,3 +1,272 @@
-/* plans/compare_cmd.c — being written. */
-#include "plans/planner.h"
-int compare_command(lt_cli_ctx *ctx) { (void)ctx; return 1; }
+/*
+ * plans/compare_cmd.c — `planner compare`: plan the same steps with several strategies and
+ * print their predictions side by side (CONTRACTS.md).
+ *
+ *   planner compare --config FILE --lengths FILE --strategies A,B,... [--steps N]
+ *                   [--format table|tsv] [--threads T] [--hardware-dir DIR]
+ *
+ * Every strategy plans the same sampled steps. megatron is always planned (it is the
+ * reference of the speedup column) and printed only when listed. A row averages over the
+ * steps: predicted step time, bubble ratio and planning time are means, peak memory is the
+ * maximum over the steps (what the GPUs must hold), speedup = megatron's mean time / the
+ * strategy's. A strategy that fails on a step (a plan over the memory cap) gets no averages:
+ * its row says so, the first error is printed, and the exit status is 1.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/cli.h"       /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
+#include "lib/log.h"        /* lt_log_enabled (--quiet is a common option) */
+#include "lib/strutil.h"   /* lt_parse_int64 */
+#include "plans/plan.h"    /* lt_strategy_* */
+#include "plans/planner.h" /* compare_command, planner_load_corpus */
+#include "plans/steps.h"   /* lt_plan_steps */
+
+typedef struct compare_args {
+    const char *lengths, *strategies, *format, *hardware_dir;
+    int64_t steps, threads;
+    bool quiet;
+} compare_args;
+
+static int parse_args(lt_cli_ctx *ctx, compare_args *a) {
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < ctx->argc; i++) {
+        const char *arg = ctx->argv[i], *v;
+        int missing = 0;
+        struct {
+            const char *name;
+            const char **str;
+            int64_t *num;
+        } opts[] = {
+            {"--lengths", &a->lengths, NULL},     {"--strategies", &a->strategies, NULL},
+            {"--format", &a->format, NULL},       {"--hardware-dir", &a->hardware_dir, NULL},
+            {"--steps", NULL, &a->steps},         {"--threads", NULL, &a->threads},
+        };
+        bool matched = false;
+        for (size_t o = 0; o < sizeof opts / sizeof opts[0] && !matched && !missing; o++) {
+            if (!(v = lt_cli_option_value(ctx->argc, ctx->argv, &i, opts[o].name, &missing))) continue;
+            matched = true;
+            if (opts[o].str) {
+                *opts[o].str = v;
+            } else {
+                int64_t num;
+                if (lt_parse_int64(v, &num) != LT_OK || num < 1 || num > 100000000)
+                    return lt_cli_usage(ctx, "%s '%.40s': want a positive integer", opts[o].name, v);
+                *opts[o].num = num;
+            }
+        }
+        if (missing) return lt_cli_usage(ctx, "option '%.200s' needs a value", arg);
+        if (matched) continue;
+        if (arg[0] == '-') return lt_cli_unknown_option(ctx, arg);
+        else return lt_cli_usage(ctx, "unexpected argument '%.200s'", arg);
+    }
+    a->quiet = !lt_log_enabled(LT_LOG_INFO); /* -q / --quiet (lib/cli.h) sets the log level to warn */
+    if (!a->lengths) return lt_cli_usage(ctx, "give the lengths: --lengths FILE (one token count per line)");
+    if (!a->strategies) return lt_cli_usage(ctx, "which strategies? give --strategies A,B,... (e.g. megatron,chunkflow)");
+    if (!a->format) a->format = "table";
+    if (strcmp(a->format, "table") != 0 && strcmp(a->format, "tsv") != 0)
+        return lt_cli_usage(ctx, "--format '%.40s': want table or tsv", a->format);
+    return 0;
+}
+
+/* Per strategy, per step results, summed in step order at the end (so the averages do not
+ * depend on the thread count). */
+typedef struct strat_result {
+    lt_strategy strategy;
+    bool shown;     /* listed by the user */
+    double *time_s, *bubble, *peak, *solve_ms; /* [n_steps] */
+    bool failed;
+    uint64_t fail_step;
+    lt_error fail_err;
+    char params[128]; /* of the last step planned */
+} strat_result;
+
+typedef struct compare_state {
+    strat_result *res;
+    size_t n;
+} compare_state;
+
+static lt_status collect(void *ctx, const lt_planned_step *ps, lt_error *err) {
+    (void)err;
+    compare_state *c = ctx;
+    for (size_t k = 0; k < c->n; k++) {
+        strat_result *r = &c->res[k];
+        if (ps->status[k] != LT_OK) {
+            if (!r->failed) {
+                r->failed = true;
+                r->fail_step = ps->step;
+                r->fail_err = ps->errors[k];
+            }
+            continue;
+        }
+        const lt_step_plan *p = &ps->plans[k];
+        r->time_s[ps->index] = p->time_s;
+        r->bubble[ps->index] = p->bubble_ratio;
+        r->peak[ps->index] = p->peak_mem;
+        r->solve_ms[ps->index] = p->solve_ms;
+        snprintf(r->params, sizeof r->params, "%s", p->params);
+    }
+    return LT_OK;
+}
+
+static double mean(const double *v, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += v[i];
+    return n ? s / (double)n : 0.0;
+}
+
+static double max_of(const double *v, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] > m) m = v[i];
+    return m;
+}
+
+/* Parse "A,B,..." into res (megatron added, unshown, when missing). */
+static int parse_strategies(const lt_cli_ctx *ctx, const char *list, strat_result **out, size_t *n) {
+    strat_result *res = lt_calloc_check(LT_STRATEGY_COUNT + 1, sizeof *res);
+    size_t count = 0;
+    const char *p = list;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char name[32];
+        if (len == 0 || len >= sizeof name) {
+            free(res);
+            return lt_cli_usage(ctx, "--strategies '%.80s': want names separated by commas", list);
+        }
+        memcpy(name, p, len);
+        name[len] = '\0';
+        lt_strategy s;
+        lt_error err;
+        if (lt_strategy_parse(name, "--strategies", &s, &err) != LT_OK) {
+            free(res);
+            lt_error_print(&err, NULL);
+            return 2;
+        }
+        for (size_t k = 0; k < count; k++)
+            if (res[k].strategy == s) {
+                free(res);
+                return lt_cli_usage(ctx, "--strategies: '%s' is listed twice", name);
+            }
+        res[count].strategy = s;
+        res[count].shown = true;
+        count++;
+        p += len;
+        if (*p == ',') p++;
+    }
+    if (count == 0) {
+        free(res);
+        return lt_cli_usage(ctx, "--strategies: give at least one strategy");
+    }
+    bool has_megatron = false;
+    for (size_t k = 0; k < count; k++) has_megatron |= res[k].strategy == LT_STRATEGY_MEGATRON;
+    if (!has_megatron) res[count++].strategy = LT_STRATEGY_MEGATRON;
+    *out = res;
+    *n = count;
+    return 0;
+}
+
+int compare_command(lt_cli_ctx *ctx) {
+    compare_args a;
+    int rc = parse_args(ctx, &a);
+    if (rc) return rc;
+    strat_result *res = NULL;
+    size_t n = 0;
+    if ((rc = parse_strategies(ctx, a.strategies, &res, &n)) != 0) return rc;
+
+    lt_error err;
+    lt_error_clear(&err);
+    lt_planner_config pc;
+    lt_sampler_config sc;
+    lt_corpus *corpus = NULL;
+    uint64_t *steps = NULL;
+    lt_strategy *strategies = lt_calloc_check(n, sizeof *strategies);
+    int64_t n_steps = a.steps;
+    lt_status st = lt_planner_config_from(&pc, ctx->config, a.hardware_dir, &err);
+    if (st == LT_OK && !n_steps) st = lt_config_get_int(ctx->config, "plan", "steps", &n_steps, &err);
+    if (st == LT_OK) st = planner_sampler_config(ctx->config, &pc, &sc, &err);
+    if (st == LT_OK) st = planner_load_corpus(NULL, a.lengths, &corpus, &err);
+    if (st == LT_OK && n_steps > 100000000)
+        st = lt_fail(&err, LT_ERR_USAGE, NULL, "%" PRId64 " steps: compare plans at most 100,000,000", n_steps);
+    if (st != LT_OK) goto out;
+
+    steps = lt_malloc_check((size_t)n_steps * sizeof *steps);
+    for (int64_t t = 0; t < n_steps; t++) steps[t] = (uint64_t)t;
+    for (size_t k = 0; k < n; k++) {
+        strategies[k] = res[k].strategy;
+        res[k].time_s = lt_calloc_check((size_t)n_steps, sizeof(double));
+        res[k].bubble = lt_calloc_check((size_t)n_steps, sizeof(double));
+        res[k].peak = lt_calloc_check((size_t)n_steps, sizeof(double));
+        res[k].solve_ms = lt_calloc_check((size_t)n_steps, sizeof(double));
+    }
+    if (!a.quiet)
+        fprintf(stderr, "planner: comparing %zu strateg%s over %" PRId64 " steps of %" PRId64 " samples <= %" PRId64
+                " tokens from %s\n", n, n == 1 ? "y" : "ies", n_steps, sc.global_batch, sc.context_len, a.lengths);
+    compare_state cs = {res, n};
+    st = lt_plan_steps(corpus, &sc, &pc, strategies, n, steps, (size_t)n_steps, (int)a.threads, collect, &cs, &err);
+    if (st != LT_OK) goto out;
+
+    size_t ns = (size_t)n_steps;
+    double ref = 0;
+    bool ref_ok = false;
+    for (size_t k = 0; k < n; k++)
+        if (res[k].strategy == LT_STRATEGY_MEGATRON && !res[k].failed) {
+            ref = mean(res[k].time_s, ns);
+            ref_ok = true;
+        }
+    bool tsv = strcmp(a.format, "tsv") == 0;
+    if (tsv)
+        printf("strategy\tpredicted_ms\tbubble_ratio\tpeak_mem_bytes\tspeedup_vs_megatron\tplan_ms_per_step\n");
+    else
+        printf("%-11s %13s %8s %14s %9s %14s  %s\n", "strategy", "predicted_ms", "bubble", "peak_mem_GiB",
+               "speedup", "plan_ms/step", "choices (last step)");
+    int failures = 0;
+    for (size_t k = 0; k < n; k++) {
+        strat_result *r = &res[k];
+        if (!r->shown) continue;
+        const char *name = lt_strategy_name(r->strategy);
+        if (r->failed) {
+            failures++;
+            if (tsv) printf("%s\tnan\tnan\tnan\tnan\tnan\n", name);
+            else printf("%-11s failed at step %" PRIu64 ": %s\n", name, r->fail_step, r->fail_err.what);
+            continue;
+        }
+        double t = mean(r->time_s, ns), speedup = ref_ok && t > 0 ? ref / t : NAN;
+        if (tsv)
+            printf("%s\t%.3f\t%.4f\t%.0f\t%.3f\t%.3f\n", name, 1e3 * t, mean(r->bubble, ns), max_of(r->peak, ns),
+                   speedup, mean(r->solve_ms, ns));
+        else
+            printf("%-11s %13.1f %8.3f %14.1f %8.2fx %14.2f  %s\n", name, 1e3 * t, mean(r->bubble, ns),
+                   max_of(r->peak, ns) / 1073741824.0, speedup, mean(r->solve_ms, ns), r->params);
+    }
+    for (size_t k = 0; k < n; k++)
+        if (res[k].failed && (res[k].shown || !ref_ok)) {
+            lt_error_print(&res[k].fail_err, NULL);
+            if (!res[k].shown) failures++;
+        }
+    if (!ref_ok && !tsv) printf("(no speedup: megatron failed)\n");
+    st = failures ? LT_ERR_INPUT : LT_OK;
+    rc = failures ? 1 : 0;
+
+out:
+    if (st != LT_OK && rc == 0) {
+        lt_error_print(&err, NULL);
+        rc = lt_exit_code(st);
+    }
+    for (size_t k = 0; k < n; k++) {
+        free(res[k].time_s);
+        free(res[k].bubble);
+        free(res[k].peak);
+        free(res[k].solve_ms);
+    }
+    free(res);
+    free(strategies);
+    free(steps);
+    lt_corpus_free(corpus);
+    return rc;
+}

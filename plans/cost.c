@@ -1,10 +1,13 @@
 /*
  * plans/cost.c — the cost model (plans/cost.h; the derivations are in docs/cost-model.md).
  *
- * Conventions: every quantity is per GPU of a TP group (FLOPs, bytes, elements); a GEMM of
- * T rows by a weight of P elements is 2 T P FLOPs; "hq" is the hidden width one GPU holds,
+ * Conventions: every quantity is per GPU of a TP x CP group (FLOPs, bytes, elements); a GEMM
+ * of T rows by a weight of P elements is 2 T P FLOPs; "hq" is the hidden width one GPU holds,
  * h / t, for tensors TP splits by heads or sequence parallelism splits by tokens (Megatron
- * sequence parallelism, as SlimPack 6.1 and HelixPipe 2.2 use it with TP).
+ * sequence parallelism, as SlimPack 6.1 and HelixPipe 2.2 use it with TP). Context
+ * parallelism (cp = c) gives each GPU T / c of every op's tokens: the FLOPs functions divide
+ * by c, lt_cost_op works on the local token count. Every division by c is exact for c = 1,
+ * so a model with cp = 1 prices bit for bit as before CP existed.
  */
 #include "plans/cost.h"
 
@@ -48,6 +51,7 @@ static void set_defaults(lt_cost_model *cm) {
     cm->logit_bytes = 4.0;
     cm->bwd_gemm_factor = 2.0;
     cm->bwd_attn_factor = 2.5;
+    cm->cp = 1;
     int spn = cm->hw.gpus_per_node / cm->tp;
     cm->stages_per_node = spn > 1 ? spn : 1;
     cm->head_stage = cm->pp - 1;
@@ -80,6 +84,19 @@ lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const l
     cm->dp = dp;
     cm->zero1 = false;
     set_defaults(cm);
+    return LT_OK;
+}
+
+lt_status lt_cost_model_set_cp(lt_cost_model *cm, int cp, lt_error *err) {
+    if (cp < 1 || cm->dp % cp != 0) {
+        lt_fail(err, LT_ERR_CONFIG, "[parallel]", "context-parallel degree %d: need a divisor of dp = %d", cp, cm->dp);
+        lt_error_hint(err, "a context-parallel group is made of data-parallel ranks");
+        return LT_ERR_CONFIG;
+    }
+    cm->cp = cp;
+    /* ranks ordered TP, CP, PP, DP: a node holds gpus_per_node / (tp x cp) consecutive stages */
+    long spn = (long)cm->hw.gpus_per_node / ((long)cm->tp * cp);
+    cm->stages_per_node = spn > 1 ? (int)spn : 1;
     return LT_OK;
 }
 
@@ -125,6 +142,7 @@ double lt_cost_linear_flops(const lt_cost_model *cm, lt_op_part part, double tok
     if (!(tokens > 0)) return 0.0;
     double h = hidden(cm);
     /* HelixPipe Table 1: QKV linear 6bsh^2 (MHA), O linear 2bsh^2, MLP 8bsh^2 x 2 (GPT) */
+    tokens /= cm->cp; /* context parallelism: each GPU of the CP group holds tokens / c */
     double pre = 2.0 * tokens * h * (hq(cm) + 2.0 * kv_local(cm));
     double post = 2.0 * tokens * (hq(cm) * h + ffn_mats(cm) * h * (double)cm->model.ffn / cm->tp);
     switch (part) {
@@ -141,12 +159,14 @@ double lt_cost_attention_flops(const lt_cost_model *cm, double begin, double end
     /* token i attends to i + 1 keys: QK^T and AV are 2 hd (i + 1) FLOPs each per query head,
      * 4 h (i + 1) over all heads; summed over i in [begin, end) in the continuous form
      * 4 h (end^2 - begin^2) / 2 (InfiniPipe Eq. 1: (C + s)^2 - C^2; lib/model.h: 2 h T^2). */
-    return 2.0 * hq(cm) * (end * end - begin * begin);
+    /* context parallelism: the load-balanced causal chunks (Megatron CP) give each of the c
+     * GPUs 1 / c of the work */
+    return 2.0 * hq(cm) * (end * end - begin * begin) / cm->cp;
 }
 
 double lt_cost_head_flops(const lt_cost_model *cm, double tokens) {
     if (!(tokens > 0)) return 0.0;
-    return 2.0 * tokens * hidden(cm) * (double)cm->model.vocab / cm->tp;
+    return 2.0 * (tokens / cm->cp) * hidden(cm) * (double)cm->model.vocab / cm->tp;
 }
 
 /* Layers an op covers (1 for a part of a layer). */
@@ -309,64 +329,102 @@ static double out_elems(const lt_cost_model *cm, const lt_op *op) {
 
 /* ------------------------------------------------------------------ ops */
 
-void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv, const lt_op *op,
-                lt_op_estimate *out) {
+/* The K/V ring exchange of context parallelism (Megatron CP: ring attention; each GPU holds
+ * tokens / c of the unit, load-balanced causal chunks): per layer pass, c - 1 transfers of
+ * the GPU's K and V, each `bytes`, over NVLink when the TP x CP group fits a node. */
+static double cp_ring_time(const lt_cost_model *cm, double local_tokens, double passes) {
+    if (cm->cp <= 1 || !(local_tokens > 0) || !(passes > 0)) return 0.0;
+    double bytes = local_tokens * 2.0 * kv_local(cm) * cm->act_bytes;
+    bool intra = (long)cm->tp * cm->cp <= cm->hw.gpus_per_node;
+    double bw = intra ? cm->hw.p2p_intra_bytes_per_s : cm->hw.p2p_inter_bytes_per_s;
+    double lat = intra ? cm->hw.p2p_intra_latency_s : cm->hw.p2p_inter_latency_s;
+    return passes * (double)(cm->cp - 1) * (lat + bytes / bw);
+}
+
+/* The attention efficiency of a slice: at the causal length with the same work per GPU,
+ * sqrt((end^2 - begin^2) / c) (docs/cost-model.md). */
+static double slice_attention_efficiency(const lt_cost_model *cm, const lt_slice *sl) {
+    double b = (double)sl->begin, e = (double)sl->end;
+    return lt_hardware_efficiency(&cm->hw.attention, sqrt((e * e - b * b) / (double)cm->cp));
+}
+
+/* lt_cost_op, with the slices' attention efficiencies from attn_eff when not NULL (the
+ * prepared bridge computes them once per slice: the same values, looked up once). */
+static void cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv,
+                    const double *attn_eff, const lt_op *op, lt_op_estimate *out) {
     memset(out, 0, sizeof *out);
     lt_op_kind kind = (lt_op_kind)op->kind;
     lt_op_part part = (lt_op_part)op->part;
     bool backward = kind == LT_OP_B, head = op_has_head(cm, op), attn = op_has_attention(op);
     double nl = op_layers(op), r = op_recompute_layers(op);
     double peak = cm->hw.peak_flops;
+    double cp = (double)cm->cp; /* every per-GPU token count below is divided by it (exact at 1) */
 
     double tokens = 0, kv_tokens = 0;
     for (size_t i = 0; i < n; i++) {
         tokens += slice_tokens(&slices[i]);
         if (keeps_kv && keeps_kv[i]) kv_tokens += slice_tokens(&slices[i]);
     }
+    double local = tokens / cp; /* tokens one GPU of the CP group holds */
     lt_cost_op_flops(cm, slices, n, op, &out->flops);
     out->executed_flops = lt_cost_executed_flops(cm, &out->flops, kind);
 
-    /* time: GEMMs at the efficiency of the unit's token count, attention per slice at the
-     * efficiency of the causal length with the same work, TP collectives */
+    /* time: GEMMs at the efficiency of the GPU's token count, attention per slice at the
+     * efficiency of the causal length with the same work per GPU, TP collectives */
     double gemm_flops = backward ? cm->bwd_gemm_factor * out->flops.linear + out->flops.recompute_linear
                                  : out->flops.linear;
-    out->gemm_time = gemm_flops / (peak * lt_hardware_efficiency(&cm->hw.gemm, tokens));
+    out->gemm_time = gemm_flops / (peak * lt_hardware_efficiency(&cm->hw.gemm, local));
     if (attn) {
         for (size_t i = 0; i < n; i++) {
             double b = (double)slices[i].begin, e = (double)slices[i].end;
             double per_layer = lt_cost_attention_flops(cm, b, e);
             if (per_layer <= 0) continue;
             double f = backward ? (cm->bwd_attn_factor * nl + r) * per_layer : nl * per_layer;
-            out->attention_time += f / (peak * lt_hardware_efficiency(&cm->hw.attention, sqrt(e * e - b * b)));
+            double eff = attn_eff ? attn_eff[i] : slice_attention_efficiency(cm, &slices[i]);
+            out->attention_time += f / (peak * eff);
         }
     }
     double passes = backward ? nl + r : nl;
-    out->tp_comm_time = lt_cost_tp_comm_time(cm, tokens, (int)(passes * part_collectives(part)));
+    out->tp_comm_time = lt_cost_tp_comm_time(cm, local, (int)(passes * part_collectives(part)));
+    /* CP ring: forward one K/V pass per layer, backward two (K/V again, then dK/dV) plus the
+     * forward pass of its recomputed layers; hidden behind the attention it feeds */
+    if (attn && cm->cp > 1) {
+        out->cp_ring_time = cp_ring_time(cm, local, backward ? 2.0 * nl + r : nl);
+        double exposed = out->cp_ring_time - out->attention_time;
+        out->cp_comm_time = exposed > 0 ? exposed : 0.0;
+    }
     out->cost.time = out->gemm_time + out->attention_time + out->tp_comm_time;
+    if (out->cp_comm_time > 0) out->cost.time += out->cp_comm_time;
 
     /* memory */
     double vocab_local = (double)cm->model.vocab / cm->tp;
-    double full_layer = tokens * lt_cost_act_bytes_per_token(cm, part, false, false);
-    double logits = head ? tokens * vocab_local * cm->act_bytes : 0.0;
+    double full_layer = local * lt_cost_act_bytes_per_token(cm, part, false, false);
+    double logits = head ? local * vocab_local * cm->act_bytes : 0.0;
     if (kind == LT_OP_F) {
         double act = 0;
         for (size_t i = 0; i < n; i++) {
             bool sep = attn && keeps_kv && keeps_kv[i];
-            act += slice_tokens(&slices[i]) * ((nl - r) * lt_cost_act_bytes_per_token(cm, part, false, sep) +
-                                               r * lt_cost_act_bytes_per_token(cm, part, true, sep));
+            act += slice_tokens(&slices[i]) / cp *
+                   ((nl - r) * lt_cost_act_bytes_per_token(cm, part, false, sep) +
+                    r * lt_cost_act_bytes_per_token(cm, part, true, sep));
         }
         /* the head keeps the final norm's and its own input and the loss's fp32 softmax */
-        if (head) act += tokens * (2.0 * hq(cm) * cm->act_bytes + vocab_local * cm->logit_bytes);
+        if (head) act += local * (2.0 * hq(cm) * cm->act_bytes + vocab_local * cm->logit_bytes);
         out->cost.act_bytes = act;
     }
-    if (!backward && attn) out->cost.kv_bytes = kv_tokens * nl * lt_cost_kv_bytes_per_token(cm);
+    if (!backward && attn) out->cost.kv_bytes = kv_tokens / cp * nl * lt_cost_kv_bytes_per_token(cm);
     if (kind == LT_OP_F) out->cost.work_bytes = (r > 0 ? full_layer : 0.0) + logits;
     else if (kind == LT_OP_FK) out->cost.work_bytes = full_layer + logits;
     else out->cost.work_bytes = (r > 0 ? 2.0 : 1.0) * full_layer + logits;
 
     /* P2P payload: nothing after the model's end (forward) or before its start (backward) */
     bool edge = backward ? op_starts_model(op) : head;
-    if (!edge) out->cost.out_bytes = tokens * out_elems(cm, op) * cm->act_bytes;
+    if (!edge) out->cost.out_bytes = local * out_elems(cm, op) * cm->act_bytes;
+}
+
+void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv, const lt_op *op,
+                lt_op_estimate *out) {
+    cost_op(cm, slices, n, keeps_kv, NULL, op, out);
 }
 
 /* Whether the slice table holds a later slice of slice g's sample (slices of one sample are
@@ -378,32 +436,33 @@ static bool has_later_slice(const lt_schedule *s, size_t g) {
     return false;
 }
 
-/* lt_cost_op for op of s, the keeps_kv flags of the slice table from `all` (indexed by slice)
- * or, when NULL, found by scanning. */
-static void schedule_op(const lt_cost_model *cm, const lt_schedule *s, const bool *all, const lt_op *op,
-                        lt_op_estimate *out) {
+/* lt_cost_op for op of s, the keeps_kv flags and attention efficiencies of the slice table
+ * from `all` and `eff` (indexed by slice) or, when NULL, found by scanning and looking up. */
+static void schedule_op(const lt_cost_model *cm, const lt_schedule *s, const bool *all, const double *eff,
+                        const lt_op *op, lt_op_estimate *out) {
     if (s->layers != cm->model.layers) /* a programming error: the head would be misplaced */
         lt_die("schedule of %d layers priced with a model of %d layers", s->layers, cm->model.layers);
     const lt_unit *u = &s->units[op->unit];
     const lt_slice *slices = &s->slices[u->first_slice];
     size_t n = u->n_slices;
+    const double *ueff = eff ? eff + u->first_slice : NULL;
     if (op->kind == LT_OP_B || !op_has_attention(op)) { /* keys/values only matter to forwards over attention */
-        lt_cost_op(cm, slices, n, NULL, op, out);
+        cost_op(cm, slices, n, NULL, ueff, op, out);
         return;
     }
     if (all) {
-        lt_cost_op(cm, slices, n, all + u->first_slice, op, out);
+        cost_op(cm, slices, n, all + u->first_slice, ueff, op, out);
         return;
     }
     bool local[64] = {false};
     bool *keeps = n <= 64 ? local : lt_malloc_check(n * sizeof *keeps);
     for (size_t i = 0; i < n; i++) keeps[i] = has_later_slice(s, u->first_slice + i);
-    lt_cost_op(cm, slices, n, keeps, op, out);
+    cost_op(cm, slices, n, keeps, ueff, op, out);
     if (keeps != local) free(keeps);
 }
 
 void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt_op *op, lt_op_estimate *out) {
-    schedule_op(cm, s, NULL, op, out);
+    schedule_op(cm, s, NULL, NULL, op, out);
 }
 
 /* ------------------------------------------------------------------ the simulator bridge */
@@ -411,7 +470,7 @@ void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt
 static void sim_op_cost(void *ctx, const lt_schedule *s, int stage, const lt_op *op, lt_op_cost *out) {
     (void)stage;
     lt_op_estimate est;
-    schedule_op(ctx, s, NULL, op, &est);
+    schedule_op(ctx, s, NULL, NULL, op, &est);
     *out = est.cost;
 }
 
@@ -433,7 +492,7 @@ static void prepared_op_cost(void *ctx, const lt_schedule *s, int stage, const l
     const lt_cost_sim_ctx *c = ctx;
     lt_op_estimate est;
     bool fresh = s == c->s && s->n_slices == c->n_slices;
-    schedule_op(c->cm, s, fresh ? c->keeps_kv : NULL, op, &est);
+    schedule_op(c->cm, s, fresh ? c->keeps_kv : NULL, fresh ? c->attn_eff : NULL, op, &est);
     *out = est.cost;
 }
 
@@ -451,6 +510,9 @@ lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_mode
     ctx->s = s;
     ctx->n_slices = s->n_slices;
     ctx->keeps_kv = lt_calloc_check(s->n_slices ? s->n_slices : 1, sizeof *ctx->keeps_kv);
+    free(ctx->attn_eff);
+    ctx->attn_eff = lt_malloc_check((s->n_slices ? s->n_slices : 1) * sizeof *ctx->attn_eff);
+    for (size_t i = 0; i < s->n_slices; i++) ctx->attn_eff[i] = slice_attention_efficiency(cm, &s->slices[i]);
     if (s->n_slices > 1) {
         /* a slice keeps its K/V unless it is its sample's last in the table (token order) */
         uint32_t *order = lt_schedule_slices_by_sample(s);
@@ -465,5 +527,6 @@ lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_mode
 void lt_cost_sim_ctx_free(lt_cost_sim_ctx *ctx) {
     if (!ctx) return;
     free(ctx->keeps_kv);
+    free(ctx->attn_eff);
     memset(ctx, 0, sizeof *ctx);
 }

@@ -29,6 +29,10 @@
  * Keys/values of a slice that later slices of its sample attend to are kept with their
  * gradients whatever the recomputation (InfiniPipe 3.1.4, Eqs. 5, 9, 10).
  *
+ * Context parallelism (cp = c > 1; Megatron CP, ring attention): every op's tokens are
+ * spread over c GPUs, so per GPU all of the above is divided by c, and ops with attention
+ * add the part of the K/V ring exchange that their attention does not hide.
+ *
  * Thread-safety: an initialised lt_cost_model is read-only; every function only reads it
  * (the callbacks of both bridges too, so simulations may run in parallel); preparing an
  * lt_cost_sim_ctx writes that ctx only.
@@ -50,6 +54,16 @@ typedef struct lt_cost_model {
     lt_model_shape model;
     lt_hardware hw;
     int pp, tp, dp;          /* pipeline stages, tensor-parallel degree, data-parallel ranks */
+    int cp;                  /* context-parallel degree c (1 = none; lt_cost_model_set_cp): the
+                                tokens of every op are spread over c GPUs of c DP ranks
+                                (Megatron context parallelism, ring attention over load-balanced
+                                causal chunks). Per GPU, FLOPs, activation, K/V and work bytes, TP
+                                collective tokens and P2P payloads are divided by c, the GEMM
+                                efficiency is looked up at tokens / c, and each op with attention
+                                pays the part of the K/V ring exchange its attention does not hide
+                                (docs/cost-model.md, "Context parallelism"). The gradient
+                                synchronisation and ZeRO-1 still span all dp ranks (CP peers hold
+                                the same weights; Megatron reduces over the DP x CP group) */
     bool zero1;              /* optimizer states sharded over the dp ranks (ZeRO-1) */
     /* precision (bytes); lt_cost_model_init sets the defaults shown */
     double weight_bytes;     /* 2: bf16 weights */
@@ -62,9 +76,9 @@ typedef struct lt_cost_model {
     double bwd_gemm_factor;  /* 2.0: input and weight gradients */
     double bwd_attn_factor;  /* 2.5: FlashAttention recomputes the scores */
     /* layout */
-    int stages_per_node;     /* consecutive stages per node: max(1, gpus_per_node / tp) (ranks
-                                ordered TP, then PP, then DP); P2P between stages of one node
-                                is intra-node */
+    int stages_per_node;     /* consecutive stages per node: max(1, gpus_per_node / (tp x cp))
+                                (ranks ordered TP, then CP, then PP, then DP); P2P between
+                                stages of one node is intra-node */
     int head_stage;          /* stage holding the LM head's weights: pp - 1 (HelixPipe puts
                                 the last post-attention, hence the head, on stage 0) */
     double reserved_bytes;   /* per GPU beyond model states and activations: CUDA context,
@@ -81,17 +95,27 @@ lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const l
                              int dp, lt_error *err);
 
 /* The same from a config: [model] (lt_model_from_config), [parallel] pp tp dp zero1,
- * [plan] hardware (lt_hardware_load with hardware_dir, may be NULL) and mem. */
+ * [plan] hardware (lt_hardware_load with hardware_dir, may be NULL) and mem. cp = 1 (the
+ * planner chooses the context-parallel degree, parallel.max_cp bounding it). */
 lt_status lt_cost_model_from_config(lt_cost_model *cm, const lt_config *cfg, const char *hardware_dir,
                                     lt_error *err);
 
-/* ------------------------------------------------------------------ FLOPs (per GPU) */
+/* Set the context-parallel degree to cp and stages_per_node to max(1, gpus_per_node /
+ * (tp x cp)), the fields derived from it (a stages_per_node set by hand is replaced).
+ * LT_ERR_CONFIG (WHERE "[parallel]") when cp < 1 or cp does not divide dp (a CP group is
+ * made of DP ranks); cm is unchanged then. */
+lt_status lt_cost_model_set_cp(lt_cost_model *cm, int cp, lt_error *err);
+
+/* ------------------------------------------------------------------ FLOPs (per GPU)
+ * Per GPU of a TP x CP group: with context parallelism c each GPU runs 1 / c of them (ring
+ * attention with load-balanced causal chunks gives every GPU the same share of the causal
+ * attention work). */
 
 /* Forward GEMM FLOPs of one layer's `part` for `tokens` tokens (ALL = PRE + POST; ATTN: 0). */
 double lt_cost_linear_flops(const lt_cost_model *cm, lt_op_part part, double tokens);
-/* Forward attention FLOPs of one layer for the slice [begin, end): 2 h (end^2 - begin^2) / t. */
+/* Forward attention FLOPs of one layer for the slice [begin, end): 2 h (end^2 - begin^2) / (t c). */
 double lt_cost_attention_flops(const lt_cost_model *cm, double begin, double end);
-/* Forward FLOPs of the LM head for `tokens` tokens: 2 tokens h V / t. */
+/* Forward FLOPs of the LM head for `tokens` tokens: 2 tokens h V / (t c). */
 double lt_cost_head_flops(const lt_cost_model *cm, double tokens);
 
 /* Forward FLOPs of an op's slices over its range (its layers or layer part, plus the LM head
@@ -159,7 +183,11 @@ typedef struct lt_op_estimate {
     double gemm_time;      /* seconds of GEMMs */
     double attention_time; /* seconds of attention */
     double tp_comm_time;   /* seconds of TP collectives */
-    lt_op_cost cost;       /* for the simulator: time (the sum of the three), act, kv, work, out */
+    double cp_ring_time;   /* seconds of the CP ring exchange of keys/values (0 when cp = 1) */
+    double cp_comm_time;   /* the part of it the attention does not hide:
+                              max(0, cp_ring_time - attention_time) */
+    lt_op_cost cost;       /* for the simulator: time (gemm + attention + tp_comm + cp_comm),
+                              act, kv, work, out */
 } lt_op_estimate;
 
 /*
@@ -167,7 +195,11 @@ typedef struct lt_op_estimate {
  * slices of slice i's sample attend to its keys/values (NULL: no slice's). The op's range is
  * taken against cm->model.layers: it holds the embedding when it starts at position 0, the
  * LM head (and the loss) when it ends at the end of the model. In cost:
- *   time        compute (F, FK: forward; B: backward + recompute) + TP collectives
+ *   time        compute (F, FK: forward; B: backward + recompute) + TP collectives + the
+ *               exposed CP ring exchange (cp > 1, ops with attention: per layer pass c - 1
+ *               transfers of the GPU's K and V, tokens / c x 2 kv x act_bytes; F and FK one
+ *               pass per layer, B two per layer (K/V and dK/dV) plus one per recomputed layer;
+ *               intra-node when tp x cp <= gpus_per_node)
  *   act_bytes   F only: activations of its layers (recomputed layers keep their input) and
  *               the head's fp32 softmax and inputs
  *   kv_bytes    F, FK over ALL or ATTN: tokens of keeps_kv slices x layers x kv bytes/token
@@ -175,6 +207,7 @@ typedef struct lt_op_estimate {
  *               F) or re-made (B: recompute + gradients), the bf16 logits of the head
  *   out_bytes   F, FK: the output activations (0 at the model's end); B: the gradients of
  *               its input (0 at position 0); per GPU (sequence-parallel shards)
+ * Bytes are per GPU: with cp = c each GPU holds tokens / c of every slice.
  */
 void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv, const lt_op *op,
                 lt_op_estimate *out);
@@ -191,7 +224,9 @@ void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt
 lt_sim_costs lt_cost_sim_costs(const lt_cost_model *cm);
 
 /* The bridge for simulating one schedule many times (a planner's search): the K/V flags of
- * s's slice table are computed once, in O(slices log slices), instead of by a scan per op.
+ * s's slice table are computed once, in O(slices log slices), instead of by a scan per op,
+ * and so are the slices' attention efficiencies (the same values: costs are identical to
+ * lt_cost_sim_costs's).
  * The flags hold for s as it is now: call again after changing its slice table (the
  * callbacks fall back to scanning when handed another schedule, or one whose slice count
  * changed, but cannot see in-place edits). ctx must be zero-initialised before the first
@@ -201,6 +236,7 @@ typedef struct lt_cost_sim_ctx {
     const lt_schedule *s; /* the schedule prepared for */
     size_t n_slices;      /* its slice count then */
     bool *keeps_kv;       /* [n_slices]: a later slice of the same sample exists */
+    double *attn_eff;     /* [n_slices]: the slice's attention efficiency under cm */
 } lt_cost_sim_ctx;
 
 lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s);

@@ -128,25 +128,31 @@ lt_status lt_planner_config_from(lt_planner_config *pc, const lt_config *cfg, co
 
 typedef struct lt_planner lt_planner;
 
-/* A planner for pc (copied). Tunes the megatron/gpipe/seq1f1b baseline once (context-
- * parallel degree and recompute depth so that a micro-batch of context_len tokens fits
- * mem_cap): LT_ERR_CONFIG when nothing fits even at max_cp and full recompute, with the
- * memory needed and the cap in the message ("plan.context_len = 1048576 cannot fit ...").
- * The tuned values are in lt_planner_params. */
+/* A planner for pc (copied; pc->cm must have cp = 1). Tunes the megatron/gpipe/seq1f1b
+ * baseline once (context-parallel degree and recompute depth so that a micro-batch of
+ * context_len tokens fits mem_cap; docs/strategies.md): LT_ERR_CONFIG when nothing fits even
+ * at max_cp and full recompute, with the memory needed and the cap in the message
+ * ("plan.context_len = 1048576 cannot fit ..."). That error is returned here when
+ * pc->strategy is megatron, gpipe or seq1f1b; a planner for another strategy is made all
+ * the same and returns the error from lt_planner_plan_step for those three (their params
+ * read "untuned"). LT_ERR_CONFIG also for a bad context_len, max_cp, chunk_size,
+ * chunkflow_k or seq1f1b_slices. The tuned values are in lt_planner_params. */
 lt_status lt_planner_create(lt_planner **out, const lt_planner_config *pc, lt_error *err);
 void lt_planner_free(lt_planner *p); /* NULL-safe */
 
 /* The run-wide tuning, as "cp=C recompute=R" (R = recomputed layers per stage, of
- * layers/pp; 0 = none). */
+ * layers/pp; 0 = none), or "untuned" (lt_planner_create). */
 const char *lt_planner_params(const lt_planner *p);
 
 /* Plan step `step` whose samples have lengths[0..n) (each 1..context_len) with strategy
  * `s` (usually pc.strategy; compare runs several). *out is freed first, then filled.
  * LT_ERR_INPUT naming the step, the pipeline and the sample when the plan cannot fit the
  * memory cap ("step 17: sample 3 (262144 tokens) on DP rank 2 needs 93.2 GiB on stage 0,
- * over the 80.0 GiB cap"); LT_ERR_USAGE for a strategy not built yet; LT_ERR_INPUT for a
- * length out of range. Deterministic: the same planner config and lengths give the same
- * plan (apart from solve_ms). */
+ * over the 80.0 GiB cap": the pipeline and stage of the highest peak, the pipeline's
+ * longest sample); LT_ERR_USAGE for a strategy not built yet ("strategy 'slimpack' is not
+ * built yet"); LT_ERR_INPUT for a length out of range. On error *out is left empty (as
+ * lt_step_plan_init). Deterministic: the same planner config and lengths give the same plan
+ * (apart from solve_ms), whatever the planner planned before. */
 lt_status lt_planner_plan_step(lt_planner *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
                                lt_step_plan *out, lt_error *err);
 

@@ -38,7 +38,7 @@ static const lt_cli_command commands[] = {
      simulate_command},
     {"build",
      "(--data DIR | --lengths FILE) --db FILE [--strategy NAME] [--steps N] [--threads T]\n"
-     "        [--hardware-dir DIR] [--no-timings] [--quiet]",
+     "        [--hardware-dir DIR] [--no-timings]",
      "plan every training step and store the plans in a SQLite database",
      "Samples global batches (plan.global_batch samples of at most plan.context_len tokens,\n"
      "seeded by plan.seed, docs/sampler.md) from a dataprep output directory (--data) or a\n"
@@ -50,7 +50,7 @@ static const lt_cli_command commands[] = {
      "built from another config ([model], [parallel], [plan] other than steps) or other data\n"
      "is refused. --threads T plans T steps at once (default: one per CPU); the database is\n"
      "the same whatever T. --no-timings leaves solve_ms NULL, so that the same inputs give a\n"
-     "byte-identical file. Progress goes to stderr (--quiet: none).",
+     "byte-identical file. Progress goes to stderr (-q: none).",
      build_command},
     {"compare",
      "--lengths FILE --strategies A,B,... [--steps N] [--format table|tsv] [--threads T]\n"

@@ -8,7 +8,11 @@
 #ifndef LT_PLANNER_H
 #define LT_PLANNER_H
 
-#include "lib/cli.h" /* lt_cli_program */
+#include "lib/cli.h"        /* lt_cli_program */
+#include "lib/error.h"      /* lt_status, lt_error */
+#include "lib/config.h"     /* lt_config */
+#include "plans/plan.h"     /* lt_planner_config */
+#include "plans/sampler.h"  /* lt_corpus, lt_sampler_config */
 
 /* The `planner` program: its commands (lib/cli.h runs them). */
 extern const lt_cli_program planner_program;
@@ -22,5 +26,13 @@ int compare_command(lt_cli_ctx *ctx);
 /* `planner show` and `planner validate` (plans/show_cmd.c). */
 int show_command(lt_cli_ctx *ctx);
 int validate_command(lt_cli_ctx *ctx);
+
+/* The corpus of --data DIR (a dataprep output) or, when data is NULL, --lengths FILE
+ * (plans/build_cmd.c; shared with compare). */
+lt_status planner_load_corpus(const char *data, const char *lengths, lt_corpus **out, lt_error *err);
+/* The sampler settings of a config: plan.global_batch, plan.seed, plan.sample_policy and
+ * pc->context_len. */
+lt_status planner_sampler_config(const lt_config *cfg, const lt_planner_config *pc, lt_sampler_config *sc,
+                                 lt_error *err);
 
 #endif

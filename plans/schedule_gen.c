@@ -124,8 +124,14 @@ static int cmp_packed(const void *a, const void *b) {
 }
 
 void lt_sched_units_chunked(lt_schedule *s, const int64_t *lengths, size_t n, int64_t chunk_size) {
+    lt_sched_units_chunked_budget(s, lengths, n, chunk_size, PACK_BUDGET);
+}
+
+void lt_sched_units_chunked_budget(lt_schedule *s, const int64_t *lengths, size_t n, int64_t chunk_size,
+                                   long budget) {
     LT_CHECK(n <= (size_t)INT32_MAX); /* sample ids are int32_t */
     LT_CHECK(chunk_size > 0);
+    LT_CHECK(budget >= 0);
     bin_item *items = lt_malloc_check((n ? n : 1) * sizeof *items);
     size_t n_short = 0;
     int64_t total_short = 0;
@@ -160,7 +166,7 @@ void lt_sched_units_chunked(lt_schedule *s, const int64_t *lengths, size_t n, in
     size_t lower = (size_t)((total_short + chunk_size - 1) / chunk_size);
     for (size_t cnt = lower; cnt < bins; cnt++) {
         memset(load, 0, cnt * sizeof *load);
-        if (pack_exact(items, n_short, chunk_size, cnt, load, try_of, next, PACK_BUDGET)) {
+        if (pack_exact(items, n_short, chunk_size, cnt, load, try_of, next, budget)) {
             memcpy(bin_of, try_of, n_short * sizeof *bin_of);
             bins = cnt;
             break;

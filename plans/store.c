@@ -1,2 +1,1659 @@
-/* plans/store.c — being written. */
-#include "plans/plan.h"
+/*
+ * plans/store.c — the plan database (plans/store.h; docs/plans-schema.md): the schema, the
+ * writer (one transaction on a temporary file renamed over the target) and the reader.
+ *
+ * Writing is the hot path of `planner build` (10,000 steps of ~1,700 rows each in well under
+ * a minute), so: one transaction, prepared statements kept for the whole run, rows inserted
+ * in primary-key order (every keyed table is WITHOUT ROWID and keyed by (run_id, step, ...),
+ * so a step's rows append at the right edge of each B-tree), integers where the value is one,
+ * and, on the temporary file only, journal_mode=OFF + synchronous=OFF. Durability comes at
+ * commit: COMMIT, close, fsync the file, rename it over the target, fsync the directory.
+ * With the journal off a failed statement cannot be rolled back; a put that fails half-way
+ * marks the store failed, and commit then refuses (the caller aborts; the temporary file is
+ * deleted and the target never saw anything).
+ *
+ * Times: the tables hold milliseconds (the views' unit) as REAL = seconds x 1e3, read back
+ * as ms / 1e3. That round trip may move a value by one ulp, but it is monotone, so every
+ * ordering the validator checks (finish >= start, time_s >= finish) survives it.
+ */
+#include "plans/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buildconfig.h"  /* PACKAGE_VERSION */
+#include "lib/config.h"   /* lt_config_find_key (typed comparison of config values) */
+#include "lib/db.h"       /* lt_db_open, lt_db_exec, lt_db_prepare, lt_db_fail */
+#include "lib/files.h"    /* lt_fsync_dir */
+#include "lib/strutil.h"  /* lt_parse_int64, lt_parse_size, lt_parse_double, lt_parse_bool */
+
+/* ------------------------------------------------------------------ schema */
+
+/* Version 1. Column order of the views: CONTRACTS.md's columns first, then extras.
+ * plan_slices is a UNION ALL of the two passes (not a join with a two-row table), so that a
+ * filter on step reaches each arm and searches the keys instead of scanning the file. The
+ * CHECKs are cheap per row: "x = 'a' OR x = 'b'" rather than "x IN ('a', 'b')", which SQLite
+ * 3.40 evaluates through an ephemeral index built on every insert (that took more than
+ * half of the write time in the benchmark). */
+static const char schema_v1[] =
+    "CREATE TABLE runs (\n"
+    "  run_id INTEGER PRIMARY KEY CHECK (run_id >= 1),\n"
+    "  name TEXT NOT NULL,\n"
+    "  strategy TEXT NOT NULL,\n"
+    "  config TEXT NOT NULL,\n"
+    "  fingerprint TEXT NOT NULL,\n"
+    "  input TEXT NOT NULL,\n"
+    "  sample_policy TEXT NOT NULL,\n"
+    "  context_len INTEGER NOT NULL CHECK (context_len >= 1),\n"
+    "  global_batch INTEGER NOT NULL CHECK (global_batch >= 1),\n"
+    "  seed INTEGER NOT NULL,\n"
+    "  dp INTEGER NOT NULL CHECK (dp >= 1),\n"
+    "  pp INTEGER NOT NULL CHECK (pp >= 1),\n"
+    "  tp INTEGER NOT NULL CHECK (tp >= 1),\n"
+    "  layers INTEGER NOT NULL CHECK (layers >= pp),\n"
+    "  mem_cap_bytes INTEGER NOT NULL CHECK (mem_cap_bytes >= 0),\n"
+    "  tuning TEXT NOT NULL,\n"
+    "  n_samples_total INTEGER NOT NULL CHECK (n_samples_total >= 0),\n"
+    "  longtail_version TEXT NOT NULL\n"
+    ") STRICT;\n"
+    "CREATE TABLE steps (\n"
+    "  run_id INTEGER NOT NULL REFERENCES runs (run_id),\n"
+    "  step INTEGER NOT NULL CHECK (step >= 0),\n"
+    "  strategy TEXT NOT NULL,\n"
+    "  n_samples INTEGER NOT NULL CHECK (n_samples >= 0),\n"
+    "  n_tokens INTEGER NOT NULL CHECK (n_tokens >= 0),\n"
+    "  predicted_ms REAL NOT NULL,\n"
+    "  bubble_ratio REAL NOT NULL,\n"
+    "  peak_mem_bytes REAL NOT NULL,\n"
+    "  solve_ms REAL,\n"
+    "  params TEXT NOT NULL,\n"
+    "  solver_status TEXT NOT NULL,\n"
+    "  runner_up TEXT,\n"
+    "  runner_up_ms REAL,\n"
+    "  PRIMARY KEY (run_id, step)\n"
+    ") STRICT, WITHOUT ROWID;\n"
+    "CREATE TABLE step_samples (\n"
+    "  run_id INTEGER NOT NULL,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  idx INTEGER NOT NULL CHECK (idx >= 0),\n"
+    "  sample_id INTEGER NOT NULL CHECK (sample_id >= 0),\n"
+    "  length INTEGER NOT NULL CHECK (length >= 1),\n"
+    "  dp_rank INTEGER NOT NULL CHECK (dp_rank >= 0),\n"
+    "  task INTEGER NOT NULL CHECK (task >= 0),\n"
+    "  doc INTEGER NOT NULL CHECK (doc >= 0),\n"
+    "  tok INTEGER NOT NULL CHECK (tok >= 0),\n"
+    "  PRIMARY KEY (run_id, step, idx),\n"
+    "  FOREIGN KEY (run_id, step) REFERENCES steps (run_id, step)\n"
+    ") STRICT, WITHOUT ROWID;\n"
+    "CREATE TABLE pipelines (\n"
+    "  run_id INTEGER NOT NULL,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  dp_rank INTEGER NOT NULL CHECK (dp_rank >= 0),\n"
+    "  cp INTEGER NOT NULL CHECK (cp >= 1),\n"
+    "  predicted_ms REAL NOT NULL,\n"
+    "  PRIMARY KEY (run_id, step, dp_rank),\n"
+    "  FOREIGN KEY (run_id, step) REFERENCES steps (run_id, step)\n"
+    ") STRICT, WITHOUT ROWID;\n"
+    "CREATE TABLE stages (\n"
+    "  run_id INTEGER NOT NULL,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  dp_rank INTEGER NOT NULL,\n"
+    "  stage INTEGER NOT NULL CHECK (stage >= 0),\n"
+    "  busy_ms REAL NOT NULL,\n"
+    "  peak_mem_bytes REAL NOT NULL,\n"
+    "  PRIMARY KEY (run_id, step, dp_rank, stage),\n"
+    "  FOREIGN KEY (run_id, step, dp_rank) REFERENCES pipelines (run_id, step, dp_rank)\n"
+    ") STRICT, WITHOUT ROWID;\n"
+    "CREATE TABLE units_slices (\n"
+    "  run_id INTEGER NOT NULL,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  dp_rank INTEGER NOT NULL,\n"
+    "  passes TEXT NOT NULL CHECK (passes = 'FB' OR passes = 'F' OR passes = 'B'),\n"
+    "  unit INTEGER NOT NULL CHECK (unit >= 0),\n"
+    "  seq INTEGER NOT NULL CHECK (seq >= 0),\n"
+    "  idx INTEGER NOT NULL CHECK (idx >= 0),\n"
+    "  tok_begin INTEGER NOT NULL CHECK (tok_begin >= 0),\n"
+    "  tok_end INTEGER NOT NULL,\n"
+    "  CHECK (tok_begin < tok_end),\n"
+    "  PRIMARY KEY (run_id, step, dp_rank, passes, unit, seq),\n"
+    "  FOREIGN KEY (run_id, step, dp_rank) REFERENCES pipelines (run_id, step, dp_rank),\n"
+    "  FOREIGN KEY (run_id, step, idx) REFERENCES step_samples (run_id, step, idx)\n"
+    ") STRICT, WITHOUT ROWID;\n"
+    "CREATE TABLE ops (\n"
+    "  run_id INTEGER NOT NULL,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  dp_rank INTEGER NOT NULL,\n"
+    "  stage INTEGER NOT NULL,\n"
+    "  seq INTEGER NOT NULL CHECK (seq >= 0),\n"
+    "  kind TEXT NOT NULL CHECK (kind = 'F' OR kind = 'FK' OR kind = 'B'),\n"
+    "  unit INTEGER NOT NULL CHECK (unit >= 0),\n"
+    "  recompute_layers INTEGER NOT NULL CHECK (recompute_layers >= 0),\n"
+    "  layer_begin INTEGER NOT NULL CHECK (layer_begin >= 0),\n"
+    "  layer_end INTEGER NOT NULL,\n"
+    "  part TEXT NOT NULL CHECK (part = 'all' OR part = 'pre' OR part = 'attn' OR part = 'post'),\n"
+    "  start_ms REAL NOT NULL,\n"
+    "  finish_ms REAL NOT NULL,\n"
+    "  mem_bytes REAL NOT NULL,\n"
+    "  CHECK (layer_begin < layer_end),\n"
+    "  PRIMARY KEY (run_id, step, dp_rank, stage, seq),\n"
+    "  FOREIGN KEY (run_id, step, dp_rank, stage) REFERENCES stages (run_id, step, dp_rank, stage)\n"
+    ") STRICT, WITHOUT ROWID;\n"
+    "CREATE VIEW step_summary AS\n"
+    "  SELECT run_id, step, strategy, n_samples, n_tokens, predicted_ms, bubble_ratio,\n"
+    "         peak_mem_bytes, solve_ms, params, solver_status, runner_up, runner_up_ms\n"
+    "  FROM steps;\n"
+    "CREATE VIEW plan_slices AS\n"
+    "  SELECT u.run_id, u.step, u.dp_rank, 'F' AS pass, u.unit, u.seq, s.sample_id, u.tok_begin,\n"
+    "         u.tok_end, u.idx\n"
+    "  FROM units_slices AS u\n"
+    "  JOIN step_samples AS s ON s.run_id = u.run_id AND s.step = u.step AND s.idx = u.idx\n"
+    "  WHERE u.passes <> 'B'\n"
+    "  UNION ALL\n"
+    "  SELECT u.run_id, u.step, u.dp_rank, 'B' AS pass, u.unit, u.seq, s.sample_id, u.tok_begin,\n"
+    "         u.tok_end, u.idx\n"
+    "  FROM units_slices AS u\n"
+    "  JOIN step_samples AS s ON s.run_id = u.run_id AND s.step = u.step AND s.idx = u.idx\n"
+    "  WHERE u.passes <> 'F';\n"
+    "CREATE VIEW plan_ops AS\n"
+    "  SELECT run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin,\n"
+    "         layer_end, part, start_ms, finish_ms, mem_bytes\n"
+    "  FROM ops;\n"
+    "CREATE VIEW samples AS\n"
+    "  SELECT run_id, step, sample_id, length, dp_rank,\n"
+    "         'task=' || task || ',doc=' || doc || ',tok=' || tok AS source, idx, task, doc, tok\n"
+    "  FROM step_samples;\n"
+    "CREATE VIEW stage_timeline AS\n"
+    "  SELECT g.run_id, g.step, g.dp_rank, g.stage, g.busy_ms, s.predicted_ms - g.busy_ms AS idle_ms,\n"
+    "         g.peak_mem_bytes, r.mem_cap_bytes - g.peak_mem_bytes AS headroom_bytes\n"
+    "  FROM stages AS g\n"
+    "  JOIN steps AS s ON s.run_id = g.run_id AND s.step = g.step\n"
+    "  JOIN runs AS r ON r.run_id = g.run_id;\n"
+    "CREATE VIEW dp_balance AS\n"
+    "  SELECT run_id, step, count(*) AS pipelines, min(predicted_ms) AS min_ms,\n"
+    "         max(predicted_ms) AS max_ms, avg(predicted_ms) AS mean_ms,\n"
+    "         max(predicted_ms) / avg(predicted_ms) AS imbalance\n"
+    "  FROM pipelines GROUP BY run_id, step;\n";
+
+static const char *const plan_migrations[] = {schema_v1};
+
+static const lt_db_schema plan_schema = {
+    LT_PLAN_DB_APPLICATION_ID,
+    "longtail plan database",
+    plan_migrations,
+    (int)(sizeof plan_migrations / sizeof plan_migrations[0]),
+};
+
+/* ------------------------------------------------------------------ the store */
+
+/* The prepared statements, made on first use and kept until the store closes. */
+enum {
+    Q_HAS_STEP,
+    Q_INS_STEP,
+    Q_INS_SAMPLE,
+    Q_INS_PIPELINE,
+    Q_INS_STAGE,
+    Q_INS_SLICE,
+    Q_INS_OP,
+    Q_STEP_LIST,
+    Q_STEP_RANGE,
+    Q_GET_STEP,
+    Q_GET_PIPELINES,
+    Q_GET_STAGES,
+    Q_GET_SAMPLES,
+    Q_GET_SLICES,
+    Q_GET_OPS,
+    Q_RUN,
+    Q_COUNT
+};
+
+static const char *const query_sql[Q_COUNT] = {
+    [Q_HAS_STEP] = "SELECT 1 FROM steps WHERE run_id = ?1 AND step = ?2",
+    [Q_INS_STEP] = "INSERT INTO steps (run_id, step, strategy, n_samples, n_tokens, predicted_ms, bubble_ratio, "
+                   "peak_mem_bytes, solve_ms, params, solver_status, runner_up, runner_up_ms) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    [Q_INS_SAMPLE] = "INSERT INTO step_samples (run_id, step, idx, sample_id, length, dp_rank, task, doc, tok) "
+                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [Q_INS_PIPELINE] = "INSERT INTO pipelines (run_id, step, dp_rank, cp, predicted_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+    [Q_INS_STAGE] = "INSERT INTO stages (run_id, step, dp_rank, stage, busy_ms, peak_mem_bytes) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [Q_INS_SLICE] = "INSERT INTO units_slices (run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [Q_INS_OP] = "INSERT INTO ops (run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin, "
+                 "layer_end, part, start_ms, finish_ms, mem_bytes) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    [Q_STEP_LIST] = "SELECT step FROM steps WHERE run_id = ?1 ORDER BY step",
+    [Q_STEP_RANGE] = "SELECT min(step), max(step), count(*) FROM steps WHERE run_id = ?1",
+    [Q_GET_STEP] = "SELECT strategy, n_samples, n_tokens, predicted_ms, bubble_ratio, peak_mem_bytes, solve_ms, "
+                   "params, solver_status, runner_up, runner_up_ms FROM steps WHERE run_id = ?1 AND step = ?2",
+    [Q_GET_PIPELINES] = "SELECT dp_rank, cp, predicted_ms FROM pipelines WHERE run_id = ?1 AND step = ?2 "
+                        "ORDER BY dp_rank",
+    [Q_GET_STAGES] = "SELECT dp_rank, stage, busy_ms, peak_mem_bytes FROM stages WHERE run_id = ?1 AND step = ?2 "
+                     "ORDER BY dp_rank, stage",
+    [Q_GET_SAMPLES] = "SELECT idx, sample_id, length, dp_rank, task, doc, tok FROM step_samples "
+                      "WHERE run_id = ?1 AND step = ?2 ORDER BY idx",
+    [Q_GET_SLICES] = "SELECT dp_rank, passes, unit, seq, idx, tok_begin, tok_end FROM units_slices "
+                     "WHERE run_id = ?1 AND step = ?2 ORDER BY dp_rank, passes, unit, seq",
+    [Q_GET_OPS] = "SELECT dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin, layer_end, part, "
+                  "start_ms, finish_ms, mem_bytes FROM ops WHERE run_id = ?1 AND step = ?2 "
+                  "ORDER BY dp_rank, stage, seq",
+    [Q_RUN] = "SELECT name, strategy, config, fingerprint, input, sample_policy, context_len, global_batch, seed, "
+              "dp, pp, tp, layers, mem_cap_bytes, tuning, n_samples_total, longtail_version "
+              "FROM runs WHERE run_id = ?1",
+};
+
+struct lt_store {
+    sqlite3 *db;
+    char *path;    /* the target (writer) or the file read */
+    char *tmp;     /* the temporary file being written; NULL for a reader */
+    bool timings;  /* store solve_ms */
+    bool failed;   /* a put failed half-way: only abort is left */
+    int64_t run_id;
+    int pp, layers; /* of the run: the shape of every schedule */
+    double mem_cap;
+    sqlite3_stmt *q[Q_COUNT];
+    struct batcher *batch; /* [B_COUNT], writers only */
+};
+
+/* The run of every file this code writes (store.h: one run per file). */
+#define RUN_ID 1
+
+static lt_status query(lt_store *st, int which, sqlite3_stmt **out, lt_error *err) {
+    if (!st->q[which]) {
+        lt_status s = lt_db_prepare(st->db, query_sql[which], &st->q[which], err);
+        if (s != LT_OK) return s;
+    }
+    sqlite3_reset(st->q[which]);
+    sqlite3_clear_bindings(st->q[which]);
+    sqlite3_bind_int64(st->q[which], 1, st->run_id);
+    *out = st->q[which];
+    return LT_OK;
+}
+
+static void finalize_batches(lt_store *st);
+
+static void close_db(lt_store *st) {
+    for (int i = 0; i < Q_COUNT; i++) {
+        sqlite3_finalize(st->q[i]);
+        st->q[i] = NULL;
+    }
+    finalize_batches(st);
+    if (st->db) sqlite3_close_v2(st->db);
+    st->db = NULL;
+}
+
+static void store_free(lt_store *st) {
+    if (!st) return;
+    close_db(st);
+    free(st->batch);
+    free(st->path);
+    free(st->tmp);
+    free(st);
+}
+
+/* Remove the temporary file and what SQLite may have left beside it. */
+static void remove_tmp(const char *tmp) {
+    if (!tmp) return;
+    static const char *const suffix[] = {"", "-journal", "-wal", "-shm"};
+    size_t n = strlen(tmp) + 16;
+    char *name = lt_malloc_check(n);
+    if (!name) return; /* (never: lt_malloc_check exits) */
+    for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+        snprintf(name, n, "%s%s", tmp, suffix[i]);
+        unlink(name);
+    }
+    free(name);
+}
+
+/* An lt_db_open error on the temporary file reads as one on the target. */
+static void retarget_error(lt_error *err, const char *tmp, const char *path) {
+    if (err && strcmp(err->where, tmp) == 0) snprintf(err->where, sizeof err->where, "%s", path);
+}
+
+static char *dup_column(sqlite3_stmt *q, int col) {
+    const unsigned char *t = sqlite3_column_text(q, col);
+    return lt_strdup_check(t ? (const char *)t : "");
+}
+
+void lt_run_info_free(lt_run_info *r) {
+    if (!r) return;
+    free(r->name);
+    free(r->strategy);
+    free(r->config);
+    free(r->fingerprint);
+    free(r->input);
+    free(r->sample_policy);
+    free(r->tuning);
+    free(r->version);
+    memset(r, 0, sizeof *r);
+}
+
+/* The stored run into *out (strings allocated); LT_ERR_INPUT when the file holds none. */
+static lt_status read_run(lt_store *st, lt_run_info *out, lt_error *err) {
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *q;
+    lt_status s = query(st, Q_RUN, &q, err);
+    if (s != LT_OK) return s;
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_DONE) {
+        sqlite3_reset(q);
+        lt_fail(err, LT_ERR_INPUT, st->path, "the plan database holds no run (table runs is empty)");
+        lt_error_hint(err, "rebuild it with 'planner build'");
+        return LT_ERR_INPUT;
+    }
+    if (rc != SQLITE_ROW) {
+        s = lt_db_fail(st->db, err, "cannot read table runs");
+        sqlite3_reset(q);
+        return s;
+    }
+    out->name = dup_column(q, 0);
+    out->strategy = dup_column(q, 1);
+    out->config = dup_column(q, 2);
+    out->fingerprint = dup_column(q, 3);
+    out->input = dup_column(q, 4);
+    out->sample_policy = dup_column(q, 5);
+    out->context_len = sqlite3_column_int64(q, 6);
+    out->global_batch = sqlite3_column_int64(q, 7);
+    out->seed = sqlite3_column_int64(q, 8);
+    out->dp = sqlite3_column_int(q, 9);
+    out->pp = sqlite3_column_int(q, 10);
+    out->tp = sqlite3_column_int(q, 11);
+    out->layers = sqlite3_column_int(q, 12);
+    out->mem_cap = (double)sqlite3_column_int64(q, 13);
+    out->tuning = dup_column(q, 14);
+    out->n_samples_total = (uint64_t)sqlite3_column_int64(q, 15);
+    out->version = dup_column(q, 16);
+    sqlite3_reset(q);
+    return LT_OK;
+}
+
+/* Cache the run's shape (pp, layers, memory cap) in the store. */
+static lt_status load_run_shape(lt_store *st, lt_error *err) {
+    lt_run_info r;
+    lt_status s = read_run(st, &r, err);
+    if (s != LT_OK) return s;
+    st->pp = r.pp;
+    st->layers = r.layers;
+    st->mem_cap = r.mem_cap;
+    lt_run_info_free(&r);
+    if (st->pp < 1 || st->layers < st->pp)
+        return lt_fail(err, LT_ERR_INPUT, st->path, "table runs: %d pipeline stages over %d layers", st->pp,
+                       st->layers);
+    return LT_OK;
+}
+
+/* Multi-row inserts for the three big tables (samples, slices, ops: ~1,600 of a step's
+ * ~1,650 rows): BATCH rows per INSERT statement halve the per-row cost of stepping a
+ * statement. A step's rows are flushed at the end of its put; the remainder (< BATCH rows
+ * per table) goes through the single-row statements. Rows keep their key order. */
+enum { BATCH = 32, MAX_COLS = 14 };
+enum { C_INT, C_REAL, C_TEXT };
+enum { B_SAMPLES, B_SLICES, B_OPS, B_COUNT };
+
+typedef struct cell {
+    int type;
+    int64_t i;
+    double d;
+    const char *t; /* static text */
+} cell;
+
+struct batcher {
+    sqlite3_stmt *many;
+    size_t n; /* rows pending */
+    cell rows[BATCH][MAX_COLS];
+};
+
+static const struct {
+    int one;          /* the single-row statement */
+    int cols;
+    const char *table;
+    const char *head; /* "INSERT INTO t (cols) VALUES " */
+} batch_def[B_COUNT] = {
+    {Q_INS_SAMPLE, 9, "step_samples",
+     "INSERT INTO step_samples (run_id, step, idx, sample_id, length, dp_rank, task, doc, tok) VALUES "},
+    {Q_INS_SLICE, 9, "units_slices",
+     "INSERT INTO units_slices (run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end) VALUES "},
+    {Q_INS_OP, 14, "ops",
+     "INSERT INTO ops (run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin, layer_end, "
+     "part, start_ms, finish_ms, mem_bytes) VALUES "},
+};
+
+static void finalize_batches(lt_store *st) {
+    for (int b = 0; st->batch && b < B_COUNT; b++) {
+        sqlite3_finalize(st->batch[b].many);
+        st->batch[b].many = NULL;
+        st->batch[b].n = 0;
+    }
+}
+
+static inline void cell_int(cell *c, int64_t v) { c->type = C_INT, c->i = v; }
+static inline void cell_real(cell *c, double v) { c->type = C_REAL, c->d = v; }
+static inline void cell_text(cell *c, const char *v) { c->type = C_TEXT, c->t = v; }
+
+static void bind_cell(sqlite3_stmt *q, int i, const cell *c) {
+    if (c->type == C_INT) sqlite3_bind_int64(q, i, c->i);
+    else if (c->type == C_REAL) sqlite3_bind_double(q, i, c->d);
+    else sqlite3_bind_text(q, i, c->t, -1, SQLITE_STATIC);
+}
+
+static lt_status run_insert(lt_store *st, sqlite3_stmt *q, const char *table, uint64_t step, lt_error *err);
+
+/* Write the pending rows of batcher b. */
+static lt_status batch_flush(lt_store *st, int b, uint64_t step, lt_error *err) {
+    struct batcher *bt = &st->batch[b];
+    const int cols = batch_def[b].cols;
+    lt_status s = LT_OK;
+    if (bt->n == BATCH) {
+        if (!bt->many) {
+            size_t cap = strlen(batch_def[b].head) + (size_t)BATCH * (2 + 2 * (size_t)cols) + 1;
+            char *sql = lt_malloc_check(cap), *w = sql + snprintf(sql, cap, "%s", batch_def[b].head);
+            for (int r = 0; r < BATCH; r++) {
+                *w++ = r ? ',' : ' ';
+                *w++ = '(';
+                for (int c = 0; c < cols; c++) {
+                    if (c) *w++ = ',';
+                    *w++ = '?';
+                }
+                *w++ = ')';
+            }
+            *w = '\0';
+            s = lt_db_prepare(st->db, sql, &bt->many, err);
+            free(sql);
+            if (s != LT_OK) return s;
+        }
+        for (int r = 0; r < BATCH; r++)
+            for (int c = 0; c < cols; c++) bind_cell(bt->many, r * cols + c + 1, &bt->rows[r][c]);
+        s = run_insert(st, bt->many, batch_def[b].table, step, err);
+    } else {
+        for (size_t r = 0; r < bt->n && s == LT_OK; r++) {
+            sqlite3_stmt *q;
+            if ((s = query(st, batch_def[b].one, &q, err)) != LT_OK) break;
+            for (int c = 0; c < cols; c++) bind_cell(q, c + 1, &bt->rows[r][c]);
+            s = run_insert(st, q, batch_def[b].table, step, err);
+        }
+    }
+    bt->n = 0;
+    return s;
+}
+
+/* The cells of the next row of batcher b (fill them, then batch_add). */
+static inline cell *batch_row(lt_store *st, int b) { return st->batch[b].rows[st->batch[b].n]; }
+
+static inline lt_status batch_add(lt_store *st, int b, uint64_t step, lt_error *err) {
+    return ++st->batch[b].n == BATCH ? batch_flush(st, b, step, err) : LT_OK;
+}
+
+/* ------------------------------------------------------------------ comparing configs */
+
+/* One "key = value" of a lt_config_dump text; value NULL for "; key =" (no value). */
+typedef struct cfg_entry {
+    char section[32];
+    char key[64];
+    char *value;
+} cfg_entry;
+
+typedef struct cfg_list {
+    cfg_entry *v;
+    size_t n, cap;
+} cfg_list;
+
+static void cfg_list_free(cfg_list *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->v[i].value);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static bool is_key_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
+
+/* Whether the plan-relevant part of the config holds section.key: [model], [parallel] and
+ * [plan] except plan.steps (resuming to more steps is the point of resuming). */
+static bool plan_relevant(const char *section, const char *key) {
+    if (strcmp(section, "plan") == 0) return strcmp(key, "steps") != 0;
+    return strcmp(section, "model") == 0 || strcmp(section, "parallel") == 0;
+}
+
+/* Parse the plan-relevant entries of a dump, values without their "; origin" comments. */
+static void cfg_parse(const char *text, cfg_list *out) {
+    memset(out, 0, sizeof *out);
+    char section[32] = "";
+    const char *p = text ? text : "";
+    while (*p) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        const char *line = p;
+        p = eol ? eol + 1 : p + len;
+        while (len > 0 && (line[0] == ' ' || line[0] == '\t')) line++, len--;
+        while (len > 0 && (line[len - 1] == ' ' || line[len - 1] == '\t' || line[len - 1] == '\r')) len--;
+        if (len == 0) continue;
+        if (line[0] == '[') {
+            size_t n = 1;
+            while (n < len && line[n] != ']') n++;
+            snprintf(section, sizeof section, "%.*s", (int)(n - 1), line + 1);
+            continue;
+        }
+        const char *key = line, *value = NULL;
+        size_t klen = 0, vlen = 0;
+        bool unset = false;
+        if (line[0] == ';' || line[0] == '#') {
+            /* "; key =": a key without a value; any other comment is skipped */
+            size_t i = 1;
+            while (i < len && line[i] == ' ') i++;
+            key = line + i;
+            while (i < len && is_key_char(line[i])) i++, klen++;
+            if (klen == 0 || len - i != 2 || strncmp(line + i, " =", 2) != 0) continue;
+            unset = true;
+        } else {
+            while (klen < len && is_key_char(line[klen])) klen++;
+            size_t i = klen;
+            while (i < len && line[i] == ' ') i++;
+            if (klen == 0 || i >= len || line[i] != '=') continue;
+            i++;
+            while (i < len && line[i] == ' ') i++;
+            value = line + i;
+            vlen = len - i;
+            /* a ';' after a blank starts the origin comment (values cannot hold one) */
+            for (size_t j = 1; j < vlen; j++) {
+                if (value[j] == ';' && (value[j - 1] == ' ' || value[j - 1] == '\t')) {
+                    vlen = j;
+                    break;
+                }
+            }
+            while (vlen > 0 && (value[vlen - 1] == ' ' || value[vlen - 1] == '\t')) vlen--;
+        }
+        if (klen >= sizeof out->v[0].key) continue;
+        cfg_entry e;
+        memset(&e, 0, sizeof e);
+        snprintf(e.section, sizeof e.section, "%s", section);
+        memcpy(e.key, key, klen);
+        if (!plan_relevant(e.section, e.key)) continue;
+        if (!unset) {
+            e.value = lt_malloc_check(vlen + 1);
+            memcpy(e.value, value, vlen);
+            e.value[vlen] = '\0';
+        }
+        if (out->n == out->cap) {
+            out->cap = out->cap ? 2 * out->cap : 64;
+            out->v = lt_realloc_check(out->v, out->cap * sizeof *out->v);
+        }
+        out->v[out->n++] = e;
+    }
+}
+
+/* Equal values: the same text, or the same typed value of the key ("256K" = "262144"). */
+static bool cfg_values_equal(const char *section, const char *key, const char *a, const char *b) {
+    if (!a || !b) return a == b;
+    if (strcmp(a, b) == 0) return true;
+    const lt_config_key *k = lt_config_find_key(section, key);
+    if (!k) return false;
+    switch (k->type) {
+    case LT_CONFIG_INT: {
+        int64_t x, y;
+        return lt_parse_int64(a, &x) == LT_OK && lt_parse_int64(b, &y) == LT_OK && x == y;
+    }
+    case LT_CONFIG_SIZE: {
+        uint64_t x, y;
+        return lt_parse_size(a, &x) == LT_OK && lt_parse_size(b, &y) == LT_OK && x == y;
+    }
+    case LT_CONFIG_DOUBLE: {
+        double x, y;
+        return lt_parse_double(a, &x) == LT_OK && lt_parse_double(b, &y) == LT_OK && x == y;
+    }
+    case LT_CONFIG_BOOL: {
+        bool x, y;
+        return lt_parse_bool(a, &x) == LT_OK && lt_parse_bool(b, &y) == LT_OK && x == y;
+    }
+    default: return false;
+    }
+}
+
+static const cfg_entry *cfg_find(const cfg_list *l, const char *section, const char *key) {
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i].section, section) == 0 && strcmp(l->v[i].key, key) == 0) return &l->v[i];
+    return NULL;
+}
+
+static lt_status refuse(lt_error *err, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static lt_status refuse(lt_error *err, const char *path, const char *fmt, ...) {
+    char what[LT_ERROR_WHAT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    lt_fail(err, LT_ERR_CONFIG, path, "%s %s", path, what);
+    lt_error_hint(err, "give another --db, or delete %s to plan from scratch", path);
+    return LT_ERR_CONFIG;
+}
+
+/* Whether the stored run is the run `run` resumes: the plan-relevant config values,
+ * fingerprint, strategy, sample policy and tuning. LT_ERR_CONFIG naming the first difference. */
+static lt_status same_run(const lt_run_info *have, const lt_run_info *run, const char *path, lt_error *err) {
+    cfg_list a, b;
+    cfg_parse(run->config, &a);
+    cfg_parse(have->config, &b);
+    lt_status s = LT_OK;
+    for (size_t i = 0; i < a.n && s == LT_OK; i++) {
+        const cfg_entry *e = &a.v[i], *f = cfg_find(&b, e->section, e->key);
+        const char *fv = f ? f->value : NULL;
+        if (!f) { /* a key the file's writer did not know had its default there */
+            const lt_config_key *k = lt_config_find_key(e->section, e->key);
+            fv = k ? k->def : NULL;
+        }
+        if (!cfg_values_equal(e->section, e->key, e->value, fv))
+            s = refuse(err, path, "was built from a different config: [%s] %s = %s here, %s in the file", e->section,
+                       e->key, e->value ? e->value : "(no value)", fv ? fv : "(no value)");
+    }
+    for (size_t i = 0; i < b.n && s == LT_OK; i++) {
+        const cfg_entry *f = &b.v[i];
+        if (!cfg_find(&a, f->section, f->key) && f->value)
+            s = refuse(err, path, "was built from a different config: [%s] %s = (no value) here, %s in the file",
+                       f->section, f->key, f->value);
+    }
+    cfg_list_free(&a);
+    cfg_list_free(&b);
+    if (s != LT_OK) return s;
+#define SAME(field, what)                                                                                      \
+    do {                                                                                                        \
+        const char *x = run->field ? run->field : "", *y = have->field ? have->field : "";                     \
+        if (strcmp(x, y) != 0) return refuse(err, path, "was built " what ": %s here, %s in the file", x, y); \
+    } while (0)
+    SAME(fingerprint, "from different input data (corpus fingerprint)");
+    SAME(strategy, "with another strategy");
+    SAME(sample_policy, "with another sample policy");
+    SAME(tuning, "with another tuning");
+#undef SAME
+    return LT_OK;
+}
+
+/* ------------------------------------------------------------------ writing */
+
+/* Copy `from` to the new file `to` (same permission bits), checking every call. */
+static lt_status copy_file(const char *from, const char *to, lt_error *err) {
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    if (in < 0) return lt_fail(err, LT_ERR_IO, from, "cannot open the plan database: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(in, &sb) != 0) {
+        lt_status s = lt_fail(err, LT_ERR_IO, from, "cannot stat the plan database: %s", strerror(errno));
+        close(in);
+        return s;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(in);
+        return lt_fail(err, LT_ERR_IO, from, "the plan database is not a regular file");
+    }
+    int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0) {
+        lt_status s = lt_fail(err, LT_ERR_IO, to, "cannot create the temporary plan database: %s", strerror(errno));
+        close(in);
+        return s;
+    }
+    enum { BUF = 1 << 20 };
+    char *buf = lt_malloc_check(BUF);
+    lt_status s = LT_OK;
+    for (;;) {
+        ssize_t n = read(in, buf, BUF);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            s = lt_fail(err, LT_ERR_IO, from, "cannot read the plan database: %s", strerror(errno));
+            break;
+        }
+        if (n == 0) break;
+        for (ssize_t done = 0; done < n;) {
+            ssize_t w = write(out, buf + done, (size_t)(n - done));
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0) {
+                s = lt_fail(err, LT_ERR_IO, to, "cannot write the temporary plan database: %s", strerror(errno));
+                break;
+            }
+            done += w;
+        }
+        if (s != LT_OK) break;
+    }
+    free(buf);
+    if (s == LT_OK && fchmod(out, sb.st_mode & 07777) != 0)
+        s = lt_fail(err, LT_ERR_IO, to, "cannot set the permissions of the temporary plan database: %s",
+                    strerror(errno));
+    if (close(out) != 0 && s == LT_OK)
+        s = lt_fail(err, LT_ERR_IO, to, "cannot write the temporary plan database: %s", strerror(errno));
+    close(in);
+    if (s != LT_OK) unlink(to);
+    return s;
+}
+
+static lt_status insert_run(lt_store *st, const lt_run_info *run, lt_error *err) {
+    sqlite3_stmt *q;
+    lt_status s = lt_db_prepare(st->db,
+                                "INSERT INTO runs (run_id, name, strategy, config, fingerprint, input, sample_policy, "
+                                "context_len, global_batch, seed, dp, pp, tp, layers, mem_cap_bytes, tuning, "
+                                "n_samples_total, longtail_version) "
+                                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+                                "?18)",
+                                &q, err);
+    if (s != LT_OK) return s;
+    const char *text[] = {run->name,  run->strategy,     run->config, run->fingerprint,
+                          run->input, run->sample_policy};
+    sqlite3_bind_int64(q, 1, st->run_id);
+    for (int i = 0; i < 6; i++) sqlite3_bind_text(q, 2 + i, text[i] ? text[i] : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 8, run->context_len);
+    sqlite3_bind_int64(q, 9, run->global_batch);
+    sqlite3_bind_int64(q, 10, run->seed);
+    sqlite3_bind_int(q, 11, run->dp);
+    sqlite3_bind_int(q, 12, run->pp);
+    sqlite3_bind_int(q, 13, run->tp);
+    sqlite3_bind_int(q, 14, run->layers);
+    sqlite3_bind_int64(q, 15, isfinite(run->mem_cap) && run->mem_cap > 0 ? llround(run->mem_cap) : 0);
+    sqlite3_bind_text(q, 16, run->tuning ? run->tuning : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 17, (int64_t)run->n_samples_total);
+    sqlite3_bind_text(q, 18, run->version ? run->version : PACKAGE_VERSION, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+        s = lt_db_fail(st->db, err, "cannot store the run");
+        lt_error_hint(err, "the run info breaks a constraint of table runs (docs/plans-schema.md)");
+    }
+    sqlite3_finalize(q);
+    return s;
+}
+
+/* Give the new, empty database at tmp its page size before the schema is created (VACUUM
+ * writes the header of an empty file). PLAN_PAGE_SIZE: larger pages make shallower B-trees
+ * for the millions of small rows of a build. */
+#ifndef PLAN_PAGE_SIZE
+#define PLAN_PAGE_SIZE 32768
+#endif
+static lt_status set_page_size(const char *tmp, const char *path, lt_error *err) {
+    sqlite3 *db = NULL;
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA page_size = %d; VACUUM;", PLAN_PAGE_SIZE);
+    lt_status s = LT_OK;
+    if (sqlite3_open_v2(tmp, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK ||
+        sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        s = lt_fail(err, LT_ERR_IO, path, "cannot create the plan database: %s",
+                    db ? sqlite3_errmsg(db) : "out of memory");
+    if (db && sqlite3_close(db) != SQLITE_OK && s == LT_OK)
+        s = lt_fail(err, LT_ERR_IO, path, "cannot create the plan database: %s", sqlite3_errmsg(db));
+    return s;
+}
+
+lt_status lt_store_begin(lt_store **out, const char *path, const lt_run_info *run, bool timings, lt_error *err) {
+    *out = NULL;
+    if (!path || !*path) return lt_fail(err, LT_ERR_USAGE, NULL, "no plan database path given");
+    if (!run || !run->config || !run->fingerprint || !run->strategy)
+        return lt_fail(err, LT_ERR_INTERNAL, path, "lt_store_begin: the run needs its config, fingerprint, strategy");
+    lt_store *st = lt_calloc_check(1, sizeof *st);
+    st->path = lt_strdup_check(path);
+    st->run_id = RUN_ID;
+    st->timings = timings;
+    st->batch = lt_calloc_check(B_COUNT, sizeof *st->batch);
+    size_t n = strlen(path) + 32;
+    st->tmp = lt_malloc_check(n);
+    snprintf(st->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    remove_tmp(st->tmp); /* a stale file of a killed writer that had our pid */
+
+    struct stat sb;
+    int found = stat(path, &sb);
+    bool resume = found == 0 && sb.st_size > 0; /* an empty file is a new database */
+    lt_status s = LT_OK;
+    if (found != 0 && errno != ENOENT) {
+        s = lt_fail(err, LT_ERR_IO, path, "cannot open the plan database: %s", strerror(errno));
+    } else if (resume) {
+        s = copy_file(path, st->tmp, err);
+    } else {
+        /* create the temporary ourselves: a missing directory or a permission error is
+         * reported with the system's reason, naming the target */
+        int fd = open(st->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0) {
+            s = lt_fail(err, LT_ERR_IO, path, "cannot create the plan database: %s", strerror(errno));
+            if (errno == ENOENT) lt_error_hint(err, "the directory of %s does not exist; create it first", path);
+        } else {
+            close(fd);
+            s = set_page_size(st->tmp, path, err);
+        }
+    }
+    if (s != LT_OK) {
+        free(st->tmp);
+        st->tmp = NULL; /* nothing of ours to remove (copy_file cleans up after itself) */
+        store_free(st);
+        return s;
+    }
+    s = lt_db_open(&st->db, st->tmp, &plan_schema, LT_DB_CREATE, err);
+    if (s != LT_OK) retarget_error(err, st->tmp, path);
+    /* Fast writing on the private temporary file (see the top of this file); foreign keys
+     * are declared for documentation and PRAGMA foreign_key_check, not enforced here. */
+    if (s == LT_OK)
+        s = lt_db_exec(st->db,
+                       "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA locking_mode = EXCLUSIVE; "
+                       "PRAGMA foreign_keys = OFF; PRAGMA cache_size = -65536; BEGIN;",
+                       err);
+    if (s == LT_OK) {
+        if (resume) {
+            lt_run_info have;
+            s = read_run(st, &have, err);
+            if (s == LT_OK) {
+                s = same_run(&have, run, path, err);
+                lt_run_info_free(&have);
+            }
+        } else {
+            s = insert_run(st, run, err);
+        }
+    }
+    if (s == LT_OK) s = load_run_shape(st, err);
+    if (s != LT_OK) {
+        retarget_error(err, st->tmp, path);
+        lt_store_abort(st);
+        return s;
+    }
+    *out = st;
+    return LT_OK;
+}
+
+lt_status lt_store_has_step(lt_store *st, uint64_t step, bool *has, lt_error *err) {
+    *has = false;
+    if (step > (uint64_t)INT64_MAX) return LT_OK;
+    sqlite3_stmt *q;
+    lt_status s = query(st, Q_HAS_STEP, &q, err);
+    if (s != LT_OK) return s;
+    sqlite3_bind_int64(q, 2, (int64_t)step);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) *has = true;
+    else if (rc != SQLITE_DONE) s = lt_db_fail(st->db, err, "cannot read table steps");
+    sqlite3_reset(q);
+    return s;
+}
+
+static const char *const kind_text[] = {"F", "FK", "B"};
+static const char *const part_text[] = {"all", "pre", "attn", "post"};
+
+/* Run an insert bound by the caller; on failure the store is spoilt (no journal to undo). */
+static lt_status run_insert(lt_store *st, sqlite3_stmt *q, const char *table, uint64_t step, lt_error *err) {
+    int rc = sqlite3_step(q);
+    sqlite3_reset(q);
+    if (rc == SQLITE_DONE) return LT_OK;
+    st->failed = true;
+    char what[96];
+    snprintf(what, sizeof what, "cannot store step %" PRIu64 " in table %s", step, table);
+    lt_status s = lt_db_fail(st->db, err, what);
+    if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+        if (err) err->status = LT_ERR_INPUT;
+        s = LT_ERR_INPUT;
+        lt_error_hint(err, "the plan breaks a constraint of the schema (docs/plans-schema.md)");
+    }
+    return s;
+}
+
+/* What put_step needs of a plan before it writes anything (a half-written step cannot be
+ * undone): the run's shape, pipelines in dp_rank order, sample indices in range. */
+static lt_status check_putable(const lt_store *st, const lt_step_plan *p, const lt_sample *samples, lt_error *err) {
+#define BAD(...) return lt_fail(err, LT_ERR_INTERNAL, st->path, __VA_ARGS__)
+    if (p->step > (uint64_t)INT64_MAX) BAD("step %" PRIu64 " is out of range", p->step);
+    if (p->pp != st->pp)
+        BAD("step %" PRIu64 ": the plan has %d pipeline stages, the run %d", p->step, p->pp, st->pp);
+    if (p->n_samples > 0 && (!p->lengths || !p->sample_rank || !samples))
+        BAD("step %" PRIu64 ": the plan's lengths, sample_rank or the samples are missing", p->step);
+    if (p->n_ranks > 0 && !p->ranks) BAD("step %" PRIu64 ": the plan has no pipelines array", p->step);
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        const lt_rank_plan *rp = &p->ranks[r];
+        if (rp->sched.stages != st->pp || rp->sched.layers != st->layers)
+            BAD("step %" PRIu64 ", pipeline %zu: a schedule of %d stages x %d layers, the run has %d x %d", p->step, r,
+                rp->sched.stages, rp->sched.layers, st->pp, st->layers);
+        if (rp->dp_rank < 0 || rp->cp < 1 || (r > 0 && rp->dp_rank <= p->ranks[r - 1].dp_rank))
+            BAD("step %" PRIu64 ", pipeline %zu: dp_rank %d, cp %d (pipelines must be in increasing dp_rank order)",
+                p->step, r, rp->dp_rank, rp->cp);
+        if (!rp->stage_busy_s || !rp->stage_peak_mem || (lt_schedule_n_ops(&rp->sched) > 0 && !rp->ops))
+            BAD("step %" PRIu64 ", pipeline %zu: predictions missing (ops, stage_busy_s or stage_peak_mem)", p->step,
+                r);
+        for (size_t u = 0; u < rp->sched.n_units; u++) {
+            const lt_unit *un = &rp->sched.units[u];
+            if ((size_t)un->first_slice + un->n_slices > rp->sched.n_slices)
+                BAD("step %" PRIu64 ", pipeline %zu: unit %zu names slices past the slice table", p->step, r, u);
+        }
+        for (int s = 0; s < rp->sched.stages; s++)
+            for (size_t i = 0; i < rp->sched.stage[s].n; i++)
+                if (rp->sched.stage[s].ops[i].kind > LT_OP_B || rp->sched.stage[s].ops[i].part > LT_PART_POST)
+                    BAD("step %" PRIu64 ", pipeline %zu, stage %d: op %zu has an unknown kind or part", p->step, r, s,
+                        i);
+    }
+    for (size_t i = 0; i < p->n_samples; i++) {
+        if (p->sample_rank[i] < 0 || (size_t)p->sample_rank[i] >= p->n_ranks)
+            BAD("step %" PRIu64 ": sample %zu is on pipeline %d of %zu", p->step, i, p->sample_rank[i], p->n_ranks);
+        if (samples[i].length != p->lengths[i])
+            BAD("step %" PRIu64 ": sample %zu has %" PRId64 " tokens in the plan, %" PRId64 " in the samples", p->step,
+                i, p->lengths[i], samples[i].length);
+        if (samples[i].id > (uint64_t)INT64_MAX || samples[i].doc > (uint64_t)INT64_MAX)
+            BAD("step %" PRIu64 ": sample %zu: id or document out of range", p->step, i);
+    }
+#undef BAD
+    return LT_OK;
+}
+
+lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample *samples, lt_error *err) {
+    if (!st->tmp) return lt_fail(err, LT_ERR_INTERNAL, st->path, "lt_store_put_step on a store opened for reading");
+    if (st->failed)
+        return lt_fail(err, LT_ERR_INTERNAL, st->path, "lt_store_put_step after a failed put (abort the store)");
+    lt_status s = check_putable(st, p, samples, err);
+    if (s != LT_OK) return s;
+    bool has;
+    if ((s = lt_store_has_step(st, p->step, &has, err)) != LT_OK) return s;
+    if (has) return lt_fail(err, LT_ERR_INTERNAL, st->path, "step %" PRIu64 " is already stored", p->step);
+
+    const int64_t step = (int64_t)p->step;
+    sqlite3_stmt *q;
+    int64_t tokens = 0;
+    for (size_t i = 0; i < p->n_samples; i++) tokens += p->lengths[i];
+
+    if ((s = query(st, Q_INS_STEP, &q, err)) != LT_OK) return s;
+    sqlite3_bind_int64(q, 2, step);
+    sqlite3_bind_text(q, 3, lt_strategy_name(p->strategy), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 4, (int64_t)p->n_samples);
+    sqlite3_bind_int64(q, 5, tokens);
+    sqlite3_bind_double(q, 6, p->time_s * 1e3);
+    sqlite3_bind_double(q, 7, p->bubble_ratio);
+    sqlite3_bind_double(q, 8, p->peak_mem);
+    if (st->timings) sqlite3_bind_double(q, 9, p->solve_ms);
+    sqlite3_bind_text(q, 10, p->params, (int)strnlen(p->params, sizeof p->params), SQLITE_STATIC);
+    sqlite3_bind_text(q, 11, p->solver_status, (int)strnlen(p->solver_status, sizeof p->solver_status),
+                      SQLITE_STATIC);
+    if ((unsigned)p->runner_up < LT_STRATEGY_COUNT) {
+        sqlite3_bind_text(q, 12, lt_strategy_name(p->runner_up), -1, SQLITE_STATIC);
+        sqlite3_bind_double(q, 13, p->runner_up_time_s * 1e3);
+    }
+    if ((s = run_insert(st, q, "steps", p->step, err)) != LT_OK) return s;
+
+    for (size_t i = 0; i < p->n_samples; i++) {
+        const lt_sample *sm = &samples[i];
+        cell *c = batch_row(st, B_SAMPLES);
+        cell_int(&c[0], st->run_id);
+        cell_int(&c[1], step);
+        cell_int(&c[2], (int64_t)i);
+        cell_int(&c[3], (int64_t)sm->id);
+        cell_int(&c[4], p->lengths[i]);
+        cell_int(&c[5], p->ranks[p->sample_rank[i]].dp_rank);
+        cell_int(&c[6], sm->task);
+        cell_int(&c[7], (int64_t)sm->doc);
+        cell_int(&c[8], sm->offset);
+        if ((s = batch_add(st, B_SAMPLES, p->step, err)) != LT_OK) return s;
+    }
+
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        const lt_rank_plan *rp = &p->ranks[r];
+        const lt_schedule *sc = &rp->sched;
+        if ((s = query(st, Q_INS_PIPELINE, &q, err)) != LT_OK) return s;
+        sqlite3_bind_int64(q, 2, step);
+        sqlite3_bind_int(q, 3, rp->dp_rank);
+        sqlite3_bind_int(q, 4, rp->cp);
+        sqlite3_bind_double(q, 5, rp->time_s * 1e3);
+        if ((s = run_insert(st, q, "pipelines", p->step, err)) != LT_OK) return s;
+
+        if ((s = query(st, Q_INS_STAGE, &q, err)) != LT_OK) return s;
+        sqlite3_bind_int64(q, 2, step);
+        sqlite3_bind_int(q, 3, rp->dp_rank);
+        for (int g = 0; g < sc->stages; g++) {
+            sqlite3_bind_int(q, 4, g);
+            sqlite3_bind_double(q, 5, rp->stage_busy_s[g] * 1e3);
+            sqlite3_bind_double(q, 6, rp->stage_peak_mem[g]);
+            if ((s = run_insert(st, q, "stages", p->step, err)) != LT_OK) return s;
+        }
+
+        /* Only symmetric units today: every unit is the same in both passes ('FB'). */
+        for (size_t u = 0; u < sc->n_units; u++) {
+            const lt_unit *un = &sc->units[u];
+            for (uint32_t k = 0; k < un->n_slices; k++) {
+                const lt_slice *sl = &sc->slices[un->first_slice + k];
+                cell *c = batch_row(st, B_SLICES);
+                cell_int(&c[0], st->run_id);
+                cell_int(&c[1], step);
+                cell_int(&c[2], rp->dp_rank);
+                cell_text(&c[3], "FB");
+                cell_int(&c[4], (int64_t)u);
+                cell_int(&c[5], k);
+                cell_int(&c[6], sl->sample);
+                cell_int(&c[7], sl->begin);
+                cell_int(&c[8], sl->end);
+                if ((s = batch_add(st, B_SLICES, p->step, err)) != LT_OK) return s;
+            }
+        }
+
+        size_t id = 0;
+        for (int g = 0; g < sc->stages; g++) {
+            for (size_t i = 0; i < sc->stage[g].n; i++, id++) {
+                const lt_op *op = &sc->stage[g].ops[i];
+                const lt_plan_op *po = &rp->ops[id];
+                cell *c = batch_row(st, B_OPS);
+                cell_int(&c[0], st->run_id);
+                cell_int(&c[1], step);
+                cell_int(&c[2], rp->dp_rank);
+                cell_int(&c[3], g);
+                cell_int(&c[4], (int64_t)i);
+                cell_text(&c[5], kind_text[op->kind]);
+                cell_int(&c[6], op->unit);
+                cell_int(&c[7], op->recompute_layers);
+                cell_int(&c[8], op->layer_begin);
+                cell_int(&c[9], op->layer_end);
+                cell_text(&c[10], part_text[op->part]);
+                cell_real(&c[11], po->start_s * 1e3);
+                cell_real(&c[12], po->finish_s * 1e3);
+                cell_real(&c[13], po->mem_bytes);
+                if ((s = batch_add(st, B_OPS, p->step, err)) != LT_OK) return s;
+            }
+        }
+    }
+    for (int b = 0; b < B_COUNT; b++)
+        if ((s = batch_flush(st, b, p->step, err)) != LT_OK) return s;
+    return LT_OK;
+}
+
+/* The directory part of a path ("." when it has none). */
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return lt_strdup_check(".");
+    if (slash == path) return lt_strdup_check("/");
+    char *d = lt_malloc_check((size_t)(slash - path) + 1);
+    memcpy(d, path, (size_t)(slash - path));
+    d[slash - path] = '\0';
+    return d;
+}
+
+lt_status lt_store_commit(lt_store *st, lt_error *err) {
+    if (!st) return lt_fail(err, LT_ERR_INTERNAL, NULL, "lt_store_commit without a store");
+    if (!st->tmp) {
+        lt_status s = lt_fail(err, LT_ERR_INTERNAL, st->path, "lt_store_commit on a store opened for reading");
+        store_free(st);
+        return s;
+    }
+    if (st->failed) {
+        lt_status s = lt_fail(err, LT_ERR_INTERNAL, st->path, "a step failed to store; nothing was written");
+        lt_store_abort(st);
+        return s;
+    }
+    /* Planner statistics (a sample of each index, deterministic) so that queries filtering
+     * on step alone use the (run_id, step, ...) keys by skip-scan. */
+    lt_status s = lt_db_exec(st->db, "PRAGMA analysis_limit = 1000; ANALYZE; COMMIT;", err);
+    if (s != LT_OK) {
+        retarget_error(err, st->tmp, st->path);
+        lt_error_prefix(err, "committing the plans: ");
+        lt_store_abort(st);
+        return s;
+    }
+    for (int i = 0; i < Q_COUNT; i++) {
+        sqlite3_finalize(st->q[i]);
+        st->q[i] = NULL;
+    }
+    finalize_batches(st);
+    if (sqlite3_close(st->db) != SQLITE_OK) {
+        s = lt_db_fail(st->db, err, "cannot close the temporary plan database");
+        lt_store_abort(st);
+        return s;
+    }
+    st->db = NULL;
+    /* synchronous was off while writing: make the data durable before it gets its name */
+    int fd = open(st->tmp, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        s = lt_fail(err, LT_ERR_IO, st->tmp, "cannot sync the plan database: %s", strerror(errno));
+        if (fd >= 0) close(fd);
+        lt_store_abort(st);
+        return s;
+    }
+    if (close(fd) != 0) {
+        s = lt_fail(err, LT_ERR_IO, st->tmp, "cannot sync the plan database: %s", strerror(errno));
+        lt_store_abort(st);
+        return s;
+    }
+    if (rename(st->tmp, st->path) != 0) {
+        s = lt_fail(err, LT_ERR_IO, st->path, "cannot rename %s over the plan database: %s", st->tmp,
+                    strerror(errno));
+        lt_store_abort(st);
+        return s;
+    }
+    char *dir = dir_of(st->path);
+    s = lt_fsync_dir(dir, err);
+    free(dir);
+    free(st->tmp);
+    st->tmp = NULL;
+    store_free(st);
+    return s;
+}
+
+void lt_store_abort(lt_store *st) {
+    if (!st) return;
+    close_db(st);
+    remove_tmp(st->tmp);
+    store_free(st);
+}
+
+/* ------------------------------------------------------------------ reading */
+
+lt_status lt_store_open(lt_store **out, const char *path, lt_error *err) {
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        lt_status s = lt_fail(err, LT_ERR_IO, path, "cannot open the plan database: %s", strerror(errno));
+        if (errno == ENOENT) lt_error_hint(err, "check the path; 'planner build --db FILE' writes one");
+        return s;
+    }
+    if (!S_ISREG(sb.st_mode)) return lt_fail(err, LT_ERR_IO, path, "the plan database is not a regular file");
+    lt_store *st = lt_calloc_check(1, sizeof *st);
+    st->path = lt_strdup_check(path);
+    st->run_id = RUN_ID;
+    lt_status s = lt_db_open(&st->db, path, &plan_schema, LT_DB_READONLY, err);
+    if (s == LT_OK) s = load_run_shape(st, err);
+    if (s != LT_OK) {
+        store_free(st);
+        return s;
+    }
+    *out = st;
+    return LT_OK;
+}
+
+void lt_store_close(lt_store *st) {
+    if (!st) return;
+    if (st->tmp) {
+        lt_store_abort(st);
+        return;
+    }
+    store_free(st);
+}
+
+lt_status lt_store_run_info(lt_store *st, lt_run_info *out, lt_error *err) { return read_run(st, out, err); }
+
+lt_status lt_store_steps(lt_store *st, uint64_t **steps, size_t *n, lt_error *err) {
+    *steps = NULL;
+    *n = 0;
+    sqlite3_stmt *q;
+    lt_status s = query(st, Q_STEP_LIST, &q, err);
+    if (s != LT_OK) return s;
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 256;
+            *steps = lt_realloc_check(*steps, cap * sizeof **steps);
+        }
+        (*steps)[(*n)++] = (uint64_t)sqlite3_column_int64(q, 0);
+    }
+    if (rc != SQLITE_DONE) {
+        s = lt_db_fail(st->db, err, "cannot read table steps");
+        free(*steps);
+        *steps = NULL;
+        *n = 0;
+    }
+    sqlite3_reset(q);
+    return s;
+}
+
+/* LT_ERR_INPUT for step `step` not stored, with the stored range as the hint. */
+static lt_status not_stored(lt_store *st, uint64_t step, lt_error *err) {
+    sqlite3_stmt *q;
+    lt_status s = query(st, Q_STEP_RANGE, &q, err);
+    if (s != LT_OK) return s;
+    int64_t lo = 0, hi = 0, count = 0;
+    if (sqlite3_step(q) == SQLITE_ROW) {
+        lo = sqlite3_column_int64(q, 0);
+        hi = sqlite3_column_int64(q, 1);
+        count = sqlite3_column_int64(q, 2);
+    }
+    sqlite3_reset(q);
+    lt_fail(err, LT_ERR_INPUT, st->path, "step %" PRIu64 " is not stored", step);
+    if (count == 0)
+        lt_error_hint(err, "the file holds no steps yet");
+    else if (hi - lo + 1 == count)
+        lt_error_hint(err, "the file holds steps %" PRId64 "..%" PRId64, lo, hi);
+    else
+        lt_error_hint(err, "the file holds %" PRId64 " steps between %" PRId64 " and %" PRId64
+                           " ('sqlite3 FILE \"SELECT step FROM steps\"' lists them)",
+                      count, lo, hi);
+    return LT_ERR_INPUT;
+}
+
+/* A growing array of op predictions for one pipeline. */
+typedef struct pred_buf {
+    lt_plan_op *v;
+    size_t n, cap;
+} pred_buf;
+
+static int text_index(const unsigned char *t, const char *const *names, int n) {
+    for (int i = 0; t && i < n; i++)
+        if (strcmp((const char *)t, names[i]) == 0) return i;
+    return -1;
+}
+
+/* The pipeline index of dp_rank in p->ranks (sorted), or -1. */
+static int rank_index(const lt_step_plan *p, int64_t dp_rank) {
+    size_t lo = 0, hi = p->n_ranks;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (p->ranks[mid].dp_rank < dp_rank) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < p->n_ranks && p->ranks[lo].dp_rank == dp_rank ? (int)lo : -1;
+}
+
+/* Step a reading query; SQLITE_ROW or SQLITE_DONE, else an I/O error is filled. */
+static int step_row(lt_store *st, sqlite3_stmt *q, const char *table, lt_status *s, lt_error *err) {
+    int rc = sqlite3_step(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        char what[64];
+        snprintf(what, sizeof what, "cannot read table %s", table);
+        *s = lt_db_fail(st->db, err, what);
+    }
+    return rc;
+}
+
+/* LT_ERR_INPUT "step N: WHAT" naming the file. */
+static lt_status step_fail(lt_error *err, const char *path, uint64_t step, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static lt_status step_fail(lt_error *err, const char *path, uint64_t step, const char *fmt, ...) {
+    char what[LT_ERROR_WHAT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return lt_fail(err, LT_ERR_INPUT, path, "step %" PRIu64 ": %s", step, what);
+}
+
+static lt_status read_step(lt_store *st, uint64_t step, lt_step_plan *p, lt_sample **samples_out, lt_error *err) {
+    const int64_t st_step = (int64_t)step;
+    sqlite3_stmt *q;
+    lt_status s;
+    int rc;
+#define BAD(...)                                   \
+    do {                                           \
+        s = step_fail(err, st->path, step, __VA_ARGS__); \
+        goto done;                                 \
+    } while (0)
+
+    /* steps */
+    if ((s = query(st, Q_GET_STEP, &q, err)) != LT_OK) return s;
+    sqlite3_bind_int64(q, 2, st_step);
+    rc = step_row(st, q, "steps", &s, err);
+    if (rc == SQLITE_DONE) {
+        sqlite3_reset(q);
+        return not_stored(st, step, err);
+    }
+    if (rc != SQLITE_ROW) goto done;
+    p->step = step;
+    p->pp = st->pp;
+    const unsigned char *name = sqlite3_column_text(q, 0);
+    int strat = -1;
+    for (int i = 0; name && i < LT_STRATEGY_COUNT; i++)
+        if (strcmp((const char *)name, lt_strategy_name((lt_strategy)i)) == 0) strat = i;
+    if (strat < 0) BAD("table steps: unknown strategy '%s'", name ? (const char *)name : "");
+    p->strategy = (lt_strategy)strat;
+    int64_t n_samples = sqlite3_column_int64(q, 1);
+    if (n_samples < 0 || n_samples > (int64_t)INT32_MAX) BAD("table steps: n_samples %" PRId64, n_samples);
+    p->n_samples = (size_t)n_samples;
+    p->time_s = sqlite3_column_double(q, 3) / 1e3;
+    p->bubble_ratio = sqlite3_column_double(q, 4);
+    p->peak_mem = sqlite3_column_double(q, 5);
+    p->solve_ms = sqlite3_column_type(q, 6) == SQLITE_NULL ? 0 : sqlite3_column_double(q, 6);
+    snprintf(p->params, sizeof p->params, "%s",
+             sqlite3_column_text(q, 7) ? (const char *)sqlite3_column_text(q, 7) : "");
+    snprintf(p->solver_status, sizeof p->solver_status, "%s",
+             sqlite3_column_text(q, 8) ? (const char *)sqlite3_column_text(q, 8) : "");
+    p->runner_up = LT_STRATEGY_COUNT;
+    if (sqlite3_column_type(q, 9) != SQLITE_NULL) {
+        const unsigned char *ru = sqlite3_column_text(q, 9);
+        for (int i = 0; i < LT_STRATEGY_COUNT; i++)
+            if (strcmp((const char *)ru, lt_strategy_name((lt_strategy)i)) == 0) p->runner_up = (lt_strategy)i;
+        if (p->runner_up == LT_STRATEGY_COUNT) BAD("table steps: unknown runner_up '%s'", (const char *)ru);
+        p->runner_up_time_s = sqlite3_column_double(q, 10) / 1e3;
+    }
+    sqlite3_reset(q);
+
+    /* pipelines */
+    if ((s = query(st, Q_GET_PIPELINES, &q, err)) != LT_OK) goto done;
+    sqlite3_bind_int64(q, 2, st_step);
+    size_t cap = 0;
+    while ((rc = step_row(st, q, "pipelines", &s, err)) == SQLITE_ROW) {
+        if (p->n_ranks == cap) {
+            cap = cap ? 2 * cap : 8;
+            p->ranks = lt_realloc_check(p->ranks, cap * sizeof *p->ranks);
+        }
+        lt_rank_plan *rp = &p->ranks[p->n_ranks];
+        memset(rp, 0, sizeof *rp);
+        rp->dp_rank = sqlite3_column_int(q, 0);
+        rp->cp = sqlite3_column_int(q, 1);
+        rp->time_s = sqlite3_column_double(q, 2) / 1e3;
+        rp->stage_busy_s = lt_calloc_check((size_t)st->pp, sizeof *rp->stage_busy_s);
+        rp->stage_peak_mem = lt_calloc_check((size_t)st->pp, sizeof *rp->stage_peak_mem);
+        p->n_ranks++;
+        if (lt_schedule_init(&rp->sched, st->pp, st->layers, err) != LT_OK) BAD("table runs: bad shape");
+    }
+    if (rc != SQLITE_DONE) goto done;
+    sqlite3_reset(q);
+    if (p->n_ranks == 0 && p->n_samples > 0) BAD("table pipelines: no rows for a step with samples");
+
+    /* stages: exactly stages 0..pp-1 of every pipeline, in order */
+    if ((s = query(st, Q_GET_STAGES, &q, err)) != LT_OK) goto done;
+    sqlite3_bind_int64(q, 2, st_step);
+    size_t rows = 0;
+    while ((rc = step_row(st, q, "stages", &s, err)) == SQLITE_ROW) {
+        int64_t dp = sqlite3_column_int64(q, 0), g = sqlite3_column_int64(q, 1);
+        size_t r = rows / (size_t)st->pp;
+        if (r >= p->n_ranks || p->ranks[r].dp_rank != dp || g != (int64_t)(rows % (size_t)st->pp))
+            BAD("table stages: row (dp_rank %" PRId64 ", stage %" PRId64 ") is unexpected: want stages 0..%d of "
+                "every pipeline",
+                dp, g, st->pp - 1);
+        p->ranks[r].stage_busy_s[g] = sqlite3_column_double(q, 2) / 1e3;
+        p->ranks[r].stage_peak_mem[g] = sqlite3_column_double(q, 3);
+        rows++;
+    }
+    if (rc != SQLITE_DONE) goto done;
+    sqlite3_reset(q);
+    if (rows != p->n_ranks * (size_t)st->pp)
+        BAD("table stages: %zu rows for %zu pipelines of %d stages", rows, p->n_ranks, st->pp);
+
+    /* samples */
+    p->lengths = lt_calloc_check(p->n_samples ? p->n_samples : 1, sizeof *p->lengths);
+    p->sample_rank = lt_calloc_check(p->n_samples ? p->n_samples : 1, sizeof *p->sample_rank);
+    lt_sample *smp = samples_out ? lt_calloc_check(p->n_samples ? p->n_samples : 1, sizeof *smp) : NULL;
+    if (samples_out) *samples_out = smp;
+    if ((s = query(st, Q_GET_SAMPLES, &q, err)) != LT_OK) goto done;
+    sqlite3_bind_int64(q, 2, st_step);
+    rows = 0;
+    while ((rc = step_row(st, q, "step_samples", &s, err)) == SQLITE_ROW) {
+        int64_t idx = sqlite3_column_int64(q, 0), dp = sqlite3_column_int64(q, 3);
+        if (idx != (int64_t)rows || rows >= p->n_samples)
+            BAD("table step_samples: row idx %" PRId64 " (want idx 0..%zu, one each)", idx,
+                p->n_samples ? p->n_samples - 1 : 0);
+        int r = rank_index(p, dp);
+        if (r < 0)
+            BAD("table step_samples: sample %" PRId64 " is on dp_rank %" PRId64 ", which has no pipeline", idx, dp);
+        p->lengths[rows] = sqlite3_column_int64(q, 2);
+        p->sample_rank[rows] = r;
+        if (smp) {
+            smp[rows].id = (uint64_t)sqlite3_column_int64(q, 1);
+            smp[rows].length = p->lengths[rows];
+            smp[rows].task = (uint32_t)sqlite3_column_int64(q, 4);
+            smp[rows].doc = (uint64_t)sqlite3_column_int64(q, 5);
+            smp[rows].offset = sqlite3_column_int64(q, 6);
+            smp[rows].corpus_doc = 0; /* not stored: the sampler's corpus index is not needed to find it */
+        }
+        rows++;
+    }
+    if (rc != SQLITE_DONE) goto done;
+    sqlite3_reset(q);
+    if (rows != p->n_samples) BAD("table step_samples: %zu rows, table steps says n_samples %zu", rows, p->n_samples);
+
+    /* units_slices: per pipeline, units 0, 1, ... each with slices seq 0, 1, ... */
+    if ((s = query(st, Q_GET_SLICES, &q, err)) != LT_OK) goto done;
+    sqlite3_bind_int64(q, 2, st_step);
+    int cur = -1;
+    int64_t cur_unit = -1, next_seq = 0;
+    while ((rc = step_row(st, q, "units_slices", &s, err)) == SQLITE_ROW) {
+        int64_t dp = sqlite3_column_int64(q, 0), unit = sqlite3_column_int64(q, 2), seq = sqlite3_column_int64(q, 3);
+        int64_t idx = sqlite3_column_int64(q, 4), b = sqlite3_column_int64(q, 5), e = sqlite3_column_int64(q, 6);
+        const unsigned char *passes = sqlite3_column_text(q, 1);
+        if (!passes || strcmp((const char *)passes, "FB") != 0)
+            BAD("table units_slices: dp_rank %" PRId64 " unit %" PRId64 " has passes '%s': asymmetric partitions "
+                "need a newer reader",
+                dp, unit, passes ? (const char *)passes : "");
+        int r = rank_index(p, dp);
+        if (r < 0) BAD("table units_slices: dp_rank %" PRId64 " has no pipeline", dp);
+        if (r != cur) {
+            cur = r;
+            cur_unit = -1;
+        }
+        lt_schedule *sc = &p->ranks[r].sched;
+        if (unit != cur_unit) {
+            if (unit != cur_unit + 1 || seq != 0)
+                BAD("table units_slices: dp_rank %" PRId64 " unit %" PRId64 " seq %" PRId64
+                    " (units must be numbered 0, 1, ... and slices from seq 0)",
+                    dp, unit, seq);
+            lt_schedule_add_unit(sc, (uint32_t)sc->n_slices, 0);
+            cur_unit = unit;
+            next_seq = 0;
+        }
+        if (seq != next_seq)
+            BAD("table units_slices: dp_rank %" PRId64 " unit %" PRId64 " is missing seq %" PRId64, dp, unit,
+                next_seq);
+        if (idx < 0 || (uint64_t)idx >= p->n_samples || b < 0 || e <= b)
+            BAD("table units_slices: dp_rank %" PRId64 " unit %" PRId64 " seq %" PRId64 ": sample %" PRId64
+                " tokens [%" PRId64 ", %" PRId64 ") out of range",
+                dp, unit, seq, idx, b, e);
+        lt_schedule_add_slice(sc, (int32_t)idx, b, e);
+        sc->units[sc->n_units - 1].n_slices++;
+        next_seq++;
+    }
+    if (rc != SQLITE_DONE) goto done;
+    sqlite3_reset(q);
+
+    /* ops, in op-id order (stage-major) with their predictions */
+    pred_buf *pred = lt_calloc_check(p->n_ranks ? p->n_ranks : 1, sizeof *pred);
+    if ((s = query(st, Q_GET_OPS, &q, err)) != LT_OK) goto done_pred;
+    sqlite3_bind_int64(q, 2, st_step);
+    while ((rc = step_row(st, q, "ops", &s, err)) == SQLITE_ROW) {
+        int64_t dp = sqlite3_column_int64(q, 0), g = sqlite3_column_int64(q, 1), seq = sqlite3_column_int64(q, 2);
+        int r = rank_index(p, dp);
+        int kind = text_index(sqlite3_column_text(q, 3), kind_text, 3);
+        int part = text_index(sqlite3_column_text(q, 8), part_text, 4);
+        if (r < 0 || g < 0 || g >= st->pp || kind < 0 || part < 0) {
+            s = lt_fail(err, LT_ERR_INPUT, st->path,
+                        "step %" PRIu64 ": table ops: row (dp_rank %" PRId64 ", stage %" PRId64 ", seq %" PRId64
+                        ") has no pipeline or stage, or an unknown kind or part",
+                        step, dp, g, seq);
+            goto done_pred;
+        }
+        lt_schedule *sc = &p->ranks[r].sched;
+        if (seq != (int64_t)sc->stage[g].n) {
+            s = lt_fail(err, LT_ERR_INPUT, st->path,
+                        "step %" PRIu64 ": table ops: dp_rank %" PRId64 " stage %" PRId64 " has seq %" PRId64
+                        " where %zu comes next",
+                        step, dp, g, seq, sc->stage[g].n);
+            goto done_pred;
+        }
+        int64_t unit = sqlite3_column_int64(q, 4), rec = sqlite3_column_int64(q, 5);
+        int64_t lb = sqlite3_column_int64(q, 6), le = sqlite3_column_int64(q, 7);
+        if (unit < 0 || unit > UINT32_MAX || rec < 0 || rec > UINT16_MAX || lb < 0 || le > UINT32_MAX) {
+            s = lt_fail(err, LT_ERR_INPUT, st->path,
+                        "step %" PRIu64 ": table ops: dp_rank %" PRId64 " stage %" PRId64 " seq %" PRId64
+                        ": unit, recompute_layers or layers out of range",
+                        step, dp, g, seq);
+            goto done_pred;
+        }
+        if ((uint64_t)unit >= sc->n_units) {
+            s = lt_fail(err, LT_ERR_INPUT, st->path,
+                        "step %" PRIu64 ": table ops: dp_rank %" PRId64 " stage %" PRId64 " seq %" PRId64
+                        " runs unit %" PRId64 ", the pipeline has %zu units in units_slices",
+                        step, dp, g, seq, unit, sc->n_units);
+            goto done_pred;
+        }
+        lt_op op = {.kind = (uint8_t)kind,
+                    .part = (uint8_t)part,
+                    .recompute_layers = (uint16_t)rec,
+                    .unit = (uint32_t)unit,
+                    .layer_begin = (uint32_t)lb,
+                    .layer_end = (uint32_t)le};
+        lt_schedule_add_op(sc, (int)g, op);
+        pred_buf *pb = &pred[r];
+        if (pb->n == pb->cap) {
+            pb->cap = pb->cap ? 2 * pb->cap : 64;
+            pb->v = lt_realloc_check(pb->v, pb->cap * sizeof *pb->v);
+        }
+        pb->v[pb->n++] = (lt_plan_op){sqlite3_column_double(q, 9) / 1e3, sqlite3_column_double(q, 10) / 1e3,
+                                      sqlite3_column_double(q, 11)};
+    }
+    if (rc != SQLITE_DONE) goto done_pred;
+    sqlite3_reset(q);
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        p->ranks[r].ops = pred[r].v ? pred[r].v : lt_calloc_check(1, sizeof(lt_plan_op));
+        pred[r].v = NULL;
+    }
+done_pred:
+    for (size_t r = 0; r < p->n_ranks; r++) free(pred[r].v);
+    free(pred);
+done:
+    if (q) sqlite3_reset(q);
+    return s;
+#undef BAD
+}
+
+lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_sample **samples, lt_error *err) {
+    lt_step_plan_free(out);
+    if (samples) *samples = NULL;
+    if (step > (uint64_t)INT64_MAX) return not_stored(st, step, err);
+    lt_status s = read_step(st, step, out, samples, err);
+    if (s != LT_OK) {
+        lt_step_plan_free(out);
+        if (samples) {
+            free(*samples);
+            *samples = NULL;
+        }
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------------ raw rows (lt_store_validate) */
+
+/* The raw-row checks of one stored step, for lt_store_validate (plans/validate.c; this
+ * prototype is private to the two files): per pass, the rows of units_slices cover every
+ * sample's tokens exactly once on the sample's dp_rank, and the steps row's n_samples and
+ * n_tokens equal the step_samples rows' count and sum. LT_ERR_INPUT naming the table. */
+lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err);
+
+typedef struct raw_slice {
+    int64_t dp, unit, seq, idx, begin, end;
+    char passes[4];
+} raw_slice;
+
+static int cmp_raw(const void *a, const void *b) {
+    const raw_slice *x = a, *y = b;
+    if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
+}
+
+lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err) {
+    if (step > (uint64_t)INT64_MAX) return not_stored(st, step, err);
+    sqlite3_stmt *q;
+    lt_status s;
+    int rc;
+    int64_t want_samples = 0, want_tokens = 0;
+    if ((s = query(st, Q_GET_STEP, &q, err)) != LT_OK) return s;
+    sqlite3_bind_int64(q, 2, (int64_t)step);
+    rc = step_row(st, q, "steps", &s, err);
+    if (rc == SQLITE_ROW) {
+        want_samples = sqlite3_column_int64(q, 1);
+        want_tokens = sqlite3_column_int64(q, 2);
+    }
+    sqlite3_reset(q);
+    if (rc == SQLITE_DONE) return not_stored(st, step, err);
+    if (rc != SQLITE_ROW) return s;
+
+    /* the samples: count, sum, length and dp_rank by idx */
+    size_t n = 0, cap = 0;
+    int64_t *len = NULL, *dp = NULL, *ids = NULL, tokens = 0;
+    raw_slice *sl = NULL;
+    size_t ns = 0, scap = 0;
+    if ((s = query(st, Q_GET_SAMPLES, &q, err)) != LT_OK) return s;
+    sqlite3_bind_int64(q, 2, (int64_t)step);
+    while ((rc = step_row(st, q, "step_samples", &s, err)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 512;
+            len = lt_realloc_check(len, cap * sizeof *len);
+            dp = lt_realloc_check(dp, cap * sizeof *dp);
+            ids = lt_realloc_check(ids, cap * sizeof *ids);
+        }
+        if (sqlite3_column_int64(q, 0) != (int64_t)n) {
+            s = step_fail(err, st->path, step, "table step_samples: row idx %" PRId64 " where idx %zu comes next",
+                          (int64_t)sqlite3_column_int64(q, 0), n);
+            goto out;
+        }
+        ids[n] = sqlite3_column_int64(q, 1);
+        len[n] = sqlite3_column_int64(q, 2);
+        dp[n] = sqlite3_column_int64(q, 3);
+        tokens += len[n];
+        n++;
+    }
+    if (rc != SQLITE_DONE) goto out;
+    sqlite3_reset(q);
+    if ((int64_t)n != want_samples) {
+        s = step_fail(err, st->path, step, "step_summary says n_samples %" PRId64 ", table step_samples has %zu rows",
+                      want_samples, n);
+        goto out;
+    }
+    if (tokens != want_tokens) {
+        s = step_fail(err, st->path, step,
+                      "step_summary says n_tokens %" PRId64 ", the samples' lengths sum to %" PRId64, want_tokens,
+                      tokens);
+        goto out;
+    }
+
+    if ((s = query(st, Q_GET_SLICES, &q, err)) != LT_OK) goto out;
+    sqlite3_bind_int64(q, 2, (int64_t)step);
+    while ((rc = step_row(st, q, "units_slices", &s, err)) == SQLITE_ROW) {
+        if (ns == scap) {
+            scap = scap ? 2 * scap : 1024;
+            sl = lt_realloc_check(sl, scap * sizeof *sl);
+        }
+        raw_slice *r = &sl[ns++];
+        r->dp = sqlite3_column_int64(q, 0);
+        snprintf(r->passes, sizeof r->passes, "%s",
+                 sqlite3_column_text(q, 1) ? (const char *)sqlite3_column_text(q, 1) : "");
+        r->unit = sqlite3_column_int64(q, 2);
+        r->seq = sqlite3_column_int64(q, 3);
+        r->idx = sqlite3_column_int64(q, 4);
+        r->begin = sqlite3_column_int64(q, 5);
+        r->end = sqlite3_column_int64(q, 6);
+        if (r->idx < 0 || (uint64_t)r->idx >= n) {
+            s = step_fail(err, st->path, step,
+                          "table units_slices: row (dp_rank %" PRId64 ", passes %s, unit %" PRId64 ", seq %" PRId64
+                          ") names sample idx %" PRId64 ", the step has %zu samples",
+                          r->dp, r->passes, r->unit, r->seq, r->idx, n);
+            goto out;
+        }
+        if (r->dp != dp[r->idx]) {
+            s = step_fail(err, st->path, step,
+                          "table units_slices: row (dp_rank %" PRId64 ", passes %s, unit %" PRId64 ", seq %" PRId64
+                          ") holds tokens of sample idx %" PRId64 ", which step_samples puts on dp_rank %" PRId64,
+                          r->dp, r->passes, r->unit, r->seq, r->idx, dp[r->idx]);
+            goto out;
+        }
+    }
+    if (rc != SQLITE_DONE) goto out;
+    sqlite3_reset(q);
+
+    static const char *const pass_name[2] = {"forward", "backward"};
+    raw_slice *v = lt_malloc_check((ns ? ns : 1) * sizeof *v);
+    for (int pass = 0; pass < 2 && s == LT_OK; pass++) {
+        size_t m = 0;
+        for (size_t i = 0; i < ns; i++)
+            if (strchr(sl[i].passes, pass == 0 ? 'F' : 'B')) v[m++] = sl[i];
+        qsort(v, m, sizeof *v, cmp_raw);
+        size_t j = 0;
+        for (size_t smp = 0; smp < n && s == LT_OK; smp++) {
+            int64_t next = 0;
+            for (; j < m && v[j].idx == (int64_t)smp && s == LT_OK; j++) {
+                if (v[j].begin > next)
+                    s = step_fail(err, st->path, step,
+                                  "table units_slices: tokens [%" PRId64 ", %" PRId64 ") of sample idx %zu (sample_id "
+                                  "%" PRId64 ") are not covered in the %s pass",
+                                  next, v[j].begin, smp, ids[smp], pass_name[pass]);
+                else if (v[j].begin < next)
+                    s = step_fail(err, st->path, step,
+                                  "table units_slices: tokens [%" PRId64 ", %" PRId64 ") of sample idx %zu (sample_id "
+                                  "%" PRId64 ") are covered twice in the %s pass (row dp_rank %" PRId64
+                                  ", unit %" PRId64 ", seq %" PRId64 ")",
+                                  v[j].begin, v[j].end < next ? v[j].end : next, smp, ids[smp], pass_name[pass],
+                                  v[j].dp, v[j].unit, v[j].seq);
+                next = v[j].end;
+            }
+            if (s == LT_OK && next != len[smp])
+                s = step_fail(err, st->path, step,
+                              "table units_slices: sample idx %zu (sample_id %" PRId64 ") has %" PRId64
+                              " tokens, the %s pass covers [0, %" PRId64 ")",
+                              smp, ids[smp], len[smp], pass_name[pass], next);
+        }
+    }
+    free(v);
+out:
+    sqlite3_reset(q);
+    free(len);
+    free(dp);
+    free(ids);
+    free(sl);
+    return s;
+}

@@ -46,6 +46,9 @@
  * Determinism: the file holds nothing that depends on time, machine or thread count except
  * steps.solve_ms, which lt_store_begin's `timings = false` leaves NULL; with it off, the same
  * inputs give byte-identical files.
+ * Units: the tables hold milliseconds (*_ms = seconds x 1e3, REAL) and bytes; reading divides
+ * by 1e3, which may move a time by one ulp but keeps every ordering (the conversion is
+ * monotone), so a plan read back passes lt_plan_validate whenever the plan put did.
  *
  * Thread-safety: a lt_store is used by one thread.
  */
@@ -88,14 +91,24 @@ typedef struct lt_store lt_store;
  * run: same config text and fingerprint; else LT_ERR_CONFIG "PATH was built from a different
  * config: [plan] seed = 99 here, 1234 in the file" (the first differing line of the two
  * config dumps; for the fingerprint, "... from different input data"), hint: another --db or
- * delete the file. Other files: lt_db_open's refusals. */
+ * delete the file. Other files: lt_db_open's refusals, naming PATH. PATH is copied to the
+ * temporary before the checks (the copy is deleted on refusal); an empty PATH counts as a new
+ * file. A PATH in a missing directory is LT_ERR_IO naming PATH. The comparison: the values
+ * (not their "; origin" comments; "256K" = "262144") of every key of [model], [parallel] and
+ * [plan] but plan.steps, then the fingerprint, strategy, sample_policy and tuning. */
 lt_status lt_store_begin(lt_store **out, const char *path, const lt_run_info *run, bool timings, lt_error *err);
 
 /* Whether step `step` is already stored (resume skips it). */
 lt_status lt_store_has_step(lt_store *st, uint64_t step, bool *has, lt_error *err);
 
 /* Store plan p (its step must not be stored yet: LT_ERR_INTERNAL otherwise) with the step's
- * samples[0..p->n_samples) (sampler ids and sources). */
+ * samples[0..p->n_samples) (sampler ids and sources; samples[i].length == p->lengths[i]).
+ * The plan must have the run's shape (p->pp == run pp, every schedule pp stages x the run's
+ * layers) and its pipelines in increasing dp_rank order: LT_ERR_INTERNAL before anything is
+ * written otherwise. Units are stored as 'FB' with their slices in unit order (the slice
+ * table is rebuilt in that order on reading). A failure while writing (I/O, or LT_ERR_INPUT
+ * for a value a CHECK of the schema refuses) leaves the step half-written in a file without
+ * a journal: after it only lt_store_abort is left (lt_store_commit refuses). */
 lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample *samples, lt_error *err);
 
 /* Commit, sync, rename over the target; frees st (also on error, after removing the
@@ -121,7 +134,9 @@ lt_status lt_store_steps(lt_store *st, uint64_t **steps, size_t *n, lt_error *er
  * a malloc'd array *samples[out->n_samples]. LT_ERR_INPUT when the step is not stored (hint:
  * the stored range) or its rows are inconsistent (naming the table and row). Only 'FB' units
  * are representable in lt_step_plan today: a step with 'F'/'B' rows is LT_ERR_INPUT
- * ("asymmetric partitions need a newer reader") until [6/6]. */
+ * ("asymmetric partitions need a newer reader") until [6/6]. Samples come back with id,
+ * task, doc, offset and length; corpus_doc is not stored and is 0. solve_ms is 0 when the
+ * file has none (--no-timings). */
 lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_sample **samples, lt_error *err);
 
 /* ---- checking and printing (plans/validate.c) ---- */
@@ -137,12 +152,16 @@ lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_s
  *     followed by a re-forward counts once), recompute_layers <= the op's layers;
  *   - dependencies acyclic: lt_sim_run under lt_sim_unit_costs finds no deadlock;
  *   - memory: every stage_peak_mem <= mem_cap (naming the stage and the amount over);
- *   - predictions: finite, >= 0, finish >= start, time_s >= every op's finish.
- */
+ *   - predictions: finite, >= 0, finish >= start, a stage's ops in time order, time_s >=
+ *     every op's finish.
+ * Samples are named by their index in the step (the samples view's idx). mem_cap <= 0 (or
+ * not finite): no memory check. WHERE is left empty (the caller knows the file). */
 lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err);
 
 /* lt_plan_validate on every stored step, plus the raw rows (per-pass coverage over
- * units_slices, step_summary totals equal to the samples' sums). Stops at the first fault.
+ * units_slices, step_summary totals equal to the samples' sums; before each step's plan is
+ * read, so a broken row is named as such). mem_cap is the run's. Stops at the first fault;
+ * *checked (may be NULL) counts the steps found valid before it.
  * progress (may be NULL) is called every 100 steps and at the end with (done, total). */
 lt_status lt_store_validate(lt_store *st, void (*progress)(void *ctx, size_t done, size_t total), void *ctx,
                             size_t *checked, lt_error *err);

@@ -1,2 +1,465 @@
-/* plans/validate.c — being written. */
-#include "plans/plan.h"
+/*
+ * plans/validate.c — the invariants every stored plan keeps, and printing one step
+ * (plans/store.h: lt_plan_validate, lt_store_validate, lt_plan_print).
+ *
+ * lt_plan_validate checks, in this order, so that each broken rule is reported as itself:
+ *   1. shape: arrays present, every schedule of pp stages, samples on existing pipelines,
+ *      units over existing slices, ops over existing units with valid layer ranges;
+ *   2. passes: every unit forwarded (F, or FK then F) and backwarded exactly once over the
+ *      whole model, counted per path position (plans/schedule.h: 3 positions per layer);
+ *   3. coverage: per pass, the slices of the units that pass runs cover each sample's
+ *      tokens [0, length) exactly once, on the pipeline sample_rank[] names;
+ *   4. slice order and ranges: lt_schedule_check;
+ *   5. dependencies: lt_sim_run under lt_sim_unit_costs finds no deadlock;
+ *   6. memory: every stage's predicted peak under the cap;
+ *   7. predictions: finite and >= 0, finish >= start, a stage's ops in time order, the
+ *      pipeline's and the step's time at least every op's finish.
+ * Messages name the step, the pipeline (index and dp_rank), the stage, unit or sample.
+ */
+#include "plans/store.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plans/sim.h" /* lt_sim_run, lt_sim_unit_costs, lt_sim_print_timeline */
+
+/* The raw-row checks of one stored step (plans/store.c; private to the two files). */
+lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err);
+
+/* ------------------------------------------------------------------ messages */
+
+/* LT_ERR_INPUT "step S, pipeline R (dp_rank D): WHAT" (r < 0: "step S: WHAT"). */
+static lt_status plan_fail(lt_error *err, const lt_step_plan *p, long r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static lt_status plan_fail(lt_error *err, const lt_step_plan *p, long r, const char *fmt, ...) {
+    char what[LT_ERROR_WHAT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (r < 0) return lt_fail(err, LT_ERR_INPUT, NULL, "step %" PRIu64 ": %s", p->step, what);
+    return lt_fail(err, LT_ERR_INPUT, NULL, "step %" PRIu64 ", pipeline %ld (dp_rank %d): %s", p->step, r,
+                   p->ranks[r].dp_rank, what);
+}
+
+/* A lower layer's error (lt_schedule_check, lt_sim_run) as a plan fault of pipeline r. */
+static lt_status plan_wrap(lt_error *err, const lt_step_plan *p, size_t r, lt_status s) {
+    if (err) {
+        err->status = LT_ERR_INPUT;
+        err->where[0] = '\0';
+    }
+    lt_error_prefix(err, "step %" PRIu64 ", pipeline %zu (dp_rank %d): ", p->step, r, p->ranks[r].dp_rank);
+    (void)s;
+    return LT_ERR_INPUT;
+}
+
+/* "layers [a, b)" for path positions [pb, pe), or the positions when not whole layers. */
+static void describe_positions(uint32_t pb, uint32_t pe, char *buf, size_t n) {
+    static const char *const parts[] = {"pre-attention", "attention", "post-attention"};
+    if (pb % 3 == 0 && pe % 3 == 0) {
+        if (pe - pb == 3) snprintf(buf, n, "layer %u", pb / 3);
+        else snprintf(buf, n, "layers [%u, %u)", pb / 3, pe / 3);
+    } else if (pe - pb == 1) {
+        snprintf(buf, n, "the %s part of layer %u", parts[pb % 3], pb / 3);
+    } else {
+        snprintf(buf, n, "path positions [%u, %u) (3 per layer)", pb, pe);
+    }
+}
+
+/* ------------------------------------------------------------------ 1. shape */
+
+static lt_status check_shape(const lt_step_plan *p, lt_error *err) {
+    if (p->pp < 1) return plan_fail(err, p, -1, "%d pipeline stages", p->pp);
+    if (p->n_ranks == 0 && p->n_samples > 0) return plan_fail(err, p, -1, "%zu samples but no pipeline", p->n_samples);
+    if (p->n_ranks > 0 && !p->ranks) return plan_fail(err, p, -1, "no pipelines array");
+    if (p->n_samples > 0 && (!p->lengths || !p->sample_rank))
+        return plan_fail(err, p, -1, "no lengths or sample_rank arrays");
+    for (size_t i = 0; i < p->n_samples; i++) {
+        if (p->lengths[i] < 1)
+            return plan_fail(err, p, -1, "sample %zu has %" PRId64 " tokens (at least 1 expected)", i, p->lengths[i]);
+        if (p->sample_rank[i] < 0 || (size_t)p->sample_rank[i] >= p->n_ranks)
+            return plan_fail(err, p, -1, "sample %zu is assigned to pipeline %d, the step has %zu", i,
+                             p->sample_rank[i], p->n_ranks);
+    }
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        const lt_rank_plan *rp = &p->ranks[r];
+        const lt_schedule *s = &rp->sched;
+        if (s->stages != p->pp)
+            return plan_fail(err, p, (long)r, "a schedule of %d stages in a plan of %d", s->stages, p->pp);
+        if (rp->cp < 1) return plan_fail(err, p, (long)r, "context-parallel degree %d", rp->cp);
+        if (r > 0 && rp->dp_rank <= p->ranks[r - 1].dp_rank)
+            return plan_fail(err, p, (long)r, "pipelines are not in increasing dp_rank order");
+        if (!rp->stage_busy_s || !rp->stage_peak_mem || (lt_schedule_n_ops(s) > 0 && !rp->ops))
+            return plan_fail(err, p, (long)r, "predictions missing (ops, stage_busy_s or stage_peak_mem)");
+        for (size_t i = 0; i < s->n_slices; i++) {
+            const lt_slice *sl = &s->slices[i];
+            if (sl->sample < 0 || (size_t)sl->sample >= p->n_samples)
+                return plan_fail(err, p, (long)r, "slice %zu names sample %" PRId32 ", the step has %zu samples", i,
+                                 sl->sample, p->n_samples);
+            if (sl->begin < 0 || sl->end <= sl->begin)
+                return plan_fail(err, p, (long)r,
+                                 "slice %zu of sample %" PRId32 " has tokens [%" PRId64 ", %" PRId64 ")", i,
+                                 sl->sample, sl->begin, sl->end);
+        }
+        for (size_t u = 0; u < s->n_units; u++) {
+            const lt_unit *un = &s->units[u];
+            if (un->n_slices == 0 || (size_t)un->first_slice + un->n_slices > s->n_slices)
+                return plan_fail(err, p, (long)r, "unit %zu holds slices [%u, %u) of %zu", u, un->first_slice,
+                                 un->first_slice + un->n_slices, s->n_slices);
+        }
+        for (int g = 0; g < s->stages; g++) {
+            for (size_t i = 0; i < s->stage[g].n; i++) {
+                const lt_op *op = &s->stage[g].ops[i];
+                if (op->kind > LT_OP_B || op->part > LT_PART_POST)
+                    return plan_fail(err, p, (long)r, "stage %d, op %zu: unknown kind %u or part %u", g, i, op->kind,
+                                     op->part);
+                if (op->unit >= s->n_units)
+                    return plan_fail(err, p, (long)r, "stage %d, op %zu runs unit %u of %zu", g, i, op->unit,
+                                     s->n_units);
+                if (op->layer_begin >= op->layer_end || op->layer_end > (uint32_t)s->layers ||
+                    (op->part != LT_PART_ALL && op->layer_end != op->layer_begin + 1))
+                    return plan_fail(err, p, (long)r, "stage %d, op %zu: layers [%u, %u) of %d", g, i,
+                                     op->layer_begin, op->layer_end, s->layers);
+            }
+        }
+    }
+    return LT_OK;
+}
+
+/* ------------------------------------------------------------------ 2. passes */
+
+/* Every unit of pipeline r: forward (F) exactly once, FK at most once, B exactly once at
+ * every path position of the model. Counted with difference arrays over positions. */
+static lt_status check_passes(const lt_step_plan *p, size_t r, lt_error *err) {
+    const lt_schedule *s = &p->ranks[r].sched;
+    const size_t npos = 3 * (size_t)s->layers, stride = npos + 1;
+    if (s->n_units == 0) return LT_OK;
+    int32_t *cnt = lt_calloc_check(3 * s->n_units * stride, sizeof *cnt); /* [kind][unit][pos] */
+    for (int g = 0; g < s->stages; g++) {
+        for (size_t i = 0; i < s->stage[g].n; i++) {
+            const lt_op *op = &s->stage[g].ops[i];
+            uint32_t pb, pe;
+            lt_op_positions(op, &pb, &pe);
+            int32_t *c = cnt + ((size_t)op->kind * s->n_units + op->unit) * stride;
+            c[pb]++;
+            c[pe]--;
+        }
+    }
+    lt_status st = LT_OK;
+    for (size_t u = 0; u < s->n_units && st == LT_OK; u++) {
+        int32_t *cf = cnt + (0 * s->n_units + u) * stride, *ck = cnt + (1 * s->n_units + u) * stride,
+                *cb = cnt + (2 * s->n_units + u) * stride;
+        for (size_t i = 1; i < npos; i++) { /* prefix sums: the count at each position */
+            cf[i] += cf[i - 1];
+            ck[i] += ck[i - 1];
+            cb[i] += cb[i - 1];
+        }
+        /* the fault at a position: 0 none, else a code; report the first run of one fault */
+        for (size_t i = 0; i < npos && st == LT_OK; i++) {
+            int f = cf[i], k = ck[i], b = cb[i];
+            int code = f == 0 && k == 0 ? 1 : f == 0 ? 2 : f > 1 ? 3 : k > 1 ? 4 : b == 0 ? 5 : b > 1 ? 6 : 0;
+            if (!code) continue;
+            size_t j = i + 1;
+            while (j < npos && cf[j] == f && ck[j] == k && cb[j] == b) j++;
+            char where[96];
+            describe_positions((uint32_t)i, (uint32_t)j, where, sizeof where);
+            switch (code) {
+            case 1: st = plan_fail(err, p, (long)r, "unit %zu is never forwarded on %s", u, where); break;
+            case 2:
+                st = plan_fail(err, p, (long)r,
+                               "unit %zu is forwarded only by FK on %s (keys/values kept, no activations for its "
+                               "backward; an F must follow)",
+                               u, where);
+                break;
+            case 3:
+                st = plan_fail(err, p, (long)r,
+                               "unit %zu is forwarded %d times on %s (once expected; FK then F counts once)", u, f,
+                               where);
+                break;
+            case 4:
+                st = plan_fail(err, p, (long)r, "unit %zu runs FK %d times on %s (at most once)", u, k, where);
+                break;
+            case 5: st = plan_fail(err, p, (long)r, "unit %zu is never backwarded on %s", u, where); break;
+            default:
+                st = plan_fail(err, p, (long)r, "unit %zu is backwarded %d times on %s (once expected)", u, b, where);
+            }
+        }
+    }
+    free(cnt);
+    return st;
+}
+
+/* ------------------------------------------------------------------ 3. coverage */
+
+typedef struct cover_item {
+    int32_t sample;
+    int64_t begin, end;
+    uint32_t rank, unit;
+} cover_item;
+
+static int cmp_cover(const void *a, const void *b) {
+    const cover_item *x = a, *y = b;
+    if (x->sample != y->sample) return x->sample < y->sample ? -1 : 1;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return (x->unit > y->unit) - (x->unit < y->unit);
+}
+
+static lt_status check_coverage(const lt_step_plan *p, lt_error *err) {
+    size_t total = 0, max_units = 1;
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        total += p->ranks[r].sched.n_slices;
+        if (p->ranks[r].sched.n_units > max_units) max_units = p->ranks[r].sched.n_units;
+    }
+    cover_item *items = lt_malloc_check((total ? total : 1) * sizeof *items);
+    bool *runs = lt_malloc_check(max_units * sizeof *runs);
+    lt_status st = LT_OK;
+    static const char *const pass_name[2] = {"forward", "backward"};
+    for (int pass = 0; pass < 2 && st == LT_OK; pass++) {
+        size_t n = 0;
+        for (size_t r = 0; r < p->n_ranks; r++) {
+            const lt_schedule *s = &p->ranks[r].sched;
+            memset(runs, 0, max_units * sizeof *runs);
+            for (int g = 0; g < s->stages; g++)
+                for (size_t i = 0; i < s->stage[g].n; i++)
+                    if ((s->stage[g].ops[i].kind == LT_OP_B) == (pass == 1)) runs[s->stage[g].ops[i].unit] = true;
+            for (size_t u = 0; u < s->n_units; u++) {
+                if (!runs[u]) continue;
+                for (uint32_t k = 0; k < s->units[u].n_slices; k++) {
+                    const lt_slice *sl = &s->slices[s->units[u].first_slice + k];
+                    items[n++] = (cover_item){sl->sample, sl->begin, sl->end, (uint32_t)r, (uint32_t)u};
+                }
+            }
+        }
+        qsort(items, n, sizeof *items, cmp_cover);
+        size_t j = 0;
+        for (size_t smp = 0; smp < p->n_samples && st == LT_OK; smp++) {
+            int64_t next = 0; /* first token not yet covered */
+            const cover_item *prev = NULL;
+            for (; j < n && items[j].sample == (int32_t)smp && st == LT_OK; j++) {
+                const cover_item *it = &items[j];
+                int want = p->sample_rank[smp];
+                if (it->rank != (uint32_t)want)
+                    st = plan_fail(err, p, -1,
+                                   "sample %zu has tokens [%" PRId64 ", %" PRId64 ") in unit %u of pipeline %u "
+                                   "(dp_rank %d), but it is assigned to pipeline %d (dp_rank %d)",
+                                   smp, it->begin, it->end, it->unit, it->rank, p->ranks[it->rank].dp_rank, want,
+                                   p->ranks[want].dp_rank);
+                else if (it->begin > next)
+                    st = plan_fail(err, p, -1,
+                                   "tokens [%" PRId64 ", %" PRId64 ") of sample %zu are not covered in the %s pass",
+                                   next, it->begin, smp, pass_name[pass]);
+                else if (it->begin < next)
+                    st = plan_fail(err, p, -1,
+                                   "tokens [%" PRId64 ", %" PRId64 ") of sample %zu are covered twice in the %s pass "
+                                   "(units %u and %u of pipeline %u)",
+                                   it->begin, it->end < next ? it->end : next, smp, pass_name[pass], prev->unit,
+                                   it->unit, it->rank);
+                else if (it->end > p->lengths[smp])
+                    st = plan_fail(err, p, -1,
+                                   "unit %u of pipeline %u covers tokens [%" PRId64 ", %" PRId64 ") of sample %zu, "
+                                   "which has %" PRId64,
+                                   it->unit, it->rank, it->begin, it->end, smp, p->lengths[smp]);
+                next = it->end;
+                prev = it;
+            }
+            if (st == LT_OK && next < p->lengths[smp])
+                st = plan_fail(err, p, -1,
+                               "tokens [%" PRId64 ", %" PRId64 ") of sample %zu are not covered in the %s pass", next,
+                               p->lengths[smp], smp, pass_name[pass]);
+        }
+    }
+    free(runs);
+    free(items);
+    return st;
+}
+
+/* ------------------------------------------------------------------ 6, 7. memory, predictions */
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+static bool bad_value(double x) { return !isfinite(x) || x < 0; }
+
+static lt_status check_memory(const lt_step_plan *p, double mem_cap, lt_error *err) {
+    if (!(mem_cap > 0) || !isfinite(mem_cap)) return LT_OK; /* no cap to check against */
+    for (size_t r = 0; r < p->n_ranks; r++)
+        for (int g = 0; g < p->pp; g++) {
+            double m = p->ranks[r].stage_peak_mem[g];
+            if (m > mem_cap)
+                return plan_fail(err, p, (long)r,
+                                 "stage %d: predicted peak memory %.0f bytes (%.2f GiB) is over the cap of %.0f bytes "
+                                 "(%.2f GiB) by %.0f bytes (%.2f GiB)",
+                                 g, m, m / GIB, mem_cap, mem_cap / GIB, m - mem_cap, (m - mem_cap) / GIB);
+        }
+    return LT_OK;
+}
+
+static lt_status check_predictions(const lt_step_plan *p, lt_error *err) {
+    if (!isfinite(p->time_s) || p->time_s < 0) return plan_fail(err, p, -1, "predicted step time %g s", p->time_s);
+    if (!isfinite(p->bubble_ratio) || p->bubble_ratio < -1e-9 || p->bubble_ratio > 1 + 1e-9)
+        return plan_fail(err, p, -1, "bubble ratio %g (0..1 expected)", p->bubble_ratio);
+    if (bad_value(p->peak_mem)) return plan_fail(err, p, -1, "predicted peak memory %g bytes", p->peak_mem);
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        const lt_rank_plan *rp = &p->ranks[r];
+        const lt_schedule *s = &rp->sched;
+        if (bad_value(rp->time_s)) return plan_fail(err, p, (long)r, "predicted time %g s", rp->time_s);
+        if (rp->time_s > p->time_s)
+            return plan_fail(err, p, (long)r, "predicted time %.9g s is over the step's %.9g s", rp->time_s, p->time_s);
+        size_t id = 0;
+        for (int g = 0; g < s->stages; g++) {
+            if (bad_value(rp->stage_busy_s[g]))
+                return plan_fail(err, p, (long)r, "stage %d: predicted busy time %g s", g, rp->stage_busy_s[g]);
+            if (bad_value(rp->stage_peak_mem[g]))
+                return plan_fail(err, p, (long)r, "stage %d: predicted peak memory %g bytes", g, rp->stage_peak_mem[g]);
+            if (rp->stage_peak_mem[g] > p->peak_mem)
+                return plan_fail(err, p, (long)r, "stage %d: peak memory %.0f bytes is over the step's peak %.0f", g,
+                                 rp->stage_peak_mem[g], p->peak_mem);
+            for (size_t i = 0; i < s->stage[g].n; i++, id++) {
+                const lt_plan_op *po = &rp->ops[id];
+                char name[64];
+                lt_op_name(&s->stage[g].ops[i], name, sizeof name);
+                if (bad_value(po->start_s) || bad_value(po->finish_s) || bad_value(po->mem_bytes))
+                    return plan_fail(err, p, (long)r,
+                                     "stage %d, op %zu (%s): predicted start %g s, finish %g s, memory %g bytes "
+                                     "(each must be finite and >= 0)",
+                                     g, i, name, po->start_s, po->finish_s, po->mem_bytes);
+                if (po->finish_s < po->start_s)
+                    return plan_fail(err, p, (long)r,
+                                     "stage %d, op %zu (%s) finishes at %.9g s before it starts at %.9g s", g, i, name,
+                                     po->finish_s, po->start_s);
+                if (i > 0 && po->start_s < rp->ops[id - 1].finish_s)
+                    return plan_fail(err, p, (long)r,
+                                     "stage %d, op %zu (%s) starts at %.9g s before the previous op finishes at %.9g s",
+                                     g, i, name, po->start_s, rp->ops[id - 1].finish_s);
+                if (po->finish_s > rp->time_s)
+                    return plan_fail(err, p, (long)r,
+                                     "stage %d, op %zu (%s) finishes at %.9g s, after the pipeline's time %.9g s", g, i,
+                                     name, po->finish_s, rp->time_s);
+            }
+        }
+    }
+    return LT_OK;
+}
+
+/* ------------------------------------------------------------------ the checks */
+
+lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err) {
+    lt_status st = check_shape(p, err);
+    for (size_t r = 0; r < p->n_ranks && st == LT_OK; r++) st = check_passes(p, r, err);
+    if (st == LT_OK) st = check_coverage(p, err);
+    for (size_t r = 0; r < p->n_ranks && st == LT_OK; r++)
+        if ((st = lt_schedule_check(&p->ranks[r].sched, err)) != LT_OK) st = plan_wrap(err, p, r, st);
+    if (st == LT_OK) {
+        lt_sim sim = {0};
+        lt_sim_costs costs = lt_sim_unit_costs();
+        for (size_t r = 0; r < p->n_ranks && st == LT_OK; r++)
+            if ((st = lt_sim_run(&sim, &p->ranks[r].sched, &costs, err)) != LT_OK) st = plan_wrap(err, p, r, st);
+        lt_sim_free(&sim);
+    }
+    if (st == LT_OK) st = check_memory(p, mem_cap, err);
+    if (st == LT_OK) st = check_predictions(p, err);
+    return st;
+}
+
+lt_status lt_store_validate(lt_store *st, void (*progress)(void *ctx, size_t done, size_t total), void *ctx,
+                            size_t *checked, lt_error *err) {
+    if (checked) *checked = 0;
+    lt_run_info run;
+    lt_status s = lt_store_run_info(st, &run, err);
+    if (s != LT_OK) return s;
+    double mem_cap = run.mem_cap;
+    lt_run_info_free(&run);
+    uint64_t *steps = NULL;
+    size_t n = 0;
+    if ((s = lt_store_steps(st, &steps, &n, err)) != LT_OK) return s;
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    for (size_t i = 0; i < n && s == LT_OK; i++) {
+        s = lt_store_check_rows(st, steps[i], err);
+        if (s == LT_OK) s = lt_store_get_step(st, steps[i], &plan, NULL, err);
+        if (s == LT_OK) s = lt_plan_validate(&plan, mem_cap, err);
+        if (s == LT_OK && checked) *checked = i + 1;
+        if (s == LT_OK && progress && ((i + 1) % 100 == 0 || i + 1 == n)) progress(ctx, i + 1, n);
+    }
+    lt_step_plan_free(&plan);
+    free(steps);
+    return s;
+}
+
+/* ------------------------------------------------------------------ printing */
+
+void lt_plan_print(FILE *f, const lt_step_plan *p, const lt_sample *samples, int width) {
+    int64_t tokens = 0;
+    for (size_t i = 0; i < p->n_samples; i++) tokens += p->lengths[i];
+    fprintf(f, "step %" PRIu64 ": %s, predicted %.3f ms, bubble %.2f%%, peak memory %.2f GiB, %zu samples, %" PRId64
+               " tokens, %zu pipelines x %d stages\n",
+            p->step, lt_strategy_name(p->strategy), p->time_s * 1e3, 100.0 * p->bubble_ratio, p->peak_mem / GIB,
+            p->n_samples, tokens, p->n_ranks, p->pp);
+    fprintf(f, "params: %s  solver: %s", p->params[0] ? p->params : "-", p->solver_status[0] ? p->solver_status : "-");
+    if (p->solve_ms > 0) fprintf(f, "  solve: %.3f ms", p->solve_ms);
+    if ((unsigned)p->runner_up < LT_STRATEGY_COUNT)
+        fprintf(f, "  runner-up: %s (%.3f ms)", lt_strategy_name(p->runner_up), p->runner_up_time_s * 1e3);
+    fprintf(f, "\n\nsamples:\n%6s %14s %10s %9s %8s  %s\n", "idx", "sample_id", "length", "pipeline", "dp_rank",
+            "source");
+    for (size_t i = 0; i < p->n_samples; i++) {
+        int r = p->sample_rank[i];
+        int dp = r >= 0 && (size_t)r < p->n_ranks ? p->ranks[r].dp_rank : -1;
+        char src[96] = "-", id[24] = "-";
+        if (samples) {
+            lt_sample_source_format(&samples[i], src, sizeof src);
+            snprintf(id, sizeof id, "%" PRIu64, samples[i].id);
+        }
+        fprintf(f, "%6zu %14s %10" PRId64 " %9d %8d  %s\n", i, id, p->lengths[i], r, dp, src);
+    }
+    lt_sim sim;
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        const lt_rank_plan *rp = &p->ranks[r];
+        const lt_schedule *s = &rp->sched;
+        fprintf(f, "\npipeline %zu (dp_rank %d, cp %d): predicted %.3f ms, %zu units, %zu ops\n", r, rp->dp_rank,
+                rp->cp, rp->time_s * 1e3, s->n_units, lt_schedule_n_ops(s));
+        for (size_t u = 0; u < s->n_units; u++) {
+            fprintf(f, "  unit %zu (%" PRId64 " tokens):", u, lt_schedule_unit_tokens(s, (uint32_t)u));
+            for (uint32_t k = 0; k < s->units[u].n_slices; k++) {
+                const lt_slice *sl = &s->slices[s->units[u].first_slice + k];
+                fprintf(f, " %" PRId32 "[%" PRId64 ":%" PRId64 ")", sl->sample, sl->begin, sl->end);
+            }
+            fputc('\n', f);
+        }
+        for (int g = 0; g < s->stages; g++)
+            fprintf(f, "  stage %d: busy %.3f ms, idle %.3f ms, peak memory %.2f GiB\n", g, rp->stage_busy_s[g] * 1e3,
+                    (p->time_s - rp->stage_busy_s[g]) * 1e3, rp->stage_peak_mem[g] / GIB);
+        /* The timeline draws the stored predictions: a lt_sim holding only the public
+         * result fields lt_sim_print_timeline reads, in ms, over the step's time so the
+         * pipelines' rows line up. */
+        size_t n_ops = lt_schedule_n_ops(s);
+        memset(&sim, 0, sizeof sim);
+        sim.stages = s->stages;
+        sim.n_ops = n_ops;
+        sim.step_time = p->time_s * 1e3;
+        sim.first_op = lt_malloc_check(((size_t)s->stages + 1) * sizeof *sim.first_op);
+        sim.start = lt_malloc_check((n_ops ? n_ops : 1) * sizeof *sim.start);
+        sim.finish = lt_malloc_check((n_ops ? n_ops : 1) * sizeof *sim.finish);
+        sim.busy = lt_malloc_check((size_t)s->stages * sizeof *sim.busy);
+        sim.peak_mem = rp->stage_peak_mem;
+        size_t id = 0;
+        for (int g = 0; g < s->stages; g++) {
+            sim.first_op[g] = id;
+            sim.busy[g] = rp->stage_busy_s[g] * 1e3;
+            for (size_t i = 0; i < s->stage[g].n; i++, id++) {
+                sim.start[id] = rp->ops[id].start_s * 1e3;
+                sim.finish[id] = rp->ops[id].finish_s * 1e3;
+            }
+        }
+        sim.first_op[s->stages] = id;
+        fprintf(f, "  timeline (ms):\n");
+        lt_sim_print_timeline(f, &sim, s, width);
+        free(sim.first_op);
+        free(sim.start);
+        free(sim.finish);
+        free(sim.busy);
+    }
+}

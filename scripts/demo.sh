@@ -65,6 +65,17 @@ echo "pipeline Gantt chart: demo-out/pipeline.svg"
 echo "(whole documents as micro-batches: the longest one dominates the step, most stages idle, and its"
 echo " activations exceed the GPU's memory: the imbalance the planner's strategies are built to remove)"
 
+say "planner build: plan.steps steps of the config's strategy from the dataprep output -> demo-out/demo/plans.db"
+"$bin/planner" build --config etc/longtail.ini --data "$data" --db "$out/demo/plans.db"
+"$bin/planner" validate --db "$out/demo/plans.db"
+"$bin/planner" show --db "$out/demo/plans.db" --step 0 --width 80
+echo "the plans in SQLite (docs/plans-schema.md):"
+sqlite3 -header -column "$out/demo/plans.db" \
+  "SELECT step, strategy, n_samples, n_tokens, round(predicted_ms, 2) AS predicted_ms, round(bubble_ratio, 3) AS bubble FROM step_summary ORDER BY predicted_ms DESC LIMIT 5"
+say "planner compare: the baseline strategies on the corpus' lengths"
+"$bin/planner" compare --config etc/longtail.ini --lengths "$out/lengths.txt" \
+  --strategies megatron,gpipe,seq1f1b,chunkflow --steps 5
+
 if [ "${LONGTAIL_DEMO_NO_SLURM:-0}" = 1 ]; then
   say "Slurm part skipped (LONGTAIL_DEMO_NO_SLURM=1)"; exit 0
 fi

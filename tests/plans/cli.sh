@@ -81,4 +81,112 @@ check "simulate with an empty lengths file" 1 "" "no lengths in the file" \
   -- simulate --schedule 1f1b --stages 2 --lengths-file "$tmp/empty.txt"
 check "simulate with a missing lengths file" 1 "" "cannot open" \
   -- simulate --schedule 1f1b --stages 2 --lengths-file "$tmp/none.txt"
+# ---- planner build / validate / show / compare (CONTRACTS.md) -------------------------------
+export LONGTAIL_HARDWARE_DIR="$top_srcdir/etc/hardware"
+PAPER="$top_srcdir/etc/paper-llama13b.ini"
+# Lengths: the first 20,000 documents of the Common Crawl distribution when ../shared is
+# there, else a long-tailed list made here (the checks below hold for both).
+if [ -r "$top_srcdir/../shared/lengths/commoncrawl.txt" ]; then
+  head -n 20000 "$top_srcdir/../shared/lengths/commoncrawl.txt" >"$tmp/cc.txt"
+else
+  awk 'BEGIN { srand(7); for (i = 0; i < 20000; i++) printf "%d\n", 1 + int(exp(rand() * 12)) }' >"$tmp/cc.txt"
+fi
+B=(build --config "$PAPER" --set plan.context_len=64K --lengths "$tmp/cc.txt")
+check "build: 5 steps of megatron" 0 "5 steps planned with megatron \(0 kept\)" "baseline tuning cp=" \
+  -- "${B[@]}" --db "$tmp/m.db" --strategy megatron --steps 5
+check "validate: every stored step holds the invariants" 0 "^5 steps valid$" "" -- validate --db "$tmp/m.db"
+check "show: one step with its samples and a timeline per pipeline" 0 "^step 2: megatron" "" \
+  -- show --db "$tmp/m.db" --step 2 --width 60
+check "show: a step that is not stored" 1 "" "step 9" -- show --db "$tmp/m.db" --step 9
+# The contract views, read with Python's sqlite3 module (an independent reader).
+sql() { python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print("\n".join("|".join(map(str, r)) for r in c.execute(sys.argv[2])))' "$@"; }
+n=$((n + 1))
+got=$(sql "$tmp/m.db" "SELECT count(*), sum(n_samples) FROM step_summary" 2>&1)
+cov=$(sql "$tmp/m.db" "SELECT count(*) FROM (SELECT step, sample_id, pass, sum(tok_end - tok_begin) AS t FROM plan_slices GROUP BY step, sample_id, pass) p JOIN samples s USING (step, sample_id) WHERE p.t = s.length" 2>&1)
+if [ "$got" = "5|2560" ] && [ "$cov" = "5120" ]; then
+  echo "ok $n - $PROG: step_summary has 5 steps of 512 samples; plan_slices covers every sample once per pass"
+else
+  echo "not ok $n - $PROG: views: step_summary '$got' (want 5|2560), covered sample-passes '$cov' (want 5120)"
+  fails=$((fails + 1))
+fi
+check "build: resume keeps the stored steps and plans the rest" 0 "3 steps planned with megatron \(5 kept\)" \
+  "holds 5 of the steps already" -- "${B[@]}" --db "$tmp/m.db" --strategy megatron --steps 8
+check "build: all steps stored already" 0 "all 8 steps were planned already" "" \
+  -- "${B[@]}" --db "$tmp/m.db" --strategy megatron --steps 8
+check "build: a different config is refused, naming the key" 2 "" "different config.*seed" \
+  -- "${B[@]}" --db "$tmp/m.db" --strategy megatron --steps 8 --set plan.seed=99
+check "build: a different strategy is refused" 2 "" "strategy" \
+  -- "${B[@]}" --db "$tmp/m.db" --strategy gpipe --steps 8
+printf '%s\n' 100 200 >"$tmp/other.txt"
+{ echo 4096; cat "$tmp/cc.txt"; } >"$tmp/cc2.txt"
+check "build: different input data is refused" 2 "" "different input data" \
+  -- build --config "$PAPER" --set plan.context_len=64K --lengths "$tmp/cc2.txt" \
+  --db "$tmp/m.db" --strategy megatron --steps 8
+# Determinism: the same inputs give byte-identical files, whatever the thread count.
+for s in megatron gpipe seq1f1b chunkflow; do
+  "$BIN" "${B[@]}" --db "$tmp/$s-1.db" --strategy $s --steps 4 --threads 1 --no-timings -q >/dev/null 2>"$tmp/err.$s"
+  "$BIN" "${B[@]}" --db "$tmp/$s-2.db" --strategy $s --steps 4 --threads 2 --no-timings -q >/dev/null 2>>"$tmp/err.$s"
+  n=$((n + 1))
+  if [ -s "$tmp/$s-1.db" ] && cmp -s "$tmp/$s-1.db" "$tmp/$s-2.db" && "$BIN" validate --db "$tmp/$s-1.db" -q >/dev/null 2>&1; then
+    echo "ok $n - $PROG: build --strategy $s: valid, byte-identical with 1 and 2 threads"
+  else
+    echo "not ok $n - $PROG: build --strategy $s: files differ, missing or invalid"
+    sed 's/^/# stderr: /' "$tmp/err.$s" | head -5
+    fails=$((fails + 1))
+  fi
+done
+# From a dataprep output (--data): a small JSONL corpus, tokenized here.
+awk 'BEGIN { for (i = 0; i < 40; i++) { printf "{\"text\": \""; for (j = 0; j <= i * i; j++) printf "word%d ", j; print "\"}" } }' >"$tmp/docs.jsonl"
+if "$top_builddir/dataprep/dataprep" run --vocab-dir "$top_srcdir/data/vocab" --encoding cl100k_base --threads 1 \
+     --input "$tmp/docs.jsonl" --out "$tmp/ds" -q >/dev/null 2>"$tmp/err"; then
+  check "build --data: from a dataprep output (the demo config)" 0 "3 steps planned with megatron" "" \
+    -- build --config "$top_srcdir/etc/longtail.ini" --data "$tmp/ds" --db "$tmp/d.db" --steps 3
+  check "validate: the --data plans" 0 "^3 steps valid$" "" -- validate --db "$tmp/d.db"
+else
+  n=$((n + 1)); echo "not ok $n - $PROG: dataprep run for the --data test failed"; sed 's/^/# /' "$tmp/err" | head -5
+  fails=$((fails + 1))
+fi
+# Bad inputs and impossible configs: clear errors, no file left behind.
+check "build without --db" 2 "" "give --db FILE" -- "${B[@]}"
+check "build without input" 2 "" "give the input" -- build --config "$PAPER" --db "$tmp/x.db"
+check "build with an unknown strategy" 2 "" "invalid choice 'slimpak' for plan.strategy \(--strategy\)" \
+  -- "${B[@]}" --db "$tmp/x.db" --strategy slimpak
+check "build with an empty lengths file" 1 "" "no lengths in the file" \
+  -- build --config "$PAPER" --lengths "$tmp/empty.txt" --db "$tmp/x.db" --steps 1
+check "build with a non-numeric lengths file names file:line" 1 "" "bad.txt:2" \
+  -- build --config "$PAPER" --lengths "$tmp/bad.txt" --db "$tmp/x.db" --steps 1
+check "build: a batch larger than the corpus" 2 "" "global_batch" \
+  -- build --config "$PAPER" --lengths "$tmp/other.txt" --db "$tmp/x.db" --steps 1
+check "build: a context that cannot fit even at max_cp with full recompute" 2 "" "cannot fit" \
+  -- "${B[@]}" --set plan.context_len=16M --set parallel.max_cp=1 --db "$tmp/x.db" --steps 1 --strategy megatron
+n=$((n + 1))
+if [ ! -e "$tmp/x.db" ] && [ -z "$(ls "$tmp" | grep 'x\.db\.tmp')" ]; then
+  echo "ok $n - $PROG: failed builds leave no database or temporary file"
+else
+  echo "not ok $n - $PROG: failed builds left $(ls "$tmp" | grep 'x\.db' | tr '\n' ' ')"; fails=$((fails + 1))
+fi
+check "validate: not a plan file" 1 "" "" -- validate --db "$tmp/cc.txt"
+check "validate: a missing file" 1 "" "x.db" -- validate --db "$tmp/x.db"
+# compare: the contract's TSV header, one row per listed strategy, megatron the reference.
+check "compare --format tsv: the contract's header" 0 \
+  "^strategy	predicted_ms	bubble_ratio	peak_mem_bytes	speedup_vs_megatron	plan_ms_per_step$" "" \
+  -- compare --config "$PAPER" --set plan.context_len=64K --lengths "$tmp/cc.txt" \
+  --strategies megatron,gpipe,seq1f1b,chunkflow --steps 3 --format tsv
+n=$((n + 1))
+rows=$(awk -F'\t' 'NR > 1 && NF == 6 && $2 > 0 && $3 >= 0 && $3 < 1 && $4 > 0 && $6 >= 0 { print $1 }' "$tmp/out" | tr '\n' ' ')
+mspeed=$(awk -F'\t' '$1 == "megatron" { print $5 }' "$tmp/out")
+if [ "$rows" = "megatron gpipe seq1f1b chunkflow " ] && [ "$mspeed" = "1.000" ]; then
+  echo "ok $n - $PROG: compare: a row per strategy in the order given, megatron's speedup 1.000"
+else
+  echo "not ok $n - $PROG: compare rows '$rows', megatron speedup '$mspeed'"; sed 's/^/# /' "$tmp/out"
+  fails=$((fails + 1))
+fi
+check "compare without megatron still has a speedup column" 0 "^chunkflow +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x" "" \
+  -- compare --config "$PAPER" --set plan.context_len=64K --lengths "$tmp/cc.txt" --strategies chunkflow --steps 2
+check "compare with an unknown strategy" 2 "" "unknown strategy 'slimpak'" \
+  -- compare --config "$PAPER" --lengths "$tmp/cc.txt" --strategies megatron,slimpak
+check "compare with a bad --format" 2 "" "--format 'csv'" \
+  -- compare --config "$PAPER" --lengths "$tmp/cc.txt" --strategies megatron --format csv
+check "the paper config is valid" 0 "^preset = llama-13b" "" -- config --config "$PAPER"
+unset LONGTAIL_HARDWARE_DIR
 finish

@@ -1,11 +1,1586 @@
-/* being written */
+/*
+ * tests/plans/test_store.c — unit tests for the plan database (plans/store.h: plans/store.c,
+ * plans/validate.c, `planner show` and `planner validate`), cmocka.
+ *
+ * The plans are built here by hand, independently of the strategies: units from the
+ * schedule generators (whole samples + 1F1B, sliced + Seq1F1B, ChunkFlow chunks + state-aware
+ * 1F1B), the samples dealt round-robin over the pipelines, simulated under the unit-time
+ * model (lt_sim_unit_costs) to fill the predictions.
+ *
+ * Without arguments: runs the tests. With a mode argument:
+ *   test_store --bench STEPS [FILE]
+ *       writes STEPS synthetic steps of the `planner build` shape (global batch 512 over 8
+ *       pipelines x 4 stages: ~600 slice rows, ~500 op rows per step) and reports rows/s,
+ *       seconds and bytes per step. FILE defaults to a temporary file, removed afterwards.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <cmocka.h>
-static void test_placeholder(void **state) { (void)state; }
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_placeholder)};
-    return cmocka_run_group_tests(tests, NULL, NULL);
+#include <sqlite3.h>
+
+#include "lib/config.h"     /* lt_config_new, lt_config_set, lt_config_dump_string */
+#include "lib/log.h"        /* lt_log_set_level */
+#include "lib/rng.h"        /* lt_rng (synthetic lengths) */
+#include "plans/planner.h"  /* planner_program */
+#include "plans/sampler.h"  /* lt_sample, lt_sample_source_format */
+#include "plans/schedule.h" /* generators */
+#include "plans/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
+#include "plans/store.h"
+#include "tests/testutil.h" /* lt_test_tmpdir_* */
+
+static char tmp_root[128];
+static int file_counter;
+
+/* A new path under the test directory. */
+static void new_path(char *buf, size_t n, const char *name) {
+    snprintf(buf, n, "%s/%s-%d.db", tmp_root, name, file_counter++);
+}
+
+/* ------------------------------------------------------------------ files */
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+static bool same_bytes(const char *a, const char *b) {
+    size_t la, lb;
+    char *x = read_all(a, &la), *y = read_all(b, &lb);
+    bool same = x && y && la == lb && memcmp(x, y, la) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+static void copy_path(const char *from, const char *to) {
+    size_t n;
+    char *buf = read_all(from, &n);
+    assert_non_null(buf);
+    FILE *f = fopen(to, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, n, f), n);
+    fclose(f);
+    free(buf);
+}
+
+/* How many entries of tmp_root contain ".tmp." (temporary plan files). */
+static int count_temporaries(void) {
+    DIR *d = opendir(tmp_root);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".tmp.")) n++;
+    closedir(d);
+    return n;
+}
+
+/* ------------------------------------------------------------------ runs */
+
+static const char *const base_sets[] = {
+    "model.layers=4",        "parallel.dp=2",    "parallel.pp=2", "plan.global_batch=8",
+    "plan.context_len=1K",   "plan.mem=64",      "plan.steps=10", "plan.strategy=chunkflow",
+};
+#define N_BASE (sizeof base_sets / sizeof base_sets[0])
+
+/* A config dump of the base settings plus `extra` (NULL-terminated) overrides. */
+static char *config_text(const char *const *extra) {
+    lt_config *c = lt_config_new();
+    assert_non_null(c);
+    lt_error err;
+    for (size_t i = 0; i < N_BASE; i++) assert_int_equal(lt_config_set(c, base_sets[i], &err), LT_OK);
+    for (size_t i = 0; extra && extra[i]; i++)
+        if (lt_config_set(c, extra[i], &err) != LT_OK) fail_msg("%s: %s", extra[i], err.what);
+    char *t = lt_config_dump_string(c);
+    assert_non_null(t);
+    lt_config_free(c);
+    return t;
+}
+
+#define FINGERPRINT "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+/* The test run: 2 pipelines of 2 stages over 4 layers, a memory cap of 64 "bytes" (the
+ * unit-time model counts in-flight micro-batches). config is owned by the caller. */
+static lt_run_info test_run(char *config) {
+    lt_run_info r;
+    memset(&r, 0, sizeof r);
+    r.name = "store-test";
+    r.strategy = "chunkflow";
+    r.config = config;
+    r.fingerprint = FINGERPRINT;
+    r.input = "lengths.txt";
+    r.sample_policy = "truncate";
+    r.tuning = "cp=1 recompute=0";
+    r.version = "test";
+    r.context_len = 1024;
+    r.global_batch = 8;
+    r.seed = 1234;
+    r.dp = 2;
+    r.pp = 2;
+    r.tp = 1;
+    r.layers = 4;
+    r.mem_cap = 64;
+    r.n_samples_total = 1000;
+    return r;
+}
+
+/* ------------------------------------------------------------------ plans */
+
+typedef enum plan_kind { K_WHOLE, K_SLICED, K_CHUNK } plan_kind;
+
+/* Seconds per unit-time unit: not a power of two, so the ms round trip is exercised. */
+#define SEC_PER_UNIT 1.7e-4
+
+/* Fill p with a plan of step `step`: samples len[0..n) dealt round-robin over n_ranks
+ * pipelines (dp_rank = r * cp), units and ops by `kind`, simulated under unit costs. */
+static void build_plan(lt_step_plan *p, uint64_t step, const int64_t *len, size_t n, size_t n_ranks, int cp, int pp,
+                       int layers, plan_kind kind) {
+    lt_step_plan_init(p);
+    lt_error err;
+    p->step = step;
+    p->strategy = kind == K_WHOLE    ? LT_STRATEGY_MEGATRON
+                  : kind == K_SLICED ? LT_STRATEGY_SEQ1F1B
+                                     : LT_STRATEGY_CHUNKFLOW;
+    p->n_samples = n;
+    p->lengths = malloc(n * sizeof *p->lengths);
+    p->sample_rank = malloc(n * sizeof *p->sample_rank);
+    memcpy(p->lengths, len, n * sizeof *len);
+    p->n_ranks = n_ranks;
+    p->ranks = calloc(n_ranks, sizeof *p->ranks);
+    p->pp = pp;
+    lt_sim sim = {0};
+    lt_sim_costs costs = lt_sim_unit_costs();
+    double busy_total = 0;
+    int64_t *loc = malloc(n * sizeof *loc);
+    int32_t *glob = malloc(n * sizeof *glob);
+    for (size_t r = 0; r < n_ranks; r++) {
+        lt_rank_plan *rp = &p->ranks[r];
+        rp->dp_rank = (int)r * cp;
+        rp->cp = cp;
+        size_t m = 0;
+        for (size_t i = r; i < n; i += n_ranks) {
+            p->sample_rank[i] = (int)r;
+            loc[m] = len[i];
+            glob[m++] = (int32_t)i;
+        }
+        assert_int_equal(lt_schedule_init(&rp->sched, pp, layers, &err), LT_OK);
+        lt_schedule *s = &rp->sched;
+        if (kind == K_WHOLE) {
+            lt_sched_units_whole(s, loc, m);
+            lt_sched_1f1b(s, NULL, s->n_units);
+        } else if (kind == K_SLICED) {
+            lt_sched_units_sliced(s, loc, m, 2);
+            lt_sched_seq1f1b(s, NULL, s->n_units);
+        } else {
+            lt_sched_units_chunked(s, loc, m, 48);
+            lt_sched_chunkflow(s, NULL, s->n_units, 1);
+        }
+        for (size_t j = 0; j < s->n_slices; j++) s->slices[j].sample = glob[s->slices[j].sample];
+        if (lt_sim_run(&sim, s, &costs, &err) != LT_OK) fail_msg("sim: %s", err.what);
+        rp->ops = malloc((sim.n_ops ? sim.n_ops : 1) * sizeof *rp->ops);
+        for (size_t id = 0; id < sim.n_ops; id++) {
+            int g;
+            size_t idx;
+            lt_sim_op_at(&sim, id, &g, &idx);
+            rp->ops[id].start_s = sim.start[id] * SEC_PER_UNIT;
+            rp->ops[id].finish_s = sim.finish[id] * SEC_PER_UNIT;
+            rp->ops[id].mem_bytes = s->stage[g].ops[idx].kind == LT_OP_F ? 1 : 0.5;
+        }
+        rp->time_s = sim.step_time * SEC_PER_UNIT;
+        rp->stage_busy_s = malloc((size_t)pp * sizeof *rp->stage_busy_s);
+        rp->stage_peak_mem = malloc((size_t)pp * sizeof *rp->stage_peak_mem);
+        for (int g = 0; g < pp; g++) {
+            rp->stage_busy_s[g] = sim.busy[g] * SEC_PER_UNIT;
+            rp->stage_peak_mem[g] = sim.peak_mem[g];
+            busy_total += rp->stage_busy_s[g];
+            if (sim.peak_mem[g] > p->peak_mem) p->peak_mem = sim.peak_mem[g];
+        }
+        if (rp->time_s > p->time_s) p->time_s = rp->time_s;
+    }
+    free(loc);
+    free(glob);
+    lt_sim_free(&sim);
+    p->bubble_ratio = p->time_s > 0 ? 1 - busy_total / ((double)n_ranks * pp * p->time_s) : 0;
+    p->solve_ms = 12.5;
+    snprintf(p->params, sizeof p->params, "%s", kind == K_CHUNK ? "chunk_size=48 k=1" : "cp=1 recompute=0");
+    snprintf(p->solver_status, sizeof p->solver_status, "none");
+    if (step == 2) { /* one plan with a runner-up, as auto makes */
+        p->runner_up = LT_STRATEGY_GPIPE;
+        p->runner_up_time_s = p->time_s * 1.25;
+    }
+}
+
+/* The samples of a step: ids 40 + n * step + i (so sample 42 is in step 0), sources varied. */
+static lt_sample *make_samples(uint64_t step, const int64_t *len, size_t n) {
+    lt_sample *s = calloc(n, sizeof *s);
+    for (size_t i = 0; i < n; i++) {
+        s[i].id = 40 + n * step + i;
+        s[i].task = (uint32_t)(i % 3);
+        s[i].doc = 100 + i + step;
+        s[i].offset = (int64_t)(i % 2) * 1024;
+        s[i].length = len[i];
+    }
+    return s;
+}
+
+/* The lengths of test step t (8 samples, some longer than the chunk size 48). */
+static void step_lengths(uint64_t t, int64_t len[8]) {
+    static const int64_t base[8] = {100, 30, 7, 64, 45, 12, 90, 3};
+    for (int i = 0; i < 8; i++) len[i] = base[(i + t) % 8] + (int64_t)t;
+}
+
+static plan_kind kind_of_step(uint64_t t) {
+    return t % 3 == 0 ? K_CHUNK : t % 3 == 1 ? K_SLICED : K_WHOLE;
+}
+
+/* Build and store steps [first, first + count) of the test run. */
+static void put_steps(lt_store *st, uint64_t first, uint64_t count) {
+    lt_error err;
+    for (uint64_t t = first; t < first + count; t++) {
+        int64_t len[8];
+        step_lengths(t, len);
+        lt_step_plan p;
+        build_plan(&p, t, len, 8, 2, 1, 2, 4, kind_of_step(t));
+        lt_sample *smp = make_samples(t, len, 8);
+        if (lt_store_put_step(st, &p, smp, &err) != LT_OK) fail_msg("put step %" PRIu64 ": %s", t, err.what);
+        free(smp);
+        lt_step_plan_free(&p);
+    }
+}
+
+/* A committed file of steps [0, count) of the test run (timings as given). */
+static void write_file(const char *path, uint64_t count, bool timings) {
+    char *cfg = config_text(NULL);
+    lt_run_info run = test_run(cfg);
+    lt_store *st;
+    lt_error err;
+    if (lt_store_begin(&st, path, &run, timings, &err) != LT_OK) fail_msg("begin: %s (%s)", err.what, err.where);
+    put_steps(st, 0, count);
+    if (lt_store_commit(st, &err) != LT_OK) fail_msg("commit: %s", err.what);
+    free(cfg);
+}
+
+static sqlite3 *open_raw(const char *path) {
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    return db;
+}
+
+static void exec_raw(sqlite3 *db, const char *sql) {
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) fail_msg("%s: %s", sql, msg);
+}
+
+static int64_t query_int(sqlite3 *db, const char *sql) {
+    sqlite3_stmt *q;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK) fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return v;
+}
+
+/* ------------------------------------------------------------------ comparing plans */
+
+static void assert_close(double a, double b) {
+    if (!(fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b)))) fail_msg("%.17g != %.17g", a, b);
+}
+
+static void assert_plans_equal(const lt_step_plan *a, const lt_step_plan *b) {
+    assert_int_equal(a->step, b->step);
+    assert_int_equal(a->strategy, b->strategy);
+    assert_int_equal(a->n_samples, b->n_samples);
+    for (size_t i = 0; i < a->n_samples; i++) {
+        assert_int_equal(a->lengths[i], b->lengths[i]);
+        assert_int_equal(a->sample_rank[i], b->sample_rank[i]);
+    }
+    assert_int_equal(a->n_ranks, b->n_ranks);
+    assert_int_equal(a->pp, b->pp);
+    assert_close(a->time_s, b->time_s);
+    assert_true(a->bubble_ratio == b->bubble_ratio);
+    assert_true(a->peak_mem == b->peak_mem);
+    assert_string_equal(a->params, b->params);
+    assert_string_equal(a->solver_status, b->solver_status);
+    assert_int_equal(a->runner_up, b->runner_up);
+    if (a->runner_up != LT_STRATEGY_COUNT) assert_close(a->runner_up_time_s, b->runner_up_time_s);
+    for (size_t r = 0; r < a->n_ranks; r++) {
+        const lt_rank_plan *x = &a->ranks[r], *y = &b->ranks[r];
+        assert_int_equal(x->dp_rank, y->dp_rank);
+        assert_int_equal(x->cp, y->cp);
+        assert_close(x->time_s, y->time_s);
+        assert_int_equal(x->sched.stages, y->sched.stages);
+        assert_int_equal(x->sched.layers, y->sched.layers);
+        assert_int_equal(x->sched.n_slices, y->sched.n_slices);
+        for (size_t i = 0; i < x->sched.n_slices; i++) {
+            assert_int_equal(x->sched.slices[i].sample, y->sched.slices[i].sample);
+            assert_int_equal(x->sched.slices[i].begin, y->sched.slices[i].begin);
+            assert_int_equal(x->sched.slices[i].end, y->sched.slices[i].end);
+        }
+        assert_int_equal(x->sched.n_units, y->sched.n_units);
+        for (size_t u = 0; u < x->sched.n_units; u++) {
+            assert_int_equal(x->sched.units[u].first_slice, y->sched.units[u].first_slice);
+            assert_int_equal(x->sched.units[u].n_slices, y->sched.units[u].n_slices);
+        }
+        size_t id = 0;
+        for (int g = 0; g < x->sched.stages; g++) {
+            assert_int_equal(x->sched.stage[g].n, y->sched.stage[g].n);
+            for (size_t i = 0; i < x->sched.stage[g].n; i++, id++) {
+                const lt_op *o = &x->sched.stage[g].ops[i], *q = &y->sched.stage[g].ops[i];
+                assert_int_equal(o->kind, q->kind);
+                assert_int_equal(o->part, q->part);
+                assert_int_equal(o->recompute_layers, q->recompute_layers);
+                assert_int_equal(o->unit, q->unit);
+                assert_int_equal(o->layer_begin, q->layer_begin);
+                assert_int_equal(o->layer_end, q->layer_end);
+                assert_close(x->ops[id].start_s, y->ops[id].start_s);
+                assert_close(x->ops[id].finish_s, y->ops[id].finish_s);
+                assert_true(x->ops[id].mem_bytes == y->ops[id].mem_bytes);
+            }
+            assert_close(x->stage_busy_s[g], y->stage_busy_s[g]);
+            assert_true(x->stage_peak_mem[g] == y->stage_peak_mem[g]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ round trip, views */
+
+static void test_round_trip(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "roundtrip");
+    char *cfg = config_text(NULL);
+    lt_run_info run = test_run(cfg);
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_begin(&st, path, &run, true, &err), LT_OK);
+    /* three shapes, and one step with context-parallel pipelines (cp = 2: dp_ranks 0 and 2) */
+    lt_step_plan plans[4];
+    lt_sample *smp[4];
+    for (uint64_t t = 0; t < 4; t++) {
+        int64_t len[8];
+        step_lengths(t, len);
+        build_plan(&plans[t], t, len, 8, 2, t == 3 ? 2 : 1, 2, 4, kind_of_step(t));
+        smp[t] = make_samples(t, len, 8);
+        if (lt_store_put_step(st, &plans[t], smp[t], &err) != LT_OK) fail_msg("put: %s", err.what);
+    }
+    bool has;
+    assert_int_equal(lt_store_has_step(st, 3, &has, &err), LT_OK);
+    assert_true(has);
+    assert_int_equal(lt_store_has_step(st, 4, &has, &err), LT_OK);
+    assert_false(has);
+    /* a step stored twice is a programming error */
+    assert_int_equal(lt_store_put_step(st, &plans[1], smp[1], &err), LT_ERR_INTERNAL);
+    assert_non_null(strstr(err.what, "step 1 is already stored"));
+    assert_int_equal(lt_store_commit(st, &err), LT_OK);
+    assert_int_equal(count_temporaries(), 0);
+
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    lt_run_info back;
+    assert_int_equal(lt_store_run_info(st, &back, &err), LT_OK);
+    assert_string_equal(back.config, cfg);
+    assert_string_equal(back.fingerprint, FINGERPRINT);
+    assert_string_equal(back.strategy, "chunkflow");
+    assert_string_equal(back.tuning, "cp=1 recompute=0");
+    assert_string_equal(back.version, "test");
+    assert_int_equal(back.layers, 4);
+    assert_int_equal(back.pp, 2);
+    assert_true(back.mem_cap == 64);
+    assert_int_equal(back.n_samples_total, 1000);
+    lt_run_info_free(&back);
+    assert_null(back.config);
+
+    uint64_t *steps;
+    size_t n;
+    assert_int_equal(lt_store_steps(st, &steps, &n, &err), LT_OK);
+    assert_int_equal(n, 4);
+    for (size_t i = 0; i < n; i++) assert_int_equal(steps[i], i);
+    free(steps);
+
+    lt_step_plan got;
+    lt_step_plan_init(&got);
+    for (uint64_t t = 0; t < 4; t++) {
+        lt_sample *gs = NULL;
+        assert_int_equal(lt_store_get_step(st, t, &got, &gs, &err), LT_OK);
+        assert_plans_equal(&plans[t], &got);
+        assert_true(got.solve_ms == 12.5); /* timings on */
+        for (size_t i = 0; i < got.n_samples; i++) {
+            assert_int_equal(gs[i].id, smp[t][i].id);
+            assert_int_equal(gs[i].task, smp[t][i].task);
+            assert_int_equal(gs[i].doc, smp[t][i].doc);
+            assert_int_equal(gs[i].offset, smp[t][i].offset);
+            assert_int_equal(gs[i].length, smp[t][i].length);
+            assert_int_equal(gs[i].corpus_doc, 0);
+        }
+        /* what comes back keeps every invariant (the ms round trip is monotone) */
+        if (lt_plan_validate(&got, 64, &err) != LT_OK) fail_msg("step %" PRIu64 ": %s", t, err.what);
+        free(gs);
+        lt_step_plan_free(&plans[t]);
+        free(smp[t]);
+    }
+    /* reading without samples; a step that is not stored names the stored range */
+    assert_int_equal(lt_store_get_step(st, 2, &got, NULL, &err), LT_OK);
+    assert_int_equal(got.runner_up, LT_STRATEGY_GPIPE);
+    lt_sample *gs = (lt_sample *)&got; /* must be reset to NULL */
+    assert_int_equal(lt_store_get_step(st, 9, &got, &gs, &err), LT_ERR_INPUT);
+    assert_null(gs);
+    assert_int_equal(got.n_ranks, 0);
+    assert_non_null(strstr(err.what, "step 9 is not stored"));
+    assert_non_null(strstr(err.hint, "steps 0..3"));
+    assert_string_equal(err.where, path);
+    lt_step_plan_free(&got);
+    lt_store_close(st);
+    free(cfg);
+}
+
+/* Steps with more rows than one multi-row INSERT holds (and a remainder) come back equal. */
+static void test_round_trip_large(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "large");
+    char *cfg = config_text(NULL);
+    lt_run_info run = test_run(cfg);
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_begin(&st, path, &run, false, &err), LT_OK);
+    enum { N = 101 };
+    int64_t len[N];
+    lt_step_plan plans[3];
+    lt_sample *smp[3];
+    for (uint64_t t = 0; t < 3; t++) {
+        for (size_t i = 0; i < N; i++) len[i] = 1 + (int64_t)((i * 37 + t * 11) % 120);
+        build_plan(&plans[t], 10 + t, len, N, 2, 1, 2, 4, (plan_kind)t);
+        smp[t] = make_samples(10 + t, len, N);
+        if (lt_store_put_step(st, &plans[t], smp[t], &err) != LT_OK) fail_msg("put: %s", err.what);
+    }
+    assert_int_equal(lt_store_commit(st, &err), LT_OK);
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    lt_step_plan got;
+    lt_step_plan_init(&got);
+    for (uint64_t t = 0; t < 3; t++) {
+        lt_sample *gs;
+        assert_int_equal(lt_store_get_step(st, 10 + t, &got, &gs, &err), LT_OK);
+        assert_plans_equal(&plans[t], &got);
+        for (size_t i = 0; i < N; i++) {
+            assert_int_equal(gs[i].id, smp[t][i].id);
+            assert_int_equal(gs[i].doc, smp[t][i].doc);
+        }
+        free(gs);
+        free(smp[t]);
+        lt_step_plan_free(&plans[t]);
+    }
+    size_t checked;
+    if (lt_store_validate(st, NULL, NULL, &checked, &err) != LT_OK) fail_msg("%s", err.what);
+    assert_int_equal(checked, 3);
+    lt_step_plan_free(&got);
+    lt_store_close(st);
+    free(cfg);
+}
+
+/* The views of CONTRACTS.md exist with at least their columns, in order. */
+static void test_views_columns(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "views");
+    write_file(path, 1, false);
+    sqlite3 *db = open_raw(path);
+    static const struct {
+        const char *view;
+        const char *cols[16];
+    } want[] = {
+        {"step_summary", {"run_id", "step", "strategy", "n_samples", "n_tokens", "predicted_ms", "bubble_ratio",
+                          "peak_mem_bytes", "solve_ms", "params", "solver_status", NULL}},
+        {"plan_slices", {"run_id", "step", "dp_rank", "pass", "unit", "seq", "sample_id", "tok_begin", "tok_end", "idx",
+                         NULL}},
+        {"plan_ops", {"run_id", "step", "dp_rank", "stage", "seq", "kind", "unit", "recompute_layers", "layer_begin",
+                      "layer_end", "part", "start_ms", "finish_ms", "mem_bytes", NULL}},
+        {"samples", {"run_id", "step", "sample_id", "length", "dp_rank", "source", "idx", "task", "doc", "tok", NULL}},
+        {"stage_timeline", {"run_id", "step", "dp_rank", "stage", "busy_ms", "idle_ms", "peak_mem_bytes",
+                            "headroom_bytes", NULL}},
+        {"dp_balance", {"run_id", "step", "pipelines", "min_ms", "max_ms", "mean_ms", "imbalance", NULL}},
+    };
+    for (size_t v = 0; v < sizeof want / sizeof want[0]; v++) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "SELECT type FROM sqlite_schema WHERE name = '%s'", want[v].view);
+        sqlite3_stmt *q;
+        assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        assert_string_equal((const char *)sqlite3_column_text(q, 0), "view");
+        sqlite3_finalize(q);
+        snprintf(sql, sizeof sql, "PRAGMA table_info(%s)", want[v].view);
+        assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+        for (size_t c = 0; want[v].cols[c]; c++) {
+            if (sqlite3_step(q) != SQLITE_ROW) fail_msg("view %s lacks column %s", want[v].view, want[v].cols[c]);
+            assert_int_equal(sqlite3_column_int(q, 0), (int)c);
+            if (strcmp((const char *)sqlite3_column_text(q, 1), want[v].cols[c]) != 0)
+                fail_msg("view %s column %zu is %s, want %s", want[v].view, c, sqlite3_column_text(q, 1),
+                         want[v].cols[c]);
+        }
+        sqlite3_finalize(q);
+        /* and it answers */
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM %s", want[v].view);
+        assert_true(query_int(db, sql) > 0);
+    }
+    /* the file's identity and table options */
+    assert_int_equal(query_int(db, "PRAGMA application_id"), LT_PLAN_DB_APPLICATION_ID);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 1);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE "
+                                   "'sqlite_%' AND sql NOT LIKE '%STRICT%'"),
+                     0);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT IN "
+                                   "('runs') AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE '%WITHOUT ROWID%'"),
+                     0);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check != 'ok'"), 0);
+    sqlite3_close(db);
+}
+
+/* plan_slices, samples, step_summary, stage_timeline and dp_balance hold what was put. */
+static void test_views_content(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "content");
+    write_file(path, 12, false); /* enough rows per run_id for the planner to skip-scan */
+    sqlite3 *db = open_raw(path);
+    /* an FB row is one F row and one B row */
+    int64_t rows = query_int(db, "SELECT count(*) FROM units_slices");
+    assert_int_equal(query_int(db, "SELECT count(*) FROM units_slices WHERE passes != 'FB'"), 0);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM plan_slices"), 2 * rows);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM plan_slices WHERE pass = 'F'"), rows);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM plan_slices WHERE pass = 'B'"), rows);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM (SELECT step, dp_rank, unit, seq, sample_id, tok_begin, "
+                                   "tok_end FROM plan_slices WHERE pass = 'F' EXCEPT SELECT step, dp_rank, unit, seq, "
+                                   "sample_id, tok_begin, tok_end FROM plan_slices WHERE pass = 'B')"),
+                     0);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM plan_slices p JOIN step_samples s ON s.step = p.step AND "
+                                   "s.idx = p.idx WHERE s.sample_id != p.sample_id"),
+                     0);
+    /* every step's plan against its views */
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    lt_step_plan p;
+    lt_step_plan_init(&p);
+    for (uint64_t t = 0; t < 3; t++) {
+        lt_sample *smp;
+        assert_int_equal(lt_store_get_step(st, t, &p, &smp, &err), LT_OK);
+        int64_t tokens = 0;
+        for (size_t i = 0; i < p.n_samples; i++) tokens += p.lengths[i];
+        sqlite3_stmt *q;
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT strategy, n_samples, n_tokens, predicted_ms, bubble_ratio, "
+                                            "peak_mem_bytes, solve_ms, params, solver_status FROM step_summary "
+                                            "WHERE step = ?",
+                                            -1, &q, NULL),
+                         SQLITE_OK);
+        sqlite3_bind_int64(q, 1, (int64_t)t);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        assert_string_equal((const char *)sqlite3_column_text(q, 0), lt_strategy_name(p.strategy));
+        assert_int_equal(sqlite3_column_int64(q, 1), (int64_t)p.n_samples);
+        assert_int_equal(sqlite3_column_int64(q, 2), tokens);
+        assert_close(sqlite3_column_double(q, 3), p.time_s * 1e3);
+        assert_true(sqlite3_column_double(q, 4) == p.bubble_ratio);
+        assert_true(sqlite3_column_double(q, 5) == p.peak_mem);
+        assert_int_equal(sqlite3_column_type(q, 6), SQLITE_NULL); /* timings off */
+        assert_string_equal((const char *)sqlite3_column_text(q, 7), p.params);
+        assert_string_equal((const char *)sqlite3_column_text(q, 8), "none");
+        sqlite3_finalize(q);
+        /* samples.source is lt_sample_source_format's text; dp_rank is the pipeline's */
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT sample_id, length, dp_rank, source FROM samples WHERE step = ? "
+                                            "ORDER BY idx",
+                                            -1, &q, NULL),
+                         SQLITE_OK);
+        sqlite3_bind_int64(q, 1, (int64_t)t);
+        for (size_t i = 0; i < p.n_samples; i++) {
+            assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+            char src[96];
+            lt_sample_source_format(&smp[i], src, sizeof src);
+            assert_int_equal(sqlite3_column_int64(q, 0), (int64_t)smp[i].id);
+            assert_int_equal(sqlite3_column_int64(q, 1), p.lengths[i]);
+            assert_int_equal(sqlite3_column_int64(q, 2), p.ranks[p.sample_rank[i]].dp_rank);
+            assert_string_equal((const char *)sqlite3_column_text(q, 3), src);
+        }
+        assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+        sqlite3_finalize(q);
+        /* stage_timeline: idle = step time - busy, headroom = cap - peak */
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT dp_rank, stage, busy_ms, idle_ms, peak_mem_bytes, headroom_bytes "
+                                            "FROM stage_timeline WHERE step = ? ORDER BY dp_rank, stage",
+                                            -1, &q, NULL),
+                         SQLITE_OK);
+        sqlite3_bind_int64(q, 1, (int64_t)t);
+        for (size_t r = 0; r < p.n_ranks; r++)
+            for (int g = 0; g < p.pp; g++) {
+                assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+                assert_int_equal(sqlite3_column_int(q, 0), p.ranks[r].dp_rank);
+                assert_int_equal(sqlite3_column_int(q, 1), g);
+                assert_close(sqlite3_column_double(q, 2), p.ranks[r].stage_busy_s[g] * 1e3);
+                assert_true(fabs(sqlite3_column_double(q, 3) - (p.time_s - p.ranks[r].stage_busy_s[g]) * 1e3) < 1e-9);
+                assert_true(sqlite3_column_double(q, 4) == p.ranks[r].stage_peak_mem[g]);
+                assert_true(sqlite3_column_double(q, 5) == 64 - p.ranks[r].stage_peak_mem[g]);
+            }
+        sqlite3_finalize(q);
+        /* dp_balance */
+        double mx = 0, mn = INFINITY, sum = 0;
+        for (size_t r = 0; r < p.n_ranks; r++) {
+            double ms = p.ranks[r].time_s * 1e3;
+            mx = fmax(mx, ms);
+            mn = fmin(mn, ms);
+            sum += ms;
+        }
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT pipelines, min_ms, max_ms, mean_ms, imbalance FROM dp_balance "
+                                            "WHERE step = ?",
+                                            -1, &q, NULL),
+                         SQLITE_OK);
+        sqlite3_bind_int64(q, 1, (int64_t)t);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(q, 0), (int)p.n_ranks);
+        assert_close(sqlite3_column_double(q, 1), mn);
+        assert_close(sqlite3_column_double(q, 2), mx);
+        assert_true(fabs(sqlite3_column_double(q, 3) - sum / (double)p.n_ranks) < 1e-9);
+        assert_true(fabs(sqlite3_column_double(q, 4) - mx / (sum / (double)p.n_ranks)) < 1e-9);
+        sqlite3_finalize(q);
+        /* plan_ops in seq order is the stage's list */
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT kind, unit FROM plan_ops WHERE step = ? AND dp_rank = ? AND "
+                                            "stage = 1 ORDER BY seq",
+                                            -1, &q, NULL),
+                         SQLITE_OK);
+        sqlite3_bind_int64(q, 1, (int64_t)t);
+        sqlite3_bind_int(q, 2, p.ranks[1].dp_rank);
+        const lt_stage_ops *so = &p.ranks[1].sched.stage[1];
+        static const char *const kinds[] = {"F", "FK", "B"};
+        for (size_t i = 0; i < so->n; i++) {
+            assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+            assert_string_equal((const char *)sqlite3_column_text(q, 0), kinds[so->ops[i].kind]);
+            assert_int_equal(sqlite3_column_int64(q, 1), so->ops[i].unit);
+        }
+        assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+        sqlite3_finalize(q);
+        free(smp);
+    }
+    /* step 0 is a ChunkFlow plan: it has FK ops */
+    assert_true(query_int(db, "SELECT count(*) FROM plan_ops WHERE step = 0 AND kind = 'FK'") > 0);
+    /* a query on step alone searches the keys (skip-scan over run_id), no full scan, also
+     * through the views */
+    static const char *const by_step[] = {
+        "SELECT * FROM ops WHERE step = 1",           "SELECT * FROM plan_ops WHERE step = 1",
+        "SELECT * FROM plan_slices WHERE step = 1",   "SELECT * FROM samples WHERE step = 1",
+        "SELECT * FROM stage_timeline WHERE step = 1", "SELECT * FROM dp_balance WHERE step = 1",
+    };
+    for (size_t i = 0; i < sizeof by_step / sizeof by_step[0]; i++) {
+        char sql[160];
+        snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", by_step[i]);
+        sqlite3_stmt *q;
+        assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
+        while (sqlite3_step(q) == SQLITE_ROW) {
+            const char *plan = (const char *)sqlite3_column_text(q, 3);
+            if (strncmp(plan, "SCAN ", 5) == 0 && strcmp(plan, "SCAN r") != 0 && !strstr(plan, "CONSTANT") &&
+                strcmp(plan, "SCAN dp_balance") != 0)
+                fail_msg("%s: %s", by_step[i], plan);
+        }
+        sqlite3_finalize(q);
+    }
+    lt_step_plan_free(&p);
+    lt_store_close(st);
+    sqlite3_close(db);
+}
+
+/* ------------------------------------------------------------------ the docs' example queries */
+
+/* docs/plans-schema.md, found through $top_srcdir (exported by `make check`) or upwards. */
+static char *read_schema_doc(void) {
+    const char *roots[] = {getenv("top_srcdir"), getenv("srcdir"), ".", "..", "../..", "../../..", "../../../.."};
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        if (!roots[i]) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/docs/plans-schema.md", roots[i]);
+        char *text = read_all(path, NULL);
+        if (text) return text;
+    }
+    return NULL;
+}
+
+static void test_doc_queries(void **state) {
+    (void)state;
+    char *doc = read_schema_doc();
+    if (!doc) {
+        printf("# skip: docs/plans-schema.md not found from $top_srcdir\n");
+        skip();
+    }
+    char path[256];
+    new_path(path, sizeof path, "doc");
+    write_file(path, 3, false);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    int blocks = 0;
+    for (const char *p = doc; (p = strstr(p, "```sql\n"));) {
+        p += 7;
+        const char *end = strstr(p, "```");
+        assert_non_null(end);
+        char *sql = strndup(p, (size_t)(end - p));
+        /* every statement of the block prepares, runs and returns rows */
+        for (const char *s = sql; *s;) {
+            sqlite3_stmt *q;
+            const char *tail;
+            if (sqlite3_prepare_v2(db, s, -1, &q, &tail) != SQLITE_OK)
+                fail_msg("docs query does not prepare: %s\n%s", sqlite3_errmsg(db), s);
+            if (!q) break; /* only blanks left */
+            int rows = 0, rc;
+            while ((rc = sqlite3_step(q)) == SQLITE_ROW) rows++;
+            if (rc != SQLITE_DONE) fail_msg("docs query fails: %s\n%s", sqlite3_errmsg(db), s);
+            if (rows == 0) fail_msg("docs query returns no row on the test file:\n%s", s);
+            sqlite3_finalize(q);
+            s = tail;
+        }
+        free(sql);
+        blocks++;
+        p = end + 3;
+    }
+    assert_true(blocks >= 9);
+    sqlite3_close(db);
+    free(doc);
+}
+
+/* ------------------------------------------------------------------ writing: determinism, resume, refusals */
+
+static void test_deterministic_bytes(void **state) {
+    (void)state;
+    char a[256], b[256];
+    new_path(a, sizeof a, "det");
+    new_path(b, sizeof b, "det");
+    write_file(a, 4, false);
+    write_file(b, 4, false);
+    assert_true(same_bytes(a, b));
+    /* with timings solve_ms is stored (and the bytes may differ between runs) */
+    char c[256];
+    new_path(c, sizeof c, "timed");
+    write_file(c, 4, true);
+    sqlite3 *db = open_raw(c);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM steps WHERE solve_ms = 12.5"), 4);
+    sqlite3_close(db);
+}
+
+static void test_resume(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "resume");
+    write_file(path, 3, false);
+    char *cfg = config_text((const char *const[]){"plan.steps=100", NULL}); /* more steps: still the same run */
+    lt_run_info run = test_run(cfg);
+    lt_store *st;
+    lt_error err;
+    if (lt_store_begin(&st, path, &run, false, &err) != LT_OK) fail_msg("%s", err.what);
+    for (uint64_t t = 0; t < 6; t++) {
+        bool has;
+        assert_int_equal(lt_store_has_step(st, t, &has, &err), LT_OK);
+        assert_int_equal(has, t < 3);
+    }
+    put_steps(st, 3, 2);
+    assert_int_equal(lt_store_commit(st, &err), LT_OK);
+    free(cfg);
+    assert_int_equal(count_temporaries(), 0);
+
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    uint64_t *steps;
+    size_t n;
+    assert_int_equal(lt_store_steps(st, &steps, &n, &err), LT_OK);
+    assert_int_equal(n, 5);
+    for (size_t i = 0; i < n; i++) assert_int_equal(steps[i], i);
+    free(steps);
+    lt_step_plan got, want;
+    lt_step_plan_init(&got);
+    for (uint64_t t = 0; t < 5; t++) { /* old steps kept, new ones added */
+        int64_t len[8];
+        step_lengths(t, len);
+        build_plan(&want, t, len, 8, 2, 1, 2, 4, kind_of_step(t));
+        assert_int_equal(lt_store_get_step(st, t, &got, NULL, &err), LT_OK);
+        assert_plans_equal(&want, &got);
+        lt_step_plan_free(&want);
+    }
+    lt_step_plan_free(&got);
+    size_t checked;
+    assert_int_equal(lt_store_validate(st, NULL, NULL, &checked, &err), LT_OK);
+    assert_int_equal(checked, 5);
+    lt_store_close(st);
+
+    /* resuming with the same steps gives the same bytes as writing them at once */
+    char whole[256];
+    new_path(whole, sizeof whole, "whole");
+    write_file(whole, 5, false);
+    sqlite3 *x = open_raw(whole), *y = open_raw(path);
+    assert_int_equal(query_int(x, "SELECT count(*) FROM ops"), query_int(y, "SELECT count(*) FROM ops"));
+    sqlite3_close(x);
+    sqlite3_close(y);
+}
+
+/* begin on `path` with a run made by `mod`; the expected status, message part and no change */
+typedef void (*run_mod)(lt_run_info *run);
+
+static void expect_refusal(const char *path, const char *const *extra, run_mod mod, lt_status want,
+                           const char *what_part) {
+    size_t before_len;
+    char *before = read_all(path, &before_len);
+    char *cfg = config_text(extra);
+    lt_run_info run = test_run(cfg);
+    if (mod) mod(&run);
+    lt_store *st = (lt_store *)path;
+    lt_error err;
+    lt_status s = lt_store_begin(&st, path, &run, false, &err);
+    if (s != want) fail_msg("status %d (%s), want %d", s, err.what, want);
+    assert_null(st);
+    if (!strstr(err.what, what_part)) fail_msg("'%s' lacks '%s'", err.what, what_part);
+    assert_string_equal(err.where, path);
+    size_t after_len;
+    char *after = read_all(path, &after_len);
+    assert_true(before_len == after_len && memcmp(before, after, before_len) == 0);
+    assert_int_equal(count_temporaries(), 0);
+    free(before);
+    free(after);
+    free(cfg);
+}
+
+static void other_fingerprint(lt_run_info *r) { r->fingerprint = "ff"; }
+static void other_strategy(lt_run_info *r) { r->strategy = "megatron"; }
+static void other_tuning(lt_run_info *r) { r->tuning = "cp=2 recompute=1"; }
+
+static void test_refusals(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "refuse");
+    write_file(path, 2, false);
+    lt_error err;
+
+    /* a different config value: the message names the first differing key */
+    expect_refusal(path, (const char *const[]){"plan.seed=99", NULL}, NULL, LT_ERR_CONFIG,
+                   "was built from a different config: [plan] seed = 99 here, 1234 in the file");
+    assert_int_equal(lt_exit_code(LT_ERR_CONFIG), 2);
+    expect_refusal(path, (const char *const[]){"model.layers=8", NULL}, NULL, LT_ERR_CONFIG,
+                   "[model] layers = 8 here, 4 in the file");
+    expect_refusal(path, (const char *const[]){"parallel.tp=2", NULL}, NULL, LT_ERR_CONFIG, "[parallel] tp = 2 here");
+    expect_refusal(path, (const char *const[]){"model.preset=tiny", NULL}, NULL, LT_ERR_CONFIG,
+                   "[model] preset = tiny here, (no value) in the file");
+    expect_refusal(path, NULL, other_fingerprint, LT_ERR_CONFIG, "from different input data");
+    expect_refusal(path, NULL, other_strategy, LT_ERR_CONFIG, "with another strategy: megatron here, chunkflow");
+    expect_refusal(path, NULL, other_tuning, LT_ERR_CONFIG, "with another tuning");
+
+    /* what does not matter: origins, spelling of a value, plan.steps, other sections */
+    lt_config *c = lt_config_new();
+    const char *ini = "[model]\nlayers = 4\n[parallel]\ndp = 2\npp = 2\n[plan]\nglobal_batch = 8\n"
+                      "context_len = 1024\nmem = 64\nsteps = 7\nstrategy = chunkflow\n[run]\nname = other\n";
+    assert_int_equal(lt_config_load_string(c, ini, "/elsewhere/run.ini", &err), LT_OK);
+    char *cfg = lt_config_dump_string(c);
+    lt_config_free(c);
+    assert_non_null(strstr(cfg, "; from /elsewhere/run.ini"));
+    lt_run_info run = test_run(cfg);
+    run.input = "/another/machine/lengths.txt";
+    lt_store *st;
+    if (lt_store_begin(&st, path, &run, false, &err) != LT_OK) fail_msg("%s", err.what);
+    lt_store_abort(st);
+    free(cfg);
+
+    /* files that are not plan databases of this version */
+    char other[256];
+    new_path(other, sizeof other, "foreign");
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(other, &db), SQLITE_OK);
+    exec_raw(db, "PRAGMA application_id = 1234; CREATE TABLE t (x);");
+    sqlite3_close(db);
+    expect_refusal(other, NULL, NULL, LT_ERR_VERSION, "not a longtail plan database");
+    assert_int_equal(lt_store_open(&st, other, &err), LT_ERR_VERSION);
+
+    char newer[256];
+    new_path(newer, sizeof newer, "newer");
+    copy_path(path, newer);
+    db = open_raw(newer);
+    exec_raw(db, "PRAGMA user_version = 99;");
+    sqlite3_close(db);
+    expect_refusal(newer, NULL, NULL, LT_ERR_VERSION, "newer than this program");
+
+    char text[256];
+    new_path(text, sizeof text, "text");
+    FILE *f = fopen(text, "w");
+    fputs("this is not a database, but it is long enough to have a header of a hundred bytes or so, "
+          "which SQLite reads first and rejects as not a database at all.\n",
+          f);
+    fclose(f);
+    expect_refusal(text, NULL, NULL, LT_ERR_INPUT, "not a longtail plan database");
+    assert_int_equal(lt_exit_code(LT_ERR_INPUT), 1);
+}
+
+/* abort leaves the original byte-identical and removes the temporary file */
+static void test_abort(void **state) {
+    (void)state;
+    char path[256], copy[256];
+    new_path(path, sizeof path, "abort");
+    new_path(copy, sizeof copy, "abort-copy");
+    write_file(path, 2, false);
+    copy_path(path, copy);
+    char *cfg = config_text(NULL);
+    lt_run_info run = test_run(cfg);
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_begin(&st, path, &run, false, &err), LT_OK);
+    assert_int_equal(count_temporaries(), 1);
+    put_steps(st, 2, 3);
+    lt_store_abort(st);
+    assert_int_equal(count_temporaries(), 0);
+    assert_true(same_bytes(path, copy));
+    lt_store_abort(NULL);
+    lt_store_close(NULL);
+
+    /* a new file that is aborted never appears */
+    char fresh[256];
+    new_path(fresh, sizeof fresh, "never");
+    assert_int_equal(lt_store_begin(&st, fresh, &run, false, &err), LT_OK);
+    put_steps(st, 0, 1);
+    lt_store_abort(st);
+    struct stat sb;
+    assert_int_not_equal(stat(fresh, &sb), 0);
+    assert_int_equal(count_temporaries(), 0);
+    free(cfg);
+}
+
+static void test_io_errors(void **state) {
+    (void)state;
+    char *cfg = config_text(NULL);
+    lt_run_info run = test_run(cfg);
+    lt_store *st;
+    lt_error err;
+    char path[256];
+    snprintf(path, sizeof path, "%s/no-such-dir/plans.db", tmp_root);
+    assert_int_equal(lt_store_begin(&st, path, &run, false, &err), LT_ERR_IO);
+    assert_null(st);
+    assert_string_equal(err.where, path);
+    assert_non_null(strstr(err.what, "No such file or directory"));
+    assert_non_null(strstr(err.hint, "does not exist"));
+    /* reading a missing file */
+    assert_int_equal(lt_store_open(&st, path, &err), LT_ERR_IO);
+    assert_string_equal(err.where, path);
+    assert_non_null(strstr(err.hint, "planner build"));
+    /* a plan of another shape than the run is a programming error, caught before writing */
+    char ok[256];
+    new_path(ok, sizeof ok, "shape");
+    assert_int_equal(lt_store_begin(&st, ok, &run, false, &err), LT_OK);
+    int64_t len[8];
+    step_lengths(0, len);
+    lt_step_plan p;
+    build_plan(&p, 0, len, 8, 2, 1, 2, 3, K_WHOLE); /* 3 layers, the run has 4 */
+    lt_sample *smp = make_samples(0, len, 8);
+    assert_int_equal(lt_store_put_step(st, &p, smp, &err), LT_ERR_INTERNAL);
+    assert_non_null(strstr(err.what, "2 stages x 3 layers, the run has 2 x 4"));
+    lt_step_plan_free(&p);
+    build_plan(&p, 0, len, 8, 2, 1, 2, 4, K_WHOLE);
+    smp[3].length++;
+    assert_int_equal(lt_store_put_step(st, &p, smp, &err), LT_ERR_INTERNAL);
+    assert_non_null(strstr(err.what, "sample 3 has"));
+    smp[3].length--;
+    assert_int_equal(lt_store_put_step(st, &p, smp, &err), LT_OK); /* nothing was half-written */
+    assert_int_equal(lt_store_commit(st, &err), LT_OK);
+    lt_step_plan_free(&p);
+    free(smp);
+    free(cfg);
+}
+
+/* ------------------------------------------------------------------ validation */
+
+/* A fresh valid plan for a mutation: seq1f1b with sample 0 (100 tokens) cut in two slices. */
+static void valid_plan(lt_step_plan *p, plan_kind kind) {
+    int64_t len[8];
+    step_lengths(0, len);
+    build_plan(p, 5, len, 8, 2, 1, 2, 4, kind);
+}
+
+static void expect_invalid(lt_step_plan *p, double cap, const char *part) {
+    lt_error err;
+    lt_status s = lt_plan_validate(p, cap, &err);
+    if (s != LT_ERR_INPUT) fail_msg("status %d, want LT_ERR_INPUT (%s)", s, part);
+    if (!strstr(err.what, part)) fail_msg("'%s' lacks '%s'", err.what, part);
+    lt_step_plan_free(p);
+}
+
+/* The index in the slice table of pipeline r of sample `sample`'s k-th slice. */
+static size_t slice_of(const lt_step_plan *p, size_t r, int sample, int k) {
+    const lt_schedule *s = &p->ranks[r].sched;
+    for (size_t i = 0; i < s->n_slices; i++)
+        if (s->slices[i].sample == sample && k-- == 0) return i;
+    fail_msg("no slice %d of sample %d", k, sample);
+    return 0;
+}
+
+/* Remove op i of stage g of pipeline r (and its prediction). */
+static void remove_op(lt_step_plan *p, size_t r, int g, size_t i) {
+    lt_rank_plan *rp = &p->ranks[r];
+    lt_stage_ops *so = &rp->sched.stage[g];
+    size_t id = i;
+    for (int k = 0; k < g; k++) id += rp->sched.stage[k].n;
+    size_t total = lt_schedule_n_ops(&rp->sched);
+    memmove(&so->ops[i], &so->ops[i + 1], (so->n - i - 1) * sizeof *so->ops);
+    so->n--;
+    memmove(&rp->ops[id], &rp->ops[id + 1], (total - id - 1) * sizeof *rp->ops);
+}
+
+static void test_validate_rules(void **state) {
+    (void)state;
+    lt_error err;
+    lt_step_plan p;
+    for (int k = 0; k < 3; k++) { /* every shape is valid */
+        valid_plan(&p, (plan_kind)k);
+        if (lt_plan_validate(&p, 64, &err) != LT_OK) fail_msg("kind %d: %s", k, err.what);
+        lt_step_plan_free(&p);
+    }
+    /* sample 0 (100 tokens, pipeline 0) is slices [0, 50) and [50, 100) in the sliced plan */
+    valid_plan(&p, K_SLICED);
+    size_t a = slice_of(&p, 0, 0, 0), b = slice_of(&p, 0, 0, 1);
+    assert_int_equal(p.ranks[0].sched.slices[a].end, 50);
+    assert_int_equal(p.ranks[0].sched.slices[b].end, 100);
+    lt_step_plan_free(&p);
+
+    /* a token gap */
+    valid_plan(&p, K_SLICED);
+    p.ranks[0].sched.slices[slice_of(&p, 0, 0, 1)].end = 97;
+    expect_invalid(&p, 64, "step 5: tokens [97, 100) of sample 0 are not covered in the forward pass");
+    /* an overlap */
+    valid_plan(&p, K_SLICED);
+    p.ranks[0].sched.slices[slice_of(&p, 0, 0, 1)].begin = 45;
+    expect_invalid(&p, 64, "tokens [45, 50) of sample 0 are covered twice in the forward pass");
+    /* a sample's slices on another pipeline than the one sample_rank names */
+    valid_plan(&p, K_SLICED);
+    p.sample_rank[2] = 1;
+    expect_invalid(&p, 64, "sample 2 has tokens [0, 4) in unit");
+    valid_plan(&p, K_SLICED);
+    p.sample_rank[2] = 1;
+    expect_invalid(&p, 64, "but it is assigned to pipeline 1 (dp_rank 1)");
+    /* slices out of token order */
+    valid_plan(&p, K_SLICED);
+    lt_slice *x = &p.ranks[0].sched.slices[slice_of(&p, 0, 0, 0)], *y = &p.ranks[0].sched.slices[slice_of(&p, 0, 0, 1)];
+    x->begin = 50, x->end = 100, y->begin = 0, y->end = 50;
+    expect_invalid(&p, 64,
+                   "step 5, pipeline 0 (dp_rank 0): slices 0 and 1 of sample 0 overlap or are out of token order");
+    /* a B before its own F on a stage: a dependency cycle */
+    valid_plan(&p, K_WHOLE);
+    {
+        lt_stage_ops *so = &p.ranks[1].sched.stage[1];
+        size_t f = 0, bb = 0;
+        while (!(so->ops[f].kind == LT_OP_F && so->ops[f].unit == 0)) f++;
+        while (!(so->ops[bb].kind == LT_OP_B && so->ops[bb].unit == 0)) bb++;
+        lt_op t = so->ops[f];
+        so->ops[f] = so->ops[bb];
+        so->ops[bb] = t;
+    }
+    expect_invalid(&p, 64, "step 5, pipeline 1 (dp_rank 1): deadlock: B0@s1 waits for F0@s1");
+    /* a stage's peak over the cap */
+    valid_plan(&p, K_WHOLE);
+    p.ranks[1].stage_peak_mem[0] = 70;
+    p.peak_mem = 70;
+    expect_invalid(&p, 64, "step 5, pipeline 1 (dp_rank 1): stage 0: predicted peak memory 70 bytes");
+    valid_plan(&p, K_WHOLE);
+    p.ranks[1].stage_peak_mem[0] = 70;
+    p.peak_mem = 70;
+    expect_invalid(&p, 64, "over the cap of 64 bytes (0.00 GiB) by 6 bytes");
+    valid_plan(&p, K_WHOLE); /* no cap, no check */
+    p.ranks[1].stage_peak_mem[0] = 70;
+    p.peak_mem = 70;
+    assert_int_equal(lt_plan_validate(&p, 0, &err), LT_OK);
+    lt_step_plan_free(&p);
+    /* predictions: NaN, negative, finish before start, after the step */
+    valid_plan(&p, K_CHUNK);
+    p.ranks[0].ops[3].start_s = NAN;
+    expect_invalid(&p, 64, "stage 0, op 3");
+    valid_plan(&p, K_CHUNK);
+    p.ranks[0].ops[3].start_s = NAN;
+    expect_invalid(&p, 64, "predicted start nan s");
+    valid_plan(&p, K_CHUNK);
+    p.ranks[1].stage_busy_s[1] = -1;
+    expect_invalid(&p, 64, "pipeline 1 (dp_rank 1): stage 1: predicted busy time -1 s");
+    valid_plan(&p, K_CHUNK);
+    p.ranks[0].ops[1].finish_s = p.ranks[0].ops[1].start_s * 0.5; /* op 1 starts after 0 */
+    expect_invalid(&p, 64, "finishes at");
+    valid_plan(&p, K_CHUNK);
+    p.time_s = p.ranks[0].time_s / 2;
+    expect_invalid(&p, 64, "is over the step's");
+    valid_plan(&p, K_CHUNK);
+    p.ranks[0].ops[1].mem_bytes = -5;
+    expect_invalid(&p, 64, "memory -5 bytes");
+    /* a unit never backwarded (its B removed from the last stage) */
+    valid_plan(&p, K_WHOLE);
+    {
+        lt_stage_ops *so = &p.ranks[0].sched.stage[1];
+        size_t i = 0;
+        while (!(so->ops[i].kind == LT_OP_B && so->ops[i].unit == 2)) i++;
+        remove_op(&p, 0, 1, i);
+    }
+    expect_invalid(&p, 64, "step 5, pipeline 0 (dp_rank 0): unit 2 is never backwarded on layers [2, 4)");
+    /* ... and one forwarded twice */
+    valid_plan(&p, K_WHOLE);
+    {
+        lt_stage_ops *so = &p.ranks[0].sched.stage[0];
+        lt_op dup = so->ops[0];
+        lt_schedule_add_op(&p.ranks[0].sched, 0, dup);
+    }
+    expect_invalid(&p, 64, "unit 0 is forwarded 2 times on layers [0, 2)");
+    /* a slice naming a sample of no step */
+    valid_plan(&p, K_WHOLE);
+    p.ranks[1].sched.slices[0].sample = 8;
+    expect_invalid(&p, 64, "pipeline 1 (dp_rank 1): slice 0 names sample 8, the step has 8 samples");
+}
+
+/* lt_store_validate: a good file, then files corrupted by SQL UPDATEs. */
+typedef struct progress_log {
+    size_t calls, last_done, last_total;
+} progress_log;
+
+static void on_progress(void *ctx, size_t done, size_t total) {
+    progress_log *l = ctx;
+    l->calls++;
+    l->last_done = done;
+    l->last_total = total;
+}
+
+static void expect_corrupt(const char *good, const char *sql, const char *part) {
+    char path[256];
+    new_path(path, sizeof path, "corrupt");
+    copy_path(good, path);
+    sqlite3 *db = open_raw(path);
+    exec_raw(db, sql);
+    sqlite3_close(db);
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    size_t checked = 99;
+    lt_status s = lt_store_validate(st, NULL, NULL, &checked, &err);
+    if (s != LT_ERR_INPUT) fail_msg("%s: status %d, want LT_ERR_INPUT", sql, s);
+    if (!strstr(err.what, part)) fail_msg("%s: '%s' lacks '%s'", sql, err.what, part);
+    lt_store_close(st);
+}
+
+static void test_store_validate(void **state) {
+    (void)state;
+    char good[256];
+    new_path(good, sizeof good, "valid");
+    write_file(good, 3, false);
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_open(&st, good, &err), LT_OK);
+    progress_log log = {0};
+    size_t checked = 0;
+    assert_int_equal(lt_store_validate(st, on_progress, &log, &checked, &err), LT_OK);
+    assert_int_equal(checked, 3);
+    assert_int_equal(log.calls, 1); /* every 100 steps and at the end */
+    assert_int_equal(log.last_done, 3);
+    assert_int_equal(log.last_total, 3);
+    lt_store_close(st);
+
+    /* step 1 (seq1f1b) holds sample idx 7 (sample_id 55) of 101 tokens as [0, 51) and [51, 101) */
+    expect_corrupt(good,
+                   "UPDATE units_slices SET tok_end = tok_end - 1 WHERE step = 1 AND idx = 7 AND tok_end = 101",
+                   "step 1: table units_slices: sample idx 7 (sample_id 55) has 101 tokens, the forward pass covers "
+                   "[0, 100)");
+    expect_corrupt(good, "UPDATE units_slices SET tok_begin = 49 WHERE step = 1 AND idx = 7 AND tok_begin = 51",
+                   "step 1: table units_slices: tokens [49, 51) of sample idx 7 (sample_id 55) are covered twice in "
+                   "the forward pass");
+    expect_corrupt(good, "UPDATE steps SET n_tokens = n_tokens + 1 WHERE step = 2",
+                   "step 2: step_summary says n_tokens");
+    expect_corrupt(good, "DELETE FROM step_samples WHERE step = 0 AND idx = 7",
+                   "step 0: step_summary says n_samples 8, table step_samples has 7 rows");
+    expect_corrupt(good, "UPDATE step_samples SET dp_rank = 1 - dp_rank WHERE step = 2 AND idx = 3",
+                   "which step_samples puts on dp_rank");
+    /* only the F pass: the B pass misses everything */
+    expect_corrupt(good, "UPDATE units_slices SET passes = 'F' WHERE step = 0",
+                   "step 0: table units_slices: sample idx 0 (sample_id 40) has 100 tokens, the backward pass covers");
+    /* asymmetric rows that cover both passes pass the raw check, but this reader cannot
+     * represent them */
+    expect_corrupt(good,
+                   "INSERT INTO units_slices SELECT run_id, step, dp_rank, 'B', unit, seq, idx, tok_begin, tok_end "
+                   "FROM units_slices WHERE step = 1; UPDATE units_slices SET passes = 'F' WHERE step = 1 AND "
+                   "passes = 'FB';",
+                   "asymmetric partitions need a newer reader");
+    /* rows that break the plan: a stage's peak over the run's cap, an op list with a hole */
+    expect_corrupt(good, "UPDATE stages SET peak_mem_bytes = 100 WHERE step = 2 AND dp_rank = 1 AND stage = 0",
+                   "step 2, pipeline 1 (dp_rank 1): stage 0: predicted peak memory 100 bytes");
+    expect_corrupt(good, "DELETE FROM ops WHERE step = 1 AND dp_rank = 0 AND stage = 1 AND seq = 0",
+                   "step 1: table ops: dp_rank 0 stage 1 has seq 1 where 0 comes next");
+    expect_corrupt(good, "UPDATE ops SET unit = 99 WHERE step = 2 AND dp_rank = 0 AND stage = 0 AND seq = 0",
+                   "step 2: table ops: dp_rank 0 stage 0 seq 0 runs unit 99, the pipeline has");
+    expect_corrupt(good, "UPDATE ops SET start_ms = -1 WHERE step = 0 AND dp_rank = 1 AND stage = 0 AND seq = 0",
+                   "step 0, pipeline 1 (dp_rank 1): stage 0, op 0");
+}
+
+/* ------------------------------------------------------------------ printing and the commands */
+
+static void test_print(void **state) {
+    (void)state;
+    lt_step_plan p;
+    valid_plan(&p, K_CHUNK);
+    int64_t len[8];
+    step_lengths(0, len);
+    lt_sample *smp = make_samples(5, len, 8);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    lt_plan_print(f, &p, smp, 60);
+    fclose(f);
+    assert_non_null(strstr(buf, "step 5: chunkflow, predicted "));
+    assert_non_null(strstr(buf, "8 samples, 351 tokens, 2 pipelines x 2 stages"));
+    assert_non_null(strstr(buf, "params: chunk_size=48 k=1  solver: none"));
+    assert_non_null(strstr(buf, "task=1,doc=106,tok=1024")); /* sample 1's source */
+    assert_non_null(strstr(buf, "pipeline 1 (dp_rank 1, cp 1)"));
+    assert_non_null(strstr(buf, "  unit 0 (48 tokens): 0[0:48)"));
+    assert_non_null(strstr(buf, "timeline (ms):"));
+    assert_non_null(strstr(buf, "\ns1     "));
+    assert_non_null(strstr(buf, "FK: unit then '~'"));
+    free(buf);
+    /* without samples */
+    f = open_memstream(&buf, &n);
+    lt_plan_print(f, &p, NULL, 10);
+    fclose(f);
+    assert_non_null(strstr(buf, "samples:"));
+    free(buf);
+    free(smp);
+    lt_step_plan_free(&p);
+}
+
+/* Run `planner ARGS...` in this process with stdout and stderr captured (malloc'd). */
+static int run_planner(char **out, char **errtext, ...) {
+    char *argv[16];
+    int argc = 0;
+    argv[argc++] = "planner";
+    va_list ap;
+    va_start(ap, errtext);
+    char *a;
+    while ((a = va_arg(ap, char *)) && argc < 15) argv[argc++] = a;
+    va_end(ap);
+    argv[argc] = NULL;
+    char po[256], pe[256];
+    snprintf(po, sizeof po, "%s/stdout.txt", tmp_root);
+    snprintf(pe, sizeof pe, "%s/stderr.txt", tmp_root);
+    fflush(stdout);
+    fflush(stderr);
+    int save_out = dup(1), save_err = dup(2);
+    int fo = open(po, O_WRONLY | O_CREAT | O_TRUNC, 0644), fe = open(pe, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    close(fo);
+    close(fe);
+    int rc = lt_cli_main(&planner_program, argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(save_out, 1);
+    dup2(save_err, 2);
+    close(save_out);
+    close(save_err);
+    lt_log_set_level(LT_LOG_INFO);
+    *out = read_all(po, NULL);
+    *errtext = read_all(pe, NULL);
+    return rc;
+}
+
+static void test_commands(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "cmd");
+    write_file(path, 3, false);
+    char *out, *err;
+
+    int rc = run_planner(&out, &err, "show", "--db", path, "--step", "1", "--width", "40", NULL);
+    if (rc != 0) fail_msg("show: %d: %s", rc, err);
+    assert_non_null(strstr(out, "step 1: seq1f1b, predicted "));
+    assert_non_null(strstr(out, "sample_id"));
+    assert_non_null(strstr(out, "task=0,doc=101,tok=0")); /* sample idx 0 of step 1 */
+    assert_non_null(strstr(out, "pipeline 0 (dp_rank 0, cp 1)"));
+    assert_non_null(strstr(out, "\ns0     "));
+    free(out);
+    free(err);
+
+    rc = run_planner(&out, &err, "show", "--db", path, "--step", "7", NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "planner: error: step 7 is not stored ("));
+    assert_non_null(strstr(err, "hint: the file holds steps 0..2"));
+    free(out);
+    free(err);
+
+    rc = run_planner(&out, &err, "show", "--db", path, "--step", "x1", NULL);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "planner: error: --step 'x1': want a step number"));
+    free(out);
+    free(err);
+    rc = run_planner(&out, &err, "show", "--db", path, NULL);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "which step?"));
+    free(out);
+    free(err);
+    rc = run_planner(&out, &err, "show", "--step", "1", NULL);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "give --db FILE"));
+    free(out);
+    free(err);
+    rc = run_planner(&out, &err, "show", "--db", path, "--step", "1", "--width", "3", NULL);
+    assert_int_equal(rc, 2);
+    free(out);
+    free(err);
+    rc = run_planner(&out, &err, "show", "--db", path, "--step", "1", "--bogus", NULL);
+    assert_int_equal(rc, 2);
+    free(out);
+    free(err);
+
+    char missing[256];
+    snprintf(missing, sizeof missing, "%s/missing.db", tmp_root);
+    rc = run_planner(&out, &err, "show", "--db", missing, "--step", "0", NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "planner: error: cannot open the plan database: No such file or directory"));
+    assert_non_null(strstr(err, missing));
+    free(out);
+    free(err);
+
+    char foreign[256];
+    new_path(foreign, sizeof foreign, "foreign-cmd");
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(foreign, &db), SQLITE_OK);
+    exec_raw(db, "PRAGMA application_id = 7; CREATE TABLE t (x);");
+    sqlite3_close(db);
+    rc = run_planner(&out, &err, "show", "--db", foreign, "--step", "0", NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "not a longtail plan database"));
+    free(out);
+    free(err);
+
+    /* validate: progress on stderr, "N steps valid" last on stdout */
+    rc = run_planner(&out, &err, "validate", "--db", path, NULL);
+    if (rc != 0) fail_msg("validate: %d: %s", rc, err);
+    assert_string_equal(out, "3 steps valid\n");
+    assert_non_null(strstr(err, "validate"));
+    free(out);
+    free(err);
+    rc = run_planner(&out, &err, "validate", "--db", path, "--quiet", NULL);
+    assert_int_equal(rc, 0);
+    assert_string_equal(out, "3 steps valid\n");
+    assert_string_equal(err, "");
+    free(out);
+    free(err);
+
+    char bad[256];
+    new_path(bad, sizeof bad, "bad-cmd");
+    copy_path(path, bad);
+    db = open_raw(bad);
+    exec_raw(db, "UPDATE steps SET n_samples = 9 WHERE step = 1");
+    sqlite3_close(db);
+    rc = run_planner(&out, &err, "validate", "--db", bad, "--quiet", NULL);
+    assert_int_equal(rc, 1);
+    assert_string_equal(out, "");
+    assert_non_null(strstr(err, "planner: error: step 1: step_summary says n_samples 9"));
+    assert_non_null(strstr(err, "hint: 1 step before it is valid"));
+    free(out);
+    free(err);
+    rc = run_planner(&out, &err, "validate", NULL);
+    assert_int_equal(rc, 2);
+    free(out);
+    free(err);
+    rc = run_planner(&out, &err, "validate", "--db", missing, NULL);
+    assert_int_equal(rc, 1);
+    free(out);
+    free(err);
+}
+
+/* ------------------------------------------------------------------ benchmark mode */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A synthetic step of the `planner build` shape: 512 samples over 8 pipelines x 4 stages
+ * (32 layers), each pipeline's 64 samples packed in order into units of 32K tokens, a sample
+ * crossing a unit boundary split into slices there, Seq1F1B over the units, simulated. */
+static void synthetic_step(lt_step_plan *p, lt_sample *smp, uint64_t step, lt_rng *rng, lt_sim *sim) {
+    enum { B = 512, DP = 8, PP = 4, LAYERS = 32 };
+    const int64_t cap = 32768;
+    lt_step_plan_init(p);
+    lt_error err;
+    p->step = step;
+    p->strategy = LT_STRATEGY_SEQ1F1B;
+    p->n_samples = B;
+    p->lengths = malloc(B * sizeof *p->lengths);
+    p->sample_rank = malloc(B * sizeof *p->sample_rank);
+    p->n_ranks = DP;
+    p->ranks = calloc(DP, sizeof *p->ranks);
+    p->pp = PP;
+    for (size_t i = 0; i < B; i++) { /* long-tailed: 80% in [256, 4K), 20% in [4K, 16K) */
+        bool lng = lt_rng_below(rng, 5) == 0;
+        p->lengths[i] = lng ? 4096 + (int64_t)lt_rng_below(rng, 12288) : 256 + (int64_t)lt_rng_below(rng, 3840);
+        p->sample_rank[i] = (int)(i % DP);
+        uint64_t id = lt_rng_below(rng, 4000000); /* the sampler's ids are a shuffle of the table */
+        smp[i] = (lt_sample){.id = id, .corpus_doc = 0, .task = (uint32_t)(id % 64), .doc = id / 64, .offset = 0,
+                             .length = p->lengths[i]};
+    }
+    lt_sim_costs costs = lt_sim_unit_costs();
+    double busy = 0;
+    for (size_t r = 0; r < DP; r++) {
+        lt_rank_plan *rp = &p->ranks[r];
+        rp->dp_rank = (int)r;
+        rp->cp = 1;
+        lt_schedule_init(&rp->sched, PP, LAYERS, &err);
+        lt_schedule *s = &rp->sched;
+        int64_t room = cap;
+        uint32_t first = 0;
+        for (size_t i = r; i < B; i += DP) {
+            int64_t at = 0;
+            while (at < p->lengths[i]) {
+                int64_t take = p->lengths[i] - at < room ? p->lengths[i] - at : room;
+                lt_schedule_add_slice(s, (int32_t)i, at, at + take);
+                at += take;
+                room -= take;
+                if (room == 0) {
+                    lt_schedule_add_unit(s, first, (uint32_t)(s->n_slices - first));
+                    first = (uint32_t)s->n_slices;
+                    room = cap;
+                }
+            }
+        }
+        if (first < s->n_slices) lt_schedule_add_unit(s, first, (uint32_t)(s->n_slices - first));
+        lt_sched_seq1f1b(s, NULL, s->n_units);
+        if (lt_sim_run(sim, s, &costs, &err) != LT_OK) {
+            fprintf(stderr, "sim: %s\n", err.what);
+            exit(1);
+        }
+        rp->ops = malloc(sim->n_ops * sizeof *rp->ops);
+        for (size_t id = 0; id < sim->n_ops; id++)
+            rp->ops[id] = (lt_plan_op){sim->start[id] * 1e-5, sim->finish[id] * 1e-5, 1048576.0 * (double)(id % 7)};
+        rp->time_s = sim->step_time * 1e-5;
+        rp->stage_busy_s = malloc(PP * sizeof *rp->stage_busy_s);
+        rp->stage_peak_mem = malloc(PP * sizeof *rp->stage_peak_mem);
+        for (int g = 0; g < PP; g++) {
+            rp->stage_busy_s[g] = sim->busy[g] * 1e-5;
+            rp->stage_peak_mem[g] = 4.0e10 + 1e9 * sim->peak_mem[g];
+            busy += rp->stage_busy_s[g];
+            if (rp->stage_peak_mem[g] > p->peak_mem) p->peak_mem = rp->stage_peak_mem[g];
+        }
+        if (rp->time_s > p->time_s) p->time_s = rp->time_s;
+    }
+    p->bubble_ratio = 1 - busy / (DP * PP * p->time_s);
+    snprintf(p->params, sizeof p->params, "slices=2");
+    snprintf(p->solver_status, sizeof p->solver_status, "none");
+}
+
+static int bench(int argc, char **argv) {
+    uint64_t steps = strtoull(argv[2], NULL, 10);
+    char path[512];
+    bool own = argc < 4;
+    if (own) {
+        if (lt_test_tmpdir_create(tmp_root, sizeof tmp_root, "store-bench")) return 1;
+        snprintf(path, sizeof path, "%s/bench.db", tmp_root);
+    } else {
+        snprintf(path, sizeof path, "%s", argv[3]);
+        unlink(path);
+    }
+    lt_config *c = lt_config_new();
+    char *cfg = lt_config_dump_string(c);
+    lt_config_free(c);
+    lt_run_info run = test_run(cfg);
+    run.dp = 8, run.pp = 4, run.layers = 32, run.global_batch = 512, run.context_len = 32768;
+    run.mem_cap = 80.0 * 1024 * 1024 * 1024;
+    lt_error err;
+    lt_store *st;
+    double t0 = now_s();
+    if (lt_store_begin(&st, path, &run, false, &err) != LT_OK) return lt_error_exit(&err);
+    lt_rng root, rng;
+    lt_rng_seed(&root, 7);
+    lt_rng_split(&rng, &root, 1);
+    lt_sim sim = {0};
+    lt_sample *smp = malloc(512 * sizeof *smp);
+    double gen = 0, put = 0;
+    uint64_t rows = 0, slices = 0, ops = 0;
+    for (uint64_t t = 0; t < steps; t++) {
+        lt_step_plan p;
+        double a = now_s();
+        synthetic_step(&p, smp, t, &rng, &sim);
+        double b = now_s();
+        if (lt_store_put_step(st, &p, smp, &err) != LT_OK) return lt_error_exit(&err);
+        put += now_s() - b;
+        gen += b - a;
+        for (size_t r = 0; r < p.n_ranks; r++) {
+            slices += p.ranks[r].sched.n_slices;
+            ops += lt_schedule_n_ops(&p.ranks[r].sched);
+        }
+        rows += 1 + p.n_samples + p.n_ranks * (1 + (size_t)p.pp);
+        lt_step_plan_free(&p);
+    }
+    rows += slices + ops;
+    double c0 = now_s();
+    if (lt_store_commit(st, &err) != LT_OK) return lt_error_exit(&err);
+    double t1 = now_s();
+    struct stat sb;
+    stat(path, &sb);
+    double write_s = put + (t1 - c0);
+    printf("steps=%" PRIu64 " rows=%" PRIu64 " (per step: %.0f rows, %.0f slices, %.0f ops)\n", steps, rows,
+           (double)rows / (double)steps, (double)slices / (double)steps, (double)ops / (double)steps);
+    printf("generate_s=%.2f put_s=%.2f commit_s=%.2f total_s=%.2f\n", gen, put, t1 - c0, t1 - t0);
+    printf("write: %.0f rows/s, %.1f s per 10,000 steps, %.0f bytes/step (file %.1f MB)\n",
+           (double)rows / write_s, write_s / (double)steps * 10000, (double)sb.st_size / (double)steps,
+           (double)sb.st_size / 1e6);
+    free(smp);
+    free(cfg);
+    lt_sim_free(&sim);
+    if (own) lt_test_tmpdir_remove(tmp_root);
+    return 0;
+}
+
+static int setup(void **state) {
+    (void)state;
+    return lt_test_tmpdir_create(tmp_root, sizeof tmp_root, "store");
+}
+
+static int teardown(void **state) {
+    (void)state;
+    return lt_test_tmpdir_remove(tmp_root);
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && argc <= 4 && strcmp(argv[1], "--bench") == 0) return bench(argc, argv);
+    if (argc >= 2) {
+        fprintf(stderr, "usage: %s [--bench STEPS [FILE]]\n", argv[0]);
+        return 2;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_round_trip_large),
+        cmocka_unit_test(test_views_columns),
+        cmocka_unit_test(test_views_content),
+        cmocka_unit_test(test_doc_queries),
+        cmocka_unit_test(test_deterministic_bytes),
+        cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_abort),
+        cmocka_unit_test(test_io_errors),
+        cmocka_unit_test(test_validate_rules),
+        cmocka_unit_test(test_store_validate),
+        cmocka_unit_test(test_print),
+        cmocka_unit_test(test_commands),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,11 +1,1128 @@
-/* being written */
+/*
+ * tests/plans/test_strategies.c — the planner (plans/plan.h, plans/strategy.c), its packing
+ * helpers (plans/packing.h) and the cost model's context parallelism (plans/cost.h).
+ *
+ * Without arguments: runs the tests. With a mode argument:
+ *   test_strategies --bench LENGTHS_FILE STRATEGY STEPS [CONTEXT [MEM_GIB]]
+ *       plans STEPS steps sampled from LENGTHS_FILE (truncate, global batch 512, seed 1234,
+ *       context 128K by default) for llama-13b, dp 8, pp 4, tp 4, max_cp 8, ZeRO-1 on h200
+ *       (mem: the profile's HBM, or MEM_GIB) and prints the planning time per step
+ *       (BENCH_VERBOSE=1 in the environment: each step's params and predicted time too).
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <cmocka.h>
-static void test_placeholder(void **state) { (void)state; }
-int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_placeholder)};
+
+#include "lib/model.h"
+#include "plans/cost.h"
+#include "plans/hardware.h"
+#include "plans/packing.h"
+#include "plans/plan.h"
+#include "plans/sampler.h"
+#include "plans/schedule.h"
+#include "plans/sim.h"
+
+#define GIB 1073741824.0
+
+static char hw_dir[4096];      /* the source tree's etc/hardware, or "" */
+static char lengths_dir[4096]; /* ../shared/lengths beside the source tree, or "" */
+
+/* The source tree: $top_srcdir (make check), $srcdir, ".", "..", "../..". */
+static void find_dirs(void) {
+    const char *roots[] = {getenv("top_srcdir"), getenv("srcdir"), ".", "..", "../.."};
+    hw_dir[0] = lengths_dir[0] = '\0';
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        if (roots[i] == NULL) continue;
+        char buf[4200];
+        snprintf(buf, sizeof buf, "%.4000s/etc/hardware/h200.ini", roots[i]);
+        if (hw_dir[0] == '\0' && access(buf, R_OK) == 0)
+            snprintf(hw_dir, sizeof hw_dir, "%.4000s/etc/hardware", roots[i]);
+        snprintf(buf, sizeof buf, "%.4000s/../shared/lengths/commoncrawl.txt", roots[i]);
+        if (lengths_dir[0] == '\0' && access(buf, R_OK) == 0)
+            snprintf(lengths_dir, sizeof lengths_dir, "%.4000s/../shared/lengths", roots[i]);
+    }
+}
+
+static lt_hardware load_hw(const char *name) {
+    lt_hardware hw;
+    lt_error err;
+    if (lt_hardware_load(&hw, name, hw_dir, &err) != LT_OK) {
+        fprintf(stderr, "%s: %s (%s)\n", name, err.what, err.where);
+        exit(1);
+    }
+    return hw;
+}
+
+/* A planner config: preset `model` on h200, the given layout, mem_cap in GiB (0 = HBM). */
+static lt_planner_config config_of(const char *model, int dp, int pp, int tp, int64_t context, int max_cp,
+                                   double mem_gib) {
+    lt_planner_config pc;
+    memset(&pc, 0, sizeof pc);
+    lt_hardware hw = load_hw("h200");
+    lt_error err;
+    const lt_model_shape *m = lt_model_preset(model);
+    if (!m || lt_cost_model_init(&pc.cm, m, &hw, pp, tp, dp, &err) != LT_OK) {
+        fprintf(stderr, "cost model %s: %s\n", model, m ? err.what : "no such preset");
+        exit(1);
+    }
+    pc.cm.zero1 = true;
+    if (mem_gib > 0) pc.cm.mem_cap = mem_gib * GIB;
+    pc.strategy = LT_STRATEGY_MEGATRON;
+    pc.context_len = context;
+    pc.max_cp = max_cp;
+    pc.seq1f1b_slices = 4;
+    return pc;
+}
+
+/* ---------------------------------------------------------------- bench */
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int bench(int argc, char **argv) {
+    if (argc < 5) {
+        fprintf(stderr, "usage: %s --bench LENGTHS_FILE STRATEGY STEPS [CONTEXT [MEM_GIB]]\n", argv[0]);
+        return 2;
+    }
+    find_dirs();
+    lt_error err;
+    lt_strategy strat;
+    if (lt_strategy_parse(argv[3], "STRATEGY", &strat, &err) != LT_OK) {
+        fprintf(stderr, "%s\n", err.what);
+        return 2;
+    }
+    long steps = strtol(argv[4], NULL, 10);
+    int64_t context = argc > 5 ? strtoll(argv[5], NULL, 10) : 131072;
+    double mem = argc > 6 ? strtod(argv[6], NULL) : 0;
+    lt_corpus *corpus = NULL;
+    if (lt_corpus_load_lengths(&corpus, argv[2], &err) != LT_OK) {
+        fprintf(stderr, "%s: %s\n", argv[2], err.what);
+        return 1;
+    }
+    lt_sampler_config sc = {.context_len = context, .global_batch = 512, .seed = 1234, .policy = LT_SAMPLE_TRUNCATE};
+    lt_sampler *sampler = NULL;
+    if (lt_sampler_create(&sampler, corpus, &sc, &err) != LT_OK) {
+        fprintf(stderr, "sampler: %s\n", err.what);
+        return 1;
+    }
+    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, context, 8, mem);
+    pc.strategy = strat;
+    double t0 = now_ms();
+    lt_planner *pl = NULL;
+    if (lt_planner_create(&pl, &pc, &err) != LT_OK) {
+        fprintf(stderr, "planner: %s\nhint: %s\n", err.what, err.hint);
+        return 1;
+    }
+    double t_create = now_ms() - t0;
+    int64_t lengths[512];
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    double plan_ms = 0, step_time = 0, bubble = 0;
+    long failed = 0;
+    char first_error[600] = "";
+    for (long t = 0; t < steps; t++) {
+        if (lt_sampler_step_lengths(sampler, (uint64_t)t, lengths, &err) != LT_OK) {
+            fprintf(stderr, "sampler: %s\n", err.what);
+            return 1;
+        }
+        double a = now_ms();
+        lt_status st = lt_planner_plan_step(pl, strat, (uint64_t)t, lengths, 512, &plan, &err);
+        plan_ms += now_ms() - a;
+        if (st != LT_OK) {
+            if (failed++ == 0) snprintf(first_error, sizeof first_error, "%s", err.what);
+            continue;
+        }
+        step_time += plan.time_s;
+        bubble += plan.bubble_ratio;
+        if (getenv("BENCH_VERBOSE")) printf("step %ld: %s, %.3f s\n", t, plan.params, plan.time_s);
+    }
+    long ok = steps - failed;
+    printf("%s: %ld steps, context %" PRId64 ", mem %.1f GiB, tuning \"%s\" (%.1f ms)\n", argv[3], steps, context,
+           pc.cm.mem_cap / GIB, lt_planner_params(pl), t_create);
+    printf("  %.3f ms per step planning; %ld planned, %ld failed%s%s\n", plan_ms / (double)(steps ? steps : 1), ok,
+           failed, failed ? ": " : "", first_error);
+    if (ok) printf("  mean step time %.3f s, mean bubble %.2f %%\n", step_time / ok, 100 * bubble / ok);
+    lt_step_plan_free(&plan);
+    lt_planner_free(pl);
+    lt_sampler_free(sampler);
+    lt_corpus_free(corpus);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- small helpers */
+
+#define NEED_HW()                                                                                                \
+    do {                                                                                                         \
+        if (hw_dir[0] == '\0') {                                                                                 \
+            print_message("skipped: etc/hardware not found (set top_srcdir)\n");                                 \
+            skip();                                                                                              \
+        }                                                                                                        \
+    } while (0)
+
+#define NEED_LENGTHS()                                                                                           \
+    do {                                                                                                         \
+        if (lengths_dir[0] == '\0') {                                                                            \
+            print_message("skipped: ../shared/lengths not found beside the source tree\n");                      \
+            skip();                                                                                              \
+        }                                                                                                        \
+    } while (0)
+
+static void assert_close(double got, double want, double rel) {
+    if (!(fabs(got - want) <= rel * fabs(want) + 1e-300))
+        fail_msg("got %.17g, want %.17g (relative %g)", got, want, rel);
+}
+
+static lt_planner *planner_of(const lt_planner_config *pc) {
+    lt_planner *p = NULL;
+    lt_error err;
+    lt_status st = lt_planner_create(&p, pc, &err);
+    if (st != LT_OK) fail_msg("lt_planner_create: %s (hint: %s)", err.what, err.hint);
+    return p;
+}
+
+/* "key=value" of a plan's params (or -1 when absent). */
+static long param_of(const char *params, const char *key) {
+    size_t n = strlen(key);
+    for (const char *q = params; (q = strstr(q, key)) != NULL; q += n)
+        if ((q == params || q[-1] == ' ') && q[n] == '=') return strtol(q + n + 1, NULL, 10);
+    return -1;
+}
+
+/* The samples of one step of `file` (truncate to context, global batch 512, seed 1234). */
+typedef struct corpus_steps {
+    lt_corpus *corpus;
+    lt_sampler *sampler;
+} corpus_steps;
+
+static corpus_steps open_steps(const char *file, int64_t context) {
+    corpus_steps cs = {NULL, NULL};
+    lt_error err;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", lengths_dir, file);
+    if (lt_corpus_load_lengths(&cs.corpus, path, &err) != LT_OK) fail_msg("%s: %s", path, err.what);
+    lt_sampler_config sc = {.context_len = context, .global_batch = 512, .seed = 1234, .policy = LT_SAMPLE_TRUNCATE};
+    if (lt_sampler_create(&cs.sampler, cs.corpus, &sc, &err) != LT_OK) fail_msg("sampler: %s", err.what);
+    return cs;
+}
+
+static void step_lengths(corpus_steps *cs, uint64_t t, int64_t *lengths) {
+    lt_error err;
+    if (lt_sampler_step_lengths(cs->sampler, t, lengths, &err) != LT_OK) fail_msg("sampler: %s", err.what);
+}
+
+static void close_steps(corpus_steps *cs) {
+    lt_sampler_free(cs->sampler);
+    lt_corpus_free(cs->corpus);
+}
+
+/* ---------------------------------------------------------------- the cost model: CP */
+
+/* A profile where numbers are easy by hand: 100 TFLOPS, GEMMs at 40 % of peak at 500
+ * tokens and 80 % at 1000, attention at 25 % everywhere, 100 GB/s + 5 us inside a node,
+ * 10 GB/s + 10 us across. */
+static lt_hardware hand_hw(int gpus_per_node, const char *attention) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "peak_bf16_tflops = 100\nhbm_gib = 80\nhbm_gbps = 1000\ngpus_per_node = %d\n"
+             "p2p_intra_gbps = 100\np2p_intra_latency_us = 5\np2p_inter_gbps = 10\np2p_inter_latency_us = 10\n"
+             "gemm_efficiency = 500:0.4, 1000:0.8\nattention_efficiency = %s\n",
+             gpus_per_node, attention);
+    lt_hardware hw;
+    lt_error err;
+    if (lt_hardware_parse(&hw, text, "hand", "hand", &err) != LT_OK) fail_msg("profile: %s", err.what);
+    return hw;
+}
+
+/* 4 layers, h = 64, 4 heads (hd 16, K/V 64 wide), GELU MLP of 128, vocab 100. */
+static const lt_model_shape hand_model = {"hand", 4, 64, 4, 4, 128, 100, 0};
+
+static lt_cost_model hand_cm(int gpus_per_node, int dp, int cp, const char *attention) {
+    lt_hardware hw = hand_hw(gpus_per_node, attention);
+    lt_cost_model cm;
+    lt_error err;
+    if (lt_cost_model_init(&cm, &hand_model, &hw, 2, 1, dp, &err) != LT_OK) fail_msg("%s", err.what);
+    assert_int_equal(cm.cp, 1);
+    if (lt_cost_model_set_cp(&cm, cp, &err) != LT_OK) fail_msg("%s", err.what);
+    return cm;
+}
+
+/*
+ * Stage 0 of 2 (layers 0, 1) runs the slice [0, 1000) with cp = 2: each GPU holds 500
+ * tokens. By hand, per layer: GEMMs 2*500*64*(64 + 128) + 2*500*(64*64 + 2*64*128) =
+ * 32,768,000 FLOPs; attention 2*64*1000^2 / 2 = 64,000,000; K/V ring, one transfer of
+ * 500 x 2 x 64 x 2 = 128,000 bytes: 5 us + 1.28 us.
+ */
+static void test_cost_cp_by_hand(void **state) {
+    (void)state;
+    lt_cost_model cm = hand_cm(8, 2, 2, "1K:0.25");
+    assert_int_equal(cm.cp, 2);
+    assert_int_equal(cm.stages_per_node, 4); /* 8 GPUs / (tp 1 x cp 2) */
+    lt_slice sl = {0, 0, 1000};
+    lt_op f = {.kind = LT_OP_F, .part = LT_PART_ALL, .unit = 0, .layer_begin = 0, .layer_end = 2};
+    lt_op_estimate e;
+    lt_cost_op(&cm, &sl, 1, NULL, &f, &e);
+    assert_close(e.flops.linear, 65536000.0, 1e-12);
+    assert_close(e.flops.attention, 128000000.0, 1e-12);
+    assert_close(e.gemm_time, 65536000.0 / (1e14 * 0.4), 1e-12); /* looked up at 500 tokens, not 1000 */
+    assert_close(e.attention_time, 128e6 / 2.5e13, 1e-12);
+    assert_close(e.cp_ring_time, 2 * (5e-6 + 1.28e-6), 1e-12); /* 2 layers x (c - 1) transfers */
+    assert_close(e.cp_comm_time, 2 * 6.28e-6 - 5.12e-6, 1e-9);
+    assert_close(e.cost.time, 1.6384e-6 + 5.12e-6 + 7.44e-6, 1e-9);
+    assert_close(e.cost.act_bytes, 500.0 * 2 * (6 * 64 + 128 + 256) * 2, 1e-12); /* 768 elements per token-layer */
+    assert_close(e.cost.kv_bytes, 0, 0);
+    assert_close(e.cost.work_bytes, 0, 0);
+    assert_close(e.cost.out_bytes, 500.0 * 64 * 2, 1e-12);
+
+    /* B recomputing 1 of its 2 layers: GEMMs 2 x 65.536M + 32.768M, attention (2.5 x 2 + 1)
+     * x 64M, ring 2 x 2 + 1 passes */
+    lt_op b = f;
+    b.kind = LT_OP_B;
+    b.recompute_layers = 1;
+    lt_cost_op(&cm, &sl, 1, NULL, &b, &e);
+    assert_close(e.gemm_time, 163840000.0 / 4e13, 1e-12);
+    assert_close(e.attention_time, 384e6 / 2.5e13, 1e-12);
+    assert_close(e.cp_ring_time, 5 * 6.28e-6, 1e-12);
+    assert_close(e.cp_comm_time, 5 * 6.28e-6 - 1.536e-5, 1e-9);
+    assert_close(e.cost.time, 4.096e-6 + 1.536e-5 + 1.604e-5, 1e-9);
+    assert_close(e.cost.work_bytes, 2 * 500.0 * 1536, 1e-12); /* one layer re-made + its gradients */
+    assert_close(e.cost.out_bytes, 0, 0);                    /* stage 0 sends no input gradient */
+
+    /* a slice whose K/V later slices use: act without K, V; K, V and their gradients apart */
+    bool keep = true;
+    lt_cost_op(&cm, &sl, 1, &keep, &f, &e);
+    assert_close(e.cost.act_bytes, 500.0 * 2 * (6 * 64 + 256) * 2, 1e-12);
+    assert_close(e.cost.kv_bytes, 500.0 * 2 * (2 * 2 * 64) * 2, 1e-12);
+
+    /* the same op without CP: twice the FLOPs, GEMMs at 80 %, no ring */
+    lt_cost_model c1 = hand_cm(8, 2, 1, "1K:0.25");
+    lt_cost_op(&c1, &sl, 1, NULL, &f, &e);
+    assert_close(e.flops.linear, 2 * 65536000.0, 1e-12);
+    assert_close(e.gemm_time, 131072000.0 / 8e13, 1e-12);
+    assert_close(e.cp_ring_time, 0, 0);
+    assert_close(e.cost.time, 131072000.0 / 8e13 + 256e6 / 2.5e13, 1e-12);
+    assert_int_equal(c1.stages_per_node, 8);
+
+    /* across nodes (1 GPU per node): 10 us + 128,000 / 10 GB/s per transfer */
+    lt_cost_model ci = hand_cm(1, 2, 2, "1K:0.25");
+    assert_int_equal(ci.stages_per_node, 1);
+    lt_cost_op(&ci, &sl, 1, NULL, &f, &e);
+    assert_close(e.cp_ring_time, 2 * (10e-6 + 12.8e-6), 1e-12);
+    assert_close(e.cp_comm_time, 2 * 22.8e-6 - 5.12e-6, 1e-9);
+
+    /* a long slice: the attention hides the ring completely */
+    lt_slice lg = {0, 0, 100000};
+    lt_cost_op(&cm, &lg, 1, NULL, &f, &e);
+    assert_close(e.cp_ring_time, 2 * (5e-6 + 12.8e6 / 1e11), 1e-12);
+    assert_close(e.cp_comm_time, 0, 0);
+    assert_close(e.cost.time, e.gemm_time + e.attention_time, 1e-15);
+}
+
+/* Attention efficiency at the per-GPU causal length sqrt((end^2 - begin^2) / c): the slice
+ * [600, 1000) has 640,000 = 800^2, with cp = 4 400^2 per GPU. */
+static void test_cost_cp_attention_lookup(void **state) {
+    (void)state;
+    lt_cost_model c4 = hand_cm(8, 4, 4, "400:0.2, 800:0.4"), c1 = hand_cm(8, 4, 1, "400:0.2, 800:0.4");
+    lt_slice sl = {0, 600, 1000};
+    lt_op f = {.kind = LT_OP_F, .part = LT_PART_ALL, .unit = 0, .layer_begin = 1, .layer_end = 2};
+    lt_op_estimate e1, e4;
+    lt_cost_op(&c1, &sl, 1, NULL, &f, &e1);
+    lt_cost_op(&c4, &sl, 1, NULL, &f, &e4);
+    assert_close(e1.attention_time, 2.0 * 64 * 640000 / (1e14 * 0.4), 1e-12);
+    assert_close(e4.attention_time, 2.0 * 64 * 640000 / 4 / (1e14 * 0.2), 1e-12);
+    assert_close(e4.flops.attention, e1.flops.attention / 4, 1e-15);
+    assert_close(e4.flops.linear, e1.flops.linear / 4, 1e-15);
+    assert_close(lt_cost_head_flops(&c4, 400), lt_cost_head_flops(&c1, 400) / 4, 1e-15);
+}
+
+static void test_cost_set_cp_rejects_bad_degrees(void **state) {
+    (void)state;
+    lt_cost_model cm = hand_cm(8, 6, 1, "1K:0.25");
+    lt_error err;
+    assert_int_equal(lt_cost_model_set_cp(&cm, 4, &err), LT_ERR_CONFIG); /* 4 does not divide dp = 6 */
+    assert_non_null(strstr(err.what, "dp = 6"));
+    assert_int_equal(lt_cost_model_set_cp(&cm, 0, &err), LT_ERR_CONFIG);
+    assert_int_equal(cm.cp, 1);
+    assert_int_equal(cm.stages_per_node, 8);
+    assert_int_equal(lt_cost_model_set_cp(&cm, 3, &err), LT_OK);
+    assert_int_equal(cm.stages_per_node, 2); /* 8 / 3 */
+    assert_int_equal(lt_cost_model_set_cp(&cm, 6, &err), LT_OK);
+    assert_int_equal(cm.stages_per_node, 1);
+}
+
+/* ---------------------------------------------------------------- packing */
+
+static void expect_bins(const lt_packing *pk, const char *const *want, size_t n_want) {
+    assert_int_equal(pk->n_bins, n_want);
+    for (size_t b = 0; b < n_want; b++) {
+        char got[256] = "";
+        for (size_t i = pk->bin_start[b]; i < pk->bin_start[b + 1]; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%u", i > pk->bin_start[b] ? " " : "",
+                     pk->members[i]);
+        if (strcmp(got, want[b]) != 0) fail_msg("bin %zu: got {%s}, want {%s}", b, got, want[b]);
+    }
+}
+
+static void test_best_fit_decreasing_by_hand(void **state) {
+    (void)state;
+    lt_packing pk;
+    lt_packing_init(&pk);
+    /* capacity 10: 8 opens bin 0, 5 bin 1, 4 joins bin 1 (9), 1 fits both and goes to the
+     * fuller bin 1 (first fit would take bin 0) */
+    const int64_t a[] = {8, 4, 5, 1};
+    lt_pack_best_fit_decreasing(&pk, a, 4, 10);
+    expect_bins(&pk, (const char *const[]){"0", "1 2 3"}, 2);
+    assert_int_equal(pk.bin_tokens[0], 8);
+    assert_int_equal(pk.bin_tokens[1], 10);
+    /* equal lengths by index; equal loads to the bin made first: 6(0) bin 0, 6(1) bin 1,
+     * 3(2) to bin 0 (tie), 3(3) to bin 1 (bin 0 has 9), 2(4) to a new bin 2 */
+    const int64_t b[] = {6, 6, 3, 3, 2};
+    lt_pack_best_fit_decreasing(&pk, b, 5, 10);
+    expect_bins(&pk, (const char *const[]){"0 2", "1 3", "4"}, 3);
+    /* a longer list (bins reused): capacity 10, sorted 7 6 5 4 3 2 1 (indices 3 0 5 1 2 4 6):
+     * 7 -> b0; 6 -> b1; 5 -> b2; 4 -> b1 (10); 3 -> b0 (10); 2 -> b2 (7); 1 -> b2 (8) */
+    const int64_t c[] = {6, 4, 3, 7, 2, 5, 1};
+    lt_pack_best_fit_decreasing(&pk, c, 7, 10);
+    expect_bins(&pk, (const char *const[]){"2 3", "0 1", "4 5 6"}, 3);
+    assert_int_equal(pk.bin_tokens[2], 8);
+    /* nothing to pack */
+    lt_pack_best_fit_decreasing(&pk, c, 0, 10);
+    assert_int_equal(pk.n_bins, 0);
+    lt_packing_free(&pk);
+}
+
+static void expect_cuts(const int64_t *docs, size_t n, double lin, double quad, int k, const int64_t *want) {
+    int64_t cuts[16];
+    lt_split_equal_cost(docs, n, lin, quad, k, cuts);
+    for (int j = 0; j <= k; j++)
+        if (cuts[j] != want[j]) fail_msg("cut %d: got %" PRId64 ", want %" PRId64, j, cuts[j], want[j]);
+}
+
+static void test_equal_cost_cuts_by_hand(void **state) {
+    (void)state;
+    /* linear only: 10 tokens in 4: targets 2.5, 5, 7.5; ties to the lower position */
+    expect_cuts((const int64_t[]){10}, 1, 1, 0, 4, (const int64_t[]){0, 2, 5, 7, 10});
+    /* quadratic: cost x^2 of 4 tokens, half = 8: 3^2 = 9 is nearer than 2^2 = 4 */
+    expect_cuts((const int64_t[]){4}, 1, 0, 1, 2, (const int64_t[]){0, 3, 4});
+    /* 10 tokens, x^2, in 5: targets 20, 40, 60, 80 -> 4 (16), 6 (36), 8 (64), 9 (81) */
+    expect_cuts((const int64_t[]){10}, 1, 0, 1, 5, (const int64_t[]){0, 4, 6, 8, 9, 10});
+    /* two documents of 2 (cost 4 each) in 4: targets 2, 4, 6 -> 1, 2, 2 + 1 */
+    expect_cuts((const int64_t[]){2, 2}, 2, 0, 1, 4, (const int64_t[]){0, 1, 2, 3, 4});
+    /* 3 tokens, x^2, in 3: targets 3 and 6 both round to 2; pieces kept non-empty */
+    expect_cuts((const int64_t[]){3}, 1, 0, 1, 3, (const int64_t[]){0, 1, 2, 3});
+    /* linear + quadratic: 1 x + 1 x^2 over 8 tokens = 72, halves at 36: x = 5.52 -> 6 (42)
+     * vs 5 (30): 5 is 6 away, 6 is 6 away: the lower */
+    expect_cuts((const int64_t[]){8}, 1, 1, 1, 2, (const int64_t[]){0, 5, 8});
+}
+
+/* ---------------------------------------------------------------- the reference deal */
+
+/* Best-fit decreasing written out again for the checks: bin_of[i] for every sample, bins
+ * numbered in creation order. Returns the number of bins. */
+static size_t ref_bfd(const int64_t *len, size_t n, int64_t cap, size_t *bin_of) {
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    int64_t *load = malloc((n ? n : 1) * sizeof *load);
+    for (size_t i = 0; i < n; i++) order[i] = i;
+    for (size_t i = 1; i < n; i++) { /* insertion sort: longer first, then lower index */
+        size_t v = order[i], j = i;
+        while (j > 0 && len[order[j - 1]] < len[v]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = v;
+    }
+    size_t bins = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = order[k], best = SIZE_MAX;
+        for (size_t b = 0; b < bins; b++)
+            if (load[b] + len[i] <= cap && (best == SIZE_MAX || load[b] > load[best])) best = b;
+        if (best == SIZE_MAX) {
+            best = bins++;
+            load[best] = 0;
+        }
+        load[best] += len[i];
+        bin_of[i] = best;
+    }
+    free(order);
+    free(load);
+    return bins;
+}
+
+/* One layer's forward FLOPs of tokens [b, e) of a sample, per GPU (tp t, cp c), from the
+ * model's dimensions (docs/cost-model.md), for the seq1f1b check. */
+static double layer_flops(const lt_cost_model *cm, int cp, double b, double e) {
+    double h = cm->model.hidden, t = cm->tp, hd = h / cm->model.heads;
+    double kvl = hd * ((cm->model.kv_heads + cm->tp - 1) / cm->tp), m = cm->model.gated_ffn ? 3 : 2;
+    double lin = 2 * h * (h / t + 2 * kvl) + 2 * (h / t * h + m * h * cm->model.ffn / t);
+    return ((e - b) * lin + 2 * (h / t) * (e * e - b * b)) / cp;
+}
+
+/* ---------------------------------------------------------------- plan invariants */
+
+/* Every check of a successful plan of `lengths` with the planner config pc. */
+static void check_plan(const lt_planner_config *pc, lt_strategy strat, uint64_t step, const int64_t *lengths, size_t n,
+                       const lt_step_plan *plan) {
+    const lt_cost_model *cm = &pc->cm;
+    int pp = cm->pp;
+    assert_int_equal(plan->step, step);
+    assert_int_equal(plan->strategy, strat);
+    assert_int_equal(plan->n_samples, n);
+    assert_int_equal(plan->pp, pp);
+    assert_string_equal(plan->solver_status, "none");
+    assert_int_equal(plan->runner_up, LT_STRATEGY_COUNT);
+    assert_true(plan->solve_ms >= 0);
+    for (size_t i = 0; i < n; i++) assert_int_equal(plan->lengths[i], lengths[i]);
+
+    /* the layout */
+    int cp = strat == LT_STRATEGY_CHUNKFLOW ? 1 : (int)param_of(plan->params, "cp");
+    long rc = param_of(plan->params, "recompute");
+    if (strat != LT_STRATEGY_CHUNKFLOW) assert_true(rc >= 0);
+    assert_true(cp >= 1 && cp <= pc->max_cp && cm->dp % cp == 0);
+    size_t n_ranks = (size_t)(cm->dp / cp);
+    assert_int_equal(plan->n_ranks, n_ranks);
+    lt_cost_model cmc = *cm;
+    lt_error err;
+    if (lt_cost_model_set_cp(&cmc, cp, &err) != LT_OK) fail_msg("%s", err.what);
+
+    /* the deal: best-fit-decreasing bins round-robin over the pipelines */
+    size_t *bin_of = malloc((n ? n : 1) * sizeof *bin_of);
+    size_t n_bins = ref_bfd(lengths, n, pc->context_len, bin_of);
+    for (size_t i = 0; i < n; i++) assert_int_equal(plan->sample_rank[i], (int)(bin_of[i] % n_ranks));
+
+    /* coverage: every sample's [0, len) exactly once, in token order, on its pipeline */
+    int64_t *next = calloc(n ? n : 1, sizeof *next);
+    double busy = 0, longest = 0, peak = 0;
+    int64_t chunk = param_of(plan->params, "chunk_size");
+    for (size_t r = 0; r < n_ranks; r++) {
+        const lt_rank_plan *rp = &plan->ranks[r];
+        const lt_schedule *s = &rp->sched;
+        assert_int_equal(rp->dp_rank, (int)r * cp);
+        assert_int_equal(rp->cp, cp);
+        assert_int_equal(s->stages, pp);
+        assert_int_equal(s->layers, cm->model.layers);
+        assert_int_equal(lt_schedule_check(s, &err), LT_OK);
+        for (size_t j = 0; j < s->n_slices; j++) {
+            const lt_slice *sl = &s->slices[j];
+            assert_true(sl->sample >= 0 && (size_t)sl->sample < n);
+            assert_int_equal(plan->sample_rank[sl->sample], (int)r);
+            assert_int_equal(sl->begin, next[sl->sample]); /* contiguous, in token order */
+            assert_true(sl->end > sl->begin && sl->end <= lengths[sl->sample]);
+            next[sl->sample] = sl->end;
+        }
+        /* the units: megatron/gpipe one per bin (its samples in index order); seq1f1b
+         * min(4, tokens) pieces per bin of equal FLOPs; chunkflow chunks of chunk_size */
+        size_t u = 0;
+        for (size_t b = r; b < n_bins && strat != LT_STRATEGY_CHUNKFLOW; b += n_ranks) {
+            int64_t tokens = 0;
+            for (size_t i = 0; i < n; i++)
+                if (bin_of[i] == b) tokens += lengths[i];
+            int64_t cut = tokens < pc->seq1f1b_slices ? tokens : pc->seq1f1b_slices;
+            size_t pieces = strat == LT_STRATEGY_SEQ1F1B ? (size_t)cut : 1;
+            double cost[64], total = 0, top = 0;
+            assert_true(pieces <= 64);
+            size_t want_sample = 0;
+            for (size_t k = 0; k < pieces; k++, u++) {
+                assert_true(u < s->n_units);
+                const lt_unit *un = &s->units[u];
+                cost[k] = 0;
+                for (uint32_t q = 0; q < un->n_slices; q++) {
+                    const lt_slice *sl = &s->slices[un->first_slice + q];
+                    assert_int_equal(bin_of[sl->sample], b);
+                    assert_true((size_t)sl->sample >= want_sample); /* samples in index order */
+                    want_sample = (size_t)sl->sample;
+                    cost[k] += layer_flops(cm, cp, (double)sl->begin, (double)sl->end);
+                    double last = layer_flops(cm, cp, (double)lengths[sl->sample] - 1, (double)lengths[sl->sample]);
+                    if (last > top) top = last;
+                }
+                total += cost[k];
+            }
+            for (size_t k = 0; k < pieces; k++) /* Seq1F1B's split: equal within one token's FLOPs */
+                if (!(fabs(cost[k] - total / (double)pieces) <= top * (1 + 1e-9)))
+                    fail_msg("bin %zu piece %zu: %.6g FLOPs, mean %.6g, one token %.6g", b, k, cost[k],
+                             total / (double)pieces, top);
+        }
+        if (strat != LT_STRATEGY_CHUNKFLOW) assert_int_equal(u, s->n_units);
+        else {
+            assert_true(chunk > 0);
+            for (size_t v = 0; v < s->n_units; v++) {
+                const lt_unit *un = &s->units[v];
+                int64_t tokens = lt_schedule_unit_tokens(s, (uint32_t)v);
+                assert_true(tokens <= chunk);
+                for (uint32_t q = 0; q < un->n_slices; q++) { /* long samples in chunks of chunk_size */
+                    const lt_slice *sl = &s->slices[un->first_slice + q];
+                    int64_t len = lengths[sl->sample];
+                    if (len <= chunk) assert_true(sl->begin == 0 && sl->end == len);
+                    else assert_true(sl->begin % chunk == 0 && (sl->end == len || sl->end - sl->begin == chunk));
+                }
+            }
+        }
+        /* ops: whole stage blocks, each unit forwarded (F once, FK at most once) and
+         * backwarded once per stage, the recompute depth of the params */
+        unsigned char *seen = calloc(s->n_units ? 3 * s->n_units : 1, 1);
+        for (int st = 0; st < pp; st++) {
+            uint32_t lb, le;
+            lt_schedule_stage_layers(s->layers, pp, st, &lb, &le);
+            memset(seen, 0, s->n_units ? 3 * s->n_units : 1);
+            for (size_t i = 0; i < s->stage[st].n; i++) {
+                const lt_op *op = &s->stage[st].ops[i];
+                assert_int_equal(op->part, LT_PART_ALL);
+                assert_int_equal(op->layer_begin, lb);
+                assert_int_equal(op->layer_end, le);
+                long want_rc = rc < 0 ? 0 : (rc < (long)(le - lb) ? rc : (long)(le - lb));
+                assert_int_equal(op->recompute_layers, want_rc);
+                seen[3 * op->unit + op->kind]++;
+            }
+            for (size_t v = 0; v < s->n_units; v++) {
+                assert_int_equal(seen[3 * v + LT_OP_F], 1);
+                assert_int_equal(seen[3 * v + LT_OP_B], 1);
+                assert_true(seen[3 * v + LT_OP_FK] <= (strat == LT_STRATEGY_CHUNKFLOW ? 1 : 0));
+            }
+        }
+        free(seen);
+        /* predictions: the simulator run again on the plan's schedule with the cost model */
+        lt_sim sim;
+        memset(&sim, 0, sizeof sim);
+        lt_sim_costs costs = lt_cost_sim_costs(&cmc);
+        if (lt_sim_run(&sim, s, &costs, &err) != LT_OK) fail_msg("re-simulating rank %zu: %s", r, err.what);
+        assert_close(rp->time_s, sim.step_time, 0); /* the same costs: the same numbers */
+        size_t id = 0;
+        for (int st = 0; st < pp; st++) {
+            assert_close(rp->stage_busy_s[st], sim.busy[st], 0);
+            assert_close(rp->stage_peak_mem[st], sim.peak_mem[st], 0);
+            assert_true(rp->stage_peak_mem[st] <= cm->mem_cap);
+            busy += rp->stage_busy_s[st];
+            if (rp->stage_peak_mem[st] > peak) peak = rp->stage_peak_mem[st];
+            for (size_t i = 0; i < s->stage[st].n; i++, id++) {
+                const lt_plan_op *po = &rp->ops[id];
+                assert_true(isfinite(po->start_s) && isfinite(po->finish_s) && isfinite(po->mem_bytes));
+                assert_true(po->start_s >= 0 && po->finish_s >= po->start_s && po->mem_bytes >= 0);
+                assert_true(rp->time_s >= po->finish_s);
+                assert_close(po->start_s, sim.start[id], 0);
+                assert_close(po->finish_s, sim.finish[id], 0);
+                lt_op_estimate e;
+                lt_cost_schedule_op(&cmc, s, &s->stage[st].ops[i], &e);
+                assert_close(po->mem_bytes, e.cost.act_bytes + e.cost.kv_bytes + e.cost.work_bytes, 0);
+            }
+        }
+        lt_sim_free(&sim);
+        if (rp->time_s > longest) longest = rp->time_s;
+    }
+    for (size_t i = 0; i < n; i++) assert_int_equal(next[i], lengths[i]);
+    /* the step: slowest pipeline + gradient synchronisation; bubble; peak */
+    double sync = 0;
+    for (int st = 0; st < pp; st++)
+        if (lt_cost_dp_sync_time(&cmc, st) > sync) sync = lt_cost_dp_sync_time(&cmc, st);
+    assert_close(plan->time_s, longest + sync, 1e-12);
+    assert_true(plan->time_s >= longest);
+    assert_close(plan->bubble_ratio, 1 - busy / ((double)n_ranks * pp * plan->time_s), 1e-9);
+    assert_true(plan->bubble_ratio >= 0 && plan->bubble_ratio <= 1);
+    assert_close(plan->peak_mem, peak, 0);
+    free(next);
+    free(bin_of);
+}
+
+/* Two plans equal in every field but solve_ms. */
+static void assert_plans_equal(const lt_step_plan *a, const lt_step_plan *b) {
+    assert_int_equal(a->step, b->step);
+    assert_int_equal(a->strategy, b->strategy);
+    assert_int_equal(a->n_samples, b->n_samples);
+    assert_memory_equal(a->lengths, b->lengths, a->n_samples * sizeof *a->lengths);
+    assert_memory_equal(a->sample_rank, b->sample_rank, a->n_samples * sizeof *a->sample_rank);
+    assert_int_equal(a->n_ranks, b->n_ranks);
+    assert_int_equal(a->pp, b->pp);
+    assert_memory_equal(&a->time_s, &b->time_s, sizeof a->time_s);
+    assert_memory_equal(&a->bubble_ratio, &b->bubble_ratio, sizeof a->bubble_ratio);
+    assert_memory_equal(&a->peak_mem, &b->peak_mem, sizeof a->peak_mem);
+    assert_string_equal(a->params, b->params);
+    assert_string_equal(a->solver_status, b->solver_status);
+    assert_int_equal(a->runner_up, b->runner_up);
+    assert_memory_equal(&a->runner_up_time_s, &b->runner_up_time_s, sizeof a->runner_up_time_s);
+    for (size_t r = 0; r < a->n_ranks; r++) {
+        const lt_rank_plan *x = &a->ranks[r], *y = &b->ranks[r];
+        assert_int_equal(x->dp_rank, y->dp_rank);
+        assert_int_equal(x->cp, y->cp);
+        assert_int_equal(x->sched.n_slices, y->sched.n_slices);
+        assert_int_equal(x->sched.n_units, y->sched.n_units);
+        for (size_t j = 0; j < x->sched.n_slices; j++) {
+            assert_int_equal(x->sched.slices[j].sample, y->sched.slices[j].sample);
+            assert_int_equal(x->sched.slices[j].begin, y->sched.slices[j].begin);
+            assert_int_equal(x->sched.slices[j].end, y->sched.slices[j].end);
+        }
+        assert_memory_equal(x->sched.units, y->sched.units, x->sched.n_units * sizeof *x->sched.units);
+        for (int st = 0; st < a->pp; st++) {
+            assert_int_equal(x->sched.stage[st].n, y->sched.stage[st].n);
+            assert_memory_equal(x->sched.stage[st].ops, y->sched.stage[st].ops,
+                                x->sched.stage[st].n * sizeof *x->sched.stage[st].ops);
+        }
+        size_t n_ops = lt_schedule_n_ops(&x->sched);
+        assert_memory_equal(x->ops, y->ops, n_ops * sizeof *x->ops);
+        assert_memory_equal(&x->time_s, &y->time_s, sizeof x->time_s);
+        assert_memory_equal(x->stage_busy_s, y->stage_busy_s, (size_t)a->pp * sizeof *x->stage_busy_s);
+        assert_memory_equal(x->stage_peak_mem, y->stage_peak_mem, (size_t)a->pp * sizeof *x->stage_peak_mem);
+    }
+}
+
+/* The memory error's shape (plan.h) for a step that does not fit; the sample it names is the
+ * longest on the pipeline it names. */
+static void check_memory_error(const lt_error *err, uint64_t step, const int64_t *lengths, size_t n, int cp,
+                               size_t n_ranks, int64_t context) {
+    unsigned long long st;
+    size_t smp;
+    long long tokens;
+    int rank, stage;
+    double need, cap;
+    int got = sscanf(err->what,
+                     "step %llu: sample %zu (%lld tokens) on DP rank %d needs %lf GiB on stage %d, over the %lf GiB cap",
+                     &st, &smp, &tokens, &rank, &need, &stage, &cap);
+    if (got != 7) fail_msg("unexpected memory error: %s", err->what);
+    assert_int_equal(st, step);
+    assert_true(smp < n);
+    assert_int_equal(tokens, lengths[smp]);
+    assert_true(need > cap);
+    assert_int_equal(rank % cp, 0);
+    size_t *bin_of = malloc(n * sizeof *bin_of);
+    ref_bfd(lengths, n, context, bin_of);
+    size_t r = (size_t)rank / (size_t)cp;
+    assert_int_equal(bin_of[smp] % n_ranks, r);
+    for (size_t i = 0; i < n; i++)
+        if (bin_of[i] % n_ranks == r) /* the longest, the lowest index among equals */
+            assert_true(lengths[i] < lengths[smp] || (lengths[i] == lengths[smp] && i >= smp));
+    free(bin_of);
+}
+
+/* ---------------------------------------------------------------- the tuning */
+
+/* Peak memory of the tuning's reference pipeline built here from the rule of
+ * docs/strategies.md: 1F1B over pp micro-batches of one context_len sample each, every op
+ * recomputing min(r, its layers), cost model with cp = c. */
+static double reference_peak(const lt_planner_config *pc, int c, int r, double *time) {
+    lt_cost_model cm = pc->cm;
+    lt_error err;
+    if (lt_cost_model_set_cp(&cm, c, &err) != LT_OK) fail_msg("%s", err.what);
+    lt_schedule s;
+    assert_int_equal(lt_schedule_init(&s, cm.pp, cm.model.layers, &err), LT_OK);
+    for (int i = 0; i < cm.pp; i++) lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, i, 0, pc->context_len), 1);
+    lt_sched_1f1b(&s, NULL, s.n_units);
+    for (int st = 0; st < s.stages; st++)
+        for (size_t i = 0; i < s.stage[st].n; i++) {
+            lt_op *op = &s.stage[st].ops[i];
+            int n = (int)(op->layer_end - op->layer_begin);
+            op->recompute_layers = (uint16_t)(r < n ? r : n);
+        }
+    lt_sim sim;
+    memset(&sim, 0, sizeof sim);
+    lt_sim_costs costs = lt_cost_sim_costs(&cm);
+    if (lt_sim_run(&sim, &s, &costs, &err) != LT_OK) fail_msg("%s", err.what);
+    double peak = 0;
+    for (int st = 0; st < sim.stages; st++)
+        if (sim.peak_mem[st] > peak) peak = sim.peak_mem[st];
+    if (time) {
+        double sync = 0;
+        for (int st = 0; st < cm.pp; st++)
+            if (lt_cost_dp_sync_time(&cm, st) > sync) sync = lt_cost_dp_sync_time(&cm, st);
+        *time = sim.step_time + sync;
+    }
+    lt_sim_free(&sim);
+    lt_schedule_free(&s);
+    return peak;
+}
+
+/* A cap where cp = 1 cannot fit even with full recomputation but cp = 2 fits from some
+ * depth R > 0 on (found here from the reference pipeline): the tuning must pick cp = 2
+ * with depth R, the least that fits. */
+static void test_tuning_picks_cp2_and_least_recompute(void **state) {
+    (void)state;
+    NEED_HW();
+    lt_planner_config pc = config_of("llama-7b", 4, 4, 2, 262144, 2, 0);
+    int full = 8; /* 32 layers / 4 stages */
+    double p1 = reference_peak(&pc, 1, full, NULL);
+    int R = -1;
+    double pR = 0, pR1 = 0;
+    for (int r = 0; r <= full && R < 0; r++) {
+        double pk = reference_peak(&pc, 2, r, NULL);
+        if (pk < p1) {
+            R = r;
+            pR = pk;
+        } else
+            pR1 = pk;
+    }
+    if (R < 1) fail_msg("precondition: cp = 2 fits below cp = 1's need at depth %d", R);
+    double above = pR1 < p1 ? pR1 : p1; /* the least of what depth R - 1 and cp = 1 need */
+    pc.cm.mem_cap = (pR + above) / 2;
+    lt_planner *p = planner_of(&pc);
+    char want[64];
+    snprintf(want, sizeof want, "cp=2 recompute=%d", R);
+    assert_string_equal(lt_planner_params(p), want);
+    lt_planner_free(p);
+    /* the cap exactly what depth R needs: still fits (peak <= cap) */
+    pc.cm.mem_cap = pR;
+    p = planner_of(&pc);
+    assert_string_equal(lt_planner_params(p), want);
+    lt_planner_free(p);
+    /* a little less: depth R + 1 */
+    pc.cm.mem_cap = pR * (1 - 1e-9);
+    p = planner_of(&pc);
+    snprintf(want, sizeof want, "cp=2 recompute=%d", R + 1);
+    assert_string_equal(lt_planner_params(p), want);
+    lt_planner_free(p);
+}
+
+/* Several degrees fit: the least reference step time x cp, ties to the smaller cp. */
+static void test_tuning_minimises_gpu_time(void **state) {
+    (void)state;
+    NEED_HW();
+    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
+    double best = 0;
+    int best_c = 0, best_r = 0;
+    for (int c = 1; c <= 8; c *= 2) {
+        for (int r = 0; r <= 10; r++) {
+            double t;
+            if (reference_peak(&pc, c, r, &t) > pc.cm.mem_cap) continue;
+            if (best_c == 0 || t * c < best) {
+                best = t * c;
+                best_c = c;
+                best_r = r;
+            }
+            break;
+        }
+    }
+    assert_true(best_c > 0);
+    char want[64];
+    snprintf(want, sizeof want, "cp=%d recompute=%d", best_c, best_r);
+    lt_planner *p = planner_of(&pc);
+    assert_string_equal(lt_planner_params(p), want);
+    lt_planner_free(p);
+    /* max_cp bounds the degrees tried; 1 leaves only recomputation */
+    pc.max_cp = 1;
+    best_r = -1;
+    for (int r = 0; r <= 10 && best_r < 0; r++)
+        if (reference_peak(&pc, 1, r, NULL) <= pc.cm.mem_cap) best_r = r;
+    assert_true(best_r > 0);
+    snprintf(want, sizeof want, "cp=1 recompute=%d", best_r);
+    p = planner_of(&pc);
+    assert_string_equal(lt_planner_params(p), want);
+    lt_planner_free(p);
+}
+
+static void test_context_that_cannot_fit_is_a_config_error(void **state) {
+    (void)state;
+    NEED_HW();
+    lt_planner_config pc = config_of("llama-7b", 2, 2, 1, 4194304, 1, 40);
+    lt_planner *p = (lt_planner *)&pc; /* must be set to NULL on failure */
+    lt_error err;
+    assert_int_equal(lt_planner_create(&p, &pc, &err), LT_ERR_CONFIG);
+    assert_null(p);
+    assert_non_null(strstr(err.what, "plan.context_len = 4194304 cannot fit"));
+    assert_non_null(strstr(err.what, "cp = 1 and full recomputation"));
+    assert_non_null(strstr(err.what, "over the 40.0 GiB cap"));
+    assert_non_null(strstr(err.hint, "parallel.max_cp"));
+    /* the memory it names is the reference pipeline's at cp = 1, full recomputation */
+    char want[64];
+    snprintf(want, sizeof want, "needs %.1f GiB", reference_peak(&pc, 1, 16, NULL) / GIB);
+    assert_non_null(strstr(err.what, want));
+    /* a chunkflow planner is made all the same; the baselines answer the error */
+    pc.strategy = LT_STRATEGY_CHUNKFLOW;
+    pc.context_len = 131072;
+    pc.cm.mem_cap = lt_cost_model_states_bytes(&pc.cm, 0) + pc.cm.reserved_bytes + 8 * GIB;
+    assert_int_equal(lt_planner_create(&p, &pc, &err), LT_OK);
+    int64_t len[2] = {100, 200};
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_MEGATRON, 0, len, 2, &plan, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "cannot fit"));
+    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 0, len, 2, &plan, &err), LT_OK);
+    lt_step_plan_free(&plan);
+    lt_planner_free(p);
+}
+
+static void test_usage_and_input_errors(void **state) {
+    (void)state;
+    NEED_HW();
+    lt_planner_config pc = config_of("llama-7b", 2, 2, 1, 8192, 1, 0);
+    lt_planner *p = planner_of(&pc);
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    lt_error err;
+    int64_t len[3] = {100, 8192, 5};
+    const lt_strategy later[] = {LT_STRATEGY_INFINIPIPE, LT_STRATEGY_SLIMPACK, LT_STRATEGY_AUTO};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(lt_planner_plan_step(p, later[i], 0, len, 3, &plan, &err), LT_ERR_USAGE);
+        char want[64];
+        snprintf(want, sizeof want, "strategy '%s' is not built yet", lt_strategy_name(later[i]));
+        assert_string_equal(err.what, want);
+    }
+    len[2] = 8193;
+    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_MEGATRON, 7, len, 3, &plan, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "step 7: sample 2 has 8193 tokens"));
+    len[2] = 0;
+    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 7, len, 3, &plan, &err), LT_ERR_INPUT);
+    assert_null(plan.ranks);
+    /* a bad config */
+    pc.seq1f1b_slices = 0;
+    lt_planner *q = NULL;
+    assert_int_equal(lt_planner_create(&q, &pc, &err), LT_ERR_CONFIG);
+    lt_planner_free(p);
+}
+
+/* Fewer micro-batches than pipelines: the others get empty schedules (time 0). */
+static void test_idle_pipelines(void **state) {
+    (void)state;
+    NEED_HW();
+    lt_planner_config pc = config_of("llama-7b", 8, 2, 1, 8192, 1, 0);
+    lt_planner *p = planner_of(&pc);
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    lt_error err;
+    int64_t len[3] = {5000, 4000, 3000}; /* bins {0}, {1}, {2} */
+    for (int s = 0; s <= LT_STRATEGY_CHUNKFLOW; s++) {
+        if (lt_planner_plan_step(p, (lt_strategy)s, 3, len, 3, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+        check_plan(&pc, (lt_strategy)s, 3, len, 3, &plan);
+        assert_int_equal(plan.n_ranks, 8);
+        for (size_t r = 3; r < 8; r++) {
+            assert_int_equal(plan.ranks[r].sched.n_units, 0);
+            assert_true(plan.ranks[r].time_s == 0);
+        }
+        assert_true(plan.bubble_ratio > 0.5); /* 5 of 8 pipelines idle */
+    }
+    /* no samples at all: every pipeline idle, the step only synchronises gradients */
+    for (int s = 0; s <= LT_STRATEGY_CHUNKFLOW; s++) {
+        if (lt_planner_plan_step(p, (lt_strategy)s, 5, NULL, 0, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+        check_plan(&pc, (lt_strategy)s, 5, NULL, 0, &plan);
+        assert_true(plan.bubble_ratio == 1.0);
+    }
+    /* context 6000, a grid of ChunkSize 4096 and 6000; samples that no two share a
+     * micro-batch, each one chunk at either size: every pair gives the same plan, and the
+     * tie goes to the larger ChunkSize, then the smaller K */
+    lt_planner_free(p);
+    pc.context_len = 6000;
+    p = planner_of(&pc);
+    int64_t single[3] = {3500, 3400, 3300};
+    if (lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 4, single, 3, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    assert_string_equal(plan.params, "chunk_size=6000 k=1");
+    check_plan(&pc, LT_STRATEGY_CHUNKFLOW, 4, single, 3, &plan);
+    lt_step_plan_free(&plan);
+    lt_planner_free(p);
+}
+
+/* ---------------------------------------------------------------- every corpus */
+
+static const char *const corpora[] = {"chunkflow-eval.txt", "commoncrawl.txt", "github.txt", "lmsys-chat.txt",
+                                      "wikipedia.txt"};
+
+/* Two steps of every lengths file planned by every strategy with configs big and small:
+ * every invariant (check_plan), and a second planner makes the same plans. gpipe keeps all
+ * of a pipeline's micro-batches in flight, so it may not fit the cap the baseline was tuned
+ * for: then the error must have the documented shape and name the right sample. */
+static void test_invariants_on_every_corpus(void **state) {
+    (void)state;
+    NEED_HW();
+    NEED_LENGTHS();
+    lt_planner_config configs[3];
+    configs[0] = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
+    configs[1] = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
+    configs[2] = config_of("llama-7b", 2, 2, 1, 32768, 2, 0);
+    int64_t lengths[512];
+    lt_step_plan a, b;
+    lt_step_plan_init(&a);
+    lt_step_plan_init(&b);
+    int gpipe_ok = 0, gpipe_failed = 0;
+    for (size_t c = 0; c < 3; c++) {
+        lt_planner *p1 = planner_of(&configs[c]), *p2 = planner_of(&configs[c]);
+        for (size_t f = 0; f < sizeof corpora / sizeof corpora[0]; f++) {
+            corpus_steps cs = open_steps(corpora[f], configs[c].context_len);
+            for (uint64_t t = 0; t < 2; t++) {
+                uint64_t step = t * 97 + c;
+                step_lengths(&cs, step, lengths);
+                for (int s = 0; s <= LT_STRATEGY_CHUNKFLOW; s++) {
+                    lt_error err;
+                    lt_status st = lt_planner_plan_step(p1, (lt_strategy)s, step, lengths, 512, &a, &err);
+                    if (st != LT_OK && s == LT_STRATEGY_GPIPE && st == LT_ERR_INPUT) {
+                        int cp = (int)param_of(lt_planner_params(p1), "cp");
+                        check_memory_error(&err, step, lengths, 512, cp, (size_t)(configs[c].cm.dp / cp),
+                                           configs[c].context_len);
+                        assert_null(a.ranks);
+                        gpipe_failed++;
+                        continue;
+                    }
+                    if (st != LT_OK) fail_msg("%s config %zu step %" PRIu64 " %s: %s", corpora[f], c, step,
+                                              lt_strategy_name((lt_strategy)s), err.what);
+                    if (s == LT_STRATEGY_GPIPE) gpipe_ok++;
+                    check_plan(&configs[c], (lt_strategy)s, step, lengths, 512, &a);
+                    /* a fresh planner (no history) gives the same plan */
+                    if (lt_planner_plan_step(p2, (lt_strategy)s, step, lengths, 512, &b, &err) != LT_OK)
+                        fail_msg("second planner: %s", err.what);
+                    assert_plans_equal(&a, &b);
+                    lt_planner_free(p2);
+                    p2 = planner_of(&configs[c]);
+                }
+            }
+            close_steps(&cs);
+        }
+        lt_planner_free(p1);
+        lt_planner_free(p2);
+    }
+    print_message("gpipe: %d plans, %d over the cap\n", gpipe_ok, gpipe_failed);
+    assert_true(gpipe_ok > 0);
+    lt_step_plan_free(&a);
+    lt_step_plan_free(&b);
+}
+
+/* ---------------------------------------------------------------- chunkflow */
+
+/* The grid's choice has the least step time among the (ChunkSize, K) pairs that fit
+ * without recomputation, each planned here with a config that fixes it (ties: larger
+ * ChunkSize, then smaller K). */
+static void test_chunkflow_grid_picks_the_fastest_fitting_pair(void **state) {
+    (void)state;
+    NEED_HW();
+    NEED_LENGTHS();
+    static const int64_t sizes[] = {4096, 8192, 16384, 32768, 65536, 131072};
+    static const int ks[] = {1, 2, 4, 8};
+    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
+    pc.strategy = LT_STRATEGY_CHUNKFLOW;
+    corpus_steps cs = open_steps("commoncrawl.txt", pc.context_len);
+    int64_t lengths[512];
+    lt_step_plan plan, fixed;
+    lt_step_plan_init(&plan);
+    lt_step_plan_init(&fixed);
+    lt_error err;
+    int misfits = 0;
+    for (uint64_t step = 3; step < 5; step++) {
+        step_lengths(&cs, step, lengths);
+        lt_planner *p = planner_of(&pc);
+        if (lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, step, lengths, 512, &plan, &err) != LT_OK)
+            fail_msg("%s", err.what);
+        lt_planner_free(p);
+        long got_size = param_of(plan.params, "chunk_size"), got_k = param_of(plan.params, "k");
+        assert_int_equal(param_of(plan.params, "recompute"), -1);
+        double best = 0;
+        long best_size = 0, best_k = 0;
+        for (size_t i = 0; i < 6; i++)
+            for (size_t j = 0; j < 4; j++) {
+                lt_planner_config fc = pc;
+                fc.chunk_size = sizes[i];
+                fc.chunkflow_k = ks[j];
+                lt_planner *q = planner_of(&fc);
+                lt_status st = lt_planner_plan_step(q, LT_STRATEGY_CHUNKFLOW, step, lengths, 512, &fixed, &err);
+                lt_planner_free(q);
+                if (st != LT_OK || param_of(fixed.params, "recompute") > 0) { /* does not fit at recompute 0 */
+                    misfits++;
+                    continue;
+                }
+                check_plan(&fc, LT_STRATEGY_CHUNKFLOW, step, lengths, 512, &fixed);
+                if (sizes[i] == got_size && ks[j] == got_k) assert_close(fixed.time_s, plan.time_s, 0);
+                if (best_size == 0 || fixed.time_s < best ||
+                    (fixed.time_s == best && (sizes[i] > best_size || (sizes[i] == best_size && ks[j] < best_k)))) {
+                    best = fixed.time_s;
+                    best_size = sizes[i];
+                    best_k = ks[j];
+                }
+            }
+        assert_int_equal(got_size, best_size);
+        assert_int_equal(got_k, best_k);
+        assert_close(plan.time_s, best, 0);
+    }
+    assert_true(misfits > 0); /* the cap matters in this setting: the test is not vacuous */
+    lt_step_plan_free(&plan);
+    lt_step_plan_free(&fixed);
+    close_steps(&cs);
+}
+
+/* A cap just above the model states: no chunk fits even with full recomputation; the error
+ * names the step, the pipeline and its longest sample. */
+static void test_chunkflow_memory_error(void **state) {
+    (void)state;
+    NEED_HW();
+    NEED_LENGTHS();
+    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 0);
+    pc.strategy = LT_STRATEGY_CHUNKFLOW;
+    double base = 0;
+    for (int st = 0; st < pc.cm.pp; st++) {
+        double b = lt_cost_model_states_bytes(&pc.cm, st) + pc.cm.reserved_bytes;
+        if (b > base) base = b;
+    }
+    pc.cm.mem_cap = base + 0.25 * GIB;
+    corpus_steps cs = open_steps("commoncrawl.txt", pc.context_len);
+    int64_t lengths[512];
+    step_lengths(&cs, 17, lengths);
+    lt_planner *p = planner_of(&pc); /* the baseline cannot be tuned: kept for its requests */
+    assert_string_equal(lt_planner_params(p), "untuned");
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    lt_error err;
+    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 17, lengths, 512, &plan, &err), LT_ERR_INPUT);
+    check_memory_error(&err, 17, lengths, 512, 1, 8, pc.context_len);
+    assert_null(plan.ranks);
+    /* fixed (ChunkSize, K) that do not fit: the same error */
+    pc.chunk_size = 4096;
+    pc.chunkflow_k = 1;
+    lt_planner *q = planner_of(&pc);
+    assert_int_equal(lt_planner_plan_step(q, LT_STRATEGY_CHUNKFLOW, 17, lengths, 512, &plan, &err), LT_ERR_INPUT);
+    check_memory_error(&err, 17, lengths, 512, 1, 8, pc.context_len);
+    lt_planner_free(q);
+    lt_planner_free(p);
+    close_steps(&cs);
+}
+
+/* Chunkflow falls back to full recomputation when no pair fits without it. */
+static void test_chunkflow_recompute_fallback(void **state) {
+    (void)state;
+    NEED_HW();
+    lt_planner_config pc = config_of("llama-7b", 2, 2, 1, 32768, 1, 0);
+    pc.strategy = LT_STRATEGY_CHUNKFLOW;
+    pc.chunk_size = 32768;
+    pc.chunkflow_k = 1;
+    int64_t len[2] = {32768, 32768};
+    /* the cap: between what one 32K chunk needs with full recomputation and without */
+    lt_planner_config probe = pc;
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    lt_error err;
+    lt_planner *p = planner_of(&probe);
+    if (lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 0, len, 2, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    double need0 = plan.peak_mem;
+    assert_int_equal(param_of(plan.params, "recompute"), -1);
+    lt_planner_free(p);
+    pc.cm.mem_cap = need0 - 1;
+    p = planner_of(&pc);
+    if (lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 0, len, 2, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    assert_string_equal(plan.params, "chunk_size=32768 k=1 recompute=16");
+    check_plan(&pc, LT_STRATEGY_CHUNKFLOW, 0, len, 2, &plan);
+    lt_planner_free(p);
+    lt_step_plan_free(&plan);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--bench") == 0) return bench(argc, argv);
+    find_dirs();
+    unsetenv("LONGTAIL_HARDWARE_DIR");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cost_cp_by_hand),
+        cmocka_unit_test(test_cost_cp_attention_lookup),
+        cmocka_unit_test(test_cost_set_cp_rejects_bad_degrees),
+        cmocka_unit_test(test_best_fit_decreasing_by_hand),
+        cmocka_unit_test(test_equal_cost_cuts_by_hand),
+        cmocka_unit_test(test_tuning_picks_cp2_and_least_recompute),
+        cmocka_unit_test(test_tuning_minimises_gpu_time),
+        cmocka_unit_test(test_context_that_cannot_fit_is_a_config_error),
+        cmocka_unit_test(test_usage_and_input_errors),
+        cmocka_unit_test(test_idle_pipelines),
+        cmocka_unit_test(test_invariants_on_every_corpus),
+        cmocka_unit_test(test_chunkflow_grid_picks_the_fastest_fitting_pair),
+        cmocka_unit_test(test_chunkflow_memory_error),
+        cmocka_unit_test(test_chunkflow_recompute_fallback),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
