@@ -767,7 +767,9 @@ void lt_sim_print_timeline(FILE *f, const lt_sim *sim, const lt_schedule *s, int
     enum { MARGIN = 7 };
     if (width < 10) width = 10;
     if (width > 10000) width = 10000;
-    double col = sim->step_time > 0 ? sim->step_time / width : 1;
+    /* step_time and op times come from lt_sim_run, or from a stored plan (plans/store.h),
+     * which may be damaged: anything not finite or negative is drawn as 0 / off the end. */
+    double col = sim->step_time > 0 && isfinite(sim->step_time) ? sim->step_time / width : 1;
     char *row = lt_malloc_check((size_t)width + MARGIN + 2);
 
     /* scale: tick labels, then the ruler */
@@ -797,7 +799,12 @@ void lt_sim_print_timeline(FILE *f, const lt_sim *sim, const lt_schedule *s, int
         memset(cells, '.', (size_t)width);
         for (size_t v = sim->first_op[st]; v < sim->first_op[st + 1]; v++) {
             const lt_op *op = &s->stage[st].ops[v - sim->first_op[st]];
-            int c0 = (int)floor(sim->start[v] / col + 0.5), c1 = (int)floor(sim->finish[v] / col + 0.5);
+            double x0 = sim->start[v] / col + 0.5, x1 = sim->finish[v] / col + 0.5;
+            if (!(x0 >= 0)) x0 = 0; /* NaN too */
+            if (!(x1 >= 0)) x1 = 0;
+            if (x0 > width + 1.0) x0 = width + 1.0;
+            if (x1 > width + 1.0) x1 = width + 1.0;
+            int c0 = (int)floor(x0), c1 = (int)floor(x1);
             if (c0 > width) c0 = width;
             if (c1 > width) c1 = width;
             if (c1 <= c0) {

@@ -2,19 +2,28 @@
  * plans/store.c — the plan database (plans/store.h; docs/plans-schema.md): the schema, the
  * writer (one transaction on a temporary file renamed over the target) and the reader.
  *
- * Writing is the hot path of `planner build` (10,000 steps of ~1,700 rows each in well under
- * a minute), so: one transaction, prepared statements kept for the whole run, rows inserted
- * in primary-key order (every keyed table is WITHOUT ROWID and keyed by (run_id, step, ...),
- * so a step's rows append at the right edge of each B-tree), integers where the value is one,
- * and, on the temporary file only, journal_mode=OFF + synchronous=OFF. Durability comes at
- * commit: COMMIT, close, fsync the file, rename it over the target, fsync the directory.
- * With the journal off a failed statement cannot be rolled back; a put that fails half-way
- * marks the store failed, and commit then refuses (the caller aborts; the temporary file is
- * deleted and the target never saw anything).
+ * Writing is the hot path of `planner build` (10,000 steps in well under a minute on 2
+ * cores; a ChunkFlow step at 128K context has ~1,650 rows and ~7,600 ops), so: one
+ * transaction, prepared statements kept for the whole run, rows inserted in primary-key
+ * order (every keyed table is keyed by (run_id, step, ...), so a step's rows append at the
+ * right edge of each B-tree), integers where the value is one, and, on the temporary file
+ * only, journal_mode=OFF + synchronous=OFF. Ops are not rows: each stage's op list is one
+ * JSON array in its stages row (docs/plans-schema.md, "The ops encoding"), written by the
+ * formatter below and read back by the strict parser below; one row per op cost 69 s and
+ * 4.8 GB per 10,000 such steps (22 s and 4.2 GB now). Durability comes at commit: COMMIT, close, fsync the
+ * file, rename it over the target, fsync the directory. With the journal off a failed
+ * statement cannot be rolled back; a put that fails half-way marks the store failed, and
+ * commit then refuses (the caller aborts; the temporary file is deleted and the target never
+ * saw anything).
  *
  * Times: the tables hold milliseconds (the views' unit) as REAL = seconds x 1e3, read back
- * as ms / 1e3. That round trip may move a value by one ulp, but it is monotone, so every
- * ordering the validator checks (finish >= start, time_s >= finish) survives it.
+ * as ms / 1e3; the ops' times are integer nanoseconds (llround(seconds x 1e9)), read back as
+ * ns / 1e9 (the plan_ops view shows ns / 1e6 ms). Both round trips are monotone, so every
+ * ordering within one encoding survives them (finish >= start, a stage's ops in time order);
+ * the one comparison across the two, an op's finish <= its pipeline's time, is kept by the
+ * writer: an op time t <= the pipeline's time T is stored as at most the largest ns that
+ * reads back (in seconds and in the view's ms) <= what T reads back as. An op time moves by
+ * less than 1 ns.
  */
 #include "plans/store.h"
 
@@ -37,8 +46,15 @@
 
 /* ------------------------------------------------------------------ schema */
 
-/* Version 1. Column order of the views: CONTRACTS.md's columns first, then extras.
- * plan_slices is a UNION ALL of the two passes (not a join with a two-row table), so that a
+/* Version 1. (Changed in place when the ops table, a row per op, became the op list column
+ * stages.ops: no file of the earlier layout left the machine it was built on, so there is
+ * no migration for it.) Column order of the views: CONTRACTS.md's columns first, then
+ * extras. stages is a rowid table, unlike the other keyed tables: a row holds a stage's op
+ * list (~10 KB for a 128K-context ChunkFlow stage), and an index B-tree (WITHOUT ROWID) keeps
+ * at most ~8 KB of a row on its 32 KiB page, the rest on an overflow page of its own: 1.16
+ * MB per such step instead of 0.42 MB. Its key is then an index beside it (32 entries a
+ * step). plan_ops expands the op lists with json_each (the ops encoding below). plan_slices
+ * is a UNION ALL of the two passes (not a join with a two-row table), so that a
  * filter on step reaches each arm and searches the keys instead of scanning the file. The
  * CHECKs are cheap per row: "x = 'a' OR x = 'b'" rather than "x IN ('a', 'b')", which SQLite
  * 3.40 evaluates through an ephemeral index built on every insert (that took more than
@@ -109,9 +125,14 @@ static const char schema_v1[] =
     "  stage INTEGER NOT NULL CHECK (stage >= 0),\n"
     "  busy_ms REAL NOT NULL,\n"
     "  peak_mem_bytes REAL NOT NULL,\n"
+    "  layer_begin INTEGER NOT NULL CHECK (layer_begin >= 0),\n"
+    "  layer_end INTEGER NOT NULL,\n"
+    "  n_ops INTEGER NOT NULL CHECK (n_ops >= 0),\n"
+    "  ops TEXT NOT NULL,\n"
+    "  CHECK (layer_begin < layer_end),\n"
     "  PRIMARY KEY (run_id, step, dp_rank, stage),\n"
     "  FOREIGN KEY (run_id, step, dp_rank) REFERENCES pipelines (run_id, step, dp_rank)\n"
-    ") STRICT, WITHOUT ROWID;\n"
+    ") STRICT;\n"
     "CREATE TABLE units_slices (\n"
     "  run_id INTEGER NOT NULL,\n"
     "  step INTEGER NOT NULL,\n"
@@ -126,25 +147,6 @@ static const char schema_v1[] =
     "  PRIMARY KEY (run_id, step, dp_rank, passes, unit, seq),\n"
     "  FOREIGN KEY (run_id, step, dp_rank) REFERENCES pipelines (run_id, step, dp_rank),\n"
     "  FOREIGN KEY (run_id, step, idx) REFERENCES step_samples (run_id, step, idx)\n"
-    ") STRICT, WITHOUT ROWID;\n"
-    "CREATE TABLE ops (\n"
-    "  run_id INTEGER NOT NULL,\n"
-    "  step INTEGER NOT NULL,\n"
-    "  dp_rank INTEGER NOT NULL,\n"
-    "  stage INTEGER NOT NULL,\n"
-    "  seq INTEGER NOT NULL CHECK (seq >= 0),\n"
-    "  kind TEXT NOT NULL CHECK (kind = 'F' OR kind = 'FK' OR kind = 'B'),\n"
-    "  unit INTEGER NOT NULL CHECK (unit >= 0),\n"
-    "  recompute_layers INTEGER NOT NULL CHECK (recompute_layers >= 0),\n"
-    "  layer_begin INTEGER NOT NULL CHECK (layer_begin >= 0),\n"
-    "  layer_end INTEGER NOT NULL,\n"
-    "  part TEXT NOT NULL CHECK (part = 'all' OR part = 'pre' OR part = 'attn' OR part = 'post'),\n"
-    "  start_ms REAL NOT NULL,\n"
-    "  finish_ms REAL NOT NULL,\n"
-    "  mem_bytes REAL NOT NULL,\n"
-    "  CHECK (layer_begin < layer_end),\n"
-    "  PRIMARY KEY (run_id, step, dp_rank, stage, seq),\n"
-    "  FOREIGN KEY (run_id, step, dp_rank, stage) REFERENCES stages (run_id, step, dp_rank, stage)\n"
     ") STRICT, WITHOUT ROWID;\n"
     "CREATE VIEW step_summary AS\n"
     "  SELECT run_id, step, strategy, n_samples, n_tokens, predicted_ms, bubble_ratio,\n"
@@ -163,9 +165,16 @@ static const char schema_v1[] =
     "  JOIN step_samples AS s ON s.run_id = u.run_id AND s.step = u.step AND s.idx = u.idx\n"
     "  WHERE u.passes <> 'F';\n"
     "CREATE VIEW plan_ops AS\n"
-    "  SELECT run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin,\n"
-    "         layer_end, part, start_ms, finish_ms, mem_bytes\n"
-    "  FROM ops;\n"
+    "  SELECT g.run_id, g.step, g.dp_rank, g.stage, o.key AS seq,\n"
+    "         CASE o.value ->> 0 WHEN 0 THEN 'F' WHEN 1 THEN 'FK' WHEN 2 THEN 'B' END AS kind,\n"
+    "         o.value ->> 1 AS unit, o.value ->> 2 AS recompute_layers,\n"
+    "         coalesce(o.value ->> 6, g.layer_begin) AS layer_begin,\n"
+    "         coalesce(o.value ->> 7, g.layer_end) AS layer_end,\n"
+    "         CASE coalesce(o.value ->> 8, 0) WHEN 0 THEN 'all' WHEN 1 THEN 'pre' WHEN 2 THEN 'attn'\n"
+    "           WHEN 3 THEN 'post' END AS part,\n"
+    "         (o.value ->> 3) / 1e6 AS start_ms, (o.value ->> 4) / 1e6 AS finish_ms,\n"
+    "         CAST(o.value ->> 5 AS REAL) AS mem_bytes\n"
+    "  FROM stages AS g, json_each(g.ops) AS o;\n"
     "CREATE VIEW samples AS\n"
     "  SELECT run_id, step, sample_id, length, dp_rank,\n"
     "         'task=' || task || ',doc=' || doc || ',tok=' || tok AS source, idx, task, doc, tok\n"
@@ -201,7 +210,6 @@ enum {
     Q_INS_PIPELINE,
     Q_INS_STAGE,
     Q_INS_SLICE,
-    Q_INS_OP,
     Q_STEP_LIST,
     Q_STEP_RANGE,
     Q_GET_STEP,
@@ -209,7 +217,6 @@ enum {
     Q_GET_STAGES,
     Q_GET_SAMPLES,
     Q_GET_SLICES,
-    Q_GET_OPS,
     Q_RUN,
     Q_COUNT
 };
@@ -222,28 +229,22 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_INS_SAMPLE] = "INSERT INTO step_samples (run_id, step, idx, sample_id, length, dp_rank, task, doc, tok) "
                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     [Q_INS_PIPELINE] = "INSERT INTO pipelines (run_id, step, dp_rank, cp, predicted_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-    [Q_INS_STAGE] = "INSERT INTO stages (run_id, step, dp_rank, stage, busy_ms, peak_mem_bytes) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [Q_INS_STAGE] = "INSERT INTO stages (run_id, step, dp_rank, stage, busy_ms, peak_mem_bytes, layer_begin, "
+                    "layer_end, n_ops, ops) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     [Q_INS_SLICE] = "INSERT INTO units_slices (run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end) "
                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    [Q_INS_OP] = "INSERT INTO ops (run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin, "
-                 "layer_end, part, start_ms, finish_ms, mem_bytes) "
-                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     [Q_STEP_LIST] = "SELECT step FROM steps WHERE run_id = ?1 ORDER BY step",
     [Q_STEP_RANGE] = "SELECT min(step), max(step), count(*) FROM steps WHERE run_id = ?1",
     [Q_GET_STEP] = "SELECT strategy, n_samples, n_tokens, predicted_ms, bubble_ratio, peak_mem_bytes, solve_ms, "
                    "params, solver_status, runner_up, runner_up_ms FROM steps WHERE run_id = ?1 AND step = ?2",
     [Q_GET_PIPELINES] = "SELECT dp_rank, cp, predicted_ms FROM pipelines WHERE run_id = ?1 AND step = ?2 "
                         "ORDER BY dp_rank",
-    [Q_GET_STAGES] = "SELECT dp_rank, stage, busy_ms, peak_mem_bytes FROM stages WHERE run_id = ?1 AND step = ?2 "
-                     "ORDER BY dp_rank, stage",
+    [Q_GET_STAGES] = "SELECT dp_rank, stage, busy_ms, peak_mem_bytes, layer_begin, layer_end, n_ops, ops FROM stages "
+                     "WHERE run_id = ?1 AND step = ?2 ORDER BY dp_rank, stage",
     [Q_GET_SAMPLES] = "SELECT idx, sample_id, length, dp_rank, task, doc, tok FROM step_samples "
                       "WHERE run_id = ?1 AND step = ?2 ORDER BY idx",
     [Q_GET_SLICES] = "SELECT dp_rank, passes, unit, seq, idx, tok_begin, tok_end FROM units_slices "
                      "WHERE run_id = ?1 AND step = ?2 ORDER BY dp_rank, passes, unit, seq",
-    [Q_GET_OPS] = "SELECT dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin, layer_end, part, "
-                  "start_ms, finish_ms, mem_bytes FROM ops WHERE run_id = ?1 AND step = ?2 "
-                  "ORDER BY dp_rank, stage, seq",
     [Q_RUN] = "SELECT name, strategy, config, fingerprint, input, sample_policy, context_len, global_batch, seed, "
               "dp, pp, tp, layers, mem_cap_bytes, tuning, n_samples_total, longtail_version "
               "FROM runs WHERE run_id = ?1",
@@ -260,10 +261,17 @@ struct lt_store {
     double mem_cap;
     sqlite3_stmt *q[Q_COUNT];
     struct batcher *batch; /* [B_COUNT], writers only */
+    char *json;            /* the ops text of the stage being written (writers only) */
+    size_t json_cap;
 };
 
 /* The run of every file this code writes (store.h: one run per file). */
 #define RUN_ID 1
+
+/* An op time as read back from its stored nanoseconds (the top of the file); op times are
+ * stored only within +-MAX_OP_TIME_S (their nanoseconds fit 18 digits). */
+#define MAX_OP_TIME_S 1e9
+static inline double ns_to_s(int64_t ns) { return (double)ns / 1e9; }
 
 static lt_status query(lt_store *st, int which, sqlite3_stmt **out, lt_error *err) {
     if (!st->q[which]) {
@@ -293,6 +301,7 @@ static void store_free(lt_store *st) {
     if (!st) return;
     close_db(st);
     free(st->batch);
+    free(st->json);
     free(st->path);
     free(st->tmp);
     free(st);
@@ -389,18 +398,17 @@ static lt_status load_run_shape(lt_store *st, lt_error *err) {
     return LT_OK;
 }
 
-/* Multi-row inserts for the three big tables (samples, slices, ops: ~1,600 of a step's
- * ~1,650 rows): BATCH rows per INSERT statement halve the per-row cost of stepping a
+/* Multi-row inserts for the two big tables (samples and slices: ~1,100 to ~1,600 of a
+ * step's rows): BATCH rows per INSERT statement halve the per-row cost of stepping a
  * statement. A step's rows are flushed at the end of its put; the remainder (< BATCH rows
  * per table) goes through the single-row statements. Rows keep their key order. */
-enum { BATCH = 32, MAX_COLS = 14 };
-enum { C_INT, C_REAL, C_TEXT };
-enum { B_SAMPLES, B_SLICES, B_OPS, B_COUNT };
+enum { BATCH = 32, MAX_COLS = 9 };
+enum { C_INT, C_TEXT };
+enum { B_SAMPLES, B_SLICES, B_COUNT };
 
 typedef struct cell {
     int type;
     int64_t i;
-    double d;
     const char *t; /* static text */
 } cell;
 
@@ -420,9 +428,6 @@ static const struct {
      "INSERT INTO step_samples (run_id, step, idx, sample_id, length, dp_rank, task, doc, tok) VALUES "},
     {Q_INS_SLICE, 9, "units_slices",
      "INSERT INTO units_slices (run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end) VALUES "},
-    {Q_INS_OP, 14, "ops",
-     "INSERT INTO ops (run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin, layer_end, "
-     "part, start_ms, finish_ms, mem_bytes) VALUES "},
 };
 
 static void finalize_batches(lt_store *st) {
@@ -434,12 +439,10 @@ static void finalize_batches(lt_store *st) {
 }
 
 static inline void cell_int(cell *c, int64_t v) { c->type = C_INT, c->i = v; }
-static inline void cell_real(cell *c, double v) { c->type = C_REAL, c->d = v; }
 static inline void cell_text(cell *c, const char *v) { c->type = C_TEXT, c->t = v; }
 
 static void bind_cell(sqlite3_stmt *q, int i, const cell *c) {
     if (c->type == C_INT) sqlite3_bind_int64(q, i, c->i);
-    else if (c->type == C_REAL) sqlite3_bind_double(q, i, c->d);
     else sqlite3_bind_text(q, i, c->t, -1, SQLITE_STATIC);
 }
 
@@ -865,9 +868,6 @@ lt_status lt_store_has_step(lt_store *st, uint64_t step, bool *has, lt_error *er
     return s;
 }
 
-static const char *const kind_text[] = {"F", "FK", "B"};
-static const char *const part_text[] = {"all", "pre", "attn", "post"};
-
 /* Run an insert bound by the caller; on failure the store is spoilt (no journal to undo). */
 static lt_status run_insert(lt_store *st, sqlite3_stmt *q, const char *table, uint64_t step, lt_error *err) {
     int rc = sqlite3_step(q);
@@ -930,11 +930,157 @@ static lt_status check_putable(const lt_store *st, const lt_step_plan *p, const 
     return LT_OK;
 }
 
+/* ------------------------------------------------------------------ the ops encoding: writing
+ *
+ * A stage's op list is one JSON array in stages.ops, an element per op in list order (seq =
+ * the element's index), no blanks:
+ *   [kind, unit, recompute_layers, start_ns, finish_ns, mem_bytes]
+ *       an op over the stage's whole layer block (stages.layer_begin, layer_end), part 'all':
+ *       every op of every strategy but HelixPipe;
+ *   [kind, unit, recompute_layers, start_ns, finish_ns, mem_bytes, layer_begin, layer_end, part]
+ *       any other op.
+ * kind 0 F, 1 FK, 2 B; part 0 all, 1 pre, 2 attn, 3 post; start_ns and finish_ns integer
+ * nanoseconds from the step's start (op_time_ns); mem_bytes an integer when it is one
+ * (below 2^53), else the shortest %.15g, %.16g or %.17g that reads back exactly. Measured on
+ * 128K-context ChunkFlow steps (docs/plans-schema.md): a time in integer nanoseconds takes
+ * 10.2 characters on average, in %.17g seconds 17.0; the list averages 42 bytes an op, where
+ * %.17g seconds would make it 56. */
+
+/* The longest element: 9 numbers (at most 20 characters each, 24 for mem_bytes), 8 commas,
+ * the brackets and the comma before the next element. */
+#define MAX_OP_TEXT 224
+
+static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                  "8081828384858687888990919293949596979899";
+
+static char *put_u64(char *w, uint64_t v) {
+    char buf[20];
+    char *b = buf + sizeof buf;
+    while (v >= 100) {
+        unsigned d = (unsigned)(v % 100) * 2;
+        v /= 100;
+        *--b = digit_pairs[d + 1];
+        *--b = digit_pairs[d];
+    }
+    if (v >= 10) {
+        unsigned d = (unsigned)v * 2;
+        *--b = digit_pairs[d + 1];
+        *--b = digit_pairs[d];
+    } else {
+        *--b = (char)('0' + v);
+    }
+    size_t n = (size_t)(buf + sizeof buf - b);
+    memcpy(w, b, n);
+    return w + n;
+}
+
+static char *put_i64(char *w, int64_t v) {
+    if (v >= 0) return put_u64(w, (uint64_t)v);
+    *w++ = '-';
+    return put_u64(w, (uint64_t)0 - (uint64_t)v);
+}
+
+/* A finite byte count, exactly. */
+static char *put_bytes(char *w, double v) {
+    if (v > -9007199254740992.0 && v < 9007199254740992.0 && v == (double)(int64_t)v) return put_i64(w, (int64_t)v);
+    char buf[32];
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    size_t n = strlen(buf);
+    memcpy(w, buf, n);
+    return w + n;
+}
+
+/* The stored nanoseconds of op time t (seconds, finite, |t| < MAX_OP_TIME_S) of a pipeline
+ * whose predicted time is pipe_s: the nearest, except that when t <= pipe_s the result
+ * reads back (ns_to_s, and ns / 1e6 ms in plan_ops) no later than pipe_s does
+ * (pipelines.predicted_ms = pipe_s x 1e3, read back / 1e3), so that the validator's
+ * "finish <= the pipeline's time" survives the two roundings. Monotone in t. */
+static int64_t op_time_ns(double t, double pipe_s) {
+    int64_t ns = llround(t * 1e9);
+    if (t <= pipe_s) {
+        const double pipe_ms = pipe_s * 1e3, pipe_back = pipe_ms / 1e3;
+        while (ns > 0 && (ns_to_s(ns) > pipe_back || (double)ns / 1e6 > pipe_ms)) ns--;
+    }
+    return ns;
+}
+
+/* Format stage g's op list (predictions po[0..n)) into st->json; returns its length. */
+static size_t format_stage_ops(lt_store *st, const lt_schedule *sc, int g, const lt_plan_op *po, double pipe_s) {
+    const lt_stage_ops *so = &sc->stage[g];
+    uint32_t lb, le;
+    lt_schedule_stage_layers(sc->layers, sc->stages, g, &lb, &le);
+    size_t need = 2 + so->n * MAX_OP_TEXT + 1;
+    if (need > st->json_cap) {
+        st->json_cap = need > 2 * st->json_cap ? need : 2 * st->json_cap;
+        st->json = lt_realloc_check(st->json, st->json_cap);
+    }
+    char *w = st->json;
+    *w++ = '[';
+    for (size_t i = 0; i < so->n; i++) {
+        const lt_op *op = &so->ops[i];
+        if (i) *w++ = ',';
+        *w++ = '[';
+        *w++ = (char)('0' + op->kind);
+        *w++ = ',';
+        w = put_u64(w, op->unit);
+        *w++ = ',';
+        w = put_u64(w, op->recompute_layers);
+        *w++ = ',';
+        w = put_i64(w, op_time_ns(po[i].start_s, pipe_s));
+        *w++ = ',';
+        w = put_i64(w, op_time_ns(po[i].finish_s, pipe_s));
+        *w++ = ',';
+        w = put_bytes(w, po[i].mem_bytes);
+        if (op->part != LT_PART_ALL || op->layer_begin != lb || op->layer_end != le) {
+            *w++ = ',';
+            w = put_u64(w, op->layer_begin);
+            *w++ = ',';
+            w = put_u64(w, op->layer_end);
+            *w++ = ',';
+            *w++ = (char)('0' + op->part);
+        }
+        *w++ = ']';
+    }
+    *w++ = ']';
+    return (size_t)(w - st->json);
+}
+
+/* Whether every prediction of p fits the ops encoding: times finite and within
+ * MAX_OP_TIME_S (their nanoseconds fit 18 digits), byte counts finite. LT_ERR_INPUT
+ * naming the op otherwise, before anything is written. */
+static lt_status check_storable(const lt_store *st, const lt_step_plan *p, lt_error *err) {
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        const lt_rank_plan *rp = &p->ranks[r];
+        size_t id = 0;
+        for (int g = 0; g < rp->sched.stages; g++) {
+            for (size_t i = 0; i < rp->sched.stage[g].n; i++, id++) {
+                const lt_plan_op *po = &rp->ops[id];
+                if (fabs(po->start_s) < MAX_OP_TIME_S && fabs(po->finish_s) < MAX_OP_TIME_S && isfinite(po->mem_bytes))
+                    continue;
+                char name[64];
+                lt_op_name(&rp->sched.stage[g].ops[i], name, sizeof name);
+                lt_fail(err, LT_ERR_INPUT, st->path,
+                        "step %" PRIu64 ", pipeline %zu (dp_rank %d), stage %d, op %zu (%s): predicted start %g s, "
+                        "finish %g s, memory %g bytes cannot be stored (times finite and within %g s, memory finite)",
+                        p->step, r, rp->dp_rank, g, i, name, po->start_s, po->finish_s, po->mem_bytes, MAX_OP_TIME_S);
+                lt_error_hint(err, "a bug in the strategy's predictions; 'planner build' stored nothing of this step");
+                return LT_ERR_INPUT;
+            }
+        }
+    }
+    return LT_OK;
+}
+
 lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample *samples, lt_error *err) {
     if (!st->tmp) return lt_fail(err, LT_ERR_INTERNAL, st->path, "lt_store_put_step on a store opened for reading");
     if (st->failed)
         return lt_fail(err, LT_ERR_INTERNAL, st->path, "lt_store_put_step after a failed put (abort the store)");
     lt_status s = check_putable(st, p, samples, err);
+    if (s == LT_OK) s = check_storable(st, p, err);
     if (s != LT_OK) return s;
     bool has;
     if ((s = lt_store_has_step(st, p->step, &has, err)) != LT_OK) return s;
@@ -988,13 +1134,23 @@ lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample
         sqlite3_bind_double(q, 5, rp->time_s * 1e3);
         if ((s = run_insert(st, q, "pipelines", p->step, err)) != LT_OK) return s;
 
+        /* the stages, each with its op list as one JSON text (the ops encoding above) */
         if ((s = query(st, Q_INS_STAGE, &q, err)) != LT_OK) return s;
         sqlite3_bind_int64(q, 2, step);
         sqlite3_bind_int(q, 3, rp->dp_rank);
+        size_t id = 0;
         for (int g = 0; g < sc->stages; g++) {
+            uint32_t lb, le;
+            lt_schedule_stage_layers(sc->layers, sc->stages, g, &lb, &le);
+            size_t len = format_stage_ops(st, sc, g, rp->ops ? rp->ops + id : NULL, rp->time_s);
+            id += sc->stage[g].n;
             sqlite3_bind_int(q, 4, g);
             sqlite3_bind_double(q, 5, rp->stage_busy_s[g] * 1e3);
             sqlite3_bind_double(q, 6, rp->stage_peak_mem[g]);
+            sqlite3_bind_int64(q, 7, lb);
+            sqlite3_bind_int64(q, 8, le);
+            sqlite3_bind_int64(q, 9, (int64_t)sc->stage[g].n);
+            sqlite3_bind_text(q, 10, st->json, (int)len, SQLITE_STATIC);
             if ((s = run_insert(st, q, "stages", p->step, err)) != LT_OK) return s;
         }
 
@@ -1014,30 +1170,6 @@ lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample
                 cell_int(&c[7], sl->begin);
                 cell_int(&c[8], sl->end);
                 if ((s = batch_add(st, B_SLICES, p->step, err)) != LT_OK) return s;
-            }
-        }
-
-        size_t id = 0;
-        for (int g = 0; g < sc->stages; g++) {
-            for (size_t i = 0; i < sc->stage[g].n; i++, id++) {
-                const lt_op *op = &sc->stage[g].ops[i];
-                const lt_plan_op *po = &rp->ops[id];
-                cell *c = batch_row(st, B_OPS);
-                cell_int(&c[0], st->run_id);
-                cell_int(&c[1], step);
-                cell_int(&c[2], rp->dp_rank);
-                cell_int(&c[3], g);
-                cell_int(&c[4], (int64_t)i);
-                cell_text(&c[5], kind_text[op->kind]);
-                cell_int(&c[6], op->unit);
-                cell_int(&c[7], op->recompute_layers);
-                cell_int(&c[8], op->layer_begin);
-                cell_int(&c[9], op->layer_end);
-                cell_text(&c[10], part_text[op->part]);
-                cell_real(&c[11], po->start_s * 1e3);
-                cell_real(&c[12], po->finish_s * 1e3);
-                cell_real(&c[13], po->mem_bytes);
-                if ((s = batch_add(st, B_OPS, p->step, err)) != LT_OK) return s;
             }
         }
     }
@@ -1214,12 +1346,6 @@ typedef struct pred_buf {
     size_t n, cap;
 } pred_buf;
 
-static int text_index(const unsigned char *t, const char *const *names, int n) {
-    for (int i = 0; t && i < n; i++)
-        if (strcmp((const char *)t, names[i]) == 0) return i;
-    return -1;
-}
-
 /* The pipeline index of dp_rank in p->ranks (sorted), or -1. */
 static int rank_index(const lt_step_plan *p, int64_t dp_rank) {
     size_t lo = 0, hi = p->n_ranks;
@@ -1252,6 +1378,187 @@ static lt_status step_fail(lt_error *err, const char *path, uint64_t step, const
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     return lt_fail(err, LT_ERR_INPUT, path, "step %" PRIu64 ": %s", step, what);
+}
+
+/* ------------------------------------------------------------------ the ops encoding: parsing */
+
+/* Where an op list comes from, for messages. */
+typedef struct ops_where {
+    const char *path;
+    uint64_t step;
+    int64_t dp_rank;
+    int stage;
+} ops_where;
+
+static lt_status ops_fail(lt_error *err, const ops_where *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static lt_status ops_fail(lt_error *err, const ops_where *at, const char *fmt, ...) {
+    char what[LT_ERROR_WHAT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    lt_status s = step_fail(err, at->path, at->step, "table stages: dp_rank %" PRId64 " stage %d: ops: %s",
+                            at->dp_rank, at->stage, what);
+    lt_error_hint(err, "the file was modified or damaged after 'planner build' wrote it; rebuild it "
+                       "(docs/plans-schema.md, \"The ops encoding\")");
+    return s;
+}
+
+/* A cursor over the ops text. The parser is strict: JSON (RFC 8259) arrays and numbers
+ * only, in the shape of the encoding; blanks between tokens are allowed (a hand-edited or
+ * pretty-printed list stays readable), anything else is an error naming the byte. */
+typedef struct jcur {
+    const char *s;
+    size_t i, n;
+} jcur;
+
+static inline void j_blanks(jcur *c) {
+    while (c->i < c->n && (c->s[c->i] == ' ' || c->s[c->i] == '\n' || c->s[c->i] == '\t' || c->s[c->i] == '\r'))
+        c->i++;
+}
+
+/* The next character after blanks, consumed when it is ch. */
+static inline bool j_take(jcur *c, char ch) {
+    j_blanks(c);
+    if (c->i < c->n && c->s[c->i] == ch) {
+        c->i++;
+        return true;
+    }
+    return false;
+}
+
+static inline bool j_digit(const jcur *c, size_t i) { return i < c->n && c->s[i] >= '0' && c->s[i] <= '9'; }
+
+/* The JSON number at the cursor: its extent [*b, c->i), whether it has a fraction or an
+ * exponent, and its integer value when it has neither and fits 18 digits. false when no
+ * JSON number starts here. */
+static bool j_number(jcur *c, size_t *b, bool *integral, int64_t *iv, bool *fits) {
+    j_blanks(c);
+    size_t i = c->i;
+    *b = i;
+    bool neg = i < c->n && c->s[i] == '-';
+    if (neg) i++;
+    if (!j_digit(c, i)) return false;
+    uint64_t v = 0;
+    int digits = 0;
+    if (c->s[i] == '0') {
+        i++;
+        digits = 1;
+    } else {
+        while (j_digit(c, i)) {
+            if (digits < 18) v = 10 * v + (uint64_t)(c->s[i] - '0');
+            digits++;
+            i++;
+        }
+    }
+    *integral = true;
+    if (i < c->n && c->s[i] == '.') {
+        *integral = false;
+        if (!j_digit(c, ++i)) return false;
+        while (j_digit(c, i)) i++;
+    }
+    if (i < c->n && (c->s[i] == 'e' || c->s[i] == 'E')) {
+        *integral = false;
+        i++;
+        if (i < c->n && (c->s[i] == '+' || c->s[i] == '-')) i++;
+        if (!j_digit(c, i)) return false;
+        while (j_digit(c, i)) i++;
+    }
+    c->i = i;
+    *fits = *integral && digits <= 18;
+    *iv = neg ? -(int64_t)v : (int64_t)v;
+    return true;
+}
+
+/* Value k of an op: the names for messages. */
+static const char *const op_field[9] = {"kind",    "unit",      "recompute_layers", "start",
+                                        "finish",  "mem_bytes", "layer_begin",      "layer_end",
+                                        "part"};
+
+/* Parse the op list of one stage (text[0..len), n_ops elements, the stage's layer block
+ * [lb, le)) onto stage at->stage of sc and its predictions onto pb. */
+static lt_status parse_stage_ops(const ops_where *at, const char *text, size_t len, int64_t n_ops, uint32_t lb,
+                                 uint32_t le, lt_schedule *sc, pred_buf *pb, lt_error *err) {
+    jcur c = {text ? text : "", 0, text ? len : 0};
+    size_t n = 0;
+#define MALFORMED(expect) \
+    return ops_fail(err, at, "malformed at byte %zu (op %zu): expected %s", c.i, n, expect)
+    if (!j_take(&c, '[')) MALFORMED("'[' (a JSON array of ops)");
+    if (!j_take(&c, ']')) {
+        do {
+            if (!j_take(&c, '['))
+                MALFORMED("'[' (an op: [kind, unit, recompute_layers, start, finish, mem_bytes, ...])");
+            int64_t v[9];
+            double mem = 0;
+            int k = 0;
+            for (;; k++) {
+                if (k > 0 && !j_take(&c, ',')) {
+                    if (j_take(&c, ']')) break;
+                    MALFORMED("',' or ']'");
+                }
+                if (k == 9)
+                    return ops_fail(err, at, "op %zu has more than 9 values (6, or 9 for an op with its own layers)",
+                                    n);
+                size_t b;
+                bool integral, fits;
+                if (!j_number(&c, &b, &integral, &v[k], &fits)) MALFORMED("a number");
+                if (k == 5) { /* mem_bytes: any finite number */
+                    if (fits && v[k] > -9007199254740992 && v[k] < 9007199254740992) {
+                        mem = (double)v[k];
+                    } else {
+                        char num[64];
+                        if (c.i - b >= sizeof num)
+                            return ops_fail(err, at, "op %zu: mem_bytes has %zu characters (at most 63)", n, c.i - b);
+                        memcpy(num, c.s + b, c.i - b);
+                        num[c.i - b] = '\0';
+                        mem = strtod(num, NULL);
+                        if (!isfinite(mem)) return ops_fail(err, at, "op %zu: mem_bytes %s is out of range", n, num);
+                    }
+                } else if (!fits) {
+                    return ops_fail(err, at, "op %zu: %s '%.*s' is not an integer of at most 18 digits", n,
+                                    op_field[k], (int)(c.i - b), c.s + b);
+                }
+            }
+            if (k != 6 && k != 9)
+                return ops_fail(err, at, "op %zu has %d values (6, or 9 for an op with its own layers)", n, k);
+            if (v[0] < 0 || v[0] > LT_OP_B)
+                return ops_fail(err, at, "op %zu: kind %" PRId64 " (0 F, 1 FK or 2 B)", n, v[0]);
+            if (v[1] < 0 || (uint64_t)v[1] >= sc->n_units)
+                return ops_fail(err, at, "op %zu runs unit %" PRId64 ", the pipeline has %zu units in units_slices", n,
+                                v[1], sc->n_units);
+            if (v[2] < 0 || v[2] > UINT16_MAX)
+                return ops_fail(err, at, "op %zu: recompute_layers %" PRId64 " out of range", n, v[2]);
+            lt_op op = {.kind = (uint8_t)v[0],
+                        .part = LT_PART_ALL,
+                        .recompute_layers = (uint16_t)v[2],
+                        .unit = (uint32_t)v[1],
+                        .layer_begin = lb,
+                        .layer_end = le};
+            if (k == 9) {
+                if (v[6] < 0 || v[6] > UINT32_MAX || v[7] < 0 || v[7] > UINT32_MAX)
+                    return ops_fail(err, at, "op %zu: layers [%" PRId64 ", %" PRId64 ") out of range", n, v[6], v[7]);
+                if (v[8] < 0 || v[8] > LT_PART_POST)
+                    return ops_fail(err, at, "op %zu: part %" PRId64 " (0 all, 1 pre, 2 attn or 3 post)", n, v[8]);
+                op.layer_begin = (uint32_t)v[6];
+                op.layer_end = (uint32_t)v[7];
+                op.part = (uint8_t)v[8];
+            }
+            lt_schedule_add_op(sc, at->stage, op);
+            if (pb->n == pb->cap) {
+                pb->cap = pb->cap ? 2 * pb->cap : 256;
+                pb->v = lt_realloc_check(pb->v, pb->cap * sizeof *pb->v);
+            }
+            pb->v[pb->n++] = (lt_plan_op){ns_to_s(v[3]), ns_to_s(v[4]), mem};
+            n++;
+        } while (j_take(&c, ','));
+        if (!j_take(&c, ']')) MALFORMED("',' or ']'");
+    }
+    j_blanks(&c);
+    if (c.i != c.n) MALFORMED("the end of the text after the array");
+#undef MALFORMED
+    if ((int64_t)n != n_ops) return ops_fail(err, at, "n_ops says %" PRId64 ", the array holds %zu ops", n_ops, n);
+    return LT_OK;
 }
 
 static lt_status read_step(lt_store *st, uint64_t step, lt_step_plan *p, lt_sample **samples_out, lt_error *err) {
@@ -1326,39 +1633,27 @@ static lt_status read_step(lt_store *st, uint64_t step, lt_step_plan *p, lt_samp
     sqlite3_reset(q);
     if (p->n_ranks == 0 && p->n_samples > 0) BAD("table pipelines: no rows for a step with samples");
 
-    /* stages: exactly stages 0..pp-1 of every pipeline, in order */
-    if ((s = query(st, Q_GET_STAGES, &q, err)) != LT_OK) goto done;
-    sqlite3_bind_int64(q, 2, st_step);
-    size_t rows = 0;
-    while ((rc = step_row(st, q, "stages", &s, err)) == SQLITE_ROW) {
-        int64_t dp = sqlite3_column_int64(q, 0), g = sqlite3_column_int64(q, 1);
-        size_t r = rows / (size_t)st->pp;
-        if (r >= p->n_ranks || p->ranks[r].dp_rank != dp || g != (int64_t)(rows % (size_t)st->pp))
-            BAD("table stages: row (dp_rank %" PRId64 ", stage %" PRId64 ") is unexpected: want stages 0..%d of "
-                "every pipeline",
-                dp, g, st->pp - 1);
-        p->ranks[r].stage_busy_s[g] = sqlite3_column_double(q, 2) / 1e3;
-        p->ranks[r].stage_peak_mem[g] = sqlite3_column_double(q, 3);
-        rows++;
-    }
-    if (rc != SQLITE_DONE) goto done;
-    sqlite3_reset(q);
-    if (rows != p->n_ranks * (size_t)st->pp)
-        BAD("table stages: %zu rows for %zu pipelines of %d stages", rows, p->n_ranks, st->pp);
-
-    /* samples */
-    p->lengths = lt_calloc_check(p->n_samples ? p->n_samples : 1, sizeof *p->lengths);
-    p->sample_rank = lt_calloc_check(p->n_samples ? p->n_samples : 1, sizeof *p->sample_rank);
-    lt_sample *smp = samples_out ? lt_calloc_check(p->n_samples ? p->n_samples : 1, sizeof *smp) : NULL;
+    /* samples; the arrays grow with the rows (up to n_samples), so a damaged n_samples
+     * cannot make the reader allocate for rows that are not there */
+    size_t cap_s = 1;
+    p->lengths = lt_calloc_check(1, sizeof *p->lengths);
+    p->sample_rank = lt_calloc_check(1, sizeof *p->sample_rank);
+    lt_sample *smp = samples_out ? lt_calloc_check(1, sizeof *smp) : NULL;
     if (samples_out) *samples_out = smp;
     if ((s = query(st, Q_GET_SAMPLES, &q, err)) != LT_OK) goto done;
     sqlite3_bind_int64(q, 2, st_step);
-    rows = 0;
+    size_t rows = 0;
     while ((rc = step_row(st, q, "step_samples", &s, err)) == SQLITE_ROW) {
         int64_t idx = sqlite3_column_int64(q, 0), dp = sqlite3_column_int64(q, 3);
         if (idx != (int64_t)rows || rows >= p->n_samples)
             BAD("table step_samples: row idx %" PRId64 " (want idx 0..%zu, one each)", idx,
                 p->n_samples ? p->n_samples - 1 : 0);
+        if (rows == cap_s) {
+            cap_s = 2 * cap_s < p->n_samples ? 2 * cap_s : p->n_samples;
+            p->lengths = lt_realloc_check(p->lengths, cap_s * sizeof *p->lengths);
+            p->sample_rank = lt_realloc_check(p->sample_rank, cap_s * sizeof *p->sample_rank);
+            if (smp) *samples_out = smp = lt_realloc_check(smp, cap_s * sizeof *smp);
+        }
         int r = rank_index(p, dp);
         if (r < 0)
             BAD("table step_samples: sample %" PRId64 " is on dp_rank %" PRId64 ", which has no pipeline", idx, dp);
@@ -1421,63 +1716,49 @@ static lt_status read_step(lt_store *st, uint64_t step, lt_step_plan *p, lt_samp
     if (rc != SQLITE_DONE) goto done;
     sqlite3_reset(q);
 
-    /* ops, in op-id order (stage-major) with their predictions */
+    /* stages: exactly stages 0..pp-1 of every pipeline, in order, each with its op list
+     * (op-id order is stage-major, so the predictions append in order) */
     pred_buf *pred = lt_calloc_check(p->n_ranks ? p->n_ranks : 1, sizeof *pred);
-    if ((s = query(st, Q_GET_OPS, &q, err)) != LT_OK) goto done_pred;
+    if ((s = query(st, Q_GET_STAGES, &q, err)) != LT_OK) goto done_pred;
     sqlite3_bind_int64(q, 2, st_step);
-    while ((rc = step_row(st, q, "ops", &s, err)) == SQLITE_ROW) {
-        int64_t dp = sqlite3_column_int64(q, 0), g = sqlite3_column_int64(q, 1), seq = sqlite3_column_int64(q, 2);
-        int r = rank_index(p, dp);
-        int kind = text_index(sqlite3_column_text(q, 3), kind_text, 3);
-        int part = text_index(sqlite3_column_text(q, 8), part_text, 4);
-        if (r < 0 || g < 0 || g >= st->pp || kind < 0 || part < 0) {
-            s = lt_fail(err, LT_ERR_INPUT, st->path,
-                        "step %" PRIu64 ": table ops: row (dp_rank %" PRId64 ", stage %" PRId64 ", seq %" PRId64
-                        ") has no pipeline or stage, or an unknown kind or part",
-                        step, dp, g, seq);
+    rows = 0;
+    while ((rc = step_row(st, q, "stages", &s, err)) == SQLITE_ROW) {
+        int64_t dp = sqlite3_column_int64(q, 0), g = sqlite3_column_int64(q, 1);
+        size_t r = rows / (size_t)st->pp;
+        if (r >= p->n_ranks || p->ranks[r].dp_rank != dp || g != (int64_t)(rows % (size_t)st->pp)) {
+            s = step_fail(err, st->path, step,
+                          "table stages: row (dp_rank %" PRId64 ", stage %" PRId64 ") is unexpected: want stages "
+                          "0..%d of every pipeline",
+                          dp, g, st->pp - 1);
             goto done_pred;
         }
-        lt_schedule *sc = &p->ranks[r].sched;
-        if (seq != (int64_t)sc->stage[g].n) {
-            s = lt_fail(err, LT_ERR_INPUT, st->path,
-                        "step %" PRIu64 ": table ops: dp_rank %" PRId64 " stage %" PRId64 " has seq %" PRId64
-                        " where %zu comes next",
-                        step, dp, g, seq, sc->stage[g].n);
+        p->ranks[r].stage_busy_s[g] = sqlite3_column_double(q, 2) / 1e3;
+        p->ranks[r].stage_peak_mem[g] = sqlite3_column_double(q, 3);
+        uint32_t lb, le;
+        lt_schedule_stage_layers(st->layers, st->pp, (int)g, &lb, &le);
+        int64_t have_lb = sqlite3_column_int64(q, 4), have_le = sqlite3_column_int64(q, 5);
+        if (have_lb != (int64_t)lb || have_le != (int64_t)le) {
+            s = step_fail(err, st->path, step,
+                          "table stages: dp_rank %" PRId64 " stage %" PRId64 " has layers [%" PRId64 ", %" PRId64
+                          "), stage %" PRId64 " of %d over %d layers is [%u, %u)",
+                          dp, g, have_lb, have_le, g, st->pp, st->layers, lb, le);
             goto done_pred;
         }
-        int64_t unit = sqlite3_column_int64(q, 4), rec = sqlite3_column_int64(q, 5);
-        int64_t lb = sqlite3_column_int64(q, 6), le = sqlite3_column_int64(q, 7);
-        if (unit < 0 || unit > UINT32_MAX || rec < 0 || rec > UINT16_MAX || lb < 0 || le > UINT32_MAX) {
-            s = lt_fail(err, LT_ERR_INPUT, st->path,
-                        "step %" PRIu64 ": table ops: dp_rank %" PRId64 " stage %" PRId64 " seq %" PRId64
-                        ": unit, recompute_layers or layers out of range",
-                        step, dp, g, seq);
+        const char *text = (const char *)sqlite3_column_text(q, 7);
+        size_t len = (size_t)sqlite3_column_bytes(q, 7);
+        ops_where at = {st->path, step, dp, (int)g};
+        if ((s = parse_stage_ops(&at, text, len, sqlite3_column_int64(q, 6), lb, le, &p->ranks[r].sched, &pred[r],
+                                 err)) != LT_OK)
             goto done_pred;
-        }
-        if ((uint64_t)unit >= sc->n_units) {
-            s = lt_fail(err, LT_ERR_INPUT, st->path,
-                        "step %" PRIu64 ": table ops: dp_rank %" PRId64 " stage %" PRId64 " seq %" PRId64
-                        " runs unit %" PRId64 ", the pipeline has %zu units in units_slices",
-                        step, dp, g, seq, unit, sc->n_units);
-            goto done_pred;
-        }
-        lt_op op = {.kind = (uint8_t)kind,
-                    .part = (uint8_t)part,
-                    .recompute_layers = (uint16_t)rec,
-                    .unit = (uint32_t)unit,
-                    .layer_begin = (uint32_t)lb,
-                    .layer_end = (uint32_t)le};
-        lt_schedule_add_op(sc, (int)g, op);
-        pred_buf *pb = &pred[r];
-        if (pb->n == pb->cap) {
-            pb->cap = pb->cap ? 2 * pb->cap : 64;
-            pb->v = lt_realloc_check(pb->v, pb->cap * sizeof *pb->v);
-        }
-        pb->v[pb->n++] = (lt_plan_op){sqlite3_column_double(q, 9) / 1e3, sqlite3_column_double(q, 10) / 1e3,
-                                      sqlite3_column_double(q, 11)};
+        rows++;
     }
     if (rc != SQLITE_DONE) goto done_pred;
     sqlite3_reset(q);
+    if (rows != p->n_ranks * (size_t)st->pp) {
+        s = step_fail(err, st->path, step, "table stages: %zu rows for %zu pipelines of %d stages", rows, p->n_ranks,
+                      st->pp);
+        goto done_pred;
+    }
     for (size_t r = 0; r < p->n_ranks; r++) {
         p->ranks[r].ops = pred[r].v ? pred[r].v : lt_calloc_check(1, sizeof(lt_plan_op));
         pred[r].v = NULL;
@@ -1511,7 +1792,10 @@ lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_s
 /* The raw-row checks of one stored step, for lt_store_validate (plans/validate.c; this
  * prototype is private to the two files): per pass, the rows of units_slices cover every
  * sample's tokens exactly once on the sample's dp_rank, and the steps row's n_samples and
- * n_tokens equal the step_samples rows' count and sum. LT_ERR_INPUT naming the table. */
+ * n_tokens equal the step_samples rows' count and sum. LT_ERR_INPUT naming the table. The
+ * stages rows' op lists are checked by the reader, which lt_store_validate runs next (one
+ * parse per list): well-formed, n_ops elements, the run's layer block, units of the
+ * pipeline, kinds and parts known. */
 lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err);
 
 typedef struct raw_slice {

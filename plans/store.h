@@ -6,7 +6,8 @@
  * File: application_id 0x4C54504C ("LTPL"), user_version = the schema version (lib/db.h
  * migrations). One run per file (run_id 1): its effective config (lt_config_dump text), the
  * corpus fingerprint (lt_corpus_fingerprint), the sampler and layout values, and the
- * baseline tuning (lt_planner_params). Tables are STRICT (and WITHOUT ROWID where keyed):
+ * baseline tuning (lt_planner_params). Tables are STRICT (and WITHOUT ROWID where keyed, but
+ * stages, whose rows hold the op lists):
  *
  *   runs(run_id, name, strategy, config, fingerprint, input, sample_policy, context_len,
  *        global_batch, seed, dp, pp, tp, layers, mem_cap_bytes, tuning, n_samples_total,
@@ -17,13 +18,17 @@
  *   step_samples(run_id, step, idx, sample_id, length, dp_rank, task, doc, tok)
  *         idx = the sample's index in the step (lt_slice.sample); sample_id = the sampler's
  *   pipelines(run_id, step, dp_rank, cp, predicted_ms)
- *   stages(run_id, step, dp_rank, stage, busy_ms, peak_mem_bytes)
+ *   stages(run_id, step, dp_rank, stage, busy_ms, peak_mem_bytes, layer_begin, layer_end,
+ *          n_ops, ops)
+ *         [layer_begin, layer_end) the stage's layer block (lt_schedule_stage_layers); ops the
+ *         stage's op list, one JSON array of n_ops elements in execution order (seq = the
+ *         index): [kind, unit, recompute_layers, start_ns, finish_ns, mem_bytes] for an op
+ *         over the whole block with part 'all', else the same plus [..., layer_begin,
+ *         layer_end, part]; kind 0 F, 1 FK, 2 B; part 0 all, 1 pre, 2 attn, 3 post; times
+ *         integer nanoseconds (docs/plans-schema.md, "The ops encoding")
  *   units_slices(run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end)
  *         passes 'FB' (the unit is the same in both passes), 'F' or 'B' (asymmetric
  *         partitions, [6/6])
- *   ops(run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin,
- *       layer_end, part, start_ms, finish_ms, mem_bytes)
- *         kind 'F' | 'FK' | 'B'; part 'all' | 'pre' | 'attn' | 'post'
  *
  * Views (CONTRACTS.md columns first, then extras):
  *   step_summary(run_id, step, strategy, n_samples, n_tokens, predicted_ms, bubble_ratio,
@@ -31,6 +36,8 @@
  *   plan_slices(run_id, step, dp_rank, pass, unit, seq, sample_id, tok_begin, tok_end, idx)
  *   plan_ops(run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin,
  *            layer_end, part, start_ms, finish_ms, mem_bytes)
+ *            a row per op: the stages' op lists through json_each, kind 'F' | 'FK' | 'B',
+ *            part 'all' | 'pre' | 'attn' | 'post', start_ms/finish_ms = ns / 1e6
  *   samples(run_id, step, sample_id, length, dp_rank, source, idx, task, doc, tok)
  *            source = 'task=T,doc=D,tok=O' (lt_sample_source_format)
  *   stage_timeline(run_id, step, dp_rank, stage, busy_ms, idle_ms, peak_mem_bytes,
@@ -48,7 +55,9 @@
  * inputs give byte-identical files.
  * Units: the tables hold milliseconds (*_ms = seconds x 1e3, REAL) and bytes; reading divides
  * by 1e3, which may move a time by one ulp but keeps every ordering (the conversion is
- * monotone), so a plan read back passes lt_plan_validate whenever the plan put did.
+ * monotone). Op times are integer nanoseconds (read back / 1e9: within 1 ns), written so
+ * that an op finishing by its pipeline's time still does when read back; so a plan read
+ * back passes lt_plan_validate whenever the plan put did.
  *
  * Thread-safety: a lt_store is used by one thread.
  */
@@ -105,10 +114,12 @@ lt_status lt_store_has_step(lt_store *st, uint64_t step, bool *has, lt_error *er
  * samples[0..p->n_samples) (sampler ids and sources; samples[i].length == p->lengths[i]).
  * The plan must have the run's shape (p->pp == run pp, every schedule pp stages x the run's
  * layers) and its pipelines in increasing dp_rank order: LT_ERR_INTERNAL before anything is
- * written otherwise. Units are stored as 'FB' with their slices in unit order (the slice
- * table is rebuilt in that order on reading). A failure while writing (I/O, or LT_ERR_INPUT
- * for a value a CHECK of the schema refuses) leaves the step half-written in a file without
- * a journal: after it only lt_store_abort is left (lt_store_commit refuses). */
+ * written otherwise. An op prediction the ops encoding cannot hold (a time not finite or
+ * beyond 1e9 s, a byte count not finite) is LT_ERR_INPUT naming the op, also before anything
+ * is written. Units are stored as 'FB' with their slices in unit order (the slice table is
+ * rebuilt in that order on reading). A failure while writing (I/O, or LT_ERR_INPUT for a
+ * value a CHECK of the schema refuses) leaves the step half-written in a file without a
+ * journal: after it only lt_store_abort is left (lt_store_commit refuses). */
 lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample *samples, lt_error *err);
 
 /* Commit, sync, rename over the target; frees st (also on error, after removing the
@@ -132,7 +143,9 @@ lt_status lt_store_steps(lt_store *st, uint64_t **steps, size_t *n, lt_error *er
 
 /* Read step `step` back into *out (freed first) and, when samples != NULL, its samples into
  * a malloc'd array *samples[out->n_samples]. LT_ERR_INPUT when the step is not stored (hint:
- * the stored range) or its rows are inconsistent (naming the table and row). Only 'FB' units
+ * the stored range) or its rows are inconsistent (naming the table and row; for an op list
+ * that is malformed, has another length than n_ops, or names an unknown unit, kind or part:
+ * the step, dp_rank, stage, op and byte). Only 'FB' units
  * are representable in lt_step_plan today: a step with 'F'/'B' rows is LT_ERR_INPUT
  * ("asymmetric partitions need a newer reader") until [6/6]. Samples come back with id,
  * task, doc, offset and length; corpus_doc is not stored and is 0. solve_ms is 0 when the
@@ -160,7 +173,8 @@ lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err)
 
 /* lt_plan_validate on every stored step, plus the raw rows (per-pass coverage over
  * units_slices, step_summary totals equal to the samples' sums; before each step's plan is
- * read, so a broken row is named as such). mem_cap is the run's. Stops at the first fault;
+ * read, so a broken row is named as such; the op lists are checked by reading the step,
+ * lt_store_get_step). mem_cap is the run's. Stops at the first fault;
  * *checked (may be NULL) counts the steps found valid before it.
  * progress (may be NULL) is called every 100 steps and at the end with (done, total). */
 lt_status lt_store_validate(lt_store *st, void (*progress)(void *ctx, size_t done, size_t total), void *ctx,

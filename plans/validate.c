@@ -320,9 +320,13 @@ static lt_status check_predictions(const lt_step_plan *p, lt_error *err) {
                                  rp->stage_peak_mem[g], p->peak_mem);
             for (size_t i = 0; i < s->stage[g].n; i++, id++) {
                 const lt_plan_op *po = &rp->ops[id];
+                bool bad = bad_value(po->start_s) || bad_value(po->finish_s) || bad_value(po->mem_bytes);
+                if (!bad && po->finish_s >= po->start_s && (i == 0 || po->start_s >= rp->ops[id - 1].finish_s) &&
+                    po->finish_s <= rp->time_s)
+                    continue; /* the common case, without formatting the op's name */
                 char name[64];
                 lt_op_name(&s->stage[g].ops[i], name, sizeof name);
-                if (bad_value(po->start_s) || bad_value(po->finish_s) || bad_value(po->mem_bytes))
+                if (bad)
                     return plan_fail(err, p, (long)r,
                                      "stage %d, op %zu (%s): predicted start %g s, finish %g s, memory %g bytes "
                                      "(each must be finite and >= 0)",
@@ -335,10 +339,9 @@ static lt_status check_predictions(const lt_step_plan *p, lt_error *err) {
                     return plan_fail(err, p, (long)r,
                                      "stage %d, op %zu (%s) starts at %.9g s before the previous op finishes at %.9g s",
                                      g, i, name, po->start_s, rp->ops[id - 1].finish_s);
-                if (po->finish_s > rp->time_s)
-                    return plan_fail(err, p, (long)r,
-                                     "stage %d, op %zu (%s) finishes at %.9g s, after the pipeline's time %.9g s", g, i,
-                                     name, po->finish_s, rp->time_s);
+                return plan_fail(err, p, (long)r,
+                                 "stage %d, op %zu (%s) finishes at %.9g s, after the pipeline's time %.9g s", g, i,
+                                 name, po->finish_s, rp->time_s);
             }
         }
     }
@@ -392,6 +395,12 @@ lt_status lt_store_validate(lt_store *st, void (*progress)(void *ctx, size_t don
 
 /* ------------------------------------------------------------------ printing */
 
+/* x within [0, span] (NaN: 0), for drawing. */
+static double clamp_ms(double x, double span) {
+    if (!(x >= 0)) return 0;
+    return x > span ? span : x;
+}
+
 void lt_plan_print(FILE *f, const lt_step_plan *p, const lt_sample *samples, int width) {
     int64_t tokens = 0;
     for (size_t i = 0; i < p->n_samples; i++) tokens += p->lengths[i];
@@ -434,12 +443,16 @@ void lt_plan_print(FILE *f, const lt_step_plan *p, const lt_sample *samples, int
                     (p->time_s - rp->stage_busy_s[g]) * 1e3, rp->stage_peak_mem[g] / GIB);
         /* The timeline draws the stored predictions: a lt_sim holding only the public
          * result fields lt_sim_print_timeline reads, in ms, over the step's time so the
-         * pipelines' rows line up. */
+         * pipelines' rows line up. A plan read from a damaged file may hold any times
+         * (show prints plans that validate would refuse): they are drawn clamped into
+         * [0, the step's time], which is where a valid plan's are anyway. */
         size_t n_ops = lt_schedule_n_ops(s);
+        double span = p->time_s * 1e3;
+        if (!(span >= 0) || !isfinite(span)) span = 0;
         memset(&sim, 0, sizeof sim);
         sim.stages = s->stages;
         sim.n_ops = n_ops;
-        sim.step_time = p->time_s * 1e3;
+        sim.step_time = span;
         sim.first_op = lt_malloc_check(((size_t)s->stages + 1) * sizeof *sim.first_op);
         sim.start = lt_malloc_check((n_ops ? n_ops : 1) * sizeof *sim.start);
         sim.finish = lt_malloc_check((n_ops ? n_ops : 1) * sizeof *sim.finish);
@@ -450,8 +463,8 @@ void lt_plan_print(FILE *f, const lt_step_plan *p, const lt_sample *samples, int
             sim.first_op[g] = id;
             sim.busy[g] = rp->stage_busy_s[g] * 1e3;
             for (size_t i = 0; i < s->stage[g].n; i++, id++) {
-                sim.start[id] = rp->ops[id].start_s * 1e3;
-                sim.finish[id] = rp->ops[id].finish_s * 1e3;
+                sim.start[id] = clamp_ms(rp->ops[id].start_s * 1e3, span);
+                sim.finish[id] = clamp_ms(rp->ops[id].finish_s * 1e3, span);
             }
         }
         sim.first_op[s->stages] = id;

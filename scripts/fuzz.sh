@@ -4,8 +4,9 @@
 #   scripts/fuzz.sh [--seconds N] [--jobs J] [--build-dir DIR] [TARGET...]
 #   scripts/fuzz.sh --regress [--build-dir DIR] [TARGET...]
 #
-# TARGETs: fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab
-# fuzz_encode fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware (default: all). Each target is compiled
+# TARGETs: fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode
+# fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware fuzz_planstore
+# (default: all). Each target is compiled
 # with clang (-fsanitize=fuzzer,address,undefined) into DIR (default _build/fuzz, or
 # $LONGTAIL_FUZZ_BUILD_DIR), then
 #   default     fuzzed for N seconds (default 30) on DIR/corpus/TARGET, a copy of the seeds
@@ -23,7 +24,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALL_TARGETS=(fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode
-  fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware)
+  fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware fuzz_planstore)
 
 TOKENIZER_SOURCES="dataprep/tokenizer.c dataprep/pretok.c dataprep/unicode_tables.c lib/json.c \
 lib/error.c lib/files.c lib/strlist.c lib/sha256.c lib/log.c"
@@ -42,6 +43,10 @@ target_sources() {
     fuzz_wikitext) echo "dataprep/wikitext.c lib/error.c" ;;
     fuzz_index) echo "dataprep/shard.c lib/error.c lib/files.c lib/sha256.c lib/strlist.c" ;;
     fuzz_hardware) echo "plans/hardware.c plans/lengths.c lib/error.c lib/strutil.c lib/files.c lib/strlist.c" ;;
+    fuzz_planstore) echo "plans/store.c plans/validate.c plans/plan.c plans/schedule.c plans/schedule_gen.c \
+plans/sim.c plans/cost.c plans/hardware.c lib/db.c lib/error.c lib/files.c lib/strutil.c lib/strlist.c lib/config.c \
+lib/config_schema.c lib/model.c lib/log.c plans/sampler.c plans/lengths.c dataprep/dataset.c dataprep/shard.c lib/rng.c \
+lib/sha256.c lib/json.c" ;;
     *) return 1 ;;
   esac
 }
@@ -143,11 +148,17 @@ build_target() {
       ;;
     fuzz_wet | fuzz_jsonl_reader | fuzz_wikixml) extra=(-lz -lzstd -lbz2 -lexpat) ;;
     fuzz_index) extra=(-lzstd -lxxhash -lpthread) ;;
+    fuzz_planstore)
+      # store.c includes buildconfig.h (configure's) for PACKAGE_VERSION: a stand-in
+      mkdir -p "$BUILD_DIR/include"
+      printf '#define PACKAGE_VERSION "fuzz"\n' >"$BUILD_DIR/include/buildconfig.h"
+      extra=(-I"$BUILD_DIR/include" -lsqlite3 -lzstd -lxxhash -lm -lpthread $(pkg-config --cflags --libs inih 2>/dev/null))
+      ;;
   esac
   local abs=()
   for f in "${srcs[@]}"; do abs+=("$ROOT/$f"); done
   [ -x "$bin" ] || stale=1
-  for f in "${abs[@]}" "$ROOT"/lib/*.h "$ROOT"/dataprep/*.h "$ROOT"/tests/fuzz/*.h "$ROOT/scripts/fuzz.sh"; do
+  for f in "${abs[@]}" "$ROOT"/lib/*.h "$ROOT"/dataprep/*.h "$ROOT"/plans/*.h "$ROOT"/tests/fuzz/*.h "$ROOT/scripts/fuzz.sh"; do
     if [ "$f" -nt "$bin" ]; then stale=1; fi
   done
   [ "$stale" = 1 ] || return 0

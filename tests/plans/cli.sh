@@ -135,6 +135,16 @@ for s in megatron gpipe seq1f1b chunkflow; do
     fails=$((fails + 1))
   fi
 done
+check "build: sample_policy split cuts long documents into context_len pieces" 0 "2 steps planned with seq1f1b" "" \
+  -- build --config "$PAPER" --set plan.context_len=8K --set plan.sample_policy=split --lengths "$tmp/cc.txt" \
+  --db "$tmp/split.db" --strategy seq1f1b --steps 2
+n=$((n + 1))
+got=$(sql "$tmp/split.db" "SELECT max(length), (SELECT sample_policy FROM runs) FROM samples" 2>&1)
+if [ "$got" = "8192|split" ] && "$BIN" validate --db "$tmp/split.db" -q >/dev/null 2>&1; then
+  echo "ok $n - $PROG: split plans are valid, no sample longer than 8K"
+else
+  echo "not ok $n - $PROG: split plans: '$got' (want 8192|split) or invalid"; fails=$((fails + 1))
+fi
 # From a dataprep output (--data): a small JSONL corpus, tokenized here.
 awk 'BEGIN { for (i = 0; i < 40; i++) { printf "{\"text\": \""; for (j = 0; j <= i * i; j++) printf "word%d ", j; print "\"}" } }' >"$tmp/docs.jsonl"
 if "$top_builddir/dataprep/dataprep" run --vocab-dir "$top_srcdir/data/vocab" --encoding cl100k_base --threads 1 \

@@ -8,10 +8,14 @@
  * model (lt_sim_unit_costs) to fill the predictions.
  *
  * Without arguments: runs the tests. With a mode argument:
- *   test_store --bench STEPS [FILE]
+ *   test_store --bench STEPS [OPS_PER_STAGE] [FILE]
  *       writes STEPS synthetic steps of the `planner build` shape (global batch 512 over 8
- *       pipelines x 4 stages: ~600 slice rows, ~500 op rows per step) and reports rows/s,
- *       seconds and bytes per step. FILE defaults to a temporary file, removed afterwards.
+ *       pipelines x 4 stages) and reports the write time and bytes per step, then validates
+ *       the file (lt_store_validate) and reports its time. Without OPS_PER_STAGE the default
+ *       shape (~570 slices, ~500 ops per step: Seq1F1B over 32K-token units); with it the
+ *       chunkflow shape (ChunkFlow chunks sized for about OPS_PER_STAGE ops per stage; 240
+ *       is a 128K-context `planner build --strategy chunkflow` step, ~7,700 ops). FILE
+ *       defaults to a temporary file, removed afterwards.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -150,13 +154,15 @@ static lt_run_info test_run(char *config) {
 
 /* ------------------------------------------------------------------ plans */
 
-typedef enum plan_kind { K_WHOLE, K_SLICED, K_CHUNK } plan_kind;
+typedef enum plan_kind { K_WHOLE, K_SLICED, K_CHUNK, K_HELIX } plan_kind;
 
 /* Seconds per unit-time unit: not a power of two, so the ms round trip is exercised. */
 #define SEC_PER_UNIT 1.7e-4
 
 /* Fill p with a plan of step `step`: samples len[0..n) dealt round-robin over n_ranks
- * pipelines (dp_rank = r * cp), units and ops by `kind`, simulated under unit costs. */
+ * pipelines (dp_rank = r * cp), units and ops by `kind`, simulated under unit costs.
+ * K_HELIX: whole samples under HelixPipe's two-fold FILO schedule with recomputation (ops
+ * over one part of one layer; a pipeline's units must be a multiple of 2 x pp). */
 static void build_plan(lt_step_plan *p, uint64_t step, const int64_t *len, size_t n, size_t n_ranks, int cp, int pp,
                        int layers, plan_kind kind) {
     lt_step_plan_init(p);
@@ -164,6 +170,7 @@ static void build_plan(lt_step_plan *p, uint64_t step, const int64_t *len, size_
     p->step = step;
     p->strategy = kind == K_WHOLE    ? LT_STRATEGY_MEGATRON
                   : kind == K_SLICED ? LT_STRATEGY_SEQ1F1B
+                  : kind == K_HELIX  ? LT_STRATEGY_GPIPE /* (no HelixPipe strategy yet; any name) */
                                      : LT_STRATEGY_CHUNKFLOW;
     p->n_samples = n;
     p->lengths = malloc(n * sizeof *p->lengths);
@@ -195,6 +202,9 @@ static void build_plan(lt_step_plan *p, uint64_t step, const int64_t *len, size_
         } else if (kind == K_SLICED) {
             lt_sched_units_sliced(s, loc, m, 2);
             lt_sched_seq1f1b(s, NULL, s->n_units);
+        } else if (kind == K_HELIX) {
+            lt_sched_units_whole(s, loc, m);
+            if (lt_sched_helixpipe_folds(s, NULL, s->n_units, 2, 1, &err) != LT_OK) fail_msg("helix: %s", err.what);
         } else {
             lt_sched_units_chunked(s, loc, m, 48);
             lt_sched_chunkflow(s, NULL, s->n_units, 1);
@@ -310,6 +320,11 @@ static void assert_close(double a, double b) {
     if (!(fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b)))) fail_msg("%.17g != %.17g", a, b);
 }
 
+/* Op times are stored as integer nanoseconds: back within 1 ns (docs/plans-schema.md). */
+static void assert_within_ns(double a, double b) {
+    if (!(fabs(a - b) <= 1.000001e-9)) fail_msg("%.17g s and %.17g s differ by more than 1 ns", a, b);
+}
+
 static void assert_plans_equal(const lt_step_plan *a, const lt_step_plan *b) {
     assert_int_equal(a->step, b->step);
     assert_int_equal(a->strategy, b->strategy);
@@ -356,8 +371,8 @@ static void assert_plans_equal(const lt_step_plan *a, const lt_step_plan *b) {
                 assert_int_equal(o->unit, q->unit);
                 assert_int_equal(o->layer_begin, q->layer_begin);
                 assert_int_equal(o->layer_end, q->layer_end);
-                assert_close(x->ops[id].start_s, y->ops[id].start_s);
-                assert_close(x->ops[id].finish_s, y->ops[id].finish_s);
+                assert_within_ns(x->ops[id].start_s, y->ops[id].start_s);
+                assert_within_ns(x->ops[id].finish_s, y->ops[id].finish_s);
                 assert_true(x->ops[id].mem_bytes == y->ops[id].mem_bytes);
             }
             assert_close(x->stage_busy_s[g], y->stage_busy_s[g]);
@@ -550,9 +565,13 @@ static void test_views_columns(void **state) {
     assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE "
                                    "'sqlite_%' AND sql NOT LIKE '%STRICT%'"),
                      0);
+    /* keyed tables are WITHOUT ROWID but stages, whose rows hold the op lists (rows of ~10 KB
+     * would spill into overflow pages in an index B-tree) */
     assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT IN "
-                                   "('runs') AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE '%WITHOUT ROWID%'"),
+                                   "('runs', 'stages') AND name NOT LIKE 'sqlite_%' AND "
+                                   "sql NOT LIKE '%WITHOUT ROWID%'"),
                      0);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'ops'"), 0);
     assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_foreign_key_check"), 0);
     assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check != 'ok'"), 0);
     sqlite3_close(db);
@@ -689,7 +708,7 @@ static void test_views_content(void **state) {
     /* a query on step alone searches the keys (skip-scan over run_id), no full scan, also
      * through the views */
     static const char *const by_step[] = {
-        "SELECT * FROM ops WHERE step = 1",           "SELECT * FROM plan_ops WHERE step = 1",
+        "SELECT * FROM stages WHERE step = 1",        "SELECT * FROM plan_ops WHERE step = 1",
         "SELECT * FROM plan_slices WHERE step = 1",   "SELECT * FROM samples WHERE step = 1",
         "SELECT * FROM stage_timeline WHERE step = 1", "SELECT * FROM dp_balance WHERE step = 1",
     };
@@ -700,8 +719,9 @@ static void test_views_content(void **state) {
         assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &q, NULL), SQLITE_OK);
         while (sqlite3_step(q) == SQLITE_ROW) {
             const char *plan = (const char *)sqlite3_column_text(q, 3);
+            /* (json_each over one stages row's op list is a "SCAN o VIRTUAL TABLE") */
             if (strncmp(plan, "SCAN ", 5) == 0 && strcmp(plan, "SCAN r") != 0 && !strstr(plan, "CONSTANT") &&
-                strcmp(plan, "SCAN dp_balance") != 0)
+                strcmp(plan, "SCAN dp_balance") != 0 && !strstr(plan, "VIRTUAL TABLE"))
                 fail_msg("%s: %s", by_step[i], plan);
         }
         sqlite3_finalize(q);
@@ -709,6 +729,274 @@ static void test_views_content(void **state) {
     lt_step_plan_free(&p);
     lt_store_close(st);
     sqlite3_close(db);
+}
+
+/* ------------------------------------------------------------------ the ops encoding */
+
+/* A file of one step of each shape: 0 ChunkFlow, 1 Seq1F1B, 2 1F1B, 3 HelixPipe (layer-part
+ * ops); plans[] and smp[] keep what was put (the caller frees them). */
+static void write_all_shapes(const char *path, lt_step_plan plans[4], lt_sample *smp[4]) {
+    static const plan_kind kinds[4] = {K_CHUNK, K_SLICED, K_WHOLE, K_HELIX};
+    char *cfg = config_text(NULL);
+    lt_run_info run = test_run(cfg);
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_begin(&st, path, &run, false, &err), LT_OK);
+    for (uint64_t t = 0; t < 4; t++) {
+        int64_t len[8];
+        step_lengths(t, len);
+        build_plan(&plans[t], t, len, 8, 2, 1, 2, 4, kinds[t]);
+        smp[t] = make_samples(t, len, 8);
+        if (lt_store_put_step(st, &plans[t], smp[t], &err) != LT_OK) fail_msg("put %" PRIu64 ": %s", t, err.what);
+    }
+    assert_int_equal(lt_store_commit(st, &err), LT_OK);
+    free(cfg);
+}
+
+/* plan_ops holds exactly the ops that were put: every column, in seq order, with the
+ * views' types; the short and the long element forms both come out right. */
+static void test_plan_ops_view(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "plan-ops");
+    lt_step_plan plans[4];
+    lt_sample *smp[4];
+    write_all_shapes(path, plans, smp);
+    sqlite3 *db = open_raw(path);
+    static const char *const kinds[] = {"F", "FK", "B"}, *const parts[] = {"all", "pre", "attn", "post"};
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, "
+                                        "layer_begin, layer_end, part, start_ms, finish_ms, mem_bytes, typeof(seq), "
+                                        "typeof(unit), typeof(recompute_layers), typeof(layer_begin), "
+                                        "typeof(layer_end), typeof(start_ms), typeof(finish_ms), typeof(mem_bytes) "
+                                        "FROM plan_ops WHERE step = ? ORDER BY dp_rank, stage, seq",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    size_t part_ops = 0;
+    for (uint64_t t = 0; t < 4; t++) {
+        const lt_step_plan *p = &plans[t];
+        sqlite3_reset(q);
+        sqlite3_bind_int64(q, 1, (int64_t)t);
+        for (size_t r = 0; r < p->n_ranks; r++) {
+            const lt_rank_plan *rp = &p->ranks[r];
+            size_t id = 0;
+            for (int g = 0; g < p->pp; g++) {
+                for (size_t i = 0; i < rp->sched.stage[g].n; i++, id++) {
+                    const lt_op *op = &rp->sched.stage[g].ops[i];
+                    const lt_plan_op *po = &rp->ops[id];
+                    if (sqlite3_step(q) != SQLITE_ROW)
+                        fail_msg("step %" PRIu64 " dp_rank %d stage %d: plan_ops ends before op %zu", t, rp->dp_rank,
+                                 g, i);
+                    assert_int_equal(sqlite3_column_int64(q, 0), 1);
+                    assert_int_equal(sqlite3_column_int64(q, 1), (int64_t)t);
+                    assert_int_equal(sqlite3_column_int64(q, 2), rp->dp_rank);
+                    assert_int_equal(sqlite3_column_int64(q, 3), g);
+                    assert_int_equal(sqlite3_column_int64(q, 4), (int64_t)i);
+                    assert_string_equal((const char *)sqlite3_column_text(q, 5), kinds[op->kind]);
+                    assert_int_equal(sqlite3_column_int64(q, 6), op->unit);
+                    assert_int_equal(sqlite3_column_int64(q, 7), op->recompute_layers);
+                    assert_int_equal(sqlite3_column_int64(q, 8), op->layer_begin);
+                    assert_int_equal(sqlite3_column_int64(q, 9), op->layer_end);
+                    assert_string_equal((const char *)sqlite3_column_text(q, 10), parts[op->part]);
+                    /* ms within 1 ns */
+                    assert_true(fabs(sqlite3_column_double(q, 11) - po->start_s * 1e3) <= 1.000001e-6);
+                    assert_true(fabs(sqlite3_column_double(q, 12) - po->finish_s * 1e3) <= 1.000001e-6);
+                    assert_true(sqlite3_column_double(q, 13) == po->mem_bytes);
+                    for (int c = 14; c < 19; c++)
+                        assert_string_equal((const char *)sqlite3_column_text(q, c), "integer");
+                    for (int c = 19; c < 22; c++)
+                        assert_string_equal((const char *)sqlite3_column_text(q, c), "real");
+                    if (op->part != LT_PART_ALL) part_ops++;
+                }
+            }
+        }
+        assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+    }
+    sqlite3_finalize(q);
+    assert_true(part_ops > 0); /* the HelixPipe step has layer-part ops, recomputed ones among them */
+    assert_true(query_int(db, "SELECT count(*) FROM plan_ops WHERE step = 3 AND part != 'all' AND "
+                              "recompute_layers = 1") > 0);
+    /* the element forms: six values for whole-block ops (every op but HelixPipe's), nine
+     * for the layer-part ops; the stages rows' n_ops count them */
+    assert_int_equal(query_int(db, "SELECT count(*) FROM stages, json_each(stages.ops) AS o WHERE step < 3 AND "
+                                   "json_array_length(o.value) != 6"),
+                     0);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM stages, json_each(stages.ops) AS o WHERE step = 3 AND "
+                                   "json_array_length(o.value) = 9"),
+                     (int64_t)part_ops);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM stages WHERE n_ops != json_array_length(ops)"), 0);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM plan_ops"), query_int(db, "SELECT sum(n_ops) FROM stages"));
+    /* the text is the documented encoding: kind, unit, recompute, start ns, finish ns, bytes */
+    {
+        const lt_rank_plan *rp = &plans[2].ranks[0];
+        char want[128];
+        snprintf(want, sizeof want, "[[0,0,0,0,%lld,1],", llround(rp->ops[0].finish_s * 1e9));
+        assert_int_equal(sqlite3_prepare_v2(db, "SELECT ops FROM stages WHERE step = 2 AND dp_rank = 0 AND stage = 0",
+                                            -1, &q, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+        const char *ops = (const char *)sqlite3_column_text(q, 0);
+        if (strncmp(ops, want, strlen(want)) != 0) fail_msg("ops text '%.60s...', want it to start '%s'", ops, want);
+        sqlite3_finalize(q);
+    }
+    sqlite3_close(db);
+    for (int t = 0; t < 4; t++) {
+        lt_step_plan_free(&plans[t]);
+        free(smp[t]);
+    }
+}
+
+/* A HelixPipe plan (ops over one part of one layer, in the long element form) comes back
+ * equal and valid, also from an op list rewritten with blanks (SQLite's json() output and
+ * hand edits stay readable). */
+static void test_helixpipe_round_trip(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "helix");
+    lt_step_plan plans[4];
+    lt_sample *smp[4];
+    write_all_shapes(path, plans, smp);
+    lt_store *st;
+    lt_error err;
+    lt_step_plan got;
+    lt_step_plan_init(&got);
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    for (uint64_t t = 0; t < 4; t++) {
+        assert_int_equal(lt_store_get_step(st, t, &got, NULL, &err), LT_OK);
+        assert_plans_equal(&plans[t], &got);
+        if (lt_plan_validate(&got, 64, &err) != LT_OK) fail_msg("step %" PRIu64 ": %s", t, err.what);
+    }
+    size_t checked;
+    if (lt_store_validate(st, NULL, NULL, &checked, &err) != LT_OK) fail_msg("%s", err.what);
+    assert_int_equal(checked, 4);
+    lt_store_close(st);
+
+    sqlite3 *db = open_raw(path);
+    exec_raw(db, "UPDATE stages SET ops = ' ' || replace(replace(ops, ',', ' ,\n\t'), '[', '[ ') || '\r\n' "
+                 "WHERE step = 3");
+    sqlite3_close(db);
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    assert_int_equal(lt_store_get_step(st, 3, &got, NULL, &err), LT_OK);
+    assert_plans_equal(&plans[3], &got);
+    lt_store_close(st);
+    lt_step_plan_free(&got);
+    for (int t = 0; t < 4; t++) {
+        lt_step_plan_free(&plans[t]);
+        free(smp[t]);
+    }
+}
+
+/* Op times that are not whole nanoseconds: back within 1 ns, and every plan still valid,
+ * also where rounding to the nearest nanosecond would put the last op's finish after the
+ * pipeline's time as read back (the writer keeps it at or before). */
+static void test_op_time_rounding(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "rounding");
+    char *cfg = config_text(NULL);
+    lt_run_info run = test_run(cfg);
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_begin(&st, path, &run, false, &err), LT_OK);
+    enum { STEPS = 64 };
+    lt_step_plan *plans = calloc(STEPS, sizeof *plans);
+    int naive_late = 0; /* steps where the nearest ns of the last finish reads back late */
+    for (uint64_t t = 0; t < STEPS; t++) {
+        int64_t len[8];
+        step_lengths(t, len);
+        lt_step_plan *p = &plans[t];
+        build_plan(p, t, len, 8, 2, 1, 2, 4, kind_of_step(t));
+        /* times in seconds with fractions of a nanosecond, over 1 s (more digits) */
+        double f = 1e4 * (1.0 + 0.0123456789 * (double)t) + 0.31415926 * (double)t;
+        p->time_s *= f;
+        for (size_t r = 0; r < p->n_ranks; r++) {
+            lt_rank_plan *rp = &p->ranks[r];
+            rp->time_s *= f;
+            for (int g = 0; g < p->pp; g++) rp->stage_busy_s[g] *= f;
+            for (size_t i = 0; i < lt_schedule_n_ops(&rp->sched); i++) {
+                rp->ops[i].start_s *= f;
+                rp->ops[i].finish_s *= f;
+            }
+            double back = rp->time_s * 1e3 / 1e3;
+            if ((double)llround(rp->time_s * 1e9) / 1e9 > back) naive_late++;
+        }
+        lt_sample *smp = make_samples(t, len, 8);
+        if (lt_plan_validate(p, 64, &err) != LT_OK) fail_msg("step %" PRIu64 " before: %s", t, err.what);
+        if (lt_store_put_step(st, p, smp, &err) != LT_OK) fail_msg("put: %s", err.what);
+        free(smp);
+    }
+    assert_true(naive_late > 0); /* the case the writer's clamp is for happens here */
+    assert_int_equal(lt_store_commit(st, &err), LT_OK);
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    lt_step_plan got;
+    lt_step_plan_init(&got);
+    for (uint64_t t = 0; t < STEPS; t++) {
+        assert_int_equal(lt_store_get_step(st, t, &got, NULL, &err), LT_OK);
+        assert_plans_equal(&plans[t], &got);
+        if (lt_plan_validate(&got, 64, &err) != LT_OK) fail_msg("step %" PRIu64 " read back: %s", t, err.what);
+        lt_step_plan_free(&plans[t]);
+    }
+    lt_step_plan_free(&got);
+    lt_store_close(st);
+    /* and in the views: no op finishes after its pipeline's predicted_ms */
+    sqlite3 *db = open_raw(path);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM plan_ops AS o JOIN pipelines AS p ON p.run_id = o.run_id "
+                                   "AND p.step = o.step AND p.dp_rank = o.dp_rank WHERE o.finish_ms > p.predicted_ms "
+                                   "OR o.finish_ms < o.start_ms"),
+                     0);
+    sqlite3_close(db);
+    free(plans);
+    free(cfg);
+}
+
+/* Predictions the encoding cannot hold are refused before anything is written. */
+static void test_unstorable_predictions(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "unstorable");
+    char *cfg = config_text(NULL);
+    lt_run_info run = test_run(cfg);
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_begin(&st, path, &run, false, &err), LT_OK);
+    int64_t len[8];
+    step_lengths(0, len);
+    lt_sample *smp = make_samples(0, len, 8);
+    lt_step_plan p;
+    build_plan(&p, 0, len, 8, 2, 1, 2, 4, K_WHOLE);
+    p.ranks[1].ops[2].finish_s = NAN;
+    assert_int_equal(lt_store_put_step(st, &p, smp, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "step 0, pipeline 1 (dp_rank 1), stage 0, op 2 ("));
+    assert_non_null(strstr(err.what, "finish nan s"));
+    p.ranks[1].ops[2].finish_s = 2e9;
+    assert_int_equal(lt_store_put_step(st, &p, smp, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "cannot be stored"));
+    p.ranks[1].ops[2].finish_s = p.ranks[1].ops[2].start_s;
+    p.ranks[0].ops[0].mem_bytes = INFINITY;
+    assert_int_equal(lt_store_put_step(st, &p, smp, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "memory inf bytes"));
+    /* nothing was written: the store still takes the step, and a fractional byte count */
+    p.ranks[0].ops[0].mem_bytes = 0.1;
+    p.ranks[0].ops[1].mem_bytes = -2.5e20;
+    assert_int_equal(lt_store_put_step(st, &p, smp, &err), LT_OK);
+    assert_int_equal(lt_store_commit(st, &err), LT_OK);
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    lt_step_plan got;
+    lt_step_plan_init(&got);
+    assert_int_equal(lt_store_get_step(st, 0, &got, NULL, &err), LT_OK);
+    assert_true(got.ranks[0].ops[0].mem_bytes == 0.1);
+    assert_true(got.ranks[0].ops[1].mem_bytes == -2.5e20);
+    lt_store_close(st);
+    sqlite3 *db = open_raw(path);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM stages WHERE ops LIKE '[[0,0,0,0,%,0.1],[%,-2.5e+20],%' "
+                                   "AND dp_rank = 0 AND stage = 0"),
+                     1);
+    sqlite3_close(db);
+    lt_step_plan_free(&got);
+    lt_step_plan_free(&p);
+    free(smp);
+    free(cfg);
 }
 
 /* ------------------------------------------------------------------ the docs' example queries */
@@ -834,7 +1122,14 @@ static void test_resume(void **state) {
     new_path(whole, sizeof whole, "whole");
     write_file(whole, 5, false);
     sqlite3 *x = open_raw(whole), *y = open_raw(path);
-    assert_int_equal(query_int(x, "SELECT count(*) FROM ops"), query_int(y, "SELECT count(*) FROM ops"));
+    assert_int_equal(query_int(x, "SELECT sum(n_ops) FROM stages"), query_int(y, "SELECT sum(n_ops) FROM stages"));
+    exec_raw(x, "CREATE TEMP TABLE h AS SELECT step, dp_rank, stage, ops FROM stages");
+    char sql[512];
+    snprintf(sql, sizeof sql, "ATTACH '%s' AS y", path);
+    exec_raw(x, sql);
+    assert_int_equal(query_int(x, "SELECT count(*) FROM (SELECT * FROM h EXCEPT SELECT step, dp_rank, stage, ops "
+                                  "FROM y.stages)"),
+                     0);
     sqlite3_close(x);
     sqlite3_close(y);
 }
@@ -1223,12 +1518,50 @@ static void test_store_validate(void **state) {
     /* rows that break the plan: a stage's peak over the run's cap, an op list with a hole */
     expect_corrupt(good, "UPDATE stages SET peak_mem_bytes = 100 WHERE step = 2 AND dp_rank = 1 AND stage = 0",
                    "step 2, pipeline 1 (dp_rank 1): stage 0: predicted peak memory 100 bytes");
-    expect_corrupt(good, "DELETE FROM ops WHERE step = 1 AND dp_rank = 0 AND stage = 1 AND seq = 0",
-                   "step 1: table ops: dp_rank 0 stage 1 has seq 1 where 0 comes next");
-    expect_corrupt(good, "UPDATE ops SET unit = 99 WHERE step = 2 AND dp_rank = 0 AND stage = 0 AND seq = 0",
-                   "step 2: table ops: dp_rank 0 stage 0 seq 0 runs unit 99, the pipeline has");
-    expect_corrupt(good, "UPDATE ops SET start_ms = -1 WHERE step = 0 AND dp_rank = 1 AND stage = 0 AND seq = 0",
-                   "step 0, pipeline 1 (dp_rank 1): stage 0, op 0");
+    expect_corrupt(good,
+                   "UPDATE stages SET ops = json_remove(ops, '$[0]'), n_ops = n_ops - 1 WHERE step = 1 AND "
+                   "dp_rank = 0 AND stage = 1",
+                   "step 1, pipeline 0 (dp_rank 0): unit 0 is never forwarded on layers [2, 4)");
+    expect_corrupt(good, "UPDATE stages SET ops = json_replace(ops, '$[0][1]', 99) WHERE step = 2 AND dp_rank = 0 AND "
+                         "stage = 0",
+                   "step 2: table stages: dp_rank 0 stage 0: ops: op 0 runs unit 99, the pipeline has");
+    expect_corrupt(good, "UPDATE stages SET ops = json_replace(ops, '$[0][3]', -1000000) WHERE step = 0 AND "
+                         "dp_rank = 1 AND stage = 0",
+                   "step 0, pipeline 1 (dp_rank 1): stage 0, op 0 (FK0): predicted start -0.001 s");
+    /* stages rows that do not match their op lists or the run */
+    expect_corrupt(good, "UPDATE stages SET n_ops = n_ops + 1 WHERE step = 1 AND dp_rank = 1 AND stage = 1",
+                   "step 1: table stages: dp_rank 1 stage 1: ops: n_ops says ");
+    expect_corrupt(good, "UPDATE stages SET layer_end = 3 WHERE step = 0 AND dp_rank = 0 AND stage = 1",
+                   "step 0: table stages: dp_rank 0 stage 1 has layers [2, 3), stage 1 of 2 over 4 layers is [2, 4)");
+    /* malformed op lists: each named by step, dp_rank, stage, op and byte */
+    expect_corrupt(good, "UPDATE stages SET ops = 'F0 B0' WHERE step = 2 AND dp_rank = 1 AND stage = 1",
+                   "step 2: table stages: dp_rank 1 stage 1: ops: malformed at byte 0 (op 0): expected '['");
+    expect_corrupt(good, "UPDATE stages SET ops = '[[0,0,0,0,1,1],[2,0,0,1,2,1]' WHERE step = 2",
+                   "step 2: table stages: dp_rank 0 stage 0: ops: malformed at byte 28 (op 2): expected ',' or ']'");
+    expect_corrupt(good, "UPDATE stages SET ops = ops || 'x' WHERE step = 1",
+                   "expected the end of the text after the array");
+    expect_corrupt(good, "UPDATE stages SET ops = '[[0,0,0,0,1,1],[2,0,0,1,2,]]' WHERE step = 1",
+                   "step 1: table stages: dp_rank 0 stage 0: ops: malformed at byte 26 (op 1): expected a number");
+    expect_corrupt(good, "UPDATE stages SET ops = json_remove(ops, '$[2][5]') WHERE step = 1",
+                   "ops: op 2 has 5 values (6, or 9 for an op with its own layers)");
+    expect_corrupt(good,
+                   "UPDATE stages SET ops = json_replace(ops, '$[1]', json('[0,0,0,0,1,1,0,2,0,9]')) WHERE step = 1",
+                   "ops: op 1 has more than 9 values");
+    expect_corrupt(good, "UPDATE stages SET ops = json_replace(ops, '$[1][1]', 1.5) WHERE step = 1",
+                   "ops: op 1: unit '1.5' is not an integer of at most 18 digits");
+    expect_corrupt(good, "UPDATE stages SET ops = json_replace(ops, '$[1][3]', '7') WHERE step = 1",
+                   "ops: malformed at byte ");
+    expect_corrupt(good, "UPDATE stages SET ops = replace(ops, '[1,', '[01,') WHERE step = 0",
+                   "expected ',' or ']'");
+    expect_corrupt(good, "UPDATE stages SET ops = json_replace(ops, '$[0][0]', 7) WHERE step = 0",
+                   "ops: op 0: kind 7 (0 F, 1 FK or 2 B)");
+    expect_corrupt(good, "UPDATE stages SET ops = '[[0,0,0,0,1,1e999]]' WHERE step = 0",
+                   "ops: op 0: mem_bytes 1e999 is out of range");
+    expect_corrupt(good,
+                   "UPDATE stages SET ops = json_replace(ops, '$[0]', json('[0,0,0,0,1,1,0,1,5]')) WHERE step = 0",
+                   "ops: op 0: part 5 (0 all, 1 pre, 2 attn or 3 post)");
+    expect_corrupt(good, "UPDATE stages SET ops = json_replace(ops, '$[0][2]', 70000) WHERE step = 0",
+                   "ops: op 0: recompute_layers 70000 out of range");
 }
 
 /* ------------------------------------------------------------------ printing and the commands */
@@ -1406,6 +1739,83 @@ static void test_commands(void **state) {
     free(err);
 }
 
+/* A malformed op list: lt_store_get_step and `planner validate` name the step, dp_rank,
+ * stage, op and byte, with a hint; nothing of the step is returned. */
+static void test_malformed_ops(void **state) {
+    (void)state;
+    char good[256], bad[256];
+    new_path(good, sizeof good, "ops-good");
+    new_path(bad, sizeof bad, "ops-bad");
+    write_file(good, 3, false);
+    copy_path(good, bad);
+    sqlite3 *db = open_raw(bad);
+    /* the op list of step 1, dp_rank 1, stage 0 cut short inside its last op */
+    exec_raw(db, "UPDATE stages SET ops = substr(ops, 1, length(ops) - 2) WHERE step = 1 AND dp_rank = 1 AND "
+                 "stage = 0");
+    int64_t len = query_int(db, "SELECT length(ops) FROM stages WHERE step = 1 AND dp_rank = 1 AND stage = 0");
+    int64_t n = query_int(db, "SELECT n_ops FROM stages WHERE step = 1 AND dp_rank = 1 AND stage = 0");
+    sqlite3_close(db);
+    char want[256];
+    snprintf(want, sizeof want,
+             "step 1: table stages: dp_rank 1 stage 0: ops: malformed at byte %" PRId64 " (op %" PRId64
+             "): expected ',' or ']'",
+             len, n - 1);
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_open(&st, bad, &err), LT_OK);
+    lt_step_plan got;
+    lt_step_plan_init(&got);
+    lt_sample *smp = (lt_sample *)&got;
+    assert_int_equal(lt_store_get_step(st, 1, &got, &smp, &err), LT_ERR_INPUT);
+    assert_string_equal(err.what, want);
+    assert_string_equal(err.where, bad);
+    assert_non_null(strstr(err.hint, "rebuild it"));
+    assert_int_equal(got.n_ranks, 0);
+    assert_null(smp);
+    assert_int_equal(lt_store_get_step(st, 0, &got, NULL, &err), LT_OK); /* the other steps still read */
+    lt_step_plan_free(&got);
+    lt_store_close(st);
+
+    char *out, *errtext;
+    int rc = run_planner(&out, &errtext, "validate", "--db", bad, "--quiet", NULL);
+    assert_int_equal(rc, 1);
+    assert_string_equal(out, "");
+    char line[600];
+    snprintf(line, sizeof line, "planner: error: %s (%s)", want, bad);
+    if (!strstr(errtext, line)) fail_msg("'%s' lacks '%s'", errtext, line);
+    assert_non_null(strstr(errtext, "hint: "));
+    free(out);
+    free(errtext);
+    rc = run_planner(&out, &errtext, "show", "--db", bad, "--step", "1", NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(errtext, "dp_rank 1 stage 0: ops: malformed at byte"));
+    free(out);
+    free(errtext);
+}
+
+/* A damaged steps.n_samples is an error about the rows, not an allocation of that many
+ * samples (2e9 of them would exit the program on the allocation failure). */
+static void test_damaged_sample_count(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "count");
+    write_file(path, 2, false);
+    sqlite3 *db = open_raw(path);
+    exec_raw(db, "UPDATE steps SET n_samples = 2000000000 WHERE step = 1");
+    sqlite3_close(db);
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    lt_step_plan got;
+    lt_step_plan_init(&got);
+    lt_sample *smp;
+    assert_int_equal(lt_store_get_step(st, 1, &got, &smp, &err), LT_ERR_INPUT);
+    assert_string_equal(err.what, "step 1: table step_samples: 8 rows, table steps says n_samples 2000000000");
+    assert_null(smp);
+    lt_step_plan_free(&got);
+    lt_store_close(st);
+}
+
 /* ------------------------------------------------------------------ benchmark mode */
 
 static double now_s(void) {
@@ -1415,15 +1825,20 @@ static double now_s(void) {
 }
 
 /* A synthetic step of the `planner build` shape: 512 samples over 8 pipelines x 4 stages
- * (32 layers), each pipeline's 64 samples packed in order into units of 32K tokens, a sample
- * crossing a unit boundary split into slices there, Seq1F1B over the units, simulated. */
-static void synthetic_step(lt_step_plan *p, lt_sample *smp, uint64_t step, lt_rng *rng, lt_sim *sim) {
+ * (32 layers), simulated under unit costs (10 us per token). ops_per_stage 0: the default
+ * shape, each pipeline's 64 samples packed in order into units of 32K tokens (a sample
+ * crossing a unit boundary split there), Seq1F1B over them: ~16 ops per stage. Otherwise
+ * the chunkflow shape: ChunkFlow chunks (lt_sched_units_chunked_budget, first-fit
+ * decreasing) of a size that gives about ops_per_stage ops per stage, state-aware 1F1B with
+ * K = 1 (F, B and FK ops, as `planner build --strategy chunkflow` makes at 128K context). */
+static void synthetic_step(lt_step_plan *p, lt_sample *smp, uint64_t step, lt_rng *rng, lt_sim *sim,
+                           int ops_per_stage) {
     enum { B = 512, DP = 8, PP = 4, LAYERS = 32 };
     const int64_t cap = 32768;
     lt_step_plan_init(p);
     lt_error err;
     p->step = step;
-    p->strategy = LT_STRATEGY_SEQ1F1B;
+    p->strategy = ops_per_stage ? LT_STRATEGY_CHUNKFLOW : LT_STRATEGY_SEQ1F1B;
     p->n_samples = B;
     p->lengths = malloc(B * sizeof *p->lengths);
     p->sample_rank = malloc(B * sizeof *p->sample_rank);
@@ -1440,37 +1855,56 @@ static void synthetic_step(lt_step_plan *p, lt_sample *smp, uint64_t step, lt_rn
     }
     lt_sim_costs costs = lt_sim_unit_costs();
     double busy = 0;
+    int64_t chunk = ops_per_stage ? (int64_t)(242000.0 * 3.1 / ops_per_stage) : 0;
+    if (ops_per_stage && chunk < 256) chunk = 256;
+    int64_t loc[B / DP];
+    int32_t glob[B / DP];
     for (size_t r = 0; r < DP; r++) {
         lt_rank_plan *rp = &p->ranks[r];
         rp->dp_rank = (int)r;
         rp->cp = 1;
         lt_schedule_init(&rp->sched, PP, LAYERS, &err);
         lt_schedule *s = &rp->sched;
-        int64_t room = cap;
-        uint32_t first = 0;
-        for (size_t i = r; i < B; i += DP) {
-            int64_t at = 0;
-            while (at < p->lengths[i]) {
-                int64_t take = p->lengths[i] - at < room ? p->lengths[i] - at : room;
-                lt_schedule_add_slice(s, (int32_t)i, at, at + take);
-                at += take;
-                room -= take;
-                if (room == 0) {
-                    lt_schedule_add_unit(s, first, (uint32_t)(s->n_slices - first));
-                    first = (uint32_t)s->n_slices;
-                    room = cap;
+        if (ops_per_stage) {
+            /* a pipeline has ~242K tokens; per stage an F and a B per chunk, an FK for all but
+             * the last chunk of a long sample, and the chunks are not full: ~3.1 ops per
+             * chunk size of tokens */
+            size_t m = 0;
+            for (size_t i = r; i < B; i += DP) {
+                loc[m] = p->lengths[i];
+                glob[m++] = (int32_t)i;
+            }
+            lt_sched_units_chunked_budget(s, loc, m, chunk, 0);
+            for (size_t j = 0; j < s->n_slices; j++) s->slices[j].sample = glob[s->slices[j].sample];
+            lt_sched_chunkflow(s, NULL, s->n_units, 1);
+        } else {
+            int64_t room = cap;
+            uint32_t first = 0;
+            for (size_t i = r; i < B; i += DP) {
+                int64_t at = 0;
+                while (at < p->lengths[i]) {
+                    int64_t take = p->lengths[i] - at < room ? p->lengths[i] - at : room;
+                    lt_schedule_add_slice(s, (int32_t)i, at, at + take);
+                    at += take;
+                    room -= take;
+                    if (room == 0) {
+                        lt_schedule_add_unit(s, first, (uint32_t)(s->n_slices - first));
+                        first = (uint32_t)s->n_slices;
+                        room = cap;
+                    }
                 }
             }
+            if (first < s->n_slices) lt_schedule_add_unit(s, first, (uint32_t)(s->n_slices - first));
+            lt_sched_seq1f1b(s, NULL, s->n_units);
         }
-        if (first < s->n_slices) lt_schedule_add_unit(s, first, (uint32_t)(s->n_slices - first));
-        lt_sched_seq1f1b(s, NULL, s->n_units);
         if (lt_sim_run(sim, s, &costs, &err) != LT_OK) {
             fprintf(stderr, "sim: %s\n", err.what);
             exit(1);
         }
         rp->ops = malloc(sim->n_ops * sizeof *rp->ops);
-        for (size_t id = 0; id < sim->n_ops; id++)
-            rp->ops[id] = (lt_plan_op){sim->start[id] * 1e-5, sim->finish[id] * 1e-5, 1048576.0 * (double)(id % 7)};
+        for (size_t id = 0; id < sim->n_ops; id++) /* activation bytes of the size real plans have */
+            rp->ops[id] = (lt_plan_op){sim->start[id] * 1e-5, sim->finish[id] * 1e-5,
+                                       167772160.0 * (double)(1 + id % 7)};
         rp->time_s = sim->step_time * 1e-5;
         rp->stage_busy_s = malloc(PP * sizeof *rp->stage_busy_s);
         rp->stage_peak_mem = malloc(PP * sizeof *rp->stage_peak_mem);
@@ -1483,19 +1917,26 @@ static void synthetic_step(lt_step_plan *p, lt_sample *smp, uint64_t step, lt_rn
         if (rp->time_s > p->time_s) p->time_s = rp->time_s;
     }
     p->bubble_ratio = 1 - busy / (DP * PP * p->time_s);
-    snprintf(p->params, sizeof p->params, "slices=2");
+    if (ops_per_stage) snprintf(p->params, sizeof p->params, "chunk_size=%" PRId64 " k=1", chunk);
+    else snprintf(p->params, sizeof p->params, "slices=2");
     snprintf(p->solver_status, sizeof p->solver_status, "none");
 }
 
+/* test_store --bench STEPS [OPS_PER_STAGE] [FILE]: the write speed and size of the store
+ * (put and commit, not the generation of the synthetic plans), then the read-back speed
+ * (lt_store_validate over the whole file). */
 static int bench(int argc, char **argv) {
     uint64_t steps = strtoull(argv[2], NULL, 10);
+    int ops_per_stage = 0;
+    int at = 3;
+    if (argc > at && argv[at][0] >= '0' && argv[at][0] <= '9') ops_per_stage = atoi(argv[at++]);
     char path[512];
-    bool own = argc < 4;
+    bool own = argc <= at;
     if (own) {
         if (lt_test_tmpdir_create(tmp_root, sizeof tmp_root, "store-bench")) return 1;
         snprintf(path, sizeof path, "%s/bench.db", tmp_root);
     } else {
-        snprintf(path, sizeof path, "%s", argv[3]);
+        snprintf(path, sizeof path, "%s", argv[at]);
         unlink(path);
     }
     lt_config *c = lt_config_new();
@@ -1518,7 +1959,7 @@ static int bench(int argc, char **argv) {
     for (uint64_t t = 0; t < steps; t++) {
         lt_step_plan p;
         double a = now_s();
-        synthetic_step(&p, smp, t, &rng, &sim);
+        synthetic_step(&p, smp, t, &rng, &sim, ops_per_stage);
         double b = now_s();
         if (lt_store_put_step(st, &p, smp, &err) != LT_OK) return lt_error_exit(&err);
         put += now_s() - b;
@@ -1530,19 +1971,29 @@ static int bench(int argc, char **argv) {
         rows += 1 + p.n_samples + p.n_ranks * (1 + (size_t)p.pp);
         lt_step_plan_free(&p);
     }
-    rows += slices + ops;
+    rows += slices;
     double c0 = now_s();
     if (lt_store_commit(st, &err) != LT_OK) return lt_error_exit(&err);
     double t1 = now_s();
     struct stat sb;
     stat(path, &sb);
     double write_s = put + (t1 - c0);
-    printf("steps=%" PRIu64 " rows=%" PRIu64 " (per step: %.0f rows, %.0f slices, %.0f ops)\n", steps, rows,
-           (double)rows / (double)steps, (double)slices / (double)steps, (double)ops / (double)steps);
+    printf("shape: %s, %.0f ops per stage\n", ops_per_stage ? "chunkflow" : "default (seq1f1b, 32K units)",
+           (double)ops / (double)steps / 32);
+    printf("steps=%" PRIu64 " (per step: %.0f samples/slices/step/pipeline/stage rows, %.0f slices, %.0f ops)\n",
+           steps, (double)rows / (double)steps, (double)slices / (double)steps, (double)ops / (double)steps);
     printf("generate_s=%.2f put_s=%.2f commit_s=%.2f total_s=%.2f\n", gen, put, t1 - c0, t1 - t0);
-    printf("write: %.0f rows/s, %.1f s per 10,000 steps, %.0f bytes/step (file %.1f MB)\n",
-           (double)rows / write_s, write_s / (double)steps * 10000, (double)sb.st_size / (double)steps,
+    printf("write: %.2f us per op, %.1f s per 10,000 steps, %.0f bytes/step (file %.1f MB)\n",
+           write_s / (double)(ops ? ops : 1) * 1e6, write_s / (double)steps * 10000, (double)sb.st_size / (double)steps,
            (double)sb.st_size / 1e6);
+    if (lt_store_open(&st, path, &err) != LT_OK) return lt_error_exit(&err);
+    double v0 = now_s();
+    size_t checked;
+    if (lt_store_validate(st, NULL, NULL, &checked, &err) != LT_OK) return lt_error_exit(&err);
+    double v1 = now_s();
+    lt_store_close(st);
+    printf("validate: %.2f s (%zu steps), %.1f s per 10,000 steps\n", v1 - v0, checked,
+           (v1 - v0) / (double)steps * 10000);
     free(smp);
     free(cfg);
     lt_sim_free(&sim);
@@ -1561,9 +2012,9 @@ static int teardown(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 3 && argc <= 4 && strcmp(argv[1], "--bench") == 0) return bench(argc, argv);
+    if (argc >= 3 && argc <= 5 && strcmp(argv[1], "--bench") == 0) return bench(argc, argv);
     if (argc >= 2) {
-        fprintf(stderr, "usage: %s [--bench STEPS [FILE]]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--bench STEPS [OPS_PER_STAGE] [FILE]]\n", argv[0]);
         return 2;
     }
     const struct CMUnitTest tests[] = {
@@ -1571,6 +2022,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_round_trip_large),
         cmocka_unit_test(test_views_columns),
         cmocka_unit_test(test_views_content),
+        cmocka_unit_test(test_plan_ops_view),
+        cmocka_unit_test(test_helixpipe_round_trip),
+        cmocka_unit_test(test_op_time_rounding),
+        cmocka_unit_test(test_unstorable_predictions),
         cmocka_unit_test(test_doc_queries),
         cmocka_unit_test(test_deterministic_bytes),
         cmocka_unit_test(test_resume),
@@ -1581,6 +2036,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_store_validate),
         cmocka_unit_test(test_print),
         cmocka_unit_test(test_commands),
+        cmocka_unit_test(test_malformed_ops),
+        cmocka_unit_test(test_damaged_sample_count),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
