@@ -56,7 +56,7 @@ build)
         "$planner" validate --db "$db" --quiet > /dev/null
         t1=$(date +%s.%N)
         awk -v s="$s" -v w="$wall" -v r="$rss" -v b="$bytes" -v n="$STEPS" -v t0="$t0" -v t1="$t1" 'BEGIN {
-            printf "| %s | %.1f | %.2f | %.0f | %d | %.0f | %.1f |\n", s, w, 1000 * w / n, r / 1024, b, b / n, t1 - t0 }'
+            printf "| %s | %.1f | %.2f | %.0f | %.0f | %.0f | %.1f |\n", s, w, 1000 * w / n, r / 1024, b, b / n, t1 - t0 }'
         sed 's/^/    /' "$OUT/build-$s.txt"
     done
     ;;
