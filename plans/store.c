@@ -1790,13 +1790,12 @@ lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_s
 /* ------------------------------------------------------------------ raw rows (lt_store_validate) */
 
 /* The raw-row checks of one stored step, for lt_store_validate (plans/validate.c; this
- * prototype is private to the two files): per pass, the rows of units_slices cover every
+ * prototype is in store.h): per pass, the rows of units_slices cover every
  * sample's tokens exactly once on the sample's dp_rank, and the steps row's n_samples and
  * n_tokens equal the step_samples rows' count and sum. LT_ERR_INPUT naming the table. The
  * stages rows' op lists are checked by the reader, which lt_store_validate runs next (one
  * parse per list): well-formed, n_ops elements, the run's layer block, units of the
  * pipeline, kinds and parts known. */
-lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err);
 
 typedef struct raw_slice {
     int64_t dp, unit, seq, idx, begin, end;

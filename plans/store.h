@@ -180,6 +180,13 @@ lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err)
 lt_status lt_store_validate(lt_store *st, void (*progress)(void *ctx, size_t done, size_t total), void *ctx,
                             size_t *checked, lt_error *err);
 
+/* The raw-row checks of one stored step, run by lt_store_validate before it reads the step
+ * back (plans/store.c; public only for plans/validate.c): per pass, the units_slices rows
+ * cover every sample's tokens exactly once on the sample's dp_rank; the steps row's
+ * n_samples and n_tokens equal the step_samples rows' count and sum. LT_ERR_INPUT naming
+ * the table. */
+lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err);
+
 /* `planner show`: the step's summary (strategy, predicted time, bubble, peak memory, params),
  * its samples (index, sample id, length, pipeline, source), per pipeline its units (slices as
  * "idx[begin:end)"), and an ASCII timeline per pipeline (lt_sim_print_timeline of the stored

@@ -27,8 +27,6 @@
 #include "plans/sim.h" /* lt_sim_run, lt_sim_unit_costs, lt_sim_print_timeline */
 
 /* The raw-row checks of one stored step (plans/store.c; private to the two files). */
-lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err);
-
 /* ------------------------------------------------------------------ messages */
 
 /* LT_ERR_INPUT "step S, pipeline R (dp_rank D): WHAT" (r < 0: "step S: WHAT"). */

@@ -86,8 +86,9 @@ export LONGTAIL_HARDWARE_DIR="$top_srcdir/etc/hardware"
 PAPER="$top_srcdir/etc/paper-llama13b.ini"
 # Lengths: the first 20,000 documents of the Common Crawl distribution when ../shared is
 # there, else a long-tailed list made here (the checks below hold for both).
-if [ -r "$top_srcdir/../shared/lengths/commoncrawl.txt" ]; then
-  head -n 20000 "$top_srcdir/../shared/lengths/commoncrawl.txt" >"$tmp/cc.txt"
+SHARED=${LONGTAIL_SHARED:-$top_srcdir/../shared}
+if [ -r "$SHARED/lengths/commoncrawl.txt" ]; then
+  head -n 20000 "$SHARED/lengths/commoncrawl.txt" >"$tmp/cc.txt"
 else
   awk 'BEGIN { srand(7); for (i = 0; i < 20000; i++) printf "%d\n", 1 + int(exp(rand() * 12)) }' >"$tmp/cc.txt"
 fi
