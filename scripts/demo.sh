@@ -66,6 +66,7 @@ echo "(whole documents as micro-batches: the longest one dominates the step, mos
 echo " activations exceed the GPU's memory: the imbalance the planner's strategies are built to remove)"
 
 say "planner build: plan.steps steps of the config's strategy from the dataprep output -> demo-out/demo/plans.db"
+rm -f "$out/demo/plans.db" # a fresh plan (an existing file would be resumed, or refused if the config changed)
 "$bin/planner" build --config etc/longtail.ini --data "$data" --db "$out/demo/plans.db"
 "$bin/planner" validate --db "$out/demo/plans.db"
 "$bin/planner" show --db "$out/demo/plans.db" --step 0 --width 80
