@@ -23,7 +23,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +44,7 @@
 #include "lib/sha256.h"         /* lt_sha256_hex */
 #include "lib/strlist.h"        /* lt_strlist */
 #include "lib/strutil.h"        /* lt_parse_int64 */
+#include "lib/threadpool.h"      /* lt_pool_default_threads */
 
 #define BATCH_TEXT_BYTES (1u << 20) /* a batch closes past this much text ... */
 #define BATCH_MAX_DOCS 4096u        /* ... or this many documents */
@@ -722,13 +722,6 @@ static lt_status check_done(const char *done_path, const lt_json *settings, done
 
 /* ------------------------------------------------------------------ the task */
 
-static int cpus_available(void) {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1166,7 +1159,7 @@ int run_command(lt_cli_ctx *ctx) {
     } else if (!rc) {
         lt_config_get_int(cfg, "data", "threads", &threads, NULL);
     }
-    rs.threads = threads > 0 ? (int)threads : cpus_available();
+    rs.threads = threads > 0 ? (int)threads : lt_pool_default_threads();
     bool allow = false;
     if (!rc && lt_config_get_bool(cfg, "data", "allow_damaged", &allow, NULL) == LT_OK && allow) rs.allow_damaged = true;
     int64_t level = 3;

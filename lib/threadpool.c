@@ -86,7 +86,7 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-static int default_threads(void) {
+int lt_pool_default_threads(void) {
     cpu_set_t set;
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
@@ -148,7 +148,7 @@ lt_status lt_pool_create(lt_pool **out, int nthreads, lt_error *err) {
                 LT_POOL_MAX_THREADS);
         return LT_ERR_USAGE;
     }
-    if (nthreads <= 0) nthreads = default_threads();
+    if (nthreads <= 0) nthreads = lt_pool_default_threads();
 
     lt_pool *p = calloc(1, sizeof *p);
     if (p == NULL) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory creating a thread pool");

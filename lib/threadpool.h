@@ -54,6 +54,10 @@ typedef struct lt_pool lt_pool;
  * 1, at most LT_POOL_MAX_THREADS. On failure *out is NULL. */
 lt_status lt_pool_create(lt_pool **out, int nthreads, lt_error *err);
 
+/* The thread count lt_pool_create uses for nthreads <= 0: the CPUs of this process's
+ * affinity mask, else the online CPUs; in [1, LT_POOL_MAX_THREADS]. */
+int lt_pool_default_threads(void);
+
 /* Queue fn(arg) to run on a worker. */
 lt_status lt_pool_submit(lt_pool *pool, void (*fn)(void *arg), void *arg, lt_error *err);
 

@@ -20,7 +20,6 @@
 #include "lib/config.h"     /* lt_config_* */
 #include "lib/progress.h"   /* lt_progress_* */
 #include "lib/log.h"        /* lt_log_enabled (--quiet is a common option) */
-#include "lib/strutil.h"    /* lt_parse_int64 */
 #include "plans/plan.h"     /* lt_planner_* */
 #include "plans/planner.h"  /* build_command */
 #include "plans/sampler.h"  /* lt_corpus_*, lt_sampler_* */
@@ -36,34 +35,17 @@ typedef struct build_args {
 
 static int parse_args(lt_cli_ctx *ctx, build_args *a) {
     memset(a, 0, sizeof *a);
+    const planner_option opts[] = {
+        {"--data", &a->data, NULL, 0},          {"--lengths", &a->lengths, NULL, 0},
+        {"--db", &a->db, NULL, 0},              {"--strategy", &a->strategy, NULL, 0},
+        {"--steps", NULL, &a->steps, 1000000000}, {"--threads", NULL, &a->threads, 1000000000},
+        {"--hardware-dir", &a->hardware_dir, NULL, 0},
+    };
     for (int i = 1; i < ctx->argc; i++) {
-        const char *arg = ctx->argv[i], *v;
-        int missing = 0;
-        struct {
-            const char *name;
-            const char **str;
-            int64_t *num;
-        } opts[] = {
-            {"--data", &a->data, NULL},         {"--lengths", &a->lengths, NULL},
-            {"--db", &a->db, NULL},             {"--strategy", &a->strategy, NULL},
-            {"--steps", NULL, &a->steps},       {"--threads", NULL, &a->threads},
-            {"--hardware-dir", &a->hardware_dir, NULL},
-        };
-        bool matched = false;
-        for (size_t o = 0; o < sizeof opts / sizeof opts[0] && !matched && !missing; o++) {
-            if (!(v = lt_cli_option_value(ctx->argc, ctx->argv, &i, opts[o].name, &missing))) continue;
-            matched = true;
-            if (opts[o].str) {
-                *opts[o].str = v;
-            } else {
-                int64_t num;
-                if (lt_parse_int64(v, &num) != LT_OK || num < 1 || num > 1000000000)
-                    return lt_cli_usage(ctx, "%s '%.40s': want a positive integer", opts[o].name, v);
-                *opts[o].num = num;
-            }
-        }
-        if (missing) return lt_cli_usage(ctx, "option '%.200s' needs a value", arg);
-        if (matched) continue;
+        const char *arg = ctx->argv[i];
+        int taken = planner_take_option(ctx, &i, opts, sizeof opts / sizeof opts[0]);
+        if (taken > 1) return taken;
+        if (taken) continue;
         if (strcmp(arg, "--no-timings") == 0) a->no_timings = true;
         else if (arg[0] == '-') return lt_cli_unknown_option(ctx, arg);
         else return lt_cli_usage(ctx, "unexpected argument '%.200s'", arg);

@@ -21,7 +21,6 @@
 
 #include "lib/cli.h"       /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
 #include "lib/log.h"        /* lt_log_enabled (--quiet is a common option) */
-#include "lib/strutil.h"   /* lt_parse_int64 */
 #include "plans/plan.h"    /* lt_strategy_* */
 #include "plans/planner.h" /* compare_command, planner_load_corpus */
 #include "plans/steps.h"   /* lt_plan_steps */
@@ -34,33 +33,16 @@ typedef struct compare_args {
 
 static int parse_args(lt_cli_ctx *ctx, compare_args *a) {
     memset(a, 0, sizeof *a);
+    const planner_option opts[] = {
+        {"--lengths", &a->lengths, NULL, 0},          {"--strategies", &a->strategies, NULL, 0},
+        {"--format", &a->format, NULL, 0},            {"--hardware-dir", &a->hardware_dir, NULL, 0},
+        {"--steps", NULL, &a->steps, 100000000},      {"--threads", NULL, &a->threads, 100000000},
+    };
     for (int i = 1; i < ctx->argc; i++) {
-        const char *arg = ctx->argv[i], *v;
-        int missing = 0;
-        struct {
-            const char *name;
-            const char **str;
-            int64_t *num;
-        } opts[] = {
-            {"--lengths", &a->lengths, NULL},     {"--strategies", &a->strategies, NULL},
-            {"--format", &a->format, NULL},       {"--hardware-dir", &a->hardware_dir, NULL},
-            {"--steps", NULL, &a->steps},         {"--threads", NULL, &a->threads},
-        };
-        bool matched = false;
-        for (size_t o = 0; o < sizeof opts / sizeof opts[0] && !matched && !missing; o++) {
-            if (!(v = lt_cli_option_value(ctx->argc, ctx->argv, &i, opts[o].name, &missing))) continue;
-            matched = true;
-            if (opts[o].str) {
-                *opts[o].str = v;
-            } else {
-                int64_t num;
-                if (lt_parse_int64(v, &num) != LT_OK || num < 1 || num > 100000000)
-                    return lt_cli_usage(ctx, "%s '%.40s': want a positive integer", opts[o].name, v);
-                *opts[o].num = num;
-            }
-        }
-        if (missing) return lt_cli_usage(ctx, "option '%.200s' needs a value", arg);
-        if (matched) continue;
+        const char *arg = ctx->argv[i];
+        int taken = planner_take_option(ctx, &i, opts, sizeof opts / sizeof opts[0]);
+        if (taken > 1) return taken;
+        if (taken) continue;
         if (arg[0] == '-') return lt_cli_unknown_option(ctx, arg);
         else return lt_cli_usage(ctx, "unexpected argument '%.200s'", arg);
     }

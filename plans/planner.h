@@ -27,6 +27,20 @@ int compare_command(lt_cli_ctx *ctx);
 int show_command(lt_cli_ctx *ctx);
 int validate_command(lt_cli_ctx *ctx);
 
+/* One option of a command that takes a value: a string stored in *str, or (str NULL) an
+ * integer in [1, max] stored in *num. */
+typedef struct planner_option {
+    const char *name; /* "--db" */
+    const char **str;
+    int64_t *num;
+    int64_t max;
+} planner_option;
+
+/* Take ctx->argv[*i] if it is one of opts[0..n) ("--name VALUE" or "--name=VALUE", *i moved
+ * past the value). Returns 1 when taken, 0 when argv[*i] is none of them, or a usage error's
+ * exit status (2, reported: a missing value, a number out of range). */
+int planner_take_option(lt_cli_ctx *ctx, int *i, const planner_option *opts, size_t n);
+
 /* The corpus of --data DIR (a dataprep output) or, when data is NULL, --lengths FILE
  * (plans/build_cmd.c; shared with compare). */
 lt_status planner_load_corpus(const char *data, const char *lengths, lt_corpus **out, lt_error *err);

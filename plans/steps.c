@@ -9,11 +9,11 @@
 #include "plans/steps.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "lib/threadpool.h" /* lt_pool_default_threads, LT_POOL_MAX_THREADS */
 
 typedef enum { SLOT_EMPTY = 0, SLOT_READY = 1 } slot_state;
 
@@ -55,16 +55,8 @@ typedef struct shared {
 } shared;
 
 int lt_plan_steps_threads(int threads) {
-    if (threads > 0) return threads > 1024 ? 1024 : threads;
-#ifdef CPU_COUNT
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int n = CPU_COUNT(&set);
-        if (n > 0) return n;
-    }
-#endif
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)(n > 1024 ? 1024 : n) : 1;
+    if (threads > 0) return threads > LT_POOL_MAX_THREADS ? LT_POOL_MAX_THREADS : threads;
+    return lt_pool_default_threads();
 }
 
 /* Plan step index i into slot s with worker w's sampler and planners. Returns non-OK only
