@@ -7,7 +7,9 @@
  * sequence parallelism, as SlimPack 6.1 and HelixPipe 2.2 use it with TP). Context
  * parallelism (cp = c) gives each GPU T / c of every op's tokens: the FLOPs functions divide
  * by c, lt_cost_op works on the local token count. Every division by c is exact for c = 1,
- * so a model with cp = 1 prices bit for bit as before CP existed.
+ * so a model with cp = 1 prices bit for bit as before CP existed. The internal functions
+ * take the degree as an argument (cm->cp for the public ones, a DP-Merge unit's g for the
+ * ops of a schedule, unit_cp), so pricing a DP-Merge op copies no cost model.
  */
 #include "plans/cost.h"
 
@@ -138,11 +140,12 @@ lt_status lt_cost_model_from_config(lt_cost_model *cm, const lt_config *cfg, con
 
 /* ------------------------------------------------------------------ FLOPs */
 
-double lt_cost_linear_flops(const lt_cost_model *cm, lt_op_part part, double tokens) {
+/* lt_cost_linear_flops at context-parallel degree cp. */
+static double linear_flops(const lt_cost_model *cm, int cp, lt_op_part part, double tokens) {
     if (!(tokens > 0)) return 0.0;
     double h = hidden(cm);
     /* HelixPipe Table 1: QKV linear 6bsh^2 (MHA), O linear 2bsh^2, MLP 8bsh^2 x 2 (GPT) */
-    tokens /= cm->cp; /* context parallelism: each GPU of the CP group holds tokens / c */
+    tokens /= cp; /* context parallelism: each GPU of the CP group holds tokens / c */
     double pre = 2.0 * tokens * h * (hq(cm) + 2.0 * kv_local(cm));
     double post = 2.0 * tokens * (hq(cm) * h + ffn_mats(cm) * h * (double)cm->model.ffn / cm->tp);
     switch (part) {
@@ -154,20 +157,32 @@ double lt_cost_linear_flops(const lt_cost_model *cm, lt_op_part part, double tok
     return 0.0;
 }
 
-double lt_cost_attention_flops(const lt_cost_model *cm, double begin, double end) {
+double lt_cost_linear_flops(const lt_cost_model *cm, lt_op_part part, double tokens) {
+    return linear_flops(cm, cm->cp, part, tokens);
+}
+
+/* lt_cost_attention_flops at context-parallel degree cp. */
+static double attention_flops(const lt_cost_model *cm, int cp, double begin, double end) {
     if (!(end > begin) || begin < 0) return 0.0;
     /* token i attends to i + 1 keys: QK^T and AV are 2 hd (i + 1) FLOPs each per query head,
      * 4 h (i + 1) over all heads; summed over i in [begin, end) in the continuous form
      * 4 h (end^2 - begin^2) / 2 (InfiniPipe Eq. 1: (C + s)^2 - C^2; lib/model.h: 2 h T^2). */
     /* context parallelism: the load-balanced causal chunks (Megatron CP) give each of the c
      * GPUs 1 / c of the work */
-    return 2.0 * hq(cm) * (end * end - begin * begin) / cm->cp;
+    return 2.0 * hq(cm) * (end * end - begin * begin) / cp;
 }
 
-double lt_cost_head_flops(const lt_cost_model *cm, double tokens) {
-    if (!(tokens > 0)) return 0.0;
-    return 2.0 * (tokens / cm->cp) * hidden(cm) * (double)cm->model.vocab / cm->tp;
+double lt_cost_attention_flops(const lt_cost_model *cm, double begin, double end) {
+    return attention_flops(cm, cm->cp, begin, end);
 }
+
+/* lt_cost_head_flops at context-parallel degree cp. */
+static double head_flops(const lt_cost_model *cm, int cp, double tokens) {
+    if (!(tokens > 0)) return 0.0;
+    return 2.0 * (tokens / cp) * hidden(cm) * (double)cm->model.vocab / cm->tp;
+}
+
+double lt_cost_head_flops(const lt_cost_model *cm, double tokens) { return head_flops(cm, cm->cp, tokens); }
 
 /* Layers an op covers (1 for a part of a layer). */
 static double op_layers(const lt_op *op) {
@@ -193,19 +208,25 @@ static double op_recompute_layers(const lt_op *op) {
 
 static double slice_tokens(const lt_slice *s) { return s->end > s->begin ? (double)(s->end - s->begin) : 0.0; }
 
-void lt_cost_op_flops(const lt_cost_model *cm, const lt_slice *slices, size_t n, const lt_op *op,
-                      lt_op_flops *out) {
+/* lt_cost_op_flops at context-parallel degree cp. */
+static void op_flops(const lt_cost_model *cm, int cp, const lt_slice *slices, size_t n, const lt_op *op,
+                     lt_op_flops *out) {
     double tokens = 0, attn = 0;
     for (size_t i = 0; i < n; i++) {
         tokens += slice_tokens(&slices[i]);
-        if (op_has_attention(op)) attn += lt_cost_attention_flops(cm, (double)slices[i].begin, (double)slices[i].end);
+        if (op_has_attention(op)) attn += attention_flops(cm, cp, (double)slices[i].begin, (double)slices[i].end);
     }
     double nl = op_layers(op), r = op_recompute_layers(op);
-    double lin = lt_cost_linear_flops(cm, (lt_op_part)op->part, tokens);
-    out->linear = nl * lin + (op_has_head(cm, op) ? lt_cost_head_flops(cm, tokens) : 0.0);
+    double lin = linear_flops(cm, cp, (lt_op_part)op->part, tokens);
+    out->linear = nl * lin + (op_has_head(cm, op) ? head_flops(cm, cp, tokens) : 0.0);
     out->attention = nl * attn;
     out->recompute_linear = r * lin;
     out->recompute_attention = r * attn;
+}
+
+void lt_cost_op_flops(const lt_cost_model *cm, const lt_slice *slices, size_t n, const lt_op *op,
+                      lt_op_flops *out) {
+    op_flops(cm, cm->cp, slices, n, op, out);
 }
 
 double lt_cost_executed_flops(const lt_cost_model *cm, const lt_op_flops *f, lt_op_kind kind) {
@@ -332,25 +353,30 @@ static double out_elems(const lt_cost_model *cm, const lt_op *op) {
 /* The K/V ring exchange of context parallelism (Megatron CP: ring attention; each GPU holds
  * tokens / c of the unit, load-balanced causal chunks): per layer pass, c - 1 transfers of
  * the GPU's K and V, each `bytes`, over NVLink when the TP x CP group fits a node. */
-static double cp_ring_time(const lt_cost_model *cm, double local_tokens, double passes) {
-    if (cm->cp <= 1 || !(local_tokens > 0) || !(passes > 0)) return 0.0;
+static double cp_ring_time(const lt_cost_model *cm, int cp, double local_tokens, double passes) {
+    if (cp <= 1 || !(local_tokens > 0) || !(passes > 0)) return 0.0;
     double bytes = local_tokens * 2.0 * kv_local(cm) * cm->act_bytes;
-    bool intra = (long)cm->tp * cm->cp <= cm->hw.gpus_per_node;
+    bool intra = (long)cm->tp * cp <= cm->hw.gpus_per_node;
     double bw = intra ? cm->hw.p2p_intra_bytes_per_s : cm->hw.p2p_inter_bytes_per_s;
     double lat = intra ? cm->hw.p2p_intra_latency_s : cm->hw.p2p_inter_latency_s;
-    return passes * (double)(cm->cp - 1) * (lat + bytes / bw);
+    return passes * (double)(cp - 1) * (lat + bytes / bw);
 }
 
 /* The attention efficiency of a slice: at the causal length with the same work per GPU,
  * sqrt((end^2 - begin^2) / c) (docs/cost-model.md). */
-static double slice_attention_efficiency(const lt_cost_model *cm, const lt_slice *sl) {
+static double slice_attention_efficiency(const lt_cost_model *cm, int cp, const lt_slice *sl) {
     double b = (double)sl->begin, e = (double)sl->end;
-    return lt_hardware_efficiency(&cm->hw.attention, sqrt((e * e - b * b) / (double)cm->cp));
+    return lt_hardware_efficiency(&cm->hw.attention, sqrt((e * e - b * b) / (double)cp));
 }
 
-/* lt_cost_op, with the slices' attention efficiencies from attn_eff when not NULL (the
- * prepared bridge computes them once per slice: the same values, looked up once). */
-static void cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv,
+/* The context-parallel degree unit u's ops run at (cost.h, "DP-Merge units"): the unit's
+ * DP-Merge degree g when g > 1, else the model's cp. */
+static int unit_cp(const lt_cost_model *cm, const lt_unit *u) { return u->cp > 1 ? (int)u->cp : cm->cp; }
+
+/* lt_cost_op at context-parallel degree cp (cm->cp for lt_cost_op), with the slices' attention
+ * efficiencies from attn_eff when not NULL (the prepared bridge computes them once per
+ * slice: the same values, looked up once). */
+static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slices, size_t n, const bool *keeps_kv,
                     const double *attn_eff, const lt_op *op, lt_op_estimate *out) {
     memset(out, 0, sizeof *out);
     lt_op_kind kind = (lt_op_kind)op->kind;
@@ -358,7 +384,7 @@ static void cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, c
     bool backward = kind == LT_OP_B, head = op_has_head(cm, op), attn = op_has_attention(op);
     double nl = op_layers(op), r = op_recompute_layers(op);
     double peak = cm->hw.peak_flops;
-    double cp = (double)cm->cp; /* every per-GPU token count below is divided by it (exact at 1) */
+    double cp = (double)cp_degree; /* every per-GPU token count below is divided by it (exact at 1) */
 
     double tokens = 0, kv_tokens = 0;
     for (size_t i = 0; i < n; i++) {
@@ -366,7 +392,7 @@ static void cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, c
         if (keeps_kv && keeps_kv[i]) kv_tokens += slice_tokens(&slices[i]);
     }
     double local = tokens / cp; /* tokens one GPU of the CP group holds */
-    lt_cost_op_flops(cm, slices, n, op, &out->flops);
+    op_flops(cm, cp_degree, slices, n, op, &out->flops);
     out->executed_flops = lt_cost_executed_flops(cm, &out->flops, kind);
 
     /* time: GEMMs at the efficiency of the GPU's token count, attention per slice at the
@@ -377,10 +403,10 @@ static void cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, c
     if (attn) {
         for (size_t i = 0; i < n; i++) {
             double b = (double)slices[i].begin, e = (double)slices[i].end;
-            double per_layer = lt_cost_attention_flops(cm, b, e);
+            double per_layer = attention_flops(cm, cp_degree, b, e);
             if (per_layer <= 0) continue;
             double f = backward ? (cm->bwd_attn_factor * nl + r) * per_layer : nl * per_layer;
-            double eff = attn_eff ? attn_eff[i] : slice_attention_efficiency(cm, &slices[i]);
+            double eff = attn_eff ? attn_eff[i] : slice_attention_efficiency(cm, cp_degree, &slices[i]);
             out->attention_time += f / (peak * eff);
         }
     }
@@ -388,8 +414,8 @@ static void cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, c
     out->tp_comm_time = lt_cost_tp_comm_time(cm, local, (int)(passes * part_collectives(part)));
     /* CP ring: forward one K/V pass per layer, backward two (K/V again, then dK/dV) plus the
      * forward pass of its recomputed layers; hidden behind the attention it feeds */
-    if (attn && cm->cp > 1) {
-        out->cp_ring_time = cp_ring_time(cm, local, backward ? 2.0 * nl + r : nl);
+    if (attn && cp_degree > 1) {
+        out->cp_ring_time = cp_ring_time(cm, cp_degree, local, backward ? 2.0 * nl + r : nl);
         double exposed = out->cp_ring_time - out->attention_time;
         out->cp_comm_time = exposed > 0 ? exposed : 0.0;
     }
@@ -424,45 +450,65 @@ static void cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, c
 
 void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv, const lt_op *op,
                 lt_op_estimate *out) {
-    cost_op(cm, slices, n, keeps_kv, NULL, op, out);
+    cost_op(cm, cm->cp, slices, n, keeps_kv, NULL, op, out);
 }
 
-/* Whether the slice table holds a later slice of slice g's sample (slices of one sample are
- * in token order in the table, plans/schedule.h, so only later entries can be). */
-static bool has_later_slice(const lt_schedule *s, size_t g) {
-    const lt_slice *sl = &s->slices[g];
-    for (size_t j = g + 1; j < s->n_slices; j++)
-        if (s->slices[j].sample == sl->sample && s->slices[j].begin >= sl->end) return true;
+/* Whether slice table v[0..n) holds a later entry of entry g's sample (entries of one sample
+ * are in token order in the table, plans/schedule.h, so only later entries can be). */
+static bool has_later_slice(const lt_slice *v, size_t n, size_t g) {
+    for (size_t j = g + 1; j < n; j++)
+        if (v[j].sample == v[g].sample && v[j].begin >= v[g].end) return true;
     return false;
 }
 
-/* lt_cost_op for op of s, the keeps_kv flags and attention efficiencies of the slice table
- * from `all` and `eff` (indexed by slice) or, when NULL, found by scanning and looking up. */
-static void schedule_op(const lt_cost_model *cm, const lt_schedule *s, const bool *all, const double *eff,
-                        const lt_op *op, lt_op_estimate *out) {
+/* The K/V flags of a slice table v[0..n) from its order by sample (a new array, freed
+ * here): a slice keeps its keys/values unless it is its sample's last (token order). A new
+ * array of n flags (at least one). */
+static bool *table_keeps_kv(const lt_slice *v, size_t n, uint32_t *order) {
+    bool *keeps = lt_calloc_check(n ? n : 1, sizeof *keeps);
+    for (size_t i = 0; i + 1 < n; i++) keeps[order[i]] = v[order[i + 1]].sample == v[order[i]].sample;
+    free(order);
+    return keeps;
+}
+
+/* The prepared tables of one slice table: keys/values flags and efficiencies, or NULL (the
+ * scanning bridge). */
+typedef struct prepared_table {
+    const bool *keeps_kv;
+    const double *attn_eff;
+} prepared_table;
+
+/* lt_cost_op for op of s at its unit's context-parallel degree, over the slices it runs
+ * (lt_schedule_op_slices: a B of an asymmetric schedule runs its bunit's bslices), the
+ * keys/values flags and attention efficiencies of that slice table from `tab` (indexed by
+ * slice) or, when NULL, found by scanning and looking up. */
+static void schedule_op(const lt_cost_model *cm, const lt_schedule *s, const prepared_table *tab, const lt_op *op,
+                        lt_op_estimate *out) {
     if (s->layers != cm->model.layers) /* a programming error: the head would be misplaced */
         lt_die("schedule of %d layers priced with a model of %d layers", s->layers, cm->model.layers);
-    const lt_unit *u = &s->units[op->unit];
-    const lt_slice *slices = &s->slices[u->first_slice];
-    size_t n = u->n_slices;
-    const double *ueff = eff ? eff + u->first_slice : NULL;
-    if (op->kind == LT_OP_B || !op_has_attention(op)) { /* keys/values only matter to forwards over attention */
-        cost_op(cm, slices, n, NULL, ueff, op, out);
+    const lt_unit *u = lt_schedule_op_unit(s, op);
+    bool bwd_table = s->asym && op->kind == LT_OP_B;
+    size_t n, n_table = bwd_table ? s->n_bslices : s->n_slices;
+    const lt_slice *slices = lt_schedule_op_slices(s, op, &n), *table = bwd_table ? s->bslices : s->slices;
+    int cp = unit_cp(cm, u);
+    const double *ueff = tab ? tab->attn_eff + u->first_slice : NULL;
+    if (tab) { /* the flags of every op's slices (a B's cost does not depend on them) */
+        cost_op(cm, cp, slices, n, tab->keeps_kv + u->first_slice, ueff, op, out);
         return;
     }
-    if (all) {
-        cost_op(cm, slices, n, all + u->first_slice, ueff, op, out);
+    if (op->kind == LT_OP_B || !op_has_attention(op)) { /* keys/values only matter to forwards over attention */
+        cost_op(cm, cp, slices, n, NULL, ueff, op, out);
         return;
     }
     bool local[64] = {false};
     bool *keeps = n <= 64 ? local : lt_malloc_check(n * sizeof *keeps);
-    for (size_t i = 0; i < n; i++) keeps[i] = has_later_slice(s, u->first_slice + i);
-    cost_op(cm, slices, n, keeps, ueff, op, out);
+    for (size_t i = 0; i < n; i++) keeps[i] = has_later_slice(table, n_table, u->first_slice + i);
+    cost_op(cm, cp, slices, n, keeps, ueff, op, out);
     if (keeps != local) free(keeps);
 }
 
 void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt_op *op, lt_op_estimate *out) {
-    schedule_op(cm, s, NULL, NULL, op, out);
+    schedule_op(cm, s, NULL, op, out);
 }
 
 /* ------------------------------------------------------------------ the simulator bridge */
@@ -470,7 +516,7 @@ void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt
 static void sim_op_cost(void *ctx, const lt_schedule *s, int stage, const lt_op *op, lt_op_cost *out) {
     (void)stage;
     lt_op_estimate est;
-    schedule_op(ctx, s, NULL, NULL, op, &est);
+    schedule_op(ctx, s, NULL, op, &est);
     *out = est.cost;
 }
 
@@ -491,8 +537,10 @@ static void prepared_op_cost(void *ctx, const lt_schedule *s, int stage, const l
     (void)stage;
     const lt_cost_sim_ctx *c = ctx;
     lt_op_estimate est;
-    bool fresh = s == c->s && s->n_slices == c->n_slices;
-    schedule_op(c->cm, s, fresh ? c->keeps_kv : NULL, fresh ? c->attn_eff : NULL, op, &est);
+    bool fresh = s == c->s && s->n_slices == c->n_slices && s->n_bslices == c->n_bslices;
+    prepared_table tab = {c->keeps_kv, c->attn_eff};
+    if (s->asym && op->kind == LT_OP_B) tab = (prepared_table){c->bkeeps_kv, c->battn_eff};
+    schedule_op(c->cm, s, fresh ? &tab : NULL, op, &est);
     *out = est.cost;
 }
 
@@ -504,22 +552,35 @@ static double prepared_base_bytes(void *ctx, int stage) {
     return sim_base_bytes((void *)(uintptr_t)((const lt_cost_sim_ctx *)ctx)->cm, stage);
 }
 
+/* The attention efficiencies of a slice table v[0..n), each slice's at the degree of the unit
+ * holding it (the model's cp when none does; a slice in several units, which the simulator
+ * rejects, at the last one's). A new array (at least one entry). */
+static double *table_attn_eff(const lt_cost_model *cm, const lt_slice *v, size_t n, const lt_unit *units,
+                              size_t n_units) {
+    double *eff = lt_malloc_check((n ? n : 1) * sizeof *eff);
+    for (size_t i = 0; i < n; i++) eff[i] = slice_attention_efficiency(cm, cm->cp, &v[i]);
+    for (size_t u = 0; u < n_units; u++) {
+        int cp = unit_cp(cm, &units[u]);
+        if (cp == cm->cp) continue;
+        for (size_t i = units[u].first_slice; i < (size_t)units[u].first_slice + units[u].n_slices && i < n; i++)
+            eff[i] = slice_attention_efficiency(cm, cp, &v[i]);
+    }
+    return eff;
+}
+
 lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s) {
     free(ctx->keeps_kv);
+    free(ctx->attn_eff);
+    free(ctx->bkeeps_kv);
+    free(ctx->battn_eff);
     ctx->cm = cm;
     ctx->s = s;
     ctx->n_slices = s->n_slices;
-    ctx->keeps_kv = lt_calloc_check(s->n_slices ? s->n_slices : 1, sizeof *ctx->keeps_kv);
-    free(ctx->attn_eff);
-    ctx->attn_eff = lt_malloc_check((s->n_slices ? s->n_slices : 1) * sizeof *ctx->attn_eff);
-    for (size_t i = 0; i < s->n_slices; i++) ctx->attn_eff[i] = slice_attention_efficiency(cm, &s->slices[i]);
-    if (s->n_slices > 1) {
-        /* a slice keeps its K/V unless it is its sample's last in the table (token order) */
-        uint32_t *order = lt_schedule_slices_by_sample(s);
-        for (size_t i = 0; i + 1 < s->n_slices; i++)
-            ctx->keeps_kv[order[i]] = s->slices[order[i + 1]].sample == s->slices[order[i]].sample;
-        free(order);
-    }
+    ctx->n_bslices = s->n_bslices;
+    ctx->keeps_kv = table_keeps_kv(s->slices, s->n_slices, lt_schedule_slices_by_sample(s));
+    ctx->attn_eff = table_attn_eff(cm, s->slices, s->n_slices, s->units, s->n_units);
+    ctx->bkeeps_kv = table_keeps_kv(s->bslices, s->n_bslices, lt_schedule_bslices_by_sample(s));
+    ctx->battn_eff = table_attn_eff(cm, s->bslices, s->n_bslices, s->bunits, s->n_bunits);
     lt_sim_costs c = {ctx, prepared_op_cost, prepared_p2p_time, prepared_base_bytes};
     return c;
 }
@@ -528,5 +589,7 @@ void lt_cost_sim_ctx_free(lt_cost_sim_ctx *ctx) {
     if (!ctx) return;
     free(ctx->keeps_kv);
     free(ctx->attn_eff);
+    free(ctx->bkeeps_kv);
+    free(ctx->battn_eff);
     memset(ctx, 0, sizeof *ctx);
 }

@@ -33,6 +33,19 @@
  * spread over c GPUs, so per GPU all of the above is divided by c, and ops with attention
  * add the part of the K/V ring exchange that their attention does not hide.
  *
+ * DP-Merge units (SlimPack 4.1.1; plans/schedule.h lt_unit.cp): an op of a schedule whose
+ * unit (bunit, for a B of an asymmetric schedule) has cp = g > 1 is priced as if cm->cp
+ * were g: FLOPs, activation, K/V and work bytes, TP collective tokens and P2P payloads
+ * divided by g, the GEMM efficiency at tokens / g, the attention efficiency at
+ * sqrt((end^2 - begin^2) / g), the exposed K/V ring of g - 1 transfers per layer pass
+ * (intra-node when tp x g <= gpus_per_node). g need not divide dp (a DP-Merge group is any
+ * 2..max_cp of the dp ranks, not a CP layout of the model). g replaces the model's own cp
+ * c (it does not multiply it): a unit with g > 1 is spread over g GPUs per stage in all;
+ * a unit with cp 0 or 1 runs at c. The transfer time of its P2P payload uses the model's
+ * stages_per_node: the simulator's p2p_time callback does not know the op, and the
+ * pipelines of a DP-Merge group keep their own ranks (only what they carry shrinks).
+ * lt_cost_op itself prices at cm->cp; lt_cost_schedule_op and both bridges apply the rule.
+ *
  * Thread-safety: an initialised lt_cost_model is read-only; every function only reads it
  * (the callbacks of both bridges too, so simulations may run in parallel); preparing an
  * lt_cost_sim_ctx writes that ctx only.
@@ -212,10 +225,12 @@ typedef struct lt_op_estimate {
 void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv, const lt_op *op,
                 lt_op_estimate *out);
 
-/* lt_cost_op for an op of schedule s: keeps_kv[i] is true when the slice table holds a later
- * slice of the same sample (a scan of the later slices: O(slices) per slice of a forward op).
- * s->layers must equal the model's layers (a programming error otherwise: it dies with
- * file:line). */
+/* lt_cost_op for an op of schedule s, over the slices it runs (lt_schedule_op_slices: a B of
+ * an asymmetric schedule runs its bunit's bslices) at its unit's context-parallel degree
+ * (DP-Merge units above): keeps_kv[i] is true when the slice table holds a later slice of
+ * the same sample (a scan of the later slices: O(slices) per slice of a forward op; B ops
+ * and ops without attention do not depend on it and get NULL). s->layers must equal the
+ * model's layers (a programming error otherwise: it dies with file:line). */
 void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt_op *op, lt_op_estimate *out);
 
 /* The bridge to the simulator: op_cost = lt_cost_schedule_op's cost, p2p_time =
@@ -224,11 +239,11 @@ void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt
 lt_sim_costs lt_cost_sim_costs(const lt_cost_model *cm);
 
 /* The bridge for simulating one schedule many times (a planner's search): the K/V flags of
- * s's slice table are computed once, in O(slices log slices), instead of by a scan per op,
- * and so are the slices' attention efficiencies (the same values: costs are identical to
- * lt_cost_sim_costs's).
- * The flags hold for s as it is now: call again after changing its slice table (the
- * callbacks fall back to scanning when handed another schedule, or one whose slice count
+ * s's slice table (and bslice table) are computed once, in O(slices log slices), instead of
+ * by a scan per op, and so are the slices' attention efficiencies, each at the degree of
+ * the unit holding it (the same values: costs are identical to lt_cost_sim_costs's).
+ * The flags hold for s as it is now: call again after changing its tables (the callbacks
+ * fall back to scanning when handed another schedule, or one whose slice or bslice count
  * changed, but cannot see in-place edits). ctx must be zero-initialised before the first
  * call, outlive the returned table, and be freed with lt_cost_sim_ctx_free. */
 typedef struct lt_cost_sim_ctx {
@@ -236,7 +251,12 @@ typedef struct lt_cost_sim_ctx {
     const lt_schedule *s; /* the schedule prepared for */
     size_t n_slices;      /* its slice count then */
     bool *keeps_kv;       /* [n_slices]: a later slice of the same sample exists */
-    double *attn_eff;     /* [n_slices]: the slice's attention efficiency under cm */
+    double *attn_eff;     /* [n_slices]: the slice's attention efficiency under cm, at the
+                             context-parallel degree of its unit */
+    size_t n_bslices;     /* asymmetric schedules: its bslice count then (0 otherwise) */
+    bool *bkeeps_kv;      /* [n_bslices]: a later bslice of the same sample exists (passed
+                             to the B ops; a B's cost does not depend on it today) */
+    double *battn_eff;    /* [n_bslices]: as attn_eff, at the degree of its bunit */
 } lt_cost_sim_ctx;
 
 lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s);

@@ -44,6 +44,7 @@ void lt_step_plan_free(lt_step_plan *p) {
     free(p->ranks);
     free(p->lengths);
     free(p->sample_rank);
+    free(p->merges);
     lt_step_plan_init(p);
 }
 
@@ -78,5 +79,10 @@ lt_status lt_planner_config_from(lt_planner_config *pc, const lt_config *cfg, co
     if ((st = get_int(cfg, "parallel", "max_cp", &pc->max_cp, err)) != LT_OK) return st;
     if ((st = get_int(cfg, "plan", "chunkflow_k", &pc->chunkflow_k, err)) != LT_OK) return st;
     if ((st = get_int(cfg, "plan", "seq1f1b_slices", &pc->seq1f1b_slices, err)) != LT_OK) return st;
+    if ((st = get_int(cfg, "plan", "infinipipe_slices", &pc->infinipipe_slices, err)) != LT_OK) return st;
+    if ((st = get_int(cfg, "plan", "micropacks", &pc->micropacks, err)) != LT_OK) return st;
+    if ((st = lt_config_get_double(cfg, "plan", "dp_merge_margin", &pc->dp_merge_margin, err)) != LT_OK) return st;
+    if ((st = lt_config_get_double(cfg, "plan", "milp_time_limit", &pc->milp_time_limit, err)) != LT_OK) return st;
+    if ((st = lt_config_get_double(cfg, "plan", "milp_gap", &pc->milp_gap, err)) != LT_OK) return st;
     return LT_OK;
 }

@@ -83,6 +83,18 @@ typedef struct lt_rank_plan {
     double *stage_peak_mem; /* [pp] peak bytes per GPU of each stage (model states included) */
 } lt_rank_plan;
 
+/* A DP-Merge group (SlimPack 4.1.1): sample `sample` is trained by the cp consecutive
+ * pipelines ranks[first_rank .. first_rank + cp - 1] together with context parallelism of
+ * degree cp. Each member's schedule lists the sample's units with unit.cp = cp (the same
+ * slices and units in every member, which computes shard k = its position in the group of
+ * every slice: 1/cp of the tokens, ring attention over load-balanced causal shards);
+ * sample_rank[sample] = first_rank. */
+typedef struct lt_dp_merge {
+    int32_t sample;  /* step sample index */
+    int first_rank;  /* index into ranks[] */
+    int cp;          /* members = context-parallel degree, 2..max_cp */
+} lt_dp_merge;
+
 typedef struct lt_step_plan {
     uint64_t step;
     lt_strategy strategy;  /* the strategy that made this plan (auto: the one it picked) */
@@ -92,6 +104,8 @@ typedef struct lt_step_plan {
     size_t n_ranks;        /* pipelines (dp / cp for a static CP degree) */
     lt_rank_plan *ranks;   /* [n_ranks], in dp_rank order */
     int pp;                /* stages of every pipeline */
+    lt_dp_merge *merges;   /* [n_merges] DP-Merge groups (slimpack), by increasing sample */
+    size_t n_merges;
     /* predictions */
     double time_s;         /* max over pipelines of time_s, + the gradient synchronisation
                               (max over stages of lt_cost_dp_sync_time) */
@@ -101,8 +115,11 @@ typedef struct lt_step_plan {
     double solve_ms;       /* wall-clock planning time of this step (not deterministic) */
     char params[128];      /* the strategy's choices, "key=value" separated by spaces, e.g.
                               "cp=2 recompute=5" or "chunk_size=32768 k=2" */
-    char solver_status[16];/* "none" for the heuristics; [6/6]: optimal|feasible|timeout|infeasible */
-    lt_strategy runner_up; /* auto only ([6/6]); else LT_STRATEGY_COUNT */
+    char solver_status[16];/* "none" for the heuristics and when no MILP was solved; else the
+                              worst outcome of the step's CBC solves: optimal | feasible |
+                              timeout | infeasible (the last two: its fallback heuristic was
+                              used; plans/milp.h, docs/strategies.md) */
+    lt_strategy runner_up; /* auto: the second fastest strategy; else LT_STRATEGY_COUNT */
     double runner_up_time_s;
 } lt_step_plan;
 
@@ -119,6 +136,13 @@ typedef struct lt_planner_config {
     int64_t chunk_size;     /* plan.chunk_size; 0 = grid search per step */
     int chunkflow_k;        /* plan.chunkflow_k; 0 = grid search per step */
     int seq1f1b_slices;     /* plan.seq1f1b_slices >= 1 */
+    int infinipipe_slices;  /* plan.infinipipe_slices: N of InfiniPipe Alg. 1; 0 = tuned per step */
+    int micropacks;         /* plan.micropacks: slimpack's m per DP rank (a multiple of pp);
+                               0 = searched per step over m = i x pp (SlimPack 5.1) */
+    double dp_merge_margin; /* plan.dp_merge_margin: DP-Merge a sample whose forward FLOPs exceed
+                               a DP rank's capacity x (1 + margin) (SlimPack 4.1.1) */
+    double milp_time_limit; /* plan.milp_time_limit: seconds per CBC solve; 0 = no limit */
+    double milp_gap;        /* plan.milp_gap: relative gap at which CBC stops; 0 = optimal */
 } lt_planner_config;
 
 /* The planner config of a loaded config (lt_cost_model_from_config for cm, the [plan] and

@@ -45,6 +45,7 @@
 #ifndef LT_SCHEDULE_H
 #define LT_SCHEDULE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -57,10 +58,18 @@ typedef struct lt_slice {
     int64_t end;    /* one past the last token; end > begin */
 } lt_slice;
 
-/* What one op processes: slices [first_slice, first_slice + n_slices) of the slice table. */
+/* What one op processes: slices [first_slice, first_slice + n_slices) of the slice table
+ * (of the backward slice table for the units of an asymmetric schedule's backward
+ * partition, below). */
 typedef struct lt_unit {
     uint32_t first_slice;
     uint32_t n_slices;
+    uint16_t cp; /* context-parallel degree of this unit beyond the pipeline's own: 0 or 1 =
+                    none; g > 1 = the unit's tokens are spread over the g pipelines of a
+                    DP-Merge group (SlimPack 4.1.1), each of which lists the same unit and
+                    computes 1/g of every slice (ring attention over load-balanced causal
+                    shards); the cost model prices it as CP of degree g (plans/cost.h) */
+    uint16_t reserved; /* 0 */
 } lt_unit;
 
 typedef enum lt_op_kind {
@@ -94,6 +103,38 @@ typedef struct lt_stage_ops {
     size_t n, cap;
 } lt_stage_ops;
 
+/*
+ * Asymmetric schedules (SlimPack 4.1.2, 4.2: backward MicroPacks regroup the slices of the
+ * forward MicroPacks so that each carries an equal backward workload). An asymmetric
+ * schedule has a second pair of tables, the backward partition: bslices (token ranges,
+ * cut where the backward pass wants them, which need not be where the forward cut) and
+ * bunits (runs of consecutive bslices). Its B ops name bunits; its F ops name units (FK is
+ * not used with a backward partition). A symmetric schedule (asym = false, the default)
+ * has empty backward tables and its B ops name units, as before.
+ *
+ * Rules of the backward partition (checked by lt_schedule_check):
+ *   - per sample, the bslices cover exactly the tokens the slices cover, and appear in the
+ *     bslice table in token order without overlapping (like the slices);
+ *   - every bunit is a non-empty run of bslices; a bslice is in at most one bunit;
+ *   - bunit.cp is the cp of the forward units that hold its tokens (a DP-Merge unit's
+ *     tokens are regrouped only with tokens of the same group; cp 0 and 1 are the same).
+ * Dependencies of a B over bunit v, range r, stage s (replacing the symmetric ones):
+ *   - activations: after the first F (in op-id order) over range r of every forward unit
+ *     that holds a token of v (lt_schedule_bunit_overlaps); that F must run on stage s (its
+ *     activations are produced there), and a bunit none of whose tokens is in a forward
+ *     unit is an error;
+ *   - model path: after the B of v starting where it ends (as before: the k-th B of (v,
+ *     range) with the k-th B of v starting at its end); at the model's end, the activation
+ *     edges above (the Fs there);
+ *   - slices: after the last B over range r of the bunit holding bslice j + 1 of the same
+ *     sample, where v holds bslice j (dK/dV flow backwards: FILO within a sample).
+ * Forward ops keep the symmetric rules (over the slice table).
+ * Memory: the first F over range r of forward unit u holds act_bytes + kv_bytes from its
+ * start; each B over range r of a bunit that covers x of u's T tokens frees (act_bytes +
+ * kv_bytes) x x / T of it at its end (activations and keys/values are linear in tokens; the
+ * last such B, in its stage's order, frees the rest, so a complete schedule ends at the
+ * base). A later F over the same range of u has no B and holds its act_bytes to the end.
+ */
 typedef struct lt_schedule {
     int stages; /* pipeline stages P >= 1 */
     int layers; /* model layers L >= stages */
@@ -102,18 +143,45 @@ typedef struct lt_schedule {
     lt_unit *units;
     size_t n_units, cap_units;
     lt_stage_ops *stage; /* [stages] */
+    /* the backward partition (asymmetric schedules only) */
+    bool asym;           /* set by the first lt_schedule_add_bslice / _add_bunit */
+    lt_slice *bslices;
+    size_t n_bslices, cap_bslices;
+    lt_unit *bunits;
+    size_t n_bunits, cap_bunits;
 } lt_schedule;
 
 /* An empty schedule of P stages over L layers. LT_ERR_USAGE when P < 1 or L < P. */
 lt_status lt_schedule_init(lt_schedule *s, int stages, int layers, lt_error *err);
 void lt_schedule_free(lt_schedule *s);
-/* Drops every slice, unit and op; keeps stages, layers and the allocations. */
+/* Drops every slice, unit and op and the backward partition (asym = false); keeps stages,
+ * layers and the allocations. */
 void lt_schedule_clear(lt_schedule *s);
 
 /* Append a slice; returns its index. Aborts with a message on allocation failure. */
 uint32_t lt_schedule_add_slice(lt_schedule *s, int32_t sample, int64_t begin, int64_t end);
 /* Append a unit over the last n slices added; returns its index. */
 uint32_t lt_schedule_add_unit(lt_schedule *s, uint32_t first_slice, uint32_t n_slices);
+/* The backward partition of an asymmetric schedule (set asym): append a bslice / a bunit
+ * over bslices [first_bslice, first_bslice + n). Return the index. */
+uint32_t lt_schedule_add_bslice(lt_schedule *s, int32_t sample, int64_t begin, int64_t end);
+uint32_t lt_schedule_add_bunit(lt_schedule *s, uint32_t first_bslice, uint32_t n_bslices);
+
+/* The unit an op runs: s->bunits[op->unit] for a B of an asymmetric schedule, else
+ * s->units[op->unit]; and the slice table its first_slice indexes (bslices or slices). */
+const lt_unit *lt_schedule_op_unit(const lt_schedule *s, const lt_op *op);
+const lt_slice *lt_schedule_op_slices(const lt_schedule *s, const lt_op *op, size_t *n_slices_of_op);
+
+/* The forward units holding the tokens of each bunit of an asymmetric schedule, by a sweep
+ * over each sample's slices and bslices in token order: for bunit v, entries [(*off)[v],
+ * (*off)[v + 1]) of *units and *tokens name each such forward unit once (in the order the
+ * sweep meets them: by sample, then token) with how many of v's tokens it holds. New
+ * arrays, free() them (*off has n_bunits + 1 entries). Assumes the token-order rules of
+ * lt_schedule_check for slices and bslices; a slice in no unit or a bslice in no bunit is
+ * skipped, a slice in several units (a bslice in several bunits) counts for the first.
+ * O((S + B) log(S + B)) for S slices and B bslices. */
+void lt_schedule_bunit_overlaps(const lt_schedule *s, uint32_t **off, uint32_t **units, int64_t **tokens);
+
 /* Append an op to stage's list. */
 void lt_schedule_add_op(lt_schedule *s, int stage, lt_op op);
 /* An op of `kind` over the whole layer block of `stage` (lt_schedule_stage_layers). */
@@ -127,22 +195,29 @@ void lt_schedule_stage_layers(int layers, int stages, int s, uint32_t *begin, ui
  * 3 * layer_begin .. 3 * layer_end). */
 void lt_op_positions(const lt_op *op, uint32_t *pb, uint32_t *pe);
 
-/* Total tokens of unit u. */
+/* Total tokens of unit u (of the forward units). */
 int64_t lt_schedule_unit_tokens(const lt_schedule *s, uint32_t u);
+/* Total tokens of the unit an op runs (lt_schedule_op_unit). */
+int64_t lt_schedule_op_tokens(const lt_schedule *s, const lt_op *op);
 /* Total ops over all stages. */
 size_t lt_schedule_n_ops(const lt_schedule *s);
 
 /* The slice indices sorted by sample, then table order (= token order within a sample):
  * a new array of n_slices entries (at least one allocated), free() it. */
 uint32_t *lt_schedule_slices_by_sample(const lt_schedule *s);
+/* The same for the bslice table of an asymmetric schedule (n_bslices entries). */
+uint32_t *lt_schedule_bslices_by_sample(const lt_schedule *s);
 
 /* Structural checks: indices in range, slices non-empty and in token order per sample, each
- * unit's slices a valid range, op layer ranges valid. LT_ERR_INPUT naming the first fault.
+ * unit's slices a valid range and reserved 0, op layer ranges valid; for an asymmetric
+ * schedule the rules of the backward partition above, no FK and every B naming a bunit
+ * (a symmetric one has empty backward tables). LT_ERR_INPUT naming the first fault.
  * (Dependency cycles are the simulator's to find: lt_sim_run reports a deadlock.) */
 lt_status lt_schedule_check(const lt_schedule *s, lt_error *err);
 
 /* Short name of an op for messages and timelines: "F3", "FK3", "B3", with the part
- * ("F3.attn@L5") when part != ALL. Writes at most n bytes; returns buf. */
+ * ("F3.attn@L5") when part != ALL. The number is op->unit: in an asymmetric schedule "B3"
+ * is bunit 3, "F3" unit 3. Writes at most n bytes; returns buf. */
 const char *lt_op_name(const lt_op *op, char *buf, size_t n);
 
 /* ---- Generators (plans/schedule_gen.c; docs/schedules.md) ----
@@ -229,6 +304,20 @@ void lt_sched_seq1f1b(lt_schedule *s, const uint32_t *order, size_t n);
  * `order` (FK or F), a group's re-run forwards right after its last chunk; backward stream:
  * a group's backwards at its last chunk; merged 1F1B-style as above. */
 void lt_sched_chunkflow(lt_schedule *s, const uint32_t *order, size_t n, int k);
+
+/* PackFlow (SlimPack 4.2, Figs. 5, 8, 9): 1F1B over an asymmetric schedule. The forward
+ * stream is the forward units in `forder` (nf distinct unit indices; NULL = 0..nf-1), the
+ * backward stream the bunits in `border` (nb; NULL = 0..nb-1), merged by the 1F1B rule
+ * above with need(j) = 1 + the largest position in the forward stream of a forward unit
+ * holding a token of backward units border[0..j]. A backward MicroPack whose slices are
+ * not all forwarded yet thus waits for more forwards: the "extra forward MicroPack" of
+ * Fig. 9. Whole-stage ops, F and B only. The caller lists each sample's forward units in
+ * token order in forder and orders border FILO within every sample (a sample's later tokens
+ * first); then the simulator finds no deadlock. Every bunit of border must hold tokens of
+ * forward units, all of them in forder (LT_CHECK). On a schedule whose backward partition
+ * equals the forward one, with lt_sched_seq1f1b's backward order as border, this is
+ * lt_sched_seq1f1b's op lists. */
+void lt_sched_packflow(lt_schedule *s, const uint32_t *forder, size_t nf, const uint32_t *border, size_t nb);
 
 /* Several 1F1B pipelines in sequence (InfiniPipe 3.3.1): group g is units
  * order[group_start[g] .. group_start[g+1]) (group_start[0] = 0, group_start[n_groups] = n),

@@ -1,10 +1,11 @@
 /*
  * plans/schedule_gen.c — the classic pipeline schedules over the one schedule representation
  * (plans/schedule.h): units from sample lengths (whole, sliced, ChunkFlow chunks), and the
- * per-stage op lists of GPipe, 1F1B, Seq1F1B, ChunkFlow's state-aware 1F1B, several 1F1B
- * pipelines in sequence (InfiniPipe 3.3.1) and HelixPipe's two-fold FILO.
+ * per-stage op lists of GPipe, 1F1B, Seq1F1B, ChunkFlow's state-aware 1F1B, SlimPack's
+ * PackFlow over an asymmetric schedule, several 1F1B pipelines in sequence (InfiniPipe
+ * 3.3.1) and HelixPipe's two-fold FILO.
  *
- * Every 1F1B-family generator is one interleaver (interleave_1f1b): a stream of forward-family
+ * Every 1F1B-family generator is one merge (merge_1f1b): a stream of forward-family
  * ops and a stream of backward ops, both the same on every stage, merged per stage so that
  * stage s keeps P - s - 1 more forwards in flight than the last stage. Their order within a
  * stage is the only thing a generator decides; dependencies are the simulator's (schedule.h).
@@ -15,7 +16,9 @@
  * forward per earlier stage), so whatever the j-th backward of stage s + 1 waits for was
  * issued on stage s before stage s's j-th backward. The slice rules hold because the
  * forward stream keeps each sample's slices in token order and the backward stream
- * reverses them (FILO within a sample, Seq1F1B; ChunkFlow 4.2).
+ * reverses them (FILO within a sample, Seq1F1B; ChunkFlow 4.2). PackFlow's backwards
+ * consume the forwards of several units: need(j) counts up to the last of them, so the
+ * same argument holds (the caller orders the bunits FILO within every sample).
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -197,18 +200,24 @@ void lt_sched_units_chunked_budget(lt_schedule *s, const int64_t *lengths, size_
 
 /* ---- shared helpers --------------------------------------------------------------------- */
 
-/* The order to use: `order` or 0..n-1, checked (in range, no unit twice). Free the result. */
-static uint32_t *resolve_order(const lt_schedule *s, const uint32_t *order, size_t n) {
+/* The order to use: `order` or 0..n-1, checked (in range of the `count` units, no unit
+ * twice). Free the result. */
+static uint32_t *resolve_order_of(size_t count, const uint32_t *order, size_t n) {
     uint32_t *o = lt_malloc_check((n ? n : 1) * sizeof *o);
-    unsigned char *seen = lt_calloc_check(s->n_units ? s->n_units : 1, 1);
+    unsigned char *seen = lt_calloc_check(count ? count : 1, 1);
     for (size_t i = 0; i < n; i++) {
         o[i] = order ? order[i] : (uint32_t)i;
-        LT_CHECK(o[i] < s->n_units);
+        LT_CHECK(o[i] < count);
         LT_CHECK(!seen[o[i]]);
         seen[o[i]] = 1;
     }
     free(seen);
     return o;
+}
+
+/* resolve_order_of over the forward units. */
+static uint32_t *resolve_order(const lt_schedule *s, const uint32_t *order, size_t n) {
+    return resolve_order_of(s->n_units, order, n);
 }
 
 /* One forward-family op of the forward stream. */
@@ -219,28 +228,18 @@ typedef struct fwd_op {
 
 /*
  * The 1F1B merge. fw[0..nf) is the forward stream, bw[0..nb) the units of the backward
- * stream; each bw unit has exactly one F (kind LT_OP_F) in fw. Stage s (w = P - s - 1
- * warm-up forwards in plain 1F1B) issues, before its j-th backward,
+ * stream (bunits in an asymmetric schedule), need[j] (non-decreasing, >= 1) how many
+ * forwards of the stream it takes to include every forward backwards 0..j consume. Stage s
+ * (w = P - s - 1 warm-up forwards in plain 1F1B) issues, before its j-th backward,
  *     f_s(j) = min(nf, max(f_s(j-1) + 1, need(j) + w)),   f_s(-1) = w,
- * forwards, where need(j) = 1 + the largest stream position of the F of bw[0..j]: one more
- * forward per backward in the steady phase, and w more than the last stage needs to start
- * backward j. For whole units need(j) = j + 1 and this is Megatron's 1F1B (warm-up w, then
- * one F one B, then the cool-down). When a sample of N slices must be forwarded entirely
- * before its first backward, stage s holds w + N units at once: InfiniPipe Eq. 7,
- * |W_p(t)| = d_p - p + N_prefill (p counted from 1).
+ * forwards: one more forward per backward in the steady phase, and w more than the last
+ * stage needs to start backward j. For whole units need(j) = j + 1 and this is Megatron's
+ * 1F1B (warm-up w, then one F one B, then the cool-down). When a sample of N slices must be
+ * forwarded entirely before its first backward, stage s holds w + N units at once:
+ * InfiniPipe Eq. 7, |W_p(t)| = d_p - p + N_prefill (p counted from 1).
  */
-static void interleave_1f1b(lt_schedule *s, const fwd_op *fw, size_t nf, const uint32_t *bw, size_t nb) {
-    size_t *pos_f = lt_malloc_check((s->n_units ? s->n_units : 1) * sizeof *pos_f);
-    for (size_t u = 0; u < s->n_units; u++) pos_f[u] = SIZE_MAX;
-    for (size_t i = 0; i < nf; i++)
-        if (fw[i].kind == LT_OP_F) pos_f[fw[i].unit] = i;
-    size_t *need = lt_malloc_check((nb ? nb : 1) * sizeof *need);
-    size_t mx = 0;
-    for (size_t j = 0; j < nb; j++) {
-        LT_CHECK(pos_f[bw[j]] != SIZE_MAX);
-        if (pos_f[bw[j]] + 1 > mx) mx = pos_f[bw[j]] + 1;
-        need[j] = mx;
-    }
+static void merge_1f1b(lt_schedule *s, const fwd_op *fw, size_t nf, const uint32_t *bw, size_t nb,
+                       const size_t *need) {
     for (int st = 0; st < s->stages; st++) {
         size_t w = (size_t)(s->stages - st - 1), issued = 0, f = w;
         for (size_t j = 0; j < nb; j++) {
@@ -253,6 +252,23 @@ static void interleave_1f1b(lt_schedule *s, const fwd_op *fw, size_t nf, const u
         for (; issued < nf; issued++)
             lt_schedule_add_stage_op(s, st, (lt_op_kind)fw[issued].kind, fw[issued].unit, 0);
     }
+}
+
+/* The merge of a symmetric schedule: each bw unit has exactly one F (kind LT_OP_F) in fw,
+ * and need(j) = 1 + the largest stream position of the F of bw[0..j]. */
+static void interleave_1f1b(lt_schedule *s, const fwd_op *fw, size_t nf, const uint32_t *bw, size_t nb) {
+    size_t *pos_f = lt_malloc_check((s->n_units ? s->n_units : 1) * sizeof *pos_f);
+    for (size_t u = 0; u < s->n_units; u++) pos_f[u] = SIZE_MAX;
+    for (size_t i = 0; i < nf; i++)
+        if (fw[i].kind == LT_OP_F) pos_f[fw[i].unit] = i;
+    size_t *need = lt_malloc_check((nb ? nb : 1) * sizeof *need);
+    size_t mx = 0;
+    for (size_t j = 0; j < nb; j++) {
+        LT_CHECK(pos_f[bw[j]] != SIZE_MAX);
+        if (pos_f[bw[j]] + 1 > mx) mx = pos_f[bw[j]] + 1;
+        need[j] = mx;
+    }
+    merge_1f1b(s, fw, nf, bw, nb, need);
     free(need);
     free(pos_f);
 }
@@ -390,6 +406,43 @@ void lt_sched_chunkflow(lt_schedule *s, const uint32_t *order, size_t n, int k) 
     uint32_t *o = resolve_order(s, order, n);
     slice_1f1b(s, o, n, k);
     free(o);
+}
+
+void lt_sched_packflow(lt_schedule *s, const uint32_t *forder, size_t nf, const uint32_t *border, size_t nb) {
+    uint32_t *fo = resolve_order(s, forder, nf), *bo = resolve_order_of(s->n_bunits, border, nb);
+    size_t *pos_f = lt_malloc_check((s->n_units ? s->n_units : 1) * sizeof *pos_f);
+    for (size_t u = 0; u < s->n_units; u++) pos_f[u] = SIZE_MAX;
+    fwd_op *fw = lt_malloc_check((nf ? nf : 1) * sizeof *fw);
+    for (size_t i = 0; i < nf; i++) {
+        fw[i] = (fwd_op){LT_OP_F, fo[i]};
+        pos_f[fo[i]] = i;
+    }
+    /* SlimPack 4.2 ("the backward pass for a sample can only begin after all of its slices
+     * have completed their forward pass"): backward MicroPack j waits for the forwards of
+     * every forward MicroPack holding its tokens; when they are not all in yet, the merge
+     * issues more forwards first (the extra forward MicroPack of Fig. 9) */
+    uint32_t *off, *units;
+    int64_t *tokens;
+    lt_schedule_bunit_overlaps(s, &off, &units, &tokens);
+    size_t *need = lt_malloc_check((nb ? nb : 1) * sizeof *need);
+    size_t mx = 0;
+    for (size_t j = 0; j < nb; j++) {
+        LT_CHECK(off[bo[j]] < off[bo[j] + 1]); /* its tokens are in some forward unit */
+        for (uint32_t q = off[bo[j]]; q < off[bo[j] + 1]; q++) {
+            LT_CHECK(pos_f[units[q]] != SIZE_MAX); /* ... which is forwarded */
+            if (pos_f[units[q]] + 1 > mx) mx = pos_f[units[q]] + 1;
+        }
+        need[j] = mx;
+    }
+    merge_1f1b(s, fw, nf, bo, nb, need);
+    free(need);
+    free(tokens);
+    free(units);
+    free(off);
+    free(fw);
+    free(pos_f);
+    free(bo);
+    free(fo);
 }
 
 void lt_sched_multi_1f1b(lt_schedule *s, const uint32_t *order, size_t n, const size_t *group_start,

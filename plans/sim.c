@@ -8,9 +8,14 @@
  *      class, range) holds the instances of plans/schedule.h in op-id order. Ranges of one
  *      (unit, class) may not overlap unless equal, so inside a class the order by begin is
  *      also the order by end, and "the op of unit u ending at position p" is a binary search
- *      among the unit's few ops: no hash of ops, memory linear in ops;
+ *      among the unit's few ops: no hash of ops, memory linear in ops. In an asymmetric
+ *      schedule the B ops name bunits: the index keys are the forward units 0..U-1, then
+ *      the bunits U..U+V-1 (op_key), so one index serves both partitions;
  *   3. the slice neighbours: for each unit, the other units holding the previous (next)
- *      slice of one of its samples, deduplicated (a hash of sample -> last slice seen);
+ *      slice of one of its samples, deduplicated (a hash of sample -> last slice seen); in
+ *      an asymmetric schedule the same over the bslices for the bunits, and for each bunit
+ *      the forward units holding its tokens (lt_schedule_bunit_overlaps: a sweep over the
+ *      samples' token ranges, once per run, so a B finds its activations without a scan);
  *   4. the predecessor lists of every op (model path, activations, slices, stage order),
  *      with the transfer time on model-path edges between stages (SlimPack 4.3.1);
  *   5. start and finish times by the longest path (SlimPack Eqs. 1-2): a depth-first walk
@@ -84,7 +89,8 @@ typedef struct sim_priv {
     uint32_t *unit_off; /* [n_units + 1] into index */
     uint32_t *prev_off, *next_off; /* [n_units + 1] into prev_units / next_units */
     uint32_t *stamp;               /* [n_units] */
-    /* per slice */
+    double *utok;                  /* [n_units] asymmetric: a forward unit's tokens */
+    /* per slice (asymmetric schedules: the slices, then the bslices) */
     size_t cap_slices;
     uint32_t *slice_unit, *slice_prev, *prev_units, *next_units;
     /* sample -> last slice seen (open addressing) */
@@ -94,6 +100,16 @@ typedef struct sim_priv {
     /* memory sweep */
     size_t cap_heap;
     mem_free *heap;
+    /* asymmetric schedules (SlimPack 4.1.2): the backward partition */
+    bool asym;
+    uint32_t n_fwd;                     /* forward units: the index key of bunit v is n_fwd + v */
+    size_t n_keys;                      /* n_fwd + bunits */
+    uint32_t *ov_off, *ov_unit;         /* lt_schedule_bunit_overlaps of the run */
+    int64_t *ov_tok;
+    size_t cap_asym_ops, cap_frac;
+    double *held;                       /* [n_ops] an F's act + kv bytes not yet freed */
+    uint32_t *takers;                   /* [n_ops] B ops yet to free a share of that F */
+    double *frac;                       /* [edges] activation edge: the share of the F it frees */
     /* result arrays' capacities */
     size_t cap_res_ops, cap_res_stages;
 } sim_priv;
@@ -148,6 +164,18 @@ static const char *op_label(const sim_priv *p, uint32_t id, char *buf, size_t n)
     snprintf(buf, n, "%s@s%u", lt_op_name(p->op[id], name, sizeof name), p->stage[id]);
     return buf;
 }
+
+/* The index key of an op's unit: the unit, or n_fwd + the bunit for a B of an asymmetric
+ * schedule. */
+static uint32_t op_key(const sim_priv *p, const lt_op *op) {
+    return p->asym && op->kind == LT_OP_B ? p->n_fwd + op->unit : op->unit;
+}
+
+/* "unit" or "bunit": what index key k names. */
+static const char *key_word(const sim_priv *p, size_t k) { return k >= p->n_fwd ? "bunit" : "unit"; }
+
+/* Index key k's number in its own table. */
+static uint32_t key_number(const sim_priv *p, size_t k) { return (uint32_t)(k >= p->n_fwd ? k - p->n_fwd : k); }
 
 /* A path position boundary in words: "layer 4", "layer 4 attention", "layer 4 post-attention". */
 static const char *position_name(uint32_t pos, char *buf, size_t n) {
@@ -268,7 +296,17 @@ static void reserve_units(sim_priv *p, size_t n_units) {
     RESIZE(p->prev_off, c);
     RESIZE(p->next_off, c);
     RESIZE(p->stamp, c);
+    RESIZE(p->utok, c);
     p->cap_units = c;
+}
+
+/* Per-op arrays of asymmetric schedules' memory (allocated only for them). */
+static void reserve_asym_ops(sim_priv *p, size_t n) {
+    if (n + 1 <= p->cap_asym_ops) return;
+    size_t c = next_cap(p->cap_asym_ops, n + 1);
+    RESIZE(p->held, c);
+    RESIZE(p->takers, c);
+    p->cap_asym_ops = c;
 }
 
 static void reserve_slices(sim_priv *p, size_t n_slices) {
@@ -298,6 +336,13 @@ static void reserve_edges(sim_priv *p, size_t n) {
     p->cap_edges = c;
 }
 
+static void reserve_frac(sim_priv *p, size_t n) {
+    if (n <= p->cap_frac) return;
+    size_t c = next_cap(p->cap_frac, n);
+    RESIZE(p->frac, c);
+    p->cap_frac = c;
+}
+
 void lt_sim_free(lt_sim *sim) {
     if (!sim) return;
     sim_priv *p = sim->priv;
@@ -306,7 +351,8 @@ void lt_sim_free(lt_sim *sim) {
                           p->kv_end,   p->kv_of,    p->pred_off,   p->det,        p->cursor,     p->stack,
                           p->state,    p->pred,     p->comm,       p->kind,       p->unit_off,   p->prev_off,
                           p->next_off, p->stamp,    p->slice_unit, p->slice_prev, p->prev_units, p->next_units,
-                          p->hkey,     p->hval,     p->heap};
+                          p->hkey,     p->hval,     p->heap,       p->utok,       p->ov_off,     p->ov_unit,
+                          p->ov_tok,   p->held,     p->takers,     p->frac};
         for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
         free(p);
     }
@@ -338,7 +384,7 @@ void lt_sim_op_at(const lt_sim *sim, size_t id, int *stage, size_t *index) {
 static void unit_op_cost(void *ctx, const lt_schedule *s, int stage, const lt_op *op, lt_op_cost *out) {
     (void)ctx;
     (void)stage;
-    double tokens = (double)lt_schedule_unit_tokens(s, op->unit);
+    double tokens = (double)lt_schedule_op_tokens(s, op); /* a B of an asymmetric schedule: its bunit's */
     out->time = op->kind == LT_OP_B ? 2 * tokens : tokens;
     out->act_bytes = op->kind == LT_OP_F ? 1 : 0;
 }
@@ -379,10 +425,10 @@ static lt_status collect_ops(lt_sim *sim, sim_priv *p, const lt_schedule *s, con
 }
 
 /* Step 2: the op index (see the file comment) and each op's instance number. */
-static lt_status build_index(sim_priv *p, const lt_schedule *s, size_t n, lt_error *err) {
-    size_t nu = s->n_units;
+static lt_status build_index(sim_priv *p, size_t n, lt_error *err) {
+    size_t nu = p->n_keys;
     memset(p->unit_off, 0, (nu + 1) * sizeof *p->unit_off);
-    for (size_t id = 0; id < n; id++) p->unit_off[p->op[id]->unit + 1]++;
+    for (size_t id = 0; id < n; id++) p->unit_off[op_key(p, p->op[id]) + 1]++;
     for (size_t u = 0; u < nu; u++) p->unit_off[u + 1] += p->unit_off[u];
     memcpy(p->stamp, p->unit_off, nu * sizeof *p->stamp); /* fill cursors */
     for (size_t id = 0; id < n; id++) {
@@ -390,7 +436,7 @@ static lt_status build_index(sim_priv *p, const lt_schedule *s, size_t n, lt_err
         uint32_t pb, pe;
         lt_op_positions(op, &pb, &pe);
         unsigned cls = op->kind == LT_OP_B ? CLS_BWD : CLS_FWD;
-        p->index[p->stamp[op->unit]++] = (keyed_op){make_key(cls, pb, pe), (uint32_t)id, 0};
+        p->index[p->stamp[op_key(p, op)]++] = (keyed_op){make_key(cls, pb, pe), (uint32_t)id, 0};
     }
     for (size_t u = 0; u < nu; u++) {
         uint32_t lo = p->unit_off[u], hi = p->unit_off[u + 1];
@@ -406,8 +452,8 @@ static lt_status build_index(sim_priv *p, const lt_schedule *s, size_t n, lt_err
                 if (i > lo && key_cls(prev) == key_cls(key) && key_begin(key) < key_end(prev)) {
                     char a[64], b[64];
                     return lt_fail(err, LT_ERR_INPUT, "schedule",
-                                   "unit %zu: %s and %s run overlapping but different layer ranges", u,
-                                   op_label(p, p->index[i - 1].id, a, sizeof a),
+                                   "%s %u: %s and %s run overlapping but different layer ranges", key_word(p, u),
+                                   key_number(p, u), op_label(p, p->index[i - 1].id, a, sizeof a),
                                    op_label(p, p->index[i].id, b, sizeof b));
                 }
             }
@@ -417,38 +463,61 @@ static lt_status build_index(sim_priv *p, const lt_schedule *s, size_t n, lt_err
     return LT_OK;
 }
 
-/* Step 3: slice -> unit, slice -> previous slice of its sample, and each unit's neighbours
- * (the other units holding the previous / next slice of one of its samples). */
-static lt_status build_neighbours(sim_priv *p, const lt_schedule *s, lt_error *err) {
-    size_t ns = s->n_slices, nu = s->n_units;
-    for (size_t j = 0; j < ns; j++) p->slice_unit[j] = NONE;
-    for (size_t u = 0; u < nu; u++) {
-        const lt_unit *un = &s->units[u];
-        for (uint32_t j = un->first_slice; j < un->first_slice + un->n_slices; j++) {
-            if (p->slice_unit[j] != NONE)
-                return lt_fail(err, LT_ERR_INPUT, "schedule", "slice %u is in units %u and %zu", j, p->slice_unit[j],
-                               u);
-            p->slice_unit[j] = (uint32_t)u;
-        }
+/* The unit of index key k and the offset of its slice table in the virtual one (slices,
+ * then bslices). */
+static const lt_unit *key_unit(const sim_priv *p, const lt_schedule *s, size_t k, size_t *base) {
+    if (k < p->n_fwd) {
+        *base = 0;
+        return &s->units[k];
     }
+    *base = s->n_slices;
+    return &s->bunits[k - p->n_fwd];
+}
+
+/* slice_prev over one slice table, entries [base, base + n) of the virtual one. */
+static void link_previous(sim_priv *p, const lt_slice *v, size_t n, size_t base) {
     size_t mask = p->cap_hash - 1;
     for (size_t h = 0; h <= mask; h++) p->hkey[h] = -1;
-    for (size_t j = 0; j < ns; j++) {
-        int32_t sample = s->slices[j].sample;
+    for (size_t j = 0; j < n; j++) {
+        int32_t sample = v[j].sample;
         size_t h = (size_t)(((uint64_t)(uint32_t)sample * UINT64_C(0x9e3779b97f4a7c15)) >> 20) & mask;
         while (p->hkey[h] != -1 && p->hkey[h] != sample) h = (h + 1) & mask;
-        p->slice_prev[j] = p->hkey[h] == sample ? p->hval[h] : NONE;
+        p->slice_prev[base + j] = p->hkey[h] == sample ? p->hval[h] : NONE;
         p->hkey[h] = sample;
-        p->hval[h] = (uint32_t)j;
+        p->hval[h] = (uint32_t)(base + j);
     }
+}
+
+/* Step 3: slice -> unit, slice -> previous slice of its sample, and each unit's neighbours
+ * (the other units holding the previous / next slice of one of its samples). Asymmetric
+ * schedules: the same over the bslices and bunits (a second, virtual part of the tables),
+ * then each bunit's forward units (its activations) and each forward unit's tokens. */
+static lt_status build_neighbours(sim_priv *p, const lt_schedule *s, lt_error *err) {
+    size_t nv = s->n_slices + (p->asym ? s->n_bslices : 0), nu = p->n_keys;
+    for (size_t j = 0; j < nv; j++) p->slice_unit[j] = NONE;
+    for (size_t u = 0; u < nu; u++) {
+        size_t base;
+        const lt_unit *un = key_unit(p, s, u, &base);
+        for (uint32_t j = un->first_slice; j < un->first_slice + un->n_slices; j++) {
+            if (p->slice_unit[base + j] != NONE) {
+                const char *w = key_word(p, u);
+                return lt_fail(err, LT_ERR_INPUT, "schedule", "%s %u is in %ss %u and %u", base ? "bslice" : "slice",
+                               j, w, key_number(p, p->slice_unit[base + j]), key_number(p, u));
+            }
+            p->slice_unit[base + j] = (uint32_t)u;
+        }
+    }
+    link_previous(p, s->slices, s->n_slices, 0);
+    if (p->asym) link_previous(p, s->bslices, s->n_bslices, s->n_slices);
     /* prev lists, deduplicated with stamp[neighbour] = the unit being listed */
     for (size_t u = 0; u < nu; u++) p->stamp[u] = NONE;
     uint32_t cnt = 0;
     p->prev_off[0] = 0;
     for (size_t u = 0; u < nu; u++) {
-        const lt_unit *un = &s->units[u];
+        size_t base;
+        const lt_unit *un = key_unit(p, s, u, &base);
         for (uint32_t j = un->first_slice; j < un->first_slice + un->n_slices; j++) {
-            uint32_t q = p->slice_prev[j];
+            uint32_t q = p->slice_prev[base + j];
             uint32_t qu = q == NONE ? NONE : p->slice_unit[q];
             if (qu == NONE || qu == u || p->stamp[qu] == u) continue;
             p->stamp[qu] = (uint32_t)u;
@@ -464,6 +533,13 @@ static lt_status build_neighbours(sim_priv *p, const lt_schedule *s, lt_error *e
     for (size_t u = 0; u < nu; u++)
         for (uint32_t i = p->prev_off[u]; i < p->prev_off[u + 1]; i++)
             p->next_units[p->stamp[p->prev_units[i]]++] = (uint32_t)u;
+    if (p->asym) {
+        free(p->ov_off);
+        free(p->ov_unit);
+        free(p->ov_tok);
+        lt_schedule_bunit_overlaps(s, &p->ov_off, &p->ov_unit, &p->ov_tok);
+        for (size_t u = 0; u < p->n_fwd; u++) p->utok[u] = (double)lt_schedule_unit_tokens(s, (uint32_t)u);
+    }
     return LT_OK;
 }
 
@@ -495,25 +571,88 @@ static lt_status missing(const sim_priv *p, uint32_t v, lt_error *err, const cha
     return st;
 }
 
+/* Appends the edge from -> (the op being built) with its transfer time and reason. */
+static void push_edge(sim_priv *p, uint32_t *e, uint32_t from, double time, edge_kind why) {
+    p->pred[*e] = from;
+    p->comm[*e] = time;
+    p->kind[*e] = (uint8_t)why;
+    ++*e;
+}
+
+/* Step 4 for a B of an asymmetric schedule over bunit key bu (plans/schedule.h,
+ * "Asymmetric schedules"): the model path to the B of bu starting where it ends (none at
+ * the model's end: the activation edges stand for it), an activation edge to the first F
+ * over its range of every forward unit holding its tokens (on its own stage; the edge
+ * records the share of that F's bytes it frees), the dK/dV edges over the bslices. */
+static lt_status asym_b_edges(sim_priv *p, uint32_t v, uint32_t bu, uint32_t pb, uint32_t pe, uint32_t model_end,
+                              const lt_sim_costs *c, uint32_t *e, lt_error *err) {
+    uint32_t b = bu - p->n_fwd, k = p->inst[v], q;
+    char pos[64];
+    lt_status st;
+    double t;
+    if (pe < model_end) {
+        q = group_op(p, bu, find_begin(p, bu, CLS_BWD, pe), k, false);
+        if (q == NONE)
+            return missing(p, v, err, "the B of bunit %u beginning at %s (instance %u)", b,
+                           position_name(pe, pos, sizeof pos), k);
+        if ((st = transfer(c, p->stage[q], p->stage[v], p->cost[q].out_bytes, &t, err))) return st;
+        push_edge(p, e, q, t, EDGE_PATH);
+    }
+    if (p->ov_off[b] == p->ov_off[b + 1])
+        return missing(p, v, err, "its activations: a forward unit holding the tokens of bunit %u", b);
+    for (uint32_t i = p->ov_off[b]; i < p->ov_off[b + 1]; i++) {
+        uint32_t u = p->ov_unit[i];
+        uint32_t f = group_op(p, u, find_range(p, u, CLS_FWD, pb, pe), 0, true);
+        if (f == NONE) return missing(p, v, err, "its activations: the F of unit %u over its layers", u);
+        if (p->stage[f] != p->stage[v]) {
+            char x[64], y[64];
+            return lt_fail(err, LT_ERR_INPUT, "schedule", "%s consumes the activations of %s on another stage",
+                           op_label(p, v, x, sizeof x), op_label(p, f, y, sizeof y));
+        }
+        p->frac[*e] = (double)p->ov_tok[i] / p->utok[u];
+        p->takers[f]++;
+        push_edge(p, e, f, 0.0, EDGE_ACT);
+    }
+    for (uint32_t i = p->next_off[bu]; i < p->next_off[bu + 1]; i++) {
+        uint32_t w = p->next_units[i];
+        q = group_op(p, w, find_range(p, w, CLS_BWD, pb, pe), NONE, false);
+        if (q == NONE)
+            return missing(p, v, err, "a B of bunit %u (next bslice) from %s", w - p->n_fwd,
+                           position_name(pb, pos, sizeof pos));
+        push_edge(p, e, q, 0.0, EDGE_DKV);
+    }
+    return LT_OK;
+}
+
 /* Step 4: the predecessor lists (order: model path, activations, slices, stage order). */
 static lt_status build_edges(lt_sim *sim, sim_priv *p, const lt_schedule *s, const lt_sim_costs *c, size_t n,
                              lt_error *err) {
     size_t bound = 0;
     for (size_t v = 0; v < n; v++) {
-        uint32_t u = p->op[v]->unit;
-        bound += 3 + (p->op[v]->kind == LT_OP_B ? p->next_off[u + 1] - p->next_off[u]
-                                                 : p->prev_off[u + 1] - p->prev_off[u]);
+        const lt_op *op = p->op[v];
+        uint32_t u = op_key(p, op);
+        bound += 3 + (op->kind == LT_OP_B ? p->next_off[u + 1] - p->next_off[u] : p->prev_off[u + 1] - p->prev_off[u]);
+        if (p->asym && op->kind == LT_OP_B) bound += p->ov_off[op->unit + 1] - p->ov_off[op->unit];
     }
     if (bound >= NONE) return lt_fail(err, LT_ERR_INPUT, "schedule", "%zu dependencies: too many", bound);
     reserve_edges(p, bound);
     for (size_t v = 0; v < n; v++) p->kv_of[v] = NONE;
+    if (p->asym) { /* the memory an F holds until the B ops of its tokens free it */
+        reserve_frac(p, bound);
+        reserve_asym_ops(p, n);
+        for (size_t v = 0; v < n; v++) {
+            bool first_f = p->op[v]->kind == LT_OP_F && p->inst[v] == 0;
+            p->held[v] = first_f ? p->cost[v].act_bytes + p->cost[v].kv_bytes : 0;
+            p->takers[v] = 0;
+        }
+    }
 
     const uint32_t model_end = 3 * (uint32_t)s->layers;
     uint32_t e = 0;
     char pos[64];
     for (uint32_t v = 0; v < n; v++) {
         const lt_op *op = p->op[v];
-        uint32_t u = op->unit, k = p->inst[v], pb, pe, q;
+        uint32_t u = op_key(p, op), k = p->inst[v], pb, pe, q;
         lt_op_positions(op, &pb, &pe);
         lt_status st;
         double t;
@@ -548,6 +687,8 @@ static lt_status build_edges(lt_sim *sim, sim_priv *p, const lt_schedule *s, con
                 p->kv_end[v] = q;
                 if (q != NONE && p->stage[q] == p->stage[v]) p->kv_of[q] = v;
             }
+        } else if (p->asym) {
+            if ((st = asym_b_edges(p, v, u, pb, pe, model_end, c, &e, err))) return st;
         } else {
             uint32_t f = group_op(p, u, find_range(p, u, CLS_FWD, pb, pe), k, true);
             if (f == NONE)
@@ -686,6 +827,20 @@ static mem_free heap_pop(sim_priv *p, size_t *n) {
     return top;
 }
 
+/* Asymmetric schedules: the bytes B op v frees at its end, a share of each F it takes
+ * activations from (its tokens / the F's unit's tokens), the last taker of an F the rest. */
+static double free_shares(sim_priv *p, uint32_t v) {
+    double freed = 0;
+    for (uint32_t e = p->pred_off[v]; e < p->pred_off[v + 1]; e++) {
+        if (p->kind[e] != EDGE_ACT) continue;
+        uint32_t f = p->pred[e];
+        double part = --p->takers[f] == 0 ? p->held[f] : (p->cost[f].act_bytes + p->cost[f].kv_bytes) * p->frac[e];
+        p->held[f] -= part;
+        freed += part;
+    }
+    return freed;
+}
+
 /* Step 6: the memory timeline of each stage, swept in program order (see plans/sim.h). All
  * allocations happen at op starts of the stage, so the peak is reached right after one. */
 static lt_status sweep_memory(lt_sim *sim, sim_priv *p, const lt_schedule *s, const lt_sim_costs *c, lt_error *err) {
@@ -710,6 +865,7 @@ static lt_status sweep_memory(lt_sim *sim, sim_priv *p, const lt_schedule *s, co
             live -= oc->work_bytes;
             if (p->act_of[v] != NONE) live -= p->cost[p->act_of[v]].act_bytes;
             if (p->kv_of[v] != NONE) live -= p->cost[p->kv_of[v]].kv_bytes;
+            if (p->asym && p->op[v]->kind == LT_OP_B) live -= free_shares(p, (uint32_t)v);
         }
         while (pending) live -= heap_pop(p, &pending).bytes;
         sim->peak_mem[st] = peak;
@@ -723,13 +879,17 @@ lt_status lt_sim_run(lt_sim *sim, const lt_schedule *s, const lt_sim_costs *cost
     if (st) return st;
     if (s->layers > (1 << 28)) return lt_fail(err, LT_ERR_INPUT, "schedule", "%d layers: too many", s->layers);
     size_t n = lt_schedule_n_ops(s);
-    if (n >= NONE / 2 || s->n_units >= NONE || s->n_slices >= NONE)
-        return lt_fail(err, LT_ERR_INPUT, "schedule", "%zu ops, %zu units, %zu slices: too many", n, s->n_units,
-                       s->n_slices);
+    size_t n_bunits = s->asym ? s->n_bunits : 0, n_bslices = s->asym ? s->n_bslices : 0;
+    if (n >= NONE / 2 || s->n_units + n_bunits >= NONE || s->n_slices + n_bslices >= NONE)
+        return lt_fail(err, LT_ERR_INPUT, "schedule", "%zu ops, %zu units, %zu slices: too many", n,
+                       s->n_units + n_bunits, s->n_slices + n_bslices);
     sim_priv *p = priv_of(sim);
+    p->asym = s->asym;
+    p->n_fwd = (uint32_t)s->n_units;
+    p->n_keys = s->n_units + n_bunits;
     reserve_ops(sim, p, n, s->stages);
-    reserve_units(p, s->n_units);
-    reserve_slices(p, s->n_slices);
+    reserve_units(p, p->n_keys);
+    reserve_slices(p, s->n_slices + n_bslices);
     sim->stages = s->stages;
     sim->n_ops = n;
     sim->step_time = 0;
@@ -737,7 +897,7 @@ lt_status lt_sim_run(lt_sim *sim, const lt_schedule *s, const lt_sim_costs *cost
     sim->n_critical = 0;
 
     if ((st = collect_ops(sim, p, s, costs, err))) return st;
-    if ((st = build_index(p, s, n, err))) return st;
+    if ((st = build_index(p, n, err))) return st;
     if ((st = build_neighbours(p, s, err))) return st;
     if ((st = build_edges(sim, p, s, costs, n, err))) return st;
     if ((st = longest_path(sim, p, n, err))) return st;
@@ -819,8 +979,8 @@ void lt_sim_print_timeline(FILE *f, const lt_sim *sim, const lt_schedule *s, int
         }
         fprintf(f, "%.*s\n", MARGIN + width, row);
     }
-    fprintf(f, "%*sF: unit then '-'  FK: unit then '~'  B: unit then '='  idle '.'  (step %g, 1 column = %g)\n",
-            MARGIN, "", sim->step_time, col);
+    fprintf(f, "%*sF: unit then '-'  FK: unit then '~'  B: %s then '='  idle '.'  (step %g, 1 column = %g)\n",
+            MARGIN, "", s->asym ? "bunit" : "unit", sim->step_time, col);
     free(row);
 }
 
@@ -924,7 +1084,8 @@ lt_status lt_sim_write_svg(FILE *f, const lt_sim *sim, const lt_schedule *s, con
 
     /* legend */
     int ly = height - 10;
-    static const char *const legend[] = {"F forward", "FK forward keeping K/V", "B backward"};
+    const char *const legend[] = {"F forward", "FK forward keeping K/V",
+                                  s->asym ? "B backward (bunit)" : "B backward"};
     for (int k = 0; k < 3; k++) {
         int lx = LEFT + k * 190;
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"10\" fill=\"%s\"/>", lx, ly - 9, fill[k]);

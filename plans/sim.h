@@ -40,11 +40,24 @@
  * with no B (or a forward with no B over its range) holds its bytes to the end. So after a
  * complete schedule (every F matched by a B) end_mem equals the base.
  *
+ * Asymmetric schedules (plans/schedule.h, "Asymmetric schedules"; SlimPack 4.1.2, 4.2): B
+ * ops run bunits (op->unit indexes the bunit table; "B3" in names, timelines and messages
+ * is bunit 3). A B over bunit v and range r waits, instead of the symmetric B edges, for
+ * the first F over r of every forward unit holding a token of v (activations, on the B's
+ * own stage), the B of v starting where it ends (model path; none at the model's end), and
+ * the last B over r of the bunit holding the next bslice of each of its samples (slice
+ * key/value gradients). Memory: the first F over r of unit u holds act_bytes + kv_bytes
+ * until the B ops taking its activations free them, each a share in proportion to the
+ * tokens of u it covers, the last one (in stage order) what is left. Forward ops keep the
+ * rules above. The forward units of each bunit come from lt_schedule_bunit_overlaps, once
+ * per run.
+ *
  * Costs come from an lt_sim_costs callback table, so the same simulator serves the unit-time
  * model of ChunkFlow Sec. 3 (lt_sim_unit_costs) and the real cost model (plans/cost.h).
  *
  * Performance: O(n log k) for n ops and k ops per unit (binary searches inside a unit's
- * ops, no hash of ops), memory linear in ops; a 100,000-op schedule simulates in a few
+ * ops, no hash of ops; an asymmetric schedule adds one O((S + B) log(S + B)) sweep over its
+ * S slices and B bslices), memory linear in ops; a 100,000-op schedule simulates in a few
  * milliseconds (bench/plans). Scratch space is kept in the lt_sim and reused by later runs.
  *
  * Thread-safety: lt_sim_run keeps all its state in the lt_sim it is given; several threads
@@ -83,7 +96,8 @@ typedef struct lt_sim_costs {
 
 /* The unit-time model (ChunkFlow Sec. 3, CONTRACTS.md `planner simulate`): an F or FK op
  * takes as many time units as its unit has tokens, on every stage whatever its layers; a B
- * twice that; no communication; act_bytes = 1 per F (so peak memory counts in-flight
+ * twice its unit's (its bunit's, in an asymmetric schedule: lt_schedule_op_tokens); no
+ * communication; act_bytes = 1 per F (so peak memory counts in-flight
  * micro-batches), kv_bytes = 0, work_bytes = 0, base 0. */
 lt_sim_costs lt_sim_unit_costs(void);
 
@@ -116,7 +130,8 @@ typedef struct lt_sim {
 /* Simulate s under `costs`. LT_ERR_INPUT for a malformed schedule (lt_schedule_check; a
  * slice in two units; forward or backward ops of one unit over overlapping, unequal layer
  * ranges; an op whose model-path predecessor, a B whose F, or an op whose slice neighbour's
- * op over the same range is missing; a B whose F runs on another stage), for a cost that is
+ * op over the same range is missing; a B whose F runs on another stage; in an asymmetric
+ * schedule, a bunit none of whose tokens is in a forward unit), for a cost that is
  * negative or not finite, and for a deadlock (see above). Aborts on allocation failure. */
 lt_status lt_sim_run(lt_sim *sim, const lt_schedule *s, const lt_sim_costs *costs, lt_error *err);
 void lt_sim_free(lt_sim *sim);
@@ -139,14 +154,15 @@ void lt_sim_op_at(const lt_sim *sim, size_t id, int *stage, size_t *index);
  * the columns from round(start / column) to round(finish / column); it is drawn as its unit
  * number followed by its kind's fill character, or only fill characters when the number does
  * not fit; an op shorter than half a column takes one column if that column is idle. Idle
- * columns are '.'. The last line is the legend. Written to f. */
+ * columns are '.'. The last line is the legend ("B: bunit then '='" for an asymmetric
+ * schedule, whose B numbers are bunits). Written to f. */
 void lt_sim_print_timeline(FILE *f, const lt_sim *sim, const lt_schedule *s, int width);
 
 /* A Gantt chart as a standalone SVG document: one lane per stage, a box per op coloured by
  * kind (F blue, FK light blue, B orange) and labelled with its name when it fits (every box
  * has a tooltip: name, stage, start, finish), a time axis with ticks, the critical path
- * outlined in red, a legend. The title (may be NULL) is escaped. Written to f; LT_ERR_IO on
- * a write error. */
+ * outlined in red, a legend ("B backward (bunit)" for an asymmetric schedule). The title
+ * (may be NULL) is escaped. Written to f; LT_ERR_IO on a write error. */
 lt_status lt_sim_write_svg(FILE *f, const lt_sim *sim, const lt_schedule *s, const char *title, lt_error *err);
 
 #endif /* LT_SIM_H */

@@ -46,10 +46,12 @@
 
 /* ------------------------------------------------------------------ schema */
 
-/* Version 1. (Changed in place when the ops table, a row per op, became the op list column
- * stages.ops: no file of the earlier layout left the machine it was built on, so there is
- * no migration for it.) Column order of the views: CONTRACTS.md's columns first, then
- * extras. stages is a rowid table, unlike the other keyed tables: a row holds a stage's op
+/* Version 2 (version 1 had no unit cp, no backward partitions and no DP-Merge groups; its
+ * files are refused, not migrated: check_schema_version). (Version 1 was itself changed in
+ * place once, when the ops table, a row per op, became the op list column stages.ops: no
+ * file of that layout left the machine it was built on.) Column order of the views:
+ * CONTRACTS.md's columns first, then extras. stages is a rowid table, unlike the other
+ * keyed tables: a row holds a stage's op
  * list (~10 KB for a 128K-context ChunkFlow stage), and an index B-tree (WITHOUT ROWID) keeps
  * at most ~8 KB of a row on its 32 KiB page, the rest on an overflow page of its own: 1.16
  * MB per such step instead of 0.42 MB. Its key is then an index beside it (32 entries a
@@ -58,8 +60,13 @@
  * filter on step reaches each arm and searches the keys instead of scanning the file. The
  * CHECKs are cheap per row: "x = 'a' OR x = 'b'" rather than "x IN ('a', 'b')", which SQLite
  * 3.40 evaluates through an ephemeral index built on every insert (that took more than
- * half of the write time in the benchmark). */
-static const char schema_v1[] =
+ * half of the write time in the benchmark). units_slices rows: 'FB' for the units of a
+ * symmetric schedule, 'F' (units, slices) and 'B' (bunits, bslices) for an asymmetric one;
+ * cp is the row's unit's cp, 0 stored as 1 (the two mean the same: no DP-Merge), so it reads
+ * back as 1; slice is the row's position in the pipeline's slice table of its pass (slices,
+ * or bslices for 'B'), so that the tables come back in their order. dp_merges keeps the
+ * step's sample index (idx, the key) and, for queries, its sampler id. */
+static const char schema_v2[] =
     "CREATE TABLE runs (\n"
     "  run_id INTEGER PRIMARY KEY CHECK (run_id >= 1),\n"
     "  name TEXT NOT NULL,\n"
@@ -91,7 +98,8 @@ static const char schema_v1[] =
     "  peak_mem_bytes REAL NOT NULL,\n"
     "  solve_ms REAL,\n"
     "  params TEXT NOT NULL,\n"
-    "  solver_status TEXT NOT NULL,\n"
+    "  solver_status TEXT NOT NULL CHECK (solver_status = 'none' OR solver_status = 'optimal' OR\n"
+    "    solver_status = 'feasible' OR solver_status = 'timeout' OR solver_status = 'infeasible'),\n"
     "  runner_up TEXT,\n"
     "  runner_up_ms REAL,\n"
     "  PRIMARY KEY (run_id, step)\n"
@@ -143,10 +151,23 @@ static const char schema_v1[] =
     "  idx INTEGER NOT NULL CHECK (idx >= 0),\n"
     "  tok_begin INTEGER NOT NULL CHECK (tok_begin >= 0),\n"
     "  tok_end INTEGER NOT NULL,\n"
+    "  cp INTEGER NOT NULL DEFAULT 1 CHECK (cp >= 1),\n"
+    "  slice INTEGER NOT NULL CHECK (slice >= 0),\n"
     "  CHECK (tok_begin < tok_end),\n"
     "  PRIMARY KEY (run_id, step, dp_rank, passes, unit, seq),\n"
     "  FOREIGN KEY (run_id, step, dp_rank) REFERENCES pipelines (run_id, step, dp_rank),\n"
     "  FOREIGN KEY (run_id, step, idx) REFERENCES step_samples (run_id, step, idx)\n"
+    ") STRICT, WITHOUT ROWID;\n"
+    "CREATE TABLE dp_merges (\n"
+    "  run_id INTEGER NOT NULL,\n"
+    "  step INTEGER NOT NULL,\n"
+    "  idx INTEGER NOT NULL CHECK (idx >= 0),\n"
+    "  sample_id INTEGER NOT NULL CHECK (sample_id >= 0),\n"
+    "  dp_rank INTEGER NOT NULL CHECK (dp_rank >= 0),\n"
+    "  cp INTEGER NOT NULL CHECK (cp >= 2),\n"
+    "  PRIMARY KEY (run_id, step, idx),\n"
+    "  FOREIGN KEY (run_id, step, idx) REFERENCES step_samples (run_id, step, idx),\n"
+    "  FOREIGN KEY (run_id, step, dp_rank) REFERENCES pipelines (run_id, step, dp_rank)\n"
     ") STRICT, WITHOUT ROWID;\n"
     "CREATE VIEW step_summary AS\n"
     "  SELECT run_id, step, strategy, n_samples, n_tokens, predicted_ms, bubble_ratio,\n"
@@ -154,13 +175,13 @@ static const char schema_v1[] =
     "  FROM steps;\n"
     "CREATE VIEW plan_slices AS\n"
     "  SELECT u.run_id, u.step, u.dp_rank, 'F' AS pass, u.unit, u.seq, s.sample_id, u.tok_begin,\n"
-    "         u.tok_end, u.idx\n"
+    "         u.tok_end, u.idx, u.cp\n"
     "  FROM units_slices AS u\n"
     "  JOIN step_samples AS s ON s.run_id = u.run_id AND s.step = u.step AND s.idx = u.idx\n"
     "  WHERE u.passes <> 'B'\n"
     "  UNION ALL\n"
     "  SELECT u.run_id, u.step, u.dp_rank, 'B' AS pass, u.unit, u.seq, s.sample_id, u.tok_begin,\n"
-    "         u.tok_end, u.idx\n"
+    "         u.tok_end, u.idx, u.cp\n"
     "  FROM units_slices AS u\n"
     "  JOIN step_samples AS s ON s.run_id = u.run_id AND s.step = u.step AND s.idx = u.idx\n"
     "  WHERE u.passes <> 'F';\n"
@@ -176,9 +197,11 @@ static const char schema_v1[] =
     "         CAST(o.value ->> 5 AS REAL) AS mem_bytes\n"
     "  FROM stages AS g, json_each(g.ops) AS o;\n"
     "CREATE VIEW samples AS\n"
-    "  SELECT run_id, step, sample_id, length, dp_rank,\n"
-    "         'task=' || task || ',doc=' || doc || ',tok=' || tok AS source, idx, task, doc, tok\n"
-    "  FROM step_samples;\n"
+    "  SELECT s.run_id, s.step, s.sample_id, s.length, s.dp_rank,\n"
+    "         'task=' || s.task || ',doc=' || s.doc || ',tok=' || s.tok AS source, s.idx, s.task, s.doc, s.tok,\n"
+    "         coalesce(m.cp, 1) AS merge_cp\n"
+    "  FROM step_samples AS s\n"
+    "  LEFT JOIN dp_merges AS m ON m.run_id = s.run_id AND m.step = s.step AND m.idx = s.idx;\n"
     "CREATE VIEW stage_timeline AS\n"
     "  SELECT g.run_id, g.step, g.dp_rank, g.stage, g.busy_ms, s.predicted_ms - g.busy_ms AS idle_ms,\n"
     "         g.peak_mem_bytes, r.mem_cap_bytes - g.peak_mem_bytes AS headroom_bytes\n"
@@ -191,7 +214,12 @@ static const char schema_v1[] =
     "         max(predicted_ms) / avg(predicted_ms) AS imbalance\n"
     "  FROM pipelines GROUP BY run_id, step;\n";
 
-static const char *const plan_migrations[] = {schema_v1};
+/* Migration 0 (to version 1) does nothing and migration 1 creates the version-2 schema: a
+ * new file runs both. A version-1 file is refused before lt_db_open would migrate it
+ * (check_schema_version). */
+#define PLAN_SCHEMA_VERSION 2
+static const char retired_v1[] = "-- version 1: refused, not migrated (check_schema_version)\n";
+static const char *const plan_migrations[PLAN_SCHEMA_VERSION] = {retired_v1, schema_v2};
 
 static const lt_db_schema plan_schema = {
     LT_PLAN_DB_APPLICATION_ID,
@@ -210,6 +238,7 @@ enum {
     Q_INS_PIPELINE,
     Q_INS_STAGE,
     Q_INS_SLICE,
+    Q_INS_MERGE,
     Q_STEP_LIST,
     Q_STEP_RANGE,
     Q_GET_STEP,
@@ -217,6 +246,7 @@ enum {
     Q_GET_STAGES,
     Q_GET_SAMPLES,
     Q_GET_SLICES,
+    Q_GET_MERGES,
     Q_RUN,
     Q_COUNT
 };
@@ -231,8 +261,9 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_INS_PIPELINE] = "INSERT INTO pipelines (run_id, step, dp_rank, cp, predicted_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
     [Q_INS_STAGE] = "INSERT INTO stages (run_id, step, dp_rank, stage, busy_ms, peak_mem_bytes, layer_begin, "
                     "layer_end, n_ops, ops) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    [Q_INS_SLICE] = "INSERT INTO units_slices (run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [Q_INS_SLICE] = "INSERT INTO units_slices (run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end, "
+                    "cp, slice) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    [Q_INS_MERGE] = "INSERT INTO dp_merges (run_id, step, idx, sample_id, dp_rank, cp) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [Q_STEP_LIST] = "SELECT step FROM steps WHERE run_id = ?1 ORDER BY step",
     [Q_STEP_RANGE] = "SELECT min(step), max(step), count(*) FROM steps WHERE run_id = ?1",
     [Q_GET_STEP] = "SELECT strategy, n_samples, n_tokens, predicted_ms, bubble_ratio, peak_mem_bytes, solve_ms, "
@@ -243,8 +274,9 @@ static const char *const query_sql[Q_COUNT] = {
                      "WHERE run_id = ?1 AND step = ?2 ORDER BY dp_rank, stage",
     [Q_GET_SAMPLES] = "SELECT idx, sample_id, length, dp_rank, task, doc, tok FROM step_samples "
                       "WHERE run_id = ?1 AND step = ?2 ORDER BY idx",
-    [Q_GET_SLICES] = "SELECT dp_rank, passes, unit, seq, idx, tok_begin, tok_end FROM units_slices "
+    [Q_GET_SLICES] = "SELECT dp_rank, passes, unit, seq, idx, tok_begin, tok_end, cp, slice FROM units_slices "
                      "WHERE run_id = ?1 AND step = ?2 ORDER BY dp_rank, passes, unit, seq",
+    [Q_GET_MERGES] = "SELECT idx, sample_id, dp_rank, cp FROM dp_merges WHERE run_id = ?1 AND step = ?2 ORDER BY idx",
     [Q_RUN] = "SELECT name, strategy, config, fingerprint, input, sample_policy, context_len, global_batch, seed, "
               "dp, pp, tp, layers, mem_cap_bytes, tuning, n_samples_total, longtail_version "
               "FROM runs WHERE run_id = ?1",
@@ -402,7 +434,7 @@ static lt_status load_run_shape(lt_store *st, lt_error *err) {
  * step's rows): BATCH rows per INSERT statement halve the per-row cost of stepping a
  * statement. A step's rows are flushed at the end of its put; the remainder (< BATCH rows
  * per table) goes through the single-row statements. Rows keep their key order. */
-enum { BATCH = 32, MAX_COLS = 9 };
+enum { BATCH = 32, MAX_COLS = 11 };
 enum { C_INT, C_TEXT };
 enum { B_SAMPLES, B_SLICES, B_COUNT };
 
@@ -426,8 +458,9 @@ static const struct {
 } batch_def[B_COUNT] = {
     {Q_INS_SAMPLE, 9, "step_samples",
      "INSERT INTO step_samples (run_id, step, idx, sample_id, length, dp_rank, task, doc, tok) VALUES "},
-    {Q_INS_SLICE, 9, "units_slices",
-     "INSERT INTO units_slices (run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end) VALUES "},
+    {Q_INS_SLICE, 11, "units_slices",
+     "INSERT INTO units_slices (run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end, cp, slice) "
+     "VALUES "},
 };
 
 static void finalize_batches(lt_store *st) {
@@ -782,6 +815,34 @@ static lt_status set_page_size(const char *tmp, const char *path, lt_error *err)
     return s;
 }
 
+/* One integer PRAGMA of an open database; false when it cannot be read. */
+static bool pragma_value(sqlite3 *db, const char *sql, int *out) {
+    sqlite3_stmt *q = NULL;
+    bool ok = sqlite3_prepare_v2(db, sql, -1, &q, NULL) == SQLITE_OK && q && sqlite3_step(q) == SQLITE_ROW;
+    if (ok) *out = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    return ok;
+}
+
+/* Refuse a plan file of an older schema before lt_db_open would migrate it: version-1 files
+ * have no unit cp, backward partitions or DP-Merge groups, and no migration (a build is
+ * cheap to redo, a half-understood plan is not). LT_ERR_VERSION naming path. Anything else
+ * (no file, not SQLite, another application_id, a newer version) is lt_db_open's to report. */
+static lt_status check_schema_version(const char *path, lt_error *err) {
+    sqlite3 *db = NULL;
+    int app = 0, version = 0;
+    bool known = false;
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK)
+        known = pragma_value(db, "PRAGMA application_id", &app) && pragma_value(db, "PRAGMA user_version", &version);
+    sqlite3_close(db);
+    if (!known || app != LT_PLAN_DB_APPLICATION_ID || version < 1 || version >= PLAN_SCHEMA_VERSION) return LT_OK;
+    lt_fail(err, LT_ERR_VERSION, path,
+            "the plan database was built by an older planner (schema version %d, this planner's is %d); rebuild it",
+            version, PLAN_SCHEMA_VERSION);
+    lt_error_hint(err, "delete %s and rerun 'planner build' (or give another --db)", path);
+    return LT_ERR_VERSION;
+}
+
 lt_status lt_store_begin(lt_store **out, const char *path, const lt_run_info *run, bool timings, lt_error *err) {
     *out = NULL;
     if (!path || !*path) return lt_fail(err, LT_ERR_USAGE, NULL, "no plan database path given");
@@ -804,7 +865,8 @@ lt_status lt_store_begin(lt_store **out, const char *path, const lt_run_info *ru
     if (found != 0 && errno != ENOENT) {
         s = lt_fail(err, LT_ERR_IO, path, "cannot open the plan database: %s", strerror(errno));
     } else if (resume) {
-        s = copy_file(path, st->tmp, err);
+        s = check_schema_version(path, err);
+        if (s == LT_OK) s = copy_file(path, st->tmp, err);
     } else {
         /* create the temporary ourselves: a missing directory or a permission error is
          * reported with the system's reason, naming the target */
@@ -911,6 +973,17 @@ static lt_status check_putable(const lt_store *st, const lt_step_plan *p, const 
             if ((size_t)un->first_slice + un->n_slices > rp->sched.n_slices)
                 BAD("step %" PRIu64 ", pipeline %zu: unit %zu names slices past the slice table", p->step, r, u);
         }
+        for (size_t u = 0; rp->sched.asym && u < rp->sched.n_bunits; u++) {
+            const lt_unit *un = &rp->sched.bunits[u];
+            if ((size_t)un->first_slice + un->n_slices > rp->sched.n_bslices)
+                BAD("step %" PRIu64 ", pipeline %zu: backward unit %zu names bslices past the bslice table", p->step,
+                    r, u);
+        }
+        /* the rows of an asymmetric schedule are its 'F' and 'B' units: with one pass's units
+         * missing it would read back as another (symmetric) schedule */
+        if (rp->sched.asym && (rp->sched.n_units == 0) != (rp->sched.n_bunits == 0))
+            BAD("step %" PRIu64 ", pipeline %zu: an asymmetric schedule of %zu forward and %zu backward units", p->step,
+                r, rp->sched.n_units, rp->sched.n_bunits);
         for (int s = 0; s < rp->sched.stages; s++)
             for (size_t i = 0; i < rp->sched.stage[s].n; i++)
                 if (rp->sched.stage[s].ops[i].kind > LT_OP_B || rp->sched.stage[s].ops[i].part > LT_PART_POST)
@@ -925,6 +998,20 @@ static lt_status check_putable(const lt_store *st, const lt_step_plan *p, const 
                 i, p->lengths[i], samples[i].length);
         if (samples[i].id > (uint64_t)INT64_MAX || samples[i].doc > (uint64_t)INT64_MAX)
             BAD("step %" PRIu64 ": sample %zu: id or document out of range", p->step, i);
+    }
+    /* DP-Merge groups: what their rows need (the key is the sample, the dp_rank the first
+     * member's); the rest of their rules is lt_plan_validate's */
+    if (p->n_merges > 0 && !p->merges) BAD("step %" PRIu64 ": the plan has no merges array", p->step);
+    for (size_t k = 0; k < p->n_merges; k++) {
+        const lt_dp_merge *m = &p->merges[k];
+        if (m->sample < 0 || (size_t)m->sample >= p->n_samples || m->first_rank < 0 ||
+            (size_t)m->first_rank >= p->n_ranks || m->cp < 2)
+            BAD("step %" PRIu64 ": DP-Merge group %zu: sample %" PRId32 " of %zu, first pipeline %d of %zu, cp %d",
+                p->step, k, m->sample, p->n_samples, m->first_rank, p->n_ranks, m->cp);
+        if (k > 0 && m->sample <= p->merges[k - 1].sample)
+            BAD("step %" PRIu64 ": DP-Merge groups not in increasing sample order (sample %" PRId32 " after %" PRId32
+                ")",
+                p->step, m->sample, p->merges[k - 1].sample);
     }
 #undef BAD
     return LT_OK;
@@ -1075,6 +1162,35 @@ static lt_status check_storable(const lt_store *st, const lt_step_plan *p, lt_er
     return LT_OK;
 }
 
+/* The units_slices rows of units[0..n) over the slice table sl, pass `passes`: a row per
+ * slice, in unit then seq order, each with its unit's cp (0 stored as 1) and its position
+ * in the slice table (which need not follow the units: SlimPack numbers its backward units
+ * in execution order and lays their bslices out in token order). */
+static lt_status put_units(lt_store *st, uint64_t step, int dp_rank, const char *passes, const lt_unit *units, size_t n,
+                           const lt_slice *sl, lt_error *err) {
+    for (size_t u = 0; u < n; u++) {
+        const lt_unit *un = &units[u];
+        for (uint32_t k = 0; k < un->n_slices; k++) {
+            const lt_slice *x = &sl[un->first_slice + k];
+            cell *c = batch_row(st, B_SLICES);
+            cell_int(&c[0], st->run_id);
+            cell_int(&c[1], (int64_t)step);
+            cell_int(&c[2], dp_rank);
+            cell_text(&c[3], passes);
+            cell_int(&c[4], (int64_t)u);
+            cell_int(&c[5], k);
+            cell_int(&c[6], x->sample);
+            cell_int(&c[7], x->begin);
+            cell_int(&c[8], x->end);
+            cell_int(&c[9], un->cp > 1 ? un->cp : 1);
+            cell_int(&c[10], (int64_t)un->first_slice + k);
+            lt_status s = batch_add(st, B_SLICES, step, err);
+            if (s != LT_OK) return s;
+        }
+    }
+    return LT_OK;
+}
+
 lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample *samples, lt_error *err) {
     if (!st->tmp) return lt_fail(err, LT_ERR_INTERNAL, st->path, "lt_store_put_step on a store opened for reading");
     if (st->failed)
@@ -1154,24 +1270,26 @@ lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample
             if ((s = run_insert(st, q, "stages", p->step, err)) != LT_OK) return s;
         }
 
-        /* Only symmetric units today: every unit is the same in both passes ('FB'). */
-        for (size_t u = 0; u < sc->n_units; u++) {
-            const lt_unit *un = &sc->units[u];
-            for (uint32_t k = 0; k < un->n_slices; k++) {
-                const lt_slice *sl = &sc->slices[un->first_slice + k];
-                cell *c = batch_row(st, B_SLICES);
-                cell_int(&c[0], st->run_id);
-                cell_int(&c[1], step);
-                cell_int(&c[2], rp->dp_rank);
-                cell_text(&c[3], "FB");
-                cell_int(&c[4], (int64_t)u);
-                cell_int(&c[5], k);
-                cell_int(&c[6], sl->sample);
-                cell_int(&c[7], sl->begin);
-                cell_int(&c[8], sl->end);
-                if ((s = batch_add(st, B_SLICES, p->step, err)) != LT_OK) return s;
-            }
+        /* the units: 'FB' rows for a symmetric schedule; an asymmetric one's 'B' rows (bunits)
+         * then its 'F' rows (units), in key order */
+        if (sc->asym) {
+            if ((s = put_units(st, p->step, rp->dp_rank, "B", sc->bunits, sc->n_bunits, sc->bslices, err)) != LT_OK)
+                return s;
+            if ((s = put_units(st, p->step, rp->dp_rank, "F", sc->units, sc->n_units, sc->slices, err)) != LT_OK)
+                return s;
+        } else if ((s = put_units(st, p->step, rp->dp_rank, "FB", sc->units, sc->n_units, sc->slices, err)) != LT_OK) {
+            return s;
         }
+    }
+    for (size_t k = 0; k < p->n_merges; k++) {
+        const lt_dp_merge *m = &p->merges[k];
+        if ((s = query(st, Q_INS_MERGE, &q, err)) != LT_OK) return s;
+        sqlite3_bind_int64(q, 2, step);
+        sqlite3_bind_int64(q, 3, m->sample);
+        sqlite3_bind_int64(q, 4, (int64_t)samples[m->sample].id);
+        sqlite3_bind_int(q, 5, p->ranks[m->first_rank].dp_rank);
+        sqlite3_bind_int(q, 6, m->cp);
+        if ((s = run_insert(st, q, "dp_merges", p->step, err)) != LT_OK) return s;
     }
     for (int b = 0; b < B_COUNT; b++)
         if ((s = batch_flush(st, b, p->step, err)) != LT_OK) return s;
@@ -1270,7 +1388,8 @@ lt_status lt_store_open(lt_store **out, const char *path, lt_error *err) {
     lt_store *st = lt_calloc_check(1, sizeof *st);
     st->path = lt_strdup_check(path);
     st->run_id = RUN_ID;
-    lt_status s = lt_db_open(&st->db, path, &plan_schema, LT_DB_READONLY, err);
+    lt_status s = check_schema_version(path, err);
+    if (s == LT_OK) s = lt_db_open(&st->db, path, &plan_schema, LT_DB_READONLY, err);
     if (s == LT_OK) s = load_run_shape(st, err);
     if (s != LT_OK) {
         store_free(st);
@@ -1524,9 +1643,11 @@ static lt_status parse_stage_ops(const ops_where *at, const char *text, size_t l
                 return ops_fail(err, at, "op %zu has %d values (6, or 9 for an op with its own layers)", n, k);
             if (v[0] < 0 || v[0] > LT_OP_B)
                 return ops_fail(err, at, "op %zu: kind %" PRId64 " (0 F, 1 FK or 2 B)", n, v[0]);
-            if (v[1] < 0 || (uint64_t)v[1] >= sc->n_units)
-                return ops_fail(err, at, "op %zu runs unit %" PRId64 ", the pipeline has %zu units in units_slices", n,
-                                v[1], sc->n_units);
+            const bool bwd = sc->asym && v[0] == LT_OP_B; /* runs a unit of the backward partition */
+            const size_t n_units = bwd ? sc->n_bunits : sc->n_units;
+            if (v[1] < 0 || (uint64_t)v[1] >= n_units)
+                return ops_fail(err, at, "op %zu runs %sunit %" PRId64 ", the pipeline has %zu %sunits in units_slices",
+                                n, bwd ? "backward " : "", v[1], n_units, bwd ? "backward " : "");
             if (v[2] < 0 || v[2] > UINT16_MAX)
                 return ops_fail(err, at, "op %zu: recompute_layers %" PRId64 " out of range", n, v[2]);
             lt_op op = {.kind = (uint8_t)v[0],
@@ -1559,6 +1680,161 @@ static lt_status parse_stage_ops(const ops_where *at, const char *text, size_t l
 #undef MALFORMED
     if ((int64_t)n != n_ops) return ops_fail(err, at, "n_ops says %" PRId64 ", the array holds %zu ops", n_ops, n);
     return LT_OK;
+}
+
+/* The rows of one pass of one pipeline (read_step), before they are laid out. */
+typedef struct pass_row {
+    int64_t unit, seq, slice, idx, begin, end, cp;
+} pass_row;
+
+typedef struct pass_rows {
+    pass_row *v;
+    size_t n, cap;
+} pass_rows;
+
+/* Lay the rows of pass `passes` of pipeline dp_rank (in unit, seq order, numbered and
+ * checked) out onto sc: the slices at their stored positions (the slice table for 'F' and
+ * 'FB', the bslice table for 'B'), then the units over them. The positions must be 0 ..
+ * rows-1, each once, and a unit's slices consecutive; LT_ERR_INPUT naming the row if not. */
+static lt_status place_pass(const char *path, uint64_t step, int dp_rank, const char *passes, pass_rows *pr,
+                            lt_schedule *sc, lt_error *err) {
+    const bool backward = strcmp(passes, "B") == 0;
+    const size_t n = pr->n;
+    size_t *at = lt_malloc_check((n ? n : 1) * sizeof *at); /* slice position -> row */
+    for (size_t i = 0; i < n; i++) at[i] = SIZE_MAX;
+    lt_status s = LT_OK;
+    for (size_t i = 0; i < n && s == LT_OK; i++) {
+        const pass_row *w = &pr->v[i];
+        if (w->slice < 0 || (uint64_t)w->slice >= n || at[w->slice] != SIZE_MAX)
+            s = step_fail(err, path, step,
+                          "table units_slices: dp_rank %d passes %s unit %" PRId64 " seq %" PRId64 ": slice %" PRId64
+                          " (the pass's %zu rows hold slices 0 .. %zu, each once)",
+                          dp_rank, passes, w->unit, w->seq, w->slice, n, n ? n - 1 : 0);
+        else if (w->seq > 0 && w->slice != pr->v[i - 1].slice + 1)
+            s = step_fail(err, path, step,
+                          "table units_slices: dp_rank %d passes %s unit %" PRId64 " seq %" PRId64 ": slice %" PRId64
+                          " after slice %" PRId64 " (a unit's slices are consecutive in the slice table)",
+                          dp_rank, passes, w->unit, w->seq, w->slice, pr->v[i - 1].slice);
+        else
+            at[w->slice] = i;
+    }
+    for (size_t k = 0; k < n && s == LT_OK; k++) {
+        const pass_row *w = &pr->v[at[k]];
+        if (backward) lt_schedule_add_bslice(sc, (int32_t)w->idx, w->begin, w->end);
+        else lt_schedule_add_slice(sc, (int32_t)w->idx, w->begin, w->end);
+    }
+    for (size_t i = 0; i < n && s == LT_OK; i++) {
+        const pass_row *w = &pr->v[i];
+        if (w->seq != 0) continue;
+        size_t count = 1;
+        while (i + count < n && pr->v[i + count].seq != 0) count++;
+        uint32_t u = backward ? lt_schedule_add_bunit(sc, (uint32_t)w->slice, (uint32_t)count)
+                              : lt_schedule_add_unit(sc, (uint32_t)w->slice, (uint32_t)count);
+        (backward ? sc->bunits : sc->units)[u].cp = (uint16_t)w->cp;
+    }
+    free(at);
+    return s;
+}
+
+/* Read the units_slices rows of step `step` onto the schedules of p (its pipelines made,
+ * n_samples known): per pipeline, either 'FB' rows (a symmetric schedule) or 'B' and 'F'
+ * rows (an asymmetric one: bunits and bslices, then units and slices); per pass units 0,
+ * 1, ... each with slices seq 0, 1, ..., all rows of a unit with the same cp. A pass's rows
+ * are gathered, then laid out by place_pass. */
+static lt_status read_units(lt_store *st, uint64_t step, lt_step_plan *p, lt_error *err) {
+#define ROWS_BAD(...)                                    \
+    do {                                                 \
+        s = step_fail(err, st->path, step, __VA_ARGS__); \
+        goto out;                                        \
+    } while (0)
+    sqlite3_stmt *q;
+    lt_status s = query(st, Q_GET_SLICES, &q, err);
+    if (s != LT_OK) return s;
+    sqlite3_bind_int64(q, 2, (int64_t)step);
+    int cur = -1;
+    int64_t cur_unit = -1, next_seq = 0;
+    char cur_pass[3] = "";
+    bool saw_fb = false, saw_f = false, saw_b = false;
+    pass_rows pr = {0};
+    for (;;) {
+        int rc = step_row(st, q, "units_slices", &s, err);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) goto out;
+        int64_t dp = 0, unit = 0, seq = 0, idx = 0, b = 0, e = 0, cp = 0, slice = 0;
+        const char *passes = "";
+        int r = -1;
+        if (rc == SQLITE_ROW) {
+            dp = sqlite3_column_int64(q, 0), unit = sqlite3_column_int64(q, 2), seq = sqlite3_column_int64(q, 3);
+            idx = sqlite3_column_int64(q, 4), b = sqlite3_column_int64(q, 5), e = sqlite3_column_int64(q, 6);
+            cp = sqlite3_column_int64(q, 7), slice = sqlite3_column_int64(q, 8);
+            passes = (const char *)sqlite3_column_text(q, 1);
+            if (!passes || (strcmp(passes, "FB") != 0 && strcmp(passes, "F") != 0 && strcmp(passes, "B") != 0))
+                ROWS_BAD("table units_slices: dp_rank %" PRId64 " unit %" PRId64 " has passes '%s' ('FB', 'F' or 'B')",
+                         dp, unit, passes ? passes : "");
+            r = rank_index(p, dp);
+            if (r < 0) ROWS_BAD("table units_slices: dp_rank %" PRId64 " has no pipeline", dp);
+        }
+        /* the end of a pass's rows: lay them out */
+        if (cur >= 0 && (r != cur || strcmp(passes, cur_pass) != 0)) {
+            if ((s = place_pass(st->path, step, p->ranks[cur].dp_rank, cur_pass, &pr, &p->ranks[cur].sched, err)) !=
+                LT_OK)
+                goto out;
+            pr.n = 0;
+        }
+        if (cur >= 0 && r != cur && saw_f != saw_b)
+            ROWS_BAD("table units_slices: dp_rank %d has '%s' rows but no '%s' rows (an asymmetric schedule has both)",
+                     p->ranks[cur].dp_rank, saw_f ? "F" : "B", saw_f ? "B" : "F");
+        if (rc == SQLITE_DONE) break;
+        if (r != cur) {
+            cur = r;
+            cur_pass[0] = '\0';
+            saw_fb = saw_f = saw_b = false;
+        }
+        if (strcmp(passes, cur_pass) != 0) {
+            snprintf(cur_pass, sizeof cur_pass, "%s", passes);
+            cur_unit = -1;
+            saw_fb |= passes[1] != '\0';
+            saw_f |= strcmp(passes, "F") == 0;
+            saw_b |= strcmp(passes, "B") == 0;
+            if (saw_fb && (saw_f || saw_b))
+                ROWS_BAD("table units_slices: dp_rank %" PRId64 " has both 'FB' rows and 'F'/'B' rows (a pipeline's "
+                         "schedule is symmetric or asymmetric)",
+                         dp);
+        }
+        if (cp < 1 || cp > UINT16_MAX)
+            ROWS_BAD("table units_slices: dp_rank %" PRId64 " passes %s unit %" PRId64 " seq %" PRId64 ": cp %" PRId64
+                     " out of range",
+                     dp, passes, unit, seq, cp);
+        if (unit != cur_unit) {
+            if (unit != cur_unit + 1 || seq != 0)
+                ROWS_BAD("table units_slices: dp_rank %" PRId64 " passes %s unit %" PRId64 " seq %" PRId64
+                         " (units must be numbered 0, 1, ... and slices from seq 0)",
+                         dp, passes, unit, seq);
+            cur_unit = unit;
+            next_seq = 0;
+        }
+        if (seq != next_seq)
+            ROWS_BAD("table units_slices: dp_rank %" PRId64 " passes %s unit %" PRId64 " is missing seq %" PRId64, dp,
+                     passes, unit, next_seq);
+        if (idx < 0 || (uint64_t)idx >= p->n_samples || b < 0 || e <= b)
+            ROWS_BAD("table units_slices: dp_rank %" PRId64 " passes %s unit %" PRId64 " seq %" PRId64
+                     ": sample %" PRId64 " tokens [%" PRId64 ", %" PRId64 ") out of range",
+                     dp, passes, unit, seq, idx, b, e);
+        if (seq > 0 && cp != pr.v[pr.n - 1].cp)
+            ROWS_BAD("table units_slices: dp_rank %" PRId64 " passes %s unit %" PRId64 ": seq %" PRId64
+                     " has cp %" PRId64 ", seq 0 has cp %" PRId64 " (a unit has one cp)",
+                     dp, passes, unit, seq, cp, pr.v[pr.n - 1].cp);
+        if (pr.n == pr.cap) {
+            pr.cap = pr.cap ? 2 * pr.cap : 256;
+            pr.v = lt_realloc_check(pr.v, pr.cap * sizeof *pr.v);
+        }
+        pr.v[pr.n++] = (pass_row){unit, seq, slice, idx, b, e, cp};
+        next_seq++;
+    }
+out:
+    free(pr.v);
+    sqlite3_reset(q);
+    return s;
+#undef ROWS_BAD
 }
 
 static lt_status read_step(lt_store *st, uint64_t step, lt_step_plan *p, lt_sample **samples_out, lt_error *err) {
@@ -1673,45 +1949,27 @@ static lt_status read_step(lt_store *st, uint64_t step, lt_step_plan *p, lt_samp
     sqlite3_reset(q);
     if (rows != p->n_samples) BAD("table step_samples: %zu rows, table steps says n_samples %zu", rows, p->n_samples);
 
-    /* units_slices: per pipeline, units 0, 1, ... each with slices seq 0, 1, ... */
-    if ((s = query(st, Q_GET_SLICES, &q, err)) != LT_OK) goto done;
+    if ((s = read_units(st, step, p, err)) != LT_OK) goto done;
+
+    /* dp_merges: the step's DP-Merge groups, by sample */
+    if ((s = query(st, Q_GET_MERGES, &q, err)) != LT_OK) goto done;
     sqlite3_bind_int64(q, 2, st_step);
-    int cur = -1;
-    int64_t cur_unit = -1, next_seq = 0;
-    while ((rc = step_row(st, q, "units_slices", &s, err)) == SQLITE_ROW) {
-        int64_t dp = sqlite3_column_int64(q, 0), unit = sqlite3_column_int64(q, 2), seq = sqlite3_column_int64(q, 3);
-        int64_t idx = sqlite3_column_int64(q, 4), b = sqlite3_column_int64(q, 5), e = sqlite3_column_int64(q, 6);
-        const unsigned char *passes = sqlite3_column_text(q, 1);
-        if (!passes || strcmp((const char *)passes, "FB") != 0)
-            BAD("table units_slices: dp_rank %" PRId64 " unit %" PRId64 " has passes '%s': asymmetric partitions "
-                "need a newer reader",
-                dp, unit, passes ? (const char *)passes : "");
+    size_t cap_m = 0;
+    while ((rc = step_row(st, q, "dp_merges", &s, err)) == SQLITE_ROW) {
+        int64_t idx = sqlite3_column_int64(q, 0), dp = sqlite3_column_int64(q, 2), cp = sqlite3_column_int64(q, 3);
+        if (idx < 0 || (uint64_t)idx >= p->n_samples)
+            BAD("table dp_merges: sample idx %" PRId64 ", the step has %zu samples", idx, p->n_samples);
         int r = rank_index(p, dp);
-        if (r < 0) BAD("table units_slices: dp_rank %" PRId64 " has no pipeline", dp);
-        if (r != cur) {
-            cur = r;
-            cur_unit = -1;
+        if (r < 0) BAD("table dp_merges: sample idx %" PRId64 " is merged from dp_rank %" PRId64 ", which has no pipeline",
+                       idx, dp);
+        if (cp < 2 || cp > (int64_t)p->n_ranks)
+            BAD("table dp_merges: sample idx %" PRId64 ": cp %" PRId64 " (2 to the step's %zu pipelines)", idx, cp,
+                p->n_ranks);
+        if (p->n_merges == cap_m) {
+            cap_m = cap_m ? 2 * cap_m : 4;
+            p->merges = lt_realloc_check(p->merges, cap_m * sizeof *p->merges);
         }
-        lt_schedule *sc = &p->ranks[r].sched;
-        if (unit != cur_unit) {
-            if (unit != cur_unit + 1 || seq != 0)
-                BAD("table units_slices: dp_rank %" PRId64 " unit %" PRId64 " seq %" PRId64
-                    " (units must be numbered 0, 1, ... and slices from seq 0)",
-                    dp, unit, seq);
-            lt_schedule_add_unit(sc, (uint32_t)sc->n_slices, 0);
-            cur_unit = unit;
-            next_seq = 0;
-        }
-        if (seq != next_seq)
-            BAD("table units_slices: dp_rank %" PRId64 " unit %" PRId64 " is missing seq %" PRId64, dp, unit,
-                next_seq);
-        if (idx < 0 || (uint64_t)idx >= p->n_samples || b < 0 || e <= b)
-            BAD("table units_slices: dp_rank %" PRId64 " unit %" PRId64 " seq %" PRId64 ": sample %" PRId64
-                " tokens [%" PRId64 ", %" PRId64 ") out of range",
-                dp, unit, seq, idx, b, e);
-        lt_schedule_add_slice(sc, (int32_t)idx, b, e);
-        sc->units[sc->n_units - 1].n_slices++;
-        next_seq++;
+        p->merges[p->n_merges++] = (lt_dp_merge){.sample = (int32_t)idx, .first_rank = r, .cp = (int)cp};
     }
     if (rc != SQLITE_DONE) goto done;
     sqlite3_reset(q);
@@ -1790,23 +2048,120 @@ lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_s
 /* ------------------------------------------------------------------ raw rows (lt_store_validate) */
 
 /* The raw-row checks of one stored step, for lt_store_validate (plans/validate.c; this
- * prototype is in store.h): per pass, the rows of units_slices cover every
- * sample's tokens exactly once on the sample's dp_rank, and the steps row's n_samples and
- * n_tokens equal the step_samples rows' count and sum. LT_ERR_INPUT naming the table. The
- * stages rows' op lists are checked by the reader, which lt_store_validate runs next (one
- * parse per list): well-formed, n_ops elements, the run's layer block, units of the
- * pipeline, kinds and parts known. */
+ * prototype is in store.h): the steps row's n_samples and n_tokens equal the step_samples
+ * rows' count and sum; every dp_merges row names a sample of the step by idx and sample_id,
+ * on its step_samples dp_rank, with a group of cp pipelines from there; per pass, the rows
+ * of units_slices cover every sample's tokens exactly once on the sample's dp_rank, or, for
+ * a DP-merged sample, exactly once on every dp_rank of its group with the same token ranges
+ * on each, and nowhere else; a row's cp is its sample's group cp (1 when not merged).
+ * LT_ERR_INPUT naming the table. The stages rows' op lists are checked by the reader, which
+ * lt_store_validate runs next (one parse per list): well-formed, n_ops elements, the run's
+ * layer block, units of the pipeline, kinds and parts known. */
 
 typedef struct raw_slice {
-    int64_t dp, unit, seq, idx, begin, end;
+    int64_t dp, unit, seq, idx, begin, end, cp;
     char passes[4];
 } raw_slice;
 
 static int cmp_raw(const void *a, const void *b) {
     const raw_slice *x = a, *y = b;
     if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
+    if (x->dp != y->dp) return x->dp < y->dp ? -1 : 1;
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
     return (x->end > y->end) - (x->end < y->end);
+}
+
+/* The raw rows of one step (lt_store_check_rows' working set). */
+typedef struct raw_step {
+    size_t n;                    /* samples */
+    int64_t *len, *dp, *ids;     /* [n] step_samples by idx */
+    int64_t *mcp;                /* [n] the sample's DP-Merge cp, 1 when not merged */
+    size_t *mpos;                /* [n] merged: the position in pipes of the group's first member */
+    int64_t *pipes;              /* [n_pipes] the pipelines' dp_ranks, increasing */
+    size_t n_pipes;
+    raw_slice *sl;               /* units_slices rows */
+    size_t ns;
+} raw_step;
+
+static void raw_step_free(raw_step *r) {
+    free(r->len);
+    free(r->dp);
+    free(r->ids);
+    free(r->mcp);
+    free(r->mpos);
+    free(r->pipes);
+    free(r->sl);
+}
+
+/* The position of dp_rank in r->pipes, or r->n_pipes. */
+static size_t raw_pipe(const raw_step *r, int64_t dp_rank) {
+    size_t lo = 0, hi = r->n_pipes;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (r->pipes[mid] < dp_rank) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < r->n_pipes && r->pipes[lo] == dp_rank ? lo : r->n_pipes;
+}
+
+/* Whether dp_rank is one of the pipelines that train sample idx (its own, or its group's). */
+static bool raw_member(const raw_step *r, int64_t idx, int64_t dp_rank) {
+    if (r->mcp[idx] == 1) return dp_rank == r->dp[idx];
+    size_t k = raw_pipe(r, dp_rank);
+    return k < r->n_pipes && k >= r->mpos[idx] && k < r->mpos[idx] + (size_t)r->mcp[idx];
+}
+
+/* Per pass, the rows v[0..m) (sorted by cmp_raw) against the samples: each sample covered
+ * exactly once on each of its pipelines, the pipelines of a group with equal ranges. */
+static lt_status raw_coverage(lt_store *st, uint64_t step, const raw_step *r, const raw_slice *v, size_t m,
+                              const char *pass, lt_error *err) {
+    size_t j = 0;
+    for (size_t smp = 0; smp < r->n; smp++) {
+        const bool merged = r->mcp[smp] > 1;
+        const size_t members = merged ? (size_t)r->mcp[smp] : 1;
+        size_t first_j = j, first_n = 0; /* the first member's rows, for the comparison */
+        for (size_t k = 0; k < members; k++) {
+            const int64_t want_dp = merged ? r->pipes[r->mpos[smp] + k] : r->dp[smp];
+            char on[48] = "";
+            if (merged) snprintf(on, sizeof on, " on dp_rank %" PRId64, want_dp);
+            int64_t next = 0;
+            const size_t j0 = j;
+            for (; j < m && v[j].idx == (int64_t)smp && v[j].dp == want_dp; j++) {
+                if (v[j].begin > next)
+                    return step_fail(err, st->path, step,
+                                     "table units_slices: tokens [%" PRId64 ", %" PRId64 ") of sample idx %zu "
+                                     "(sample_id %" PRId64 ") are not covered in the %s pass%s",
+                                     next, v[j].begin, smp, r->ids[smp], pass, on);
+                if (v[j].begin < next)
+                    return step_fail(err, st->path, step,
+                                     "table units_slices: tokens [%" PRId64 ", %" PRId64 ") of sample idx %zu "
+                                     "(sample_id %" PRId64 ") are covered twice in the %s pass%s (row dp_rank %" PRId64
+                                     ", unit %" PRId64 ", seq %" PRId64 ")",
+                                     v[j].begin, v[j].end < next ? v[j].end : next, smp, r->ids[smp], pass, on,
+                                     v[j].dp, v[j].unit, v[j].seq);
+                next = v[j].end;
+            }
+            if (next != r->len[smp])
+                return step_fail(err, st->path, step,
+                                 "table units_slices: sample idx %zu (sample_id %" PRId64 ") has %" PRId64
+                                 " tokens, the %s pass covers [0, %" PRId64 ")%s",
+                                 smp, r->ids[smp], r->len[smp], pass, next, on);
+            if (k == 0) {
+                first_n = j - j0;
+            } else {
+                bool same = j - j0 == first_n;
+                for (size_t i = 0; same && i < first_n; i++)
+                    same = v[j0 + i].begin == v[first_j + i].begin && v[j0 + i].end == v[first_j + i].end;
+                if (!same)
+                    return step_fail(err, st->path, step,
+                                     "table units_slices: DP-merged sample idx %zu (sample_id %" PRId64 ") has other "
+                                     "token ranges on dp_rank %" PRId64 " than on dp_rank %" PRId64
+                                     " in the %s pass (the members of a group hold the same slices)",
+                                     smp, r->ids[smp], want_dp, r->pipes[r->mpos[smp]], pass);
+            }
+        }
+    }
+    return LT_OK;
 }
 
 lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err) {
@@ -1827,35 +2182,36 @@ lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err) {
     if (rc != SQLITE_ROW) return s;
 
     /* the samples: count, sum, length and dp_rank by idx */
-    size_t n = 0, cap = 0;
-    int64_t *len = NULL, *dp = NULL, *ids = NULL, tokens = 0;
-    raw_slice *sl = NULL;
-    size_t ns = 0, scap = 0;
+    raw_step R;
+    memset(&R, 0, sizeof R);
+    size_t cap = 0, scap = 0, pcap = 0;
+    int64_t tokens = 0;
+    raw_slice *v = NULL;
     if ((s = query(st, Q_GET_SAMPLES, &q, err)) != LT_OK) return s;
     sqlite3_bind_int64(q, 2, (int64_t)step);
     while ((rc = step_row(st, q, "step_samples", &s, err)) == SQLITE_ROW) {
-        if (n == cap) {
+        if (R.n == cap) {
             cap = cap ? 2 * cap : 512;
-            len = lt_realloc_check(len, cap * sizeof *len);
-            dp = lt_realloc_check(dp, cap * sizeof *dp);
-            ids = lt_realloc_check(ids, cap * sizeof *ids);
+            R.len = lt_realloc_check(R.len, cap * sizeof *R.len);
+            R.dp = lt_realloc_check(R.dp, cap * sizeof *R.dp);
+            R.ids = lt_realloc_check(R.ids, cap * sizeof *R.ids);
         }
-        if (sqlite3_column_int64(q, 0) != (int64_t)n) {
+        if (sqlite3_column_int64(q, 0) != (int64_t)R.n) {
             s = step_fail(err, st->path, step, "table step_samples: row idx %" PRId64 " where idx %zu comes next",
-                          (int64_t)sqlite3_column_int64(q, 0), n);
+                          (int64_t)sqlite3_column_int64(q, 0), R.n);
             goto out;
         }
-        ids[n] = sqlite3_column_int64(q, 1);
-        len[n] = sqlite3_column_int64(q, 2);
-        dp[n] = sqlite3_column_int64(q, 3);
-        tokens += len[n];
-        n++;
+        R.ids[R.n] = sqlite3_column_int64(q, 1);
+        R.len[R.n] = sqlite3_column_int64(q, 2);
+        R.dp[R.n] = sqlite3_column_int64(q, 3);
+        tokens += R.len[R.n];
+        R.n++;
     }
     if (rc != SQLITE_DONE) goto out;
     sqlite3_reset(q);
-    if ((int64_t)n != want_samples) {
+    if ((int64_t)R.n != want_samples) {
         s = step_fail(err, st->path, step, "step_summary says n_samples %" PRId64 ", table step_samples has %zu rows",
-                      want_samples, n);
+                      want_samples, R.n);
         goto out;
     }
     if (tokens != want_tokens) {
@@ -1865,14 +2221,69 @@ lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err) {
         goto out;
     }
 
+    /* the pipelines' dp_ranks (increasing), for the groups */
+    if ((s = query(st, Q_GET_PIPELINES, &q, err)) != LT_OK) goto out;
+    sqlite3_bind_int64(q, 2, (int64_t)step);
+    while ((rc = step_row(st, q, "pipelines", &s, err)) == SQLITE_ROW) {
+        if (R.n_pipes == pcap) {
+            pcap = pcap ? 2 * pcap : 16;
+            R.pipes = lt_realloc_check(R.pipes, pcap * sizeof *R.pipes);
+        }
+        R.pipes[R.n_pipes++] = sqlite3_column_int64(q, 0);
+    }
+    if (rc != SQLITE_DONE) goto out;
+    sqlite3_reset(q);
+
+    /* the DP-Merge groups */
+    R.mcp = lt_malloc_check((R.n ? R.n : 1) * sizeof *R.mcp);
+    R.mpos = lt_calloc_check(R.n ? R.n : 1, sizeof *R.mpos);
+    for (size_t i = 0; i < R.n; i++) R.mcp[i] = 1;
+    if ((s = query(st, Q_GET_MERGES, &q, err)) != LT_OK) goto out;
+    sqlite3_bind_int64(q, 2, (int64_t)step);
+    while ((rc = step_row(st, q, "dp_merges", &s, err)) == SQLITE_ROW) {
+        int64_t idx = sqlite3_column_int64(q, 0), id = sqlite3_column_int64(q, 1), dp = sqlite3_column_int64(q, 2),
+                cp = sqlite3_column_int64(q, 3);
+        if (idx < 0 || (uint64_t)idx >= R.n) {
+            s = step_fail(err, st->path, step, "table dp_merges: row sample idx %" PRId64 ", the step has %zu samples",
+                          idx, R.n);
+            goto out;
+        }
+        if (id != R.ids[idx]) {
+            s = step_fail(err, st->path, step,
+                          "table dp_merges: sample idx %" PRId64 " has sample_id %" PRId64 ", step_samples says %" PRId64,
+                          idx, id, R.ids[idx]);
+            goto out;
+        }
+        if (dp != R.dp[idx]) {
+            s = step_fail(err, st->path, step,
+                          "table dp_merges: sample idx %" PRId64 " (sample_id %" PRId64 ") is merged from dp_rank %" PRId64
+                          ", step_samples puts it on dp_rank %" PRId64,
+                          idx, id, dp, R.dp[idx]);
+            goto out;
+        }
+        size_t pos = raw_pipe(&R, dp);
+        if (pos == R.n_pipes || cp < 2 || (uint64_t)cp > R.n_pipes - pos) {
+            s = step_fail(err, st->path, step,
+                          "table dp_merges: the group of sample idx %" PRId64 " (sample_id %" PRId64 "), %" PRId64
+                          " pipelines from dp_rank %" PRId64 ", is not within the step's pipelines (%zu from there)",
+                          idx, id, cp, dp, pos == R.n_pipes ? (size_t)0 : R.n_pipes - pos);
+            goto out;
+        }
+        R.mcp[idx] = cp;
+        R.mpos[idx] = pos;
+    }
+    if (rc != SQLITE_DONE) goto out;
+    sqlite3_reset(q);
+
+    /* the slices: each on a pipeline of its sample, with its sample's cp */
     if ((s = query(st, Q_GET_SLICES, &q, err)) != LT_OK) goto out;
     sqlite3_bind_int64(q, 2, (int64_t)step);
     while ((rc = step_row(st, q, "units_slices", &s, err)) == SQLITE_ROW) {
-        if (ns == scap) {
+        if (R.ns == scap) {
             scap = scap ? 2 * scap : 1024;
-            sl = lt_realloc_check(sl, scap * sizeof *sl);
+            R.sl = lt_realloc_check(R.sl, scap * sizeof *R.sl);
         }
-        raw_slice *r = &sl[ns++];
+        raw_slice *r = &R.sl[R.ns++];
         r->dp = sqlite3_column_int64(q, 0);
         snprintf(r->passes, sizeof r->passes, "%s",
                  sqlite3_column_text(q, 1) ? (const char *)sqlite3_column_text(q, 1) : "");
@@ -1881,62 +2292,55 @@ lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err) {
         r->idx = sqlite3_column_int64(q, 4);
         r->begin = sqlite3_column_int64(q, 5);
         r->end = sqlite3_column_int64(q, 6);
-        if (r->idx < 0 || (uint64_t)r->idx >= n) {
-            s = step_fail(err, st->path, step,
-                          "table units_slices: row (dp_rank %" PRId64 ", passes %s, unit %" PRId64 ", seq %" PRId64
-                          ") names sample idx %" PRId64 ", the step has %zu samples",
-                          r->dp, r->passes, r->unit, r->seq, r->idx, n);
-            goto out;
+        r->cp = sqlite3_column_int64(q, 7);
+#define ROW_FAIL(...)                                     \
+    do {                                                  \
+        s = step_fail(err, st->path, step, __VA_ARGS__); \
+        goto out;                                         \
+    } while (0)
+        if (r->idx < 0 || (uint64_t)r->idx >= R.n)
+            ROW_FAIL("table units_slices: row (dp_rank %" PRId64 ", passes %s, unit %" PRId64 ", seq %" PRId64
+                     ") names sample idx %" PRId64 ", the step has %zu samples",
+                     r->dp, r->passes, r->unit, r->seq, r->idx, R.n);
+        const int64_t gcp = R.mcp[r->idx];
+        if (!raw_member(&R, r->idx, r->dp)) {
+            if (gcp == 1)
+                ROW_FAIL("table units_slices: row (dp_rank %" PRId64 ", passes %s, unit %" PRId64 ", seq %" PRId64
+                         ") holds tokens of sample idx %" PRId64 ", which step_samples puts on dp_rank %" PRId64,
+                         r->dp, r->passes, r->unit, r->seq, r->idx, R.dp[r->idx]);
+            ROW_FAIL("table units_slices: row (dp_rank %" PRId64 ", passes %s, unit %" PRId64 ", seq %" PRId64
+                     ") holds tokens of sample idx %" PRId64 ", which dp_merges merges over the %" PRId64
+                     " pipelines from dp_rank %" PRId64,
+                     r->dp, r->passes, r->unit, r->seq, r->idx, gcp, R.dp[r->idx]);
         }
-        if (r->dp != dp[r->idx]) {
-            s = step_fail(err, st->path, step,
-                          "table units_slices: row (dp_rank %" PRId64 ", passes %s, unit %" PRId64 ", seq %" PRId64
-                          ") holds tokens of sample idx %" PRId64 ", which step_samples puts on dp_rank %" PRId64,
-                          r->dp, r->passes, r->unit, r->seq, r->idx, dp[r->idx]);
-            goto out;
+        if (r->cp != gcp) {
+            if (gcp == 1)
+                ROW_FAIL("table units_slices: row (dp_rank %" PRId64 ", passes %s, unit %" PRId64 ", seq %" PRId64
+                         ") has cp %" PRId64 ", but sample idx %" PRId64 " (sample_id %" PRId64
+                         ") is not DP-merged (no dp_merges row: cp 1)",
+                         r->dp, r->passes, r->unit, r->seq, r->cp, r->idx, R.ids[r->idx]);
+            ROW_FAIL("table units_slices: row (dp_rank %" PRId64 ", passes %s, unit %" PRId64 ", seq %" PRId64
+                     ") has cp %" PRId64 ", but sample idx %" PRId64 " (sample_id %" PRId64
+                     ") is DP-merged with cp %" PRId64,
+                     r->dp, r->passes, r->unit, r->seq, r->cp, r->idx, R.ids[r->idx], gcp);
         }
+#undef ROW_FAIL
     }
     if (rc != SQLITE_DONE) goto out;
     sqlite3_reset(q);
 
     static const char *const pass_name[2] = {"forward", "backward"};
-    raw_slice *v = lt_malloc_check((ns ? ns : 1) * sizeof *v);
+    v = lt_malloc_check((R.ns ? R.ns : 1) * sizeof *v);
     for (int pass = 0; pass < 2 && s == LT_OK; pass++) {
         size_t m = 0;
-        for (size_t i = 0; i < ns; i++)
-            if (strchr(sl[i].passes, pass == 0 ? 'F' : 'B')) v[m++] = sl[i];
+        for (size_t i = 0; i < R.ns; i++)
+            if (strchr(R.sl[i].passes, pass == 0 ? 'F' : 'B')) v[m++] = R.sl[i];
         qsort(v, m, sizeof *v, cmp_raw);
-        size_t j = 0;
-        for (size_t smp = 0; smp < n && s == LT_OK; smp++) {
-            int64_t next = 0;
-            for (; j < m && v[j].idx == (int64_t)smp && s == LT_OK; j++) {
-                if (v[j].begin > next)
-                    s = step_fail(err, st->path, step,
-                                  "table units_slices: tokens [%" PRId64 ", %" PRId64 ") of sample idx %zu (sample_id "
-                                  "%" PRId64 ") are not covered in the %s pass",
-                                  next, v[j].begin, smp, ids[smp], pass_name[pass]);
-                else if (v[j].begin < next)
-                    s = step_fail(err, st->path, step,
-                                  "table units_slices: tokens [%" PRId64 ", %" PRId64 ") of sample idx %zu (sample_id "
-                                  "%" PRId64 ") are covered twice in the %s pass (row dp_rank %" PRId64
-                                  ", unit %" PRId64 ", seq %" PRId64 ")",
-                                  v[j].begin, v[j].end < next ? v[j].end : next, smp, ids[smp], pass_name[pass],
-                                  v[j].dp, v[j].unit, v[j].seq);
-                next = v[j].end;
-            }
-            if (s == LT_OK && next != len[smp])
-                s = step_fail(err, st->path, step,
-                              "table units_slices: sample idx %zu (sample_id %" PRId64 ") has %" PRId64
-                              " tokens, the %s pass covers [0, %" PRId64 ")",
-                              smp, ids[smp], len[smp], pass_name[pass], next);
-        }
+        s = raw_coverage(st, step, &R, v, m, pass_name[pass], err);
     }
-    free(v);
 out:
     sqlite3_reset(q);
-    free(len);
-    free(dp);
-    free(ids);
-    free(sl);
+    free(v);
+    raw_step_free(&R);
     return s;
 }

@@ -3,8 +3,10 @@
  * read it with `sqlite3` and the trainer executes it. docs/plans-schema.md documents every
  * table and view with example queries.
  *
- * File: application_id 0x4C54504C ("LTPL"), user_version = the schema version (lib/db.h
- * migrations). One run per file (run_id 1): its effective config (lt_config_dump text), the
+ * File: application_id 0x4C54504C ("LTPL"), user_version = the schema version, 2 (lib/db.h
+ * migrations; a version-1 file, without unit cp, backward partitions and DP-Merge groups,
+ * is refused, LT_ERR_VERSION "... built by an older planner ...; rebuild it", by
+ * lt_store_open and lt_store_begin, as a newer one is). One run per file (run_id 1): its effective config (lt_config_dump text), the
  * corpus fingerprint (lt_corpus_fingerprint), the sampler and layout values, and the
  * baseline tuning (lt_planner_params). Tables are STRICT (and WITHOUT ROWID where keyed, but
  * stages, whose rows hold the op lists):
@@ -13,8 +15,9 @@
  *        global_batch, seed, dp, pp, tp, layers, mem_cap_bytes, tuning, n_samples_total,
  *        longtail_version)
  *   steps(run_id, step, strategy, n_samples, n_tokens, predicted_ms, bubble_ratio,
- *         peak_mem_bytes, solve_ms (NULL with timings off), params, solver_status,
- *         runner_up, runner_up_ms)
+ *         peak_mem_bytes, solve_ms (NULL with timings off), params, solver_status
+ *         (none | optimal | feasible | timeout | infeasible, a CHECK), runner_up,
+ *         runner_up_ms (NULL but for auto))
  *   step_samples(run_id, step, idx, sample_id, length, dp_rank, task, doc, tok)
  *         idx = the sample's index in the step (lt_slice.sample); sample_id = the sampler's
  *   pipelines(run_id, step, dp_rank, cp, predicted_ms)
@@ -26,20 +29,27 @@
  *         over the whole block with part 'all', else the same plus [..., layer_begin,
  *         layer_end, part]; kind 0 F, 1 FK, 2 B; part 0 all, 1 pre, 2 attn, 3 post; times
  *         integer nanoseconds (docs/plans-schema.md, "The ops encoding")
- *   units_slices(run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end)
- *         passes 'FB' (the unit is the same in both passes), 'F' or 'B' (asymmetric
- *         partitions, [6/6])
+ *   units_slices(run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end, cp)
+ *         passes 'FB' (a symmetric schedule's units: the same in both passes), or 'F' (the
+ *         units and slices) and 'B' (the bunits and bslices) of an asymmetric schedule
+ *         (plans/schedule.h), each pass's units numbered from 0; cp the unit's cp, 0 stored
+ *         as 1 (both mean no DP-Merge) and read back as 1
+ *   dp_merges(run_id, step, idx, sample_id, dp_rank, cp)
+ *         a row per DP-Merge group (lt_dp_merge): idx the sample (lt_dp_merge.sample),
+ *         sample_id the sampler's, dp_rank the dp_rank of its first pipeline, cp its size
  *
  * Views (CONTRACTS.md columns first, then extras):
  *   step_summary(run_id, step, strategy, n_samples, n_tokens, predicted_ms, bubble_ratio,
  *                peak_mem_bytes, solve_ms, params, solver_status)
- *   plan_slices(run_id, step, dp_rank, pass, unit, seq, sample_id, tok_begin, tok_end, idx)
+ *   plan_slices(run_id, step, dp_rank, pass, unit, seq, sample_id, tok_begin, tok_end, idx, cp)
+ *            'FB' rows once per pass; 'F' rows as pass F, 'B' rows as pass B
  *   plan_ops(run_id, step, dp_rank, stage, seq, kind, unit, recompute_layers, layer_begin,
  *            layer_end, part, start_ms, finish_ms, mem_bytes)
  *            a row per op: the stages' op lists through json_each, kind 'F' | 'FK' | 'B',
  *            part 'all' | 'pre' | 'attn' | 'post', start_ms/finish_ms = ns / 1e6
- *   samples(run_id, step, sample_id, length, dp_rank, source, idx, task, doc, tok)
- *            source = 'task=T,doc=D,tok=O' (lt_sample_source_format)
+ *   samples(run_id, step, sample_id, length, dp_rank, source, idx, task, doc, tok, merge_cp)
+ *            source = 'task=T,doc=D,tok=O' (lt_sample_source_format); merge_cp the size of
+ *            the sample's DP-Merge group (dp_merges.cp), 1 for none
  *   stage_timeline(run_id, step, dp_rank, stage, busy_ms, idle_ms, peak_mem_bytes,
  *                  headroom_bytes)              per-stage busy/idle and memory headroom
  *   dp_balance(run_id, step, pipelines, min_ms, max_ms, mean_ms, imbalance)
@@ -116,8 +126,12 @@ lt_status lt_store_has_step(lt_store *st, uint64_t step, bool *has, lt_error *er
  * layers) and its pipelines in increasing dp_rank order: LT_ERR_INTERNAL before anything is
  * written otherwise. An op prediction the ops encoding cannot hold (a time not finite or
  * beyond 1e9 s, a byte count not finite) is LT_ERR_INPUT naming the op, also before anything
- * is written. Units are stored as 'FB' with their slices in unit order (the slice table is
- * rebuilt in that order on reading). A failure while writing (I/O, or LT_ERR_INPUT for a
+ * is written; so are a backward unit over bslices past the bslice table, an asymmetric
+ * schedule with units of one pass only, and DP-Merge groups that are not by strictly
+ * increasing sample, name a sample or first pipeline outside the step, or have cp < 2.
+ * Units are stored with their slices in unit order, 'FB' for a symmetric schedule, 'F'
+ * and 'B' for an asymmetric one (the slice tables are rebuilt in that order on reading),
+ * with merges as dp_merges rows. A failure while writing (I/O, or LT_ERR_INPUT for a
  * value a CHECK of the schema refuses) leaves the step half-written in a file without a
  * journal: after it only lt_store_abort is left (lt_store_commit refuses). */
 lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample *samples, lt_error *err);
@@ -145,9 +159,10 @@ lt_status lt_store_steps(lt_store *st, uint64_t **steps, size_t *n, lt_error *er
  * a malloc'd array *samples[out->n_samples]. LT_ERR_INPUT when the step is not stored (hint:
  * the stored range) or its rows are inconsistent (naming the table and row; for an op list
  * that is malformed, has another length than n_ops, or names an unknown unit, kind or part:
- * the step, dp_rank, stage, op and byte). Only 'FB' units
- * are representable in lt_step_plan today: a step with 'F'/'B' rows is LT_ERR_INPUT
- * ("asymmetric partitions need a newer reader") until [6/6]. Samples come back with id,
+ * the step, dp_rank, stage, op and byte). A pipeline's 'F' and 'B' rows come back as an
+ * asymmetric schedule (a pipeline with both 'FB' and 'F'/'B' rows, or one of 'F' and 'B'
+ * only, is LT_ERR_INPUT), a unit's cp from its rows (all equal), the dp_merges rows as
+ * out->merges. Samples come back with id,
  * task, doc, offset and length; corpus_doc is not stored and is 0. solve_ms is 0 when the
  * file has none (--no-timings). */
 lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_sample **samples, lt_error *err);
@@ -156,23 +171,33 @@ lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_s
 
 /* Check one plan against the invariants every strategy promises; LT_ERR_INPUT naming the
  * step, pipeline, stage or sample and the rule broken:
- *   - coverage: for each pass (forward: the units of F/FK ops; backward: of B ops), each
- *     sample's tokens [0, length) are covered exactly once by the slices of units that
- *     pass runs, on the pipeline sample_rank[] names, and no slice belongs to another
- *     step's sample (index < n_samples);
+ *   - coverage: for each pass (forward: the units of F/FK ops; backward: of B ops, the
+ *     bunits over bslices of an asymmetric schedule), each sample's tokens [0, length) are
+ *     covered exactly once by the slices of units that pass runs, on the pipeline
+ *     sample_rank[] names, and no slice belongs to another step's sample (index <
+ *     n_samples);
+ *   - DP-Merge (SlimPack 4.1.1): merges by strictly increasing sample, each of 2 <= cp
+ *     pipelines first_rank .. first_rank + cp - 1 within the step, sample_rank[sample] ==
+ *     first_rank; a merged sample covered exactly once in each pass by every member, with
+ *     the same slices on each, in units of cp == the group's cp, and by no other pipeline;
+ *     a sample not merged in no unit of cp > 1 (cp 0 counts as 1);
+ *   - solver_status one of none, optimal, feasible, timeout, infeasible;
  *   - slice order: lt_schedule_check (slices of a sample in token order, valid ranges);
  *   - every unit is forwarded and backwarded on every stage's layers exactly once (FK
- *     followed by a re-forward counts once), recompute_layers <= the op's layers;
+ *     followed by a re-forward counts once), recompute_layers <= the op's layers; in an
+ *     asymmetric schedule every unit forwarded and every bunit backwarded exactly once;
  *   - dependencies acyclic: lt_sim_run under lt_sim_unit_costs finds no deadlock;
  *   - memory: every stage_peak_mem <= mem_cap (naming the stage and the amount over);
  *   - predictions: finite, >= 0, finish >= start, a stage's ops in time order, time_s >=
  *     every op's finish.
- * Samples are named by their index in the step (the samples view's idx). mem_cap <= 0 (or
+ * Samples are named by their index in the step (the samples view's idx), pipelines by
+ * index and dp_rank, units of the backward partition as "backward unit". mem_cap <= 0 (or
  * not finite): no memory check. WHERE is left empty (the caller knows the file). */
 lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err);
 
-/* lt_plan_validate on every stored step, plus the raw rows (per-pass coverage over
- * units_slices, step_summary totals equal to the samples' sums; before each step's plan is
+/* lt_plan_validate on every stored step, plus the raw rows (lt_store_check_rows: per-pass
+ * coverage over units_slices, DP-Merge groups and cp, step_summary totals equal to the
+ * samples' sums; before each step's plan is
  * read, so a broken row is named as such; the op lists are checked by reading the step,
  * lt_store_get_step). mem_cap is the run's. Stops at the first fault;
  * *checked (may be NULL) counts the steps found valid before it.
@@ -182,15 +207,23 @@ lt_status lt_store_validate(lt_store *st, void (*progress)(void *ctx, size_t don
 
 /* The raw-row checks of one stored step, run by lt_store_validate before it reads the step
  * back (plans/store.c; public only for plans/validate.c): per pass, the units_slices rows
- * cover every sample's tokens exactly once on the sample's dp_rank; the steps row's
- * n_samples and n_tokens equal the step_samples rows' count and sum. LT_ERR_INPUT naming
- * the table. */
+ * cover every sample's tokens exactly once on the sample's dp_rank, a DP-merged sample
+ * exactly once on every dp_rank of its group with the same token ranges, and no row holds
+ * tokens elsewhere; a row's cp is its sample's group cp (1 when not merged); every
+ * dp_merges row names a sample of the step (idx, and sample_id as step_samples has it) on
+ * its step_samples dp_rank, with cp pipelines from there; the steps row's n_samples and
+ * n_tokens equal the step_samples rows' count and sum. LT_ERR_INPUT naming the table. */
 lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err);
 
-/* `planner show`: the step's summary (strategy, predicted time, bubble, peak memory, params),
- * its samples (index, sample id, length, pipeline, source), per pipeline its units (slices as
- * "idx[begin:end)"), and an ASCII timeline per pipeline (lt_sim_print_timeline of the stored
- * predictions, `width` columns). */
+/* `planner show`: the step's summary (strategy, predicted time, bubble, peak memory, params,
+ * solver status, "(a MILP fell back to its heuristic)" for timeout/infeasible, the runner-up
+ * when set), its samples (index, sample id, length, pipeline, source), its DP-Merge groups
+ * ("sample 17 (idx 3, 1048576 tokens): DP-Merge over DP ranks 0-3, cp=4 (pipelines 0-3)";
+ * without samples "sample idx 3 (...)"), per pipeline its units (slices as
+ * "idx[begin:end)", ", cp=G" for a DP-Merge unit; an asymmetric schedule's forward units as
+ * "F unit", then its backward units as "B unit"), and an ASCII timeline per pipeline
+ * (lt_sim_print_timeline of the stored predictions, `width` columns). Prints any plan the
+ * reader accepts, valid or not. */
 void lt_plan_print(FILE *f, const lt_step_plan *p, const lt_sample *samples, int width);
 
 #endif /* LT_STORE_H */

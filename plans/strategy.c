@@ -29,8 +29,9 @@
 #include "lib/error.h"     /* lt_fail, lt_error_hint, lt_malloc_check */
 #include "plans/packing.h" /* lt_pack_best_fit_decreasing, lt_split_equal_cost */
 #include "plans/sim.h"     /* lt_sim_run */
+#include "plans/strategy_int.h"
 
-#define GIB 1073741824.0
+#define GIB LT_GIB
 
 /* ChunkFlow 5's grid (docs/strategies.md): ChunkSize powers of two from 4K below
  * context_len plus context_len itself, the largest CF_MAX_SIZES of them; K in CF_KS. */
@@ -100,18 +101,20 @@ struct lt_planner {
     int64_t cf_last_size;  /* the previous step's choice: tried first (a good bound for the */
     int cf_last_k;         /* pruning early; the choice itself does not depend on it) */
     int cf_slowest;        /* the slowest pipeline of the best candidate so far, or -1 */
+    /* the MILP strategies' states, made on first use */
+    lt_infinipipe *ip;
+    lt_slimpack *sp;
 };
 
 /* ---------------------------------------------------------------- helpers */
 
-static double now_ms(void) {
+double lt_plan_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Max over stages of the gradient synchronisation (plan.h: added to the step time). */
-static double max_dp_sync(const lt_cost_model *cm) {
+double lt_plan_max_dp_sync(const lt_cost_model *cm) {
     double m = 0;
     for (int st = 0; st < cm->pp; st++) {
         double t = lt_cost_dp_sync_time(cm, st);
@@ -127,12 +130,9 @@ static int stage_layers(const lt_schedule *s, int st) {
     return (int)(e - b);
 }
 
-/* The most layers any stage has: ceil(layers / pp), "full recomputation". */
-static int max_stage_layers(const lt_cost_model *cm) { return (cm->model.layers + cm->pp - 1) / cm->pp; }
+int lt_plan_max_stage_layers(const lt_cost_model *cm) { return (cm->model.layers + cm->pp - 1) / cm->pp; }
 
-/* Recompute the first r layers of every op's stage (Megatron's block method; an op of a
- * stage with fewer layers recomputes all of them). */
-static void set_recompute(lt_schedule *s, int r) {
+void lt_plan_set_recompute(lt_schedule *s, int r) {
     for (int st = 0; st < s->stages; st++) {
         int n = stage_layers(s, st);
         uint16_t rc = (uint16_t)(r < n ? r : n);
@@ -145,21 +145,19 @@ static void clear_ops(lt_schedule *s) {
     for (int st = 0; st < s->stages; st++) s->stage[st].n = 0;
 }
 
-static double max_peak(const lt_sim *sim) {
+double lt_plan_max_peak(const lt_sim *sim) {
     double m = 0;
     for (int st = 0; st < sim->stages; st++)
         if (sim->peak_mem[st] > m) m = sim->peak_mem[st];
     return m;
 }
 
-static bool fits(const lt_sim *sim, double cap) { return max_peak(sim) <= cap; }
+static bool fits(const lt_sim *sim, double cap) { return lt_plan_max_peak(sim) <= cap; }
 
-/* Simulate s with cm through the planner's reused sim and ctx. A failure is a bug of the
- * generators here: LT_ERR_INTERNAL. */
-static lt_status simulate(lt_planner *p, lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s,
-                          lt_sim_costs *costs_out, lt_error *err) {
+lt_status lt_plan_simulate(lt_sim *sim, lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s,
+                           lt_sim_costs *costs_out, lt_error *err) {
     lt_sim_costs costs = lt_cost_sim_costs_prepared(ctx, cm, s);
-    lt_status st = lt_sim_run(&p->sim, s, &costs, err);
+    lt_status st = lt_sim_run(sim, s, &costs, err);
     if (st != LT_OK) {
         if (err) {
             err->status = LT_ERR_INTERNAL;
@@ -169,6 +167,12 @@ static lt_status simulate(lt_planner *p, lt_cost_sim_ctx *ctx, const lt_cost_mod
     }
     if (costs_out) *costs_out = costs;
     return LT_OK;
+}
+
+/* lt_plan_simulate with the planner's reused sim. */
+static lt_status simulate(lt_planner *p, lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s,
+                          lt_sim_costs *costs_out, lt_error *err) {
+    return lt_plan_simulate(&p->sim, ctx, cm, s, costs_out, err);
 }
 
 static void reserve_n(lt_planner *p, size_t n) {
@@ -193,7 +197,7 @@ static lt_status reference_run(lt_planner *p, lt_schedule *s, const lt_cost_mode
     lt_schedule_clear(s);
     for (int i = 0; i < cm->pp; i++) lt_schedule_add_unit(s, lt_schedule_add_slice(s, i, 0, p->pc.context_len), 1);
     lt_sched_1f1b(s, NULL, s->n_units);
-    set_recompute(s, r);
+    lt_plan_set_recompute(s, r);
     return simulate(p, &p->ctx, cm, s, NULL, err);
 }
 
@@ -208,7 +212,7 @@ static lt_status reference_run(lt_planner *p, lt_schedule *s, const lt_cost_mode
  */
 static lt_status tune_baseline(lt_planner *p, lt_error *err) {
     const lt_cost_model *base = &p->pc.cm;
-    int rmax = max_stage_layers(base);
+    int rmax = lt_plan_max_stage_layers(base);
     lt_schedule s;
     lt_status st = lt_schedule_init(&s, base->pp, base->model.layers, err);
     if (st != LT_OK) return st;
@@ -223,7 +227,7 @@ static lt_status tune_baseline(lt_planner *p, lt_error *err) {
         for (int r = 0; r <= rmax; r++) {
             if ((st = reference_run(p, &s, &cm, r, err)) != LT_OK) goto done;
             if (r == rmax) { /* what the most frugal candidate so far needs (the error message) */
-                need_at_last = max_peak(&p->sim);
+                need_at_last = lt_plan_max_peak(&p->sim);
                 for (int i = 0; i < p->sim.stages; i++)
                     if (p->sim.peak_mem[i] == need_at_last) {
                         last_peak_stage = i;
@@ -231,7 +235,7 @@ static lt_status tune_baseline(lt_planner *p, lt_error *err) {
                     }
             }
             if (!fits(&p->sim, base->mem_cap)) continue;
-            double cost = (p->sim.step_time + max_dp_sync(&cm)) * c;
+            double cost = (p->sim.step_time + lt_plan_max_dp_sync(&cm)) * c;
             if (best_c == 0 || cost < best_cost) {
                 best_c = c;
                 best_r = r;
@@ -257,7 +261,7 @@ static lt_status tune_baseline(lt_planner *p, lt_error *err) {
     p->recompute = best_r;
     p->cm_cp = *base;
     st = lt_cost_model_set_cp(&p->cm_cp, best_c, err);
-    p->sync_cp = max_dp_sync(&p->cm_cp);
+    p->sync_cp = lt_plan_max_dp_sync(&p->cm_cp);
     snprintf(p->params, sizeof p->params, "cp=%d recompute=%d", best_c, best_r);
 done:
     lt_schedule_free(&s);
@@ -281,11 +285,24 @@ lt_status lt_planner_create(lt_planner **out, const lt_planner_config *pc, lt_er
                        pc->chunkflow_k);
     if (pc->seq1f1b_slices < 1)
         return lt_fail(err, LT_ERR_CONFIG, "[plan]", "plan.seq1f1b_slices = %d: need at least 1", pc->seq1f1b_slices);
+    if (pc->infinipipe_slices < 0)
+        return lt_fail(err, LT_ERR_CONFIG, "[plan]", "plan.infinipipe_slices = %d: need 0 (tuned per step) or more",
+                       pc->infinipipe_slices);
+    if (pc->micropacks < 0 || (pc->micropacks > 0 && pc->cm.pp > 0 && pc->micropacks % pc->cm.pp != 0))
+        return lt_fail(err, LT_ERR_CONFIG, "[plan]",
+                       "plan.micropacks = %d: need 0 (searched per step) or a multiple of parallel.pp = %d",
+                       pc->micropacks, pc->cm.pp);
+    if (!(pc->dp_merge_margin >= 0) || !(pc->milp_time_limit >= 0) || !(pc->milp_gap >= 0) ||
+        pc->dp_merge_margin > 1e9 || pc->milp_time_limit > 1e9 || pc->milp_gap > 1e9)
+        return lt_fail(err, LT_ERR_CONFIG, "[plan]",
+                       "plan.dp_merge_margin = %g, plan.milp_time_limit = %g, plan.milp_gap = %g: each must be a "
+                       "finite number >= 0",
+                       pc->dp_merge_margin, pc->milp_time_limit, pc->milp_gap);
     if (pc->cm.pp < 1 || pc->cm.dp < 1 || pc->cm.model.layers < pc->cm.pp || pc->cm.cp != 1)
         return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "the planner needs an initialised cost model with cp = 1");
     lt_planner *p = lt_calloc_check(1, sizeof *p);
     p->pc = *pc;
-    p->sync_1 = max_dp_sync(&pc->cm);
+    p->sync_1 = lt_plan_max_dp_sync(&pc->cm);
     lt_packing_init(&p->pack);
     lt_error tune_err;
     lt_error_clear(&tune_err);
@@ -338,6 +355,8 @@ void lt_planner_free(lt_planner *p) {
             free(cp->best_busy);
             free(cp->best_peak);
         }
+    lt_infinipipe_free(p->ip);
+    lt_slimpack_free(p->sp);
     free(p->cf);
     free(p->cf_order);
     free(p->cf_tokens);
@@ -356,10 +375,9 @@ const char *lt_planner_params(const lt_planner *p) { return p->params; }
 
 /* ---------------------------------------------------------------- the step plan */
 
-/* The plan's common fields and n_ranks empty pipelines of cp DP ranks each. */
-static lt_status start_plan(const lt_planner *p, lt_step_plan *out, lt_strategy s, uint64_t step,
-                            const int64_t *lengths, size_t n, size_t n_ranks, int cp, lt_error *err) {
-    const lt_cost_model *cm = &p->pc.cm;
+lt_status lt_plan_start(const lt_planner_config *pc, lt_step_plan *out, lt_strategy s, uint64_t step,
+                        const int64_t *lengths, size_t n, size_t n_ranks, int cp, lt_error *err) {
+    const lt_cost_model *cm = &pc->cm;
     out->step = step;
     out->strategy = s;
     out->n_samples = n;
@@ -382,13 +400,11 @@ static lt_status start_plan(const lt_planner *p, lt_step_plan *out, lt_strategy 
     return LT_OK;
 }
 
-/* Simulate pipeline rp's schedule with cm and keep what the plan holds of it: every op's
- * start, finish and bytes (act + kv + work of its cost), busy time and peak per stage. */
-static lt_status finish_rank(lt_planner *p, const lt_cost_model *cm, lt_rank_plan *rp, lt_error *err) {
+lt_status lt_plan_finish_rank(lt_sim *sim, lt_cost_sim_ctx *ctx, const lt_cost_model *cm, lt_rank_plan *rp,
+                              lt_error *err) {
     lt_sim_costs costs;
-    lt_status st = simulate(p, &p->ctx, cm, &rp->sched, &costs, err);
+    lt_status st = lt_plan_simulate(sim, ctx, cm, &rp->sched, &costs, err);
     if (st != LT_OK) return st;
-    const lt_sim *sim = &p->sim;
     int pp = rp->sched.stages;
     rp->ops = lt_malloc_check((sim->n_ops ? sim->n_ops : 1) * sizeof *rp->ops);
     for (int s = 0; s < pp; s++) {
@@ -416,9 +432,7 @@ static size_t longest_sample_of(const lt_step_plan *out, size_t r) {
     return best;
 }
 
-/* The step's predictions (plan.h), then the memory check: LT_ERR_INPUT naming the pipeline
- * with the highest stage peak over the cap, that stage, and the pipeline's longest sample. */
-static lt_status finish_plan(const lt_planner *p, lt_step_plan *out, double sync, lt_error *err) {
+lt_status lt_plan_finish(const lt_planner_config *pc, lt_step_plan *out, double sync, lt_error *err) {
     double longest = 0, busy = 0, peak = 0;
     size_t worst_r = 0;
     int worst_s = 0;
@@ -437,7 +451,7 @@ static lt_status finish_plan(const lt_planner *p, lt_step_plan *out, double sync
     out->time_s = longest + sync;
     out->bubble_ratio = out->time_s > 0 ? 1.0 - busy / ((double)out->n_ranks * out->pp * out->time_s) : 0.0;
     out->peak_mem = peak;
-    double cap = p->pc.cm.mem_cap;
+    double cap = pc->cm.mem_cap;
     if (!(peak > cap)) return LT_OK;
     const lt_rank_plan *rp = &out->ranks[worst_r];
     size_t smp = longest_sample_of(out, worst_r);
@@ -452,6 +466,27 @@ static lt_status finish_plan(const lt_planner *p, lt_step_plan *out, double sync
                 out->step, smp, out->lengths[smp], rp->dp_rank, peak / GIB, worst_s, cap / GIB);
     lt_error_hint(err, "raise plan.mem, parallel.pp or parallel.tp, or lower plan.context_len");
     return LT_ERR_INPUT;
+}
+
+lt_milp_options lt_plan_milp_options(const lt_planner_config *pc) {
+    lt_milp_options o = {.time_limit_s = pc->milp_time_limit, .rel_gap = pc->milp_gap, .log = false};
+    return o;
+}
+
+/* The order of lt_plan_note_solver: "none" < optimal < feasible < timeout < infeasible. */
+static int solver_rank(const char *name) {
+    static const char *const order[] = {"none", "optimal", "feasible", "timeout", "infeasible"};
+    for (int i = 0; i < 5; i++)
+        if (strcmp(name, order[i]) == 0) return i;
+    return 0;
+}
+
+void lt_plan_note_solver(lt_step_plan *out, lt_milp_status st) {
+    const char *name = st == LT_MILP_OPTIMAL || st == LT_MILP_FEASIBLE || st == LT_MILP_TIMEOUT
+                           ? lt_milp_status_name(st)
+                           : "infeasible";
+    if (solver_rank(name) > solver_rank(out->solver_status))
+        snprintf(out->solver_status, sizeof out->solver_status, "%s", name);
 }
 
 /* ---------------------------------------------------------------- megatron, gpipe, seq1f1b */
@@ -495,7 +530,7 @@ static lt_status plan_packed(lt_planner *p, lt_strategy strat, uint64_t step, co
     }
     const lt_cost_model *cm = &p->cm_cp;
     size_t n_ranks = (size_t)(cm->dp / p->cp);
-    lt_status st = start_plan(p, out, strat, step, lengths, n, n_ranks, p->cp, err);
+    lt_status st = lt_plan_start(&p->pc, out, strat, step, lengths, n, n_ranks, p->cp, err);
     if (st != LT_OK) return st;
     lt_pack_best_fit_decreasing(&p->pack, lengths, n, p->pc.context_len);
     const lt_packing *pk = &p->pack;
@@ -527,12 +562,12 @@ static lt_status plan_packed(lt_planner *p, lt_strategy strat, uint64_t step, co
      * step needs it. When even full recompute does not fit, the memory error below says so. */
     int r_step = p->recompute;
     if (strat == LT_STRATEGY_GPIPE) {
-        int full = max_stage_layers(cm);
+        int full = lt_plan_max_stage_layers(cm);
         for (; r_step < full; r_step++) {
             bool all_fit = true;
             for (size_t r = 0; r < n_ranks && all_fit; r++) {
                 lt_schedule *s = &out->ranks[r].sched;
-                set_recompute(s, r_step);
+                lt_plan_set_recompute(s, r_step);
                 if ((st = simulate(p, &p->ctx, cm, s, NULL, err)) != LT_OK) return st;
                 all_fit = fits(&p->sim, cm->mem_cap);
             }
@@ -540,12 +575,12 @@ static lt_status plan_packed(lt_planner *p, lt_strategy strat, uint64_t step, co
         }
     }
     for (size_t r = 0; r < n_ranks; r++) {
-        set_recompute(&out->ranks[r].sched, r_step);
-        if ((st = finish_rank(p, cm, &out->ranks[r], err)) != LT_OK) return st;
+        lt_plan_set_recompute(&out->ranks[r].sched, r_step);
+        if ((st = lt_plan_finish_rank(&p->sim, &p->ctx, cm, &out->ranks[r], err)) != LT_OK) return st;
     }
     if (r_step == p->recompute) snprintf(out->params, sizeof out->params, "%s", p->params);
     else snprintf(out->params, sizeof out->params, "cp=%d recompute=%d", p->cp, r_step);
-    return finish_plan(p, out, p->sync_cp, err);
+    return lt_plan_finish(&p->pc, out, p->sync_cp, err);
 }
 
 /* ---------------------------------------------------------------- chunkflow */
@@ -668,7 +703,7 @@ static void cf_prepare(lt_planner *p, int r, const cf_choice *c) {
 static void cf_build_ops(lt_schedule *s, int k, int recompute) {
     clear_ops(s);
     lt_sched_chunkflow(s, NULL, s->n_units, k);
-    set_recompute(s, recompute);
+    lt_plan_set_recompute(s, recompute);
 }
 
 /*
@@ -850,7 +885,7 @@ static lt_status plan_chunkflow(lt_planner *p, uint64_t step, const int64_t *len
                                 lt_error *err) {
     const lt_cost_model *cm = &p->pc.cm;
     int dp = cm->dp;
-    lt_status st = start_plan(p, out, LT_STRATEGY_CHUNKFLOW, step, lengths, n, (size_t)dp, 1, err);
+    lt_status st = lt_plan_start(&p->pc, out, LT_STRATEGY_CHUNKFLOW, step, lengths, n, (size_t)dp, 1, err);
     if (st != LT_OK) return st;
     /* the megatron deal with cp = 1: bins round-robin over the dp pipelines */
     lt_pack_best_fit_decreasing(&p->pack, lengths, n, p->pc.context_len);
@@ -884,7 +919,7 @@ static lt_status plan_chunkflow(lt_planner *p, uint64_t step, const int64_t *len
     int n_ks = p->pc.chunkflow_k > 0 ? 1 : CF_N_KS;
     for (int i = 0; i < n_ks; i++) ks[i] = p->pc.chunkflow_k > 0 ? p->pc.chunkflow_k : CF_KS[i];
     bool k_grid = p->pc.chunkflow_k == 0;
-    int full = max_stage_layers(cm);
+    int full = lt_plan_max_stage_layers(cm);
 
     /* The grid, the previous step's choice first: a good bound early prunes most of the
      * rest after one simulation (or none: cf_time_bound). Pruning drops only candidates
@@ -930,7 +965,7 @@ static lt_status plan_chunkflow(lt_planner *p, uint64_t step, const int64_t *len
         p->cf_last_k = best.k;
     }
     /* the plan of the choice: the kept simulations; when nothing fits, the most frugal
-     * candidate, simulated here for finish_plan to report */
+     * candidate, simulated here for lt_plan_finish to report */
     if (!found) best = (cf_choice){sizes[0], ks[0], full, 0};
     for (int r = 0; r < dp; r++) {
         if (found && p->cf_tokens[r] > 0) {
@@ -942,31 +977,93 @@ static lt_status plan_chunkflow(lt_planner *p, uint64_t step, const int64_t *len
             cf_units(p, r, s, best.chunk_size);
             cf_build_ops(s, best.k, best.recompute);
         }
-        if ((st = finish_rank(p, cm, &out->ranks[r], err)) != LT_OK) return st;
+        if ((st = lt_plan_finish_rank(&p->sim, &p->ctx, cm, &out->ranks[r], err)) != LT_OK) return st;
     }
     if (best.recompute > 0)
         snprintf(out->params, sizeof out->params, "chunk_size=%" PRId64 " k=%d recompute=%d", best.chunk_size, best.k,
                  best.recompute);
     else
         snprintf(out->params, sizeof out->params, "chunk_size=%" PRId64 " k=%d", best.chunk_size, best.k);
-    return finish_plan(p, out, p->sync_1, err);
+    return lt_plan_finish(&p->pc, out, p->sync_1, err);
+}
+
+/* ---------------------------------------------------------------- auto */
+
+static lt_status plan_one(lt_planner *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
+                          lt_step_plan *out, lt_error *err);
+
+/* auto: every other strategy plans the step; the fastest plan under the memory cap is kept
+ * (ties: the earlier strategy in enum order), with the second fastest as runner-up. A
+ * strategy that cannot plan the step (over the cap, or an untuned baseline) is skipped;
+ * when none can, the first one's error is returned. solve_ms counts them all. */
+static lt_status plan_auto(lt_planner *p, uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out,
+                           lt_error *err) {
+    lt_step_plan trial;
+    lt_step_plan_init(&trial);
+    lt_strategy best = LT_STRATEGY_COUNT, second = LT_STRATEGY_COUNT;
+    double second_time = 0;
+    lt_error first_err;
+    lt_error_clear(&first_err);
+    lt_status first_st = LT_OK;
+    for (int si = 0; si < LT_STRATEGY_AUTO; si++) {
+        lt_strategy s = (lt_strategy)si;
+        lt_error e;
+        lt_error_clear(&e);
+        lt_status st = plan_one(p, s, step, lengths, n, &trial, &e);
+        if (st == LT_ERR_INTERNAL || st == LT_ERR_NOMEM) {
+            if (err) *err = e;
+            lt_step_plan_free(&trial);
+            return st;
+        }
+        if (st != LT_OK) {
+            if (first_st == LT_OK) {
+                first_st = st;
+                first_err = e;
+            }
+            lt_step_plan_free(&trial);
+            continue;
+        }
+        if (best == LT_STRATEGY_COUNT || trial.time_s < out->time_s) {
+            if (best != LT_STRATEGY_COUNT) {
+                second = best;
+                second_time = out->time_s;
+            }
+            best = s;
+            lt_step_plan_free(out);
+            *out = trial;
+            lt_step_plan_init(&trial);
+        } else {
+            if (second == LT_STRATEGY_COUNT || trial.time_s < second_time) {
+                second = s;
+                second_time = trial.time_s;
+            }
+            lt_step_plan_free(&trial);
+        }
+    }
+    if (best == LT_STRATEGY_COUNT) {
+        if (err) *err = first_err;
+        lt_error_prefix(err, "auto: no strategy can plan this step; the first: ");
+        return first_st;
+    }
+    out->runner_up = second;
+    out->runner_up_time_s = second == LT_STRATEGY_COUNT ? 0 : second_time;
+    return LT_OK;
 }
 
 /* ---------------------------------------------------------------- plan a step */
 
 lt_status lt_planner_plan_step(lt_planner *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
                                lt_step_plan *out, lt_error *err) {
-    double t0 = now_ms();
+    double t0 = lt_plan_now_ms();
     lt_step_plan_free(out);
     switch (s) {
     case LT_STRATEGY_MEGATRON:
     case LT_STRATEGY_GPIPE:
     case LT_STRATEGY_SEQ1F1B:
-    case LT_STRATEGY_CHUNKFLOW: break;
+    case LT_STRATEGY_CHUNKFLOW:
     case LT_STRATEGY_INFINIPIPE:
     case LT_STRATEGY_SLIMPACK:
-    case LT_STRATEGY_AUTO:
-        return lt_fail(err, LT_ERR_USAGE, NULL, "strategy '%s' is not built yet", lt_strategy_name(s));
+    case LT_STRATEGY_AUTO: break;
     default: return lt_fail(err, LT_ERR_USAGE, NULL, "unknown strategy %d", (int)s);
     }
     if (n > (size_t)INT32_MAX)
@@ -978,12 +1075,33 @@ lt_status lt_planner_plan_step(lt_planner *p, lt_strategy s, uint64_t step, cons
                            " (plan.context_len)",
                            step, i, lengths[i], p->pc.context_len);
     reserve_n(p, n ? n : 1);
-    lt_status st = s == LT_STRATEGY_CHUNKFLOW ? plan_chunkflow(p, step, lengths, n, out, err)
-                                              : plan_packed(p, s, step, lengths, n, out, err);
+    lt_status st = plan_one(p, s, step, lengths, n, out, err);
     if (st != LT_OK) {
         lt_step_plan_free(out);
         return st;
     }
-    out->solve_ms = now_ms() - t0;
+    out->solve_ms = lt_plan_now_ms() - t0;
     return LT_OK;
+}
+
+/* One strategy (auto included) on validated lengths. */
+static lt_status plan_one(lt_planner *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
+                          lt_step_plan *out, lt_error *err) {
+    lt_status st;
+    lt_step_plan_free(out);
+    switch (s) {
+    case LT_STRATEGY_AUTO: st = plan_auto(p, step, lengths, n, out, err); break;
+    case LT_STRATEGY_CHUNKFLOW: st = plan_chunkflow(p, step, lengths, n, out, err); break;
+    case LT_STRATEGY_INFINIPIPE:
+        st = p->ip ? LT_OK : lt_infinipipe_create(&p->ip, &p->pc, err);
+        if (st == LT_OK) st = lt_infinipipe_plan(p->ip, step, lengths, n, out, err);
+        break;
+    case LT_STRATEGY_SLIMPACK:
+        st = p->sp ? LT_OK : lt_slimpack_create(&p->sp, &p->pc, err);
+        if (st == LT_OK) st = lt_slimpack_plan(p->sp, step, lengths, n, 1, out, err);
+        break;
+    default: st = plan_packed(p, s, step, lengths, n, out, err); break;
+    }
+    if (st != LT_OK) lt_step_plan_free(out);
+    return st;
 }

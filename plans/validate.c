@@ -4,11 +4,19 @@
  *
  * lt_plan_validate checks, in this order, so that each broken rule is reported as itself:
  *   1. shape: arrays present, every schedule of pp stages, samples on existing pipelines,
- *      units over existing slices, ops over existing units with valid layer ranges;
+ *      units over existing slices (bunits over existing bslices), ops over existing units
+ *      (an asymmetric schedule's B ops over existing bunits) with valid layer ranges, the
+ *      solver status one of the five; the DP-Merge groups (SlimPack 4.1.1) by increasing
+ *      sample, each of cp >= 2 pipelines within the step, starting at sample_rank[sample];
  *   2. passes: every unit forwarded (F, or FK then F) and backwarded exactly once over the
- *      whole model, counted per path position (plans/schedule.h: 3 positions per layer);
- *   3. coverage: per pass, the slices of the units that pass runs cover each sample's
- *      tokens [0, length) exactly once, on the pipeline sample_rank[] names;
+ *      whole model, counted per path position (plans/schedule.h: 3 positions per layer); in
+ *      an asymmetric schedule (SlimPack 4.1.2) every forward unit forwarded and every
+ *      backward unit (bunit) backwarded exactly once;
+ *   3. coverage: per pass, the slices of the units that pass runs (forward: units; backward:
+ *      bunits of an asymmetric schedule, else units) cover each sample's tokens [0, length)
+ *      exactly once, on the pipeline sample_rank[] names; a DP-merged sample exactly once
+ *      on every pipeline of its group, with the same slices on each, in units of the
+ *      group's cp, and on no other pipeline; a sample not merged in no unit of cp > 1;
  *   4. slice order and ranges: lt_schedule_check;
  *   5. dependencies: lt_sim_run under lt_sim_unit_costs finds no deadlock;
  *   6. memory: every stage's predicted peak under the cap;
@@ -69,6 +77,42 @@ static void describe_positions(uint32_t pb, uint32_t pe, char *buf, size_t n) {
 
 /* ------------------------------------------------------------------ 1. shape */
 
+/* The DP-Merge groups (SlimPack 4.1.1): by increasing sample, no sample twice, each of
+ * 2 <= cp pipelines first_rank .. first_rank + cp - 1 within the step, the sample assigned
+ * (sample_rank) to the first. */
+static lt_status check_merges(const lt_step_plan *p, lt_error *err) {
+    if (p->n_merges > 0 && !p->merges) return plan_fail(err, p, -1, "no merges array");
+    for (size_t k = 0; k < p->n_merges; k++) {
+        const lt_dp_merge *m = &p->merges[k];
+        if (m->sample < 0 || (size_t)m->sample >= p->n_samples)
+            return plan_fail(err, p, -1, "DP-Merge group %zu names sample %" PRId32 ", the step has %zu samples", k,
+                             m->sample, p->n_samples);
+        if (k > 0 && m->sample == p->merges[k - 1].sample)
+            return plan_fail(err, p, -1, "sample %" PRId32 " has two DP-Merge groups", m->sample);
+        if (k > 0 && m->sample < p->merges[k - 1].sample)
+            return plan_fail(err, p, -1,
+                             "DP-Merge groups are not in increasing sample order (sample %" PRId32 " after %" PRId32
+                             ")",
+                             m->sample, p->merges[k - 1].sample);
+        if (m->cp < 2)
+            return plan_fail(err, p, -1, "sample %" PRId32 ": a DP-Merge group of cp %d (2 or more pipelines)",
+                             m->sample, m->cp);
+        if (m->first_rank < 0 || (size_t)m->first_rank >= p->n_ranks ||
+            (size_t)m->cp > p->n_ranks - (size_t)m->first_rank)
+            return plan_fail(err, p, -1,
+                             "sample %" PRId32 ": its DP-Merge group, pipelines %d .. %ld (cp %d), is not within the "
+                             "step's %zu pipelines",
+                             m->sample, m->first_rank, (long)m->first_rank + m->cp - 1, m->cp, p->n_ranks);
+        if (p->sample_rank[m->sample] != m->first_rank)
+            return plan_fail(err, p, -1,
+                             "sample %" PRId32 " is DP-merged from pipeline %d (dp_rank %d), but it is assigned to "
+                             "pipeline %d (dp_rank %d)",
+                             m->sample, m->first_rank, p->ranks[m->first_rank].dp_rank, p->sample_rank[m->sample],
+                             p->ranks[p->sample_rank[m->sample]].dp_rank);
+    }
+    return LT_OK;
+}
+
 static lt_status check_shape(const lt_step_plan *p, lt_error *err) {
     if (p->pp < 1) return plan_fail(err, p, -1, "%d pipeline stages", p->pp);
     if (p->n_ranks == 0 && p->n_samples > 0) return plan_fail(err, p, -1, "%zu samples but no pipeline", p->n_samples);
@@ -108,15 +152,32 @@ static lt_status check_shape(const lt_step_plan *p, lt_error *err) {
                 return plan_fail(err, p, (long)r, "unit %zu holds slices [%u, %u) of %zu", u, un->first_slice,
                                  un->first_slice + un->n_slices, s->n_slices);
         }
+        for (size_t i = 0; s->asym && i < s->n_bslices; i++) {
+            const lt_slice *sl = &s->bslices[i];
+            if (sl->sample < 0 || (size_t)sl->sample >= p->n_samples)
+                return plan_fail(err, p, (long)r, "bslice %zu names sample %" PRId32 ", the step has %zu samples", i,
+                                 sl->sample, p->n_samples);
+            if (sl->begin < 0 || sl->end <= sl->begin)
+                return plan_fail(err, p, (long)r,
+                                 "bslice %zu of sample %" PRId32 " has tokens [%" PRId64 ", %" PRId64 ")", i,
+                                 sl->sample, sl->begin, sl->end);
+        }
+        for (size_t u = 0; s->asym && u < s->n_bunits; u++) {
+            const lt_unit *un = &s->bunits[u];
+            if (un->n_slices == 0 || (size_t)un->first_slice + un->n_slices > s->n_bslices)
+                return plan_fail(err, p, (long)r, "backward unit %zu holds bslices [%u, %u) of %zu", u,
+                                 un->first_slice, un->first_slice + un->n_slices, s->n_bslices);
+        }
         for (int g = 0; g < s->stages; g++) {
             for (size_t i = 0; i < s->stage[g].n; i++) {
                 const lt_op *op = &s->stage[g].ops[i];
                 if (op->kind > LT_OP_B || op->part > LT_PART_POST)
                     return plan_fail(err, p, (long)r, "stage %d, op %zu: unknown kind %u or part %u", g, i, op->kind,
                                      op->part);
-                if (op->unit >= s->n_units)
-                    return plan_fail(err, p, (long)r, "stage %d, op %zu runs unit %u of %zu", g, i, op->unit,
-                                     s->n_units);
+                if (s->asym && op->kind == LT_OP_B ? op->unit >= s->n_bunits : op->unit >= s->n_units)
+                    return plan_fail(err, p, (long)r, "stage %d, op %zu runs %sunit %u of %zu", g, i,
+                                     s->asym && op->kind == LT_OP_B ? "backward " : "", op->unit,
+                                     s->asym && op->kind == LT_OP_B ? s->n_bunits : s->n_units);
                 if (op->layer_begin >= op->layer_end || op->layer_end > (uint32_t)s->layers ||
                     (op->part != LT_PART_ALL && op->layer_end != op->layer_begin + 1))
                     return plan_fail(err, p, (long)r, "stage %d, op %zu: layers [%u, %u) of %d", g, i,
@@ -124,44 +185,53 @@ static lt_status check_shape(const lt_step_plan *p, lt_error *err) {
             }
         }
     }
-    return LT_OK;
+    static const char *const statuses[] = {"none", "optimal", "feasible", "timeout", "infeasible"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof statuses / sizeof statuses[0]; i++)
+        known |= strncmp(p->solver_status, statuses[i], sizeof p->solver_status) == 0;
+    if (!known)
+        return plan_fail(err, p, -1, "solver status '%.*s' (none, optimal, feasible, timeout or infeasible)",
+                         (int)sizeof p->solver_status, p->solver_status);
+    return check_merges(p, err);
 }
 
 /* ------------------------------------------------------------------ 2. passes */
 
 /* Every unit of pipeline r: forward (F) exactly once, FK at most once, B exactly once at
- * every path position of the model. Counted with difference arrays over positions. */
+ * every path position of the model; in an asymmetric schedule the B counts are of the
+ * backward units (bunits), and every bunit, not every unit, is backwarded exactly once.
+ * Counted with difference arrays over positions. */
 static lt_status check_passes(const lt_step_plan *p, size_t r, lt_error *err) {
     const lt_schedule *s = &p->ranks[r].sched;
     const size_t npos = 3 * (size_t)s->layers, stride = npos + 1;
-    if (s->n_units == 0) return LT_OK;
-    int32_t *cnt = lt_calloc_check(3 * s->n_units * stride, sizeof *cnt); /* [kind][unit][pos] */
+    const size_t nb = s->asym ? s->n_bunits : s->n_units; /* what B ops run */
+    if (s->n_units == 0 && nb == 0) return LT_OK;
+    int32_t *cf = lt_calloc_check((2 * s->n_units + nb) * stride, sizeof *cf); /* [F, FK][unit][pos] */
+    int32_t *ck = cf + s->n_units * stride, *cb = ck + s->n_units * stride;    /* then [B][(b)unit][pos] */
     for (int g = 0; g < s->stages; g++) {
         for (size_t i = 0; i < s->stage[g].n; i++) {
             const lt_op *op = &s->stage[g].ops[i];
             uint32_t pb, pe;
             lt_op_positions(op, &pb, &pe);
-            int32_t *c = cnt + ((size_t)op->kind * s->n_units + op->unit) * stride;
+            int32_t *c = (op->kind == LT_OP_F ? cf : op->kind == LT_OP_FK ? ck : cb) + (size_t)op->unit * stride;
             c[pb]++;
             c[pe]--;
         }
     }
+    for (int32_t *c = cf; c < cb + nb * stride; c += stride) /* prefix sums: the count at each position */
+        for (size_t i = 1; i < npos; i++) c[i] += c[i - 1];
+    const char *bname = s->asym ? "backward unit" : "unit";
     lt_status st = LT_OK;
-    for (size_t u = 0; u < s->n_units && st == LT_OK; u++) {
-        int32_t *cf = cnt + (0 * s->n_units + u) * stride, *ck = cnt + (1 * s->n_units + u) * stride,
-                *cb = cnt + (2 * s->n_units + u) * stride;
-        for (size_t i = 1; i < npos; i++) { /* prefix sums: the count at each position */
-            cf[i] += cf[i - 1];
-            ck[i] += ck[i - 1];
-            cb[i] += cb[i - 1];
-        }
+    for (size_t u = 0; u < s->n_units || u < nb; u++) {
+        const int32_t *f = u < s->n_units ? cf + u * stride : NULL, *k = u < s->n_units ? ck + u * stride : NULL,
+                      *b = u < nb ? cb + u * stride : NULL;
         /* the fault at a position: 0 none, else a code; report the first run of one fault */
         for (size_t i = 0; i < npos && st == LT_OK; i++) {
-            int f = cf[i], k = ck[i], b = cb[i];
-            int code = f == 0 && k == 0 ? 1 : f == 0 ? 2 : f > 1 ? 3 : k > 1 ? 4 : b == 0 ? 5 : b > 1 ? 6 : 0;
+            int fv = f ? f[i] : 1, kv = k ? k[i] : 0, bv = b ? b[i] : 1;
+            int code = fv == 0 && kv == 0 ? 1 : fv == 0 ? 2 : fv > 1 ? 3 : kv > 1 ? 4 : bv == 0 ? 5 : bv > 1 ? 6 : 0;
             if (!code) continue;
             size_t j = i + 1;
-            while (j < npos && cf[j] == f && ck[j] == k && cb[j] == b) j++;
+            while (j < npos && (f ? f[j] : 1) == fv && (k ? k[j] : 0) == kv && (b ? b[j] : 1) == bv) j++;
             char where[96];
             describe_positions((uint32_t)i, (uint32_t)j, where, sizeof where);
             switch (code) {
@@ -174,19 +244,21 @@ static lt_status check_passes(const lt_step_plan *p, size_t r, lt_error *err) {
                 break;
             case 3:
                 st = plan_fail(err, p, (long)r,
-                               "unit %zu is forwarded %d times on %s (once expected; FK then F counts once)", u, f,
+                               "unit %zu is forwarded %d times on %s (once expected; FK then F counts once)", u, fv,
                                where);
                 break;
             case 4:
-                st = plan_fail(err, p, (long)r, "unit %zu runs FK %d times on %s (at most once)", u, k, where);
+                st = plan_fail(err, p, (long)r, "unit %zu runs FK %d times on %s (at most once)", u, kv, where);
                 break;
-            case 5: st = plan_fail(err, p, (long)r, "unit %zu is never backwarded on %s", u, where); break;
+            case 5: st = plan_fail(err, p, (long)r, "%s %zu is never backwarded on %s", bname, u, where); break;
             default:
-                st = plan_fail(err, p, (long)r, "unit %zu is backwarded %d times on %s (once expected)", u, b, where);
+                st = plan_fail(err, p, (long)r, "%s %zu is backwarded %d times on %s (once expected)", bname, u, bv,
+                               where);
             }
         }
+        if (st != LT_OK) break;
     }
-    free(cnt);
+    free(cf);
     return st;
 }
 
@@ -196,83 +268,161 @@ typedef struct cover_item {
     int32_t sample;
     int64_t begin, end;
     uint32_t rank, unit;
+    uint16_t cp; /* the unit's, 0 read as 1 */
 } cover_item;
 
 static int cmp_cover(const void *a, const void *b) {
     const cover_item *x = a, *y = b;
     if (x->sample != y->sample) return x->sample < y->sample ? -1 : 1;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
     if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
     if (x->end != y->end) return x->end < y->end ? -1 : 1;
-    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
     return (x->unit > y->unit) - (x->unit < y->unit);
 }
 
-static lt_status check_coverage(const lt_step_plan *p, lt_error *err) {
-    size_t total = 0, max_units = 1;
-    for (size_t r = 0; r < p->n_ranks; r++) {
-        total += p->ranks[r].sched.n_slices;
-        if (p->ranks[r].sched.n_units > max_units) max_units = p->ranks[r].sched.n_units;
+/* "unit 3" or, for the backward pass of an asymmetric schedule, "backward unit 3". */
+static const char *unit_word(const lt_step_plan *p, uint32_t rank, int pass) {
+    return pass == 1 && p->ranks[rank].sched.asym ? "backward unit" : "unit";
+}
+
+/* The items of sample smp in one pass, it[0..n) (sorted by cmp_cover: by pipeline, then
+ * token), against its pipelines: ranks [first, first + members) (its own, or its DP-Merge
+ * group of cp = gcp; merged = whether it is in a group). */
+static lt_status cover_sample(const lt_step_plan *p, size_t smp, const cover_item *it, size_t n, int first,
+                              int members, int gcp, bool merged, int pass, lt_error *err) {
+    static const char *const pass_name[2] = {"forward", "backward"};
+    const char *pn = pass_name[pass];
+    /* every item on a pipeline of the sample, in a unit of the right cp */
+    for (size_t j = 0; j < n; j++) {
+        const cover_item *x = &it[j];
+        const int ucp = x->cp > 1 ? x->cp : 1;
+        if (!merged && x->rank != (uint32_t)first)
+            return plan_fail(err, p, -1,
+                             "sample %zu has tokens [%" PRId64 ", %" PRId64 ") in %s %u of pipeline %u (dp_rank %d), "
+                             "but it is assigned to pipeline %d (dp_rank %d)",
+                             smp, x->begin, x->end, unit_word(p, x->rank, pass), x->unit, x->rank,
+                             p->ranks[x->rank].dp_rank, first, p->ranks[first].dp_rank);
+        if (merged && (x->rank < (uint32_t)first || x->rank >= (uint32_t)(first + members)))
+            return plan_fail(err, p, -1,
+                             "sample %zu has tokens [%" PRId64 ", %" PRId64 ") in %s %u of pipeline %u (dp_rank %d), "
+                             "outside its DP-Merge group (pipelines %d .. %d)",
+                             smp, x->begin, x->end, unit_word(p, x->rank, pass), x->unit, x->rank,
+                             p->ranks[x->rank].dp_rank, first, first + members - 1);
+        if (ucp != gcp) {
+            if (!merged)
+                return plan_fail(err, p, -1,
+                                 "sample %zu is not DP-merged, but %s %u of pipeline %u (dp_rank %d) holding it has "
+                                 "cp %d",
+                                 smp, unit_word(p, x->rank, pass), x->unit, x->rank, p->ranks[x->rank].dp_rank, ucp);
+            return plan_fail(err, p, -1,
+                             "sample %zu is DP-merged with cp %d, but %s %u of pipeline %u (dp_rank %d) holding it "
+                             "has cp %d",
+                             smp, gcp, unit_word(p, x->rank, pass), x->unit, x->rank, p->ranks[x->rank].dp_rank, ucp);
+        }
     }
+    /* on each pipeline, tokens [0, length) exactly once; the group's pipelines alike */
+    size_t j = 0, first_j = 0, first_n = 0;
+    for (int k = 0; k < members; k++) {
+        const uint32_t rank = (uint32_t)(first + k);
+        char on[64] = "";
+        if (merged) snprintf(on, sizeof on, " on pipeline %u (dp_rank %d)", rank, p->ranks[rank].dp_rank);
+        int64_t next = 0; /* first token not yet covered */
+        const cover_item *prev = NULL;
+        const size_t j0 = j;
+        for (; j < n && it[j].rank == rank; j++) {
+            const cover_item *x = &it[j];
+            if (x->begin > next)
+                return plan_fail(err, p, -1,
+                                 "tokens [%" PRId64 ", %" PRId64 ") of sample %zu are not covered in the %s pass%s",
+                                 next, x->begin, smp, pn, on);
+            if (x->begin < next)
+                return plan_fail(err, p, -1,
+                                 "tokens [%" PRId64 ", %" PRId64 ") of sample %zu are covered twice in the %s pass "
+                                 "(%ss %u and %u of pipeline %u)",
+                                 x->begin, x->end < next ? x->end : next, smp, pn, unit_word(p, rank, pass), prev->unit,
+                                 x->unit, x->rank);
+            if (x->end > p->lengths[smp])
+                return plan_fail(err, p, -1,
+                                 "%s %u of pipeline %u covers tokens [%" PRId64 ", %" PRId64 ") of sample %zu, "
+                                 "which has %" PRId64,
+                                 unit_word(p, rank, pass), x->unit, x->rank, x->begin, x->end, smp, p->lengths[smp]);
+            next = x->end;
+            prev = x;
+        }
+        if (next < p->lengths[smp])
+            return plan_fail(err, p, -1, "tokens [%" PRId64 ", %" PRId64 ") of sample %zu are not covered in the %s pass%s",
+                             next, p->lengths[smp], smp, pn, on);
+        if (k == 0) {
+            first_j = j0;
+            first_n = j - j0;
+            continue;
+        }
+        /* SlimPack 4.1.1: every member computes its shard of the same slices */
+        bool same = j - j0 == first_n;
+        for (size_t i = 0; same && i < first_n; i++)
+            same = it[j0 + i].begin == it[first_j + i].begin && it[j0 + i].end == it[first_j + i].end;
+        if (!same)
+            return plan_fail(err, p, -1,
+                             "DP-merged sample %zu has other slices on pipeline %u (dp_rank %d) than on pipeline %d "
+                             "(dp_rank %d) in the %s pass (the members of a group hold the same slices)",
+                             smp, rank, p->ranks[rank].dp_rank, first, p->ranks[first].dp_rank, pn);
+    }
+    return LT_OK;
+}
+
+static lt_status check_coverage(const lt_step_plan *p, lt_error *err) {
+    /* the most items of a pass: its units' slices, counted per unit (units may overlap
+     * here: lt_schedule_check, later, finds that) */
+    size_t total_f = 0, total_b = 0, max_units = 1;
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        const lt_schedule *s = &p->ranks[r].sched;
+        for (size_t u = 0; u < s->n_units; u++) total_f += s->units[u].n_slices;
+        for (size_t u = 0; s->asym && u < s->n_bunits; u++) total_b += s->bunits[u].n_slices;
+        if (s->n_units > max_units) max_units = s->n_units;
+        if (s->asym && s->n_bunits > max_units) max_units = s->n_bunits;
+    }
+    size_t total = total_f > total_b ? total_f : total_b;
+    /* the DP-Merge group of each sample, -1 for none (check_merges has checked them) */
+    int *group = lt_malloc_check((p->n_samples ? p->n_samples : 1) * sizeof *group);
+    for (size_t i = 0; i < p->n_samples; i++) group[i] = -1;
+    for (size_t k = 0; k < p->n_merges; k++) group[p->merges[k].sample] = (int)k;
     cover_item *items = lt_malloc_check((total ? total : 1) * sizeof *items);
     bool *runs = lt_malloc_check(max_units * sizeof *runs);
     lt_status st = LT_OK;
-    static const char *const pass_name[2] = {"forward", "backward"};
     for (int pass = 0; pass < 2 && st == LT_OK; pass++) {
         size_t n = 0;
         for (size_t r = 0; r < p->n_ranks; r++) {
             const lt_schedule *s = &p->ranks[r].sched;
+            /* the backward pass of an asymmetric schedule runs its backward partition */
+            const bool bwd = pass == 1 && s->asym;
+            const lt_unit *units = bwd ? s->bunits : s->units;
+            const lt_slice *slices = bwd ? s->bslices : s->slices;
+            const size_t nu = bwd ? s->n_bunits : s->n_units;
             memset(runs, 0, max_units * sizeof *runs);
             for (int g = 0; g < s->stages; g++)
                 for (size_t i = 0; i < s->stage[g].n; i++)
                     if ((s->stage[g].ops[i].kind == LT_OP_B) == (pass == 1)) runs[s->stage[g].ops[i].unit] = true;
-            for (size_t u = 0; u < s->n_units; u++) {
+            for (size_t u = 0; u < nu; u++) {
                 if (!runs[u]) continue;
-                for (uint32_t k = 0; k < s->units[u].n_slices; k++) {
-                    const lt_slice *sl = &s->slices[s->units[u].first_slice + k];
-                    items[n++] = (cover_item){sl->sample, sl->begin, sl->end, (uint32_t)r, (uint32_t)u};
+                for (uint32_t k = 0; k < units[u].n_slices; k++) {
+                    const lt_slice *sl = &slices[units[u].first_slice + k];
+                    items[n++] = (cover_item){sl->sample, sl->begin, sl->end, (uint32_t)r, (uint32_t)u, units[u].cp};
                 }
             }
         }
         qsort(items, n, sizeof *items, cmp_cover);
         size_t j = 0;
         for (size_t smp = 0; smp < p->n_samples && st == LT_OK; smp++) {
-            int64_t next = 0; /* first token not yet covered */
-            const cover_item *prev = NULL;
-            for (; j < n && items[j].sample == (int32_t)smp && st == LT_OK; j++) {
-                const cover_item *it = &items[j];
-                int want = p->sample_rank[smp];
-                if (it->rank != (uint32_t)want)
-                    st = plan_fail(err, p, -1,
-                                   "sample %zu has tokens [%" PRId64 ", %" PRId64 ") in unit %u of pipeline %u "
-                                   "(dp_rank %d), but it is assigned to pipeline %d (dp_rank %d)",
-                                   smp, it->begin, it->end, it->unit, it->rank, p->ranks[it->rank].dp_rank, want,
-                                   p->ranks[want].dp_rank);
-                else if (it->begin > next)
-                    st = plan_fail(err, p, -1,
-                                   "tokens [%" PRId64 ", %" PRId64 ") of sample %zu are not covered in the %s pass",
-                                   next, it->begin, smp, pass_name[pass]);
-                else if (it->begin < next)
-                    st = plan_fail(err, p, -1,
-                                   "tokens [%" PRId64 ", %" PRId64 ") of sample %zu are covered twice in the %s pass "
-                                   "(units %u and %u of pipeline %u)",
-                                   it->begin, it->end < next ? it->end : next, smp, pass_name[pass], prev->unit,
-                                   it->unit, it->rank);
-                else if (it->end > p->lengths[smp])
-                    st = plan_fail(err, p, -1,
-                                   "unit %u of pipeline %u covers tokens [%" PRId64 ", %" PRId64 ") of sample %zu, "
-                                   "which has %" PRId64,
-                                   it->unit, it->rank, it->begin, it->end, smp, p->lengths[smp]);
-                next = it->end;
-                prev = it;
-            }
-            if (st == LT_OK && next < p->lengths[smp])
-                st = plan_fail(err, p, -1,
-                               "tokens [%" PRId64 ", %" PRId64 ") of sample %zu are not covered in the %s pass", next,
-                               p->lengths[smp], smp, pass_name[pass]);
+            size_t j0 = j;
+            while (j < n && items[j].sample == (int32_t)smp) j++;
+            const lt_dp_merge *m = group[smp] >= 0 ? &p->merges[group[smp]] : NULL;
+            st = m ? cover_sample(p, smp, items + j0, j - j0, m->first_rank, m->cp, m->cp, true, pass, err)
+                   : cover_sample(p, smp, items + j0, j - j0, p->sample_rank[smp], 1, 1, false, pass, err);
         }
     }
     free(runs);
     free(items);
+    free(group);
     return st;
 }
 
@@ -399,6 +549,52 @@ static double clamp_ms(double x, double span) {
     return x > span ? span : x;
 }
 
+/* The DP-Merge groups, one line each: "sample 17 (idx 3, 1048576 tokens): DP-Merge over DP
+ * ranks 0-3, cp=4" (SlimPack 4.1.1); the DP ranks are those of its pipelines. Groups a
+ * damaged plan holds outside the step are printed as such. */
+static void print_merges(FILE *f, const lt_step_plan *p, const lt_sample *samples) {
+    if (p->n_merges == 0 || !p->merges) return;
+    fprintf(f, "\nDP-Merge groups:\n");
+    for (size_t k = 0; k < p->n_merges; k++) {
+        const lt_dp_merge *m = &p->merges[k];
+        bool sample_ok = m->sample >= 0 && (size_t)m->sample < p->n_samples;
+        if (sample_ok && samples)
+            fprintf(f, "  sample %" PRIu64 " (idx %" PRId32 ", %" PRId64 " tokens)", samples[m->sample].id, m->sample,
+                    p->lengths[m->sample]);
+        else if (sample_ok)
+            fprintf(f, "  sample idx %" PRId32 " (%" PRId64 " tokens)", m->sample, p->lengths[m->sample]);
+        else
+            fprintf(f, "  sample idx %" PRId32 " (not in the step)", m->sample);
+        if (m->first_rank >= 0 && m->cp >= 1 && (size_t)m->first_rank < p->n_ranks &&
+            (size_t)m->cp <= p->n_ranks - (size_t)m->first_rank) {
+            const lt_rank_plan *a = &p->ranks[m->first_rank], *b = &p->ranks[m->first_rank + m->cp - 1];
+            fprintf(f, ": DP-Merge over DP ranks %d-%d, cp=%d (pipelines %d-%d)\n", a->dp_rank, b->dp_rank + b->cp - 1,
+                    m->cp, m->first_rank, m->first_rank + m->cp - 1);
+        } else {
+            fprintf(f, ": DP-Merge over pipelines %d .. %ld, cp=%d (not within the step's %zu pipelines)\n",
+                    m->first_rank, (long)m->first_rank + m->cp - 1, m->cp, p->n_ranks);
+        }
+    }
+}
+
+/* A pipeline's units[0..n) over the slice table sl, one line each: "  unit 0 (48 tokens):
+ * 0[0:48)" with " cp=4" for a DP-Merge unit. */
+static void print_units(FILE *f, const char *word, const lt_unit *units, size_t n, const lt_slice *sl) {
+    for (size_t u = 0; u < n; u++) {
+        int64_t tokens = 0;
+        for (uint32_t k = 0; k < units[u].n_slices; k++)
+            tokens += sl[units[u].first_slice + k].end - sl[units[u].first_slice + k].begin;
+        fprintf(f, "  %s %zu (%" PRId64 " tokens", word, u, tokens);
+        if (units[u].cp > 1) fprintf(f, ", cp=%u", units[u].cp);
+        fprintf(f, "):");
+        for (uint32_t k = 0; k < units[u].n_slices; k++) {
+            const lt_slice *x = &sl[units[u].first_slice + k];
+            fprintf(f, " %" PRId32 "[%" PRId64 ":%" PRId64 ")", x->sample, x->begin, x->end);
+        }
+        fputc('\n', f);
+    }
+}
+
 void lt_plan_print(FILE *f, const lt_step_plan *p, const lt_sample *samples, int width) {
     int64_t tokens = 0;
     for (size_t i = 0; i < p->n_samples; i++) tokens += p->lengths[i];
@@ -406,7 +602,11 @@ void lt_plan_print(FILE *f, const lt_step_plan *p, const lt_sample *samples, int
                " tokens, %zu pipelines x %d stages\n",
             p->step, lt_strategy_name(p->strategy), p->time_s * 1e3, 100.0 * p->bubble_ratio, p->peak_mem / GIB,
             p->n_samples, tokens, p->n_ranks, p->pp);
-    fprintf(f, "params: %s  solver: %s", p->params[0] ? p->params : "-", p->solver_status[0] ? p->solver_status : "-");
+    fprintf(f, "params: %s  solver: %.*s", p->params[0] ? p->params : "-", (int)sizeof p->solver_status,
+            p->solver_status[0] ? p->solver_status : "-");
+    if (strncmp(p->solver_status, "timeout", sizeof p->solver_status) == 0 ||
+        strncmp(p->solver_status, "infeasible", sizeof p->solver_status) == 0)
+        fprintf(f, " (a MILP fell back to its heuristic)");
     if (p->solve_ms > 0) fprintf(f, "  solve: %.3f ms", p->solve_ms);
     if ((unsigned)p->runner_up < LT_STRATEGY_COUNT)
         fprintf(f, "  runner-up: %s (%.3f ms)", lt_strategy_name(p->runner_up), p->runner_up_time_s * 1e3);
@@ -422,20 +622,22 @@ void lt_plan_print(FILE *f, const lt_step_plan *p, const lt_sample *samples, int
         }
         fprintf(f, "%6zu %14s %10" PRId64 " %9d %8d  %s\n", i, id, p->lengths[i], r, dp, src);
     }
+    print_merges(f, p, samples);
     lt_sim sim;
     for (size_t r = 0; r < p->n_ranks; r++) {
         const lt_rank_plan *rp = &p->ranks[r];
         const lt_schedule *s = &rp->sched;
-        fprintf(f, "\npipeline %zu (dp_rank %d, cp %d): predicted %.3f ms, %zu units, %zu ops\n", r, rp->dp_rank,
-                rp->cp, rp->time_s * 1e3, s->n_units, lt_schedule_n_ops(s));
-        for (size_t u = 0; u < s->n_units; u++) {
-            fprintf(f, "  unit %zu (%" PRId64 " tokens):", u, lt_schedule_unit_tokens(s, (uint32_t)u));
-            for (uint32_t k = 0; k < s->units[u].n_slices; k++) {
-                const lt_slice *sl = &s->slices[s->units[u].first_slice + k];
-                fprintf(f, " %" PRId32 "[%" PRId64 ":%" PRId64 ")", sl->sample, sl->begin, sl->end);
-            }
-            fputc('\n', f);
-        }
+        if (s->asym)
+            fprintf(f, "\npipeline %zu (dp_rank %d, cp %d): predicted %.3f ms, %zu forward units, %zu backward units, "
+                       "%zu ops\n",
+                    r, rp->dp_rank, rp->cp, rp->time_s * 1e3, s->n_units, s->n_bunits, lt_schedule_n_ops(s));
+        else
+            fprintf(f, "\npipeline %zu (dp_rank %d, cp %d): predicted %.3f ms, %zu units, %zu ops\n", r, rp->dp_rank,
+                    rp->cp, rp->time_s * 1e3, s->n_units, lt_schedule_n_ops(s));
+        /* an asymmetric schedule's forward units ("F unit"), then its backward ones ("B unit",
+         * the units its B ops name) */
+        print_units(f, s->asym ? "F unit" : "unit", s->units, s->n_units, s->slices);
+        if (s->asym) print_units(f, "B unit", s->bunits, s->n_bunits, s->bslices);
         for (int g = 0; g < s->stages; g++)
             fprintf(f, "  stage %d: busy %.3f ms, idle %.3f ms, peak memory %.2f GiB\n", g, rp->stage_busy_s[g] * 1e3,
                     (p->time_s - rp->stage_busy_s[g]) * 1e3, rp->stage_peak_mem[g] / GIB);

@@ -7,7 +7,9 @@
  *
  * Once per process a valid plan file is built with the store's writer: two steps of a few
  * samples over 2 pipelines x 2 stages (1F1B and a sliced Seq1F1B schedule, predictions from
- * the unit-time simulator). Each input is a list of edits applied to a copy of it with
+ * the unit-time simulator), and a third of asymmetric schedules (units_slices 'F' and 'B'
+ * rows) with a DP-Merge group over both pipelines (unit cp 2, a dp_merges row; predictions
+ * by hand) and a solver status and runner-up. Each input is a list of edits applied to a copy of it with
  * plain SQL, then the copy is read back through the store. An edit is
  *   byte 0  table (mod the number of tables of the file, in sqlite_schema order)
  *   byte 1  column (mod the table's column count)
@@ -113,6 +115,78 @@ static void make_plan(lt_step_plan *p, uint64_t step, const int64_t *len, size_t
     snprintf(p->solver_status, sizeof p->solver_status, "none");
 }
 
+/* Step 2: samples 0 (9 tokens, DP-merged over both pipelines, cp 2), 1 (5, pipeline 0) and 2
+ * (3, pipeline 1); every schedule asymmetric (the backward partition cut elsewhere), F ops
+ * then B ops in FILO order on both stages. */
+static void make_asym_plan(lt_step_plan *p) {
+    static const int64_t len[3] = {9, 5, 3};
+    lt_step_plan_init(p);
+    p->step = 2;
+    p->strategy = LT_STRATEGY_SLIMPACK;
+    p->n_samples = 3;
+    p->lengths = malloc(3 * sizeof *p->lengths);
+    p->sample_rank = malloc(3 * sizeof *p->sample_rank);
+    p->n_ranks = 2;
+    p->pp = 2;
+    p->ranks = calloc(2, sizeof *p->ranks);
+    p->merges = malloc(sizeof *p->merges);
+    if (!p->lengths || !p->sample_rank || !p->ranks || !p->merges) die("out of memory", NULL);
+    memcpy(p->lengths, len, sizeof len);
+    p->sample_rank[0] = 0;
+    p->sample_rank[1] = 0;
+    p->sample_rank[2] = 1;
+    p->merges[0] = (lt_dp_merge){.sample = 0, .first_rank = 0, .cp = 2};
+    p->n_merges = 1;
+    lt_error err;
+    for (int r = 0; r < 2; r++) {
+        lt_rank_plan *rp = &p->ranks[r];
+        lt_schedule *s = &rp->sched;
+        rp->dp_rank = r;
+        rp->cp = 1;
+        if (lt_schedule_init(s, 2, 4, &err) != LT_OK) die("schedule", &err);
+        const int32_t own = 1 + r;
+        uint32_t u;
+        u = lt_schedule_add_unit(s, lt_schedule_add_slice(s, 0, 0, 4), 1);
+        s->units[u].cp = 2;
+        u = lt_schedule_add_unit(s, lt_schedule_add_slice(s, 0, 4, 9), 1);
+        s->units[u].cp = 2;
+        lt_schedule_add_unit(s, lt_schedule_add_slice(s, own, 0, len[own]), 1);
+        u = lt_schedule_add_bunit(s, lt_schedule_add_bslice(s, 0, 0, 6), 1);
+        s->bunits[u].cp = 2;
+        u = lt_schedule_add_bunit(s, lt_schedule_add_bslice(s, 0, 6, 9), 1);
+        s->bunits[u].cp = 2;
+        lt_schedule_add_bunit(s, lt_schedule_add_bslice(s, own, 0, 2), 1);
+        lt_schedule_add_bunit(s, lt_schedule_add_bslice(s, own, 2, len[own]), 1);
+        static const uint32_t border[4] = {1, 0, 3, 2};
+        for (int g = 0; g < 2; g++) {
+            for (uint32_t k = 0; k < 3; k++) lt_schedule_add_stage_op(s, g, LT_OP_F, k, 0);
+            for (int k = 0; k < 4; k++) lt_schedule_add_stage_op(s, g, LT_OP_B, border[k], 0);
+        }
+        size_t n_ops = lt_schedule_n_ops(s);
+        rp->ops = calloc(n_ops, sizeof *rp->ops);
+        rp->stage_busy_s = calloc(2, sizeof(double));
+        rp->stage_peak_mem = calloc(2, sizeof(double));
+        if (!rp->ops || !rp->stage_busy_s || !rp->stage_peak_mem) die("out of memory", NULL);
+        size_t id = 0;
+        for (int g = 0; g < 2; g++) {
+            for (size_t i = 0; i < s->stage[g].n; i++, id++) {
+                double t = (double)(2 * i + (size_t)g);
+                rp->ops[id] = (lt_plan_op){t, t + 1, 1.0};
+                if (t + 1 > rp->time_s) rp->time_s = t + 1;
+            }
+            rp->stage_busy_s[g] = (double)s->stage[g].n;
+            rp->stage_peak_mem[g] = 3;
+        }
+        if (rp->time_s > p->time_s) p->time_s = rp->time_s;
+    }
+    p->peak_mem = 3;
+    p->bubble_ratio = 0.5;
+    snprintf(p->params, sizeof p->params, "micropacks=2");
+    snprintf(p->solver_status, sizeof p->solver_status, "timeout");
+    p->runner_up = LT_STRATEGY_CHUNKFLOW;
+    p->runner_up_time_s = 2 * p->time_s;
+}
+
 static void build_template(void) {
     snprintf(template_path, sizeof template_path, "/tmp/fuzz_planstore.%d.template.db", (int)getpid());
     snprintf(work_path, sizeof work_path, "/tmp/fuzz_planstore.%d.db", (int)getpid());
@@ -140,6 +214,19 @@ static void build_template(void) {
             smp[i].length = len[t][i];
         }
         if (lt_store_put_step(st, &p, smp, &err) != LT_OK) die("put_step", &err);
+        lt_step_plan_free(&p);
+    }
+    {
+        lt_step_plan p;
+        make_asym_plan(&p);
+        lt_sample smp[3];
+        memset(smp, 0, sizeof smp);
+        for (size_t i = 0; i < 3; i++) {
+            smp[i].id = 20 + i;
+            smp[i].doc = 20 + i;
+            smp[i].length = p.lengths[i];
+        }
+        if (lt_store_put_step(st, &p, smp, &err) != LT_OK) die("put_step (asymmetric)", &err);
         lt_step_plan_free(&p);
     }
     if (lt_store_commit(st, &err) != LT_OK) die("commit", &err);

@@ -6,7 +6,10 @@
  * sample or packing samples conserves FLOPs, backward = 2x GEMM + 2.5x attention, GQA and TP
  * reduce what they should; memory matches hand counts (18 bytes per parameter, ZeRO-1,
  * recomputation, K/V of split samples) and HelixPipe Fig. 4's out-of-memory stages; times
- * are in a plausible range; the simulator bridge prices F, FK, B and partial ops.
+ * are in a plausible range; the simulator bridge prices F, FK, B and partial ops; a B of an
+ * asymmetric schedule is priced over its bunit's bslices; DP-Merge units (cp = g) cost what
+ * a model with cp = g gives, whatever dp; the prepared bridge agrees with the scanning one
+ * on an asymmetric schedule with DP-Merge units.
  *
  * The shipped profiles are found through $top_srcdir (exported by `make check`), else ".",
  * "..", "../.."; tests that need them are skipped when none holds etc/hardware.
@@ -999,6 +1002,215 @@ static void test_simulator_with_the_cost_model(void **state) {
     lt_schedule_free(&s);
 }
 
+/* ================================================================== asymmetric schedules */
+
+/* Two stages over llama-7b. Sample 0 has 4096 tokens, sample 1 1024.
+ *   slices  0 A[0,2048)  1 A[2048,4096)  2 B[0,1024);  u0 = {0}, u1 = {1, 2}
+ *   bslices 0 A[0,3000)  1 A[3000,4096)  2 B[0,1024); v0 = {1, 2}, v1 = {0}
+ * (the backward cut at 3000 evens the backward load: A's later tokens cost more). */
+static void asym_llama(lt_schedule *s) {
+    lt_error err;
+    assert_int_equal(lt_schedule_init(s, 2, 32, &err), LT_OK);
+    lt_schedule_add_slice(s, 0, 0, 2048);
+    lt_schedule_add_slice(s, 0, 2048, 4096);
+    lt_schedule_add_slice(s, 1, 0, 1024);
+    lt_schedule_add_unit(s, 0, 1);
+    lt_schedule_add_unit(s, 1, 2);
+    lt_schedule_add_bslice(s, 0, 0, 3000);
+    lt_schedule_add_bslice(s, 0, 3000, 4096);
+    lt_schedule_add_bslice(s, 1, 0, 1024);
+    lt_schedule_add_bunit(s, 1, 2);
+    lt_schedule_add_bunit(s, 0, 1);
+}
+
+/* A B of an asymmetric schedule runs its bunit's bslices: lt_cost_schedule_op and both
+ * bridges price it as lt_cost_op does on those slices; an F still runs its unit's slices
+ * with the keys/values flags of the slice table. The prepared bridge's flags of the bslice
+ * table: a later bslice of the same sample exists. */
+static void test_asym_b_priced_over_bslices(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 2, 1, 1);
+    lt_schedule s;
+    asym_llama(&s);
+    lt_op b = op_of(LT_OP_B, LT_PART_ALL, 0, 16, 0);
+    lt_op_estimate got, want;
+    for (uint32_t v = 0; v < 2; v++) {
+        b.unit = v;
+        lt_cost_schedule_op(&cm, &s, &b, &got);
+        const lt_slice *sl = v == 0 ? &s.bslices[1] : &s.bslices[0];
+        lt_cost_op(&cm, sl, v == 0 ? 2 : 1, NULL, &b, &want);
+        assert_memory_equal(&got, &want, sizeof got);
+    }
+    /* v0 (A[3000,4096) + B, 2120 tokens) costs more than u0 (A[0,2048), 2048 tokens) would */
+    b.unit = 0;
+    lt_cost_schedule_op(&cm, &s, &b, &got);
+    lt_cost_op(&cm, &s.slices[0], 1, NULL, &b, &want);
+    assert_true(got.cost.time > want.cost.time);
+    /* forwards: their unit's slices; u0's A[0,2048) keeps K/V for A[2048,4096) */
+    lt_op f = op_of(LT_OP_F, LT_PART_ALL, 0, 16, 0);
+    f.unit = 0;
+    lt_cost_schedule_op(&cm, &s, &f, &got);
+    bool keep = true;
+    lt_cost_op(&cm, &s.slices[0], 1, &keep, &f, &want);
+    assert_memory_equal(&got, &want, sizeof got);
+    assert_true(got.cost.kv_bytes > 0);
+    /* the prepared bridge: flags of both tables, and the same prices */
+    lt_cost_sim_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    lt_sim_costs fast = lt_cost_sim_costs_prepared(&ctx, &cm, &s), slow = lt_cost_sim_costs(&cm);
+    assert_int_equal(ctx.n_bslices, 3);
+    assert_true(ctx.keeps_kv[0] && !ctx.keeps_kv[1] && !ctx.keeps_kv[2]);
+    assert_true(ctx.bkeeps_kv[0] && !ctx.bkeeps_kv[1] && !ctx.bkeeps_kv[2]);
+    const lt_op ops[] = {f, b, op_of(LT_OP_B, LT_PART_ALL, 16, 32, 0), op_of(LT_OP_F, LT_PART_ALL, 16, 32, 0)};
+    for (size_t i = 0; i < 4; i++)
+        for (uint32_t u = 0; u < 2; u++) {
+            lt_op op = ops[i];
+            op.unit = u;
+            lt_op_cost a, c;
+            slow.op_cost(slow.ctx, &s, i < 2 ? 0 : 1, &op, &a);
+            fast.op_cost(fast.ctx, &s, i < 2 ? 0 : 1, &op, &c);
+            assert_memory_equal(&a, &c, sizeof a);
+        }
+    /* bslice flags in token order, not table order: B's bslices listed after A's later one */
+    lt_schedule_clear(&s);
+    lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, 0, 0, 100), 1);
+    lt_schedule_add_bslice(&s, 0, 0, 40);
+    lt_schedule_add_bslice(&s, 1, 0, 10);
+    lt_schedule_add_bslice(&s, 0, 40, 100);
+    lt_cost_sim_costs_prepared(&ctx, &cm, &s);
+    assert_true(ctx.bkeeps_kv[0] && !ctx.bkeeps_kv[1] && !ctx.bkeeps_kv[2]);
+    lt_cost_sim_ctx_free(&ctx);
+    lt_schedule_free(&s);
+}
+
+/* A DP-Merge unit (cp = g) costs what lt_cost_op gives with the model set to cp = g: on dp = 2
+ * (where lt_cost_model_set_cp(2) is allowed), on dp = 3 (where it is not: a DP-Merge group
+ * is any 2..max_cp ranks), and on a model whose own cp is 4 (the unit's g replaces it);
+ * units with cp 0 or 1 run at the model's cp. F and B (over a bunit) alike. */
+static void test_dp_merge_units_priced_as_cp(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_error err;
+    lt_cost_model d2 = model_on("llama-7b", "h200", 2, 2, 2), d3 = model_on("llama-7b", "h200", 2, 2, 3),
+                  d4 = model_on("llama-7b", "h200", 2, 2, 4);
+    lt_cost_model ref2 = d2, ref4 = d4;
+    assert_int_equal(lt_cost_model_set_cp(&ref2, 2, &err), LT_OK);
+    assert_int_equal(lt_cost_model_set_cp(&ref4, 4, &err), LT_OK);
+    assert_int_equal(lt_cost_model_set_cp(&d4, 4, &err), LT_OK);
+    assert_int_equal(lt_cost_model_set_cp(&d3, 2, &err), LT_ERR_CONFIG); /* the model cannot */
+    lt_schedule s;
+    asym_llama(&s);
+    s.units[0].cp = s.units[1].cp = 2;
+    s.bunits[0].cp = s.bunits[1].cp = 2;
+    assert_int_equal(lt_schedule_check(&s, &err), LT_OK);
+    lt_op f = op_of(LT_OP_F, LT_PART_ALL, 0, 16, 0), b = op_of(LT_OP_B, LT_PART_ALL, 16, 32, 8);
+    f.unit = 1;
+    b.unit = 0;
+    bool keeps[2] = {false, false};
+    lt_op_estimate want_f, want_b, got;
+    lt_cost_op(&ref2, &s.slices[1], 2, keeps, &f, &want_f);
+    lt_cost_op(&ref2, &s.bslices[1], 2, NULL, &b, &want_b);
+    assert_true(want_f.cp_ring_time > 0); /* the K/V ring is charged */
+    const lt_cost_model *models[] = {&d2, &d3, &d4};
+    for (size_t m = 0; m < 3; m++) {
+        lt_cost_schedule_op(models[m], &s, &f, &got);
+        assert_memory_equal(&got, &want_f, sizeof got);
+        lt_cost_schedule_op(models[m], &s, &b, &got);
+        assert_memory_equal(&got, &want_b, sizeof got);
+        lt_cost_sim_ctx ctx; /* and the prepared bridge */
+        memset(&ctx, 0, sizeof ctx);
+        lt_sim_costs fast = lt_cost_sim_costs_prepared(&ctx, models[m], &s);
+        lt_op_cost c;
+        fast.op_cost(fast.ctx, &s, 0, &f, &c);
+        assert_memory_equal(&c, &want_f.cost, sizeof c);
+        fast.op_cost(fast.ctx, &s, 1, &b, &c);
+        assert_memory_equal(&c, &want_b.cost, sizeof c);
+        lt_cost_sim_ctx_free(&ctx);
+    }
+    /* the same unit with cp 1 (or 0) runs at the model's own cp */
+    s.units[1].cp = 1;
+    s.bunits[0].cp = 0;
+    lt_cost_schedule_op(&d4, &s, &f, &got);
+    lt_cost_op(&ref4, &s.slices[1], 2, keeps, &f, &want_f);
+    assert_memory_equal(&got, &want_f, sizeof got);
+    lt_cost_schedule_op(&d4, &s, &b, &got);
+    lt_cost_op(&ref4, &s.bslices[1], 2, NULL, &b, &want_b);
+    assert_memory_equal(&got, &want_b, sizeof got);
+    lt_cost_schedule_op(&d2, &s, &f, &got); /* ... and at cp 1 on d2 */
+    lt_cost_op(&d2, &s.slices[1], 2, keeps, &f, &want_f);
+    assert_memory_equal(&got, &want_f, sizeof got);
+    lt_schedule_free(&s);
+}
+
+/* The prepared bridge and the scanning one agree op by op, and so do their simulations, on
+ * an asymmetric PackFlow schedule over 4 stages with DP-Merge units: sample X (16K) in two
+ * forward units of cp 2 regrouped backward as X[0,9000), X[9000,16384) (cp 2), samples
+ * Y, Z, W (2K, 3K, 1K) in cp-1 units regrouped backward. */
+static void test_prepared_bridge_asym_dp_merge(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 4, 1, 3);
+    lt_schedule s;
+    lt_error err;
+    assert_int_equal(lt_schedule_init(&s, 4, 32, &err), LT_OK);
+    lt_schedule_add_slice(&s, 0, 0, 8192);
+    lt_schedule_add_slice(&s, 0, 8192, 16384);
+    lt_schedule_add_slice(&s, 1, 0, 2048);
+    lt_schedule_add_slice(&s, 2, 0, 3072);
+    lt_schedule_add_slice(&s, 3, 0, 1024);
+    lt_schedule_add_unit(&s, 0, 1);
+    lt_schedule_add_unit(&s, 1, 1);
+    lt_schedule_add_unit(&s, 2, 2);
+    lt_schedule_add_unit(&s, 4, 1);
+    s.units[0].cp = s.units[1].cp = 2;
+    lt_schedule_add_bslice(&s, 0, 0, 9000);
+    lt_schedule_add_bslice(&s, 0, 9000, 16384);
+    lt_schedule_add_bslice(&s, 2, 0, 1000);
+    lt_schedule_add_bslice(&s, 1, 0, 2048);
+    lt_schedule_add_bslice(&s, 2, 1000, 3072);
+    lt_schedule_add_bslice(&s, 3, 0, 1024);
+    lt_schedule_add_bunit(&s, 1, 1); /* v0 X's tail */
+    lt_schedule_add_bunit(&s, 0, 1); /* v1 X's head */
+    lt_schedule_add_bunit(&s, 4, 2); /* v2 Z's tail + W */
+    lt_schedule_add_bunit(&s, 2, 2); /* v3 Z's head + Y */
+    s.bunits[0].cp = s.bunits[1].cp = 2;
+    lt_sched_packflow(&s, NULL, 4, NULL, 4);
+    if (lt_schedule_check(&s, &err) != LT_OK) fail_msg("%s", err.what);
+    lt_cost_sim_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    lt_sim_costs fast = lt_cost_sim_costs_prepared(&ctx, &cm, &s), slow = lt_cost_sim_costs(&cm);
+    for (int st = 0; st < 4; st++)
+        for (size_t i = 0; i < s.stage[st].n; i++) {
+            lt_op_cost a, c;
+            slow.op_cost(slow.ctx, &s, st, &s.stage[st].ops[i], &a);
+            fast.op_cost(fast.ctx, &s, st, &s.stage[st].ops[i], &c);
+            assert_memory_equal(&a, &c, sizeof a);
+        }
+    lt_sim sim;
+    memset(&sim, 0, sizeof sim);
+    if (lt_sim_run(&sim, &s, &slow, &err) != LT_OK) fail_msg("%s", err.what);
+    double step = sim.step_time, peak[4];
+    for (int st = 0; st < 4; st++) {
+        peak[st] = sim.peak_mem[st];
+        assert_rel_close(sim.end_mem[st], lt_cost_model_states_bytes(&cm, st) + cm.reserved_bytes, 1e-12);
+    }
+    if (lt_sim_run(&sim, &s, &fast, &err) != LT_OK) fail_msg("%s", err.what);
+    assert_rel_close(sim.step_time, step, 0);
+    for (int st = 0; st < 4; st++) assert_rel_close(sim.peak_mem[st], peak[st], 0);
+    /* X's units at cp 2 halve their per-GPU activations against cp 1 */
+    lt_op_cost a, c;
+    lt_op f0 = s.stage[0].ops[0];
+    assert_int_equal(f0.unit, 0);
+    fast.op_cost(fast.ctx, &s, 0, &f0, &a);
+    s.units[0].cp = 0;
+    slow.op_cost(slow.ctx, &s, 0, &f0, &c);
+    assert_rel_close(a.act_bytes, c.act_bytes / 2, 1e-14);
+    lt_sim_free(&sim);
+    lt_cost_sim_ctx_free(&ctx);
+    lt_schedule_free(&s);
+}
+
 static void test_cost_model_from_config(void **state) {
     (void)state;
     NEED_SHIPPED();
@@ -1061,6 +1273,9 @@ int main(void) {
         cmocka_unit_test(test_p2p_placement),
         cmocka_unit_test(test_sim_bridge_prices_ops),
         cmocka_unit_test(test_simulator_with_the_cost_model),
+        cmocka_unit_test(test_asym_b_priced_over_bslices),
+        cmocka_unit_test(test_dp_merge_units_priced_as_cp),
+        cmocka_unit_test(test_prepared_bridge_asym_dp_merge),
         cmocka_unit_test(test_cost_model_from_config),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

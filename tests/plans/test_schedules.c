@@ -13,6 +13,10 @@
  *     FILO schedule (exact), the two-fold schedule (ours below the paper's 6(p-1)(t_pre +
  *     t_post): see the test), balanced activation memory (Table 2);
  *   - SlimPack Figures 10/11: the 2-stage, 2-micro-batch DAG and its timeline by hand;
+ *   - asymmetric schedules (SlimPack 4.1.2): lt_schedule_check accepts a backward partition
+ *     and rejects each broken rule by name; PackFlow (4.2, Fig. 9) on a hand-made example
+ *     (op lists derived by hand from the merge rule: the extra forward MicroPack), and equal
+ *     to Seq1F1B on a backward partition copied from the forward one (random inputs);
  *   - every generator on seeded random inputs: lt_schedule_check, op counts, no deadlock.
  * The numbers that do not reproduce are in docs/schedules.md with the reason.
  */
@@ -757,6 +761,428 @@ static void test_slimpack_fig10_11(void **state) {
     lt_schedule_free(&s);
 }
 
+/* ---- asymmetric schedules: the backward partition and PackFlow (SlimPack 4.1.2, 4.2) --------- */
+
+/*
+ * SlimPack Fig. 9 in small. Samples A (id 0, 6 tokens), B (1, 2), C (2, 2), D (3, 2), E (4, 4).
+ * Forward MicroPacks (units) [A0 A1 | A2 B | C D | E]:
+ *   u0 = A[0,2) A[2,4)   u1 = A[4,6) B[0,2)   u2 = C[0,2) D[0,2)   u3 = E[0,4)
+ * Backward MicroPacks (bunits) regrouped for an even backward load, each sample's later
+ * tokens first (FILO):
+ *   v0 = A[3,6) B[0,2)   v1 = A[0,3) C[0,2)   v2 = D[0,2) E[2,4)   v3 = E[0,2)
+ * bslice table (token order per sample): 0 A[0,3)  1 C  2 A[3,6)  3 B  4 E[0,2)  5 D  6 E[2,4);
+ * v0 = bslices 2-3, v1 = 0-1, v2 = 5-6, v3 = 4.
+ */
+static void fig9_partitions(lt_schedule *s) {
+    lt_schedule_add_slice(s, 0, 0, 2);
+    lt_schedule_add_slice(s, 0, 2, 4);
+    lt_schedule_add_unit(s, 0, 2);
+    lt_schedule_add_slice(s, 0, 4, 6);
+    lt_schedule_add_slice(s, 1, 0, 2);
+    lt_schedule_add_unit(s, 2, 2);
+    lt_schedule_add_slice(s, 2, 0, 2);
+    lt_schedule_add_slice(s, 3, 0, 2);
+    lt_schedule_add_unit(s, 4, 2);
+    lt_schedule_add_unit(s, lt_schedule_add_slice(s, 4, 0, 4), 1);
+    lt_schedule_add_bslice(s, 0, 0, 3);
+    lt_schedule_add_bslice(s, 2, 0, 2);
+    lt_schedule_add_bslice(s, 0, 3, 6);
+    lt_schedule_add_bslice(s, 1, 0, 2);
+    lt_schedule_add_bslice(s, 4, 0, 2);
+    lt_schedule_add_bslice(s, 3, 0, 2);
+    lt_schedule_add_bslice(s, 4, 2, 4);
+    assert_int_equal(lt_schedule_add_bunit(s, 2, 2), 0);
+    assert_int_equal(lt_schedule_add_bunit(s, 0, 2), 1);
+    assert_int_equal(lt_schedule_add_bunit(s, 5, 2), 2);
+    assert_int_equal(lt_schedule_add_bunit(s, 4, 1), 3);
+}
+
+/*
+ * PackFlow's merge on Fig. 9 in small, P = 3, forwards u0..u3, backwards v0..v3. need(j) =
+ * 1 + the last forward position among the units holding tokens of v0..vj:
+ *   v0 = A[3,6) B: u0 (A[3,4)), u1 -> 2;  v1 = A[0,3) C: u0, u2 -> 3;
+ *   v2 = D E[2,4): u2, u3 -> 4;           v3 = E[0,2): u3 -> 4.
+ * f_s(j) = min(4, max(f_s(j-1) + 1, need(j) + P - s - 1)), f_s(-1) = P - s - 1:
+ *   s0 (w 2): f = 4, 4, 4, 4  ->  F0 F1 F2 F3 B0 B1 B2 B3
+ *   s1 (w 1): f = 3, 4, 4, 4  ->  F0 F1 F2 B0 F3 B1 B2 B3
+ *   s2 (w 0): f = 2, 3, 4, 4  ->  F0 F1 B0 F2 B1 F3 B2 B3
+ * On the last stage v0 waits for u1, one forward more than 1F1B's F0 B0 F1 B1 ...: the
+ * extra forward MicroPack of Fig. 9 (v0 holds tokens of u1).
+ */
+static void test_packflow_fig9(void **state) {
+    (void)state;
+    lt_schedule s;
+    init(&s, 3, 3);
+    fig9_partitions(&s);
+    lt_sched_packflow(&s, NULL, 4, NULL, 4);
+    assert_ops(&s, 0, "F0 F1 F2 F3 B0 B1 B2 B3");
+    assert_ops(&s, 1, "F0 F1 F2 B0 F3 B1 B2 B3");
+    assert_ops(&s, 2, "F0 F1 B0 F2 B1 F3 B2 B3");
+    lt_sim sim = {0};
+    simulate(&sim, &s, NULL); /* no deadlock; every F's activations freed by its B ops */
+    for (int st = 0; st < 3; st++) assert_true(fabs(sim.end_mem[st]) < EPS);
+    /* A backward order that is not FILO within A (v1, holding A's head, before v0, holding
+     * its tail) deadlocks: v1's B waits for v0's dK/dV. */
+    for (int st = 0; st < 3; st++) s.stage[st].n = 0;
+    const uint32_t bad[] = {1, 0, 2, 3};
+    lt_sched_packflow(&s, NULL, 4, bad, 4);
+    lt_sim_costs unit = lt_sim_unit_costs();
+    lt_error err;
+    assert_int_equal(lt_sim_run(&sim, &s, &unit, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "deadlock"));
+    assert_non_null(strstr(err.what, "slice key/value gradients"));
+    /* An explicit forward order, C D before A's tail: the merge follows need(j), 1 + the
+     * stream position of the last forward unit needed */
+    for (int st = 0; st < 3; st++) s.stage[st].n = 0;
+    const uint32_t ford[] = {0, 2, 1, 3};
+    lt_sched_packflow(&s, ford, 4, NULL, 4);
+    /* need = 3 (v0: u0 at 0, u1 at 2), 3, 4, 4; s2: f = 3, 4, 4, 4 */
+    assert_ops(&s, 2, "F0 F2 F1 B0 F3 B1 B2 B3");
+    lt_sim_free(&sim);
+    lt_schedule_free(&s);
+}
+
+/* Checks s against the rules, expecting LT_ERR_INPUT with `want` in the message. */
+static void check_rejects(const lt_schedule *s, const char *want) {
+    lt_error err;
+    lt_error_clear(&err);
+    assert_int_equal(lt_schedule_check(s, &err), LT_ERR_INPUT);
+    if (!strstr(err.what, want)) print_error("\"%s\" does not contain \"%s\"\n", err.what, want);
+    assert_non_null(strstr(err.what, want));
+}
+
+/* The Fig. 9 schedule with PackFlow's ops on 3 stages: valid. */
+static void fig9_schedule(lt_schedule *s) {
+    init(s, 3, 3);
+    fig9_partitions(s);
+    lt_sched_packflow(s, NULL, 4, NULL, 4);
+    lt_error err;
+    lt_error_clear(&err);
+    if (lt_schedule_check(s, &err) != LT_OK) print_error("%s\n", err.what);
+    assert_int_equal(lt_schedule_check(s, &err), LT_OK);
+}
+
+static void test_check_asym_accepts(void **state) {
+    (void)state;
+    lt_schedule s;
+    fig9_schedule(&s);
+    assert_true(s.asym);
+    /* B ops name bunits: op_unit / op_slices / op_tokens go to the backward tables */
+    const lt_op *b0 = &s.stage[0].ops[4];
+    assert_int_equal(b0->kind, LT_OP_B);
+    size_t n;
+    const lt_slice *sl = lt_schedule_op_slices(&s, b0, &n);
+    assert_int_equal(n, 2);
+    assert_true(sl == &s.bslices[2]);
+    assert_int_equal(lt_schedule_op_tokens(&s, b0), 5);
+    assert_int_equal(lt_schedule_op_tokens(&s, &s.stage[0].ops[0]), 4);
+    /* cp 0 and 1 are the same; DP-Merge units regrouped among themselves are fine */
+    s.bunits[0].cp = 1;
+    s.units[3].cp = 2;
+    s.bunits[3].cp = 2;
+    s.bunits[2] = (lt_unit){.first_slice = 5, .n_slices = 1}; /* D alone ... */
+    uint32_t e = lt_schedule_add_bunit(&s, 6, 1);            /* ... E[2,4) in a bunit of cp 2 */
+    s.bunits[e].cp = 2;
+    lt_error err;
+    assert_int_equal(lt_schedule_check(&s, &err), LT_OK);
+    /* the overlaps by hand: v0 = A[3,6) B holds 1 token of u0 and 4 of u1, ... */
+    uint32_t *off, *units;
+    int64_t *tokens;
+    lt_schedule_bunit_overlaps(&s, &off, &units, &tokens);
+    const uint32_t want_off[] = {0, 2, 4, 5, 6, 7}, want_units[] = {0, 1, 0, 2, 2, 3, 3};
+    const int64_t want_tokens[] = {1, 4, 3, 2, 2, 2, 2};
+    for (size_t v = 0; v <= 5; v++) assert_int_equal(off[v], want_off[v]);
+    for (size_t q = 0; q < 7; q++) {
+        assert_int_equal(units[q], want_units[q]);
+        assert_int_equal(tokens[q], want_tokens[q]);
+    }
+    free(off);
+    free(units);
+    free(tokens);
+    lt_schedule_free(&s);
+}
+
+/* Rule: per sample, the bslices cover exactly the tokens of the slices. */
+static void test_check_asym_coverage(void **state) {
+    (void)state;
+    lt_schedule s;
+    fig9_schedule(&s);
+    s.bslices[6].end = 3; /* E[2,3): token 3 of E has no backward */
+    check_rejects(&s, "sample 4: the bslices cover [0, 3) where the slices cover [0, 4)");
+    s.bslices[6].end = 4;
+    s.bslices[1].sample = 5; /* C's tokens go to a sample the forward never saw */
+    check_rejects(&s, "sample 2: the bslices cover no tokens where the slices cover [0, 2)");
+    lt_schedule_free(&s);
+}
+
+/* Rule: bslices in token order per sample. */
+static void test_check_asym_token_order(void **state) {
+    (void)state;
+    lt_schedule s;
+    fig9_schedule(&s);
+    s.bslices[4] = (lt_slice){4, 2, 4};
+    s.bslices[6] = (lt_slice){4, 0, 2};
+    check_rejects(&s, "bslices 4 and 6 of sample 4 overlap or are out of token order");
+    lt_schedule_free(&s);
+}
+
+/* Rule: bslices do not overlap. */
+static void test_check_asym_overlap(void **state) {
+    (void)state;
+    lt_schedule s;
+    fig9_schedule(&s);
+    s.bslices[0].end = 4; /* A[0,4) and A[3,6) */
+    check_rejects(&s, "bslices 0 and 2 of sample 0 overlap or are out of token order");
+    lt_schedule_free(&s);
+}
+
+/* Rule: bslices are non-empty. */
+static void test_check_asym_empty_bslice(void **state) {
+    (void)state;
+    lt_schedule s;
+    fig9_schedule(&s);
+    s.bslices[1].begin = 2; /* C[2,2) */
+    check_rejects(&s, "bslice 1 (sample 2, tokens [2, 2)) is empty or negative");
+    lt_schedule_free(&s);
+}
+
+/* Rule: every bunit is a non-empty run of bslices. */
+static void test_check_asym_bunit_runs(void **state) {
+    (void)state;
+    lt_schedule s;
+    fig9_schedule(&s);
+    s.bunits[3].n_slices = 0;
+    check_rejects(&s, "bunit 3: bslices [4, 4) not in the 7 bslices");
+    s.bunits[3] = (lt_unit){.first_slice = 6, .n_slices = 2};
+    check_rejects(&s, "bunit 3: bslices [6, 8) not in the 7 bslices");
+    lt_schedule_free(&s);
+}
+
+/* Rule: a bslice is in at most one bunit. */
+static void test_check_asym_bslice_twice(void **state) {
+    (void)state;
+    lt_schedule s;
+    fig9_schedule(&s);
+    s.bunits[3].n_slices = 2; /* E[0,2) and D, D being v2's */
+    check_rejects(&s, "bslice 5 is in bunits 2 and 3");
+    lt_schedule_free(&s);
+}
+
+/* Rule: a bunit's cp is the cp of the forward units holding its tokens (DP-Merge). */
+static void test_check_asym_cp(void **state) {
+    (void)state;
+    lt_schedule s;
+    fig9_schedule(&s);
+    s.units[3].cp = 2; /* E in a DP-Merge unit, its tail regrouped with D in v2 */
+    check_rejects(&s, "bunit 2 has cp 1 but holds tokens of unit 3, whose cp is 2");
+    lt_schedule_free(&s);
+}
+
+/* Rule: no FK in an asymmetric schedule. */
+static void test_check_asym_no_fk(void **state) {
+    (void)state;
+    lt_schedule s;
+    fig9_schedule(&s);
+    s.stage[1].ops[2].kind = LT_OP_FK;
+    check_rejects(&s, "stage 1 op 2 (FK2): FK in an asymmetric schedule");
+    lt_schedule_free(&s);
+}
+
+/* Rule: a B of an asymmetric schedule names a bunit. */
+static void test_check_asym_b_index(void **state) {
+    (void)state;
+    lt_schedule s;
+    fig9_schedule(&s);
+    lt_schedule_add_stage_op(&s, 2, LT_OP_B, 4, 0); /* 4 forward units, but 4 bunits only */
+    check_rejects(&s, "stage 2 op 8: bunit 4 of 4");
+    s.stage[2].n--;
+    lt_schedule_add_stage_op(&s, 2, LT_OP_F, 4, 0);
+    check_rejects(&s, "stage 2 op 8: unit 4 of 4");
+    lt_schedule_free(&s);
+}
+
+/* Rule: unit.reserved is 0 (units and bunits); a symmetric schedule has no backward tables. */
+static void test_check_reserved_and_symmetric(void **state) {
+    (void)state;
+    lt_schedule s;
+    fig9_schedule(&s);
+    s.units[1].reserved = 1;
+    check_rejects(&s, "unit 1: reserved field is 1 (must be 0)");
+    s.units[1].reserved = 0;
+    s.bunits[2].reserved = 7;
+    check_rejects(&s, "bunit 2: reserved field is 7 (must be 0)");
+    s.bunits[2].reserved = 0;
+    s.asym = false;
+    check_rejects(&s, "7 bslices and 4 bunits in a symmetric schedule");
+    lt_schedule_clear(&s);
+    assert_false(s.asym);
+    assert_int_equal(s.n_bslices + s.n_bunits, 0);
+    lt_error err;
+    assert_int_equal(lt_schedule_check(&s, &err), LT_OK);
+    lt_schedule_free(&s);
+}
+
+/* PackFlow over a backward partition equal to the forward one (a copy of the slices and
+ * units) with Seq1F1B's backward stream is Seq1F1B: the same op lists, on random hybrid
+ * units (packed slices of several samples) and random forward orders. */
+static void hybrid_units(lt_rng *r, lt_schedule *s, const int64_t *len, size_t n, int k);
+static void random_merge(lt_rng *r, const lt_schedule *s, uint32_t *order);
+
+static void test_packflow_symmetric_is_seq1f1b(void **state) {
+    (void)state;
+    lt_rng r;
+    lt_rng_seed(&r, 4242);
+    lt_sim sim = {0};
+    for (int trial = 0; trial < 100; trial++) {
+        int P = 1 + (int)lt_rng_below(&r, 5);
+        size_t n = 1 + (size_t)lt_rng_below(&r, 10);
+        int64_t len[12];
+        for (size_t i = 0; i < n; i++) len[i] = 1 + (int64_t)lt_rng_below(&r, 30);
+        lt_schedule seq, pf;
+        init(&seq, P, P);
+        init(&pf, P, P);
+        uint32_t order[512], border[512];
+        size_t m;
+        if (trial % 2) { /* hybrid units, table order */
+            hybrid_units(&r, &seq, len, n, 4);
+            m = seq.n_units;
+            for (size_t i = 0; i < m; i++) order[i] = (uint32_t)i;
+        } else { /* sliced samples, interleaved at random */
+            lt_sched_units_sliced(&seq, len, n, 1 + (int)lt_rng_below(&r, 4));
+            m = seq.n_units;
+            random_merge(&r, &seq, order);
+        }
+        for (size_t j = 0; j < seq.n_slices; j++) {
+            lt_schedule_add_slice(&pf, seq.slices[j].sample, seq.slices[j].begin, seq.slices[j].end);
+            lt_schedule_add_bslice(&pf, seq.slices[j].sample, seq.slices[j].begin, seq.slices[j].end);
+        }
+        for (size_t u = 0; u < m; u++) {
+            lt_schedule_add_unit(&pf, seq.units[u].first_slice, seq.units[u].n_slices);
+            lt_schedule_add_bunit(&pf, seq.units[u].first_slice, seq.units[u].n_slices);
+        }
+        lt_sched_seq1f1b(&seq, order, m);
+        size_t nb = 0; /* Seq1F1B's backward stream: the B order of any stage */
+        for (size_t i = 0; i < seq.stage[0].n; i++)
+            if (seq.stage[0].ops[i].kind == LT_OP_B) border[nb++] = seq.stage[0].ops[i].unit;
+        assert_int_equal(nb, m);
+        lt_sched_packflow(&pf, order, m, border, nb);
+        for (int st = 0; st < P; st++) {
+            char want[4096];
+            ops_text(&seq, st, want, sizeof want);
+            assert_ops(&pf, st, want);
+        }
+        simulate(&sim, &pf, NULL);
+        double step = sim.step_time, peak[5];
+        for (int st = 0; st < P; st++) peak[st] = sim.peak_mem[st];
+        simulate(&sim, &seq, NULL);
+        assert_true(fabs(sim.step_time - step) < EPS); /* and the simulator agrees */
+        for (int st = 0; st < P; st++) assert_true(fabs(sim.peak_mem[st] - peak[st]) < EPS);
+        lt_schedule_free(&pf);
+        lt_schedule_free(&seq);
+    }
+    lt_sim_free(&sim);
+}
+
+/* A random backward partition of the samples len[0..n) whose bunit order 0, 1, ... is FILO
+ * within every sample: each sample cut into up to 4 random bslices; their stream, each
+ * sample's bslices last token first, merged at random and cut into groups of 1-3 (the
+ * bunits in stream order, so a sample's bslices in one group are adjacent); the bslice
+ * table lists the groups last first, each sorted by (sample, token), which puts every
+ * sample's bslices in token order. */
+static void random_backward(lt_rng *r, lt_schedule *s, const int64_t *len, size_t n) {
+    lt_slice stream[64];
+    size_t ns = 0, left[12], first[12];
+    for (size_t i = 0; i < n; i++) {
+        size_t c = 1 + (size_t)lt_rng_below(r, 4);
+        if ((int64_t)c > len[i]) c = (size_t)len[i];
+        int64_t end = len[i];
+        first[i] = ns;
+        for (size_t j = c; j-- > 0;) { /* the last tokens first; leave one token per earlier cut */
+            int64_t begin = j == 0 ? 0 : (int64_t)j + (int64_t)lt_rng_below(r, (uint64_t)(end - (int64_t)j));
+            stream[ns++] = (lt_slice){(int32_t)i, begin, end};
+            end = begin;
+        }
+        left[i] = c;
+    }
+    lt_slice merged[64];
+    for (size_t k = 0, total = ns; k < total; k++) { /* a random merge keeping each sample's order */
+        size_t pick = (size_t)lt_rng_below(r, total - k), i = 0;
+        for (;; i++) {
+            if (pick < left[i]) break;
+            pick -= left[i];
+        }
+        merged[k] = stream[first[i]++];
+        left[i]--;
+    }
+    size_t group_start[65], ng = 0;
+    for (size_t k = 0; k < ns; k += 1 + (size_t)lt_rng_below(r, 3)) group_start[ng++] = k;
+    group_start[ng] = ns;
+    uint32_t first_of[64];
+    for (size_t g = ng; g-- > 0;) {
+        lt_slice v[3];
+        size_t m = group_start[g + 1] - group_start[g];
+        memcpy(v, merged + group_start[g], m * sizeof *v);
+        for (size_t a = 1; a < m; a++) /* insertion sort by (sample, begin) */
+            for (size_t b = a; b > 0 && (v[b].sample < v[b - 1].sample ||
+                                         (v[b].sample == v[b - 1].sample && v[b].begin < v[b - 1].begin));
+                 b--) {
+                lt_slice x = v[b];
+                v[b] = v[b - 1];
+                v[b - 1] = x;
+            }
+        first_of[g] = (uint32_t)s->n_bslices;
+        for (size_t a = 0; a < m; a++) lt_schedule_add_bslice(s, v[a].sample, v[a].begin, v[a].end);
+    }
+    for (size_t g = 0; g < ng; g++)
+        lt_schedule_add_bunit(s, first_of[g], (uint32_t)(group_start[g + 1] - group_start[g]));
+}
+
+/* Activation bytes = tokens (an F), time = tokens (a B twice): proportional frees visible. */
+static void token_cost(void *ctx, const lt_schedule *s, int stage, const lt_op *op, lt_op_cost *out) {
+    (void)ctx, (void)stage;
+    double t = (double)lt_schedule_op_tokens(s, op);
+    out->time = op->kind == LT_OP_B ? 2 * t : t;
+    out->act_bytes = op->kind == LT_OP_F ? t : 0;
+    out->kv_bytes = op->kind == LT_OP_F ? t / 4 : 0;
+}
+
+/* PackFlow on random forward and backward partitions (bunits FILO within every sample):
+ * lt_schedule_check holds, one F per forward unit and one B per bunit on every stage, no
+ * deadlock, and every F's bytes are freed by the B ops of its tokens. */
+static void test_packflow_random(void **state) {
+    (void)state;
+    lt_rng r;
+    lt_rng_seed(&r, 20250913);
+    lt_sim sim = {0};
+    const lt_sim_costs tok = {NULL, token_cost, NULL, NULL};
+    for (int trial = 0; trial < 300; trial++) {
+        int P = 1 + (int)lt_rng_below(&r, 5);
+        size_t n = 1 + (size_t)lt_rng_below(&r, 10);
+        int64_t len[12];
+        for (size_t i = 0; i < n; i++) len[i] = 1 + (int64_t)lt_rng_below(&r, 30);
+        lt_schedule s;
+        init(&s, P, P + (int)lt_rng_below(&r, 3));
+        hybrid_units(&r, &s, len, n, 4);
+        random_backward(&r, &s, len, n);
+        lt_sched_packflow(&s, NULL, s.n_units, NULL, s.n_bunits);
+        for (int st = 0; st < P; st++) {
+            size_t nf = 0, nb = 0;
+            for (size_t i = 0; i < s.stage[st].n; i++) {
+                if (s.stage[st].ops[i].kind == LT_OP_B) nb++;
+                else nf++;
+            }
+            assert_int_equal(nf, s.n_units);
+            assert_int_equal(nb, s.n_bunits);
+        }
+        simulate(&sim, &s, NULL);
+        for (int st = 0; st < P; st++) assert_true(fabs(sim.end_mem[st]) < EPS);
+        simulate(&sim, &s, &tok);
+        for (int st = 0; st < P; st++) assert_true(fabs(sim.end_mem[st]) < 1e-9 * (1 + sim.peak_mem[st]));
+        lt_schedule_free(&s);
+    }
+    lt_sim_free(&sim);
+}
+
 /* ---- every generator on random inputs --------------------------------------------------------- */
 
 /* A random order of the units that keeps each sample's units in token order (a random merge
@@ -972,6 +1398,20 @@ int main(void) {
         cmocka_unit_test(test_helixpipe_structure),
         cmocka_unit_test(test_helixpipe_table2),
         cmocka_unit_test(test_slimpack_fig10_11),
+        cmocka_unit_test(test_packflow_fig9),
+        cmocka_unit_test(test_check_asym_accepts),
+        cmocka_unit_test(test_check_asym_coverage),
+        cmocka_unit_test(test_check_asym_token_order),
+        cmocka_unit_test(test_check_asym_overlap),
+        cmocka_unit_test(test_check_asym_empty_bslice),
+        cmocka_unit_test(test_check_asym_bunit_runs),
+        cmocka_unit_test(test_check_asym_bslice_twice),
+        cmocka_unit_test(test_check_asym_cp),
+        cmocka_unit_test(test_check_asym_no_fk),
+        cmocka_unit_test(test_check_asym_b_index),
+        cmocka_unit_test(test_check_reserved_and_symmetric),
+        cmocka_unit_test(test_packflow_symmetric_is_seq1f1b),
+        cmocka_unit_test(test_packflow_random),
         cmocka_unit_test(test_random_generators),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,7 +11,11 @@
  * reversed, across stages), instances (FK then F then B: B matches the F), partial-layer
  * ops over two stages with P2P time, K/V held on one stage until a B of another, property
  * tests on random schedules against an independent oracle (times, memory, critical path,
- * lt_sim reuse), malformed schedules and costs, the ASCII timeline and the SVG chart.
+ * lt_sim reuse), malformed schedules and costs, the ASCII timeline and the SVG chart;
+ * asymmetric schedules (SlimPack 4.1.2, 4.2): a backward partition regrouping the forward
+ * one, every start and finish, the critical path and the memory (activations and K/V freed
+ * in proportion to tokens) by hand, the deadlock of a non-FILO backward order, and the
+ * errors of B ops whose forwards are missing or elsewhere.
  * Builds its schedules itself (tiny GPipe / 1F1B builders below), never with the
  * generators of plans/schedule_gen.c.
  */
@@ -680,6 +684,220 @@ static void test_partial_layers(void **state) {
     lt_schedule_free(&s);
 }
 
+/* ---- asymmetric schedules (SlimPack 4.1.2, 4.2) ---- */
+
+static char *capture_timeline(const lt_sim *sim, const lt_schedule *s, int width); /* below, with the output */
+
+/*
+ * A backward partition regrouping the forward one, 2 stages of one layer each. Samples A (id
+ * 0, 6 tokens), B (1, 2), C (2, 2), D (3, 6).
+ *   forward units   u0 = A[0,4)  u1 = A[4,6) B[0,2)  u2 = C[0,2) D[0,6)       (4, 4, 8 tokens)
+ *   backward units  v0 = A[3,6) B[0,2)  v1 = A[0,3) C[0,2)  v2 = D[0,6)       (5, 5, 6 tokens)
+ * bslice table (token order per sample): 0 A[0,3)  1 C  2 A[3,6)  3 B  4 D; v0 = bslices 2-3,
+ * v1 = 0-1, v2 = 4. Tokens of each bunit in each forward unit: v0: u0 1 (A[3,4)), u1 4;
+ * v1: u0 3, u2 2; v2: u2 6.
+ * Op lists (PackFlow's, v0 waiting for u1):  s0: F0 F1 F2 B0 B1 B2   s1: F0 F1 B0 F2 B1 B2
+ */
+static void asym_partitions(lt_schedule *s) {
+    lt_schedule_add_unit(s, lt_schedule_add_slice(s, 0, 0, 4), 1);
+    lt_schedule_add_slice(s, 0, 4, 6);
+    lt_schedule_add_slice(s, 1, 0, 2);
+    lt_schedule_add_unit(s, 1, 2);
+    lt_schedule_add_slice(s, 2, 0, 2);
+    lt_schedule_add_slice(s, 3, 0, 6);
+    lt_schedule_add_unit(s, 3, 2);
+    lt_schedule_add_bslice(s, 0, 0, 3);
+    lt_schedule_add_bslice(s, 2, 0, 2);
+    lt_schedule_add_bslice(s, 0, 3, 6);
+    lt_schedule_add_bslice(s, 1, 0, 2);
+    lt_schedule_add_bslice(s, 3, 0, 6);
+    lt_schedule_add_bunit(s, 2, 2);
+    lt_schedule_add_bunit(s, 0, 2);
+    lt_schedule_add_bunit(s, 4, 1);
+}
+
+/* Stage st's ops from a string of kind letters and unit numbers, "F0 F1 B0". */
+static void add_ops(lt_schedule *s, int st, const char *list) {
+    for (const char *c = list; *c; c++) {
+        if (*c == ' ') continue;
+        lt_op_kind k = *c == 'B' ? LT_OP_B : LT_OP_F;
+        c++;
+        lt_schedule_add_stage_op(s, st, k, (uint32_t)(*c - '0'), 0);
+    }
+}
+
+static void asym_schedule(lt_schedule *s) {
+    sched_init(s, 2, 2);
+    asym_partitions(s);
+    add_ops(s, 0, "F0 F1 F2 B0 B1 B2");
+    add_ops(s, 1, "F0 F1 B0 F2 B1 B2");
+}
+
+/*
+ * Unit time (F = its unit's tokens, B = 2 x its bunit's tokens: F0 4, F1 4, F2 8, B0 10,
+ * B1 10, B2 12), by the rules of plans/schedule.h's "Asymmetric schedules":
+ *   s0: F0 [0,4)  F1 [4,8) (A's keys/values from F0)  F2 [8,16)
+ *       B0 [22,32)  after B0@s1 (model path)
+ *       B1 [40,50)  after B1@s1 (model path) and B0@s0 (v0 holds A's next bslice)
+ *       B2 [52,64)  after B2@s1
+ *   s1: F0 [4,8)  F1 [8,12)
+ *       B0 [12,22)  after F0@s1 and F1@s1 (its tokens are in u0 and u1: the last is at 12)
+ *       F2 [22,30)  stage order
+ *       B1 [30,40)  after F0@s1, F2@s1 (30) and B0@s1 (22, dK/dV of A[3,6))
+ *       B2 [40,52)  after F2@s1 and the stage
+ * Step 64, busy 48 per stage, bubble 32 / 128. The critical path from B2@s0 back: B2@s1,
+ * B1@s1 (stage order and F2@s1 at 40: B1@s1), F2@s1 (activations, first at 30), B0@s1
+ * (stage order), F1@s1 (activations), F1@s0 (model path), F0@s0 (keys/values):
+ * ids 0 1 7 8 9 10 11 5.
+ */
+static void test_asym_times(void **state) {
+    (void)state;
+    lt_schedule s;
+    asym_schedule(&s);
+    lt_sim sim = {0};
+    lt_sim_costs c = lt_sim_unit_costs();
+    run_ok(&sim, &s, &c);
+    const double want[2][6][2] = {{{0, 4}, {4, 8}, {8, 16}, {22, 32}, {40, 50}, {52, 64}},
+                                  {{4, 8}, {8, 12}, {12, 22}, {22, 30}, {30, 40}, {40, 52}}};
+    for (int st = 0; st < 2; st++)
+        for (size_t i = 0; i < 6; i++) assert_op(&sim, st, i, want[st][i][0], want[st][i][1]);
+    assert_near(sim.step_time, 64);
+    assert_near(sim.busy[0], 48);
+    assert_near(sim.busy[1], 48);
+    assert_near(sim.bubble_ratio, 32.0 / 128);
+    assert_critical(&sim, (const size_t[]){0, 1, 7, 8, 9, 10, 11, 5}, 8);
+    /* every F's one activation unit is freed by its B ops: unit-time memory ends at 0 */
+    assert_near(sim.end_mem[0], 0);
+    assert_near(sim.end_mem[1], 0);
+    /* the timeline names bunits for B ops */
+    char *tl = capture_timeline(&sim, &s, 64);
+    assert_contains(tl, "\ns0     0---1---2-------......0=========........1=========..2===========\n");
+    assert_contains(tl, "\ns1     ....0---1---0=========2-------1=========2===========............\n");
+    assert_contains(tl, "B: bunit then '='");
+    free(tl);
+    lt_sim_free(&sim);
+    lt_schedule_free(&s);
+}
+
+/* Memory in tokens: an F holds act_bytes = its tokens and kv_bytes = half of them, a B
+ * nothing; base 100 on s0, 200 on s1; times as in test_asym_times. */
+static void token_bytes_cost(void *ctx, const lt_schedule *s, int stage, const lt_op *op, lt_op_cost *out) {
+    (void)ctx, (void)stage;
+    double t = (double)lt_schedule_op_tokens(s, op);
+    out->time = op->kind == LT_OP_B ? 2 * t : t;
+    out->act_bytes = op->kind == LT_OP_F ? t : 0;
+    out->kv_bytes = op->kind == LT_OP_F ? t / 2 : 0;
+}
+
+static double token_bytes_base(void *ctx, int stage) {
+    (void)ctx;
+    return stage == 0 ? 100 : 200;
+}
+
+/*
+ * Each F holds 1.5 x its tokens: u0 6, u1 6, u2 12. A B frees, of each F it takes
+ * activations from, the share of that F's unit's tokens it covers (the last taker the rest):
+ *   s1: F0 206, F1 212; B0 frees 6 x 1/4 of u0 and all of u1 (its only taker): 204.5;
+ *       F2 216.5 (the peak: u0's 4.5 left, u2); B1 frees u0's rest 4.5 and 12 x 2/8 of
+ *       u2: 209; B2 frees u2's rest 9: 200.
+ *   s0: F0 106, F1 112, F2 124 (the peak), then 116.5, 109, 100.
+ * Freeing u0 whole at B0 would give s1 a peak of 212, keeping it whole until B1 218.
+ * Without v1 and v2's B ops, B0 is u0's last taker and frees all of it; u2, which no B
+ * takes, stays held (12).
+ */
+static void test_asym_memory(void **state) {
+    (void)state;
+    lt_schedule s;
+    asym_schedule(&s);
+    lt_sim sim = {0};
+    lt_sim_costs c = {NULL, token_bytes_cost, NULL, token_bytes_base};
+    run_ok(&sim, &s, &c);
+    assert_near(sim.step_time, 64);
+    assert_near(sim.peak_mem[0], 124);
+    assert_near(sim.peak_mem[1], 216.5);
+    assert_near(sim.end_mem[0], 100);
+    assert_near(sim.end_mem[1], 200);
+    for (int st = 0; st < 2; st++) s.stage[st].n = 4; /* F0 F1 F2 B0 / F0 F1 B0 F2 */
+    run_ok(&sim, &s, &c);
+    assert_near(sim.end_mem[0], 100 + 12);
+    assert_near(sim.end_mem[1], 200 + 12);
+    assert_near(sim.peak_mem[1], 212); /* F2 after B0 freed u0 and u1 whole */
+    lt_sim_free(&sim);
+    lt_schedule_free(&s);
+}
+
+/* v1 (A's head) before v0 (A's tail) on every stage: v1's B waits for v0's dK/dV, which the
+ * stage runs after it. */
+static void test_asym_deadlock_not_filo(void **state) {
+    (void)state;
+    lt_schedule s;
+    sched_init(&s, 2, 2);
+    asym_partitions(&s);
+    add_ops(&s, 0, "F0 F1 F2 B1 B0 B2");
+    add_ops(&s, 1, "F0 F1 F2 B1 B0 B2");
+    lt_sim sim = {0};
+    lt_sim_costs c = lt_sim_unit_costs();
+    lt_error err;
+    assert_string_equal(run_fail(&sim, &s, &c, &err),
+                        "deadlock: B1@s1 waits for B0@s1 (slice key/value gradients) waits for B1@s1 (stage order)");
+    lt_sim_free(&sim);
+    lt_schedule_free(&s);
+}
+
+/* Malformed asymmetric schedules: LT_ERR_INPUT naming the op and what it lacks. */
+static void test_asym_malformed(void **state) {
+    (void)state;
+    lt_sim sim = {0};
+    lt_sim_costs c = lt_sim_unit_costs();
+    lt_error err;
+    lt_schedule s;
+    /* stage 1 never runs F2: B1@s1 lacks u2's activations */
+    sched_init(&s, 2, 2);
+    asym_partitions(&s);
+    add_ops(&s, 0, "F0 F1 F2 B0 B1");
+    add_ops(&s, 1, "F0 F1 B0 B1");
+    assert_contains(run_fail(&sim, &s, &c, &err),
+                    "B1@s1 waits for its activations: the F of unit 2 over its layers, which is not in the schedule");
+    /* stage 1 lacks B0: B0@s0 has no model-path predecessor */
+    lt_schedule_clear(&s);
+    asym_partitions(&s);
+    add_ops(&s, 0, "F0 F1 F2 B0");
+    add_ops(&s, 1, "F0 F1 F2");
+    assert_contains(run_fail(&sim, &s, &c, &err), "B0@s0 waits for the B of bunit 0 beginning at layer 1 (instance 0)");
+    /* activations produced on another stage */
+    lt_schedule_clear(&s);
+    lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, 0, 0, 2), 1);
+    lt_schedule_add_bunit(&s, lt_schedule_add_bslice(&s, 0, 0, 2), 1);
+    lt_schedule_add_op(&s, 0, (lt_op){.kind = LT_OP_F, .unit = 0, .layer_begin = 0, .layer_end = 2});
+    lt_schedule_add_op(&s, 1, (lt_op){.kind = LT_OP_B, .unit = 0, .layer_begin = 0, .layer_end = 2});
+    assert_contains(run_fail(&sim, &s, &c, &err), "B0@s1 consumes the activations of F0@s0 on another stage");
+    /* a bunit whose tokens no forward unit holds */
+    lt_schedule_clear(&s);
+    lt_schedule_add_slice(&s, 0, 0, 2);
+    lt_schedule_add_bunit(&s, lt_schedule_add_bslice(&s, 0, 0, 2), 1);
+    lt_schedule_add_stage_op(&s, 1, LT_OP_B, 0, 0);
+    assert_contains(run_fail(&sim, &s, &c, &err),
+                    "B0@s1 waits for its activations: a forward unit holding the tokens of bunit 0");
+    /* lt_schedule_check's rules come first */
+    lt_schedule_clear(&s);
+    asym_partitions(&s);
+    add_ops(&s, 0, "F0 F1 F2 B3");
+    assert_contains(run_fail(&sim, &s, &c, &err), "stage 0 op 3: bunit 3 of 3");
+    /* the same lt_sim then runs a good asymmetric schedule, and a symmetric one */
+    lt_schedule_free(&s);
+    asym_schedule(&s);
+    run_ok(&sim, &s, &c);
+    assert_near(sim.step_time, 64);
+    lt_schedule_clear(&s);
+    add_sample(&s, 0, 1);
+    add_sample(&s, 1, 1);
+    build_gpipe(&s, 2);
+    run_ok(&sim, &s, &c);
+    assert_near(sim.step_time, 9);
+    lt_sim_free(&sim);
+    lt_schedule_free(&s);
+}
+
 /* ---- malformed schedules and costs ---- */
 
 static double nan_p2p(void *ctx, int from, int to, double bytes) {
@@ -1245,6 +1463,10 @@ int main(void) {
         cmocka_unit_test(test_instances_chunkflow),
         cmocka_unit_test(test_kv_freed_by_other_stage),
         cmocka_unit_test(test_partial_layers),
+        cmocka_unit_test(test_asym_times),
+        cmocka_unit_test(test_asym_memory),
+        cmocka_unit_test(test_asym_deadlock_not_filo),
+        cmocka_unit_test(test_asym_malformed),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_tables),
         cmocka_unit_test(test_timeline),
