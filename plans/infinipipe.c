@@ -1042,15 +1042,32 @@ static lt_status plan_pipeline(lt_infinipipe *ip, const lt_cost_model *cm, const
     if (n == 0) return LT_OK;
     chunk_pipeline(ip, cm, members, n, lengths, n_mesh, s);
     unit_coefficients(ip, cm, s);
-    if (!group_sequences(ip, s, pipe)) {
-        pipe->ok = false;
-        return LT_OK;
+    if (group_sequences(ip, s, pipe)) {
+        clear_ops(s);
+        lt_sched_multi_1f1b(s, ip->ident, s->n_units, pipe->group_start, pipe->n_groups);
+        lt_status st = checkpoint_groups(ip, pipe, NULL, err);
+        if (st != LT_OK) return st;
+        return simulate_fit(ip, cm, pipe, err);
     }
+    /* no grouping fits: the most frugal plan (a 1F1B pipeline per class, every layer
+     * recomputed), simulated for its peak (the memory error names it when nothing fits) */
+    size_t m = 0;
+    for (size_t u = 0; u < s->n_units; u++)
+        if (u == 0 || ip->unit_class[u] != ip->unit_class[u - 1]) m++;
+    if (m + 1 > pipe->cap_groups) {
+        pipe->cap_groups = capacity_for(pipe->cap_groups, m + 1);
+        pipe->group_start = lt_realloc_check(pipe->group_start, pipe->cap_groups * sizeof *pipe->group_start);
+    }
+    pipe->n_groups = 0;
+    for (size_t u = 0; u < s->n_units; u++)
+        if (u == 0 || ip->unit_class[u] != ip->unit_class[u - 1]) pipe->group_start[pipe->n_groups++] = u;
+    pipe->group_start[m] = s->n_units;
     clear_ops(s);
     lt_sched_multi_1f1b(s, ip->ident, s->n_units, pipe->group_start, pipe->n_groups);
-    lt_status st = checkpoint_groups(ip, pipe, NULL, err);
-    if (st != LT_OK) return st;
-    return simulate_fit(ip, cm, pipe, err);
+    lt_plan_set_recompute(s, lt_plan_max_stage_layers(cm));
+    lt_status st = simulate_fit(ip, cm, pipe, err);
+    pipe->ok = false;
+    return st;
 }
 
 /* The N candidates for a pipeline whose longest sample has `longest` tokens. */

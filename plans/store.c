@@ -1790,7 +1790,7 @@ static lt_status read_units(lt_store *st, uint64_t step, lt_step_plan *p, lt_err
             saw_fb = saw_f = saw_b = false;
         }
         if (strcmp(passes, cur_pass) != 0) {
-            snprintf(cur_pass, sizeof cur_pass, "%s", passes);
+            memcpy(cur_pass, passes, strlen(passes) + 1); /* "FB", "F" or "B" */
             cur_unit = -1;
             saw_fb |= passes[1] != '\0';
             saw_f |= strcmp(passes, "F") == 0;

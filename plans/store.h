@@ -29,11 +29,12 @@
  *         over the whole block with part 'all', else the same plus [..., layer_begin,
  *         layer_end, part]; kind 0 F, 1 FK, 2 B; part 0 all, 1 pre, 2 attn, 3 post; times
  *         integer nanoseconds (docs/plans-schema.md, "The ops encoding")
- *   units_slices(run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end, cp)
+ *   units_slices(run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end, cp, slice)
  *         passes 'FB' (a symmetric schedule's units: the same in both passes), or 'F' (the
  *         units and slices) and 'B' (the bunits and bslices) of an asymmetric schedule
  *         (plans/schedule.h), each pass's units numbered from 0; cp the unit's cp, 0 stored
- *         as 1 (both mean no DP-Merge) and read back as 1
+ *         as 1 (both mean no DP-Merge) and read back as 1; slice the row's position in the
+ *         slice table of its pass (slices, or bslices for 'B'), so the tables round-trip
  *   dp_merges(run_id, step, idx, sample_id, dp_rank, cp)
  *         a row per DP-Merge group (lt_dp_merge): idx the sample (lt_dp_merge.sample),
  *         sample_id the sampler's, dp_rank the dp_rank of its first pipeline, cp its size
@@ -130,8 +131,9 @@ lt_status lt_store_has_step(lt_store *st, uint64_t step, bool *has, lt_error *er
  * schedule with units of one pass only, and DP-Merge groups that are not by strictly
  * increasing sample, name a sample or first pipeline outside the step, or have cp < 2.
  * Units are stored with their slices in unit order, 'FB' for a symmetric schedule, 'F'
- * and 'B' for an asymmetric one (the slice tables are rebuilt in that order on reading),
- * with merges as dp_merges rows. A failure while writing (I/O, or LT_ERR_INPUT for a
+ * and 'B' for an asymmetric one, each row with its slice table position (the tables come
+ * back in their order: a unit's slices must be consecutive in its table, as
+ * lt_schedule_add_unit makes them), with merges as dp_merges rows. A failure while writing (I/O, or LT_ERR_INPUT for a
  * value a CHECK of the schema refuses) leaves the step half-written in a file without a
  * journal: after it only lt_store_abort is left (lt_store_commit refuses). */
 lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample *samples, lt_error *err);
@@ -161,8 +163,9 @@ lt_status lt_store_steps(lt_store *st, uint64_t **steps, size_t *n, lt_error *er
  * that is malformed, has another length than n_ops, or names an unknown unit, kind or part:
  * the step, dp_rank, stage, op and byte). A pipeline's 'F' and 'B' rows come back as an
  * asymmetric schedule (a pipeline with both 'FB' and 'F'/'B' rows, or one of 'F' and 'B'
- * only, is LT_ERR_INPUT), a unit's cp from its rows (all equal), the dp_merges rows as
- * out->merges. Samples come back with id,
+ * only, is LT_ERR_INPUT), a unit's cp from its rows (all equal), the slice tables at the
+ * rows' slice positions (0 .. rows-1 per pass, each once, a unit's consecutive), the
+ * dp_merges rows as out->merges. Samples come back with id,
  * task, doc, offset and length; corpus_doc is not stored and is 0. solve_ms is 0 when the
  * file has none (--no-timings). */
 lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_sample **samples, lt_error *err);

@@ -8,8 +8,8 @@
  * Once per process a valid plan file is built with the store's writer: two steps of a few
  * samples over 2 pipelines x 2 stages (1F1B and a sliced Seq1F1B schedule, predictions from
  * the unit-time simulator), and a third of asymmetric schedules (units_slices 'F' and 'B'
- * rows) with a DP-Merge group over both pipelines (unit cp 2, a dp_merges row; predictions
- * by hand) and a solver status and runner-up. Each input is a list of edits applied to a copy of it with
+ * rows, a bslice table not in bunit order) with a DP-Merge group over both pipelines (unit
+ * cp 2, a dp_merges row; predictions by hand) and a solver status and runner-up. Each input is a list of edits applied to a copy of it with
  * plain SQL, then the copy is read back through the store. An edit is
  *   byte 0  table (mod the number of tables of the file, in sqlite_schema order)
  *   byte 1  column (mod the table's column count)
@@ -151,16 +151,18 @@ static void make_asym_plan(lt_step_plan *p) {
         u = lt_schedule_add_unit(s, lt_schedule_add_slice(s, 0, 4, 9), 1);
         s->units[u].cp = 2;
         lt_schedule_add_unit(s, lt_schedule_add_slice(s, own, 0, len[own]), 1);
-        u = lt_schedule_add_bunit(s, lt_schedule_add_bslice(s, 0, 0, 6), 1);
+        /* bslices in token order, bunits in execution order (FILO per sample), as SlimPack */
+        uint32_t b0 = lt_schedule_add_bslice(s, 0, 0, 6), b1 = lt_schedule_add_bslice(s, 0, 6, 9);
+        uint32_t b2 = lt_schedule_add_bslice(s, own, 0, 2), b3 = lt_schedule_add_bslice(s, own, 2, len[own]);
+        u = lt_schedule_add_bunit(s, b1, 1);
         s->bunits[u].cp = 2;
-        u = lt_schedule_add_bunit(s, lt_schedule_add_bslice(s, 0, 6, 9), 1);
+        u = lt_schedule_add_bunit(s, b0, 1);
         s->bunits[u].cp = 2;
-        lt_schedule_add_bunit(s, lt_schedule_add_bslice(s, own, 0, 2), 1);
-        lt_schedule_add_bunit(s, lt_schedule_add_bslice(s, own, 2, len[own]), 1);
-        static const uint32_t border[4] = {1, 0, 3, 2};
+        lt_schedule_add_bunit(s, b3, 1);
+        lt_schedule_add_bunit(s, b2, 1);
         for (int g = 0; g < 2; g++) {
             for (uint32_t k = 0; k < 3; k++) lt_schedule_add_stage_op(s, g, LT_OP_F, k, 0);
-            for (int k = 0; k < 4; k++) lt_schedule_add_stage_op(s, g, LT_OP_B, border[k], 0);
+            for (uint32_t k = 0; k < 4; k++) lt_schedule_add_stage_op(s, g, LT_OP_B, k, 0);
         }
         size_t n_ops = lt_schedule_n_ops(s);
         rp->ops = calloc(n_ops, sizeof *rp->ops);

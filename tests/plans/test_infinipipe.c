@@ -457,7 +457,8 @@ static void test_grouping_matches_brute_force(void **state) {
         }
         assert_int_equal(pipe.group_start[0], 0);
         assert_int_equal(pipe.group_start[pipe.n_groups], s.n_units);
-        if (!(fabs(got - best) <= 1e-12 * best)) fail_msg("room %.2f x: grouping costs %.9g, best %.9g", fractions[f], got, best);
+        if (!(fabs(got - best) <= 1e-12 * best))
+            fail_msg("room %.2f x: grouping costs %.9g, best %.9g", fractions[f], got, best);
         if (pipe.n_groups > 1) split++;
     }
     print_message("grouping: %d of 6 pressures feasible, %d split into several 1F1B pipelines\n", feasible, split);
@@ -678,8 +679,8 @@ static void test_ckpt_infeasible_rows(void **state) {
     assert_int_equal(ckpt_cbc(ip, ip->x_cbc, &ms, &has, &err), LT_OK);
     assert_int_equal(ms, LT_MILP_INFEASIBLE);
     assert_false(has);
-    r->need[1] = 3.5; /* now coverable: optimum x = (1, 2, 2)? 1 + 1 >= 2.5 needs x0 >= 1.5 -> 2, or
-                         x1 = 2 then x0 >= 1.5; row 1: x1 + x2 >= 3.5 -> x1 = 2, x2 = 2: sum 6 */
+    r->need[1] = 3.5; /* coverable now: row 1 needs x1 = x2 = 2, then row 0 x0 >= 1.5: the
+                         optimum is (2, 2, 2), sum 6 */
     assert_int_equal(ckpt_cbc(ip, ip->x_cbc, &ms, &has, &err), LT_OK);
     assert_int_equal(ms, LT_MILP_OPTIMAL);
     assert_true(has);
@@ -937,8 +938,21 @@ static void test_memory_error_and_empty_step(void **state) {
     lt_step_plan_init(&plan);
     lt_error err;
     assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_INFINIPIPE, 3, lengths, 16, &plan, &err), LT_ERR_INPUT);
-    assert_non_null(strstr(err.what, "step 3: sample "));
-    assert_non_null(strstr(err.what, "over the 7.0 GiB cap"));
+    unsigned long long st;
+    size_t smp;
+    long long tokens;
+    int rank, stage;
+    double need, cap;
+    int got = sscanf(err.what,
+                     "step %llu: sample %zu (%lld tokens) on DP rank %d needs %lf GiB on stage %d, over the %lf "
+                     "GiB cap",
+                     &st, &smp, &tokens, &rank, &need, &stage, &cap);
+    if (got != 7) fail_msg("unexpected memory error: %s", err.what);
+    assert_int_equal(st, 3);
+    assert_true(smp < 16);
+    assert_int_equal(tokens, lengths[smp]);
+    assert_true(need > cap && cap == 7.0);
+    assert_true(rank >= 0 && rank < 8 && stage >= 0 && stage < 4);
     assert_null(plan.ranks);
     lt_planner_free(p);
     pc = paper_config(65536);

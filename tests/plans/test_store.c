@@ -365,7 +365,8 @@ static void build_asym_plan(lt_step_plan *p, uint64_t step) {
                     if (k == 0) first = i;
                 }
                 if (pass == 0) {
-                    s->units[lt_schedule_add_unit(s, first, (uint32_t)spec[u].n)].cp = spec[u].cp;
+                    uint32_t id = lt_schedule_add_unit(s, first, (uint32_t)spec[u].n);
+                    s->units[id].cp = spec[u].cp;
                 } else {
                     bfirst[u] = first;
                     nb++;
@@ -374,7 +375,8 @@ static void build_asym_plan(lt_step_plan *p, uint64_t step) {
         }
         for (size_t j = 0; j < nb; j++) {
             const spec_unit *b = &asym_bwd[r][asym_border[r][j]];
-            s->bunits[lt_schedule_add_bunit(s, bfirst[asym_border[r][j]], (uint32_t)b->n)].cp = b->cp;
+            uint32_t id = lt_schedule_add_bunit(s, bfirst[asym_border[r][j]], (uint32_t)b->n);
+            s->bunits[id].cp = b->cp;
         }
         assert_true(s->asym);
         for (int g = 0; g < 2; g++) {
