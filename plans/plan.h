@@ -19,8 +19,13 @@
  *   chunkflow  each pipeline's samples (the same DP split) through ChunkFlow Alg. 1
  *              (chunks of chunk_size) and Alg. 2 (state-aware 1F1B with K); chunk_size and
  *              K fixed by the config or chosen per step by grid search (ChunkFlow 5)
- *   infinipipe, slimpack, auto: [6/6]; lt_planner_plan_step answers LT_ERR_USAGE for them
- *              until then
+ *   infinipipe InfiniPipe Sec. 3 (plans/infinipipe.c): Alg. 1 chunks, Eq. 14 grouping into
+ *              1F1B pipelines, the Alg. 2 checkpointing MILP; CP degree and N per step
+ *   slimpack   SlimPack Sec. 4 (plans/slimpack.c): FLOPs-balanced DP split with DP-Merge of
+ *              outliers (merges), MicroPacks of equal forward FLOPs cut by a MILP, an
+ *              asymmetric backward partition of equal backward FLOPs, PackFlow
+ *   auto       per step, the fastest of the others under the memory cap (runner_up: the
+ *              second fastest)
  *
  * Sample numbering inside a plan: the step's samples are 0..n_samples-1 in the order the
  * sampler gave them (plans/sampler.h); every lt_slice.sample of a plan's schedules is such
