@@ -602,6 +602,7 @@ static void test_ckpt_milp_matches_brute_force(void **state) {
             /* then a cap between the two */
             pc.cm.mem_cap = peak_full + pressures[pi] * (peak0 - peak_full);
             ip = state_of(&pc);
+            costs = lt_cost_sim_costs(&ip->cms[0]); /* the new state's model (the old one is freed) */
             prepare_pipeline(ip, &ip->cms[0], len, n, meshes[c], &s);
             clear_ops(&s);
             lt_sched_seq1f1b(&s, ip->ident, s.n_units);
