@@ -263,28 +263,23 @@ static lt_status cuts_milp(const sp_stream *st, int m, int64_t *cut, sp_milp *w,
     if (m < 2) return LT_OK;
     int64_t total = st->pos[st->n];
     double tau = st->cum[st->n] / m;
-    /* candidates */
-    milp_reserve(w, 3 * (m - 1) + 1, 1, 1);
+    /* candidates: the sample boundaries around the exact position, the exact position, and
+     * the heuristic's cut (which cuts_fix may have moved); duplicates dropped below */
+    milp_reserve(w, 4 * (m - 1) + 1, 1, 1);
     int nv = 0;
     for (int k = 1; k < m; k++) {
         w->cfirst[k] = nv;
         int64_t lo_ok = k, hi_ok = total - (m - k);
         int64_t exact = (int64_t)llround(stream_inverse(st, tau * k));
         size_t j = stream_seg(st, exact);
-        int64_t cand[3];
+        int64_t cand[4];
         int nc = 0;
         if (j < st->n) {
             cand[nc++] = st->pos[j];
-            if (exact > st->pos[j]) cand[nc++] = exact;
+            cand[nc++] = exact;
             cand[nc++] = st->pos[j + 1];
-        } else {
-            cand[nc++] = total;
         }
-        if (cut[k] != cand[0] && cut[k] != cand[nc - 1] && (nc < 3 || cut[k] != cand[1])) {
-            /* the heuristic's cut was moved by cuts_fix: keep it as a candidate too */
-            if (nc < 3) cand[nc++] = cut[k];
-            else cand[1] = cut[k];
-        }
+        cand[nc++] = cut[k];
         for (int c = 0; c < nc; c++) {
             int64_t u = cand[c];
             if (u < lo_ok || u > hi_ok) continue;
@@ -297,14 +292,7 @@ static lt_status cuts_milp(const sp_stream *st, int m, int64_t *cut, sp_milp *w,
             w->csplit[nv] = sj < st->n && u > st->pos[sj];
             nv++;
         }
-        if (nv == w->cfirst[k]) { /* nothing in range: the heuristic's position */
-            w->cpos[nv] = (double)cut[k];
-            w->ccost[nv] = stream_cost_at(st, cut[k]) / tau;
-            size_t sj = stream_seg(st, cut[k]);
-            w->csplit[nv] = sj < st->n && cut[k] > st->pos[sj];
-            nv++;
-        }
-    }
+    } /* cut[k] is in range (cuts_fix), so every cut has a candidate */
     w->cfirst[m] = nv;
     int z = nv++;
     int n_rows = (m - 1) + (m - 2 > 0 ? m - 2 : 0) + 2 * m;

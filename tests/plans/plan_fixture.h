@@ -54,16 +54,16 @@ static inline lt_hardware load_hw(const char *name) {
     return hw;
 }
 
-/* A planner config: preset `model` on h200, the given layout, mem_cap in GiB (0 = HBM). */
-static inline lt_planner_config config_of(const char *model, int dp, int pp, int tp, int64_t context, int max_cp,
-                                   double mem_gib) {
+/* A planner config: model shape `m` on h200, the given layout, mem_cap in GiB (0 = HBM),
+ * ZeRO-1, strategy megatron, the config's defaults for the other [plan] keys. */
+static inline lt_planner_config config_of_shape(const lt_model_shape *m, int dp, int pp, int tp, int64_t context,
+                                                int max_cp, double mem_gib) {
     lt_planner_config pc;
     memset(&pc, 0, sizeof pc);
     lt_hardware hw = load_hw("h200");
     lt_error err;
-    const lt_model_shape *m = lt_model_preset(model);
-    if (!m || lt_cost_model_init(&pc.cm, m, &hw, pp, tp, dp, &err) != LT_OK) {
-        fprintf(stderr, "cost model %s: %s\n", model, m ? err.what : "no such preset");
+    if (lt_cost_model_init(&pc.cm, m, &hw, pp, tp, dp, &err) != LT_OK) {
+        fprintf(stderr, "cost model %s: %s\n", m->name ? m->name : "(unnamed)", err.what);
         exit(1);
     }
     pc.cm.zero1 = true;
@@ -78,7 +78,16 @@ static inline lt_planner_config config_of(const char *model, int dp, int pp, int
     return pc;
 }
 
-/* ---------------------------------------------------------------- bench */
+/* The same for the preset named `model`. */
+static inline lt_planner_config config_of(const char *model, int dp, int pp, int tp, int64_t context, int max_cp,
+                                          double mem_gib) {
+    const lt_model_shape *m = lt_model_preset(model);
+    if (!m) {
+        fprintf(stderr, "no model preset %s\n", model);
+        exit(1);
+    }
+    return config_of_shape(m, dp, pp, tp, context, max_cp, mem_gib);
+}
 
 #define NEED_HW()                                                                                                \
     do {                                                                                                         \

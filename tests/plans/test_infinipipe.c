@@ -28,68 +28,14 @@
 #include "plans/plan.h"     /* lt_planner_* */
 #include "plans/sampler.h"  /* lt_sampler_* */
 #include "plans/store.h"    /* lt_plan_validate */
-
-#define GIB 1073741824.0
-
-static char hw_dir[4096];      /* the source tree's etc/hardware, or "" */
-static char lengths_dir[4096]; /* $LONGTAIL_SHARED/lengths, ../shared/lengths beside the source tree, or "" */
-
-/* The source tree: $top_srcdir (make check), $srcdir, ".", "..", "../.." (as test_strategies). */
-static void find_dirs(void) {
-    const char *roots[] = {getenv("top_srcdir"), getenv("srcdir"), ".", "..", "../.."};
-    hw_dir[0] = lengths_dir[0] = '\0';
-    const char *shared = getenv("LONGTAIL_SHARED"); /* scripts/test.sh: the shared data of a CI clone */
-    if (shared && shared[0]) {
-        char buf[4200];
-        snprintf(buf, sizeof buf, "%.4000s/lengths/commoncrawl.txt", shared);
-        if (access(buf, R_OK) == 0) snprintf(lengths_dir, sizeof lengths_dir, "%.4000s/lengths", shared);
-    }
-    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
-        if (roots[i] == NULL) continue;
-        char buf[4200];
-        snprintf(buf, sizeof buf, "%.4000s/etc/hardware/h200.ini", roots[i]);
-        if (hw_dir[0] == '\0' && access(buf, R_OK) == 0)
-            snprintf(hw_dir, sizeof hw_dir, "%.4000s/etc/hardware", roots[i]);
-        snprintf(buf, sizeof buf, "%.4000s/../shared/lengths/commoncrawl.txt", roots[i]);
-        if (lengths_dir[0] == '\0' && access(buf, R_OK) == 0)
-            snprintf(lengths_dir, sizeof lengths_dir, "%.4000s/../shared/lengths", roots[i]);
-    }
-}
-
-#define NEED_HW()                                                                                                \
-    do {                                                                                                         \
-        if (hw_dir[0] == '\0') {                                                                                 \
-            print_message("skipped: etc/hardware not found (set top_srcdir)\n");                                 \
-            skip();                                                                                              \
-        }                                                                                                        \
-    } while (0)
-
-#define NEED_LENGTHS()                                                                                           \
-    do {                                                                                                         \
-        if (lengths_dir[0] == '\0') {                                                                            \
-            print_message("skipped: no $LONGTAIL_SHARED/lengths nor ../shared/lengths\n");                       \
-            skip();                                                                                              \
-        }                                                                                                        \
-    } while (0)
+#include "tests/plans/plan_fixture.h"
 
 /* A planner config for the model `m` on h200 with the given layout, mem_cap in GiB (0 = HBM),
  * strategy infinipipe, the config's MILP defaults (0.5 s, gap 0.001). */
 static lt_planner_config config_for(const lt_model_shape *m, int dp, int pp, int tp, int64_t context, int max_cp,
                                     double mem_gib) {
-    lt_planner_config pc;
-    memset(&pc, 0, sizeof pc);
-    lt_hardware hw;
-    lt_error err;
-    if (lt_hardware_load(&hw, "h200", hw_dir, &err) != LT_OK) fail_msg("h200: %s", err.what);
-    if (lt_cost_model_init(&pc.cm, m, &hw, pp, tp, dp, &err) != LT_OK) fail_msg("cost model: %s", err.what);
-    pc.cm.zero1 = true;
-    if (mem_gib > 0) pc.cm.mem_cap = mem_gib * GIB;
+    lt_planner_config pc = config_of_shape(m, dp, pp, tp, context, max_cp, mem_gib);
     pc.strategy = LT_STRATEGY_INFINIPIPE;
-    pc.context_len = context;
-    pc.max_cp = max_cp;
-    pc.seq1f1b_slices = 4;
-    pc.milp_time_limit = 0.5;
-    pc.milp_gap = 0.001;
     return pc;
 }
 
@@ -103,21 +49,6 @@ static lt_infinipipe *state_of(const lt_planner_config *pc) {
     lt_error err;
     if (lt_infinipipe_create(&ip, pc, &err) != LT_OK) fail_msg("lt_infinipipe_create: %s", err.what);
     return ip;
-}
-
-static lt_planner *planner_of(const lt_planner_config *pc) {
-    lt_planner *p = NULL;
-    lt_error err;
-    if (lt_planner_create(&p, pc, &err) != LT_OK) fail_msg("lt_planner_create: %s (hint: %s)", err.what, err.hint);
-    return p;
-}
-
-/* "key=value" of a plan's params, the first number of the value (-1 when absent). */
-static long param_of(const char *params, const char *key) {
-    size_t n = strlen(key);
-    for (const char *q = params; (q = strstr(q, key)) != NULL; q += n)
-        if ((q == params || q[-1] == ' ') && q[n] == '=') return strtol(q + n + 1, NULL, 10);
-    return -1;
 }
 
 /* Backward time of one layer over the slice [b, e), straight from the cost model. */
@@ -803,30 +734,6 @@ static void assert_plans_equal(const lt_step_plan *a, const lt_step_plan *b) {
         }
         assert_memory_equal(a->ranks[r].ops, b->ranks[r].ops, lt_schedule_n_ops(x) * sizeof *a->ranks[r].ops);
     }
-}
-
-static const char *const corpora[] = {"chunkflow-eval.txt", "commoncrawl.txt", "github.txt", "lmsys-chat.txt",
-                                      "wikipedia.txt"};
-
-typedef struct corpus_steps {
-    lt_corpus *corpus;
-    lt_sampler *sampler;
-} corpus_steps;
-
-static corpus_steps open_steps(const char *file, int64_t context) {
-    corpus_steps cs = {NULL, NULL};
-    lt_error err;
-    char path[4300];
-    snprintf(path, sizeof path, "%s/%s", lengths_dir, file);
-    if (lt_corpus_load_lengths(&cs.corpus, path, &err) != LT_OK) fail_msg("%s: %s", path, err.what);
-    lt_sampler_config sc = {.context_len = context, .global_batch = 512, .seed = 1234, .policy = LT_SAMPLE_TRUNCATE};
-    if (lt_sampler_create(&cs.sampler, cs.corpus, &sc, &err) != LT_OK) fail_msg("sampler: %s", err.what);
-    return cs;
-}
-
-static void close_steps(corpus_steps *cs) {
-    lt_sampler_free(cs->sampler);
-    lt_corpus_free(cs->corpus);
 }
 
 /* Two steps of every lengths file at 64K, 128K and 256K with the paper config: every

@@ -31,66 +31,7 @@
 #include "plans/sampler.h"
 #include "plans/schedule.h"
 #include "plans/sim.h"
-
-#define GIB 1073741824.0
-
-static char hw_dir[4096];      /* the source tree's etc/hardware, or "" */
-static char lengths_dir[4096]; /* $LONGTAIL_SHARED/lengths, ../shared/lengths beside the source tree, or "" */
-
-/* The source tree: $top_srcdir (make check), $srcdir, ".", "..", "../..". */
-static void find_dirs(void) {
-    const char *roots[] = {getenv("top_srcdir"), getenv("srcdir"), ".", "..", "../.."};
-    hw_dir[0] = lengths_dir[0] = '\0';
-    const char *shared = getenv("LONGTAIL_SHARED"); /* scripts/test.sh: the shared data of a CI clone */
-    if (shared && shared[0]) {
-        char buf[4200];
-        snprintf(buf, sizeof buf, "%.4000s/lengths/commoncrawl.txt", shared);
-        if (access(buf, R_OK) == 0) snprintf(lengths_dir, sizeof lengths_dir, "%.4000s/lengths", shared);
-    }
-    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
-        if (roots[i] == NULL) continue;
-        char buf[4200];
-        snprintf(buf, sizeof buf, "%.4000s/etc/hardware/h200.ini", roots[i]);
-        if (hw_dir[0] == '\0' && access(buf, R_OK) == 0)
-            snprintf(hw_dir, sizeof hw_dir, "%.4000s/etc/hardware", roots[i]);
-        snprintf(buf, sizeof buf, "%.4000s/../shared/lengths/commoncrawl.txt", roots[i]);
-        if (lengths_dir[0] == '\0' && access(buf, R_OK) == 0)
-            snprintf(lengths_dir, sizeof lengths_dir, "%.4000s/../shared/lengths", roots[i]);
-    }
-}
-
-static lt_hardware load_hw(const char *name) {
-    lt_hardware hw;
-    lt_error err;
-    if (lt_hardware_load(&hw, name, hw_dir, &err) != LT_OK) {
-        fprintf(stderr, "%s: %s (%s)\n", name, err.what, err.where);
-        exit(1);
-    }
-    return hw;
-}
-
-/* A planner config: preset `model` on h200, the given layout, mem_cap in GiB (0 = HBM). */
-static lt_planner_config config_of(const char *model, int dp, int pp, int tp, int64_t context, int max_cp,
-                                   double mem_gib) {
-    lt_planner_config pc;
-    memset(&pc, 0, sizeof pc);
-    lt_hardware hw = load_hw("h200");
-    lt_error err;
-    const lt_model_shape *m = lt_model_preset(model);
-    if (!m || lt_cost_model_init(&pc.cm, m, &hw, pp, tp, dp, &err) != LT_OK) {
-        fprintf(stderr, "cost model %s: %s\n", model, m ? err.what : "no such preset");
-        exit(1);
-    }
-    pc.cm.zero1 = true;
-    if (mem_gib > 0) pc.cm.mem_cap = mem_gib * GIB;
-    pc.strategy = LT_STRATEGY_MEGATRON;
-    pc.context_len = context;
-    pc.max_cp = max_cp;
-    pc.seq1f1b_slices = 4;
-    return pc;
-}
-
-/* ---------------------------------------------------------------- bench */
+#include "tests/plans/plan_fixture.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -170,68 +111,9 @@ static int bench(int argc, char **argv) {
 
 /* ---------------------------------------------------------------- small helpers */
 
-#define NEED_HW()                                                                                                \
-    do {                                                                                                         \
-        if (hw_dir[0] == '\0') {                                                                                 \
-            print_message("skipped: etc/hardware not found (set top_srcdir)\n");                                 \
-            skip();                                                                                              \
-        }                                                                                                        \
-    } while (0)
-
-#define NEED_LENGTHS()                                                                                           \
-    do {                                                                                                         \
-        if (lengths_dir[0] == '\0') {                                                                            \
-            print_message("skipped: no $LONGTAIL_SHARED/lengths nor ../shared/lengths\n");                       \
-            skip();                                                                                              \
-        }                                                                                                        \
-    } while (0)
-
 static void assert_close(double got, double want, double rel) {
     if (!(fabs(got - want) <= rel * fabs(want) + 1e-300))
         fail_msg("got %.17g, want %.17g (relative %g)", got, want, rel);
-}
-
-static lt_planner *planner_of(const lt_planner_config *pc) {
-    lt_planner *p = NULL;
-    lt_error err;
-    lt_status st = lt_planner_create(&p, pc, &err);
-    if (st != LT_OK) fail_msg("lt_planner_create: %s (hint: %s)", err.what, err.hint);
-    return p;
-}
-
-/* "key=value" of a plan's params (or -1 when absent). */
-static long param_of(const char *params, const char *key) {
-    size_t n = strlen(key);
-    for (const char *q = params; (q = strstr(q, key)) != NULL; q += n)
-        if ((q == params || q[-1] == ' ') && q[n] == '=') return strtol(q + n + 1, NULL, 10);
-    return -1;
-}
-
-/* The samples of one step of `file` (truncate to context, global batch 512, seed 1234). */
-typedef struct corpus_steps {
-    lt_corpus *corpus;
-    lt_sampler *sampler;
-} corpus_steps;
-
-static corpus_steps open_steps(const char *file, int64_t context) {
-    corpus_steps cs = {NULL, NULL};
-    lt_error err;
-    char path[4300];
-    snprintf(path, sizeof path, "%s/%s", lengths_dir, file);
-    if (lt_corpus_load_lengths(&cs.corpus, path, &err) != LT_OK) fail_msg("%s: %s", path, err.what);
-    lt_sampler_config sc = {.context_len = context, .global_batch = 512, .seed = 1234, .policy = LT_SAMPLE_TRUNCATE};
-    if (lt_sampler_create(&cs.sampler, cs.corpus, &sc, &err) != LT_OK) fail_msg("sampler: %s", err.what);
-    return cs;
-}
-
-static void step_lengths(corpus_steps *cs, uint64_t t, int64_t *lengths) {
-    lt_error err;
-    if (lt_sampler_step_lengths(cs->sampler, t, lengths, &err) != LT_OK) fail_msg("sampler: %s", err.what);
-}
-
-static void close_steps(corpus_steps *cs) {
-    lt_sampler_free(cs->sampler);
-    lt_corpus_free(cs->corpus);
 }
 
 /* ---------------------------------------------------------------- the cost model: CP */
@@ -918,9 +800,6 @@ static void test_idle_pipelines(void **state) {
 }
 
 /* ---------------------------------------------------------------- every corpus */
-
-static const char *const corpora[] = {"chunkflow-eval.txt", "commoncrawl.txt", "github.txt", "lmsys-chat.txt",
-                                      "wikipedia.txt"};
 
 /* Two steps of every lengths file planned by every strategy with configs big and small:
  * every invariant (check_plan), and a second planner makes the same plans. gpipe keeps all
