@@ -187,6 +187,10 @@ static Cbc_Model *build_model(const lt_milp_problem *p, const lt_milp_options *o
         Cbc_setParameter(model, "slog", opt->log ? "1" : "0");
         char buf[64];
         if (opt->time_limit_s > 0) {
+            /* CBC 2.10.8's CglPreProcess::postProcess dereferences NULL when the time limit
+             * stops the solve inside preprocessing (seen with limits of 1e-4..3e-2 s; the
+             * segfault is inside Cbc_solve): a time-limited solve runs without it. */
+            Cbc_setParameter(model, "preprocess", "off");
             Cbc_setMaximumSeconds(model, opt->time_limit_s);
             snprintf(buf, sizeof buf, "%.17g", opt->time_limit_s);
             Cbc_setParameter(model, "sec", buf);
@@ -225,6 +229,7 @@ lt_status lt_milp_solve(const lt_milp_problem *p, const lt_milp_options *opt, do
     result->objective = NAN;
     result->best_bound = NAN;
     result->wall_ms = 0.0;
+    result->time_limited = false;
 
     double t0 = now_ms();
     pthread_mutex_lock(&milp_lock);
@@ -240,8 +245,12 @@ lt_status lt_milp_solve(const lt_milp_problem *p, const lt_milp_options *opt, do
      * solution, not always as a "best solution". */
     if (!sol && Cbc_isProvenOptimal(model)) sol = Cbc_getColSolution(model);
     int secondary = Cbc_secondaryStatus(model);
+    result->time_limited = opt->time_limit_s > 0 && (Cbc_isSecondsLimitReached(model) || secondary == 4);
     lt_milp_status ms;
     if (Cbc_isAbandoned(model)) ms = LT_MILP_ERROR;
+    /* Stopped by the clock before any solution: CBC 2.10 may then also say "proven
+     * infeasible" (seen with a 1e-9 s limit on a feasible problem); nothing was proven. */
+    else if (!sol && result->time_limited) ms = LT_MILP_TIMEOUT;
     else if (Cbc_isProvenInfeasible(model))
         /* CBC 2.10 quirk: when branch-and-bound never ran (status -1: no integer variables,
          * or the first LP ended the solve), an unbounded (dual infeasible) LP is reported as

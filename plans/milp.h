@@ -29,7 +29,13 @@
  *   a solution (Cbc_bestSolution != NULL) but
  *     optimality not proven: time limit, or the
  *     options' relative gap stopped the search    -> LT_MILP_FEASIBLE
- *   Cbc_isSecondsLimitReached, no solution        -> LT_MILP_TIMEOUT
+ *   Cbc_isSecondsLimitReached, no solution        -> LT_MILP_TIMEOUT (checked before
+ *                                                   "proven infeasible": CBC 2.10 may claim
+ *                                                   that too when the clock stopped it)
+ *
+ * result->time_limited says whether the clock stopped the search, whatever the status: a
+ * FEASIBLE result with time_limited holds CBC's incumbent, which may be only the warm start.
+ * Time-limited solves run without CBC's preprocessing (see build_model).
  *   anything else                                -> LT_MILP_ERROR (and LT_ERR_INTERNAL)
  *
  * A solution is reported only when CBC holds an integer-feasible one; the wrapper checks it
@@ -102,6 +108,7 @@ typedef struct lt_milp_result {
     double objective;   /* obj . x when has_solution, else NAN */
     double best_bound;  /* CBC's bound on the optimum (a lower bound when minimizing, an
                            upper bound when maximizing); NAN when CBC has none */
+    bool time_limited;  /* options.time_limit_s stopped the search (any status) */
     double wall_ms;     /* wall time of the solve: lock held, model built, solved, freed */
 } lt_milp_result;
 

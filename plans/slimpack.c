@@ -369,7 +369,9 @@ static lt_status cuts_milp(const sp_stream *st, int m, int64_t *cut, sp_milp *w,
     lt_milp_result res;
     lt_status s = lt_milp_solve(&p, &opt, w->x, &res, err);
     if (s != LT_OK && s != LT_ERR_INTERNAL) return s; /* a malformed problem: a bug here */
-    *status = res.status;
+    /* Stopped by plan.milp_time_limit: "timeout", whether CBC's incumbent is only the
+     * warm start (the heuristic's cuts) or something better, which is then used. */
+    *status = res.time_limited ? LT_MILP_TIMEOUT : res.status;
     if (!res.has_solution) return LT_OK;
     for (int k = 1; k < m; k++)
         for (int v = w->cfirst[k]; v < w->cfirst[k + 1]; v++)

@@ -125,6 +125,7 @@ static void test_knapsack(void **state) {
     double x[KN];
     lt_milp_result r = solve_ok(&k.p, NULL, x);
     assert_int_equal(r.status, LT_MILP_OPTIMAL);
+    assert_false(r.time_limited);
     assert_true(r.has_solution);
     assert_true(fabs(r.objective - knapsack_brute()) < EPS);
     if (!isnan(r.best_bound)) assert_true(fabs(r.best_bound - r.objective) < 1e-3 * r.objective);
@@ -381,6 +382,7 @@ static void test_time_limit(void **state) {
                       lt_milp_status_name(r.status), r.objective, r.best_bound, r.wall_ms);
         assert_true(r.status == LT_MILP_FEASIBLE || r.status == LT_MILP_TIMEOUT);
         assert_true(r.has_solution == (r.status == LT_MILP_FEASIBLE));
+        assert_true(r.time_limited);
         assert_true(r.wall_ms < 5000);
     }
     /* A loose gap stops the search early: a solution within the gap of the bound. */
