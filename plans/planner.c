@@ -63,7 +63,12 @@ static const lt_cli_command commands[] = {
      "bubble ratio, peak memory per GPU, speedup over megatron (planned as the reference\n"
      "even when not listed), planning time per step. --format tsv prints the header\n"
      "  strategy predicted_ms bubble_ratio peak_mem_bytes speedup_vs_megatron plan_ms_per_step\n"
-     "(tab-separated) then one row per strategy.",
+     "(tab-separated) then one row per strategy.\n"
+     "The table (the default format) also has plan_ms_p50 (median planning ms per step),\n"
+     "cv_fwd and cv_bwd (the balance of the units: per step, std / mean of the forward and of\n"
+     "the backward compute time on stage 0 of every unit of every pipeline, averaged over the\n"
+     "steps; docs/strategies.md), merges (DP-Merge groups over all steps) and the choices of\n"
+     "the last step; for auto a line under it counts the strategies it picked.",
      compare_command},
     {"show",
      "--db FILE --step N [--width W]",

@@ -136,6 +136,33 @@ for s in megatron gpipe seq1f1b chunkflow; do
     fails=$((fails + 1))
   fi
 done
+# The MILP strategies and auto: build, validate, show, and determinism. CBC solves stopped by
+# the clock depend on the machine's speed, so the MILPs run without a time limit here.
+BM=("${B[@]}" --set plan.milp_time_limit=0)
+STRATS='(megatron|gpipe|seq1f1b|chunkflow|infinipipe|slimpack)'
+for s in infinipipe slimpack auto; do
+  check "build --strategy $s: 2 steps" 0 "2 steps planned with $s \(0 kept\)" "" \
+    -- "${BM[@]}" --db "$tmp/$s-1.db" --strategy $s --steps 2 --threads 1 --no-timings
+  check "validate: the $s plans" 0 "^2 steps valid$" "" -- validate --db "$tmp/$s-1.db"
+  [ $s = auto ] && step="$STRATS" || step=$s
+  check "show: step 1 of the $s plans" 0 "^step 1: $step, predicted [0-9.]+ ms" "" \
+    -- show --db "$tmp/$s-1.db" --step 1 --width 60
+  case $s in
+    slimpack) check "show: the slimpack step's solver status" 0 \
+      "^params: m=.*  solver: (optimal|feasible|timeout|infeasible|none)" "" -- show --db "$tmp/$s-1.db" --step 1 ;;
+    auto) check "show: the auto step's solver status and runner-up" 0 \
+      "^params: .*  solver: [a-z]+.*  runner-up: $STRATS \([0-9.]+ ms\)$" "" -- show --db "$tmp/$s-1.db" --step 1 ;;
+  esac
+  "$BIN" "${BM[@]}" --db "$tmp/$s-2.db" --strategy $s --steps 2 --threads 2 --no-timings -q >/dev/null 2>"$tmp/err.$s"
+  n=$((n + 1))
+  if [ -s "$tmp/$s-1.db" ] && cmp -s "$tmp/$s-1.db" "$tmp/$s-2.db"; then
+    echo "ok $n - $PROG: build --strategy $s: byte-identical with 1 and 2 threads"
+  else
+    echo "not ok $n - $PROG: build --strategy $s: files differ or missing"
+    sed 's/^/# stderr: /' "$tmp/err.$s" | head -5
+    fails=$((fails + 1))
+  fi
+done
 check "build: sample_policy split cuts long documents into context_len pieces" 0 "2 steps planned with seq1f1b" "" \
   -- build --config "$PAPER" --set plan.context_len=8K --set plan.sample_policy=split --lengths "$tmp/cc.txt" \
   --db "$tmp/split.db" --strategy seq1f1b --steps 2
@@ -191,6 +218,37 @@ if [ "$rows" = "megatron gpipe seq1f1b chunkflow " ] && [ "$mspeed" = "1.000" ];
 else
   echo "not ok $n - $PROG: compare rows '$rows', megatron speedup '$mspeed'"; sed 's/^/# /' "$tmp/out"
   fails=$((fails + 1))
+fi
+# The table's balance and DP-Merge columns (docs/strategies.md) and auto's picks; the TSV keeps
+# the contract's six columns whatever the strategies.
+check "compare table: plan_ms_p50, cv_fwd, cv_bwd and merges columns" 0 \
+  "^strategy +predicted_ms +bubble +peak_mem_GiB +speedup +plan_ms/step +plan_ms_p50 +cv_fwd +cv_bwd +merges +choices" "" \
+  -- compare --config "$PAPER" --set plan.context_len=64K --set plan.milp_time_limit=0 --lengths "$tmp/cc.txt" \
+  --strategies megatron,slimpack,auto --steps 2
+n=$((n + 1))
+# megatron: 0 merges; every row: p50 > 0, CVs in [0, 1), merges a count; auto: as fast as
+# slimpack or faster, and its picks add up to the 2 steps.
+rows=$(awk '$1 ~ /^(megatron|slimpack|auto)$/ && $7 > 0 && $8 >= 0 && $8 < 1 && $9 >= 0 && $9 < 1 && $10 ~ /^[0-9]+$/ { print $1 }' "$tmp/out" | tr '\n' ' ')
+mmerges=$(awk '$1 == "megatron" { print $10 }' "$tmp/out")
+faster=$(awk '$1 == "slimpack" { s = $2 } $1 == "auto" { a = $2 } END { print (a != "" && a + 0 <= s + 0) ? "yes" : "no" }' "$tmp/out")
+picks=$(awk '/^auto picked: / { sub(/^auto picked: /, ""); k = split($0, p, ", "); for (i = 1; i <= k; i++) { split(p[i], w, " "); t += w[2] } print t }' "$tmp/out")
+if [ "$rows" = "megatron slimpack auto " ] && [ "$mmerges" = 0 ] && [ "$faster" = yes ] && [ "$picks" = 2 ]; then
+  echo "ok $n - $PROG: compare table: the new columns hold numbers; auto's picks cover the 2 steps"
+else
+  echo "not ok $n - $PROG: compare table: rows '$rows', megatron merges '$mmerges', auto faster '$faster', picks '$picks'"
+  sed 's/^/# /' "$tmp/out"; fails=$((fails + 1))
+fi
+check "compare --format tsv with slimpack and auto: the contract's header, unchanged" 0 \
+  "^strategy	predicted_ms	bubble_ratio	peak_mem_bytes	speedup_vs_megatron	plan_ms_per_step$" "" \
+  -- compare --config "$PAPER" --set plan.context_len=64K --set plan.milp_time_limit=0 --lengths "$tmp/cc.txt" \
+  --strategies slimpack,auto --steps 2 --format tsv
+n=$((n + 1))
+got=$(awk -F'\t' 'NR > 1 && NF == 6 { print $1 } /picked/ { print "picked" }' "$tmp/out" | tr '\n' ' ')
+if [ "$(head -n 1 "$tmp/out")" = "$(printf 'strategy\tpredicted_ms\tbubble_ratio\tpeak_mem_bytes\tspeedup_vs_megatron\tplan_ms_per_step')" ] &&
+   [ "$got" = "slimpack auto " ] && [ "$(wc -l <"$tmp/out")" = 3 ]; then
+  echo "ok $n - $PROG: compare --format tsv: six columns per row, no table extras"
+else
+  echo "not ok $n - $PROG: compare --format tsv rows '$got'"; sed 's/^/# /' "$tmp/out"; fails=$((fails + 1))
 fi
 check "compare without megatron still has a speedup column" 0 "^chunkflow +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x" "" \
   -- compare --config "$PAPER" --set plan.context_len=64K --lengths "$tmp/cc.txt" --strategies chunkflow --steps 2

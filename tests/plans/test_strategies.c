@@ -31,6 +31,7 @@
 #include "plans/sampler.h"
 #include "plans/schedule.h"
 #include "plans/sim.h"
+#include "plans/store.h" /* lt_plan_validate */
 #include "tests/plans/plan_fixture.h"
 
 static double now_ms(void) {
@@ -984,6 +985,72 @@ static void test_chunkflow_recompute_fallback(void **state) {
     lt_step_plan_free(&plan);
 }
 
+/* ---------------------------------------------------------------- auto */
+
+/* auto at the paper settings (llama-13b, DP 8 x PP 4 x TP 4, max_cp 8, 80 GiB, 64K context)
+ * on two steps of every corpus: its plan holds every invariant (lt_plan_validate) and is
+ * the plan of the strategy it names; no strategy that can plan the step on its own is
+ * faster (relative 1e-9; a strategy over the memory cap is skipped); the runner-up is
+ * another strategy, no faster than auto's pick and the fastest of the rest. MILPs without a
+ * time limit: a solve stopped by the clock would depend on the machine's speed. */
+static void test_auto_is_the_fastest_on_every_corpus(void **state) {
+    (void)state;
+    NEED_HW();
+    NEED_LENGTHS();
+    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
+    pc.milp_time_limit = 0;
+    lt_planner *p = planner_of(&pc);
+    int64_t lengths[512];
+    lt_step_plan a, alone;
+    lt_step_plan_init(&a);
+    lt_step_plan_init(&alone);
+    const double rel = 1e-9;
+    for (size_t f = 0; f < sizeof corpora / sizeof corpora[0]; f++) {
+        corpus_steps cs = open_steps(corpora[f], pc.context_len);
+        char picks[160] = "";
+        for (uint64_t t = 0; t < 2; t++) {
+            uint64_t step = 3 + 150 * t;
+            step_lengths(&cs, step, lengths);
+            double time_of[LT_STRATEGY_AUTO];
+            bool ok[LT_STRATEGY_AUTO];
+            lt_error err;
+            for (int s = 0; s < LT_STRATEGY_AUTO; s++) {
+                lt_status st = lt_planner_plan_step(p, (lt_strategy)s, step, lengths, 512, &alone, &err);
+                ok[s] = st == LT_OK;
+                if (st == LT_ERR_INPUT) continue; /* over the memory cap */
+                if (st != LT_OK) fail_msg("%s step %" PRIu64 " %s: %s", corpora[f], step,
+                                          lt_strategy_name((lt_strategy)s), err.what);
+                time_of[s] = alone.time_s;
+            }
+            if (lt_planner_plan_step(p, LT_STRATEGY_AUTO, step, lengths, 512, &a, &err) != LT_OK)
+                fail_msg("%s step %" PRIu64 " auto: %s", corpora[f], step, err.what);
+            if (lt_plan_validate(&a, pc.cm.mem_cap, &err) != LT_OK)
+                fail_msg("%s step %" PRIu64 " auto: lt_plan_validate: %s", corpora[f], step, err.what);
+            assert_int_equal(a.step, step);
+            assert_true(a.strategy < LT_STRATEGY_AUTO && ok[a.strategy]);
+            assert_close(a.time_s, time_of[a.strategy], rel);
+            for (int s = 0; s < LT_STRATEGY_AUTO; s++)
+                if (ok[s] && !(a.time_s <= time_of[s] * (1 + rel)))
+                    fail_msg("%s step %" PRIu64 ": auto picked %s (%.6f s) but %s takes %.6f s", corpora[f], step,
+                             lt_strategy_name(a.strategy), a.time_s, lt_strategy_name((lt_strategy)s), time_of[s]);
+            /* the runner-up: another strategy, the fastest of the rest */
+            assert_true(a.runner_up < LT_STRATEGY_AUTO && a.runner_up != a.strategy && ok[a.runner_up]);
+            assert_true(a.runner_up_time_s >= a.time_s * (1 - rel));
+            assert_close(a.runner_up_time_s, time_of[a.runner_up], rel);
+            for (int s = 0; s < LT_STRATEGY_AUTO; s++)
+                if (ok[s] && s != (int)a.strategy) assert_true(a.runner_up_time_s <= time_of[s] * (1 + rel));
+            size_t len = strlen(picks);
+            snprintf(picks + len, sizeof picks - len, "%sstep %" PRIu64 " %s (runner-up %s)", t ? ", " : "", step,
+                     lt_strategy_name(a.strategy), lt_strategy_name(a.runner_up));
+        }
+        print_message("auto on %s: %s\n", corpora[f], picks);
+        close_steps(&cs);
+    }
+    lt_step_plan_free(&a);
+    lt_step_plan_free(&alone);
+    lt_planner_free(p);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--bench") == 0) return bench(argc, argv);
     find_dirs();
@@ -1003,6 +1070,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_chunkflow_grid_picks_the_fastest_fitting_pair),
         cmocka_unit_test(test_chunkflow_memory_error),
         cmocka_unit_test(test_chunkflow_recompute_fallback),
+        cmocka_unit_test(test_auto_is_the_fastest_on_every_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
