@@ -87,8 +87,9 @@ static const lt_config_key schema[] = {
     INT("plan", "infinipipe_slices", "0", "0", NULL, "infinipipe: slices of equal backward time the longest sample is split into (N); 0 = tuned per step"),
     INT("plan", "micropacks", "0", "0", NULL, "slimpack: MicroPacks per DP rank (m, a multiple of pp); 0 = searched per step over m = i x pp"),
     DBL("plan", "dp_merge_margin", "0.1", "0", NULL, "slimpack: DP-Merge a sample whose forward FLOPs exceed a DP rank's capacity by more than this fraction"),
-    DBL("plan", "milp_time_limit", "0.5", "0", NULL, "seconds one MILP solve (CBC) may take before its fallback heuristic is used; 0 = no limit"),
+    DBL("plan", "milp_time_limit", "0", "0", NULL, "seconds one MILP solve (CBC) may take before its fallback heuristic is used; 0 = no limit (plans then do not depend on the machine's speed)"),
     DBL("plan", "milp_gap", "0.001", "0", NULL, "relative optimality gap at which a MILP solve (CBC) stops; 0 = prove optimality"),
+    INT("plan", "milp_max_nodes", "1000", "0", NULL, "branch-and-bound nodes one MILP solve (CBC) may explore: a deterministic effort cap; 0 = no limit"),
 
     /* [train] */
     DBL("train", "lr", "3e-4", "0", NULL, "peak learning rate"),

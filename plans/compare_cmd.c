@@ -14,10 +14,10 @@
  *
  * The table (not the TSV, whose columns are a contract) adds, per strategy:
  *   plan_ms_p50  the median planning time per step (the mean is plan_ms/step);
- *   cv_fwd       how evenly the step's forward work is cut into units: per step, the
- *                coefficient of variation (population std / mean) of the forward times of
- *                all units of all pipelines (a DP-Merge unit counts once per member), then
- *                the mean over the steps. A unit's forward time is what the simulator's cost
+ *   cv_fwd       how evenly the step's forward work is cut into units: per pipeline, the
+ *                coefficient of variation (population std / mean) of its units' forward
+ *                times ("on a specific device", SlimPack Fig. 14-16), averaged over the
+ *                pipelines, then over the steps. A unit's forward time is what the simulator's cost
  *                bridge (lt_cost_sim_costs_prepared) prices for an F of the unit over stage
  *                0's layers without recomputation, at the pipeline's (or the DP-Merge
  *                unit's) context-parallel degree: its compute time on one stage, TP
@@ -107,13 +107,16 @@ static double coeff_of_variation(const double *v, size_t n) {
     return sqrt(ss / (double)n) / mu;
 }
 
-/* The coefficient of variation of the F (kind LT_OP_F) or B (LT_OP_B) times of every unit of
- * every pipeline of p: each priced as a whole-stage op over stage 0's layers without
- * recomputation, by the simulator's cost bridge at the pipeline's context-parallel degree
- * (a DP-Merge unit at its own, as the bridge does). B ops run the backward units of an
+/* The balance of p's F (kind LT_OP_F) or B (LT_OP_B) units: per pipeline, the coefficient of
+ * variation of its units' times, each priced as a whole-stage op over stage 0's layers
+ * without recomputation by the simulator's cost bridge at the pipeline's context-parallel
+ * degree (a DP-Merge unit at its own, as the bridge does); then the mean over the pipelines
+ * that have units. Per pipeline, as SlimPack's Fig. 14-16 measure "on a specific device":
+ * ranks may choose different numbers of packs. B ops run the backward units of an
  * asymmetric schedule. */
 static lt_status step_unit_cv(compare_state *c, const lt_step_plan *p, lt_op_kind kind, double *cv, lt_error *err) {
-    size_t n = 0;
+    double sum = 0;
+    size_t pipelines = 0;
     for (size_t r = 0; r < p->n_ranks; r++) {
         const lt_rank_plan *rp = &p->ranks[r];
         const lt_schedule *s = &rp->sched;
@@ -122,8 +125,8 @@ static lt_status step_unit_cv(compare_state *c, const lt_step_plan *p, lt_op_kin
         lt_cost_model cm = *c->cm;
         lt_status st = lt_cost_model_set_cp(&cm, rp->cp, err);
         if (st != LT_OK) return st;
-        if (n + units > c->cap_times) {
-            c->cap_times = 2 * (n + units);
+        if (units > c->cap_times) {
+            c->cap_times = 2 * units;
             c->times = lt_realloc_check(c->times, c->cap_times * sizeof *c->times);
         }
         uint32_t layer_begin, layer_end;
@@ -134,10 +137,12 @@ static lt_status step_unit_cv(compare_state *c, const lt_step_plan *p, lt_op_kin
             lt_op_cost oc;
             memset(&oc, 0, sizeof oc);
             costs.op_cost(costs.ctx, s, 0, &op, &oc);
-            c->times[n++] = oc.time;
+            c->times[u] = oc.time;
         }
+        sum += coeff_of_variation(c->times, units);
+        pipelines++;
     }
-    *cv = coeff_of_variation(c->times, n);
+    *cv = pipelines ? sum / (double)pipelines : 0;
     return LT_OK;
 }
 

@@ -28,14 +28,16 @@
  *     not stopped by the gap (secondary status 2) -> LT_MILP_OPTIMAL
  *   a solution (Cbc_bestSolution != NULL) but
  *     optimality not proven: time limit, or the
- *     options' relative gap stopped the search    -> LT_MILP_FEASIBLE
+ *     options' relative gap or node limit
+ *     stopped the search                          -> LT_MILP_FEASIBLE
+ *   the node limit reached, no solution          -> LT_MILP_TIMEOUT
  *   Cbc_isSecondsLimitReached, no solution        -> LT_MILP_TIMEOUT (checked before
  *                                                   "proven infeasible": CBC 2.10 may claim
  *                                                   that too when the clock stopped it)
  *
  * result->time_limited says whether the clock stopped the search, whatever the status: a
  * FEASIBLE result with time_limited holds CBC's incumbent, which may be only the warm start.
- * Time-limited solves run without CBC's preprocessing (see build_model).
+ * Warm-started, time-limited solves run without CBC's preprocessing (see build_model).
  *   anything else                                -> LT_MILP_ERROR (and LT_ERR_INTERNAL)
  *
  * A solution is reported only when CBC holds an integer-feasible one; the wrapper checks it
@@ -64,7 +66,7 @@
 typedef enum lt_milp_status {
     LT_MILP_OPTIMAL = 0, /* a solution, proven optimal (within CBC's own tolerances) */
     LT_MILP_FEASIBLE,    /* a solution, optimality not proven: time limit or rel_gap stop */
-    LT_MILP_TIMEOUT,     /* the time limit was reached with no feasible solution */
+    LT_MILP_TIMEOUT,     /* the time or node limit was reached with no feasible solution */
     LT_MILP_INFEASIBLE,  /* proven infeasible */
     LT_MILP_UNBOUNDED,   /* the LP relaxation is unbounded */
     LT_MILP_ERROR,       /* CBC gave up (numerical trouble) or ended in an unknown state */
@@ -96,6 +98,9 @@ typedef struct lt_milp_options {
     double time_limit_s;            /* > 0: stop after this many seconds; 0 = no limit */
     double rel_gap;                 /* > 0: stop once |best - bound| <= rel_gap * |best|
                                        (Cbc_setAllowableFractionGap); 0 = prove optimality */
+    int max_nodes;                  /* > 0: stop after this many branch-and-bound nodes (a
+                                       deterministic effort cap; FEASIBLE when it stops the
+                                       search with a solution); 0 = no limit */
     bool log;                       /* true: let CBC print its log to stdout; default silent */
     const double *initial_solution; /* [n_vars] or NULL: a warm start handed to CBC with
                                        Cbc_setMIPStartI (CBC checks it and ignores it when

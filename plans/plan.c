@@ -84,5 +84,6 @@ lt_status lt_planner_config_from(lt_planner_config *pc, const lt_config *cfg, co
     if ((st = lt_config_get_double(cfg, "plan", "dp_merge_margin", &pc->dp_merge_margin, err)) != LT_OK) return st;
     if ((st = lt_config_get_double(cfg, "plan", "milp_time_limit", &pc->milp_time_limit, err)) != LT_OK) return st;
     if ((st = lt_config_get_double(cfg, "plan", "milp_gap", &pc->milp_gap, err)) != LT_OK) return st;
+    if ((st = get_int(cfg, "plan", "milp_max_nodes", &pc->milp_max_nodes, err)) != LT_OK) return st;
     return LT_OK;
 }

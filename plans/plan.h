@@ -148,6 +148,8 @@ typedef struct lt_planner_config {
                                a DP rank's capacity x (1 + margin) (SlimPack 4.1.1) */
     double milp_time_limit; /* plan.milp_time_limit: seconds per CBC solve; 0 = no limit */
     double milp_gap;        /* plan.milp_gap: relative gap at which CBC stops; 0 = optimal */
+    int milp_max_nodes;     /* plan.milp_max_nodes: branch-and-bound nodes per CBC solve; 0 = no
+                               limit */
 } lt_planner_config;
 
 /* The planner config of a loaded config (lt_cost_model_from_config for cm, the [plan] and

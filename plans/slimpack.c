@@ -20,22 +20,27 @@
  *                     backward MicroPacks of equal backward FLOPs (4.1.2, the asymmetric
  *                     partition). PackFlow issues an extra forward MicroPack wherever a
  *                     backward one needs tokens not yet forwarded (Fig. 9).
- *   cuts (MILP)       where each cut goes is a small MILP per stream (CBC, plans/milp.h): for
- *                     cut k the candidates are the exact equal-FLOPs position and the two
- *                     boundaries of the sample it falls in (cutting at a boundary keeps that
- *                     sample whole); minimize the largest relative deviation of a pack's
- *                     FLOPs from the target plus SP_SPLIT_WEIGHT per sample cut. The
- *                     fallback heuristic (also the screening of the candidates m) takes each
- *                     exact position and snaps it to a sample boundary when that moves the
- *                     pack's FLOPs by at most SP_SNAP_TOL of the target.
+ *   cuts (MILP)       where each forward cut of the chosen m goes is a small MILP (CBC,
+ *                     plans/milp.h): for cut k the candidates are the exact equal-FLOPs
+ *                     position, the two boundaries of the sample it falls in (cutting at a
+ *                     boundary keeps that sample whole) and the heuristic's cut; minimize the
+ *                     largest relative deviation of a pack's FLOPs from the target plus
+ *                     SP_SPLIT_WEIGHT per sample cut. The heuristic (the fallback, the
+ *                     screening of the candidates m, and the backward cuts) takes each exact
+ *                     position and snaps it to a sample boundary when that moves the pack's
+ *                     FLOPs by at most SP_SNAP_TOL of the target. The backward partition has
+ *                     no MILP of its own: its slices are regrouped anyway (4.1.2), so a
+ *                     backward cut costs no whole-sample property, and the heuristic's cuts
+ *                     are within SP_SNAP_TOL of equal backward FLOPs.
  *   DP-Merge (4.1.1)  a sample x* with f(x*) > C (1 + margin) is spread over a group of g
  *                     consecutive DP ranks, the smallest g with f(x*) / g <= C (2 <= g <=
  *                     max_cp and the ranks left), with context parallelism of degree g: each
  *                     member lists the same units of x* with unit.cp = g (the cost model
  *                     charges the K/V ring exchange) before its own MicroPacks; the group
  *                     shares one m and one recompute depth.
- *   selection (4.1.2) every candidate is simulated (plans/sim.h) with the smallest uniform
- *                     recompute depth that fits the memory cap; the fastest is kept.
+ *   selection (4.1.2) every candidate is simulated (plans/sim.h) with, per stage, the
+ *                     smallest recompute depth that fits the memory cap (found by bisection);
+ *                     the fastest is kept.
  *
  * Costs are the cost model's FLOPs (plans/cost.h) with the model's layers: forward
  * A_f t + Q_f (e^2 - b^2) for tokens [b, e) of a sample (t = e - b; GEMMs, LM head, causal
@@ -556,39 +561,46 @@ static void set_recompute_stages(lt_schedule *s, const int *rs) {
 }
 
 /* Per-stage recompute depths: each stage's peak memory depends only on its own op list (the
- * bytes an op allocates and frees, in program order), not on timing, so each stage takes the
- * smallest depth >= rs[stage] (its value on entry) at which it fits the cap, found by
- * simulating uniform depths upward; a stage that fits nowhere takes the full depth. Then s
- * is simulated with those depths: *time, *fit (every stage under the cap). */
+ * bytes an op allocates and frees, in program order), not on timing, and does not grow with
+ * the depth; so one simulation tests every stage at its own trial depth, and each stage's
+ * smallest fitting depth >= rs[stage] (its value on entry) is found by a bisection run for
+ * all stages at once: first the entry depths (often all fit), then the midpoints. A stage
+ * that fits nowhere takes the full depth. s ends simulated at the depths returned in rs:
+ * *time, *fit (every stage under the cap). */
 static lt_status simulate_fitting(lt_slimpack *sp, lt_schedule *s, int *rs, double *time, bool *fit, lt_error *err) {
     int pp = s->stages, full = lt_plan_max_stage_layers(&sp->cm);
-    int r_lo = full;
-    for (int st = 0; st < pp; st++)
-        if (rs[st] < r_lo) r_lo = rs[st];
-    bool done[SP_MAX_STAGES] = {false};
-    int left = pp;
+    int lo[SP_MAX_STAGES], hi[SP_MAX_STAGES], trial[SP_MAX_STAGES] = {0};
+    for (int st = 0; st < pp; st++) {
+        lo[st] = rs[st] < full ? rs[st] : full;
+        hi[st] = full; /* the answer lies in [lo, hi] */
+    }
     lt_status e;
-    for (int r = r_lo; r <= full && left > 0; r++) {
-        int trial[SP_MAX_STAGES];
-        for (int st = 0; st < pp; st++) trial[st] = done[st] ? rs[st] : (r > rs[st] ? r : rs[st]);
+    for (bool first = true;; first = false) {
+        bool open = false;
+        for (int st = 0; st < pp; st++) {
+            if (first) trial[st] = lo[st];
+            else if (lo[st] < hi[st]) trial[st] = lo[st] + (hi[st] - lo[st]) / 2;
+            else trial[st] = hi[st];
+            open = open || lo[st] < hi[st];
+        }
+        if (!open && !first) break;
         set_recompute_stages(s, trial);
         if ((e = lt_plan_simulate(&sp->sim, &sp->ctx, &sp->cm, s, NULL, err)) != LT_OK) return e;
-        for (int st = 0; st < pp; st++)
-            if (!done[st] && sp->sim.peak_mem[st] <= sp->cm.mem_cap) {
-                rs[st] = trial[st];
-                done[st] = true;
-                left--;
-            }
-        if (left == 0 && r == r_lo) { /* the first simulation was the final one */
-            *time = sp->sim.step_time;
-            *fit = true;
-            return LT_OK;
+        for (int st = 0; st < pp; st++) {
+            if (lo[st] >= hi[st] && !first) continue;
+            if (sp->sim.peak_mem[st] <= sp->cm.mem_cap) hi[st] = trial[st];
+            else lo[st] = trial[st] + 1 < hi[st] ? trial[st] + 1 : hi[st];
         }
     }
-    for (int st = 0; st < pp; st++)
-        if (!done[st]) rs[st] = full;
-    set_recompute_stages(s, rs);
-    if ((e = lt_plan_simulate(&sp->sim, &sp->ctx, &sp->cm, s, NULL, err)) != LT_OK) return e;
+    bool same = true; /* was the last simulation at the answer? */
+    for (int st = 0; st < pp; st++) {
+        rs[st] = hi[st];
+        same = same && trial[st] == hi[st];
+    }
+    if (!same) {
+        set_recompute_stages(s, rs);
+        if ((e = lt_plan_simulate(&sp->sim, &sp->ctx, &sp->cm, s, NULL, err)) != LT_OK) return e;
+    }
     *time = sp->sim.step_time;
     *fit = lt_plan_max_peak(&sp->sim) <= sp->cm.mem_cap;
     return LT_OK;
@@ -854,10 +866,9 @@ lt_status lt_slimpack_plan(lt_slimpack *sp, uint64_t step, const int64_t *length
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "slimpack: step %" PRIu64 ": rank %d: no layout for m = %d",
                            step, r, rk->m);
         lt_milp_status ms;
-        if (lay.m_own > 1) {
+        if (lay.m_own > 1) { /* the forward MicroPacks' slice boundaries (the backward ones
+                                * keep the heuristic's near-exact cuts: file comment) */
             if ((st = cuts_milp(&sp->fs, lay.m_own, sp->fcut, &sp->milp, &opt, &ms, err)) != LT_OK) return st;
-            lt_plan_note_solver(out, ms);
-            if ((st = cuts_milp(&sp->bs, lay.m_own, sp->bcut, &sp->milp, &opt, &ms, err)) != LT_OK) return st;
             lt_plan_note_solver(out, ms);
         }
         build_schedule(sp, &rp->sched, &lay);

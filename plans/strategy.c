@@ -298,6 +298,9 @@ lt_status lt_planner_create(lt_planner **out, const lt_planner_config *pc, lt_er
                        "plan.dp_merge_margin = %g, plan.milp_time_limit = %g, plan.milp_gap = %g: each must be a "
                        "finite number >= 0",
                        pc->dp_merge_margin, pc->milp_time_limit, pc->milp_gap);
+    if (pc->milp_max_nodes < 0)
+        return lt_fail(err, LT_ERR_CONFIG, "[plan]", "plan.milp_max_nodes = %d: need >= 0 (0 = no limit)",
+                       pc->milp_max_nodes);
     if (pc->cm.pp < 1 || pc->cm.dp < 1 || pc->cm.model.layers < pc->cm.pp || pc->cm.cp != 1)
         return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "the planner needs an initialised cost model with cp = 1");
     lt_planner *p = lt_calloc_check(1, sizeof *p);
@@ -469,7 +472,10 @@ lt_status lt_plan_finish(const lt_planner_config *pc, lt_step_plan *out, double 
 }
 
 lt_milp_options lt_plan_milp_options(const lt_planner_config *pc) {
-    lt_milp_options o = {.time_limit_s = pc->milp_time_limit, .rel_gap = pc->milp_gap, .log = false};
+    lt_milp_options o = {.time_limit_s = pc->milp_time_limit,
+                         .rel_gap = pc->milp_gap,
+                         .max_nodes = pc->milp_max_nodes,
+                         .log = false};
     return o;
 }
 

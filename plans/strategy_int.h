@@ -61,7 +61,8 @@ lt_status lt_plan_finish_rank(lt_sim *sim, lt_cost_sim_ctx *ctx, const lt_cost_m
  * and the pipeline's longest sample. */
 lt_status lt_plan_finish(const lt_planner_config *pc, lt_step_plan *out, double sync, lt_error *err);
 
-/* The MILP options of the config: time limit plan.milp_time_limit, gap plan.milp_gap, log off. */
+/* The MILP options of the config: time limit plan.milp_time_limit, gap plan.milp_gap, node
+ * limit plan.milp_max_nodes, log off. */
 lt_milp_options lt_plan_milp_options(const lt_planner_config *pc);
 
 /* Record a CBC outcome in out->solver_status, keeping the worst seen this step in the order

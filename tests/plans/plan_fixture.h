@@ -73,7 +73,8 @@ static inline lt_planner_config config_of_shape(const lt_model_shape *m, int dp,
     pc.max_cp = max_cp;
     pc.seq1f1b_slices = 4;
     pc.dp_merge_margin = 0.1; /* the config's defaults (lib/config_schema.c) */
-    pc.milp_time_limit = 0.5;
+    pc.milp_time_limit = 0;
+    pc.milp_max_nodes = 1000;
     pc.milp_gap = 0.001;
     return pc;
 }

@@ -385,6 +385,22 @@ static void test_time_limit(void **state) {
         assert_true(r.time_limited);
         assert_true(r.wall_ms < 5000);
     }
+    /* A node limit stops it too, without the clock: "timeout" or a feasible incumbent. */
+    lt_milp_options nodes = {.max_nodes = 2};
+    lt_milp_result rn = solve_ok(&p, &nodes, x);
+    print_message("node limit 2: %s, objective %g, bound %g\n", lt_milp_status_name(rn.status), rn.objective,
+                  rn.best_bound);
+    assert_true(rn.status == LT_MILP_FEASIBLE || rn.status == LT_MILP_TIMEOUT);
+    assert_false(rn.time_limited);
+    /* A warm-started solve stopped by the clock (CBC 2.10.8 crashed on some of these): the
+     * start survives as the incumbent. */
+    static double start[TN];
+    lt_milp_options warm = {.time_limit_s = 1e-4, .initial_solution = start}; /* x = 0 fits */
+    for (int k = 0; k < 20; k++) {
+        lt_milp_result rw = solve_ok(&p, &warm, x);
+        assert_true(rw.status == LT_MILP_FEASIBLE || rw.status == LT_MILP_TIMEOUT);
+        assert_true(rw.time_limited);
+    }
     /* A loose gap stops the search early: a solution within the gap of the bound. */
     lt_milp_options opt = {.time_limit_s = 20, .rel_gap = 0.02};
     lt_milp_result r = solve_ok(&p, &opt, x);
@@ -494,6 +510,8 @@ static void test_validation(void **state) {
     lt_milp_options opt = {.time_limit_s = -1};
     expect_usage(&k.p, &opt, "lt_milp_options");
     opt = (lt_milp_options){.rel_gap = NAN};
+    expect_usage(&k.p, &opt, "lt_milp_options");
+    opt = (lt_milp_options){.max_nodes = -1};
     expect_usage(&k.p, &opt, "lt_milp_options");
     double x0[KN] = {0};
     x0[9] = INFINITY;
