@@ -73,9 +73,9 @@ rm -f "$out/demo/plans.db" # a fresh plan (an existing file would be resumed, or
 echo "the plans in SQLite (docs/plans-schema.md):"
 sqlite3 -header -column "$out/demo/plans.db" \
   "SELECT step, strategy, n_samples, n_tokens, round(predicted_ms, 2) AS predicted_ms, round(bubble_ratio, 3) AS bubble FROM step_summary ORDER BY predicted_ms DESC LIMIT 5"
-say "planner compare: the baseline strategies on the corpus' lengths"
+say "planner compare: every strategy on the corpus' lengths (auto = the fastest per step)"
 "$bin/planner" compare --config etc/longtail.ini --lengths "$out/lengths.txt" \
-  --strategies megatron,gpipe,seq1f1b,chunkflow --steps 5
+  --strategies megatron,gpipe,seq1f1b,chunkflow,infinipipe,slimpack,auto --steps 5
 
 if [ "${LONGTAIL_DEMO_NO_SLURM:-0}" = 1 ]; then
   say "Slurm part skipped (LONGTAIL_DEMO_NO_SLURM=1)"; exit 0

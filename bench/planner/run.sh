@@ -7,12 +7,12 @@
 #      128K context on ../shared/lengths/commoncrawl.txt, for megatron and chunkflow, on
 #      THREADS threads (default: every CPU): wall seconds (target < 60 s on 2 cores), peak
 #      RSS, bytes of database per step; then `planner validate` of each file.
-#   2. compare: `planner compare` over the baseline strategies for every file of
+#   2. compare: `planner compare` over every strategy for every file of
 #      ../shared/lengths at 64K, 128K and 256K context, COMPARE_STEPS steps each (default 20),
 #      as Markdown tables.
 #
 # Usage: bench/planner/run.sh [BUILD_DIR]   (default _build/default; `make` there first)
-# Env:   STEPS, THREADS, COMPARE_STEPS, STRATEGIES (default megatron,gpipe,seq1f1b,chunkflow),
+# Env:   STEPS, THREADS, COMPARE_STEPS, STRATEGIES (default: all seven strategies),
 #        LENGTHS_DIR (default ../shared/lengths), PARTS ("build compare", either or both),
 #        OUT (output directory, default bench/planner/out).
 set -eu
@@ -23,7 +23,7 @@ planner=$build/plans/planner
 STEPS=${STEPS:-10000}
 THREADS=${THREADS:-0}
 COMPARE_STEPS=${COMPARE_STEPS:-20}
-STRATEGIES=${STRATEGIES:-megatron,gpipe,seq1f1b,chunkflow}
+STRATEGIES=${STRATEGIES:-megatron,gpipe,seq1f1b,chunkflow,infinipipe,slimpack,auto}
 LENGTHS_DIR=${LENGTHS_DIR:-$top/../shared/lengths}
 PARTS=${PARTS:-build compare}
 OUT=${OUT:-$top/bench/planner/out}
