@@ -6,6 +6,7 @@
 #ifndef LT_TEST_PLAN_FIXTURE_H
 #define LT_TEST_PLAN_FIXTURE_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,15 +129,37 @@ typedef struct corpus_steps {
     lt_sampler *sampler;
 } corpus_steps;
 
+static inline lt_sampler_config sampler_config_of(int64_t context) {
+    lt_sampler_config sc = {.context_len = context, .global_batch = 512, .seed = 1234, .policy = LT_SAMPLE_TRUNCATE};
+    return sc;
+}
+
 static inline corpus_steps open_steps(const char *file, int64_t context) {
     corpus_steps cs = {NULL, NULL};
     lt_error err;
     char path[4300];
     snprintf(path, sizeof path, "%s/%s", lengths_dir, file);
     if (lt_corpus_load_lengths(&cs.corpus, path, &err) != LT_OK) fail_msg("%s: %s", path, err.what);
-    lt_sampler_config sc = {.context_len = context, .global_batch = 512, .seed = 1234, .policy = LT_SAMPLE_TRUNCATE};
+    lt_sampler_config sc = sampler_config_of(context);
     if (lt_sampler_create(&cs.sampler, cs.corpus, &sc, &err) != LT_OK) fail_msg("sampler: %s", err.what);
     return cs;
+}
+
+/* The same steps for a --bench mode (outside cmocka): the lengths file at `path`; false, with
+ * the error on stderr, when it cannot be read. */
+static inline bool bench_sampler(const char *path, int64_t context, lt_corpus **corpus, lt_sampler **sampler) {
+    lt_error err;
+    if (lt_corpus_load_lengths(corpus, path, &err) != LT_OK) {
+        fprintf(stderr, "%s: %s\n", path, err.what);
+        return false;
+    }
+    lt_sampler_config sc = sampler_config_of(context);
+    if (lt_sampler_create(sampler, *corpus, &sc, &err) != LT_OK) {
+        fprintf(stderr, "sampler: %s\n", err.what);
+        lt_corpus_free(*corpus);
+        return false;
+    }
+    return true;
 }
 
 static inline void step_lengths(corpus_steps *cs, uint64_t t, int64_t *lengths) {

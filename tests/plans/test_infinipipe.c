@@ -31,7 +31,7 @@
 #include "tests/plans/plan_fixture.h"
 
 /* A planner config for the model `m` on h200 with the given layout, mem_cap in GiB (0 = HBM),
- * strategy infinipipe, the config's MILP defaults (0.5 s, gap 0.001). */
+ * strategy infinipipe, the config's MILP defaults (plan_fixture.h). */
 static lt_planner_config config_for(const lt_model_shape *m, int dp, int pp, int tp, int64_t context, int max_cp,
                                     double mem_gib) {
     lt_planner_config pc = config_of_shape(m, dp, pp, tp, context, max_cp, mem_gib);
@@ -904,16 +904,8 @@ static int bench(int argc, char **argv) {
     double mem = argc > 5 ? strtod(argv[5], NULL) : 80;
     if (steps < 1) steps = 1;
     lt_corpus *corpus = NULL;
-    if (lt_corpus_load_lengths(&corpus, argv[2], &err) != LT_OK) {
-        fprintf(stderr, "%s: %s\n", argv[2], err.what);
-        return 1;
-    }
-    lt_sampler_config sc = {.context_len = context, .global_batch = 512, .seed = 1234, .policy = LT_SAMPLE_TRUNCATE};
     lt_sampler *sampler = NULL;
-    if (lt_sampler_create(&sampler, corpus, &sc, &err) != LT_OK) {
-        fprintf(stderr, "sampler: %s\n", err.what);
-        return 1;
-    }
+    if (!bench_sampler(argv[2], context, &corpus, &sampler)) return 1;
     lt_planner_config pc = config_for(lt_model_preset("llama-13b"), 8, 4, 4, context, 8, mem);
     lt_planner *pl = NULL;
     if (lt_planner_create(&pl, &pc, &err) != LT_OK) {

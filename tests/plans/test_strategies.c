@@ -56,16 +56,8 @@ static int bench(int argc, char **argv) {
     int64_t context = argc > 5 ? strtoll(argv[5], NULL, 10) : 131072;
     double mem = argc > 6 ? strtod(argv[6], NULL) : 0;
     lt_corpus *corpus = NULL;
-    if (lt_corpus_load_lengths(&corpus, argv[2], &err) != LT_OK) {
-        fprintf(stderr, "%s: %s\n", argv[2], err.what);
-        return 1;
-    }
-    lt_sampler_config sc = {.context_len = context, .global_batch = 512, .seed = 1234, .policy = LT_SAMPLE_TRUNCATE};
     lt_sampler *sampler = NULL;
-    if (lt_sampler_create(&sampler, corpus, &sc, &err) != LT_OK) {
-        fprintf(stderr, "sampler: %s\n", err.what);
-        return 1;
-    }
+    if (!bench_sampler(argv[2], context, &corpus, &sampler)) return 1;
     lt_planner_config pc = config_of("llama-13b", 8, 4, 4, context, 8, mem);
     pc.strategy = strat;
     double t0 = now_ms();
