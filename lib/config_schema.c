@@ -64,6 +64,9 @@ static const lt_config_key schema[] = {
     INT("model", "kv_heads", NULL, "1", NULL, "key/value heads (grouped-query attention); unset: = heads"),
     INT("model", "ffn", NULL, "1", NULL, "feed-forward inner size"),
     INT("model", "vocab", NULL, "1", NULL, "vocabulary size; unset: the preset's, else the encoding's"),
+    DBL("model", "rope_theta", "10000", "1", NULL, "RoPE base frequency (Llama 2: 10000, Llama 3: 500000)"),
+    DBL("model", "norm_eps", "1e-5", "1e-12", "1", "RMSNorm epsilon"),
+    BOOL("model", "tie_embeddings", "false", "the LM head shares the token embedding matrix"),
 
     /* [parallel] */
     INT("parallel", "dp", "1", "1", NULL, "data-parallel ranks"),
@@ -100,6 +103,14 @@ static const lt_config_key schema[] = {
     ENUM("train", "backend", "cpu", "cpu cuda", "kernels: cpu (fp32 reference) or cuda (bf16, needs a GPU build)"),
     STR("train", "checkpoint_dir", NULL, "where checkpoints go; unset: WORK_DIR/NAME/checkpoints"),
     INT("train", "checkpoint_every", "0", "0", NULL, "write a checkpoint every N steps; 0 = only at the end"),
+    DBL("train", "beta1", "0.9", "0", "1", "AdamW first-moment decay"),
+    DBL("train", "beta2", "0.95", "0", "1", "AdamW second-moment decay"),
+    DBL("train", "adam_eps", "1e-8", "0", NULL, "AdamW epsilon (added to the root of the second moment)"),
+    INT("train", "steps", NULL, "1", NULL, "optimizer steps to train; unset: plan.steps; also the length of the cosine decay"),
+    INT("train", "seed", NULL, "0", NULL, "seed of parameter initialization; unset: plan.seed"),
+    INT("train", "keep_checkpoints", "3", "1", NULL, "checkpoints kept in checkpoint_dir (older ones are deleted)"),
+    INT("train", "threads", "0", "0", NULL, "CPU threads of the fp32 kernels (OpenBLAS and the thread pool); 0 = one per available CPU"),
+    INT("train", "batch_docs", "8", "1", NULL, "trainer train --whole: documents per step"),
 
     /* [slurm] */
     STR("slurm", "partition", NULL, "sbatch --partition; unset: the cluster's default"),

@@ -17,6 +17,10 @@
  *
  *  tiny        our own CPU-sized shape (SwiGLU inner 4*hidden); vocab 100277 = cl100k_base,
  *              the default [data] encoding, so it trains on our own shards.
+ *  nano        the trainer's test model: 2 layers, hidden 64, GQA 4/2 heads, SwiGLU 192
+ *              (tests override vocab to keep the LM head small); cl100k_base vocab.
+ *  small       the trainer's benchmark model: ~22M parameters (8 layers, hidden 256, GQA
+ *              8/4, SwiGLU 704, untied 32,000 vocab).
  *  llama-*     SlimPack Table 3 ("Model specifications": #heads, #groups, hidden dim,
  *              FFN dim, #Layers); SlimPack 6.1: "GQA is applied to the 70B and 150B
  *              models", "a 32,000 sized vocabulary". "#groups" = the key/value heads.
@@ -35,25 +39,27 @@
  *              intermediate_size, vocab_size 152064); SwiGLU, GQA.
  */
 static const lt_model_shape presets[] = {
-    /* name           layers hidden heads kv  ffn    vocab   gated */
-    {"tiny",          4,     256,   4,    4,  1024,  100277, 1},
+    /* name           layers hidden heads kv  ffn    vocab   gated (rope_theta, norm_eps, tied: defaults) */
+    {"tiny",          4,     256,   4,    4,  1024,  100277, 1, 0, 0, 0},
+    {"nano",          2,     64,    4,    2,  192,   100277, 1, 0, 0, 0},
+    {"small",         8,     256,   8,    4,  704,   32000,  1, 0, 0, 0},
     /* SlimPack Table 3 */
-    {"llama-7b",      32,    4096,  32,   32, 11008, 32000,  1},
-    {"llama-13b",     40,    5120,  40,   40, 13824, 32000,  1},
-    {"llama-70b",     80,    8192,  64,   8,  28672, 32000,  1},
-    {"llama-150b",    96,    12288, 96,   8,  32768, 32000,  1},
+    {"llama-7b",      32,    4096,  32,   32, 11008, 32000,  1, 0, 0, 0},
+    {"llama-13b",     40,    5120,  40,   40, 13824, 32000,  1, 0, 0, 0},
+    {"llama-70b",     80,    8192,  64,   8,  28672, 32000,  1, 0, 0, 0},
+    {"llama-150b",    96,    12288, 96,   8,  32768, 32000,  1, 0, 0, 0},
     /* InfiniPipe 5.1 GPT-series (dims assumed, see above); gpt-7b = HelixPipe Table 3 7B */
-    {"gpt-7b",        32,    4096,  32,   32, 16384, 50257,  0},
-    {"gpt-13b",       40,    5120,  40,   40, 20480, 50257,  0},
-    {"gpt-30b",       48,    7168,  56,   56, 28672, 50257,  0},
+    {"gpt-7b",        32,    4096,  32,   32, 16384, 50257,  0, 0, 0, 0},
+    {"gpt-13b",       40,    5120,  40,   40, 20480, 50257,  0, 0, 0, 0},
+    {"gpt-30b",       48,    7168,  56,   56, 28672, 50257,  0, 0, 0, 0},
     /* published Qwen2.5 configs */
-    {"qwen2.5-7b",    28,    3584,  28,   4,  18944, 152064, 1},
-    {"qwen2.5-14b",   48,    5120,  40,   8,  13824, 152064, 1},
-    {"qwen2.5-32b",   64,    5120,  40,   8,  27648, 152064, 1},
-    {"qwen2.5-72b",   80,    8192,  64,   8,  29568, 152064, 1},
+    {"qwen2.5-7b",    28,    3584,  28,   4,  18944, 152064, 1, 0, 0, 0},
+    {"qwen2.5-14b",   48,    5120,  40,   8,  13824, 152064, 1, 0, 0, 0},
+    {"qwen2.5-32b",   64,    5120,  40,   8,  27648, 152064, 1, 0, 0, 0},
+    {"qwen2.5-72b",   80,    8192,  64,   8,  29568, 152064, 1, 0, 0, 0},
     /* HelixPipe Table 3 (ffn and vocab assumed, see above) */
-    {"gpt-1.3b",      24,    2048,  16,   16, 8192,  50257,  0},
-    {"gpt-3b",        16,    4096,  32,   32, 16384, 50257,  0},
+    {"gpt-1.3b",      24,    2048,  16,   16, 8192,  50257,  0, 0, 0, 0},
+    {"gpt-3b",        16,    4096,  32,   32, 16384, 50257,  0, 0, 0, 0},
 };
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])
@@ -146,10 +152,23 @@ lt_status lt_model_from_config(const lt_config *cfg, const char *name_override, 
         if (m->vocab == 0) m->vocab = 32000;
         if (any_dim && preset) m->name = "custom";
     }
+    double d;
+    if (lt_config_is_set(cfg, "model", "rope_theta") &&
+        lt_config_get_double(cfg, "model", "rope_theta", &d, err) == LT_OK)
+        m->rope_theta = d;
+    if (lt_config_is_set(cfg, "model", "norm_eps") && lt_config_get_double(cfg, "model", "norm_eps", &d, err) == LT_OK)
+        m->norm_eps = d;
+    bool tie = false;
+    if (lt_config_is_set(cfg, "model", "tie_embeddings") &&
+        lt_config_get_bool(cfg, "model", "tie_embeddings", &tie, err) == LT_OK)
+        m->tie_embeddings = tie ? 1 : 0;
     return lt_model_validate(m, err);
 }
 
 /* Weight elements of one layer's matrices: QKV, output projection, MLP (lib/model.h). */
+double lt_model_rope_theta(const lt_model_shape *m) { return m->rope_theta > 0 ? m->rope_theta : 10000.0; }
+double lt_model_norm_eps(const lt_model_shape *m) { return m->norm_eps > 0 ? m->norm_eps : 1e-5; }
+
 static double layer_matrix_params(const lt_model_shape *m) {
     double h = m->hidden;
     double kv_dim = (double)(m->hidden / m->heads) * m->kv_heads;

@@ -45,7 +45,16 @@ typedef struct lt_model_shape {
     int ffn;          /* MLP inner size */
     int vocab;        /* vocabulary (embedding rows and LM-head columns) */
     int gated_ffn;    /* 1: SwiGLU MLP, 3 matrices (Llama, Qwen); 0: GELU MLP, 2 (GPT) */
+    /* What the trainer needs beyond the cost model's dimensions (0 = the default, see
+     * lt_model_rope_theta / lt_model_norm_eps; presets leave them 0): */
+    double rope_theta;  /* RoPE base (Llama 2: 10000, Llama 3: 500000) */
+    double norm_eps;    /* RMSNorm epsilon */
+    int tie_embeddings; /* 1: the LM head is the embedding matrix */
 } lt_model_shape;
+
+/* The RoPE base and RMSNorm epsilon of a shape, defaults (10000, 1e-5) applied. */
+double lt_model_rope_theta(const lt_model_shape *m);
+double lt_model_norm_eps(const lt_model_shape *m);
 
 /* The preset called `name` (exact, case-sensitive: "tiny", "llama-7b", ...), or NULL. */
 const lt_model_shape *lt_model_preset(const char *name);
@@ -61,7 +70,8 @@ const lt_model_shape *lt_model_preset_at(size_t i);
  * "custom" SwiGLU model (kv_heads defaults to heads, vocab to 32000). With neither a preset
  * nor a dimension: llama-7b (the smallest model of the SlimPack evaluation). The config's
  * dimensions are ignored when name_override is given. m->name is the preset's name, or
- * "custom" when a dimension was set. Errors: LT_ERR_USAGE "unknown model 'x'" with WHERE
+ * "custom" when a dimension was set. model.rope_theta, model.norm_eps and
+ * model.tie_embeddings fill the trainer's fields (also under a name override). Errors: LT_ERR_USAGE "unknown model 'x'" with WHERE
  * "--model" (override) or "model.preset" (config) and the presets in the hint;
  * LT_ERR_CONFIG from lt_model_validate.
  */

@@ -17,6 +17,8 @@ APT_PACKAGES=(
   # libraries found by configure
   libzstd-dev libsqlite3-dev coinor-libcbc-dev libinih-dev zlib1g-dev libbz2-dev
   libexpat1-dev libpcre2-dev libcmocka-dev libxxhash-dev
+  # CBLAS GEMMs of the trainer's CPU kernels
+  libopenblas-dev
   # MPI (CPU ranks) and the process-management interface srun uses
   openmpi-bin libopenmpi-dev libpmix-dev
   # Slurm (private single-node cluster for tests/demos; munge is a package dependency,
@@ -31,7 +33,10 @@ APT_PACKAGES=(
 )
 # PyPI requirements of the reference tests. tiktoken is pinned: its Unicode tables (16.0
 # in 0.14) are what dataprep/unicode_tables.c follows; unicodedata2 regenerates them.
-PIP_PACKAGES=(numpy tiktoken==0.14.0 unicodedata2==16.0.0)
+# torch (autodiff reference of the trainer's gradients) and transformers + safetensors
+# (the Hugging Face checkpoint interop) are pinned so CI installs them once and keeps them.
+PIP_PACKAGES=(numpy tiktoken==0.14.0 unicodedata2==16.0.0 torch==2.15.0 transformers==5.24.0
+  safetensors==0.8.0)
 
 do_apt=1
 do_python=1

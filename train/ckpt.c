@@ -1,0 +1,1 @@
+/* train/ckpt.c — (being written) */

@@ -1,0 +1,1 @@
+/* train/cmd_eval.c — (being written) */

@@ -1,0 +1,1 @@
+/* train/cmd_generate.c — (being written) */

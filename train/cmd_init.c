@@ -1,0 +1,1 @@
+/* train/cmd_init.c — (being written) */

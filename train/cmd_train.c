@@ -1,0 +1,1 @@
+/* train/cmd_train.c — (being written) */

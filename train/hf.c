@@ -1,0 +1,1 @@
+/* train/hf.c — (being written) */

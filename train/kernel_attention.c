@@ -1,0 +1,1 @@
+/* train/kernel_attention.c — (being written) */

@@ -1,0 +1,1 @@
+/* train/kernel_embed.c — (being written) */

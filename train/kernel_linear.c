@@ -1,0 +1,1 @@
+/* train/kernel_linear.c — (being written) */

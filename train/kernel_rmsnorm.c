@@ -1,0 +1,1 @@
+/* train/kernel_rmsnorm.c — (being written) */

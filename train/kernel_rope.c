@@ -1,0 +1,1 @@
+/* train/kernel_rope.c — (being written) */

@@ -1,0 +1,1 @@
+/* train/kernel_swiglu.c — (being written) */

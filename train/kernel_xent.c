@@ -1,0 +1,1 @@
+/* train/kernel_xent.c — (being written) */

@@ -1,0 +1,1 @@
+/* train/kvctx.c — (being written) */

@@ -1,0 +1,1 @@
+/* train/model.c — (being written) */

@@ -1,0 +1,249 @@
+/*
+ * train/model.h — the Llama decoder the trainer executes: parameters, the unit of work, the
+ * KV context of sliced samples, and the forward/backward of a unit through a range of
+ * layers (CPU fp32 reference; train/kernels.h does the arithmetic).
+ *
+ * Model (Llama 2/3, Hugging Face LlamaForCausalLM):
+ *   x = embed(tokens)
+ *   per layer:  x += o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))  n = rmsnorm(x)
+ *               x += down_proj(silu(gate_proj(n)) * up_proj(n))                       n = rmsnorm(x)
+ *   logits = lm_head(rmsnorm(x))          (lm_head = embed_tokens when tied)
+ * GQA (kv_heads <= heads), RoPE with `rotate_half` at absolute positions, no biases.
+ *
+ * Parameters live in ONE contiguous fp32 buffer in a fixed order (the tensor table below,
+ * also the order of checkpoints and of the Hugging Face export); gradients and optimizer
+ * moments use the same layout, so lt_llama_views() maps any such buffer to named tensors.
+ *
+ * The unit (the engine's work item, DESIGN.md "Trainer engine"): a list of slices
+ * (sample, [begin, end)) packed into one token stream of T rows. Attention is per sample
+ * (document mask) and causal; a slice that does not start at token 0 attends to the K/V of
+ * its sample's earlier tokens — the KV CONTEXT (InfiniPipe 2.1, ChunkFlow 4.2), a per-sample,
+ * per-layer buffer that the forward of earlier slices filled — and its backward adds dK/dV
+ * into the context's gradient buffer, which the earlier slices' backward then reads. So:
+ * forward units of a sample run in slice order, backward units in reverse (FILO).
+ *
+ * Loss (the label convention): position t of a sample of length L predicts token t+1 when
+ * t+1 < L; the sample's last token predicts nothing. A slice [b, e) with e < L predicts
+ * token e at its last row (the label comes from the sample, not the slice). The loss of a
+ * unit is the SUM of its rows' cross-entropies; the step's loss and every gradient are
+ * scaled by 1/N, N = predicted tokens of the whole global batch = sum (L_i - 1), so any
+ * split of a step into units gives the same gradients.
+ *
+ * Memory ownership: lt_llama owns its parameter buffer; lt_kvctx and lt_acts own theirs;
+ * samples' token arrays belong to the caller and must outlive the calls that read them.
+ * Thread-safety: one lt_llama may be read by several threads; everything else is per caller.
+ */
+#ifndef LT_TRAIN_MODEL_H
+#define LT_TRAIN_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/error.h"      /* lt_status, lt_error */
+#include "lib/model.h"      /* lt_model_shape */
+#include "lib/threadpool.h" /* lt_pool */
+
+/* ---------------------------------------------------------------- parameters */
+
+/* One named tensor of the parameter buffer: rows x cols floats at `offset` (vectors have
+ * rows == 1). `name` is the Hugging Face LlamaForCausalLM name ("model.layers.3.mlp.up_proj.weight"). */
+typedef struct lt_tensor_info {
+    char name[64];
+    int layer; /* 0..layers-1, or -1 for embedding / final norm / LM head */
+    int rows, cols;
+    size_t offset; /* in floats from the start of the buffer */
+} lt_tensor_info;
+
+/* Pointers to the tensors of one buffer laid out as the parameters are. */
+typedef struct lt_layer_views {
+    float *attn_norm;          /* [C]           input_layernorm */
+    float *wq, *wk, *wv, *wo;  /* [qd,C] [kvd,C] [kvd,C] [C,qd] */
+    float *mlp_norm;           /* [C]           post_attention_layernorm */
+    float *wgate, *wup, *wdown;/* [F,C] [F,C] [C,F] */
+} lt_layer_views;
+
+typedef struct lt_llama_views {
+    float *embed;      /* [V,C] model.embed_tokens */
+    lt_layer_views *layer; /* [layers] (owned by the lt_llama; shared by all views of it) */
+    float *final_norm; /* [C] model.norm */
+    float *lm_head;    /* [V,C] lm_head, or == embed when tied */
+} lt_llama_views;
+
+typedef struct lt_llama {
+    lt_model_shape shape; /* dims; rope_theta / norm_eps / tie_embeddings resolved (> 0) */
+    int head_dim;         /* hidden / heads */
+    size_t n_params;      /* floats in the parameter buffer */
+    int n_tensors;
+    lt_tensor_info *tensors; /* [n_tensors], buffer order */
+    float *params;           /* [n_params] */
+    lt_llama_views w;        /* views into params */
+    lt_layer_views *layer_store; /* [layers * 2]: w's layer views, then scratch for lt_llama_views */
+} lt_llama;
+
+/* Allocate a model of `shape` (validated; rope_theta/norm_eps defaults applied) with zeroed
+ * parameters. Errors: LT_ERR_CONFIG (bad shape), LT_ERR_NOMEM. */
+lt_status lt_llama_create(lt_llama *m, const lt_model_shape *shape, lt_error *err);
+void lt_llama_free(lt_llama *m); /* NULL-safe; m is zeroed */
+
+/* Fill `out` with views of `buf` (n_params floats, the parameter layout). `layer_views` is
+ * caller storage for shape.layers lt_layer_views. */
+void lt_llama_views_of(const lt_llama *m, float *buf, lt_layer_views *layer_views, lt_llama_views *out);
+
+/* The tensor named `name`, or NULL. */
+const lt_tensor_info *lt_llama_find_tensor(const lt_llama *m, const char *name);
+
+/* Deterministic initialization from `seed` with lib/rng (Philox): tensor i draws from the
+ * stream lt_rng_split(seed, i), so the result never depends on threads. Matrices and the
+ * embedding ~ N(0, 0.02^2) (GPT-2 / Llama init); the output projections o_proj and
+ * down_proj scaled by 1/sqrt(2 layers) (GPT-2's residual scaling); norm weights = 1. */
+void lt_llama_init(lt_llama *m, uint64_t seed);
+
+/* ---------------------------------------------------------------- batch, slice, unit */
+
+/* A sample of the global batch: its tokens (caller-owned), length >= 1. */
+typedef struct lt_sample {
+    const int32_t *tokens;
+    int len;
+} lt_sample;
+
+typedef struct lt_batch {
+    const lt_sample *samples;
+    int n_samples;
+} lt_batch;
+
+/* Tokens [begin, end) of sample `sample` (an index into the batch). */
+typedef struct lt_slice {
+    int sample;
+    int begin, end;
+} lt_slice;
+
+typedef struct lt_unit {
+    const lt_slice *slices;
+    int n_slices;
+} lt_unit;
+
+/* Tokens of the unit (sum of its slices' lengths). */
+int lt_unit_tokens(const lt_unit *u);
+
+/* Predicted tokens of a whole batch: sum over samples of (len - 1): the loss denominator. */
+int64_t lt_batch_predicted_tokens(const lt_batch *b);
+
+/* LT_OK when every slice names a sample of `b`, 0 <= begin < end <= len and the unit has
+ * tokens; else LT_ERR_INPUT naming the slice. Token ids must be < vocab (checked too). */
+lt_status lt_unit_check(const lt_unit *u, const lt_batch *b, int vocab, lt_error *err);
+
+/* ---------------------------------------------------------------- KV context */
+
+/*
+ * Per sample and layer: post-RoPE keys and values of every position of the sample that a
+ * forward has produced, and their gradients. Buffers are allocated on first use of a
+ * sample (lt_kvctx_reserve) at the sample's full length. The forward of slice [b,e) writes
+ * rows b..e-1 and reads 0..e-1; its backward adds into dK/dV rows 0..e-1 and then reads its
+ * own rows b..e-1 (complete once every later slice's backward has run: the FILO order).
+ */
+typedef struct lt_kv_sample {
+    int len;
+    float **k, **v, **dk, **dv; /* [layers] -> [len, kvd]; NULL until reserved */
+} lt_kv_sample;
+
+typedef struct lt_kvctx {
+    int layers, kvd;
+    int n_samples;
+    lt_kv_sample *s; /* [n_samples] */
+    bool with_grad;  /* dk/dv allocated too */
+} lt_kvctx;
+
+lt_status lt_kvctx_init(lt_kvctx *c, const lt_llama *m, const lt_batch *b, bool with_grad, lt_error *err);
+/* Make sure sample i's buffers exist (zeroed). */
+lt_status lt_kvctx_reserve(lt_kvctx *c, int sample, lt_error *err);
+/* Zero every gradient buffer (start of a step's backward), keep allocations. */
+void lt_kvctx_zero_grad(lt_kvctx *c);
+void lt_kvctx_free(lt_kvctx *c);
+/* Bytes currently allocated. */
+size_t lt_kvctx_bytes(const lt_kvctx *c);
+
+/* ---------------------------------------------------------------- activations of a unit */
+
+/* What the forward of one unit keeps for its backward (per layer of the range, then the
+ * head's part). Allocated for T tokens and a layer range [l0, l1). */
+typedef struct lt_layer_acts {
+    float *x;      /* [T,C] layer input (residual stream) */
+    float *n1;     /* [T,C] rmsnorm(x) */
+    float *rstd1;  /* [T] */
+    float *q;      /* [T,qd] post-RoPE queries */
+    float *att;    /* [T,qd] attention output (before o_proj) */
+    float *lse;    /* [T,nh] log-sum-exp of each row's scores */
+    float *x2;     /* [T,C] x + attention branch */
+    float *n2;     /* [T,C] rmsnorm(x2) */
+    float *rstd2;  /* [T] */
+    float *gate;   /* [T,F] */
+    float *up;     /* [T,F] */
+    float *act;    /* [T,F] silu(gate) * up */
+} lt_layer_acts;
+
+typedef struct lt_acts {
+    int T, l0, l1;
+    int32_t *pos;          /* [T] absolute position of each row in its sample */
+    int32_t *targets;      /* [T] next token, or -1 */
+    lt_layer_acts *layer;  /* [l1 - l0] */
+    float *out;            /* [T,C] output of the last layer of the range */
+    /* head (last stage): */
+    float *dnf_in;         /* [T,C] gradient w.r.t. the final norm's input, from the fused head */
+    float *buf;            /* the single allocation behind the arrays above */
+    size_t bytes;
+} lt_acts;
+
+/* Allocate activations for unit `u` of batch `b` through layers [l0, l1); `head` adds the
+ * head's buffers. Fills pos and targets. Errors: LT_ERR_NOMEM, LT_ERR_INPUT (bad unit). */
+lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_unit *u, int l0, int l1,
+                        bool head, lt_error *err);
+void lt_acts_free(lt_acts *a);
+
+/* ---------------------------------------------------------------- forward / backward */
+
+/* Which part of the model a call runs: layers [l0, l1); `embed` when the stage holds the
+ * embedding (then `in` is ignored), `head` when it holds final norm + LM head + loss. */
+typedef struct lt_pass {
+    int l0, l1;
+    bool embed, head;
+    /* head only: scale of the loss gradient (1/N of the global batch); 0 = no gradient
+     * (eval). With scale > 0 the head's backward runs fused with its forward, as llm.c
+     * does: dlogits are known once the logits are, so the [T,V] logits are never stored
+     * (they are computed in row blocks); the head's parameter gradients go to `grads`
+     * immediately and the gradient of the final norm's input waits in acts->dnf_in. */
+    float loss_scale;
+} lt_pass;
+
+/*
+ * Forward of unit u. `in` is the [T,C] input of layer l0 (NULL when pass->embed);
+ * `acts` were allocated for (u, l0, l1, head). K/V rows of the unit's slices go into
+ * `kv`. With pass->head: *loss_sum = summed cross-entropy of the unit's predicting rows
+ * (unscaled), and `logits_out` (optional, [T,V]) receives the logits. grads (views of a
+ * gradient buffer) is written only by a fused head with loss_scale > 0 (+=).
+ * The output of layer l1-1 is acts->out (the next stage's `in`).
+ */
+lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_unit *u,
+                           const float *in, lt_kvctx *kv, lt_acts *acts, const lt_llama_views *grads,
+                           double *loss_sum, float *logits_out, lt_pool *pool, lt_error *err);
+
+/*
+ * Backward of unit u through the same pass. `dout` is the gradient of acts->out ([T,C]) —
+ * NULL when pass->head (the fused head's acts->dnf_in is used). Parameter gradients are
+ * added into `grads`; dK/dV into kv's gradient buffers. When pass->embed the embedding's
+ * gradient is added too; otherwise `din` ([T,C], +=) receives the gradient of `in` (the
+ * previous stage's dout).
+ */
+lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_unit *u,
+                            const float *dout, lt_kvctx *kv, lt_acts *acts, const lt_llama_views *grads,
+                            float *din, lt_pool *pool, lt_error *err);
+
+/* Convenience for tests, eval and the --whole trainer: forward (and with grads != NULL,
+ * backward) of a whole batch split into units, through all layers in one process: forward
+ * units in order, backward units in reverse order. Returns the summed loss in *loss_sum
+ * (divide by lt_batch_predicted_tokens for the mean). loss_scale as in lt_pass. */
+lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_unit *units, int n_units,
+                              float loss_scale, const lt_llama_views *grads, lt_kvctx *kv_out_or_null,
+                              double *loss_sum, lt_pool *pool, lt_error *err);
+
+#endif /* LT_TRAIN_MODEL_H */

@@ -1,0 +1,1 @@
+/* train/optim.c — (being written) */

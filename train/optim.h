@@ -1,0 +1,4 @@
+/* train/optim.h — (being written) */
+#ifndef LT_TRAIN_OPTIM_H
+#define LT_TRAIN_OPTIM_H
+#endif

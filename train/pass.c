@@ -1,0 +1,1 @@
+/* train/pass.c — (being written) */

@@ -1,0 +1,1 @@
+/* train/safetensors.c — (being written) */
