@@ -23,7 +23,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/threadpool.h" /* lt_pool */
+#include "lib/threadpool.h" /* lt_pool, lt_pool_parallel_for */
+
+/* fn(i, arg) for i in [0, n): on `pool`, or serially on the calling thread when pool is
+ * NULL. The kernels' one way to thread; every kernel partitions its work so that each
+ * output element is written by exactly one i, hence results never depend on the pool. */
+static inline void lt_kernel_for(lt_pool *pool, size_t n, void (*fn)(size_t i, void *arg), void *arg) {
+    if (pool == NULL || n <= 1) {
+        for (size_t i = 0; i < n; i++) fn(i, arg);
+        return;
+    }
+    /* LT_OK whenever every fn(i) ran (lib/threadpool.h), which it always does with fn != NULL */
+    (void)lt_pool_parallel_for(pool, n, fn, arg, NULL);
+}
 
 /* ---------------------------------------------------------------- embedding (kernel_embed.c) */
 /* out[t] = wte[ids[t]] for t < T. */
