@@ -145,6 +145,7 @@ lt_status lt_unit_check(const lt_unit *u, const lt_batch *b, int vocab, lt_error
 typedef struct lt_kv_sample {
     int len;
     float **k, **v, **dk, **dv; /* [layers] -> [len, kvd]; NULL until reserved */
+    float *block;               /* the one allocation behind them */
 } lt_kv_sample;
 
 typedef struct lt_kvctx {
@@ -184,13 +185,17 @@ typedef struct lt_layer_acts {
 
 typedef struct lt_acts {
     int T, l0, l1;
+    int32_t *ids;          /* [T] token id of each row */
     int32_t *pos;          /* [T] absolute position of each row in its sample */
     int32_t *targets;      /* [T] next token, or -1 */
     lt_layer_acts *layer;  /* [l1 - l0] */
     float *out;            /* [T,C] output of the last layer of the range */
     /* head (last stage): */
     float *dnf_in;         /* [T,C] gradient w.r.t. the final norm's input, from the fused head */
-    float *buf;            /* the single allocation behind the arrays above */
+    double loss_sum;       /* head: summed cross-entropy of the unit's predicting rows */
+    int n_predicting;      /* head: rows with a target */
+    float *buf;            /* the single allocation behind the float arrays above */
+    int32_t *ibuf;         /* ... and behind the int arrays */
     size_t bytes;
 } lt_acts;
 
@@ -241,9 +246,12 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
 /* Convenience for tests, eval and the --whole trainer: forward (and with grads != NULL,
  * backward) of a whole batch split into units, through all layers in one process: forward
  * units in order, backward units in reverse order. Returns the summed loss in *loss_sum
- * (divide by lt_batch_predicted_tokens for the mean). loss_scale as in lt_pass. */
+ * (divide by lt_batch_predicted_tokens for the mean). loss_scale as in lt_pass (used only
+ * with grads). */
+/* kv: a context initialized for b (with gradients when grads != NULL) that the caller may
+ * inspect afterwards, or NULL for a private one. */
 lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_unit *units, int n_units,
-                              float loss_scale, const lt_llama_views *grads, lt_kvctx *kv_out_or_null,
+                              float loss_scale, const lt_llama_views *grads, lt_kvctx *kv,
                               double *loss_sum, lt_pool *pool, lt_error *err);
 
 #endif /* LT_TRAIN_MODEL_H */

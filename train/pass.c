@@ -1,1 +1,354 @@
-/* train/pass.c — (being written) */
+/*
+ * train/pass.c — forward and backward of one unit through a range of layers (train/model.h),
+ * on the CPU fp32 kernels of train/kernels.h.
+ *
+ * Invariants (llm.c's, kept by every function here):
+ *   - the forward WRITES activations (acts) and the unit's K/V rows of the KV context;
+ *   - the backward ADDS into parameter gradients, into the KV context's dK/dV (rows of
+ *     earlier slices included) and into `din`; its scratch is private to the call;
+ *   - a slice's own dK/dV rows are read only after the attention backward of its unit,
+ *     when every later slice of its sample has already run backward (FILO order): that is
+ *     what makes any split of a sample into slices give the gradients of the whole sample
+ *     (InfiniPipe 2.1, ChunkFlow 4.2).
+ */
+#include "train/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/kernels.h" /* lt_embed_*, lt_rmsnorm_*, lt_linear_*, lt_rope_*, lt_attention_*, lt_swiglu_*, lt_xent_* */
+
+/* Rows of the LM head computed at once: the [rows, V] logits block stays near 32 MiB. */
+#define HEAD_BLOCK_FLOATS (8u << 20)
+
+typedef struct dims {
+    int T, C, F, V, nh, nkv, hd, qd, kvd;
+} dims;
+
+static dims dims_of(const lt_llama *m, int T) {
+    dims d;
+    d.T = T;
+    d.C = m->shape.hidden;
+    d.F = m->shape.ffn;
+    d.V = m->shape.vocab;
+    d.nh = m->shape.heads;
+    d.nkv = m->shape.kv_heads;
+    d.hd = m->head_dim;
+    d.qd = d.nh * d.hd;
+    d.kvd = d.nkv * d.hd;
+    return d;
+}
+
+/* Floats one layer keeps for T rows (lt_layer_acts). */
+static size_t layer_floats(const dims *d) {
+    size_t T = (size_t)d->T;
+    return T * (size_t)d->C * 4 + T * 2 + T * (size_t)d->qd * 2 + T * (size_t)d->nh + T * (size_t)d->F * 3;
+}
+
+lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_unit *u, int l0, int l1,
+                        bool head, lt_error *err) {
+    memset(a, 0, sizeof *a);
+    lt_status st = lt_unit_check(u, b, m->shape.vocab, err);
+    if (st != LT_OK) return st;
+    if (l0 < 0 || l1 > m->shape.layers || l0 > l1)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "layer range [%d, %d) outside the model's %d layers", l0, l1,
+                       m->shape.layers);
+    int T = lt_unit_tokens(u);
+    dims d = dims_of(m, T);
+    size_t per = layer_floats(&d);
+    size_t total = per * (size_t)(l1 - l0) + (size_t)T * (size_t)d.C * (head ? 2u : 1u);
+    a->T = T;
+    a->l0 = l0;
+    a->l1 = l1;
+    a->buf = malloc(total * sizeof(float));
+    a->ibuf = malloc((size_t)T * 3 * sizeof(int32_t));
+    a->layer = calloc((size_t)(l1 - l0 > 0 ? l1 - l0 : 1), sizeof *a->layer);
+    if (!a->buf || !a->ibuf || !a->layer) {
+        lt_acts_free(a);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the activations of a %d-token unit (%.1f MiB)", T,
+                       (double)total * 4.0 / 1048576.0);
+    }
+    a->bytes = total * sizeof(float) + (size_t)T * 3 * sizeof(int32_t);
+    float *p = a->buf;
+    size_t TC = (size_t)T * d.C, TQ = (size_t)T * d.qd, TF = (size_t)T * d.F;
+    for (int l = 0; l < l1 - l0; l++) {
+        lt_layer_acts *L = &a->layer[l];
+        L->x = p, p += TC;
+        L->n1 = p, p += TC;
+        L->rstd1 = p, p += T;
+        L->q = p, p += TQ;
+        L->att = p, p += TQ;
+        L->lse = p, p += (size_t)T * d.nh;
+        L->x2 = p, p += TC;
+        L->n2 = p, p += TC;
+        L->rstd2 = p, p += T;
+        L->gate = p, p += TF;
+        L->up = p, p += TF;
+        L->act = p, p += TF;
+    }
+    a->out = p, p += TC;
+    if (head) a->dnf_in = p, p += TC;
+    a->ids = a->ibuf;
+    a->pos = a->ibuf + T;
+    a->targets = a->ibuf + 2 * (size_t)T;
+    int row = 0;
+    for (int i = 0; i < u->n_slices; i++) {
+        const lt_slice *s = &u->slices[i];
+        const lt_sample *smp = &b->samples[s->sample];
+        for (int t = s->begin; t < s->end; t++, row++) {
+            a->ids[row] = smp->tokens[t];
+            a->pos[row] = t;
+            /* the label convention of train/model.h: t predicts t+1 when it exists */
+            a->targets[row] = t + 1 < smp->len ? smp->tokens[t + 1] : -1;
+        }
+    }
+    return LT_OK;
+}
+
+void lt_acts_free(lt_acts *a) {
+    if (!a) return;
+    free(a->buf);
+    free(a->ibuf);
+    free(a->layer);
+    memset(a, 0, sizeof *a);
+}
+
+/* The attention segments of unit u at layer l: one per slice, reading/writing the sample's
+ * context buffers. */
+static void segments_of(const lt_unit *u, const lt_kvctx *kv, int l, lt_attn_segment *segs) {
+    int row = 0;
+    for (int i = 0; i < u->n_slices; i++) {
+        const lt_slice *s = &u->slices[i];
+        const lt_kv_sample *ks = &kv->s[s->sample];
+        segs[i].row0 = row;
+        segs[i].n = s->end - s->begin;
+        segs[i].begin = s->begin;
+        segs[i].k = ks->k[l];
+        segs[i].v = ks->v[l];
+        segs[i].dk = kv->with_grad ? ks->dk[l] : NULL;
+        segs[i].dv = kv->with_grad ? ks->dv[l] : NULL;
+        row += segs[i].n;
+    }
+}
+
+/* Copy the unit's rows [T, kvd] of `src` into (to_ctx) or out of the context buffers `ctx`
+ * (per slice: rows begin..end-1 of its sample). `which`: 0 k, 1 v, 2 dk, 3 dv. */
+static void ctx_rows(const lt_unit *u, const lt_kvctx *kv, int l, int which, float *unit_rows, bool to_ctx) {
+    int row = 0;
+    size_t kvd = (size_t)kv->kvd;
+    for (int i = 0; i < u->n_slices; i++) {
+        const lt_slice *s = &u->slices[i];
+        const lt_kv_sample *ks = &kv->s[s->sample];
+        float *base = which == 0 ? ks->k[l] : which == 1 ? ks->v[l] : which == 2 ? ks->dk[l] : ks->dv[l];
+        size_t n = (size_t)(s->end - s->begin) * kvd;
+        float *c = base + (size_t)s->begin * kvd;
+        if (to_ctx) memcpy(c, unit_rows + (size_t)row * kvd, n * sizeof(float));
+        else memcpy(unit_rows + (size_t)row * kvd, c, n * sizeof(float));
+        row += s->end - s->begin;
+    }
+}
+
+static void add_into(float *dst, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = a[i] + b[i];
+}
+
+/*
+ * The head: final RMSNorm, LM head, cross-entropy, over row blocks so the [T, V] logits
+ * never exist at once. With loss_scale > 0 its backward runs here too (fused, as llm.c's
+ * fused classifier): the logits block becomes dlogits in place, the LM head's gradient is
+ * added to grads, and the gradient of the final norm's input goes to acts->dnf_in.
+ */
+static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a, const lt_llama_views *grads,
+                              float *logits_out, lt_pool *pool, lt_error *err) {
+    dims d = dims_of(m, a->T);
+    size_t TC = (size_t)d.T * d.C;
+    bool grad = pass->loss_scale > 0;
+    int block = (int)(HEAD_BLOCK_FLOATS / (size_t)d.V);
+    if (block < 1) block = 1;
+    if (block > d.T) block = d.T;
+    float *nf = malloc(TC * sizeof(float));
+    float *rstd = malloc((size_t)d.T * sizeof(float));
+    float *logits = malloc((size_t)block * (size_t)d.V * sizeof(float));
+    float *dnf = grad ? calloc(TC, sizeof(float)) : NULL;
+    if (!nf || !rstd || !logits || (grad && !dnf)) {
+        free(nf), free(rstd), free(logits), free(dnf);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the LM head of a %d-token unit", d.T);
+    }
+    lt_rmsnorm_forward(nf, rstd, a->out, m->w.final_norm, d.T, d.C, (float)m->shape.norm_eps, pool);
+    double loss = 0;
+    int predicting = 0;
+    for (int r0 = 0; r0 < d.T; r0 += block) {
+        int rows = d.T - r0 < block ? d.T - r0 : block;
+        const float *x = nf + (size_t)r0 * d.C;
+        lt_linear_forward(logits, x, m->w.lm_head, rows, d.C, d.V);
+        if (logits_out) memcpy(logits_out + (size_t)r0 * d.V, logits, (size_t)rows * d.V * sizeof(float));
+        loss += lt_xent_forward_backward(grad ? logits : NULL, logits, a->targets + r0, rows, d.V, pass->loss_scale,
+                                         pool);
+        for (int r = 0; r < rows; r++) predicting += a->targets[r0 + r] >= 0;
+        if (grad) lt_linear_backward(dnf + (size_t)r0 * d.C, grads->lm_head, logits, x, m->w.lm_head, rows, d.C, d.V);
+    }
+    if (grad) {
+        memset(a->dnf_in, 0, TC * sizeof(float));
+        lt_rmsnorm_backward(a->dnf_in, grads->final_norm, dnf, a->out, m->w.final_norm, rstd, d.T, d.C, pool);
+    }
+    a->loss_sum = loss;
+    a->n_predicting = predicting;
+    free(nf), free(rstd), free(logits), free(dnf);
+    return LT_OK;
+}
+
+lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_unit *u,
+                           const float *in, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
+                           double *loss_sum, float *logits_out, lt_pool *pool, lt_error *err) {
+    (void)b; /* the unit's tokens were gathered by lt_acts_alloc */
+    if (a->l0 != pass->l0 || a->l1 != pass->l1 || (pass->head && !a->dnf_in))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "activations were allocated for another pass");
+    if (pass->head && pass->loss_scale > 0 && !grads)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a head with a loss gradient needs gradient buffers");
+    dims d = dims_of(m, a->T);
+    size_t TC = (size_t)d.T * d.C, TK = (size_t)d.T * d.kvd;
+    for (int i = 0; i < u->n_slices; i++) {
+        lt_status st = lt_kvctx_reserve(kv, u->slices[i].sample, err);
+        if (st != LT_OK) return st;
+    }
+    float *kbuf = malloc(TK * sizeof(float)), *vbuf = malloc(TK * sizeof(float));
+    float *tmp = malloc(TC * sizeof(float));
+    lt_attn_segment *segs = malloc((size_t)u->n_slices * sizeof *segs);
+    if (!kbuf || !vbuf || !tmp || !segs) {
+        free(kbuf), free(vbuf), free(tmp), free(segs);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's forward", d.T);
+    }
+    float *x = a->l1 > a->l0 ? a->layer[0].x : a->out;
+    if (pass->embed) lt_embed_forward(x, a->ids, d.T, m->w.embed, d.C);
+    else memcpy(x, in, TC * sizeof(float));
+    float theta = (float)m->shape.rope_theta, eps = (float)m->shape.norm_eps;
+    for (int l = a->l0; l < a->l1; l++) {
+        lt_layer_acts *L = &a->layer[l - a->l0];
+        const lt_layer_views *W = &m->w.layer[l];
+        float *next = l + 1 < a->l1 ? a->layer[l + 1 - a->l0].x : a->out;
+        /* attention branch */
+        lt_rmsnorm_forward(L->n1, L->rstd1, L->x, W->attn_norm, d.T, d.C, eps, pool);
+        lt_linear_forward(L->q, L->n1, W->wq, d.T, d.C, d.qd);
+        lt_linear_forward(kbuf, L->n1, W->wk, d.T, d.C, d.kvd);
+        lt_linear_forward(vbuf, L->n1, W->wv, d.T, d.C, d.kvd);
+        lt_rope_forward(L->q, a->pos, d.T, d.nh, d.hd, theta, pool);
+        lt_rope_forward(kbuf, a->pos, d.T, d.nkv, d.hd, theta, pool);
+        ctx_rows(u, kv, l, 0, kbuf, true);
+        ctx_rows(u, kv, l, 1, vbuf, true);
+        segments_of(u, kv, l, segs);
+        lt_attention_forward(L->att, L->lse, L->q, segs, u->n_slices, d.nh, d.nkv, d.hd, pool);
+        lt_linear_forward(tmp, L->att, W->wo, d.T, d.qd, d.C);
+        add_into(L->x2, L->x, tmp, TC);
+        /* MLP branch */
+        lt_rmsnorm_forward(L->n2, L->rstd2, L->x2, W->mlp_norm, d.T, d.C, eps, pool);
+        lt_linear_forward(L->gate, L->n2, W->wgate, d.T, d.C, d.F);
+        lt_linear_forward(L->up, L->n2, W->wup, d.T, d.C, d.F);
+        lt_swiglu_forward(L->act, L->gate, L->up, (size_t)d.T * d.F, pool);
+        lt_linear_forward(tmp, L->act, W->wdown, d.T, d.F, d.C);
+        add_into(next, L->x2, tmp, TC);
+    }
+    free(kbuf), free(vbuf), free(tmp), free(segs);
+    if (pass->head) {
+        lt_status st = head_forward(m, pass, a, grads, logits_out, pool, err);
+        if (st != LT_OK) return st;
+        if (loss_sum) *loss_sum = a->loss_sum;
+    } else if (loss_sum) {
+        *loss_sum = 0;
+    }
+    return LT_OK;
+}
+
+lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_unit *u,
+                            const float *dout, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
+                            float *din, lt_pool *pool, lt_error *err) {
+    (void)b;
+    if (pass->head && !(pass->loss_scale > 0))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward through a head that ran without a loss gradient");
+    if (!pass->head && !dout) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a non-head pass needs dout");
+    if (!kv->with_grad) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward needs a KV context with gradients");
+    if (!pass->embed && !din) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a pass without embedding needs din");
+    dims d = dims_of(m, a->T);
+    size_t TC = (size_t)d.T * d.C, TQ = (size_t)d.T * d.qd, TF = (size_t)d.T * d.F, TK = (size_t)d.T * d.kvd;
+    /* scratch: dx, dn, dq, datt, dact, dgate, dup, dk, dv */
+    size_t total = TC * 2 + TQ * 2 + TF * 3 + TK * 2;
+    float *scratch = malloc(total * sizeof(float));
+    lt_attn_segment *segs = malloc((size_t)u->n_slices * sizeof *segs);
+    if (!scratch || !segs) {
+        free(scratch), free(segs);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's backward", d.T);
+    }
+    float *dx = scratch, *dn = dx + TC, *dq = dn + TC, *datt = dq + TQ, *dact = datt + TQ, *dgate = dact + TF,
+          *dup = dgate + TF, *dk = dup + TF, *dv = dk + TK;
+    memcpy(dx, pass->head ? a->dnf_in : dout, TC * sizeof(float));
+    float theta = (float)m->shape.rope_theta;
+    for (int l = a->l1 - 1; l >= a->l0; l--) {
+        lt_layer_acts *L = &a->layer[l - a->l0];
+        const lt_layer_views *W = &m->w.layer[l];
+        const lt_layer_views *G = &grads->layer[l];
+        /* MLP branch: x_next = x2 + down(silu(gate(n2)) * up(n2)), n2 = rmsnorm(x2) */
+        memset(dact, 0, TF * 3 * sizeof(float)); /* dact, dgate, dup */
+        lt_linear_backward(dact, G->wdown, dx, L->act, W->wdown, d.T, d.F, d.C);
+        lt_swiglu_backward(dgate, dup, dact, L->gate, L->up, TF, pool);
+        memset(dn, 0, TC * sizeof(float));
+        lt_linear_backward(dn, G->wgate, dgate, L->n2, W->wgate, d.T, d.C, d.F);
+        lt_linear_backward(dn, G->wup, dup, L->n2, W->wup, d.T, d.C, d.F);
+        lt_rmsnorm_backward(dx, G->mlp_norm, dn, L->x2, W->mlp_norm, L->rstd2, d.T, d.C, pool); /* dx = d x2 */
+        /* attention branch: x2 = x + o(attention(rope(q(n1)), rope(k(n1)), v(n1))), n1 = rmsnorm(x) */
+        memset(dq, 0, TQ * 2 * sizeof(float)); /* dq, datt */
+        lt_linear_backward(datt, G->wo, dx, L->att, W->wo, d.T, d.qd, d.C);
+        segments_of(u, kv, l, segs);
+        lt_attention_backward(dq, datt, L->att, L->lse, L->q, segs, u->n_slices, d.nh, d.nkv, d.hd, pool);
+        /* the unit's own K/V rows: complete now (later slices ran backward before, FILO) */
+        ctx_rows(u, kv, l, 2, dk, false);
+        ctx_rows(u, kv, l, 3, dv, false);
+        lt_rope_backward(dq, a->pos, d.T, d.nh, d.hd, theta, pool);
+        lt_rope_backward(dk, a->pos, d.T, d.nkv, d.hd, theta, pool);
+        memset(dn, 0, TC * sizeof(float));
+        lt_linear_backward(dn, G->wq, dq, L->n1, W->wq, d.T, d.C, d.qd);
+        lt_linear_backward(dn, G->wk, dk, L->n1, W->wk, d.T, d.C, d.kvd);
+        lt_linear_backward(dn, G->wv, dv, L->n1, W->wv, d.T, d.C, d.kvd);
+        lt_rmsnorm_backward(dx, G->attn_norm, dn, L->x, W->attn_norm, L->rstd1, d.T, d.C, pool); /* dx = d x */
+    }
+    if (pass->embed) lt_embed_backward(grads->embed, dx, a->ids, d.T, d.C);
+    else
+        for (size_t i = 0; i < TC; i++) din[i] += dx[i];
+    free(scratch), free(segs);
+    return LT_OK;
+}
+
+lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_unit *units, int n_units,
+                              float loss_scale, const lt_llama_views *grads, lt_kvctx *kv, double *loss_sum,
+                              lt_pool *pool, lt_error *err) {
+    lt_kvctx own;
+    bool own_kv = kv == NULL;
+    bool backward = grads != NULL;
+    lt_status st = LT_OK;
+    if (own_kv) {
+        st = lt_kvctx_init(&own, m, b, backward, err);
+        if (st != LT_OK) return st;
+        kv = &own;
+    } else if (backward && !kv->with_grad) {
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a step with gradients needs a KV context with gradients");
+    }
+    if (backward) lt_kvctx_zero_grad(kv);
+    lt_pass pass = {0, m->shape.layers, true, true, backward ? loss_scale : 0.0f};
+    lt_acts *acts = calloc((size_t)(n_units > 0 ? n_units : 1), sizeof *acts);
+    if (!acts) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %d units", n_units);
+    double total = 0;
+    /* forward in unit order; without a backward each unit's activations go at once */
+    for (int i = 0; st == LT_OK && i < n_units; i++) {
+        st = lt_acts_alloc(&acts[i], m, b, &units[i], 0, m->shape.layers, true, err);
+        double loss = 0;
+        if (st == LT_OK) st = lt_llama_forward(m, &pass, b, &units[i], NULL, kv, &acts[i], grads, &loss, NULL, pool, err);
+        total += loss;
+        if (!backward) lt_acts_free(&acts[i]);
+    }
+    /* backward in reverse unit order (FILO over the slices of each sample) */
+    for (int i = n_units - 1; st == LT_OK && backward && i >= 0; i--)
+        st = lt_llama_backward(m, &pass, b, &units[i], NULL, kv, &acts[i], grads, NULL, pool, err);
+    for (int i = 0; acts && i < n_units; i++) lt_acts_free(&acts[i]);
+    free(acts);
+    if (own_kv) lt_kvctx_free(&own);
+    if (st == LT_OK && loss_sum) *loss_sum = total;
+    return st;
+}
