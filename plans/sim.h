@@ -4,7 +4,8 @@
  * peak memory, and the critical path. docs/simulator.md has the long version.
  *
  * Vertices are the ops of every stage, (stage, action, unit) (SlimPack 4.3.1). Edges are
- * the dependencies of plans/schedule.h, derived from the tables:
+ * the dependencies of plans/schedule.h, derived from the tables by plans/deps.h
+ * (lt_deps_build: the one definition, which the trainer executes too):
  *   model path   F/FK of a unit after the op of the same unit (and instance) ending where
  *                it begins; B after the B starting where it ends, or, at the model's end,
  *                after the F ending there. Between two stages the edge carries the P2P
@@ -73,6 +74,7 @@
 #include <stdio.h>
 
 #include "lib/error.h"      /* lt_status, lt_error */
+#include "plans/deps.h"     /* lt_deps: the edges below, as an API */
 #include "plans/schedule.h" /* lt_schedule, lt_op */
 
 /* What one op costs on its stage. All fields finite and >= 0 (else lt_sim_run fails). */
@@ -138,6 +140,10 @@ void lt_sim_free(lt_sim *sim);
 
 /* Op id -> (stage, index). */
 void lt_sim_op_at(const lt_sim *sim, size_t id, int *stage, size_t *index);
+
+/* The dependency graph (plans/deps.h) the latest successful lt_sim_run priced: the same op
+ * ids; valid until the next lt_sim_run or lt_sim_free. NULL before any run. */
+const lt_deps *lt_sim_deps(const lt_sim *sim);
 
 /* An ASCII timeline in the style of the papers' figures, `width` columns (clamped to
  * [10, 10000]) spanning the step, each column step_time / width long:

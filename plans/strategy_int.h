@@ -3,7 +3,8 @@
  *
  * plans/strategy.c holds the planner (plans/plan.h) and the heuristic strategies; the
  * strategies with MILPs live in their own files and plug in through the entry points at
- * the end. Each keeps its scratch in its own state object, made with the planner and
+ * the end. The helpers they all use live in plans/strategy_util.c, below every strategy:
+ * strategy.c -> {infinipipe.c, slimpack.c} -> strategy_util.c, no circle. Each keeps its scratch in its own state object, made with the planner and
  * reused from step to step (one planner per thread, so one state per thread).
  */
 #ifndef LT_STRATEGY_INT_H
@@ -22,7 +23,7 @@
 
 #define LT_GIB 1073741824.0
 
-/* ---------------------------------------------------------------- shared helpers (strategy.c) */
+/* ---------------------------------------------------------------- shared helpers (strategy_util.c) */
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 double lt_plan_now_ms(void);
