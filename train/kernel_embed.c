@@ -7,7 +7,8 @@
 #include "train/kernels.h"
 
 void lt_embed_forward(float *out, const int32_t *ids, int T, const float *wte, int C) {
-    for (int t = 0; t < T; t++) memcpy(out + (size_t)t * C, wte + (size_t)ids[t] * C, (size_t)C * sizeof *out);
+    for (int t = 0; t < T; t++)
+        memcpy(out + (size_t)t * C, wte + (size_t)ids[t] * C, (size_t)C * sizeof *out);
 }
 
 /* Serial: a token id may repeat, and the order of the adds into its row must not depend on

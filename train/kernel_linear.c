@@ -26,5 +26,6 @@ void lt_linear_backward(float *dx, float *dw, const float *dout, const float *x,
                     IN);
     /* dW[OUT,IN] += dout[T,OUT]^T * x[T,IN] */
     if (dw != NULL)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, T, 1.0f, dout, OUT, x, IN, 1.0f, dw, IN);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, T, 1.0f, dout, OUT, x, IN, 1.0f, dw,
+                    IN);
 }
