@@ -87,3 +87,17 @@ lt_status lt_planner_config_from(lt_planner_config *pc, const lt_config *cfg, co
     if ((st = get_int(cfg, "plan", "milp_max_nodes", &pc->milp_max_nodes, err)) != LT_OK) return st;
     return LT_OK;
 }
+
+/* ---------------------------------------------------------------- the loss convention */
+
+int64_t lt_plan_predicted_tokens(const int64_t *lengths, size_t n) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        if (lengths[i] > 1) sum += lengths[i] - 1;
+    return sum;
+}
+
+int64_t lt_slice_predicted_tokens(int64_t begin, int64_t end, int64_t length) {
+    if (end <= begin) return 0;
+    return end - begin - (end >= length ? 1 : 0);
+}

@@ -105,6 +105,8 @@ typedef struct lt_step_plan {
     lt_strategy strategy;  /* the strategy that made this plan (auto: the one it picked) */
     size_t n_samples;
     int64_t *lengths;      /* [n_samples] tokens of each sample */
+    int64_t n_predicted;   /* the loss denominator: lt_plan_predicted_tokens(lengths, n_samples),
+                              the step's tokens that have a next-token target */
     int *sample_rank;      /* [n_samples] index into ranks[] of the pipeline that trains it */
     size_t n_ranks;        /* pipelines (dp / cp for a static CP degree) */
     lt_rank_plan *ranks;   /* [n_ranks], in dp_rank order */
@@ -129,6 +131,30 @@ typedef struct lt_step_plan {
 } lt_step_plan;
 
 void lt_step_plan_init(lt_step_plan *p); /* zeroed, runner_up = LT_STRATEGY_COUNT */
+
+/*
+ * The loss convention (docs/plans-schema.md, "Loss"). Next-token loss per sample: position
+ * t of a sample of length L has target token t + 1 when t + 1 < L; the last token predicts
+ * nothing. A sample is what the plan trains: a document truncated to context_len, or one
+ * piece of a document split by the sampler (sample_policy = split) — pieces are separate
+ * samples, so a piece's last token does NOT predict the next piece's first token (it is in
+ * another sample, possibly another step). A slice [b, e) of a sample with e < L predicts
+ * token e at its last position: labels come from the sample's tokens, not the slice's, so
+ * the unit holding slice [b, e) needs token e (the executor reads it from the sample). Every
+ * forward that computes activations for the loss is an F over the model's last layer; FK
+ * ops (ChunkFlow's K/V-only pass) compute no loss, and a unit's loss is counted once, by the
+ * F matched to its B. With DP-Merge (cp members), each member computes the loss of its own
+ * shard's positions; the group's sum is the sample's.
+ * The step's loss is the sum over every sample of every pipeline divided by
+ * n_predicted = sum over samples of (L_i - 1) (all L_i >= 1): the whole global batch's
+ * predicted tokens, so every DP rank divides by the same number and the gradient is the
+ * same whatever the DP split (the equivalence invariant of DESIGN.md).
+ */
+int64_t lt_plan_predicted_tokens(const int64_t *lengths, size_t n);
+
+/* The number of targets of slice [begin, end) of a sample of `length` tokens:
+ * end - begin, less one when end == length (the sample's last token). */
+int64_t lt_slice_predicted_tokens(int64_t begin, int64_t end, int64_t length);
 void lt_step_plan_free(lt_step_plan *p); /* NULL-safe; leaves it as lt_step_plan_init does */
 
 /* ---------------------------------------------------------------- the planner */

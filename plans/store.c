@@ -214,12 +214,24 @@ static const char schema_v2[] =
     "         max(predicted_ms) / avg(predicted_ms) AS imbalance\n"
     "  FROM pipelines GROUP BY run_id, step;\n";
 
-/* Migration 0 (to version 1) does nothing and migration 1 creates the version-2 schema: a
- * new file runs both. A version-1 file is refused before lt_db_open would migrate it
- * (check_schema_version). */
-#define PLAN_SCHEMA_VERSION 2
+/* Version 3 (issue 16, plans an executor can run): steps.n_predicted, the loss denominator
+ * (lt_plan_predicted_tokens: the tokens of the step that have a next-token target), shown
+ * by step_summary. A version-2 file is refused, not migrated (check_schema_version): its
+ * plans predate the rules an executor relies on (recompute placement, DP-Merge agreement). */
+static const char schema_v3[] =
+    "ALTER TABLE steps ADD COLUMN n_predicted INTEGER NOT NULL DEFAULT 0 CHECK (n_predicted >= 0);\n"
+    "DROP VIEW step_summary;\n"
+    "CREATE VIEW step_summary AS\n"
+    "  SELECT run_id, step, strategy, n_samples, n_tokens, predicted_ms, bubble_ratio,\n"
+    "         peak_mem_bytes, solve_ms, params, solver_status, runner_up, runner_up_ms, n_predicted\n"
+    "  FROM steps;\n";
+
+/* Migration 0 (to version 1) does nothing, migration 1 creates the version-2 schema and
+ * migration 2 adds version 3's column: a new file runs all three. Files of versions 1 and
+ * 2 are refused before lt_db_open would migrate them (check_schema_version). */
+#define PLAN_SCHEMA_VERSION 3
 static const char retired_v1[] = "-- version 1: refused, not migrated (check_schema_version)\n";
-static const char *const plan_migrations[PLAN_SCHEMA_VERSION] = {retired_v1, schema_v2};
+static const char *const plan_migrations[PLAN_SCHEMA_VERSION] = {retired_v1, schema_v2, schema_v3};
 
 static const lt_db_schema plan_schema = {
     LT_PLAN_DB_APPLICATION_ID,
@@ -254,8 +266,8 @@ enum {
 static const char *const query_sql[Q_COUNT] = {
     [Q_HAS_STEP] = "SELECT 1 FROM steps WHERE run_id = ?1 AND step = ?2",
     [Q_INS_STEP] = "INSERT INTO steps (run_id, step, strategy, n_samples, n_tokens, predicted_ms, bubble_ratio, "
-                   "peak_mem_bytes, solve_ms, params, solver_status, runner_up, runner_up_ms) "
-                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                   "peak_mem_bytes, solve_ms, params, solver_status, runner_up, runner_up_ms, n_predicted) "
+                   "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     [Q_INS_SAMPLE] = "INSERT INTO step_samples (run_id, step, idx, sample_id, length, dp_rank, task, doc, tok) "
                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     [Q_INS_PIPELINE] = "INSERT INTO pipelines (run_id, step, dp_rank, cp, predicted_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -267,7 +279,7 @@ static const char *const query_sql[Q_COUNT] = {
     [Q_STEP_LIST] = "SELECT step FROM steps WHERE run_id = ?1 ORDER BY step",
     [Q_STEP_RANGE] = "SELECT min(step), max(step), count(*) FROM steps WHERE run_id = ?1",
     [Q_GET_STEP] = "SELECT strategy, n_samples, n_tokens, predicted_ms, bubble_ratio, peak_mem_bytes, solve_ms, "
-                   "params, solver_status, runner_up, runner_up_ms FROM steps WHERE run_id = ?1 AND step = ?2",
+                   "params, solver_status, runner_up, runner_up_ms, n_predicted FROM steps WHERE run_id = ?1 AND step = ?2",
     [Q_GET_PIPELINES] = "SELECT dp_rank, cp, predicted_ms FROM pipelines WHERE run_id = ?1 AND step = ?2 "
                         "ORDER BY dp_rank",
     [Q_GET_STAGES] = "SELECT dp_rank, stage, busy_ms, peak_mem_bytes, layer_begin, layer_end, n_ops, ops FROM stages "
@@ -1223,6 +1235,7 @@ lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample
         sqlite3_bind_text(q, 12, lt_strategy_name(p->runner_up), -1, SQLITE_STATIC);
         sqlite3_bind_double(q, 13, p->runner_up_time_s * 1e3);
     }
+    sqlite3_bind_int64(q, 14, lt_plan_predicted_tokens(p->lengths, p->n_samples));
     if ((s = run_insert(st, q, "steps", p->step, err)) != LT_OK) return s;
 
     for (size_t i = 0; i < p->n_samples; i++) {
@@ -1884,6 +1897,7 @@ static lt_status read_step(lt_store *st, uint64_t step, lt_step_plan *p, lt_samp
         if (p->runner_up == LT_STRATEGY_COUNT) BAD("table steps: unknown runner_up '%s'", (const char *)ru);
         p->runner_up_time_s = sqlite3_column_double(q, 10) / 1e3;
     }
+    p->n_predicted = sqlite3_column_int64(q, 11);
     sqlite3_reset(q);
 
     /* pipelines */
@@ -2169,13 +2183,14 @@ lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err) {
     sqlite3_stmt *q;
     lt_status s;
     int rc;
-    int64_t want_samples = 0, want_tokens = 0;
+    int64_t want_samples = 0, want_tokens = 0, want_predicted = 0;
     if ((s = query(st, Q_GET_STEP, &q, err)) != LT_OK) return s;
     sqlite3_bind_int64(q, 2, (int64_t)step);
     rc = step_row(st, q, "steps", &s, err);
     if (rc == SQLITE_ROW) {
         want_samples = sqlite3_column_int64(q, 1);
         want_tokens = sqlite3_column_int64(q, 2);
+        want_predicted = sqlite3_column_int64(q, 11);
     }
     sqlite3_reset(q);
     if (rc == SQLITE_DONE) return not_stored(st, step, err);
@@ -2185,7 +2200,7 @@ lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err) {
     raw_step R;
     memset(&R, 0, sizeof R);
     size_t cap = 0, scap = 0, pcap = 0;
-    int64_t tokens = 0;
+    int64_t tokens = 0, predicted = 0;
     raw_slice *v = NULL;
     if ((s = query(st, Q_GET_SAMPLES, &q, err)) != LT_OK) return s;
     sqlite3_bind_int64(q, 2, (int64_t)step);
@@ -2205,6 +2220,7 @@ lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err) {
         R.len[R.n] = sqlite3_column_int64(q, 2);
         R.dp[R.n] = sqlite3_column_int64(q, 3);
         tokens += R.len[R.n];
+        predicted += R.len[R.n] > 0 ? R.len[R.n] - 1 : 0;
         R.n++;
     }
     if (rc != SQLITE_DONE) goto out;
@@ -2218,6 +2234,13 @@ lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err) {
         s = step_fail(err, st->path, step,
                       "step_summary says n_tokens %" PRId64 ", the samples' lengths sum to %" PRId64, want_tokens,
                       tokens);
+        goto out;
+    }
+    if (predicted != want_predicted) {
+        s = step_fail(err, st->path, step,
+                      "step_summary says n_predicted %" PRId64 ", the samples' lengths give %" PRId64
+                      " (sum of length - 1: the loss denominator)",
+                      want_predicted, predicted);
         goto out;
     }
 

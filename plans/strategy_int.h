@@ -34,8 +34,9 @@ double lt_plan_max_dp_sync(const lt_cost_model *cm);
 /* The most layers any stage has: ceil(layers / pp), "full recomputation". */
 int lt_plan_max_stage_layers(const lt_cost_model *cm);
 
-/* Recompute the first r layers of every op of every stage (Megatron's block method; an op
- * of a stage with fewer layers recomputes all of them). */
+/* Recompute the first r layers of every F and B of every stage (Megatron's block method; an
+ * op of a stage with fewer layers recomputes all of them); FK ops get 0 (they keep no
+ * activations: the rule lt_plan_validate checks). */
 void lt_plan_set_recompute(lt_schedule *s, int r);
 
 /* Max over stages of sim's peak memory. */

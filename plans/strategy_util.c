@@ -48,7 +48,8 @@ void lt_plan_set_recompute(lt_schedule *s, int r) {
     for (int st = 0; st < s->stages; st++) {
         int n = stage_layers(s, st);
         uint16_t rc = (uint16_t)(r < n ? r : n);
-        for (size_t i = 0; i < s->stage[st].n; i++) s->stage[st].ops[i].recompute_layers = rc;
+        for (size_t i = 0; i < s->stage[st].n; i++) /* FK keeps no activations: nothing to recompute */
+            s->stage[st].ops[i].recompute_layers = s->stage[st].ops[i].kind == LT_OP_FK ? 0 : rc;
     }
 }
 
@@ -84,6 +85,7 @@ lt_status lt_plan_start(const lt_planner_config *pc, lt_step_plan *out, lt_strat
     out->n_samples = n;
     out->lengths = lt_malloc_check((n ? n : 1) * sizeof *out->lengths);
     if (n) memcpy(out->lengths, lengths, n * sizeof *lengths);
+    out->n_predicted = lt_plan_predicted_tokens(lengths, n);
     out->sample_rank = lt_calloc_check(n ? n : 1, sizeof *out->sample_rank);
     out->pp = cm->pp;
     out->ranks = lt_calloc_check(n_ranks ? n_ranks : 1, sizeof *out->ranks);

@@ -32,7 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plans/sim.h" /* lt_sim_run, lt_sim_unit_costs, lt_sim_print_timeline */
+#include "plans/deps.h" /* lt_deps_preds: the F a B takes activations from */
+#include "plans/sim.h"  /* lt_sim_run, lt_sim_unit_costs, lt_sim_print_timeline, lt_sim_deps */
 
 /* The raw-row checks of one stored step (plans/store.c; private to the two files). */
 /* ------------------------------------------------------------------ messages */
@@ -496,10 +497,57 @@ static lt_status check_predictions(const lt_step_plan *p, lt_error *err) {
     return LT_OK;
 }
 
+/* ------------------------------------------------------------------ 6. executability */
+
+/* What an executor relies on beyond the simulator's rules (issue 16; docs/plans-schema.md,
+ * "Executing a plan"):
+ *   - the loss denominator: n_predicted == lt_plan_predicted_tokens(lengths);
+ *   - recompute placement: an op's recompute_layers R names the FIRST R layers of its range,
+ *     [layer_begin, layer_begin + R) (Megatron's block method; for a part op, R = 1 is the
+ *     part). FK keeps no activations, so R = 0 there; a B recomputes exactly what its F
+ *     kept only the inputs of, so every B has the R of each F it takes activations from
+ *     (its LT_DEP_ACT edges of d, the graph of pipeline r). */
+static lt_status check_loss(const lt_step_plan *p, lt_error *err) {
+    int64_t want = lt_plan_predicted_tokens(p->lengths, p->n_samples);
+    if (p->n_predicted != want)
+        return plan_fail(err, p, -1,
+                         "the loss denominator n_predicted is %" PRId64 ", the samples give %" PRId64
+                         " (sum of length - 1)",
+                         p->n_predicted, want);
+    return LT_OK;
+}
+
+static lt_status check_recompute(const lt_step_plan *p, size_t r, const lt_deps *d, lt_error *err) {
+    for (size_t v = 0; v < d->n_ops; v++) {
+        const lt_op *op = d->op[v];
+        char name[64], other[64];
+        if (op->kind == LT_OP_FK && op->recompute_layers != 0)
+            return plan_fail(err, p, (long)r,
+                             "stage %u, op %zu (%s): FK with recompute_layers %u (FK keeps no activations: 0)",
+                             d->stage[v], v - d->first_op[d->stage[v]], lt_op_name(op, name, sizeof name),
+                             op->recompute_layers);
+        if (op->kind != LT_OP_B) continue;
+        size_t n;
+        const lt_dep *e = lt_deps_preds(d, v, &n);
+        for (size_t i = 0; i < n; i++) {
+            if (e[i].kind != LT_DEP_ACT) continue;
+            const lt_op *f = d->op[e[i].op];
+            if (f->recompute_layers != op->recompute_layers)
+                return plan_fail(err, p, (long)r,
+                                 "stage %u: %s recomputes %u layers but %s, whose activations it takes, kept "
+                                 "inputs only for %u (F and B must agree)",
+                                 d->stage[v], lt_op_name(op, name, sizeof name), op->recompute_layers,
+                                 lt_op_name(f, other, sizeof other), f->recompute_layers);
+        }
+    }
+    return LT_OK;
+}
+
 /* ------------------------------------------------------------------ the checks */
 
 lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err) {
     lt_status st = check_shape(p, err);
+    if (st == LT_OK) st = check_loss(p, err);
     for (size_t r = 0; r < p->n_ranks && st == LT_OK; r++) st = check_passes(p, r, err);
     if (st == LT_OK) st = check_coverage(p, err);
     for (size_t r = 0; r < p->n_ranks && st == LT_OK; r++)
@@ -507,8 +555,10 @@ lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err)
     if (st == LT_OK) {
         lt_sim sim = {0};
         lt_sim_costs costs = lt_sim_unit_costs();
-        for (size_t r = 0; r < p->n_ranks && st == LT_OK; r++)
+        for (size_t r = 0; r < p->n_ranks && st == LT_OK; r++) {
             if ((st = lt_sim_run(&sim, &p->ranks[r].sched, &costs, err)) != LT_OK) st = plan_wrap(err, p, r, st);
+            else st = check_recompute(p, r, lt_sim_deps(&sim), err);
+        }
         lt_sim_free(&sim);
     }
     if (st == LT_OK) st = check_memory(p, mem_cap, err);

@@ -176,6 +176,7 @@ static void build_plan(lt_step_plan *p, uint64_t step, const int64_t *len, size_
     p->lengths = malloc(n * sizeof *p->lengths);
     p->sample_rank = malloc(n * sizeof *p->sample_rank);
     memcpy(p->lengths, len, n * sizeof *len);
+    p->n_predicted = lt_plan_predicted_tokens(len, n);
     p->n_ranks = n_ranks;
     p->ranks = calloc(n_ranks, sizeof *p->ranks);
     p->pp = pp;
@@ -342,6 +343,7 @@ static void build_asym_plan(lt_step_plan *p, uint64_t step) {
         p->lengths[i] = asym_len[i];
         p->sample_rank[i] = asym_rank[i];
     }
+    p->n_predicted = lt_plan_predicted_tokens(p->lengths, ASYM_SAMPLES);
     p->n_ranks = 3;
     p->pp = 2;
     p->ranks = calloc(3, sizeof *p->ranks);
@@ -725,7 +727,13 @@ static void test_views_columns(void **state) {
     }
     /* the file's identity and table options */
     assert_int_equal(query_int(db, "PRAGMA application_id"), LT_PLAN_DB_APPLICATION_ID);
-    assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+    /* version 3: the loss denominator, stored and in step_summary, equal to sum(length - 1) */
+    assert_int_equal(query_int(db, "SELECT count(*) FROM steps AS t WHERE n_predicted <> (SELECT sum(length - 1) "
+                                   "FROM step_samples AS s WHERE s.run_id = t.run_id AND s.step = t.step)"),
+                     0);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM step_summary WHERE n_predicted = n_tokens - n_samples"),
+                     query_int(db, "SELECT count(*) FROM steps"));
     /* the tables of schema version 2's additions */
     assert_int_equal(query_int(db, "SELECT group_concat(name, ',') = 'run_id,step,idx,sample_id,dp_rank,cp' FROM "
                                    "pragma_table_info('dp_merges')"),
@@ -2372,7 +2380,7 @@ static void test_old_schema(void **state) {
     assert_int_equal(lt_store_open(&st, path, &err), LT_ERR_VERSION);
     assert_null(st);
     assert_string_equal(err.what, "the plan database was built by an older planner (schema version 1, this planner's "
-                                  "is 2); rebuild it");
+                                  "is 3); rebuild it");
     assert_string_equal(err.where, path);
     assert_non_null(strstr(err.hint, "rerun 'planner build'"));
     expect_refusal(path, NULL, NULL, LT_ERR_VERSION, "built by an older planner");
@@ -2481,6 +2489,7 @@ static void synthetic_step(lt_step_plan *p, lt_sample *smp, uint64_t step, lt_rn
         smp[i] = (lt_sample){.id = id, .corpus_doc = 0, .task = (uint32_t)(id % 64), .doc = id / 64, .offset = 0,
                              .length = p->lengths[i]};
     }
+    p->n_predicted = lt_plan_predicted_tokens(p->lengths, B);
     lt_sim_costs costs = lt_sim_unit_costs();
     double busy = 0;
     int64_t chunk = ops_per_stage ? (int64_t)(242000.0 * 3.1 / ops_per_stage) : 0;

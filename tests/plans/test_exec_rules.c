@@ -1,0 +1,178 @@
+/*
+ * tests/plans/test_exec_rules.c — the rules that make a plan executable (issue 16;
+ * docs/plans-schema.md "Executing a plan"): the loss convention and denominator, recompute
+ * placement (F/B agreement, FK = 0), the DP-Merge group rules; each on hand-built or
+ * hand-broken plans, and on every strategy's plans over the shared length distributions.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "plan_fixture.h"
+#include "plans/deps.h"
+#include "plans/sim.h"
+#include "plans/store.h" /* lt_plan_validate */
+
+static void assert_contains(const char *text, const char *want) {
+    if (!strstr(text, want)) fail_msg("\"%s\" does not contain \"%s\"", text, want);
+}
+
+static void plan_ok(lt_planner *p, lt_strategy s, uint64_t step, const int64_t *len, size_t n, lt_step_plan *out) {
+    lt_error err;
+    if (lt_planner_plan_step(p, s, step, len, n, out, &err) != LT_OK)
+        fail_msg("%s step %" PRIu64 ": %s", lt_strategy_name(s), step, err.what);
+}
+
+static const char *validate_fail(const lt_step_plan *p) {
+    static lt_error err;
+    lt_error_clear(&err);
+    assert_int_equal(lt_plan_validate(p, 0, &err), LT_ERR_INPUT);
+    return err.what;
+}
+
+static void validate_ok(const lt_step_plan *p, double cap) {
+    lt_error err;
+    if (lt_plan_validate(p, cap, &err) != LT_OK) fail_msg("step %" PRIu64 ": %s", p->step, err.what);
+}
+
+/* ---------------------------------------------------------------- loss */
+
+static void test_loss_convention(void **state) {
+    (void)state;
+    int64_t len[4] = {1, 5, 3, 2};
+    assert_int_equal(lt_plan_predicted_tokens(len, 4), 0 + 4 + 2 + 1);
+    assert_int_equal(lt_plan_predicted_tokens(NULL, 0), 0);
+    /* a slice predicts one target per token but the sample's last */
+    assert_int_equal(lt_slice_predicted_tokens(0, 4, 10), 4);  /* its last position predicts token 4 */
+    assert_int_equal(lt_slice_predicted_tokens(4, 10, 10), 5); /* ends the sample */
+    assert_int_equal(lt_slice_predicted_tokens(0, 1, 1), 0);
+    /* the slices of a sample add up to the sample's L - 1, however it is cut */
+    int64_t cuts[5] = {0, 3, 4, 9, 12}, sum = 0;
+    for (int i = 0; i < 4; i++) sum += lt_slice_predicted_tokens(cuts[i], cuts[i + 1], 12);
+    assert_int_equal(sum, 11);
+    /* a document split into pieces of 6 and 6 (two samples) predicts 5 + 5, not 11: a piece's
+     * last token does not predict the next piece's first */
+    int64_t pieces[2] = {6, 6};
+    assert_int_equal(lt_plan_predicted_tokens(pieces, 2), 10);
+}
+
+/* A plan with a wrong denominator, a B that disagrees with its F on recompute, an FK with
+ * recompute: each refused, naming what. */
+static void test_loss_and_recompute_refused(void **state) {
+    (void)state;
+    NEED_HW();
+    lt_planner_config pc = config_of("llama-7b", 2, 2, 1, 32768, 2, 0);
+    pc.strategy = LT_STRATEGY_CHUNKFLOW;
+    pc.chunk_size = 4096;
+    pc.chunkflow_k = 1;
+    lt_planner *p = planner_of(&pc);
+    int64_t len[4] = {20000, 3000, 700, 9000};
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    plan_ok(p, LT_STRATEGY_MEGATRON, 3, len, 4, &plan);
+    validate_ok(&plan, 0);
+    assert_int_equal(plan.n_predicted, 19999 + 2999 + 699 + 8999);
+    plan.n_predicted++;
+    assert_contains(validate_fail(&plan), "loss denominator n_predicted is 32697, the samples give 32696");
+    plan.n_predicted--;
+    /* a B recomputing one layer more than its F kept inputs for */
+    lt_schedule *s = &plan.ranks[0].sched;
+    for (size_t i = 0; i < s->stage[1].n; i++) {
+        if (s->stage[1].ops[i].kind == LT_OP_B) {
+            s->stage[1].ops[i].recompute_layers = (uint16_t)(s->stage[1].ops[i].recompute_layers ? 0 : 1);
+            break;
+        }
+    }
+    const char *msg = validate_fail(&plan);
+    assert_contains(msg, "step 3, pipeline 0 (dp_rank 0): stage 1: B");
+    assert_contains(msg, "F and B must agree");
+
+    /* chunkflow with K = 1 over a 20000-token sample in 4096 chunks: FK ops, all with R = 0 */
+    plan_ok(p, LT_STRATEGY_CHUNKFLOW, 3, len, 4, &plan);
+    validate_ok(&plan, 0);
+    bool found = false;
+    for (size_t r = 0; r < plan.n_ranks && !found; r++) {
+        lt_schedule *c = &plan.ranks[r].sched;
+        for (int g = 0; g < c->stages && !found; g++)
+            for (size_t i = 0; i < c->stage[g].n && !found; i++)
+                if (c->stage[g].ops[i].kind == LT_OP_FK) {
+                    assert_int_equal(c->stage[g].ops[i].recompute_layers, 0);
+                    c->stage[g].ops[i].recompute_layers = 1;
+                    found = true;
+                }
+    }
+    assert_true(found);
+    assert_contains(validate_fail(&plan), "FK with recompute_layers 1 (FK keeps no activations: 0)");
+    lt_step_plan_free(&plan);
+    lt_planner_free(p);
+}
+
+/* ---------------------------------------------------------------- every strategy */
+
+/* Every strategy's plans of one step of every shared length file: valid (all executability
+ * rules included), the denominator right, FK without recompute, every B agreeing with its
+ * F (via the dependency API), and the in-order execution of the graph deadlock-free. */
+static void test_every_strategy_on_every_corpus(void **state) {
+    (void)state;
+    NEED_HW();
+    NEED_LENGTHS();
+    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
+    lt_planner *p = planner_of(&pc);
+    int64_t lengths[512];
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    lt_sim sim = {0};
+    lt_sim_costs uc = lt_sim_unit_costs();
+    size_t plans = 0, merges = 0;
+    for (size_t f = 0; f < sizeof corpora / sizeof corpora[0]; f++) {
+        corpus_steps cs = open_steps(corpora[f], pc.context_len);
+        uint64_t step = 11 + f;
+        step_lengths(&cs, step, lengths);
+        int64_t want = 0;
+        for (size_t i = 0; i < 512; i++) want += lengths[i] - 1;
+        for (int s = 0; s < LT_STRATEGY_AUTO; s++) {
+            lt_error err;
+            lt_status st = lt_planner_plan_step(p, (lt_strategy)s, step, lengths, 512, &plan, &err);
+            if (st != LT_OK && s == LT_STRATEGY_GPIPE) continue; /* may not fit (test_strategies) */
+            if (st != LT_OK) fail_msg("%s %s: %s", corpora[f], lt_strategy_name((lt_strategy)s), err.what);
+            validate_ok(&plan, pc.cm.mem_cap);
+            assert_int_equal(plan.n_predicted, want);
+            merges += plan.n_merges;
+            for (size_t r = 0; r < plan.n_ranks; r++) {
+                if (lt_sim_run(&sim, &plan.ranks[r].sched, &uc, &err) != LT_OK) fail_msg("%s", err.what);
+                const lt_deps *d = lt_sim_deps(&sim);
+                for (size_t v = 0; v < d->n_ops; v++) {
+                    if (d->op[v]->kind == LT_OP_FK) assert_int_equal(d->op[v]->recompute_layers, 0);
+                    size_t n;
+                    const lt_dep *e = lt_deps_preds(d, v, &n);
+                    for (size_t i = 0; i < n; i++) {
+                        if (e[i].kind == LT_DEP_ACT)
+                            assert_int_equal(d->op[e[i].op]->recompute_layers, d->op[v]->recompute_layers);
+                        if (e[i].p2p) assert_int_not_equal(e[i].stage, d->stage[v]);
+                    }
+                }
+            }
+            plans++;
+        }
+        close_steps(&cs);
+    }
+    print_message("%zu plans, %zu DP-Merge groups\n", plans, merges);
+    assert_true(plans >= 5 * 5);
+    lt_sim_free(&sim);
+    lt_step_plan_free(&plan);
+    lt_planner_free(p);
+}
+
+int main(void) {
+    find_dirs();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_loss_convention),
+        cmocka_unit_test(test_loss_and_recompute_refused),
+        cmocka_unit_test(test_every_strategy_on_every_corpus),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
