@@ -5,7 +5,8 @@
 
 #include <stdio.h>
 
-#include "kernels/gpu.h" /* lt_gpu_built, lt_gpu_device_count, lt_gpu_device_info */
+#include "kernels/gpu.h"     /* lt_gpu_built, lt_gpu_device_count, lt_gpu_device_info */
+#include "train/commands.h" /* eval_command, generate_command, train_command */
 
 /* `trainer devices`: which GPU path this build has and which devices it sees. */
 static int devices_command(lt_cli_ctx *ctx) {
@@ -31,6 +32,25 @@ static const lt_cli_command commands[] = {
      "Prints key=value lines: cuda_built, devices, and per device its name and compute\n"
      "capability; without a device, the reason. The CPU fp32 path needs no device.\n",
      devices_command},
+    {"eval", "--ckpt CKPT --data DIR [--docs N]", "mean next-token loss of a checkpoint over whole documents",
+     "Scores the first N documents (default 100) of a dataprep output, each whole (truncated at\n"
+     "plan.context_len), in `dataprep cat` order. Last line: loss=L tokens=T (T = predicted tokens).\n",
+     eval_command},
+    {"generate", "--ckpt CKPT --encoding NAME --prompt TEXT [--max-tokens N] [--temperature T] [--seed S]",
+     "text from a checkpoint (KV cache; temperature 0 = greedy)",
+     "Prints the prompt followed by up to N (default 64) generated tokens, decoded; stops early at\n"
+     "<|endoftext|>. --temperature 0 (default) picks the most likely token; T > 0 samples from\n"
+     "softmax(logits / T) with a stream seeded by --seed (default 1234). --vocab-dir DIR as dataprep.\n",
+     generate_command},
+    {"train", "--whole --data DIR [--init CKPT | --resume] [--out DIR] [--steps N]",
+     "train on whole documents of a dataprep output in one process",
+     "Each step takes the next train.batch_docs documents (truncated at plan.context_len), one unit\n"
+     "each; AdamW with warmup + cosine decay ([train]). Prints one line per step:\n"
+     "step=S loss=L lr=LR grad_norm=G tokens=T tok/s=R. Checkpoints go to --out DIR (else\n"
+     "train.checkpoint_dir, else WORK_DIR/NAME/checkpoints) every train.checkpoint_every steps and at\n"
+     "the end; --resume continues bit-exactly from the newest. --steps N stops after step N (the\n"
+     "schedule still spans train.steps). Without --whole: the plan executor (not built yet).\n",
+     train_command},
 };
 
 const lt_cli_program trainer_program = {

@@ -1,0 +1,29 @@
+/*
+ * train/commands.h — the trainer's model-running commands (eval, generate, train) and what
+ * they share: loading a checkpoint checked against the config, the context length and the
+ * thread count of the config. The table that dispatches them is train/trainer.c.
+ */
+#ifndef LT_TRAIN_COMMANDS_H
+#define LT_TRAIN_COMMANDS_H
+
+#include <stdint.h>
+
+#include "lib/cli.h"     /* lt_cli_ctx */
+#include "train/ckpt.h"  /* lt_ckpt_state */
+#include "train/model.h" /* lt_llama */
+#include "train/optim.h" /* lt_adamw */
+
+int eval_command(lt_cli_ctx *ctx);     /* train/cmd_eval.c */
+int generate_command(lt_cli_ctx *ctx); /* train/cmd_generate.c */
+int train_command(lt_cli_ctx *ctx);    /* train/cmd_train.c */
+
+/* Read checkpoint `ckpt` (moments into opt when non-NULL, state into st when non-NULL);
+ * when the config sets [model] keys, the checkpoint's dimensions must match them. */
+lt_status lt_cmd_load_model(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m, lt_adamw *opt, lt_ckpt_state *st,
+                            lt_error *err);
+/* plan.context_len, or 0 when unset (no truncation). */
+int64_t lt_cmd_context_len(const lt_cli_ctx *ctx);
+/* train.threads (0 = one per CPU). */
+int lt_cmd_threads(const lt_cli_ctx *ctx);
+
+#endif /* LT_TRAIN_COMMANDS_H */
