@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "kernels/gpu.h"     /* lt_gpu_built, lt_gpu_device_count, lt_gpu_device_info */
+#include "train/cmd.h"      /* init_command, export_command, import_command */
 #include "train/commands.h" /* eval_command, generate_command, train_command */
 
 /* `trainer devices`: which GPU path this build has and which devices it sees. */
@@ -32,6 +33,21 @@ static const lt_cli_command commands[] = {
      "Prints key=value lines: cuda_built, devices, and per device its name and compute\n"
      "capability; without a device, the reason. The CPU fp32 path needs no device.\n",
      devices_command},
+    {"init", "--config FILE [--set K=V]... --out CKPT", "a fresh model of the config's [model] as a step-0 checkpoint",
+     "Initializes the parameters with train.seed (else plan.seed): matrices ~ N(0, 0.02^2), output\n"
+     "projections scaled by 1/sqrt(2 layers), norm weights 1. The checkpoint holds zero AdamW moments.\n"
+     "Prints: wrote CKPT: MODEL NPARAMS parameters\n",
+     init_command},
+    {"export", "CKPT --hf DIR", "write a checkpoint as a Hugging Face LlamaForCausalLM directory",
+     "Writes DIR/config.json and DIR/model.safetensors (F32) that transformers loads with\n"
+     "LlamaForCausalLM.from_pretrained(DIR); max_position_embeddings is plan.context_len when set.\n"
+     "Prints: wrote DIR: MODEL NPARAMS parameters\n",
+     export_command},
+    {"import", "--hf DIR --out CKPT", "a Hugging Face Llama model directory as a step-0 checkpoint",
+     "Reads DIR/config.json and DIR/model.safetensors or the shards of model.safetensors.index.json\n"
+     "(F32, F16 or BF16, widened exactly); refuses RoPE scaling, biases and non-Llama models by name.\n"
+     "Writes the parameters only (step 0). Prints: wrote CKPT: MODEL NPARAMS parameters\n",
+     import_command},
     {"eval", "--ckpt CKPT --data DIR [--docs N]", "mean next-token loss of a checkpoint over whole documents",
      "Scores the first N documents (default 100) of a dataprep output, each whole (truncated at\n"
      "plan.context_len), in `dataprep cat` order. Last line: loss=L tokens=T (T = predicted tokens).\n",
