@@ -32,6 +32,7 @@
 #include "lib/files.h"
 #include "lib/json.h"
 #include "lib/threadpool.h"
+#include "train/ckpt.h"
 #include "train/model.h"
 #include "train/optim.h"
 
@@ -83,7 +84,8 @@ static void load_spec(const char *path, spec *s, lt_llama *m) {
     s->shape.tie_embeddings = (int)num(md, "tie", 0);
     const lt_jv *ck = lt_jv_get(s->root, "ckpt");
     if (ck) {
-        lt_die("spec: \"ckpt\" is not supported yet");
+        lt_ckpt_state st;
+        if (lt_ckpt_read(ck->text, m, NULL, &st, &err) != LT_OK) lt_error_exit(&err);
     } else if (lt_llama_create(m, &s->shape, &err) != LT_OK) {
         lt_error_exit(&err);
     }
