@@ -543,6 +543,108 @@ static lt_status check_recompute(const lt_step_plan *p, size_t r, const lt_deps 
     return LT_OK;
 }
 
+/* DP-Merge groups an executor can run in lockstep (SlimPack 4.1.1; docs/plans-schema.md,
+ * "DP-Merge"): groups are disjoint; each member pipeline has no static CP of its own (cp
+ * 1: member k is dp_rank first + k, its shard k); a unit of cp > 1 holds slices of one
+ * merged sample only; and on every stage, the ops over the group's units form the same
+ * sequence on every member: same kind, part, layers, recompute and the same slices, in
+ * the same order. The k-th such op of a stage is one collective op of the group (the
+ * identity of a merged unit across members is its position in that sequence). */
+static uint32_t merged_sample_of(const lt_schedule *s, const lt_op *op) {
+    const lt_unit *u = lt_schedule_op_unit(s, op);
+    if (u->cp <= 1) return UINT32_MAX;
+    size_t n;
+    const lt_slice *sl = lt_schedule_op_slices(s, op, &n); /* the table the unit indexes */
+    return (uint32_t)sl[u->first_slice].sample;
+}
+
+static bool same_merged_op(const lt_schedule *a, const lt_op *x, const lt_schedule *b, const lt_op *y) {
+    if (x->kind != y->kind || x->part != y->part || x->layer_begin != y->layer_begin || x->layer_end != y->layer_end ||
+        x->recompute_layers != y->recompute_layers)
+        return false;
+    const lt_unit *ua = lt_schedule_op_unit(a, x), *ub = lt_schedule_op_unit(b, y);
+    if (ua->n_slices != ub->n_slices || ua->cp != ub->cp) return false;
+    size_t n;
+    const lt_slice *sa = lt_schedule_op_slices(a, x, &n), *sb = lt_schedule_op_slices(b, y, &n);
+    for (uint32_t i = 0; i < ua->n_slices; i++) {
+        const lt_slice *p = &sa[ua->first_slice + i], *q = &sb[ub->first_slice + i];
+        if (p->sample != q->sample || p->begin != q->begin || p->end != q->end) return false;
+    }
+    return true;
+}
+
+static lt_status check_merge_agreement(const lt_step_plan *p, lt_error *err) {
+    for (size_t k = 0; k < p->n_merges; k++) {
+        const lt_dp_merge *m = &p->merges[k];
+        for (size_t l = 0; l < k; l++) {
+            const lt_dp_merge *o = &p->merges[l];
+            if (m->first_rank < o->first_rank + o->cp && o->first_rank < m->first_rank + m->cp)
+                return plan_fail(err, p, -1,
+                                 "the DP-Merge groups of samples %" PRId32 " (pipelines %d..%d) and %" PRId32
+                                 " (pipelines %d..%d) overlap (groups must be disjoint)",
+                                 o->sample, o->first_rank, o->first_rank + o->cp - 1, m->sample, m->first_rank,
+                                 m->first_rank + m->cp - 1);
+        }
+        for (int j = 0; j < m->cp; j++) {
+            const lt_rank_plan *rp = &p->ranks[m->first_rank + j];
+            if (rp->cp != 1)
+                return plan_fail(err, p, m->first_rank + j,
+                                 "member %d of the DP-Merge group of sample %" PRId32 " has a static CP degree %d "
+                                 "(members have none: member k is the group's dp_rank + k)",
+                                 j, m->sample, rp->cp);
+        }
+    }
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        const lt_schedule *s = &p->ranks[r].sched;
+        for (int pass = 0; pass < 2; pass++) {
+            const lt_unit *units = pass && s->asym ? s->bunits : s->units;
+            const lt_slice *sl = pass && s->asym ? s->bslices : s->slices;
+            size_t nu = pass && s->asym ? s->n_bunits : s->n_units;
+            for (size_t u = 0; u < nu; u++) {
+                if (units[u].cp <= 1) continue;
+                for (uint32_t i = 1; i < units[u].n_slices; i++)
+                    if (sl[units[u].first_slice + i].sample != sl[units[u].first_slice].sample)
+                        return plan_fail(err, p, (long)r,
+                                         "%s %zu of cp %u holds slices of samples %" PRId32 " and %" PRId32
+                                         " (a DP-Merge unit holds its merged sample only)",
+                                         pass && s->asym ? "backward unit" : "unit", u, units[u].cp,
+                                         sl[units[u].first_slice].sample, sl[units[u].first_slice + i].sample);
+            }
+        }
+    }
+    for (size_t k = 0; k < p->n_merges; k++) {
+        const lt_dp_merge *m = &p->merges[k];
+        const lt_schedule *ref = &p->ranks[m->first_rank].sched;
+        for (int j = 1; j < m->cp; j++) {
+            const lt_schedule *s = &p->ranks[m->first_rank + j].sched;
+            for (int g = 0; g < p->pp; g++) {
+                size_t a = 0, b = 0, nth = 0;
+                for (;;) {
+                    while (a < ref->stage[g].n && merged_sample_of(ref, &ref->stage[g].ops[a]) != (uint32_t)m->sample)
+                        a++;
+                    while (b < s->stage[g].n && merged_sample_of(s, &s->stage[g].ops[b]) != (uint32_t)m->sample) b++;
+                    bool ea = a >= ref->stage[g].n, eb = b >= s->stage[g].n;
+                    if (ea && eb) break;
+                    char x[64] = "nothing", y[64] = "nothing";
+                    if (!ea) lt_op_name(&ref->stage[g].ops[a], x, sizeof x);
+                    if (!eb) lt_op_name(&s->stage[g].ops[b], y, sizeof y);
+                    if (ea || eb || !same_merged_op(ref, &ref->stage[g].ops[a], s, &s->stage[g].ops[b]))
+                        return plan_fail(err, p, -1,
+                                         "DP-Merge group of sample %" PRId32 " (pipelines %d..%d): on stage %d, merged "
+                                         "op %zu is %s (op %zu) on pipeline %d but %s (op %zu) on pipeline %d (members "
+                                         "must run the same units in the same order)",
+                                         m->sample, m->first_rank, m->first_rank + m->cp - 1, g, nth, x, a,
+                                         m->first_rank, y, b, m->first_rank + j);
+                    a++;
+                    b++;
+                    nth++;
+                }
+            }
+        }
+    }
+    return LT_OK;
+}
+
 /* ------------------------------------------------------------------ the checks */
 
 lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err) {
@@ -550,6 +652,7 @@ lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err)
     if (st == LT_OK) st = check_loss(p, err);
     for (size_t r = 0; r < p->n_ranks && st == LT_OK; r++) st = check_passes(p, r, err);
     if (st == LT_OK) st = check_coverage(p, err);
+    if (st == LT_OK) st = check_merge_agreement(p, err);
     for (size_t r = 0; r < p->n_ranks && st == LT_OK; r++)
         if ((st = lt_schedule_check(&p->ranks[r].sched, err)) != LT_OK) st = plan_wrap(err, p, r, st);
     if (st == LT_OK) {

@@ -167,6 +167,80 @@ static void test_every_strategy_on_every_corpus(void **state) {
     lt_planner_free(p);
 }
 
+/* ---------------------------------------------------------------- DP-Merge */
+
+/* A slimpack plan with DP-Merge groups is valid; a member that runs two merged ops in
+ * another order, or two groups that share a pipeline, are refused naming the step and the
+ * group. */
+static void test_dp_merge_members_must_agree(void **state) {
+    (void)state;
+    NEED_HW();
+    NEED_LENGTHS();
+    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
+    lt_planner *pl = planner_of(&pc);
+    int64_t lengths[512];
+    corpus_steps cs = open_steps("github.txt", pc.context_len);
+    step_lengths(&cs, 1, lengths);
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    plan_ok(pl, LT_STRATEGY_SLIMPACK, 1, lengths, 512, &plan);
+    assert_true(plan.n_merges >= 1);
+    validate_ok(&plan, pc.cm.mem_cap);
+    /* swap the first two merged ops of stage 0 on the group's second member */
+    const lt_dp_merge *m = &plan.merges[0];
+    lt_schedule *s = &plan.ranks[m->first_rank + 1].sched;
+    size_t first = SIZE_MAX, second = SIZE_MAX;
+    for (size_t i = 0; i < s->stage[0].n && second == SIZE_MAX; i++) {
+        const lt_unit *u = lt_schedule_op_unit(s, &s->stage[0].ops[i]);
+        if (u->cp > 1 && s->stage[0].ops[i].kind == LT_OP_F) {
+            if (first == SIZE_MAX)
+                first = i;
+            else
+                second = i;
+        }
+    }
+    assert_true(second != SIZE_MAX);
+    lt_op t = s->stage[0].ops[first];
+    s->stage[0].ops[first] = s->stage[0].ops[second];
+    s->stage[0].ops[second] = t;
+    char want[128];
+    snprintf(want, sizeof want, "step 1: DP-Merge group of sample %d (pipelines %d..%d): on stage 0, merged op",
+             m->sample, m->first_rank, m->first_rank + m->cp - 1);
+    const char *msg = validate_fail(&plan);
+    assert_contains(msg, want);
+    assert_contains(msg, "members must run the same units in the same order");
+    s->stage[0].ops[second] = s->stage[0].ops[first];
+    s->stage[0].ops[first] = t;
+    validate_ok(&plan, pc.cm.mem_cap);
+    /* two groups over the same pipelines */
+    if (plan.n_merges >= 2) {
+        plan.merges[1].first_rank = plan.merges[0].first_rank;
+        plan.sample_rank[plan.merges[1].sample] = plan.merges[0].first_rank;
+        plan.merges[1].cp = plan.merges[0].cp;
+        /* refused; the coverage rule (a merged sample on its group only) speaks first here,
+         * the disjointness rule stands behind it for groups whose coverage is consistent */
+        assert_contains(validate_fail(&plan), "DP-Merge group");
+    } else {
+        lt_dp_merge *grown = realloc(plan.merges, 2 * sizeof *grown);
+        assert_non_null(grown);
+        plan.merges = grown;
+        int32_t other = plan.merges[0].sample == 0 ? 1 : 0;
+        plan.merges[1] = plan.merges[0];
+        plan.merges[1].sample = other;
+        if (other < plan.merges[0].sample) {
+            lt_dp_merge x = plan.merges[0];
+            plan.merges[0] = plan.merges[1];
+            plan.merges[1] = x;
+        }
+        plan.n_merges = 2;
+        const char *why = validate_fail(&plan); /* refused by an earlier rule or by disjointness */
+        assert_non_null(why);
+    }
+    lt_step_plan_free(&plan);
+    close_steps(&cs);
+    lt_planner_free(pl);
+}
+
 /* ---------------------------------------------------------------- the per-rank reader */
 
 /* Store plans (megatron with its tuned static CP, slimpack with DP-Merge where the corpus
@@ -293,6 +367,7 @@ int main(void) {
         cmocka_unit_test(test_loss_and_recompute_refused),
         cmocka_unit_test(test_every_strategy_on_every_corpus),
         cmocka_unit_test(test_rank_reader),
+        cmocka_unit_test(test_dp_merge_members_must_agree),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
