@@ -141,12 +141,25 @@ static lt_status bad(lt_safetensors *st, lt_error *err, const char *fmt, ...) {
     return LT_ERR_INPUT;
 }
 
+/* A JSON number written as a plain non-negative integer ("12", not "12.0", "1.2e1" or "-0":
+ * the reference reads these fields as usize) that fits int64. */
+static bool plain_uint(const lt_jv *v, int64_t *out) {
+    if (v->type != LT_JV_NUMBER || v->len == 0 || strspn(v->text, "0123456789") != v->len) return false;
+    return lt_jv_int64(v, out);
+}
+
 /* One tensor entry: `v` is the value of member `name`. */
 static lt_status parse_entry(lt_safetensors *st, const char *name, const lt_jv *v, uint64_t data_len,
                              lt_safetensors_tensor *t, lt_error *err) {
     if (v->type != LT_JV_OBJECT)
         return bad(st, err, "tensor " NAME_FMT " is described by %s, expected an object", name,
                    lt_jv_type_name(v->type));
+    static const char *const fields[] = {"dtype", "shape", "data_offsets"};
+    for (size_t f = 0; f < 3; f++) {
+        size_t seen = 0;
+        for (size_t k = 0; k < v->n; k++) seen += strcmp(v->keys[k], fields[f]) == 0;
+        if (seen > 1) return bad(st, err, "tensor " NAME_FMT " has \"%s\" %zu times", name, fields[f], seen);
+    }
     const lt_jv *dt = lt_jv_get(v, "dtype"), *sh = lt_jv_get(v, "shape"), *off = lt_jv_get(v, "data_offsets");
     if (!dt || !sh || !off)
         return bad(st, err, "tensor " NAME_FMT " has no \"%s\"", name, !dt ? "dtype" : !sh ? "shape" : "data_offsets");
@@ -180,7 +193,7 @@ static lt_status parse_entry(lt_safetensors *st, const char *name, const lt_jv *
     bool overflow = false;
     for (size_t i = 0; i < sh->n; i++) {
         int64_t d;
-        if (!lt_jv_int64(&sh->items[i], &d) || d < 0)
+        if (!plain_uint(&sh->items[i], &d))
             return bad(st, err, "tensor " NAME_FMT ": shape[%zu] is not a non-negative integer", name, i);
         t->shape[i] = d;
         if (d != 0 && count > UINT64_MAX / (uint64_t)d) overflow = true;
@@ -200,7 +213,7 @@ static lt_status parse_entry(lt_safetensors *st, const char *name, const lt_jv *
     if (off->type != LT_JV_ARRAY || off->n != 2)
         return bad(st, err, "tensor " NAME_FMT ": \"data_offsets\" must be an array [BEGIN, END]", name);
     int64_t b, e;
-    if (!lt_jv_int64(&off->items[0], &b) || !lt_jv_int64(&off->items[1], &e) || b < 0 || e < 0)
+    if (!plain_uint(&off->items[0], &b) || !plain_uint(&off->items[1], &e))
         return bad(st, err, "tensor " NAME_FMT ": \"data_offsets\" must be two non-negative integers", name);
     if (e < b) return bad(st, err, "tensor " NAME_FMT ": data_offsets [%" PRId64 ", %" PRId64 "] end before they begin",
                           name, b, e);
@@ -309,6 +322,9 @@ static lt_status parse_header(lt_safetensors *st, lt_error *err) {
             st->meta_values = calloc(v->n ? v->n : 1, sizeof *st->meta_values);
             if (!st->meta_keys || !st->meta_values) return lt_fail(err, LT_ERR_NOMEM, st->where, "out of memory");
             for (size_t k = 0; k < v->n; k++) {
+                if (v->key_lens[k] != strlen(v->keys[k]))
+                    return bad(st, err, "a \"" METADATA_KEY "\" key contains a NUL character (" NAME_FMT "...)",
+                               v->keys[k]);
                 if (v->items[k].type != LT_JV_STRING)
                     return bad(st, err, "\"" METADATA_KEY "\" member " NAME_FMT " is %s, expected a string",
                                v->keys[k], lt_jv_type_name(v->items[k].type));
@@ -395,7 +411,7 @@ const lt_safetensors_tensor *lt_safetensors_find(const lt_safetensors *st, const
 }
 
 const char *lt_safetensors_meta(const lt_safetensors *st, const char *key) {
-    for (size_t i = 0; i < st->n_meta; i++)
+    for (size_t i = st->n_meta; i-- > 0;) /* the last of duplicates, as a JSON map reads them */
         if (strcmp(st->meta_keys[i], key) == 0) return st->meta_values[i];
     return NULL;
 }

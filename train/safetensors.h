@@ -13,11 +13,13 @@
  * Metadata::validate accepts, with the dtypes this trainer can use (a file it accepts loads
  * with the `safetensors` package):
  *   - 8 <= file size; N <= file size - 8 and N <= LT_SAFETENSORS_MAX_HEADER (100 MB);
- *   - the header is valid UTF-8 and one JSON object (lib/json.h); tensor names are unique,
- *     free of NUL characters, and not "__metadata__" twice; every entry is an object with
- *     a string "dtype", a "shape" array of at most LT_SAFETENSORS_MAX_DIMS non-negative
- *     integers and a "data_offsets" array of two integers 0 <= BEGIN <= END; other members
- *     of an entry are ignored (as the reference does); __metadata__ values are strings;
+ *   - the header is valid UTF-8 and one JSON object (lib/json.h) starting with '{'; tensor
+ *     names are unique and free of NUL characters; every entry is an object with one string
+ *     "dtype", one "shape" array of at most LT_SAFETENSORS_MAX_DIMS non-negative integers
+ *     and one "data_offsets" array of two integers 0 <= BEGIN <= END (integers written as
+ *     plain digits: "2", not "2.0" or "2e0"); other members of an entry are ignored (as the
+ *     reference does); "__metadata__" appears at most once and
+ *     is an object of string values with NUL-free keys;
  *   - dtype F32, F16 or BF16 (any other is refused by name: I64, F64, F8_E4M3, ...);
  *   - END - BEGIN == product(shape) * dtype size, computed without overflow;
  *   - the tensors, ordered by offset, tile the data area: no overlap, no gap, and the last
@@ -94,7 +96,7 @@ void lt_safetensors_close(lt_safetensors *st);
 /* The tensor called `name`, or NULL. */
 const lt_safetensors_tensor *lt_safetensors_find(const lt_safetensors *st, const char *name);
 
-/* The value of __metadata__ key `key`, or NULL. */
+/* The value of __metadata__ key `key` (the last one when the JSON repeats it), or NULL. */
 const char *lt_safetensors_meta(const lt_safetensors *st, const char *key);
 
 /* "F32", "F16", "BF16". */

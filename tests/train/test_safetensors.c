@@ -8,7 +8,8 @@
  * short file, header length past the file or above 100 MB, not UTF-8, not JSON, not an
  * object, missing or mistyped fields, unknown or unsupported dtype, negative or non-integer
  * dimensions, a shape whose product overflows, a size that does not match the shape,
- * offsets past the data, reversed offsets, overlap, gap, trailing bytes, a duplicate name,
+ * integers written as 2.0 or 8e0, a field given twice in an entry, offsets past the data,
+ * reversed offsets, overlap, gap, trailing bytes, a duplicate name,
  * a NUL in a name, a non-string metadata value, a truncated file — gives LT_ERR_INPUT with
  * a message naming the problem.
  */
@@ -307,6 +308,10 @@ static void test_malformed(void **state) {
     expect_good("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,0],\"data_offsets\":[0,0]}}", 0, 1);
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "'a'", "8 bytes",
                "make 12", NULL);
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, "shape[0]", NULL);
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8e0]}}", 8, "two non-negative", NULL);
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+               "\"shape\" 2 times", NULL);
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,9]}}", 8, "[BEGIN, END]", NULL);
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,\"8\"]}}", 8, "two non-negative", NULL);
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[-8,0]}}", 8, "two non-negative", NULL);
