@@ -20,6 +20,7 @@
 #ifndef LT_TRAIN_KERNELS_H
 #define LT_TRAIN_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +59,13 @@ void lt_linear_forward(float *out, const float *x, const float *w, int T, int IN
 /* dx[T,IN] += dout W; dw[OUT,IN] += dout^T x. Either of dx, dw may be NULL (not wanted). */
 void lt_linear_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, int T,
                         int IN, int OUT);
+/* Timing hook for benchmarks (bench/trainer: the GEMM share of a step). While on, the wall
+ * time (CLOCK_MONOTONIC) spent inside the cblas_sgemm calls of the two functions above is
+ * summed into a process-wide counter; lt_linear_seconds() reads the sum (never reset: take
+ * differences). Off by default, and then a call costs one relaxed atomic load. Thread-safe;
+ * calls running at the same time on several threads would each add their own time. */
+void lt_linear_timing(bool on);
+double lt_linear_seconds(void);
 
 /* ---------------------------------------------------------------- RoPE (kernel_rope.c) */
 /* Rotary position embedding, Hugging Face `rotate_half` convention, in place on x[T, n*hd]:
