@@ -351,8 +351,9 @@ static double out_elems(const lt_cost_model *cm, const lt_op *op) {
 /* ------------------------------------------------------------------ ops */
 
 /* The K/V ring exchange of context parallelism (Megatron CP: ring attention; each GPU holds
- * tokens / c of the unit, load-balanced causal chunks): per layer pass, c - 1 transfers of
- * the GPU's K and V, each `bytes`, over NVLink when the TP x CP group fits a node. */
+ * ring_tokens / c of the K/V the unit's attention reads, load-balanced causal chunks): per
+ * layer pass, c - 1 transfers of the GPU's K and V, each `bytes`, over NVLink when the TP x
+ * CP group fits a node. */
 static double cp_ring_time(const lt_cost_model *cm, int cp, double local_tokens, double passes) {
     if (cp <= 1 || !(local_tokens > 0) || !(passes > 0)) return 0.0;
     double bytes = local_tokens * 2.0 * kv_local(cm) * cm->act_bytes;
@@ -360,6 +361,23 @@ static double cp_ring_time(const lt_cost_model *cm, int cp, double local_tokens,
     double bw = intra ? cm->hw.p2p_intra_bytes_per_s : cm->hw.p2p_inter_bytes_per_s;
     double lat = intra ? cm->hw.p2p_intra_latency_s : cm->hw.p2p_inter_latency_s;
     return passes * (double)(cp - 1) * (lat + bytes / bw);
+}
+
+/* The tokens whose keys/values the ring carries for an op over slices[0..n)
+ * (docs/plans-schema.md, "Ring"; issue 16): every slice's own tokens plus its sample's
+ * context [0, begin) before the unit's first slice of that sample. The context's K/V are
+ * held sharded by the members that computed them and must reach every member's queries,
+ * so a slice of context C and n tokens moves C + n tokens' K/V around the ring, not n
+ * (ring attention, Liu et al.; Megatron CP). A unit's adjacent slices of one sample share
+ * that context: the later ones add their own tokens only. */
+static double ring_tokens(const lt_slice *slices, size_t n) {
+    double t = 0;
+    for (size_t i = 0; i < n; i++) {
+        t += slice_tokens(&slices[i]);
+        bool continues = i > 0 && slices[i - 1].sample == slices[i].sample && slices[i - 1].end == slices[i].begin;
+        if (!continues) t += (double)slices[i].begin;
+    }
+    return t;
 }
 
 /* The attention efficiency of a slice: at the causal length with the same work per GPU,
@@ -413,9 +431,11 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
     double passes = backward ? nl + r : nl;
     out->tp_comm_time = lt_cost_tp_comm_time(cm, local, (int)(passes * part_collectives(part)));
     /* CP ring: forward one K/V pass per layer, backward two (K/V again, then dK/dV) plus the
-     * forward pass of its recomputed layers; hidden behind the attention it feeds */
+     * forward pass of its recomputed layers; each pass carries the context's K/V with the
+     * op's own (ring_tokens); hidden behind the attention it feeds */
     if (attn && cp_degree > 1) {
-        out->cp_ring_time = cp_ring_time(cm, cp_degree, local, backward ? 2.0 * nl + r : nl);
+        out->cp_ring_time =
+            cp_ring_time(cm, cp_degree, ring_tokens(slices, n) / cp, backward ? 2.0 * nl + r : nl);
         double exposed = out->cp_ring_time - out->attention_time;
         out->cp_comm_time = exposed > 0 ? exposed : 0.0;
     }
@@ -461,6 +481,19 @@ static bool has_later_slice(const lt_slice *v, size_t n, size_t g) {
     return false;
 }
 
+/* Whether a backward unit of asymmetric schedule s starts strictly inside forward slice
+ * f: a bslice of f's sample begins in (f.begin, f.end). Its B then attends to the keys and
+ * values of f's tokens before that cut, which its own recompute does not make, and adds
+ * their dK/dV (issue 16 point 4; docs/cost-model.md, "Backward cuts inside a slice"). */
+static bool has_interior_bcut(const lt_schedule *s, const lt_slice *f) {
+    if (!s->asym) return false;
+    for (size_t j = 0; j < s->n_bslices; j++) {
+        const lt_slice *b = &s->bslices[j];
+        if (b->sample == f->sample && b->begin > f->begin && b->begin < f->end) return true;
+    }
+    return false;
+}
+
 /* The K/V flags of a slice table v[0..n) from its order by sample (a new array, freed
  * here): a slice keeps its keys/values unless it is its sample's last (token order). A new
  * array of n flags (at least one). */
@@ -469,6 +502,29 @@ static bool *table_keeps_kv(const lt_slice *v, size_t n, uint32_t *order) {
     for (size_t i = 0; i + 1 < n; i++) keeps[order[i]] = v[order[i + 1]].sample == v[order[i]].sample;
     free(order);
     return keeps;
+}
+
+/* has_interior_bcut for every forward slice of s at once, setting keeps[i] where it holds:
+ * one merge of the slices and bslices in (sample, token) order, O(S + B) after the sorts
+ * (both tables' entries of one sample are disjoint and in token order, schedule.h). */
+static void mark_interior_bcuts(const lt_schedule *s, bool *keeps) {
+    if (!s->asym || !s->n_slices || !s->n_bslices) return;
+    uint32_t *fo = lt_schedule_slices_by_sample(s), *bo = lt_schedule_bslices_by_sample(s);
+    size_t j = 0;
+    for (size_t i = 0; i < s->n_slices; i++) {
+        const lt_slice *f = &s->slices[fo[i]];
+        while (j < s->n_bslices) {
+            const lt_slice *b = &s->bslices[bo[j]];
+            if (b->sample > f->sample || (b->sample == f->sample && b->begin > f->begin)) break;
+            j++;
+        }
+        if (j < s->n_bslices) {
+            const lt_slice *b = &s->bslices[bo[j]];
+            if (b->sample == f->sample && b->begin < f->end) keeps[fo[i]] = true;
+        }
+    }
+    free(fo);
+    free(bo);
 }
 
 /* The prepared tables of one slice table: keys/values flags and efficiencies, or NULL (the
@@ -502,7 +558,8 @@ static void schedule_op(const lt_cost_model *cm, const lt_schedule *s, const pre
     }
     bool local[64] = {false};
     bool *keeps = n <= 64 ? local : lt_malloc_check(n * sizeof *keeps);
-    for (size_t i = 0; i < n; i++) keeps[i] = has_later_slice(table, n_table, u->first_slice + i);
+    for (size_t i = 0; i < n; i++)
+        keeps[i] = has_later_slice(table, n_table, u->first_slice + i) || has_interior_bcut(s, &slices[i]);
     cost_op(cm, cp, slices, n, keeps, ueff, op, out);
     if (keeps != local) free(keeps);
 }
@@ -578,6 +635,7 @@ lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_mode
     ctx->n_slices = s->n_slices;
     ctx->n_bslices = s->n_bslices;
     ctx->keeps_kv = table_keeps_kv(s->slices, s->n_slices, lt_schedule_slices_by_sample(s));
+    mark_interior_bcuts(s, ctx->keeps_kv);
     ctx->attn_eff = table_attn_eff(cm, s->slices, s->n_slices, s->units, s->n_units);
     ctx->bkeeps_kv = table_keeps_kv(s->bslices, s->n_bslices, lt_schedule_bslices_by_sample(s));
     ctx->battn_eff = table_attn_eff(cm, s->bslices, s->n_bslices, s->bunits, s->n_bunits);

@@ -157,6 +157,30 @@ int64_t lt_plan_predicted_tokens(const int64_t *lengths, size_t n);
 int64_t lt_slice_predicted_tokens(int64_t begin, int64_t end, int64_t length);
 void lt_step_plan_free(lt_step_plan *p); /* NULL-safe; leaves it as lt_step_plan_init does */
 
+/* ---------------------------------------------------------------- DP-Merge lockstep
+ * (docs/plans-schema.md, "Lockstep"; docs/simulator.md, "DP-Merge groups"; issue 16.)
+ * On each stage the ops of a group's members over the group's units (unit cp > 1 holding
+ * the merged sample) form the same sequence on every member; the k-th of them is one
+ * collective op of the group, simulated as a rendezvous (lt_sim_run_group). */
+
+/* The sample of the merged unit op runs (its unit has cp > 1), or UINT32_MAX. */
+uint32_t lt_plan_op_merged_sample(const lt_schedule *s, const lt_op *op);
+
+/* The rendezvous of every op of group g's members: rdv[j] (j = 0 .. cp - 1, a new array
+ * indexed by member j's op id, free() it) maps the k-th merged op of stage st to the
+ * rendezvous (the merged ops of the stages before st on member 0) + k, every other op to
+ * LT_SIM_SOLO; *n_rdv = the merged ops of one member. LT_ERR_INPUT naming the step, group,
+ * stage and pipelines when a member runs a different number of merged ops on a stage (rdv
+ * all NULL then). The ops' agreement one by one is lt_plan_validate's to check. */
+lt_status lt_plan_group_rendezvous(const lt_step_plan *p, size_t g, uint32_t **rdv, size_t *n_rdv, lt_error *err);
+
+/* Simulate group g's members jointly (lt_sim_run_group with the rendezvous above), member j
+ * into sims[j] priced by costs[j] (sims and costs: p->merges[g].cp entries). Errors, a
+ * deadlock included, name the step and the group ("step S: DP-Merge group of sample X
+ * (pipelines a..b): deadlock: ..."). */
+lt_status lt_plan_simulate_group(const lt_step_plan *p, size_t g, lt_sim *sims, const lt_sim_costs *costs,
+                                 lt_error *err);
+
 /* ---------------------------------------------------------------- the planner */
 
 typedef struct lt_planner_config {

@@ -36,6 +36,7 @@ typedef struct sim_priv {
     /* per op */
     size_t cap_ops;
     lt_op_cost *cost;
+    double *dur;        /* the op's duration (cost.time), the graph walk's view of it */
     uint32_t *det;      /* the predecessor that set the start, or NONE */
     uint32_t *cursor;   /* depth-first walk: next predecessor to visit */
     uint32_t *stack;
@@ -94,6 +95,7 @@ static void reserve_ops(lt_sim *sim, sim_priv *p, size_t n, int stages) {
     if (n + 1 > p->cap_ops) {
         size_t c = next_cap(p->cap_ops, n + 1);
         RESIZE(p->cost, c);
+        RESIZE(p->dur, c);
         RESIZE(p->det, c);
         RESIZE(p->cursor, c);
         RESIZE(p->stack, c);
@@ -138,8 +140,8 @@ void lt_sim_free(lt_sim *sim) {
     sim_priv *p = sim->priv;
     if (p) {
         lt_deps_free(&p->deps);
-        void *arrays[] = {p->cost, p->det,  p->cursor, p->stack,  p->state,
-                          p->comm, p->heap, p->held,   p->takers};
+        void *arrays[] = {p->cost, p->dur,  p->det,  p->cursor, p->stack,
+                          p->state, p->comm, p->heap, p->held,   p->takers};
         for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
         free(p);
     }
@@ -205,6 +207,7 @@ static lt_status collect_ops(lt_sim *sim, sim_priv *p, const lt_schedule *s, con
                 }
             }
             sim->busy[st] += oc->time;
+            p->dur[id] = oc->time;
         }
     }
     sim->first_op[s->stages] = id;
@@ -249,18 +252,48 @@ static void prepare_shares(sim_priv *p, size_t n) {
     }
 }
 
+/* A DAG as the longest-path walk sees it: n vertices, each with predecessor edges
+ * pred[off[v] .. off[v + 1]) (lt_dep: .op the predecessor, .kind the reason) of transfer
+ * time comm[edge], and a duration dur[v]. One pipeline's run walks its lt_deps graph; a
+ * DP-Merge group's walks the joint graph of its members (lt_sim_run_group), whose vertex
+ * labels and edge reasons the label callback and edge_reason() give. */
+typedef struct dag_view {
+    size_t n;
+    const uint32_t *off;
+    const lt_dep *pred;
+    const double *comm;
+    const double *dur;
+    const char *(*label)(const void *ctx, uint32_t v, char *buf, size_t n);
+    const void *label_ctx;
+} dag_view;
+
+/* The walk's scratch, one entry per vertex. */
+typedef struct dag_scratch {
+    uint32_t *cursor; /* next predecessor to visit */
+    uint32_t *stack;
+    uint8_t *state;   /* 0 not visited, 1 on the stack, 2 done */
+} dag_scratch;
+
+/* The joint graph's edge from a merged op to its rendezvous (lt_sim_run_group). */
+#define DEP_RENDEZVOUS 5
+
+static const char *edge_reason(uint8_t kind) {
+    return kind == DEP_RENDEZVOUS ? "rendezvous" : lt_dep_kind_name((lt_dep_kind)kind);
+}
+
 /* The deadlock message for the cycle stack[from..top] -> stack[from]. */
-static lt_status report_cycle(const sim_priv *p, size_t from, size_t top, lt_error *err) {
-    char msg[LT_ERROR_WHAT_MAX - 32], name[64];
+static lt_status report_cycle(const dag_view *g, const dag_scratch *w, size_t from, size_t top, const char *hint,
+                              lt_error *err) {
+    char msg[LT_ERROR_WHAT_MAX - 32], name[96];
     size_t len = (size_t)snprintf(msg, sizeof msg, "deadlock: %s",
-                                  id_label(p, p->stack[from], name, sizeof name));
+                                  g->label(g->label_ctx, w->stack[from], name, sizeof name));
     size_t n = top - from + 1;
     for (size_t i = from; i <= top; i++) {
-        uint32_t next = i < top ? p->stack[i + 1] : p->stack[from];
-        uint8_t why = p->deps.pred[p->cursor[p->stack[i]] - 1].kind;
-        char step[160];
-        snprintf(step, sizeof step, " waits for %s (%s)", id_label(p, next, name, sizeof name),
-                 lt_dep_kind_name((lt_dep_kind)why));
+        uint32_t next = i < top ? w->stack[i + 1] : w->stack[from];
+        uint8_t why = g->pred[w->cursor[w->stack[i]] - 1].kind;
+        char step[200];
+        snprintf(step, sizeof step, " waits for %s (%s)", g->label(g->label_ctx, next, name, sizeof name),
+                 edge_reason(why));
         if (len + strlen(step) + 40 >= sizeof msg) {
             snprintf(msg + len, sizeof msg - len, " ... (a cycle of %zu ops)", n);
             break;
@@ -269,55 +302,70 @@ static lt_status report_cycle(const sim_priv *p, size_t from, size_t top, lt_err
         len += strlen(step);
     }
     lt_status st = lt_fail(err, LT_ERR_INPUT, "schedule", "%s", msg);
-    lt_error_hint(err, "a stage's op list runs these ops against the dependency rules of plans/schedule.h; "
-                       "reorder them");
+    lt_error_hint(err, "%s", hint);
     return st;
 }
 
-/* Step 3: start and finish by the longest path, in the order a depth-first walk over
- * predecessors finishes the ops (SlimPack Alg. 1). */
-static lt_status longest_path(lt_sim *sim, sim_priv *p, size_t n, lt_error *err) {
-    const lt_deps *d = &p->deps;
-    memset(p->state, 0, n);
-    for (uint32_t root = 0; root < n; root++) {
-        if (p->state[root]) continue;
+/* Start and finish of every vertex by the longest path (SlimPack Eqs. 1-2), in the order a
+ * depth-first walk over predecessors finishes the vertices (SlimPack Alg. 1); det[v] = the
+ * predecessor that set v's start (NONE: it starts at 0). A predecessor met while still on
+ * the walk's stack closes a cycle: the deadlock message, with `hint`. */
+static lt_status dag_longest_path(const dag_view *g, const dag_scratch *w, double *start, double *finish,
+                                  uint32_t *det, const char *hint, lt_error *err) {
+    memset(w->state, 0, g->n);
+    for (uint32_t root = 0; root < g->n; root++) {
+        if (w->state[root]) continue;
         size_t top = 0;
-        p->stack[0] = root;
-        p->state[root] = 1;
-        p->cursor[root] = d->pred_off[root];
+        w->stack[0] = root;
+        w->state[root] = 1;
+        w->cursor[root] = g->off[root];
         for (;;) {
-            uint32_t v = p->stack[top];
-            if (p->cursor[v] < d->pred_off[v + 1]) {
-                uint32_t q = d->pred[p->cursor[v]++].op;
-                if (p->state[q] == 0) {
-                    p->state[q] = 1;
-                    p->cursor[q] = d->pred_off[q];
-                    p->stack[++top] = q;
-                } else if (p->state[q] == 1) {
+            uint32_t v = w->stack[top];
+            if (w->cursor[v] < g->off[v + 1]) {
+                uint32_t q = g->pred[w->cursor[v]++].op;
+                if (w->state[q] == 0) {
+                    w->state[q] = 1;
+                    w->cursor[q] = g->off[q];
+                    w->stack[++top] = q;
+                } else if (w->state[q] == 1) {
                     size_t from = top;
-                    while (p->stack[from] != q) from--;
-                    return report_cycle(p, from, top, err);
+                    while (w->stack[from] != q) from--;
+                    return report_cycle(g, w, from, top, hint, err);
                 }
                 continue;
             }
-            double start = 0;
-            uint32_t det = NONE;
-            for (uint32_t i = d->pred_off[v]; i < d->pred_off[v + 1]; i++) {
-                double t = sim->finish[d->pred[i].op] + p->comm[i];
-                if (t > start) {
-                    start = t;
-                    det = d->pred[i].op;
+            double t0 = 0;
+            uint32_t by = NONE;
+            for (uint32_t i = g->off[v]; i < g->off[v + 1]; i++) {
+                double t = finish[g->pred[i].op] + g->comm[i];
+                if (t > t0) {
+                    t0 = t;
+                    by = g->pred[i].op;
                 }
             }
-            sim->start[v] = start;
-            sim->finish[v] = start + p->cost[v].time;
-            p->det[v] = det;
-            p->state[v] = 2;
+            start[v] = t0;
+            finish[v] = t0 + g->dur[v];
+            det[v] = by;
+            w->state[v] = 2;
             if (top == 0) break;
             top--;
         }
     }
     return LT_OK;
+}
+
+static const char *single_label(const void *ctx, uint32_t v, char *buf, size_t n) {
+    return id_label(ctx, v, buf, n);
+}
+
+/* Step 3: start and finish by the longest path over the pipeline's dependency graph. */
+static lt_status longest_path(lt_sim *sim, sim_priv *p, size_t n, lt_error *err) {
+    dag_view g = {n, p->deps.pred_off, p->deps.pred, p->comm, p->dur, single_label, p};
+    dag_scratch w = {p->cursor, p->stack, p->state};
+    return dag_longest_path(&g, &w, sim->start, sim->finish, p->det,
+                            "a stage's op list runs these ops against the dependency rules of plans/schedule.h; "
+                            "reorder them",
+                            err);
 }
 
 /* Min-heap of pending frees by time. */
@@ -399,7 +447,8 @@ static lt_status sweep_memory(lt_sim *sim, sim_priv *p, const lt_schedule *s, co
     return LT_OK;
 }
 
-lt_status lt_sim_run(lt_sim *sim, const lt_schedule *s, const lt_sim_costs *costs, lt_error *err) {
+/* Steps 1 and 2 of a run: checks, costs, the dependency graph and its transfer times. */
+static lt_status prepare_run(lt_sim *sim, const lt_schedule *s, const lt_sim_costs *costs, lt_error *err) {
     lt_status st = lt_schedule_check(s, err);
     if (st) return st;
     if (s->layers > (1 << 28)) return lt_fail(err, LT_ERR_INPUT, "schedule", "%d layers: too many", s->layers);
@@ -420,9 +469,16 @@ lt_status lt_sim_run(lt_sim *sim, const lt_schedule *s, const lt_sim_costs *cost
     if ((st = lt_deps_build(&p->deps, s, err))) return st;
     if ((st = price_edges(p, costs, n, err))) return st;
     if (s->asym) prepare_shares(p, n);
-    if ((st = longest_path(sim, p, n, err))) return st;
-    if ((st = sweep_memory(sim, p, s, costs, err))) return st;
+    return LT_OK;
+}
 
+/* Step 4 and the results, once start, finish and det are known: memory, step time,
+ * critical path (back through det), bubble ratio. */
+static lt_status finish_run(lt_sim *sim, const lt_schedule *s, const lt_sim_costs *costs, lt_error *err) {
+    sim_priv *p = sim->priv;
+    size_t n = sim->n_ops;
+    lt_status st = sweep_memory(sim, p, s, costs, err);
+    if (st) return st;
     uint32_t last = NONE;
     for (uint32_t v = 0; v < n; v++)
         if (last == NONE || sim->finish[v] > sim->finish[last]) last = v;
@@ -439,6 +495,172 @@ lt_status lt_sim_run(lt_sim *sim, const lt_schedule *s, const lt_sim_costs *cost
         sim->bubble_ratio = idle / ((double)s->stages * sim->step_time);
     }
     return LT_OK;
+}
+
+lt_status lt_sim_run(lt_sim *sim, const lt_schedule *s, const lt_sim_costs *costs, lt_error *err) {
+    lt_status st = prepare_run(sim, s, costs, err);
+    if (st) return st;
+    if ((st = longest_path(sim, sim->priv, sim->n_ops, err))) return st;
+    return finish_run(sim, s, costs, err);
+}
+
+/* ---- DP-Merge groups: one joint graph (lt_sim_run_group) ---- */
+
+/* The joint graph of a group's members: member m's op v is vertex base[m] + v; rendezvous k
+ * is vertex n_real + k, of duration 0, whose predecessors are those of every op it joins;
+ * an op in a rendezvous has that vertex as its only predecessor. */
+typedef struct joint_graph {
+    size_t members, n_real, n_rdv;
+    size_t *base;       /* [members + 1] */
+    uint32_t *rep;      /* [n_rdv] a vertex the rendezvous joins (its label), or NONE */
+    uint32_t *off;      /* [n + 1] */
+    lt_dep *pred;
+    double *comm, *dur, *start, *finish;
+    uint32_t *det;
+    dag_scratch w;
+    lt_sim *sims;
+    const int *labels;  /* the members' names in messages (NULL: 0, 1, ...) */
+} joint_graph;
+
+static void joint_free(joint_graph *j) {
+    void *arrays[] = {j->base, j->rep, j->off, j->pred, j->comm, j->dur, j->start,
+                      j->finish, j->det, j->w.cursor, j->w.stack, j->w.state};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
+}
+
+/* "F3@s1 of pipeline 4", or "the rendezvous of F3@s1 (merged op k)" */
+static const char *joint_label(const void *ctx, uint32_t v, char *buf, size_t n) {
+    const joint_graph *j = ctx;
+    char name[64];
+    if (v >= j->n_real) {
+        uint32_t r = j->rep[v - j->n_real];
+        if (r == NONE) snprintf(buf, n, "rendezvous %zu", (size_t)(v - j->n_real));
+        else snprintf(buf, n, "the rendezvous of %s", joint_label(ctx, r, name, sizeof name));
+        return buf;
+    }
+    size_t m = 0;
+    while (v >= j->base[m + 1]) m++;
+    const sim_priv *p = j->sims[m].priv;
+    snprintf(buf, n, "%s of pipeline %d", id_label(p, (uint32_t)(v - j->base[m]), name, sizeof name),
+             j->labels ? j->labels[m] : (int)m);
+    return buf;
+}
+
+/* Fill j's edges: the members' edges re-numbered, the rendezvous edges. LT_ERR_INPUT for a
+ * rendezvous index out of range. */
+static lt_status joint_build(joint_graph *j, const uint32_t *const *rdv, lt_error *err) {
+    size_t n = j->n_real + j->n_rdv;
+    j->off = lt_calloc_check(n + 1, sizeof *j->off);
+    j->rep = lt_malloc_check((j->n_rdv ? j->n_rdv : 1) * sizeof *j->rep);
+    for (size_t k = 0; k < j->n_rdv; k++) j->rep[k] = NONE;
+    /* counts: off[v + 1] = the predecessors of v */
+    for (size_t m = 0; m < j->members; m++) {
+        const lt_deps *d = &((sim_priv *)j->sims[m].priv)->deps;
+        for (size_t v = 0; v < j->sims[m].n_ops; v++) {
+            uint32_t np = d->pred_off[v + 1] - d->pred_off[v], k = rdv[m] ? rdv[m][v] : LT_SIM_SOLO;
+            size_t gv = j->base[m] + v;
+            if (k == LT_SIM_SOLO) {
+                j->off[gv + 1] += np;
+                continue;
+            }
+            if (k >= j->n_rdv)
+                return lt_fail(err, LT_ERR_INPUT, "schedule", "rendezvous %" PRIu32 " of op %zu of member %zu: only %zu",
+                               k, v, m, j->n_rdv);
+            j->off[gv + 1] += 1;
+            j->off[j->n_real + k + 1] += np;
+            if (j->rep[k] == NONE) j->rep[k] = (uint32_t)gv;
+        }
+    }
+    for (size_t v = 0; v < n; v++) j->off[v + 1] += j->off[v];
+    if (j->off[n] >= NONE) return lt_fail(err, LT_ERR_INPUT, "schedule", "too many edges in a DP-Merge group");
+    j->pred = lt_malloc_check((j->off[n] ? j->off[n] : 1) * sizeof *j->pred);
+    j->comm = lt_malloc_check((j->off[n] ? j->off[n] : 1) * sizeof *j->comm);
+    uint32_t *fill = lt_malloc_check((n ? n : 1) * sizeof *fill);
+    memcpy(fill, j->off, n * sizeof *fill);
+    for (size_t m = 0; m < j->members; m++) {
+        const sim_priv *p = j->sims[m].priv;
+        const lt_deps *d = &p->deps;
+        for (size_t v = 0; v < j->sims[m].n_ops; v++) {
+            uint32_t k = rdv[m] ? rdv[m][v] : LT_SIM_SOLO;
+            size_t gv = j->base[m] + v, into = k == LT_SIM_SOLO ? gv : j->n_real + k;
+            if (k != LT_SIM_SOLO) {
+                j->pred[fill[gv]] = (lt_dep){.op = (uint32_t)(j->n_real + k), .kind = DEP_RENDEZVOUS};
+                j->comm[fill[gv]++] = 0;
+            }
+            for (uint32_t e = d->pred_off[v]; e < d->pred_off[v + 1]; e++) {
+                lt_dep x = d->pred[e];
+                x.op = (uint32_t)(j->base[m] + x.op);
+                j->pred[fill[into]] = x;
+                j->comm[fill[into]++] = p->comm[e];
+            }
+        }
+    }
+    free(fill);
+    return LT_OK;
+}
+
+/* The joint graph's times back into each member's lt_sim: start, finish, and det where the
+ * op that set a start is the member's own (through a rendezvous: the op that set the
+ * rendezvous, when it is the member's; else NONE, so a member's critical path ends where
+ * another member's op held it). */
+static void joint_scatter(const joint_graph *j) {
+    for (size_t m = 0; m < j->members; m++) {
+        lt_sim *sim = &j->sims[m];
+        sim_priv *p = sim->priv;
+        for (size_t v = 0; v < sim->n_ops; v++) {
+            size_t gv = j->base[m] + v;
+            sim->start[v] = j->start[gv];
+            sim->finish[v] = j->finish[gv];
+            uint32_t by = j->det[gv];
+            if (by != NONE && by >= j->n_real) by = j->det[by];
+            p->det[v] = by != NONE && by >= j->base[m] && by < j->base[m + 1] ? (uint32_t)(by - j->base[m]) : NONE;
+        }
+    }
+}
+
+lt_status lt_sim_run_group(lt_sim *sims, const lt_schedule *const *s, const lt_sim_costs *costs, size_t members,
+                           const uint32_t *const *rendezvous, size_t n_rendezvous, const int *labels,
+                           lt_error *err) {
+    lt_status st;
+    for (size_t m = 0; m < members; m++) {
+        if ((st = prepare_run(&sims[m], s[m], &costs[m], err)) != LT_OK) {
+            lt_error_prefix(err, "pipeline %d: ", labels ? labels[m] : (int)m);
+            return st;
+        }
+    }
+    joint_graph j = {.members = members, .n_rdv = n_rendezvous, .sims = sims, .labels = labels};
+    j.base = lt_malloc_check((members + 1) * sizeof *j.base);
+    j.base[0] = 0;
+    for (size_t m = 0; m < members; m++) j.base[m + 1] = j.base[m] + sims[m].n_ops;
+    j.n_real = j.base[members];
+    size_t n = j.n_real + n_rendezvous;
+    if (n >= NONE / 2) {
+        joint_free(&j);
+        return lt_fail(err, LT_ERR_INPUT, "schedule", "%zu ops in a DP-Merge group: too many", n);
+    }
+    st = joint_build(&j, rendezvous, err);
+    if (st == LT_OK) {
+        j.dur = lt_calloc_check(n ? n : 1, sizeof *j.dur);
+        for (size_t m = 0; m < members; m++) memcpy(j.dur + j.base[m], ((sim_priv *)sims[m].priv)->dur,
+                                                    sims[m].n_ops * sizeof *j.dur);
+        j.start = lt_malloc_check((n ? n : 1) * sizeof *j.start);
+        j.finish = lt_malloc_check((n ? n : 1) * sizeof *j.finish);
+        j.det = lt_malloc_check((n ? n : 1) * sizeof *j.det);
+        j.w = (dag_scratch){lt_malloc_check((n ? n : 1) * sizeof(uint32_t)),
+                            lt_malloc_check((n ? n : 1) * sizeof(uint32_t)), lt_malloc_check(n ? n : 1)};
+        dag_view g = {n, j.off, j.pred, j.comm, j.dur, joint_label, &j};
+        st = dag_longest_path(&g, &j.w, j.start, j.finish, j.det,
+                              "the members of a DP-Merge group run each merged op together (one collective); "
+                              "order their op lists so that no member waits for another's later op",
+                              err);
+    }
+    if (st == LT_OK) joint_scatter(&j);
+    joint_free(&j);
+    for (size_t m = 0; m < members && st == LT_OK; m++) {
+        if ((st = finish_run(&sims[m], s[m], &costs[m], err)) != LT_OK)
+            lt_error_prefix(err, "pipeline %d: ", labels ? labels[m] : (int)m);
+    }
+    return st;
 }
 
 /* ---- output ---- */

@@ -138,6 +138,33 @@ typedef struct lt_sim {
 lt_status lt_sim_run(lt_sim *sim, const lt_schedule *s, const lt_sim_costs *costs, lt_error *err);
 void lt_sim_free(lt_sim *sim);
 
+/*
+ * A DP-Merge group simulated as one joint graph (SlimPack 4.1.1; docs/simulator.md,
+ * "DP-Merge groups"; issue 16 point 6). Its members' merged ops are collectives: the k-th
+ * merged op of a stage is one op of the whole group, so it starts on every member at once,
+ * at the latest of the members' ready times (each member's predecessors, with their
+ * transfer times), and lasts on each member its own duration (the same on all of them when
+ * they price the same slices at the same degree, as the lockstep rule makes them). The
+ * members' graphs (plans/deps.h) are joined by one vertex per rendezvous, of duration 0,
+ * whose predecessors are those of every op it joins, and which is the only predecessor of
+ * each of them. A cycle in the joint graph is a deadlock across the members (or within
+ * one), reported as lt_sim_run does with each op named "F3@s1 of pipeline P" (P =
+ * labels[m], or m when labels is NULL) and a rendezvous as "the rendezvous of <op>",
+ * waiting "(rendezvous)".
+ *
+ * sims[m] gets member m's results as lt_sim_run would give them, but with the joint times:
+ * start, finish, busy, peak and end memory, step_time (its own last finish), bubble ratio,
+ * and a critical path that ends (at its start) where another member's op set a rendezvous.
+ * rendezvous[m][id] (id = member m's op id) is the rendezvous of that op, < n_rendezvous,
+ * or LT_SIM_SOLO; rendezvous[m] may be NULL (no merged op). costs[m] prices member m.
+ * Errors as lt_sim_run, those of one member prefixed "pipeline P: "; LT_ERR_INPUT for a
+ * rendezvous index >= n_rendezvous. Aborts on allocation failure.
+ */
+#define LT_SIM_SOLO UINT32_MAX
+lt_status lt_sim_run_group(lt_sim *sims, const lt_schedule *const *s, const lt_sim_costs *costs, size_t members,
+                           const uint32_t *const *rendezvous, size_t n_rendezvous, const int *labels,
+                           lt_error *err);
+
 /* Op id -> (stage, index). */
 void lt_sim_op_at(const lt_sim *sim, size_t id, int *stage, size_t *index);
 

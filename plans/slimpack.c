@@ -889,5 +889,7 @@ lt_status lt_slimpack_plan(lt_slimpack *sp, uint64_t step, const int64_t *length
     }
     snprintf(out->params, sizeof out->params, "m=%d-%d recompute=%d-%d dp_merge=%zu", m_lo, m_hi, r_lo, r_hi,
              out->n_merges);
+    /* the groups' merged ops are collectives: their members' times from one joint graph */
+    if ((st = lt_plan_simulate_merges(out, cm, err)) != LT_OK) return st;
     return lt_plan_finish(&sp->pc, out, sp->sync, err);
 }

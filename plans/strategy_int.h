@@ -58,6 +58,13 @@ lt_status lt_plan_simulate(lt_sim *sim, lt_cost_sim_ctx *ctx, const lt_cost_mode
 lt_status lt_plan_finish_rank(lt_sim *sim, lt_cost_sim_ctx *ctx, const lt_cost_model *cm, lt_rank_plan *rp,
                               lt_error *err);
 
+/* Re-simulate every DP-Merge group of out jointly with cm (lt_plan_simulate_group: the
+ * merged ops as rendezvous) and keep the joint times as its members' predictions, so a
+ * merged op has one start on every member (issue 16 point 6). After lt_plan_finish_rank of
+ * every member, before lt_plan_finish. A failure (a deadlock) is a generator's bug:
+ * LT_ERR_INTERNAL naming the step and group. */
+lt_status lt_plan_simulate_merges(lt_step_plan *out, const lt_cost_model *cm, lt_error *err);
+
 /* The step's predictions (plan.h) from its pipelines plus `sync`, then the memory check:
  * LT_ERR_INPUT naming the pipeline with the highest stage peak over pc's cap, that stage,
  * and the pipeline's longest sample. */

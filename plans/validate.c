@@ -18,10 +18,13 @@
  *      on every pipeline of its group, with the same slices on each, in units of the
  *      group's cp, and on no other pipeline; a sample not merged in no unit of cp > 1;
  *   4. slice order and ranges: lt_schedule_check;
- *   5. dependencies: lt_sim_run under lt_sim_unit_costs finds no deadlock;
+ *   5. dependencies: lt_sim_run under lt_sim_unit_costs finds no deadlock, nor does the
+ *      joint simulation of each DP-Merge group (lt_plan_simulate_group: merged ops as
+ *      rendezvous across the members);
  *   6. memory: every stage's predicted peak under the cap;
  *   7. predictions: finite and >= 0, finish >= start, a stage's ops in time order, the
- *      pipeline's and the step's time at least every op's finish.
+ *      pipeline's and the step's time at least every op's finish; a merged op's start the
+ *      same on every member of its group (within 1 ns).
  * Messages name the step, the pipeline (index and dp_rank), the stage, unit or sample.
  */
 #include "plans/store.h"
@@ -550,13 +553,7 @@ static lt_status check_recompute(const lt_step_plan *p, size_t r, const lt_deps 
  * sequence on every member: same kind, part, layers, recompute and the same slices, in
  * the same order. The k-th such op of a stage is one collective op of the group (the
  * identity of a merged unit across members is its position in that sequence). */
-static uint32_t merged_sample_of(const lt_schedule *s, const lt_op *op) {
-    const lt_unit *u = lt_schedule_op_unit(s, op);
-    if (u->cp <= 1) return UINT32_MAX;
-    size_t n;
-    const lt_slice *sl = lt_schedule_op_slices(s, op, &n); /* the table the unit indexes */
-    return (uint32_t)sl[u->first_slice].sample;
-}
+static uint32_t merged_sample_of(const lt_schedule *s, const lt_op *op) { return lt_plan_op_merged_sample(s, op); }
 
 static bool same_merged_op(const lt_schedule *a, const lt_op *x, const lt_schedule *b, const lt_op *y) {
     if (x->kind != y->kind || x->part != y->part || x->layer_begin != y->layer_begin || x->layer_end != y->layer_end ||
@@ -566,8 +563,8 @@ static bool same_merged_op(const lt_schedule *a, const lt_op *x, const lt_schedu
     if (ua->n_slices != ub->n_slices || ua->cp != ub->cp) return false;
     size_t n;
     const lt_slice *sa = lt_schedule_op_slices(a, x, &n), *sb = lt_schedule_op_slices(b, y, &n);
-    for (uint32_t i = 0; i < ua->n_slices; i++) {
-        const lt_slice *p = &sa[ua->first_slice + i], *q = &sb[ub->first_slice + i];
+    for (uint32_t i = 0; i < ua->n_slices; i++) { /* lt_schedule_op_slices: the unit's own slices */
+        const lt_slice *p = &sa[i], *q = &sb[i];
         if (p->sample != q->sample || p->begin != q->begin || p->end != q->end) return false;
     }
     return true;
@@ -645,6 +642,70 @@ static lt_status check_merge_agreement(const lt_step_plan *p, lt_error *err) {
     return LT_OK;
 }
 
+/* Dependencies across a group's members (issue 16 point 6): the members' merged ops are
+ * rendezvous of one joint graph (lt_plan_simulate_group) that must have no cycle, under the
+ * unit-time model like each pipeline alone (5). */
+static lt_status check_group_deadlocks(const lt_step_plan *p, lt_error *err) {
+    lt_status st = LT_OK;
+    for (size_t g = 0; g < p->n_merges && st == LT_OK; g++) {
+        size_t cp = (size_t)p->merges[g].cp;
+        lt_sim *sims = lt_calloc_check(cp, sizeof *sims);
+        lt_sim_costs *costs = lt_malloc_check(cp * sizeof *costs);
+        for (size_t j = 0; j < cp; j++) costs[j] = lt_sim_unit_costs();
+        if ((st = lt_plan_simulate_group(p, g, sims, costs, err)) != LT_OK && err) {
+            err->status = LT_ERR_INPUT;
+            err->where[0] = '\0';
+            st = LT_ERR_INPUT;
+        }
+        for (size_t j = 0; j < cp; j++) lt_sim_free(&sims[j]);
+        free(sims);
+        free(costs);
+    }
+    return st;
+}
+
+/* 7, DP-Merge: a merged op is one collective of its group, so its predicted start is the
+ * same on every member, within LOCKSTEP_S (the stored times are integer nanoseconds). */
+#define LOCKSTEP_S 1e-9
+static lt_status check_group_times(const lt_step_plan *p, lt_error *err) {
+    for (size_t g = 0; g < p->n_merges; g++) {
+        const lt_dp_merge *m = &p->merges[g];
+        uint32_t **rdv = lt_calloc_check((size_t)m->cp, sizeof *rdv);
+        size_t n_rdv = 0;
+        lt_status st = lt_plan_group_rendezvous(p, g, rdv, &n_rdv, err);
+        double *first = lt_malloc_check((n_rdv ? n_rdv : 1) * sizeof *first);
+        for (int j = 0; j < m->cp && st == LT_OK; j++) {
+            const lt_rank_plan *rp = &p->ranks[m->first_rank + j];
+            size_t id = 0;
+            for (int q = 0; q < rp->sched.stages && st == LT_OK; q++)
+                for (size_t i = 0; i < rp->sched.stage[q].n && st == LT_OK; i++, id++) {
+                    uint32_t k = rdv[j][id];
+                    if (k == LT_SIM_SOLO) continue;
+                    if (j == 0) {
+                        first[k] = rp->ops[id].start_s;
+                        continue;
+                    }
+                    double a = first[k], b = rp->ops[id].start_s;
+                    if (!(fabs(a - b) <= LOCKSTEP_S * (1 + 1e-6))) {
+                        char name[64];
+                        lt_op_name(&rp->sched.stage[q].ops[i], name, sizeof name);
+                        st = plan_fail(err, p, -1,
+                                       "DP-Merge group of sample %" PRId32 " (pipelines %d..%d): on stage %d, merged "
+                                       "op %s (op %zu) starts at %.9f ms on pipeline %d but at %.9f ms on pipeline %d "
+                                       "(a merged op is one collective: it starts at once on every member)",
+                                       m->sample, m->first_rank, m->first_rank + m->cp - 1, q, name, i, a * 1e3,
+                                       m->first_rank, b * 1e3, m->first_rank + j);
+                    }
+                }
+        }
+        for (int j = 0; j < m->cp; j++) free(rdv[j]);
+        free(rdv);
+        free(first);
+        if (st != LT_OK) return st;
+    }
+    return LT_OK;
+}
+
 /* ------------------------------------------------------------------ the checks */
 
 lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err) {
@@ -664,8 +725,10 @@ lt_status lt_plan_validate(const lt_step_plan *p, double mem_cap, lt_error *err)
         }
         lt_sim_free(&sim);
     }
+    if (st == LT_OK) st = check_group_deadlocks(p, err);
     if (st == LT_OK) st = check_memory(p, mem_cap, err);
     if (st == LT_OK) st = check_predictions(p, err);
+    if (st == LT_OK) st = check_group_times(p, err);
     return st;
 }
 

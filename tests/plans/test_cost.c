@@ -1060,7 +1060,9 @@ static void test_asym_b_priced_over_bslices(void **state) {
     memset(&ctx, 0, sizeof ctx);
     lt_sim_costs fast = lt_cost_sim_costs_prepared(&ctx, &cm, &s), slow = lt_cost_sim_costs(&cm);
     assert_int_equal(ctx.n_bslices, 3);
-    assert_true(ctx.keeps_kv[0] && !ctx.keeps_kv[1] && !ctx.keeps_kv[2]);
+    /* A[2048,4096) is A's last forward slice, but the backward cut at 3000 lies inside it:
+     * v0's B over A[3000,4096) attends to A[2048,3000)'s K/V, kept (issue 16 point 4) */
+    assert_true(ctx.keeps_kv[0] && ctx.keeps_kv[1] && !ctx.keeps_kv[2]);
     assert_true(ctx.bkeeps_kv[0] && !ctx.bkeeps_kv[1] && !ctx.bkeeps_kv[2]);
     const lt_op ops[] = {f, b, op_of(LT_OP_B, LT_PART_ALL, 16, 32, 0), op_of(LT_OP_F, LT_PART_ALL, 16, 32, 0)};
     for (size_t i = 0; i < 4; i++)
@@ -1107,7 +1109,7 @@ static void test_dp_merge_units_priced_as_cp(void **state) {
     lt_op f = op_of(LT_OP_F, LT_PART_ALL, 0, 16, 0), b = op_of(LT_OP_B, LT_PART_ALL, 16, 32, 8);
     f.unit = 1;
     b.unit = 0;
-    bool keeps[2] = {false, false};
+    bool keeps[2] = {true, false}; /* A[2048,4096) holds the backward cut at 3000: K/V kept */
     lt_op_estimate want_f, want_b, got;
     lt_cost_op(&ref2, &s.slices[1], 2, keeps, &f, &want_f);
     lt_cost_op(&ref2, &s.bslices[1], 2, NULL, &b, &want_b);
