@@ -1252,6 +1252,124 @@ static void test_cost_model_from_config(void **state) {
     lt_config_free(def);
 }
 
+/* ================================================================== issue 16: context K/V */
+
+/* Bytes of K, V and their gradients per token per layer, from the model's shape (bf16):
+ * kv heads x head width, K and V, each with its gradient. */
+static double kv_and_grad_bytes(const lt_cost_model *cm) {
+    int kvh = (cm->model.kv_heads + cm->tp - 1) / cm->tp;
+    return 2.0 /* K, V */ * 2.0 /* and gradients */ * (double)(cm->model.hidden / cm->model.heads) * kvh * 2.0;
+}
+
+/* Point 4: a backward unit that starts inside a forward slice (SlimPack 4.1.2) attends to the
+ * keys/values of the slice's tokens before the cut and adds their dK/dV; the F keeps them
+ * (with their gradient buffer) even when it recomputes: A[0,8000) is one forward unit, its
+ * backward units A[4000,8000) then A[0,4000). With every layer recomputed the F keeps the
+ * layer inputs (h x 2 bytes a token a layer) and the K/V of all 8000 tokens; symmetric, or
+ * cut only at the slice's edge, it keeps no K/V (the B recomputes them). */
+static void test_interior_backward_cut_keeps_kv(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 2, 1, 1);
+    lt_error err;
+    lt_schedule s;
+    assert_int_equal(lt_schedule_init(&s, 2, 32, &err), LT_OK);
+    lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, 0, 0, 8000), 1);
+    lt_schedule_add_bslice(&s, 0, 0, 4000);
+    lt_schedule_add_bslice(&s, 0, 4000, 8000);
+    lt_schedule_add_bunit(&s, 1, 1);
+    lt_schedule_add_bunit(&s, 0, 1);
+    assert_int_equal(lt_schedule_check(&s, &err), LT_OK);
+    lt_op f = op_of(LT_OP_F, LT_PART_ALL, 0, 16, 16);
+    lt_op_estimate got;
+    lt_cost_schedule_op(&cm, &s, &f, &got);
+    double h = (double)cm.model.hidden;
+    assert_rel_close(got.cost.kv_bytes, 8000.0 * 16 * kv_and_grad_bytes(&cm), 1e-6);
+    assert_rel_close(got.cost.act_bytes, 8000.0 * 16 * h * 2.0, 1e-6);
+    lt_cost_sim_ctx ctx; /* the prepared bridge agrees */
+    memset(&ctx, 0, sizeof ctx);
+    lt_sim_costs fast = lt_cost_sim_costs_prepared(&ctx, &cm, &s);
+    assert_true(ctx.keeps_kv[0]);
+    lt_op_cost c;
+    fast.op_cost(fast.ctx, &s, 0, &f, &c);
+    assert_memory_equal(&c, &got.cost, sizeof c);
+    /* the backward partition cut at the slice's edge only: nothing kept */
+    lt_schedule_clear(&s);
+    lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, 0, 0, 8000), 1);
+    lt_schedule_add_bunit(&s, lt_schedule_add_bslice(&s, 0, 0, 8000), 1);
+    lt_cost_schedule_op(&cm, &s, &f, &got);
+    assert_true(got.cost.kv_bytes == 0);
+    fast = lt_cost_sim_costs_prepared(&ctx, &cm, &s);
+    assert_false(ctx.keeps_kv[0]);
+    /* two forward slices, the backward cut inside the second only: both keep (the first for
+     * the second's attention, the second for the cut) */
+    lt_schedule_clear(&s);
+    lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, 0, 0, 3000), 1);
+    lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, 0, 3000, 8000), 1);
+    lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, 1, 0, 500), 1);
+    lt_schedule_add_bslice(&s, 0, 0, 3000);
+    lt_schedule_add_bslice(&s, 0, 3000, 6000);
+    lt_schedule_add_bslice(&s, 0, 6000, 8000);
+    lt_schedule_add_bslice(&s, 1, 0, 500);
+    lt_schedule_add_bunit(&s, 2, 2);
+    lt_schedule_add_bunit(&s, 1, 1);
+    lt_schedule_add_bunit(&s, 0, 1);
+    assert_int_equal(lt_schedule_check(&s, &err), LT_OK);
+    fast = lt_cost_sim_costs_prepared(&ctx, &cm, &s);
+    assert_true(ctx.keeps_kv[0] && ctx.keeps_kv[1] && !ctx.keeps_kv[2]);
+    f.unit = 1;
+    lt_cost_schedule_op(&cm, &s, &f, &got);
+    assert_rel_close(got.cost.kv_bytes, 5000.0 * 16 * kv_and_grad_bytes(&cm), 1e-6);
+    lt_cost_sim_ctx_free(&ctx);
+    lt_schedule_free(&s);
+}
+
+/* Point 6: the CP ring carries the K/V of the slice's context with its own. A DP-Merge unit
+ * (g = 2) over A[60000, 61000): per layer pass one transfer (g - 1) of each GPU's share of
+ * 61000 tokens' K and V, (60000 + 1000) / 2 x 2 x kv width x 2 bytes, over NVLink (tp x g
+ * fits a node); F one pass per layer, B two per layer plus one per recomputed layer. Two
+ * adjacent slices of A in one unit share the context; a slice of another sample brings its
+ * own. */
+static double ring_by_hand(const lt_cost_model *cm, int g, double tokens, double passes) {
+    double kvw = (double)(cm->model.hidden / cm->model.heads) * cm->model.kv_heads; /* tp = 1 */
+    double bytes = tokens / g * 2.0 * kvw * 2.0;
+    return passes * (g - 1) * (cm->hw.p2p_intra_latency_s + bytes / cm->hw.p2p_intra_bytes_per_s);
+}
+
+static void test_ring_carries_the_context(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model cm = model_on("llama-7b", "h200", 2, 1, 4);
+    assert_true(cm.hw.gpus_per_node >= 2);
+    lt_error err;
+    lt_schedule s;
+    assert_int_equal(lt_schedule_init(&s, 2, 32, &err), LT_OK);
+    lt_schedule_add_slice(&s, 0, 59000, 60000); /* the context's last slice, another unit */
+    lt_schedule_add_unit(&s, 0, 1);
+    lt_schedule_add_slice(&s, 0, 60000, 61000);
+    lt_schedule_add_unit(&s, 1, 1);
+    lt_schedule_add_slice(&s, 0, 61000, 62000); /* u2: A's next two slices and B's */
+    lt_schedule_add_slice(&s, 0, 62000, 63000);
+    lt_schedule_add_slice(&s, 1, 4000, 4500);
+    lt_schedule_add_unit(&s, 2, 3);
+    for (size_t u = 0; u < 3; u++) s.units[u].cp = 2;
+    lt_op f = op_of(LT_OP_F, LT_PART_ALL, 0, 16, 0), b = op_of(LT_OP_B, LT_PART_ALL, 0, 16, 4);
+    f.unit = b.unit = 1;
+    lt_op_estimate got;
+    lt_cost_schedule_op(&cm, &s, &f, &got);
+    double want = ring_by_hand(&cm, 2, 61000, 16);
+    assert_rel_close(got.cp_ring_time, want, 1e-9);
+    assert_true(got.cp_ring_time > 20 * ring_by_hand(&cm, 2, 1000, 16)); /* not the op's own tokens only */
+    lt_cost_schedule_op(&cm, &s, &b, &got);
+    want = ring_by_hand(&cm, 2, 61000, 2 * 16 + 4);
+    assert_rel_close(got.cp_ring_time, want, 1e-9);
+    f.unit = 2;
+    lt_cost_schedule_op(&cm, &s, &f, &got);
+    want = ring_by_hand(&cm, 2, 61000 + 2000 + 4000 + 500, 16);
+    assert_rel_close(got.cp_ring_time, want, 1e-9);
+    lt_schedule_free(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shipped_profiles_load_and_are_sane),
@@ -1279,6 +1397,8 @@ int main(void) {
         cmocka_unit_test(test_dp_merge_units_priced_as_cp),
         cmocka_unit_test(test_prepared_bridge_asym_dp_merge),
         cmocka_unit_test(test_cost_model_from_config),
+        cmocka_unit_test(test_interior_backward_cut_keeps_kv),
+        cmocka_unit_test(test_ring_carries_the_context),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1445,6 +1445,107 @@ static void test_random_schedules(void **state) {
     free(r);
 }
 
+/* ================================================================== DP-Merge groups */
+
+/* Two one-stage members under the unit-time model (issue 16 point 6). A: u0 = 5 tokens,
+ * u1 = 2 (the merged sample); B: u0 = 2 (the merged sample), u1 = 3. Each runs F0 F1 B1 B0.
+ * Merged ops: A's F1 with B's F0 (rendezvous 0), A's B1 with B's B0 (rendezvous 1).
+ * By hand: rendezvous 0 is ready at 5 on A (after F0), at 0 on B: both start at 5.
+ *   A: F0 [0,5]  F1 [5,7]  B1 [16,20] B0 [20,30]
+ *   B: F0 [5,7]  F1 [7,10] B1 [10,16] B0 [16,20]
+ * Rendezvous 1 is ready at 7 on A (F1 done) and at 16 on B (B1 done): 16. Alone, B's F0
+ * would start at 0 and A's B1 at 7. */
+static void group_members(lt_schedule *a, lt_schedule *b) {
+    sched_init(a, 1, 1);
+    sched_init(b, 1, 1);
+    add_sample(a, 0, 5);
+    add_sample(a, 1, 2);
+    add_sample(b, 1, 2);
+    add_sample(b, 2, 3);
+    lt_schedule *m[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        lt_schedule_add_stage_op(m[k], 0, LT_OP_F, 0, 0);
+        lt_schedule_add_stage_op(m[k], 0, LT_OP_F, 1, 0);
+        lt_schedule_add_stage_op(m[k], 0, LT_OP_B, 1, 0);
+        lt_schedule_add_stage_op(m[k], 0, LT_OP_B, 0, 0);
+    }
+}
+
+static void test_group_rendezvous_by_hand(void **state) {
+    (void)state;
+    lt_schedule a, b;
+    group_members(&a, &b);
+    const lt_schedule *s[2] = {&a, &b};
+    lt_sim sims[2];
+    memset(sims, 0, sizeof sims);
+    lt_sim_costs c[2] = {lt_sim_unit_costs(), lt_sim_unit_costs()};
+    const uint32_t ra[4] = {LT_SIM_SOLO, 0, 1, LT_SIM_SOLO}, rb[4] = {0, LT_SIM_SOLO, LT_SIM_SOLO, 1};
+    const uint32_t *rdv[2] = {ra, rb};
+    lt_error err;
+    assert_int_equal(lt_sim_run_group(sims, s, c, 2, rdv, 2, NULL, &err), LT_OK);
+    const double sa[4] = {0, 5, 16, 20}, fa[4] = {5, 7, 20, 30}, sb[4] = {5, 7, 10, 16}, fb[4] = {7, 10, 16, 20};
+    for (int i = 0; i < 4; i++) {
+        assert_true(sims[0].start[i] == sa[i] && sims[0].finish[i] == fa[i]);
+        assert_true(sims[1].start[i] == sb[i] && sims[1].finish[i] == fb[i]);
+    }
+    assert_true(sims[0].step_time == 30 && sims[1].step_time == 20);
+    assert_true(sims[0].busy[0] == 21 && sims[1].busy[0] == 15);
+    assert_true(sims[0].peak_mem[0] == 2 && sims[1].peak_mem[0] == 2); /* two F in flight */
+    assert_true(sims[0].end_mem[0] == 0 && sims[1].end_mem[0] == 0);
+    /* A's critical path ends (at its start) where B's B1 held the rendezvous: B1 then B0 */
+    assert_int_equal(sims[0].n_critical, 2);
+    assert_int_equal(sims[0].critical[0], 2);
+    assert_int_equal(sims[0].critical[1], 3);
+    /* without rendezvous, each member as lt_sim_run has it */
+    const uint32_t *none[2] = {NULL, NULL};
+    assert_int_equal(lt_sim_run_group(sims, s, c, 2, none, 0, NULL, &err), LT_OK);
+    lt_sim alone = {0};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(lt_sim_run(&alone, s[k], &c[k], &err), LT_OK);
+        assert_true(alone.step_time == sims[k].step_time);
+        for (int i = 0; i < 4; i++) assert_true(alone.start[i] == sims[k].start[i]);
+    }
+    assert_true(sims[1].start[0] == 0 && sims[0].start[2] == 7);
+    /* a rendezvous index out of range */
+    const uint32_t bad[4] = {LT_SIM_SOLO, 2, LT_SIM_SOLO, LT_SIM_SOLO};
+    const uint32_t *rbad[2] = {bad, NULL};
+    assert_int_equal(lt_sim_run_group(sims, s, c, 2, rbad, 2, NULL, &err), LT_ERR_INPUT);
+    lt_sim_free(&alone);
+    lt_sim_free(&sims[0]);
+    lt_sim_free(&sims[1]);
+    lt_schedule_free(&a);
+    lt_schedule_free(&b);
+}
+
+/* Members that run two merged ops in opposite orders deadlock across pipelines, though each
+ * alone runs to the end: A's F1 and B's F0 are one collective, A's F0 and B's F1 another,
+ * so B's F0 waits for A's F0's rendezvous, which waits for B's F0 (stage order). */
+static void test_group_deadlock(void **state) {
+    (void)state;
+    lt_schedule a, b;
+    group_members(&a, &b);
+    const lt_schedule *s[2] = {&a, &b};
+    lt_sim sims[2];
+    memset(sims, 0, sizeof sims);
+    lt_sim_costs c[2] = {lt_sim_unit_costs(), lt_sim_unit_costs()};
+    const uint32_t ra[4] = {0, 1, LT_SIM_SOLO, LT_SIM_SOLO}, rb[4] = {1, 0, LT_SIM_SOLO, LT_SIM_SOLO};
+    const uint32_t *rdv[2] = {ra, rb};
+    const int labels[2] = {4, 5};
+    lt_error err;
+    lt_error_clear(&err);
+    assert_int_equal(lt_sim_run_group(sims, s, c, 2, rdv, 2, labels, &err), LT_ERR_INPUT);
+    assert_contains(err.what, "deadlock: ");
+    assert_contains(err.what, "(rendezvous)");
+    assert_contains(err.what, "F0@s0 of pipeline 4");
+    assert_contains(err.what, "F0@s0 of pipeline 5");
+    assert_contains(err.hint, "DP-Merge group");
+    for (int k = 0; k < 2; k++) assert_int_equal(lt_sim_run(&sims[k], s[k], &c[k], &err), LT_OK);
+    lt_sim_free(&sims[0]);
+    lt_sim_free(&sims[1]);
+    lt_schedule_free(&a);
+    lt_schedule_free(&b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_stage),
@@ -1472,6 +1573,8 @@ int main(void) {
         cmocka_unit_test(test_timeline),
         cmocka_unit_test(test_svg),
         cmocka_unit_test(test_random_schedules),
+        cmocka_unit_test(test_group_rendezvous_by_hand),
+        cmocka_unit_test(test_group_deadlock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
