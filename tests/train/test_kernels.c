@@ -11,6 +11,11 @@
  *   - attention: forward and lse match a double-precision softmax with an explicit mask;
  *     a segment with KV context [begin, end) gives the rows of the whole sequence [0, end);
  *     one call with two aliasing segments of a sample gives the gradients of the whole sample;
+ *   - attention across the kernel's tiles (64-row query blocks, 256-key blocks, online
+ *     softmax): a 410-row slice with 290 keys of context matches the double reference,
+ *     equals the whole sequence's rows, its split backward equals the whole one, and a
+ *     2-thread pool is bit-identical to none;
+ *   - lt_vexpf (train/kernel_simd.h) within 2 x 2^-24 relative of exp over [-87, 88];
  *   - cross-entropy: loss equals -log softmax in double, target -1 rows add no loss and get
  *     zero gradient, in place equals out of place;
  *   - every threaded kernel is bit-identical with a 2-thread pool and with a NULL pool.
@@ -28,6 +33,7 @@
 
 #include "lib/rng.h"        /* lt_rng: seeded test data */
 #include "lib/threadpool.h" /* lt_pool */
+#include "train/kernel_simd.h" /* lt_vexpf */
 #include "train/kernels.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -318,12 +324,12 @@ static double attn_L(void *arg) {
 
 /* Reference forward in double with an explicit per-segment causal mask. */
 static void attn_reference(double *out, double *lse, const float *q, const lt_attn_segment *s, int n_segs) {
-    double sc[64];
+    static double sc[1024];
     for (int e = 0; e < n_segs; e++)
         for (int i = 0; i < s[e].n; i++)
             for (int h = 0; h < NH; h++) {
                 int row = s[e].row0 + i, g = h / (NH / NKV), L = s[e].begin + s[e].n;
-                assert_true(L <= 64);
+                assert_true(L <= 1024);
                 double m = -INFINITY, sum = 0.0;
                 for (int j = 0; j < L; j++) {
                     if (j > s[e].begin + i) { /* masked: the future of this query */
@@ -450,6 +456,102 @@ static void test_attention_context_equals_whole(void **state) {
     for (int i = 0; i < L * KVD; i++) assert_float_equal(dv2[i], dv[i], 1e-5);
     free(q), free(k), free(v), free(dout), free(out), free(lse), free(out2), free(lse2);
     free(dq), free(dk), free(dv), free(dq2), free(dk2), free(dv2);
+}
+
+
+static double max_rel_diff(const float *a, const float *b, size_t n) {
+    double worst = 0.0, scale = 1e-30;
+    for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)b[i]));
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+    return worst / scale;
+}
+
+/* The same checks at a size that crosses the kernel's tiles (train/kernel_attention.c:
+ * query blocks of 64 rows, key blocks of 256): sample of L = 700 tokens, slice [290, 700)
+ * = 7 query blocks over up to 3 key blocks. q is scaled up so that the softmax is peaked and
+ * the running max really moves between key blocks (the online rescaling is exercised). */
+static void test_attention_tiles(void **state) {
+    (void)state;
+    enum { L = 700, B = 290 };
+    lt_rng r;
+    lt_rng_seed(&r, 11);
+    float *q = rand_buf(&r, L * QD, -4, 4);
+    float *k = rand_buf(&r, L * KVD, -1, 1), *v = rand_buf(&r, L * KVD, -1, 1);
+    float *dout = rand_buf(&r, L * QD, -1, 1);
+    float *out = fbuf(L * QD), *lse = fbuf(L * NH), *out2 = fbuf(L * QD), *lse2 = fbuf(L * NH);
+    float *dq = fbuf(L * QD), *dk = fbuf(L * KVD), *dv = fbuf(L * KVD);
+    float *dq2 = fbuf(L * QD), *dk2 = fbuf(L * KVD), *dv2 = fbuf(L * KVD);
+    double *rout = malloc(sizeof(double) * L * QD), *rlse = malloc(sizeof(double) * L * NH);
+    assert_non_null(rout), assert_non_null(rlse);
+
+    /* forward of the slice with its context against the double reference */
+    lt_attn_segment tail = {.row0 = 0, .n = L - B, .begin = B, .k = k, .v = v, .dk = dk2, .dv = dv2};
+    lt_attention_forward(out2, lse2, q + B * QD, &tail, 1, NH, NKV, HD, NULL);
+    attn_reference(rout, rlse, q + B * QD, &tail, 1);
+    for (int i = 0; i < (L - B) * QD; i++) assert_true(fabs(out2[i] - rout[i]) <= 1e-5);
+    for (int i = 0; i < (L - B) * NH; i++) assert_true(fabs(lse2[i] - rlse[i]) <= 1e-5 * fmax(1.0, fabs(rlse[i])));
+
+    /* the whole sample's rows B.. equal the slice's */
+    lt_attn_segment whole = {.row0 = 0, .n = L, .begin = 0, .k = k, .v = v, .dk = dk, .dv = dv};
+    lt_attention_forward(out, lse, q, &whole, 1, NH, NKV, HD, NULL);
+    assert_true(max_rel_diff(out2, out + B * QD, (size_t)(L - B) * QD) <= 1e-6);
+    assert_true(max_rel_diff(lse2, lse + B * NH, (size_t)(L - B) * NH) <= 1e-6);
+
+    /* backward: whole vs the two slices in one call (aliasing dk/dv) */
+    lt_attention_backward(dq, dout, out, lse, q, &whole, 1, NH, NKV, HD, NULL);
+    lt_attn_segment split[2] = {
+        {.row0 = B, .n = L - B, .begin = B, .k = k, .v = v, .dk = dk2, .dv = dv2},
+        {.row0 = 0, .n = B, .begin = 0, .k = k, .v = v, .dk = dk2, .dv = dv2},
+    };
+    lt_attention_backward(dq2, dout, out, lse, q, split, 2, NH, NKV, HD, NULL);
+    assert_true(max_rel_diff(dq2, dq, (size_t)L * QD) <= 1e-5);
+    assert_true(max_rel_diff(dk2, dk, (size_t)L * KVD) <= 1e-5);
+    assert_true(max_rel_diff(dv2, dv, (size_t)L * KVD) <= 1e-5);
+
+    /* a 2-thread pool gives the same bits */
+    lt_pool *pool = NULL;
+    assert_int_equal(lt_pool_create(&pool, 2, NULL), LT_OK);
+    memset(dq2, 0, sizeof(float) * L * QD), memset(dk2, 0, sizeof(float) * L * KVD);
+    memset(dv2, 0, sizeof(float) * L * KVD);
+    lt_attention_forward(out2, lse2, q, &whole, 1, NH, NKV, HD, pool);
+    assert_memory_equal(out2, out, sizeof(float) * L * QD);
+    assert_memory_equal(lse2, lse, sizeof(float) * L * NH);
+    whole.dk = dk2, whole.dv = dv2;
+    lt_attention_backward(dq2, dout, out, lse, q, &whole, 1, NH, NKV, HD, pool);
+    assert_memory_equal(dq2, dq, sizeof(float) * L * QD);
+    assert_memory_equal(dk2, dk, sizeof(float) * L * KVD);
+    assert_memory_equal(dv2, dv, sizeof(float) * L * KVD);
+    lt_pool_destroy(pool);
+    free(q), free(k), free(v), free(dout), free(out), free(lse), free(out2), free(lse2);
+    free(dq), free(dk), free(dv), free(dq2), free(dk2), free(dv2), free(rout), free(rlse);
+}
+
+/* lt_vexpf against exp in double on every 61st float of [-87, 88] (~16 M values) and at the
+ * clamps; the bound is 2 x 2^-24 relative (the polynomial's ~1.4 ulp, measured exhaustively
+ * when it was written). */
+static void test_vexpf(void **state) {
+    (void)state;
+    double worst = 0.0;
+    uint32_t lo, hi;
+    float flo = -87.0f, fhi = 88.0f;
+    memcpy(&lo, &flo, 4), memcpy(&hi, &fhi, 4);
+    /* negative floats: bits from 0x80000000 up to lo; positive: 0 up to hi */
+    for (uint64_t b = 0x80000000u; b <= lo; b += 61) {
+        uint32_t u = (uint32_t)b;
+        float x;
+        memcpy(&x, &u, 4);
+        worst = fmax(worst, fabs(lt_vexpf(x) - exp((double)x)) / exp((double)x));
+    }
+    for (uint64_t b = 0; b <= hi; b += 61) {
+        uint32_t u = (uint32_t)b;
+        float x;
+        memcpy(&x, &u, 4);
+        worst = fmax(worst, fabs(lt_vexpf(x) - exp((double)x)) / exp((double)x));
+    }
+    assert_true(worst <= 2.0 * 5.9604644775390625e-8);
+    assert_true(lt_vexpf(-1000.0f) >= 0.0f && lt_vexpf(-1000.0f) <= 1e-37f);
+    assert_true(isfinite(lt_vexpf(1000.0f)));
+    assert_true(lt_vexpf(0.0f) == 1.0f);
 }
 
 /* ---------------------------------------------------------------- SwiGLU */
@@ -657,6 +759,8 @@ int main(void) {
         cmocka_unit_test(test_attention_grad_context),
         cmocka_unit_test(test_attention_grad_aliasing),
         cmocka_unit_test(test_attention_context_equals_whole),
+        cmocka_unit_test(test_attention_tiles),
+        cmocka_unit_test(test_vexpf),
         cmocka_unit_test(test_swiglu_grad),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_threads_bit_identical),

@@ -18,7 +18,10 @@ tensor):
      rounding noise into a full-size update; torch fp32 itself ends up to 1e-4 (max norm)
      away from torch fp64 on this batch after 10 steps, so a max-norm 1e-5 is below fp32's
      own floor, while the L2 norm of the difference stays near 1e-6.
-Also checked: the same batch split three ways (whole samples; packed differently; sliced
+Also checked: a batch long enough to cross the attention kernel's tiles (query blocks of
+64 rows, key blocks of 256: train/kernel_attention.c): a 700-token sample in two slices
+(KV context of 300), packed beside a 90-token one, against torch whole (logits, loss,
+every gradient, dK/dV of the context). And the same batch split three ways (whole samples; packed differently; sliced
 with KV context) gives the same gradients in the C model, within 1e-5.
 
 Exit 0 pass, 1 fail, 77 skip (no torch). Reads top_builddir from the environment.
@@ -314,6 +317,40 @@ def main():
         got[label] = raw(os.path.join(o2, "grads.bin"))
     for label in ("packed differently", "sliced with KV context"):
         check(f"gradients: {label} vs whole", got[label], got["whole"])
+
+    # 6. across the attention tiles: sample 0 (700 tokens) in slices [0, 300) and
+    # [300, 700), sample 1 (90 tokens) packed into the second unit before the slice
+    long_samples = [torch.randint(0, MODEL["vocab"], (n,), generator=g) for n in (700, 90)]
+    long_units = [[[0, 0, 300]], [[1, 0, 90], [0, 300, 700]]]
+    spec3 = dict(spec, samples=[t.tolist() for t in long_samples], units=long_units, optim=dict(OPTIM, steps=0))
+    o3 = os.path.join(tmp, "tiles")
+    os.makedirs(o3)
+    run_tool("run", spec3, o3)
+    N3 = sum(t.shape[0] - 1 for t in long_samples)
+    params = {n: P[n].clone().requires_grad_(True) for n in P}
+    keeps, logits_of, loss = [], [], 0
+    for t in long_samples:
+        keep = []
+        lg = forward_tokens(params, t, keep=keep)
+        keeps.append(keep)
+        logits_of.append(lg)
+        loss = loss + sample_loss_sum(lg, t)
+    (loss / N3).backward()
+    for i, u in enumerate(long_units):
+        ref = torch.cat([logits_of[smp][b:e] for smp, b, e in u]).detach().numpy()
+        check(f"tiles: logits of unit {i}", raw(os.path.join(o3, f"logits_u{i}.bin"), ref.shape), ref)
+    c_loss, _ = open(os.path.join(o3, "loss.txt")).read().split()
+    check("tiles: loss", [float(c_loss) / N3], [loss.item() / N3])
+    grads = raw(os.path.join(o3, "grads.bin"))
+    off = 0
+    for name, rows_, cols in layout:
+        n = rows_ * cols
+        check(f"tiles: grad {name}", grads[off:off + n], params[name].grad.numpy().reshape(-1))
+        off += n
+    got = raw(os.path.join(o3, "kv_full_s0.bin"), (MODEL["layers"], 2, 700, kvd))
+    for l in range(MODEL["layers"]):
+        check(f"tiles: kv context dK sample 0 layer {l}", got[l, 0], keeps[0][l][0].grad.numpy())
+        check(f"tiles: kv context dV sample 0 layer {l}", got[l, 1], keeps[0][l][1].grad.numpy())
 
     if failures:
         print(f"{len(failures)} comparisons failed:")
