@@ -24,8 +24,11 @@ to test, default $top_builddir/train/trainer).
       misshaped tensor each exit 1 with a message naming the problem; an extra tensor is
       ignored.
 
-check_logits() — transformers' logits against the trainer's forward through
-tests/train/parity_tool — is a stub for the model's author and is NOT called yet.
+  (e) logits: transformers' logits (LlamaForCausalLM, float32) equal the trainer's forward
+      (tests/train/parity_tool logits, the checkpoint's model) within 1e-5 relative (max
+      |ours - theirs| / max |theirs|) on two samples of 37 and 300 tokens (the second
+      crosses the attention kernel's tiles), for: the untied and the tied export of (a),
+      and the f32 and tied imports of (b) (rope_theta 500000, rms_norm_eps 1e-6).
 
 Output: TAP-style lines ("ok N - ...", "not ok N - ..."). Exit status: 0 pass, 1 fail,
 77 skip (torch, transformers or safetensors missing, or the trainer not built).
@@ -270,15 +273,50 @@ def check_refusals(tmp, export_dir):
            p.stdout + p.stderr)
 
 
-# ---------------------------------------------------------------- logits (not run yet)
+# ---------------------------------------------------------------- (e) logits
 
-def check_logits(model_dir, ckpt):
-    """
-    STUB, NOT CALLED: transformers' logits of LlamaForCausalLM.from_pretrained(model_dir)
-    against the trainer's forward of `ckpt` on the same tokens, through
-    tests/train/parity_tool. The model's author fills this in and calls it from main().
-    """
-    raise NotImplementedError("check_logits: to be written with tests/train/parity_tool")
+PARITY_TOOL = os.path.join(BUILDDIR, "tests", "train", "parity_tool")
+LOGITS_TOL = 1e-5
+
+
+def check_logits(tmp, model, ckpt, what):
+    """transformers' logits of `model` against the trainer's forward of `ckpt`."""
+    import numpy as np
+    V = model.config.vocab_size
+    g = torch.Generator().manual_seed(7)
+    samples = [torch.randint(0, V, (n,), generator=g) for n in (37, 300)]
+    out = os.path.join(tmp, "logits-" + what.replace(" ", "_"))
+    os.makedirs(out)
+    spec = os.path.join(out, "spec.json")
+    with open(spec, "w") as f:
+        json.dump({"model": {}, "ckpt": ckpt, "samples": [s.tolist() for s in samples], "units": [],
+                   "threads": 2}, f)
+    p = subprocess.run([PARITY_TOOL, "logits", spec, out], capture_output=True, text=True)
+    if p.returncode != 0:
+        report(False, "parity_tool logits ran (%s)" % what, p.stdout + p.stderr)
+        return
+    model = model.to(torch.float32).eval()
+    for j, s in enumerate(samples):
+        with torch.no_grad():
+            ref = model(s[None]).logits[0].numpy().astype(np.float64)
+        ours = np.fromfile(os.path.join(out, "logits_s%d.bin" % j), dtype="<f4").astype(np.float64)
+        if ours.size != ref.size:
+            report(False, "logits of a %d-token sample (%s)" % (len(s), what), (ours.size, ref.shape))
+            continue
+        rel = np.abs(ours.reshape(ref.shape) - ref).max() / max(np.abs(ref).max(), 1e-30)
+        report(rel <= LOGITS_TOL, "transformers' logits == ours, %d tokens, %s (rel %.2e)" % (len(s), what, rel),
+               "rel %.3e > %g" % (rel, LOGITS_TOL))
+
+
+def check_all_logits(tmp):
+    for tied in (False, True):
+        tag = "tied" if tied else "untied"
+        model, _ = load_hf(os.path.join(tmp, "export-%s" % tag))
+        check_logits(tmp, model, os.path.join(tmp, "init-%s.bin" % tag), "%s export" % tag)
+    for tag, tied in (("f32", False), ("tied", True)):
+        src = os.path.join(tmp, "hf-%s" % tag)
+        model, _ = load_hf(src)
+        check_logits(tmp, model, os.path.join(tmp, "import-%s.bin" % tag), "%s import" % tag)
 
 
 def main():
@@ -292,6 +330,7 @@ def main():
         check_import(tmp)
         check_roundtrip(tmp, ckpt, export_dir)
         check_refusals(tmp, export_dir)
+        check_all_logits(tmp)
     except Exception as e:  # a trainer failure or a crash of the checks: a failure, with the reason
         report(False, "the checks ran to the end", "%s: %s" % (type(e).__name__, e))
     finally:
