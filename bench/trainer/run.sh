@@ -207,10 +207,10 @@ for side in ["longtail"] + [s for s in runs if s != "longtail"]:
 
 if profile:
     cats = [
-        ("attention (attn_*_task)", re.compile(r"^attn_.*")),
-        ("expf / logf (libm: attention's softmax, cross-entropy)", re.compile(r"^(__expf.*|expf.*|__ieee754_log.*|logf.*|__logf.*)$")),
+        ("attention softmax (attn_*, softmax_tile_row, grad_tile_row)", re.compile(r"^(attn_.*|softmax_tile_row.*|grad_tile_row.*)$")),
+        ("expf / logf (libm)", re.compile(r"^(__expf.*|expf.*|__ieee754_log.*|logf.*|__logf.*)$")),
         ("GEMM (OpenBLAS sgemm_*)", re.compile(r"^(sgemm_.*|.*_SKYLAKEX|.*_HASWELL|.*_ZEN|.*_COOPERLAKE|.*_SAPPHIRERAPIDS|exec_blas.*|blas_thread_server|inner_thread)$")),
-        ("cross-entropy (xent_*)", re.compile(r"^xent.*")),
+        ("cross-entropy (xent_*, row_*)", re.compile(r"^(xent.*|row_max.*|row_expsum.*|row_softmax_grad.*)$")),
         ("RMSNorm, RoPE, SwiGLU, embedding", re.compile(r"^(rms_.*|rope_.*|swiglu_.*|lt_embed.*|__sincosf.*|__cos.*|__sin.*)$")),
         ("init (lt_llama_init, rng)", re.compile(r"^(lt_llama_init|lt_rng.*)$")),
         ("memset / memcpy / page faults / kernel", re.compile(r"^(__mem.*|mem.*|\[k\].*)$")),
