@@ -5,6 +5,7 @@
  * hand-broken plans, and on every strategy's plans over the shared length distributions.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -360,6 +361,199 @@ static void test_rank_reader(void **state) {
     lt_planner_free(pl);
 }
 
+/* ---------------------------------------------------------------- issue 16 points 4 and 6 */
+
+/* The K/V tokens forward op f of s keeps, found by scanning (docs/cost-model.md, "Backward
+ * cuts inside a slice"): a slice keeps its K/V when a later forward slice of its sample
+ * exists, or when a backward unit starts strictly inside it. *interior counts the slices
+ * kept for the second reason only. */
+static double kept_kv_tokens(const lt_schedule *s, const lt_op *f, size_t *interior) {
+    const lt_unit *u = lt_schedule_op_unit(s, f);
+    double t = 0;
+    for (uint32_t i = 0; i < u->n_slices; i++) {
+        const lt_slice *x = &s->slices[u->first_slice + i];
+        bool later = false, cut = false;
+        for (size_t j = 0; j < s->n_slices; j++)
+            later = later || (s->slices[j].sample == x->sample && s->slices[j].begin >= x->end);
+        for (size_t j = 0; s->asym && j < s->n_bslices; j++)
+            cut = cut || (s->bslices[j].sample == x->sample && s->bslices[j].begin > x->begin &&
+                          s->bslices[j].begin < x->end);
+        if (later || cut) t += (double)(x->end - x->begin);
+        if (cut && !later) ++*interior;
+    }
+    return t;
+}
+
+/* Slimpack's plan of `step` under the lowest memory cap of 36, 32, ... 12 GiB it can plan
+ * (the first step of a corpus whose cap forces recomputation); false when none. */
+static bool plan_at_low_cap(const lt_planner_config *base, uint64_t step, const int64_t *lengths, lt_step_plan *out,
+                            double *cap) {
+    bool any = false;
+    lt_step_plan trial;
+    lt_step_plan_init(&trial);
+    for (int gib = 36; gib >= 12; gib -= 4) {
+        lt_planner_config pc = *base;
+        pc.cm.mem_cap = gib * GIB;
+        lt_planner *p = planner_of(&pc);
+        lt_error err;
+        lt_status st = lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, step, lengths, 512, &trial, &err);
+        lt_planner_free(p);
+        if (st != LT_OK) break;
+        lt_step_plan_free(out);
+        *out = trial;
+        lt_step_plan_init(&trial);
+        *cap = pc.cm.mem_cap;
+        any = true;
+    }
+    lt_step_plan_free(&trial);
+    return any;
+}
+
+/* Point 4 on slimpack plans whose memory cap forces recomputation (the lowest of 36, 32 .. 12
+ * GiB that plans), one step of every shared length file: every forward over whole layers
+ * keeps exactly the K/V of its slices that a later forward or an interior backward cut
+ * needs (priced as kv_bytes, within the op's stored bytes), some slices are kept for an
+ * interior cut, recompute is on, and the plans are valid under their cap. */
+static void test_slimpack_recompute_keeps_cut_kv(void **state) {
+    (void)state;
+    NEED_HW();
+    NEED_LENGTHS();
+    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
+    int64_t lengths[512];
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    size_t interior_all = 0;
+    for (size_t fi = 0; fi < sizeof corpora / sizeof corpora[0]; fi++) {
+        corpus_steps cs = open_steps(corpora[fi], pc.context_len);
+        step_lengths(&cs, 3 + fi, lengths);
+        double cap = 0;
+        if (!plan_at_low_cap(&pc, 3 + fi, lengths, &plan, &cap)) fail_msg("%s: no plan at 36 GiB", corpora[fi]);
+        validate_ok(&plan, cap);
+        size_t interior = 0, recomputed = 0;
+        for (size_t r = 0; r < plan.n_ranks; r++) {
+            const lt_rank_plan *rp = &plan.ranks[r];
+            const lt_schedule *s = &rp->sched;
+            size_t id = 0;
+            for (int g = 0; g < s->stages; g++)
+                for (size_t i = 0; i < s->stage[g].n; i++, id++) {
+                    const lt_op *op = &s->stage[g].ops[i];
+                    if (op->recompute_layers > 0) recomputed++;
+                    if (op->kind != LT_OP_F || op->part != LT_PART_ALL) continue;
+                    const lt_unit *u = lt_schedule_op_unit(s, op);
+                    double g_cp = u->cp > 1 ? u->cp : 1;
+                    double want = kept_kv_tokens(s, op, &interior) / g_cp * (op->layer_end - op->layer_begin) *
+                                  lt_cost_kv_bytes_per_token(&pc.cm);
+                    lt_op_estimate est;
+                    lt_cost_schedule_op(&pc.cm, s, op, &est);
+                    if (!(fabs(est.cost.kv_bytes - want) <= 1e-9 * want))
+                        fail_msg("%s pipeline %zu stage %d op %zu: kv_bytes %.0f, want %.0f", corpora[fi], r, g, i,
+                                 est.cost.kv_bytes, want);
+                    assert_true(rp->ops[id].mem_bytes >= want);
+                }
+        }
+        print_message("%s at %.0f GiB: %zu slices keep K/V for an interior backward cut, %zu ops recompute\n",
+                      corpora[fi], cap / GIB, interior, recomputed);
+        assert_true(recomputed > 0);
+        interior_all += interior;
+        close_steps(&cs);
+    }
+    assert_true(interior_all > 0);
+    lt_step_plan_free(&plan);
+}
+
+/* Point 6 on slimpack plans of every shared length file (context 128K, where outliers are
+ * DP-merged): every merged op starts at the same time on every member of its group; no op
+ * starts earlier than when its pipeline is simulated alone (a rendezvous only waits), and a
+ * member's predicted time is at least its time alone. Then a member's merged op moved by
+ * 2 ns is refused, naming the step and the group. */
+static void test_dp_merge_lockstep_times(void **state) {
+    (void)state;
+    NEED_HW();
+    NEED_LENGTHS();
+    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
+    lt_planner *p = planner_of(&pc);
+    int64_t lengths[512];
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    lt_sim alone = {0};
+    lt_sim_costs costs = lt_cost_sim_costs(&pc.cm);
+    lt_error err;
+    size_t groups = 0, merged_ops = 0, delayed = 0;
+    for (size_t fi = 0; fi < sizeof corpora / sizeof corpora[0]; fi++) {
+        corpus_steps cs = open_steps(corpora[fi], pc.context_len);
+        for (uint64_t step = 1; step <= 2; step++) {
+            step_lengths(&cs, step, lengths);
+            plan_ok(p, LT_STRATEGY_SLIMPACK, step, lengths, 512, &plan);
+            validate_ok(&plan, pc.cm.mem_cap);
+            for (size_t gi = 0; gi < plan.n_merges; gi++) {
+                const lt_dp_merge *m = &plan.merges[gi];
+                groups++;
+                const lt_rank_plan *ref = &plan.ranks[m->first_rank];
+                for (int j = 0; j < m->cp; j++) {
+                    const lt_rank_plan *rp = &plan.ranks[m->first_rank + j];
+                    assert_int_equal(lt_sim_run(&alone, &rp->sched, &costs, &err), LT_OK);
+                    assert_true(rp->time_s >= alone.step_time * (1 - 1e-12));
+                    for (size_t id = 0; id < alone.n_ops; id++) {
+                        assert_true(rp->ops[id].start_s >= alone.start[id] * (1 - 1e-12));
+                        if (rp->ops[id].start_s > alone.start[id] * (1 + 1e-9)) delayed++;
+                    }
+                    /* the k-th merged op of each stage: the same start as on the first member */
+                    for (int g = 0; g < rp->sched.stages; g++) {
+                        size_t a = 0, b = 0, ida = ref->sched.stage[g].n, idb = rp->sched.stage[g].n;
+                        (void)ida, (void)idb;
+                        size_t base_a = 0, base_b = 0;
+                        for (int q = 0; q < g; q++) base_a += ref->sched.stage[q].n, base_b += rp->sched.stage[q].n;
+                        for (;;) {
+                            while (a < ref->sched.stage[g].n &&
+                                   lt_schedule_op_unit(&ref->sched, &ref->sched.stage[g].ops[a])->cp <= 1)
+                                a++;
+                            while (b < rp->sched.stage[g].n &&
+                                   lt_schedule_op_unit(&rp->sched, &rp->sched.stage[g].ops[b])->cp <= 1)
+                                b++;
+                            if (a >= ref->sched.stage[g].n || b >= rp->sched.stage[g].n) break;
+                            assert_true(ref->ops[base_a + a].start_s == rp->ops[base_b + b].start_s);
+                            if (j > 0) merged_ops++;
+                            a++, b++;
+                        }
+                        assert_true(a >= ref->sched.stage[g].n && b >= rp->sched.stage[g].n);
+                    }
+                }
+            }
+        }
+        close_steps(&cs);
+    }
+    print_message("%zu DP-Merge groups, %zu merged ops compared, %zu ops later than alone\n", groups, merged_ops,
+                  delayed);
+    assert_true(groups > 0 && merged_ops > 0);
+    /* a member whose merged op starts 2 ns later than on the others */
+    corpus_steps cs = open_steps("github.txt", pc.context_len);
+    step_lengths(&cs, 1, lengths);
+    plan_ok(p, LT_STRATEGY_SLIMPACK, 1, lengths, 512, &plan);
+    assert_true(plan.n_merges >= 1);
+    const lt_dp_merge *m = &plan.merges[0];
+    lt_rank_plan *rp = &plan.ranks[m->first_rank + 1];
+    size_t last = SIZE_MAX; /* the last merged op of the last stage: nothing after it on the stage */
+    int pp = rp->sched.stages;
+    size_t base = 0;
+    for (int q = 0; q + 1 < pp; q++) base += rp->sched.stage[q].n;
+    for (size_t i = 0; i < rp->sched.stage[pp - 1].n; i++)
+        if (lt_schedule_op_unit(&rp->sched, &rp->sched.stage[pp - 1].ops[i])->cp > 1) last = i;
+    assert_true(last != SIZE_MAX);
+    rp->ops[base + last].start_s += 2e-9;
+    char want[160];
+    snprintf(want, sizeof want, "step 1: DP-Merge group of sample %d (pipelines %d..%d): on stage %d, merged op",
+             m->sample, m->first_rank, m->first_rank + m->cp - 1, pp - 1);
+    const char *msg = validate_fail(&plan);
+    assert_contains(msg, want);
+    assert_contains(msg, "it starts at once on every member");
+    rp->ops[base + last].start_s -= 2e-9;
+    validate_ok(&plan, pc.cm.mem_cap);
+    close_steps(&cs);
+    lt_sim_free(&alone);
+    lt_step_plan_free(&plan);
+    lt_planner_free(p);
+}
+
 int main(void) {
     find_dirs();
     const struct CMUnitTest tests[] = {
@@ -368,6 +562,8 @@ int main(void) {
         cmocka_unit_test(test_every_strategy_on_every_corpus),
         cmocka_unit_test(test_rank_reader),
         cmocka_unit_test(test_dp_merge_members_must_agree),
+        cmocka_unit_test(test_slimpack_recompute_keeps_cut_kv),
+        cmocka_unit_test(test_dp_merge_lockstep_times),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
