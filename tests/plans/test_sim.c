@@ -1534,6 +1534,7 @@ static void test_group_deadlock(void **state) {
     lt_error err;
     lt_error_clear(&err);
     assert_int_equal(lt_sim_run_group(sims, s, c, 2, rdv, 2, labels, &err), LT_ERR_INPUT);
+    print_message("%s\n", err.what);
     assert_contains(err.what, "deadlock: ");
     assert_contains(err.what, "(rendezvous)");
     assert_contains(err.what, "F0@s0 of pipeline 4");
