@@ -12,6 +12,9 @@
  *      stack closes a cycle, read off the stack: the deadlock message;
  *   4. per stage, the memory sweep in program order (SlimPack 4.3.3), busy time; then the
  *      bubble ratio (ChunkFlow Eq. 1) and the critical path.
+ * A DP-Merge group (lt_sim_run_group) runs steps 1-2 per member, step 3 once over the joint
+ * graph of the members (their merged ops joined by rendezvous vertices), step 4 per member
+ * with the joint times. Both walks are dag_longest_path over a dag_view.
  */
 #include "plans/sim.h"
 
