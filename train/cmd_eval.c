@@ -53,6 +53,15 @@ int lt_cmd_threads(const lt_cli_ctx *ctx) {
     return (int)t;
 }
 
+lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err) {
+    const char *b = lt_config_get_string(ctx->config, "train", "backend");
+    if (b == NULL || strcmp(b, "cpu") == 0) return LT_OK;
+    lt_fail(err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "train", "backend"),
+            "train.backend = %s: this trainer has only the CPU fp32 backend so far (the CUDA one is not built yet)", b);
+    lt_error_hint(err, "set train.backend = cpu (the default)");
+    return LT_ERR_CONFIG;
+}
+
 int eval_command(lt_cli_ctx *ctx) {
     const char *ckpt = NULL, *data = NULL, *docs_arg = NULL;
     for (int i = 1; i < ctx->argc; i++) {
@@ -81,6 +90,7 @@ int eval_command(lt_cli_ctx *ctx) {
     lt_pool *pool = NULL;
     int threads;
     st = lt_docs_open(&docs, data, lt_cmd_context_len(ctx), &err);
+    if (st == LT_OK) st = lt_cmd_backend(ctx, &err);
     if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &pool, &threads, &err);
     if (st != LT_OK) {
         lt_docs_close(docs);

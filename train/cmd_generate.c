@@ -172,6 +172,7 @@ int generate_command(lt_cli_ctx *ctx) {
     if (st == LT_OK && lt_tokenizer_n_vocab(tok) > (uint32_t)m.shape.vocab)
         LT_WARN("encoding %s has %u ids, the model's vocabulary %d: prompts with larger ids are refused", a.encoding,
                     lt_tokenizer_n_vocab(tok), m.shape.vocab);
+    if (st == LT_OK) st = lt_cmd_backend(ctx, &err);
     if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &pool, NULL, &err);
     if (st == LT_OK) st = generate(&a, &m, tok, pool, stdout, &err);
     lt_pool_destroy(pool);

@@ -24,6 +24,7 @@
 #include "lib/log.h"        /* LT_INFO */
 #include "train/ckpt.h"     /* lt_ckpt_* */
 #include "train/commands.h" /* train_command, lt_cmd_* */
+#include "train/cmd.h"      /* lt_cmd_model_shape */
 #include "train/cpu.h"      /* lt_cpu_init */
 #include "train/docs.h"     /* lt_docs_* */
 #include "train/optim.h"    /* lt_optim_config, lt_adamw */
@@ -103,7 +104,7 @@ static lt_status start_state(const lt_cli_ctx *ctx, const train_args *a, const c
         s = lt_cmd_load_model(ctx, a->init, m, NULL, &ignored, err);
     } else {
         lt_model_shape shape;
-        s = lt_model_from_config(ctx->config, NULL, &shape, err);
+        s = lt_cmd_model_shape(ctx, &shape, err); /* no model named at all: a usage error */
         if (s == LT_OK) s = lt_llama_create(m, &shape, err);
         if (s == LT_OK) lt_llama_init(m, (uint64_t)seed);
     }
@@ -171,6 +172,7 @@ int train_command(lt_cli_ctx *ctx) {
     if (s == LT_OK) s = start_state(ctx, &a, dir, &m, &opt, &st, &err);
     if (s == LT_OK) s = lt_docs_open(&docs, a.data, lt_cmd_context_len(ctx), &err);
     if (s == LT_OK && lt_docs_count(docs) == 0) s = lt_fail(&err, LT_ERR_INPUT, a.data, "the dataprep output has no document");
+    if (s == LT_OK) s = lt_cmd_backend(ctx, &err);
     if (s == LT_OK) s = lt_cpu_init(lt_cmd_threads(ctx), &pool, &threads, &err);
     if (s == LT_OK) {
         b.samples = calloc((size_t)batch_docs, sizeof *b.samples);

@@ -25,5 +25,8 @@ lt_status lt_cmd_load_model(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m
 int64_t lt_cmd_context_len(const lt_cli_ctx *ctx);
 /* train.threads (0 = one per CPU). */
 int lt_cmd_threads(const lt_cli_ctx *ctx);
+/* LT_OK for train.backend = cpu; any other backend is LT_ERR_CONFIG naming the key's origin
+ * (only the CPU backend exists yet). */
+lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err);
 
 #endif /* LT_TRAIN_COMMANDS_H */

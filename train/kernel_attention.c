@@ -23,7 +23,9 @@
  * the segments of one sample alias their dk/dv, and a kv head's columns are written only by
  * its query heads, so every dk/dv element has one owner, which adds in a fixed order. Inside
  * the pool's tasks OpenBLAS runs single-threaded (set for the call, restored after), so the
- * result is bit-identical for every thread count.
+ * result is bit-identical for every pool size (the linear layers' GEMMs, outside this file,
+ * run on OpenBLAS's own threads, whose count can change their last bits: a run is
+ * reproducible bit for bit with the same train.threads on the same kind of CPU).
  */
 #include <cblas.h> /* cblas_sgemm, openblas_get_num_threads, openblas_set_num_threads */
 #include <math.h>

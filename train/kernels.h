@@ -2,9 +2,12 @@
  * train/kernels.h — the CPU fp32 reference kernels of the Llama model, forward and backward.
  *
  * One file per kernel family (train/kernel_*.c); their CUDA bf16 twins will live in
- * kernels/. These are the reference every faster path is checked against: plain loops,
- * no intrinsics; the matrix products go through CBLAS (OpenBLAS), everything else is
- * threaded over rows with lib/threadpool (a NULL pool runs on the calling thread).
+ * kernels/. These are the reference every faster path is checked against: plain C, no
+ * intrinsics; the matrix products (the attention's tiles too) go through CBLAS (OpenBLAS),
+ * everything else is threaded over rows with lib/threadpool (a NULL pool runs on the
+ * calling thread). The softmax and cross-entropy loops are written to vectorize
+ * (train/kernel_simd.h: `#pragma omp simd`, an exp without a libm call, builds for
+ * AVX-512 / AVX2 / baseline picked at load time).
  *
  * Conventions (llm.c's, stated once for every function below)
  *   - Tensors are row-major fp32. A "unit" is a token stream of T rows (the packed slices

@@ -30,6 +30,10 @@ T=(--config "$tmp/t.ini")
 
 check "train without --whole says what exists" 2 "" "give --whole" -- train "${T[@]}" --data "$data"
 check "train --whole needs --data" 2 "" "give --data DIR" -- train "${T[@]}" --whole
+check "train --whole without any model is a usage error, not llama-7b" 2 "" "which model" \
+  -- train --whole --data "$data" --out "$tmp/nomodel"
+check "train.backend = cuda is refused by name" 2 "" "train.backend = cuda" \
+  -- train "${T[@]}" --set train.backend=cuda --whole --data "$data" --out "$tmp/cuda"
 check "train --resume with no checkpoint" 2 "" "no checkpoint to resume from" \
   -- train "${T[@]}" --whole --data "$data" --resume --out "$tmp/none"
 
