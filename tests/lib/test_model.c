@@ -302,7 +302,7 @@ static void test_model_from_config_unknown_names(void **state) {
     assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_ERR_USAGE);
     assert_string_equal(err.what, "unknown model 'llama-8b'");
     assert_string_equal(err.where, "model.preset");
-    assert_non_null(strstr(err.hint, "presets: tiny, llama-7b, llama-13b"));
+    assert_non_null(strstr(err.hint, "presets: tiny, nano, small, llama-7b, llama-13b"));
     assert_non_null(strstr(err.hint, "gpt-3b"));
     assert_int_equal(lt_model_from_config(cfg, "gpt-99b", &m, &err), LT_ERR_USAGE);
     assert_string_equal(err.what, "unknown model 'gpt-99b'");
