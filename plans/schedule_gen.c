@@ -541,7 +541,7 @@ lt_status lt_sched_helixpipe_folds(lt_schedule *s, const uint32_t *order, size_t
     /* FILO (4.3.1): every forward first, then the backwards in exactly the reverse order of
      * each stage's forwards — the time-reversed ideal timeline, so it is as gap-free. */
     for (int st = 0; st < P; st++) {
-        qsort(h.v[st], h.n[st], sizeof *h.v[st], cmp_helix);
+        if (h.n[st]) qsort(h.v[st], h.n[st], sizeof *h.v[st], cmp_helix); /* v may be NULL when empty */
         for (size_t i = 0; i < h.n[st]; i++) lt_schedule_add_op(s, st, h.v[st][i].op);
         for (size_t i = h.n[st]; i-- > 0;) {
             lt_op b = h.v[st][i].op;
