@@ -104,10 +104,10 @@ static lt_status generate(const gen_args *a, const lt_llama *m, const lt_tokeniz
     }
     for (size_t i = 0; i < n_prompt; i++) {
         if (ids[i] >= (uint32_t)m->shape.vocab) {
-            free(ids), free(seq), free(logits);
             lt_fail(err, LT_ERR_USAGE, "--encoding", "the prompt has token id %u, the model's vocabulary is %d", ids[i],
                     m->shape.vocab);
             lt_error_hint(err, "use the encoding the model was trained with");
+            free(ids), free(seq), free(logits); /* after the message, which reads ids[i] */
             return LT_ERR_USAGE;
         }
         seq[i] = (int32_t)ids[i];

@@ -86,5 +86,8 @@ n=$((n + 1))
 if cmp -s "$tmp/g1" "$tmp/g2"; then echo "ok $n - $PROG: greedy generation is deterministic"
 else echo "not ok $n - $PROG: greedy generation differs between runs"; fi
 check "generate sampled with a seed" 0 "^The package" "" -- "${G[@]}" --temperature 0.8 --seed 7
+"$BIN" init --set model.preset=nano --set model.vocab=512 --out "$tmp/v512.ckpt" >/dev/null 2>&1
+check "generate refuses a prompt token outside the model's vocabulary" 2 "" "vocabulary is 512" \
+  -- generate --ckpt "$tmp/v512.ckpt" --encoding cl100k_base --vocab-dir "$top_srcdir/data/vocab" --prompt "The package"
 check "generate needs --prompt" 2 "" "give --prompt" -- generate --ckpt "$tmp/a/ckpt-00000006.bin" --encoding cl100k_base
 finish
