@@ -108,10 +108,10 @@ int eval_command(lt_cli_ctx *ctx) {
         st = lt_docs_get(docs, i, &tokens, &len, &err);
         if (st != LT_OK) break;
         if (len >= 2) {
-            lt_sample s = {tokens, len};
+            lt_train_sample s = {tokens, len};
             lt_batch b = {&s, 1};
-            lt_slice sl = {0, 0, len};
-            lt_unit u = {&sl, 1};
+            lt_train_slice sl = {0, 0, len};
+            lt_train_unit u = {&sl, 1};
             double l = 0;
             st = lt_llama_step_units(&m, &b, &u, 1, 0.0f, NULL, NULL, &l, pool, &err);
             if (st != LT_OK) snprintf(err.where, sizeof err.where, "%.300s document %" PRIu64, data, i);

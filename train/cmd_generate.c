@@ -114,7 +114,7 @@ static lt_status generate(const gen_args *a, const lt_llama *m, const lt_tokeniz
     }
     free(ids);
     int64_t eot = lt_tokenizer_special_id(tok, "<|endoftext|>");
-    lt_sample s = {seq, total > (int)n_prompt ? total : (int)n_prompt};
+    lt_train_sample s = {seq, total > (int)n_prompt ? total : (int)n_prompt};
     lt_batch b = {&s, 1};
     lt_kvctx kv;
     st = lt_kvctx_init(&kv, m, &b, false, err);
@@ -122,9 +122,9 @@ static lt_status generate(const gen_args *a, const lt_llama *m, const lt_tokeniz
     lt_rng_seed(&rng, (uint64_t)a->seed);
     lt_pass pass = {0, m->shape.layers, true, true, 0.0f};
     int n = (int)n_prompt;
-    lt_slice sl = {0, 0, n};
+    lt_train_slice sl = {0, 0, n};
     while (st == LT_OK) {
-        lt_unit u = {&sl, 1};
+        lt_train_unit u = {&sl, 1};
         lt_acts acts;
         st = lt_acts_alloc(&acts, m, &b, &u, 0, m->shape.layers, true, err);
         double loss;

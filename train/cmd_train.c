@@ -113,10 +113,10 @@ static lt_status start_state(const lt_cli_ctx *ctx, const train_args *a, const c
 }
 
 typedef struct step_batch {
-    lt_sample *samples;
+    lt_train_sample *samples;
     int32_t **tokens;
-    lt_slice *slices;
-    lt_unit *units;
+    lt_train_slice *slices;
+    lt_train_unit *units;
     int n;
 } step_batch;
 
@@ -199,15 +199,15 @@ int train_command(lt_cli_ctx *ctx) {
             int len;
             s = lt_docs_get(docs, st.data_pos, &b.tokens[i], &len, &err);
             if (s != LT_OK) break;
-            b.samples[i] = (lt_sample){b.tokens[i], len};
-            b.slices[i] = (lt_slice){i, 0, len};
-            b.units[i] = (lt_unit){&b.slices[i], 1};
+            b.samples[i] = (lt_train_sample){b.tokens[i], len};
+            b.slices[i] = (lt_train_slice){i, 0, len};
+            b.units[i] = (lt_train_unit){&b.slices[i], 1};
             b.n = i + 1;
             if (++st.data_pos == count) st.data_pos = 0, st.data_epoch++;
         }
         if (s != LT_OK) break;
         /* one-token documents predict nothing: keep them out of the units */
-        lt_unit *units = b.units;
+        lt_train_unit *units = b.units;
         int n_units = 0;
         for (int i = 0; i < b.n; i++)
             if (b.samples[i].len >= 2) units[n_units++] = b.units[i];

@@ -146,7 +146,7 @@ void lt_llama_init(lt_llama *m, uint64_t seed) {
     }
 }
 
-int lt_unit_tokens(const lt_unit *u) {
+int lt_unit_tokens(const lt_train_unit *u) {
     int T = 0;
     for (int i = 0; i < u->n_slices; i++) T += u->slices[i].end - u->slices[i].begin;
     return T;
@@ -159,14 +159,14 @@ int64_t lt_batch_predicted_tokens(const lt_batch *b) {
     return n;
 }
 
-lt_status lt_unit_check(const lt_unit *u, const lt_batch *b, int vocab, lt_error *err) {
+lt_status lt_unit_check(const lt_train_unit *u, const lt_batch *b, int vocab, lt_error *err) {
     if (u->n_slices <= 0) return lt_fail(err, LT_ERR_INPUT, "unit", "the unit has no slices");
     for (int i = 0; i < u->n_slices; i++) {
-        const lt_slice *s = &u->slices[i];
+        const lt_train_slice *s = &u->slices[i];
         if (s->sample < 0 || s->sample >= b->n_samples)
             return lt_fail(err, LT_ERR_INPUT, "unit", "slice %d names sample %d, the batch has %d", i, s->sample,
                            b->n_samples);
-        const lt_sample *smp = &b->samples[s->sample];
+        const lt_train_sample *smp = &b->samples[s->sample];
         if (s->begin < 0 || s->begin >= s->end || s->end > smp->len)
             return lt_fail(err, LT_ERR_INPUT, "unit", "slice %d [%d, %d) is not a token range of sample %d (length %d)",
                            i, s->begin, s->end, s->sample, smp->len);

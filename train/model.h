@@ -100,38 +100,41 @@ const lt_tensor_info *lt_llama_find_tensor(const lt_llama *m, const char *name);
 void lt_llama_init(lt_llama *m, uint64_t seed);
 
 /* ---------------------------------------------------------------- batch, slice, unit */
+/* The trainer's own sample / slice / unit (lt_train_*): plans/schedule.h's lt_slice and
+ * lt_unit index a schedule's tables, these point at token arrays; the executor (which
+ * includes both headers) turns the first into the second. */
 
 /* A sample of the global batch: its tokens (caller-owned), length >= 1. */
-typedef struct lt_sample {
+typedef struct lt_train_sample {
     const int32_t *tokens;
     int len;
-} lt_sample;
+} lt_train_sample;
 
 typedef struct lt_batch {
-    const lt_sample *samples;
+    const lt_train_sample *samples;
     int n_samples;
 } lt_batch;
 
 /* Tokens [begin, end) of sample `sample` (an index into the batch). */
-typedef struct lt_slice {
+typedef struct lt_train_slice {
     int sample;
     int begin, end;
-} lt_slice;
+} lt_train_slice;
 
-typedef struct lt_unit {
-    const lt_slice *slices;
+typedef struct lt_train_unit {
+    const lt_train_slice *slices;
     int n_slices;
-} lt_unit;
+} lt_train_unit;
 
 /* Tokens of the unit (sum of its slices' lengths). */
-int lt_unit_tokens(const lt_unit *u);
+int lt_unit_tokens(const lt_train_unit *u);
 
 /* Predicted tokens of a whole batch: sum over samples of (len - 1): the loss denominator. */
 int64_t lt_batch_predicted_tokens(const lt_batch *b);
 
 /* LT_OK when every slice names a sample of `b`, 0 <= begin < end <= len and the unit has
  * tokens; else LT_ERR_INPUT naming the slice. Token ids must be < vocab (checked too). */
-lt_status lt_unit_check(const lt_unit *u, const lt_batch *b, int vocab, lt_error *err);
+lt_status lt_unit_check(const lt_train_unit *u, const lt_batch *b, int vocab, lt_error *err);
 
 /* ---------------------------------------------------------------- KV context */
 
@@ -201,7 +204,7 @@ typedef struct lt_acts {
 
 /* Allocate activations for unit `u` of batch `b` through layers [l0, l1); `head` adds the
  * head's buffers. Fills pos and targets. Errors: LT_ERR_NOMEM, LT_ERR_INPUT (bad unit). */
-lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_unit *u, int l0, int l1,
+lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
                         bool head, lt_error *err);
 void lt_acts_free(lt_acts *a);
 
@@ -228,7 +231,7 @@ typedef struct lt_pass {
  * gradient buffer) is written only by a fused head with loss_scale > 0 (+=).
  * The output of layer l1-1 is acts->out (the next stage's `in`).
  */
-lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_unit *u,
+lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                            const float *in, lt_kvctx *kv, lt_acts *acts, const lt_llama_views *grads,
                            double *loss_sum, float *logits_out, lt_pool *pool, lt_error *err);
 
@@ -239,7 +242,7 @@ lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batc
  * gradient is added too; otherwise `din` ([T,C], +=) receives the gradient of `in` (the
  * previous stage's dout).
  */
-lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_unit *u,
+lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                             const float *dout, lt_kvctx *kv, lt_acts *acts, const lt_llama_views *grads,
                             float *din, lt_pool *pool, lt_error *err);
 
@@ -250,7 +253,7 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
  * with grads). */
 /* kv: a context initialized for b (with gradients when grads != NULL) that the caller may
  * inspect afterwards, or NULL for a private one. */
-lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_unit *units, int n_units,
+lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_train_unit *units, int n_units,
                               float loss_scale, const lt_llama_views *grads, lt_kvctx *kv,
                               double *loss_sum, lt_pool *pool, lt_error *err);
 

@@ -45,7 +45,7 @@ static size_t layer_floats(const dims *d) {
     return T * (size_t)d->C * 4 + T * 2 + T * (size_t)d->qd * 2 + T * (size_t)d->nh + T * (size_t)d->F * 3;
 }
 
-lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_unit *u, int l0, int l1,
+lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
                         bool head, lt_error *err) {
     memset(a, 0, sizeof *a);
     lt_status st = lt_unit_check(u, b, m->shape.vocab, err);
@@ -93,8 +93,8 @@ lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const 
     a->targets = a->ibuf + 2 * (size_t)T;
     int row = 0;
     for (int i = 0; i < u->n_slices; i++) {
-        const lt_slice *s = &u->slices[i];
-        const lt_sample *smp = &b->samples[s->sample];
+        const lt_train_slice *s = &u->slices[i];
+        const lt_train_sample *smp = &b->samples[s->sample];
         for (int t = s->begin; t < s->end; t++, row++) {
             a->ids[row] = smp->tokens[t];
             a->pos[row] = t;
@@ -115,10 +115,10 @@ void lt_acts_free(lt_acts *a) {
 
 /* The attention segments of unit u at layer l: one per slice, reading/writing the sample's
  * context buffers. */
-static void segments_of(const lt_unit *u, const lt_kvctx *kv, int l, lt_attn_segment *segs) {
+static void segments_of(const lt_train_unit *u, const lt_kvctx *kv, int l, lt_attn_segment *segs) {
     int row = 0;
     for (int i = 0; i < u->n_slices; i++) {
-        const lt_slice *s = &u->slices[i];
+        const lt_train_slice *s = &u->slices[i];
         const lt_kv_sample *ks = &kv->s[s->sample];
         segs[i].row0 = row;
         segs[i].n = s->end - s->begin;
@@ -133,11 +133,11 @@ static void segments_of(const lt_unit *u, const lt_kvctx *kv, int l, lt_attn_seg
 
 /* Copy the unit's rows [T, kvd] of `src` into (to_ctx) or out of the context buffers `ctx`
  * (per slice: rows begin..end-1 of its sample). `which`: 0 k, 1 v, 2 dk, 3 dv. */
-static void ctx_rows(const lt_unit *u, const lt_kvctx *kv, int l, int which, float *unit_rows, bool to_ctx) {
+static void ctx_rows(const lt_train_unit *u, const lt_kvctx *kv, int l, int which, float *unit_rows, bool to_ctx) {
     int row = 0;
     size_t kvd = (size_t)kv->kvd;
     for (int i = 0; i < u->n_slices; i++) {
-        const lt_slice *s = &u->slices[i];
+        const lt_train_slice *s = &u->slices[i];
         const lt_kv_sample *ks = &kv->s[s->sample];
         float *base = which == 0 ? ks->k[l] : which == 1 ? ks->v[l] : which == 2 ? ks->dk[l] : ks->dv[l];
         size_t n = (size_t)(s->end - s->begin) * kvd;
@@ -197,7 +197,7 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
     return LT_OK;
 }
 
-lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_unit *u,
+lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                            const float *in, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
                            double *loss_sum, float *logits_out, lt_pool *pool, lt_error *err) {
     (void)b; /* the unit's tokens were gathered by lt_acts_alloc */
@@ -258,7 +258,7 @@ lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batc
     return LT_OK;
 }
 
-lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_unit *u,
+lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                             const float *dout, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
                             float *din, lt_pool *pool, lt_error *err) {
     (void)b;
@@ -316,7 +316,7 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
     return LT_OK;
 }
 
-lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_unit *units, int n_units,
+lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_train_unit *units, int n_units,
                               float loss_scale, const lt_llama_views *grads, lt_kvctx *kv, double *loss_sum,
                               lt_pool *pool, lt_error *err) {
     lt_kvctx own;

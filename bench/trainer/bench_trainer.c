@@ -50,7 +50,7 @@
 #include "lib/threadpool.h" /* lt_pool_destroy */
 #include "train/cpu.h"      /* lt_cpu_init */
 #include "train/kernels.h"  /* lt_linear_timing, lt_linear_seconds */
-#include "train/model.h"    /* lt_llama_*, lt_sample, lt_unit */
+#include "train/model.h"    /* lt_llama_*, lt_train_sample, lt_train_unit */
 
 typedef struct options {
     const char *model;
@@ -161,8 +161,8 @@ int main(int argc, char **argv) {
 
     /* the batch: K whole samples, one unit packing them all */
     int32_t *tokens = malloc((size_t)o.tokens * sizeof *tokens);
-    lt_sample *samples = malloc((size_t)o.samples * sizeof *samples);
-    lt_slice *slices = malloc((size_t)o.samples * sizeof *slices);
+    lt_train_sample *samples = malloc((size_t)o.samples * sizeof *samples);
+    lt_train_slice *slices = malloc((size_t)o.samples * sizeof *slices);
     float *grad_buf = malloc(m.n_params * sizeof(float));
     lt_layer_views *grad_layers = malloc((size_t)m.shape.layers * sizeof *grad_layers);
     LT_CHECK_ALLOC(tokens);
@@ -176,13 +176,13 @@ int main(int argc, char **argv) {
     double gflop = 0;
     for (int i = 0, at = 0; i < o.samples; i++) {
         int len = o.tokens / o.samples + (i < o.tokens % o.samples);
-        samples[i] = (lt_sample){.tokens = tokens + at, .len = len};
-        slices[i] = (lt_slice){.sample = i, .begin = 0, .end = len};
+        samples[i] = (lt_train_sample){.tokens = tokens + at, .len = len};
+        slices[i] = (lt_train_slice){.sample = i, .begin = 0, .end = len};
         gflop += 3.0 * lt_model_forward_flops(&m.shape, len) * 1e-9;
         at += len;
     }
     lt_batch batch = {.samples = samples, .n_samples = o.samples};
-    lt_unit unit = {.slices = slices, .n_slices = o.samples};
+    lt_train_unit unit = {.slices = slices, .n_slices = o.samples};
     int64_t predicted = lt_batch_predicted_tokens(&batch);
     float loss_scale = predicted > 0 ? 1.0f / (float)predicted : 0.0f;
     lt_llama_views grads;

@@ -54,11 +54,11 @@ static void write_raw(const char *dir, const char *name, const float *p, size_t 
 typedef struct spec {
     lt_jv *root;
     lt_model_shape shape;
-    lt_sample *samples;
+    lt_train_sample *samples;
     int32_t **tokens;
     lt_batch batch;
-    lt_unit *units;
-    lt_slice **slices;
+    lt_train_unit *units;
+    lt_train_slice **slices;
     int n_units;
 } spec;
 
@@ -112,7 +112,7 @@ static void load_spec(const char *path, spec *s, lt_llama *m) {
     LT_CHECK_ALLOC(s->slices);
     for (int i = 0; i < s->n_units; i++) {
         const lt_jv *u = &us->items[i];
-        s->slices[i] = calloc(u->n + 1, sizeof(lt_slice));
+        s->slices[i] = calloc(u->n + 1, sizeof(lt_train_slice));
         LT_CHECK_ALLOC(s->slices[i]);
         for (size_t j = 0; j < u->n; j++) {
             const lt_jv *sl = &u->items[j];
@@ -254,8 +254,8 @@ static int cmd_logits(spec *s, lt_llama *m, const char *out, lt_pool *pool) {
     if (lt_kvctx_init(&kv, m, &s->batch, false, &err) != LT_OK) lt_error_exit(&err);
     lt_pass pass = {0, m->shape.layers, true, true, 0.0f};
     for (int j = 0; j < s->batch.n_samples; j++) {
-        lt_slice sl = {j, 0, s->samples[j].len};
-        lt_unit u = {&sl, 1};
+        lt_train_slice sl = {j, 0, s->samples[j].len};
+        lt_train_unit u = {&sl, 1};
         lt_acts a;
         if (lt_acts_alloc(&a, m, &s->batch, &u, 0, m->shape.layers, true, &err) != LT_OK) lt_error_exit(&err);
         float *logits = malloc((size_t)a.T * (size_t)m->shape.vocab * sizeof(float));

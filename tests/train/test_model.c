@@ -42,7 +42,7 @@ static void make_model(lt_llama *m, int tied) {
 enum { N_SAMPLES = 4 };
 static const int lengths[N_SAMPLES] = {11, 5, 37, 1};
 static int32_t tokens[N_SAMPLES][40];
-static lt_sample samples[N_SAMPLES];
+static lt_train_sample samples[N_SAMPLES];
 static lt_batch batch = {samples, N_SAMPLES};
 
 static void make_batch(void) {
@@ -57,7 +57,7 @@ static void make_batch(void) {
 
 /* Gradients (and the loss) of the batch split into `units`, through stages of layers
  * split at `cut` (cut == layers: one stage). */
-static double grads_of(const lt_llama *m, const lt_unit *units, int n_units, int cut, lt_pool *pool, float *gbuf) {
+static double grads_of(const lt_llama *m, const lt_train_unit *units, int n_units, int cut, lt_pool *pool, float *gbuf) {
     lt_error err;
     memset(gbuf, 0, m->n_params * sizeof(float));
     lt_layer_views lv[8];
@@ -109,9 +109,9 @@ static double max_rel(const float *a, const float *b, size_t n) {
 }
 
 /* The batch three ways: whole samples, packed differently, sliced with KV context. */
-static const lt_slice whole[] = {{0, 0, 11}, {1, 0, 5}, {2, 0, 37}, {3, 0, 1}};
-static const lt_slice packed_a[] = {{2, 0, 37}, {1, 0, 5}}, packed_b[] = {{3, 0, 1}, {0, 0, 11}};
-static const lt_slice sliced_a[] = {{2, 0, 4}, {0, 0, 6}}, sliced_b[] = {{0, 6, 11}, {2, 4, 20}, {1, 0, 2}},
+static const lt_train_slice whole[] = {{0, 0, 11}, {1, 0, 5}, {2, 0, 37}, {3, 0, 1}};
+static const lt_train_slice packed_a[] = {{2, 0, 37}, {1, 0, 5}}, packed_b[] = {{3, 0, 1}, {0, 0, 11}};
+static const lt_train_slice sliced_a[] = {{2, 0, 4}, {0, 0, 6}}, sliced_b[] = {{0, 6, 11}, {2, 4, 20}, {1, 0, 2}},
                       sliced_c[] = {{2, 20, 21}, {1, 2, 5}}, sliced_d[] = {{3, 0, 1}, {2, 21, 37}};
 
 static void split_three_ways_same_gradients(void **state) {
@@ -123,9 +123,9 @@ static void split_three_ways_same_gradients(void **state) {
         float *g_whole = malloc(m.n_params * sizeof(float)), *g = malloc(m.n_params * sizeof(float));
         assert_non_null(g_whole);
         assert_non_null(g);
-        lt_unit u_whole[] = {{&whole[0], 1}, {&whole[1], 1}, {&whole[2], 1}, {&whole[3], 1}};
-        lt_unit u_packed[] = {{packed_a, 2}, {packed_b, 2}};
-        lt_unit u_sliced[] = {{sliced_a, 2}, {sliced_b, 3}, {sliced_c, 2}, {sliced_d, 2}};
+        lt_train_unit u_whole[] = {{&whole[0], 1}, {&whole[1], 1}, {&whole[2], 1}, {&whole[3], 1}};
+        lt_train_unit u_packed[] = {{packed_a, 2}, {packed_b, 2}};
+        lt_train_unit u_sliced[] = {{sliced_a, 2}, {sliced_b, 3}, {sliced_c, 2}, {sliced_d, 2}};
         double l_whole = grads_of(&m, u_whole, 4, m.shape.layers, NULL, g_whole);
         double l = grads_of(&m, u_packed, 2, m.shape.layers, NULL, g);
         assert_true(fabs(l - l_whole) <= 1e-5 * fabs(l_whole));
@@ -151,7 +151,7 @@ static void layer_split_same_gradients(void **state) {
     float *g1 = malloc(m.n_params * sizeof(float)), *g2 = malloc(m.n_params * sizeof(float));
     assert_non_null(g1);
     assert_non_null(g2);
-    lt_unit u_sliced[] = {{sliced_a, 2}, {sliced_b, 3}, {sliced_c, 2}, {sliced_d, 2}};
+    lt_train_unit u_sliced[] = {{sliced_a, 2}, {sliced_b, 3}, {sliced_c, 2}, {sliced_d, 2}};
     double l1 = grads_of(&m, u_sliced, 4, m.shape.layers, NULL, g1);
     double l2 = grads_of(&m, u_sliced, 4, 1, NULL, g2);
     assert_true(l1 == l2);
@@ -172,7 +172,7 @@ static void threads_change_nothing(void **state) {
     float *g1 = malloc(m.n_params * sizeof(float)), *g2 = malloc(m.n_params * sizeof(float));
     assert_non_null(g1);
     assert_non_null(g2);
-    lt_unit u_sliced[] = {{sliced_a, 2}, {sliced_b, 3}, {sliced_c, 2}, {sliced_d, 2}};
+    lt_train_unit u_sliced[] = {{sliced_a, 2}, {sliced_b, 3}, {sliced_c, 2}, {sliced_d, 2}};
     double l1 = grads_of(&m, u_sliced, 4, m.shape.layers, NULL, g1);
     double l2 = grads_of(&m, u_sliced, 4, m.shape.layers, pool, g2);
     assert_true(l1 == l2);
@@ -238,8 +238,8 @@ static void labels_and_bad_units(void **state) {
     make_model(&m, 0);
     lt_error err;
     /* the label convention: a slice ending inside its sample predicts the next token */
-    lt_slice sl[] = {{2, 3, 9}, {3, 0, 1}};
-    lt_unit u = {sl, 2};
+    lt_train_slice sl[] = {{2, 3, 9}, {3, 0, 1}};
+    lt_train_unit u = {sl, 2};
     lt_acts a;
     assert_int_equal(lt_acts_alloc(&a, &m, &batch, &u, 0, 2, true, &err), LT_OK);
     assert_int_equal(a.T, 7);
@@ -251,15 +251,15 @@ static void labels_and_bad_units(void **state) {
     lt_acts_free(&a);
     assert_int_equal(lt_batch_predicted_tokens(&batch), 10 + 4 + 36 + 0);
     /* bad slices and out-of-vocabulary tokens are refused with the reason */
-    lt_slice bad[] = {{2, 30, 38}};
-    lt_unit ub = {bad, 1};
+    lt_train_slice bad[] = {{2, 30, 38}};
+    lt_train_unit ub = {bad, 1};
     assert_int_equal(lt_acts_alloc(&a, &m, &batch, &ub, 0, 2, true, &err), LT_ERR_INPUT);
     assert_non_null(strstr(err.what, "not a token range"));
-    lt_slice bad2[] = {{7, 0, 1}};
+    lt_train_slice bad2[] = {{7, 0, 1}};
     ub.slices = bad2;
     assert_int_equal(lt_acts_alloc(&a, &m, &batch, &ub, 0, 2, true, &err), LT_ERR_INPUT);
     tokens[0][3] = 61;
-    lt_slice ok[] = {{0, 0, 11}};
+    lt_train_slice ok[] = {{0, 0, 11}};
     ub.slices = ok;
     assert_int_equal(lt_acts_alloc(&a, &m, &batch, &ub, 0, 2, true, &err), LT_ERR_INPUT);
     assert_non_null(strstr(err.what, "outside the vocabulary"));
