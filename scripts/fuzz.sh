@@ -45,7 +45,7 @@ target_sources() {
     fuzz_index) echo "dataprep/shard.c lib/error.c lib/files.c lib/sha256.c lib/strlist.c" ;;
     fuzz_hardware) echo "plans/hardware.c plans/lengths.c lib/error.c lib/strutil.c lib/files.c lib/strlist.c" ;;
     fuzz_planstore) echo "plans/store.c plans/validate.c plans/plan.c plans/schedule.c plans/schedule_gen.c \
-plans/sim.c plans/cost.c plans/hardware.c lib/db.c lib/error.c lib/files.c lib/strutil.c lib/strlist.c lib/config.c \
+plans/sim.c plans/deps.c plans/cost.c plans/hardware.c lib/db.c lib/error.c lib/files.c lib/strutil.c lib/strlist.c lib/config.c \
 lib/config_schema.c lib/model.c lib/log.c plans/sampler.c plans/lengths.c dataprep/dataset.c dataprep/shard.c lib/rng.c \
 lib/sha256.c lib/json.c" ;;
     fuzz_safetensors) echo "train/safetensors.c lib/json.c lib/error.c lib/files.c lib/strlist.c" ;;
