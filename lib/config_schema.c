@@ -111,6 +111,7 @@ static const lt_config_key schema[] = {
     INT("train", "keep_checkpoints", "3", "1", NULL, "checkpoints kept in checkpoint_dir (older ones are deleted)"),
     INT("train", "threads", "0", "0", NULL, "CPU threads of the fp32 kernels (OpenBLAS and the thread pool); 0 = one per available CPU"),
     INT("train", "batch_docs", "8", "1", NULL, "trainer train --whole: documents per step"),
+    DBL("train", "check_tolerance", "1e-4", "0", NULL, "trainer check: the largest relative gradient error a step may show"),
 
     /* [slurm] */
     STR("slurm", "partition", NULL, "sbatch --partition; unset: the cluster's default"),

@@ -16,6 +16,7 @@
 int eval_command(lt_cli_ctx *ctx);     /* train/cmd_eval.c */
 int generate_command(lt_cli_ctx *ctx); /* train/cmd_generate.c */
 int train_command(lt_cli_ctx *ctx);    /* train/cmd_train.c */
+int check_command(lt_cli_ctx *ctx);    /* train/cmd_check.c */
 
 /* Read checkpoint `ckpt` (moments into opt when non-NULL, state into st when non-NULL);
  * when the config sets [model] keys, the checkpoint's dimensions must match them. */

@@ -24,4 +24,11 @@ uint64_t lt_docs_count(const lt_docs *d);
  * its (truncated) length. Errors name the shard and document. */
 lt_status lt_docs_get(lt_docs *d, uint64_t i, int32_t **tokens, int *len, lt_error *err);
 
+/* Tokens [offset, offset + length) of document `doc` of task `task` (a plan's sample:
+ * plans/sampler.h's source "task=T,doc=D,tok=O" and its length), not truncated: *tokens is
+ * malloc'd. LT_ERR_INPUT naming the shard when the task, the document or the range does not
+ * exist (a plan built from other data). */
+lt_status lt_docs_get_piece(lt_docs *d, uint32_t task, uint64_t doc, int64_t offset, int64_t length,
+                            int32_t **tokens, lt_error *err);
+
 #endif /* LT_TRAIN_DOCS_H */

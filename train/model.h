@@ -207,6 +207,11 @@ typedef struct lt_acts {
 lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
                         bool head, lt_error *err);
 void lt_acts_free(lt_acts *a);
+/* Copy everything the forward kept for row srow of src into row drow of dst (same layer
+ * range; dst's head buffer only if src has one): how an asymmetric backward unit (SlimPack
+ * 4.1.2), whose rows come from several forward units, gets its activations. Both rows must
+ * hold the same token at the same position (LT_ERR_INTERNAL otherwise, as for a bad range). */
+lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, const lt_llama *m, lt_error *err);
 
 /* ---------------------------------------------------------------- forward / backward */
 

@@ -105,6 +105,40 @@ lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const 
     return LT_OK;
 }
 
+static void copy_row(float *dst, int drow, const float *src, int srow, int width) {
+    memcpy(dst + (size_t)drow * (size_t)width, src + (size_t)srow * (size_t)width, (size_t)width * sizeof(float));
+}
+
+lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, const lt_llama *m, lt_error *err) {
+    if (dst->l0 != src->l0 || dst->l1 != src->l1 || drow < 0 || drow >= dst->T || srow < 0 || srow >= src->T ||
+        (dst->dnf_in && !src->dnf_in))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "copying row %d of a [%d, %d) %d-row activation set into row %d of "
+                       "a [%d, %d) %d-row one", srow, src->l0, src->l1, src->T, drow, dst->l0, dst->l1, dst->T);
+    if (dst->ids[drow] != src->ids[srow] || dst->pos[drow] != src->pos[srow])
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "row %d (token %d at %d) is not row %d (token %d at %d)", drow,
+                       dst->ids[drow], dst->pos[drow], srow, src->ids[srow], src->pos[srow]);
+    dims d = dims_of(m, 1);
+    for (int l = 0; l < dst->l1 - dst->l0; l++) {
+        lt_layer_acts *D = &dst->layer[l];
+        const lt_layer_acts *S = &src->layer[l];
+        copy_row(D->x, drow, S->x, srow, d.C);
+        copy_row(D->n1, drow, S->n1, srow, d.C);
+        copy_row(D->rstd1, drow, S->rstd1, srow, 1);
+        copy_row(D->q, drow, S->q, srow, d.qd);
+        copy_row(D->att, drow, S->att, srow, d.qd);
+        copy_row(D->lse, drow, S->lse, srow, d.nh);
+        copy_row(D->x2, drow, S->x2, srow, d.C);
+        copy_row(D->n2, drow, S->n2, srow, d.C);
+        copy_row(D->rstd2, drow, S->rstd2, srow, 1);
+        copy_row(D->gate, drow, S->gate, srow, d.F);
+        copy_row(D->up, drow, S->up, srow, d.F);
+        copy_row(D->act, drow, S->act, srow, d.F);
+    }
+    copy_row(dst->out, drow, src->out, srow, d.C);
+    if (dst->dnf_in) copy_row(dst->dnf_in, drow, src->dnf_in, srow, d.C);
+    return LT_OK;
+}
+
 void lt_acts_free(lt_acts *a) {
     if (!a) return;
     free(a->buf);

@@ -67,6 +67,16 @@ static const lt_cli_command commands[] = {
      "the end; --resume continues bit-exactly from the newest. --steps N stops after step N (the\n"
      "schedule still spans train.steps). Without --whole: the plan executor (not built yet).\n",
      train_command},
+    {"check", "--config FILE --db PLANS --data DIR [--steps LIST] [--ckpt CKPT]",
+     "the gradient-equivalence oracle: a plan's gradients against every sample whole",
+     "For each step (all stored steps, or --steps 0,100,200), executes the plan in this process\n"
+     "(every pipeline and stage, the strategy's slices, packing and backward regrouping) and runs\n"
+     "every sample whole in one unit each; both scale by 1 / the step's predicted tokens. The model:\n"
+     "--ckpt CKPT, else the config's [model] initialized with train.seed (else plan.seed). Prints\n"
+     "per step one line per parameter tensor (step=S tensor=NAME rel_err=E, max |diff| / max |ref|)\n"
+     "and a summary (step=S strategy=... loss=L ref_loss=R loss_diff=D max_rel_err=E worst=NAME ...);\n"
+     "last line: max_rel_err=E steps=N. Exit 1 when E > train.check_tolerance (default 1e-4).\n",
+     check_command},
 };
 
 const lt_cli_program trainer_program = {

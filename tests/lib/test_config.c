@@ -978,6 +978,7 @@ static const char expected_dump[] =
         "keep_checkpoints = 3                    ; default\n"
         "threads = 0                             ; default\n"
         "batch_docs = 8                          ; default\n"
+        "check_tolerance = 1e-4                  ; default\n"
         "\n"
         "[slurm]\n"
         "; partition =\n"

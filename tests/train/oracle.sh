@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# tests/train/oracle.sh — `trainer check`, the gradient-equivalence oracle (DESIGN.md
+# "Equivalence"), on real plans: the sample corpus through dataprep (r50k_base), plans of
+# every strategy built by `planner build` for a 4-layer hidden-64 model at the layouts
+# (dp, pp) = (1, 2), (2, 1), (2, 2), (1, 4), then `trainer check` executes each stored step
+# in one process and compares its gradients with every sample run whole: every tensor
+# within 1e-4 relative (train.check_tolerance), the loss the same. Also: chunkflow with
+# forced chunks (FK ops), slimpack with a DP-Merge outlier; damaged plans (an op naming a
+# unit that does not exist, a missing slice, a broken FILO order) refused naming the step.
+# Emits TAP.
+: "${top_srcdir:?}" "${top_builddir:?}"
+DATAPREP=$top_builddir/dataprep/dataprep
+PLANNER=$top_builddir/plans/planner
+TRAINER=$top_builddir/train/trainer
+export LONGTAIL_HARDWARE_DIR=$top_srcdir/etc/hardware
+PY=${PYTHON:-python3}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/lt-oracle.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+notok() {
+  n=$((n + 1)); echo "not ok $n - $1"
+  shift
+  for f in "$@"; do [ -f "$f" ] && sed 's/^/# /' "$f" | tail -15; done
+}
+
+"$DATAPREP" run --input "$top_srcdir/data/sample/mixed-0.jsonl.gz" --encoding r50k_base \
+  --vocab-dir "$top_srcdir/data/vocab" --out "$tmp/data" -q >"$tmp/dp.out" 2>&1 \
+  || { notok "dataprep of the sample corpus" "$tmp/dp.out"; echo "1..$n"; exit 0; }
+cat >"$tmp/m.ini" <<INI
+[model]
+preset = nano
+layers = 4
+vocab = 50257
+[plan]
+global_batch = 6
+context_len = 128
+mem = 80G
+steps = 2
+seq1f1b_slices = 3
+[train]
+threads = 2
+INI
+
+# plan NAME STRATEGY DP PP [--set ...]: planner build into $tmp/NAME.db
+plan() {
+  local name=$1 strategy=$2 dp=$3 pp=$4; shift 4
+  "$PLANNER" build --config "$tmp/m.ini" --data "$tmp/data" --db "$tmp/$name.db" --strategy "$strategy" \
+    --set parallel.dp="$dp" --set parallel.pp="$pp" "$@" >"$tmp/$name.plan" 2>&1
+}
+
+# oracle NAME WHAT: trainer check of every step of $tmp/NAME.db within the tolerance
+oracle() {
+  local name=$1 what=$2
+  if ! "$TRAINER" check --config "$tmp/m.ini" --db "$tmp/$name.db" --data "$tmp/data" >"$tmp/$name.out" \
+       2>"$tmp/$name.err"; then
+    notok "oracle: $what" "$tmp/$name.out" "$tmp/$name.err"
+    return
+  fi
+  local last steps
+  last=$(tail -1 "$tmp/$name.out")
+  steps=$(grep -c ' strategy=' "$tmp/$name.out")
+  if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ steps=([0-9]+)$ ]] && [ "${BASH_REMATCH[2]}" = "$steps" ] &&
+     [ "$steps" -ge 1 ] && awk -v e="${BASH_REMATCH[1]}" 'BEGIN { exit !(e <= 1e-4) }'; then
+    ok "oracle: $what ($last)"
+  else
+    notok "oracle: $what (last line '$last', $steps step lines)" "$tmp/$name.out"
+  fi
+}
+
+for layout in "1 2" "2 1" "2 2" "1 4"; do
+  set -- $layout
+  for s in megatron gpipe seq1f1b chunkflow infinipipe slimpack auto; do
+    name="$s-dp$1-pp$2"
+    if plan "$name" "$s" "$1" "$2"; then oracle "$name" "$s, dp $1, pp $2"
+    else notok "planner build $s, dp $1, pp $2" "$tmp/$name.plan"; fi
+  done
+done
+
+# chunkflow with 32-token chunks and K = 1: forward-K/V-only (FK) passes, then F again
+if plan cf-fk chunkflow 2 2 --set plan.chunk_size=32 --set plan.chunkflow_k=1 &&
+   [ "$(sqlite3 "$tmp/cf-fk.db" "SELECT count(*) FROM plan_ops WHERE kind = 'FK'")" -gt 0 ]; then
+  oracle cf-fk "chunkflow, 32-token chunks, K = 1 (FK ops)"
+else
+  notok "planner build chunkflow with FK ops" "$tmp/cf-fk.plan"
+fi
+
+# slimpack with a DP-Merge outlier: context 4K (the corpus' long document truncated to it),
+# 4 DP ranks, groups of 2
+if plan sp-merge slimpack 4 2 --set parallel.max_cp=2 --set plan.global_batch=8 --set plan.context_len=4K \
+     --set plan.steps=1 && [ "$(sqlite3 "$tmp/sp-merge.db" "SELECT count(*) FROM dp_merges")" -gt 0 ]; then
+  oracle sp-merge "slimpack, dp 4, pp 2, a DP-Merge group"
+  if grep -qE ' skipped=[1-9]' "$tmp/sp-merge.out"; then ok "DP-Merge: the second member's ops of the merged unit are skipped, the first runs them whole"
+  else notok "DP-Merge ops skipped on the second member" "$tmp/sp-merge.out"; fi
+else
+  notok "planner build slimpack with a DP-Merge group" "$tmp/sp-merge.plan"
+fi
+
+# damaged plans: refused, naming the step
+refused() { # refused WHAT DB PATTERN
+  if "$TRAINER" check --config "$tmp/m.ini" --db "$2" --data "$tmp/data" >"$tmp/bad.out" 2>"$tmp/bad.err"; then
+    notok "damaged plan refused: $1 (exit 0)" "$tmp/bad.out"
+  elif grep -qE -- "$3" "$tmp/bad.err"; then
+    ok "damaged plan refused: $1 ($(head -1 "$tmp/bad.err" | cut -c1-160))"
+  else
+    notok "damaged plan refused: $1 (stderr lacks /$3/)" "$tmp/bad.err"
+  fi
+}
+cp "$tmp/megatron-dp2-pp2.db" "$tmp/bad-unit.db"
+sqlite3 "$tmp/bad-unit.db" "UPDATE stages SET ops = replace(ops, '[2,0,', '[2,7,') WHERE step = 0 AND dp_rank = 0 AND stage = 1"
+refused "an op naming a unit that does not exist" "$tmp/bad-unit.db" "step 0"
+cp "$tmp/seq1f1b-dp2-pp2.db" "$tmp/bad-slice.db"
+sqlite3 "$tmp/bad-slice.db" "DELETE FROM units_slices WHERE step = 1 AND dp_rank = 1 AND unit = (SELECT max(unit) FROM units_slices WHERE step = 1 AND dp_rank = 1) AND seq = 0"
+refused "a slice missing" "$tmp/bad-slice.db" "step 1"
+cp "$tmp/seq1f1b-dp1-pp2.db" "$tmp/bad-filo.db"
+# stage 0 of step 0: the two B ops over the slices of one sample swapped (FILO broken)
+"$PY" - "$tmp/bad-filo.db" <<'PY' >"$tmp/filo.out" 2>&1
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+ops = json.loads(db.execute("SELECT ops FROM stages WHERE step = 0 AND dp_rank = 0 AND stage = 0").fetchone()[0])
+sl = {}
+for u, smp, b in db.execute("SELECT unit, idx, tok_begin FROM units_slices WHERE step = 0 AND dp_rank = 0"):
+    sl.setdefault(smp, []).append((b, u))
+pair = next(sorted(v) for v in sl.values() if len({u for _, u in v}) >= 2)
+first, second = pair[0][1], pair[1][1]  # units of slices j and j + 1 of one sample
+bi = {op[1]: i for i, op in enumerate(ops) if op[0] == 2}
+i, j = bi[first], bi[second]
+ops[i], ops[j] = ops[j], ops[i]
+db.execute("UPDATE stages SET ops = ? WHERE step = 0 AND dp_rank = 0 AND stage = 0", (json.dumps(ops, separators=(",", ":")),))
+db.commit()
+print("swapped the B ops of units", first, "and", second)
+PY
+refused "backward of a sample's slices out of FILO order" "$tmp/bad-filo.db" "step 0.*deadlock"
+
+echo "1..$n"
+exit 0

@@ -1,0 +1,203 @@
+/*
+ * train/cmd_check.c — `trainer check`: the gradient-equivalence oracle (DESIGN.md "Key
+ * invariants: Equivalence"). For each chosen step of a plan database, the parameter
+ * gradients of executing the plan (train/exec.h: every pipeline, stage, slice, packing,
+ * backward regrouping of the strategy) against one process running every sample whole, one
+ * unit each (lt_llama_step_units); both divide by the step's predicted tokens.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/cli.h"        /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
+#include "lib/config.h"     /* lt_config_get_double */
+#include "plans/sampler.h"  /* lt_sample */
+#include "plans/store.h"    /* lt_store_open, lt_store_get_step, lt_store_steps */
+#include "train/cmd.h"      /* lt_cmd_model_shape, lt_cmd_seed */
+#include "train/commands.h" /* check_command, lt_cmd_load_model, lt_cmd_threads, lt_cmd_backend */
+#include "train/cpu.h"      /* lt_cpu_init */
+#include "train/docs.h"     /* lt_docs_open, lt_docs_get_piece */
+#include "train/exec.h"     /* lt_exec_step */
+
+/* "0,100,200" -> steps (malloc'd). */
+static lt_status parse_steps(const char *text, uint64_t **steps, size_t *n, lt_error *err) {
+    size_t cap = 1;
+    for (const char *c = text; *c; c++) cap += *c == ',';
+    *steps = malloc(cap * sizeof **steps);
+    *n = 0;
+    if (!*steps) return lt_fail(err, LT_ERR_NOMEM, "--steps", "out of memory");
+    const char *c = text;
+    while (1) {
+        char *end;
+        if (*c < '0' || *c > '9') break;
+        unsigned long long v = strtoull(c, &end, 10);
+        (*steps)[(*n)++] = v;
+        if (*end == '\0') return LT_OK;
+        if (*end != ',') break;
+        c = end + 1;
+    }
+    free(*steps);
+    *steps = NULL;
+    return lt_fail(err, LT_ERR_USAGE, "--steps", "'%.100s' is not a comma-separated list of step numbers", text);
+}
+
+/* The tokens of the step's samples, from their sources in the shards. */
+static lt_status load_samples(lt_docs *docs, const lt_step_plan *p, const lt_sample *src, lt_train_sample *out,
+                              lt_error *err) {
+    for (size_t i = 0; i < p->n_samples; i++) {
+        int32_t *tokens;
+        lt_status st = lt_docs_get_piece(docs, src[i].task, src[i].doc, src[i].offset, src[i].length, &tokens, err);
+        if (st != LT_OK) {
+            lt_error_prefix(err, "step %" PRIu64 ", sample %zu (task=%u,doc=%" PRIu64 ",tok=%" PRId64 ")", p->step, i,
+                            src[i].task, src[i].doc, src[i].offset);
+            return st;
+        }
+        out[i] = (lt_train_sample){.tokens = tokens, .len = (int)src[i].length};
+    }
+    return LT_OK;
+}
+
+/* max |a - b| / max |b| over a tensor (the absolute difference when b is all zero). */
+static double rel_err(const float *a, const float *b, size_t n) {
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
+        scale = fmax(scale, fabs((double)b[i]));
+    }
+    return scale > 0 ? diff / scale : diff;
+}
+
+typedef struct check_run {
+    lt_llama m;
+    lt_store *store;
+    lt_docs *docs;
+    lt_pool *pool;
+    float *ga, *gb; /* gradients: plan executed, samples whole */
+    lt_layer_views *lv;
+    lt_llama_views va, vb;
+    double worst;
+} check_run;
+
+/* One step: execute, reference, compare; prints the step's lines. */
+static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
+    lt_step_plan p;
+    lt_step_plan_init(&p);
+    lt_sample *src = NULL;
+    lt_status st = lt_store_get_step(c->store, step, &p, &src, err);
+    lt_train_sample *smp = st == LT_OK ? calloc(p.n_samples + 1, sizeof *smp) : NULL;
+    lt_train_slice *whole = st == LT_OK ? calloc(p.n_samples + 1, sizeof *whole) : NULL;
+    lt_train_unit *units = st == LT_OK ? calloc(p.n_samples + 1, sizeof *units) : NULL;
+    if (st == LT_OK && (!smp || !whole || !units)) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    if (st == LT_OK) st = load_samples(c->docs, &p, src, smp, err);
+    lt_exec_stats es;
+    memset(c->ga, 0, c->m.n_params * sizeof(float));
+    memset(c->gb, 0, c->m.n_params * sizeof(float));
+    if (st == LT_OK) st = lt_exec_step(&c->m, &p, smp, &c->va, &es, c->pool, err);
+    double ref_loss = 0;
+    if (st == LT_OK) {
+        for (size_t i = 0; i < p.n_samples; i++) {
+            whole[i] = (lt_train_slice){.sample = (int)i, .begin = 0, .end = smp[i].len};
+            units[i] = (lt_train_unit){.slices = &whole[i], .n_slices = 1};
+        }
+        lt_batch b = {.samples = smp, .n_samples = (int)p.n_samples};
+        st = lt_llama_step_units(&c->m, &b, units, (int)p.n_samples, (float)(1.0 / (double)p.n_predicted), &c->vb,
+                                 NULL, &ref_loss, c->pool, err);
+    }
+    if (st == LT_OK) {
+        double worst = 0;
+        const char *worst_name = "";
+        for (int t = 0; t < c->m.n_tensors; t++) {
+            const lt_tensor_info *ti = &c->m.tensors[t];
+            size_t n = (size_t)ti->rows * (size_t)ti->cols;
+            double e = rel_err(c->ga + ti->offset, c->gb + ti->offset, n);
+            printf("step=%" PRIu64 " tensor=%s rel_err=%.3e\n", step, ti->name, e);
+            if (e > worst || t == 0) worst = e, worst_name = ti->name;
+        }
+        double N = (double)p.n_predicted;
+        printf("step=%" PRIu64 " strategy=%s loss=%.6f ref_loss=%.6f loss_diff=%.3e max_rel_err=%.3e worst=%s "
+               "samples=%zu tokens=%" PRId64 " ops=%zu skipped=%zu act_peak_mb=%.1f\n",
+               step, lt_strategy_name(p.strategy), es.loss_sum / N, ref_loss / N, fabs(es.loss_sum - ref_loss) / N,
+               worst, worst_name, p.n_samples, es.tokens, es.ops_run, es.ops_skipped,
+               (double)es.act_bytes_peak / 1048576.0);
+        fflush(stdout);
+        if (worst > c->worst || isnan(worst)) c->worst = isnan(worst) ? INFINITY : worst;
+    }
+    for (size_t i = 0; smp && i < p.n_samples; i++) free((void *)smp[i].tokens);
+    free(smp), free(whole), free(units), free(src);
+    lt_step_plan_free(&p);
+    return st;
+}
+
+static lt_status load_or_init(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m, lt_error *err) {
+    if (ckpt) return lt_cmd_load_model(ctx, ckpt, m, NULL, NULL, err);
+    lt_model_shape shape;
+    lt_status st = lt_cmd_model_shape(ctx, &shape, err);
+    if (st == LT_OK) st = lt_llama_create(m, &shape, err);
+    if (st == LT_OK) lt_llama_init(m, lt_cmd_seed(ctx));
+    return st;
+}
+
+int check_command(lt_cli_ctx *ctx) {
+    const char *db = NULL, *data = NULL, *steps_arg = NULL, *ckpt = NULL;
+    for (int i = 1; i < ctx->argc; i++) {
+        int missing = 0;
+        const char *v;
+        if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--db", &missing))) db = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--data", &missing))) data = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--steps", &missing))) steps_arg = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--ckpt", &missing))) ckpt = v;
+        else if (missing) return lt_cli_usage(ctx, "%s needs a value", ctx->argv[i]);
+        else if (ctx->argv[i][0] == '-') return lt_cli_unknown_option(ctx, ctx->argv[i]);
+        else return lt_cli_usage(ctx, "unexpected argument '%.200s'", ctx->argv[i]);
+    }
+    if (!db) return lt_cli_usage(ctx, "which plans? give --db PLANS.db (planner build)");
+    if (!data) return lt_cli_usage(ctx, "which data? give --data DIR (the dataprep output the plans were built from)");
+    lt_error err;
+    double tol = 1e-4;
+    if (lt_config_get_double(ctx->config, "train", "check_tolerance", &tol, &err) != LT_OK) return lt_error_exit(&err);
+    uint64_t *steps = NULL;
+    size_t n_steps = 0;
+    if (steps_arg && parse_steps(steps_arg, &steps, &n_steps, &err) != LT_OK) return lt_error_exit(&err);
+    check_run c = {0};
+    lt_status st = lt_cmd_backend(ctx, &err);
+    if (st == LT_OK) st = load_or_init(ctx, ckpt, &c.m, &err);
+    if (st == LT_OK) st = lt_store_open(&c.store, db, &err);
+    lt_run_info run = {0};
+    if (st == LT_OK) st = lt_store_run_info(c.store, &run, &err);
+    if (st == LT_OK && run.layers != c.m.shape.layers) {
+        st = lt_fail(&err, LT_ERR_CONFIG, db, "the plans are for a %d-layer model, this model has %d layers",
+                     run.layers, c.m.shape.layers);
+        lt_error_hint(&err, "check with the [model] the plans were built with (sqlite3 %s \"SELECT config FROM runs\")",
+                      db);
+    }
+    if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
+    if (st == LT_OK) st = lt_docs_open(&c.docs, data, 0, &err);
+    if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &c.pool, NULL, &err);
+    if (st == LT_OK) {
+        c.ga = malloc(c.m.n_params * sizeof(float));
+        c.gb = malloc(c.m.n_params * sizeof(float));
+        c.lv = malloc(2 * (size_t)c.m.shape.layers * sizeof *c.lv);
+        if (!c.ga || !c.gb || !c.lv) st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for two gradient buffers");
+    }
+    if (st == LT_OK) {
+        lt_llama_views_of(&c.m, c.ga, c.lv, &c.va);
+        lt_llama_views_of(&c.m, c.gb, c.lv + c.m.shape.layers, &c.vb);
+    }
+    for (size_t i = 0; st == LT_OK && i < n_steps; i++) st = check_step(&c, steps[i], &err);
+    if (st == LT_OK) printf("max_rel_err=%.3e steps=%zu\n", c.worst, n_steps);
+    free(steps), free(c.ga), free(c.gb), free(c.lv);
+    lt_run_info_free(&run);
+    lt_docs_close(c.docs);
+    lt_store_close(c.store);
+    lt_pool_destroy(c.pool);
+    lt_llama_free(&c.m);
+    if (st != LT_OK) return lt_error_exit(&err);
+    if (!(c.worst <= tol)) {
+        fprintf(stderr, "trainer: error: a gradient differs by %.3e relative, over train.check_tolerance = %g\n",
+                c.worst, tol);
+        return 1;
+    }
+    return 0;
+}

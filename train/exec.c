@@ -1,0 +1,404 @@
+/*
+ * train/exec.c — one step of a plan, every pipeline and stage in this process
+ * (train/exec.h).
+ *
+ * Per pipeline: the dependency graph of its schedule (plans/deps.h), an execution order
+ * (Kahn's algorithm, ready ops by predicted start), then the ops. Buffers are reference
+ * counted by the edges that read them: an F's activations by its model-path and activation
+ * successors, a B's input gradient by its model-path successor; each is freed once the
+ * last of them has run, so the activations held at once are what the schedule keeps.
+ */
+#include "train/exec.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plans/deps.h"     /* lt_deps_build, lt_deps_preds, lt_deps_succs */
+#include "plans/schedule.h" /* lt_schedule_op_slices, lt_op */
+
+/* ---------------------------------------------------------------- order */
+
+typedef struct {
+    uint32_t *id;
+    size_t n;
+    const lt_plan_op *pred; /* predicted times: the heap key */
+} op_heap;
+
+static bool before(const op_heap *h, uint32_t a, uint32_t b) {
+    double sa = h->pred[a].start_s, sb = h->pred[b].start_s;
+    return sa < sb || (sa == sb && a < b);
+}
+
+static void heap_push(op_heap *h, uint32_t v) {
+    size_t i = h->n++;
+    h->id[i] = v;
+    while (i > 0 && before(h, h->id[i], h->id[(i - 1) / 2])) {
+        uint32_t t = h->id[i];
+        h->id[i] = h->id[(i - 1) / 2], h->id[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static uint32_t heap_pop(op_heap *h) {
+    uint32_t top = h->id[0];
+    h->id[0] = h->id[--h->n];
+    for (size_t i = 0;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && before(h, h->id[l], h->id[m])) m = l;
+        if (r < h->n && before(h, h->id[r], h->id[m])) m = r;
+        if (m == i) break;
+        uint32_t t = h->id[i];
+        h->id[i] = h->id[m], h->id[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+static const char *kind_name(uint8_t k) { return k == LT_OP_F ? "F" : k == LT_OP_FK ? "FK" : "B"; }
+
+/* order[0..n_ops): every op after its predecessors (ready ops by predicted start). A cycle
+ * is LT_ERR_INPUT naming an op that cannot run and one predecessor it waits for. */
+static lt_status exec_order(const lt_deps *d, const lt_rank_plan *r, uint64_t step, uint32_t *order, lt_error *err) {
+    size_t n = d->n_ops;
+    uint32_t *indeg = malloc((n + 1) * sizeof *indeg);
+    op_heap h = {.id = malloc((n + 1) * sizeof(uint32_t)), .n = 0, .pred = r->ops};
+    if (!indeg || !h.id) {
+        free(indeg), free(h.id);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory ordering %zu ops", n);
+    }
+    for (size_t v = 0; v < n; v++) {
+        indeg[v] = d->pred_off[v + 1] - d->pred_off[v];
+        if (indeg[v] == 0) heap_push(&h, (uint32_t)v);
+    }
+    size_t done = 0;
+    while (h.n > 0) {
+        uint32_t v = heap_pop(&h);
+        order[done++] = v;
+        size_t ns;
+        const lt_dep *s = lt_deps_succs(d, v, &ns);
+        for (size_t k = 0; k < ns; k++)
+            if (--indeg[s[k].op] == 0) heap_push(&h, s[k].op);
+    }
+    lt_status st = LT_OK;
+    if (done < n) {
+        for (size_t v = 0; v < n; v++) {
+            if (indeg[v] == 0) continue;
+            int stage;
+            size_t idx;
+            lt_deps_op_at(d, v, &stage, &idx);
+            size_t np;
+            const lt_dep *p = lt_deps_preds(d, v, &np);
+            size_t k = 0;
+            while (k + 1 < np && indeg[p[k].op] == 0) k++;
+            st = lt_fail(err, LT_ERR_INPUT, NULL,
+                         "step %llu, pipeline %d, stage %d, op %zu (%s of unit %u): the ops deadlock: it waits for "
+                         "stage %u op %u (%s), which waits in turn (%zu of %zu ops can run)",
+                         (unsigned long long)step, r->dp_rank, stage, idx, kind_name(d->op[v]->kind),
+                         d->op[v]->unit, (unsigned)p[k].stage, (unsigned)p[k].index,
+                         lt_dep_kind_name((lt_dep_kind)p[k].kind), done, n);
+            break;
+        }
+    }
+    free(indeg), free(h.id);
+    return st;
+}
+
+/* ---------------------------------------------------------------- one pipeline */
+
+typedef struct {
+    const lt_llama *m;
+    const lt_step_plan *p;
+    const lt_batch *b;
+    const lt_llama_views *grads;
+    lt_kvctx *kv;
+    lt_pool *pool;
+    size_t ri; /* the pipeline: index into p->ranks */
+    const lt_rank_plan *r;
+    lt_deps deps;
+    lt_acts *acts;   /* [n_ops] forward ops: what they kept (T = 0: none) */
+    float **din;     /* [n_ops] B ops with layer_begin > 0: the gradient of their input */
+    uint32_t *refs;  /* [n_ops] readers still to run of acts[v] / din[v] */
+    size_t live, peak;
+    int64_t *f_tokens, *b_tokens; /* [pp x n_samples] tokens through each stage, per sample */
+    lt_exec_stats *stats;
+    lt_train_slice *tslices; /* scratch: an op's unit as train slices */
+    size_t cap_tslices;
+} pipe_run;
+
+/* Op v's unit as a train unit (into pr->tslices). */
+static lt_status unit_of(pipe_run *pr, const lt_op *op, lt_train_unit *u, lt_error *err) {
+    size_t n;
+    const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, op, &n);
+    if (n > pr->cap_tslices) {
+        lt_train_slice *t = realloc(pr->tslices, n * sizeof *t);
+        if (!t) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-slice unit", n);
+        pr->tslices = t, pr->cap_tslices = n;
+    }
+    for (size_t i = 0; i < n; i++)
+        pr->tslices[i] = (lt_train_slice){.sample = sl[i].sample, .begin = (int)sl[i].begin, .end = (int)sl[i].end};
+    u->slices = pr->tslices;
+    u->n_slices = (int)n;
+    return LT_OK;
+}
+
+static void count_tokens(pipe_run *pr, int64_t *counts, int stage, const lt_train_unit *u) {
+    for (int i = 0; i < u->n_slices; i++)
+        counts[(size_t)stage * pr->p->n_samples + (size_t)u->slices[i].sample] += u->slices[i].end - u->slices[i].begin;
+}
+
+static void release(pipe_run *pr, uint32_t v) {
+    if (pr->acts[v].T > 0) {
+        pr->live -= pr->acts[v].bytes;
+        lt_acts_free(&pr->acts[v]);
+        memset(&pr->acts[v], 0, sizeof pr->acts[v]);
+    }
+    free(pr->din[v]);
+    pr->din[v] = NULL;
+}
+
+/* The peer of v's first predecessor edge of `kind`, or LT_DEP_NONE. */
+static uint32_t pred_of_kind(const lt_deps *d, uint32_t v, lt_dep_kind kind) {
+    size_t n;
+    const lt_dep *p = lt_deps_preds(d, v, &n);
+    for (size_t k = 0; k < n; k++)
+        if (p[k].kind == kind) return p[k].op;
+    return LT_DEP_NONE;
+}
+
+static lt_status op_error(pipe_run *pr, uint32_t v, lt_error *err, const char *what) {
+    int stage;
+    size_t idx;
+    lt_deps_op_at(&pr->deps, v, &stage, &idx);
+    return lt_fail(err, LT_ERR_INPUT, NULL, "step %llu, pipeline %d, stage %d, op %zu (%s of unit %u): %s",
+                   (unsigned long long)pr->p->step, pr->r->dp_rank, stage, idx, kind_name(pr->deps.op[v]->kind),
+                   pr->deps.op[v]->unit, what);
+}
+
+static lt_status run_forward(pipe_run *pr, uint32_t v, lt_error *err) {
+    const lt_op *op = pr->deps.op[v];
+    int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
+    lt_train_unit u;
+    lt_status st = unit_of(pr, op, &u, err);
+    if (st != LT_OK) return st;
+    bool with_loss = op->kind == LT_OP_F;
+    lt_pass pass = {.l0 = (int)op->layer_begin, .l1 = (int)op->layer_end, .embed = op->layer_begin == 0,
+                    .head = op->layer_end == (uint32_t)layers && with_loss};
+    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    const float *in = NULL;
+    if (!pass.embed) {
+        uint32_t from = pred_of_kind(&pr->deps, v, LT_DEP_PATH);
+        if (from == LT_DEP_NONE || pr->acts[from].T == 0) return op_error(pr, v, err, "no input from the stage before");
+        in = pr->acts[from].out;
+    }
+    st = lt_acts_alloc(&pr->acts[v], pr->m, pr->b, &u, pass.l0, pass.l1, pass.head, err);
+    if (st != LT_OK) return st;
+    pr->live += pr->acts[v].bytes;
+    pr->peak = pr->live > pr->peak ? pr->live : pr->peak;
+    double loss = 0;
+    st = lt_llama_forward(pr->m, &pass, pr->b, &u, in, pr->kv, &pr->acts[v], pr->grads, &loss, NULL, pr->pool, err);
+    if (st != LT_OK) return st;
+    if (pass.head) pr->stats->loss_sum += loss;
+    if (with_loss) count_tokens(pr, pr->f_tokens, stage, &u);
+    return LT_OK;
+}
+
+/* Activations for B op v of an asymmetric schedule: its rows copied from the F ops whose
+ * units hold its tokens (its LT_DEP_ACT predecessors). */
+static lt_status gather_acts(pipe_run *pr, uint32_t v, const lt_train_unit *u, bool head, lt_acts *a,
+                             lt_error *err) {
+    const lt_op *op = pr->deps.op[v];
+    lt_status st = lt_acts_alloc(a, pr->m, pr->b, u, (int)op->layer_begin, (int)op->layer_end, head, err);
+    if (st != LT_OK) return st;
+    size_t np;
+    const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
+    int row0 = 0, filled = 0;
+    for (int i = 0; i < u->n_slices; i++) {
+        const lt_train_slice *bs = &u->slices[i];
+        for (size_t k = 0; k < np; k++) {
+            if (p[k].kind != LT_DEP_ACT) continue;
+            const lt_acts *src = &pr->acts[p[k].op];
+            size_t nf;
+            const lt_slice *fs = lt_schedule_op_slices(&pr->r->sched, pr->deps.op[p[k].op], &nf);
+            int frow = 0;
+            for (size_t j = 0; j < nf; frow += (int)(fs[j].end - fs[j].begin), j++) {
+                if (fs[j].sample != bs->sample) continue;
+                int lo = bs->begin > fs[j].begin ? bs->begin : (int)fs[j].begin;
+                int hi = bs->end < fs[j].end ? bs->end : (int)fs[j].end;
+                for (int t = lo; t < hi; t++, filled++) {
+                    if (src->T == 0) return op_error(pr, v, err, "the activations of its forward unit are gone");
+                    st = lt_acts_copy_row(a, row0 + (t - bs->begin), src, frow + (t - (int)fs[j].begin), pr->m, err);
+                    if (st != LT_OK) return st;
+                }
+            }
+        }
+        row0 += bs->end - bs->begin;
+    }
+    if (filled != a->T) return op_error(pr, v, err, "some of its tokens were not forwarded on its stage");
+    return LT_OK;
+}
+
+static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
+    const lt_op *op = pr->deps.op[v];
+    int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
+    lt_train_unit u;
+    lt_status st = unit_of(pr, op, &u, err);
+    if (st != LT_OK) return st;
+    lt_pass pass = {.l0 = (int)op->layer_begin, .l1 = (int)op->layer_end, .embed = op->layer_begin == 0,
+                    .head = op->layer_end == (uint32_t)layers};
+    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    const float *dout = NULL;
+    if (!pass.head) {
+        uint32_t from = pred_of_kind(&pr->deps, v, LT_DEP_PATH);
+        if (from == LT_DEP_NONE || !pr->din[from]) return op_error(pr, v, err, "no gradient from the stage after");
+        dout = pr->din[from];
+    }
+    lt_acts gathered = {0}, *a;
+    if (pr->r->sched.asym) {
+        st = gather_acts(pr, v, &u, pass.head, &gathered, err);
+        if (st != LT_OK) {
+            lt_acts_free(&gathered);
+            return st;
+        }
+        a = &gathered;
+        pr->live += gathered.bytes;
+        pr->peak = pr->live > pr->peak ? pr->live : pr->peak;
+    } else {
+        uint32_t f = pr->deps.act_of[v];
+        if (f == LT_DEP_NONE || pr->acts[f].T == 0) return op_error(pr, v, err, "no activations of its forward");
+        a = &pr->acts[f];
+    }
+    if (!pass.embed) {
+        pr->din[v] = calloc((size_t)a->T * (size_t)pr->m->shape.hidden, sizeof(float));
+        if (!pr->din[v]) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token input gradient", a->T);
+    }
+    if (st == LT_OK)
+        st = lt_llama_backward(pr->m, &pass, pr->b, &u, dout, pr->kv, a, pr->grads, pr->din[v], pr->pool, err);
+    if (a == &gathered) {
+        pr->live -= gathered.bytes;
+        lt_acts_free(&gathered);
+    }
+    if (st == LT_OK) count_tokens(pr, pr->b_tokens, stage, &u);
+    return st;
+}
+
+/* Op v of a DP-Merge unit on a member that is not the group's first: skipped (exec.h). */
+static bool skipped(const pipe_run *pr, uint32_t v) {
+    uint32_t smp = lt_plan_op_merged_sample(&pr->r->sched, pr->deps.op[v]);
+    return smp != UINT32_MAX && smp < pr->p->n_samples && pr->p->sample_rank[smp] != (int)pr->ri;
+}
+
+/* Checks of a pipeline's ops before anything runs. */
+static lt_status check_ops(pipe_run *pr, lt_error *err) {
+    for (uint32_t v = 0; v < pr->deps.n_ops; v++) {
+        const lt_op *op = pr->deps.op[v];
+        if (op->part != LT_PART_ALL)
+            return op_error(pr, v, err, "runs a part of a layer (HelixPipe): not executable yet");
+        if (op->layer_end > (uint32_t)pr->m->shape.layers || op->layer_begin >= op->layer_end)
+            return op_error(pr, v, err, "its layer range is outside the model");
+        size_t n;
+        const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, op, &n);
+        if (n == 0) return op_error(pr, v, err, "its unit has no slice");
+        for (size_t i = 0; i < n; i++)
+            if (sl[i].sample < 0 || (size_t)sl[i].sample >= pr->p->n_samples || sl[i].begin < 0 ||
+                sl[i].end <= sl[i].begin || sl[i].end > pr->p->lengths[sl[i].sample] || sl[i].end > INT_MAX)
+                return op_error(pr, v, err, "a slice of its unit is outside its sample");
+    }
+    return LT_OK;
+}
+
+static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
+    lt_status st = lt_deps_build(&pr->deps, &pr->r->sched, err);
+    if (st != LT_OK) {
+        lt_error_prefix(err, "step %llu, pipeline %d", (unsigned long long)pr->p->step, pr->r->dp_rank);
+        return st;
+    }
+    size_t n = pr->deps.n_ops;
+    st = check_ops(pr, err);
+    uint32_t *order = malloc((n + 1) * sizeof *order);
+    pr->acts = calloc(n + 1, sizeof *pr->acts);
+    pr->din = calloc(n + 1, sizeof *pr->din);
+    pr->refs = calloc(n + 1, sizeof *pr->refs);
+    if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->refs))
+        st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
+    if (st == LT_OK) st = exec_order(&pr->deps, pr->r, pr->p->step, order, err);
+    if (st == LT_OK) /* readers of each op's buffers: model-path and activation successors */
+        for (uint32_t v = 0; v < n; v++) {
+            size_t ns;
+            const lt_dep *s = lt_deps_succs(&pr->deps, v, &ns);
+            for (size_t k = 0; k < ns; k++) pr->refs[v] += s[k].kind == LT_DEP_PATH || s[k].kind == LT_DEP_ACT;
+        }
+    for (size_t i = 0; st == LT_OK && i < n; i++) {
+        uint32_t v = order[i];
+        if (skipped(pr, v)) {
+            pr->stats->ops_skipped++;
+        } else {
+            st = pr->deps.op[v]->kind == LT_OP_B ? run_backward(pr, v, err) : run_forward(pr, v, err);
+            pr->stats->ops_run++;
+        }
+        size_t np;
+        const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
+        for (size_t k = 0; st == LT_OK && k < np; k++)
+            if ((p[k].kind == LT_DEP_PATH || p[k].kind == LT_DEP_ACT) && --pr->refs[p[k].op] == 0)
+                release(pr, p[k].op);
+        if (pr->refs[v] == 0) release(pr, v);
+    }
+    for (size_t v = 0; pr->acts && pr->din && v < n; v++) release(pr, (uint32_t)v);
+    free(order), free(pr->acts), free(pr->din), free(pr->refs);
+    pr->acts = NULL, pr->din = NULL, pr->refs = NULL;
+    return st;
+}
+
+/* ---------------------------------------------------------------- the step */
+
+lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
+                       const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_error *err) {
+    memset(stats, 0, sizeof *stats);
+    unsigned long long step = (unsigned long long)p->step;
+    if (p->n_samples == 0 || p->n_samples > (size_t)INT_MAX)
+        return lt_fail(err, LT_ERR_INPUT, NULL, "step %llu has %zu samples", step, p->n_samples);
+    for (size_t i = 0; i < p->n_samples; i++) {
+        if (samples[i].len != p->lengths[i])
+            return lt_fail(err, LT_ERR_INPUT, NULL, "step %llu, sample %zu: %d tokens read, the plan has %lld", step,
+                           i, samples[i].len, (long long)p->lengths[i]);
+        stats->tokens += samples[i].len;
+    }
+    lt_batch b = {.samples = samples, .n_samples = (int)p->n_samples};
+    stats->n_predicted = lt_batch_predicted_tokens(&b);
+    if (stats->n_predicted != p->n_predicted || p->n_predicted < 1)
+        return lt_fail(err, LT_ERR_INPUT, NULL, "step %llu: the samples predict %lld tokens, the plan says %lld", step,
+                       (long long)stats->n_predicted, (long long)p->n_predicted);
+    for (size_t r = 0; r < p->n_ranks; r++)
+        if (p->ranks[r].sched.layers != m->shape.layers || p->ranks[r].sched.stages != p->pp)
+            return lt_fail(err, LT_ERR_INPUT, NULL, "step %llu, pipeline %d: %d layers over %d stages, the model has %d "
+                           "layers", step, p->ranks[r].dp_rank, p->ranks[r].sched.layers, p->ranks[r].sched.stages,
+                           m->shape.layers);
+    lt_kvctx kv;
+    lt_status st = lt_kvctx_init(&kv, m, &b, true, err);
+    if (st != LT_OK) return st;
+    size_t cells = (size_t)p->pp * p->n_samples;
+    int64_t *f_tokens = calloc(cells, sizeof *f_tokens), *b_tokens = calloc(cells, sizeof *b_tokens);
+    if (!f_tokens || !b_tokens) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    pipe_run pr = {.m = m, .p = p, .b = &b, .grads = grads, .kv = &kv, .pool = pool, .f_tokens = f_tokens,
+                   .b_tokens = b_tokens, .stats = stats};
+    for (size_t r = 0; st == LT_OK && r < p->n_ranks; r++) {
+        pr.ri = r, pr.r = &p->ranks[r], pr.live = pr.peak = 0;
+        st = run_pipeline(&pr, err);
+        if (pr.peak > stats->act_bytes_peak) stats->act_bytes_peak = pr.peak;
+    }
+    /* every token once forward and once backward on every stage (DESIGN.md "Lossless") */
+    for (size_t c = 0; st == LT_OK && c < cells; c++) {
+        size_t i = c % p->n_samples;
+        int stage = (int)(c / p->n_samples);
+        if (f_tokens[c] != p->lengths[i] || b_tokens[c] != p->lengths[i])
+            st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu, sample %zu (%lld tokens), stage %d: %lld tokens forwarded "
+                         "and %lld backwarded, not each token once", step, i, (long long)p->lengths[i], stage,
+                         (long long)f_tokens[c], (long long)b_tokens[c]);
+    }
+    lt_deps_free(&pr.deps);
+    free(pr.tslices);
+    free(f_tokens), free(b_tokens);
+    lt_kvctx_free(&kv);
+    return st;
+}

@@ -1,0 +1,70 @@
+/*
+ * train/exec.h — the plan executor: one step of a stored plan (plans/plan.h), every
+ * pipeline and stage of it run by this process, in an order the plan's dependencies allow
+ * (plans/deps.h, the rules the simulator priced). The distributed engine will run the same
+ * ops with the tensors of the p2p edges moved between processes instead of between
+ * buffers of one.
+ *
+ * What an op does (DESIGN.md "Trainer engine"; the plan's rules in docs/plans-schema.md):
+ *   F  unit u through its layers [l0, l1): the embedding when l0 = 0, else the output of
+ *      the forward of u that ends at l0 (its model-path predecessor); keeps its
+ *      activations; writes its slices' K/V into the step's KV context (per sample, per
+ *      layer); over the model's last layer it also computes the loss of u's rows and the
+ *      head's gradients (fused, loss scale 1 / n_predicted of the whole step).
+ *   FK forward keeping only K/V (ChunkFlow Alg. 2): like F, but no loss (the loss is the
+ *      later F's, plans/plan.h "loss convention").
+ *   B  backward of u through [l0, l1): the gradient of its output comes from the B of u
+ *      that starts at l1 (or the fused head); the activations are those of u's F on the
+ *      same stage; in an asymmetric schedule (SlimPack 4.1.2) the backward unit's rows are
+ *      gathered from the forward units that hold its tokens (lt_acts_copy_row), so any
+ *      regrouping works. dK/dV go into the KV context's gradient buffers (FILO across the
+ *      slices of a sample, which the dependencies order).
+ * Ops run when their predecessors have run; among ready ops the one the plan predicts to
+ * start first goes first. The order of every pipeline is computed before any op runs, so a
+ * plan whose ops cannot all run (a cycle: a deadlock) is refused before a gradient is
+ * touched, naming the step, pipeline, stage and op.
+ *
+ * Shortcuts of this first executor (docs/trainer.md "Executing plans"):
+ *   - recompute_layers is not acted on: every F keeps all of its activations (recomputing
+ *     gives the same numbers; the memory it saves is not measured yet);
+ *   - a DP-Merge unit (unit cp > 1) runs whole on the group's first member, and the other
+ *     members skip it; a static context-parallel pipeline (cp > 1) runs once, whole. The
+ *     gradients are the ones the shards would sum to, but the shard rule and the ring are
+ *     not exercised here.
+ */
+#ifndef LT_TRAIN_EXEC_H
+#define LT_TRAIN_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/error.h"      /* lt_status, lt_error */
+#include "lib/threadpool.h" /* lt_pool */
+#include "plans/plan.h"     /* lt_step_plan */
+#include "train/model.h"    /* lt_llama, lt_train_sample, lt_llama_views */
+
+/* What a step executed, for checks and progress lines. */
+typedef struct lt_exec_stats {
+    double loss_sum;       /* summed cross-entropy of every predicted token (divide by n_predicted) */
+    int64_t n_predicted;   /* the plan's loss denominator (checked against the samples) */
+    int64_t tokens;        /* tokens of the step's samples */
+    size_t ops_run;        /* ops executed (skipped DP-Merge member ops not counted) */
+    size_t ops_skipped;    /* DP-Merge ops of non-first members */
+    size_t act_bytes_peak; /* largest activation bytes held at once by one pipeline */
+} lt_exec_stats;
+
+/*
+ * Execute step plan p on model m: samples[i] holds the tokens of the plan's sample i
+ * (p->lengths[i] of them). The parameter gradients of the whole step (every pipeline, the
+ * sum a DP all-reduce would give) are ADDED into grads, scaled by 1 / p->n_predicted.
+ * Checks before running: the plan's layers and stages against m, the samples' lengths and
+ * n_predicted against the plan, a unit with an empty slice, a HelixPipe layer part (not
+ * executable yet), the dependency graph (lt_deps_build) and its order (a cycle is a
+ * deadlock); during the run: every token of every sample forwarded (F) and backwarded (B)
+ * exactly once on every stage. Errors: LT_ERR_INPUT naming the step, pipeline (dp_rank),
+ * stage and op, or the sample; LT_ERR_NOMEM.
+ */
+lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
+                       const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_error *err);
+
+#endif /* LT_TRAIN_EXEC_H */
