@@ -1,16 +1,22 @@
 /*
- * train/cmd_train.c — `trainer train --whole`: training on whole documents of a dataprep
- * output in one process, before the plan executor exists ([wave 2, 3/7] replaces the data
- * path with stored plans). Each step takes the next train.batch_docs documents in `dataprep
- * cat` order (wrapping around: a new epoch), each truncated at plan.context_len and run as
- * its own unit; the loss is normalized by the step's predicted tokens (train/model.h);
- * then global-norm clipping, the warmup + cosine learning rate and AdamW (train/optim.h).
+ * train/cmd_train.c — `trainer train`: the optimizer loop, over one of two batch sources.
+ *   --db PLANS  the stored plans, step by step in their order (DESIGN.md: the plans are the
+ *               single source of truth): each step's samples read from the shards by their
+ *               source, the plan executed in this process (train/exec.h);
+ *   --whole     whole documents of a dataprep output: each step takes the next
+ *               train.batch_docs documents in `dataprep cat` order (wrapping around: a new
+ *               epoch), each truncated at plan.context_len and run as its own unit.
+ * Either way the loss is normalized by the step's predicted tokens (train/model.h), then
+ * global-norm clipping, the warmup + cosine learning rate and AdamW (train/optim.h).
  *
  * Checkpoints go to --out DIR (else train.checkpoint_dir, else WORK_DIR/NAME/checkpoints)
  * every train.checkpoint_every steps and at the end, the newest train.keep_checkpoints
  * kept. --resume continues from the newest one there: the data position, step, optimizer
  * moments and random stream are in the checkpoint, so a resumed run is bit-identical to
- * one that never stopped (tests/train/cli.sh compares the files).
+ * one that never stopped (tests/train/cli.sh compares the files). With --db, the step count
+ * is the position in the stored steps, and each step appends one JSON object to
+ * OUT/metrics.jsonl; OUT/loss.svg (the loss curve) is rewritten at every checkpoint and at
+ * the end.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -27,10 +33,13 @@
 #include "train/cmd.h"      /* lt_cmd_model_shape */
 #include "train/cpu.h"      /* lt_cpu_init */
 #include "train/docs.h"     /* lt_docs_* */
+#include "train/exec.h"     /* lt_exec_step */
+#include "train/metrics.h"  /* lt_metrics_append, lt_metrics_svg */
 #include "train/optim.h"    /* lt_optim_config, lt_adamw */
+#include "plans/store.h"    /* lt_store_open, lt_store_get_step, lt_store_steps */
 
 typedef struct train_args {
-    const char *data, *out, *init;
+    const char *data, *out, *init, *db;
     long long steps; /* stop when this many steps are done; 0 = the schedule's total */
     bool whole, resume;
 } train_args;
@@ -42,6 +51,7 @@ static int parse(lt_cli_ctx *ctx, train_args *a) {
         const char *v;
         char *end;
         if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--data", &missing))) a->data = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--db", &missing))) a->db = v;
         else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--out", &missing))) a->out = v;
         else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--init", &missing))) a->init = v;
         else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--steps", &missing))) {
@@ -53,10 +63,13 @@ static int parse(lt_cli_ctx *ctx, train_args *a) {
         else if (ctx->argv[i][0] == '-') return lt_cli_unknown_option(ctx, ctx->argv[i]);
         else return lt_cli_usage(ctx, "unexpected argument '%.200s'", ctx->argv[i]);
     }
-    if (!a->whole)
-        return lt_cli_usage(ctx, "training from stored plans arrives with the plan executor; today give --whole "
-                                 "(whole documents of --data DIR in one process)");
-    if (!a->data) return lt_cli_usage(ctx, "which documents? give --data DIR (a dataprep output)");
+    if (!a->whole && !a->db)
+        return lt_cli_usage(ctx, "what to train on? give --db PLANS.db (stored plans) or --whole (whole documents "
+                                 "of --data DIR)");
+    if (a->whole && a->db) return lt_cli_usage(ctx, "--whole and --db exclude each other");
+    if (!a->data)
+        return lt_cli_usage(ctx, a->db ? "which data? give --data DIR (the dataprep output the plans were built from)"
+                                       : "which documents? give --data DIR (a dataprep output)");
     if (a->init && a->resume) return lt_cli_usage(ctx, "--init and --resume exclude each other");
     return 0;
 }
@@ -112,17 +125,99 @@ static lt_status start_state(const lt_cli_ctx *ctx, const train_args *a, const c
     return s;
 }
 
-typedef struct step_batch {
+/* What one step trained on, for its progress line and the metrics. */
+typedef struct step_result {
+    double loss_sum;      /* summed cross-entropy (divide by n_predicted) */
+    int64_t n_predicted;  /* the loss denominator */
+    int64_t tokens;       /* tokens of the step's samples */
+    uint64_t plan_step;   /* --db: the stored step executed */
+    double predicted_ms;  /* --db: the plan's predicted step time */
+} step_result;
+
+/* The loop's state and the batch source (--whole: docs; --db: store + docs). */
+typedef struct train_loop {
+    const lt_llama *m;
+    lt_llama_views *g; /* gradient views */
+    lt_pool *pool;
+    lt_docs *docs;
+    int64_t batch_docs;
+    /* --whole */
     lt_train_sample *samples;
     int32_t **tokens;
     lt_train_slice *slices;
     lt_train_unit *units;
     int n;
-} step_batch;
+    /* --db */
+    lt_store *store;
+    uint64_t *steps; /* stored step numbers, in order */
+    size_t n_steps;
+} train_loop;
 
-static void batch_clear(step_batch *b) {
+static void batch_clear(train_loop *b) {
     for (int i = 0; i < b->n; i++) free(b->tokens[i]);
     b->n = 0;
+}
+
+/* --whole: the next batch_docs documents, one unit each, into the gradients. */
+static lt_status whole_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_error *err) {
+    lt_status s = LT_OK;
+    uint64_t count = lt_docs_count(L->docs);
+    for (int i = 0; i < L->batch_docs; i++) {
+        int len;
+        s = lt_docs_get(L->docs, st->data_pos, &L->tokens[i], &len, err);
+        if (s != LT_OK) break;
+        L->samples[i] = (lt_train_sample){L->tokens[i], len};
+        L->slices[i] = (lt_train_slice){i, 0, len};
+        L->units[i] = (lt_train_unit){&L->slices[i], 1};
+        L->n = i + 1;
+        if (++st->data_pos == count) st->data_pos = 0, st->data_epoch++;
+    }
+    if (s == LT_OK) {
+        /* one-token documents predict nothing: keep them out of the units */
+        lt_train_unit *units = L->units;
+        int n_units = 0;
+        for (int i = 0; i < L->n; i++)
+            if (L->samples[i].len >= 2) units[n_units++] = L->units[i];
+        lt_batch batch = {L->samples, L->n};
+        r->n_predicted = lt_batch_predicted_tokens(&batch);
+        for (int i = 0; i < L->n; i++) r->tokens += L->samples[i].len;
+        if (r->n_predicted > 0)
+            s = lt_llama_step_units(L->m, &batch, units, n_units, (float)(1.0 / (double)r->n_predicted), L->g, NULL,
+                                    &r->loss_sum, L->pool, err);
+    }
+    batch_clear(L);
+    return s;
+}
+
+/* --db: stored step number st->step of the plan file, executed, into the gradients. */
+static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_error *err) {
+    uint64_t step = L->steps[st->step];
+    lt_step_plan p;
+    lt_step_plan_init(&p);
+    lt_sample *src = NULL;
+    lt_train_sample *smp = NULL;
+    lt_status s = lt_store_get_step(L->store, step, &p, &src, err);
+    if (s == LT_OK && !(smp = calloc(p.n_samples + 1, sizeof *smp))) s = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (size_t i = 0; s == LT_OK && i < p.n_samples; i++) {
+        int32_t *tokens;
+        s = lt_docs_get_piece(L->docs, src[i].task, src[i].doc, src[i].offset, src[i].length, &tokens, err);
+        if (s != LT_OK)
+            lt_error_prefix(err, "step %" PRIu64 ", sample %zu (task=%u,doc=%" PRIu64 ",tok=%" PRId64 ")", step, i,
+                            src[i].task, src[i].doc, src[i].offset);
+        else
+            smp[i] = (lt_train_sample){.tokens = tokens, .len = (int)src[i].length};
+    }
+    lt_exec_stats es;
+    if (s == LT_OK) s = lt_exec_step(L->m, &p, smp, L->g, &es, L->pool, err);
+    if (s == LT_OK) {
+        r->loss_sum = es.loss_sum, r->n_predicted = es.n_predicted, r->tokens = es.tokens;
+        r->plan_step = step, r->predicted_ms = p.time_s * 1e3;
+        st->data_pos = st->step + 1; /* the next stored step: a record, the plans decide the data */
+    }
+    for (size_t i = 0; smp && i < p.n_samples; i++) free((void *)smp[i].tokens);
+    free(smp), free(src);
+    lt_step_plan_free(&p);
+    return s;
 }
 
 static lt_status save(const char *dir, const lt_llama *m, const lt_adamw *opt, const lt_ckpt_state *st, int keep,
@@ -140,6 +235,22 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* --db: open the plans, check them against the model, list their steps. */
+static lt_status open_plans(const char *db, const lt_llama *m, train_loop *L, lt_error *err) {
+    lt_status s = lt_store_open(&L->store, db, err);
+    lt_run_info run = {0};
+    if (s == LT_OK) s = lt_store_run_info(L->store, &run, err);
+    if (s == LT_OK && run.layers != m->shape.layers) {
+        s = lt_fail(err, LT_ERR_CONFIG, db, "the plans are for a %d-layer model, this model has %d layers", run.layers,
+                    m->shape.layers);
+        lt_error_hint(err, "train the [model] the plans were built with (sqlite3 %s \"SELECT config FROM runs\")", db);
+    }
+    lt_run_info_free(&run);
+    if (s == LT_OK) s = lt_store_steps(L->store, &L->steps, &L->n_steps, err);
+    if (s == LT_OK && L->n_steps == 0) s = lt_fail(err, LT_ERR_INPUT, db, "the plan file holds no step");
+    return s;
 }
 
 int train_command(lt_cli_ctx *ctx) {
@@ -162,80 +273,78 @@ int train_command(lt_cli_ctx *ctx) {
     lt_adamw opt;
     memset(&opt, 0, sizeof opt);
     lt_ckpt_state st;
-    lt_docs *docs = NULL;
-    lt_pool *pool = NULL;
-    step_batch b = {0};
+    train_loop L = {.m = &m, .batch_docs = batch_docs};
     float *grads = NULL;
     lt_layer_views *glv = NULL;
     int threads = 1;
     s = lt_mkdir_p(dir, 0777, &err);
     if (s == LT_OK) s = start_state(ctx, &a, dir, &m, &opt, &st, &err);
-    if (s == LT_OK) s = lt_docs_open(&docs, a.data, lt_cmd_context_len(ctx), &err);
-    if (s == LT_OK && lt_docs_count(docs) == 0) s = lt_fail(&err, LT_ERR_INPUT, a.data, "the dataprep output has no document");
+    if (s == LT_OK) s = lt_docs_open(&L.docs, a.data, a.db ? 0 : lt_cmd_context_len(ctx), &err);
+    if (s == LT_OK && lt_docs_count(L.docs) == 0) s = lt_fail(&err, LT_ERR_INPUT, a.data, "the dataprep output has no document");
+    if (s == LT_OK && a.db) s = open_plans(a.db, &m, &L, &err);
+    if (s == LT_OK && a.db && (int64_t)L.n_steps < stop) stop = (int64_t)L.n_steps; /* every stored step, no more */
+    if (s == LT_OK && a.db) s = lt_metrics_trim(dir, st.step, &err); /* a resumed run logs its redone steps again */
     if (s == LT_OK) s = lt_cmd_backend(ctx, &err);
-    if (s == LT_OK) s = lt_cpu_init(lt_cmd_threads(ctx), &pool, &threads, &err);
+    if (s == LT_OK) s = lt_cpu_init(lt_cmd_threads(ctx), &L.pool, &threads, &err);
     if (s == LT_OK) {
-        b.samples = calloc((size_t)batch_docs, sizeof *b.samples);
-        b.tokens = calloc((size_t)batch_docs, sizeof *b.tokens);
-        b.slices = calloc((size_t)batch_docs, sizeof *b.slices);
-        b.units = calloc((size_t)batch_docs, sizeof *b.units);
+        L.samples = calloc((size_t)batch_docs, sizeof *L.samples);
+        L.tokens = calloc((size_t)batch_docs, sizeof *L.tokens);
+        L.slices = calloc((size_t)batch_docs, sizeof *L.slices);
+        L.units = calloc((size_t)batch_docs, sizeof *L.units);
         grads = calloc(m.n_params, sizeof *grads);
         glv = calloc((size_t)m.shape.layers, sizeof *glv);
-        if (!b.samples || !b.tokens || !b.slices || !b.units || !grads || !glv)
+        if (!L.samples || !L.tokens || !L.slices || !L.units || !grads || !glv)
             s = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for a training step");
     }
-    if (s == LT_OK)
+    if (s == LT_OK && a.db)
+        LT_INFO("training %s (%zu parameters) on the plans of %s (%zu steps) with the data of %s: steps %" PRId64
+                "..%" PRId64 ", %d threads, checkpoints in %s",
+                m.shape.name ? m.shape.name : "model", m.n_params, a.db, L.n_steps, a.data, st.step, stop, threads, dir);
+    else if (s == LT_OK)
         LT_INFO("training %s (%zu parameters) on %s: steps %" PRId64 "..%" PRId64 ", %" PRId64 " documents a step, "
                 "%d threads, checkpoints in %s",
                 m.shape.name ? m.shape.name : "model", m.n_params, a.data, st.step, stop, batch_docs, threads, dir);
     lt_llama_views g;
     if (s == LT_OK) lt_llama_views_of(&m, grads, glv, &g);
-    uint64_t count = docs ? lt_docs_count(docs) : 0;
-    double last_loss = 0;
+    L.g = &g;
     while (s == LT_OK && st.step < stop) {
         double t0 = now_s();
-        /* the step's documents */
-        for (int i = 0; s == LT_OK && i < batch_docs; i++) {
-            int len;
-            s = lt_docs_get(docs, st.data_pos, &b.tokens[i], &len, &err);
-            if (s != LT_OK) break;
-            b.samples[i] = (lt_train_sample){b.tokens[i], len};
-            b.slices[i] = (lt_train_slice){i, 0, len};
-            b.units[i] = (lt_train_unit){&b.slices[i], 1};
-            b.n = i + 1;
-            if (++st.data_pos == count) st.data_pos = 0, st.data_epoch++;
-        }
-        if (s != LT_OK) break;
-        /* one-token documents predict nothing: keep them out of the units */
-        lt_train_unit *units = b.units;
-        int n_units = 0;
-        for (int i = 0; i < b.n; i++)
-            if (b.samples[i].len >= 2) units[n_units++] = b.units[i];
-        lt_batch batch = {b.samples, b.n};
-        int64_t N = lt_batch_predicted_tokens(&batch);
-        double loss = 0, norm = 0, lr = lt_lr_at(&oc, st.step);
+        step_result r = {0};
+        double lr = lt_lr_at(&oc, st.step);
         memset(grads, 0, m.n_params * sizeof *grads);
-        if (N > 0)
-            s = lt_llama_step_units(&m, &batch, units, n_units, (float)(1.0 / (double)N), &g, NULL, &loss, pool, &err);
+        s = a.db ? plan_step(&L, &st, &r, &err) : whole_step(&L, &st, &r, &err);
         if (s != LT_OK) break;
-        norm = lt_clip_grads(grads, m.n_params, oc.grad_clip);
+        double norm = lt_clip_grads(grads, m.n_params, oc.grad_clip);
         lt_adamw_step(&opt, &m, m.params, grads, lr, &oc);
         st.step++;
         double dt = now_s() - t0;
-        last_loss = N > 0 ? loss / (double)N : 0;
-        int64_t tokens = 0;
-        for (int i = 0; i < b.n; i++) tokens += b.samples[i].len;
-        printf("step=%" PRId64 " loss=%.6f lr=%.4e grad_norm=%.4f tokens=%" PRId64 " tok/s=%.0f\n", st.step, last_loss,
-               lr, norm, tokens, dt > 0 ? (double)tokens / dt : 0.0);
+        double loss = r.n_predicted > 0 ? r.loss_sum / (double)r.n_predicted : 0;
+        if (a.db) {
+            printf("step=%" PRId64 " loss=%.6f lr=%.4e grad_norm=%.4f tokens=%" PRId64 " tok/s=%.0f plan_step=%" PRIu64
+                   " predicted_ms=%.3f measured_ms=%.1f\n",
+                   st.step, loss, lr, norm, r.tokens, dt > 0 ? (double)r.tokens / dt : 0.0, r.plan_step,
+                   r.predicted_ms, dt * 1e3);
+            lt_metrics_row row = {.step = st.step, .plan_step = r.plan_step, .loss = loss, .lr = lr, .grad_norm = norm,
+                                  .tokens = r.tokens, .n_predicted = r.n_predicted, .seconds = dt,
+                                  .predicted_ms = r.predicted_ms};
+            s = lt_metrics_append(dir, &row, &err);
+        } else {
+            printf("step=%" PRId64 " loss=%.6f lr=%.4e grad_norm=%.4f tokens=%" PRId64 " tok/s=%.0f\n", st.step, loss,
+                   lr, norm, r.tokens, dt > 0 ? (double)r.tokens / dt : 0.0);
+        }
         fflush(stdout);
-        batch_clear(&b);
-        if (every > 0 && st.step % every == 0 && st.step < stop) s = save(dir, &m, &opt, &st, (int)keep, &err);
+        if (s == LT_OK && every > 0 && st.step % every == 0 && st.step < stop) {
+            s = save(dir, &m, &opt, &st, (int)keep, &err);
+            if (s == LT_OK && a.db) s = lt_metrics_svg(dir, &err);
+        }
     }
     if (s == LT_OK) s = save(dir, &m, &opt, &st, (int)keep, &err);
-    batch_clear(&b);
-    free(b.samples), free(b.tokens), free(b.slices), free(b.units), free(grads), free(glv);
-    lt_pool_destroy(pool);
-    lt_docs_close(docs);
+    if (s == LT_OK && a.db) s = lt_metrics_svg(dir, &err);
+    batch_clear(&L);
+    free(L.samples), free(L.tokens), free(L.slices), free(L.units), free(grads), free(glv), free(L.steps);
+    lt_store_close(L.store);
+    lt_pool_destroy(L.pool);
+    lt_docs_close(L.docs);
     lt_adamw_free(&opt);
     lt_llama_free(&m);
     free(dir);

@@ -58,14 +58,17 @@ static const lt_cli_command commands[] = {
      "<|endoftext|>. --temperature 0 (default) picks the most likely token; T > 0 samples from\n"
      "softmax(logits / T) with a stream seeded by --seed (default 1234). --vocab-dir DIR as dataprep.\n",
      generate_command},
-    {"train", "--whole --data DIR [--init CKPT | --resume] [--out DIR] [--steps N]",
-     "train on whole documents of a dataprep output in one process",
-     "Each step takes the next train.batch_docs documents (truncated at plan.context_len), one unit\n"
-     "each; AdamW with warmup + cosine decay ([train]). Prints one line per step:\n"
-     "step=S loss=L lr=LR grad_norm=G tokens=T tok/s=R. Checkpoints go to --out DIR (else\n"
-     "train.checkpoint_dir, else WORK_DIR/NAME/checkpoints) every train.checkpoint_every steps and at\n"
-     "the end; --resume continues bit-exactly from the newest. --steps N stops after step N (the\n"
-     "schedule still spans train.steps). Without --whole: the plan executor (not built yet).\n",
+    {"train", "(--db PLANS | --whole) --data DIR [--init CKPT | --resume] [--out DIR] [--steps N]",
+     "train on stored plans (or on whole documents) in one process",
+     "--db PLANS: runs the stored steps in order, each plan executed in this process (every\n"
+     "pipeline and stage) on its samples read from --data DIR; prints per step\n"
+     "step=S loss=L lr=LR grad_norm=G tokens=T tok/s=R plan_step=P predicted_ms=PM measured_ms=MM\n"
+     "and appends it to DIR/metrics.jsonl; DIR/loss.svg draws the loss curve. --whole: each step\n"
+     "takes the next train.batch_docs documents (truncated at plan.context_len), one unit each\n"
+     "(the line ends at tok/s). AdamW with warmup + cosine decay ([train]). Checkpoints go to --out\n"
+     "DIR (else train.checkpoint_dir, else WORK_DIR/NAME/checkpoints) every train.checkpoint_every\n"
+     "steps and at the end; --resume continues bit-exactly from the newest. --steps N stops after\n"
+     "step N (the schedule still spans train.steps); --db stops after the last stored step.\n",
      train_command},
     {"check", "--config FILE --db PLANS --data DIR [--steps LIST] [--ckpt CKPT]",
      "the gradient-equivalence oracle: a plan's gradients against every sample whole",

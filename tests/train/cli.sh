@@ -28,7 +28,7 @@ keep_checkpoints = 2
 INI
 T=(--config "$tmp/t.ini")
 
-check "train without --whole says what exists" 2 "" "give --whole" -- train "${T[@]}" --data "$data"
+check "train without --whole or --db says what exists" 2 "" "give --db PLANS.db .* or --whole" -- train "${T[@]}" --data "$data"
 check "train --whole needs --data" 2 "" "give --data DIR" -- train "${T[@]}" --whole
 check "train --whole without any model is a usage error, not llama-7b" 2 "" "which model" \
   -- train --whole --data "$data" --out "$tmp/nomodel"

@@ -7,6 +7,9 @@
 # within 1e-4 relative (train.check_tolerance), the loss the same. Also: chunkflow with
 # forced chunks (FK ops), slimpack with a DP-Merge outlier; damaged plans (an op naming a
 # unit that does not exist, a missing slice, a broken FILO order) refused naming the step.
+# Then `trainer train --db`: the loss falls over 30 stored steps, metrics.jsonl and loss.svg
+# are written, and a run killed with SIGKILL mid-way and resumed ends with a checkpoint
+# byte-identical to the run that never stopped.
 # Emits TAP.
 : "${top_srcdir:?}" "${top_builddir:?}"
 DATAPREP=$top_builddir/dataprep/dataprep
@@ -131,6 +134,47 @@ db.commit()
 print("swapped the B ops of units", first, "and", second)
 PY
 refused "backward of a sample's slices out of FILO order" "$tmp/bad-filo.db" "step 0.*deadlock"
+
+# ---- trainer train --db
+T=(--config "$tmp/m.ini" --set plan.global_batch=4 --set train.lr=1e-3 --set train.warmup_steps=0)
+if plan train30 slimpack 2 2 --set plan.global_batch=4 --set plan.steps=30 &&
+   "$TRAINER" train "${T[@]}" --set train.steps=30 --db "$tmp/train30.db" --data "$tmp/data" --out "$tmp/run30" \
+     >"$tmp/run30.out" 2>"$tmp/run30.err"; then
+  lines=$(grep -c '^step=' "$tmp/run30.out")
+  first=$(awk -F'[ =]' '/^step=/ && $2 <= 3 { s += $4; k++ } END { printf "%.4f", s / k }' "$tmp/run30.out")
+  last=$(awk -F'[ =]' '/^step=/ && $2 > 27 { s += $4; k++ } END { printf "%.4f", s / k }' "$tmp/run30.out")
+  if [ "$lines" = 30 ] && awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }'; then
+    ok "train --db: 30 stored steps, the loss falls (steps 1-3 mean $first, steps 28-30 mean $last)"
+  else
+    notok "train --db: the loss falls ($lines step lines, $first -> $last)" "$tmp/run30.out"
+  fi
+  if [ "$(wc -l <"$tmp/run30/metrics.jsonl")" = 30 ] &&
+     "$PY" -c 'import json, sys; rows = [json.loads(l) for l in open(sys.argv[1])]; assert [r["step"] for r in rows] == list(range(1, 31)); assert all(r["plan_step"] == r["step"] - 1 and r["predicted"] > 0 for r in rows)' "$tmp/run30/metrics.jsonl" &&
+     grep -q '<polyline' "$tmp/run30/loss.svg"; then
+    ok "train --db: metrics.jsonl has one object per step, loss.svg draws them"
+  else
+    notok "train --db: metrics.jsonl and loss.svg" "$tmp/run30/metrics.jsonl"
+  fi
+else
+  notok "train --db, 30 steps" "$tmp/train30.plan" "$tmp/run30.err"
+fi
+
+# kill -9 during a step, --resume: the same final checkpoint as a run that never stopped
+R=("${T[@]}" --set train.steps=8 --set train.checkpoint_every=2 --db "$tmp/train30.db" --data "$tmp/data")
+"$TRAINER" train "${R[@]}" --steps 8 --out "$tmp/straight" >"$tmp/straight.out" 2>&1
+"$TRAINER" train "${R[@]}" --steps 8 --out "$tmp/killed" >"$tmp/killed.out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -f "$tmp/killed/ckpt-00000004.bin" ] && break; sleep 0.05; done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+before=$(grep -c '^step=' "$tmp/killed.out")
+"$TRAINER" train "${R[@]}" --steps 8 --out "$tmp/killed" --resume >"$tmp/resumed.out" 2>"$tmp/resumed.err"
+if [ -f "$tmp/straight/ckpt-00000008.bin" ] && cmp -s "$tmp/straight/ckpt-00000008.bin" "$tmp/killed/ckpt-00000008.bin" &&
+   grep -q '^step=5 ' "$tmp/resumed.out" && [ "$(wc -l <"$tmp/killed/metrics.jsonl")" = 8 ]; then
+  ok "train --db: killed with SIGKILL after step $before, resumed from step 4: checkpoint 8 byte-identical, 8 metrics lines"
+else
+  notok "train --db: kill -9 and --resume give the uninterrupted run's checkpoint" "$tmp/resumed.out" "$tmp/resumed.err"
+fi
 
 echo "1..$n"
 exit 0
