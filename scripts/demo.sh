@@ -94,6 +94,19 @@ echo "greedy text from the checkpoint (30 steps of a 13M-parameter model: expect
 "$bin/trainer" export "$ck/ckpt-00000030.bin" --hf "$out/demo/hf"
 echo "Hugging Face export (transformers LlamaForCausalLM): $(ls "$out/demo/hf" | tr '\n' ' ')"
 
+say "trainer: executing stored plans (slimpack, dp 2 x pp 2, nano, context 256): the oracle, then training"
+# `trainer check` executes each plan in one process and compares its gradients with every
+# sample run whole (docs/trainer.md "trainer check"); `trainer train --db` trains on the plans.
+P=(--config etc/longtail.ini --set model.preset=nano --set plan.context_len=256 --set plan.global_batch=8
+   --set parallel.dp=2 --set parallel.pp=2 --set plan.strategy=slimpack --set plan.steps=20 --set train.steps=20
+   --set train.lr=3e-3 --set train.min_lr=3e-4 --set train.checkpoint_every=10)
+rm -rf "$out/demo/plans-nano.db" "$out/demo/run-plans"
+"$bin/planner" build "${P[@]}" --data "$data" --db "$out/demo/plans-nano.db"
+"$bin/trainer" check "${P[@]}" -q --db "$out/demo/plans-nano.db" --data "$data" --steps 0,1 | grep -v ' tensor='
+"$bin/trainer" train "${P[@]}" -q --db "$out/demo/plans-nano.db" --data "$data" --out "$out/demo/run-plans" \
+  | awk 'NR == 1 || NR % 5 == 0'
+echo "metrics and loss curve: demo-out/demo/run-plans/metrics.jsonl, demo-out/demo/run-plans/loss.svg"
+
 if [ "${LONGTAIL_DEMO_NO_SLURM:-0}" = 1 ]; then
   say "Slurm part skipped (LONGTAIL_DEMO_NO_SLURM=1)"; exit 0
 fi
