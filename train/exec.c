@@ -119,7 +119,10 @@ typedef struct {
     lt_deps deps;
     lt_acts *acts;   /* [n_ops] forward ops: what they kept (T = 0: none) */
     float **din;     /* [n_ops] B ops with layer_begin > 0: the gradient of their input */
-    uint32_t *refs;  /* [n_ops] readers still to run of acts[v] / din[v] */
+    float **x_in;    /* [n_ops] F ops with recompute over a range not starting at layer 0: the
+                        input [T, C] of their first (recomputed) layer, all they keep of it */
+    uint32_t *refs;  /* [n_ops] readers still to run of acts[v] / din[v] / x_in[v] */
+    int *acts_T;     /* [n_ops] rows of x_in[v] */
     size_t live, peak;
     int64_t *f_tokens, *b_tokens; /* [pp x n_samples] tokens through each stage, per sample */
     lt_exec_stats *stats;
@@ -156,6 +159,9 @@ static void release(pipe_run *pr, uint32_t v) {
     }
     free(pr->din[v]);
     pr->din[v] = NULL;
+    if (pr->x_in[v]) pr->live -= (size_t)pr->acts_T[v] * (size_t)pr->m->shape.hidden * sizeof(float);
+    free(pr->x_in[v]);
+    pr->x_in[v] = NULL;
 }
 
 /* The peer of v's first predecessor edge of `kind`, or LT_DEP_NONE. */
@@ -176,6 +182,30 @@ static lt_status op_error(pipe_run *pr, uint32_t v, lt_error *err, const char *w
                    pr->deps.op[v]->unit, what);
 }
 
+/* The recomputed layers of op v: its recompute_layers, at most its range (FK: none). */
+static int recompute_of(const lt_op *op) {
+    if (op->kind == LT_OP_FK) return 0;
+    int n = (int)(op->layer_end - op->layer_begin);
+    return op->recompute_layers < n ? op->recompute_layers : n;
+}
+
+static void track(pipe_run *pr, size_t bytes) {
+    pr->live += bytes;
+    pr->peak = pr->live > pr->peak ? pr->live : pr->peak;
+}
+
+/* Forward of a unit through pass `pass` into new activations *a (input `in`). */
+static lt_status forward_pass(pipe_run *pr, const lt_pass *pass, const lt_train_unit *u, const float *in, lt_acts *a,
+                              double *loss, lt_error *err) {
+    lt_status st = lt_acts_alloc(a, pr->m, pr->b, u, pass->l0, pass->l1, pass->head, err);
+    if (st == LT_OK) st = lt_llama_forward(pr->m, pass, pr->b, u, in, pr->kv, a, pr->grads, loss, NULL, pr->pool, err);
+    return st;
+}
+
+/* F or FK op v. With R = recompute_of(op) > 0 (plans/plan.h: the first R layers of the
+ * op's range), those layers run with scratch activations and only their input is kept
+ * (x_in[v]; nothing on the first stage, whose input is the token ids); the other layers
+ * keep their activations in acts[v] as without recompute. */
 static lt_status run_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     const lt_op *op = pr->deps.op[v];
     int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
@@ -183,34 +213,45 @@ static lt_status run_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     lt_status st = unit_of(pr, op, &u, err);
     if (st != LT_OK) return st;
     bool with_loss = op->kind == LT_OP_F;
-    lt_pass pass = {.l0 = (int)op->layer_begin, .l1 = (int)op->layer_end, .embed = op->layer_begin == 0,
-                    .head = op->layer_end == (uint32_t)layers && with_loss};
-    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    int l0 = (int)op->layer_begin, l1 = (int)op->layer_end, R = recompute_of(op);
     const float *in = NULL;
-    if (!pass.embed) {
+    if (l0 > 0) {
         uint32_t from = pred_of_kind(&pr->deps, v, LT_DEP_PATH);
         if (from == LT_DEP_NONE || pr->acts[from].T == 0) return op_error(pr, v, err, "no input from the stage before");
         in = pr->acts[from].out;
     }
-    st = lt_acts_alloc(&pr->acts[v], pr->m, pr->b, &u, pass.l0, pass.l1, pass.head, err);
-    if (st != LT_OK) return st;
-    pr->live += pr->acts[v].bytes;
-    pr->peak = pr->live > pr->peak ? pr->live : pr->peak;
+    lt_acts scratch = {0};
+    if (R > 0) { /* the recomputed layers: their input kept, their activations dropped */
+        int T = lt_unit_tokens(&u);
+        if (in) {
+            size_t bytes = (size_t)T * (size_t)pr->m->shape.hidden * sizeof(float);
+            if (!(pr->x_in[v] = malloc(bytes))) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+            memcpy(pr->x_in[v], in, bytes);
+            pr->acts_T[v] = T;
+            track(pr, bytes);
+        }
+        lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0};
+        st = forward_pass(pr, &pa, &u, in, &scratch, NULL, err);
+        track(pr, scratch.bytes);
+        in = scratch.out;
+    }
+    lt_pass pass = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers && with_loss};
+    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
     double loss = 0;
-    st = lt_llama_forward(pr->m, &pass, pr->b, &u, in, pr->kv, &pr->acts[v], pr->grads, &loss, NULL, pr->pool, err);
+    if (st == LT_OK) st = forward_pass(pr, &pass, &u, in, &pr->acts[v], &loss, err);
+    if (pr->acts[v].T > 0) track(pr, pr->acts[v].bytes);
+    if (scratch.T > 0) pr->live -= scratch.bytes;
+    lt_acts_free(&scratch);
     if (st != LT_OK) return st;
     if (pass.head) pr->stats->loss_sum += loss;
     if (with_loss) count_tokens(pr, pr->f_tokens, stage, &u);
     return LT_OK;
 }
 
-/* Activations for B op v of an asymmetric schedule: its rows copied from the F ops whose
- * units hold its tokens (its LT_DEP_ACT predecessors). */
-static lt_status gather_acts(pipe_run *pr, uint32_t v, const lt_train_unit *u, bool head, lt_acts *a,
-                             lt_error *err) {
-    const lt_op *op = pr->deps.op[v];
-    lt_status st = lt_acts_alloc(a, pr->m, pr->b, u, (int)op->layer_begin, (int)op->layer_end, head, err);
-    if (st != LT_OK) return st;
+/* For each row of B op v's unit (an asymmetric schedule's backward unit), the F op and the
+ * row there holding the same token: from the forward units its LT_DEP_ACT edges name. */
+static lt_status map_rows(pipe_run *pr, uint32_t v, const lt_train_unit *u, uint32_t *src_op, int *src_row,
+                          lt_error *err) {
     size_t np;
     const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
     int row0 = 0, filled = 0;
@@ -218,7 +259,6 @@ static lt_status gather_acts(pipe_run *pr, uint32_t v, const lt_train_unit *u, b
         const lt_train_slice *bs = &u->slices[i];
         for (size_t k = 0; k < np; k++) {
             if (p[k].kind != LT_DEP_ACT) continue;
-            const lt_acts *src = &pr->acts[p[k].op];
             size_t nf;
             const lt_slice *fs = lt_schedule_op_slices(&pr->r->sched, pr->deps.op[p[k].op], &nf);
             int frow = 0;
@@ -227,58 +267,109 @@ static lt_status gather_acts(pipe_run *pr, uint32_t v, const lt_train_unit *u, b
                 int lo = bs->begin > fs[j].begin ? bs->begin : (int)fs[j].begin;
                 int hi = bs->end < fs[j].end ? bs->end : (int)fs[j].end;
                 for (int t = lo; t < hi; t++, filled++) {
-                    if (src->T == 0) return op_error(pr, v, err, "the activations of its forward unit are gone");
-                    st = lt_acts_copy_row(a, row0 + (t - bs->begin), src, frow + (t - (int)fs[j].begin), pr->m, err);
-                    if (st != LT_OK) return st;
+                    src_op[row0 + (t - bs->begin)] = p[k].op;
+                    src_row[row0 + (t - bs->begin)] = frow + (t - (int)fs[j].begin);
                 }
             }
         }
         row0 += bs->end - bs->begin;
     }
-    if (filled != a->T) return op_error(pr, v, err, "some of its tokens were not forwarded on its stage");
+    if (filled != row0) return op_error(pr, v, err, "some of its tokens were not forwarded on its stage");
     return LT_OK;
 }
 
+/* What B op v needs from the forward, for its unit u: the activations of layers
+ * [l0 + R, l1) in *a (acts of its F, or for an asymmetric unit rows gathered into
+ * *gathered), and for R > 0 the input of layer l0 in *x (the F's kept x_in, or gathered;
+ * NULL on the first stage). */
+static lt_status forward_state(pipe_run *pr, uint32_t v, const lt_train_unit *u, int R, bool head, lt_acts **a,
+                               lt_acts *gathered, float **x, bool *x_owned, lt_error *err) {
+    const lt_op *op = pr->deps.op[v];
+    int l0 = (int)op->layer_begin, C = pr->m->shape.hidden;
+    *x = NULL, *x_owned = false;
+    if (!pr->r->sched.asym) {
+        uint32_t f = pr->deps.act_of[v];
+        if (f == LT_DEP_NONE || pr->acts[f].T == 0) return op_error(pr, v, err, "no activations of its forward");
+        if (recompute_of(pr->deps.op[f]) != R)
+            return op_error(pr, v, err, "recomputes another number of layers than its forward kept");
+        *a = &pr->acts[f];
+        if (R > 0 && l0 > 0) {
+            if (!pr->x_in[f]) return op_error(pr, v, err, "its forward kept no input to recompute from");
+            *x = pr->x_in[f];
+        }
+        return LT_OK;
+    }
+    int T = lt_unit_tokens(u);
+    uint32_t *src_op = malloc((size_t)T * sizeof *src_op);
+    int *src_row = malloc((size_t)T * sizeof *src_row);
+    lt_status st = src_op && src_row ? map_rows(pr, v, u, src_op, src_row, err)
+                                     : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int t = 0; st == LT_OK && t < T; t++) {
+        const lt_acts *src = &pr->acts[src_op[t]];
+        if (src->T == 0) st = op_error(pr, v, err, "the activations of its forward unit are gone");
+        else if (recompute_of(pr->deps.op[src_op[t]]) != R)
+            st = op_error(pr, v, err, "recomputes another number of layers than a forward it takes rows from kept");
+        else if (R > 0 && l0 > 0 && !pr->x_in[src_op[t]])
+            st = op_error(pr, v, err, "a forward it takes rows from kept no input to recompute from");
+    }
+    if (st == LT_OK) st = lt_acts_alloc(gathered, pr->m, pr->b, u, l0 + R, (int)op->layer_end, head, err);
+    for (int t = 0; st == LT_OK && t < T; t++)
+        st = lt_acts_copy_row(gathered, t, &pr->acts[src_op[t]], src_row[t], pr->m, err);
+    if (st == LT_OK && R > 0 && l0 > 0) {
+        if (!(*x = malloc((size_t)T * (size_t)C * sizeof(float)))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        else *x_owned = true;
+        for (int t = 0; st == LT_OK && t < T; t++)
+            memcpy(*x + (size_t)t * C, pr->x_in[src_op[t]] + (size_t)src_row[t] * C, (size_t)C * sizeof(float));
+    }
+    free(src_op), free(src_row);
+    *a = gathered;
+    return st;
+}
+
+/* B op v: with R > 0, first the forward of the recomputed layers [l0, l0 + R) again from
+ * their kept input (their K/V rewritten with the same values), then the backward of
+ * [l0 + R, l1) and of [l0, l0 + R). */
 static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     const lt_op *op = pr->deps.op[v];
     int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
     lt_train_unit u;
     lt_status st = unit_of(pr, op, &u, err);
     if (st != LT_OK) return st;
-    lt_pass pass = {.l0 = (int)op->layer_begin, .l1 = (int)op->layer_end, .embed = op->layer_begin == 0,
-                    .head = op->layer_end == (uint32_t)layers};
-    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    int l0 = (int)op->layer_begin, l1 = (int)op->layer_end, R = recompute_of(op);
+    float scale = (float)(1.0 / (double)pr->p->n_predicted);
+    lt_pass pb = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers};
+    pb.loss_scale = pb.head ? scale : 0.0f;
     const float *dout = NULL;
-    if (!pass.head) {
+    if (!pb.head) {
         uint32_t from = pred_of_kind(&pr->deps, v, LT_DEP_PATH);
         if (from == LT_DEP_NONE || !pr->din[from]) return op_error(pr, v, err, "no gradient from the stage after");
         dout = pr->din[from];
     }
-    lt_acts gathered = {0}, *a;
-    if (pr->r->sched.asym) {
-        st = gather_acts(pr, v, &u, pass.head, &gathered, err);
-        if (st != LT_OK) {
-            lt_acts_free(&gathered);
-            return st;
-        }
-        a = &gathered;
-        pr->live += gathered.bytes;
-        pr->peak = pr->live > pr->peak ? pr->live : pr->peak;
-    } else {
-        uint32_t f = pr->deps.act_of[v];
-        if (f == LT_DEP_NONE || pr->acts[f].T == 0) return op_error(pr, v, err, "no activations of its forward");
-        a = &pr->acts[f];
+    lt_acts gathered = {0}, redo = {0}, *a = NULL;
+    float *x = NULL, *dmid = NULL;
+    bool x_owned = false;
+    st = forward_state(pr, v, &u, R, pb.head, &a, &gathered, &x, &x_owned, err);
+    if (gathered.T > 0) track(pr, gathered.bytes);
+    size_t TC = (size_t)lt_unit_tokens(&u) * (size_t)pr->m->shape.hidden;
+    lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0};
+    if (st == LT_OK && R > 0) {
+        st = forward_pass(pr, &pa, &u, x, &redo, NULL, err);
+        track(pr, redo.bytes);
+        if (st == LT_OK && !(dmid = calloc(TC, sizeof(float))))
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a gradient");
     }
-    if (!pass.embed) {
-        pr->din[v] = calloc((size_t)a->T * (size_t)pr->m->shape.hidden, sizeof(float));
-        if (!pr->din[v]) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token input gradient", a->T);
-    }
+    if (st == LT_OK && l0 > 0 && !(pr->din[v] = calloc(TC, sizeof(float))))
+        st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-float input gradient", TC);
     if (st == LT_OK)
-        st = lt_llama_backward(pr->m, &pass, pr->b, &u, dout, pr->kv, a, pr->grads, pr->din[v], pr->pool, err);
-    if (a == &gathered) {
-        pr->live -= gathered.bytes;
-        lt_acts_free(&gathered);
-    }
+        st = lt_llama_backward(pr->m, &pb, pr->b, &u, dout, pr->kv, a, pr->grads, R > 0 ? dmid : pr->din[v], pr->pool,
+                               err);
+    if (st == LT_OK && R > 0)
+        st = lt_llama_backward(pr->m, &pa, pr->b, &u, dmid, pr->kv, &redo, pr->grads, pr->din[v], pr->pool, err);
+    if (gathered.T > 0) pr->live -= gathered.bytes;
+    if (redo.T > 0) pr->live -= redo.bytes;
+    lt_acts_free(&gathered), lt_acts_free(&redo);
+    free(dmid);
+    if (x_owned) free(x);
     if (st == LT_OK) count_tokens(pr, pr->b_tokens, stage, &u);
     return st;
 }
@@ -320,7 +411,9 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     pr->acts = calloc(n + 1, sizeof *pr->acts);
     pr->din = calloc(n + 1, sizeof *pr->din);
     pr->refs = calloc(n + 1, sizeof *pr->refs);
-    if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->refs))
+    pr->x_in = calloc(n + 1, sizeof *pr->x_in);
+    pr->acts_T = calloc(n + 1, sizeof *pr->acts_T);
+    if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->refs || !pr->x_in || !pr->acts_T))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
     if (st == LT_OK) st = exec_order(&pr->deps, pr->r, pr->p->step, order, err);
     if (st == LT_OK) /* readers of each op's buffers: model-path and activation successors */
@@ -344,9 +437,9 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
                 release(pr, p[k].op);
         if (pr->refs[v] == 0) release(pr, v);
     }
-    for (size_t v = 0; pr->acts && pr->din && v < n; v++) release(pr, (uint32_t)v);
-    free(order), free(pr->acts), free(pr->din), free(pr->refs);
-    pr->acts = NULL, pr->din = NULL, pr->refs = NULL;
+    for (size_t v = 0; pr->acts && pr->din && pr->x_in && pr->acts_T && v < n; v++) release(pr, (uint32_t)v);
+    free(order), free(pr->acts), free(pr->din), free(pr->refs), free(pr->x_in), free(pr->acts_T);
+    pr->acts = NULL, pr->din = NULL, pr->refs = NULL, pr->x_in = NULL, pr->acts_T = NULL;
     return st;
 }
 

@@ -24,13 +24,18 @@
  * plan whose ops cannot all run (a cycle: a deadlock) is refused before a gradient is
  * touched, naming the step, pipeline, stage and op.
  *
- * Shortcuts of this first executor (docs/trainer.md "Executing plans"):
- *   - recompute_layers is not acted on: every F keeps all of its activations (recomputing
- *     gives the same numbers; the memory it saves is not measured yet);
- *   - a DP-Merge unit (unit cp > 1) runs whole on the group's first member, and the other
- *     members skip it; a static context-parallel pipeline (cp > 1) runs once, whole. The
- *     gradients are the ones the shards would sum to, but the shard rule and the ring are
- *     not exercised here.
+ * Recompute (plans/plan.h: recompute_layers R of an op = the first R layers of its range):
+ * the F runs those layers with scratch activations and keeps only their input (the
+ * token ids on the first stage); its B runs their forward again from that input (writing
+ * the same K/V into the context), then the backward of the whole range. A backward unit
+ * cut inside a forward slice recomputes only its own rows, attending to the kept K/V of
+ * the slice's earlier tokens (issue 16, point 4). The gradients are bit-identical to a run
+ * without recompute when the units are the same (the same forward on the same rows).
+ *
+ * Shortcut of this executor (docs/trainer.md "Executing plans"): a DP-Merge unit (unit
+ * cp > 1) runs whole on the group's first member and the other members skip it; a static
+ * context-parallel pipeline (cp > 1) runs once, whole. The gradients are the ones the
+ * shards would sum to, but the shard rule and the ring are not exercised here.
  */
 #ifndef LT_TRAIN_EXEC_H
 #define LT_TRAIN_EXEC_H

@@ -1,0 +1,304 @@
+/*
+ * tests/train/test_exec.c — the plan executor (train/exec.h) on hand-built step plans (cmocka).
+ *
+ * A 4-layer model, three samples (20, 7 and 45 tokens; the 45-token one in two forward
+ * slices [0, 15) and [15, 45) with KV context), two pipeline stages of two layers:
+ *   - symmetric units, 1F1B-like order: the gradients equal every sample run whole
+ *     (lt_llama_step_units) within 1e-5; with recompute (1 layer on stage 0, both on stage
+ *     1) they are bit-identical to without, and fewer activation bytes are held;
+ *   - asymmetric backward units (SlimPack 4.1.2) cutting inside the forward slices
+ *     ([30, 45), [5, 30), then the rest), without and with recompute: within 1e-5 of whole;
+ *   - two pipelines (DP 2) sharing the samples: the sum equals whole;
+ *   - refusals, naming the step: a unit no op forwards (tokens not processed once), a plan
+ *     whose samples have other lengths, backward ops out of FILO order (a deadlock), a
+ *     recompute count that differs between a B and its F.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lib/rng.h"        /* lt_rng: test tokens */
+#include "lib/threadpool.h" /* lt_pool */
+#include "plans/plan.h"     /* lt_step_plan */
+#include "plans/schedule.h" /* lt_schedule_* */
+#include "train/exec.h"
+
+enum { LAYERS = 4, VOCAB = 97, NS = 3 };
+static const int LEN[NS] = {20, 7, 45};
+
+typedef struct fixture {
+    lt_llama m;
+    int32_t *tok[NS];
+    lt_train_sample smp[NS];
+    float *ref, *got, *got2;
+    lt_layer_views lv[3][LAYERS];
+    lt_llama_views vref, vgot, vgot2;
+    int64_t n_predicted;
+    lt_pool *pool;
+} fixture;
+
+static int setup(void **state) {
+    fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    lt_model_shape shape = {.name = "exec-test", .layers = LAYERS, .hidden = 32, .heads = 4, .kv_heads = 2,
+                            .ffn = 64, .vocab = VOCAB, .gated_ffn = 1};
+    assert_int_equal(lt_llama_create(&f->m, &shape, NULL), LT_OK);
+    lt_llama_init(&f->m, 7);
+    lt_rng r;
+    lt_rng_seed(&r, 3);
+    f->n_predicted = 0;
+    for (int i = 0; i < NS; i++) {
+        f->tok[i] = malloc(sizeof(int32_t) * (size_t)LEN[i]);
+        assert_non_null(f->tok[i]);
+        for (int t = 0; t < LEN[i]; t++) f->tok[i][t] = (int32_t)lt_rng_below(&r, VOCAB);
+        f->smp[i] = (lt_train_sample){.tokens = f->tok[i], .len = LEN[i]};
+        f->n_predicted += LEN[i] - 1;
+    }
+    f->ref = calloc(f->m.n_params, sizeof(float));
+    f->got = calloc(f->m.n_params, sizeof(float));
+    f->got2 = calloc(f->m.n_params, sizeof(float));
+    assert_true(f->ref && f->got && f->got2);
+    lt_llama_views_of(&f->m, f->ref, f->lv[0], &f->vref);
+    lt_llama_views_of(&f->m, f->got, f->lv[1], &f->vgot);
+    lt_llama_views_of(&f->m, f->got2, f->lv[2], &f->vgot2);
+    assert_int_equal(lt_pool_create(&f->pool, 2, NULL), LT_OK);
+    /* the reference: every sample whole, one unit each */
+    lt_train_slice whole[NS];
+    lt_train_unit units[NS];
+    for (int i = 0; i < NS; i++) {
+        whole[i] = (lt_train_slice){.sample = i, .begin = 0, .end = LEN[i]};
+        units[i] = (lt_train_unit){.slices = &whole[i], .n_slices = 1};
+    }
+    lt_batch b = {.samples = f->smp, .n_samples = NS};
+    double loss;
+    assert_int_equal(lt_llama_step_units(&f->m, &b, units, NS, (float)(1.0 / (double)f->n_predicted), &f->vref, NULL,
+                                         &loss, f->pool, NULL),
+                     LT_OK);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state) {
+    fixture *f = *state;
+    for (int i = 0; i < NS; i++) free(f->tok[i]);
+    free(f->ref), free(f->got), free(f->got2);
+    lt_llama_free(&f->m);
+    lt_pool_destroy(f->pool);
+    free(f);
+    return 0;
+}
+
+/* max over tensors of max |a - b| / max |b| */
+static double max_rel(const fixture *f, const float *a, const float *b) {
+    double worst = 0;
+    for (int t = 0; t < f->m.n_tensors; t++) {
+        const lt_tensor_info *ti = &f->m.tensors[t];
+        double d = 0, s = 1e-30;
+        for (size_t i = ti->offset; i < ti->offset + (size_t)ti->rows * ti->cols; i++) {
+            d = fmax(d, fabs((double)a[i] - b[i]));
+            s = fmax(s, fabs((double)b[i]));
+        }
+        worst = fmax(worst, d / s);
+    }
+    return worst;
+}
+
+/* ---------------------------------------------------------------- plans by hand */
+
+/* The forward units of every pipeline: u0 = sample 0 + sample 1, u1 = sample 2 [0, 15),
+ * u2 = sample 2 [15, 45). Samples in `own` (bitmask) only; returns the unit count. */
+static void add_forward_units(lt_schedule *s) {
+    lt_schedule_add_slice(s, 0, 0, 20);
+    lt_schedule_add_slice(s, 1, 0, 7);
+    lt_schedule_add_unit(s, 0, 2);
+    lt_schedule_add_slice(s, 2, 0, 15);
+    lt_schedule_add_unit(s, 2, 1);
+    lt_schedule_add_slice(s, 2, 15, 45);
+    lt_schedule_add_unit(s, 3, 1);
+}
+
+/* Backward units cutting inside the forward slices: b0 = sample 2 [30, 45), b1 = [5, 30),
+ * b2 = sample 0 + sample 1 + sample 2 [0, 5) (bslices in token order per sample). */
+static void add_backward_units(lt_schedule *s) {
+    lt_schedule_add_bslice(s, 0, 0, 20);
+    lt_schedule_add_bslice(s, 1, 0, 7);
+    lt_schedule_add_bslice(s, 2, 0, 5);
+    lt_schedule_add_bslice(s, 2, 5, 30);
+    lt_schedule_add_bslice(s, 2, 30, 45);
+    lt_schedule_add_bunit(s, 4, 1); /* b0 */
+    lt_schedule_add_bunit(s, 3, 1); /* b1 */
+    lt_schedule_add_bunit(s, 0, 3); /* b2 */
+}
+
+static void op(lt_schedule *s, int stage, lt_op_kind kind, uint32_t unit, uint16_t recompute) {
+    lt_schedule_add_stage_op(s, stage, kind, unit, recompute);
+}
+
+/* One pipeline, 2 stages: F u0 u1 u2 then B of the three (reverse order: FILO) on each
+ * stage; recompute r0 layers on stage 0, r1 on stage 1; asym: backward units b0, b1, b2. */
+static void one_pipeline(lt_step_plan *p, bool asym, uint16_t r0, uint16_t r1, bool break_filo) {
+    lt_step_plan_init(p);
+    p->step = 5;
+    p->n_samples = NS;
+    p->lengths = calloc(NS, sizeof *p->lengths);
+    p->sample_rank = calloc(NS, sizeof *p->sample_rank);
+    p->n_ranks = 1;
+    p->ranks = calloc(1, sizeof *p->ranks);
+    assert_true(p->lengths && p->sample_rank && p->ranks);
+    for (int i = 0; i < NS; i++) p->lengths[i] = LEN[i];
+    p->n_predicted = lt_plan_predicted_tokens(p->lengths, NS);
+    p->pp = 2;
+    lt_rank_plan *r = &p->ranks[0];
+    r->cp = 1;
+    assert_int_equal(lt_schedule_init(&r->sched, 2, LAYERS, NULL), LT_OK);
+    add_forward_units(&r->sched);
+    if (asym) add_backward_units(&r->sched);
+    for (int st = 0; st < 2; st++) {
+        uint16_t rc = st == 0 ? r0 : r1;
+        for (uint32_t u = 0; u < 3; u++) op(&r->sched, st, LT_OP_F, u, rc);
+        /* symmetric: B u2, u1, u0; asym: B b0, b1, b2 (the later tokens first) */
+        uint32_t order[3] = {2, 1, 0};
+        if (asym) order[0] = 0, order[1] = 1, order[2] = 2;
+        if (break_filo && st == 0) { uint32_t t = order[0]; order[0] = order[1], order[1] = t; }
+        for (int k = 0; k < 3; k++) op(&r->sched, st, LT_OP_B, order[k], rc);
+    }
+    r->ops = calloc(12, sizeof *r->ops); /* predictions: all 0, ties broken by op id */
+    assert_non_null(r->ops);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void run_plan(fixture *f, const lt_step_plan *p, float *g, const lt_llama_views *v, lt_exec_stats *es) {
+    memset(g, 0, f->m.n_params * sizeof(float));
+    lt_error err;
+    lt_status st = lt_exec_step(&f->m, p, f->smp, v, es, f->pool, &err);
+    if (st != LT_OK) fail_msg("lt_exec_step: %s (%s)", err.what, err.where);
+    assert_int_equal(es->n_predicted, f->n_predicted);
+}
+
+static void test_symmetric_and_recompute(void **state) {
+    fixture *f = *state;
+    lt_step_plan p;
+    lt_exec_stats a, b;
+    one_pipeline(&p, false, 0, 0, false);
+    run_plan(f, &p, f->got, &f->vgot, &a);
+    lt_step_plan_free(&p);
+    assert_true(max_rel(f, f->got, f->ref) <= 1e-5);
+    assert_int_equal(a.ops_run, 12);
+    one_pipeline(&p, false, 1, 2, false);
+    run_plan(f, &p, f->got2, &f->vgot2, &b);
+    lt_step_plan_free(&p);
+    /* recompute re-runs the same forward on the same rows: the same bits */
+    assert_memory_equal(f->got2, f->got, f->m.n_params * sizeof(float));
+    assert_true(b.act_bytes_peak < a.act_bytes_peak);
+    assert_true(fabs(a.loss_sum - b.loss_sum) == 0.0);
+}
+
+static void test_asymmetric_backward_units(void **state) {
+    fixture *f = *state;
+    lt_step_plan p;
+    lt_exec_stats a;
+    for (int rc = 0; rc <= 1; rc++) {
+        one_pipeline(&p, true, (uint16_t)rc, (uint16_t)(2 * rc), false);
+        run_plan(f, &p, f->got, &f->vgot, &a);
+        lt_step_plan_free(&p);
+        double e = max_rel(f, f->got, f->ref);
+        if (!(e <= 1e-5)) fail_msg("asymmetric, recompute %d: rel err %.3e", rc, e);
+    }
+}
+
+/* Two pipelines: samples 0 and 1 on the first, sample 2 (two slices) on the second. */
+static void test_two_pipelines(void **state) {
+    fixture *f = *state;
+    lt_step_plan p;
+    lt_step_plan_init(&p);
+    p.step = 1, p.n_samples = NS, p.pp = 2, p.n_ranks = 2;
+    p.lengths = calloc(NS, sizeof *p.lengths);
+    p.sample_rank = calloc(NS, sizeof *p.sample_rank);
+    p.ranks = calloc(2, sizeof *p.ranks);
+    assert_true(p.lengths && p.sample_rank && p.ranks);
+    for (int i = 0; i < NS; i++) p.lengths[i] = LEN[i];
+    p.sample_rank[2] = 1;
+    p.n_predicted = lt_plan_predicted_tokens(p.lengths, NS);
+    for (int r = 0; r < 2; r++) {
+        lt_rank_plan *rp = &p.ranks[r];
+        rp->dp_rank = r, rp->cp = 1;
+        assert_int_equal(lt_schedule_init(&rp->sched, 2, LAYERS, NULL), LT_OK);
+        if (r == 0) {
+            lt_schedule_add_slice(&rp->sched, 0, 0, 20);
+            lt_schedule_add_unit(&rp->sched, 0, 1);
+            lt_schedule_add_slice(&rp->sched, 1, 0, 7);
+            lt_schedule_add_unit(&rp->sched, 1, 1);
+        } else {
+            lt_schedule_add_slice(&rp->sched, 2, 0, 15);
+            lt_schedule_add_unit(&rp->sched, 0, 1);
+            lt_schedule_add_slice(&rp->sched, 2, 15, 45);
+            lt_schedule_add_unit(&rp->sched, 1, 1);
+        }
+        for (int st = 0; st < 2; st++) {
+            op(&rp->sched, st, LT_OP_F, 0, 0), op(&rp->sched, st, LT_OP_F, 1, 0);
+            op(&rp->sched, st, LT_OP_B, 1, 0), op(&rp->sched, st, LT_OP_B, 0, 0);
+        }
+        rp->ops = calloc(8, sizeof *rp->ops);
+        assert_non_null(rp->ops);
+    }
+    lt_exec_stats a;
+    run_plan(f, &p, f->got, &f->vgot, &a);
+    lt_step_plan_free(&p);
+    assert_true(max_rel(f, f->got, f->ref) <= 1e-5);
+}
+
+static void expect_refusal(fixture *f, lt_step_plan *p, const char *needle) {
+    lt_error err;
+    lt_exec_stats es;
+    memset(f->got, 0, f->m.n_params * sizeof(float));
+    lt_status st = lt_exec_step(&f->m, p, f->smp, &f->vgot, &es, f->pool, &err);
+    assert_int_equal(st, LT_ERR_INPUT);
+    if (!strstr(err.what, needle)) fail_msg("error '%s' lacks '%s'", err.what, needle);
+    lt_step_plan_free(p);
+}
+
+static void test_refusals(void **state) {
+    fixture *f = *state;
+    lt_step_plan p;
+    /* FILO broken on stage 0: B u1 before B u2 (u2 holds the later slice of sample 2) */
+    one_pipeline(&p, false, 0, 0, true);
+    expect_refusal(f, &p, "step 5, pipeline 0, stage 0");
+    one_pipeline(&p, false, 0, 0, true);
+    expect_refusal(f, &p, "deadlock");
+    /* a sample of another length than the plan says */
+    one_pipeline(&p, false, 0, 0, false);
+    p.lengths[1] = 8;
+    expect_refusal(f, &p, "step 5, sample 1: 7 tokens read, the plan has 8");
+    /* a unit no op runs: drop u0's F and B from both stages (its tokens are never processed) */
+    one_pipeline(&p, false, 0, 0, false);
+    for (int st = 0; st < 2; st++) {
+        lt_stage_ops *so = &p.ranks[0].sched.stage[st];
+        size_t k = 0;
+        for (size_t i = 0; i < so->n; i++)
+            if (so->ops[i].unit != 0) so->ops[k++] = so->ops[i];
+        so->n = k;
+    }
+    expect_refusal(f, &p, "step 5, sample 0 (20 tokens), stage 0: 0 tokens forwarded and 0 backwarded");
+    /* a B recomputing another number of layers than its F kept */
+    one_pipeline(&p, false, 1, 0, false);
+    p.ranks[0].sched.stage[0].ops[3].recompute_layers = 0; /* B u2 on stage 0 */
+    expect_refusal(f, &p, "recomputes another number of layers");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_symmetric_and_recompute),
+        cmocka_unit_test(test_asymmetric_backward_units),
+        cmocka_unit_test(test_two_pipelines),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
