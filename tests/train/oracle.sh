@@ -5,7 +5,8 @@
 # (dp, pp) = (1, 2), (2, 1), (2, 2), (1, 4), then `trainer check` executes each stored step
 # in one process and compares its gradients with every sample run whole: every tensor
 # within 1e-4 relative (train.check_tolerance), the loss the same. Also: chunkflow with
-# forced chunks (FK ops), slimpack with a DP-Merge outlier; damaged plans (an op naming a
+# forced chunks (FK ops), slimpack with a DP-Merge outlier, slimpack and seq1f1b plans with
+# recompute forced on every op (fewer activation bytes held); damaged plans (an op naming a
 # unit that does not exist, a missing slice, a broken FILO order) refused naming the step.
 # Then `trainer train --db`: the loss falls over 30 stored steps, metrics.jsonl and loss.svg
 # are written, and a run killed with SIGKILL mid-way and resumed ends with a checkpoint
@@ -98,6 +99,31 @@ if plan sp-merge slimpack 4 2 --set parallel.max_cp=2 --set plan.global_batch=8 
 else
   notok "planner build slimpack with a DP-Merge group" "$tmp/sp-merge.plan"
 fi
+
+# forced recompute: every F and B op of the slimpack (asymmetric backward units) and seq1f1b
+# (slices with KV context) plans recomputes the first layer of its range
+for name in slimpack-dp2-pp2 seq1f1b-dp1-pp4; do
+  cp "$tmp/$name.db" "$tmp/$name-rc.db"
+  "$PY" - "$tmp/$name-rc.db" <<'PY' >"$tmp/rc.out" 2>&1
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for rowid, ops in db.execute("SELECT rowid, ops FROM stages").fetchall():
+    ops = json.loads(ops)
+    for op in ops:
+        if op[0] in (0, 2):  # F, B (not FK)
+            op[2] = 1
+    db.execute("UPDATE stages SET ops = ? WHERE rowid = ?", (json.dumps(ops, separators=(",", ":")), rowid))
+db.commit()
+PY
+  oracle "$name-rc" "${name%%-*} with every op recomputing one layer (${name#*-})"
+  without=$(awk -F'act_peak_mb=' '/ strategy=/ { if ($2 > m) m = $2 } END { print m + 0 }' "$tmp/$name.out")
+  with=$(awk -F'act_peak_mb=' '/ strategy=/ { if ($2 > m) m = $2 } END { print m + 0 }' "$tmp/$name-rc.out")
+  if awk -v a="$with" -v b="$without" 'BEGIN { exit !(a < b) }'; then
+    ok "recompute holds fewer activation bytes: ${name%%-*} $with MB < $without MB"
+  else
+    notok "recompute holds fewer activation bytes (${name%%-*}: $with MB vs $without MB)" "$tmp/$name-rc.out"
+  fi
+done
 
 # damaged plans: refused, naming the step
 refused() { # refused WHAT DB PATTERN
