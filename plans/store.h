@@ -257,6 +257,25 @@ lt_status lt_store_validate(lt_store *st, void (*progress)(void *ctx, size_t don
  * n_tokens equal the step_samples rows' count and sum. LT_ERR_INPUT naming the table. */
 lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err);
 
+/* ---- what the trainer measured (trainer train --db) ---- */
+
+/* One executed op: its pipeline (dp_rank), stage and position in the stage's list (seq),
+ * when it started and finished, seconds from the start of the step's execution. */
+typedef struct lt_measured_op {
+    int dp_rank, stage;
+    uint32_t seq;
+    double start_s, finish_s;
+} lt_measured_op;
+
+/* Record beside the plan of `step` in the plan file `path` what executing it measured: the
+ * ops (n of them), the step's wall time and the peak bytes the executor held. In one
+ * transaction on a read-write connection; the tables measured_steps and measured_ops and
+ * the view step_measured(run_id, step, measured_ms, predicted_ms, peak_bytes) are created
+ * when missing (docs/plans-schema.md "What the trainer measured"); a step measured again
+ * replaces its rows. LT_ERR_INPUT when the step is not stored; lt_db_open's errors. */
+lt_status lt_store_put_measured(const char *path, uint64_t step, const lt_measured_op *ops, size_t n,
+                                double measured_s, double peak_bytes, lt_error *err);
+
 /* `planner show`: the step's summary (strategy, predicted time, bubble, peak memory, params,
  * solver status, "(a MILP fell back to its heuristic)" for timeout/infeasible, the runner-up
  * when set), its samples (index, sample id, length, pipeline, source), its DP-Merge groups

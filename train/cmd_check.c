@@ -91,7 +91,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     lt_train_unit *units = st == LT_OK ? calloc(p.n_samples + 1, sizeof *units) : NULL;
     if (st == LT_OK && (!smp || !whole || !units)) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     if (st == LT_OK) st = load_samples(c->docs, &p, src, smp, err);
-    lt_exec_stats es;
+    lt_exec_stats es = {0};
     memset(c->ga, 0, c->m.n_params * sizeof(float));
     memset(c->gb, 0, c->m.n_params * sizeof(float));
     if (st == LT_OK) st = lt_exec_step(&c->m, &p, smp, &c->va, &es, c->pool, err);
@@ -125,6 +125,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         if (worst > c->worst || isnan(worst)) c->worst = isnan(worst) ? INFINITY : worst;
     }
     for (size_t i = 0; smp && i < p.n_samples; i++) free((void *)smp[i].tokens);
+    lt_exec_stats_free(&es);
     free(smp), free(whole), free(units), free(src);
     lt_step_plan_free(&p);
     return st;

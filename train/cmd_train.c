@@ -149,6 +149,7 @@ typedef struct train_loop {
     int n;
     /* --db */
     lt_store *store;
+    const char *db_path;
     uint64_t *steps; /* stored step numbers, in order */
     size_t n_steps;
 } train_loop;
@@ -207,13 +208,17 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
         else
             smp[i] = (lt_train_sample){.tokens = tokens, .len = (int)src[i].length};
     }
-    lt_exec_stats es;
+    lt_exec_stats es = {0};
     if (s == LT_OK) s = lt_exec_step(L->m, &p, smp, L->g, &es, L->pool, err);
     if (s == LT_OK) {
         r->loss_sum = es.loss_sum, r->n_predicted = es.n_predicted, r->tokens = es.tokens;
         r->plan_step = step, r->predicted_ms = p.time_s * 1e3;
         st->data_pos = st->step + 1; /* the next stored step: a record, the plans decide the data */
+        /* predicted vs measured, beside the plan (docs/plans-schema.md "What the trainer measured") */
+        s = lt_store_put_measured(L->db_path, step, es.op_times, es.n_op_times, es.seconds,
+                                  (double)es.act_bytes_peak, err);
     }
+    lt_exec_stats_free(&es);
     for (size_t i = 0; smp && i < p.n_samples; i++) free((void *)smp[i].tokens);
     free(smp), free(src);
     lt_step_plan_free(&p);
@@ -239,6 +244,7 @@ static double now_s(void) {
 
 /* --db: open the plans, check them against the model, list their steps. */
 static lt_status open_plans(const char *db, const lt_llama *m, train_loop *L, lt_error *err) {
+    L->db_path = db;
     lt_status s = lt_store_open(&L->store, db, err);
     lt_run_info run = {0};
     if (s == LT_OK) s = lt_store_run_info(L->store, &run, err);

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "plans/deps.h"     /* lt_deps_build, lt_deps_preds, lt_deps_succs */
 #include "plans/schedule.h" /* lt_schedule_op_slices, lt_op */
@@ -126,6 +127,8 @@ typedef struct {
     size_t live, peak;
     int64_t *f_tokens, *b_tokens; /* [pp x n_samples] tokens through each stage, per sample */
     lt_exec_stats *stats;
+    double t0;               /* the step's start (now_s) */
+    size_t cap_times;
     lt_train_slice *tslices; /* scratch: an op's unit as train slices */
     size_t cap_tslices;
 } pipe_run;
@@ -187,6 +190,12 @@ static int recompute_of(const lt_op *op) {
     if (op->kind == LT_OP_FK) return 0;
     int n = (int)(op->layer_end - op->layer_begin);
     return op->recompute_layers < n ? op->recompute_layers : n;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void track(pipe_run *pr, size_t bytes) {
@@ -427,8 +436,24 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
         if (skipped(pr, v)) {
             pr->stats->ops_skipped++;
         } else {
+            double start = now_s() - pr->t0;
             st = pr->deps.op[v]->kind == LT_OP_B ? run_backward(pr, v, err) : run_forward(pr, v, err);
             pr->stats->ops_run++;
+            lt_exec_stats *es = pr->stats;
+            if (es->n_op_times == pr->cap_times) {
+                size_t cap = pr->cap_times ? 2 * pr->cap_times : 64;
+                lt_measured_op *t = realloc(es->op_times, cap * sizeof *t);
+                if (!t && st == LT_OK) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+                if (t) es->op_times = t, pr->cap_times = cap;
+            }
+            if (es->n_op_times < pr->cap_times) {
+                int stage;
+                size_t idx;
+                lt_deps_op_at(&pr->deps, v, &stage, &idx);
+                es->op_times[es->n_op_times++] = (lt_measured_op){.dp_rank = pr->r->dp_rank, .stage = stage,
+                                                                  .seq = (uint32_t)idx, .start_s = start,
+                                                                  .finish_s = now_s() - pr->t0};
+            }
         }
         size_t np;
         const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
@@ -444,6 +469,12 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
 }
 
 /* ---------------------------------------------------------------- the step */
+
+void lt_exec_stats_free(lt_exec_stats *stats) {
+    if (!stats) return;
+    free(stats->op_times);
+    memset(stats, 0, sizeof *stats);
+}
 
 lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
                        const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_error *err) {
@@ -474,7 +505,7 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
     int64_t *f_tokens = calloc(cells, sizeof *f_tokens), *b_tokens = calloc(cells, sizeof *b_tokens);
     if (!f_tokens || !b_tokens) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     pipe_run pr = {.m = m, .p = p, .b = &b, .grads = grads, .kv = &kv, .pool = pool, .f_tokens = f_tokens,
-                   .b_tokens = b_tokens, .stats = stats};
+                   .b_tokens = b_tokens, .stats = stats, .t0 = now_s()};
     for (size_t r = 0; st == LT_OK && r < p->n_ranks; r++) {
         pr.ri = r, pr.r = &p->ranks[r], pr.live = pr.peak = 0;
         st = run_pipeline(&pr, err);
@@ -489,6 +520,7 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
                          "and %lld backwarded, not each token once", step, i, (long long)p->lengths[i], stage,
                          (long long)f_tokens[c], (long long)b_tokens[c]);
     }
+    stats->seconds = now_s() - pr.t0;
     lt_deps_free(&pr.deps);
     free(pr.tslices);
     free(f_tokens), free(b_tokens);

@@ -46,6 +46,7 @@
 #include "lib/error.h"      /* lt_status, lt_error */
 #include "lib/threadpool.h" /* lt_pool */
 #include "plans/plan.h"     /* lt_step_plan */
+#include "plans/store.h"    /* lt_measured_op */
 #include "train/model.h"    /* lt_llama, lt_train_sample, lt_llama_views */
 
 /* What a step executed, for checks and progress lines. */
@@ -56,7 +57,15 @@ typedef struct lt_exec_stats {
     size_t ops_run;        /* ops executed (skipped DP-Merge member ops not counted) */
     size_t ops_skipped;    /* DP-Merge ops of non-first members */
     size_t act_bytes_peak; /* largest activation bytes held at once by one pipeline */
+    double seconds;        /* wall time of the whole step */
+    lt_measured_op *op_times; /* [n_op_times] every executed op: pipeline, stage, position, and
+                                 start / finish in seconds from the step's start (the ops of all
+                                 pipelines one after another: this process runs them serially) */
+    size_t n_op_times;
 } lt_exec_stats;
+
+/* Free stats->op_times (NULL-safe; stats is left zeroed). */
+void lt_exec_stats_free(lt_exec_stats *stats);
 
 /*
  * Execute step plan p on model m: samples[i] holds the tokens of the plan's sample i
@@ -67,7 +76,8 @@ typedef struct lt_exec_stats {
  * executable yet), the dependency graph (lt_deps_build) and its order (a cycle is a
  * deadlock); during the run: every token of every sample forwarded (F) and backwarded (B)
  * exactly once on every stage. Errors: LT_ERR_INPUT naming the step, pipeline (dp_rank),
- * stage and op, or the sample; LT_ERR_NOMEM.
+ * stage and op, or the sample; LT_ERR_NOMEM. *stats is overwritten (its op_times are new:
+ * lt_exec_stats_free them, also after an error).
  */
 lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
                        const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_error *err);

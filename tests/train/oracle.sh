@@ -181,6 +181,14 @@ if plan train30 slimpack 2 2 --set plan.global_batch=4 --set plan.steps=30 &&
   else
     notok "train --db: metrics.jsonl and loss.svg" "$tmp/run30/metrics.jsonl"
   fi
+  measured=$(sqlite3 "$tmp/train30.db" "SELECT count(*) FROM step_measured WHERE measured_ms > 0")
+  ops=$(sqlite3 "$tmp/train30.db" "SELECT count(*) FROM measured_ops")
+  planned=$(sqlite3 "$tmp/train30.db" "SELECT count(*) FROM plan_ops")
+  if [ "$measured" = 30 ] && [ "$ops" = "$planned" ]; then
+    ok "train --db: step_measured has the 30 steps beside their predictions, measured_ops every op ($ops)"
+  else
+    notok "train --db: measured times in the plan file ($measured steps, $ops of $planned ops)"
+  fi
 else
   notok "train --db, 30 steps" "$tmp/train30.plan" "$tmp/run30.err"
 fi

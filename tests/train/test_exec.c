@@ -181,6 +181,13 @@ static void run_plan(fixture *f, const lt_step_plan *p, float *g, const lt_llama
     lt_status st = lt_exec_step(&f->m, p, f->smp, v, es, f->pool, &err);
     if (st != LT_OK) fail_msg("lt_exec_step: %s (%s)", err.what, err.where);
     assert_int_equal(es->n_predicted, f->n_predicted);
+    assert_int_equal(es->n_op_times, es->ops_run);
+    for (size_t i = 0; i < es->n_op_times; i++) {
+        assert_true(es->op_times[i].finish_s >= es->op_times[i].start_s);
+        if (i > 0) assert_true(es->op_times[i].start_s >= es->op_times[i - 1].finish_s);
+    }
+    free(es->op_times); /* the counts stay for the caller */
+    es->op_times = NULL, es->n_op_times = 0;
 }
 
 static void test_symmetric_and_recompute(void **state) {
@@ -260,6 +267,7 @@ static void expect_refusal(fixture *f, lt_step_plan *p, const char *needle) {
     lt_exec_stats es;
     memset(f->got, 0, f->m.n_params * sizeof(float));
     lt_status st = lt_exec_step(&f->m, p, f->smp, &f->vgot, &es, f->pool, &err);
+    lt_exec_stats_free(&es);
     assert_int_equal(st, LT_ERR_INPUT);
     if (!strstr(err.what, needle)) fail_msg("error '%s' lacks '%s'", err.what, needle);
     lt_step_plan_free(p);
