@@ -37,6 +37,19 @@ check "train.backend = cuda is refused by name" 2 "" "train.backend = cuda" \
 check "train --resume with no checkpoint" 2 "" "no checkpoint to resume from" \
   -- train "${T[@]}" --whole --data "$data" --resume --out "$tmp/none"
 
+# trainer check / train --db: usage and mismatch errors (tests/train/oracle.sh runs them for real)
+LONGTAIL_HARDWARE_DIR=$top_srcdir/etc/hardware "$top_builddir/plans/planner" build "${T[@]}" --data "$data" \
+  --db "$tmp/p.db" --set plan.global_batch=2 --set plan.steps=1 --set parallel.pp=2 >"$tmp/plan.out" 2>&1 || cat "$tmp/plan.out"
+check "check needs --db" 2 "" "give --db PLANS.db" -- check "${T[@]}" --data "$data"
+check "check needs --data" 2 "" "give --data DIR" -- check "${T[@]}" --db "$tmp/p.db"
+check "check: a bad --steps list" 2 "" "not a comma-separated list" -- check "${T[@]}" --db "$tmp/p.db" --data "$data" --steps 1,x
+check "check: a step that is not stored, named" 1 "" "step 7" -- check "${T[@]}" --db "$tmp/p.db" --data "$data" --steps 7
+check "check: plans of another layer count are refused" 2 "" "the plans are for a 2-layer model, this model has 3 layers" \
+  -- check "${T[@]}" --set model.layers=3 --db "$tmp/p.db" --data "$data"
+check "train --db and --whole exclude each other" 2 "" "exclude each other" -- train "${T[@]}" --whole --db "$tmp/p.db" --data "$data"
+check "check: the one stored step within the tolerance" 0 "^max_rel_err=[0-9.e+-]+ steps=1$" "" \
+  -- check "${T[@]}" --db "$tmp/p.db" --data "$data"
+
 # Six steps straight; then three, stop, resume to six: the checkpoints are identical.
 check "train --whole 6 steps" 0 "^step=6 loss=[0-9.]+ lr=" "" -- train "${T[@]}" --whole --data "$data" --out "$tmp/a"
 check "train --whole stops at --steps 3" 0 "^step=3 " "" -- train "${T[@]}" --whole --data "$data" --out "$tmp/b" --steps 3
