@@ -251,6 +251,23 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
                             const float *dout, lt_kvctx *kv, lt_acts *acts, const lt_llama_views *grads,
                             float *din, lt_pool *pool, lt_error *err);
 
+/*
+ * A context-parallel group (DP-Merge, SlimPack 4.1.1; docs/plans-schema.md "The one CP
+ * rule"): G units u[0..G) holding disjoint shards of the same slices, run through the same
+ * pass in per-layer lockstep. At each layer every member's keys/values go into the shared
+ * context before any member's attention reads it, and in the backward every member's
+ * attention backward adds its dK/dV before any member reads its own rows' gradients: the
+ * K/V exchange of ring attention, done through the context in one process. in/dout/din and
+ * a hold one entry per member; the loss is the members' sum. With G = 1 these are exactly
+ * lt_llama_forward / lt_llama_backward (which call them).
+ */
+lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
+                                 int G, const float *const *in, lt_kvctx *kv, lt_acts *a,
+                                 const lt_llama_views *grads, double *loss_sum, lt_pool *pool, lt_error *err);
+lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
+                                  int G, const float *const *dout, lt_kvctx *kv, lt_acts *a,
+                                  const lt_llama_views *grads, float *const *din, lt_pool *pool, lt_error *err);
+
 /* Convenience for tests, eval and the --whole trainer: forward (and with grads != NULL,
  * backward) of a whole batch split into units, through all layers in one process: forward
  * units in order, backward units in reverse order. Returns the summed loss in *loss_sum

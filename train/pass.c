@@ -231,123 +231,225 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
     return LT_OK;
 }
 
+/* Per-member scratch of a forward: K/V rows of the unit, one residual-branch output, segments. */
+typedef struct fwd_scratch {
+    float *kbuf, *vbuf, *tmp;
+    lt_attn_segment *segs;
+} fwd_scratch;
+
+/* Layer l, first half: n1 = rmsnorm(x), q/k/v projections, RoPE, the unit's K/V rows into the
+ * context (where every later query of the sample, in any unit or member, reads them). */
+static void layer_pre_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
+                              fwd_scratch *s, lt_pool *pool) {
+    dims d = dims_of(m, a->T);
+    lt_layer_acts *L = &a->layer[l - a->l0];
+    const lt_layer_views *W = &m->w.layer[l];
+    float theta = (float)m->shape.rope_theta, eps = (float)m->shape.norm_eps;
+    lt_rmsnorm_forward(L->n1, L->rstd1, L->x, W->attn_norm, d.T, d.C, eps, pool);
+    lt_linear_forward(L->q, L->n1, W->wq, d.T, d.C, d.qd);
+    lt_linear_forward(s->kbuf, L->n1, W->wk, d.T, d.C, d.kvd);
+    lt_linear_forward(s->vbuf, L->n1, W->wv, d.T, d.C, d.kvd);
+    lt_rope_forward(L->q, a->pos, d.T, d.nh, d.hd, theta, pool);
+    lt_rope_forward(s->kbuf, a->pos, d.T, d.nkv, d.hd, theta, pool);
+    ctx_rows(u, kv, l, 0, s->kbuf, true);
+    ctx_rows(u, kv, l, 1, s->vbuf, true);
+}
+
+/* Layer l, second half: attention over the context, output projection, residual, MLP. */
+static void layer_post_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
+                               fwd_scratch *s, lt_pool *pool) {
+    dims d = dims_of(m, a->T);
+    size_t TC = (size_t)d.T * d.C;
+    lt_layer_acts *L = &a->layer[l - a->l0];
+    const lt_layer_views *W = &m->w.layer[l];
+    float *next = l + 1 < a->l1 ? a->layer[l + 1 - a->l0].x : a->out;
+    float eps = (float)m->shape.norm_eps;
+    segments_of(u, kv, l, s->segs);
+    lt_attention_forward(L->att, L->lse, L->q, s->segs, u->n_slices, d.nh, d.nkv, d.hd, pool);
+    lt_linear_forward(s->tmp, L->att, W->wo, d.T, d.qd, d.C);
+    add_into(L->x2, L->x, s->tmp, TC);
+    lt_rmsnorm_forward(L->n2, L->rstd2, L->x2, W->mlp_norm, d.T, d.C, eps, pool);
+    lt_linear_forward(L->gate, L->n2, W->wgate, d.T, d.C, d.F);
+    lt_linear_forward(L->up, L->n2, W->wup, d.T, d.C, d.F);
+    lt_swiglu_forward(L->act, L->gate, L->up, (size_t)d.T * d.F, pool);
+    lt_linear_forward(s->tmp, L->act, W->wdown, d.T, d.F, d.C);
+    add_into(next, L->x2, s->tmp, TC);
+}
+
+lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
+                                 int G, const float *const *in, lt_kvctx *kv, lt_acts *a,
+                                 const lt_llama_views *grads, double *loss_sum, lt_pool *pool, lt_error *err) {
+    (void)b; /* the units' tokens were gathered by lt_acts_alloc */
+    if (G < 1) return lt_fail(err, LT_ERR_INTERNAL, NULL, "a group of %d units", G);
+    for (int g = 0; g < G; g++) {
+        if (a[g].l0 != pass->l0 || a[g].l1 != pass->l1 || (pass->head && !a[g].dnf_in))
+            return lt_fail(err, LT_ERR_INTERNAL, NULL, "activations were allocated for another pass");
+        for (int i = 0; i < u[g].n_slices; i++) {
+            lt_status st = lt_kvctx_reserve(kv, u[g].slices[i].sample, err);
+            if (st != LT_OK) return st;
+        }
+    }
+    if (pass->head && pass->loss_scale > 0 && !grads)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a head with a loss gradient needs gradient buffers");
+    fwd_scratch *s = calloc((size_t)G, sizeof *s);
+    lt_status st = s ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int g = 0; st == LT_OK && g < G; g++) {
+        dims d = dims_of(m, a[g].T);
+        size_t TK = (size_t)d.T * d.kvd, TC = (size_t)d.T * d.C;
+        s[g].kbuf = malloc((TK ? TK : 1) * sizeof(float)), s[g].vbuf = malloc((TK ? TK : 1) * sizeof(float));
+        s[g].tmp = malloc((TC ? TC : 1) * sizeof(float));
+        s[g].segs = malloc(((size_t)u[g].n_slices + 1) * sizeof *s[g].segs);
+        if (!s[g].kbuf || !s[g].vbuf || !s[g].tmp || !s[g].segs)
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's forward", d.T);
+    }
+    for (int g = 0; st == LT_OK && g < G; g++) {
+        size_t TC = (size_t)a[g].T * (size_t)m->shape.hidden;
+        float *x = a[g].l1 > a[g].l0 ? a[g].layer[0].x : a[g].out;
+        if (pass->embed) lt_embed_forward(x, a[g].ids, a[g].T, m->w.embed, m->shape.hidden);
+        else memcpy(x, in[g], TC * sizeof(float));
+    }
+    /* per layer in lockstep: every member's K/V in the context before any member's attention
+     * (context parallelism's K/V exchange, Megatron-LM CP / ring attention, in one process) */
+    for (int l = pass->l0; st == LT_OK && l < pass->l1; l++) {
+        for (int g = 0; g < G; g++) layer_pre_forward(m, &u[g], kv, &a[g], l, &s[g], pool);
+        for (int g = 0; g < G; g++) layer_post_forward(m, &u[g], kv, &a[g], l, &s[g], pool);
+    }
+    for (int g = 0; s && g < G; g++) free(s[g].kbuf), free(s[g].vbuf), free(s[g].tmp), free(s[g].segs);
+    free(s);
+    double total = 0;
+    for (int g = 0; st == LT_OK && pass->head && g < G; g++) {
+        st = head_forward(m, pass, &a[g], grads, NULL, pool, err);
+        total += a[g].loss_sum;
+    }
+    if (st == LT_OK && loss_sum) *loss_sum = total;
+    return st;
+}
+
 lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                            const float *in, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
                            double *loss_sum, float *logits_out, lt_pool *pool, lt_error *err) {
-    (void)b; /* the unit's tokens were gathered by lt_acts_alloc */
-    if (a->l0 != pass->l0 || a->l1 != pass->l1 || (pass->head && !a->dnf_in))
-        return lt_fail(err, LT_ERR_INTERNAL, NULL, "activations were allocated for another pass");
-    if (pass->head && pass->loss_scale > 0 && !grads)
-        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a head with a loss gradient needs gradient buffers");
+    if (!logits_out) return lt_llama_forward_group(m, pass, b, u, 1, &in, kv, a, grads, loss_sum, pool, err);
+    /* the logits wanted: the layers as a group of one, then the head with them */
+    lt_pass layers = *pass;
+    layers.head = false;
+    lt_status st = lt_llama_forward_group(m, &layers, b, u, 1, &in, kv, a, grads, NULL, pool, err);
+    if (st == LT_OK && pass->head) {
+        if (!a->dnf_in) return lt_fail(err, LT_ERR_INTERNAL, NULL, "activations were allocated for another pass");
+        if (pass->loss_scale > 0 && !grads)
+            return lt_fail(err, LT_ERR_INTERNAL, NULL, "a head with a loss gradient needs gradient buffers");
+        st = head_forward(m, pass, a, grads, logits_out, pool, err);
+    }
+    if (st == LT_OK && loss_sum) *loss_sum = pass->head ? a->loss_sum : 0;
+    return st;
+}
+
+/* Per-member scratch of a backward: dx (the residual stream's gradient, carried down the
+ * layers), dn, dq, datt, dact, dgate, dup, dk, dv; segments. */
+typedef struct bwd_scratch {
+    float *buf, *dx, *dn, *dq, *datt, *dact, *dgate, *dup, *dk, *dv;
+    lt_attn_segment *segs;
+} bwd_scratch;
+
+/* Layer l backward, second half first: the MLP and the attention (its dK/dV added into the
+ * context's gradient buffers for every key the unit's queries saw). dx: d(layer output) in,
+ * d x2 out; dq filled. */
+static void layer_post_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
+                                const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool) {
     dims d = dims_of(m, a->T);
-    size_t TC = (size_t)d.T * d.C, TK = (size_t)d.T * d.kvd;
-    for (int i = 0; i < u->n_slices; i++) {
-        lt_status st = lt_kvctx_reserve(kv, u->slices[i].sample, err);
-        if (st != LT_OK) return st;
+    size_t TC = (size_t)d.T * d.C, TQ = (size_t)d.T * d.qd, TF = (size_t)d.T * d.F;
+    lt_layer_acts *L = &a->layer[l - a->l0];
+    const lt_layer_views *W = &m->w.layer[l];
+    const lt_layer_views *G = &grads->layer[l];
+    /* MLP branch: x_next = x2 + down(silu(gate(n2)) * up(n2)), n2 = rmsnorm(x2) */
+    memset(s->dact, 0, TF * 3 * sizeof(float)); /* dact, dgate, dup */
+    lt_linear_backward(s->dact, G->wdown, s->dx, L->act, W->wdown, d.T, d.F, d.C);
+    lt_swiglu_backward(s->dgate, s->dup, s->dact, L->gate, L->up, TF, pool);
+    memset(s->dn, 0, TC * sizeof(float));
+    lt_linear_backward(s->dn, G->wgate, s->dgate, L->n2, W->wgate, d.T, d.C, d.F);
+    lt_linear_backward(s->dn, G->wup, s->dup, L->n2, W->wup, d.T, d.C, d.F);
+    lt_rmsnorm_backward(s->dx, G->mlp_norm, s->dn, L->x2, W->mlp_norm, L->rstd2, d.T, d.C, pool); /* dx = d x2 */
+    /* attention branch: x2 = x + o(attention(rope(q(n1)), rope(k(n1)), v(n1))), n1 = rmsnorm(x) */
+    memset(s->dq, 0, TQ * 2 * sizeof(float)); /* dq, datt */
+    lt_linear_backward(s->datt, G->wo, s->dx, L->att, W->wo, d.T, d.qd, d.C);
+    segments_of(u, kv, l, s->segs);
+    lt_attention_backward(s->dq, s->datt, L->att, L->lse, L->q, s->segs, u->n_slices, d.nh, d.nkv, d.hd, pool);
+}
+
+/* Layer l backward, first half: the unit's own K/V rows' gradients (complete once every
+ * query that saw them ran its attention backward: later slices before, FILO; the other
+ * members of a group before, lockstep), RoPE, the projections, the norm. dx: d x2 in,
+ * d x (the layer's input) out. */
+static void layer_pre_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
+                               const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool) {
+    dims d = dims_of(m, a->T);
+    size_t TC = (size_t)d.T * d.C;
+    lt_layer_acts *L = &a->layer[l - a->l0];
+    const lt_layer_views *W = &m->w.layer[l];
+    const lt_layer_views *G = &grads->layer[l];
+    float theta = (float)m->shape.rope_theta;
+    ctx_rows(u, kv, l, 2, s->dk, false);
+    ctx_rows(u, kv, l, 3, s->dv, false);
+    lt_rope_backward(s->dq, a->pos, d.T, d.nh, d.hd, theta, pool);
+    lt_rope_backward(s->dk, a->pos, d.T, d.nkv, d.hd, theta, pool);
+    memset(s->dn, 0, TC * sizeof(float));
+    lt_linear_backward(s->dn, G->wq, s->dq, L->n1, W->wq, d.T, d.C, d.qd);
+    lt_linear_backward(s->dn, G->wk, s->dk, L->n1, W->wk, d.T, d.C, d.kvd);
+    lt_linear_backward(s->dn, G->wv, s->dv, L->n1, W->wv, d.T, d.C, d.kvd);
+    lt_rmsnorm_backward(s->dx, G->attn_norm, s->dn, L->x, W->attn_norm, L->rstd1, d.T, d.C, pool); /* dx = d x */
+}
+
+lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
+                                  int G, const float *const *dout, lt_kvctx *kv, lt_acts *a,
+                                  const lt_llama_views *grads, float *const *din, lt_pool *pool, lt_error *err) {
+    (void)b;
+    if (G < 1) return lt_fail(err, LT_ERR_INTERNAL, NULL, "a group of %d units", G);
+    if (pass->head && !(pass->loss_scale > 0))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward through a head that ran without a loss gradient");
+    if (!kv->with_grad) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward needs a KV context with gradients");
+    for (int g = 0; g < G; g++) {
+        if (!pass->head && !(dout && dout[g])) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a non-head pass needs dout");
+        if (!pass->embed && !(din && din[g]))
+            return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a pass without embedding needs din");
     }
-    float *kbuf = malloc(TK * sizeof(float)), *vbuf = malloc(TK * sizeof(float));
-    float *tmp = malloc(TC * sizeof(float));
-    lt_attn_segment *segs = malloc((size_t)u->n_slices * sizeof *segs);
-    if (!kbuf || !vbuf || !tmp || !segs) {
-        free(kbuf), free(vbuf), free(tmp), free(segs);
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's forward", d.T);
+    bwd_scratch *s = calloc((size_t)G, sizeof *s);
+    lt_status st = s ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int g = 0; st == LT_OK && g < G; g++) {
+        dims d = dims_of(m, a[g].T);
+        size_t TC = (size_t)d.T * d.C, TQ = (size_t)d.T * d.qd, TF = (size_t)d.T * d.F, TK = (size_t)d.T * d.kvd;
+        size_t total = TC * 2 + TQ * 2 + TF * 3 + TK * 2;
+        s[g].buf = malloc((total ? total : 1) * sizeof(float));
+        s[g].segs = malloc(((size_t)u[g].n_slices + 1) * sizeof *s[g].segs);
+        if (!s[g].buf || !s[g].segs) {
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's backward", d.T);
+            break;
+        }
+        s[g].dx = s[g].buf, s[g].dn = s[g].dx + TC, s[g].dq = s[g].dn + TC, s[g].datt = s[g].dq + TQ;
+        s[g].dact = s[g].datt + TQ, s[g].dgate = s[g].dact + TF, s[g].dup = s[g].dgate + TF;
+        s[g].dk = s[g].dup + TF, s[g].dv = s[g].dk + TK;
+        memcpy(s[g].dx, pass->head ? a[g].dnf_in : dout[g], TC * sizeof(float));
     }
-    float *x = a->l1 > a->l0 ? a->layer[0].x : a->out;
-    if (pass->embed) lt_embed_forward(x, a->ids, d.T, m->w.embed, d.C);
-    else memcpy(x, in, TC * sizeof(float));
-    float theta = (float)m->shape.rope_theta, eps = (float)m->shape.norm_eps;
-    for (int l = a->l0; l < a->l1; l++) {
-        lt_layer_acts *L = &a->layer[l - a->l0];
-        const lt_layer_views *W = &m->w.layer[l];
-        float *next = l + 1 < a->l1 ? a->layer[l + 1 - a->l0].x : a->out;
-        /* attention branch */
-        lt_rmsnorm_forward(L->n1, L->rstd1, L->x, W->attn_norm, d.T, d.C, eps, pool);
-        lt_linear_forward(L->q, L->n1, W->wq, d.T, d.C, d.qd);
-        lt_linear_forward(kbuf, L->n1, W->wk, d.T, d.C, d.kvd);
-        lt_linear_forward(vbuf, L->n1, W->wv, d.T, d.C, d.kvd);
-        lt_rope_forward(L->q, a->pos, d.T, d.nh, d.hd, theta, pool);
-        lt_rope_forward(kbuf, a->pos, d.T, d.nkv, d.hd, theta, pool);
-        ctx_rows(u, kv, l, 0, kbuf, true);
-        ctx_rows(u, kv, l, 1, vbuf, true);
-        segments_of(u, kv, l, segs);
-        lt_attention_forward(L->att, L->lse, L->q, segs, u->n_slices, d.nh, d.nkv, d.hd, pool);
-        lt_linear_forward(tmp, L->att, W->wo, d.T, d.qd, d.C);
-        add_into(L->x2, L->x, tmp, TC);
-        /* MLP branch */
-        lt_rmsnorm_forward(L->n2, L->rstd2, L->x2, W->mlp_norm, d.T, d.C, eps, pool);
-        lt_linear_forward(L->gate, L->n2, W->wgate, d.T, d.C, d.F);
-        lt_linear_forward(L->up, L->n2, W->wup, d.T, d.C, d.F);
-        lt_swiglu_forward(L->act, L->gate, L->up, (size_t)d.T * d.F, pool);
-        lt_linear_forward(tmp, L->act, W->wdown, d.T, d.F, d.C);
-        add_into(next, L->x2, tmp, TC);
+    /* per layer in lockstep, the forward's mirror: every member's attention backward before
+     * any member reads its own K/V rows' gradients */
+    for (int l = pass->l1 - 1; st == LT_OK && l >= pass->l0; l--) {
+        for (int g = 0; g < G; g++) layer_post_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool);
+        for (int g = 0; g < G; g++) layer_pre_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool);
     }
-    free(kbuf), free(vbuf), free(tmp), free(segs);
-    if (pass->head) {
-        lt_status st = head_forward(m, pass, a, grads, logits_out, pool, err);
-        if (st != LT_OK) return st;
-        if (loss_sum) *loss_sum = a->loss_sum;
-    } else if (loss_sum) {
-        *loss_sum = 0;
+    for (int g = 0; st == LT_OK && g < G; g++) {
+        size_t TC = (size_t)a[g].T * (size_t)m->shape.hidden;
+        if (pass->embed) lt_embed_backward(grads->embed, s[g].dx, a[g].ids, a[g].T, m->shape.hidden);
+        else
+            for (size_t i = 0; i < TC; i++) din[g][i] += s[g].dx[i];
     }
-    return LT_OK;
+    for (int g = 0; s && g < G; g++) free(s[g].buf), free(s[g].segs);
+    free(s);
+    return st;
 }
 
 lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                             const float *dout, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
                             float *din, lt_pool *pool, lt_error *err) {
-    (void)b;
-    if (pass->head && !(pass->loss_scale > 0))
-        return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward through a head that ran without a loss gradient");
     if (!pass->head && !dout) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a non-head pass needs dout");
-    if (!kv->with_grad) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward needs a KV context with gradients");
-    if (!pass->embed && !din) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a pass without embedding needs din");
-    dims d = dims_of(m, a->T);
-    size_t TC = (size_t)d.T * d.C, TQ = (size_t)d.T * d.qd, TF = (size_t)d.T * d.F, TK = (size_t)d.T * d.kvd;
-    /* scratch: dx, dn, dq, datt, dact, dgate, dup, dk, dv */
-    size_t total = TC * 2 + TQ * 2 + TF * 3 + TK * 2;
-    float *scratch = malloc(total * sizeof(float));
-    lt_attn_segment *segs = malloc((size_t)u->n_slices * sizeof *segs);
-    if (!scratch || !segs) {
-        free(scratch), free(segs);
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's backward", d.T);
-    }
-    float *dx = scratch, *dn = dx + TC, *dq = dn + TC, *datt = dq + TQ, *dact = datt + TQ, *dgate = dact + TF,
-          *dup = dgate + TF, *dk = dup + TF, *dv = dk + TK;
-    memcpy(dx, pass->head ? a->dnf_in : dout, TC * sizeof(float));
-    float theta = (float)m->shape.rope_theta;
-    for (int l = a->l1 - 1; l >= a->l0; l--) {
-        lt_layer_acts *L = &a->layer[l - a->l0];
-        const lt_layer_views *W = &m->w.layer[l];
-        const lt_layer_views *G = &grads->layer[l];
-        /* MLP branch: x_next = x2 + down(silu(gate(n2)) * up(n2)), n2 = rmsnorm(x2) */
-        memset(dact, 0, TF * 3 * sizeof(float)); /* dact, dgate, dup */
-        lt_linear_backward(dact, G->wdown, dx, L->act, W->wdown, d.T, d.F, d.C);
-        lt_swiglu_backward(dgate, dup, dact, L->gate, L->up, TF, pool);
-        memset(dn, 0, TC * sizeof(float));
-        lt_linear_backward(dn, G->wgate, dgate, L->n2, W->wgate, d.T, d.C, d.F);
-        lt_linear_backward(dn, G->wup, dup, L->n2, W->wup, d.T, d.C, d.F);
-        lt_rmsnorm_backward(dx, G->mlp_norm, dn, L->x2, W->mlp_norm, L->rstd2, d.T, d.C, pool); /* dx = d x2 */
-        /* attention branch: x2 = x + o(attention(rope(q(n1)), rope(k(n1)), v(n1))), n1 = rmsnorm(x) */
-        memset(dq, 0, TQ * 2 * sizeof(float)); /* dq, datt */
-        lt_linear_backward(datt, G->wo, dx, L->att, W->wo, d.T, d.qd, d.C);
-        segments_of(u, kv, l, segs);
-        lt_attention_backward(dq, datt, L->att, L->lse, L->q, segs, u->n_slices, d.nh, d.nkv, d.hd, pool);
-        /* the unit's own K/V rows: complete now (later slices ran backward before, FILO) */
-        ctx_rows(u, kv, l, 2, dk, false);
-        ctx_rows(u, kv, l, 3, dv, false);
-        lt_rope_backward(dq, a->pos, d.T, d.nh, d.hd, theta, pool);
-        lt_rope_backward(dk, a->pos, d.T, d.nkv, d.hd, theta, pool);
-        memset(dn, 0, TC * sizeof(float));
-        lt_linear_backward(dn, G->wq, dq, L->n1, W->wq, d.T, d.C, d.qd);
-        lt_linear_backward(dn, G->wk, dk, L->n1, W->wk, d.T, d.C, d.kvd);
-        lt_linear_backward(dn, G->wv, dv, L->n1, W->wv, d.T, d.C, d.kvd);
-        lt_rmsnorm_backward(dx, G->attn_norm, dn, L->x, W->attn_norm, L->rstd1, d.T, d.C, pool); /* dx = d x */
-    }
-    if (pass->embed) lt_embed_backward(grads->embed, dx, a->ids, d.T, d.C);
-    else
-        for (size_t i = 0; i < TC; i++) din[i] += dx[i];
-    free(scratch), free(segs);
-    return LT_OK;
+    return lt_llama_backward_group(m, pass, b, u, 1, &dout, kv, a, grads, &din, pool, err);
 }
 
 lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_train_unit *units, int n_units,
