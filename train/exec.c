@@ -119,6 +119,9 @@ typedef struct {
     const lt_rank_plan *r;
     lt_deps deps;
     lt_acts *acts;   /* [n_ops] forward ops: what they kept (T = 0: none) */
+    lt_acts **gacts; /* [n_ops] forward ops of a context-parallel group: one set per member */
+    float ***gdin;   /* [n_ops] B ops of a group with layer_begin > 0: per member */
+    int *gsize;      /* [n_ops] the group size of gacts[v] / gdin[v] */
     float **din;     /* [n_ops] B ops with layer_begin > 0: the gradient of their input */
     float **x_in;    /* [n_ops] F ops with recompute over a range not starting at layer 0: the
                         input [T, C] of their first (recomputed) layer, all they keep of it */
@@ -155,6 +158,13 @@ static void count_tokens(pipe_run *pr, int64_t *counts, int stage, const lt_trai
 }
 
 static void release(pipe_run *pr, uint32_t v) {
+    for (int g = 0; pr->gacts[v] && g < pr->gsize[v]; g++) {
+        pr->live -= pr->gacts[v][g].bytes;
+        lt_acts_free(&pr->gacts[v][g]);
+    }
+    for (int g = 0; pr->gdin[v] && g < pr->gsize[v]; g++) free(pr->gdin[v][g]);
+    free(pr->gacts[v]), free(pr->gdin[v]);
+    pr->gacts[v] = NULL, pr->gdin[v] = NULL;
     if (pr->acts[v].T > 0) {
         pr->live -= pr->acts[v].bytes;
         lt_acts_free(&pr->acts[v]);
@@ -383,6 +393,205 @@ static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     return st;
 }
 
+/* ---------------------------------------------------------------- context-parallel groups */
+
+/* The context-parallel degree an op runs at: its unit's DP-Merge degree (unit cp > 1), else
+ * its pipeline's static degree, else 1. */
+static int group_of(const pipe_run *pr, const lt_op *op) {
+    const lt_unit *u = lt_schedule_op_unit(&pr->r->sched, op);
+    if (u->cp > 1) return u->cp;
+    return pr->r->cp > 1 ? pr->r->cp : 1;
+}
+
+/* Member g's shard of an op's unit (docs/plans-schema.md "The one CP rule"): each slice
+ * [b, e) of n tokens cut into 2G chunks as equal as possible, the first n mod 2G one token
+ * longer; member g takes chunks g and 2G - 1 - g (the zigzag split). Empty chunks are left
+ * out, so a member may hold nothing (*u with no slice). sl: storage for 2 x the op's slices. */
+static void shard_of(const pipe_run *pr, const lt_op *op, int G, int g, lt_train_slice *sl, lt_train_unit *u) {
+    size_t n;
+    const lt_slice *s = lt_schedule_op_slices(&pr->r->sched, op, &n);
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        int len = (int)(s[i].end - s[i].begin), base = len / (2 * G), extra = len % (2 * G);
+        int chunks[2] = {g, 2 * G - 1 - g};
+        for (int c = 0; c < 2; c++) {
+            int ch = chunks[c];
+            int start = (int)s[i].begin + ch * base + (ch < extra ? ch : extra);
+            int size = base + (ch < extra ? 1 : 0);
+            if (size > 0) sl[k++] = (lt_train_slice){.sample = s[i].sample, .begin = start, .end = start + size};
+        }
+    }
+    u->slices = sl;
+    u->n_slices = k;
+}
+
+typedef struct group_units {
+    int G, n_active;
+    lt_train_slice *sl; /* [G][2 x slices] */
+    lt_train_unit *u;   /* [G] member shards */
+    int *active;        /* [n_active] members holding tokens */
+} group_units;
+
+static void group_free(group_units *gu) {
+    free(gu->sl), free(gu->u), free(gu->active);
+    memset(gu, 0, sizeof *gu);
+}
+
+static lt_status group_units_of(const pipe_run *pr, const lt_op *op, int G, group_units *gu, lt_error *err) {
+    size_t n;
+    (void)lt_schedule_op_slices(&pr->r->sched, op, &n);
+    gu->G = G, gu->n_active = 0;
+    gu->sl = malloc((2 * n * (size_t)G + 1) * sizeof *gu->sl);
+    gu->u = calloc((size_t)G, sizeof *gu->u);
+    gu->active = calloc((size_t)G, sizeof *gu->active);
+    if (!gu->sl || !gu->u || !gu->active) {
+        group_free(gu);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    }
+    for (int g = 0; g < G; g++) {
+        shard_of(pr, op, G, g, gu->sl + (size_t)g * 2 * n, &gu->u[g]);
+        if (gu->u[g].n_slices > 0) gu->active[gu->n_active++] = g;
+    }
+    return LT_OK;
+}
+
+/* F or FK op v of a group of G: every member's shard through the op's layers in lockstep
+ * (lt_llama_forward_group); the members' activations in gacts[v]. Recompute is not applied
+ * to group ops (they keep all activations). */
+static lt_status run_forward_group(pipe_run *pr, uint32_t v, int G, lt_error *err) {
+    const lt_op *op = pr->deps.op[v];
+    int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
+    bool with_loss = op->kind == LT_OP_F;
+    lt_pass pass = {.l0 = (int)op->layer_begin, .l1 = (int)op->layer_end, .embed = op->layer_begin == 0,
+                    .head = op->layer_end == (uint32_t)layers && with_loss};
+    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    uint32_t from = LT_DEP_NONE;
+    if (!pass.embed) {
+        from = pred_of_kind(&pr->deps, v, LT_DEP_PATH);
+        if (from == LT_DEP_NONE || !pr->gacts[from] || pr->gsize[from] != G)
+            return op_error(pr, v, err, "no input from the stage before");
+    }
+    group_units gu;
+    lt_status st = group_units_of(pr, op, G, &gu, err);
+    if (st != LT_OK) return st;
+    pr->gacts[v] = calloc((size_t)G, sizeof(lt_acts));
+    pr->gsize[v] = G;
+    lt_acts *ca = calloc((size_t)G, sizeof *ca);
+    lt_train_unit *cu = calloc((size_t)G, sizeof *cu);
+    const float **cin = calloc((size_t)G, sizeof *cin);
+    if (!pr->gacts[v] || !ca || !cu || !cin) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int i = 0; st == LT_OK && i < gu.n_active; i++) {
+        int g = gu.active[i];
+        cu[i] = gu.u[g];
+        cin[i] = pass.embed ? NULL : pr->gacts[from][g].out;
+        if (!pass.embed && pr->gacts[from][g].T != lt_unit_tokens(&cu[i]))
+            st = op_error(pr, v, err, "its input shard does not match its own");
+        if (st == LT_OK) st = lt_acts_alloc(&ca[i], pr->m, pr->b, &cu[i], pass.l0, pass.l1, pass.head, err);
+        if (st == LT_OK) track(pr, ca[i].bytes);
+    }
+    double loss = 0;
+    if (st == LT_OK && gu.n_active > 0)
+        st = lt_llama_forward_group(pr->m, &pass, pr->b, cu, gu.n_active, cin, pr->kv, ca, pr->grads, &loss,
+                                    pr->pool, err);
+    for (int i = 0; pr->gacts[v] && ca && i < gu.n_active; i++) pr->gacts[v][gu.active[i]] = ca[i];
+    if (st == LT_OK && pass.head) pr->stats->loss_sum += loss;
+    for (int i = 0; st == LT_OK && with_loss && i < gu.n_active; i++) count_tokens(pr, pr->f_tokens, stage, &cu[i]);
+    free(ca), free(cu), free(cin);
+    group_free(&gu);
+    return st;
+}
+
+/* Member unit bu's activations over [l0, l1) gathered into *dst from the group forward ops
+ * that hold its tokens (v's LT_DEP_ACT predecessors, each member's shard). */
+static lt_status gather_group(pipe_run *pr, uint32_t v, int G, const lt_train_unit *bu, bool head, lt_acts *dst,
+                              lt_error *err) {
+    const lt_op *op = pr->deps.op[v];
+    lt_status st = lt_acts_alloc(dst, pr->m, pr->b, bu, (int)op->layer_begin, (int)op->layer_end, head, err);
+    if (st != LT_OK) return st;
+    size_t np;
+    const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
+    int filled = 0;
+    for (size_t k = 0; st == LT_OK && k < np; k++) {
+        if (p[k].kind != LT_DEP_ACT) continue;
+        uint32_t f = p[k].op;
+        if (!pr->gacts[f] || pr->gsize[f] != G) return op_error(pr, v, err, "its forward ran outside its group");
+        group_units fu;
+        st = group_units_of(pr, pr->deps.op[f], G, &fu, err);
+        for (int h = 0; st == LT_OK && h < G; h++) {
+            const lt_train_unit *su = &fu.u[h];
+            int srow = 0;
+            for (int j = 0; st == LT_OK && j < su->n_slices; srow += su->slices[j].end - su->slices[j].begin, j++) {
+                int brow = 0;
+                for (int i = 0; st == LT_OK && i < bu->n_slices; brow += bu->slices[i].end - bu->slices[i].begin, i++) {
+                    const lt_train_slice *a = &bu->slices[i], *b = &su->slices[j];
+                    if (a->sample != b->sample) continue;
+                    int lo = a->begin > b->begin ? a->begin : b->begin, hi = a->end < b->end ? a->end : b->end;
+                    for (int t = lo; st == LT_OK && t < hi; t++, filled++)
+                        st = lt_acts_copy_row(dst, brow + (t - a->begin), &pr->gacts[f][h], srow + (t - b->begin),
+                                              pr->m, err);
+                }
+            }
+        }
+        group_free(&fu);
+    }
+    if (st == LT_OK && filled != dst->T) return op_error(pr, v, err, "some of its tokens were not forwarded in its group");
+    return st;
+}
+
+/* B op v of a group of G: every member's shard (of the backward unit, which an asymmetric
+ * schedule cuts differently: rows gathered from the forward shards) backward in lockstep. */
+static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *err) {
+    const lt_op *op = pr->deps.op[v];
+    int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
+    lt_pass pass = {.l0 = (int)op->layer_begin, .l1 = (int)op->layer_end, .embed = op->layer_begin == 0,
+                    .head = op->layer_end == (uint32_t)layers};
+    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    uint32_t from = LT_DEP_NONE;
+    if (!pass.head) {
+        from = pred_of_kind(&pr->deps, v, LT_DEP_PATH);
+        if (from == LT_DEP_NONE || !pr->gdin[from] || pr->gsize[from] != G)
+            return op_error(pr, v, err, "no gradient from the stage after");
+    }
+    group_units gu;
+    lt_status st = group_units_of(pr, op, G, &gu, err);
+    if (st != LT_OK) return st;
+    lt_acts *ca = calloc((size_t)G, sizeof *ca);
+    lt_train_unit *cu = calloc((size_t)G, sizeof *cu);
+    const float **cdout = calloc((size_t)G, sizeof *cdout);
+    float **cdin = calloc((size_t)G, sizeof *cdin);
+    pr->gsize[v] = G;
+    if (!pass.embed) pr->gdin[v] = calloc((size_t)G, sizeof(float *));
+    if (!ca || !cu || !cdout || !cdin || (!pass.embed && !pr->gdin[v]))
+        st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    size_t C = (size_t)pr->m->shape.hidden;
+    for (int i = 0; st == LT_OK && i < gu.n_active; i++) {
+        int g = gu.active[i];
+        cu[i] = gu.u[g];
+        st = gather_group(pr, v, G, &cu[i], pass.head, &ca[i], err);
+        track(pr, ca[i].bytes);
+        if (st == LT_OK && !pass.head) {
+            cdout[i] = pr->gdin[from][g];
+            if (!cdout[i]) st = op_error(pr, v, err, "no gradient from the stage after for a member");
+        }
+        if (st == LT_OK && !pass.embed) {
+            pr->gdin[v][g] = calloc((size_t)ca[i].T * C, sizeof(float));
+            cdin[i] = pr->gdin[v][g];
+            if (!cdin[i]) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        }
+    }
+    if (st == LT_OK && gu.n_active > 0)
+        st = lt_llama_backward_group(pr->m, &pass, pr->b, cu, gu.n_active, pass.head ? NULL : cdout, pr->kv, ca,
+                                     pr->grads, pass.embed ? NULL : cdin, pr->pool, err);
+    for (int i = 0; st == LT_OK && i < gu.n_active; i++) count_tokens(pr, pr->b_tokens, stage, &cu[i]);
+    for (int i = 0; ca && i < gu.n_active; i++) {
+        pr->live -= ca[i].bytes;
+        lt_acts_free(&ca[i]);
+    }
+    free(ca), free(cu), free(cdout), free(cdin);
+    group_free(&gu);
+    return st;
+}
+
 /* Op v of a DP-Merge unit on a member that is not the group's first: skipped (exec.h). */
 static bool skipped(const pipe_run *pr, uint32_t v) {
     uint32_t smp = lt_plan_op_merged_sample(&pr->r->sched, pr->deps.op[v]);
@@ -422,7 +631,11 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     pr->refs = calloc(n + 1, sizeof *pr->refs);
     pr->x_in = calloc(n + 1, sizeof *pr->x_in);
     pr->acts_T = calloc(n + 1, sizeof *pr->acts_T);
-    if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->refs || !pr->x_in || !pr->acts_T))
+    pr->gacts = calloc(n + 1, sizeof *pr->gacts);
+    pr->gdin = calloc(n + 1, sizeof *pr->gdin);
+    pr->gsize = calloc(n + 1, sizeof *pr->gsize);
+    if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->refs || !pr->x_in || !pr->acts_T || !pr->gacts ||
+                        !pr->gdin || !pr->gsize))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
     if (st == LT_OK) st = exec_order(&pr->deps, pr->r, pr->p->step, order, err);
     if (st == LT_OK) /* readers of each op's buffers: model-path and activation successors */
@@ -437,7 +650,10 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             pr->stats->ops_skipped++;
         } else {
             double start = now_s() - pr->t0;
-            st = pr->deps.op[v]->kind == LT_OP_B ? run_backward(pr, v, err) : run_forward(pr, v, err);
+            int G = group_of(pr, pr->deps.op[v]);
+            bool b = pr->deps.op[v]->kind == LT_OP_B;
+            st = G > 1 ? (b ? run_backward_group(pr, v, G, err) : run_forward_group(pr, v, G, err))
+                       : (b ? run_backward(pr, v, err) : run_forward(pr, v, err));
             pr->stats->ops_run++;
             lt_exec_stats *es = pr->stats;
             if (es->n_op_times == pr->cap_times) {
@@ -462,9 +678,12 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
                 release(pr, p[k].op);
         if (pr->refs[v] == 0) release(pr, v);
     }
-    for (size_t v = 0; pr->acts && pr->din && pr->x_in && pr->acts_T && v < n; v++) release(pr, (uint32_t)v);
+    for (size_t v = 0; pr->acts && pr->din && pr->x_in && pr->acts_T && pr->gacts && pr->gdin && pr->gsize && v < n; v++)
+        release(pr, (uint32_t)v);
     free(order), free(pr->acts), free(pr->din), free(pr->refs), free(pr->x_in), free(pr->acts_T);
+    free(pr->gacts), free(pr->gdin), free(pr->gsize);
     pr->acts = NULL, pr->din = NULL, pr->refs = NULL, pr->x_in = NULL, pr->acts_T = NULL;
+    pr->gacts = NULL, pr->gdin = NULL, pr->gsize = NULL;
     return st;
 }
 

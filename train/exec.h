@@ -32,10 +32,14 @@
  * the slice's earlier tokens (issue 16, point 4). The gradients are bit-identical to a run
  * without recompute when the units are the same (the same forward on the same rows).
  *
- * Shortcut of this executor (docs/trainer.md "Executing plans"): a DP-Merge unit (unit
- * cp > 1) runs whole on the group's first member and the other members skip it; a static
- * context-parallel pipeline (cp > 1) runs once, whole. The gradients are the ones the
- * shards would sum to, but the shard rule and the ring are not exercised here.
+ * Context parallelism (docs/plans-schema.md "The one CP rule"): an op of a DP-Merge unit
+ * (unit cp = G > 1) or of a static context-parallel pipeline (cp = G > 1) runs as G member
+ * shards (each slice cut into 2G chunks, member k taking chunks k and 2G - 1 - k) in
+ * per-layer lockstep (lt_llama_forward_group / lt_llama_backward_group: the K/V exchange of
+ * ring attention, through the shared context). The group's op runs where the first member
+ * meets it; the other members' copies of a DP-Merge op are skipped (lt_exec_stats
+ * .ops_skipped), their shards having run in the group. Group ops keep all activations
+ * (recompute_layers is not applied to them).
  */
 #ifndef LT_TRAIN_EXEC_H
 #define LT_TRAIN_EXEC_H

@@ -94,7 +94,7 @@ fi
 if plan sp-merge slimpack 4 2 --set parallel.max_cp=2 --set plan.global_batch=8 --set plan.context_len=4K \
      --set plan.steps=1 && [ "$(sqlite3 "$tmp/sp-merge.db" "SELECT count(*) FROM dp_merges")" -gt 0 ]; then
   oracle sp-merge "slimpack, dp 4, pp 2, a DP-Merge group"
-  if grep -qE ' skipped=[1-9]' "$tmp/sp-merge.out"; then ok "DP-Merge: the second member's ops of the merged unit are skipped, the first runs them whole"
+  if grep -qE ' skipped=[1-9]' "$tmp/sp-merge.out"; then ok "DP-Merge: the group's shards run in lockstep where its first member meets the op, the other members' copies are skipped"
   else notok "DP-Merge ops skipped on the second member" "$tmp/sp-merge.out"; fi
 else
   notok "planner build slimpack with a DP-Merge group" "$tmp/sp-merge.plan"

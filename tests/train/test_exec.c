@@ -9,6 +9,9 @@
  *   - asymmetric backward units (SlimPack 4.1.2) cutting inside the forward slices
  *     ([30, 45), [5, 30), then the rest), without and with recompute: within 1e-5 of whole;
  *   - two pipelines (DP 2) sharing the samples: the sum equals whole;
+ *   - context parallelism: the plan run by a static CP group of 2 and of 3 (a member with an
+ *     empty shard), and sample 2's units DP-merged over 2: zigzag shards in per-layer
+ *     lockstep, within 1e-5 of whole;
  *   - refusals, naming the step: a unit no op forwards (tokens not processed once), a plan
  *     whose samples have other lengths, backward ops out of FILO order (a deadlock), a
  *     recompute count that differs between a B and its F.
@@ -262,6 +265,31 @@ static void test_two_pipelines(void **state) {
     assert_true(max_rel(f, f->got, f->ref) <= 1e-5);
 }
 
+/* Context parallelism: the whole one-pipeline plan run by a static CP group of `cp` ranks
+ * (every op's units cut into the zigzag shards and run in per-layer lockstep), and DP-Merge
+ * units (unit cp = 2). */
+static void test_context_parallel(void **state) {
+    fixture *f = *state;
+    lt_step_plan p;
+    lt_exec_stats a;
+    for (int cp = 2; cp <= 3; cp++) { /* 3: 6 chunks of 7 tokens, one empty: a member with nothing */
+        one_pipeline(&p, false, 0, 0, false);
+        p.ranks[0].cp = cp;
+        run_plan(f, &p, f->got, &f->vgot, &a);
+        lt_step_plan_free(&p);
+        double e = max_rel(f, f->got, f->ref);
+        if (!(e <= 1e-5)) fail_msg("static cp %d: rel err %.3e", cp, e);
+    }
+    /* sample 2's two units DP-merged over 2 (unit cp = 2; the asymmetric case runs in
+     * tests/train/oracle.sh on slimpack's plans) */
+    one_pipeline(&p, false, 0, 0, false);
+    p.ranks[0].sched.units[1].cp = p.ranks[0].sched.units[2].cp = 2;
+    run_plan(f, &p, f->got, &f->vgot, &a);
+    lt_step_plan_free(&p);
+    double e = max_rel(f, f->got, f->ref);
+    if (!(e <= 1e-5)) fail_msg("DP-Merge units: rel err %.3e", e);
+}
+
 static void expect_refusal(fixture *f, lt_step_plan *p, const char *needle) {
     lt_error err;
     lt_exec_stats es;
@@ -306,6 +334,7 @@ int main(void) {
         cmocka_unit_test(test_symmetric_and_recompute),
         cmocka_unit_test(test_asymmetric_backward_units),
         cmocka_unit_test(test_two_pipelines),
+        cmocka_unit_test(test_context_parallel),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
