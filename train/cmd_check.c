@@ -131,6 +131,30 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     return st;
 }
 
+lt_status lt_cmd_check_plans_model(const lt_run_info *run, const char *db, const lt_llama *m, lt_error *err) {
+    lt_config *cfg = lt_config_new();
+    if (!cfg) return lt_fail(err, LT_ERR_NOMEM, db, "out of memory");
+    lt_model_shape want;
+    lt_status st = lt_config_load_string(cfg, run->config ? run->config : "", db, err);
+    if (st == LT_OK) st = lt_model_from_config(cfg, NULL, &want, err);
+    lt_config_free(cfg);
+    if (st != LT_OK) {
+        lt_error_prefix(err, "the config stored in the plan file");
+        return st;
+    }
+    const char *names[] = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab"};
+    int plan[] = {want.layers, want.hidden, want.heads, want.kv_heads, want.ffn, want.vocab};
+    int ours[] = {m->shape.layers, m->shape.hidden, m->shape.heads, m->shape.kv_heads, m->shape.ffn, m->shape.vocab};
+    for (int i = 0; i < 6; i++)
+        if (plan[i] != ours[i] || (i == 0 && run->layers != ours[0])) {
+            lt_fail(err, LT_ERR_CONFIG, db, "the plans are for a model with %s = %d, this model has %d", names[i],
+                    i == 0 ? run->layers : plan[i], ours[i]);
+            lt_error_hint(err, "use the [model] the plans were built with (sqlite3 %s \"SELECT config FROM runs\")", db);
+            return LT_ERR_CONFIG;
+        }
+    return LT_OK;
+}
+
 static lt_status load_or_init(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m, lt_error *err) {
     if (ckpt) return lt_cmd_load_model(ctx, ckpt, m, NULL, NULL, err);
     lt_model_shape shape;
@@ -167,12 +191,7 @@ int check_command(lt_cli_ctx *ctx) {
     if (st == LT_OK) st = lt_store_open(&c.store, db, &err);
     lt_run_info run = {0};
     if (st == LT_OK) st = lt_store_run_info(c.store, &run, &err);
-    if (st == LT_OK && run.layers != c.m.shape.layers) {
-        st = lt_fail(&err, LT_ERR_CONFIG, db, "the plans are for a %d-layer model, this model has %d layers",
-                     run.layers, c.m.shape.layers);
-        lt_error_hint(&err, "check with the [model] the plans were built with (sqlite3 %s \"SELECT config FROM runs\")",
-                      db);
-    }
+    if (st == LT_OK) st = lt_cmd_check_plans_model(&run, db, &c.m, &err);
     if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
     if (st == LT_OK) st = lt_docs_open(&c.docs, data, 0, &err);
     if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &c.pool, NULL, &err);

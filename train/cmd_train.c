@@ -248,11 +248,7 @@ static lt_status open_plans(const char *db, const lt_llama *m, train_loop *L, lt
     lt_status s = lt_store_open(&L->store, db, err);
     lt_run_info run = {0};
     if (s == LT_OK) s = lt_store_run_info(L->store, &run, err);
-    if (s == LT_OK && run.layers != m->shape.layers) {
-        s = lt_fail(err, LT_ERR_CONFIG, db, "the plans are for a %d-layer model, this model has %d layers", run.layers,
-                    m->shape.layers);
-        lt_error_hint(err, "train the [model] the plans were built with (sqlite3 %s \"SELECT config FROM runs\")", db);
-    }
+    if (s == LT_OK) s = lt_cmd_check_plans_model(&run, db, m, err);
     lt_run_info_free(&run);
     if (s == LT_OK) s = lt_store_steps(L->store, &L->steps, &L->n_steps, err);
     if (s == LT_OK && L->n_steps == 0) s = lt_fail(err, LT_ERR_INPUT, db, "the plan file holds no step");

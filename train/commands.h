@@ -12,6 +12,7 @@
 #include "train/ckpt.h"  /* lt_ckpt_state */
 #include "train/model.h" /* lt_llama */
 #include "train/optim.h" /* lt_adamw */
+#include "plans/store.h" /* lt_run_info */
 
 int eval_command(lt_cli_ctx *ctx);     /* train/cmd_eval.c */
 int generate_command(lt_cli_ctx *ctx); /* train/cmd_generate.c */
@@ -29,5 +30,8 @@ int lt_cmd_threads(const lt_cli_ctx *ctx);
 /* LT_OK for train.backend = cpu; any other backend is LT_ERR_CONFIG naming the key's origin
  * (only the CPU backend exists yet). */
 lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err);
+/* LT_OK when model m has the dimensions of the [model] stored with the plans (run->config
+ * and run->layers); else LT_ERR_CONFIG naming the first that differs and `db`. */
+lt_status lt_cmd_check_plans_model(const lt_run_info *run, const char *db, const lt_llama *m, lt_error *err);
 
 #endif /* LT_TRAIN_COMMANDS_H */

@@ -44,8 +44,10 @@ check "check needs --db" 2 "" "give --db PLANS.db" -- check "${T[@]}" --data "$d
 check "check needs --data" 2 "" "give --data DIR" -- check "${T[@]}" --db "$tmp/p.db"
 check "check: a bad --steps list" 2 "" "not a comma-separated list" -- check "${T[@]}" --db "$tmp/p.db" --data "$data" --steps 1,x
 check "check: a step that is not stored, named" 1 "" "step 7" -- check "${T[@]}" --db "$tmp/p.db" --data "$data" --steps 7
-check "check: plans of another layer count are refused" 2 "" "the plans are for a 2-layer model, this model has 3 layers" \
+check "check: plans of another layer count are refused" 2 "" "the plans are for a model with layers = 2, this model has 3" \
   -- check "${T[@]}" --set model.layers=3 --db "$tmp/p.db" --data "$data"
+check "train --db: plans of another width are refused" 2 "" "the plans are for a model with hidden = 64, this model has 128" \
+  -- train "${T[@]}" --set model.hidden=128 --db "$tmp/p.db" --data "$data" --out "$tmp/wide"
 check "train --db and --whole exclude each other" 2 "" "exclude each other" -- train "${T[@]}" --whole --db "$tmp/p.db" --data "$data"
 check "check: the one stored step within the tolerance" 0 "^max_rel_err=[0-9.e+-]+ steps=1$" "" \
   -- check "${T[@]}" --db "$tmp/p.db" --data "$data"

@@ -2,7 +2,7 @@
 # tests/train/oracle.sh — `trainer check`, the gradient-equivalence oracle (DESIGN.md
 # "Equivalence"), on real plans: the sample corpus through dataprep (r50k_base), plans of
 # every strategy built by `planner build` for a 4-layer hidden-64 model at the layouts
-# (dp, pp) = (1, 2), (2, 1), (2, 2), (1, 4), then `trainer check` executes each stored step
+# (dp, pp) = (1, 2), (2, 1), (2, 2), (1, 4), (4, 1), then `trainer check` executes each stored step
 # in one process and compares its gradients with every sample run whole: every tensor
 # within 1e-4 relative (train.check_tolerance), the loss the same. Also: chunkflow with
 # forced chunks (FK ops), slimpack with a DP-Merge outlier, slimpack and seq1f1b plans with
@@ -72,7 +72,7 @@ oracle() {
   fi
 }
 
-for layout in "1 2" "2 1" "2 2" "1 4"; do
+for layout in "1 2" "2 1" "2 2" "1 4" "4 1"; do
   set -- $layout
   for s in megatron gpipe seq1f1b chunkflow infinipipe slimpack auto; do
     name="$s-dp$1-pp$2"
