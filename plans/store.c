@@ -2525,12 +2525,17 @@ static const char measured_schema[] =
     "  run_id INTEGER NOT NULL, step INTEGER NOT NULL, dp_rank INTEGER NOT NULL, stage INTEGER NOT NULL,\n"
     "  seq INTEGER NOT NULL, start_ms REAL NOT NULL, finish_ms REAL NOT NULL CHECK (finish_ms >= start_ms),\n"
     "  PRIMARY KEY (run_id, step, dp_rank, stage, seq)) STRICT;\n"
+    "CREATE TABLE IF NOT EXISTS measured_stages (\n"
+    "  run_id INTEGER NOT NULL, step INTEGER NOT NULL, stage INTEGER NOT NULL,\n"
+    "  peak_bytes REAL NOT NULL CHECK (peak_bytes >= 0),\n"
+    "  PRIMARY KEY (run_id, step, stage)) STRICT;\n"
     "CREATE VIEW IF NOT EXISTS step_measured AS\n"
     "  SELECT m.run_id, m.step, m.measured_ms, s.predicted_ms, m.peak_bytes\n"
     "  FROM measured_steps AS m JOIN steps AS s ON s.run_id = m.run_id AND s.step = m.step;\n";
 
 lt_status lt_store_put_measured(const char *path, uint64_t step, const lt_measured_op *ops, size_t n,
-                                double measured_s, double peak_bytes, lt_error *err) {
+                                double measured_s, double peak_bytes, const size_t *stage_peak_bytes, int n_stages,
+                                lt_error *err) {
     lt_status s = check_schema_version(path, err);
     sqlite3 *db = NULL;
     if (s == LT_OK) s = lt_db_open(&db, path, &plan_schema, 0, err);
@@ -2546,10 +2551,11 @@ lt_status lt_store_put_measured(const char *path, uint64_t step, const lt_measur
         else if (sqlite3_column_int64(has, 0) != 1)
             s = lt_fail(err, LT_ERR_INPUT, path, "step %llu is not stored", (unsigned long long)step);
     }
-    char del[160];
+    char del[320];
     snprintf(del, sizeof del, "DELETE FROM measured_ops WHERE run_id = %d AND step = %lld; "
+             "DELETE FROM measured_stages WHERE run_id = %d AND step = %lld; "
              "DELETE FROM measured_steps WHERE run_id = %d AND step = %lld", RUN_ID, (long long)step, RUN_ID,
-             (long long)step);
+             (long long)step, RUN_ID, (long long)step);
     if (s == LT_OK) s = lt_db_exec(db, del, err);
     if (s == LT_OK) s = lt_db_prepare(db, "INSERT INTO measured_steps VALUES (?1, ?2, ?3, ?4)", &put_step, err);
     if (s == LT_OK) {
@@ -2571,6 +2577,17 @@ lt_status lt_store_put_measured(const char *path, uint64_t step, const lt_measur
         sqlite3_bind_double(put_op, 7, ops[i].finish_s * 1e3);
         if (sqlite3_step(put_op) != SQLITE_DONE) s = lt_db_fail(db, err, "writing measured_ops");
     }
+    sqlite3_stmt *put_stage = NULL;
+    if (s == LT_OK) s = lt_db_prepare(db, "INSERT INTO measured_stages VALUES (?1, ?2, ?3, ?4)", &put_stage, err);
+    for (int g = 0; s == LT_OK && g < n_stages; g++) {
+        sqlite3_reset(put_stage);
+        sqlite3_bind_int64(put_stage, 1, RUN_ID);
+        sqlite3_bind_int64(put_stage, 2, (sqlite3_int64)step);
+        sqlite3_bind_int(put_stage, 3, g);
+        sqlite3_bind_double(put_stage, 4, (double)stage_peak_bytes[g]);
+        if (sqlite3_step(put_stage) != SQLITE_DONE) s = lt_db_fail(db, err, "writing measured_stages");
+    }
+    sqlite3_finalize(put_stage);
     sqlite3_finalize(has), sqlite3_finalize(put_step), sqlite3_finalize(put_op);
     if (s == LT_OK) s = lt_db_exec(db, "COMMIT", err);
     else (void)sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);

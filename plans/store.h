@@ -268,13 +268,15 @@ typedef struct lt_measured_op {
 } lt_measured_op;
 
 /* Record beside the plan of `step` in the plan file `path` what executing it measured: the
- * ops (n of them), the step's wall time and the peak bytes the executor held. In one
- * transaction on a read-write connection; the tables measured_steps and measured_ops and
+ * ops (n of them), the step's wall time, the peak bytes the executor held and per stage the
+ * peak bytes one pipeline's stage held (n_stages of them). In one transaction on a
+ * read-write connection; the tables measured_steps, measured_stages and measured_ops and
  * the view step_measured(run_id, step, measured_ms, predicted_ms, peak_bytes) are created
  * when missing (docs/plans-schema.md "What the trainer measured"); a step measured again
  * replaces its rows. LT_ERR_INPUT when the step is not stored; lt_db_open's errors. */
 lt_status lt_store_put_measured(const char *path, uint64_t step, const lt_measured_op *ops, size_t n,
-                                double measured_s, double peak_bytes, lt_error *err);
+                                double measured_s, double peak_bytes, const size_t *stage_peak_bytes, int n_stages,
+                                lt_error *err);
 
 /* `planner show`: the step's summary (strategy, predicted time, bubble, peak memory, params,
  * solver status, "(a MILP fell back to its heuristic)" for timeout/infeasible, the runner-up

@@ -121,6 +121,10 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
                step, lt_strategy_name(p.strategy), es.loss_sum / N, ref_loss / N, fabs(es.loss_sum - ref_loss) / N,
                worst, worst_name, p.n_samples, es.tokens, es.ops_run, es.ops_skipped,
                (double)es.act_bytes_peak / 1048576.0);
+        printf("step=%" PRIu64 " stage_peak_mb=", step);
+        for (int g = 0; g < es.n_stages; g++)
+            printf("%s%.1f", g ? "," : "", (double)es.stage_peak_bytes[g] / 1048576.0);
+        printf("\n");
         fflush(stdout);
         if (worst > c->worst || isnan(worst)) c->worst = isnan(worst) ? INFINITY : worst;
     }

@@ -216,7 +216,7 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
         st->data_pos = st->step + 1; /* the next stored step: a record, the plans decide the data */
         /* predicted vs measured, beside the plan (docs/plans-schema.md "What the trainer measured") */
         s = lt_store_put_measured(L->db_path, step, es.op_times, es.n_op_times, es.seconds,
-                                  (double)es.act_bytes_peak, err);
+                                  (double)es.act_bytes_peak, es.stage_peak_bytes, es.n_stages, err);
     }
     lt_exec_stats_free(&es);
     for (size_t i = 0; smp && i < p.n_samples; i++) free((void *)smp[i].tokens);

@@ -121,6 +121,9 @@ typedef struct {
     lt_acts *acts;   /* [n_ops] forward ops: what they kept (T = 0: none) */
     lt_acts **gacts; /* [n_ops] forward ops of a context-parallel group: one set per member */
     float ***gdin;   /* [n_ops] B ops of a group with layer_begin > 0: per member */
+    float ***gxin;   /* [n_ops] F ops of a group with recompute, not on the first stage: each
+                        member's kept input */
+    size_t **gxin_bytes;
     int *gsize;      /* [n_ops] the group size of gacts[v] / gdin[v] */
     float **din;     /* [n_ops] B ops with layer_begin > 0: the gradient of their input */
     float **x_in;    /* [n_ops] F ops with recompute over a range not starting at layer 0: the
@@ -128,6 +131,8 @@ typedef struct {
     uint32_t *refs;  /* [n_ops] readers still to run of acts[v] / din[v] / x_in[v] */
     int *acts_T;     /* [n_ops] rows of x_in[v] */
     size_t live, peak;
+    size_t *live_stage, *peak_stage; /* [pp] the same per stage of the pipeline */
+    int cur_stage;                   /* the stage of the op running */
     int64_t *f_tokens, *b_tokens; /* [pp x n_samples] tokens through each stage, per sample */
     lt_exec_stats *stats;
     double t0;               /* the step's start (now_s) */
@@ -157,22 +162,30 @@ static void count_tokens(pipe_run *pr, int64_t *counts, int stage, const lt_trai
         counts[(size_t)stage * pr->p->n_samples + (size_t)u->slices[i].sample] += u->slices[i].end - u->slices[i].begin;
 }
 
+static void untrack(pipe_run *pr, size_t bytes, int stage);
+
 static void release(pipe_run *pr, uint32_t v) {
     for (int g = 0; pr->gacts[v] && g < pr->gsize[v]; g++) {
-        pr->live -= pr->gacts[v][g].bytes;
+        untrack(pr, pr->gacts[v][g].bytes, (int)pr->deps.stage[v]);
         lt_acts_free(&pr->gacts[v][g]);
     }
     for (int g = 0; pr->gdin[v] && g < pr->gsize[v]; g++) free(pr->gdin[v][g]);
     free(pr->gacts[v]), free(pr->gdin[v]);
     pr->gacts[v] = NULL, pr->gdin[v] = NULL;
     if (pr->acts[v].T > 0) {
-        pr->live -= pr->acts[v].bytes;
+        untrack(pr, pr->acts[v].bytes, (int)pr->deps.stage[v]);
         lt_acts_free(&pr->acts[v]);
         memset(&pr->acts[v], 0, sizeof pr->acts[v]);
     }
     free(pr->din[v]);
     pr->din[v] = NULL;
-    if (pr->x_in[v]) pr->live -= (size_t)pr->acts_T[v] * (size_t)pr->m->shape.hidden * sizeof(float);
+    if (pr->x_in[v]) untrack(pr, (size_t)pr->acts_T[v] * (size_t)pr->m->shape.hidden * sizeof(float), (int)pr->deps.stage[v]);
+    for (int g = 0; pr->gxin[v] && g < pr->gsize[v]; g++) {
+        if (pr->gxin[v][g]) untrack(pr, pr->gxin_bytes[v][g], (int)pr->deps.stage[v]);
+        free(pr->gxin[v][g]);
+    }
+    free(pr->gxin[v]), free(pr->gxin_bytes[v]);
+    pr->gxin[v] = NULL, pr->gxin_bytes[v] = NULL;
     free(pr->x_in[v]);
     pr->x_in[v] = NULL;
 }
@@ -208,9 +221,18 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Bytes the running op's stage starts / stops holding. */
 static void track(pipe_run *pr, size_t bytes) {
     pr->live += bytes;
     pr->peak = pr->live > pr->peak ? pr->live : pr->peak;
+    size_t *l = &pr->live_stage[pr->cur_stage];
+    *l += bytes;
+    if (*l > pr->peak_stage[pr->cur_stage]) pr->peak_stage[pr->cur_stage] = *l;
+}
+
+static void untrack(pipe_run *pr, size_t bytes, int stage) {
+    pr->live -= bytes;
+    pr->live_stage[stage] -= bytes;
 }
 
 /* Forward of a unit through pass `pass` into new activations *a (input `in`). */
@@ -259,7 +281,7 @@ static lt_status run_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     double loss = 0;
     if (st == LT_OK) st = forward_pass(pr, &pass, &u, in, &pr->acts[v], &loss, err);
     if (pr->acts[v].T > 0) track(pr, pr->acts[v].bytes);
-    if (scratch.T > 0) pr->live -= scratch.bytes;
+    if (scratch.T > 0) untrack(pr, scratch.bytes, pr->cur_stage);
     lt_acts_free(&scratch);
     if (st != LT_OK) return st;
     if (pass.head) pr->stats->loss_sum += loss;
@@ -384,8 +406,8 @@ static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
                                err);
     if (st == LT_OK && R > 0)
         st = lt_llama_backward(pr->m, &pa, pr->b, &u, dmid, pr->kv, &redo, pr->grads, pr->din[v], pr->pool, err);
-    if (gathered.T > 0) pr->live -= gathered.bytes;
-    if (redo.T > 0) pr->live -= redo.bytes;
+    if (gathered.T > 0) untrack(pr, gathered.bytes, pr->cur_stage);
+    if (redo.T > 0) untrack(pr, redo.bytes, pr->cur_stage);
     lt_acts_free(&gathered), lt_acts_free(&redo);
     free(dmid);
     if (x_owned) free(x);
@@ -455,18 +477,34 @@ static lt_status group_units_of(const pipe_run *pr, const lt_op *op, int G, grou
     return LT_OK;
 }
 
+/* Runs pass over the active members of gu: allocates their activations in a[0..n_active)
+ * (compact), forward in lockstep. */
+static lt_status group_forward(pipe_run *pr, const lt_pass *pass, const group_units *gu, const float **cin,
+                               lt_acts *ca, double *loss, lt_error *err) {
+    lt_train_unit *cu = calloc((size_t)gu->G, sizeof *cu);
+    lt_status st = cu ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int i = 0; st == LT_OK && i < gu->n_active; i++) {
+        cu[i] = gu->u[gu->active[i]];
+        st = lt_acts_alloc(&ca[i], pr->m, pr->b, &cu[i], pass->l0, pass->l1, pass->head, err);
+        track(pr, ca[i].bytes);
+    }
+    if (st == LT_OK && gu->n_active > 0)
+        st = lt_llama_forward_group(pr->m, pass, pr->b, cu, gu->n_active, cin, pr->kv, ca, pr->grads, loss, pr->pool,
+                                    err);
+    free(cu);
+    return st;
+}
+
 /* F or FK op v of a group of G: every member's shard through the op's layers in lockstep
- * (lt_llama_forward_group); the members' activations in gacts[v]. Recompute is not applied
- * to group ops (they keep all activations). */
+ * (lt_llama_forward_group); the members' activations in gacts[v]. With recompute R > 0 the
+ * first R layers run with scratch activations and each member keeps only its input (gxin). */
 static lt_status run_forward_group(pipe_run *pr, uint32_t v, int G, lt_error *err) {
     const lt_op *op = pr->deps.op[v];
     int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
     bool with_loss = op->kind == LT_OP_F;
-    lt_pass pass = {.l0 = (int)op->layer_begin, .l1 = (int)op->layer_end, .embed = op->layer_begin == 0,
-                    .head = op->layer_end == (uint32_t)layers && with_loss};
-    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    int l0 = (int)op->layer_begin, l1 = (int)op->layer_end, R = recompute_of(op);
     uint32_t from = LT_DEP_NONE;
-    if (!pass.embed) {
+    if (l0 > 0) {
         from = pred_of_kind(&pr->deps, v, LT_DEP_PATH);
         if (from == LT_DEP_NONE || !pr->gacts[from] || pr->gsize[from] != G)
             return op_error(pr, v, err, "no input from the stage before");
@@ -476,45 +514,68 @@ static lt_status run_forward_group(pipe_run *pr, uint32_t v, int G, lt_error *er
     if (st != LT_OK) return st;
     pr->gacts[v] = calloc((size_t)G, sizeof(lt_acts));
     pr->gsize[v] = G;
-    lt_acts *ca = calloc((size_t)G, sizeof *ca);
-    lt_train_unit *cu = calloc((size_t)G, sizeof *cu);
+    lt_acts *ca = calloc((size_t)G, sizeof *ca), *cs = calloc((size_t)G, sizeof *cs);
     const float **cin = calloc((size_t)G, sizeof *cin);
-    if (!pr->gacts[v] || !ca || !cu || !cin) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    if (!pr->gacts[v] || !ca || !cs || !cin) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    size_t C = (size_t)pr->m->shape.hidden;
     for (int i = 0; st == LT_OK && i < gu.n_active; i++) {
         int g = gu.active[i];
-        cu[i] = gu.u[g];
-        cin[i] = pass.embed ? NULL : pr->gacts[from][g].out;
-        if (!pass.embed && pr->gacts[from][g].T != lt_unit_tokens(&cu[i]))
+        cin[i] = from == LT_DEP_NONE ? NULL : pr->gacts[from][g].out;
+        if (cin[i] && pr->gacts[from][g].T != lt_unit_tokens(&gu.u[g]))
             st = op_error(pr, v, err, "its input shard does not match its own");
-        if (st == LT_OK) st = lt_acts_alloc(&ca[i], pr->m, pr->b, &cu[i], pass.l0, pass.l1, pass.head, err);
-        if (st == LT_OK) track(pr, ca[i].bytes);
     }
+    if (st == LT_OK && R > 0) { /* the recomputed layers: inputs kept, activations dropped */
+        if (from != LT_DEP_NONE) {
+            pr->gxin[v] = calloc((size_t)G, sizeof(float *));
+            pr->gxin_bytes[v] = calloc((size_t)G, sizeof(size_t));
+            if (!pr->gxin[v] || !pr->gxin_bytes[v]) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+            for (int i = 0; st == LT_OK && i < gu.n_active; i++) {
+                int g = gu.active[i];
+                size_t bytes = (size_t)lt_unit_tokens(&gu.u[g]) * C * sizeof(float);
+                if (!(pr->gxin[v][g] = malloc(bytes))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+                else memcpy(pr->gxin[v][g], cin[i], bytes), pr->gxin_bytes[v][g] = bytes, track(pr, bytes);
+            }
+        }
+        lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0};
+        if (st == LT_OK) st = group_forward(pr, &pa, &gu, cin, cs, NULL, err);
+        for (int i = 0; st == LT_OK && i < gu.n_active; i++) cin[i] = cs[i].out;
+    }
+    lt_pass pass = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers && with_loss};
+    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
     double loss = 0;
-    if (st == LT_OK && gu.n_active > 0)
-        st = lt_llama_forward_group(pr->m, &pass, pr->b, cu, gu.n_active, cin, pr->kv, ca, pr->grads, &loss,
-                                    pr->pool, err);
+    if (st == LT_OK) st = group_forward(pr, &pass, &gu, cin, ca, &loss, err);
     for (int i = 0; pr->gacts[v] && ca && i < gu.n_active; i++) pr->gacts[v][gu.active[i]] = ca[i];
+    for (int i = 0; cs && i < gu.n_active; i++) {
+        untrack(pr, cs[i].bytes, pr->cur_stage);
+        lt_acts_free(&cs[i]);
+    }
     if (st == LT_OK && pass.head) pr->stats->loss_sum += loss;
-    for (int i = 0; st == LT_OK && with_loss && i < gu.n_active; i++) count_tokens(pr, pr->f_tokens, stage, &cu[i]);
-    free(ca), free(cu), free(cin);
+    for (int i = 0; st == LT_OK && with_loss && i < gu.n_active; i++)
+        count_tokens(pr, pr->f_tokens, stage, &gu.u[gu.active[i]]);
+    free(ca), free(cs), free(cin);
     group_free(&gu);
     return st;
 }
 
 /* Member unit bu's activations over [l0, l1) gathered into *dst from the group forward ops
- * that hold its tokens (v's LT_DEP_ACT predecessors, each member's shard). */
-static lt_status gather_group(pipe_run *pr, uint32_t v, int G, const lt_train_unit *bu, bool head, lt_acts *dst,
-                              lt_error *err) {
+ * that hold its tokens (v's LT_DEP_ACT predecessors, each member's shard), and with x != NULL
+ * the rows of their kept inputs (gxin) into x [T, C]. R: the recompute count every such
+ * forward must have kept by. */
+static lt_status gather_group(pipe_run *pr, uint32_t v, int G, int R, const lt_train_unit *bu, int l0, bool head,
+                              lt_acts *dst, float *x, lt_error *err) {
     const lt_op *op = pr->deps.op[v];
-    lt_status st = lt_acts_alloc(dst, pr->m, pr->b, bu, (int)op->layer_begin, (int)op->layer_end, head, err);
+    lt_status st = lt_acts_alloc(dst, pr->m, pr->b, bu, l0, (int)op->layer_end, head, err);
     if (st != LT_OK) return st;
-    size_t np;
+    size_t np, C = (size_t)pr->m->shape.hidden;
     const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
     int filled = 0;
     for (size_t k = 0; st == LT_OK && k < np; k++) {
         if (p[k].kind != LT_DEP_ACT) continue;
         uint32_t f = p[k].op;
         if (!pr->gacts[f] || pr->gsize[f] != G) return op_error(pr, v, err, "its forward ran outside its group");
+        if (recompute_of(pr->deps.op[f]) != R)
+            return op_error(pr, v, err, "recomputes another number of layers than a forward it takes rows from kept");
+        if (x && !pr->gxin[f]) return op_error(pr, v, err, "a forward it takes rows from kept no input to recompute from");
         group_units fu;
         st = group_units_of(pr, pr->deps.op[f], G, &fu, err);
         for (int h = 0; st == LT_OK && h < G; h++) {
@@ -526,9 +587,12 @@ static lt_status gather_group(pipe_run *pr, uint32_t v, int G, const lt_train_un
                     const lt_train_slice *a = &bu->slices[i], *b = &su->slices[j];
                     if (a->sample != b->sample) continue;
                     int lo = a->begin > b->begin ? a->begin : b->begin, hi = a->end < b->end ? a->end : b->end;
-                    for (int t = lo; st == LT_OK && t < hi; t++, filled++)
-                        st = lt_acts_copy_row(dst, brow + (t - a->begin), &pr->gacts[f][h], srow + (t - b->begin),
-                                              pr->m, err);
+                    for (int t = lo; st == LT_OK && t < hi; t++, filled++) {
+                        int dr = brow + (t - a->begin), sr = srow + (t - b->begin);
+                        st = lt_acts_copy_row(dst, dr, &pr->gacts[f][h], sr, pr->m, err);
+                        if (st == LT_OK && x)
+                            memcpy(x + (size_t)dr * C, pr->gxin[f][h] + (size_t)sr * C, C * sizeof(float));
+                    }
                 }
             }
         }
@@ -539,15 +603,18 @@ static lt_status gather_group(pipe_run *pr, uint32_t v, int G, const lt_train_un
 }
 
 /* B op v of a group of G: every member's shard (of the backward unit, which an asymmetric
- * schedule cuts differently: rows gathered from the forward shards) backward in lockstep. */
+ * schedule cuts differently: rows gathered from the forward shards) backward in lockstep;
+ * with recompute R > 0, first the forward of the first R layers again from the kept inputs. */
 static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *err) {
     const lt_op *op = pr->deps.op[v];
     int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
-    lt_pass pass = {.l0 = (int)op->layer_begin, .l1 = (int)op->layer_end, .embed = op->layer_begin == 0,
-                    .head = op->layer_end == (uint32_t)layers};
-    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    int l0 = (int)op->layer_begin, l1 = (int)op->layer_end, R = recompute_of(op);
+    float scale = (float)(1.0 / (double)pr->p->n_predicted);
+    lt_pass pb = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers};
+    pb.loss_scale = pb.head ? scale : 0.0f;
+    lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0};
     uint32_t from = LT_DEP_NONE;
-    if (!pass.head) {
+    if (!pb.head) {
         from = pred_of_kind(&pr->deps, v, LT_DEP_PATH);
         if (from == LT_DEP_NONE || !pr->gdin[from] || pr->gsize[from] != G)
             return op_error(pr, v, err, "no gradient from the stage after");
@@ -555,39 +622,47 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
     group_units gu;
     lt_status st = group_units_of(pr, op, G, &gu, err);
     if (st != LT_OK) return st;
-    lt_acts *ca = calloc((size_t)G, sizeof *ca);
+    lt_acts *ca = calloc((size_t)G, sizeof *ca), *cr = calloc((size_t)G, sizeof *cr);
     lt_train_unit *cu = calloc((size_t)G, sizeof *cu);
-    const float **cdout = calloc((size_t)G, sizeof *cdout);
-    float **cdin = calloc((size_t)G, sizeof *cdin);
+    const float **cdout = calloc((size_t)G, sizeof *cdout), **cx = calloc((size_t)G, sizeof *cx);
+    float **cdin = calloc((size_t)G, sizeof *cdin), **cmid = calloc((size_t)G, sizeof *cmid);
+    float **xs = calloc((size_t)G, sizeof *xs);
     pr->gsize[v] = G;
-    if (!pass.embed) pr->gdin[v] = calloc((size_t)G, sizeof(float *));
-    if (!ca || !cu || !cdout || !cdin || (!pass.embed && !pr->gdin[v]))
+    if (l0 > 0) pr->gdin[v] = calloc((size_t)G, sizeof(float *));
+    if (!ca || !cr || !cu || !cdout || !cx || !cdin || !cmid || !xs || (l0 > 0 && !pr->gdin[v]))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     size_t C = (size_t)pr->m->shape.hidden;
     for (int i = 0; st == LT_OK && i < gu.n_active; i++) {
         int g = gu.active[i];
         cu[i] = gu.u[g];
-        st = gather_group(pr, v, G, &cu[i], pass.head, &ca[i], err);
+        size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
+        if (R > 0 && l0 > 0 && !(xs[i] = malloc(TC * sizeof(float))))
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        if (st == LT_OK) st = gather_group(pr, v, G, R, &cu[i], l0 + R, pb.head, &ca[i], xs[i], err);
         track(pr, ca[i].bytes);
-        if (st == LT_OK && !pass.head) {
-            cdout[i] = pr->gdin[from][g];
-            if (!cdout[i]) st = op_error(pr, v, err, "no gradient from the stage after for a member");
-        }
-        if (st == LT_OK && !pass.embed) {
-            pr->gdin[v][g] = calloc((size_t)ca[i].T * C, sizeof(float));
-            cdin[i] = pr->gdin[v][g];
-            if (!cdin[i]) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-        }
+        cx[i] = xs[i];
+        if (st == LT_OK && !pb.head && !(cdout[i] = pr->gdin[from][g]))
+            st = op_error(pr, v, err, "no gradient from the stage after for a member");
+        if (st == LT_OK && l0 > 0 && !(cdin[i] = pr->gdin[v][g] = calloc(TC, sizeof(float))))
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        if (st == LT_OK && R > 0 && !(cmid[i] = calloc(TC, sizeof(float))))
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     }
+    if (st == LT_OK && R > 0) st = group_forward(pr, &pa, &gu, cx, cr, NULL, err);
     if (st == LT_OK && gu.n_active > 0)
-        st = lt_llama_backward_group(pr->m, &pass, pr->b, cu, gu.n_active, pass.head ? NULL : cdout, pr->kv, ca,
-                                     pr->grads, pass.embed ? NULL : cdin, pr->pool, err);
+        st = lt_llama_backward_group(pr->m, &pb, pr->b, cu, gu.n_active, pb.head ? NULL : cdout, pr->kv, ca, pr->grads,
+                                     R > 0 ? cmid : (l0 > 0 ? cdin : NULL), pr->pool, err);
+    if (st == LT_OK && R > 0 && gu.n_active > 0)
+        st = lt_llama_backward_group(pr->m, &pa, pr->b, cu, gu.n_active, (const float *const *)cmid, pr->kv, cr,
+                                     pr->grads, l0 > 0 ? cdin : NULL, pr->pool, err);
     for (int i = 0; st == LT_OK && i < gu.n_active; i++) count_tokens(pr, pr->b_tokens, stage, &cu[i]);
-    for (int i = 0; ca && i < gu.n_active; i++) {
-        pr->live -= ca[i].bytes;
-        lt_acts_free(&ca[i]);
+    for (int i = 0; ca && cr && i < gu.n_active; i++) {
+        untrack(pr, ca[i].bytes + cr[i].bytes, pr->cur_stage);
+        lt_acts_free(&ca[i]), lt_acts_free(&cr[i]);
+        if (cmid) free(cmid[i]);
+        if (xs) free(xs[i]);
     }
-    free(ca), free(cu), free(cdout), free(cdin);
+    free(ca), free(cr), free(cu), free(cdout), free(cx), free(cdin), free(cmid), free(xs);
     group_free(&gu);
     return st;
 }
@@ -634,8 +709,10 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     pr->gacts = calloc(n + 1, sizeof *pr->gacts);
     pr->gdin = calloc(n + 1, sizeof *pr->gdin);
     pr->gsize = calloc(n + 1, sizeof *pr->gsize);
+    pr->gxin = calloc(n + 1, sizeof *pr->gxin);
+    pr->gxin_bytes = calloc(n + 1, sizeof *pr->gxin_bytes);
     if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->refs || !pr->x_in || !pr->acts_T || !pr->gacts ||
-                        !pr->gdin || !pr->gsize))
+                        !pr->gdin || !pr->gsize || !pr->gxin || !pr->gxin_bytes))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
     if (st == LT_OK) st = exec_order(&pr->deps, pr->r, pr->p->step, order, err);
     if (st == LT_OK) /* readers of each op's buffers: model-path and activation successors */
@@ -650,6 +727,7 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             pr->stats->ops_skipped++;
         } else {
             double start = now_s() - pr->t0;
+            pr->cur_stage = (int)pr->deps.stage[v];
             int G = group_of(pr, pr->deps.op[v]);
             bool b = pr->deps.op[v]->kind == LT_OP_B;
             st = G > 1 ? (b ? run_backward_group(pr, v, G, err) : run_forward_group(pr, v, G, err))
@@ -678,7 +756,8 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
                 release(pr, p[k].op);
         if (pr->refs[v] == 0) release(pr, v);
     }
-    for (size_t v = 0; pr->acts && pr->din && pr->x_in && pr->acts_T && pr->gacts && pr->gdin && pr->gsize && v < n; v++)
+    for (size_t v = 0; pr->acts && pr->din && pr->x_in && pr->acts_T && pr->gacts && pr->gdin && pr->gsize && pr->gxin &&
+                            pr->gxin_bytes && v < n; v++)
         release(pr, (uint32_t)v);
     free(order), free(pr->acts), free(pr->din), free(pr->refs), free(pr->x_in), free(pr->acts_T);
     free(pr->gacts), free(pr->gdin), free(pr->gsize);
@@ -692,6 +771,7 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
 void lt_exec_stats_free(lt_exec_stats *stats) {
     if (!stats) return;
     free(stats->op_times);
+    free(stats->stage_peak_bytes);
     memset(stats, 0, sizeof *stats);
 }
 
@@ -725,11 +805,22 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
     if (!f_tokens || !b_tokens) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     pipe_run pr = {.m = m, .p = p, .b = &b, .grads = grads, .kv = &kv, .pool = pool, .f_tokens = f_tokens,
                    .b_tokens = b_tokens, .stats = stats, .t0 = now_s()};
+    pr.live_stage = calloc((size_t)p->pp, sizeof(size_t));
+    pr.peak_stage = calloc((size_t)p->pp, sizeof(size_t));
+    stats->stage_peak_bytes = calloc((size_t)p->pp, sizeof(size_t));
+    stats->n_stages = p->pp;
+    if (st == LT_OK && (!pr.live_stage || !pr.peak_stage || !stats->stage_peak_bytes))
+        st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (size_t r = 0; st == LT_OK && r < p->n_ranks; r++) {
         pr.ri = r, pr.r = &p->ranks[r], pr.live = pr.peak = 0;
+        memset(pr.live_stage, 0, (size_t)p->pp * sizeof(size_t));
+        memset(pr.peak_stage, 0, (size_t)p->pp * sizeof(size_t));
         st = run_pipeline(&pr, err);
         if (pr.peak > stats->act_bytes_peak) stats->act_bytes_peak = pr.peak;
+        for (int g = 0; g < p->pp; g++)
+            if (pr.peak_stage[g] > stats->stage_peak_bytes[g]) stats->stage_peak_bytes[g] = pr.peak_stage[g];
     }
+    free(pr.live_stage), free(pr.peak_stage);
     /* every token once forward and once backward on every stage (DESIGN.md "Lossless") */
     for (size_t c = 0; st == LT_OK && c < cells; c++) {
         size_t i = c % p->n_samples;

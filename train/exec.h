@@ -38,8 +38,8 @@
  * per-layer lockstep (lt_llama_forward_group / lt_llama_backward_group: the K/V exchange of
  * ring attention, through the shared context). The group's op runs where the first member
  * meets it; the other members' copies of a DP-Merge op are skipped (lt_exec_stats
- * .ops_skipped), their shards having run in the group. Group ops keep all activations
- * (recompute_layers is not applied to them).
+ * .ops_skipped), their shards having run in the group. Recompute applies to group ops as
+ * to the others, per member.
  */
 #ifndef LT_TRAIN_EXEC_H
 #define LT_TRAIN_EXEC_H
@@ -61,6 +61,9 @@ typedef struct lt_exec_stats {
     size_t ops_run;        /* ops executed (skipped DP-Merge member ops not counted) */
     size_t ops_skipped;    /* DP-Merge ops of non-first members */
     size_t act_bytes_peak; /* largest activation bytes held at once by one pipeline */
+    size_t *stage_peak_bytes; /* [n_stages] per stage, the largest bytes (activations, kept
+                                 inputs, gradients in flight) one pipeline's stage held at once */
+    int n_stages;
     double seconds;        /* wall time of the whole step */
     lt_measured_op *op_times; /* [n_op_times] every executed op: pipeline, stage, position, and
                                  start / finish in seconds from the step's start (the ops of all
@@ -68,7 +71,7 @@ typedef struct lt_exec_stats {
     size_t n_op_times;
 } lt_exec_stats;
 
-/* Free stats->op_times (NULL-safe; stats is left zeroed). */
+/* Free stats->op_times and stage_peak_bytes (NULL-safe; stats is left zeroed). */
 void lt_exec_stats_free(lt_exec_stats *stats);
 
 /*

@@ -100,9 +100,10 @@ else
   notok "planner build slimpack with a DP-Merge group" "$tmp/sp-merge.plan"
 fi
 
-# forced recompute: every F and B op of the slimpack (asymmetric backward units) and seq1f1b
-# (slices with KV context) plans recomputes the first layer of its range
-for name in slimpack-dp2-pp2 seq1f1b-dp1-pp4; do
+# forced recompute: every F and B op of the slimpack (asymmetric backward units), seq1f1b
+# (slices with KV context) and DP-Merge (context-parallel shards) plans recomputes the
+# first layer of its range
+for name in slimpack-dp2-pp2 seq1f1b-dp1-pp4 sp-merge; do
   cp "$tmp/$name.db" "$tmp/$name-rc.db"
   "$PY" - "$tmp/$name-rc.db" <<'PY' >"$tmp/rc.out" 2>&1
 import json, sqlite3, sys
@@ -181,7 +182,8 @@ if plan train30 slimpack 2 2 --set plan.global_batch=4 --set plan.steps=30 &&
   else
     notok "train --db: metrics.jsonl and loss.svg" "$tmp/run30/metrics.jsonl"
   fi
-  measured=$(sqlite3 "$tmp/train30.db" "SELECT count(*) FROM step_measured WHERE measured_ms > 0")
+  measured=$(sqlite3 "$tmp/train30.db" "SELECT count(*) FROM step_measured WHERE measured_ms > 0 AND peak_bytes > 0 AND
+    (SELECT count(*) FROM measured_stages AS g WHERE g.step = step_measured.step AND g.peak_bytes > 0) = 2")
   ops=$(sqlite3 "$tmp/train30.db" "SELECT count(*) FROM measured_ops")
   planned=$(sqlite3 "$tmp/train30.db" "SELECT count(*) FROM plan_ops")
   if [ "$measured" = 30 ] && [ "$ops" = "$planned" ]; then

@@ -10,8 +10,9 @@
  *     ([30, 45), [5, 30), then the rest), without and with recompute: within 1e-5 of whole;
  *   - two pipelines (DP 2) sharing the samples: the sum equals whole;
  *   - context parallelism: the plan run by a static CP group of 2 and of 3 (a member with an
- *     empty shard), and sample 2's units DP-merged over 2: zigzag shards in per-layer
- *     lockstep, within 1e-5 of whole;
+ *     empty shard), with recompute (bit-identical, fewer bytes), the asymmetric schedule
+ *     under CP 2 with and without recompute, and sample 2's units DP-merged over 2: zigzag
+ *     shards in per-layer lockstep, within 1e-5 of whole;
  *   - refusals, naming the step: a unit no op forwards (tokens not processed once), a plan
  *     whose samples have other lengths, backward ops out of FILO order (a deadlock), a
  *     recompute count that differs between a B and its F.
@@ -189,8 +190,8 @@ static void run_plan(fixture *f, const lt_step_plan *p, float *g, const lt_llama
         assert_true(es->op_times[i].finish_s >= es->op_times[i].start_s);
         if (i > 0) assert_true(es->op_times[i].start_s >= es->op_times[i - 1].finish_s);
     }
-    free(es->op_times); /* the counts stay for the caller */
-    es->op_times = NULL, es->n_op_times = 0;
+    free(es->op_times), free(es->stage_peak_bytes); /* the counts stay for the caller */
+    es->op_times = NULL, es->n_op_times = 0, es->stage_peak_bytes = NULL;
 }
 
 static void test_symmetric_and_recompute(void **state) {
@@ -279,6 +280,28 @@ static void test_context_parallel(void **state) {
         lt_step_plan_free(&p);
         double e = max_rel(f, f->got, f->ref);
         if (!(e <= 1e-5)) fail_msg("static cp %d: rel err %.3e", cp, e);
+    }
+    /* static CP 2 with recompute: bit-identical to without (the same group forward again) */
+    one_pipeline(&p, false, 0, 0, false);
+    p.ranks[0].cp = 2;
+    run_plan(f, &p, f->got, &f->vgot, &a);
+    lt_step_plan_free(&p);
+    one_pipeline(&p, false, 1, 2, false);
+    p.ranks[0].cp = 2;
+    lt_exec_stats b;
+    run_plan(f, &p, f->got2, &f->vgot2, &b);
+    lt_step_plan_free(&p);
+    assert_memory_equal(f->got2, f->got, f->m.n_params * sizeof(float));
+    assert_true(b.act_bytes_peak < a.act_bytes_peak);
+    /* static CP 2 of the asymmetric schedule (backward shards gathered from the forward
+     * shards), without and with recompute */
+    for (int rc = 0; rc <= 1; rc++) {
+        one_pipeline(&p, true, (uint16_t)rc, (uint16_t)(2 * rc), false);
+        p.ranks[0].cp = 2;
+        run_plan(f, &p, f->got, &f->vgot, &a);
+        lt_step_plan_free(&p);
+        double e = max_rel(f, f->got, f->ref);
+        if (!(e <= 1e-5)) fail_msg("static cp 2, asymmetric, recompute %d: rel err %.3e", rc, e);
     }
     /* sample 2's two units DP-merged over 2 (unit cp = 2; the asymmetric case runs in
      * tests/train/oracle.sh on slimpack's plans) */
