@@ -82,6 +82,16 @@ for layout in "1 2" "2 1" "2 2" "1 4" "4 1"; do
   done
 done
 
+# the tolerance decides the exit status: the same slimpack plan against 1e-9 fails
+if "$TRAINER" check --config "$tmp/m.ini" --set train.check_tolerance=1e-9 --db "$tmp/slimpack-dp2-pp2.db" \
+     --data "$tmp/data" >"$tmp/tol.out" 2>"$tmp/tol.err"; then
+  notok "check exits 1 over train.check_tolerance (exit 0 at 1e-9)" "$tmp/tol.out"
+elif [ $? = 1 ] && grep -q 'over train.check_tolerance = 1e-09' "$tmp/tol.err" && grep -q '^max_rel_err=' "$tmp/tol.out"; then
+  ok "check exits 1, saying so, when a step is over train.check_tolerance (1e-9)"
+else
+  notok "check exits 1 over train.check_tolerance" "$tmp/tol.err"
+fi
+
 # chunkflow with 32-token chunks and K = 1: forward-K/V-only (FK) passes, then F again
 if plan cf-fk chunkflow 2 2 --set plan.chunk_size=32 --set plan.chunkflow_k=1 &&
    [ "$(sqlite3 "$tmp/cf-fk.db" "SELECT count(*) FROM plan_ops WHERE kind = 'FK'")" -gt 0 ]; then
