@@ -760,9 +760,9 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
                             pr->gxin_bytes && v < n; v++)
         release(pr, (uint32_t)v);
     free(order), free(pr->acts), free(pr->din), free(pr->refs), free(pr->x_in), free(pr->acts_T);
-    free(pr->gacts), free(pr->gdin), free(pr->gsize);
+    free(pr->gacts), free(pr->gdin), free(pr->gsize), free(pr->gxin), free(pr->gxin_bytes);
     pr->acts = NULL, pr->din = NULL, pr->refs = NULL, pr->x_in = NULL, pr->acts_T = NULL;
-    pr->gacts = NULL, pr->gdin = NULL, pr->gsize = NULL;
+    pr->gacts = NULL, pr->gdin = NULL, pr->gsize = NULL, pr->gxin = NULL, pr->gxin_bytes = NULL;
     return st;
 }
 
