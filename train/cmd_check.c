@@ -43,9 +43,8 @@ static lt_status parse_steps(const char *text, uint64_t **steps, size_t *n, lt_e
     return lt_fail(err, LT_ERR_USAGE, "--steps", "'%.100s' is not a comma-separated list of step numbers", text);
 }
 
-/* The tokens of the step's samples, from their sources in the shards. */
-static lt_status load_samples(lt_docs *docs, const lt_step_plan *p, const lt_sample *src, lt_train_sample *out,
-                              lt_error *err) {
+lt_status lt_cmd_load_plan_samples(lt_docs *docs, const lt_step_plan *p, const lt_sample *src, lt_train_sample *out,
+                                   lt_error *err) {
     for (size_t i = 0; i < p->n_samples; i++) {
         int32_t *tokens;
         lt_status st = lt_docs_get_piece(docs, src[i].task, src[i].doc, src[i].offset, src[i].length, &tokens, err);
@@ -90,7 +89,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     lt_train_slice *whole = st == LT_OK ? calloc(p.n_samples + 1, sizeof *whole) : NULL;
     lt_train_unit *units = st == LT_OK ? calloc(p.n_samples + 1, sizeof *units) : NULL;
     if (st == LT_OK && (!smp || !whole || !units)) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    if (st == LT_OK) st = load_samples(c->docs, &p, src, smp, err);
+    if (st == LT_OK) st = lt_cmd_load_plan_samples(c->docs, &p, src, smp, err);
     lt_exec_stats es = {0};
     memset(c->ga, 0, c->m.n_params * sizeof(float));
     memset(c->gb, 0, c->m.n_params * sizeof(float));
@@ -135,7 +134,8 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     return st;
 }
 
-lt_status lt_cmd_check_plans_model(const lt_run_info *run, const char *db, const lt_llama *m, lt_error *err) {
+/* LT_OK when model m has the dimensions of the [model] stored with the plans. */
+static lt_status check_plans_model(const lt_run_info *run, const char *db, const lt_llama *m, lt_error *err) {
     lt_config *cfg = lt_config_new();
     if (!cfg) return lt_fail(err, LT_ERR_NOMEM, db, "out of memory");
     lt_model_shape want;
@@ -157,6 +157,15 @@ lt_status lt_cmd_check_plans_model(const lt_run_info *run, const char *db, const
             return LT_ERR_CONFIG;
         }
     return LT_OK;
+}
+
+lt_status lt_cmd_open_plans(const char *db, const lt_llama *m, lt_store **store, lt_error *err) {
+    lt_status st = lt_store_open(store, db, err);
+    lt_run_info run = {0};
+    if (st == LT_OK) st = lt_store_run_info(*store, &run, err);
+    if (st == LT_OK) st = check_plans_model(&run, db, m, err);
+    lt_run_info_free(&run);
+    return st;
 }
 
 static lt_status load_or_init(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m, lt_error *err) {
@@ -192,10 +201,7 @@ int check_command(lt_cli_ctx *ctx) {
     check_run c = {0};
     lt_status st = lt_cmd_backend(ctx, &err);
     if (st == LT_OK) st = load_or_init(ctx, ckpt, &c.m, &err);
-    if (st == LT_OK) st = lt_store_open(&c.store, db, &err);
-    lt_run_info run = {0};
-    if (st == LT_OK) st = lt_store_run_info(c.store, &run, &err);
-    if (st == LT_OK) st = lt_cmd_check_plans_model(&run, db, &c.m, &err);
+    if (st == LT_OK) st = lt_cmd_open_plans(db, &c.m, &c.store, &err);
     if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
     if (st == LT_OK) st = lt_docs_open(&c.docs, data, 0, &err);
     if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &c.pool, NULL, &err);
@@ -212,7 +218,6 @@ int check_command(lt_cli_ctx *ctx) {
     for (size_t i = 0; st == LT_OK && i < n_steps; i++) st = check_step(&c, steps[i], &err);
     if (st == LT_OK) printf("max_rel_err=%.3e steps=%zu\n", c.worst, n_steps);
     free(steps), free(c.ga), free(c.gb), free(c.lv);
-    lt_run_info_free(&run);
     lt_docs_close(c.docs);
     lt_store_close(c.store);
     lt_pool_destroy(c.pool);

@@ -199,15 +199,7 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
     lt_train_sample *smp = NULL;
     lt_status s = lt_store_get_step(L->store, step, &p, &src, err);
     if (s == LT_OK && !(smp = calloc(p.n_samples + 1, sizeof *smp))) s = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    for (size_t i = 0; s == LT_OK && i < p.n_samples; i++) {
-        int32_t *tokens;
-        s = lt_docs_get_piece(L->docs, src[i].task, src[i].doc, src[i].offset, src[i].length, &tokens, err);
-        if (s != LT_OK)
-            lt_error_prefix(err, "step %" PRIu64 ", sample %zu (task=%u,doc=%" PRIu64 ",tok=%" PRId64 ")", step, i,
-                            src[i].task, src[i].doc, src[i].offset);
-        else
-            smp[i] = (lt_train_sample){.tokens = tokens, .len = (int)src[i].length};
-    }
+    if (s == LT_OK) s = lt_cmd_load_plan_samples(L->docs, &p, src, smp, err);
     lt_exec_stats es = {0};
     if (s == LT_OK) s = lt_exec_step(L->m, &p, smp, L->g, &es, L->pool, err);
     if (s == LT_OK) {
@@ -245,11 +237,7 @@ static double now_s(void) {
 /* --db: open the plans, check them against the model, list their steps. */
 static lt_status open_plans(const char *db, const lt_llama *m, train_loop *L, lt_error *err) {
     L->db_path = db;
-    lt_status s = lt_store_open(&L->store, db, err);
-    lt_run_info run = {0};
-    if (s == LT_OK) s = lt_store_run_info(L->store, &run, err);
-    if (s == LT_OK) s = lt_cmd_check_plans_model(&run, db, m, err);
-    lt_run_info_free(&run);
+    lt_status s = lt_cmd_open_plans(db, m, &L->store, err);
     if (s == LT_OK) s = lt_store_steps(L->store, &L->steps, &L->n_steps, err);
     if (s == LT_OK && L->n_steps == 0) s = lt_fail(err, LT_ERR_INPUT, db, "the plan file holds no step");
     return s;

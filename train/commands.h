@@ -12,7 +12,8 @@
 #include "train/ckpt.h"  /* lt_ckpt_state */
 #include "train/model.h" /* lt_llama */
 #include "train/optim.h" /* lt_adamw */
-#include "plans/store.h" /* lt_run_info */
+#include "plans/store.h" /* lt_store, lt_step_plan, lt_sample */
+#include "train/docs.h"  /* lt_docs */
 
 int eval_command(lt_cli_ctx *ctx);     /* train/cmd_eval.c */
 int generate_command(lt_cli_ctx *ctx); /* train/cmd_generate.c */
@@ -30,8 +31,13 @@ int lt_cmd_threads(const lt_cli_ctx *ctx);
 /* LT_OK for train.backend = cpu; any other backend is LT_ERR_CONFIG naming the key's origin
  * (only the CPU backend exists yet). */
 lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err);
-/* LT_OK when model m has the dimensions of the [model] stored with the plans (run->config
- * and run->layers); else LT_ERR_CONFIG naming the first that differs and `db`. */
-lt_status lt_cmd_check_plans_model(const lt_run_info *run, const char *db, const lt_llama *m, lt_error *err);
+/* Open the plan file `db` into *store and check that model m has the dimensions of the
+ * [model] stored with the plans (LT_ERR_CONFIG naming the first that differs and `db`);
+ * the store's errors otherwise. *store is set even on a failed check (lt_store_close it). */
+lt_status lt_cmd_open_plans(const char *db, const lt_llama *m, lt_store **store, lt_error *err);
+/* The tokens of plan p's samples (out[i], malloc'd: the caller frees each), read from the
+ * shards of `docs` by their sources src[i]; errors name the step, sample and source. */
+lt_status lt_cmd_load_plan_samples(lt_docs *docs, const lt_step_plan *p, const lt_sample *src, lt_train_sample *out,
+                                   lt_error *err);
 
 #endif /* LT_TRAIN_COMMANDS_H */
