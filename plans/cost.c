@@ -49,7 +49,7 @@ static void set_defaults(lt_cost_model *cm) {
     cm->weight_bytes = 2.0;
     cm->grad_bytes = 4.0;
     cm->optim_bytes = 12.0;
-    cm->act_bytes = 2.0;
+    cm->act_bytes = cm->hw.act_bytes > 0 ? cm->hw.act_bytes : 2.0; /* the profile's, bf16 by default */
     cm->logit_bytes = 4.0;
     cm->bwd_gemm_factor = 2.0;
     cm->bwd_attn_factor = 2.5;

@@ -82,7 +82,9 @@ typedef struct lt_cost_model {
     double weight_bytes;     /* 2: bf16 weights */
     double grad_bytes;       /* 4: fp32 gradient accumulation (Megatron main_grad) */
     double optim_bytes;      /* 12: fp32 master weights + Adam m and v; / dp under ZeRO-1 */
-    double act_bytes;        /* 2: bf16 activations, keys/values and their gradients */
+    double act_bytes;        /* bytes of activations, keys/values and their gradients: the
+                                profile's act_bytes, 2 (bf16) unless it says otherwise (4 for
+                                the CPU fp32 trainer's profiles) */
     double logit_bytes;      /* 4: fp32 softmax of the loss kept for its backward (Megatron's
                                 vocab-parallel cross entropy computes in fp32) */
     /* backward / forward FLOP ratios (SlimPack 2.2.2) */
@@ -102,8 +104,8 @@ typedef struct lt_cost_model {
 } lt_cost_model;
 
 /* Set up cm for model m (validated) on hardware hw with the given layout and the defaults
- * above. LT_ERR_CONFIG (WHERE "[parallel]") when pp, tp or dp < 1, pp > layers, or tp does
- * not divide the attention heads. */
+ * above (act_bytes: hw's). LT_ERR_CONFIG (WHERE "[parallel]") when pp, tp or dp < 1, pp >
+ * layers, or tp does not divide the attention heads. */
 lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const lt_hardware *hw, int pp, int tp,
                              int dp, lt_error *err);
 

@@ -134,6 +134,8 @@ static const key_def keys[] = {
     {"p2p_inter_latency_us", K_NONNEG, true, 1e-6, FIELD(p2p_inter_latency_s), 0},
     {"gemm_efficiency", K_CURVE, true, 0, FIELD(gemm), 0},
     {"attention_efficiency", K_CURVE, true, 0, FIELD(attention), 0},
+    /* optional: the CPU fp32 trainer's profiles (trainer calibrate) set 4 */
+    {"act_bytes", K_POSITIVE, false, 1, FIELD(act_bytes), 0},
 };
 #undef FIELD
 #define N_KEYS (sizeof keys / sizeof keys[0])
@@ -272,6 +274,7 @@ lt_status lt_hardware_parse(lt_hardware *hw, const char *text, const char *where
             lt_error_hint(err, "every profile sets all of the keys listed in docs/cost-model.md");
         }
     }
+    if (st == LT_OK && hw->act_bytes == 0) hw->act_bytes = 2.0; /* bf16, every GPU profile */
     if (st == LT_OK && hw->name[0] == '\0') {
         const char *dn = default_name ? default_name : "";
         if (strlen(dn) >= sizeof hw->name) st = lt_fail(err, LT_ERR_CONFIG, where, "profile name too long");

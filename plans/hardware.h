@@ -14,7 +14,7 @@
  * File format (strict: every mistake is an error naming FILE:LINE)
  *   ; comment, # comment     whole-line comments; " ; comment" or " # comment" after a value
  *   key = value              one per line, each key at most once; no [sections]
- * Keys (units in the names; all required except name and description):
+ * Keys (units in the names; all required except name, description and act_bytes):
  *   name                     profile name (default: the file name without .ini)
  *   description              free text
  *   peak_bf16_tflops         dense bf16 tensor-core peak, 10^12 FLOP/s
@@ -27,6 +27,8 @@
  *   p2p_inter_latency_us     P2P latency between nodes, microseconds
  *   gemm_efficiency          "TOKENS:FRACTION, TOKENS:FRACTION, ..." (see below)
  *   attention_efficiency     the same for causal attention
+ *   act_bytes                optional: bytes of one activation / key / value element (default
+ *                            2, bf16; the CPU fp32 trainer's profiles set 4)
  * An efficiency curve has 1 to LT_EFFICIENCY_MAX_POINTS points, tokens strictly increasing
  * and > 0, fractions in (0, 1]. Between points it is linear in log2(tokens); outside them it
  * is the nearest end point's fraction.
@@ -76,6 +78,9 @@ typedef struct lt_hardware {
     double p2p_inter_latency_s;
     lt_efficiency_curve gemm;          /* GEMM efficiency vs tokens of the GEMM's M dimension */
     lt_efficiency_curve attention;     /* causal attention efficiency vs sequence length */
+    double act_bytes;                  /* bytes per activation, key/value element and their
+                                          gradients: 2 (bf16) unless the file says otherwise;
+                                          0 in a profile built in code = the cost model's 2 */
 } lt_hardware;
 
 /*

@@ -150,6 +150,7 @@ static void test_shipped_profiles_load_and_are_sane(void **state) {
         assert_true(hw.hbm_bytes >= 32 * GIB && hw.hbm_bytes <= 200 * GIB);
         assert_true(hw.hbm_bytes_per_s >= 1e12 && hw.hbm_bytes_per_s <= 6e12);
         assert_int_equal(hw.gpus_per_node, 8);
+        assert_rel_close(hw.act_bytes, 2.0, 0); /* bf16: no GPU profile sets act_bytes */
         assert_true(hw.p2p_intra_bytes_per_s > hw.p2p_inter_bytes_per_s); /* NVLink beats the NIC */
         assert_true(hw.p2p_inter_bytes_per_s >= 10e9 && hw.p2p_intra_bytes_per_s <= 1000e9);
         assert_true(hw.p2p_intra_latency_s > 0 && hw.p2p_intra_latency_s <= hw.p2p_inter_latency_s);
@@ -278,6 +279,65 @@ static void test_bad_profiles_name_file_and_line(void **state) {
     assert_int_equal(lt_hardware_load(&hw, path, NULL, &err), LT_ERR_IO);
     assert_string_equal(err.where, path);
     assert_non_null(strstr(err.what, "hardware profile: cannot open"));
+}
+
+/* act_bytes is optional: absent, 2 (bf16; every GPU profile and every planner figure as
+ * before); the CPU fp32 trainer's profiles set 4, which doubles every activation, K/V, work
+ * and P2P byte count of an op and leaves its time alone (tp = 1: no collectives). */
+static void test_act_bytes_is_optional_and_scales_the_bytes(void **state) {
+    (void)state;
+    char text[2048], path[256];
+    lt_hardware bf16, fp32;
+    lt_error err;
+    profile_text(text, sizeof text, NULL, NULL);
+    snprintf(path, sizeof path, "%s/bf16.ini", tmp);
+    write_file(path, text);
+    assert_int_equal(lt_hardware_load(&bf16, path, NULL, &err), LT_OK);
+    assert_rel_close(bf16.act_bytes, 2.0, 0);
+    profile_text(text, sizeof text, NULL, "act_bytes = 4 ; fp32\n");
+    snprintf(path, sizeof path, "%s/fp32.ini", tmp);
+    write_file(path, text);
+    assert_int_equal(lt_hardware_load(&fp32, path, NULL, &err), LT_OK);
+    assert_rel_close(fp32.act_bytes, 4.0, 0);
+    profile_text(text, sizeof text, NULL, "act_bytes = 0\n");
+    check_bad_profile(text, "act_bytes = 0: must be positive", 11, NULL);
+    profile_text(text, sizeof text, NULL, "act_bytes = four\n");
+    check_bad_profile(text, "bad number 'four' for act_bytes", 11, NULL);
+
+    const lt_model_shape *m = lt_model_preset("small");
+    assert_non_null(m);
+    lt_cost_model a, b;
+    assert_int_equal(lt_cost_model_init(&a, m, &bf16, 2, 1, 1, &err), LT_OK);
+    assert_int_equal(lt_cost_model_init(&b, m, &fp32, 2, 1, 1, &err), LT_OK);
+    assert_rel_close(a.act_bytes, 2.0, 0);
+    assert_rel_close(b.act_bytes, 4.0, 0);
+    /* a profile built in code (act_bytes 0) prices as before: bf16 */
+    lt_hardware zero = bf16;
+    zero.act_bytes = 0;
+    lt_cost_model z;
+    assert_int_equal(lt_cost_model_init(&z, m, &zero, 2, 1, 1, &err), LT_OK);
+    assert_rel_close(z.act_bytes, 2.0, 0);
+    /* the first slice of a split sample: activations, kept K/V, work and output bytes */
+    lt_slice sl[2] = {{0, 0, 1000}, {0, 1000, 3000}};
+    bool keeps[2] = {true, false};
+    lt_op f = op_of(LT_OP_F, LT_PART_ALL, 0, 2, 0), bw = op_of(LT_OP_B, LT_PART_ALL, 0, 2, 0);
+    lt_op_estimate ea, eb;
+    lt_cost_op(&a, sl, 1, keeps, &f, &ea);
+    lt_cost_op(&b, sl, 1, keeps, &f, &eb);
+    assert_true(ea.cost.act_bytes > 0 && ea.cost.kv_bytes > 0 && ea.cost.out_bytes > 0);
+    assert_rel_close(eb.cost.act_bytes, 2 * ea.cost.act_bytes, 1e-15);
+    assert_rel_close(eb.cost.kv_bytes, 2 * ea.cost.kv_bytes, 1e-15);
+    assert_rel_close(eb.cost.work_bytes, 2 * ea.cost.work_bytes, 1e-15);
+    assert_rel_close(eb.cost.out_bytes, 2 * ea.cost.out_bytes, 1e-15);
+    assert_rel_close(eb.cost.time, ea.cost.time, 0);
+    lt_cost_op(&a, sl + 1, 1, NULL, &bw, &ea);
+    lt_cost_op(&b, sl + 1, 1, NULL, &bw, &eb);
+    assert_rel_close(eb.cost.time, ea.cost.time, 0);
+    assert_rel_close(eb.cost.work_bytes, 2 * ea.cost.work_bytes, 1e-15);
+    /* bytes per token per layer, the function the strategies use */
+    assert_rel_close(lt_cost_act_bytes_per_token(&b, LT_PART_ALL, false, false),
+                     4 * lt_cost_act_elems(&b, LT_PART_ALL, false, false), 0);
+    assert_rel_close(lt_cost_kv_bytes_per_token(&b), 2 * lt_cost_kv_bytes_per_token(&a), 0);
 }
 
 static void test_efficiency_interpolates_in_log_tokens_and_clamps(void **state) {
@@ -1375,6 +1435,7 @@ int main(void) {
         cmocka_unit_test(test_shipped_profiles_load_and_are_sane),
         cmocka_unit_test(test_every_file_in_etc_hardware_loads),
         cmocka_unit_test(test_bad_profiles_name_file_and_line),
+        cmocka_unit_test(test_act_bytes_is_optional_and_scales_the_bytes),
         cmocka_unit_test(test_efficiency_interpolates_in_log_tokens_and_clamps),
         cmocka_unit_test(test_lookup_order),
         cmocka_unit_test(test_flops_of_tiny_by_hand),
