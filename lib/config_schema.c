@@ -112,6 +112,9 @@ static const lt_config_key schema[] = {
     INT("train", "threads", "0", "0", NULL, "CPU threads of the fp32 kernels (OpenBLAS and the thread pool); 0 = one per available CPU"),
     INT("train", "batch_docs", "8", "1", NULL, "trainer train --whole: documents per step"),
     DBL("train", "check_tolerance", "1e-4", "0", NULL, "trainer check: the largest relative gradient error a step may show"),
+    DBL("train", "check_rank_tolerance", "1e-5", "0", NULL, "trainer check over MPI ranks: the largest relative difference from one process"),
+    DBL("train", "comm_timeout_s", "300", "1", NULL, "distributed trainer: the longest a rank waits for another before the job fails"),
+    DBL("train", "bucket_mb", "25", "0.001", NULL, "distributed trainer: gradient all-reduce bucket size, MiB"),
 
     /* [slurm] */
     STR("slurm", "partition", NULL, "sbatch --partition; unset: the cluster's default"),

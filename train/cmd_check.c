@@ -19,7 +19,8 @@
 #include "train/commands.h" /* check_command, lt_cmd_load_model, lt_cmd_threads, lt_cmd_backend */
 #include "train/cpu.h"      /* lt_cpu_init */
 #include "train/docs.h"     /* lt_docs_open, lt_docs_get_piece */
-#include "train/exec.h"     /* lt_exec_step */
+#include "train/dist.h"     /* lt_dist: the stages' parameters over MPI ranks */
+#include "train/exec.h"     /* lt_exec_step, lt_exec_step_rank */
 
 /* "0,100,200" -> steps (malloc'd). */
 static lt_status parse_steps(const char *text, uint64_t **steps, size_t *n, lt_error *err) {
@@ -74,9 +75,13 @@ typedef struct check_run {
     lt_docs *docs;
     lt_pool *pool;
     float *ga, *gb; /* gradients: plan executed, samples whole */
+    float *gc;      /* distributed: the plan executed in one process (rank 0) */
     lt_layer_views *lv;
-    lt_llama_views va, vb;
-    double worst;
+    lt_llama_views va, vb, vc;
+    double worst, worst_rank;
+    lt_comm *comm;  /* NULL: one process */
+    lt_dist dist;
+    bool dist_ready;
 } check_run;
 
 /* One step: execute, reference, compare; prints the step's lines. */
@@ -93,9 +98,28 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     lt_exec_stats es = {0};
     memset(c->ga, 0, c->m.n_params * sizeof(float));
     memset(c->gb, 0, c->m.n_params * sizeof(float));
-    if (st == LT_OK) st = lt_exec_step(&c->m, &p, smp, &c->va, &es, c->pool, err);
+    bool rank0 = !c->comm || lt_comm_layout_of(c->comm)->rank == 0;
+    double rank_worst = 0;
+    if (st == LT_OK && !c->comm) st = lt_exec_step(&c->m, &p, smp, &c->va, &es, c->pool, err);
+    if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
+        st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, &c->m, &p, 25, err);
+        c->dist_ready = st == LT_OK;
+        if (st == LT_OK) st = lt_exec_step_rank(&c->m, &p, smp, &c->va, &es, c->pool, c->comm, err);
+        if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, &c->m, c->ga, err);
+        if (st == LT_OK) st = lt_dist_gather(&c->dist, &c->m, c->ga, err);
+        lt_exec_stats one = {0};
+        memset(c->gc, 0, c->m.n_params * sizeof(float));
+        if (st == LT_OK && rank0) st = lt_exec_step(&c->m, &p, smp, &c->vc, &one, c->pool, err);
+        lt_exec_stats_free(&one);
+        for (int t = 0; st == LT_OK && rank0 && t < c->m.n_tensors; t++) {
+            const lt_tensor_info *ti = &c->m.tensors[t];
+            double e = rel_err(c->ga + ti->offset, c->gc + ti->offset, (size_t)ti->rows * (size_t)ti->cols);
+            if (e > rank_worst || isnan(e)) rank_worst = isnan(e) ? INFINITY : e;
+        }
+        if (rank_worst > c->worst_rank) c->worst_rank = rank_worst;
+    }
     double ref_loss = 0;
-    if (st == LT_OK) {
+    if (st == LT_OK && rank0) {
         for (size_t i = 0; i < p.n_samples; i++) {
             whole[i] = (lt_train_slice){.sample = (int)i, .begin = 0, .end = smp[i].len};
             units[i] = (lt_train_unit){.slices = &whole[i], .n_slices = 1};
@@ -104,7 +128,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         st = lt_llama_step_units(&c->m, &b, units, (int)p.n_samples, (float)(1.0 / (double)p.n_predicted), &c->vb,
                                  NULL, &ref_loss, c->pool, err);
     }
-    if (st == LT_OK) {
+    if (st == LT_OK && rank0) {
         double worst = 0;
         const char *worst_name = "";
         for (int t = 0; t < c->m.n_tensors; t++) {
@@ -124,6 +148,9 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         for (int g = 0; g < es.n_stages; g++)
             printf("%s%.1f", g ? "," : "", (double)es.stage_peak_bytes[g] / 1048576.0);
         printf("\n");
+        if (c->comm)
+            printf("step=%" PRIu64 " ranks=%d rank_rel_err=%.3e (the ranks' gradients against one process)\n", step,
+                   lt_comm_layout_of(c->comm)->world, rank_worst);
         fflush(stdout);
         if (worst > c->worst || isnan(worst)) c->worst = isnan(worst) ? INFINITY : worst;
     }
@@ -193,13 +220,19 @@ int check_command(lt_cli_ctx *ctx) {
     if (!db) return lt_cli_usage(ctx, "which plans? give --db PLANS.db (planner build)");
     if (!data) return lt_cli_usage(ctx, "which data? give --data DIR (the dataprep output the plans were built from)");
     lt_error err;
-    double tol = 1e-4;
-    if (lt_config_get_double(ctx->config, "train", "check_tolerance", &tol, &err) != LT_OK) return lt_error_exit(&err);
+    double tol = 1e-4, rank_tol = 1e-5, timeout = 300;
+    if (lt_config_get_double(ctx->config, "train", "check_tolerance", &tol, &err) != LT_OK ||
+        lt_config_get_double(ctx->config, "train", "check_rank_tolerance", &rank_tol, &err) != LT_OK ||
+        lt_config_get_double(ctx->config, "train", "comm_timeout_s", &timeout, &err) != LT_OK)
+        return lt_error_exit(&err);
     uint64_t *steps = NULL;
     size_t n_steps = 0;
     if (steps_arg && parse_steps(steps_arg, &steps, &n_steps, &err) != LT_OK) return lt_error_exit(&err);
     check_run c = {0};
-    lt_status st = lt_cmd_backend(ctx, &err);
+    lt_status st = lt_cmd_comm(ctx, &c.comm, &err);
+    if (st != LT_OK) return lt_error_exit(&err);
+    bool rank0 = !c.comm || lt_comm_layout_of(c.comm)->rank == 0;
+    st = lt_cmd_backend(ctx, &err);
     if (st == LT_OK) st = load_or_init(ctx, ckpt, &c.m, &err);
     if (st == LT_OK) st = lt_cmd_open_plans(db, &c.m, &c.store, &err);
     if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
@@ -208,25 +241,46 @@ int check_command(lt_cli_ctx *ctx) {
     if (st == LT_OK) {
         c.ga = malloc(c.m.n_params * sizeof(float));
         c.gb = malloc(c.m.n_params * sizeof(float));
-        c.lv = malloc(2 * (size_t)c.m.shape.layers * sizeof *c.lv);
-        if (!c.ga || !c.gb || !c.lv) st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for two gradient buffers");
+        c.gc = c.comm ? malloc(c.m.n_params * sizeof(float)) : NULL;
+        c.lv = malloc(3 * (size_t)c.m.shape.layers * sizeof *c.lv);
+        if (!c.ga || !c.gb || !c.lv || (c.comm && !c.gc))
+            st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for the gradient buffers");
     }
     if (st == LT_OK) {
         lt_llama_views_of(&c.m, c.ga, c.lv, &c.va);
         lt_llama_views_of(&c.m, c.gb, c.lv + c.m.shape.layers, &c.vb);
+        if (c.gc) lt_llama_views_of(&c.m, c.gc, c.lv + 2 * c.m.shape.layers, &c.vc);
     }
     for (size_t i = 0; st == LT_OK && i < n_steps; i++) st = check_step(&c, steps[i], &err);
-    if (st == LT_OK) printf("max_rel_err=%.3e steps=%zu\n", c.worst, n_steps);
-    free(steps), free(c.ga), free(c.gb), free(c.lv);
+    if (st == LT_OK && rank0 && c.comm)
+        printf("max_rel_err=%.3e rank_rel_err=%.3e ranks=%d steps=%zu\n", c.worst, c.worst_rank,
+               lt_comm_layout_of(c.comm)->world, n_steps);
+    else if (st == LT_OK && rank0) printf("max_rel_err=%.3e steps=%zu\n", c.worst, n_steps);
+    fflush(stdout);
+    free(steps), free(c.ga), free(c.gb), free(c.gc), free(c.lv);
+    lt_dist_free(&c.dist);
     lt_docs_close(c.docs);
     lt_store_close(c.store);
     lt_pool_destroy(c.pool);
     lt_llama_free(&c.m);
+    if (st != LT_OK) lt_cmd_comm_fail(c.comm, &err); /* ends the job when distributed */
     if (st != LT_OK) return lt_error_exit(&err);
-    if (!(c.worst <= tol)) {
+    int code = 0;
+    if (rank0 && !(c.worst <= tol)) {
         fprintf(stderr, "trainer: error: a gradient differs by %.3e relative, over train.check_tolerance = %g\n",
                 c.worst, tol);
-        return 1;
+        code = 1;
     }
-    return 0;
+    if (rank0 && c.comm && !(c.worst_rank <= rank_tol)) {
+        fprintf(stderr, "trainer: error: the ranks' gradients differ from one process's by %.3e relative, over "
+                "train.check_rank_tolerance = %g\n", c.worst_rank, rank_tol);
+        code = 1;
+    }
+    if (c.comm) { /* every rank exits with rank 0's verdict */
+        int64_t v = code;
+        if (lt_comm_allreduce(c.comm, LT_COMM_WORLD, &v, 1, LT_COMM_I64, true, &err) != LT_OK) lt_cmd_comm_fail(c.comm, &err);
+        code = (int)v;
+    }
+    lt_comm_finalize(c.comm);
+    return code;
 }

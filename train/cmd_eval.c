@@ -62,6 +62,26 @@ lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err) {
     return LT_ERR_CONFIG;
 }
 
+lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err) {
+    *comm = NULL;
+    if (!lt_comm_launched()) return LT_OK;
+    int64_t dp = 1, pp = 1;
+    double timeout = 300;
+    lt_status st = lt_config_get_int(ctx->config, "parallel", "dp", &dp, err);
+    if (st == LT_OK) st = lt_config_get_int(ctx->config, "parallel", "pp", &pp, err);
+    if (st == LT_OK) st = lt_config_get_double(ctx->config, "train", "comm_timeout_s", &timeout, err);
+    if (st == LT_OK) st = lt_comm_init(comm, (int)dp, (int)pp, timeout, err);
+    return st;
+}
+
+void lt_cmd_comm_fail(lt_comm *comm, const lt_error *err) {
+    if (!comm || !lt_comm_layout_of(comm)->distributed) return;
+    lt_error e = *err;
+    lt_error_prefix(&e, "%s: ", lt_comm_who(comm));
+    lt_error_print(&e, stderr);
+    lt_comm_abort(comm, lt_exit_code(e.status), "stopping every rank of the job (MPI_Abort)");
+}
+
 int eval_command(lt_cli_ctx *ctx) {
     const char *ckpt = NULL, *data = NULL, *docs_arg = NULL;
     for (int i = 1; i < ctx->argc; i++) {

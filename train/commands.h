@@ -10,6 +10,7 @@
 
 #include "lib/cli.h"     /* lt_cli_ctx */
 #include "train/ckpt.h"  /* lt_ckpt_state */
+#include "train/comm.h"  /* lt_comm */
 #include "train/model.h" /* lt_llama */
 #include "train/optim.h" /* lt_adamw */
 #include "plans/store.h" /* lt_store, lt_step_plan, lt_sample */
@@ -19,6 +20,14 @@ int eval_command(lt_cli_ctx *ctx);     /* train/cmd_eval.c */
 int generate_command(lt_cli_ctx *ctx); /* train/cmd_generate.c */
 int train_command(lt_cli_ctx *ctx);    /* train/cmd_train.c */
 int check_command(lt_cli_ctx *ctx);    /* train/cmd_check.c */
+
+/* The distributed engine's communicator when a launcher started this process (mpirun,
+ * srun --mpi=pmix: train/comm.h), checked against parallel.dp x parallel.pp, with
+ * train.comm_timeout_s; *comm = NULL otherwise (one process runs every rank's ops). */
+lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err);
+/* A distributed rank's error: printed with the rank's coordinates, then the job ends
+ * (lt_comm_abort, exit status 1). A no-op with comm = NULL. */
+void lt_cmd_comm_fail(lt_comm *comm, const lt_error *err);
 
 /* Read checkpoint `ckpt` (moments into opt when non-NULL, state into st when non-NULL);
  * when the config sets [model] keys, the checkpoint's dimensions must match them. */

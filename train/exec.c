@@ -18,6 +18,7 @@
 
 #include "plans/deps.h"     /* lt_deps_build, lt_deps_preds, lt_deps_succs */
 #include "plans/schedule.h" /* lt_schedule_op_slices, lt_op */
+#include "train/comm.h"     /* lt_comm: the distributed engine's transfers */
 
 /* ---------------------------------------------------------------- order */
 
@@ -139,7 +140,20 @@ typedef struct {
     size_t cap_times;
     lt_train_slice *tslices; /* scratch: an op's unit as train slices */
     size_t cap_tslices;
+    /* the distributed engine (comm != NULL): this process runs the ops of one stage of one
+     * pipeline; model-path edges between stages are transfers */
+    lt_comm *comm;
+    int my_dp, my_stage;
+    lt_comm_req **recv_req;  /* [n_ops] local op v: the receive of its p2p input, once posted */
+    float **recv_buf;        /* [n_ops] ... into this buffer */
+    size_t *recv_bytes;      /* [n_ops] */
+    uint32_t *sends_of;      /* [n_ops] sends still reading op v's buffers */
+    struct pending_send { uint32_t v; lt_comm_req *req; } *sends;
+    size_t n_sends, cap_sends;
 } pipe_run;
+
+/* Does this process run op v? (every op without the distributed engine) */
+static bool local(const pipe_run *pr, uint32_t v) { return !pr->comm || (int)pr->deps.stage[v] == pr->my_stage; }
 
 /* Op v's unit as a train unit (into pr->tslices). */
 static lt_status unit_of(pipe_run *pr, const lt_op *op, lt_train_unit *u, lt_error *err) {
@@ -231,6 +245,7 @@ static void track(pipe_run *pr, size_t bytes) {
 }
 
 static void untrack(pipe_run *pr, size_t bytes, int stage) {
+    if (pr->comm) stage = pr->my_stage; /* a received buffer of another stage's op is held here */
     pr->live -= bytes;
     pr->live_stage[stage] -= bytes;
 }
@@ -425,6 +440,24 @@ static int group_of(const pipe_run *pr, const lt_op *op) {
     return pr->r->cp > 1 ? pr->r->cp : 1;
 }
 
+/* Distributed: the world rank of each of op's G group members on this stage, and which
+ * member this process is (a DP-Merge unit: the group's pipelines, sample_rank naming the
+ * first; a static context-parallel pipeline: its DP ranks). */
+static void member_ranks(const pipe_run *pr, const lt_op *op, int G, int *ranks, int *me) {
+    const lt_unit *u = lt_schedule_op_unit(&pr->r->sched, op);
+    uint32_t smp = u->cp > 1 ? lt_plan_op_merged_sample(&pr->r->sched, op) : UINT32_MAX;
+    if (smp != UINT32_MAX && smp < pr->p->n_samples) {
+        int first = pr->p->sample_rank[smp];
+        for (int j = 0; j < G; j++)
+            ranks[j] = first + j < (int)pr->p->n_ranks ? lt_comm_rank_of(pr->comm, pr->p->ranks[first + j].dp_rank, pr->my_stage)
+                                                       : -1;
+        *me = (int)pr->ri - first;
+        return;
+    }
+    for (int j = 0; j < G; j++) ranks[j] = lt_comm_rank_of(pr->comm, pr->r->dp_rank + j, pr->my_stage);
+    *me = pr->my_dp - pr->r->dp_rank;
+}
+
 /* Member g's shard of an op's unit (docs/plans-schema.md "The one CP rule"): each slice
  * [b, e) of n tokens cut into 2G chunks as equal as possible, the first n mod 2G one token
  * longer; member g takes chunks g and 2G - 1 - g (the zigzag split). Empty chunks are left
@@ -449,20 +482,23 @@ static void shard_of(const pipe_run *pr, const lt_op *op, int G, int g, lt_train
 
 typedef struct group_units {
     int G, n_active;
+    int me;             /* distributed: this process's member (the only active one) */
+    int *ranks;         /* distributed: [G] the world rank of each member on this stage */
     lt_train_slice *sl; /* [G][2 x slices] */
     lt_train_unit *u;   /* [G] member shards */
     int *active;        /* [n_active] members holding tokens */
 } group_units;
 
 static void group_free(group_units *gu) {
-    free(gu->sl), free(gu->u), free(gu->active);
+    free(gu->sl), free(gu->u), free(gu->active), free(gu->ranks);
     memset(gu, 0, sizeof *gu);
 }
 
 static lt_status group_units_of(const pipe_run *pr, const lt_op *op, int G, group_units *gu, lt_error *err) {
     size_t n;
     (void)lt_schedule_op_slices(&pr->r->sched, op, &n);
-    gu->G = G, gu->n_active = 0;
+    memset(gu, 0, sizeof *gu);
+    gu->G = G;
     gu->sl = malloc((2 * n * (size_t)G + 1) * sizeof *gu->sl);
     gu->u = calloc((size_t)G, sizeof *gu->u);
     gu->active = calloc((size_t)G, sizeof *gu->active);
@@ -474,13 +510,165 @@ static lt_status group_units_of(const pipe_run *pr, const lt_op *op, int G, grou
         shard_of(pr, op, G, g, gu->sl + (size_t)g * 2 * n, &gu->u[g]);
         if (gu->u[g].n_slices > 0) gu->active[gu->n_active++] = g;
     }
+    if (pr->comm) { /* one member here: the others run in their own processes */
+        if (!(gu->ranks = malloc((size_t)G * sizeof *gu->ranks))) {
+            group_free(gu);
+            return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        }
+        member_ranks(pr, op, G, gu->ranks, &gu->me);
+        bool ok = gu->me >= 0 && gu->me < G;
+        for (int j = 0; ok && j < G; j++) ok = gu->ranks[j] >= 0;
+        if (!ok) {
+            group_free(gu);
+            return lt_fail(err, LT_ERR_INPUT, NULL, "step %llu, pipeline %d: a group of %d its DP ranks do not hold",
+                           (unsigned long long)pr->p->step, pr->r->dp_rank, G);
+        }
+        gu->n_active = 0;
+        if (gu->u[gu->me].n_slices > 0) gu->active[gu->n_active++] = gu->me;
+    }
     return LT_OK;
 }
+
+/* ---------------------------------------------------------------- the K/V exchange across processes
+ * (lt_cp_hooks): the members of a group hold disjoint shards; per layer, a ring all-gather
+ * of their K/V rows in the forward, and of their dK/dV contributions to every row the
+ * group's attention touched ([0, end) of each of its samples) in the backward, summed in
+ * member order (the same float sums on every member). Before the backward's attention,
+ * every member but the first zeroes those rows, so the sum counts what the earlier
+ * (later-slice) backward ops left there once. */
+
+typedef struct cp_xchg {
+    pipe_run *pr;
+    const group_units *gu;
+    int n_rows;     /* entries of row_sample / row_end */
+    int *row_sample, *row_end; /* per sample of the group's slices: its largest end */
+} cp_xchg;
+
+static lt_status kv_pack(cp_xchg *x, int l, bool grads, lt_error *err, float **mine, size_t *bytes, float **all) {
+    const group_units *gu = x->gu;
+    lt_kvctx *kv = x->pr->kv;
+    size_t kvd = (size_t)kv->kvd, total = 0;
+    for (int j = 0; j < gu->G; j++) {
+        size_t rows = 0;
+        if (grads)
+            for (int i = 0; i < x->n_rows; i++) rows += (size_t)x->row_end[i];
+        else
+            rows = (size_t)lt_unit_tokens(&gu->u[j]);
+        bytes[j] = rows * kvd * 2 * sizeof(float);
+        total += bytes[j];
+    }
+    *mine = malloc(bytes[gu->me] ? bytes[gu->me] : 1), *all = malloc(total ? total : 1);
+    if (!*mine || !*all) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the K/V exchange");
+    float *p = *mine;
+    if (grads)
+        for (int i = 0; i < x->n_rows; i++) {
+            const lt_kv_sample *ks = &kv->s[x->row_sample[i]];
+            size_t n = (size_t)x->row_end[i] * kvd;
+            memcpy(p, ks->dk[l], n * sizeof(float)), p += n;
+            memcpy(p, ks->dv[l], n * sizeof(float)), p += n;
+        }
+    else
+        for (int i = 0; i < gu->u[gu->me].n_slices; i++) {
+            const lt_train_slice *s = &gu->u[gu->me].slices[i];
+            const lt_kv_sample *ks = &kv->s[s->sample];
+            size_t n = (size_t)(s->end - s->begin) * kvd, o = (size_t)s->begin * kvd;
+            memcpy(p, ks->k[l] + o, n * sizeof(float)), p += n;
+            memcpy(p, ks->v[l] + o, n * sizeof(float)), p += n;
+        }
+    return LT_OK;
+}
+
+static lt_status kv_ready(void *ctx, int l, lt_error *err) {
+    cp_xchg *x = ctx;
+    const group_units *gu = x->gu;
+    lt_kvctx *kv = x->pr->kv;
+    size_t *bytes = malloc((size_t)gu->G * sizeof *bytes), kvd = (size_t)kv->kvd;
+    float *mine = NULL, *all = NULL;
+    lt_status st = bytes ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int j = 0; st == LT_OK && j < gu->G; j++)
+        for (int i = 0; st == LT_OK && i < gu->u[j].n_slices; i++) st = lt_kvctx_reserve(kv, gu->u[j].slices[i].sample, err);
+    if (st == LT_OK) st = kv_pack(x, l, false, err, &mine, bytes, &all);
+    if (st == LT_OK) st = lt_comm_ring_allgather(x->pr->comm, gu->ranks, gu->G, gu->me, mine, bytes, all, err);
+    const float *p = all;
+    for (int j = 0; st == LT_OK && j < gu->G; j++)
+        for (int i = 0; i < gu->u[j].n_slices; i++) {
+            const lt_train_slice *s = &gu->u[j].slices[i];
+            const lt_kv_sample *ks = &kv->s[s->sample];
+            size_t n = (size_t)(s->end - s->begin) * kvd, o = (size_t)s->begin * kvd;
+            if (j != gu->me) memcpy(ks->k[l] + o, p, n * sizeof(float)), memcpy(ks->v[l] + o, p + n, n * sizeof(float));
+            p += 2 * n;
+        }
+    free(bytes), free(mine), free(all);
+    return st;
+}
+
+static lt_status dkv_begin(void *ctx, int l, lt_error *err) {
+    cp_xchg *x = ctx;
+    (void)err;
+    if (x->gu->me == 0) return LT_OK;
+    const lt_kvctx *kv = x->pr->kv;
+    for (int i = 0; i < x->n_rows; i++) {
+        const lt_kv_sample *ks = &kv->s[x->row_sample[i]];
+        size_t n = (size_t)x->row_end[i] * (size_t)kv->kvd;
+        memset(ks->dk[l], 0, n * sizeof(float)), memset(ks->dv[l], 0, n * sizeof(float));
+    }
+    return LT_OK;
+}
+
+static lt_status dkv_ready(void *ctx, int l, lt_error *err) {
+    cp_xchg *x = ctx;
+    const group_units *gu = x->gu;
+    const lt_kvctx *kv = x->pr->kv;
+    size_t *bytes = malloc((size_t)gu->G * sizeof *bytes);
+    float *mine = NULL, *all = NULL;
+    lt_status st = bytes ? kv_pack(x, l, true, err, &mine, bytes, &all) : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    if (st == LT_OK) st = lt_comm_ring_allgather(x->pr->comm, gu->ranks, gu->G, gu->me, mine, bytes, all, err);
+    size_t block = bytes ? bytes[0] / sizeof(float) : 0, o = 0;
+    for (int i = 0; st == LT_OK && i < x->n_rows; i++) {
+        const lt_kv_sample *ks = &kv->s[x->row_sample[i]];
+        size_t n = (size_t)x->row_end[i] * (size_t)kv->kvd;
+        float *dst[2] = {ks->dk[l], ks->dv[l]};
+        for (int w = 0; w < 2; w++, o += n)
+            for (size_t e = 0; e < n; e++) {
+                float sum = all[o + e];
+                for (int j = 1; j < gu->G; j++) sum += all[(size_t)j * block + o + e];
+                dst[w][e] = sum;
+            }
+    }
+    free(bytes), free(mine), free(all);
+    return st;
+}
+
+/* The hooks of group op gu (distributed only; NULL otherwise): *x is their state. */
+static lt_status xchg_init(pipe_run *pr, const group_units *gu, cp_xchg *x, lt_cp_hooks *h, const lt_cp_hooks **out,
+                           lt_error *err) {
+    memset(x, 0, sizeof *x);
+    *out = NULL;
+    if (!pr->comm) return LT_OK;
+    size_t cap = 0;
+    for (int j = 0; j < gu->G; j++) cap += (size_t)gu->u[j].n_slices;
+    x->pr = pr, x->gu = gu;
+    x->row_sample = malloc((cap + 1) * sizeof(int)), x->row_end = malloc((cap + 1) * sizeof(int));
+    if (!x->row_sample || !x->row_end) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int j = 0; j < gu->G; j++)
+        for (int i = 0; i < gu->u[j].n_slices; i++) {
+            const lt_train_slice *s = &gu->u[j].slices[i];
+            int k = 0;
+            while (k < x->n_rows && x->row_sample[k] != s->sample) k++;
+            if (k == x->n_rows) x->row_sample[x->n_rows] = s->sample, x->row_end[x->n_rows++] = s->end;
+            else if (s->end > x->row_end[k]) x->row_end[k] = s->end;
+        }
+    *h = (lt_cp_hooks){.ctx = x, .kv_ready = kv_ready, .dkv_begin = dkv_begin, .dkv_ready = dkv_ready};
+    *out = h;
+    return LT_OK;
+}
+
+static void xchg_free(cp_xchg *x) { free(x->row_sample), free(x->row_end); }
 
 /* Runs pass over the active members of gu: allocates their activations in a[0..n_active)
  * (compact), forward in lockstep. */
 static lt_status group_forward(pipe_run *pr, const lt_pass *pass, const group_units *gu, const float **cin,
-                               lt_acts *ca, double *loss, lt_error *err) {
+                               lt_acts *ca, const lt_cp_hooks *hooks, double *loss, lt_error *err) {
     lt_train_unit *cu = calloc((size_t)gu->G, sizeof *cu);
     lt_status st = cu ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int i = 0; st == LT_OK && i < gu->n_active; i++) {
@@ -488,9 +676,9 @@ static lt_status group_forward(pipe_run *pr, const lt_pass *pass, const group_un
         st = lt_acts_alloc(&ca[i], pr->m, pr->b, &cu[i], pass->l0, pass->l1, pass->head, err);
         track(pr, ca[i].bytes);
     }
-    if (st == LT_OK && gu->n_active > 0)
-        st = lt_llama_forward_group(pr->m, pass, pr->b, cu, gu->n_active, cin, pr->kv, ca, pr->grads, loss, pr->pool,
-                                    err);
+    if (st == LT_OK && (gu->n_active > 0 || hooks))
+        st = lt_llama_forward_group(pr->m, pass, pr->b, cu, gu->n_active, cin, pr->kv, ca, pr->grads, hooks, loss,
+                                    pr->pool, err);
     free(cu);
     return st;
 }
@@ -512,6 +700,10 @@ static lt_status run_forward_group(pipe_run *pr, uint32_t v, int G, lt_error *er
     group_units gu;
     lt_status st = group_units_of(pr, op, G, &gu, err);
     if (st != LT_OK) return st;
+    cp_xchg xc;
+    lt_cp_hooks hk;
+    const lt_cp_hooks *hooks;
+    st = xchg_init(pr, &gu, &xc, &hk, &hooks, err);
     pr->gacts[v] = calloc((size_t)G, sizeof(lt_acts));
     pr->gsize[v] = G;
     lt_acts *ca = calloc((size_t)G, sizeof *ca), *cs = calloc((size_t)G, sizeof *cs);
@@ -537,13 +729,13 @@ static lt_status run_forward_group(pipe_run *pr, uint32_t v, int G, lt_error *er
             }
         }
         lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0};
-        if (st == LT_OK) st = group_forward(pr, &pa, &gu, cin, cs, NULL, err);
+        if (st == LT_OK) st = group_forward(pr, &pa, &gu, cin, cs, hooks, NULL, err);
         for (int i = 0; st == LT_OK && i < gu.n_active; i++) cin[i] = cs[i].out;
     }
     lt_pass pass = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers && with_loss};
     pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
     double loss = 0;
-    if (st == LT_OK) st = group_forward(pr, &pass, &gu, cin, ca, &loss, err);
+    if (st == LT_OK) st = group_forward(pr, &pass, &gu, cin, ca, hooks, &loss, err);
     for (int i = 0; pr->gacts[v] && ca && i < gu.n_active; i++) pr->gacts[v][gu.active[i]] = ca[i];
     for (int i = 0; cs && i < gu.n_active; i++) {
         untrack(pr, cs[i].bytes, pr->cur_stage);
@@ -553,52 +745,136 @@ static lt_status run_forward_group(pipe_run *pr, uint32_t v, int G, lt_error *er
     for (int i = 0; st == LT_OK && with_loss && i < gu.n_active; i++)
         count_tokens(pr, pr->f_tokens, stage, &gu.u[gu.active[i]]);
     free(ca), free(cs), free(cin);
+    xchg_free(&xc);
     group_free(&gu);
+    return st;
+}
+
+/* Where each row of member unit bu (a B op v's shard) comes from: the group forward op f
+ * (one of v's LT_DEP_ACT predecessors), the member h holding it and its row there; in the
+ * one order every member computes alike (the sender of rows across processes and their
+ * receiver walk the same list). R: the recompute count every such forward must have kept
+ * by; want_x: their kept inputs are needed too. *out is new (free it). */
+typedef struct row_src {
+    uint32_t f;
+    int h, srow, drow;
+} row_src;
+
+static lt_status row_sources(pipe_run *pr, uint32_t v, int G, int R, bool want_x, const lt_train_unit *bu,
+                             row_src **out, size_t *n_out, lt_error *err) {
+    size_t np, n = 0, cap = (size_t)lt_unit_tokens(bu) + 1;
+    const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
+    row_src *rs = malloc(cap * sizeof *rs);
+    lt_status st = rs ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (size_t k = 0; st == LT_OK && k < np; k++) {
+        if (p[k].kind != LT_DEP_ACT) continue;
+        uint32_t f = p[k].op;
+        if (!pr->gacts[f] || pr->gsize[f] != G) st = op_error(pr, v, err, "its forward ran outside its group");
+        else if (recompute_of(pr->deps.op[f]) != R)
+            st = op_error(pr, v, err, "recomputes another number of layers than a forward it takes rows from kept");
+        else if (want_x && !pr->gxin[f])
+            st = op_error(pr, v, err, "a forward it takes rows from kept no input to recompute from");
+        group_units fu;
+        if (st == LT_OK) st = group_units_of(pr, pr->deps.op[f], G, &fu, err);
+        for (int h = 0; st == LT_OK && h < G; h++) {
+            const lt_train_unit *su = &fu.u[h];
+            int srow = 0;
+            for (int j = 0; st == LT_OK && j < su->n_slices; srow += su->slices[j].end - su->slices[j].begin, j++) {
+                int brow = 0;
+                for (int i = 0; i < bu->n_slices; brow += bu->slices[i].end - bu->slices[i].begin, i++) {
+                    const lt_train_slice *a = &bu->slices[i], *b = &su->slices[j];
+                    if (a->sample != b->sample) continue;
+                    int lo = a->begin > b->begin ? a->begin : b->begin, hi = a->end < b->end ? a->end : b->end;
+                    for (int t = lo; t < hi && n < cap; t++)
+                        rs[n++] = (row_src){.f = f, .h = h, .srow = srow + (t - b->begin), .drow = brow + (t - a->begin)};
+                }
+            }
+        }
+        if (st == LT_OK) group_free(&fu);
+    }
+    if (st == LT_OK && n != cap - 1) st = op_error(pr, v, err, "some of its tokens were not forwarded in its group");
+    if (st != LT_OK) free(rs), rs = NULL;
+    *out = rs, *n_out = n;
+    return st;
+}
+
+/* Distributed B op v of a group: send every other member the rows of its backward shard
+ * that this member's forward shards hold, and receive the rows of this member's shard that
+ * the others hold (recv[h]: member h's rows in row_sources order, each row_floats floats:
+ * the activations of [l0, l1), then with want_x the kept input). */
+static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, int R, int l0, bool head, bool want_x,
+                               float **recv, lt_error *err) {
+    int G = gu->G, me = gu->me;
+    size_t C = (size_t)pr->m->shape.hidden;
+    size_t row_floats = lt_acts_row_floats(pr->m, l0, (int)pr->deps.op[v]->layer_end, head) + (want_x ? C : 0);
+    float **send = calloc((size_t)G, sizeof *send);
+    size_t *sbytes = calloc((size_t)G, sizeof *sbytes), *rbytes = calloc((size_t)G, sizeof *rbytes);
+    lt_status st = send && sbytes && rbytes ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int g = 0; st == LT_OK && g < G; g++) {
+        row_src *rs;
+        size_t n;
+        st = row_sources(pr, v, G, R, want_x, &gu->u[g], &rs, &n, err);
+        size_t cnt = 0;
+        for (size_t i = 0; st == LT_OK && i < n; i++) /* g's rows here (g != me) / my rows elsewhere (g == me) */
+            if (g == me ? rs[i].h != me : rs[i].h == me) {
+                if (g == me) rbytes[rs[i].h] += row_floats * sizeof(float);
+                else cnt++;
+            }
+        if (st == LT_OK && g != me && cnt > 0) {
+            sbytes[g] = cnt * row_floats * sizeof(float);
+            float *q = send[g] = malloc(sbytes[g]);
+            if (!q) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu rows to send", cnt);
+            for (size_t i = 0; st == LT_OK && i < n; i++) {
+                if (rs[i].h != me) continue;
+                st = lt_acts_pack_row(&pr->gacts[rs[i].f][me], rs[i].srow, pr->m, head, q, err);
+                q += row_floats - (want_x ? C : 0);
+                if (want_x) memcpy(q, pr->gxin[rs[i].f][me] + (size_t)rs[i].srow * C, C * sizeof(float)), q += C;
+            }
+        }
+        free(rs);
+    }
+    for (int h = 0; st == LT_OK && h < G; h++)
+        if (rbytes[h] > 0 && !(recv[h] = malloc(rbytes[h])))
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the rows to receive");
+    if (st == LT_OK)
+        st = lt_comm_exchange(pr->comm, gu->ranks, G, me, (const void *const *)send, sbytes, (void *const *)recv, rbytes,
+                              err);
+    for (int g = 0; send && g < G; g++) free(send[g]);
+    free(send), free(sbytes), free(rbytes);
     return st;
 }
 
 /* Member unit bu's activations over [l0, l1) gathered into *dst from the group forward ops
  * that hold its tokens (v's LT_DEP_ACT predecessors, each member's shard), and with x != NULL
  * the rows of their kept inputs (gxin) into x [T, C]. R: the recompute count every such
- * forward must have kept by. */
+ * forward must have kept by. Distributed, the rows other members hold come from recv
+ * (exchange_rows). */
 static lt_status gather_group(pipe_run *pr, uint32_t v, int G, int R, const lt_train_unit *bu, int l0, bool head,
-                              lt_acts *dst, float *x, lt_error *err) {
+                              float *const *recv, lt_acts *dst, float *x, lt_error *err) {
     const lt_op *op = pr->deps.op[v];
     lt_status st = lt_acts_alloc(dst, pr->m, pr->b, bu, l0, (int)op->layer_end, head, err);
     if (st != LT_OK) return st;
-    size_t np, C = (size_t)pr->m->shape.hidden;
-    const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
-    int filled = 0;
-    for (size_t k = 0; st == LT_OK && k < np; k++) {
-        if (p[k].kind != LT_DEP_ACT) continue;
-        uint32_t f = p[k].op;
-        if (!pr->gacts[f] || pr->gsize[f] != G) return op_error(pr, v, err, "its forward ran outside its group");
-        if (recompute_of(pr->deps.op[f]) != R)
-            return op_error(pr, v, err, "recomputes another number of layers than a forward it takes rows from kept");
-        if (x && !pr->gxin[f]) return op_error(pr, v, err, "a forward it takes rows from kept no input to recompute from");
-        group_units fu;
-        st = group_units_of(pr, pr->deps.op[f], G, &fu, err);
-        for (int h = 0; st == LT_OK && h < G; h++) {
-            const lt_train_unit *su = &fu.u[h];
-            int srow = 0;
-            for (int j = 0; st == LT_OK && j < su->n_slices; srow += su->slices[j].end - su->slices[j].begin, j++) {
-                int brow = 0;
-                for (int i = 0; st == LT_OK && i < bu->n_slices; brow += bu->slices[i].end - bu->slices[i].begin, i++) {
-                    const lt_train_slice *a = &bu->slices[i], *b = &su->slices[j];
-                    if (a->sample != b->sample) continue;
-                    int lo = a->begin > b->begin ? a->begin : b->begin, hi = a->end < b->end ? a->end : b->end;
-                    for (int t = lo; st == LT_OK && t < hi; t++, filled++) {
-                        int dr = brow + (t - a->begin), sr = srow + (t - b->begin);
-                        st = lt_acts_copy_row(dst, dr, &pr->gacts[f][h], sr, pr->m, err);
-                        if (st == LT_OK && x)
-                            memcpy(x + (size_t)dr * C, pr->gxin[f][h] + (size_t)sr * C, C * sizeof(float));
-                    }
-                }
-            }
+    size_t C = (size_t)pr->m->shape.hidden, n;
+    size_t row_floats = lt_acts_row_floats(pr->m, l0, (int)op->layer_end, head) + (x ? C : 0);
+    row_src *rs;
+    st = row_sources(pr, v, G, R, x != NULL, bu, &rs, &n, err);
+    size_t *cursor = st == LT_OK ? calloc((size_t)G, sizeof *cursor) : NULL;
+    if (st == LT_OK && !cursor) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (size_t i = 0; st == LT_OK && i < n; i++) {
+        int h = rs[i].h, dr = rs[i].drow, sr = rs[i].srow;
+        const lt_acts *src = &pr->gacts[rs[i].f][h];
+        if (src->T > 0) {
+            st = lt_acts_copy_row(dst, dr, src, sr, pr->m, err);
+            if (st == LT_OK && x) memcpy(x + (size_t)dr * C, pr->gxin[rs[i].f][h] + (size_t)sr * C, C * sizeof(float));
+        } else if (recv && recv[h]) { /* held by member h's process */
+            const float *q = recv[h] + cursor[h]++ * row_floats;
+            st = lt_acts_unpack_row(dst, dr, pr->m, q, err);
+            if (st == LT_OK && x) memcpy(x + (size_t)dr * C, q + row_floats - C, C * sizeof(float));
+        } else {
+            st = op_error(pr, v, err, "a row of its unit was forwarded nowhere this process can read");
         }
-        group_free(&fu);
     }
-    if (st == LT_OK && filled != dst->T) return op_error(pr, v, err, "some of its tokens were not forwarded in its group");
+    free(rs), free(cursor);
     return st;
 }
 
@@ -622,6 +898,10 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
     group_units gu;
     lt_status st = group_units_of(pr, op, G, &gu, err);
     if (st != LT_OK) return st;
+    cp_xchg xc;
+    lt_cp_hooks hk;
+    const lt_cp_hooks *hooks;
+    st = xchg_init(pr, &gu, &xc, &hk, &hooks, err);
     lt_acts *ca = calloc((size_t)G, sizeof *ca), *cr = calloc((size_t)G, sizeof *cr);
     lt_train_unit *cu = calloc((size_t)G, sizeof *cu);
     const float **cdout = calloc((size_t)G, sizeof *cdout), **cx = calloc((size_t)G, sizeof *cx);
@@ -632,13 +912,16 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
     if (!ca || !cr || !cu || !cdout || !cx || !cdin || !cmid || !xs || (l0 > 0 && !pr->gdin[v]))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     size_t C = (size_t)pr->m->shape.hidden;
+    float **recv = calloc((size_t)G, sizeof *recv); /* distributed: rows other members hold */
+    if (st == LT_OK && !recv) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    if (st == LT_OK && pr->comm) st = exchange_rows(pr, v, &gu, R, l0 + R, pb.head, R > 0 && l0 > 0, recv, err);
     for (int i = 0; st == LT_OK && i < gu.n_active; i++) {
         int g = gu.active[i];
         cu[i] = gu.u[g];
         size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
         if (R > 0 && l0 > 0 && !(xs[i] = malloc(TC * sizeof(float))))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-        if (st == LT_OK) st = gather_group(pr, v, G, R, &cu[i], l0 + R, pb.head, &ca[i], xs[i], err);
+        if (st == LT_OK) st = gather_group(pr, v, G, R, &cu[i], l0 + R, pb.head, recv, &ca[i], xs[i], err);
         track(pr, ca[i].bytes);
         cx[i] = xs[i];
         if (st == LT_OK && !pb.head && !(cdout[i] = pr->gdin[from][g]))
@@ -648,13 +931,13 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
         if (st == LT_OK && R > 0 && !(cmid[i] = calloc(TC, sizeof(float))))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     }
-    if (st == LT_OK && R > 0) st = group_forward(pr, &pa, &gu, cx, cr, NULL, err);
-    if (st == LT_OK && gu.n_active > 0)
+    if (st == LT_OK && R > 0) st = group_forward(pr, &pa, &gu, cx, cr, hooks, NULL, err);
+    if (st == LT_OK && (gu.n_active > 0 || hooks))
         st = lt_llama_backward_group(pr->m, &pb, pr->b, cu, gu.n_active, pb.head ? NULL : cdout, pr->kv, ca, pr->grads,
-                                     R > 0 ? cmid : (l0 > 0 ? cdin : NULL), pr->pool, err);
-    if (st == LT_OK && R > 0 && gu.n_active > 0)
+                                     hooks, R > 0 ? cmid : (l0 > 0 ? cdin : NULL), pr->pool, err);
+    if (st == LT_OK && R > 0 && (gu.n_active > 0 || hooks))
         st = lt_llama_backward_group(pr->m, &pa, pr->b, cu, gu.n_active, (const float *const *)cmid, pr->kv, cr,
-                                     pr->grads, l0 > 0 ? cdin : NULL, pr->pool, err);
+                                     pr->grads, hooks, l0 > 0 ? cdin : NULL, pr->pool, err);
     for (int i = 0; st == LT_OK && i < gu.n_active; i++) count_tokens(pr, pr->b_tokens, stage, &cu[i]);
     for (int i = 0; ca && cr && i < gu.n_active; i++) {
         untrack(pr, ca[i].bytes + cr[i].bytes, pr->cur_stage);
@@ -662,13 +945,17 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
         if (cmid) free(cmid[i]);
         if (xs) free(xs[i]);
     }
+    for (int g = 0; recv && g < G; g++) free(recv[g]);
+    free(recv);
     free(ca), free(cr), free(cu), free(cdout), free(cx), free(cdin), free(cmid), free(xs);
+    xchg_free(&xc);
     group_free(&gu);
     return st;
 }
 
 /* Op v of a DP-Merge unit on a member that is not the group's first: skipped (exec.h). */
 static bool skipped(const pipe_run *pr, uint32_t v) {
+    if (pr->comm) return false; /* each member runs its own shard, in its own process */
     uint32_t smp = lt_plan_op_merged_sample(&pr->r->sched, pr->deps.op[v]);
     return smp != UINT32_MAX && smp < pr->p->n_samples && pr->p->sample_rank[smp] != (int)pr->ri;
 }
@@ -692,6 +979,158 @@ static lt_status check_ops(pipe_run *pr, lt_error *err) {
     return LT_OK;
 }
 
+/* ---------------------------------------------------------------- transfers (distributed) */
+
+/* The tokens this process holds of op's unit: the whole unit, or its member's shard. */
+static lt_status local_tokens(const pipe_run *pr, const lt_op *op, int *G, int *me, int *T, lt_error *err) {
+    *G = group_of(pr, op), *me = 0;
+    if (*G > 1) {
+        group_units gu;
+        lt_status st = group_units_of(pr, op, *G, &gu, err);
+        if (st != LT_OK) return st;
+        *me = gu.me, *T = lt_unit_tokens(&gu.u[gu.me]);
+        group_free(&gu);
+        return LT_OK;
+    }
+    size_t n;
+    const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, op, &n);
+    *T = 0;
+    for (size_t i = 0; i < n; i++) *T += (int)(sl[i].end - sl[i].begin);
+    return LT_OK;
+}
+
+/* v's predecessor across stages (its p2p model-path edge), or NULL. */
+static const lt_dep *p2p_pred(const pipe_run *pr, uint32_t v) {
+    size_t np;
+    const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
+    for (size_t k = 0; k < np; k++)
+        if (p[k].p2p) return &p[k];
+    return NULL;
+}
+
+static void transfer_name(const pipe_run *pr, uint32_t v, bool in, char *buf, size_t n) {
+    int stage;
+    size_t idx;
+    lt_deps_op_at(&pr->deps, v, &stage, &idx);
+    bool b = pr->deps.op[v]->kind == LT_OP_B;
+    snprintf(buf, n, "the %s %s op %zu (%s of unit %u) of stage %d, step %llu", b ? "gradients" : "activations",
+             in ? "for" : "from", idx, kind_name(pr->deps.op[v]->kind), pr->deps.op[v]->unit, stage,
+             (unsigned long long)pr->p->step);
+}
+
+/* Post the receive of local op v's input from the stage before (F) or after (B). */
+static lt_status post_recv(pipe_run *pr, uint32_t v, lt_error *err) {
+    const lt_dep *d = p2p_pred(pr, v);
+    if (!d || pr->recv_buf[v] || pr->recv_req[v] || pr->recv_bytes[v] == SIZE_MAX) return LT_OK;
+    int G, me, T;
+    lt_status st = local_tokens(pr, pr->deps.op[v], &G, &me, &T, err);
+    if (st != LT_OK) return st;
+    size_t bytes = (size_t)T * (size_t)pr->m->shape.hidden * sizeof(float);
+    if (bytes == 0) { /* an empty shard: nothing comes */
+        pr->recv_bytes[v] = SIZE_MAX;
+        return LT_OK;
+    }
+    if (!(pr->recv_buf[v] = malloc(bytes))) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-byte transfer", bytes);
+    pr->recv_bytes[v] = bytes;
+    track(pr, bytes);
+    char what[160];
+    transfer_name(pr, v, true, what, sizeof what);
+    return lt_comm_irecv(pr->comm, lt_comm_rank_of(pr->comm, pr->my_dp, d->stage), (int)v, pr->recv_buf[v], bytes, what,
+                         &pr->recv_req[v], err);
+}
+
+/* Wait for v's input and put it where the op reads its predecessor's output: a forward's
+ * input as that op's activations (out only), a backward's as its input gradient. */
+static lt_status take_recv(pipe_run *pr, uint32_t v, lt_error *err) {
+    const lt_dep *d = p2p_pred(pr, v);
+    if (!d) return LT_OK;
+    lt_status st = post_recv(pr, v, err);
+    if (st == LT_OK) st = lt_comm_wait(pr->comm, &pr->recv_req[v], err);
+    if (st != LT_OK) return st;
+    int G, me, T;
+    if ((st = local_tokens(pr, pr->deps.op[v], &G, &me, &T, err)) != LT_OK) return st;
+    uint32_t from = d->op;
+    float *buf = pr->recv_buf[v];
+    size_t bytes = pr->recv_bytes[v] == SIZE_MAX ? 0 : pr->recv_bytes[v];
+    pr->recv_buf[v] = NULL;
+    lt_acts shell = {.T = buf ? T : 0, .l0 = (int)pr->deps.op[v]->layer_begin, .l1 = (int)pr->deps.op[v]->layer_begin,
+                     .out = buf, .buf = buf, .bytes = bytes};
+    bool fwd = pr->deps.op[v]->kind != LT_OP_B;
+    if (G > 1) {
+        pr->gsize[from] = G;
+        if (fwd && !pr->gacts[from] && !(pr->gacts[from] = calloc((size_t)G, sizeof(lt_acts)))) st = LT_ERR_NOMEM;
+        if (!fwd && !pr->gdin[from] && !(pr->gdin[from] = calloc((size_t)G, sizeof(float *)))) st = LT_ERR_NOMEM;
+        if (st != LT_OK) {
+            free(buf);
+            return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        }
+        if (fwd) pr->gacts[from][me] = shell;
+        else pr->gdin[from][me] = buf;
+    } else if (fwd) {
+        pr->acts[from] = shell;
+    } else {
+        pr->din[from] = buf;
+    }
+    if (!fwd && buf) untrack(pr, bytes, pr->my_stage); /* input gradients are not counted (as din) */
+    return LT_OK;
+}
+
+/* Post the sends of local op v's output to the stages that read it. */
+static lt_status send_outputs(pipe_run *pr, uint32_t v, lt_error *err) {
+    size_t ns;
+    const lt_dep *s = lt_deps_succs(&pr->deps, v, &ns);
+    for (size_t k = 0; k < ns; k++) {
+        if (!s[k].p2p) continue;
+        int G, me, T;
+        lt_status st = local_tokens(pr, pr->deps.op[v], &G, &me, &T, err);
+        if (st != LT_OK) return st;
+        if (T == 0) continue;
+        bool fwd = pr->deps.op[v]->kind != LT_OP_B;
+        const float *buf = fwd ? (G > 1 ? (pr->gacts[v] ? pr->gacts[v][me].out : NULL) : pr->acts[v].out)
+                               : (G > 1 ? (pr->gdin[v] ? pr->gdin[v][me] : NULL) : pr->din[v]);
+        if (!buf) return op_error(pr, v, err, "has no output to send");
+        if (pr->n_sends == pr->cap_sends) {
+            size_t cap = pr->cap_sends ? 2 * pr->cap_sends : 16;
+            struct pending_send *t = realloc(pr->sends, cap * sizeof *t);
+            if (!t) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+            pr->sends = t, pr->cap_sends = cap;
+        }
+        char what[160];
+        transfer_name(pr, s[k].op, true, what, sizeof what);
+        struct pending_send *ps = &pr->sends[pr->n_sends];
+        ps->v = v;
+        st = lt_comm_isend(pr->comm, lt_comm_rank_of(pr->comm, pr->my_dp, s[k].stage), (int)s[k].op, buf,
+                           (size_t)T * (size_t)pr->m->shape.hidden * sizeof(float), what, &ps->req, err);
+        if (st != LT_OK) return st;
+        pr->n_sends++, pr->sends_of[v]++;
+    }
+    return LT_OK;
+}
+
+/* Release op v's buffers once nothing reads them: no op still to run, no send in flight. */
+static void maybe_release(pipe_run *pr, uint32_t v) {
+    if (pr->refs[v] == 0 && (!pr->sends_of || pr->sends_of[v] == 0)) release(pr, v);
+}
+
+/* Complete the sends that are done (all of them with `all`), releasing what they read. */
+static lt_status poll_sends(pipe_run *pr, bool all, lt_error *err) {
+    size_t keep = 0;
+    lt_status st = LT_OK;
+    for (size_t i = 0; i < pr->n_sends; i++) {
+        bool done = false;
+        if (st == LT_OK) st = all ? lt_comm_wait(pr->comm, &pr->sends[i].req, err) : lt_comm_test(pr->comm, &pr->sends[i].req, &done, err);
+        if (st == LT_OK && (all || done)) {
+            uint32_t v = pr->sends[i].v;
+            pr->sends_of[v]--;
+            maybe_release(pr, v);
+        } else {
+            pr->sends[keep++] = pr->sends[i];
+        }
+    }
+    pr->n_sends = keep;
+    return st;
+}
+
 static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     lt_status st = lt_deps_build(&pr->deps, &pr->r->sched, err);
     if (st != LT_OK) {
@@ -711,18 +1150,43 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     pr->gsize = calloc(n + 1, sizeof *pr->gsize);
     pr->gxin = calloc(n + 1, sizeof *pr->gxin);
     pr->gxin_bytes = calloc(n + 1, sizeof *pr->gxin_bytes);
+    if (pr->comm) {
+        pr->recv_req = calloc(n + 1, sizeof *pr->recv_req);
+        pr->recv_buf = calloc(n + 1, sizeof *pr->recv_buf);
+        pr->recv_bytes = calloc(n + 1, sizeof *pr->recv_bytes);
+        pr->sends_of = calloc(n + 1, sizeof *pr->sends_of);
+        if (st == LT_OK && (!pr->recv_req || !pr->recv_buf || !pr->recv_bytes || !pr->sends_of))
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
+        pr->cur_stage = pr->my_stage;
+        int l0 = pr->m->shape.layers, l1 = 0; /* the context holds this stage's layers only */
+        for (uint32_t v = 0; v < n; v++)
+            if (local(pr, v)) {
+                if ((int)pr->deps.op[v]->layer_begin < l0) l0 = (int)pr->deps.op[v]->layer_begin;
+                if ((int)pr->deps.op[v]->layer_end > l1) l1 = (int)pr->deps.op[v]->layer_end;
+            }
+        if (l0 < l1) lt_kvctx_set_layers(pr->kv, l0, l1);
+    }
     if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->refs || !pr->x_in || !pr->acts_T || !pr->gacts ||
                         !pr->gdin || !pr->gsize || !pr->gxin || !pr->gxin_bytes))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
     if (st == LT_OK) st = exec_order(&pr->deps, pr->r, pr->p->step, order, err);
-    if (st == LT_OK) /* readers of each op's buffers: model-path and activation successors */
+    if (st == LT_OK) /* readers of each op's buffers here: model-path and activation successors */
         for (uint32_t v = 0; v < n; v++) {
             size_t ns;
             const lt_dep *s = lt_deps_succs(&pr->deps, v, &ns);
-            for (size_t k = 0; k < ns; k++) pr->refs[v] += s[k].kind == LT_DEP_PATH || s[k].kind == LT_DEP_ACT;
+            for (size_t k = 0; k < ns; k++)
+                pr->refs[v] += (s[k].kind == LT_DEP_PATH || s[k].kind == LT_DEP_ACT) && local(pr, s[k].op);
         }
+    uint32_t next_local = 0; /* distributed: position in order of the next op of this stage */
     for (size_t i = 0; st == LT_OK && i < n; i++) {
         uint32_t v = order[i];
+        if (!local(pr, v)) continue;
+        if (pr->comm) { /* this op's input; then post the next op's receive, to overlap with this op */
+            st = take_recv(pr, v, err);
+            for (next_local = (uint32_t)i + 1; next_local < n && !local(pr, order[next_local]); next_local++) {}
+            if (st == LT_OK && next_local < n) st = post_recv(pr, order[next_local], err);
+            if (st != LT_OK) break;
+        }
         if (skipped(pr, v)) {
             pr->stats->ops_skipped++;
         } else {
@@ -749,12 +1213,21 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
                                                                   .finish_s = now_s() - pr->t0};
             }
         }
+        if (st == LT_OK && pr->comm) st = send_outputs(pr, v, err);
         size_t np;
         const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
         for (size_t k = 0; st == LT_OK && k < np; k++)
-            if ((p[k].kind == LT_DEP_PATH || p[k].kind == LT_DEP_ACT) && --pr->refs[p[k].op] == 0)
-                release(pr, p[k].op);
-        if (pr->refs[v] == 0) release(pr, v);
+            if ((p[k].kind == LT_DEP_PATH || p[k].kind == LT_DEP_ACT) && pr->refs[p[k].op] > 0 && --pr->refs[p[k].op] == 0)
+                maybe_release(pr, p[k].op);
+        if (st == LT_OK) maybe_release(pr, v);
+        if (st == LT_OK && pr->comm) st = poll_sends(pr, false, err);
+    }
+    if (pr->comm) { /* the last sends complete before the buffers go; receives never taken are dropped */
+        if (st == LT_OK) st = poll_sends(pr, true, err); /* (after an error the job aborts) */
+        for (size_t v = 0; pr->recv_req && v < n; v++) free(pr->recv_req[v]), free(pr->recv_buf[v]);
+        free(pr->recv_req), free(pr->recv_buf), free(pr->recv_bytes), free(pr->sends_of), free(pr->sends);
+        pr->recv_req = NULL, pr->recv_buf = NULL, pr->recv_bytes = NULL, pr->sends_of = NULL, pr->sends = NULL;
+        pr->n_sends = pr->cap_sends = 0;
     }
     for (size_t v = 0; pr->acts && pr->din && pr->x_in && pr->acts_T && pr->gacts && pr->gdin && pr->gsize && pr->gxin &&
                             pr->gxin_bytes && v < n; v++)
@@ -775,8 +1248,26 @@ void lt_exec_stats_free(lt_exec_stats *stats) {
     memset(stats, 0, sizeof *stats);
 }
 
-lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
-                       const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_error *err) {
+/* The pipeline ri of p holds DP rank dp (its first rank, or one of its static CP group). */
+static bool holds(const lt_step_plan *p, size_t ri, int dp) {
+    const lt_rank_plan *r = &p->ranks[ri];
+    return dp >= r->dp_rank && dp < r->dp_rank + (r->cp > 1 ? r->cp : 1);
+}
+
+/* Distributed: the plan's layout against the job's. */
+static lt_status check_layout(const lt_step_plan *p, const lt_comm_layout *l, lt_error *err) {
+    int dp = 0;
+    for (size_t r = 0; r < p->n_ranks; r++) dp += p->ranks[r].cp > 1 ? p->ranks[r].cp : 1;
+    if (dp != l->dp || p->pp != l->pp)
+        return lt_fail(err, LT_ERR_INPUT, NULL, "step %llu was planned for %d DP ranks x %d stages; this job runs %d x %d "
+                       "(parallel.dp, parallel.pp: plan and train with the same layout)",
+                       (unsigned long long)p->step, dp, p->pp, l->dp, l->pp);
+    return LT_OK;
+}
+
+static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
+                           const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_comm *comm,
+                           lt_error *err) {
     memset(stats, 0, sizeof *stats);
     unsigned long long step = (unsigned long long)p->step;
     if (p->n_samples == 0 || p->n_samples > (size_t)INT_MAX)
@@ -797,6 +1288,12 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
             return lt_fail(err, LT_ERR_INPUT, NULL, "step %llu, pipeline %d: %d layers over %d stages, the model has %d "
                            "layers", step, p->ranks[r].dp_rank, p->ranks[r].sched.layers, p->ranks[r].sched.stages,
                            m->shape.layers);
+    const lt_comm_layout *lay = comm ? lt_comm_layout_of(comm) : NULL;
+    if (lay) {
+        lt_status st = check_layout(p, lay, err);
+        if (st == LT_OK) st = lt_comm_barrier(comm, err); /* the step starts together (op times share a zero) */
+        if (st != LT_OK) return st;
+    }
     lt_kvctx kv;
     lt_status st = lt_kvctx_init(&kv, m, &b, true, err);
     if (st != LT_OK) return st;
@@ -804,7 +1301,8 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
     int64_t *f_tokens = calloc(cells, sizeof *f_tokens), *b_tokens = calloc(cells, sizeof *b_tokens);
     if (!f_tokens || !b_tokens) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     pipe_run pr = {.m = m, .p = p, .b = &b, .grads = grads, .kv = &kv, .pool = pool, .f_tokens = f_tokens,
-                   .b_tokens = b_tokens, .stats = stats, .t0 = now_s()};
+                   .b_tokens = b_tokens, .stats = stats, .t0 = now_s(), .comm = comm};
+    if (lay) pr.my_dp = lay->dp_rank, pr.my_stage = lay->stage;
     pr.live_stage = calloc((size_t)p->pp, sizeof(size_t));
     pr.peak_stage = calloc((size_t)p->pp, sizeof(size_t));
     stats->stage_peak_bytes = calloc((size_t)p->pp, sizeof(size_t));
@@ -812,6 +1310,7 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
     if (st == LT_OK && (!pr.live_stage || !pr.peak_stage || !stats->stage_peak_bytes))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (size_t r = 0; st == LT_OK && r < p->n_ranks; r++) {
+        if (lay && !holds(p, r, lay->dp_rank)) continue;
         pr.ri = r, pr.r = &p->ranks[r], pr.live = pr.peak = 0;
         memset(pr.live_stage, 0, (size_t)p->pp * sizeof(size_t));
         memset(pr.peak_stage, 0, (size_t)p->pp * sizeof(size_t));
@@ -821,6 +1320,19 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
             if (pr.peak_stage[g] > stats->stage_peak_bytes[g]) stats->stage_peak_bytes[g] = pr.peak_stage[g];
     }
     free(pr.live_stage), free(pr.peak_stage);
+    if (lay && st == LT_OK) { /* the step's totals over every rank */
+        double *peaks = calloc((size_t)p->pp + 1, sizeof *peaks);
+        if (!peaks) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        for (int g = 0; peaks && g < p->pp; g++) peaks[g] = (double)stats->stage_peak_bytes[g];
+        if (peaks) peaks[p->pp] = (double)stats->act_bytes_peak;
+        if (st == LT_OK) st = lt_comm_allreduce(comm, LT_COMM_WORLD, peaks, (size_t)p->pp + 1, LT_COMM_F64, true, err);
+        for (int g = 0; st == LT_OK && g < p->pp; g++) stats->stage_peak_bytes[g] = (size_t)peaks[g];
+        if (st == LT_OK) stats->act_bytes_peak = (size_t)peaks[p->pp];
+        free(peaks);
+        if (st == LT_OK) st = lt_comm_allreduce(comm, LT_COMM_WORLD, f_tokens, cells, LT_COMM_I64, false, err);
+        if (st == LT_OK) st = lt_comm_allreduce(comm, LT_COMM_WORLD, b_tokens, cells, LT_COMM_I64, false, err);
+        if (st == LT_OK) st = lt_comm_allreduce(comm, LT_COMM_WORLD, &stats->loss_sum, 1, LT_COMM_F64, false, err);
+    }
     /* every token once forward and once backward on every stage (DESIGN.md "Lossless") */
     for (size_t c = 0; st == LT_OK && c < cells; c++) {
         size_t i = c % p->n_samples;
@@ -836,4 +1348,15 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
     free(f_tokens), free(b_tokens);
     lt_kvctx_free(&kv);
     return st;
+}
+
+lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
+                       const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_error *err) {
+    return exec_step(m, p, samples, grads, stats, pool, NULL, err);
+}
+
+lt_status lt_exec_step_rank(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
+                            const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_comm *comm,
+                            lt_error *err) {
+    return exec_step(m, p, samples, grads, stats, pool, comm, err);
 }

@@ -51,6 +51,7 @@
 #include "lib/threadpool.h" /* lt_pool */
 #include "plans/plan.h"     /* lt_step_plan */
 #include "plans/store.h"    /* lt_measured_op */
+#include "train/comm.h"     /* lt_comm */
 #include "train/model.h"    /* lt_llama, lt_train_sample, lt_llama_views */
 
 /* What a step executed, for checks and progress lines. */
@@ -88,5 +89,21 @@ void lt_exec_stats_free(lt_exec_stats *stats);
  */
 lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
                        const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_error *err);
+
+/*
+ * The distributed engine's step: this process is rank (dp_rank, stage) of comm's layout
+ * (train/comm.h) and runs only the ops of its stage in the pipeline that holds its DP rank
+ * (for a DP-Merge or static context-parallel group: its own member's shards), in the same
+ * order as lt_exec_step. Inputs from the neighbouring stages arrive as point-to-point
+ * transfers (the receive of the next op posted before the current op runs), outputs leave
+ * as non-blocking sends; a group's K/V and dK/dV go round its members' ring per layer
+ * (lt_cp_hooks). Its gradients (this stage's parameters, this pipeline's samples) are added
+ * into grads; the DP reduction is the caller's (train/dist.h). stats: loss_sum, the token
+ * checks, stage_peak_bytes and act_bytes_peak are totals over every rank (all ranks call
+ * this for the same step); op_times are this rank's. The plan's DP x PP must be the job's.
+ */
+lt_status lt_exec_step_rank(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
+                            const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_comm *comm,
+                            lt_error *err);
 
 #endif /* LT_TRAIN_EXEC_H */

@@ -14,12 +14,15 @@ lt_status lt_kvctx_init(lt_kvctx *c, const lt_llama *m, const lt_batch *b, bool 
     c->layers = m->shape.layers;
     c->kvd = m->shape.kv_heads * m->head_dim;
     c->with_grad = with_grad;
+    c->l0 = 0, c->l1 = c->layers;
     c->n_samples = b->n_samples;
     c->s = calloc((size_t)(b->n_samples > 0 ? b->n_samples : 1), sizeof *c->s);
     if (!c->s) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the KV context of %d samples", b->n_samples);
     for (int i = 0; i < b->n_samples; i++) c->s[i].len = b->samples[i].len;
     return LT_OK;
 }
+
+void lt_kvctx_set_layers(lt_kvctx *c, int l0, int l1) { c->l0 = l0, c->l1 = l1; }
 
 lt_status lt_kvctx_reserve(lt_kvctx *c, int sample, lt_error *err) {
     if (sample < 0 || sample >= c->n_samples)
@@ -28,7 +31,7 @@ lt_status lt_kvctx_reserve(lt_kvctx *c, int sample, lt_error *err) {
     if (s->block) return LT_OK;
     size_t per = (size_t)s->len * (size_t)c->kvd;
     size_t arrays = c->with_grad ? 4 : 2;
-    s->block = calloc(per * arrays * (size_t)c->layers, sizeof(float));
+    s->block = calloc(per * arrays * (size_t)(c->l1 - c->l0), sizeof(float));
     float **ptrs = calloc((size_t)c->layers * 4, sizeof *ptrs);
     if (!s->block || !ptrs) {
         free(s->block);
@@ -41,8 +44,8 @@ lt_status lt_kvctx_reserve(lt_kvctx *c, int sample, lt_error *err) {
     s->v = ptrs + c->layers;
     s->dk = ptrs + 2 * c->layers;
     s->dv = ptrs + 3 * c->layers;
-    for (int l = 0; l < c->layers; l++) {
-        float *base = s->block + (size_t)l * arrays * per;
+    for (int l = c->l0; l < c->l1; l++) {
+        float *base = s->block + (size_t)(l - c->l0) * arrays * per;
         s->k[l] = base;
         s->v[l] = base + per;
         s->dk[l] = c->with_grad ? base + 2 * per : NULL;
@@ -58,7 +61,7 @@ void lt_kvctx_zero_grad(lt_kvctx *c) {
         lt_kv_sample *s = &c->s[i];
         if (!s->block) continue;
         layer_floats = (size_t)s->len * (size_t)c->kvd;
-        for (int l = 0; l < c->layers; l++) {
+        for (int l = c->l0; l < c->l1; l++) {
             memset(s->dk[l], 0, layer_floats * sizeof(float));
             memset(s->dv[l], 0, layer_floats * sizeof(float));
         }
@@ -79,6 +82,6 @@ size_t lt_kvctx_bytes(const lt_kvctx *c) {
     size_t bytes = 0;
     for (int i = 0; i < c->n_samples; i++)
         if (c->s[i].block)
-            bytes += (size_t)c->s[i].len * (size_t)c->kvd * (c->with_grad ? 4u : 2u) * (size_t)c->layers * sizeof(float);
+            bytes += (size_t)c->s[i].len * (size_t)c->kvd * (c->with_grad ? 4u : 2u) * (size_t)(c->l1 - c->l0) * sizeof(float);
     return bytes;
 }

@@ -153,12 +153,16 @@ typedef struct lt_kv_sample {
 
 typedef struct lt_kvctx {
     int layers, kvd;
+    int l0, l1;      /* the layers buffers are allocated for (lt_kvctx_init: all; a pipeline
+                        stage narrows it with lt_kvctx_set_layers before the first reserve) */
     int n_samples;
     lt_kv_sample *s; /* [n_samples] */
     bool with_grad;  /* dk/dv allocated too */
 } lt_kvctx;
 
 lt_status lt_kvctx_init(lt_kvctx *c, const lt_llama *m, const lt_batch *b, bool with_grad, lt_error *err);
+/* Allocate only layers [l0, l1) (a stage's); the others' pointers stay NULL. */
+void lt_kvctx_set_layers(lt_kvctx *c, int l0, int l1);
 /* Make sure sample i's buffers exist (zeroed). */
 lt_status lt_kvctx_reserve(lt_kvctx *c, int sample, lt_error *err);
 /* Zero every gradient buffer (start of a step's backward), keep allocations. */
@@ -213,6 +217,15 @@ void lt_acts_free(lt_acts *a);
  * hold the same token at the same position (LT_ERR_INTERNAL otherwise, as for a bad range). */
 lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, const lt_llama *m, lt_error *err);
 
+/* The same row as floats, for moving it between processes (a context-parallel group's
+ * regrouped backward, train/exec.c): lt_acts_row_floats floats per row of a [l0, l1)
+ * set (with the head's dnf_in when `head`); pack row `row` of a into buf, or unpack buf
+ * into row `row` of a (whose dnf_in decides `head`). ids, pos and targets are not moved:
+ * the receiving set was allocated for the same tokens. */
+size_t lt_acts_row_floats(const lt_llama *m, int l0, int l1, bool head);
+lt_status lt_acts_pack_row(const lt_acts *a, int row, const lt_llama *m, bool head, float *buf, lt_error *err);
+lt_status lt_acts_unpack_row(lt_acts *a, int row, const lt_llama *m, const float *buf, lt_error *err);
+
 /* ---------------------------------------------------------------- forward / backward */
 
 /* Which part of the model a call runs: layers [l0, l1); `embed` when the stage holds the
@@ -261,12 +274,32 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
  * a hold one entry per member; the loss is the members' sum. With G = 1 these are exactly
  * lt_llama_forward / lt_llama_backward (which call them).
  */
+/*
+ * A group spread over processes (the distributed engine, train/exec.c over train/comm.h):
+ * each process runs its own members (often one, or none when its shard is empty: G = 0 is
+ * allowed then) and the hooks exchange the rest with the other processes, per layer:
+ *   kv_ready(l)   forward, after the local members' K/V rows of layer l are in the context
+ *                 and before any attention reads it: bring in the other members' rows;
+ *   dkv_begin(l)  backward, before the local members' attention backward of layer l;
+ *   dkv_ready(l)  backward, after it and before the local members read their own rows'
+ *                 dK/dV: make the context's dK/dV the sum over every member.
+ * NULL hooks: every member is local (the one-process executor).
+ */
+typedef struct lt_cp_hooks {
+    void *ctx;
+    lt_status (*kv_ready)(void *ctx, int layer, lt_error *err);
+    lt_status (*dkv_begin)(void *ctx, int layer, lt_error *err);
+    lt_status (*dkv_ready)(void *ctx, int layer, lt_error *err);
+} lt_cp_hooks;
+
 lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                                  int G, const float *const *in, lt_kvctx *kv, lt_acts *a,
-                                 const lt_llama_views *grads, double *loss_sum, lt_pool *pool, lt_error *err);
+                                 const lt_llama_views *grads, const lt_cp_hooks *hooks, double *loss_sum,
+                                 lt_pool *pool, lt_error *err);
 lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                                   int G, const float *const *dout, lt_kvctx *kv, lt_acts *a,
-                                  const lt_llama_views *grads, float *const *din, lt_pool *pool, lt_error *err);
+                                  const lt_llama_views *grads, const lt_cp_hooks *hooks, float *const *din,
+                                  lt_pool *pool, lt_error *err);
 
 /* Convenience for tests, eval and the --whole trainer: forward (and with grads != NULL,
  * backward) of a whole batch split into units, through all layers in one process: forward

@@ -116,6 +116,11 @@ static void adamw_range(float *p, const float *g, float *m, float *v, size_t n, 
 
 void lt_adamw_step(lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
                    const lt_optim_config *oc) {
+    lt_adamw_step_tensors(o, m, params, grads, lr, oc, NULL);
+}
+
+void lt_adamw_step_tensors(lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
+                           const lt_optim_config *oc, const bool *mine) {
     o->t++;
     double bc1 = 1.0 - pow(oc->beta1, (double)o->t);
     double bc2 = 1.0 - pow(oc->beta2, (double)o->t);
@@ -125,6 +130,7 @@ void lt_adamw_step(lt_adamw *o, const lt_llama *m, float *params, const float *g
     float neg_step = (float)(-(lr / bc1));
     float decay_on = (float)(1.0 - lr * oc->weight_decay);
     for (int i = 0; i < m->n_tensors; i++) {
+        if (mine && !mine[i]) continue;
         const lt_tensor_info *t = &m->tensors[i];
         size_t off = t->offset, n = (size_t)t->rows * (size_t)t->cols;
         float decay = t->rows > 1 ? decay_on : 1.0f; /* no decay of norm weights */

@@ -32,6 +32,7 @@
 #ifndef LT_TRAIN_OPTIM_H
 #define LT_TRAIN_OPTIM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,5 +84,9 @@ double lt_clip_grads(float *g, size_t n, double max_norm);
  * Weight decay applies to tensors with rows > 1 only (m->tensors). */
 void lt_adamw_step(lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
                    const lt_optim_config *oc);
+/* The same for the tensors i with mine[i] only (a pipeline stage's; NULL = all): the
+ * elements of the others are untouched, t is incremented once. */
+void lt_adamw_step_tensors(lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
+                           const lt_optim_config *oc, const bool *mine);
 
 #endif /* LT_TRAIN_OPTIM_H */

@@ -139,6 +139,61 @@ lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow,
     return LT_OK;
 }
 
+/* Row `row` of a's per-layer arrays, out, and (head) dnf_in to / from buf, in the order of
+ * lt_acts_copy_row. */
+static void row_io(lt_acts *a, int row, const lt_llama *m, bool head, float *buf, bool pack) {
+    dims d = dims_of(m, 1);
+    struct { float *base; int w; } f[14];
+    int n = 0;
+    float *p = buf;
+    for (int l = 0; l < a->l1 - a->l0; l++) {
+        lt_layer_acts *L = &a->layer[l];
+        n = 0;
+        f[n].base = L->x, f[n++].w = d.C;
+        f[n].base = L->n1, f[n++].w = d.C;
+        f[n].base = L->rstd1, f[n++].w = 1;
+        f[n].base = L->q, f[n++].w = d.qd;
+        f[n].base = L->att, f[n++].w = d.qd;
+        f[n].base = L->lse, f[n++].w = d.nh;
+        f[n].base = L->x2, f[n++].w = d.C;
+        f[n].base = L->n2, f[n++].w = d.C;
+        f[n].base = L->rstd2, f[n++].w = 1;
+        f[n].base = L->gate, f[n++].w = d.F;
+        f[n].base = L->up, f[n++].w = d.F;
+        f[n].base = L->act, f[n++].w = d.F;
+        for (int i = 0; i < n; i++, p += f[i - 1].w) {
+            float *r = f[i].base + (size_t)row * (size_t)f[i].w;
+            if (pack) memcpy(p, r, (size_t)f[i].w * sizeof(float));
+            else memcpy(r, p, (size_t)f[i].w * sizeof(float));
+        }
+    }
+    float *tail[2] = {a->out, head ? a->dnf_in : NULL};
+    for (int i = 0; i < 2 && tail[i]; i++, p += d.C) {
+        float *r = tail[i] + (size_t)row * (size_t)d.C;
+        if (pack) memcpy(p, r, (size_t)d.C * sizeof(float));
+        else memcpy(r, p, (size_t)d.C * sizeof(float));
+    }
+}
+
+size_t lt_acts_row_floats(const lt_llama *m, int l0, int l1, bool head) {
+    dims d = dims_of(m, 1);
+    return (size_t)(l1 - l0) * layer_floats(&d) + (size_t)d.C * (head ? 2u : 1u);
+}
+
+lt_status lt_acts_pack_row(const lt_acts *a, int row, const lt_llama *m, bool head, float *buf, lt_error *err) {
+    if (row < 0 || row >= a->T || (head && !a->dnf_in))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "packing row %d of a %d-row activation set", row, a->T);
+    row_io((lt_acts *)a, row, m, head, buf, true);
+    return LT_OK;
+}
+
+lt_status lt_acts_unpack_row(lt_acts *a, int row, const lt_llama *m, const float *buf, lt_error *err) {
+    if (row < 0 || row >= a->T)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "unpacking into row %d of a %d-row activation set", row, a->T);
+    row_io(a, row, m, a->dnf_in != NULL, (float *)buf, false);
+    return LT_OK;
+}
+
 void lt_acts_free(lt_acts *a) {
     if (!a) return;
     free(a->buf);
@@ -278,9 +333,10 @@ static void layer_post_forward(const lt_llama *m, const lt_train_unit *u, lt_kvc
 
 lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                                  int G, const float *const *in, lt_kvctx *kv, lt_acts *a,
-                                 const lt_llama_views *grads, double *loss_sum, lt_pool *pool, lt_error *err) {
+                                 const lt_llama_views *grads, const lt_cp_hooks *hooks, double *loss_sum,
+                                 lt_pool *pool, lt_error *err) {
     (void)b; /* the units' tokens were gathered by lt_acts_alloc */
-    if (G < 1) return lt_fail(err, LT_ERR_INTERNAL, NULL, "a group of %d units", G);
+    if (G < (hooks ? 0 : 1)) return lt_fail(err, LT_ERR_INTERNAL, NULL, "a group of %d units", G);
     for (int g = 0; g < G; g++) {
         if (a[g].l0 != pass->l0 || a[g].l1 != pass->l1 || (pass->head && !a[g].dnf_in))
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "activations were allocated for another pass");
@@ -292,7 +348,7 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
     if (pass->head && pass->loss_scale > 0 && !grads)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "a head with a loss gradient needs gradient buffers");
     fwd_scratch *s = calloc((size_t)G, sizeof *s);
-    lt_status st = s ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    lt_status st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int g = 0; st == LT_OK && g < G; g++) {
         dims d = dims_of(m, a[g].T);
         size_t TK = (size_t)d.T * d.kvd, TC = (size_t)d.T * d.C;
@@ -312,6 +368,7 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
      * (context parallelism's K/V exchange, Megatron-LM CP / ring attention, in one process) */
     for (int l = pass->l0; st == LT_OK && l < pass->l1; l++) {
         for (int g = 0; g < G; g++) layer_pre_forward(m, &u[g], kv, &a[g], l, &s[g], pool);
+        if (hooks && (st = hooks->kv_ready(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; g < G; g++) layer_post_forward(m, &u[g], kv, &a[g], l, &s[g], pool);
     }
     for (int g = 0; s && g < G; g++) free(s[g].kbuf), free(s[g].vbuf), free(s[g].tmp), free(s[g].segs);
@@ -328,11 +385,11 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
 lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                            const float *in, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
                            double *loss_sum, float *logits_out, lt_pool *pool, lt_error *err) {
-    if (!logits_out) return lt_llama_forward_group(m, pass, b, u, 1, &in, kv, a, grads, loss_sum, pool, err);
+    if (!logits_out) return lt_llama_forward_group(m, pass, b, u, 1, &in, kv, a, grads, NULL, loss_sum, pool, err);
     /* the logits wanted: the layers as a group of one, then the head with them */
     lt_pass layers = *pass;
     layers.head = false;
-    lt_status st = lt_llama_forward_group(m, &layers, b, u, 1, &in, kv, a, grads, NULL, pool, err);
+    lt_status st = lt_llama_forward_group(m, &layers, b, u, 1, &in, kv, a, grads, NULL, NULL, pool, err);
     if (st == LT_OK && pass->head) {
         if (!a->dnf_in) return lt_fail(err, LT_ERR_INTERNAL, NULL, "activations were allocated for another pass");
         if (pass->loss_scale > 0 && !grads)
@@ -400,9 +457,10 @@ static void layer_pre_backward(const lt_llama *m, const lt_train_unit *u, lt_kvc
 
 lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                                   int G, const float *const *dout, lt_kvctx *kv, lt_acts *a,
-                                  const lt_llama_views *grads, float *const *din, lt_pool *pool, lt_error *err) {
+                                  const lt_llama_views *grads, const lt_cp_hooks *hooks, float *const *din,
+                                  lt_pool *pool, lt_error *err) {
     (void)b;
-    if (G < 1) return lt_fail(err, LT_ERR_INTERNAL, NULL, "a group of %d units", G);
+    if (G < (hooks ? 0 : 1)) return lt_fail(err, LT_ERR_INTERNAL, NULL, "a group of %d units", G);
     if (pass->head && !(pass->loss_scale > 0))
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward through a head that ran without a loss gradient");
     if (!kv->with_grad) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward needs a KV context with gradients");
@@ -412,7 +470,7 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a pass without embedding needs din");
     }
     bwd_scratch *s = calloc((size_t)G, sizeof *s);
-    lt_status st = s ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    lt_status st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int g = 0; st == LT_OK && g < G; g++) {
         dims d = dims_of(m, a[g].T);
         size_t TC = (size_t)d.T * d.C, TQ = (size_t)d.T * d.qd, TF = (size_t)d.T * d.F, TK = (size_t)d.T * d.kvd;
@@ -431,7 +489,9 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
     /* per layer in lockstep, the forward's mirror: every member's attention backward before
      * any member reads its own K/V rows' gradients */
     for (int l = pass->l1 - 1; st == LT_OK && l >= pass->l0; l--) {
+        if (hooks && (st = hooks->dkv_begin(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; g < G; g++) layer_post_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool);
+        if (hooks && (st = hooks->dkv_ready(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; g < G; g++) layer_pre_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool);
     }
     for (int g = 0; st == LT_OK && g < G; g++) {
@@ -449,7 +509,7 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
                             const float *dout, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
                             float *din, lt_pool *pool, lt_error *err) {
     if (!pass->head && !dout) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a non-head pass needs dout");
-    return lt_llama_backward_group(m, pass, b, u, 1, &dout, kv, a, grads, &din, pool, err);
+    return lt_llama_backward_group(m, pass, b, u, 1, &dout, kv, a, grads, NULL, &din, pool, err);
 }
 
 lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_train_unit *units, int n_units,

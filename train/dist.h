@@ -1,0 +1,67 @@
+/*
+ * train/dist.h — what the distributed engine does around a step (DESIGN.md "Trainer
+ * engine", "at the end of the step"): which parameters a stage owns, the DP reduction of
+ * their gradients (bucketed non-blocking all-reduces), the tied embedding's sum between the
+ * first and the last stage, the global gradient norm and clipping, the AdamW update of the
+ * owned tensors, and gathering tensors to rank 0 (the oracle, checkpoints' manifests).
+ *
+ * Every process holds the whole parameter buffer (the tensor table's layout, train/model.h)
+ * but reads and updates only its stage's tensors: the layers its plan ops run, the
+ * embedding on the first stage, the final norm and LM head on the last; a tied embedding
+ * lives on both ends, updated identically from the same summed gradient (Megatron's
+ * embedding group). Tensors a stage does not own are stale there and never read.
+ *
+ * Thread-safety: one thread per process (train/comm.h).
+ */
+#ifndef LT_TRAIN_DIST_H
+#define LT_TRAIN_DIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "lib/error.h"   /* lt_status, lt_error */
+#include "plans/plan.h"  /* lt_step_plan */
+#include "train/comm.h"  /* lt_comm */
+#include "train/model.h" /* lt_llama */
+#include "train/optim.h" /* lt_adamw, lt_optim_config */
+
+typedef struct lt_dist {
+    lt_comm *comm;
+    int stage, pp, dp_rank, dp;
+    int l0, l1;           /* this stage's layers [l0, l1) */
+    int n_tensors;
+    bool *mine;           /* [n_tensors] the tensors this stage owns (updates) */
+    bool *counted;        /* [n_tensors] owned and counted in the global norm here (a tied
+                             embedding on the first stage only) */
+    size_t bucket_floats; /* all-reduce bucket size */
+} lt_dist;
+
+/* The ownership of this rank's stage from plan p (the layers of its ops on that stage in
+ * every pipeline: they must agree). Errors: LT_ERR_INPUT naming the step and stage when the
+ * pipelines split the layers differently, LT_ERR_NOMEM. */
+lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
+                       lt_error *err);
+/* LT_OK when plan p gives this stage the layers it owns (a later step must not move layers
+ * between stages); else LT_ERR_INPUT naming the step. */
+lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *err);
+void lt_dist_free(lt_dist *d); /* NULL-safe; zeroed */
+
+/* Sum the owned tensors' gradients over the DP ranks (buckets of bucket_floats, all posted,
+ * then waited), then the tied embedding over the first and last stage. */
+lt_status lt_dist_reduce_grads(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err);
+
+/* The global L2 norm of the gradients (every owned tensor once, summed over the stages) and
+ * torch's clip_grad_norm_ with max_norm (<= 0: only measure) on the owned tensors. */
+lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
+                       lt_error *err);
+
+/* One AdamW step of the owned tensors (lt_adamw_step_tensors). */
+void lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
+                   const lt_optim_config *oc);
+
+/* Rank 0 receives into buf the owned tensors of every stage from its DP rank 0 (the
+ * tensors of buf a stage owns are overwritten; with pp = 1, rank 0 owns all). Collective:
+ * every rank calls it with its own buffer. */
+lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, float *buf, lt_error *err);
+
+#endif /* LT_TRAIN_DIST_H */
