@@ -16,6 +16,8 @@
 int init_command(lt_cli_ctx *ctx);   /* trainer init --out CKPT */
 int export_command(lt_cli_ctx *ctx); /* trainer export CKPT --hf DIR */
 int import_command(lt_cli_ctx *ctx); /* trainer import --hf DIR --out CKPT */
+/* trainer calibrate --out FILE.ini: a hardware profile of this machine (train/cmd_calibrate.c) */
+int calibrate_command(lt_cli_ctx *ctx);
 
 /* The seed of parameter initialization and of the training stream: train.seed, else
  * plan.seed (which has a default). */

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "kernels/gpu.h"     /* lt_gpu_built, lt_gpu_device_count, lt_gpu_device_info */
-#include "train/cmd.h"      /* init_command, export_command, import_command */
+#include "train/cmd.h"      /* init_command, export_command, import_command, calibrate_command */
 #include "train/commands.h" /* eval_command, generate_command, train_command */
 
 /* `trainer devices`: which GPU path this build has and which devices it sees. */
@@ -80,6 +80,24 @@ static const lt_cli_command commands[] = {
      "and a summary (step=S strategy=... loss=L ref_loss=R loss_diff=D max_rel_err=E worst=NAME ...);\n"
      "last line: max_rel_err=E steps=N. Exit 1 when E > train.check_tolerance (default 1e-4).\n",
      check_command},
+    {"calibrate",
+     "--config FILE [--set K=V]... (--out FILE.ini | --check PROFILE) [--tokens LIST] [--repeat N] [--mem-gib G]\n"
+     "    [--ranks-per-node N]",
+     "measure this CPU and write a hardware profile the cost model reproduces",
+     "Times, for each token count T (--tokens 64,128,4K; default 64, 128, ... 8192 while the run\n"
+     "stays near a minute), one transformer layer of the config's [model] forward + backward on a\n"
+     "causal sample of T tokens, and the attention core alone (median of --repeat N runs, default\n"
+     "5, on train.threads threads); the GEMM part is the layer less the attention. Writes --out\n"
+     "FILE.ini, a profile for plan.hardware: peak_bf16_tflops = the best fp32 rate measured (so\n"
+     "fractions stay <= 1), one point per T on each efficiency curve such that the cost model's\n"
+     "F + B of that layer takes the measured time, act_bytes = 4 (fp32), hbm_gib = the RAM (or\n"
+     "--mem-gib G), hbm_gbps = a measured copy, gpus_per_node = --ranks-per-node N (default 1), P2P\n"
+     "from an MPI ping-pong of ranks 0 and 1 under mpirun -n 2, else a memcpy in one process (the\n"
+     "inter-node values repeat the intra-node ones, marked not measured). The file is loaded back\n"
+     "and priced; per T: tokens=T layer_ms=M attention_ms=A gemm_ms=G predicted_ms=P ... rel_err=E,\n"
+     "then bytes_per_token (trainer vs cost model), last line: max_rel_err=E points=N.\n"
+     "--check PROFILE prices the measurements with an existing profile instead (nothing written).\n",
+     calibrate_command},
 };
 
 const lt_cli_program trainer_program = {
