@@ -227,6 +227,8 @@ static const char *name_of(const char *stored) {
     return p ? p->name : "custom";
 }
 
+const char *lt_ckpt_model_name(const char *stored) { return name_of(stored); }
+
 /* Open `path`, read and check the header (everything but the payload). *fp_out (when
  * non-NULL) is left open just after the header. */
 static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_error *err) {
@@ -385,6 +387,7 @@ fail:
 }
 
 lt_status lt_ckpt_peek(const char *path, lt_ckpt_info *info, lt_error *err) {
+    if (lt_ckpt_is_dist(path)) return lt_ckpt_dist_peek(path, info, err);
     header hd;
     lt_status st = read_header(path, &hd, NULL, err);
     if (st == LT_OK) *info = hd.info;
@@ -410,6 +413,7 @@ static lt_status check_finite(const char *path, const lt_llama *m, lt_error *err
 }
 
 lt_status lt_ckpt_read(const char *path, lt_llama *m, lt_adamw *opt, lt_ckpt_state *st_out, lt_error *err) {
+    if (lt_ckpt_is_dist(path)) return lt_ckpt_dist_read(path, m, opt, st_out, err);
     memset(m, 0, sizeof *m);
     if (opt) memset(opt, 0, sizeof *opt);
     header hd;
@@ -517,12 +521,12 @@ char *lt_ckpt_path(const char *dir, int64_t step) {
     return p;
 }
 
-/* The step of a checkpoint file name "ckpt-DIGITS.bin", or -1. */
+/* The step of a checkpoint name "ckpt-DIGITS.bin" (a file) or "ckpt-DIGITS.d" (parts), or -1. */
 static int64_t step_of_name(const char *name) {
     if (strncmp(name, "ckpt-", 5) != 0) return -1;
     const char *d = name + 5;
     size_t nd = strspn(d, "0123456789");
-    if (nd == 0 || nd > 18 || strcmp(d + nd, ".bin") != 0) return -1;
+    if (nd == 0 || nd > 18 || (strcmp(d + nd, ".bin") != 0 && strcmp(d + nd, ".d") != 0)) return -1;
     int64_t v = 0;
     for (size_t i = 0; i < nd; i++) v = v * 10 + (d[i] - '0');
     return v;
@@ -531,10 +535,14 @@ static int64_t step_of_name(const char *name) {
 typedef struct ckpt_entry {
     int64_t step;
     char *name;
+    bool incomplete; /* parts without their manifest: never read, pruned */
 } ckpt_entry;
+
+static char *join(const char *dir, const char *name);
 
 static int by_step_desc(const void *a, const void *b) {
     const ckpt_entry *x = a, *y = b;
+    if (x->incomplete != y->incomplete) return x->incomplete ? 1 : -1; /* complete ones first */
     return x->step < y->step ? 1 : x->step > y->step ? -1 : strcmp(x->name, y->name);
 }
 
@@ -567,6 +575,13 @@ static lt_status list_ckpts(const char *dir, ckpt_entry **out, size_t *n_out, lt
         e[n].step = step;
         e[n].name = strdup(de->d_name);
         if (!e[n].name) goto nomem;
+        e[n].incomplete = false;
+        if (strstr(e[n].name, ".d")) {
+            char *p = join(dir, e[n].name);
+            if (!p) goto nomem;
+            e[n].incomplete = !lt_ckpt_dist_complete(p);
+            free(p);
+        }
         n++;
     }
     closedir(d);
@@ -592,7 +607,10 @@ lt_status lt_ckpt_latest(const char *dir, char **path_out, lt_error *err) {
     ckpt_entry *e;
     size_t n;
     lt_status st = list_ckpts(dir, &e, &n, err);
-    if (st != LT_OK || n == 0) return st;
+    if (st != LT_OK || n == 0 || e[0].incomplete) {
+        if (st == LT_OK) free_entries(e, n);
+        return st;
+    }
     *path_out = join(dir, e[0].name);
     free_entries(e, n);
     if (!*path_out) return lt_fail(err, LT_ERR_NOMEM, dir, "out of memory");
@@ -608,7 +626,20 @@ lt_status lt_ckpt_prune(const char *dir, int keep, lt_error *err) {
     bool removed = false;
     for (size_t i = (size_t)keep; i < n && st == LT_OK; i++) {
         char *p = join(dir, e[i].name);
-        if (!p) {
+        if (p && lt_ckpt_is_dist(p)) { /* parts: the directory's files, then the directory */
+            DIR *d = opendir(p);
+            struct dirent *de;
+            while (d && (de = readdir(d)) != NULL) {
+                if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2]))) continue;
+                char *f = join(p, de->d_name);
+                if (f) unlink(f);
+                free(f);
+            }
+            if (d) closedir(d);
+            if (rmdir(p) != 0 && errno != ENOENT)
+                st = lt_fail(err, LT_ERR_IO, p, "cannot delete an old checkpoint: %s", strerror(errno));
+            else removed = true;
+        } else if (!p) {
             st = lt_fail(err, LT_ERR_NOMEM, dir, "out of memory");
         } else if (unlink(p) != 0 && errno != ENOENT) {
             st = lt_fail(err, LT_ERR_IO, p, "cannot delete an old checkpoint: %s", strerror(errno));

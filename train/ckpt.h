@@ -45,6 +45,7 @@
 #ifndef LT_TRAIN_CKPT_H
 #define LT_TRAIN_CKPT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "lib/error.h"   /* lt_status, lt_error */
@@ -104,5 +105,29 @@ lt_status lt_ckpt_latest(const char *dir, char **path_out, lt_error *err);
 
 /* Delete all but the newest `keep` (>= 1) checkpoints of DIR. Errors: LT_ERR_IO. */
 lt_status lt_ckpt_prune(const char *dir, int keep, lt_error *err);
+
+/* ---------------------------------------------------------------- checkpoints in parts
+ * The distributed engine writes DIR/ckpt-NNNNNNNN.d/: one part per pipeline stage
+ * (stage-S.bin, its tensors' parameters and moments, written by the stage's DP rank 0) and
+ * manifest.txt, written by rank 0 once every part is on disk: it names the parts with
+ * their sizes and checksums, the model's dimensions and the training state. Without a
+ * complete manifest the directory is not a checkpoint (lt_ckpt_latest skips it,
+ * lt_ckpt_prune removes it). lt_ckpt_read and lt_ckpt_peek take such a directory as they
+ * take a file, and assemble the whole model from every part: any layout, or one process,
+ * resumes from it (train/ckpt_dist.c has the byte layout). */
+
+struct lt_dist; /* train/dist.h */
+/* Collective (every rank): write the checkpoint of st->step in parts under dir. */
+lt_status lt_ckpt_dist_write(const struct lt_dist *d, const char *dir, const lt_llama *m, const lt_adamw *opt,
+                             const lt_ckpt_state *st, lt_error *err);
+/* "DIR/ckpt-%08lld.d" (malloc'd). */
+char *lt_ckpt_dist_path(const char *dir, int64_t step);
+/* A directory (a checkpoint in parts, complete or not)? With a manifest? */
+bool lt_ckpt_is_dist(const char *path);
+bool lt_ckpt_dist_complete(const char *path);
+lt_status lt_ckpt_dist_read(const char *path, lt_llama *m, lt_adamw *opt, lt_ckpt_state *st, lt_error *err);
+lt_status lt_ckpt_dist_peek(const char *path, lt_ckpt_info *info, lt_error *err);
+/* The static name of preset `stored`, or "custom". */
+const char *lt_ckpt_model_name(const char *stored);
 
 #endif /* LT_TRAIN_CKPT_H */

@@ -17,8 +17,21 @@
  * is the position in the stored steps, and each step appends one JSON object to
  * OUT/metrics.jsonl; OUT/loss.svg (the loss curve) is rewritten at every checkpoint and at
  * the end.
+ *
+ * Under a launcher (mpirun, srun --mpi=pmix; train/comm.h) --db runs as one rank of the
+ * distributed engine: this process executes the ops of its stage of its DP rank's pipeline
+ * (lt_exec_step_rank), the gradients are summed over the DP ranks (train/dist.h), the
+ * global norm clipped and each stage's tensors updated; rank 0 prints, keeps the metrics
+ * and writes the measured times; checkpoints are written in parts, one per stage, with a
+ * manifest last (train/ckpt.h).
+ *
+ * SIGUSR2 (Slurm's warning before preemption: sbatch --signal=B:USR2@T, scancel --signal)
+ * finishes the step under way, writes a checkpoint and exits with status 75 (EX_TEMPFAIL),
+ * which jobctl turns into a requeue; --resume continues from it. Distributed, the ranks
+ * agree on the signal after each step (an all-reduce), so they stop at the same step.
  */
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +45,7 @@
 #include "train/commands.h" /* train_command, lt_cmd_* */
 #include "train/cmd.h"      /* lt_cmd_model_shape */
 #include "train/cpu.h"      /* lt_cpu_init */
+#include "train/dist.h"     /* lt_dist_* */
 #include "train/docs.h"     /* lt_docs_* */
 #include "train/exec.h"     /* lt_exec_step */
 #include "train/metrics.h"  /* lt_metrics_append, lt_metrics_svg */
@@ -138,6 +152,8 @@ typedef struct step_result {
 typedef struct train_loop {
     const lt_llama *m;
     lt_llama_views *g; /* gradient views */
+    float *grads;      /* ... of this buffer */
+    double bucket_mb;  /* train.bucket_mb */
     lt_pool *pool;
     lt_docs *docs;
     int64_t batch_docs;
@@ -152,7 +168,20 @@ typedef struct train_loop {
     const char *db_path;
     uint64_t *steps; /* stored step numbers, in order */
     size_t n_steps;
+    /* distributed (--db under a launcher) */
+    lt_comm *comm;
+    lt_dist dist;
+    bool dist_ready, rank0;
 } train_loop;
+
+/* The exit status of a run stopped by SIGUSR2 after its checkpoint (EX_TEMPFAIL): jobctl
+ * requeues the job. */
+#define PREEMPTED_EXIT 75
+static volatile sig_atomic_t preempt_signal;
+static void on_usr2(int sig) {
+    (void)sig;
+    preempt_signal = 1;
+}
 
 static void batch_clear(train_loop *b) {
     for (int i = 0; i < b->n; i++) free(b->tokens[i]);
@@ -201,15 +230,35 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
     if (s == LT_OK && !(smp = calloc(p.n_samples + 1, sizeof *smp))) s = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     if (s == LT_OK) s = lt_cmd_load_plan_samples(L->docs, &p, src, smp, err);
     lt_exec_stats es = {0};
-    if (s == LT_OK) s = lt_exec_step(L->m, &p, smp, L->g, &es, L->pool, err);
+    if (s == LT_OK && L->comm) {
+        s = L->dist_ready ? lt_dist_check_plan(&L->dist, &p, err) : lt_dist_init(&L->dist, L->comm, L->m, &p, L->bucket_mb, err);
+        L->dist_ready = s == LT_OK;
+        if (s == LT_OK) s = lt_exec_step_rank(L->m, &p, smp, L->g, &es, L->pool, L->comm, err);
+        if (s == LT_OK) s = lt_dist_reduce_grads(&L->dist, L->m, L->grads, err);
+    } else if (s == LT_OK) {
+        s = lt_exec_step(L->m, &p, smp, L->g, &es, L->pool, err);
+    }
+    void *times = NULL; /* distributed: every rank's op times, on rank 0 */
+    size_t n_times = es.n_op_times;
+    if (s == LT_OK && L->comm) {
+        size_t *lens = L->rank0 ? calloc((size_t)lt_comm_layout_of(L->comm)->world, sizeof *lens) : NULL;
+        s = L->rank0 && !lens ? lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory")
+                              : lt_comm_gather_bytes(L->comm, es.op_times, es.n_op_times * sizeof(lt_measured_op),
+                                                     &times, lens, err);
+        for (int k = 0; s == LT_OK && lens && k < lt_comm_layout_of(L->comm)->world; k++)
+            n_times = (k ? n_times : 0) + lens[k] / sizeof(lt_measured_op);
+        free(lens);
+    }
     if (s == LT_OK) {
         r->loss_sum = es.loss_sum, r->n_predicted = es.n_predicted, r->tokens = es.tokens;
         r->plan_step = step, r->predicted_ms = p.time_s * 1e3;
         st->data_pos = st->step + 1; /* the next stored step: a record, the plans decide the data */
         /* predicted vs measured, beside the plan (docs/plans-schema.md "What the trainer measured") */
-        s = lt_store_put_measured(L->db_path, step, es.op_times, es.n_op_times, es.seconds,
-                                  (double)es.act_bytes_peak, es.stage_peak_bytes, es.n_stages, err);
+        if (L->rank0)
+            s = lt_store_put_measured(L->db_path, step, times ? times : es.op_times, n_times, es.seconds,
+                                      (double)es.act_bytes_peak, es.stage_peak_bytes, es.n_stages, err);
     }
+    free(times);
     lt_exec_stats_free(&es);
     for (size_t i = 0; smp && i < p.n_samples; i++) free((void *)smp[i].tokens);
     free(smp), free(src);
@@ -217,8 +266,16 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
     return s;
 }
 
-static lt_status save(const char *dir, const lt_llama *m, const lt_adamw *opt, const lt_ckpt_state *st, int keep,
-                      lt_error *err) {
+static lt_status save(const train_loop *L, const char *dir, const lt_llama *m, const lt_adamw *opt,
+                      const lt_ckpt_state *st, int keep, lt_error *err) {
+    if (L->comm && L->dist_ready) { /* in parts, a manifest last (train/ckpt.h) */
+        lt_status s = lt_ckpt_dist_write(&L->dist, dir, m, opt, st, err);
+        if (s == LT_OK && L->rank0) LT_INFO("wrote checkpoint %s/ckpt-%08lld.d (%d parts)", dir, (long long)st->step,
+                                            L->dist.pp);
+        if (s == LT_OK && L->rank0) s = lt_ckpt_prune(dir, keep, err);
+        return s;
+    }
+    if (L->comm && !L->rank0) return LT_OK; /* no step ran: rank 0 writes the one file */
     char *path = lt_ckpt_path(dir, st->step);
     if (!path) return lt_fail(err, LT_ERR_NOMEM, dir, "out of memory");
     lt_status s = lt_ckpt_write(path, m, opt, st, err);
@@ -256,6 +313,17 @@ int train_command(lt_cli_ctx *ctx) {
     lt_config_get_int(ctx->config, "train", "checkpoint_every", &every, NULL);
     lt_config_get_int(ctx->config, "train", "keep_checkpoints", &keep, NULL);
     int64_t stop = a.steps > 0 ? a.steps : oc.total_steps;
+    lt_comm *comm = NULL;
+    if ((s = lt_cmd_comm(ctx, &comm, &err)) != LT_OK) return lt_error_exit(&err);
+    if (comm && a.whole) {
+        lt_comm_finalize(comm);
+        return lt_cli_usage(ctx, "--whole trains in one process: start it without mpirun/srun, or train --db on "
+                                 "plans for parallel.dp x parallel.pp ranks");
+    }
+    bool rank0 = !comm || lt_comm_layout_of(comm)->rank == 0;
+    struct sigaction sa = {.sa_handler = on_usr2};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR2, &sa, NULL);
     char *dir = checkpoint_dir(ctx, &a);
     if (!dir) return lt_error_exit(&err);
     lt_llama m;
@@ -263,7 +331,8 @@ int train_command(lt_cli_ctx *ctx) {
     lt_adamw opt;
     memset(&opt, 0, sizeof opt);
     lt_ckpt_state st;
-    train_loop L = {.m = &m, .batch_docs = batch_docs};
+    train_loop L = {.m = &m, .batch_docs = batch_docs, .comm = comm, .rank0 = rank0, .bucket_mb = 25};
+    lt_config_get_double(ctx->config, "train", "bucket_mb", &L.bucket_mb, NULL);
     float *grads = NULL;
     lt_layer_views *glv = NULL;
     int threads = 1;
@@ -273,7 +342,7 @@ int train_command(lt_cli_ctx *ctx) {
     if (s == LT_OK && lt_docs_count(L.docs) == 0) s = lt_fail(&err, LT_ERR_INPUT, a.data, "the dataprep output has no document");
     if (s == LT_OK && a.db) s = open_plans(a.db, &m, &L, &err);
     if (s == LT_OK && a.db && (int64_t)L.n_steps < stop) stop = (int64_t)L.n_steps; /* every stored step, no more */
-    if (s == LT_OK && a.db) s = lt_metrics_trim(dir, st.step, &err); /* a resumed run logs its redone steps again */
+    if (s == LT_OK && a.db && rank0) s = lt_metrics_trim(dir, st.step, &err); /* a resumed run logs its redone steps again */
     if (s == LT_OK) s = lt_cmd_backend(ctx, &err);
     if (s == LT_OK) s = lt_cpu_init(lt_cmd_threads(ctx), &L.pool, &threads, &err);
     if (s == LT_OK) {
@@ -286,17 +355,21 @@ int train_command(lt_cli_ctx *ctx) {
         if (!L.samples || !L.tokens || !L.slices || !L.units || !grads || !glv)
             s = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for a training step");
     }
-    if (s == LT_OK && a.db)
+    if (s == LT_OK && comm && rank0)
+        LT_INFO("%d ranks: parallel.dp = %d x parallel.pp = %d, one process per (DP rank, stage)",
+                lt_comm_layout_of(comm)->world, lt_comm_layout_of(comm)->dp, lt_comm_layout_of(comm)->pp);
+    if (s == LT_OK && a.db && rank0)
         LT_INFO("training %s (%zu parameters) on the plans of %s (%zu steps) with the data of %s: steps %" PRId64
                 "..%" PRId64 ", %d threads, checkpoints in %s",
                 m.shape.name ? m.shape.name : "model", m.n_params, a.db, L.n_steps, a.data, st.step, stop, threads, dir);
-    else if (s == LT_OK)
+    else if (s == LT_OK && rank0)
         LT_INFO("training %s (%zu parameters) on %s: steps %" PRId64 "..%" PRId64 ", %" PRId64 " documents a step, "
                 "%d threads, checkpoints in %s",
                 m.shape.name ? m.shape.name : "model", m.n_params, a.data, st.step, stop, batch_docs, threads, dir);
     lt_llama_views g;
     if (s == LT_OK) lt_llama_views_of(&m, grads, glv, &g);
-    L.g = &g;
+    L.g = &g, L.grads = grads;
+    bool preempted = false;
     while (s == LT_OK && st.step < stop) {
         double t0 = now_s();
         step_result r = {0};
@@ -304,12 +377,20 @@ int train_command(lt_cli_ctx *ctx) {
         memset(grads, 0, m.n_params * sizeof *grads);
         s = a.db ? plan_step(&L, &st, &r, &err) : whole_step(&L, &st, &r, &err);
         if (s != LT_OK) break;
-        double norm = lt_clip_grads(grads, m.n_params, oc.grad_clip);
-        lt_adamw_step(&opt, &m, m.params, grads, lr, &oc);
+        double norm;
+        if (L.comm) { /* each stage its tensors; the norm over every stage */
+            s = lt_dist_clip(&L.dist, &m, grads, oc.grad_clip, &norm, &err);
+            if (s != LT_OK) break;
+            lt_dist_adamw(&L.dist, &opt, &m, m.params, grads, lr, &oc);
+        } else {
+            norm = lt_clip_grads(grads, m.n_params, oc.grad_clip);
+            lt_adamw_step(&opt, &m, m.params, grads, lr, &oc);
+        }
         st.step++;
         double dt = now_s() - t0;
         double loss = r.n_predicted > 0 ? r.loss_sum / (double)r.n_predicted : 0;
-        if (a.db) {
+        if (!rank0) {
+        } else if (a.db) {
             printf("step=%" PRId64 " loss=%.6f lr=%.4e grad_norm=%.4f tokens=%" PRId64 " tok/s=%.0f plan_step=%" PRIu64
                    " predicted_ms=%.3f measured_ms=%.1f\n",
                    st.step, loss, lr, norm, r.tokens, dt > 0 ? (double)r.tokens / dt : 0.0, r.plan_step,
@@ -323,13 +404,22 @@ int train_command(lt_cli_ctx *ctx) {
                    lr, norm, r.tokens, dt > 0 ? (double)r.tokens / dt : 0.0);
         }
         fflush(stdout);
+        int64_t sig = preempt_signal; /* the ranks agree: all stop after this step, or none */
+        if (s == LT_OK && comm) s = lt_comm_allreduce(comm, LT_COMM_WORLD, &sig, 1, LT_COMM_I64, true, &err);
+        if (s == LT_OK && sig && st.step < stop) {
+            preempted = true;
+            break;
+        }
         if (s == LT_OK && every > 0 && st.step % every == 0 && st.step < stop) {
-            s = save(dir, &m, &opt, &st, (int)keep, &err);
-            if (s == LT_OK && a.db) s = lt_metrics_svg(dir, &err);
+            s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
+            if (s == LT_OK && a.db && rank0) s = lt_metrics_svg(dir, &err);
         }
     }
-    if (s == LT_OK) s = save(dir, &m, &opt, &st, (int)keep, &err);
-    if (s == LT_OK && a.db) s = lt_metrics_svg(dir, &err);
+    if (s == LT_OK) s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
+    if (s == LT_OK && a.db && rank0) s = lt_metrics_svg(dir, &err);
+    if (s == LT_OK && preempted && rank0)
+        fprintf(stderr, "trainer: SIGUSR2: stopped after step %" PRId64 " with its checkpoint in %s; exit status %d "
+                "asks for a requeue (continue with --resume)\n", st.step, dir, PREEMPTED_EXIT);
     batch_clear(&L);
     free(L.samples), free(L.tokens), free(L.slices), free(L.units), free(grads), free(glv), free(L.steps);
     lt_store_close(L.store);
@@ -337,6 +427,10 @@ int train_command(lt_cli_ctx *ctx) {
     lt_docs_close(L.docs);
     lt_adamw_free(&opt);
     lt_llama_free(&m);
+    lt_dist_free(&L.dist);
     free(dir);
-    return s == LT_OK ? 0 : lt_error_exit(&err);
+    if (s != LT_OK) lt_cmd_comm_fail(comm, &err); /* distributed: ends every rank */
+    lt_comm_finalize(comm);
+    if (s != LT_OK) return lt_error_exit(&err);
+    return preempted ? PREEMPTED_EXIT : 0;
 }

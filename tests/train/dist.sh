@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# tests/train/dist.sh — the distributed engine (issue 18): the trainer as one MPI process per
+# (DP rank, stage), started by mpirun (the Slurm twin, srun --mpi=pmix inside sbatch, is in
+# tests/integration/slurm_cluster.sh).
+#   - the oracle across processes: plans of every strategy at (dp, pp) = (1, 2), (2, 1),
+#     (2, 2), (1, 4), a slimpack DP-Merge group (dp 4 x pp 2: ring K/V exchange and regrouped
+#     backward rows between its members), chunkflow's FK passes and forced recompute: the
+#     ranks' gradients within 1e-5 of one process running the whole plan, and within 1e-4
+#     of every sample run whole (trainer check's own checks; its last line parsed here);
+#   - 10 training steps: the parameters equal one process's (bit for bit at dp 1; within
+#     1e-5 of the largest parameter at dp 2, where the DP sum adds in another order);
+#   - checkpoints in parts with a manifest, read back by `trainer export` as one model;
+#   - faults: a rank killed with SIGKILL mid-run fails the job within 30 s naming the rank;
+#     --resume from the last complete checkpoint (a half-written one, parts without a
+#     manifest, is ignored) ends with the same parts as an uninterrupted run; SIGUSR2
+#     stops after the step with a checkpoint and exit status 75, --resume finishes the same;
+#   - layout errors: a world that is not dp x pp, a plan for another layout.
+# Skipped (with the reason) when the build has no MPI. Emits TAP.
+: "${top_srcdir:?}" "${top_builddir:?}"
+DATAPREP=$top_builddir/dataprep/dataprep
+PLANNER=$top_builddir/plans/planner
+TRAINER=$top_builddir/train/trainer
+export LONGTAIL_HARDWARE_DIR=$top_srcdir/etc/hardware
+PY=${PYTHON:-python3}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/lt-dist.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+notok() {
+  n=$((n + 1)); echo "not ok $n - $1"
+  shift
+  for f in "$@"; do [ -f "$f" ] && sed 's/^/# /' "$f" | tail -15; done
+}
+if ! grep -q '^#define HAVE_MPI 1' "$top_builddir/buildconfig.h" 2>/dev/null || ! command -v mpirun >/dev/null; then
+  echo "1..0 # SKIP the build has no MPI (configure found no mpicc; install openmpi-bin libopenmpi-dev)"
+  exit 0
+fi
+# root in CI containers; more ranks than cores; Open MPI's own allocations are not ours
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+MPIRUN=(mpirun -n)
+
+"$DATAPREP" run --input "$top_srcdir/data/sample/mixed-0.jsonl.gz" --encoding r50k_base \
+  --vocab-dir "$top_srcdir/data/vocab" --out "$tmp/data" -q >"$tmp/dp.out" 2>&1 \
+  || { notok "dataprep of the sample corpus" "$tmp/dp.out"; echo "1..$n"; exit 0; }
+cat >"$tmp/m.ini" <<INI
+[model]
+preset = nano
+layers = 4
+vocab = 50257
+[plan]
+global_batch = 6
+context_len = 128
+mem = 80G
+steps = 2
+seq1f1b_slices = 3
+[train]
+threads = 1
+comm_timeout_s = 60
+INI
+
+# plan NAME STRATEGY DP PP [--set ...]
+plan() {
+  local name=$1 strategy=$2 dp=$3 pp=$4; shift 4
+  "$PLANNER" build --config "$tmp/m.ini" --data "$tmp/data" --db "$tmp/$name.db" --strategy "$strategy" \
+    --set parallel.dp="$dp" --set parallel.pp="$pp" "$@" >"$tmp/$name.plan" 2>&1
+}
+
+# oracle NAME DP PP WHAT [--set ...]: trainer check of every step on DP x PP ranks
+oracle() {
+  local name=$1 dp=$2 pp=$3 what=$4; shift 4
+  if ! "${MPIRUN[@]}" $((dp * pp)) "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp="$dp" \
+       --set parallel.pp="$pp" "$@" --db "$tmp/$name.db" --data "$tmp/data" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
+    notok "oracle over $((dp * pp)) ranks: $what" "$tmp/$name.out" "$tmp/$name.err"
+    return
+  fi
+  local last steps
+  last=$(tail -1 "$tmp/$name.out")
+  steps=$(grep -c ' strategy=' "$tmp/$name.out")
+  if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=([0-9]+)\ steps=([0-9]+)$ ]] &&
+     [ "${BASH_REMATCH[3]}" = $((dp * pp)) ] && [ "${BASH_REMATCH[4]}" = "$steps" ] && [ "$steps" -ge 1 ] &&
+     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }'; then
+    ok "oracle over $((dp * pp)) ranks: $what ($last)"
+  else
+    notok "oracle over $((dp * pp)) ranks: $what (last line '$last', $steps step lines)" "$tmp/$name.out"
+  fi
+}
+
+for layout in "1 2" "2 1" "2 2" "1 4"; do
+  set -- $layout
+  for s in megatron gpipe seq1f1b chunkflow infinipipe slimpack auto; do
+    name="$s-dp$1-pp$2"
+    if plan "$name" "$s" "$1" "$2"; then oracle "$name" "$1" "$2" "$s, dp $1, pp $2"
+    else notok "planner build $s, dp $1, pp $2" "$tmp/$name.plan"; fi
+  done
+done
+
+# a DP-Merge group: the outlier's members exchange K/V and dK/dV around their ring, and the
+# rows of the regrouped backward units that another member's forward shard holds
+if plan sp-merge slimpack 4 2 --set parallel.max_cp=2 --set plan.global_batch=8 --set plan.context_len=4K \
+     --set plan.steps=1 && [ "$(sqlite3 "$tmp/sp-merge.db" "SELECT count(*) FROM dp_merges")" -gt 0 ]; then
+  oracle sp-merge 4 2 "slimpack, dp 4 x pp 2, a DP-Merge group of 2 (its shards in two processes)"
+else
+  notok "planner build slimpack with a DP-Merge group" "$tmp/sp-merge.plan"
+fi
+if plan cf-fk chunkflow 2 2 --set plan.chunk_size=32 --set plan.chunkflow_k=1 &&
+   [ "$(sqlite3 "$tmp/cf-fk.db" "SELECT count(*) FROM plan_ops WHERE kind = 'FK'")" -gt 0 ]; then
+  oracle cf-fk 2 2 "chunkflow, 32-token chunks, K = 1 (FK ops)"
+else
+  notok "planner build chunkflow with FK ops" "$tmp/cf-fk.plan"
+fi
+# forced recompute (the first layer of every F and B op's range)
+for spec in "slimpack-dp2-pp2 2 2" "seq1f1b-dp1-pp4 1 4" "sp-merge 4 2"; do
+  set -- $spec
+  cp "$tmp/$1.db" "$tmp/$1-rc.db"
+  "$PY" - "$tmp/$1-rc.db" <<'PY' >"$tmp/rc.out" 2>&1
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for rowid, ops in db.execute("SELECT rowid, ops FROM stages").fetchall():
+    ops = json.loads(ops)
+    for op in ops:
+        if op[0] in (0, 2):  # F, B (not FK)
+            op[2] = 1
+    db.execute("UPDATE stages SET ops = ? WHERE rowid = ?", (json.dumps(ops, separators=(",", ":")), rowid))
+db.commit()
+PY
+  oracle "$1-rc" "$2" "$3" "${1%%-*} with every op recomputing one layer (dp $2 x pp $3)"
+done
+
+# ---- layout errors
+if "${MPIRUN[@]}" 3 "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp=2 --set parallel.pp=2 \
+     --db "$tmp/megatron-dp2-pp2.db" --data "$tmp/data" >"$tmp/l3.out" 2>"$tmp/l3.err"; then
+  notok "3 processes for dp 2 x pp 2 refused (exit 0)"
+elif grep -q 'parallel.dp = 2 x parallel.pp = 2 is 4 ranks, but 3 processes were started' "$tmp/l3.err"; then
+  ok "3 processes for dp 2 x pp 2: refused, naming the layout and the count"
+else
+  notok "3 processes for dp 2 x pp 2 refused with a clear reason" "$tmp/l3.err"
+fi
+if "${MPIRUN[@]}" 4 "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp=1 --set parallel.pp=4 \
+     --db "$tmp/megatron-dp2-pp2.db" --data "$tmp/data" >"$tmp/l4.out" 2>"$tmp/l4.err"; then
+  notok "a dp 2 x pp 2 plan on a dp 1 x pp 4 job refused (exit 0)"
+elif grep -q 'was planned for 2 DP ranks x 2 stages; this job runs 1 x 4' "$tmp/l4.err" && grep -q 'rank [0-9] (dp 0, stage [0-9])' "$tmp/l4.err"; then
+  ok "a plan for dp 2 x pp 2 on a dp 1 x pp 4 job: refused by the ranks, naming both layouts"
+else
+  notok "a plan for another layout refused with a clear reason" "$tmp/l4.err"
+fi
+
+# ---- training: 10 steps over ranks against one process
+T=(--config "$tmp/m.ini" --set plan.steps=10 --set train.steps=10 --data "$tmp/data")
+# params A B: the largest |difference| of two checkpoints' parameters over their largest |parameter|
+params_diff() {
+  "$TRAINER" export "$1" --hf "$tmp/hfa" >/dev/null 2>&1 && "$TRAINER" export "$2" --hf "$tmp/hfb" >/dev/null 2>&1 &&
+  "$PY" - "$tmp/hfa/model.safetensors" "$tmp/hfb/model.safetensors" <<'PY'
+import json, struct, sys
+def load(p):  # safetensors, F32: name -> bytes
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); out = {}
+    for k, v in h.items():
+        if k != "__metadata__":
+            s, e = v["data_offsets"]; out[k] = b[8 + n + s:8 + n + e]
+    return out
+import array
+a, b = load(sys.argv[1]), load(sys.argv[2])
+diff = scale = 0.0
+for k in a:
+    x, y = array.array("f", a[k]), array.array("f", b[k])
+    diff = max(diff, max(abs(p - q) for p, q in zip(x, y))); scale = max(scale, max(abs(p) for p in x))
+print("%.3e" % (diff / scale))
+PY
+}
+for spec in "1 4" "2 2"; do
+  set -- $spec
+  plan "t$1$2" slimpack "$1" "$2" --set plan.steps=10
+  "$TRAINER" train "${T[@]}" --set parallel.dp="$1" --set parallel.pp="$2" --db "$tmp/t$1$2.db" --out "$tmp/one$1$2" \
+    >"$tmp/one$1$2.out" 2>&1
+  if "${MPIRUN[@]}" $(($1 * $2)) "$TRAINER" train "${T[@]}" --set parallel.dp="$1" --set parallel.pp="$2" \
+       --db "$tmp/t$1$2.db" --out "$tmp/mpi$1$2" >"$tmp/mpi$1$2.out" 2>"$tmp/mpi$1$2.err" &&
+     [ -f "$tmp/mpi$1$2/ckpt-00000010.d/manifest.txt" ]; then
+    d=$(params_diff "$tmp/one$1$2/ckpt-00000010.bin" "$tmp/mpi$1$2/ckpt-00000010.d")
+    lines=$(grep -c '^step=' "$tmp/mpi$1$2.out")
+    want=1e-5
+    [ "$1" = 1 ] && want=0
+    if [ "$lines" = 10 ] && [ -n "$d" ] && awk -v d="$d" -v w="$want" 'BEGIN { exit !(d <= w) }'; then
+      ok "train --db on dp $1 x pp $2 ranks: 10 steps (one line each, from rank 0), parameters as one process's (relative difference $d <= $want)"
+    else
+      notok "train --db on dp $1 x pp $2 ranks equals one process ($lines lines, difference '$d')" "$tmp/mpi$1$2.out"
+    fi
+  else
+    notok "train --db on dp $1 x pp $2 ranks, checkpoint in parts" "$tmp/mpi$1$2.err"
+  fi
+done
+if [ "$(ls "$tmp/mpi22/ckpt-00000010.d")" = "$(printf 'manifest.txt\nstage-0.bin\nstage-1.bin')" ] &&
+   grep -q '^part = stage-1.bin ' "$tmp/mpi22/ckpt-00000010.d/manifest.txt" && grep -q '^end = 1$' "$tmp/mpi22/ckpt-00000010.d/manifest.txt"; then
+  ok "a checkpoint in parts: one file per stage, the manifest naming them"
+else
+  notok "a checkpoint in parts" "$tmp/mpi22/ckpt-00000010.d/manifest.txt"
+fi
+
+# ---- faults: SIGKILL one rank mid-run, then --resume; SIGUSR2
+F=("${T[@]}" --set plan.steps=30 --set train.steps=30 --set train.checkpoint_every=5 --set parallel.dp=2
+   --set parallel.pp=2 --db "$tmp/f.db")
+plan f slimpack 2 2 --set plan.steps=30
+"${MPIRUN[@]}" 4 "$TRAINER" train "${F[@]}" --out "$tmp/straight" >"$tmp/straight.out" 2>"$tmp/straight.err"
+"${MPIRUN[@]}" 4 "$TRAINER" train "${F[@]}" --out "$tmp/killed" >"$tmp/killed.out" 2>"$tmp/killed.err" &
+mpid=$!
+for _ in $(seq 1200); do [ -f "$tmp/killed/ckpt-00000010.d/manifest.txt" ] && break; sleep 0.05; done
+victim=
+for p in $(pgrep -f "trainer train .*--out $tmp/killed"); do
+  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
+done
+t0=$(date +%s)
+[ -n "$victim" ] && kill -9 "$victim"
+wait "$mpid"
+rc=$?
+dt=$(( $(date +%s) - t0 ))
+if [ -n "$victim" ] && [ "$rc" != 0 ] && [ "$dt" -le 30 ] && grep -qiE 'rank 1 .*(killed|signal 9)|process rank 1' "$tmp/killed.err"; then
+  ok "a rank killed with SIGKILL mid-run: the job exits $rc within ${dt} s, naming rank 1"
+else
+  notok "a killed rank fails the job within 30 s naming it (victim '$victim', exit $rc after ${dt} s)" "$tmp/killed.err"
+fi
+# a half-written checkpoint (a part, no manifest) at a later step: ignored by --resume
+mkdir -p "$tmp/killed/ckpt-00000025.d" && echo garbage >"$tmp/killed/ckpt-00000025.d/stage-0.bin"
+"${MPIRUN[@]}" 4 "$TRAINER" train "${F[@]}" --out "$tmp/killed" --resume >"$tmp/resumed.out" 2>"$tmp/resumed.err"
+first=$(grep -m1 -o '^step=[0-9]*' "$tmp/resumed.out")
+if cmp -s "$tmp/straight/ckpt-00000030.d/stage-0.bin" "$tmp/killed/ckpt-00000030.d/stage-0.bin" &&
+   cmp -s "$tmp/straight/ckpt-00000030.d/stage-1.bin" "$tmp/killed/ckpt-00000030.d/stage-1.bin" &&
+   [ "$first" != "step=26" ] && [ "$(wc -l <"$tmp/killed/metrics.jsonl")" = 30 ]; then
+  ok "--resume after the kill (from its last complete checkpoint, the half-written step 25 ignored: first line $first): every part of checkpoint 30 byte-identical to the uninterrupted run"
+else
+  notok "--resume after a killed rank gives the uninterrupted run's checkpoint (first line '$first')" "$tmp/resumed.out" "$tmp/resumed.err"
+fi
+"${MPIRUN[@]}" 4 "$TRAINER" train "${F[@]}" --out "$tmp/usr2" >"$tmp/usr2.out" 2>"$tmp/usr2.err" &
+mpid=$!
+for _ in $(seq 1200); do [ -f "$tmp/usr2/ckpt-00000005.d/manifest.txt" ] && break; sleep 0.05; done
+kill -USR2 "$mpid"
+wait "$mpid"
+rc=$?
+at=$(grep -c '^step=' "$tmp/usr2.out")
+saved=no
+[ -f "$tmp/usr2/ckpt-$(printf %08d "$at").d/manifest.txt" ] && saved=yes
+cp -r "$tmp/usr2" "$tmp/relayout"
+"${MPIRUN[@]}" 4 "$TRAINER" train "${F[@]}" --out "$tmp/usr2" --resume >"$tmp/usr2r.out" 2>"$tmp/usr2r.err"
+if [ "$rc" = 75 ] && [ "$at" -lt 30 ] && [ "$saved" = yes ] &&
+   grep -q 'SIGUSR2: stopped after step' "$tmp/usr2.err" &&
+   cmp -s "$tmp/straight/ckpt-00000030.d/stage-0.bin" "$tmp/usr2/ckpt-00000030.d/stage-0.bin" &&
+   cmp -s "$tmp/straight/ckpt-00000030.d/stage-1.bin" "$tmp/usr2/ckpt-00000030.d/stage-1.bin"; then
+  ok "SIGUSR2: stopped after step $at with its checkpoint, exit 75 (requeue); --resume ends byte-identical"
+else
+  notok "SIGUSR2: checkpoint, exit 75, resume (exit $rc after $at steps, checkpoint $saved)" "$tmp/usr2.err" "$tmp/usr2r.err"
+fi
+# the same checkpoint resumed on another layout (pp 4 instead of dp 2 x pp 2): the parts re-shard
+plan f14 slimpack 1 4 --set plan.steps=30
+if "${MPIRUN[@]}" 4 "$TRAINER" train "${T[@]}" --set plan.steps=30 --set train.steps=30 --set parallel.dp=1 \
+     --set parallel.pp=4 --db "$tmp/f14.db" --out "$tmp/relayout" --resume >"$tmp/relayout.out" 2>"$tmp/relayout.err" &&
+   grep -q "^step=$((at + 1)) " "$tmp/relayout.out" && grep -q '^step=30 ' "$tmp/relayout.out" &&
+   [ -f "$tmp/relayout/ckpt-00000030.d/stage-3.bin" ]; then
+  ok "a dp 2 x pp 2 checkpoint resumed by a dp 1 x pp 4 job: the parts re-shard over its four stages"
+else
+  notok "resume on another layout" "$tmp/relayout.err"
+fi
+
+echo "1..$n"
+exit 0
