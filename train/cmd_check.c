@@ -102,7 +102,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     double rank_worst = 0;
     if (st == LT_OK && !c->comm) st = lt_exec_step(&c->m, &p, smp, &c->va, &es, c->pool, err);
     if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
-        st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, &c->m, &p, 25, err);
+        st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, &c->m, &p, 25, false, err);
         c->dist_ready = st == LT_OK;
         if (st == LT_OK) st = lt_exec_step_rank(&c->m, &p, smp, &c->va, &es, c->pool, c->comm, err);
         if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, &c->m, c->ga, err);

@@ -171,7 +171,8 @@ typedef struct train_loop {
     /* distributed (--db under a launcher) */
     lt_comm *comm;
     lt_dist dist;
-    bool dist_ready, rank0;
+    bool dist_ready, rank0, zero1;
+    lt_adamw *opt; /* the optimizer (ZeRO-1 hands its moments to dist) */
 } train_loop;
 
 /* The exit status of a run stopped by SIGUSR2 after its checkpoint (EX_TEMPFAIL): jobctl
@@ -231,8 +232,15 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
     if (s == LT_OK) s = lt_cmd_load_plan_samples(L->docs, &p, src, smp, err);
     lt_exec_stats es = {0};
     if (s == LT_OK && L->comm) {
-        s = L->dist_ready ? lt_dist_check_plan(&L->dist, &p, err) : lt_dist_init(&L->dist, L->comm, L->m, &p, L->bucket_mb, err);
-        L->dist_ready = s == LT_OK;
+        if (L->dist_ready) {
+            s = lt_dist_check_plan(&L->dist, &p, err);
+        } else {
+            s = lt_dist_init(&L->dist, L->comm, L->m, &p, L->bucket_mb, L->zero1, err);
+            if (s == LT_OK) s = lt_dist_take_moments(&L->dist, L->opt, err); /* ZeRO-1: this rank's shard only */
+            if (s == LT_OK && L->rank0 && L->dist.zero1)
+                LT_INFO("ZeRO-1: each DP rank holds the AdamW moments of 1/%d of its stage's parameters", L->dist.dp);
+            L->dist_ready = s == LT_OK;
+        }
         if (s == LT_OK) s = lt_exec_step_rank(L->m, &p, smp, L->g, &es, L->pool, L->comm, err);
         if (s == LT_OK) s = lt_dist_reduce_grads(&L->dist, L->m, L->grads, err);
     } else if (s == LT_OK) {
@@ -269,7 +277,10 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
 static lt_status save(const train_loop *L, const char *dir, const lt_llama *m, const lt_adamw *opt,
                       const lt_ckpt_state *st, int keep, lt_error *err) {
     if (L->comm && L->dist_ready) { /* in parts, a manifest last (train/ckpt.h) */
-        lt_status s = lt_ckpt_dist_write(&L->dist, dir, m, opt, st, err);
+        lt_adamw whole = {0}; /* ZeRO-1: the stage's moments from its DP ranks' shards */
+        lt_status s = L->dist.zero1 ? lt_dist_gather_moments(&L->dist, m, opt, &whole, err) : LT_OK;
+        if (s == LT_OK) s = lt_ckpt_dist_write(&L->dist, dir, m, L->dist.zero1 ? &whole : opt, st, err);
+        lt_adamw_free(&whole);
         if (s == LT_OK && L->rank0) LT_INFO("wrote checkpoint %s/ckpt-%08lld.d (%d parts)", dir, (long long)st->step,
                                             L->dist.pp);
         if (s == LT_OK && L->rank0) s = lt_ckpt_prune(dir, keep, err);
@@ -333,6 +344,8 @@ int train_command(lt_cli_ctx *ctx) {
     lt_ckpt_state st;
     train_loop L = {.m = &m, .batch_docs = batch_docs, .comm = comm, .rank0 = rank0, .bucket_mb = 25};
     lt_config_get_double(ctx->config, "train", "bucket_mb", &L.bucket_mb, NULL);
+    lt_config_get_bool(ctx->config, "parallel", "zero1", &L.zero1, NULL);
+    L.opt = &opt;
     float *grads = NULL;
     lt_layer_views *glv = NULL;
     int threads = 1;
@@ -381,7 +394,8 @@ int train_command(lt_cli_ctx *ctx) {
         if (L.comm) { /* each stage its tensors; the norm over every stage */
             s = lt_dist_clip(&L.dist, &m, grads, oc.grad_clip, &norm, &err);
             if (s != LT_OK) break;
-            lt_dist_adamw(&L.dist, &opt, &m, m.params, grads, lr, &oc);
+            s = lt_dist_adamw(&L.dist, &opt, &m, m.params, grads, lr, &oc, &err);
+            if (s != LT_OK) break;
         } else {
             norm = lt_clip_grads(grads, m.n_params, oc.grad_clip);
             lt_adamw_step(&opt, &m, m.params, grads, lr, &oc);

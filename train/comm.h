@@ -105,6 +105,12 @@ lt_status lt_comm_allreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n
 lt_status lt_comm_iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t,
                              const char *what, lt_comm_req **req, lt_error *err);
 
+/* ZeRO-1 over the DP ranks of this stage (counts[r] elements of DP rank r, in rank order,
+ * contiguous in buf): reduce-scatter leaves the sum of this rank's block at buf[0..counts[me]);
+ * all-gather fills every block of buf from its owner's buf[displ[me]...] (in place). */
+lt_status lt_comm_reduce_scatter_dp(lt_comm *c, float *buf, const int *counts, lt_error *err);
+lt_status lt_comm_allgather_dp(lt_comm *c, float *buf, const int *counts, const int *displs, lt_error *err);
+
 /* Ring exchange among the G world ranks members[0..G) (this rank is members[me]):
  * every member contributes `mine` (bytes[me] bytes) and receives every member's block into
  * all + off[j], off[j] = bytes[0] + ... + bytes[j - 1] (its own copied too). G - 1 hops,

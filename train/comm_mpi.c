@@ -321,6 +321,41 @@ lt_status lt_comm_allreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n
     return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
 }
 
+lt_status lt_comm_reduce_scatter_dp(lt_comm *c, float *buf, const int *counts, lt_error *err) {
+#ifdef HAVE_MPI
+    if (c->l.distributed) {
+        lt_comm_req *req;
+        lt_status st = new_req(&req, -1, "the ZeRO-1 gradient reduce-scatter over the DP ranks of this stage", err);
+        if (st != LT_OK) return st;
+        if (MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, c->dp, &req->r) != MPI_SUCCESS) {
+            free(req);
+            return lt_fail(err, LT_ERR_IO, NULL, "%s: a reduce-scatter failed", c->who);
+        }
+        return lt_comm_wait(c, &req, err);
+    }
+#endif
+    (void)c, (void)buf, (void)counts, (void)err;
+    return LT_OK;
+}
+
+lt_status lt_comm_allgather_dp(lt_comm *c, float *buf, const int *counts, const int *displs, lt_error *err) {
+#ifdef HAVE_MPI
+    if (c->l.distributed) {
+        lt_comm_req *req;
+        lt_status st = new_req(&req, -1, "the ZeRO-1 all-gather over the DP ranks of this stage", err);
+        if (st != LT_OK) return st;
+        if (MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, c->dp, &req->r) !=
+            MPI_SUCCESS) {
+            free(req);
+            return lt_fail(err, LT_ERR_IO, NULL, "%s: an all-gather failed", c->who);
+        }
+        return lt_comm_wait(c, &req, err);
+    }
+#endif
+    (void)c, (void)buf, (void)counts, (void)displs, (void)err;
+    return LT_OK;
+}
+
 lt_status lt_comm_ring_allgather(lt_comm *c, const int *members, int G, int me, const void *mine, const size_t *bytes,
                                  void *all, lt_error *err) {
     size_t *off = malloc(((size_t)G + 1) * sizeof *off);

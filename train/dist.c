@@ -39,7 +39,7 @@ static lt_status stage_layers(const lt_step_plan *p, int stage, int *l0, int *l1
 }
 
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
-                       lt_error *err) {
+                       bool zero1, lt_error *err) {
     memset(d, 0, sizeof *d);
     const lt_comm_layout *l = lt_comm_layout_of(c);
     d->comm = c, d->stage = l->stage, d->pp = l->pp, d->dp_rank = l->dp_rank, d->dp = l->dp;
@@ -61,7 +61,90 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
     }
     double f = bucket_mb * 1048576.0 / sizeof(float);
     d->bucket_floats = f < 1024 ? 1024 : (size_t)f;
+    /* owned ranges (tensors are laid out in table order, so runs of owned tensors coalesce) */
+    d->range = calloc((size_t)m->n_tensors + 1, sizeof *d->range);
+    if (!d->range) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        if (!d->mine[i]) continue;
+        size_t b = m->tensors[i].offset, e = b + (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+        if (d->n_ranges > 0 && d->range[d->n_ranges - 1][1] == b) d->range[d->n_ranges - 1][1] = e;
+        else d->range[d->n_ranges][0] = b, d->range[d->n_ranges++][1] = e;
+        d->owned_floats += e - b;
+    }
+    d->zero1 = zero1 && d->dp > 1;
+    if (!d->zero1) return LT_OK;
+    d->counts = calloc((size_t)d->dp, sizeof *d->counts), d->displs = calloc((size_t)d->dp, sizeof *d->displs);
+    d->flat = malloc(d->owned_floats * sizeof *d->flat);
+    if (!d->counts || !d->displs || !d->flat || d->owned_floats > (size_t)INT32_MAX) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for ZeRO-1's shards");
+    }
+    for (int r = 0; r < d->dp; r++) { /* equal blocks, the first ones one element longer */
+        size_t base = d->owned_floats / (size_t)d->dp, extra = d->owned_floats % (size_t)d->dp;
+        d->counts[r] = (int)(base + ((size_t)r < extra));
+        d->displs[r] = r ? d->displs[r - 1] + d->counts[r - 1] : 0;
+    }
+    size_t mine = (size_t)d->counts[d->dp_rank];
+    d->m = calloc(mine + 1, sizeof *d->m), d->v = calloc(mine + 1, sizeof *d->v);
+    if (!d->m || !d->v) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for ZeRO-1's moments");
+    }
     return LT_OK;
+}
+
+/* flat <-> buffer over the owned ranges */
+static void pack(const lt_dist *d, const float *buf, float *flat) {
+    for (int k = 0; k < d->n_ranges; k++) {
+        size_t n = d->range[k][1] - d->range[k][0];
+        memcpy(flat, buf + d->range[k][0], n * sizeof(float)), flat += n;
+    }
+}
+static void unpack(const lt_dist *d, const float *flat, float *buf) {
+    for (int k = 0; k < d->n_ranges; k++) {
+        size_t n = d->range[k][1] - d->range[k][0];
+        memcpy(buf + d->range[k][0], flat, n * sizeof(float)), flat += n;
+    }
+}
+/* Call fn(ctx, begin, end, flat_offset) for the buffer ranges of flat elements [lo, hi). */
+static void for_flat(const lt_dist *d, size_t lo, size_t hi, void (*fn)(void *, size_t, size_t, size_t), void *ctx) {
+    size_t at = 0;
+    for (int k = 0; k < d->n_ranges && at < hi; k++) {
+        size_t n = d->range[k][1] - d->range[k][0], a = at > lo ? at : lo, b = at + n < hi ? at + n : hi;
+        if (a < b) fn(ctx, d->range[k][0] + (a - at), d->range[k][0] + (b - at), a - lo);
+        at += n;
+    }
+}
+
+lt_status lt_dist_take_moments(lt_dist *d, lt_adamw *opt, lt_error *err) {
+    (void)err;
+    if (!d->zero1) return LT_OK;
+    pack(d, opt->m, d->flat);
+    memcpy(d->m, d->flat + d->displs[d->dp_rank], (size_t)d->counts[d->dp_rank] * sizeof(float));
+    pack(d, opt->v, d->flat);
+    memcpy(d->v, d->flat + d->displs[d->dp_rank], (size_t)d->counts[d->dp_rank] * sizeof(float));
+    free(opt->m), free(opt->v);
+    opt->m = opt->v = NULL;
+    return LT_OK;
+}
+
+lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_adamw *opt, lt_adamw *out,
+                                 lt_error *err) {
+    memset(out, 0, sizeof *out);
+    lt_status st = lt_adamw_init(out, m->n_params, err);
+    out->t = opt->t;
+    const float *mine[2] = {d->m, d->v};
+    float *dst[2] = {out->m, out->v};
+    for (int a = 0; st == LT_OK && a < 2; a++) {
+        memcpy(d->flat + d->displs[d->dp_rank], mine[a], (size_t)d->counts[d->dp_rank] * sizeof(float));
+        st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err);
+        if (st == LT_OK) unpack(d, d->flat, dst[a]);
+    }
+    if (st != LT_OK) lt_adamw_free(out);
+    return st;
 }
 
 lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *err) {
@@ -76,12 +159,29 @@ lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *
 
 void lt_dist_free(lt_dist *d) {
     if (!d) return;
-    free(d->mine), free(d->counted);
+    free(d->mine), free(d->counted), free(d->range), free(d->counts), free(d->displs), free(d->flat), free(d->m),
+        free(d->v);
     memset(d, 0, sizeof *d);
+}
+
+static lt_status reduce_tied(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
+    if (d->pp > 1 && m->shape.tie_embeddings && (d->stage == 0 || d->stage == d->pp - 1))
+        return lt_comm_allreduce(d->comm, LT_COMM_TIED, grads + (m->w.embed - m->params),
+                                 (size_t)m->shape.vocab * (size_t)m->shape.hidden, LT_COMM_F32, false, err);
+    return LT_OK;
 }
 
 lt_status lt_dist_reduce_grads(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
     lt_status st = LT_OK;
+    if (d->zero1) { /* the tied sum first (sums commute), then each DP rank its block */
+        st = reduce_tied(d, m, grads, err);
+        if (st == LT_OK) pack(d, grads, d->flat);
+        if (st == LT_OK) st = lt_comm_reduce_scatter_dp(d->comm, d->flat, d->counts, err);
+        if (st == LT_OK) /* the summed block back where it belongs */
+            memmove(d->flat + d->displs[d->dp_rank], d->flat, (size_t)d->counts[d->dp_rank] * sizeof(float));
+        if (st == LT_OK) unpack(d, d->flat, grads); /* (the other blocks are stale: never read) */
+        return st;
+    }
     if (d->dp > 1) {
         /* owned tensors as contiguous runs, cut into buckets, last layers first (the order
          * the backward finishes them) */
@@ -121,27 +221,67 @@ lt_status lt_dist_reduce_grads(const lt_dist *d, const lt_llama *m, float *grads
         }
         free(req);
     }
-    if (st == LT_OK && d->pp > 1 && m->shape.tie_embeddings && (d->stage == 0 || d->stage == d->pp - 1))
-        st = lt_comm_allreduce(d->comm, LT_COMM_TIED, m->w.embed == m->params ? grads : grads + (m->w.embed - m->params),
-                               (size_t)m->shape.vocab * (size_t)m->shape.hidden, LT_COMM_F32, false, err);
+    if (st == LT_OK) st = reduce_tied(d, m, grads, err);
     return st;
+}
+
+/* ZeRO-1 helpers over this rank's block: the counted sum of squares, the clip, the update. */
+typedef struct zctx {
+    const lt_dist *d;
+    const lt_llama *m;
+    float *params, *grads;
+    double sq;
+    float coef;
+    const lt_adamw *o;
+    double lr;
+    const lt_optim_config *oc;
+} zctx;
+
+static void z_sq(void *ctx, size_t b, size_t e, size_t f) {
+    zctx *z = ctx;
+    (void)f;
+    for (int i = 0; i < z->m->n_tensors; i++) { /* a tied embedding counts on the first stage only */
+        if (!z->d->counted[i]) continue;
+        size_t lo = z->m->tensors[i].offset, hi = lo + (size_t)z->m->tensors[i].rows * (size_t)z->m->tensors[i].cols;
+        for (size_t k = lo > b ? lo : b; k < (hi < e ? hi : e); k++) z->sq += (double)z->grads[k] * (double)z->grads[k];
+    }
+}
+static void z_clip(void *ctx, size_t b, size_t e, size_t f) {
+    zctx *z = ctx;
+    (void)f;
+    for (size_t i = b; i < e; i++) z->grads[i] *= z->coef;
+}
+static void z_adam(void *ctx, size_t b, size_t e, size_t f) {
+    zctx *z = ctx;
+    lt_adamw_update_range(z->o, z->m, z->params, z->grads, z->lr, z->oc, b, e, z->d->m + f, z->d->v + f);
 }
 
 lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
                        lt_error *err) {
     double sq = 0;
-    for (int i = 0; i < m->n_tensors; i++) {
-        if (!d->counted[i]) continue;
-        const lt_tensor_info *t = &m->tensors[i];
-        double n = lt_grad_norm(grads + t->offset, (size_t)t->rows * (size_t)t->cols);
-        sq += n * n;
+    size_t lo = d->zero1 ? (size_t)d->displs[d->dp_rank] : 0, hi = d->zero1 ? lo + (size_t)d->counts[d->dp_rank] : 0;
+    if (d->zero1) { /* this rank's block; the blocks of every DP rank and stage make the whole */
+        zctx z = {.d = d, .m = m, .grads = grads};
+        for_flat(d, lo, hi, z_sq, &z);
+        sq = z.sq;
+    } else {
+        for (int i = 0; i < m->n_tensors; i++) {
+            if (!d->counted[i]) continue;
+            const lt_tensor_info *t = &m->tensors[i];
+            double n = lt_grad_norm(grads + t->offset, (size_t)t->rows * (size_t)t->cols);
+            sq += n * n;
+        }
     }
-    lt_status st = lt_comm_allreduce(d->comm, LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64, false, err);
+    lt_status st = lt_comm_allreduce(d->comm, d->zero1 ? LT_COMM_WORLD : LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64, false,
+                                     err);
     if (st != LT_OK) return st;
     *norm = sqrt(sq);
     if (max_norm <= 0) return LT_OK;
     double coef = max_norm / (*norm + 1e-6); /* torch.nn.utils.clip_grad_norm_ (optim.h) */
-    if (coef < 1.0) {
+    if (coef < 1.0 && d->zero1) {
+        zctx z = {.d = d, .m = m, .grads = grads, .coef = (float)coef};
+        for_flat(d, lo, hi, z_clip, &z);
+    } else if (coef < 1.0) {
         float c = (float)coef;
         for (int i = 0; i < m->n_tensors; i++) {
             if (!d->mine[i]) continue;
@@ -153,9 +293,20 @@ lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double
     return LT_OK;
 }
 
-void lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
-                   const lt_optim_config *oc) {
-    lt_adamw_step_tensors(o, m, params, grads, lr, oc, d->mine);
+lt_status lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads,
+                        double lr, const lt_optim_config *oc, lt_error *err) {
+    if (!d->zero1) {
+        lt_adamw_step_tensors(o, m, params, grads, lr, oc, d->mine);
+        return LT_OK;
+    }
+    o->t++;
+    size_t lo = (size_t)d->displs[d->dp_rank], hi = lo + (size_t)d->counts[d->dp_rank];
+    zctx z = {.d = d, .m = m, .params = params, .grads = (float *)grads, .o = o, .lr = lr, .oc = oc};
+    for_flat(d, lo, hi, z_adam, &z);
+    pack(d, params, d->flat); /* every DP rank's updated block to every DP rank */
+    lt_status st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err);
+    if (st == LT_OK) unpack(d, d->flat, params);
+    return st;
 }
 
 lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, float *buf, lt_error *err) {

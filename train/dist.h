@@ -34,20 +34,40 @@ typedef struct lt_dist {
     bool *counted;        /* [n_tensors] owned and counted in the global norm here (a tied
                              embedding on the first stage only) */
     size_t bucket_floats; /* all-reduce bucket size */
+    /* the owned tensors as ranges of the buffer, and as one flat run of owned_floats */
+    size_t (*range)[2];
+    int n_ranges;
+    size_t owned_floats;
+    /* ZeRO-1 (parallel.zero1): DP rank r updates flat elements [displs[r], displs[r] + counts[r])
+     * and holds only their AdamW moments (m, v); the others' come by all-gather */
+    bool zero1;
+    int *counts, *displs; /* [dp] */
+    float *flat;          /* [owned_floats] scratch */
+    float *m, *v;         /* [counts[dp_rank]] this rank's moments */
 } lt_dist;
 
 /* The ownership of this rank's stage from plan p (the layers of its ops on that stage in
  * every pipeline: they must agree). Errors: LT_ERR_INPUT naming the step and stage when the
  * pipelines split the layers differently, LT_ERR_NOMEM. */
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
-                       lt_error *err);
+                       bool zero1, lt_error *err);
+/* ZeRO-1: take this rank's shard of opt's (whole) moments, then free opt's arrays (opt->t
+ * stays: the step count). Without ZeRO-1 a no-op. */
+lt_status lt_dist_take_moments(lt_dist *d, lt_adamw *opt, lt_error *err);
+/* ZeRO-1: the whole moments of the owned tensors (every DP rank's shard, by all-gather)
+ * into out->m / out->v (new arrays of n_params floats; the rest zero) for a checkpoint.
+ * Collective over the DP ranks of the stage. */
+lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_adamw *opt, lt_adamw *out,
+                                 lt_error *err);
 /* LT_OK when plan p gives this stage the layers it owns (a later step must not move layers
  * between stages); else LT_ERR_INPUT naming the step. */
 lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *err);
 void lt_dist_free(lt_dist *d); /* NULL-safe; zeroed */
 
 /* Sum the owned tensors' gradients over the DP ranks (buckets of bucket_floats, all posted,
- * then waited), then the tied embedding over the first and last stage. */
+ * then waited), then the tied embedding over the first and last stage. ZeRO-1: the tied
+ * sum first, then a reduce-scatter: only this rank's shard of grads is summed (and read
+ * after). */
 lt_status lt_dist_reduce_grads(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err);
 
 /* The global L2 norm of the gradients (every owned tensor once, summed over the stages) and
@@ -55,9 +75,10 @@ lt_status lt_dist_reduce_grads(const lt_dist *d, const lt_llama *m, float *grads
 lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
                        lt_error *err);
 
-/* One AdamW step of the owned tensors (lt_adamw_step_tensors). */
-void lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
-                   const lt_optim_config *oc);
+/* One AdamW step of the owned tensors (lt_adamw_step_tensors); ZeRO-1: of this rank's
+ * shard, then the updated parameters all-gathered over the DP ranks. */
+lt_status lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads,
+                        double lr, const lt_optim_config *oc, lt_error *err);
 
 /* Rank 0 receives into buf the owned tensors of every stage from its DP rank 0 (the
  * tensors of buf a stage owns are overwritten; with pp = 1, rank 0 owns all). Collective:

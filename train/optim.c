@@ -119,6 +119,27 @@ void lt_adamw_step(lt_adamw *o, const lt_llama *m, float *params, const float *g
     lt_adamw_step_tensors(o, m, params, grads, lr, oc, NULL);
 }
 
+void lt_adamw_update_range(const lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
+                           const lt_optim_config *oc, size_t begin, size_t end, float *mm, float *vv) {
+    double bc1 = 1.0 - pow(oc->beta1, (double)o->t);
+    double bc2 = 1.0 - pow(oc->beta2, (double)o->t);
+    float w1 = (float)(1.0 - oc->beta1);
+    float b2 = (float)oc->beta2, one_minus_b2 = (float)(1.0 - oc->beta2);
+    float bc2_sqrt = (float)sqrt(bc2), eps = (float)oc->eps;
+    float neg_step = (float)(-(lr / bc1));
+    float decay_on = (float)(1.0 - lr * oc->weight_decay);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const lt_tensor_info *t = &m->tensors[i];
+        size_t lo = t->offset, hi = t->offset + (size_t)t->rows * (size_t)t->cols;
+        if (lo < begin) lo = begin;
+        if (hi > end) hi = end;
+        if (lo >= hi) continue;
+        float decay = t->rows > 1 ? decay_on : 1.0f;
+        adamw_range(params + lo, grads + lo, mm + (lo - begin), vv + (lo - begin), hi - lo, decay, w1, b2, one_minus_b2,
+                    bc2_sqrt, eps, neg_step);
+    }
+}
+
 void lt_adamw_step_tensors(lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
                            const lt_optim_config *oc, const bool *mine) {
     o->t++;

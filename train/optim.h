@@ -84,6 +84,11 @@ double lt_clip_grads(float *g, size_t n, double max_norm);
  * Weight decay applies to tensors with rows > 1 only (m->tensors). */
 void lt_adamw_step(lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
                    const lt_optim_config *oc);
+/* The update of elements [begin, end) of the parameter buffer with their moments at
+ * mm[0..), vv[0..) (ZeRO-1: a DP rank's shard of the moments); t is NOT incremented (the
+ * caller does o->t++ once per step first). */
+void lt_adamw_update_range(const lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
+                           const lt_optim_config *oc, size_t begin, size_t end, float *mm, float *vv);
 /* The same for the tensors i with mine[i] only (a pipeline stage's; NULL = all): the
  * elements of the others are untouched, t is incremented once. */
 void lt_adamw_step_tensors(lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,

@@ -18,6 +18,10 @@
 #   5. dataprep run as an sbatch array over data/sample (--array=1-3: task I
 #      = SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT),
 #      `dataprep verify` in an afterok job; same documents as a local run
+#   6. the distributed trainer as a real job: slimpack plans for dp 2 x pp 2,
+#      `trainer check` under srun --mpi=pmix -n 4 (the ranks' gradients against
+#      one process and every sample whole), then `trainer train --db` writing a
+#      checkpoint in parts; the same losses as a one-process run
 #
 # When the cluster cannot be started (not root, Slurm not installed, daemons
 # fail to come up in this sandbox, ...) every test is reported as
@@ -50,6 +54,7 @@ test_names=(
     "afterok dependency on a failed job never runs"
     "srun --mpi=pmix -N1 -n2 mpi_allreduce"
     "dataprep run as a 3-task array, verify afterok"
+    "trainer on 4 ranks: sbatch + srun --mpi=pmix -n 4 (the oracle, then training in parts)"
 )
 echo "1..${#test_names[@]}"
 
@@ -424,6 +429,65 @@ EOF
     fi
 }
 
+# ------------------------------------- 6: the distributed trainer under srun
+test_trainer() {
+    local dp=$top_builddir/dataprep/dataprep pl=$top_builddir/plans/planner tr=$top_builddir/train/trainer
+    local id st log=$out/trainer.log d=$work/tr last
+    mkdir -p "$d"
+    "$dp" -q run --input "$top_srcdir/data/sample/mixed-0.jsonl.gz" --encoding r50k_base \
+        --vocab-dir "$top_srcdir/data/vocab" --out "$d/data" >"$d/dp.log" 2>&1 || { diag_file "$d/dp.log"; return 1; }
+    cat >"$d/m.ini" <<EOF
+[model]
+preset = nano
+layers = 4
+vocab = 50257
+[plan]
+global_batch = 6
+context_len = 128
+mem = 80G
+steps = 4
+[parallel]
+dp = 2
+pp = 2
+[train]
+threads = 1
+steps = 4
+comm_timeout_s = 60
+EOF
+    LONGTAIL_HARDWARE_DIR=$top_srcdir/etc/hardware "$pl" build --config "$d/m.ini" --data "$d/data" \
+        --db "$d/plans.db" --strategy slimpack >"$d/plan.log" 2>&1 || { diag_file "$d/plan.log"; return 1; }
+    "$tr" train --config "$d/m.ini" --db "$d/plans.db" --data "$d/data" --out "$d/one" >"$d/one.log" 2>&1 ||
+        { diag_file "$d/one.log"; return 1; }
+    # -O: 4 tasks on a node that may have fewer CPUs
+    cat >"$work/trainer.sh" <<EOF
+#!/bin/sh
+export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none PMIX_MCA_gds=hash
+srun --mpi=pmix -O -n 4 "$tr" check --config "$d/m.ini" --db "$d/plans.db" --data "$d/data" >"$d/check.out" || exit 1
+exec srun --mpi=pmix -O -n 4 "$tr" train --config "$d/m.ini" --db "$d/plans.db" --data "$d/data" --out "$d/ranks"
+EOF
+    id=$(submit -J lt-trainer -O -n4 -o "$log" "$work/trainer.sh") || return 1
+    diag "trainer job $id submitted"
+    wait_done "$id" || { dump_job "$id"; diag_file "$log"; dump_logs; return 1; }
+    st=$(job_field "$id" JobState)
+    last=$(tail -n 1 "$d/check.out" 2>/dev/null)
+    if [ "$st" != COMPLETED ] || [[ ! "$last" =~ ^max_rel_err=.*\ ranks=4\ steps=4$ ]]; then
+        diag "trainer job $id ended $st; check's last line: '$last'"
+        diag_file "$log"; diag_file "$d/check.out"; dump_job "$id"
+        return 1
+    fi
+    diag "srun -n 4 trainer check: $last"
+    if ! grep -q '^part = stage-1.bin ' "$d/ranks/ckpt-00000004.d/manifest.txt" 2>/dev/null ||
+       ! "$tr" export "$d/ranks/ckpt-00000004.d" --hf "$d/hf-ranks" >/dev/null 2>&1; then
+        diag "no readable checkpoint in parts from the ranks"; diag_file "$log"; return 1
+    fi
+    # the same losses as one process (4 steps, 6 decimals)
+    if ! cmp -s <(grep -o '^step=[0-9]* loss=[0-9.]*' "$d/one.log") <(grep -o '^step=[0-9]* loss=[0-9.]*' "$log"); then
+        diag "the ranks' losses differ from one process's:"
+        diag_file "$d/one.log"; diag_file "$log"
+        return 1
+    fi
+}
+
 # ---------------------------------------------------------------- run
 if test_array; then ok; else not_ok; fi
 if test_dependency; then ok; else not_ok; fi
@@ -442,6 +506,16 @@ if [ ! -x "$top_builddir/dataprep/dataprep" ]; then
     diag "$top_builddir/dataprep/dataprep is not built"
     not_ok
 elif test_dataprep_array; then
+    ok
+else
+    not_ok
+fi
+if [ -z "$MPI_ALLREDUCE" ]; then
+    skip "MPI not found at configure time"
+elif [ ! -x "$top_builddir/train/trainer" ] || [ ! -x "$top_builddir/plans/planner" ]; then
+    diag "the trainer or the planner is not built"
+    not_ok
+elif test_trainer; then
     ok
 else
     not_ok

@@ -196,6 +196,21 @@ else
   notok "a checkpoint in parts" "$tmp/mpi22/ckpt-00000010.d/manifest.txt"
 fi
 
+# ZeRO-1: each DP rank keeps the moments of half its stage's tensors; the same parameters,
+# and a run stopped after step 6 and resumed ends with the same parts
+Z=("${T[@]}" --set parallel.dp=2 --set parallel.pp=2 --set parallel.zero1=true --db "$tmp/t22.db")
+"${MPIRUN[@]}" 4 "$TRAINER" train "${Z[@]}" --out "$tmp/z" >"$tmp/z.out" 2>"$tmp/z.err"
+"${MPIRUN[@]}" 4 "$TRAINER" train "${Z[@]}" --set train.checkpoint_every=4 --steps 6 --out "$tmp/zr" >/dev/null 2>&1
+"${MPIRUN[@]}" 4 "$TRAINER" train "${Z[@]}" --out "$tmp/zr" --resume >"$tmp/zr.out" 2>"$tmp/zr.err"
+d=$(params_diff "$tmp/mpi22/ckpt-00000010.d" "$tmp/z/ckpt-00000010.d")
+if grep -q 'ZeRO-1: each DP rank holds the AdamW moments of 1/2' "$tmp/z.err" && [ -n "$d" ] &&
+   awk -v d="$d" 'BEGIN { exit !(d <= 1e-6) }' && cmp -s "$tmp/z/ckpt-00000010.d/stage-0.bin" "$tmp/zr/ckpt-00000010.d/stage-0.bin" &&
+   cmp -s "$tmp/z/ckpt-00000010.d/stage-1.bin" "$tmp/zr/ckpt-00000010.d/stage-1.bin"; then
+  ok "ZeRO-1 (parallel.zero1): moments sharded over the DP ranks, parameters as without it ($d), resumed bit-exactly"
+else
+  notok "ZeRO-1: the same training, resumable (difference '$d')" "$tmp/z.err" "$tmp/zr.err"
+fi
+
 # ---- faults: SIGKILL one rank mid-run, then --resume; SIGUSR2
 F=("${T[@]}" --set plan.steps=30 --set train.steps=30 --set train.checkpoint_every=5 --set parallel.dp=2
    --set parallel.pp=2 --db "$tmp/f.db")
