@@ -104,7 +104,9 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
         st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, &c->m, &p, 25, false, err);
         c->dist_ready = st == LT_OK;
-        if (st == LT_OK) st = lt_exec_step_rank(&c->m, &p, smp, &c->va, &es, c->pool, c->comm, err);
+        lt_exec_hooks hooks = {.ctx = &c->dist, .grads_final = lt_dist_layer_final}; /* as train --db */
+        if (st == LT_OK) lt_dist_bind(&c->dist, &c->m, c->ga);
+        if (st == LT_OK) st = lt_exec_step_rank(&c->m, &p, smp, &c->va, &es, c->pool, c->comm, &hooks, err);
         if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, &c->m, c->ga, err);
         if (st == LT_OK) st = lt_dist_gather(&c->dist, &c->m, c->ga, err);
         lt_exec_stats one = {0};

@@ -241,7 +241,9 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
                 LT_INFO("ZeRO-1: each DP rank holds the AdamW moments of 1/%d of its stage's parameters", L->dist.dp);
             L->dist_ready = s == LT_OK;
         }
-        if (s == LT_OK) s = lt_exec_step_rank(L->m, &p, smp, L->g, &es, L->pool, L->comm, err);
+        lt_exec_hooks hooks = {.ctx = &L->dist, .grads_final = lt_dist_layer_final};
+        if (s == LT_OK) lt_dist_bind(&L->dist, L->m, L->grads);
+        if (s == LT_OK) s = lt_exec_step_rank(L->m, &p, smp, L->g, &es, L->pool, L->comm, &hooks, err);
         if (s == LT_OK) s = lt_dist_reduce_grads(&L->dist, L->m, L->grads, err);
     } else if (s == LT_OK) {
         s = lt_exec_step(L->m, &p, smp, L->g, &es, L->pool, err);

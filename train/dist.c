@@ -75,6 +75,11 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
         d->owned_floats += e - b;
     }
     d->zero1 = zero1 && d->dp > 1;
+    d->layer_posted = calloc((size_t)m->shape.layers + 1, sizeof *d->layer_posted);
+    if (!d->layer_posted) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    }
     if (!d->zero1) return LT_OK;
     d->counts = calloc((size_t)d->dp, sizeof *d->counts), d->displs = calloc((size_t)d->dp, sizeof *d->displs);
     d->flat = malloc(d->owned_floats * sizeof *d->flat);
@@ -159,6 +164,7 @@ lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *
 
 void lt_dist_free(lt_dist *d) {
     if (!d) return;
+    free(d->req), free(d->layer_posted);
     free(d->mine), free(d->counted), free(d->range), free(d->counts), free(d->displs), free(d->flat), free(d->m),
         free(d->v);
     memset(d, 0, sizeof *d);
@@ -171,7 +177,48 @@ static lt_status reduce_tied(const lt_dist *d, const lt_llama *m, float *grads, 
     return LT_OK;
 }
 
-lt_status lt_dist_reduce_grads(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
+/* Post the all-reduce of buffer floats [lo, hi) in buckets, last first. */
+static lt_status post_range(lt_dist *d, float *grads, size_t lo0, size_t hi, lt_error *err) {
+    lt_status st = LT_OK;
+    while (st == LT_OK && hi > lo0) {
+        size_t lo = hi - lo0 > d->bucket_floats ? hi - d->bucket_floats : lo0;
+        if (d->n_req == d->cap_req) {
+            size_t cap = d->cap_req ? 2 * d->cap_req : 16;
+            lt_comm_req **t = realloc(d->req, cap * sizeof *t);
+            if (!t) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+            d->req = t, d->cap_req = cap;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "gradient bucket %zu of stage %d", d->n_req, d->stage);
+        st = lt_comm_iallreduce(d->comm, LT_COMM_DP, grads + lo, hi - lo, LT_COMM_F32, what, &d->req[d->n_req], err);
+        if (st == LT_OK) d->n_req++;
+        hi = lo;
+    }
+    return st;
+}
+
+void lt_dist_bind(lt_dist *d, const lt_llama *m, float *grads) { d->model = m, d->grads = grads; }
+
+lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
+    lt_dist *d = ctx;
+    const lt_llama *m = d->model;
+    if (d->zero1 || d->dp < 2 || !m || layer < d->l0 || layer >= d->l1 || d->layer_posted[layer]) return LT_OK;
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].layer == layer && d->mine[i]) {
+            size_t b = m->tensors[i].offset, e = b + (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+            lo = b < lo ? b : lo, hi = e > hi ? e : hi;
+        }
+    d->layer_posted[layer] = true;
+    lt_status st = lo < hi ? post_range(d, d->grads, lo, hi, err) : LT_OK;
+    for (size_t k = 0; st == LT_OK && k < d->n_req; k++) { /* let the earlier ones progress (MPI moves them in its calls) */
+        bool done;
+        st = lt_comm_test(d->comm, &d->req[k], &done, err);
+    }
+    return st;
+}
+
+lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
     lt_status st = LT_OK;
     if (d->zero1) { /* the tied sum first (sums commute), then each DP rank its block */
         st = reduce_tied(d, m, grads, err);
@@ -182,44 +229,26 @@ lt_status lt_dist_reduce_grads(const lt_dist *d, const lt_llama *m, float *grads
         if (st == LT_OK) unpack(d, d->flat, grads); /* (the other blocks are stale: never read) */
         return st;
     }
-    if (d->dp > 1) {
-        /* owned tensors as contiguous runs, cut into buckets, last layers first (the order
-         * the backward finishes them) */
-        size_t cap = 16, n = 0;
-        lt_comm_req **req = malloc(cap * sizeof *req);
-        if (!req) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    if (d->dp > 1) { /* what the last backward did not post: runs of owned tensors, last first */
         for (int i = m->n_tensors - 1; st == LT_OK && i >= 0;) {
-            if (!d->mine[i]) {
+            bool want = d->mine[i] && !(m->tensors[i].layer >= 0 && d->layer_posted[m->tensors[i].layer]);
+            if (!want) {
                 i--;
                 continue;
             }
             size_t end = m->tensors[i].offset + (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
             int j = i;
-            while (j > 0 && d->mine[j - 1]) j--;
-            size_t begin = m->tensors[j].offset;
-            for (size_t hi = end; st == LT_OK && hi > begin;) {
-                size_t lo = hi - begin > d->bucket_floats ? hi - d->bucket_floats : begin;
-                if (n == cap) {
-                    lt_comm_req **t = realloc(req, 2 * cap * sizeof *t);
-                    if (!t) {
-                        st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-                        break;
-                    }
-                    req = t, cap *= 2;
-                }
-                char what[96];
-                snprintf(what, sizeof what, "gradient bucket %zu of stage %d", n, d->stage);
-                st = lt_comm_iallreduce(d->comm, LT_COMM_DP, grads + lo, hi - lo, LT_COMM_F32, what, &req[n], err);
-                if (st == LT_OK) n++;
-                hi = lo;
-            }
+            while (j > 0 && d->mine[j - 1] && !(m->tensors[j - 1].layer >= 0 && d->layer_posted[m->tensors[j - 1].layer]))
+                j--;
+            st = post_range(d, grads, m->tensors[j].offset, end, err);
             i = j - 1;
         }
-        for (size_t k = 0; k < n; k++) {
-            lt_status s2 = lt_comm_wait(d->comm, &req[k], err);
+        for (size_t k = 0; k < d->n_req; k++) {
+            lt_status s2 = st == LT_OK ? lt_comm_wait(d->comm, &d->req[k], err) : LT_OK;
             if (st == LT_OK) st = s2;
         }
-        free(req);
+        d->n_req = 0;
+        memset(d->layer_posted, 0, (size_t)m->shape.layers * sizeof *d->layer_posted);
     }
     if (st == LT_OK) st = reduce_tied(d, m, grads, err);
     return st;

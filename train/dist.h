@@ -44,6 +44,12 @@ typedef struct lt_dist {
     int *counts, *displs; /* [dp] */
     float *flat;          /* [owned_floats] scratch */
     float *m, *v;         /* [counts[dp_rank]] this rank's moments */
+    /* the step's all-reduces in flight (posted layer by layer during the last backward) */
+    lt_comm_req **req;
+    size_t n_req, cap_req;
+    bool *layer_posted;   /* [layers] */
+    float *grads;         /* the buffer they reduce */
+    const lt_llama *model;
 } lt_dist;
 
 /* The ownership of this rank's stage from plan p (the layers of its ops on that stage in
@@ -68,7 +74,15 @@ void lt_dist_free(lt_dist *d); /* NULL-safe; zeroed */
  * then waited), then the tied embedding over the first and last stage. ZeRO-1: the tied
  * sum first, then a reduce-scatter: only this rank's shard of grads is summed (and read
  * after). */
-lt_status lt_dist_reduce_grads(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err);
+lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_error *err);
+
+/* Post the DP all-reduce of layer `layer`'s tensors now (their gradients are final: the
+ * lt_exec_hooks.grads_final of lt_exec_step_rank, ctx = d after lt_dist_bind), so it runs
+ * while the backward goes on; lt_dist_reduce_grads posts the rest and waits for all. Not
+ * with ZeRO-1 (its reduce-scatter runs after the step). */
+lt_status lt_dist_layer_final(void *d, int layer, lt_error *err);
+/* Which gradient buffer lt_dist_layer_final reduces, for model m. */
+void lt_dist_bind(lt_dist *d, const lt_llama *m, float *grads);
 
 /* The global L2 norm of the gradients (every owned tensor once, summed over the stages) and
  * torch's clip_grad_norm_ with max_norm (<= 0: only measure) on the owned tensors. */

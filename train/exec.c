@@ -150,7 +150,15 @@ typedef struct {
     uint32_t *sends_of;      /* [n_ops] sends still reading op v's buffers */
     struct pending_send { uint32_t v; lt_comm_req *req; } *sends;
     size_t n_sends, cap_sends;
+    const lt_exec_hooks *eh; /* distributed: told when a layer's gradients are final */
+    uint32_t last_b;         /* ... after this op (the stage's last B), or LT_DEP_NONE */
 } pipe_run;
+
+/* lt_cp_hooks.layer_done of the stage's last B op: the layer's gradients are final. */
+static lt_status final_layer(void *ctx, int layer, lt_error *err) {
+    const pipe_run *pr = ctx;
+    return pr->eh->grads_final(pr->eh->ctx, layer, err);
+}
 
 /* Does this process run op v? (every op without the distributed engine) */
 static bool local(const pipe_run *pr, uint32_t v) { return !pr->comm || (int)pr->deps.stage[v] == pr->my_stage; }
@@ -416,11 +424,15 @@ static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     }
     if (st == LT_OK && l0 > 0 && !(pr->din[v] = calloc(TC, sizeof(float))))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-float input gradient", TC);
+    lt_cp_hooks fh = {.ctx = pr, .layer_done = final_layer};
+    const lt_cp_hooks *h = pr->eh && v == pr->last_b ? &fh : NULL;
+    float *din1 = R > 0 ? dmid : pr->din[v], *din2 = pr->din[v];
+    const float *dmid_c = dmid;
     if (st == LT_OK)
-        st = lt_llama_backward(pr->m, &pb, pr->b, &u, dout, pr->kv, a, pr->grads, R > 0 ? dmid : pr->din[v], pr->pool,
-                               err);
+        st = lt_llama_backward_group(pr->m, &pb, pr->b, &u, 1, &dout, pr->kv, a, pr->grads, h, &din1, pr->pool, err);
     if (st == LT_OK && R > 0)
-        st = lt_llama_backward(pr->m, &pa, pr->b, &u, dmid, pr->kv, &redo, pr->grads, pr->din[v], pr->pool, err);
+        st = lt_llama_backward_group(pr->m, &pa, pr->b, &u, 1, &dmid_c, pr->kv, &redo, pr->grads, h, &din2, pr->pool,
+                                     err);
     if (gathered.T > 0) untrack(pr, gathered.bytes, pr->cur_stage);
     if (redo.T > 0) untrack(pr, redo.bytes, pr->cur_stage);
     lt_acts_free(&gathered), lt_acts_free(&redo);
@@ -539,6 +551,7 @@ static lt_status group_units_of(const pipe_run *pr, const lt_op *op, int G, grou
 
 typedef struct cp_xchg {
     pipe_run *pr;
+    lt_cp_hooks final; /* the stage's last B op: final_layer */
     const group_units *gu;
     int n_rows;     /* entries of row_sample / row_end */
     int *row_sample, *row_end; /* per sample of the group's slices: its largest end */
@@ -615,6 +628,11 @@ static lt_status dkv_begin(void *ctx, int l, lt_error *err) {
     return LT_OK;
 }
 
+static lt_status x_layer_done(void *ctx, int l, lt_error *err) {
+    cp_xchg *x = ctx;
+    return final_layer(x->pr, l, err);
+}
+
 static lt_status dkv_ready(void *ctx, int l, lt_error *err) {
     cp_xchg *x = ctx;
     const group_units *gu = x->gu;
@@ -661,6 +679,11 @@ static lt_status xchg_init(pipe_run *pr, const group_units *gu, cp_xchg *x, lt_c
     *h = (lt_cp_hooks){.ctx = x, .kv_ready = kv_ready, .dkv_begin = dkv_begin, .dkv_ready = dkv_ready};
     *out = h;
     return LT_OK;
+}
+
+/* The hooks of group B op v: the exchange's, and on the stage's last B the final layers. */
+static void xchg_final(pipe_run *pr, uint32_t v, lt_cp_hooks *h) {
+    if (h && pr->eh && v == pr->last_b) h->layer_done = x_layer_done;
 }
 
 static void xchg_free(cp_xchg *x) { free(x->row_sample), free(x->row_end); }
@@ -902,6 +925,7 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
     lt_cp_hooks hk;
     const lt_cp_hooks *hooks;
     st = xchg_init(pr, &gu, &xc, &hk, &hooks, err);
+    if (hooks) xchg_final(pr, v, &hk);
     lt_acts *ca = calloc((size_t)G, sizeof *ca), *cr = calloc((size_t)G, sizeof *cr);
     lt_train_unit *cu = calloc((size_t)G, sizeof *cu);
     const float **cdout = calloc((size_t)G, sizeof *cdout), **cx = calloc((size_t)G, sizeof *cx);
@@ -1177,6 +1201,9 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             for (size_t k = 0; k < ns; k++)
                 pr->refs[v] += (s[k].kind == LT_DEP_PATH || s[k].kind == LT_DEP_ACT) && local(pr, s[k].op);
         }
+    pr->last_b = LT_DEP_NONE;
+    for (size_t i = 0; st == LT_OK && pr->comm && i < n; i++)
+        if (local(pr, order[i]) && pr->deps.op[order[i]]->kind == LT_OP_B) pr->last_b = order[i];
     uint32_t next_local = 0; /* distributed: position in order of the next op of this stage */
     for (size_t i = 0; st == LT_OK && i < n; i++) {
         uint32_t v = order[i];
@@ -1267,7 +1294,7 @@ static lt_status check_layout(const lt_step_plan *p, const lt_comm_layout *l, lt
 
 static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
                            const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_comm *comm,
-                           lt_error *err) {
+                           const lt_exec_hooks *eh, lt_error *err) {
     memset(stats, 0, sizeof *stats);
     unsigned long long step = (unsigned long long)p->step;
     if (p->n_samples == 0 || p->n_samples > (size_t)INT_MAX)
@@ -1301,7 +1328,7 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
     int64_t *f_tokens = calloc(cells, sizeof *f_tokens), *b_tokens = calloc(cells, sizeof *b_tokens);
     if (!f_tokens || !b_tokens) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     pipe_run pr = {.m = m, .p = p, .b = &b, .grads = grads, .kv = &kv, .pool = pool, .f_tokens = f_tokens,
-                   .b_tokens = b_tokens, .stats = stats, .t0 = now_s(), .comm = comm};
+                   .b_tokens = b_tokens, .stats = stats, .t0 = now_s(), .comm = comm, .eh = eh};
     if (lay) pr.my_dp = lay->dp_rank, pr.my_stage = lay->stage;
     pr.live_stage = calloc((size_t)p->pp, sizeof(size_t));
     pr.peak_stage = calloc((size_t)p->pp, sizeof(size_t));
@@ -1352,11 +1379,11 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
 
 lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
                        const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_error *err) {
-    return exec_step(m, p, samples, grads, stats, pool, NULL, err);
+    return exec_step(m, p, samples, grads, stats, pool, NULL, NULL, err);
 }
 
 lt_status lt_exec_step_rank(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
                             const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_comm *comm,
-                            lt_error *err) {
-    return exec_step(m, p, samples, grads, stats, pool, comm, err);
+                            const lt_exec_hooks *hooks, lt_error *err) {
+    return exec_step(m, p, samples, grads, stats, pool, comm, hooks, err);
 }

@@ -101,9 +101,17 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
  * into grads; the DP reduction is the caller's (train/dist.h). stats: loss_sum, the token
  * checks, stage_peak_bytes and act_bytes_peak are totals over every rank (all ranks call
  * this for the same step); op_times are this rank's. The plan's DP x PP must be the job's.
+ * hooks (may be NULL): grads_final(layer) is called as soon as a layer's parameter
+ * gradients on this rank are final for the step (during the stage's last B op, layer by
+ * layer from the top), so the DP all-reduce of each layer overlaps the backward of the
+ * layers below it.
  */
+typedef struct lt_exec_hooks {
+    void *ctx;
+    lt_status (*grads_final)(void *ctx, int layer, lt_error *err);
+} lt_exec_hooks;
 lt_status lt_exec_step_rank(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
                             const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_comm *comm,
-                            lt_error *err);
+                            const lt_exec_hooks *hooks, lt_error *err);
 
 #endif /* LT_TRAIN_EXEC_H */

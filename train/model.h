@@ -282,14 +282,18 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
  *                 and before any attention reads it: bring in the other members' rows;
  *   dkv_begin(l)  backward, before the local members' attention backward of layer l;
  *   dkv_ready(l)  backward, after it and before the local members read their own rows'
- *                 dK/dV: make the context's dK/dV the sum over every member.
- * NULL hooks: every member is local (the one-process executor).
+ *                 dK/dV: make the context's dK/dV the sum over every member;
+ *   layer_done(l) backward, after every local member's backward of layer l: its parameter
+ *                 gradients are complete for this call (the engine starts their DP
+ *                 all-reduce after a stage's last backward: overlap with the layers below).
+ * NULL hooks: every member is local (the one-process executor); a NULL entry is skipped.
  */
 typedef struct lt_cp_hooks {
     void *ctx;
     lt_status (*kv_ready)(void *ctx, int layer, lt_error *err);
     lt_status (*dkv_begin)(void *ctx, int layer, lt_error *err);
     lt_status (*dkv_ready)(void *ctx, int layer, lt_error *err);
+    lt_status (*layer_done)(void *ctx, int layer, lt_error *err);
 } lt_cp_hooks;
 
 lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,

@@ -368,7 +368,7 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
      * (context parallelism's K/V exchange, Megatron-LM CP / ring attention, in one process) */
     for (int l = pass->l0; st == LT_OK && l < pass->l1; l++) {
         for (int g = 0; g < G; g++) layer_pre_forward(m, &u[g], kv, &a[g], l, &s[g], pool);
-        if (hooks && (st = hooks->kv_ready(hooks->ctx, l, err)) != LT_OK) break;
+        if (hooks && hooks->kv_ready && (st = hooks->kv_ready(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; g < G; g++) layer_post_forward(m, &u[g], kv, &a[g], l, &s[g], pool);
     }
     for (int g = 0; s && g < G; g++) free(s[g].kbuf), free(s[g].vbuf), free(s[g].tmp), free(s[g].segs);
@@ -489,10 +489,11 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
     /* per layer in lockstep, the forward's mirror: every member's attention backward before
      * any member reads its own K/V rows' gradients */
     for (int l = pass->l1 - 1; st == LT_OK && l >= pass->l0; l--) {
-        if (hooks && (st = hooks->dkv_begin(hooks->ctx, l, err)) != LT_OK) break;
+        if (hooks && hooks->dkv_begin && (st = hooks->dkv_begin(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; g < G; g++) layer_post_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool);
-        if (hooks && (st = hooks->dkv_ready(hooks->ctx, l, err)) != LT_OK) break;
+        if (hooks && hooks->dkv_ready && (st = hooks->dkv_ready(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; g < G; g++) layer_pre_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool);
+        if (hooks && hooks->layer_done && (st = hooks->layer_done(hooks->ctx, l, err)) != LT_OK) break;
     }
     for (int g = 0; st == LT_OK && g < G; g++) {
         size_t TC = (size_t)a[g].T * (size_t)m->shape.hidden;
