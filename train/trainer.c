@@ -59,7 +59,7 @@ static const lt_cli_command commands[] = {
      "softmax(logits / T) with a stream seeded by --seed (default 1234). --vocab-dir DIR as dataprep.\n",
      generate_command},
     {"train", "(--db PLANS | --whole) --data DIR [--init CKPT | --resume] [--out DIR] [--steps N]",
-     "train on stored plans (or on whole documents) in one process",
+     "train on stored plans (one process, or one per rank under mpirun/srun) or on whole documents",
      "--db PLANS: runs the stored steps in order, each plan executed in this process (every\n"
      "pipeline and stage) on its samples read from --data DIR; prints per step\n"
      "step=S loss=L lr=LR grad_norm=G tokens=T tok/s=R plan_step=P predicted_ms=PM measured_ms=MM\n"
@@ -68,7 +68,10 @@ static const lt_cli_command commands[] = {
      "(the line ends at tok/s). AdamW with warmup + cosine decay ([train]). Checkpoints go to --out\n"
      "DIR (else train.checkpoint_dir, else WORK_DIR/NAME/checkpoints) every train.checkpoint_every\n"
      "steps and at the end; --resume continues bit-exactly from the newest. --steps N stops after\n"
-     "step N (the schedule still spans train.steps); --db stops after the last stored step.\n",
+     "step N (the schedule still spans train.steps); --db stops after the last stored step.\n"
+     "Under mpirun -n / srun --mpi=pmix -n (parallel.dp x parallel.pp processes) --db runs one\n"
+     "process per (DP rank, stage): checkpoints in parts (DIR/ckpt-N.d), rank 0 prints.\n"
+     "SIGUSR2: checkpoint after the current step, exit 75 (requeue; continue with --resume).\n",
      train_command},
     {"check", "--config FILE --db PLANS --data DIR [--steps LIST] [--ckpt CKPT]",
      "the gradient-equivalence oracle: a plan's gradients against every sample whole",
@@ -78,7 +81,10 @@ static const lt_cli_command commands[] = {
      "--ckpt CKPT, else the config's [model] initialized with train.seed (else plan.seed). Prints\n"
      "per step one line per parameter tensor (step=S tensor=NAME rel_err=E, max |diff| / max |ref|)\n"
      "and a summary (step=S strategy=... loss=L ref_loss=R loss_diff=D max_rel_err=E worst=NAME ...);\n"
-     "last line: max_rel_err=E steps=N. Exit 1 when E > train.check_tolerance (default 1e-4).\n",
+     "last line: max_rel_err=E steps=N. Exit 1 when E > train.check_tolerance (default 1e-4).\n"
+     "Under mpirun/srun (parallel.dp x parallel.pp processes) the plan runs one process per (DP rank,\n"
+     "stage) and rank 0 also compares the ranks' gradients with one process (rank_rel_err, over\n"
+     "train.check_rank_tolerance = 1e-5 exits 1); last line: max_rel_err=E rank_rel_err=R ranks=N steps=S.\n",
      check_command},
     {"calibrate",
      "--config FILE [--set K=V]... (--out FILE.ini | --check PROFILE) [--tokens LIST] [--repeat N] [--mem-gib G]\n"
