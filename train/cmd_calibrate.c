@@ -35,6 +35,12 @@
  * process (the one-process executor's hand-over, shared memory). Between nodes: the same
  * numbers, marked not measured. Only rank 0 measures the rest and writes the file.
  *
+ * Printed beside the fit, not part of it: the LM head timed once (the fused final norm, head
+ * and loss, at the largest measured count up to HEAD_TOKENS) against the model's price for it
+ * (its GEMM on the GEMM curve), and the bytes one token holds in the trainer's allocations
+ * and in the cost model (docs/cost-model.md, "Calibrating a CPU profile"). The file's header
+ * records the 1-minute load average before and after: a busy machine makes everything slow.
+ *
  * --check PROFILE measures the same and prices the layer with an existing profile instead
  * of fitting one: how far that profile is from this machine.
  */
@@ -75,6 +81,7 @@
 #define LADDER_BUDGET_S 60.0
 #define HBM_BYTES ((size_t)128 << 20)
 #define P2P_BYTES ((size_t)64 << 20)
+#define HEAD_TOKENS 1024 /* the LM head is timed once, at the largest measured count up to this */
 
 typedef struct calib_args {
     const char *out, *check, *tokens;
@@ -334,6 +341,34 @@ static lt_status time_rung(const lt_llama *m, const lt_llama_views *g, int T, in
     return st;
 }
 
+/* The LM head alone (a pass of no layers with the head: final norm, LM head and loss, the
+ * fused forward + backward, then the final norm's backward) on T tokens: the median of
+ * `repeat` runs after a warm-up. Not part of the fit (the profile has no curve of its own
+ * for it: the cost model prices its GEMM on the layer's GEMM curve); printed beside the
+ * model's price. */
+static lt_status time_head(const lt_llama *m, const lt_llama_views *g, int T, int repeat, lt_pool *pool,
+                           double *head_s, lt_error *err) {
+    layer_bench lb;
+    lt_status st = layer_bench_init(&lb, m, g, T, pool, err);
+    if (st != LT_OK) return st;
+    int L = m->shape.layers;
+    lt_pass pass = {.l0 = L, .l1 = L, .head = true, .loss_scale = 1.0f / (float)T};
+    double *t = lt_calloc_check((size_t)repeat + 1, sizeof *t);
+    for (int k = 0; st == LT_OK && k <= repeat; k++) { /* run 0: the warm-up */
+        double t0 = now_s();
+        lt_acts a;
+        st = lt_acts_alloc(&a, m, &lb.b, &lb.u, L, L, true, err);
+        if (st == LT_OK) st = lt_llama_forward(m, &pass, &lb.b, &lb.u, lb.in, &lb.kv, &a, g, NULL, NULL, pool, err);
+        if (st == LT_OK) st = lt_llama_backward(m, &pass, &lb.b, &lb.u, NULL, &lb.kv, &a, g, lb.din, pool, err);
+        lt_acts_free(&a);
+        t[k] = now_s() - t0;
+    }
+    if (st == LT_OK) *head_s = median(t + 1, repeat);
+    free(t);
+    layer_bench_free(&lb);
+    return st;
+}
+
 /* ------------------------------------------------------------------ memory and links */
 
 typedef struct copy_job {
@@ -451,6 +486,12 @@ static lt_status measure_mpi(links *l, int *rank, lt_error *err) {
     return LT_OK;
 }
 
+/* The 1-minute load average (getloadavg), or -1 where the system has none. */
+static double load_average(void) {
+    double l[1];
+    return getloadavg(l, 1) == 1 ? l[0] : -1.0;
+}
+
 /* ------------------------------------------------------------------ the cost model's side */
 
 /* A profile of 1 FLOP/s at efficiency 1 everywhere: lt_cost_op's times are its FLOPs. */
@@ -499,6 +540,24 @@ static void cost_model_bytes(const lt_cost_model *cm, int T, cost_bytes *cb) {
     lt_op_estimate e;
     lt_cost_op(cm, &sl, 1, NULL, &last, &e);
     cb->head = e.cost.act_bytes / T - cb->layer;
+}
+
+/* The cost model's F + B of the head on T tokens: the op over the model's last layer less
+ * the op over layer 0 (the same layer's FLOPs at the same efficiencies). */
+static double price_head(const lt_cost_model *cm, int T) {
+    lt_slice sl = {.sample = 0, .begin = 0, .end = T};
+    uint32_t L = (uint32_t)cm->model.layers;
+    double t = 0;
+    for (int k = 0; k < 2; k++) {
+        lt_op last = {.kind = k ? LT_OP_B : LT_OP_F, .part = LT_PART_ALL, .layer_begin = L - 1, .layer_end = L};
+        lt_op first = last;
+        first.layer_begin = 0, first.layer_end = 1;
+        lt_op_estimate el, ef;
+        lt_cost_op(cm, &sl, 1, NULL, &last, &el);
+        lt_cost_op(cm, &sl, 1, NULL, &first, &ef);
+        t += el.cost.time - ef.cost.time;
+    }
+    return t;
 }
 
 /* ------------------------------------------------------------------ the profile file */
@@ -562,6 +621,7 @@ typedef struct fit_info {
     const lt_model_shape *shape;
     int threads;
     char date[32], cpu[160];
+    double load[2];    /* the 1-minute load average before and after the timing */
     double peak;       /* FLOP/s, as printed */
     int peak_tokens;   /* the rung that set it */
     bool peak_is_attn; /* ... and by which part */
@@ -591,7 +651,9 @@ static lt_status write_profile(const fit_info *fi, const rung *r, int n, const l
     fprintf(f, ";   model:    %s (hidden %d, heads %d, kv_heads %d, ffn %d): one layer timed\n",
             fi->shape->name ? fi->shape->name : "custom", fi->shape->hidden, fi->shape->heads, fi->shape->kv_heads,
             fi->shape->ffn);
-    fprintf(f, ";   timing:   median of %d runs after a warm-up, per token count\n;\n", a->repeat);
+    fprintf(f, ";   timing:   median of %d runs after a warm-up, per token count; 1-minute load average %.2f\n",
+            a->repeat, fi->load[0]);
+    fprintf(f, ";             before, %.2f after (a busy machine makes every number slower)\n;\n", fi->load[1]);
     fprintf(f, "; peak_bf16_tflops keeps its name but is the best fp32 rate measured here (the GEMM part\n");
     fprintf(f, "; of a layer or the attention, whichever is faster), so every fraction is at most 1. Each\n");
     fprintf(f, "; curve point makes the cost model give back the measured time of one layer's forward +\n");
@@ -650,12 +712,10 @@ static int default_ladder(int *tokens) {
 }
 
 /* The model the layer runs in: the config's dimensions with 2 layers (layer 0 is timed, the
- * second gives one layer's activation bytes) and a 256-token vocabulary (no embedding or head
- * runs). */
+ * second gives one layer's activation bytes; the head is timed on its own). */
 static lt_status bench_model(const lt_model_shape *shape, uint64_t seed, lt_llama *m, lt_error *err) {
     lt_model_shape s = *shape;
     s.layers = 2;
-    s.vocab = 256;
     lt_status st = lt_llama_create(m, &s, err);
     if (st == LT_OK) lt_llama_init(m, seed);
     return st;
@@ -713,6 +773,7 @@ int calibrate_command(lt_cli_ctx *ctx) {
     int n = 0;
     trainer_bytes tb = {0};
     double spent = 0;
+    double load_before = load_average();
     LT_INFO("calibrate: %s, %d threads, tokens %d..%d, median of %d", shape.name ? shape.name : "custom", threads,
             tokens[0], tokens[n_tokens - 1], a.repeat);
     for (int i = 0; st == LT_OK && i < n_tokens; i++) {
@@ -744,12 +805,22 @@ int calibrate_command(lt_cli_ctx *ctx) {
             break;
         }
     }
+    /* the head, once: at the largest measured count up to HEAD_TOKENS (else the smallest) */
+    int head_tokens = 0;
+    double head_s = 0;
+    for (int i = 0; i < n; i++)
+        if (head_tokens == 0 || r[i].tokens <= HEAD_TOKENS) head_tokens = r[i].tokens;
+    if (st == LT_OK && head_tokens > 0) st = time_head(&m, &g, head_tokens, a.repeat, pool, &head_s, &err);
     free(grads), free(glv);
     lt_llama_free(&m);
     if (st == LT_OK && !a.check) st = measure_memory(pool, threads, &l, &err);
     lt_pool_destroy(pool);
 
-    fit_info fi = {.a = &a, .ctx = ctx, .shape = &shape, .threads = threads};
+    fit_info fi = {.a = &a, .ctx = ctx, .shape = &shape, .threads = threads, .load = {load_before, load_average()}};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (st == LT_OK && cpus > 0 && fi.load[1] > (double)cpus + 0.5)
+        LT_WARN("the machine was busy while timing (1-minute load average %.2f on %ld CPUs): the numbers are slow",
+                fi.load[1], cpus);
     if (st == LT_OK && !a.check) {
         /* peak: the best rate of either part (every fraction <= 1), as it will be printed */
         double best = 0;
@@ -792,6 +863,12 @@ int calibrate_command(lt_cli_ctx *ctx) {
                "%.4f) rel_err=%.2e\n",
                r[i].tokens, r[i].layer_s * 1e3, r[i].attn_s * 1e3, r[i].gemm_s * 1e3, r[i].predicted_s * 1e3,
                gt * 1e3, at * 1e3, r[i].rel_err);
+    }
+    if (head_tokens > 0) {
+        double p = price_head(cm, head_tokens);
+        printf("head tokens=%d measured_ms=%.4f predicted_ms=%.4f rel_err=%.2e (not fitted: priced on the GEMM "
+               "curve)\n",
+               head_tokens, head_s * 1e3, p * 1e3, fabs(p - head_s) / head_s);
     }
     /* what one token holds: in the trainer (its allocations, fp32) and in the cost model
      * under this profile's act_bytes (docs/cost-model.md, "Memory"); per layer unless said */

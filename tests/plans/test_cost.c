@@ -186,13 +186,25 @@ static void test_shipped_profiles_load_and_are_sane(void **state) {
 }
 
 /* Every file in etc/hardware is a valid profile named after its file, and the listing
- * names the six shipped ones. */
+ * names the six shipped GPUs and the measured CPU (trainer calibrate: fp32 activations, one
+ * process per node, fractions of its own best rate). */
 static void test_every_file_in_etc_hardware_loads(void **state) {
     (void)state;
     NEED_SHIPPED();
     char list[1024];
     lt_hardware_list(hw_dir, list, sizeof list);
-    assert_non_null(strstr(list, "a100-80g, a800-40g, a800-80g, h100, h20, h200"));
+    assert_non_null(strstr(list, "a100-80g, a800-40g, a800-80g, cpu-c2, h100, h20, h200"));
+    lt_hardware cpu = load_shipped("cpu-c2");
+    assert_rel_close(cpu.act_bytes, 4.0, 0);
+    assert_int_equal(cpu.gpus_per_node, 1);
+    assert_true(cpu.peak_flops > 1e9 && cpu.peak_flops < 100e12);
+    assert_true(cpu.gemm.n >= 4 && cpu.attention.n == cpu.gemm.n);
+    double best = 0;
+    for (int k = 0; k < cpu.gemm.n; k++) { /* one point per measured token count, on both curves */
+        assert_rel_close(cpu.attention.tokens[k], cpu.gemm.tokens[k], 0);
+        best = fmax(best, fmax(cpu.gemm.fraction[k], cpu.attention.fraction[k]));
+    }
+    assert_rel_close(best, 1.0, 1e-4); /* the peak is the best rate measured */
     char *copy = strdup(list), *save = NULL;
     for (char *name = strtok_r(copy, ", ", &save); name; name = strtok_r(NULL, ", ", &save)) {
         lt_hardware hw = load_shipped(name);

@@ -48,13 +48,15 @@ if awk -v e="$err" 'BEGIN { exit !(e != "" && e + 0 < 0.05) }'; then
 else echo "not ok $n - $PROG: fitted profile max_rel_err '$err' (want < 0.05)"; sed 's/^/# /' "$tmp/fit.out"; fi
 n=$((n + 1))
 if [ "$(grep -c '^tokens=[0-9]* layer_ms=.* rel_err=' "$tmp/fit.out")" = 3 ] &&
+   grep -q '^head tokens=256 measured_ms=[0-9.]* predicted_ms=[0-9.]* rel_err=' "$tmp/fit.out" &&
+   grep -q '^bytes_per_token trainer_layer=3864 trainer_kv_layer=512 .* cost_model_layer=4096 ' "$tmp/fit.out" &&
    grep -q '^gemm_efficiency = 64:[0-9.e-]*, 128:[0-9.e-]*, 256:' "$tmp/cpu.ini" &&
    grep -q '^attention_efficiency = 64:' "$tmp/cpu.ini" &&
    grep -q '^act_bytes = 4 ' "$tmp/cpu.ini" && grep -q '^hbm_gib = 8 ' "$tmp/cpu.ini" &&
    grep -q '^gpus_per_node = 2 ' "$tmp/cpu.ini" && grep -q '^name = cpu$' "$tmp/cpu.ini" &&
    grep -q '^peak_bf16_tflops = [0-9.e-]* ; \[measured: trainer calibrate, ' "$tmp/cpu.ini" &&
    grep -q '^p2p_inter_gbps = .*\[not measured' "$tmp/cpu.ini"; then
-  echo "ok $n - $PROG: the profile has a point per token count, fp32 activations, the options' values, sources"
+  echo "ok $n - $PROG: a point per token count, the head, bytes per token (nano: 966 floats a layer), the options, sources"
 else
   echo "not ok $n - $PROG: the written profile lacks a key or a point"; sed 's/^/# /' "$tmp/cpu.ini"
 fi
