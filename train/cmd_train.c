@@ -263,10 +263,19 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
         r->loss_sum = es.loss_sum, r->n_predicted = es.n_predicted, r->tokens = es.tokens;
         r->plan_step = step, r->predicted_ms = p.time_s * 1e3;
         st->data_pos = st->step + 1; /* the next stored step: a record, the plans decide the data */
-        /* predicted vs measured, beside the plan (docs/plans-schema.md "What the trainer measured") */
+        /* predicted vs measured, beside the plan (docs/plans-schema.md "What the trainer measured"):
+         * a stage's bytes are its activations, K/V context and transfers at their peak, plus
+         * the model states of its tensors as this trainer keeps them (fp32 weights and
+         * gradients, AdamW's two moments: over dp with ZeRO-1), what the planner prices */
+        double peak = 0;
+        for (int g = 0; L->rank0 && g < es.n_stages; g++) {
+            double zdp = L->comm && L->dist.zero1 ? (double)L->dist.dp : 1.0;
+            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(L->m, &p, g) * (8.0 + 8.0 / zdp));
+            if ((double)es.stage_peak_bytes[g] > peak) peak = (double)es.stage_peak_bytes[g];
+        }
         if (L->rank0)
-            s = lt_store_put_measured(L->db_path, step, times ? times : es.op_times, n_times, es.seconds,
-                                      (double)es.act_bytes_peak, es.stage_peak_bytes, es.n_stages, err);
+            s = lt_store_put_measured(L->db_path, step, times ? times : es.op_times, n_times, es.seconds, peak,
+                                      es.stage_peak_bytes, es.n_stages, err);
     }
     free(times);
     lt_exec_stats_free(&es);

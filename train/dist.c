@@ -38,6 +38,21 @@ static lt_status stage_layers(const lt_step_plan *p, int stage, int *l0, int *l1
     return LT_OK;
 }
 
+size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage) {
+    int l0, l1;
+    lt_error err;
+    if (stage_layers(p, stage, &l0, &l1, &err) != LT_OK) return 0;
+    size_t n = 0;
+    bool first = stage == 0, last = stage == p->pp - 1;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const lt_tensor_info *t = &m->tensors[i];
+        bool own = t->layer >= 0 ? t->layer >= l0 && t->layer < l1
+                   : is_embed(m, t) ? first || (last && m->shape.tie_embeddings) : last;
+        if (own) n += (size_t)t->rows * (size_t)t->cols;
+    }
+    return n;
+}
+
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
                        bool zero1, lt_error *err) {
     memset(d, 0, sizeof *d);

@@ -150,6 +150,8 @@ typedef struct {
     uint32_t *sends_of;      /* [n_ops] sends still reading op v's buffers */
     struct pending_send { uint32_t v; lt_comm_req *req; } *sends;
     size_t n_sends, cap_sends;
+    uint32_t *kv_last;       /* [pp x n_samples] the last B op over a sample on a stage: after
+                                it the sample's K/V context of the stage's layers is freed */
     const lt_exec_hooks *eh; /* distributed: told when a layer's gradients are final */
     uint32_t last_b;         /* ... after this op (the stage's last B), or LT_DEP_NONE */
 } pipe_run;
@@ -599,7 +601,8 @@ static lt_status kv_ready(void *ctx, int l, lt_error *err) {
     float *mine = NULL, *all = NULL;
     lt_status st = bytes ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int j = 0; st == LT_OK && j < gu->G; j++)
-        for (int i = 0; st == LT_OK && i < gu->u[j].n_slices; i++) st = lt_kvctx_reserve(kv, gu->u[j].slices[i].sample, err);
+        for (int i = 0; st == LT_OK && i < gu->u[j].n_slices; i++)
+            st = lt_kvctx_reserve(kv, gu->u[j].slices[i].sample, l, l + 1, err);
     if (st == LT_OK) st = kv_pack(x, l, false, err, &mine, bytes, &all);
     if (st == LT_OK) st = lt_comm_ring_allgather(x->pr->comm, gu->ranks, gu->G, gu->me, mine, bytes, all, err);
     const float *p = all;
@@ -617,9 +620,12 @@ static lt_status kv_ready(void *ctx, int l, lt_error *err) {
 
 static lt_status dkv_begin(void *ctx, int l, lt_error *err) {
     cp_xchg *x = ctx;
-    (void)err;
+    lt_kvctx *kv = x->pr->kv;
+    for (int i = 0; i < x->n_rows; i++) { /* a member whose shard is empty still sums */
+        lt_status st = lt_kvctx_reserve_grad(kv, x->row_sample[i], l, l + 1, err);
+        if (st != LT_OK) return st;
+    }
     if (x->gu->me == 0) return LT_OK;
-    const lt_kvctx *kv = x->pr->kv;
     for (int i = 0; i < x->n_rows; i++) {
         const lt_kv_sample *ks = &kv->s[x->row_sample[i]];
         size_t n = (size_t)x->row_end[i] * (size_t)kv->kvd;
@@ -1182,13 +1188,6 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
         if (st == LT_OK && (!pr->recv_req || !pr->recv_buf || !pr->recv_bytes || !pr->sends_of))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
         pr->cur_stage = pr->my_stage;
-        int l0 = pr->m->shape.layers, l1 = 0; /* the context holds this stage's layers only */
-        for (uint32_t v = 0; v < n; v++)
-            if (local(pr, v)) {
-                if ((int)pr->deps.op[v]->layer_begin < l0) l0 = (int)pr->deps.op[v]->layer_begin;
-                if ((int)pr->deps.op[v]->layer_end > l1) l1 = (int)pr->deps.op[v]->layer_end;
-            }
-        if (l0 < l1) lt_kvctx_set_layers(pr->kv, l0, l1);
     }
     if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->refs || !pr->x_in || !pr->acts_T || !pr->gacts ||
                         !pr->gdin || !pr->gsize || !pr->gxin || !pr->gxin_bytes))
@@ -1204,6 +1203,17 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     pr->last_b = LT_DEP_NONE;
     for (size_t i = 0; st == LT_OK && pr->comm && i < n; i++)
         if (local(pr, order[i]) && pr->deps.op[order[i]]->kind == LT_OP_B) pr->last_b = order[i];
+    size_t ns_all = pr->p->n_samples;
+    pr->kv_last = calloc((size_t)pr->p->pp * ns_all + 1, sizeof *pr->kv_last);
+    if (st == LT_OK && !pr->kv_last) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (size_t i = 0; st == LT_OK && i < (size_t)pr->p->pp * ns_all; i++) pr->kv_last[i] = LT_DEP_NONE;
+    for (size_t i = 0; st == LT_OK && i < n; i++) {
+        uint32_t v = order[i];
+        if (!local(pr, v) || skipped(pr, v) || pr->deps.op[v]->kind != LT_OP_B) continue;
+        size_t nsl;
+        const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, pr->deps.op[v], &nsl);
+        for (size_t k = 0; k < nsl; k++) pr->kv_last[(size_t)pr->deps.stage[v] * ns_all + (size_t)sl[k].sample] = v;
+    }
     uint32_t next_local = 0; /* distributed: position in order of the next op of this stage */
     for (size_t i = 0; st == LT_OK && i < n; i++) {
         uint32_t v = order[i];
@@ -1221,8 +1231,20 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             pr->cur_stage = (int)pr->deps.stage[v];
             int G = group_of(pr, pr->deps.op[v]);
             bool b = pr->deps.op[v]->kind == LT_OP_B;
+            size_t kv_before = lt_kvctx_bytes(pr->kv);
             st = G > 1 ? (b ? run_backward_group(pr, v, G, err) : run_forward_group(pr, v, G, err))
                        : (b ? run_backward(pr, v, err) : run_forward(pr, v, err));
+            size_t kv_after = lt_kvctx_bytes(pr->kv); /* K/V (and dK/dV) this op allocated: the stage's */
+            if (kv_after > kv_before) track(pr, kv_after - kv_before);
+            if (st == LT_OK && b) { /* a sample whose last backward on this stage this was: its K/V go */
+                size_t nsl;
+                const lt_op *op = pr->deps.op[v];
+                const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, op, &nsl);
+                for (size_t k = 0; k < nsl; k++)
+                    if (pr->kv_last[(size_t)pr->deps.stage[v] * ns_all + (size_t)sl[k].sample] == v)
+                        untrack(pr, lt_kvctx_release(pr->kv, sl[k].sample, (int)op->layer_begin, (int)op->layer_end),
+                                pr->cur_stage);
+            }
             pr->stats->ops_run++;
             lt_exec_stats *es = pr->stats;
             if (es->n_op_times == pr->cap_times) {
@@ -1259,6 +1281,7 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     for (size_t v = 0; pr->acts && pr->din && pr->x_in && pr->acts_T && pr->gacts && pr->gdin && pr->gsize && pr->gxin &&
                             pr->gxin_bytes && v < n; v++)
         release(pr, (uint32_t)v);
+    free(pr->kv_last), pr->kv_last = NULL;
     free(order), free(pr->acts), free(pr->din), free(pr->refs), free(pr->x_in), free(pr->acts_T);
     free(pr->gacts), free(pr->gdin), free(pr->gsize), free(pr->gxin), free(pr->gxin_bytes);
     pr->acts = NULL, pr->din = NULL, pr->refs = NULL, pr->x_in = NULL, pr->acts_T = NULL;

@@ -141,30 +141,31 @@ lt_status lt_unit_check(const lt_train_unit *u, const lt_batch *b, int vocab, lt
 /*
  * Per sample and layer: post-RoPE keys and values of every position of the sample that a
  * forward has produced, and their gradients. Buffers are allocated on first use of a
- * sample (lt_kvctx_reserve) at the sample's full length. The forward of slice [b,e) writes
+ * sample and layer at the sample's full length: K and V at the first forward over the layer
+ * (lt_kvctx_reserve), dK and dV at its first backward (lt_kvctx_reserve_grad); the executor
+ * frees them once the sample's last backward over the layer has run (lt_kvctx_release). The forward of slice [b,e) writes
  * rows b..e-1 and reads 0..e-1; its backward adds into dK/dV rows 0..e-1 and then reads its
  * own rows b..e-1 (complete once every later slice's backward has run: the FILO order).
  */
 typedef struct lt_kv_sample {
     int len;
-    float **k, **v, **dk, **dv; /* [layers] -> [len, kvd]; NULL until reserved */
-    float *block;               /* the one allocation behind them */
+    float **k, **v, **dk, **dv; /* [layers] -> [len, kvd]; NULL (the arrays, or an entry)
+                                   until reserved; k[l] owns v[l]'s memory, dk[l] dv[l]'s */
 } lt_kv_sample;
 
 typedef struct lt_kvctx {
     int layers, kvd;
-    int l0, l1;      /* the layers buffers are allocated for (lt_kvctx_init: all; a pipeline
-                        stage narrows it with lt_kvctx_set_layers before the first reserve) */
     int n_samples;
     lt_kv_sample *s; /* [n_samples] */
-    bool with_grad;  /* dk/dv allocated too */
+    bool with_grad;  /* gradients may be reserved */
 } lt_kvctx;
 
 lt_status lt_kvctx_init(lt_kvctx *c, const lt_llama *m, const lt_batch *b, bool with_grad, lt_error *err);
-/* Allocate only layers [l0, l1) (a stage's); the others' pointers stay NULL. */
-void lt_kvctx_set_layers(lt_kvctx *c, int l0, int l1);
-/* Make sure sample i's buffers exist (zeroed). */
-lt_status lt_kvctx_reserve(lt_kvctx *c, int sample, lt_error *err);
+/* Make sure sample i's K/V (or dK/dV) of layers [l0, l1) exist (zeroed when new). */
+lt_status lt_kvctx_reserve(lt_kvctx *c, int sample, int l0, int l1, lt_error *err);
+lt_status lt_kvctx_reserve_grad(lt_kvctx *c, int sample, int l0, int l1, lt_error *err);
+/* Free sample i's buffers of layers [l0, l1); returns the bytes freed. */
+size_t lt_kvctx_release(lt_kvctx *c, int sample, int l0, int l1);
 /* Zero every gradient buffer (start of a step's backward), keep allocations. */
 void lt_kvctx_zero_grad(lt_kvctx *c);
 void lt_kvctx_free(lt_kvctx *c);

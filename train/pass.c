@@ -341,7 +341,7 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
         if (a[g].l0 != pass->l0 || a[g].l1 != pass->l1 || (pass->head && !a[g].dnf_in))
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "activations were allocated for another pass");
         for (int i = 0; i < u[g].n_slices; i++) {
-            lt_status st = lt_kvctx_reserve(kv, u[g].slices[i].sample, err);
+            lt_status st = lt_kvctx_reserve(kv, u[g].slices[i].sample, pass->l0, pass->l1, err);
             if (st != LT_OK) return st;
         }
     }
@@ -471,6 +471,9 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
     }
     bwd_scratch *s = calloc((size_t)G, sizeof *s);
     lt_status st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int g = 0; st == LT_OK && g < G; g++) /* dK/dV at the sample's first backward over these layers */
+        for (int i = 0; st == LT_OK && i < u[g].n_slices; i++)
+            st = lt_kvctx_reserve_grad(kv, u[g].slices[i].sample, pass->l0, pass->l1, err);
     for (int g = 0; st == LT_OK && g < G; g++) {
         dims d = dims_of(m, a[g].T);
         size_t TC = (size_t)d.T * d.C, TQ = (size_t)d.T * d.qd, TF = (size_t)d.T * d.F, TK = (size_t)d.T * d.kvd;

@@ -148,7 +148,7 @@ static void load_weights(const spec *s, lt_llama *m) {
 /* Dump the KV-context gradients of sample j. */
 static void dump_kv(const char *dir, const char *name, const lt_kvctx *kv, int j) {
     const lt_kv_sample *ks = &kv->s[j];
-    if (!ks->block) return;
+    if (!ks->dk || !ks->dk[0]) return;
     size_t per = (size_t)ks->len * (size_t)kv->kvd;
     float *buf = malloc(per * 2 * (size_t)kv->layers * sizeof(float));
     LT_CHECK_ALLOC(buf);
