@@ -50,7 +50,7 @@ lt_status lt_cmd_load_plan_samples(lt_docs *docs, const lt_step_plan *p, const l
         int32_t *tokens;
         lt_status st = lt_docs_get_piece(docs, src[i].task, src[i].doc, src[i].offset, src[i].length, &tokens, err);
         if (st != LT_OK) {
-            lt_error_prefix(err, "step %" PRIu64 ", sample %zu (task=%u,doc=%" PRIu64 ",tok=%" PRId64 ")", p->step, i,
+            lt_error_prefix(err, "step %" PRIu64 ", sample %zu (task=%u,doc=%" PRIu64 ",tok=%" PRId64 "): ", p->step, i,
                             src[i].task, src[i].doc, src[i].offset);
             return st;
         }

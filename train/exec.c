@@ -1164,7 +1164,7 @@ static lt_status poll_sends(pipe_run *pr, bool all, lt_error *err) {
 static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     lt_status st = lt_deps_build(&pr->deps, &pr->r->sched, err);
     if (st != LT_OK) {
-        lt_error_prefix(err, "step %llu, pipeline %d", (unsigned long long)pr->p->step, pr->r->dp_rank);
+        lt_error_prefix(err, "step %llu, pipeline %d: ", (unsigned long long)pr->p->step, pr->r->dp_rank);
         return st;
     }
     size_t n = pr->deps.n_ops;

@@ -146,6 +146,20 @@ else
   notok "a plan for another layout refused with a clear reason" "$tmp/l4.err"
 fi
 
+# a damaged data shard: the ranks name it and stop the job (MPI_Abort), no hang
+cp -r "$tmp/data" "$tmp/bad" && dd if=/dev/urandom of="$tmp/bad/task-00000.tokens.zst" bs=1 count=256 seek=1000 \
+  conv=notrunc 2>/dev/null
+t0=$(date +%s)
+if "${MPIRUN[@]}" 4 "$TRAINER" train --config "$tmp/m.ini" --set parallel.dp=2 --set parallel.pp=2 \
+     --db "$tmp/megatron-dp2-pp2.db" --data "$tmp/bad" --out "$tmp/badrun" >"$tmp/bad.out" 2>"$tmp/bad.err"; then
+  notok "a damaged shard fails the job (exit 0)" "$tmp/bad.out"
+elif [ $(( $(date +%s) - t0 )) -le 30 ] && grep -q 'rank [0-9] (dp [01], stage [01]): step 0, sample [0-9]* (task=0,doc=[0-9]*,tok=[0-9]*): ' "$tmp/bad.err" &&
+     grep -q 'stopping every rank of the job (MPI_Abort)' "$tmp/bad.err"; then
+  ok "a damaged shard: the ranks name their rank, the step, the sample and the file, and stop the job"
+else
+  notok "a damaged shard fails the job naming rank and reason" "$tmp/bad.err"
+fi
+
 # ---- training: 10 steps over ranks against one process
 T=(--config "$tmp/m.ini" --set plan.steps=10 --set train.steps=10 --data "$tmp/data")
 # params A B: the largest |difference| of two checkpoints' parameters over their largest |parameter|
