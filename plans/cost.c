@@ -46,18 +46,21 @@ static double ffn_mats(const lt_cost_model *cm) { return cm->model.gated_ffn ? 3
 /* ------------------------------------------------------------------ set-up */
 
 static void set_defaults(lt_cost_model *cm) {
-    cm->weight_bytes = 2.0;
-    cm->grad_bytes = 4.0;
-    cm->optim_bytes = 12.0;
-    cm->act_bytes = cm->hw.act_bytes > 0 ? cm->hw.act_bytes : 2.0; /* the profile's, bf16 by default */
-    cm->logit_bytes = 4.0;
+    /* the backend's bytes come from the profile: a profile built in code may leave them
+     * unset, so fill in the defaults (a GPU mixed-precision backend; fp32 for act_bytes >= 4) */
+    lt_hardware_fill_defaults(&cm->hw);
+    cm->weight_bytes = cm->hw.weight_bytes;
+    cm->grad_bytes = cm->hw.grad_bytes;
+    cm->optim_bytes = cm->hw.optim_bytes;
+    cm->act_bytes = cm->hw.act_bytes;
+    cm->logit_bytes = cm->hw.logit_bytes;
     cm->bwd_gemm_factor = 2.0;
     cm->bwd_attn_factor = 2.5;
     cm->cp = 1;
     int spn = cm->hw.gpus_per_node / cm->tp;
     cm->stages_per_node = spn > 1 ? spn : 1;
     cm->head_stage = cm->pp - 1;
-    cm->reserved_bytes = 2.0 * 1073741824.0;
+    cm->reserved_bytes = cm->hw.reserved_bytes;
     cm->mem_cap = cm->hw.hbm_bytes;
 }
 
@@ -445,7 +448,9 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
     /* memory */
     double vocab_local = (double)cm->model.vocab / cm->tp;
     double full_layer = local * lt_cost_act_bytes_per_token(cm, part, false, false);
-    double logits = head ? local * vocab_local * cm->act_bytes : 0.0;
+    /* the head's logits while the loss runs; a fused head (logit_bytes 0: the CPU trainer's)
+     * makes and consumes them in bounded row blocks, which are not priced */
+    double logits = head && cm->logit_bytes > 0 ? local * vocab_local * cm->act_bytes : 0.0;
     if (kind == LT_OP_F) {
         double act = 0;
         for (size_t i = 0; i < n; i++) {
@@ -454,7 +459,8 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
                    ((nl - r) * lt_cost_act_bytes_per_token(cm, part, false, sep) +
                     r * lt_cost_act_bytes_per_token(cm, part, true, sep));
         }
-        /* the head keeps the final norm's and its own input and the loss's fp32 softmax */
+        /* the head keeps the final norm's and its own input and the loss's softmax
+         * (logit_bytes per vocab entry: 4, fp32; 0 for a fused head) */
         if (head) act += local * (2.0 * hq(cm) * cm->act_bytes + vocab_local * cm->logit_bytes);
         out->cost.act_bytes = act;
     }

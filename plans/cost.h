@@ -25,7 +25,10 @@
  * HelixPipe Table 1: 16 h elements per token per GPT layer; TP with sequence parallelism
  * divides all of it by t): see lt_cost_act_elems. Model states: 2 bytes bf16 weights + 4
  * fp32 gradients + 12 fp32 master weights and Adam moments = 18 bytes per parameter, the
- * 12 divided by DP under ZeRO-1 (Megatron-LM's distributed optimizer: 6 + 12/d).
+ * 12 divided by DP under ZeRO-1 (Megatron-LM's distributed optimizer: 6 + 12/d); an fp32
+ * backend (the profile's act_bytes >= 4: the CPU trainer) 4 + 4 + 8 = 16 (no master copy).
+ * The profile may set each of these bytes, the loss's logit bytes and the reserved memory
+ * (plans/hardware.h, the optional keys).
  * Keys/values of a slice that later slices of its sample attend to are kept with their
  * gradients whatever the recomputation (InfiniPipe 3.1.4, Eqs. 5, 9, 10).
  *
@@ -59,7 +62,7 @@
 #include "lib/config.h"     /* lt_config */
 #include "lib/error.h"      /* lt_status, lt_error */
 #include "lib/model.h"      /* lt_model_shape */
-#include "plans/hardware.h" /* lt_hardware, lt_hardware_efficiency */
+#include "plans/hardware.h" /* lt_hardware, lt_hardware_efficiency, lt_hardware_fill_defaults */
 #include "plans/schedule.h" /* lt_slice, lt_op, lt_schedule */
 #include "plans/sim.h"      /* lt_sim_costs, lt_op_cost */
 
@@ -78,15 +81,22 @@ typedef struct lt_cost_model {
                                 synchronisation and ZeRO-1 still span all dp ranks (CP peers hold
                                 the same weights; Megatron reduces over the DP x CP group) */
     bool zero1;              /* optimizer states sharded over the dp ranks (ZeRO-1) */
-    /* precision (bytes); lt_cost_model_init sets the defaults shown */
-    double weight_bytes;     /* 2: bf16 weights */
+    /* precision (bytes); lt_cost_model_init takes them from the profile (its optional keys,
+       plans/hardware.h), with the defaults shown (GPU mixed precision; fp32 where the
+       profile's act_bytes >= 4) */
+    double weight_bytes;     /* 2: bf16 weights; 4 (fp32) when act_bytes >= 4 */
     double grad_bytes;       /* 4: fp32 gradient accumulation (Megatron main_grad) */
-    double optim_bytes;      /* 12: fp32 master weights + Adam m and v; / dp under ZeRO-1 */
+    double optim_bytes;      /* 12: fp32 master weights + Adam m and v; 8 (m and v: the fp32
+                                weights are the master copy) when act_bytes >= 4; / dp under
+                                ZeRO-1 */
     double act_bytes;        /* bytes of activations, keys/values and their gradients: the
                                 profile's act_bytes, 2 (bf16) unless it says otherwise (4 for
                                 the CPU fp32 trainer's profiles) */
     double logit_bytes;      /* 4: fp32 softmax of the loss kept for its backward (Megatron's
-                                vocab-parallel cross entropy computes in fp32) */
+                                vocab-parallel cross entropy computes in fp32); 0: a fused
+                                head (the CPU trainer's), which keeps no logits and whose
+                                transient logits (work bytes) are not priced either: it makes
+                                and consumes them in bounded row blocks */
     /* backward / forward FLOP ratios (SlimPack 2.2.2) */
     double bwd_gemm_factor;  /* 2.0: input and weight gradients */
     double bwd_attn_factor;  /* 2.5: FlashAttention recomputes the scores */
@@ -98,13 +108,14 @@ typedef struct lt_cost_model {
                                 the last post-attention, hence the head, on stage 0) */
     double reserved_bytes;   /* per GPU beyond model states and activations: CUDA context,
                                 NCCL buffers, cuBLAS workspace, allocator slack; 2 GiB
-                                [assumed] */
+                                [assumed] (the profile's reserved_gib: 0 on a CPU) */
     double mem_cap;          /* per-GPU memory the planner may fill: plan.mem, else the
                                 profile's HBM */
 } lt_cost_model;
 
 /* Set up cm for model m (validated) on hardware hw with the given layout and the defaults
- * above (act_bytes: hw's). LT_ERR_CONFIG (WHERE "[parallel]") when pp, tp or dp < 1, pp >
+ * above (the bytes and reserved_bytes: hw's, lt_hardware_fill_defaults filling in what a
+ * profile built in code leaves unset). LT_ERR_CONFIG (WHERE "[parallel]") when pp, tp or dp < 1, pp >
  * layers, or tp does not divide the attention heads. */
 lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const lt_hardware *hw, int pp, int tp,
                              int dp, lt_error *err);
@@ -216,10 +227,11 @@ typedef struct lt_op_estimate {
  *               pass per layer, B two per layer (K/V and dK/dV) plus one per recomputed layer;
  *               intra-node when tp x cp <= gpus_per_node)
  *   act_bytes   F only: activations of its layers (recomputed layers keep their input) and
- *               the head's fp32 softmax and inputs
+ *               the head's inputs and softmax (logit_bytes per vocab entry; none when 0)
  *   kv_bytes    F, FK over ALL or ATTN: tokens of keeps_kv slices x layers x kv bytes/token
  *   work_bytes  transient: one layer's full activations when they are dropped (FK, recomputed
- *               F) or re-made (B: recompute + gradients), the bf16 logits of the head
+ *               F) or re-made (B: recompute + gradients), the logits of the head (act_bytes
+ *               per vocab entry; none when logit_bytes is 0: a fused head)
  *   out_bytes   F, FK: the output activations (0 at the model's end); B: the gradients of
  *               its input (0 at position 0); per GPU (sequence-parallel shards)
  * Bytes are per GPU: with cp = c each GPU holds tokens / c of every slice.

@@ -101,6 +101,28 @@ lt_status lt_efficiency_parse(lt_efficiency_curve *c, const char *text, lt_error
     return LT_OK;
 }
 
+/* ------------------------------------------------------------------ the optional keys' defaults */
+
+/* A GPU mixed-precision backend (Megatron-LM's distributed optimizer: bf16 weights, fp32
+ * gradients, fp32 master weights + AdamW m and v; fp32 loss softmax; a CUDA context), unless
+ * act_bytes >= 4: an fp32 backend (the CPU trainer) trains its fp32 weights directly, so the
+ * optimizer holds m and v only (docs/cost-model.md, "Memory"). */
+void lt_hardware_fill_defaults(lt_hardware *hw) {
+    if (!(hw->act_bytes > 0)) hw->act_bytes = 2.0; /* bf16, every GPU profile */
+    bool fp32 = hw->act_bytes >= 4.0;
+    if (!(hw->weight_bytes > 0)) hw->weight_bytes = fp32 ? 4.0 : 2.0;
+    if (!(hw->grad_bytes > 0)) hw->grad_bytes = 4.0;
+    if (!(hw->optim_bytes > 0)) hw->optim_bytes = fp32 ? 8.0 : 12.0;
+    if (!hw->has_logit_bytes) {
+        hw->logit_bytes = 4.0;
+        hw->has_logit_bytes = true;
+    }
+    if (!hw->has_reserved_bytes) {
+        hw->reserved_bytes = 2.0 * 1073741824.0;
+        hw->has_reserved_bytes = true;
+    }
+}
+
 /* ------------------------------------------------------------------ the profile keys */
 
 typedef enum key_kind {
@@ -117,25 +139,34 @@ typedef struct key_def {
     bool required;
     double scale; /* file unit -> SI */
     size_t offset;
-    size_t size; /* K_TEXT: the field's capacity */
+    size_t size;  /* K_TEXT: the field's capacity */
+    size_t given; /* offset of the bool set when the key is given, NO_FLAG for none */
 } key_def;
+
+#define NO_FLAG SIZE_MAX
 
 #define FIELD(f) offsetof(lt_hardware, f)
 static const key_def keys[] = {
-    {"name", K_TEXT, false, 0, FIELD(name), LT_HARDWARE_NAME_MAX},
-    {"description", K_TEXT, false, 0, FIELD(description), LT_HARDWARE_TEXT_MAX},
-    {"peak_bf16_tflops", K_POSITIVE, true, 1e12, FIELD(peak_flops), 0},
-    {"hbm_gib", K_POSITIVE, true, 1073741824.0, FIELD(hbm_bytes), 0},
-    {"hbm_gbps", K_POSITIVE, true, 1e9, FIELD(hbm_bytes_per_s), 0},
-    {"gpus_per_node", K_COUNT, true, 0, FIELD(gpus_per_node), 0},
-    {"p2p_intra_gbps", K_POSITIVE, true, 1e9, FIELD(p2p_intra_bytes_per_s), 0},
-    {"p2p_intra_latency_us", K_NONNEG, true, 1e-6, FIELD(p2p_intra_latency_s), 0},
-    {"p2p_inter_gbps", K_POSITIVE, true, 1e9, FIELD(p2p_inter_bytes_per_s), 0},
-    {"p2p_inter_latency_us", K_NONNEG, true, 1e-6, FIELD(p2p_inter_latency_s), 0},
-    {"gemm_efficiency", K_CURVE, true, 0, FIELD(gemm), 0},
-    {"attention_efficiency", K_CURVE, true, 0, FIELD(attention), 0},
+    {"name", K_TEXT, false, 0, FIELD(name), LT_HARDWARE_NAME_MAX, NO_FLAG},
+    {"description", K_TEXT, false, 0, FIELD(description), LT_HARDWARE_TEXT_MAX, NO_FLAG},
+    {"peak_bf16_tflops", K_POSITIVE, true, 1e12, FIELD(peak_flops), 0, NO_FLAG},
+    {"hbm_gib", K_POSITIVE, true, 1073741824.0, FIELD(hbm_bytes), 0, NO_FLAG},
+    {"hbm_gbps", K_POSITIVE, true, 1e9, FIELD(hbm_bytes_per_s), 0, NO_FLAG},
+    {"gpus_per_node", K_COUNT, true, 0, FIELD(gpus_per_node), 0, NO_FLAG},
+    {"p2p_intra_gbps", K_POSITIVE, true, 1e9, FIELD(p2p_intra_bytes_per_s), 0, NO_FLAG},
+    {"p2p_intra_latency_us", K_NONNEG, true, 1e-6, FIELD(p2p_intra_latency_s), 0, NO_FLAG},
+    {"p2p_inter_gbps", K_POSITIVE, true, 1e9, FIELD(p2p_inter_bytes_per_s), 0, NO_FLAG},
+    {"p2p_inter_latency_us", K_NONNEG, true, 1e-6, FIELD(p2p_inter_latency_s), 0, NO_FLAG},
+    {"gemm_efficiency", K_CURVE, true, 0, FIELD(gemm), 0, NO_FLAG},
+    {"attention_efficiency", K_CURVE, true, 0, FIELD(attention), 0, NO_FLAG},
     /* optional: the CPU fp32 trainer's profiles (trainer calibrate) set 4 */
-    {"act_bytes", K_POSITIVE, false, 1, FIELD(act_bytes), 0},
+    {"act_bytes", K_POSITIVE, false, 1, FIELD(act_bytes), 0, NO_FLAG},
+    /* optional: the backend's memory terms (defaults: lt_hardware_fill_defaults) */
+    {"weight_bytes", K_POSITIVE, false, 1, FIELD(weight_bytes), 0, NO_FLAG},
+    {"grad_bytes", K_POSITIVE, false, 1, FIELD(grad_bytes), 0, NO_FLAG},
+    {"optim_bytes", K_POSITIVE, false, 1, FIELD(optim_bytes), 0, NO_FLAG},
+    {"logit_bytes", K_NONNEG, false, 1, FIELD(logit_bytes), 0, FIELD(has_logit_bytes)},
+    {"reserved_gib", K_NONNEG, false, 1073741824.0, FIELD(reserved_bytes), 0, FIELD(has_reserved_bytes)},
 };
 #undef FIELD
 #define N_KEYS (sizeof keys / sizeof keys[0])
@@ -191,6 +222,7 @@ static lt_status set_value(lt_hardware *hw, const key_def *k, const char *value,
             return lt_fail(err, LT_ERR_CONFIG, where, "%s = %.60s: must be %s", k->name, value,
                            k->kind == K_POSITIVE ? "positive" : "at least 0");
         *(double *)(void *)field = v * k->scale;
+        if (k->given != NO_FLAG) *(bool *)(void *)((char *)hw + k->given) = true;
         return LT_OK;
     case K_COUNT:
         if (lt_parse_int64(value, &count) != LT_OK)
@@ -274,7 +306,7 @@ lt_status lt_hardware_parse(lt_hardware *hw, const char *text, const char *where
             lt_error_hint(err, "every profile sets all of the keys listed in docs/cost-model.md");
         }
     }
-    if (st == LT_OK && hw->act_bytes == 0) hw->act_bytes = 2.0; /* bf16, every GPU profile */
+    if (st == LT_OK) lt_hardware_fill_defaults(hw);
     if (st == LT_OK && hw->name[0] == '\0') {
         const char *dn = default_name ? default_name : "";
         if (strlen(dn) >= sizeof hw->name) st = lt_fail(err, LT_ERR_CONFIG, where, "profile name too long");

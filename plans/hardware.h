@@ -14,7 +14,7 @@
  * File format (strict: every mistake is an error naming FILE:LINE)
  *   ; comment, # comment     whole-line comments; " ; comment" or " # comment" after a value
  *   key = value              one per line, each key at most once; no [sections]
- * Keys (units in the names; all required except name, description and act_bytes):
+ * Keys (units in the names; all required except name, description and the optional ones):
  *   name                     profile name (default: the file name without .ini)
  *   description              free text
  *   peak_bf16_tflops         dense bf16 tensor-core peak, 10^12 FLOP/s
@@ -29,6 +29,19 @@
  *   attention_efficiency     the same for causal attention
  *   act_bytes                optional: bytes of one activation / key / value element (default
  *                            2, bf16; the CPU fp32 trainer's profiles set 4)
+ * Optional memory terms of the training backend (docs/cost-model.md, "Memory"); their defaults
+ * are a GPU mixed-precision backend's, or an fp32 one's where act_bytes >= 4:
+ *   weight_bytes             bytes per parameter of the weights (> 0): 2 (bf16), 4 when
+ *                            act_bytes >= 4 (fp32 weights, no separate master copy)
+ *   grad_bytes               bytes per parameter of the gradients (> 0): 4 (fp32)
+ *   optim_bytes              bytes per parameter of the optimizer states (> 0; / dp under
+ *                            ZeRO-1): 12 (fp32 master weights + AdamW m and v), 8 when
+ *                            act_bytes >= 4 (m and v)
+ *   logit_bytes              bytes per token and vocabulary entry the loss keeps for its
+ *                            backward (>= 0): 4 (fp32 softmax); 0 = a fused head (the CPU
+ *                            trainer's), which keeps no logits
+ *   reserved_gib             memory per device beyond model states and activations, GiB
+ *                            (>= 0): 2 (CUDA context, NCCL buffers, workspaces); 0 on a CPU
  * An efficiency curve has 1 to LT_EFFICIENCY_MAX_POINTS points, tokens strictly increasing
  * and > 0, fractions in (0, 1]. Between points it is linear in log2(tokens); outside them it
  * is the nearest end point's fraction.
@@ -47,6 +60,7 @@
 #ifndef LT_HARDWARE_H
 #define LT_HARDWARE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "lib/error.h" /* lt_status, lt_error */
@@ -81,6 +95,17 @@ typedef struct lt_hardware {
     double act_bytes;                  /* bytes per activation, key/value element and their
                                           gradients: 2 (bf16) unless the file says otherwise;
                                           0 in a profile built in code = the cost model's 2 */
+    /* The backend's memory terms (the optional keys above). lt_hardware_parse fills in the
+     * defaults of absent keys (lt_hardware_fill_defaults); in a profile built in code a 0
+     * (weight, grad, optim) or a false has_ flag (logit, reserved: 0 is a valid value) means
+     * the default, which lt_cost_model_init fills in. */
+    double weight_bytes;               /* per parameter: 2, or 4 when act_bytes >= 4 */
+    double grad_bytes;                 /* per parameter: 4 */
+    double optim_bytes;                /* per parameter: 12, or 8 when act_bytes >= 4 */
+    double logit_bytes;                /* per token and vocab entry kept by the loss: 4 */
+    bool has_logit_bytes;              /* logit_bytes is set (else the default) */
+    double reserved_bytes;             /* per device: 2 GiB (reserved_gib) */
+    bool has_reserved_bytes;           /* reserved_bytes is set (else the default) */
 } lt_hardware;
 
 /*
@@ -100,6 +125,12 @@ lt_status lt_hardware_load(lt_hardware *hw, const char *name_or_path, const char
  * "FILE:LINE"), `default_name` is used when the text has no name key. */
 lt_status lt_hardware_parse(lt_hardware *hw, const char *text, const char *where, const char *default_name,
                             lt_error *err);
+
+/* Fill in the defaults of the optional keys that hw leaves unset (act_bytes 0: 2; then
+ * weight_bytes, grad_bytes, optim_bytes 0, has_logit_bytes and has_reserved_bytes false:
+ * the defaults listed above, weight and optim after act_bytes). Set values are kept; a
+ * second call changes nothing. */
+void lt_hardware_fill_defaults(lt_hardware *hw);
 
 /* Parse an efficiency curve "TOKENS:FRACTION, ..." into *c. LT_ERR_CONFIG with a reason in
  * WHAT (no WHERE) when the text is malformed or breaks the rules above. */

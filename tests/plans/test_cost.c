@@ -1,7 +1,9 @@
 /*
  * tests/plans/test_cost.c — plans/hardware and plans/cost: the shipped hardware profiles load
  * and are physically sane, bad profiles fail with FILE:LINE, efficiency curves interpolate
- * and clamp, profiles are looked up in the documented order; FLOPs match hand derivations
+ * and clamp, profiles are looked up in the documented order, the backend's memory terms
+ * (weight, gradient, optimizer, logit and reserved bytes) are optional keys whose defaults
+ * price GPU profiles as before; FLOPs match hand derivations
  * and published formulas (Kaplan et al. 2020 Table 1, HelixPipe Table 1 and 4.2), slicing a
  * sample or packing samples conserves FLOPs, backward = 2x GEMM + 2.5x attention, GQA and TP
  * reduce what they should; memory matches hand counts (18 bytes per parameter, ZeRO-1,
@@ -151,6 +153,12 @@ static void test_shipped_profiles_load_and_are_sane(void **state) {
         assert_true(hw.hbm_bytes_per_s >= 1e12 && hw.hbm_bytes_per_s <= 6e12);
         assert_int_equal(hw.gpus_per_node, 8);
         assert_rel_close(hw.act_bytes, 2.0, 0); /* bf16: no GPU profile sets act_bytes */
+        /* ... nor the memory terms: mixed precision, the fp32 loss softmax, a CUDA context */
+        assert_rel_close(hw.weight_bytes, 2.0, 0);
+        assert_rel_close(hw.grad_bytes, 4.0, 0);
+        assert_rel_close(hw.optim_bytes, 12.0, 0);
+        assert_rel_close(hw.logit_bytes, 4.0, 0);
+        assert_rel_close(hw.reserved_bytes, 2 * GIB, 0);
         assert_true(hw.p2p_intra_bytes_per_s > hw.p2p_inter_bytes_per_s); /* NVLink beats the NIC */
         assert_true(hw.p2p_inter_bytes_per_s >= 10e9 && hw.p2p_intra_bytes_per_s <= 1000e9);
         assert_true(hw.p2p_intra_latency_s > 0 && hw.p2p_intra_latency_s <= hw.p2p_inter_latency_s);
@@ -196,6 +204,11 @@ static void test_every_file_in_etc_hardware_loads(void **state) {
     assert_non_null(strstr(list, "a100-80g, a800-40g, a800-80g, cpu-c2, h100, h20, h200"));
     lt_hardware cpu = load_shipped("cpu-c2");
     assert_rel_close(cpu.act_bytes, 4.0, 0);
+    /* fp32 model states by the act_bytes rule (4 + 4 + 8), the trainer's fused head, no
+     * device context */
+    assert_rel_close(cpu.weight_bytes + cpu.grad_bytes + cpu.optim_bytes, 16.0, 0);
+    assert_true(cpu.has_logit_bytes && cpu.logit_bytes == 0);
+    assert_true(cpu.has_reserved_bytes && cpu.reserved_bytes == 0);
     assert_int_equal(cpu.gpus_per_node, 1);
     assert_true(cpu.peak_flops > 1e9 && cpu.peak_flops < 100e12);
     assert_true(cpu.gemm.n >= 4 && cpu.attention.n == cpu.gemm.n);
@@ -350,6 +363,151 @@ static void test_act_bytes_is_optional_and_scales_the_bytes(void **state) {
     assert_rel_close(lt_cost_act_bytes_per_token(&b, LT_PART_ALL, false, false),
                      4 * lt_cost_act_elems(&b, LT_PART_ALL, false, false), 0);
     assert_rel_close(lt_cost_kv_bytes_per_token(&b), 2 * lt_cost_kv_bytes_per_token(&a), 0);
+}
+
+/* A profile of the valid body plus `extra`, loaded from the scratch directory as NAME.ini. */
+static lt_hardware load_body(const char *name, const char *extra) {
+    char text[2048], path[256];
+    profile_text(text, sizeof text, NULL, extra);
+    snprintf(path, sizeof path, "%s/%s.ini", tmp, name);
+    write_file(path, text);
+    lt_hardware hw;
+    lt_error err;
+    lt_error_clear(&err);
+    if (lt_hardware_load(&hw, path, NULL, &err) != LT_OK) fail_msg("%s: %s (%s)", name, err.what, err.where);
+    return hw;
+}
+
+/* The backend's memory terms are optional profile keys (plans/hardware.h). Absent, a GPU
+ * mixed-precision backend's: 2 + 4 + 12 = 18 bytes per parameter, the loss's fp32 softmax,
+ * 2 GiB reserved, priced exactly as before the keys existed (the same keys written out give
+ * the same costs bit for bit). act_bytes >= 4 alone makes the model states fp32: 4 + 4 + 8 =
+ * 16 (no master copy). logit_bytes = 0 (a fused head) drops the head's softmax from an F's
+ * act_bytes and its logits from the work bytes of the ops over the head; reserved_gib may be
+ * 0. Profiles built in code get the defaults; bad values are named with FILE:LINE. */
+static void test_memory_terms_are_optional_profile_keys(void **state) {
+    (void)state;
+    lt_hardware gpu = load_body("gpu", NULL);
+    assert_rel_close(gpu.weight_bytes, 2.0, 0);
+    assert_rel_close(gpu.grad_bytes, 4.0, 0);
+    assert_rel_close(gpu.optim_bytes, 12.0, 0);
+    assert_rel_close(gpu.logit_bytes, 4.0, 0);
+    assert_rel_close(gpu.reserved_bytes, 2 * GIB, 0);
+    lt_hardware spelled = load_body("spelled", "weight_bytes = 2\ngrad_bytes = 4\noptim_bytes = 12\n"
+                                               "logit_bytes = 4\nreserved_gib = 2\n");
+    lt_hardware fp32 = load_body("fp32", "act_bytes = 4\n");
+    assert_rel_close(fp32.weight_bytes, 4.0, 0);
+    assert_rel_close(fp32.grad_bytes, 4.0, 0);
+    assert_rel_close(fp32.optim_bytes, 8.0, 0);
+    assert_rel_close(fp32.logit_bytes, 4.0, 0); /* act_bytes changes the model states only */
+    assert_rel_close(fp32.reserved_bytes, 2 * GIB, 0);
+    lt_hardware fused = load_body("fused", "act_bytes = 4\nlogit_bytes = 0\nreserved_gib = 0\n");
+    assert_true(fused.has_logit_bytes && fused.logit_bytes == 0);
+    assert_true(fused.has_reserved_bytes && fused.reserved_bytes == 0);
+    /* a key given wins over the act_bytes rule, either way */
+    lt_hardware mixed = load_body("mixed", "act_bytes = 4\nweight_bytes = 2\noptim_bytes = 12\n");
+    assert_rel_close(mixed.weight_bytes + mixed.grad_bytes + mixed.optim_bytes, 18.0, 0);
+    lt_hardware zero = load_body("zero", "grad_bytes = 2\nreserved_gib = 0.5\nlogit_bytes = 2\n");
+    assert_rel_close(zero.weight_bytes + zero.grad_bytes + zero.optim_bytes, 16.0, 0); /* the ZeRO paper's 16 */
+    assert_rel_close(zero.reserved_bytes, 0.5 * GIB, 0);
+
+    const lt_model_shape *m = lt_model_preset("small");
+    assert_non_null(m);
+    lt_error err;
+    lt_cost_model a, sp, b, c, z;
+    assert_int_equal(lt_cost_model_init(&a, m, &gpu, 2, 1, 4, &err), LT_OK);
+    assert_int_equal(lt_cost_model_init(&sp, m, &spelled, 2, 1, 4, &err), LT_OK);
+    assert_int_equal(lt_cost_model_init(&b, m, &fp32, 2, 1, 4, &err), LT_OK);
+    assert_int_equal(lt_cost_model_init(&c, m, &fused, 2, 1, 4, &err), LT_OK);
+    assert_int_equal(lt_cost_model_init(&z, m, &zero, 2, 1, 4, &err), LT_OK);
+    double p1 = lt_cost_stage_params(&a, 1);
+    assert_rel_close(lt_cost_model_states_bytes(&a, 1), 18 * p1, 1e-15);
+    assert_true(lt_cost_model_states_bytes(&sp, 1) == lt_cost_model_states_bytes(&a, 1));
+    assert_true(sp.reserved_bytes == a.reserved_bytes);
+    assert_rel_close(lt_cost_model_states_bytes(&b, 1), 16 * p1, 1e-15);
+    assert_rel_close(lt_cost_model_states_bytes(&c, 1), 16 * p1, 1e-15);
+    assert_rel_close(lt_cost_model_states_bytes(&z, 1), 16 * p1, 1e-15);
+    a.zero1 = b.zero1 = true; /* ZeRO-1 divides the optimizer states: 6 + 12/4, 8 + 8/4 */
+    assert_rel_close(lt_cost_model_states_bytes(&a, 1), 9 * p1, 1e-15);
+    assert_rel_close(lt_cost_model_states_bytes(&b, 1), 10 * p1, 1e-15);
+    a.zero1 = b.zero1 = false;
+    assert_rel_close(a.reserved_bytes, 2 * GIB, 0);
+    assert_true(c.reserved_bytes == 0);
+    lt_sim_costs ca = lt_cost_sim_costs(&a), cc = lt_cost_sim_costs(&c);
+    assert_rel_close(ca.base_bytes(ca.ctx, 1), 18 * p1 + 2 * GIB, 1e-15);
+    assert_rel_close(cc.base_bytes(cc.ctx, 1), 16 * p1, 1e-15); /* model states only */
+    assert_rel_close(a.logit_bytes, 4.0, 0);
+    assert_true(c.logit_bytes == 0);
+
+    /* ops over the head (the last of the 8 layers) and not: the keys written out as their
+     * defaults price bit for bit as the absent keys; logit_bytes 0 takes the softmax out of
+     * the F's act_bytes and the logits out of every op's work bytes, and nothing else */
+    lt_slice sl = {0, 0, 1000};
+    double T = 1000, V = (double)m->vocab, h = (double)m->hidden;
+    for (int last = 0; last < 2; last++) {
+        uint32_t lb = last ? 7 : 0, le = last ? 8 : 1;
+        lt_op ops[4] = {op_of(LT_OP_F, LT_PART_ALL, lb, le, 0), op_of(LT_OP_F, LT_PART_ALL, lb, le, 1),
+                        op_of(LT_OP_FK, LT_PART_ALL, lb, le, 0), op_of(LT_OP_B, LT_PART_ALL, lb, le, 0)};
+        for (int k = 0; k < 4; k++) {
+            lt_op_estimate ea, es, eb, ec;
+            lt_cost_op(&a, &sl, 1, NULL, &ops[k], &ea);
+            lt_cost_op(&sp, &sl, 1, NULL, &ops[k], &es);
+            lt_cost_op(&b, &sl, 1, NULL, &ops[k], &eb);
+            lt_cost_op(&c, &sl, 1, NULL, &ops[k], &ec);
+            assert_memory_equal(&ea.cost, &es.cost, sizeof ea.cost);
+            double softmax = last && ops[k].kind == LT_OP_F ? T * V * 4 : 0.0;
+            double logits = last ? T * V * 4 : 0.0; /* fp32 work logits: act_bytes 4 */
+            assert_rel_close(ec.cost.act_bytes, eb.cost.act_bytes - softmax, 1e-14);
+            assert_rel_close(ec.cost.work_bytes, eb.cost.work_bytes - logits, 1e-14);
+            assert_rel_close(ec.cost.time, eb.cost.time, 0);
+            assert_rel_close(ec.cost.kv_bytes, eb.cost.kv_bytes, 0);
+            assert_rel_close(ec.cost.out_bytes, eb.cost.out_bytes, 0);
+            if (last && ops[k].kind == LT_OP_F && ops[k].recompute_layers == 0) {
+                /* what the fused head still keeps: the final norm's and the head's inputs */
+                assert_rel_close(ec.cost.act_bytes - T * lt_cost_act_bytes_per_token(&c, LT_PART_ALL, false, false),
+                                 T * 2 * h * 4, 1e-12);
+                assert_true(ec.cost.work_bytes == 0); /* no recomputation, no logits */
+            }
+        }
+    }
+
+    /* a profile built in code leaves the terms unset: the defaults, after its act_bytes */
+    lt_hardware code = gpu;
+    code.weight_bytes = code.grad_bytes = code.optim_bytes = code.logit_bytes = code.reserved_bytes = 0;
+    code.has_logit_bytes = code.has_reserved_bytes = false;
+    lt_cost_model cz;
+    assert_int_equal(lt_cost_model_init(&cz, m, &code, 2, 1, 4, &err), LT_OK);
+    assert_rel_close(cz.weight_bytes + cz.grad_bytes + cz.optim_bytes, 18.0, 0);
+    assert_rel_close(cz.logit_bytes, 4.0, 0);
+    assert_rel_close(cz.reserved_bytes, 2 * GIB, 0);
+    code.act_bytes = 4;
+    code.has_logit_bytes = true; /* logit_bytes 0, set */
+    assert_int_equal(lt_cost_model_init(&cz, m, &code, 2, 1, 4, &err), LT_OK);
+    assert_rel_close(cz.weight_bytes + cz.grad_bytes + cz.optim_bytes, 16.0, 0);
+    assert_true(cz.logit_bytes == 0);
+    lt_hardware again;
+    memcpy(&again, &fused, sizeof again);
+    lt_hardware_fill_defaults(&again); /* a second fill changes nothing */
+    assert_memory_equal(&again, &fused, sizeof again);
+
+    /* bad values */
+    char text[2048];
+    profile_text(text, sizeof text, NULL, "logit_bytes = -1\n");
+    check_bad_profile(text, "logit_bytes = -1: must be at least 0", 11, NULL);
+    profile_text(text, sizeof text, NULL, "reserved_gib = -2 ; no\n");
+    check_bad_profile(text, "reserved_gib = -2: must be at least 0", 11, NULL);
+    profile_text(text, sizeof text, NULL, "reserved_gib = lots\n");
+    check_bad_profile(text, "bad number 'lots' for reserved_gib", 11, NULL);
+    profile_text(text, sizeof text, NULL, "weight_bytes = 0\n");
+    check_bad_profile(text, "weight_bytes = 0: must be positive", 11, NULL);
+    profile_text(text, sizeof text, NULL, "grad_bytes = -4\n");
+    check_bad_profile(text, "grad_bytes = -4: must be positive", 11, NULL);
+    profile_text(text, sizeof text, NULL, "optim_bytes = twelve\n");
+    check_bad_profile(text, "bad number 'twelve' for optim_bytes", 11, NULL);
+    profile_text(text, sizeof text, NULL, "logit_bytes = 0\nlogit_bytes = 4\n");
+    check_bad_profile(text, "duplicate key 'logit_bytes', first given at line 11", 12, NULL);
+    profile_text(text, sizeof text, NULL, "reserved_bytes = 0\n");
+    check_bad_profile(text, "unknown key 'reserved_bytes'", 11, NULL);
 }
 
 static void test_efficiency_interpolates_in_log_tokens_and_clamps(void **state) {
@@ -1448,6 +1606,7 @@ int main(void) {
         cmocka_unit_test(test_every_file_in_etc_hardware_loads),
         cmocka_unit_test(test_bad_profiles_name_file_and_line),
         cmocka_unit_test(test_act_bytes_is_optional_and_scales_the_bytes),
+        cmocka_unit_test(test_memory_terms_are_optional_profile_keys),
         cmocka_unit_test(test_efficiency_interpolates_in_log_tokens_and_clamps),
         cmocka_unit_test(test_lookup_order),
         cmocka_unit_test(test_flops_of_tiny_by_hand),
