@@ -4,7 +4,8 @@
 # tests/integration/slurm_cluster.sh).
 #   - the oracle across processes: plans of every strategy at (dp, pp) = (1, 2), (2, 1),
 #     (2, 2), (1, 4), a slimpack DP-Merge group (dp 4 x pp 2: ring K/V exchange and regrouped
-#     backward rows between its members), chunkflow's FK passes and forced recompute: the
+#     backward rows between its members), megatron with static CP 2 and 4 (with recompute),
+#     chunkflow's FK passes and forced recompute: the
 #     ranks' gradients within 1e-5 of one process running the whole plan, and within 1e-4
 #     of every sample run whole (trainer check's own checks; its last line parsed here);
 #   - 10 training steps: the parameters equal one process's (bit for bit at dp 1; within
@@ -104,6 +105,19 @@ if plan sp-merge slimpack 4 2 --set parallel.max_cp=2 --set plan.global_batch=8 
 else
   notok "planner build slimpack with a DP-Merge group" "$tmp/sp-merge.plan"
 fi
+# static context parallelism: megatron's tuned baseline at a 4K context on the CPU profile
+# (cpu-c2) takes cp 2, and cp 4 with recompute under a smaller cap: every op over 2 or 4
+# processes of a pipeline's stage (a ring of 4)
+for spec in "2G 2" "60M 4"; do
+  set -- $spec
+  if plan "mg-cp$2" megatron 4 2 --set plan.hardware=cpu-c2 --set parallel.max_cp=4 --set plan.global_batch=8 \
+       --set plan.context_len=4K --set plan.steps=1 --set plan.mem="$1" &&
+     [ "$(sqlite3 "$tmp/mg-cp$2.db" "SELECT max(cp) FROM pipelines")" = "$2" ]; then
+    oracle "mg-cp$2" 4 2 "megatron with static context parallelism $2 (plan.mem $1)"
+  else
+    notok "planner build megatron with cp $2" "$tmp/mg-cp$2.plan"
+  fi
+done
 if plan cf-fk chunkflow 2 2 --set plan.chunk_size=32 --set plan.chunkflow_k=1 &&
    [ "$(sqlite3 "$tmp/cf-fk.db" "SELECT count(*) FROM plan_ops WHERE kind = 'FK'")" -gt 0 ]; then
   oracle cf-fk 2 2 "chunkflow, 32-token chunks, K = 1 (FK ops)"
