@@ -64,7 +64,7 @@ lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err) {
 
 lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err) {
     *comm = NULL;
-    if (!lt_comm_launched()) return LT_OK;
+    if (!lt_comm_launched()) return lt_comm_check_launch(err);
     int64_t dp = 1, pp = 1;
     double timeout = 300;
     lt_status st = lt_config_get_int(ctx->config, "parallel", "dp", &dp, err);

@@ -61,6 +61,10 @@ typedef struct lt_comm_layout {
 /* True when a launcher started this process (mpirun, srun --mpi=pmix: their environment
  * variables are set) and the build has MPI. */
 bool lt_comm_launched(void);
+/* LT_OK, or LT_ERR_CONFIG when this process is one of several tasks that cannot form an
+ * MPI job: srun -n N (N > 1) without an MPI plugin (no PMIx variables: every task would run
+ * the whole plan alone), or mpirun -n N of a build without MPI. */
+lt_status lt_comm_check_launch(lt_error *err);
 
 /* Initialise (MPI_Init when lt_comm_launched, else a world of one) and check the layout:
  * the world size must be dp x pp (LT_ERR_CONFIG naming parallel.dp, parallel.pp and the

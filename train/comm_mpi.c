@@ -66,6 +66,24 @@ bool lt_comm_launched(void) {
     return false;
 }
 
+lt_status lt_comm_check_launch(lt_error *err) {
+    if (lt_comm_launched()) return LT_OK;
+    int ompi = env_int("OMPI_COMM_WORLD_SIZE", 1), ntasks = env_int("SLURM_NTASKS", 1);
+    if (ompi > 1) {
+        lt_fail(err, LT_ERR_CONFIG, NULL, "started by mpirun as one of %d processes, but this trainer was built without "
+                "MPI: every process would run the whole plan alone", ompi);
+        lt_error_hint(err, "install openmpi-bin libopenmpi-dev libpmix-dev and configure again (--with-mpi)");
+        return LT_ERR_CONFIG;
+    }
+    if (getenv("SLURM_STEP_ID") && ntasks > 1) {
+        lt_fail(err, LT_ERR_CONFIG, NULL, "started by srun as one of %d tasks without an MPI plugin (no PMIx in the "
+                "environment): every task would run the whole plan alone", ntasks);
+        lt_error_hint(err, "launch with srun --mpi=pmix (or MpiDefault=pmix in slurm.conf)");
+        return LT_ERR_CONFIG;
+    }
+    return LT_OK;
+}
+
 const lt_comm_layout *lt_comm_layout_of(const lt_comm *c) { return &c->l; }
 const char *lt_comm_who(const lt_comm *c) { return c->who; }
 int lt_comm_rank_of(const lt_comm *c, int dp_rank, int stage) { return dp_rank * c->l.pp + stage; }

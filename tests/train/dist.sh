@@ -160,6 +160,16 @@ else
   notok "a plan for another layout refused with a clear reason" "$tmp/l4.err"
 fi
 
+# srun -n 4 without an MPI plugin (its environment without PMIx): refused, not run 4 times
+if env -u PMIX_RANK SLURM_STEP_ID=0 SLURM_NTASKS=4 "$TRAINER" check --config "$tmp/m.ini" --db "$tmp/megatron-dp2-pp2.db" \
+     --data "$tmp/data" >"$tmp/srun.out" 2>"$tmp/srun.err"; then
+  notok "a task of srun -n 4 without --mpi=pmix refused (exit 0)"
+elif grep -q 'one of 4 tasks without an MPI plugin' "$tmp/srun.err" && grep -q 'srun --mpi=pmix' "$tmp/srun.err"; then
+  ok "a task of srun -n 4 without an MPI plugin: refused, with the launch to use"
+else
+  notok "srun without --mpi=pmix refused with a clear reason" "$tmp/srun.err"
+fi
+
 # a damaged data shard: the ranks name it and stop the job (MPI_Abort), no hang
 cp -r "$tmp/data" "$tmp/bad" && dd if=/dev/urandom of="$tmp/bad/task-00000.tokens.zst" bs=1 count=256 seek=1000 \
   conv=notrunc 2>/dev/null
