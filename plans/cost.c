@@ -56,6 +56,8 @@ static void set_defaults(lt_cost_model *cm) {
     cm->logit_bytes = cm->hw.logit_bytes;
     cm->bwd_gemm_factor = 2.0;
     cm->bwd_attn_factor = 2.5;
+    cm->bwd_gemm_time_factor = cm->hw.bwd_gemm_factor; /* 2 and 2.5 unless the profile says */
+    cm->bwd_attn_time_factor = cm->hw.bwd_attention_factor;
     cm->cp = 1;
     int spn = cm->hw.gpus_per_node / cm->tp;
     cm->stages_per_node = spn > 1 ? spn : 1;
@@ -204,6 +206,12 @@ static bool op_starts_model(const lt_op *op) {
     return (op->part == LT_PART_ALL || op->part == LT_PART_PRE) && op->layer_begin == 0;
 }
 
+/* The head is fused (the profile's logit_bytes = 0: the CPU trainer's, llm.c's fused
+ * classifier): the F over the model's end computes the loss gradient, dlogits, the head's
+ * weight gradient and the final norm's input gradient a block of rows at a time, so it runs
+ * the head's backward and the B over the end starts from that gradient. */
+static bool fused_head(const lt_cost_model *cm) { return cm->logit_bytes == 0; }
+
 static double op_recompute_layers(const lt_op *op) {
     double r = op->recompute_layers, n = op_layers(op);
     return r < n ? r : n;
@@ -221,7 +229,8 @@ static void op_flops(const lt_cost_model *cm, int cp, const lt_slice *slices, si
     }
     double nl = op_layers(op), r = op_recompute_layers(op);
     double lin = linear_flops(cm, cp, (lt_op_part)op->part, tokens);
-    out->linear = nl * lin + (op_has_head(cm, op) ? head_flops(cm, cp, tokens) : 0.0);
+    out->head = op_has_head(cm, op) ? head_flops(cm, cp, tokens) : 0.0;
+    out->linear = nl * lin + out->head;
     out->attention = nl * attn;
     out->recompute_linear = r * lin;
     out->recompute_attention = r * attn;
@@ -233,9 +242,32 @@ void lt_cost_op_flops(const lt_cost_model *cm, const lt_slice *slices, size_t n,
 }
 
 double lt_cost_executed_flops(const lt_cost_model *cm, const lt_op_flops *f, lt_op_kind kind) {
-    if (kind != LT_OP_B) return f->linear + f->attention;
-    return cm->bwd_gemm_factor * f->linear + cm->bwd_attn_factor * f->attention + f->recompute_linear +
+    bool fused = fused_head(cm) && f->head > 0;
+    if (kind == LT_OP_FK) return f->linear + f->attention;
+    if (kind == LT_OP_F) return f->linear + f->attention + (fused ? cm->bwd_gemm_factor * f->head : 0.0);
+    double linear = fused ? f->linear - f->head : f->linear; /* a fused head's backward ran in its F */
+    return cm->bwd_gemm_factor * linear + cm->bwd_attn_factor * f->attention + f->recompute_linear +
            f->recompute_attention;
+}
+
+/* The GEMM time of an op of `kind` with forward FLOPs f at `local` tokens per GPU: the layers'
+ * GEMMs (B: their backward, bwd_gemm_time_factor x, and the recomputed forward) on the GEMM
+ * curve, and the head's on the head curve (the GEMM curve when the profile has none). The head
+ * runs its forward in F and FK and its backward in B, or in F when it is fused. Without a head
+ * curve or a fused head this is the one division it always was (bit for bit). */
+static double gemm_seconds(const lt_cost_model *cm, const lt_op_flops *f, lt_op_kind kind, double local) {
+    bool backward = kind == LT_OP_B, fused = fused_head(cm), curve = cm->hw.head.n > 0;
+    double kg = cm->bwd_gemm_time_factor, peak = cm->hw.peak_flops;
+    double eff = lt_hardware_efficiency(&cm->hw.gemm, local);
+    if (!(f->head > 0) || (!fused && !curve))
+        return (backward ? kg * f->linear + f->recompute_linear : f->linear) / (peak * eff);
+    double layers = f->linear - f->head;
+    double t = (backward ? kg * layers + f->recompute_linear : layers) / (peak * eff);
+    double head = kind == LT_OP_FK ? f->head                         /* FK: the forward only */
+                  : kind == LT_OP_F ? (fused ? 1.0 + kg : 1.0) * f->head
+                                    : (fused ? 0.0 : kg * f->head);
+    if (head > 0) t += head / (peak * (curve ? lt_hardware_efficiency(&cm->hw.head, local) : eff));
+    return t;
 }
 
 /* ------------------------------------------------------------------ memory */
@@ -418,15 +450,13 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
 
     /* time: GEMMs at the efficiency of the GPU's token count, attention per slice at the
      * efficiency of the causal length with the same work per GPU, TP collectives */
-    double gemm_flops = backward ? cm->bwd_gemm_factor * out->flops.linear + out->flops.recompute_linear
-                                 : out->flops.linear;
-    out->gemm_time = gemm_flops / (peak * lt_hardware_efficiency(&cm->hw.gemm, local));
+    out->gemm_time = gemm_seconds(cm, &out->flops, kind, local);
     if (attn) {
         for (size_t i = 0; i < n; i++) {
             double b = (double)slices[i].begin, e = (double)slices[i].end;
             double per_layer = attention_flops(cm, cp_degree, b, e);
             if (per_layer <= 0) continue;
-            double f = backward ? (cm->bwd_attn_factor * nl + r) * per_layer : nl * per_layer;
+            double f = backward ? (cm->bwd_attn_time_factor * nl + r) * per_layer : nl * per_layer;
             double eff = attn_eff ? attn_eff[i] : slice_attention_efficiency(cm, cp_degree, &slices[i]);
             out->attention_time += f / (peak * eff);
         }

@@ -20,6 +20,12 @@
  * Time = GEMM FLOPs / (peak x gemm_efficiency(unit tokens)) + sum over slices of attention
  * FLOPs / (peak x attention_efficiency(sqrt(end^2 - begin^2))) + TP collectives
  * (2 all-gathers + 2 reduce-scatters per layer, Megatron sequence parallelism, HelixPipe 2.2).
+ * The backward's time is its forward's times the profile's bwd_gemm_factor and
+ * bwd_attention_factor (default: the FLOP ratios 2 and 2.5; trainer calibrate fits them on a
+ * CPU); the LM head runs on the profile's head_efficiency curve when it has one. A fused
+ * head (the profile's logit_bytes = 0: the CPU trainer's, llm.c's way) computes its backward
+ * during the F over the model's end, so that F carries the head's forward + backward and the
+ * B over the end none of it (FLOPs and time).
  *
  * Memory per GPU (bf16 activations, flash attention: no T^2 term; Korthikanti et al. /
  * HelixPipe Table 1: 16 h elements per token per GPT layer; TP with sequence parallelism
@@ -100,6 +106,11 @@ typedef struct lt_cost_model {
     /* backward / forward FLOP ratios (SlimPack 2.2.2) */
     double bwd_gemm_factor;  /* 2.0: input and weight gradients */
     double bwd_attn_factor;  /* 2.5: FlashAttention recomputes the scores */
+    /* backward / forward time ratios at one efficiency: the profile's bwd_gemm_factor and
+       bwd_attention_factor, by default the FLOP ratios above (a CPU's backward runs at
+       another rate than its forward: trainer calibrate measures them) */
+    double bwd_gemm_time_factor;
+    double bwd_attn_time_factor;
     /* layout */
     int stages_per_node;     /* consecutive stages per node: max(1, gpus_per_node / (tp x cp))
                                 (ranks ordered TP, then CP, then PP, then DP); P2P between
@@ -148,6 +159,8 @@ double lt_cost_head_flops(const lt_cost_model *cm, double tokens);
  * when the range ends the model), and of the part of it that B recomputes. */
 typedef struct lt_op_flops {
     double linear;              /* GEMMs: projections, MLP, LM head */
+    double head;                /* the LM head's part of linear (0 unless the range ends the
+                                   model) */
     double attention;           /* causal attention core */
     double recompute_linear;    /* the forward of the op's recompute_layers layers */
     double recompute_attention;
@@ -157,7 +170,8 @@ void lt_cost_op_flops(const lt_cost_model *cm, const lt_slice *slices, size_t n,
                       lt_op_flops *out);
 
 /* FLOPs an op of `kind` executes: F, FK: linear + attention; B: bwd_gemm_factor x linear +
- * bwd_attn_factor x attention + recompute_linear + recompute_attention. */
+ * bwd_attn_factor x attention + recompute_linear + recompute_attention. A fused head
+ * (logit_bytes 0) moves the head's backward, bwd_gemm_factor x head, from B to F. */
 double lt_cost_executed_flops(const lt_cost_model *cm, const lt_op_flops *f, lt_op_kind kind);
 
 /* ------------------------------------------------------------------ memory */
@@ -206,7 +220,7 @@ double lt_cost_dp_sync_time(const lt_cost_model *cm, int stage);
 typedef struct lt_op_estimate {
     lt_op_flops flops;     /* forward FLOPs of the op's range */
     double executed_flops; /* what this op runs (lt_cost_executed_flops) */
-    double gemm_time;      /* seconds of GEMMs */
+    double gemm_time;      /* seconds of GEMMs (the LM head's included) */
     double attention_time; /* seconds of attention */
     double tp_comm_time;   /* seconds of TP collectives */
     double cp_ring_time;   /* seconds of the CP ring exchange of keys/values (0 when cp = 1) */
@@ -221,7 +235,9 @@ typedef struct lt_op_estimate {
  * slices of slice i's sample attend to its keys/values (NULL: no slice's). The op's range is
  * taken against cm->model.layers: it holds the embedding when it starts at position 0, the
  * LM head (and the loss) when it ends at the end of the model. In cost:
- *   time        compute (F, FK: forward; B: backward + recompute) + TP collectives + the
+ *   time        compute (F, FK: forward; B: backward + recompute; with a fused head, the F
+ *               over the model's end also the head's backward and the B none of the head)
+ *               + TP collectives + the
  *               exposed CP ring exchange (cp > 1, ops with attention: per layer pass c - 1
  *               transfers of the GPU's K and V, tokens / c x 2 kv x act_bytes; F and FK one
  *               pass per layer, B two per layer (K/V and dK/dV) plus one per recomputed layer;

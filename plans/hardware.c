@@ -121,6 +121,9 @@ void lt_hardware_fill_defaults(lt_hardware *hw) {
         hw->reserved_bytes = 2.0 * 1073741824.0;
         hw->has_reserved_bytes = true;
     }
+    /* the FLOP ratios of the backward (SlimPack 2.2.2): its time at the forward's rate */
+    if (!(hw->bwd_gemm_factor > 0)) hw->bwd_gemm_factor = 2.0;
+    if (!(hw->bwd_attention_factor > 0)) hw->bwd_attention_factor = 2.5;
 }
 
 /* ------------------------------------------------------------------ the profile keys */
@@ -167,6 +170,10 @@ static const key_def keys[] = {
     {"optim_bytes", K_POSITIVE, false, 1, FIELD(optim_bytes), 0, NO_FLAG},
     {"logit_bytes", K_NONNEG, false, 1, FIELD(logit_bytes), 0, FIELD(has_logit_bytes)},
     {"reserved_gib", K_NONNEG, false, 1073741824.0, FIELD(reserved_bytes), 0, FIELD(has_reserved_bytes)},
+    /* optional: the time terms (defaults: the FLOP ratios; the head on the GEMM curve) */
+    {"bwd_gemm_factor", K_POSITIVE, false, 1, FIELD(bwd_gemm_factor), 0, NO_FLAG},
+    {"bwd_attention_factor", K_POSITIVE, false, 1, FIELD(bwd_attention_factor), 0, NO_FLAG},
+    {"head_efficiency", K_CURVE, false, 0, FIELD(head), 0, NO_FLAG},
 };
 #undef FIELD
 #define N_KEYS (sizeof keys / sizeof keys[0])

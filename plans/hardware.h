@@ -5,8 +5,9 @@
  *
  * A profile gives the dense bf16 peak, the HBM size and bandwidth, GPUs per node, the P2P
  * bandwidth and latency inside a node and between nodes (InfiniPipe 3.1.2 Eq. 2 prices a
- * transfer as V / B_comm + beta_comm), and two efficiency curves: the fraction of the peak
- * that GEMMs and causal attention achieve as a function of the tokens they process
+ * transfer as V / B_comm + beta_comm), and two efficiency curves (three with the optional LM
+ * head's): the fraction of the peak that GEMMs and causal attention achieve as a function of
+ * the tokens they process
  * (InfiniPipe App. B: small chunks run well below peak; SlimPack 5.1 calibrates runtime
  * estimates with measured GEMM and FlashAttention utilisation). docs/cost-model.md describes
  * the format and how to calibrate it.
@@ -42,6 +43,15 @@
  *                            trainer's), which keeps no logits
  *   reserved_gib             memory per device beyond model states and activations, GiB
  *                            (>= 0): 2 (CUDA context, NCCL buffers, workspaces); 0 on a CPU
+ * Optional time terms (docs/cost-model.md, "Time"); absent, the FLOP ratios and the GEMM curve:
+ *   bwd_gemm_factor          backward / forward time of the GEMM part at one efficiency (> 0):
+ *                            2, the FLOP ratio (input and weight gradients); trainer calibrate
+ *                            fits it on a CPU (its backward runs at another rate than its forward)
+ *   bwd_attention_factor     the same for the attention core (> 0): 2.5, the FLOP ratio
+ *                            (FlashAttention recomputes the scores)
+ *   head_efficiency          a curve (below): the achieved fraction of peak of the LM head's
+ *                            forward + backward (final norm, head GEMMs, loss) at TOKENS tokens;
+ *                            absent, the head is priced on gemm_efficiency
  * An efficiency curve has 1 to LT_EFFICIENCY_MAX_POINTS points, tokens strictly increasing
  * and > 0, fractions in (0, 1]. Between points it is linear in log2(tokens); outside them it
  * is the nearest end point's fraction.
@@ -106,6 +116,11 @@ typedef struct lt_hardware {
     bool has_logit_bytes;              /* logit_bytes is set (else the default) */
     double reserved_bytes;             /* per device: 2 GiB (reserved_gib) */
     bool has_reserved_bytes;           /* reserved_bytes is set (else the default) */
+    /* The time terms (the optional keys above); 0 in a profile built in code = the default,
+     * filled in like the bytes. */
+    double bwd_gemm_factor;            /* backward / forward time of the GEMMs: 2 */
+    double bwd_attention_factor;       /* backward / forward time of the attention: 2.5 */
+    lt_efficiency_curve head;          /* the LM head's efficiency; n = 0: none (the GEMM curve) */
 } lt_hardware;
 
 /*
@@ -127,9 +142,10 @@ lt_status lt_hardware_parse(lt_hardware *hw, const char *text, const char *where
                             lt_error *err);
 
 /* Fill in the defaults of the optional keys that hw leaves unset (act_bytes 0: 2; then
- * weight_bytes, grad_bytes, optim_bytes 0, has_logit_bytes and has_reserved_bytes false:
- * the defaults listed above, weight and optim after act_bytes). Set values are kept; a
- * second call changes nothing. */
+ * weight_bytes, grad_bytes, optim_bytes, bwd_gemm_factor, bwd_attention_factor 0,
+ * has_logit_bytes and has_reserved_bytes false: the defaults listed above, weight and optim
+ * after act_bytes; a head curve of no points stays absent). Set values are kept; a second
+ * call changes nothing. */
 void lt_hardware_fill_defaults(lt_hardware *hw);
 
 /* Parse an efficiency curve "TOKENS:FRACTION, ..." into *c. LT_ERR_CONFIG with a reason in

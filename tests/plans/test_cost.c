@@ -3,7 +3,9 @@
  * and are physically sane, bad profiles fail with FILE:LINE, efficiency curves interpolate
  * and clamp, profiles are looked up in the documented order, the backend's memory terms
  * (weight, gradient, optimizer, logit and reserved bytes) are optional keys whose defaults
- * price GPU profiles as before; FLOPs match hand derivations
+ * price GPU profiles as before; a fused head (logit_bytes 0) runs its backward in the F over
+ * the model's end; the backward time factors and the head curve are optional keys that price
+ * as before when absent; FLOPs match hand derivations
  * and published formulas (Kaplan et al. 2020 Table 1, HelixPipe Table 1 and 4.2), slicing a
  * sample or packing samples conserves FLOPs, backward = 2x GEMM + 2.5x attention, GQA and TP
  * reduce what they should; memory matches hand counts (18 bytes per parameter, ZeRO-1,
@@ -159,6 +161,10 @@ static void test_shipped_profiles_load_and_are_sane(void **state) {
         assert_rel_close(hw.optim_bytes, 12.0, 0);
         assert_rel_close(hw.logit_bytes, 4.0, 0);
         assert_rel_close(hw.reserved_bytes, 2 * GIB, 0);
+        /* ... nor the time terms: the backward at the FLOP ratios, the head on the GEMM curve */
+        assert_rel_close(hw.bwd_gemm_factor, 2.0, 0);
+        assert_rel_close(hw.bwd_attention_factor, 2.5, 0);
+        assert_int_equal(hw.head.n, 0);
         assert_true(hw.p2p_intra_bytes_per_s > hw.p2p_inter_bytes_per_s); /* NVLink beats the NIC */
         assert_true(hw.p2p_inter_bytes_per_s >= 10e9 && hw.p2p_intra_bytes_per_s <= 1000e9);
         assert_true(hw.p2p_intra_latency_s > 0 && hw.p2p_intra_latency_s <= hw.p2p_inter_latency_s);
@@ -195,7 +201,8 @@ static void test_shipped_profiles_load_and_are_sane(void **state) {
 
 /* Every file in etc/hardware is a valid profile named after its file, and the listing
  * names the six shipped GPUs and the measured CPU (trainer calibrate: fp32 activations, one
- * process per node, fractions of its own best rate). */
+ * process per node, fractions of its own best rate; backward / forward factors and a head
+ * curve where measured). */
 static void test_every_file_in_etc_hardware_loads(void **state) {
     (void)state;
     NEED_SHIPPED();
@@ -212,10 +219,17 @@ static void test_every_file_in_etc_hardware_loads(void **state) {
     assert_int_equal(cpu.gpus_per_node, 1);
     assert_true(cpu.peak_flops > 1e9 && cpu.peak_flops < 100e12);
     assert_true(cpu.gemm.n >= 4 && cpu.attention.n == cpu.gemm.n);
+    assert_true(cpu.bwd_gemm_factor > 0.5 && cpu.bwd_gemm_factor < 4);
+    assert_true(cpu.bwd_attention_factor > 0.5 && cpu.bwd_attention_factor < 4);
+    assert_true(cpu.head.n <= cpu.gemm.n); /* a head curve, when measured: at the first counts */
     double best = 0;
     for (int k = 0; k < cpu.gemm.n; k++) { /* one point per measured token count, on both curves */
         assert_rel_close(cpu.attention.tokens[k], cpu.gemm.tokens[k], 0);
         best = fmax(best, fmax(cpu.gemm.fraction[k], cpu.attention.fraction[k]));
+    }
+    for (int k = 0; k < cpu.head.n; k++) { /* the head's at the first of those counts */
+        assert_rel_close(cpu.head.tokens[k], cpu.gemm.tokens[k], 0);
+        best = fmax(best, cpu.head.fraction[k]);
     }
     assert_rel_close(best, 1.0, 1e-4); /* the peak is the best rate measured */
     char *copy = strdup(list), *save = NULL;
@@ -459,7 +473,9 @@ static void test_memory_terms_are_optional_profile_keys(void **state) {
             double logits = last ? T * V * 4 : 0.0; /* fp32 work logits: act_bytes 4 */
             assert_rel_close(ec.cost.act_bytes, eb.cost.act_bytes - softmax, 1e-14);
             assert_rel_close(ec.cost.work_bytes, eb.cost.work_bytes - logits, 1e-14);
-            assert_rel_close(ec.cost.time, eb.cost.time, 0);
+            /* the time moves between the F and the B over the head (the fused head's backward
+             * runs in its F: test_fused_head_moves_its_backward_into_f) */
+            if (!last || ops[k].kind == LT_OP_FK) assert_rel_close(ec.cost.time, eb.cost.time, 1e-14);
             assert_rel_close(ec.cost.kv_bytes, eb.cost.kv_bytes, 0);
             assert_rel_close(ec.cost.out_bytes, eb.cost.out_bytes, 0);
             if (last && ops[k].kind == LT_OP_F && ops[k].recompute_layers == 0) {
@@ -508,6 +524,151 @@ static void test_memory_terms_are_optional_profile_keys(void **state) {
     check_bad_profile(text, "duplicate key 'logit_bytes', first given at line 11", 12, NULL);
     profile_text(text, sizeof text, NULL, "reserved_bytes = 0\n");
     check_bad_profile(text, "unknown key 'reserved_bytes'", 11, NULL);
+}
+
+/* A fused head (logit_bytes = 0: the CPU trainer's) computes the loss gradient, the head's
+ * weight gradient and the final norm's input gradient in the F over the model's end: that F
+ * carries the head's backward (2 x its forward FLOPs, timed at bwd_gemm_factor x) and the B
+ * over the end none of the head; F + B over the end keeps its time. An FK and the ops that do
+ * not end the model price as with the default head, the latter bit for bit. */
+static void test_fused_head_moves_its_backward_into_f(void **state) {
+    (void)state;
+    lt_hardware base = load_body("hbase", "act_bytes = 4\n");
+    lt_hardware fused = load_body("hfused", "act_bytes = 4\nlogit_bytes = 0\n");
+    const lt_model_shape *m = lt_model_preset("small");
+    assert_non_null(m);
+    lt_error err;
+    lt_cost_model a, c;
+    assert_int_equal(lt_cost_model_init(&a, m, &base, 2, 1, 1, &err), LT_OK);
+    assert_int_equal(lt_cost_model_init(&c, m, &fused, 2, 1, 1, &err), LT_OK);
+    lt_slice sl = {0, 0, 1000};
+    double H = lt_cost_head_flops(&a, 1000), peak = 100e12, eff = 0.5; /* the GEMM curve at 1000: 1K:0.5 */
+    double head_bwd = 2 * H / (peak * eff);
+    for (int last = 0; last < 2; last++) {
+        uint32_t lb = last ? 7 : 0, le = last ? 8 : 1;
+        lt_op f = op_of(LT_OP_F, LT_PART_ALL, lb, le, 0), fr = op_of(LT_OP_F, LT_PART_ALL, lb, le, 1);
+        lt_op fk = op_of(LT_OP_FK, LT_PART_ALL, lb, le, 0), b = op_of(LT_OP_B, LT_PART_ALL, lb, le, 0);
+        lt_op br = op_of(LT_OP_B, LT_PART_ALL, lb, le, 1);
+        lt_op_estimate ea[5], ec[5];
+        const lt_op *ops[5] = {&f, &fr, &fk, &b, &br};
+        for (int k = 0; k < 5; k++) {
+            lt_cost_op(&a, &sl, 1, NULL, ops[k], &ea[k]);
+            lt_cost_op(&c, &sl, 1, NULL, ops[k], &ec[k]);
+            assert_rel_close(ec[k].flops.head, last ? H : 0.0, 0);
+        }
+        if (!last) { /* no head: the same time and FLOPs, bit for bit */
+            for (int k = 0; k < 5; k++) {
+                assert_true(ec[k].cost.time == ea[k].cost.time);
+                assert_true(ec[k].executed_flops == ea[k].executed_flops);
+            }
+            continue;
+        }
+        for (int k = 0; k < 2; k++) { /* F (with and without recompute): the head's backward added */
+            assert_rel_close(ec[k].cost.time, ea[k].cost.time + head_bwd, 1e-13);
+            assert_rel_close(ec[k].gemm_time, ea[k].gemm_time + head_bwd, 1e-13);
+            assert_rel_close(ec[k].executed_flops, ea[k].executed_flops + 2 * H, 1e-14);
+        }
+        assert_rel_close(ec[2].cost.time, ea[2].cost.time, 1e-14); /* FK: the head's forward only */
+        assert_rel_close(ec[2].executed_flops, ea[2].executed_flops, 0);
+        for (int k = 3; k < 5; k++) { /* B (with and without recompute): none of the head */
+            assert_rel_close(ec[k].cost.time, ea[k].cost.time - head_bwd, 1e-13);
+            assert_rel_close(ec[k].executed_flops, ea[k].executed_flops - 2 * H, 1e-14);
+            assert_rel_close(ec[k].attention_time, ea[k].attention_time, 0);
+        }
+        assert_rel_close(ec[0].cost.time + ec[3].cost.time, ea[0].cost.time + ea[3].cost.time, 1e-14);
+        /* the B over the end is the B over any other layer (no embedding on layer 7 either) */
+        lt_op b0 = op_of(LT_OP_B, LT_PART_ALL, 3, 4, 0);
+        lt_op_estimate e0;
+        lt_cost_op(&c, &sl, 1, NULL, &b0, &e0);
+        assert_rel_close(ec[3].cost.time, e0.cost.time, 1e-14);
+        /* a POST over the last layer holds the head as well */
+        lt_op post = op_of(LT_OP_F, LT_PART_POST, 7, 8, 0);
+        lt_op_estimate pa, pc;
+        lt_cost_op(&a, &sl, 1, NULL, &post, &pa);
+        lt_cost_op(&c, &sl, 1, NULL, &post, &pc);
+        assert_rel_close(pc.cost.time, pa.cost.time + head_bwd, 1e-13);
+    }
+}
+
+/* The optional time terms: bwd_gemm_factor and bwd_attention_factor scale the time of the
+ * backward's GEMMs and attention (not its recomputed forward, not the FLOPs it reports);
+ * written as their defaults (2, 2.5) they price bit for bit as absent. head_efficiency
+ * prices the head's GEMMs (forward in F, backward in B, both in a fused head's F) on its own
+ * curve. Bad values are named with FILE:LINE. */
+static void test_backward_time_factors_and_head_curve(void **state) {
+    (void)state;
+    lt_hardware base = load_body("tbase", "act_bytes = 4\n");
+    lt_hardware spelled = load_body("tspelled", "act_bytes = 4\nbwd_gemm_factor = 2\nbwd_attention_factor = 2.5\n");
+    lt_hardware fac = load_body("tfac", "act_bytes = 4\nbwd_gemm_factor = 1.5\nbwd_attention_factor = 2\n");
+    lt_hardware curve = load_body("tcurve", "act_bytes = 4\nhead_efficiency = 1K:0.25\n");
+    lt_hardware all = load_body("tall", "act_bytes = 4\nlogit_bytes = 0\nbwd_gemm_factor = 1.5\n"
+                                        "head_efficiency = 1K:0.25\n");
+    assert_rel_close(base.bwd_gemm_factor, 2.0, 0);
+    assert_rel_close(base.bwd_attention_factor, 2.5, 0);
+    assert_int_equal(base.head.n, 0);
+    assert_int_equal(curve.head.n, 1);
+    const lt_model_shape *m = lt_model_preset("small");
+    assert_non_null(m);
+    lt_error err;
+    lt_cost_model a, sp, f, cu, al;
+    assert_int_equal(lt_cost_model_init(&a, m, &base, 2, 1, 1, &err), LT_OK);
+    assert_int_equal(lt_cost_model_init(&sp, m, &spelled, 2, 1, 1, &err), LT_OK);
+    assert_int_equal(lt_cost_model_init(&f, m, &fac, 2, 1, 1, &err), LT_OK);
+    assert_int_equal(lt_cost_model_init(&cu, m, &curve, 2, 1, 1, &err), LT_OK);
+    assert_int_equal(lt_cost_model_init(&al, m, &all, 2, 1, 1, &err), LT_OK);
+    assert_rel_close(a.bwd_gemm_time_factor, 2.0, 0);
+    assert_rel_close(f.bwd_gemm_time_factor, 1.5, 0);
+    assert_rel_close(f.bwd_gemm_factor, 2.0, 0); /* the FLOP ratios stay */
+    assert_rel_close(f.bwd_attn_factor, 2.5, 0);
+    lt_slice sl[2] = {{0, 0, 600}, {1, 0, 400}}; /* 1000 tokens: GEMMs at 1K:0.5, attention at 0.2 */
+    double peak = 100e12, ge = 0.5, he = 0.25;
+    for (int last = 0; last < 2; last++) {
+        uint32_t lb = last ? 6 : 0, le = last ? 8 : 2;
+        lt_op ops[5] = {op_of(LT_OP_F, LT_PART_ALL, lb, le, 0), op_of(LT_OP_F, LT_PART_ALL, lb, le, 1),
+                        op_of(LT_OP_FK, LT_PART_ALL, lb, le, 0), op_of(LT_OP_B, LT_PART_ALL, lb, le, 0),
+                        op_of(LT_OP_B, LT_PART_ALL, lb, le, 1)};
+        for (int k = 0; k < 5; k++) {
+            lt_op_estimate ea, es, ef, ec, el;
+            lt_cost_op(&a, sl, 2, NULL, &ops[k], &ea);
+            lt_cost_op(&sp, sl, 2, NULL, &ops[k], &es);
+            lt_cost_op(&f, sl, 2, NULL, &ops[k], &ef);
+            lt_cost_op(&cu, sl, 2, NULL, &ops[k], &ec);
+            lt_cost_op(&al, sl, 2, NULL, &ops[k], &el);
+            assert_memory_equal(&ea, &es, sizeof ea); /* the defaults spelled out: bit for bit */
+            assert_true(ef.executed_flops == ea.executed_flops);
+            const lt_op_flops *x = &ea.flops;
+            double layers = x->linear - x->head;
+            if (ops[k].kind != LT_OP_B) {
+                assert_true(ef.cost.time == ea.cost.time); /* forwards keep their time */
+            } else {
+                assert_rel_close(ef.gemm_time, (1.5 * x->linear + x->recompute_linear) / (peak * ge), 1e-14);
+                assert_rel_close(ef.attention_time, ea.attention_time * (2.0 * 2 + x->recompute_attention /
+                                 x->attention * 2) / (2.5 * 2 + x->recompute_attention / x->attention * 2), 1e-14);
+            }
+            /* the head curve: only the ops over the head change */
+            double cu_gemm = ops[k].kind == LT_OP_B ? (2 * layers + x->recompute_linear) / (peak * ge) +
+                                                          2 * x->head / (peak * he)
+                                                    : layers / (peak * ge) + x->head / (peak * he);
+            if (last) assert_rel_close(ec.gemm_time, cu_gemm, 1e-14);
+            else assert_true(ec.cost.time == ea.cost.time);
+            /* a fused head on its curve with bwd_gemm_factor 1.5: F runs its 1 + 1.5, B none */
+            double al_gemm = ops[k].kind == LT_OP_B  ? (1.5 * layers + x->recompute_linear) / (peak * ge)
+                             : ops[k].kind == LT_OP_F ? layers / (peak * ge) + 2.5 * x->head / (peak * he)
+                                                      : layers / (peak * ge) + x->head / (peak * he);
+            assert_rel_close(el.gemm_time, al_gemm, 1e-14);
+        }
+    }
+
+    /* bad values */
+    char text[2048];
+    profile_text(text, sizeof text, NULL, "bwd_gemm_factor = 0\n");
+    check_bad_profile(text, "bwd_gemm_factor = 0: must be positive", 11, NULL);
+    profile_text(text, sizeof text, NULL, "bwd_attention_factor = fast\n");
+    check_bad_profile(text, "bad number 'fast' for bwd_attention_factor", 11, NULL);
+    profile_text(text, sizeof text, NULL, "head_efficiency = 1K:1.5\n");
+    check_bad_profile(text, "bad head_efficiency", 11, NULL);
+    profile_text(text, sizeof text, NULL, "bwd_gemm_factors = 2\n");
+    check_bad_profile(text, "unknown key 'bwd_gemm_factors'", 11, "did you mean 'bwd_gemm_factor'?");
 }
 
 static void test_efficiency_interpolates_in_log_tokens_and_clamps(void **state) {
@@ -1607,6 +1768,8 @@ int main(void) {
         cmocka_unit_test(test_bad_profiles_name_file_and_line),
         cmocka_unit_test(test_act_bytes_is_optional_and_scales_the_bytes),
         cmocka_unit_test(test_memory_terms_are_optional_profile_keys),
+        cmocka_unit_test(test_fused_head_moves_its_backward_into_f),
+        cmocka_unit_test(test_backward_time_factors_and_head_curve),
         cmocka_unit_test(test_efficiency_interpolates_in_log_tokens_and_clamps),
         cmocka_unit_test(test_lookup_order),
         cmocka_unit_test(test_flops_of_tiny_by_hand),
