@@ -5,27 +5,36 @@
  * "Calibrating a CPU profile").
  *
  * What it measures, for each token count T of a ladder (the median of --repeat runs after
- * one warm-up run):
- *   layer(T)   one transformer layer's forward + backward on one causal sample of T tokens:
+ * one warm-up run), the forward and the backward timed apart:
+ *   layer(T)   one transformer layer's forward and backward on one causal sample of T tokens:
  *              lt_llama_forward / lt_llama_backward over a pass of one layer (no embedding,
- *              no head), its activations allocated per run as the plan executor does;
- *   attn(T)    the attention core alone, lt_attention_forward + lt_attention_backward;
- *   gemm(T)    = layer(T) - attn(T): the projections and the MLP with the memory-bound
- *              operators around them (norms, RoPE, SwiGLU, residual adds), which the cost
- *              model folds into its GEMM curve (docs/cost-model.md, "Time").
- * How it fits. The cost model (plans/cost.c) prices the F and the B of one layer over the
- * slice [0, T) as
+ *              no head), its activations allocated per run on fresh pages, as the plan
+ *              executor's ops get them (their layers together are above malloc's mmap
+ *              threshold), so the forward pays for faulting them in as an F does;
+ *   attn(T)    the attention core alone, lt_attention_forward and lt_attention_backward;
+ *   gemm(T)    = layer(T) - attn(T), per direction: the projections and the MLP with the
+ *              memory-bound operators around them (norms, RoPE, SwiGLU, residual adds), which
+ *              the cost model folds into its GEMM curve (docs/cost-model.md, "Time");
+ *   head(T)    at the counts up to HEAD_TOKENS: the fused final norm, LM head and loss,
+ *              forward and backward, as the trainer's F over the model's end runs it.
+ * How it fits. The backward / forward time factors of the cost model (the profile's
+ * bwd_gemm_factor and bwd_attention_factor) are the medians over T of gemm_b / gemm_f and
+ * attn_b / attn_f. The cost model (plans/cost.c) then prices the F and the B of one layer
+ * over the slice [0, T) as
  *   Wg(T) / (peak x gemm_efficiency(T)) + Wa(T) / (peak x attention_efficiency(T))
- * (the attention looked up at sqrt(T^2 - 0^2) = T), where Wg, Wa are the GEMM and attention
- * FLOPs it executes: forward + bwd_gemm_factor (2) x forward for the GEMMs, forward +
- * bwd_attn_factor (2.5) x forward for the attention. Wg and Wa are taken from lt_cost_op
- * itself, on a profile of 1 FLOP/s at efficiency 1 (so its gemm_time and attention_time
- * are the FLOPs), so the fit follows the cost model whatever its factors. Then peak = the
- * best rate measured (GEMM part or attention, so every fraction is at most 1), and the
- * curves get one point per T: gemm Wg / (peak gemm(T)), attention Wa / (peak attn(T)): at
- * each T the model gives back the measured time. The written file is loaded again
- * (lt_hardware_load) and priced with lt_cost_op; the relative errors of that prediction
- * against layer(T) are printed, then `max_rel_err=E`.
+ * (the attention looked up at sqrt(T^2 - 0^2) = T), where Wg = forward GEMM FLOPs x (1 +
+ * bwd_gemm_factor) and Wa = forward attention FLOPs x (1 + bwd_attention_factor), and the
+ * fused head's F as Wh(T) / (peak x head_efficiency(T)), Wh = head FLOPs x (1 +
+ * bwd_gemm_factor). Wg, Wa and Wh are taken from lt_cost_op itself, on a profile of 1 FLOP/s
+ * at efficiency 1 with the fitted factors and a fused head (so its gemm_time and
+ * attention_time are those weighted FLOPs), so the fit follows the cost model whatever its
+ * factors. Then peak = the best rate measured (GEMM part, attention or head, so every
+ * fraction is at most 1), and the curves get one point per T: gemm Wg / (peak gemm(T)),
+ * attention Wa / (peak attn(T)), head Wh / (peak head(T)): at each T the model gives back
+ * the measured F + B of the layer and the measured head; the factors split the layer between
+ * F and B. The written file is loaded again (lt_hardware_load) and priced with lt_cost_op;
+ * the relative errors of that prediction against layer(T) (F + B, then the F alone) are
+ * printed, the factors, the head per count, then `max_rel_err=E` (F + B).
  *
  * Memory and links: hbm_gib = the machine's RAM (sysconf; --mem-gib), hbm_gbps = a copy of
  * 128 MiB over the train.threads threads (bytes read + written, STREAM's convention). P2P
@@ -35,11 +44,12 @@
  * process (the one-process executor's hand-over, shared memory). Between nodes: the same
  * numbers, marked not measured. Only rank 0 measures the rest and writes the file.
  *
- * Printed beside the fit, not part of it: the LM head timed once (the fused final norm, head
- * and loss, at the largest measured count up to HEAD_TOKENS) against the model's price for it
- * (its GEMM on the GEMM curve), and the bytes one token holds in the trainer's allocations
- * and in the cost model (docs/cost-model.md, "Calibrating a CPU profile"). The file's header
- * records the 1-minute load average before and after: a busy machine makes everything slow.
+ * The profile also says what the trainer is beyond the timing: act_bytes = 4 (fp32),
+ * logit_bytes = 0 (its fused head: no logits kept, the head's backward in the F) and
+ * reserved_gib = 0 (no device context). Printed beside the fit, not part of it: the bytes one
+ * token holds in the trainer's allocations and in the cost model (docs/cost-model.md,
+ * "Calibrating a CPU profile"). The file's header records the 1-minute load average before
+ * and after: a busy machine makes everything slow.
  *
  * --check PROFILE measures the same and prices the layer with an existing profile instead
  * of fitting one: how far that profile is from this machine.
@@ -52,6 +62,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h> /* madvise */
 #include <time.h>
 #include <unistd.h>
 
@@ -81,7 +92,8 @@
 #define LADDER_BUDGET_S 60.0
 #define HBM_BYTES ((size_t)128 << 20)
 #define P2P_BYTES ((size_t)64 << 20)
-#define HEAD_TOKENS 1024 /* the LM head is timed once, at the largest measured count up to this */
+#define HEAD_TOKENS 1024 /* the LM head is timed at the measured counts up to this (its rows run in
+                            blocks of about 32 MiB of logits: past them its rate holds) */
 
 typedef struct calib_args {
     const char *out, *check, *tokens;
@@ -90,12 +102,17 @@ typedef struct calib_args {
     int ranks_per_node;
 } calib_args;
 
-/* One rung of the ladder: what was measured (seconds) and what the cost model says. */
+/* One rung of the ladder: what was measured (seconds) and what the cost model says. The
+ * forward (f) and backward (b) are timed apart; layer, attn and gemm are their sums. */
 typedef struct rung {
     int tokens;
-    double layer_s, attn_s, gemm_s; /* medians; gemm_s = layer_s - attn_s */
-    double work_gemm, work_attn;    /* FLOPs the cost model executes for the layer's F + B */
-    double predicted_s, rel_err;
+    double layer_f, layer_b, attn_f, attn_b; /* medians */
+    double gemm_f, gemm_b;                   /* layer - attention, per direction */
+    double layer_s, attn_s, gemm_s;          /* forward + backward */
+    double work_gemm, work_attn; /* the layer's F + B as the cost model times it, in FLOPs at
+                                    the forward's rate (its time on a profile of 1 FLOP/s) */
+    double head_s, work_head;    /* the LM head's fused F + B at these tokens (0: not timed) */
+    double predicted_s, predicted_f, rel_err;
 } rung;
 
 /* Link and memory figures, in the profile's SI units. */
@@ -233,24 +250,46 @@ static lt_status layer_bench_init(layer_bench *lb, const lt_llama *m, const lt_l
     return st;
 }
 
-static lt_status layer_bench_run(layer_bench *lb, double *seconds, lt_error *err) {
+/* Give the pages of [p, p + bytes) back to the kernel (those wholly inside it), so that the
+ * next write to them faults in a zeroed page, as on memory fresh from mmap. */
+static void fresh_pages(void *p, size_t bytes) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (!p || page <= 0) return;
+    uintptr_t lo = ((uintptr_t)p + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~((uintptr_t)page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* The forward and the backward, timed apart, as the plan executor runs an F then a B: the
+ * activations allocated for the F on fresh pages (an op's activations, its layers together,
+ * are far above malloc's mmap threshold, at most 32 MiB, so the executor gets new pages for
+ * every op and the F pays for faulting them in: a fifth of small's forward at 2048 tokens on
+ * the 2-CPU machine), freed after the B (the executor frees them outside the op's time). The
+ * sample's K/V are made by the forward and its dK/dV by the backward and released after it,
+ * as the executor does per step. */
+static lt_status layer_bench_run(layer_bench *lb, double *fwd_s, double *bwd_s, lt_error *err) {
     lt_pass pass = {.l0 = 0, .l1 = 1};
-    lt_kvctx_zero_grad(&lb->kv); /* a fresh step's context, as the executor's */
-    double t0 = now_s();
     lt_acts a;
     lt_status st = lt_acts_alloc(&a, lb->m, &lb->b, &lb->u, 0, 1, false, err);
-    if (st == LT_OK)
-        st = lt_llama_forward(lb->m, &pass, &lb->b, &lb->u, lb->in, &lb->kv, &a, lb->g, NULL, NULL, lb->pool, err);
+    if (st != LT_OK) return st;
+    fresh_pages(a.buf, a.bytes - (size_t)a.T * 3 * sizeof(int32_t)); /* the floats; ibuf is filled */
+    double t0 = now_s();
+    st = lt_llama_forward(lb->m, &pass, &lb->b, &lb->u, lb->in, &lb->kv, &a, lb->g, NULL, NULL, lb->pool, err);
+    double t1 = now_s();
     if (st == LT_OK)
         st = lt_llama_backward(lb->m, &pass, &lb->b, &lb->u, lb->dout, &lb->kv, &a, lb->g, lb->din, lb->pool, err);
+    double t2 = now_s();
     lt_acts_free(&a);
-    *seconds = now_s() - t0;
+    lt_kvctx_release(&lb->kv, 0, 0, 1); /* the sample's last backward: its context goes */
+    *fwd_s = t1 - t0;
+    *bwd_s = t2 - t1;
     return st;
 }
 
 /* What one token holds in the trainer (allocated bytes): one layer's activations (the acts of
  * two layers less those of one), the unit's own buffers (ids, positions, targets, output),
- * the head's (acts with the head less without), one layer's KV context (K, V, dK, dV). */
+ * the head's (acts with the head less without), one layer's KV context (K, V, dK, dV of layer
+ * 0, reserved here: the runs release theirs). */
 typedef struct trainer_bytes {
     double layer, unit, head, kv_layer;
 } trainer_bytes;
@@ -267,7 +306,10 @@ static lt_status layer_bench_bytes(layer_bench *lb, trainer_bytes *tb, lt_error 
             tb->layer = (double)(a2.bytes - a1.bytes) / T;
             tb->unit = (double)a1.bytes / T - tb->layer;
             tb->head = (double)(ah.bytes - a1.bytes) / T;
-            tb->kv_layer = (double)lt_kvctx_bytes(&lb->kv) / (T * lb->m->shape.layers);
+            st = lt_kvctx_reserve(&lb->kv, 0, 0, 1, err);
+            if (st == LT_OK) st = lt_kvctx_reserve_grad(&lb->kv, 0, 0, 1, err);
+            tb->kv_layer = (double)lt_kvctx_bytes(&lb->kv) / T;
+            lt_kvctx_release(&lb->kv, 0, 0, 1);
             lt_acts_free(&ah);
         }
         lt_acts_free(&a2);
@@ -304,19 +346,22 @@ static lt_status attn_bench_init(attn_bench *ab, const lt_llama *m, int T, lt_po
     return LT_OK;
 }
 
-static double attn_bench_run(attn_bench *ab) {
+static void attn_bench_run(attn_bench *ab, double *fwd_s, double *bwd_s) {
     memset(ab->dq, 0, ab->nq * sizeof *ab->dq);
     memset(ab->dk, 0, 2 * ab->nk * sizeof *ab->dk); /* dk and dv */
     double t0 = now_s();
     lt_attention_forward(ab->out, ab->lse, ab->q, &ab->seg, 1, ab->nh, ab->nkv, ab->hd, ab->pool);
+    double t1 = now_s();
     lt_attention_backward(ab->dq, ab->dout, ab->out, ab->lse, ab->q, &ab->seg, 1, ab->nh, ab->nkv, ab->hd, ab->pool);
-    return now_s() - t0;
+    *fwd_s = t1 - t0;
+    *bwd_s = now_s() - t1;
 }
 
-/* The medians of `repeat` runs of the layer and of the attention at T, after one warm-up
- * run of each; the runs alternate, so that a slow spell of the machine falls on both. */
-static lt_status time_rung(const lt_llama *m, const lt_llama_views *g, int T, int repeat, lt_pool *pool,
-                           double *layer_s, double *attn_s, trainer_bytes *tb, lt_error *err) {
+/* The medians of `repeat` runs of the layer and of the attention at T, each direction
+ * apart, after one warm-up run of each; the runs alternate, so that a slow spell of the
+ * machine falls on both. */
+static lt_status time_rung(const lt_llama *m, const lt_llama_views *g, int T, int repeat, lt_pool *pool, rung *x,
+                           trainer_bytes *tb, lt_error *err) {
     layer_bench lb;
     attn_bench ab;
     lt_status st = layer_bench_init(&lb, m, g, T, pool, err);
@@ -325,17 +370,18 @@ static lt_status time_rung(const lt_llama *m, const lt_llama_views *g, int T, in
         layer_bench_free(&lb);
         return st;
     }
-    double *tl = lt_calloc_check((size_t)repeat + 1, sizeof *tl), *ta = lt_calloc_check((size_t)repeat + 1, sizeof *ta);
+    size_t n = (size_t)repeat + 1;
+    double *t = lt_calloc_check(4 * n, sizeof *t), *lf = t, *lb_ = t + n, *af = t + 2 * n, *ab_ = t + 3 * n;
     for (int k = 0; st == LT_OK && k <= repeat; k++) { /* run 0: the warm-up */
-        st = layer_bench_run(&lb, &tl[k], err);
-        ta[k] = attn_bench_run(&ab);
+        st = layer_bench_run(&lb, &lf[k], &lb_[k], err);
+        attn_bench_run(&ab, &af[k], &ab_[k]);
     }
     if (st == LT_OK) {
-        *layer_s = median(tl + 1, repeat);
-        *attn_s = median(ta + 1, repeat);
+        x->layer_f = median(lf + 1, repeat), x->layer_b = median(lb_ + 1, repeat);
+        x->attn_f = median(af + 1, repeat), x->attn_b = median(ab_ + 1, repeat);
         st = layer_bench_bytes(&lb, tb, err);
     }
-    free(tl), free(ta);
+    free(t);
     free(ab.buf);
     layer_bench_free(&lb);
     return st;
@@ -343,9 +389,7 @@ static lt_status time_rung(const lt_llama *m, const lt_llama_views *g, int T, in
 
 /* The LM head alone (a pass of no layers with the head: final norm, LM head and loss, the
  * fused forward + backward, then the final norm's backward) on T tokens: the median of
- * `repeat` runs after a warm-up. Not part of the fit (the profile has no curve of its own
- * for it: the cost model prices its GEMM on the layer's GEMM curve); printed beside the
- * model's price. */
+ * `repeat` runs after a warm-up. A point of the profile's head curve. */
 static lt_status time_head(const lt_llama *m, const lt_llama_views *g, int T, int repeat, lt_pool *pool,
                            double *head_s, lt_error *err) {
     layer_bench lb;
@@ -494,8 +538,10 @@ static double load_average(void) {
 
 /* ------------------------------------------------------------------ the cost model's side */
 
-/* A profile of 1 FLOP/s at efficiency 1 everywhere: lt_cost_op's times are its FLOPs. */
-static void unit_profile(lt_hardware *hw) {
+/* A profile of 1 FLOP/s at efficiency 1 everywhere, with the trainer's fused head and the
+ * backward / forward time factors given: lt_cost_op's times are the FLOPs it times, each
+ * backward FLOP weighted by those factors. */
+static void unit_profile(lt_hardware *hw, double bwd_gemm, double bwd_attention) {
     memset(hw, 0, sizeof *hw);
     snprintf(hw->name, sizeof hw->name, "unit");
     hw->peak_flops = 1.0;
@@ -504,11 +550,17 @@ static void unit_profile(lt_hardware *hw) {
     hw->p2p_intra_bytes_per_s = hw->p2p_inter_bytes_per_s = 1.0;
     hw->gemm = hw->attention = (lt_efficiency_curve){.n = 1, .tokens = {1}, .fraction = {1}};
     hw->act_bytes = 4.0;
+    hw->has_logit_bytes = true; /* logit_bytes 0: the fused head */
+    hw->has_reserved_bytes = true;
+    hw->bwd_gemm_factor = bwd_gemm;
+    hw->bwd_attention_factor = bwd_attention;
 }
 
-/* The cost model's F + B of one layer (layer 0 of a model of at least 2 layers: no
- * embedding FLOPs, no head) over the causal sample [0, T). */
-static void price_layer(const lt_cost_model *cm, int T, double *time, double *gemm_time, double *attn_time) {
+/* The cost model's F and B of one layer (layer 0 of a model of at least 2 layers: no
+ * embedding FLOPs, no head) over the causal sample [0, T): *fwd the F's time, *time F + B,
+ * and the GEMM and attention parts of F + B. */
+static void price_layer(const lt_cost_model *cm, int T, double *time, double *fwd, double *gemm_time,
+                        double *attn_time) {
     lt_slice sl = {.sample = 0, .begin = 0, .end = T};
     lt_op f = {.kind = LT_OP_F, .part = LT_PART_ALL, .layer_begin = 0, .layer_end = 1};
     lt_op b = f;
@@ -517,6 +569,7 @@ static void price_layer(const lt_cost_model *cm, int T, double *time, double *ge
     lt_cost_op(cm, &sl, 1, NULL, &f, &ef);
     lt_cost_op(cm, &sl, 1, NULL, &b, &eb);
     *time = ef.cost.time + eb.cost.time;
+    if (fwd) *fwd = ef.cost.time;
     if (gemm_time) *gemm_time = ef.gemm_time + eb.gemm_time;
     if (attn_time) *attn_time = ef.attention_time + eb.attention_time;
 }
@@ -543,7 +596,8 @@ static void cost_model_bytes(const lt_cost_model *cm, int T, cost_bytes *cb) {
 }
 
 /* The cost model's F + B of the head on T tokens: the op over the model's last layer less
- * the op over layer 0 (the same layer's FLOPs at the same efficiencies). */
+ * the op over layer 0 (the same layer's FLOPs at the same efficiencies). With a fused head
+ * all of it is in the F. */
 static double price_head(const lt_cost_model *cm, int T) {
     lt_slice sl = {.sample = 0, .begin = 0, .end = T};
     uint32_t L = (uint32_t)cm->model.layers;
@@ -621,11 +675,50 @@ typedef struct fit_info {
     const lt_model_shape *shape;
     int threads;
     char date[32], cpu[160];
-    double load[2];    /* the 1-minute load average before and after the timing */
-    double peak;       /* FLOP/s, as printed */
-    int peak_tokens;   /* the rung that set it */
-    bool peak_is_attn; /* ... and by which part */
+    double load[2];        /* the 1-minute load average before and after the timing */
+    double peak;           /* FLOP/s, as printed */
+    int peak_tokens;       /* the rung that set it */
+    const char *peak_part; /* ... and by which part */
+    double bwd_gemm, bwd_attention; /* the backward / forward time factors, as printed */
 } fit_info;
+
+/* x as printed with %.4g (the factors: what the file says is what the fit used). */
+static double printed4(double x) {
+    char s[64];
+    snprintf(s, sizeof s, "%.4g", x);
+    return strtod(s, NULL);
+}
+
+/* The GEMM part of a rung per direction, layer - attention. Where the attention alone took
+ * (about) as long as the whole layer (noise, or a model whose GEMMs are negligible at this
+ * length), the total is kept and the GEMMs get 2 % of it. Then the F + B sums. */
+static void split_parts(rung *x) {
+    double *layer[2] = {&x->layer_f, &x->layer_b}, *attn[2] = {&x->attn_f, &x->attn_b};
+    double *gemm[2] = {&x->gemm_f, &x->gemm_b};
+    for (int d = 0; d < 2; d++) {
+        *gemm[d] = *layer[d] - *attn[d];
+        if (!(*gemm[d] > 0.02 * *layer[d])) {
+            LT_WARN("tokens=%d: %s attention %.3f ms of a %.3f ms layer; its GEMM part is set to 2 %% of the layer",
+                    x->tokens, d ? "backward" : "forward", *attn[d] * 1e3, *layer[d] * 1e3);
+            *gemm[d] = 0.02 * *layer[d];
+            *attn[d] = *layer[d] - *gemm[d];
+        }
+    }
+    x->layer_s = x->layer_f + x->layer_b;
+    x->attn_s = x->attn_f + x->attn_b;
+    x->gemm_s = x->gemm_f + x->gemm_b;
+}
+
+/* The backward / forward time factors of the cost model (bwd_gemm_factor,
+ * bwd_attention_factor): the medians over the rungs of gemm_b / gemm_f and attn_b / attn_f,
+ * as printed. One number per part, so that the curves keep the whole layer's F + B exact at
+ * every count and the split between F and B is right in the middle of the ladder. */
+static void fit_backward_factors(const rung *r, int n, double *bwd_gemm, double *bwd_attention) {
+    double g[MAX_POINTS], at[MAX_POINTS];
+    for (int i = 0; i < n; i++) g[i] = r[i].gemm_b / r[i].gemm_f, at[i] = r[i].attn_b / r[i].attn_f;
+    *bwd_gemm = printed4(median(g, n));
+    *bwd_attention = printed4(median(at, n));
+}
 
 static lt_status write_profile(const fit_info *fi, const rung *r, int n, const links *l, lt_error *err) {
     const calib_args *a = fi->a;
@@ -655,18 +748,26 @@ static lt_status write_profile(const fit_info *fi, const rung *r, int n, const l
             a->repeat, fi->load[0]);
     fprintf(f, ";             before, %.2f after (a busy machine makes every number slower)\n;\n", fi->load[1]);
     fprintf(f, "; peak_bf16_tflops keeps its name but is the best fp32 rate measured here (the GEMM part\n");
-    fprintf(f, "; of a layer or the attention, whichever is faster), so every fraction is at most 1. Each\n");
-    fprintf(f, "; curve point makes the cost model give back the measured time of one layer's forward +\n");
-    fprintf(f, "; backward on a causal sample of TOKENS tokens (gemm = layer - attention):\n;\n");
-    fprintf(f, ";   %8s %12s %12s %12s\n", "tokens", "layer_ms", "attention_ms", "gemm_ms");
-    for (int i = 0; i < n; i++)
-        fprintf(f, ";   %8d %12.4f %12.4f %12.4f\n", r[i].tokens, r[i].layer_s * 1e3, r[i].attn_s * 1e3,
-                r[i].gemm_s * 1e3);
+    fprintf(f, "; of a layer, the attention or the LM head, whichever is fastest), so every fraction is at\n");
+    fprintf(f, "; most 1. Each curve point makes the cost model give back the measured time of one layer's\n");
+    fprintf(f, "; forward + backward on a causal sample of TOKENS tokens (gemm = layer - attention), the\n");
+    fprintf(f, "; head's that of the fused final norm, LM head and loss; bwd_*_factor split it between F\n");
+    fprintf(f, "; and B (the medians of the backward / forward columns):\n;\n");
+    fprintf(f, ";   %8s %12s %12s %12s %12s %12s %8s %8s %12s\n", "tokens", "layer_ms", "attention_ms", "gemm_ms",
+            "fwd_attn_ms", "fwd_gemm_ms", "bwd/fwd", "bwd/fwd", "head_ms");
+    fprintf(f, ";   %8s %12s %12s %12s %12s %12s %8s %8s %12s\n", "", "", "", "", "", "", "attn", "gemm", "");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, ";   %8d %12.4f %12.4f %12.4f %12.4f %12.4f %8.3f %8.3f", r[i].tokens, r[i].layer_s * 1e3,
+                r[i].attn_s * 1e3, r[i].gemm_s * 1e3, r[i].attn_f * 1e3, r[i].gemm_f * 1e3, r[i].attn_b / r[i].attn_f,
+                r[i].gemm_b / r[i].gemm_f);
+        if (r[i].head_s > 0) fprintf(f, " %12.4f", r[i].head_s * 1e3);
+        fprintf(f, "\n");
+    }
     fprintf(f, "\nname = %s\n", name);
     fprintf(f, "description = CPU fp32 trainer: %s, %d threads (trainer calibrate, %s)\n\n", fi->cpu, fi->threads,
             fi->date);
     fprintf(f, "peak_bf16_tflops = %.6g ; %s fp32 CPU peak here: the best rate, the %s at %d tokens\n",
-            fi->peak / 1e12, m, fi->peak_is_attn ? "attention" : "GEMM part", fi->peak_tokens);
+            fi->peak / 1e12, m, fi->peak_part, fi->peak_tokens);
     fprintf(f, "hbm_gib = %.4g ; %s %s\n", l->hbm_bytes / 1073741824.0, m,
             a->mem_gib > 0 ? "given by --mem-gib" : "the machine's RAM (sysconf)");
     fprintf(f, "hbm_gbps = %.4g ; %s copy of %zu MiB over %d threads, bytes read + written\n",
@@ -690,13 +791,28 @@ static lt_status write_profile(const fit_info *fi, const rung *r, int n, const l
             l->p2p_bytes_per_s / 1e9);
     fprintf(f, "p2p_inter_latency_us = %.4g ; [not measured: the intra-node value] one node measured\n",
             l->p2p_latency_s * 1e6);
-    fprintf(f, "act_bytes = 4 ; [derived] the CPU trainer's fp32 activations, keys/values and their gradients\n\n");
+    fprintf(f, "act_bytes = 4 ; [derived] the CPU trainer's fp32 activations, keys/values and their gradients\n");
+    fprintf(f, "logit_bytes = 0 ; [derived] the trainer's fused head: the loss gradient is made in the forward, "
+               "row block by row block, and no logits are kept\n");
+    fprintf(f, "reserved_gib = 0 ; [derived] no device context: the process's RAM is the trainer's\n");
+    fprintf(f, "bwd_gemm_factor = %.4g ; %s backward / forward time of the GEMM part, the median over the token "
+               "counts (the FLOP ratio is 2)\n",
+            fi->bwd_gemm, m);
+    fprintf(f, "bwd_attention_factor = %.4g ; %s backward / forward time of the attention core, the median over "
+               "the token counts (the FLOP ratio is 2.5)\n\n",
+            fi->bwd_attention, m);
     fprintf(f, "; %s GEMM part per token count (layer - attention)\ngemm_efficiency = ", m);
     for (int i = 0; i < n; i++)
         fprintf(f, "%s%d:%.6g", i ? ", " : "", r[i].tokens, r[i].work_gemm / (fi->peak * r[i].gemm_s));
     fprintf(f, "\n; %s the attention core's forward + backward per causal sequence length\nattention_efficiency = ", m);
     for (int i = 0; i < n; i++)
         fprintf(f, "%s%d:%.6g", i ? ", " : "", r[i].tokens, r[i].work_attn / (fi->peak * r[i].attn_s));
+    fprintf(f, "\n; %s the fused final norm, LM head and loss, forward + backward, per token count (past the "
+               "last point its rate holds: it runs in row blocks)\nhead_efficiency = ",
+            m);
+    for (int i = 0, k = 0; i < n; i++)
+        if (r[i].head_s > 0)
+            fprintf(f, "%s%d:%.6g", k++ ? ", " : "", r[i].tokens, r[i].work_head / (fi->peak * r[i].head_s));
     fprintf(f, "\n");
     return lt_atomic_commit(&af, err);
 }
@@ -747,7 +863,7 @@ int calibrate_command(lt_cli_ctx *ctx) {
         st = lt_hardware_load(hw, a.check, NULL, &err);
         if (st == LT_OK) st = lt_cost_model_init(cm, &cshape, hw, 1, 1, 1, &err);
     } else {
-        unit_profile(hw);
+        unit_profile(hw, 2.0, 2.5); /* the shape checked before timing; refitted after */
         st = lt_cost_model_init(cm, &cshape, hw, 1, 1, 1, &err);
         if (st == LT_OK) st = measure_mpi(&l, &rank, &err);
     }
@@ -781,22 +897,13 @@ int calibrate_command(lt_cli_ctx *ctx) {
         memset(x, 0, sizeof *x);
         x->tokens = tokens[i];
         double t0 = now_s();
-        st = time_rung(&m, &g, x->tokens, a.repeat, pool, &x->layer_s, &x->attn_s, &tb, &err);
+        st = time_rung(&m, &g, x->tokens, a.repeat, pool, x, &tb, &err);
         if (st != LT_OK) break;
         spent += now_s() - t0;
-        x->gemm_s = x->layer_s - x->attn_s;
-        if (!(x->gemm_s > 0.02 * x->layer_s)) {
-            /* the attention alone took (about) as long as the whole layer: noise, or a model
-             * whose GEMMs are negligible at this length; keep the total, give the GEMMs 2 % */
-            LT_WARN("tokens=%d: attention %.3f ms of a %.3f ms layer; its GEMM part is set to 2 %% of the layer",
-                    x->tokens, x->attn_s * 1e3, x->layer_s * 1e3);
-            x->gemm_s = 0.02 * x->layer_s;
-            x->attn_s = x->layer_s - x->gemm_s;
-        }
-        double unused;
-        price_layer(cm, x->tokens, &unused, &x->work_gemm, &x->work_attn);
+        split_parts(x);
         n++;
-        LT_INFO("tokens=%d layer_ms=%.3f attention_ms=%.3f", x->tokens, x->layer_s * 1e3, x->attn_s * 1e3);
+        LT_INFO("tokens=%d layer_ms=%.3f (forward %.3f) attention_ms=%.3f (forward %.3f)", x->tokens,
+                x->layer_s * 1e3, x->layer_f * 1e3, x->attn_s * 1e3, x->attn_f * 1e3);
         /* the default ladder stops where the next rung (about 4x: attention is quadratic)
          * would take the run well past a minute */
         if (!a.tokens && i + 1 < n_tokens && spent + 4.0 * (now_s() - t0) > LADDER_BUDGET_S) {
@@ -805,12 +912,9 @@ int calibrate_command(lt_cli_ctx *ctx) {
             break;
         }
     }
-    /* the head, once: at the largest measured count up to HEAD_TOKENS (else the smallest) */
-    int head_tokens = 0;
-    double head_s = 0;
-    for (int i = 0; i < n; i++)
-        if (head_tokens == 0 || r[i].tokens <= HEAD_TOKENS) head_tokens = r[i].tokens;
-    if (st == LT_OK && head_tokens > 0) st = time_head(&m, &g, head_tokens, a.repeat, pool, &head_s, &err);
+    /* the head at every measured count up to HEAD_TOKENS (at least the smallest) */
+    for (int i = 0; st == LT_OK && i < n; i++)
+        if (i == 0 || r[i].tokens <= HEAD_TOKENS) st = time_head(&m, &g, r[i].tokens, a.repeat, pool, &r[i].head_s, &err);
     free(grads), free(glv);
     lt_llama_free(&m);
     if (st == LT_OK && !a.check) st = measure_memory(pool, threads, &l, &err);
@@ -822,12 +926,24 @@ int calibrate_command(lt_cli_ctx *ctx) {
         LT_WARN("the machine was busy while timing (1-minute load average %.2f on %ld CPUs): the numbers are slow",
                 fi.load[1], cpus);
     if (st == LT_OK && !a.check) {
-        /* peak: the best rate of either part (every fraction <= 1), as it will be printed */
+        /* the backward / forward factors, as they will be printed, then the work of every
+         * part under them (lt_cost_op on the unit profile) */
+        fit_backward_factors(r, n, &fi.bwd_gemm, &fi.bwd_attention);
+        unit_profile(hw, fi.bwd_gemm, fi.bwd_attention);
+        st = lt_cost_model_init(cm, &cshape, hw, 1, 1, 1, &err);
+    }
+    if (st == LT_OK && !a.check) {
+        /* peak: the best rate of any part (every fraction <= 1), as it will be printed */
         double best = 0;
         for (int i = 0; i < n; i++) {
+            double unused;
+            price_layer(cm, r[i].tokens, &unused, NULL, &r[i].work_gemm, &r[i].work_attn);
+            r[i].work_head = r[i].head_s > 0 ? price_head(cm, r[i].tokens) : 0.0;
             double rg = r[i].work_gemm / r[i].gemm_s, ra = r[i].work_attn / r[i].attn_s;
-            if (rg > best) best = rg, fi.peak_tokens = r[i].tokens, fi.peak_is_attn = false;
-            if (ra > best) best = ra, fi.peak_tokens = r[i].tokens, fi.peak_is_attn = true;
+            double rh = r[i].head_s > 0 ? r[i].work_head / r[i].head_s : 0.0;
+            if (rg > best) best = rg, fi.peak_tokens = r[i].tokens, fi.peak_part = "GEMM part";
+            if (ra > best) best = ra, fi.peak_tokens = r[i].tokens, fi.peak_part = "attention";
+            if (rh > best) best = rh, fi.peak_tokens = r[i].tokens, fi.peak_part = "LM head";
         }
         fi.peak = printed_up(best / 1e12) * 1e12;
         time_t now = time(NULL);
@@ -856,19 +972,24 @@ int calibrate_command(lt_cli_ctx *ctx) {
     double max_err = 0;
     for (int i = 0; i < n; i++) {
         double gt, at;
-        price_layer(cm, r[i].tokens, &r[i].predicted_s, &gt, &at);
+        price_layer(cm, r[i].tokens, &r[i].predicted_s, &r[i].predicted_f, &gt, &at);
         r[i].rel_err = fabs(r[i].predicted_s - r[i].layer_s) / r[i].layer_s;
         max_err = r[i].rel_err > max_err ? r[i].rel_err : max_err;
         printf("tokens=%d layer_ms=%.4f attention_ms=%.4f gemm_ms=%.4f predicted_ms=%.4f (gemm %.4f + attention "
-               "%.4f) rel_err=%.2e\n",
+               "%.4f) rel_err=%.2e forward_ms=%.4f predicted_forward_ms=%.4f forward_rel_err=%.2e\n",
                r[i].tokens, r[i].layer_s * 1e3, r[i].attn_s * 1e3, r[i].gemm_s * 1e3, r[i].predicted_s * 1e3,
-               gt * 1e3, at * 1e3, r[i].rel_err);
+               gt * 1e3, at * 1e3, r[i].rel_err, r[i].layer_f * 1e3, r[i].predicted_f * 1e3,
+               fabs(r[i].predicted_f - r[i].layer_f) / r[i].layer_f);
     }
-    if (head_tokens > 0) {
-        double p = price_head(cm, head_tokens);
-        printf("head tokens=%d measured_ms=%.4f predicted_ms=%.4f rel_err=%.2e (not fitted: priced on the GEMM "
-               "curve)\n",
-               head_tokens, head_s * 1e3, p * 1e3, fabs(p - head_s) / head_s);
+    printf("backward/forward gemm=%.4g attention=%.4g (%s; the FLOP ratios are 2 and 2.5)\n",
+           cm->bwd_gemm_time_factor, cm->bwd_attn_time_factor,
+           a.check ? "the profile's" : "fitted: the medians over the token counts");
+    for (int i = 0; i < n; i++) {
+        if (!(r[i].head_s > 0)) continue;
+        double p = price_head(cm, r[i].tokens);
+        printf("head tokens=%d measured_ms=%.4f predicted_ms=%.4f rel_err=%.2e (%s)\n", r[i].tokens,
+               r[i].head_s * 1e3, p * 1e3, fabs(p - r[i].head_s) / r[i].head_s,
+               hw->head.n > 0 ? "on the head curve" : "on the GEMM curve");
     }
     /* what one token holds: in the trainer (its allocations, fp32) and in the cost model
      * under this profile's act_bytes (docs/cost-model.md, "Memory"); per layer unless said */

@@ -5,7 +5,7 @@
 #
 #   bench/trainer/dist.sh [--build-dir DIR] [--out DIR] [--pp P] [--steps N] [--context C]
 #                         [--batch B] [--strategies "megatron slimpack auto"] [--profile FILE]
-#                         [--preset NAME]
+#                         [--preset NAME] [--mpi-only]
 #
 #   --build-dir DIR  a built tree (default _build/default)
 #   --out DIR        work directory (default bench/trainer/out/dist)
@@ -15,6 +15,7 @@
 #   --profile FILE   a hardware profile; default: `trainer calibrate` under mpirun -n 2 with
 #                    one thread per rank (OUT/cpu-calibrated.ini)
 #   --preset NAME    model preset (default small; vocab 50257, the corpus' r50k_base)
+#   --mpi-only       only the runs over MPI (the simulator's error), not the one-process peers
 #
 # The data: every file of data/sample (Common Crawl WET, Wikipedia XML, mixed JSONL) through
 # dataprep (r50k_base): web pages and articles, most short, a few past the context (the
@@ -24,7 +25,8 @@
 #   - the same plan in one process with train.threads = 1 and with P threads (the scaling
 #     peers: the same work on one core, and on the same P cores).
 # Every run starts from the same initialization, so the steps are the same work.
-# Report (markdown) to stdout and OUT/report.md; raw numbers in OUT/results.txt.
+# Report (markdown) to stdout and OUT/report.md; raw numbers in OUT/results.txt (per step,
+# per stage's memory, and the ops' predicted and measured durations per stage and kind).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -38,6 +40,7 @@ BATCH=8
 STRATEGIES="megatron slimpack auto"
 PROFILE=
 PRESET=small
+MPI_ONLY=0
 while [ $# -gt 0 ]; do
   case $1 in
     --build-dir) BUILD=$2; shift 2 ;;
@@ -49,7 +52,8 @@ while [ $# -gt 0 ]; do
     --strategies) STRATEGIES=$2; shift 2 ;;
     --profile) PROFILE=$2; shift 2 ;;
     --preset) PRESET=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    --mpi-only) MPI_ONLY=1; shift ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "dist.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -115,15 +119,20 @@ for s in $STRATEGIES; do
   rm -rf "$OUT/run-$s"
   mpirun -n "$PP" "$TRAINER" train --config "$OUT/m.ini" --db "$db" --data "$OUT/data" --out "$OUT/run-$s" \
     >"$OUT/$s.mpi.out" 2>"$OUT/$s.mpi.err"
-  log "$s: one process, 1 thread, then $PP threads"
   rm -rf "$OUT/one-$s" "$OUT/onep-$s"
-  "$TRAINER" train --config "$OUT/m.ini" --db "$OUT/$s-one.db" --data "$OUT/data" --out "$OUT/one-$s" \
-    >"$OUT/$s.one.out" 2>&1
-  "$TRAINER" train --config "$OUT/m.ini" --set train.threads="$PP" --db "$OUT/$s-onep.db" --data "$OUT/data" \
-    --out "$OUT/onep-$s" >"$OUT/$s.onep.out" 2>&1
-  tps() { # tokens per second of a run's step lines: all tokens / all measured time
+  : >"$OUT/$s.one.out"
+  : >"$OUT/$s.onep.out"
+  if [ "$MPI_ONLY" = 0 ]; then
+    log "$s: one process, 1 thread, then $PP threads"
+    "$TRAINER" train --config "$OUT/m.ini" --db "$OUT/$s-one.db" --data "$OUT/data" --out "$OUT/one-$s" \
+      >"$OUT/$s.one.out" 2>&1
+    "$TRAINER" train --config "$OUT/m.ini" --set train.threads="$PP" --db "$OUT/$s-onep.db" --data "$OUT/data" \
+      --out "$OUT/onep-$s" >"$OUT/$s.onep.out" 2>&1
+  fi
+  tps() { # tokens per second of a run's step lines: all tokens / all measured time ("-": no run)
     awk '/^step=/ { for (i = 1; i <= NF; i++) { split($i, a, "="); if (a[1] == "tokens") t += a[2];
-         if (a[1] == "measured_ms") ms += a[2] } } END { printf "%.0f", ms > 0 ? t / (ms / 1000) : 0 }' "$1"; }
+         if (a[1] == "measured_ms") ms += a[2] } }
+         END { if (ms > 0) printf "%.0f", t / (ms / 1000); else printf "-" }' "$1"; }
   pred=$(sqlite3 "$db" "SELECT avg(predicted_ms) FROM step_measured")
   meas=$(sqlite3 "$db" "SELECT avg(measured_ms) FROM step_measured")
   terr=$(sqlite3 "$db" "SELECT avg(abs(predicted_ms - measured_ms) / measured_ms), max(abs(predicted_ms - measured_ms) / measured_ms) FROM step_measured")
@@ -132,6 +141,13 @@ for s in $STRATEGIES; do
   sqlite3 "$db" "SELECT '$s step ' || step || ' predicted_ms=' || round(predicted_ms, 1) || ' measured_ms=' || round(measured_ms, 1) FROM step_measured" >>"$OUT/results.txt"
   sqlite3 "$db" "SELECT '$s step ' || m.step || ' stage ' || m.stage || ' predicted_mib=' || round(g.peak_mem_bytes / 1048576.0, 1) || ' measured_mib=' || round(m.peak_bytes / 1048576.0, 1)
     FROM measured_stages AS m JOIN stages AS g ON g.run_id = m.run_id AND g.step = m.step AND g.stage = m.stage AND g.dp_rank = 0" >>"$OUT/results.txt"
+  # per stage and kind of op: the simulated and the measured durations, summed over the steps
+  sqlite3 "$db" "SELECT '$s stage ' || p.stage || ' ' || p.kind || ' ops=' || count(*) ||
+      ' predicted_ms=' || round(sum(p.finish_ms - p.start_ms), 1) || ' measured_ms=' || round(sum(m.finish_ms - m.start_ms), 1) ||
+      ' ratio=' || round(sum(m.finish_ms - m.start_ms) / sum(p.finish_ms - p.start_ms), 3)
+    FROM plan_ops AS p JOIN measured_ops AS m ON m.run_id = p.run_id AND m.step = p.step AND m.dp_rank = p.dp_rank
+      AND m.stage = p.stage AND m.seq = p.seq
+    GROUP BY p.stage, p.kind ORDER BY p.stage, p.kind" >>"$OUT/results.txt"
   t_mpi=$(tps "$OUT/$s.mpi.out") t_one=$(tps "$OUT/$s.one.out") t_onep=$(tps "$OUT/$s.onep.out")
   echo "$s predicted_ms=$pred measured_ms=$meas time_err=$terr mem_err=$merr tok_s_mpi=$t_mpi tok_s_one=$t_one tok_s_one_p=$t_onep" >>"$OUT/results.txt"
   printf '| %s | %.0f | %.0f | %s | %s | %s | %s | %s |\n' "$s" "$pred" "$meas" \

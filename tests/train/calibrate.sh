@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tests/train/calibrate.sh — `trainer calibrate` (train/cmd_calibrate.c): usage errors named;
 # a profile of this machine fitted on the nano preset reproduces the measured layer times
-# through the cost model (max_rel_err), loads in the planner, and the planner's simulated
-# step of the whole model is what the measurements add up to (two layers and the LM head,
-# counted here by hand); --check prices the measurements with another profile.
+# through the cost model (max_rel_err), with the backward / forward factors, the head curve
+# and the CPU's memory keys, loads in the planner, and the planner's simulated step of the
+# whole model is what the measurements add up to (two layers and the LM head); --check
+# prices the measurements with another profile.
 PROG=trainer
 BIN=${top_builddir:?}/train/trainer
 . "${top_srcdir:?}/tests/cli_common.sh"
@@ -50,37 +51,40 @@ n=$((n + 1))
 if [ "$(grep -c '^tokens=[0-9]* layer_ms=.* rel_err=' "$tmp/fit.out")" = 3 ] &&
    grep -q '^head tokens=256 measured_ms=[0-9.]* predicted_ms=[0-9.]* rel_err=' "$tmp/fit.out" &&
    grep -q '^bytes_per_token trainer_layer=3864 trainer_kv_layer=512 .* cost_model_layer=4096 ' "$tmp/fit.out" &&
+   [ "$(grep -c '^tokens=[0-9]* .* forward_ms=[0-9.]* predicted_forward_ms=[0-9.]* forward_rel_err=' "$tmp/fit.out")" = 3 ] &&
+   grep -q '^backward/forward gemm=[0-9.]* attention=[0-9.]* (fitted' "$tmp/fit.out" &&
+   grep -q '^bwd_gemm_factor = [0-9.e-]* ; \[measured: ' "$tmp/cpu.ini" &&
+   grep -q '^bwd_attention_factor = [0-9.e-]* ; \[measured: ' "$tmp/cpu.ini" &&
+   grep -q '^head_efficiency = 64:[0-9.e-]*, 128:[0-9.e-]*, 256:[0-9.e-]*$' "$tmp/cpu.ini" &&
+   grep -q '^logit_bytes = 0 ' "$tmp/cpu.ini" && grep -q '^reserved_gib = 0 ' "$tmp/cpu.ini" &&
    grep -q '^gemm_efficiency = 64:[0-9.e-]*, 128:[0-9.e-]*, 256:' "$tmp/cpu.ini" &&
    grep -q '^attention_efficiency = 64:' "$tmp/cpu.ini" &&
    grep -q '^act_bytes = 4 ' "$tmp/cpu.ini" && grep -q '^hbm_gib = 8 ' "$tmp/cpu.ini" &&
    grep -q '^gpus_per_node = 2 ' "$tmp/cpu.ini" && grep -q '^name = cpu$' "$tmp/cpu.ini" &&
    grep -q '^peak_bf16_tflops = [0-9.e-]* ; \[measured: trainer calibrate, ' "$tmp/cpu.ini" &&
    grep -q '^p2p_inter_gbps = .*\[not measured' "$tmp/cpu.ini"; then
-  echo "ok $n - $PROG: a point per token count, the head, bytes per token (nano: 966 floats a layer), the options, sources"
+  echo "ok $n - $PROG: a point per token count and the head's, the factors, bytes per token (nano: 966 floats a layer), the options, sources"
 else
   echo "not ok $n - $PROG: the written profile lacks a key or a point"; sed 's/^/# /' "$tmp/cpu.ini"
 fi
 
-# the planner reads it as plan.hardware; its 1-stage gpipe step of the whole nano model (2
-# layers + the LM head, whose FLOPs run at the GEMM part's rate at the same token count) is
-# 2 x layer + gemm x head FLOPs / layer GEMM FLOPs, the head's share counted here by hand
+# the planner reads it as plan.hardware; its 1-stage gpipe step of the whole nano model (an F
+# over both layers and the fused head, which runs the head's backward too, then a B over the
+# layers) is 2 x the layer's F + B + the head's F + B, as measured at 256 tokens
 "$PLANNER" simulate --schedule gpipe --stages 1 --lengths 256 --set model.preset=nano \
   --set plan.hardware="$tmp/cpu.ini" --no-timeline >"$tmp/sim.out" 2>&1
 n=$((n + 1))
 step=$(sed -n 's/^step_time=\([0-9.]*\) .*/\1/p' "$tmp/sim.out")
-read -r layer gemm < <(sed -n \
-  's/^tokens=256 layer_ms=\([0-9.]*\) attention_ms=[0-9.]* gemm_ms=\([0-9.]*\) .*/\1 \2/p' "$tmp/fit.out")
-# nano: h 64, kv 32 (2 of 4 heads of 16), ffn 192 (SwiGLU), vocab 100277
-if awk -v s="$step" -v l="$layer" -v g="$gemm" 'BEGIN {
-     h = 64; kv = 32; f = 192; V = 100277
-     ratio = h * V / (h * (h + 2 * kv) + h * h + 3 * h * f)
-     want = 2 * l + ratio * g
-     if (s == "" || l == "") exit 1
+layer=$(sed -n 's/^tokens=256 layer_ms=\([0-9.]*\) .*/\1/p' "$tmp/fit.out")
+head=$(sed -n 's/^head tokens=256 measured_ms=\([0-9.]*\) .*/\1/p' "$tmp/fit.out")
+if awk -v s="$step" -v l="$layer" -v hd="$head" 'BEGIN {
+     want = 2 * l + hd
+     if (s == "" || l == "" || hd == "") exit 1
      d = s - want; if (d < 0) d = -d
-     exit !(d <= 0.005 * want) }'; then
+     exit !(d <= 0.001 * want) }'; then
   echo "ok $n - $PROG: planner simulate's nano step ($step ms) = 2 layers + head from the measurements"
 else
-  echo "not ok $n - $PROG: planner simulate step_time '$step' ms vs layer $layer ms, gemm $gemm ms"
+  echo "not ok $n - $PROG: planner simulate step_time '$step' ms vs layer $layer ms, head $head ms"
   sed 's/^/# /' "$tmp/sim.out"
 fi
 
