@@ -22,6 +22,7 @@
 #include <xxhash.h> /* XXH64: header and payload checksums */
 
 #include "lib/files.h" /* lt_atomic_open, lt_atomic_commit, lt_atomic_abort, lt_fsync_dir */
+#include "train/ckpt_bytes.h" /* put_u32, get_u32, floats_to_le, ... */
 
 /* Header field offsets (ckpt.h). */
 enum {
@@ -52,34 +53,6 @@ enum {
 
 /* ------------------------------------------------------------------ little-endian bytes */
 
-static void put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_f64(uint8_t *p, double d) {
-    uint64_t v;
-    memcpy(&v, &d, 8);
-    put_u64(p, v);
-}
-static uint32_t get_u32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-static double get_f64(const uint8_t *p) {
-    uint64_t v = get_u64(p);
-    double d;
-    memcpy(&d, &v, 8);
-    return d;
-}
-
 static bool host_is_little_endian(void) {
     const uint16_t one = 1;
     uint8_t b;
@@ -88,15 +61,6 @@ static bool host_is_little_endian(void) {
 }
 
 #define CONV_FLOATS 16384
-
-/* Little-endian bytes of floats x[0..n) into out (4n bytes). */
-static void floats_to_le(uint8_t *out, const float *x, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], 4);
-        put_u32(out + 4 * i, u);
-    }
-}
 
 /* Feed the little-endian bytes of x[0..n) to a hash state. */
 static void hash_floats(XXH64_state_t *h, const float *x, size_t n) {

@@ -255,8 +255,9 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
         s = L->rank0 && !lens ? lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory")
                               : lt_comm_gather_bytes(L->comm, es.op_times, es.n_op_times * sizeof(lt_measured_op),
                                                      &times, lens, err);
+        if (s == LT_OK && lens) n_times = 0;
         for (int k = 0; s == LT_OK && lens && k < lt_comm_layout_of(L->comm)->world; k++)
-            n_times = (k ? n_times : 0) + lens[k] / sizeof(lt_measured_op);
+            n_times += lens[k] / sizeof(lt_measured_op);
         free(lens);
     }
     if (s == LT_OK) {

@@ -290,8 +290,9 @@ static const char *group_name(lt_comm_group g) {
                            : g == LT_COMM_TIED ? "the first and last stage" : "every rank";
 }
 
-lt_status lt_comm_iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t,
-                             const char *what, lt_comm_req **req, lt_error *err) {
+/* Post an all-reduce (sum, or max) of n elements of buf over `group`. */
+static lt_status iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
+                            const char *what, lt_comm_req **req, lt_error *err) {
     *req = NULL;
 #ifdef HAVE_MPI
     if (c->l.distributed) {
@@ -304,38 +305,26 @@ lt_status lt_comm_iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t 
         snprintf(w, sizeof w, "%s (all-reduce over %s)", what, group_name(group));
         lt_status st = new_req(req, -1, w, err);
         if (st != LT_OK) return st;
-        if (MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, dt, MPI_SUM, comm, &(*req)->r) != MPI_SUCCESS) {
+        if (MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, dt, max ? MPI_MAX : MPI_SUM, comm, &(*req)->r) != MPI_SUCCESS) {
             free(*req), *req = NULL;
             return lt_fail(err, LT_ERR_IO, NULL, "%s: %s failed", c->who, w);
         }
         return LT_OK;
     }
 #endif
-    (void)group, (void)buf, (void)n, (void)t, (void)what, (void)err;
-    return LT_OK; /* a world of one: the sum is the value */
+    (void)group, (void)buf, (void)n, (void)t, (void)max, (void)what, (void)err;
+    return LT_OK; /* a world of one: the sum (or maximum) is the value */
+}
+
+lt_status lt_comm_iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t,
+                             const char *what, lt_comm_req **req, lt_error *err) {
+    return iallreduce(c, group, buf, n, t, false, what, req, err);
 }
 
 lt_status lt_comm_allreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
                             lt_error *err) {
-#ifdef HAVE_MPI
-    if (c->l.distributed && max) {
-        MPI_Comm comm = comm_of(c, group);
-        if (comm == MPI_COMM_NULL || n > INT_MAX)
-            return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: a max over %s", c->who, group_name(group));
-        MPI_Datatype dt = t == LT_COMM_F32 ? MPI_FLOAT : t == LT_COMM_F64 ? MPI_DOUBLE : MPI_INT64_T;
-        lt_comm_req *req;
-        lt_status st = new_req(&req, -1, "a maximum over the ranks", err);
-        if (st != LT_OK) return st;
-        if (MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, dt, MPI_MAX, comm, &req->r) != MPI_SUCCESS) {
-            free(req);
-            return lt_fail(err, LT_ERR_IO, NULL, "%s: an all-reduce failed", c->who);
-        }
-        return lt_comm_wait(c, &req, err);
-    }
-#endif
-    (void)max;
     lt_comm_req *req;
-    lt_status st = lt_comm_iallreduce(c, group, buf, n, t, "a sum", &req, err);
+    lt_status st = iallreduce(c, group, buf, n, t, max, max ? "a maximum" : "a sum", &req, err);
     return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
 }
 

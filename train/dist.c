@@ -38,18 +38,21 @@ static lt_status stage_layers(const lt_step_plan *p, int stage, int *l0, int *l1
     return LT_OK;
 }
 
+/* Does the stage with layers [l0, l1) (first / last of the pipeline) own tensor t? */
+static bool owns(const lt_llama *m, const lt_tensor_info *t, int l0, int l1, bool first, bool last) {
+    if (t->layer >= 0) return t->layer >= l0 && t->layer < l1;
+    if (is_embed(m, t)) return first || (last && m->shape.tie_embeddings);
+    return last; /* final norm, LM head */
+}
+
 size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage) {
     int l0, l1;
     lt_error err;
     if (stage_layers(p, stage, &l0, &l1, &err) != LT_OK) return 0;
     size_t n = 0;
-    bool first = stage == 0, last = stage == p->pp - 1;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const lt_tensor_info *t = &m->tensors[i];
-        bool own = t->layer >= 0 ? t->layer >= l0 && t->layer < l1
-                   : is_embed(m, t) ? first || (last && m->shape.tie_embeddings) : last;
-        if (own) n += (size_t)t->rows * (size_t)t->cols;
-    }
+    for (int i = 0; i < m->n_tensors; i++)
+        if (owns(m, &m->tensors[i], l0, l1, stage == 0, stage == p->pp - 1))
+            n += (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
     return n;
 }
 
@@ -68,11 +71,9 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     }
     bool first = d->stage == 0, last = d->stage == d->pp - 1;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const lt_tensor_info *t = &m->tensors[i];
-        if (t->layer >= 0) d->mine[i] = d->counted[i] = t->layer >= d->l0 && t->layer < d->l1;
-        else if (is_embed(m, t)) d->mine[i] = first || (last && m->shape.tie_embeddings), d->counted[i] = first;
-        else d->mine[i] = d->counted[i] = last; /* final norm, LM head */
+    for (int i = 0; i < m->n_tensors; i++) { /* a tied embedding counts in the norm once: on the first stage */
+        d->mine[i] = owns(m, &m->tensors[i], d->l0, d->l1, first, last);
+        d->counted[i] = d->mine[i] && (!is_embed(m, &m->tensors[i]) || first);
     }
     double f = bucket_mb * 1048576.0 / sizeof(float);
     d->bucket_floats = f < 1024 ? 1024 : (size_t)f;

@@ -134,7 +134,7 @@ void lt_adamw_update_range(const lt_adamw *o, const lt_llama *m, float *params, 
         if (lo < begin) lo = begin;
         if (hi > end) hi = end;
         if (lo >= hi) continue;
-        float decay = t->rows > 1 ? decay_on : 1.0f;
+        float decay = t->rows > 1 ? decay_on : 1.0f; /* no decay of norm weights */
         adamw_range(params + lo, grads + lo, mm + (lo - begin), vv + (lo - begin), hi - lo, decay, w1, b2, one_minus_b2,
                     bc2_sqrt, eps, neg_step);
     }
@@ -143,19 +143,13 @@ void lt_adamw_update_range(const lt_adamw *o, const lt_llama *m, float *params, 
 void lt_adamw_step_tensors(lt_adamw *o, const lt_llama *m, float *params, const float *grads, double lr,
                            const lt_optim_config *oc, const bool *mine) {
     o->t++;
-    double bc1 = 1.0 - pow(oc->beta1, (double)o->t);
-    double bc2 = 1.0 - pow(oc->beta2, (double)o->t);
-    float w1 = (float)(1.0 - oc->beta1);
-    float b2 = (float)oc->beta2, one_minus_b2 = (float)(1.0 - oc->beta2);
-    float bc2_sqrt = (float)sqrt(bc2), eps = (float)oc->eps;
-    float neg_step = (float)(-(lr / bc1));
-    float decay_on = (float)(1.0 - lr * oc->weight_decay);
+    if (!mine) {
+        lt_adamw_update_range(o, m, params, grads, lr, oc, 0, m->n_params, o->m, o->v);
+        return;
+    }
     for (int i = 0; i < m->n_tensors; i++) {
-        if (mine && !mine[i]) continue;
-        const lt_tensor_info *t = &m->tensors[i];
-        size_t off = t->offset, n = (size_t)t->rows * (size_t)t->cols;
-        float decay = t->rows > 1 ? decay_on : 1.0f; /* no decay of norm weights */
-        adamw_range(params + off, grads + off, o->m + off, o->v + off, n, decay, w1, b2, one_minus_b2, bc2_sqrt,
-                    eps, neg_step);
+        if (!mine[i]) continue;
+        size_t off = m->tensors[i].offset, n = (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+        lt_adamw_update_range(o, m, params, grads, lr, oc, off, off + n, o->m + off, o->v + off);
     }
 }
