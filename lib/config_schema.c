@@ -123,9 +123,10 @@ static const lt_config_key schema[] = {
     INT("slurm", "nodes", "1", "1", NULL, "nodes per training job"),
     INT("slurm", "gpus_per_node", NULL, "0", NULL, "sbatch --gpus-per-node; unset: no GPUs requested"),
     INT("slurm", "cpus_per_task", NULL, "1", NULL, "sbatch --cpus-per-task; unset: the cluster's default"),
-    INT("slurm", "array_max_parallel", "0", "0", NULL, "most array tasks running at once (the %N of --array=0-9%N); 0 = no limit"),
+    INT("slurm", "max_concurrent", "0", "0", NULL, "most dataprep array tasks running at once (the %N of --array=0-9%N); 0 = no limit"),
     BOOL("slurm", "requeue", "true", "requeue jobs that are preempted or lose a node (sbatch --requeue)"),
     STR("slurm", "mpi", "pmix", "srun --mpi plugin for multi-rank steps"),
+    INT("slurm", "signal_seconds", "120", "1", NULL, "the training job gets USR2 this long before its time limit (--signal=B:USR2@N): checkpoint, requeue"),
     STR("slurm", "extra_sbatch", NULL, "further sbatch options, passed as written (e.g. --constraint=h200 --qos=high)"),
 };
 

@@ -56,6 +56,7 @@ typedef struct train_args {
     const char *data, *out, *init, *db;
     long long steps; /* stop when this many steps are done; 0 = the schedule's total */
     bool whole, resume;
+    bool resume_if_any; /* --resume-if-any: resume when there is a checkpoint, else start fresh */
 } train_args;
 
 static int parse(lt_cli_ctx *ctx, train_args *a) {
@@ -74,6 +75,7 @@ static int parse(lt_cli_ctx *ctx, train_args *a) {
         } else if (missing) return lt_cli_usage(ctx, "%s needs a value", ctx->argv[i]);
         else if (strcmp(ctx->argv[i], "--whole") == 0) a->whole = true;
         else if (strcmp(ctx->argv[i], "--resume") == 0) a->resume = true;
+        else if (strcmp(ctx->argv[i], "--resume-if-any") == 0) a->resume = a->resume_if_any = true;
         else if (ctx->argv[i][0] == '-') return lt_cli_unknown_option(ctx, ctx->argv[i]);
         else return lt_cli_usage(ctx, "unexpected argument '%.200s'", ctx->argv[i]);
     }
@@ -85,6 +87,7 @@ static int parse(lt_cli_ctx *ctx, train_args *a) {
         return lt_cli_usage(ctx, a->db ? "which data? give --data DIR (the dataprep output the plans were built from)"
                                        : "which documents? give --data DIR (a dataprep output)");
     if (a->init && a->resume) return lt_cli_usage(ctx, "--init and --resume exclude each other");
+    if (a->resume_if_any && a->whole) return lt_cli_usage(ctx, "--resume-if-any goes with --db (a jobctl run)");
     return 0;
 }
 
@@ -110,15 +113,18 @@ static lt_status start_state(const lt_cli_ctx *ctx, const train_args *a, const c
         char *latest = NULL;
         lt_status s = lt_ckpt_latest(dir, &latest, err);
         if (s != LT_OK) return s;
-        if (!latest) {
+        if (latest) {
+            s = lt_cmd_load_model(ctx, latest, m, opt, st, err);
+            if (s == LT_OK) LT_INFO("resuming from %s at step %" PRId64, latest, st->step);
+            free(latest);
+            return s;
+        }
+        if (!a->resume_if_any) {
             lt_fail(err, LT_ERR_USAGE, dir, "--resume: no checkpoint to resume from");
             lt_error_hint(err, "start without --resume (or give --init CKPT)");
             return LT_ERR_USAGE;
         }
-        s = lt_cmd_load_model(ctx, latest, m, opt, st, err);
-        if (s == LT_OK) LT_INFO("resuming from %s at step %" PRId64, latest, st->step);
-        free(latest);
-        return s;
+        LT_INFO("no checkpoint in %s yet: starting from step 0", dir); /* --resume-if-any */
     }
     int64_t seed;
     if (lt_config_get_int(ctx->config, "train", "seed", &seed, NULL) != LT_OK &&

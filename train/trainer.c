@@ -58,7 +58,7 @@ static const lt_cli_command commands[] = {
      "<|endoftext|>. --temperature 0 (default) picks the most likely token; T > 0 samples from\n"
      "softmax(logits / T) with a stream seeded by --seed (default 1234). --vocab-dir DIR as dataprep.\n",
      generate_command},
-    {"train", "(--db PLANS | --whole) --data DIR [--init CKPT | --resume] [--out DIR] [--steps N]",
+    {"train", "(--db PLANS | --whole) --data DIR [--init CKPT | --resume | --resume-if-any] [--out DIR] [--steps N]",
      "train on stored plans (one process, or one per rank under mpirun/srun) or on whole documents",
      "--db PLANS: runs the stored steps in order, each plan executed in this process (every\n"
      "pipeline and stage) on its samples read from --data DIR; prints per step\n"
@@ -67,7 +67,8 @@ static const lt_cli_command commands[] = {
      "takes the next train.batch_docs documents (truncated at plan.context_len), one unit each\n"
      "(the line ends at tok/s). AdamW with warmup + cosine decay ([train]). Checkpoints go to --out\n"
      "DIR (else train.checkpoint_dir, else WORK_DIR/NAME/checkpoints) every train.checkpoint_every\n"
-     "steps and at the end; --resume continues bit-exactly from the newest. --steps N stops after\n"
+     "steps and at the end; --resume continues bit-exactly from the newest (--resume-if-any: if there\n"
+     "is one, else from step 0, as jobctl's batch scripts do). --steps N stops after\n"
      "step N (the schedule still spans train.steps); --db stops after the last stored step.\n"
      "Under mpirun -n / srun --mpi=pmix -n (parallel.dp x parallel.pp processes) --db runs one\n"
      "process per (DP rank, stage): checkpoints in parts (DIR/ckpt-N.d), rank 0 prints.\n"

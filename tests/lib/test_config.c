@@ -249,7 +249,7 @@ static void test_schema_contract_keys(void **state) {
         {"plan", "seed", LT_CONFIG_INT},         {"plan", "steps", LT_CONFIG_INT},
         {"run", "log_level", LT_CONFIG_ENUM},    {"data", "max_doc_bytes", LT_CONFIG_SIZE},
         {"train", "lr", LT_CONFIG_DOUBLE},       {"train", "backend", LT_CONFIG_ENUM},
-        {"slurm", "requeue", LT_CONFIG_BOOL},    {"slurm", "array_max_parallel", LT_CONFIG_INT},
+        {"slurm", "requeue", LT_CONFIG_BOOL},    {"slurm", "max_concurrent", LT_CONFIG_INT},
         {"parallel", "zero1", LT_CONFIG_BOOL},
     };
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
@@ -990,9 +990,10 @@ static const char expected_dump[] =
         "nodes = 1                               ; default\n"
         "; gpus_per_node =\n"
         "; cpus_per_task =\n"
-        "array_max_parallel = 0                  ; default\n"
+        "max_concurrent = 0                      ; default\n"
         "requeue = no                            ; from x.ini:5\n"
         "mpi = pmix                              ; default\n"
+        "signal_seconds = 120                    ; default\n"
         "; extra_sbatch =\n"
     ;
 
