@@ -6,7 +6,13 @@
  * (Kahn's algorithm, ready ops by predicted start), then the ops. Buffers are reference
  * counted by the edges that read them: an F's activations by its model-path and activation
  * successors, a B's input gradient by its model-path successor; each is freed once the
- * last of them has run, so the activations held at once are what the schedule keeps.
+ * last of them has run, so the activations held at once are what the schedule keeps. In an
+ * asymmetric schedule (SlimPack 4.1.2) several backward units take rows of one forward
+ * unit: after each, the rows it took leave the forward's buffers (kept_rows,
+ * lt_acts_keep_rows), and a backward unit copies its rows one layer at a time, just before
+ * that layer's backward (lt_acts_alloc_window): what is held is what the simulator prices
+ * (plans/sim.c frees an F's share at each backward that takes it; plans/cost.c prices a
+ * backward's working memory as one layer of its tokens).
  */
 #include "train/exec.h"
 
@@ -109,6 +115,24 @@ static lt_status exec_order(const lt_deps *d, const lt_rank_plan *r, uint64_t st
 
 /* ---------------------------------------------------------------- one pipeline */
 
+/* The rows an F op still holds, where several backward units take them (an asymmetric
+ * schedule, SlimPack 4.1.2): after each such backward the rows it took are dropped from the
+ * F's buffers (lt_acts_keep_rows), so what is held is what the backward units still to run
+ * need (DESIGN.md "Trainer engine": activations per slice, not per unit). */
+typedef struct kept_rows {
+    int T0;      /* rows the forward made */
+    int *at;     /* [T0] where row r of the forward's unit is now, -1 once dropped; NULL: all in place */
+    bool *taken; /* [T0] a backward that read it has run */
+} kept_rows;
+
+static void kept_free(kept_rows *k) {
+    free(k->at), free(k->taken);
+    memset(k, 0, sizeof *k);
+}
+
+/* Row r of the forward's unit in its buffers now (-1: dropped). */
+static int row_now(const kept_rows *k, int r) { return k && k->at ? k->at[r] : r; }
+
 typedef struct {
     const lt_llama *m;
     const lt_step_plan *p;
@@ -130,6 +154,9 @@ typedef struct {
     float **x_in;    /* [n_ops] F ops with recompute over a range not starting at layer 0: the
                         input [T, C] of their first (recomputed) layer, all they keep of it */
     uint32_t *refs;  /* [n_ops] readers still to run of acts[v] / din[v] / x_in[v] */
+    uint32_t *path_refs; /* [n_ops] ... of them, the model-path readers (the next stage's op) */
+    kept_rows *kept;     /* [n_ops] F ops: which rows of acts[v] / x_in[v] are still held */
+    kept_rows **gkept;   /* [n_ops] group F ops: the same per member of gacts[v] / gxin[v] */
     int *acts_T;     /* [n_ops] rows of x_in[v] */
     size_t live, peak;
     size_t *live_stage, *peak_stage; /* [pp] the same per stage of the pipeline */
@@ -212,6 +239,10 @@ static void release(pipe_run *pr, uint32_t v) {
     pr->gxin[v] = NULL, pr->gxin_bytes[v] = NULL;
     free(pr->x_in[v]);
     pr->x_in[v] = NULL;
+    kept_free(&pr->kept[v]);
+    for (int g = 0; pr->gkept[v] && g < pr->gsize[v]; g++) kept_free(&pr->gkept[v][g]);
+    free(pr->gkept[v]);
+    pr->gkept[v] = NULL;
 }
 
 /* The peer of v's first predecessor edge of `kind`, or LT_DEP_NONE. */
@@ -315,7 +346,8 @@ static lt_status run_forward(pipe_run *pr, uint32_t v, lt_error *err) {
 }
 
 /* For each row of B op v's unit (an asymmetric schedule's backward unit), the F op and the
- * row there holding the same token: from the forward units its LT_DEP_ACT edges name. */
+ * row there holding the same token now (kept_rows): from the forward units its LT_DEP_ACT
+ * edges name. */
 static lt_status map_rows(pipe_run *pr, uint32_t v, const lt_train_unit *u, uint32_t *src_op, int *src_row,
                           lt_error *err) {
     size_t np;
@@ -334,7 +366,7 @@ static lt_status map_rows(pipe_run *pr, uint32_t v, const lt_train_unit *u, uint
                 int hi = bs->end < fs[j].end ? bs->end : (int)fs[j].end;
                 for (int t = lo; t < hi; t++, filled++) {
                     src_op[row0 + (t - bs->begin)] = p[k].op;
-                    src_row[row0 + (t - bs->begin)] = frow + (t - (int)fs[j].begin);
+                    src_row[row0 + (t - bs->begin)] = row_now(&pr->kept[p[k].op], frow + (t - (int)fs[j].begin));
                 }
             }
         }
@@ -344,15 +376,16 @@ static lt_status map_rows(pipe_run *pr, uint32_t v, const lt_train_unit *u, uint
     return LT_OK;
 }
 
-/* What B op v needs from the forward, for its unit u: the activations of layers
- * [l0 + R, l1) in *a (acts of its F, or for an asymmetric unit rows gathered into
- * *gathered), and for R > 0 the input of layer l0 in *x (the F's kept x_in, or gathered;
- * NULL on the first stage). */
-static lt_status forward_state(pipe_run *pr, uint32_t v, const lt_train_unit *u, int R, bool head, lt_acts **a,
-                               lt_acts *gathered, float **x, bool *x_owned, lt_error *err) {
+/* What B op v needs from the forward, for its unit u. The same unit as its F: *a, the F's
+ * activations of layers [l0 + R, l1), and for R > 0 the F's kept input of layer l0 in *x
+ * (NULL on the first stage). An asymmetric unit: *a = NULL, and where each of its rows is
+ * now (*src_op, *src_row: new arrays, see map_rows) for gathering them per layer, and the
+ * kept input's rows gathered into *x (*x_owned). */
+static lt_status forward_state(pipe_run *pr, uint32_t v, const lt_train_unit *u, int R, lt_acts **a,
+                               uint32_t **src_op, int **src_row, float **x, bool *x_owned, lt_error *err) {
     const lt_op *op = pr->deps.op[v];
     int l0 = (int)op->layer_begin, C = pr->m->shape.hidden;
-    *x = NULL, *x_owned = false;
+    *a = NULL, *x = NULL, *x_owned = false, *src_op = NULL, *src_row = NULL;
     if (!pr->r->sched.asym) {
         uint32_t f = pr->deps.act_of[v];
         if (f == LT_DEP_NONE || pr->acts[f].T == 0) return op_error(pr, v, err, "no activations of its forward");
@@ -366,35 +399,56 @@ static lt_status forward_state(pipe_run *pr, uint32_t v, const lt_train_unit *u,
         return LT_OK;
     }
     int T = lt_unit_tokens(u);
-    uint32_t *src_op = malloc((size_t)T * sizeof *src_op);
-    int *src_row = malloc((size_t)T * sizeof *src_row);
-    lt_status st = src_op && src_row ? map_rows(pr, v, u, src_op, src_row, err)
-                                     : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    uint32_t *so = *src_op = malloc((size_t)T * sizeof *so);
+    int *sr = *src_row = malloc((size_t)T * sizeof *sr);
+    lt_status st = so && sr ? map_rows(pr, v, u, so, sr, err) : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int t = 0; st == LT_OK && t < T; t++) {
-        const lt_acts *src = &pr->acts[src_op[t]];
-        if (src->T == 0) st = op_error(pr, v, err, "the activations of its forward unit are gone");
-        else if (recompute_of(pr->deps.op[src_op[t]]) != R)
+        const lt_acts *src = &pr->acts[so[t]];
+        if (src->T == 0 || sr[t] < 0) st = op_error(pr, v, err, "the activations of its forward unit are gone");
+        else if (recompute_of(pr->deps.op[so[t]]) != R)
             st = op_error(pr, v, err, "recomputes another number of layers than a forward it takes rows from kept");
-        else if (R > 0 && l0 > 0 && !pr->x_in[src_op[t]])
+        else if (R > 0 && l0 > 0 && !pr->x_in[so[t]])
             st = op_error(pr, v, err, "a forward it takes rows from kept no input to recompute from");
     }
-    if (st == LT_OK) st = lt_acts_alloc(gathered, pr->m, pr->b, u, l0 + R, (int)op->layer_end, head, err);
-    for (int t = 0; st == LT_OK && t < T; t++)
-        st = lt_acts_copy_row(gathered, t, &pr->acts[src_op[t]], src_row[t], pr->m, err);
     if (st == LT_OK && R > 0 && l0 > 0) {
         if (!(*x = malloc((size_t)T * (size_t)C * sizeof(float)))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
         else *x_owned = true;
         for (int t = 0; st == LT_OK && t < T; t++)
-            memcpy(*x + (size_t)t * C, pr->x_in[src_op[t]] + (size_t)src_row[t] * C, (size_t)C * sizeof(float));
+            memcpy(*x + (size_t)t * C, pr->x_in[so[t]] + (size_t)sr[t] * C, (size_t)C * sizeof(float));
     }
-    free(src_op), free(src_row);
-    *a = gathered;
     return st;
 }
 
+/* An asymmetric B op's rows gathered into a window set (lt_acts_alloc_window) one layer at
+ * a time, just before that layer's backward (its lt_cp_hooks.layer_begin): row t of the
+ * unit is row src_row[t] of acts[src_op[t]]. */
+typedef struct row_gather {
+    pipe_run *pr;
+    const uint32_t *src_op;
+    const int *src_row;
+    lt_acts *win;
+} row_gather;
+
+/* Rows of layers [lo, hi) (and with `head` the head's part) into the window. */
+static lt_status gather_rows(const row_gather *g, int lo, int hi, bool head, lt_error *err) {
+    lt_status st = LT_OK;
+    for (int t = 0; st == LT_OK && t < g->win->T; t++)
+        st = lt_acts_copy_row(g->win, t, &g->pr->acts[g->src_op[t]], g->src_row[t], lo, hi, head, g->pr->m, err);
+    return st;
+}
+
+static lt_status gather_layer(void *ctx, int l, lt_error *err) {
+    const row_gather *g = ctx;
+    return l >= g->win->l0 && l < g->win->l1 ? gather_rows(g, l, l + 1, false, err) : LT_OK;
+}
+
+static lt_status gather_final(void *ctx, int l, lt_error *err) { return final_layer(((row_gather *)ctx)->pr, l, err); }
+
 /* B op v: with R > 0, first the forward of the recomputed layers [l0, l0 + R) again from
  * their kept input (their K/V rewritten with the same values), then the backward of
- * [l0 + R, l1) and of [l0, l0 + R). */
+ * [l0 + R, l1) and of [l0, l0 + R). An asymmetric unit's rows of [l0 + R, l1) are copied
+ * from the forward units one layer at a time, before that layer's backward (a window set):
+ * one layer's copy is live, as the cost model prices a backward's working memory. */
 static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     const lt_op *op = pr->deps.op[v];
     int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
@@ -411,12 +465,20 @@ static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
         if (from == LT_DEP_NONE || !pr->din[from]) return op_error(pr, v, err, "no gradient from the stage after");
         dout = pr->din[from];
     }
-    lt_acts gathered = {0}, redo = {0}, *a = NULL;
+    lt_acts win = {0}, redo = {0}, *a = NULL;
     float *x = NULL, *dmid = NULL;
     bool x_owned = false;
-    st = forward_state(pr, v, &u, R, pb.head, &a, &gathered, &x, &x_owned, err);
-    if (gathered.T > 0) track(pr, gathered.bytes);
-    size_t TC = (size_t)lt_unit_tokens(&u) * (size_t)pr->m->shape.hidden;
+    uint32_t *src_op = NULL;
+    int *src_row = NULL;
+    size_t TC = (size_t)lt_unit_tokens(&u) * (size_t)pr->m->shape.hidden, x_bytes = 0;
+    st = forward_state(pr, v, &u, R, &a, &src_op, &src_row, &x, &x_owned, err);
+    if (x_owned) track(pr, x_bytes = TC * sizeof(float));
+    row_gather rg = {.pr = pr, .src_op = src_op, .src_row = src_row, .win = &win};
+    if (st == LT_OK && !a) { /* asymmetric: a window over the range; the head's part now (the backward starts from it) */
+        st = lt_acts_alloc_window(&win, pr->m, pr->b, &u, l0 + R, l1, pb.head, err);
+        if (st == LT_OK) track(pr, win.bytes), a = &win;
+        if (st == LT_OK && pb.head) st = gather_rows(&rg, l1, l1, true, err);
+    }
     lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0};
     if (st == LT_OK && R > 0) {
         st = forward_pass(pr, &pa, &u, x, &redo, NULL, err);
@@ -426,20 +488,23 @@ static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     }
     if (st == LT_OK && l0 > 0 && !(pr->din[v] = calloc(TC, sizeof(float))))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-float input gradient", TC);
+    bool final = pr->eh && v == pr->last_b;
     lt_cp_hooks fh = {.ctx = pr, .layer_done = final_layer};
-    const lt_cp_hooks *h = pr->eh && v == pr->last_b ? &fh : NULL;
+    lt_cp_hooks gh = {.ctx = &rg, .layer_begin = gather_layer, .layer_done = final ? gather_final : NULL};
+    const lt_cp_hooks *h = final ? &fh : NULL, *hb = a == &win ? &gh : h;
     float *din1 = R > 0 ? dmid : pr->din[v], *din2 = pr->din[v];
     const float *dmid_c = dmid;
     if (st == LT_OK)
-        st = lt_llama_backward_group(pr->m, &pb, pr->b, &u, 1, &dout, pr->kv, a, pr->grads, h, &din1, pr->pool, err);
+        st = lt_llama_backward_group(pr->m, &pb, pr->b, &u, 1, &dout, pr->kv, a, pr->grads, hb, &din1, pr->pool, err);
+    if (win.T > 0) untrack(pr, win.bytes, pr->cur_stage);
+    lt_acts_free(&win);
     if (st == LT_OK && R > 0)
         st = lt_llama_backward_group(pr->m, &pa, pr->b, &u, 1, &dmid_c, pr->kv, &redo, pr->grads, h, &din2, pr->pool,
                                      err);
-    if (gathered.T > 0) untrack(pr, gathered.bytes, pr->cur_stage);
     if (redo.T > 0) untrack(pr, redo.bytes, pr->cur_stage);
-    lt_acts_free(&gathered), lt_acts_free(&redo);
-    free(dmid);
-    if (x_owned) free(x);
+    lt_acts_free(&redo);
+    free(dmid), free(src_op), free(src_row);
+    if (x_owned) untrack(pr, x_bytes, pr->cur_stage), free(x);
     if (st == LT_OK) count_tokens(pr, pr->b_tokens, stage, &u);
     return st;
 }
@@ -553,10 +618,14 @@ static lt_status group_units_of(const pipe_run *pr, const lt_op *op, int G, grou
 
 typedef struct cp_xchg {
     pipe_run *pr;
-    lt_cp_hooks final; /* the stage's last B op: final_layer */
     const group_units *gu;
     int n_rows;     /* entries of row_sample / row_end */
     int *row_sample, *row_end; /* per sample of the group's slices: its largest end */
+    /* a B op: its members' rows gathered per layer into window sets (group_gather_layer) */
+    uint32_t v;
+    int R;
+    lt_acts *ca;             /* [n_active] the active members' windows */
+    const lt_train_unit *cu; /* [n_active] their shards */
 } cp_xchg;
 
 static lt_status kv_pack(cp_xchg *x, int l, bool grads, lt_error *err, float **mine, size_t *bytes, float **all) {
@@ -663,15 +732,17 @@ static lt_status dkv_ready(void *ctx, int l, lt_error *err) {
     return st;
 }
 
-/* The hooks of group op gu (distributed only; NULL otherwise): *x is their state. */
+/* The hooks of group op gu: *x is their state, *out = h (distributed only; NULL otherwise,
+ * and *h holds only the context). */
 static lt_status xchg_init(pipe_run *pr, const group_units *gu, cp_xchg *x, lt_cp_hooks *h, const lt_cp_hooks **out,
                            lt_error *err) {
     memset(x, 0, sizeof *x);
+    x->pr = pr, x->gu = gu;
+    *h = (lt_cp_hooks){.ctx = x};
     *out = NULL;
     if (!pr->comm) return LT_OK;
     size_t cap = 0;
     for (int j = 0; j < gu->G; j++) cap += (size_t)gu->u[j].n_slices;
-    x->pr = pr, x->gu = gu;
     x->row_sample = malloc((cap + 1) * sizeof(int)), x->row_end = malloc((cap + 1) * sizeof(int));
     if (!x->row_sample || !x->row_end) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int j = 0; j < gu->G; j++)
@@ -780,7 +851,8 @@ static lt_status run_forward_group(pipe_run *pr, uint32_t v, int G, lt_error *er
 }
 
 /* Where each row of member unit bu (a B op v's shard) comes from: the group forward op f
- * (one of v's LT_DEP_ACT predecessors), the member h holding it and its row there; in the
+ * (one of v's LT_DEP_ACT predecessors), the member h holding it and its row there now
+ * (kept_rows; meaningful where this process holds member h's set); in the
  * one order every member computes alike (the sender of rows across processes and their
  * receiver walk the same list). R: the recompute count every such forward must have kept
  * by; want_x: their kept inputs are needed too. *out is new (free it). */
@@ -814,8 +886,10 @@ static lt_status row_sources(pipe_run *pr, uint32_t v, int G, int R, bool want_x
                     const lt_train_slice *a = &bu->slices[i], *b = &su->slices[j];
                     if (a->sample != b->sample) continue;
                     int lo = a->begin > b->begin ? a->begin : b->begin, hi = a->end < b->end ? a->end : b->end;
+                    const kept_rows *kr = pr->gkept[f] ? &pr->gkept[f][h] : NULL;
                     for (int t = lo; t < hi && n < cap; t++)
-                        rs[n++] = (row_src){.f = f, .h = h, .srow = srow + (t - b->begin), .drow = brow + (t - a->begin)};
+                        rs[n++] = (row_src){.f = f, .h = h, .srow = row_now(kr, srow + (t - b->begin)),
+                                            .drow = brow + (t - a->begin)};
                 }
             }
         }
@@ -829,13 +903,14 @@ static lt_status row_sources(pipe_run *pr, uint32_t v, int G, int R, bool want_x
 
 /* Distributed B op v of a group: send every other member the rows of its backward shard
  * that this member's forward shards hold, and receive the rows of this member's shard that
- * the others hold (recv[h]: member h's rows in row_sources order, each row_floats floats:
- * the activations of [l0, l1), then with want_x the kept input). */
-static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, int R, int l0, bool head, bool want_x,
-                               float **recv, lt_error *err) {
+ * the others hold (recv[h]: member h's rows in row_sources order, each the row of layers
+ * [lo, hi) with or without the head's part, lt_acts_pack_row, then with want_x the kept
+ * input). */
+static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, int R, int lo, int hi, bool head,
+                               bool want_x, float **recv, lt_error *err) {
     int G = gu->G, me = gu->me;
     size_t C = (size_t)pr->m->shape.hidden;
-    size_t row_floats = lt_acts_row_floats(pr->m, l0, (int)pr->deps.op[v]->layer_end, head) + (want_x ? C : 0);
+    size_t row_floats = lt_acts_row_floats(pr->m, lo, hi, head) + (want_x ? C : 0);
     float **send = calloc((size_t)G, sizeof *send);
     size_t *sbytes = calloc((size_t)G, sizeof *sbytes), *rbytes = calloc((size_t)G, sizeof *rbytes);
     lt_status st = send && sbytes && rbytes ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
@@ -855,7 +930,7 @@ static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, 
             if (!q) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu rows to send", cnt);
             for (size_t i = 0; st == LT_OK && i < n; i++) {
                 if (rs[i].h != me) continue;
-                st = lt_acts_pack_row(&pr->gacts[rs[i].f][me], rs[i].srow, pr->m, head, q, err);
+                st = lt_acts_pack_row(&pr->gacts[rs[i].f][me], rs[i].srow, lo, hi, head, pr->m, q, err);
                 q += row_floats - (want_x ? C : 0);
                 if (want_x) memcpy(q, pr->gxin[rs[i].f][me] + (size_t)rs[i].srow * C, C * sizeof(float)), q += C;
             }
@@ -873,31 +948,29 @@ static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, 
     return st;
 }
 
-/* Member unit bu's activations over [l0, l1) gathered into *dst from the group forward ops
- * that hold its tokens (v's LT_DEP_ACT predecessors, each member's shard), and with x != NULL
- * the rows of their kept inputs (gxin) into x [T, C]. R: the recompute count every such
- * forward must have kept by. Distributed, the rows other members hold come from recv
- * (exchange_rows). */
-static lt_status gather_group(pipe_run *pr, uint32_t v, int G, int R, const lt_train_unit *bu, int l0, bool head,
-                              float *const *recv, lt_acts *dst, float *x, lt_error *err) {
-    const lt_op *op = pr->deps.op[v];
-    lt_status st = lt_acts_alloc(dst, pr->m, pr->b, bu, l0, (int)op->layer_end, head, err);
-    if (st != LT_OK) return st;
+/* Member unit bu's rows of layers [lo, hi) (with `head` the head's part) gathered into *dst
+ * from the group forward ops that hold its tokens (v's LT_DEP_ACT predecessors, each
+ * member's shard), and with x != NULL the rows of their kept inputs (gxin) into x [T, C].
+ * R: the recompute count every such forward must have kept by. Distributed, the rows other
+ * members hold come from recv (exchange_rows with the same arguments). */
+static lt_status gather_group(pipe_run *pr, uint32_t v, int G, int R, const lt_train_unit *bu, int lo, int hi,
+                              bool head, float *const *recv, lt_acts *dst, float *x, lt_error *err) {
     size_t C = (size_t)pr->m->shape.hidden, n;
-    size_t row_floats = lt_acts_row_floats(pr->m, l0, (int)op->layer_end, head) + (x ? C : 0);
+    size_t row_floats = lt_acts_row_floats(pr->m, lo, hi, head) + (x ? C : 0);
     row_src *rs;
-    st = row_sources(pr, v, G, R, x != NULL, bu, &rs, &n, err);
+    lt_status st = row_sources(pr, v, G, R, x != NULL, bu, &rs, &n, err);
     size_t *cursor = st == LT_OK ? calloc((size_t)G, sizeof *cursor) : NULL;
     if (st == LT_OK && !cursor) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (size_t i = 0; st == LT_OK && i < n; i++) {
         int h = rs[i].h, dr = rs[i].drow, sr = rs[i].srow;
         const lt_acts *src = &pr->gacts[rs[i].f][h];
         if (src->T > 0) {
-            st = lt_acts_copy_row(dst, dr, src, sr, pr->m, err);
+            st = sr >= 0 ? lt_acts_copy_row(dst, dr, src, sr, lo, hi, head, pr->m, err)
+                         : op_error(pr, v, err, "a row of its unit was dropped from its forward");
             if (st == LT_OK && x) memcpy(x + (size_t)dr * C, pr->gxin[rs[i].f][h] + (size_t)sr * C, C * sizeof(float));
         } else if (recv && recv[h]) { /* held by member h's process */
             const float *q = recv[h] + cursor[h]++ * row_floats;
-            st = lt_acts_unpack_row(dst, dr, pr->m, q, err);
+            st = lt_acts_unpack_row(dst, dr, lo, hi, head, pr->m, q, err);
             if (st == LT_OK && x) memcpy(x + (size_t)dr * C, q + row_floats - C, C * sizeof(float));
         } else {
             st = op_error(pr, v, err, "a row of its unit was forwarded nowhere this process can read");
@@ -907,9 +980,35 @@ static lt_status gather_group(pipe_run *pr, uint32_t v, int G, int R, const lt_t
     return st;
 }
 
+/* Every active member's rows of layers [lo, hi) (with `head` the head's part, with want_x
+ * the kept inputs into xs) into its window: from this process's forward shards, and
+ * distributed from the other members' (an exchange every member makes alike). */
+static lt_status gather_members(cp_xchg *xc, int lo, int hi, bool head, float **xs, lt_error *err) {
+    pipe_run *pr = xc->pr;
+    const group_units *gu = xc->gu;
+    float **recv = calloc((size_t)gu->G, sizeof *recv);
+    lt_status st = recv ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    if (st == LT_OK && pr->comm) st = exchange_rows(pr, xc->v, gu, xc->R, lo, hi, head, xs != NULL, recv, err);
+    for (int i = 0; st == LT_OK && i < gu->n_active; i++)
+        st = gather_group(pr, xc->v, gu->G, xc->R, &xc->cu[i], lo, hi, head, recv, &xc->ca[i], xs ? xs[i] : NULL, err);
+    for (int h = 0; recv && h < gu->G; h++) free(recv[h]);
+    free(recv);
+    return st;
+}
+
+/* lt_cp_hooks.layer_begin of a group B op: layer l's rows, if l is in the windows' range. */
+static lt_status group_gather_layer(void *ctx, int l, lt_error *err) {
+    cp_xchg *xc = ctx;
+    const pipe_run *pr = xc->pr;
+    const lt_op *op = pr->deps.op[xc->v];
+    if (l < (int)op->layer_begin + xc->R || l >= (int)op->layer_end) return LT_OK;
+    return gather_members(xc, l, l + 1, false, NULL, err);
+}
+
 /* B op v of a group of G: every member's shard (of the backward unit, which an asymmetric
- * schedule cuts differently: rows gathered from the forward shards) backward in lockstep;
- * with recompute R > 0, first the forward of the first R layers again from the kept inputs. */
+ * schedule cuts differently: rows gathered from the forward shards, one layer at a time
+ * before that layer's backward, into window sets) backward in lockstep; with recompute
+ * R > 0, first the forward of the first R layers again from the kept inputs. */
 static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *err) {
     const lt_op *op = pr->deps.op[v];
     int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
@@ -918,6 +1017,7 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
     lt_pass pb = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers};
     pb.loss_scale = pb.head ? scale : 0.0f;
     lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0};
+    bool want_x = R > 0 && l0 > 0;
     uint32_t from = LT_DEP_NONE;
     if (!pb.head) {
         from = pred_of_kind(&pr->deps, v, LT_DEP_PATH);
@@ -942,16 +1042,13 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
     if (!ca || !cr || !cu || !cdout || !cx || !cdin || !cmid || !xs || (l0 > 0 && !pr->gdin[v]))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     size_t C = (size_t)pr->m->shape.hidden;
-    float **recv = calloc((size_t)G, sizeof *recv); /* distributed: rows other members hold */
-    if (st == LT_OK && !recv) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    if (st == LT_OK && pr->comm) st = exchange_rows(pr, v, &gu, R, l0 + R, pb.head, R > 0 && l0 > 0, recv, err);
     for (int i = 0; st == LT_OK && i < gu.n_active; i++) {
         int g = gu.active[i];
         cu[i] = gu.u[g];
         size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
-        if (R > 0 && l0 > 0 && !(xs[i] = malloc(TC * sizeof(float))))
-            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-        if (st == LT_OK) st = gather_group(pr, v, G, R, &cu[i], l0 + R, pb.head, recv, &ca[i], xs[i], err);
+        if (want_x && !(xs[i] = malloc(TC * sizeof(float)))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        else if (want_x) track(pr, TC * sizeof(float));
+        if (st == LT_OK) st = lt_acts_alloc_window(&ca[i], pr->m, pr->b, &cu[i], l0 + R, l1, pb.head, err);
         track(pr, ca[i].bytes);
         cx[i] = xs[i];
         if (st == LT_OK && !pb.head && !(cdout[i] = pr->gdin[from][g]))
@@ -961,25 +1058,129 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
         if (st == LT_OK && R > 0 && !(cmid[i] = calloc(TC, sizeof(float))))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     }
+    /* before the first layer: the head's part (the backward starts from it) and the
+     * recomputed layers' inputs; then each layer's rows as its backward begins */
+    xc.v = v, xc.R = R, xc.ca = ca, xc.cu = cu;
+    if (st == LT_OK && (pb.head || want_x)) st = gather_members(&xc, l1, l1, pb.head, want_x ? xs : NULL, err);
+    hk.layer_begin = group_gather_layer;
     if (st == LT_OK && R > 0) st = group_forward(pr, &pa, &gu, cx, cr, hooks, NULL, err);
-    if (st == LT_OK && (gu.n_active > 0 || hooks))
+    if (st == LT_OK)
         st = lt_llama_backward_group(pr->m, &pb, pr->b, cu, gu.n_active, pb.head ? NULL : cdout, pr->kv, ca, pr->grads,
-                                     hooks, R > 0 ? cmid : (l0 > 0 ? cdin : NULL), pr->pool, err);
+                                     &hk, R > 0 ? cmid : (l0 > 0 ? cdin : NULL), pr->pool, err);
+    for (int i = 0; ca && i < gu.n_active; i++) {
+        untrack(pr, ca[i].bytes, pr->cur_stage);
+        lt_acts_free(&ca[i]);
+    }
     if (st == LT_OK && R > 0 && (gu.n_active > 0 || hooks))
         st = lt_llama_backward_group(pr->m, &pa, pr->b, cu, gu.n_active, (const float *const *)cmid, pr->kv, cr,
                                      pr->grads, hooks, l0 > 0 ? cdin : NULL, pr->pool, err);
     for (int i = 0; st == LT_OK && i < gu.n_active; i++) count_tokens(pr, pr->b_tokens, stage, &cu[i]);
-    for (int i = 0; ca && cr && i < gu.n_active; i++) {
-        untrack(pr, ca[i].bytes + cr[i].bytes, pr->cur_stage);
-        lt_acts_free(&ca[i]), lt_acts_free(&cr[i]);
+    for (int i = 0; cr && i < gu.n_active; i++) {
+        untrack(pr, cr[i].bytes, pr->cur_stage);
+        lt_acts_free(&cr[i]);
         if (cmid) free(cmid[i]);
-        if (xs) free(xs[i]);
+        if (xs && xs[i]) untrack(pr, (size_t)lt_unit_tokens(&cu[i]) * C * sizeof(float), pr->cur_stage), free(xs[i]);
     }
-    for (int g = 0; recv && g < G; g++) free(recv[g]);
-    free(recv);
     free(ca), free(cr), free(cu), free(cdout), free(cx), free(cdin), free(cmid), free(xs);
     xchg_free(&xc);
     group_free(&gu);
+    return st;
+}
+
+/* ---------------------------------------------------------------- rows a backward consumed */
+
+/* Mark the rows of fu (an F op's unit, or a member's shard of it) that B op v's unit holds
+ * as taken (k: the F's kept rows, set up at the first call); *left: rows not taken. */
+static lt_status mark_taken(pipe_run *pr, uint32_t v, const lt_train_unit *fu, kept_rows *k, int *left, lt_error *err) {
+    int T = lt_unit_tokens(fu);
+    if (!k->taken) {
+        k->T0 = T;
+        k->taken = calloc((size_t)T + 1, sizeof *k->taken);
+        k->at = malloc(((size_t)T + 1) * sizeof *k->at);
+        if (!k->taken || !k->at) {
+            kept_free(k);
+            return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        }
+        for (int r = 0; r < T; r++) k->at[r] = r;
+    }
+    size_t nb;
+    const lt_slice *bs = lt_schedule_op_slices(&pr->r->sched, pr->deps.op[v], &nb);
+    int row = 0;
+    for (int i = 0; i < fu->n_slices; row += fu->slices[i].end - fu->slices[i].begin, i++) {
+        const lt_train_slice *fs = &fu->slices[i];
+        for (size_t j = 0; j < nb; j++) {
+            if (bs[j].sample != fs->sample) continue;
+            int lo = fs->begin > (int)bs[j].begin ? fs->begin : (int)bs[j].begin;
+            int hi = fs->end < (int)bs[j].end ? fs->end : (int)bs[j].end;
+            for (int t = lo; t < hi; t++) k->taken[row + (t - fs->begin)] = true;
+        }
+    }
+    *left = 0;
+    for (int r = 0; r < k->T0; r++) *left += !k->taken[r];
+    return LT_OK;
+}
+
+/* Drop the rows marked taken from a (and from its kept input x, [T, C], when there is one,
+ * *x_bytes its size): they move out and the buffers shrink (lt_acts_keep_rows). */
+static lt_status drop_taken_rows(pipe_run *pr, int stage, kept_rows *k, lt_acts *a, float **x, size_t *x_bytes,
+                                 lt_error *err) {
+    int *rows = malloc(((size_t)k->T0 + 1) * sizeof *rows), n = 0;
+    if (!rows) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int r = 0; r < k->T0; r++)
+        if (!k->taken[r] && k->at[r] >= 0) rows[n++] = k->at[r];
+    lt_status st = LT_OK;
+    if (n > 0 && n < a->T) {
+        size_t before = a->bytes;
+        st = lt_acts_keep_rows(a, rows, n, pr->m, err);
+        untrack(pr, before - a->bytes, stage);
+        size_t C = (size_t)pr->m->shape.hidden;
+        if (st == LT_OK && x && *x) {
+            for (int i = 0; i < n; i++) memmove(*x + (size_t)i * C, *x + (size_t)rows[i] * C, C * sizeof(float));
+            float *smaller = realloc(*x, (size_t)n * C * sizeof(float));
+            if (smaller) {
+                *x = smaller;
+                untrack(pr, *x_bytes - (size_t)n * C * sizeof(float), stage);
+                *x_bytes = (size_t)n * C * sizeof(float);
+            }
+        }
+        for (int r = 0, j = 0; st == LT_OK && r < k->T0; r++) k->at[r] = !k->taken[r] && k->at[r] >= 0 ? j++ : -1;
+    }
+    free(rows);
+    return st;
+}
+
+/* After B op v: forward op f (an LT_DEP_ACT predecessor that other backward ops still read)
+ * no longer holds the rows v took. They are dropped at once unless the next stage still
+ * reads f's output (a model-path reader to run, a send in flight): then at the next drop,
+ * or with the rest when f is released. */
+static lt_status drop_consumed(pipe_run *pr, uint32_t v, uint32_t f, lt_error *err) {
+    bool now = pr->path_refs[f] == 0 && !(pr->sends_of && pr->sends_of[f] > 0);
+    int stage = (int)pr->deps.stage[f], left;
+    size_t C = (size_t)pr->m->shape.hidden;
+    lt_status st = LT_OK;
+    if (pr->gacts[f]) {
+        int G = pr->gsize[f];
+        group_units fu;
+        if ((st = group_units_of(pr, pr->deps.op[f], G, &fu, err)) != LT_OK) return st;
+        if (!pr->gkept[f] && !(pr->gkept[f] = calloc((size_t)G, sizeof *pr->gkept[f])))
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        for (int h = 0; st == LT_OK && h < G; h++) {
+            if (pr->gacts[f][h].T == 0) continue; /* another process's member, or an empty shard */
+            st = mark_taken(pr, v, &fu.u[h], &pr->gkept[f][h], &left, err);
+            size_t none = 0, *xb = pr->gxin[f] ? &pr->gxin_bytes[f][h] : &none;
+            if (st == LT_OK && now)
+                st = drop_taken_rows(pr, stage, &pr->gkept[f][h], &pr->gacts[f][h], pr->gxin[f] ? &pr->gxin[f][h] : NULL,
+                                     xb, err);
+        }
+        group_free(&fu);
+    } else if (pr->acts[f].T > 0) {
+        lt_train_unit u;
+        if ((st = unit_of(pr, pr->deps.op[f], &u, err)) != LT_OK) return st;
+        st = mark_taken(pr, v, &u, &pr->kept[f], &left, err);
+        size_t xb = (size_t)pr->acts_T[f] * C * sizeof(float);
+        if (st == LT_OK && now) st = drop_taken_rows(pr, stage, &pr->kept[f], &pr->acts[f], &pr->x_in[f], &xb, err);
+        pr->acts_T[f] = (int)(xb / (C * sizeof(float)));
+    }
     return st;
 }
 
@@ -1173,6 +1374,9 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     pr->acts = calloc(n + 1, sizeof *pr->acts);
     pr->din = calloc(n + 1, sizeof *pr->din);
     pr->refs = calloc(n + 1, sizeof *pr->refs);
+    pr->path_refs = calloc(n + 1, sizeof *pr->path_refs);
+    pr->kept = calloc(n + 1, sizeof *pr->kept);
+    pr->gkept = calloc(n + 1, sizeof *pr->gkept);
     pr->x_in = calloc(n + 1, sizeof *pr->x_in);
     pr->acts_T = calloc(n + 1, sizeof *pr->acts_T);
     pr->gacts = calloc(n + 1, sizeof *pr->gacts);
@@ -1189,16 +1393,19 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
         pr->cur_stage = pr->my_stage;
     }
-    if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->refs || !pr->x_in || !pr->acts_T || !pr->gacts ||
-                        !pr->gdin || !pr->gsize || !pr->gxin || !pr->gxin_bytes))
+    if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->refs || !pr->path_refs || !pr->kept || !pr->gkept ||
+                        !pr->x_in || !pr->acts_T || !pr->gacts || !pr->gdin || !pr->gsize || !pr->gxin ||
+                        !pr->gxin_bytes))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
     if (st == LT_OK) st = exec_order(&pr->deps, pr->r, pr->p->step, order, err);
     if (st == LT_OK) /* readers of each op's buffers here: model-path and activation successors */
         for (uint32_t v = 0; v < n; v++) {
             size_t ns;
             const lt_dep *s = lt_deps_succs(&pr->deps, v, &ns);
-            for (size_t k = 0; k < ns; k++)
+            for (size_t k = 0; k < ns; k++) {
                 pr->refs[v] += (s[k].kind == LT_DEP_PATH || s[k].kind == LT_DEP_ACT) && local(pr, s[k].op);
+                pr->path_refs[v] += s[k].kind == LT_DEP_PATH && local(pr, s[k].op);
+            }
         }
     pr->last_b = LT_DEP_NONE;
     for (size_t i = 0; st == LT_OK && pr->comm && i < n; i++)
@@ -1265,9 +1472,14 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
         if (st == LT_OK && pr->comm) st = send_outputs(pr, v, err);
         size_t np;
         const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
-        for (size_t k = 0; st == LT_OK && k < np; k++)
-            if ((p[k].kind == LT_DEP_PATH || p[k].kind == LT_DEP_ACT) && pr->refs[p[k].op] > 0 && --pr->refs[p[k].op] == 0)
-                maybe_release(pr, p[k].op);
+        bool b_ran = pr->deps.op[v]->kind == LT_OP_B && !skipped(pr, v);
+        for (size_t k = 0; st == LT_OK && k < np; k++) {
+            uint32_t f = p[k].op;
+            if ((p[k].kind != LT_DEP_PATH && p[k].kind != LT_DEP_ACT) || pr->refs[f] == 0) continue;
+            if (p[k].kind == LT_DEP_PATH && pr->path_refs[f] > 0) pr->path_refs[f]--;
+            if (--pr->refs[f] == 0) maybe_release(pr, f);
+            else if (p[k].kind == LT_DEP_ACT && b_ran) st = drop_consumed(pr, v, f, err); /* another B still reads f */
+        }
         if (st == LT_OK) maybe_release(pr, v);
         if (st == LT_OK && pr->comm) st = poll_sends(pr, false, err);
     }
@@ -1279,12 +1491,14 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
         pr->n_sends = pr->cap_sends = 0;
     }
     for (size_t v = 0; pr->acts && pr->din && pr->x_in && pr->acts_T && pr->gacts && pr->gdin && pr->gsize && pr->gxin &&
-                            pr->gxin_bytes && v < n; v++)
+                            pr->gxin_bytes && pr->kept && pr->gkept && v < n; v++)
         release(pr, (uint32_t)v);
     free(pr->kv_last), pr->kv_last = NULL;
-    free(order), free(pr->acts), free(pr->din), free(pr->refs), free(pr->x_in), free(pr->acts_T);
+    free(order), free(pr->acts), free(pr->din), free(pr->refs), free(pr->path_refs), free(pr->x_in), free(pr->acts_T);
+    free(pr->kept), free(pr->gkept);
     free(pr->gacts), free(pr->gdin), free(pr->gsize), free(pr->gxin), free(pr->gxin_bytes);
-    pr->acts = NULL, pr->din = NULL, pr->refs = NULL, pr->x_in = NULL, pr->acts_T = NULL;
+    pr->acts = NULL, pr->din = NULL, pr->refs = NULL, pr->path_refs = NULL, pr->x_in = NULL, pr->acts_T = NULL;
+    pr->kept = NULL, pr->gkept = NULL;
     pr->gacts = NULL, pr->gdin = NULL, pr->gsize = NULL, pr->gxin = NULL, pr->gxin_bytes = NULL;
     return st;
 }

@@ -16,9 +16,11 @@
  *   B  backward of u through [l0, l1): the gradient of its output comes from the B of u
  *      that starts at l1 (or the fused head); the activations are those of u's F on the
  *      same stage; in an asymmetric schedule (SlimPack 4.1.2) the backward unit's rows are
- *      gathered from the forward units that hold its tokens (lt_acts_copy_row), so any
- *      regrouping works. dK/dV go into the KV context's gradient buffers (FILO across the
- *      slices of a sample, which the dependencies order).
+ *      gathered from the forward units that hold its tokens (lt_acts_copy_row), one layer
+ *      at a time just before that layer's backward, so any regrouping works and one
+ *      layer's copy is live; once it has run, the forward units drop the rows it took
+ *      (lt_acts_keep_rows). dK/dV go into the KV context's gradient buffers (FILO across
+ *      the slices of a sample, which the dependencies order).
  * Ops run when their predecessors have run; among ready ops the one the plan predicts to
  * start first goes first. The order of every pipeline is computed before any op runs, so a
  * plan whose ops cannot all run (a cycle: a deadlock) is refused before a gradient is

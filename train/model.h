@@ -204,28 +204,50 @@ typedef struct lt_acts {
     int n_predicting;      /* head: rows with a target */
     float *buf;            /* the single allocation behind the float arrays above */
     int32_t *ibuf;         /* ... and behind the int arrays */
-    size_t bytes;
+    size_t bytes;          /* of buf and ibuf */
+    bool window;           /* lt_acts_alloc_window: one layer's storage for every layer of the range */
 } lt_acts;
 
 /* Allocate activations for unit `u` of batch `b` through layers [l0, l1); `head` adds the
  * head's buffers. Fills pos and targets. Errors: LT_ERR_NOMEM, LT_ERR_INPUT (bad unit). */
 lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
                         bool head, lt_error *err);
+/* A WINDOW set for a backward of [l0, l1) whose activations are filled one layer at a time
+ * (the lt_cp_hooks.layer_begin of lt_llama_backward_group): ids, pos, targets, the head's
+ * dnf_in, and one layer's storage that every layer of the range shares; no `out`. A
+ * backward reads layer l's activations only while it runs layer l, so one layer's copy is
+ * all that is live of them (an asymmetric backward unit's rows, SlimPack 4.1.2, gathered
+ * per layer). Not for a forward (refused). */
+lt_status lt_acts_alloc_window(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0,
+                               int l1, bool head, lt_error *err);
 void lt_acts_free(lt_acts *a);
-/* Copy everything the forward kept for row srow of src into row drow of dst (same layer
- * range; dst's head buffer only if src has one): how an asymmetric backward unit (SlimPack
- * 4.1.2), whose rows come from several forward units, gets its activations. Both rows must
- * hold the same token at the same position (LT_ERR_INTERNAL otherwise, as for a bad range). */
-lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, const lt_llama *m, lt_error *err);
 
-/* The same row as floats, for moving it between processes (a context-parallel group's
- * regrouped backward, train/exec.c): lt_acts_row_floats floats per row of a [l0, l1)
- * set (with the head's dnf_in when `head`); pack row `row` of a into buf, or unpack buf
- * into row `row` of a (whose dnf_in decides `head`). ids, pos and targets are not moved:
- * the receiving set was allocated for the same tokens. */
+/* Moving rows between sets (how an asymmetric backward unit, SlimPack 4.1.2, whose rows
+ * come from several forward units, gets its activations). A ROW of layers [l0, l1) with or
+ * without the head is what the backward reads of one token: each layer's arrays, then with
+ * `head` the head's dnf_in (`out` is not moved: no backward reads it); lt_acts_row_floats
+ * floats. [l0, l1) must lie inside the set's range (one layer for a window set), and `head`
+ * needs a set with the head's buffer (LT_ERR_INTERNAL otherwise).
+ *   copy    row srow of src into row drow of dst; both rows must hold the same token at the
+ *           same position (LT_ERR_INTERNAL otherwise);
+ *   pack    row `row` of a into buf, unpack buf into row `row` of a: for moving it between
+ *           processes (a context-parallel group's regrouped backward, train/exec.c). ids,
+ *           pos and targets are not moved: the receiving set was allocated for the same
+ *           tokens. */
+lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, int l0, int l1, bool head,
+                           const lt_llama *m, lt_error *err);
 size_t lt_acts_row_floats(const lt_llama *m, int l0, int l1, bool head);
-lt_status lt_acts_pack_row(const lt_acts *a, int row, const lt_llama *m, bool head, float *buf, lt_error *err);
-lt_status lt_acts_unpack_row(lt_acts *a, int row, const lt_llama *m, const float *buf, lt_error *err);
+lt_status lt_acts_pack_row(const lt_acts *a, int row, int l0, int l1, bool head, const lt_llama *m, float *buf,
+                           lt_error *err);
+lt_status lt_acts_unpack_row(lt_acts *a, int row, int l0, int l1, bool head, const lt_llama *m, const float *buf,
+                             lt_error *err);
+
+/* Keep rows rows[0..n) of a (strictly increasing, 1 <= n <= T) and drop the others: the
+ * kept rows move down in place (rows[k] becomes row k of every array) and the buffers shrink
+ * to the n rows' size, so a->bytes is what stays allocated. How a forward unit of an
+ * asymmetric schedule stops holding the rows a backward unit has consumed (DESIGN.md
+ * "Trainer engine": activations per slice, not per unit). Not for a window set. */
+lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *m, lt_error *err);
 
 /* ---------------------------------------------------------------- forward / backward */
 
@@ -284,6 +306,8 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
  *   dkv_begin(l)  backward, before the local members' attention backward of layer l;
  *   dkv_ready(l)  backward, after it and before the local members read their own rows'
  *                 dK/dV: make the context's dK/dV the sum over every member;
+ *   layer_begin(l) backward, before anything of layer l: the local members' activations of
+ *                 layer l may be filled now (window sets, lt_acts_alloc_window);
  *   layer_done(l) backward, after every local member's backward of layer l: its parameter
  *                 gradients are complete for this call (the engine starts their DP
  *                 all-reduce after a stage's last backward: overlap with the layers below).
@@ -292,6 +316,7 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
 typedef struct lt_cp_hooks {
     void *ctx;
     lt_status (*kv_ready)(void *ctx, int layer, lt_error *err);
+    lt_status (*layer_begin)(void *ctx, int layer, lt_error *err);
     lt_status (*dkv_begin)(void *ctx, int layer, lt_error *err);
     lt_status (*dkv_ready)(void *ctx, int layer, lt_error *err);
     lt_status (*layer_done)(void *ctx, int layer, lt_error *err);

@@ -45,8 +45,44 @@ static size_t layer_floats(const dims *d) {
     return T * (size_t)d->C * 4 + T * 2 + T * (size_t)d->qd * 2 + T * (size_t)d->nh + T * (size_t)d->F * 3;
 }
 
-lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
-                        bool head, lt_error *err) {
+/* Where a set's arrays lie in a->buf / a->ibuf for a->T rows: every layer of the range in
+ * order (a window set: one layer's storage that every layer of the range shares), then out
+ * (not in a window set), then the head's dnf_in. Returns the floats of buf. */
+static size_t lay_out(lt_acts *a, const dims *d, bool head) {
+    float *p = a->buf;
+    size_t T = (size_t)a->T, TC = T * d->C, TQ = T * d->qd, TF = T * d->F;
+    int stored = a->window ? 1 : a->l1 - a->l0;
+    for (int l = 0; l < a->l1 - a->l0; l++) {
+        lt_layer_acts *L = &a->layer[l];
+        if (l >= stored) {
+            *L = a->layer[0];
+            continue;
+        }
+        L->x = p, p += TC;
+        L->n1 = p, p += TC;
+        L->rstd1 = p, p += T;
+        L->q = p, p += TQ;
+        L->att = p, p += TQ;
+        L->lse = p, p += T * d->nh;
+        L->x2 = p, p += TC;
+        L->n2 = p, p += TC;
+        L->rstd2 = p, p += T;
+        L->gate = p, p += TF;
+        L->up = p, p += TF;
+        L->act = p, p += TF;
+    }
+    a->out = a->window ? NULL : p;
+    if (!a->window) p += TC;
+    a->dnf_in = head ? p : NULL;
+    if (head) p += TC;
+    a->ids = a->ibuf;
+    a->pos = a->ibuf + T;
+    a->targets = a->ibuf + 2 * T;
+    return (size_t)(p - a->buf);
+}
+
+static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
+                            bool head, bool window, lt_error *err) {
     memset(a, 0, sizeof *a);
     lt_status st = lt_unit_check(u, b, m->shape.vocab, err);
     if (st != LT_OK) return st;
@@ -55,12 +91,13 @@ lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const 
                        m->shape.layers);
     int T = lt_unit_tokens(u);
     dims d = dims_of(m, T);
-    size_t per = layer_floats(&d);
-    size_t total = per * (size_t)(l1 - l0) + (size_t)T * (size_t)d.C * (head ? 2u : 1u);
+    int stored = window ? (l1 > l0 ? 1 : 0) : l1 - l0;
+    size_t total = layer_floats(&d) * (size_t)stored + (size_t)T * (size_t)d.C * ((window ? 0u : 1u) + (head ? 1u : 0u));
     a->T = T;
     a->l0 = l0;
     a->l1 = l1;
-    a->buf = malloc(total * sizeof(float));
+    a->window = window;
+    a->buf = malloc((total ? total : 1) * sizeof(float));
     a->ibuf = malloc((size_t)T * 3 * sizeof(int32_t));
     a->layer = calloc((size_t)(l1 - l0 > 0 ? l1 - l0 : 1), sizeof *a->layer);
     if (!a->buf || !a->ibuf || !a->layer) {
@@ -69,28 +106,7 @@ lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const 
                        (double)total * 4.0 / 1048576.0);
     }
     a->bytes = total * sizeof(float) + (size_t)T * 3 * sizeof(int32_t);
-    float *p = a->buf;
-    size_t TC = (size_t)T * d.C, TQ = (size_t)T * d.qd, TF = (size_t)T * d.F;
-    for (int l = 0; l < l1 - l0; l++) {
-        lt_layer_acts *L = &a->layer[l];
-        L->x = p, p += TC;
-        L->n1 = p, p += TC;
-        L->rstd1 = p, p += T;
-        L->q = p, p += TQ;
-        L->att = p, p += TQ;
-        L->lse = p, p += (size_t)T * d.nh;
-        L->x2 = p, p += TC;
-        L->n2 = p, p += TC;
-        L->rstd2 = p, p += T;
-        L->gate = p, p += TF;
-        L->up = p, p += TF;
-        L->act = p, p += TF;
-    }
-    a->out = p, p += TC;
-    if (head) a->dnf_in = p, p += TC;
-    a->ids = a->ibuf;
-    a->pos = a->ibuf + T;
-    a->targets = a->ibuf + 2 * (size_t)T;
+    lay_out(a, &d, head);
     int row = 0;
     for (int i = 0; i < u->n_slices; i++) {
         const lt_train_slice *s = &u->slices[i];
@@ -105,92 +121,154 @@ lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const 
     return LT_OK;
 }
 
-static void copy_row(float *dst, int drow, const float *src, int srow, int width) {
-    memcpy(dst + (size_t)drow * (size_t)width, src + (size_t)srow * (size_t)width, (size_t)width * sizeof(float));
+lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
+                        bool head, lt_error *err) {
+    return acts_alloc(a, m, b, u, l0, l1, head, false, err);
 }
 
-lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, const lt_llama *m, lt_error *err) {
-    if (dst->l0 != src->l0 || dst->l1 != src->l1 || drow < 0 || drow >= dst->T || srow < 0 || srow >= src->T ||
-        (dst->dnf_in && !src->dnf_in))
-        return lt_fail(err, LT_ERR_INTERNAL, NULL, "copying row %d of a [%d, %d) %d-row activation set into row %d of "
-                       "a [%d, %d) %d-row one", srow, src->l0, src->l1, src->T, drow, dst->l0, dst->l1, dst->T);
+lt_status lt_acts_alloc_window(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0,
+                               int l1, bool head, lt_error *err) {
+    return acts_alloc(a, m, b, u, l0, l1, head, true, err);
+}
+
+/* One array of a set: its base and its width in floats (a row is w floats at base + row w). */
+typedef struct field {
+    float *base;
+    int w;
+} field;
+
+enum { LAYER_FIELDS = 12 };
+
+/* The arrays of layer l of a, in the order of lay_out. */
+static void layer_fields(const lt_acts *a, const dims *d, int l, field *f) {
+    const lt_layer_acts *L = &a->layer[l - a->l0];
+    f[0] = (field){L->x, d->C}, f[1] = (field){L->n1, d->C}, f[2] = (field){L->rstd1, 1};
+    f[3] = (field){L->q, d->qd}, f[4] = (field){L->att, d->qd}, f[5] = (field){L->lse, d->nh};
+    f[6] = (field){L->x2, d->C}, f[7] = (field){L->n2, d->C}, f[8] = (field){L->rstd2, 1};
+    f[9] = (field){L->gate, d->F}, f[10] = (field){L->up, d->F}, f[11] = (field){L->act, d->F};
+}
+
+/* The checks of a row move: [l0, l1) inside a's range, the row inside a, the head's part
+ * only where a has one, a window set over one layer at a time. */
+static lt_status check_row(const lt_acts *a, int row, int l0, int l1, bool head, const char *what, lt_error *err) {
+    if (l0 < a->l0 || l1 > a->l1 || l0 > l1 || row < 0 || row >= a->T || (head && !a->dnf_in) ||
+        (a->window && l1 - l0 > 1))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s row %d of layers [%d, %d)%s of a [%d, %d) %d-row activation set",
+                       what, row, l0, l1, head ? " and the head" : "", a->l0, a->l1, a->T);
+    return LT_OK;
+}
+
+/* Row `row` of layers [l0, l1) of a (and with `head` its dnf_in) to (pack) or from buf. */
+static void row_io(lt_acts *a, int row, const lt_llama *m, int l0, int l1, bool head, float *buf, bool pack) {
+    dims d = dims_of(m, 1);
+    field f[LAYER_FIELDS + 1];
+    for (int l = l0; l <= l1; l++) {
+        int n = LAYER_FIELDS;
+        if (l < l1) layer_fields(a, &d, l, f);
+        else if (head) f[0] = (field){a->dnf_in, d.C}, n = 1;
+        else break;
+        for (int i = 0; i < n; buf += f[i].w, i++) {
+            float *r = f[i].base + (size_t)row * (size_t)f[i].w;
+            if (pack) memcpy(buf, r, (size_t)f[i].w * sizeof(float));
+            else memcpy(r, buf, (size_t)f[i].w * sizeof(float));
+        }
+    }
+}
+
+lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, int l0, int l1, bool head,
+                           const lt_llama *m, lt_error *err) {
+    lt_status st = check_row(src, srow, l0, l1, head, "copying", err);
+    if (st == LT_OK) st = check_row(dst, drow, l0, l1, head, "copying into", err);
+    if (st != LT_OK) return st;
     if (dst->ids[drow] != src->ids[srow] || dst->pos[drow] != src->pos[srow])
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "row %d (token %d at %d) is not row %d (token %d at %d)", drow,
                        dst->ids[drow], dst->pos[drow], srow, src->ids[srow], src->pos[srow]);
     dims d = dims_of(m, 1);
-    for (int l = 0; l < dst->l1 - dst->l0; l++) {
-        lt_layer_acts *D = &dst->layer[l];
-        const lt_layer_acts *S = &src->layer[l];
-        copy_row(D->x, drow, S->x, srow, d.C);
-        copy_row(D->n1, drow, S->n1, srow, d.C);
-        copy_row(D->rstd1, drow, S->rstd1, srow, 1);
-        copy_row(D->q, drow, S->q, srow, d.qd);
-        copy_row(D->att, drow, S->att, srow, d.qd);
-        copy_row(D->lse, drow, S->lse, srow, d.nh);
-        copy_row(D->x2, drow, S->x2, srow, d.C);
-        copy_row(D->n2, drow, S->n2, srow, d.C);
-        copy_row(D->rstd2, drow, S->rstd2, srow, 1);
-        copy_row(D->gate, drow, S->gate, srow, d.F);
-        copy_row(D->up, drow, S->up, srow, d.F);
-        copy_row(D->act, drow, S->act, srow, d.F);
+    field fd[LAYER_FIELDS], fs[LAYER_FIELDS];
+    for (int l = l0; l <= l1; l++) {
+        int n = LAYER_FIELDS;
+        if (l < l1) layer_fields(dst, &d, l, fd), layer_fields(src, &d, l, fs);
+        else if (head) fd[0] = (field){dst->dnf_in, d.C}, fs[0] = (field){src->dnf_in, d.C}, n = 1;
+        else break;
+        for (int i = 0; i < n; i++)
+            memcpy(fd[i].base + (size_t)drow * (size_t)fd[i].w, fs[i].base + (size_t)srow * (size_t)fs[i].w,
+                   (size_t)fd[i].w * sizeof(float));
     }
-    copy_row(dst->out, drow, src->out, srow, d.C);
-    if (dst->dnf_in) copy_row(dst->dnf_in, drow, src->dnf_in, srow, d.C);
     return LT_OK;
-}
-
-/* Row `row` of a's per-layer arrays, out, and (head) dnf_in to / from buf, in the order of
- * lt_acts_copy_row. */
-static void row_io(lt_acts *a, int row, const lt_llama *m, bool head, float *buf, bool pack) {
-    dims d = dims_of(m, 1);
-    struct { float *base; int w; } f[14];
-    int n = 0;
-    float *p = buf;
-    for (int l = 0; l < a->l1 - a->l0; l++) {
-        lt_layer_acts *L = &a->layer[l];
-        n = 0;
-        f[n].base = L->x, f[n++].w = d.C;
-        f[n].base = L->n1, f[n++].w = d.C;
-        f[n].base = L->rstd1, f[n++].w = 1;
-        f[n].base = L->q, f[n++].w = d.qd;
-        f[n].base = L->att, f[n++].w = d.qd;
-        f[n].base = L->lse, f[n++].w = d.nh;
-        f[n].base = L->x2, f[n++].w = d.C;
-        f[n].base = L->n2, f[n++].w = d.C;
-        f[n].base = L->rstd2, f[n++].w = 1;
-        f[n].base = L->gate, f[n++].w = d.F;
-        f[n].base = L->up, f[n++].w = d.F;
-        f[n].base = L->act, f[n++].w = d.F;
-        for (int i = 0; i < n; i++, p += f[i - 1].w) {
-            float *r = f[i].base + (size_t)row * (size_t)f[i].w;
-            if (pack) memcpy(p, r, (size_t)f[i].w * sizeof(float));
-            else memcpy(r, p, (size_t)f[i].w * sizeof(float));
-        }
-    }
-    float *tail[2] = {a->out, head ? a->dnf_in : NULL};
-    for (int i = 0; i < 2 && tail[i]; i++, p += d.C) {
-        float *r = tail[i] + (size_t)row * (size_t)d.C;
-        if (pack) memcpy(p, r, (size_t)d.C * sizeof(float));
-        else memcpy(r, p, (size_t)d.C * sizeof(float));
-    }
 }
 
 size_t lt_acts_row_floats(const lt_llama *m, int l0, int l1, bool head) {
     dims d = dims_of(m, 1);
-    return (size_t)(l1 - l0) * layer_floats(&d) + (size_t)d.C * (head ? 2u : 1u);
+    return (size_t)(l1 - l0) * layer_floats(&d) + (head ? (size_t)d.C : 0u);
 }
 
-lt_status lt_acts_pack_row(const lt_acts *a, int row, const lt_llama *m, bool head, float *buf, lt_error *err) {
-    if (row < 0 || row >= a->T || (head && !a->dnf_in))
-        return lt_fail(err, LT_ERR_INTERNAL, NULL, "packing row %d of a %d-row activation set", row, a->T);
-    row_io((lt_acts *)a, row, m, head, buf, true);
-    return LT_OK;
+lt_status lt_acts_pack_row(const lt_acts *a, int row, int l0, int l1, bool head, const lt_llama *m, float *buf,
+                           lt_error *err) {
+    lt_status st = check_row(a, row, l0, l1, head, "packing", err);
+    if (st == LT_OK) row_io((lt_acts *)a, row, m, l0, l1, head, buf, true);
+    return st;
 }
 
-lt_status lt_acts_unpack_row(lt_acts *a, int row, const lt_llama *m, const float *buf, lt_error *err) {
-    if (row < 0 || row >= a->T)
-        return lt_fail(err, LT_ERR_INTERNAL, NULL, "unpacking into row %d of a %d-row activation set", row, a->T);
-    row_io(a, row, m, a->dnf_in != NULL, (float *)buf, false);
+lt_status lt_acts_unpack_row(lt_acts *a, int row, int l0, int l1, bool head, const lt_llama *m, const float *buf,
+                             lt_error *err) {
+    lt_status st = check_row(a, row, l0, l1, head, "unpacking into", err);
+    if (st == LT_OK) row_io(a, row, m, l0, l1, head, (float *)buf, false);
+    return st;
+}
+
+/* Array i of a set in the order of lay_out (the layers' arrays, out, dnf_in), or none
+ * (base NULL) past the last. */
+static field field_at(const lt_acts *a, const dims *d, int i) {
+    int nl = (a->l1 - a->l0) * LAYER_FIELDS;
+    if (i < nl) {
+        field f[LAYER_FIELDS];
+        layer_fields(a, d, a->l0 + i / LAYER_FIELDS, f);
+        return f[i % LAYER_FIELDS];
+    }
+    if (i == nl) return (field){a->out, d->C};
+    if (i == nl + 1 && a->dnf_in) return (field){a->dnf_in, d->C};
+    return (field){NULL, 0};
+}
+
+lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *m, lt_error *err) {
+    if (a->window || n < 1 || n > a->T)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "keeping %d of the %d rows of an activation set%s", n, a->T,
+                       a->window ? " (a window)" : "");
+    for (int k = 0; k < n; k++)
+        if (rows[k] < (k ? rows[k - 1] + 1 : 0) || rows[k] >= a->T)
+            return lt_fail(err, LT_ERR_INTERNAL, NULL, "row %d kept out of order or outside %d rows", rows[k], a->T);
+    if (n == a->T) return LT_OK;
+    bool head = a->dnf_in != NULL;
+    size_t ibytes = (size_t)a->T * 3 * sizeof(int32_t), fbytes = a->bytes - ibytes;
+    dims d = dims_of(m, a->T);
+    lt_acts old = *a; /* its layer views are lay_out's of a->T rows: keep them */
+    lt_layer_acts *old_layer = malloc((size_t)(a->l1 - a->l0 > 0 ? a->l1 - a->l0 : 1) * sizeof *old_layer);
+    if (!old_layer) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    memcpy(old_layer, a->layer, (size_t)(a->l1 - a->l0) * sizeof *old_layer);
+    old.layer = old_layer;
+    /* the new layout over the same buffers: every array starts at or below where it was and
+     * every kept row moves down, so moving them in address order overwrites nothing unread */
+    a->T = n;
+    dims dn = dims_of(m, n);
+    size_t total = lay_out(a, &dn, head);
+    for (int i = 0;; i++) {
+        field fo = field_at(&old, &d, i), fn = field_at(a, &dn, i);
+        if (!fo.base) break;
+        for (int r = 0; r < n; r++)
+            memmove(fn.base + (size_t)r * (size_t)fn.w, fo.base + (size_t)rows[r] * (size_t)fo.w,
+                    (size_t)fn.w * sizeof(float));
+    }
+    free(old_layer);
+    int32_t *oi[3] = {old.ids, old.pos, old.targets}, *ni[3] = {a->ids, a->pos, a->targets};
+    for (int i = 0; i < 3; i++)
+        for (int r = 0; r < n; r++) ni[i][r] = oi[i][rows[r]];
+    /* give the rows' memory back (a smaller block: the allocator keeps it in place) */
+    float *fb = realloc(a->buf, total * sizeof(float));
+    int32_t *ib = realloc(a->ibuf, (size_t)n * 3 * sizeof(int32_t));
+    if (fb) a->buf = fb, fbytes = total * sizeof(float);
+    if (ib) a->ibuf = ib, ibytes = (size_t)n * 3 * sizeof(int32_t);
+    lay_out(a, &dn, head);
+    a->bytes = fbytes + ibytes; /* (a block that could not shrink is still held whole) */
     return LT_OK;
 }
 
@@ -338,7 +416,7 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
     (void)b; /* the units' tokens were gathered by lt_acts_alloc */
     if (G < (hooks ? 0 : 1)) return lt_fail(err, LT_ERR_INTERNAL, NULL, "a group of %d units", G);
     for (int g = 0; g < G; g++) {
-        if (a[g].l0 != pass->l0 || a[g].l1 != pass->l1 || (pass->head && !a[g].dnf_in))
+        if (a[g].l0 != pass->l0 || a[g].l1 != pass->l1 || (pass->head && !a[g].dnf_in) || a[g].window)
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "activations were allocated for another pass");
         for (int i = 0; i < u[g].n_slices; i++) {
             lt_status st = lt_kvctx_reserve(kv, u[g].slices[i].sample, pass->l0, pass->l1, err);
@@ -492,6 +570,7 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
     /* per layer in lockstep, the forward's mirror: every member's attention backward before
      * any member reads its own K/V rows' gradients */
     for (int l = pass->l1 - 1; st == LT_OK && l >= pass->l0; l--) {
+        if (hooks && hooks->layer_begin && (st = hooks->layer_begin(hooks->ctx, l, err)) != LT_OK) break;
         if (hooks && hooks->dkv_begin && (st = hooks->dkv_begin(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; g < G; g++) layer_post_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool);
         if (hooks && hooks->dkv_ready && (st = hooks->dkv_ready(hooks->ctx, l, err)) != LT_OK) break;

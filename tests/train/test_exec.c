@@ -8,6 +8,10 @@
  *     1) they are bit-identical to without, and fewer activation bytes are held;
  *   - asymmetric backward units (SlimPack 4.1.2) cutting inside the forward slices
  *     ([30, 45), [5, 30), then the rest), without and with recompute: within 1e-5 of whole;
+ *   - what an asymmetric step holds: each stage's measured peak equals, byte for byte, the
+ *     forward rows not yet consumed by a backward plus one layer of the running backward's
+ *     rows plus the K/V context (a forward unit held whole until its last backward, or a
+ *     backward's rows copied for all its layers at once, would give more);
  *   - two pipelines (DP 2) sharing the samples: the sum equals whole;
  *   - context parallelism: the plan run by a static CP group of 2 and of 3 (a member with an
  *     empty shard), with recompute (bit-identical, fewer bytes), the asymmetric schedule
@@ -145,9 +149,8 @@ static void op(lt_schedule *s, int stage, lt_op_kind kind, uint32_t unit, uint16
     lt_schedule_add_stage_op(s, stage, kind, unit, recompute);
 }
 
-/* One pipeline, 2 stages: F u0 u1 u2 then B of the three (reverse order: FILO) on each
- * stage; recompute r0 layers on stage 0, r1 on stage 1; asym: backward units b0, b1, b2. */
-static void one_pipeline(lt_step_plan *p, bool asym, uint16_t r0, uint16_t r1, bool break_filo) {
+/* A plan of one pipeline of 2 stages over the fixture's samples, with no unit or op yet. */
+static lt_rank_plan *plan_one_rank(lt_step_plan *p) {
     lt_step_plan_init(p);
     p->step = 5;
     p->n_samples = NS;
@@ -162,6 +165,15 @@ static void one_pipeline(lt_step_plan *p, bool asym, uint16_t r0, uint16_t r1, b
     lt_rank_plan *r = &p->ranks[0];
     r->cp = 1;
     assert_int_equal(lt_schedule_init(&r->sched, 2, LAYERS, NULL), LT_OK);
+    r->ops = calloc(12, sizeof *r->ops); /* predictions: all 0, ties broken by op id */
+    assert_non_null(r->ops);
+    return r;
+}
+
+/* One pipeline, 2 stages: F u0 u1 u2 then B of the three (reverse order: FILO) on each
+ * stage; recompute r0 layers on stage 0, r1 on stage 1; asym: backward units b0, b1, b2. */
+static void one_pipeline(lt_step_plan *p, bool asym, uint16_t r0, uint16_t r1, bool break_filo) {
+    lt_rank_plan *r = plan_one_rank(p);
     add_forward_units(&r->sched);
     if (asym) add_backward_units(&r->sched);
     for (int st = 0; st < 2; st++) {
@@ -173,8 +185,6 @@ static void one_pipeline(lt_step_plan *p, bool asym, uint16_t r0, uint16_t r1, b
         if (break_filo && st == 0) { uint32_t t = order[0]; order[0] = order[1], order[1] = t; }
         for (int k = 0; k < 3; k++) op(&r->sched, st, LT_OP_B, order[k], rc);
     }
-    r->ops = calloc(12, sizeof *r->ops); /* predictions: all 0, ties broken by op id */
-    assert_non_null(r->ops);
 }
 
 /* ---------------------------------------------------------------- tests */
@@ -223,6 +233,56 @@ static void test_asymmetric_backward_units(void **state) {
         double e = max_rel(f, f->got, f->ref);
         if (!(e <= 1e-5)) fail_msg("asymmetric, recompute %d: rel err %.3e", rc, e);
     }
+}
+
+/* What an asymmetric step holds, stage by stage. Forward units u0 = samples 0 and 1 (27
+ * tokens), u1 = sample 2 [0, 20), u2 = sample 2 [20, 45); backward units b0 = sample 2
+ * [40, 45), b1 = [5, 40) (15 rows of u1, 20 of u2), b2 = samples 0, 1 and sample 2 [0, 5).
+ * On each stage F u0 u1 u2, B b0 b1 b2. The peak comes while b1 runs: u0's 27 rows, u1's
+ * 20 and the 20 of u2 that b0 left (67 forward rows, b0's 5 were dropped after it), one
+ * layer of b1's 35 rows (gathered per layer), the K/V of every sample (72 tokens) and the
+ * dK/dV of sample 2 (45, made by b0). Bytes per token, from the model's shape: */
+static void test_asymmetric_memory(void **state) {
+    fixture *f = *state;
+    lt_step_plan p;
+    lt_rank_plan *r = plan_one_rank(&p);
+    lt_schedule *s = &r->sched;
+    lt_schedule_add_slice(s, 0, 0, 20), lt_schedule_add_slice(s, 1, 0, 7), lt_schedule_add_unit(s, 0, 2);
+    lt_schedule_add_slice(s, 2, 0, 20), lt_schedule_add_unit(s, 2, 1);
+    lt_schedule_add_slice(s, 2, 20, 45), lt_schedule_add_unit(s, 3, 1);
+    lt_schedule_add_bslice(s, 0, 0, 20), lt_schedule_add_bslice(s, 1, 0, 7), lt_schedule_add_bslice(s, 2, 0, 5);
+    lt_schedule_add_bslice(s, 2, 5, 40), lt_schedule_add_bslice(s, 2, 40, 45);
+    lt_schedule_add_bunit(s, 4, 1), lt_schedule_add_bunit(s, 3, 1), lt_schedule_add_bunit(s, 0, 3);
+    for (int st = 0; st < 2; st++)
+        for (uint32_t k = 0; k < 6; k++) op(s, st, k < 3 ? LT_OP_F : LT_OP_B, k % 3, 0);
+    lt_exec_stats es;
+    memset(f->got, 0, f->m.n_params * sizeof(float));
+    lt_error err;
+    if (lt_exec_step(&f->m, &p, f->smp, &f->vgot, &es, f->pool, &err) != LT_OK) fail_msg("%s", err.what);
+    lt_step_plan_free(&p);
+    assert_true(max_rel(f, f->got, f->ref) <= 1e-5);
+    const lt_model_shape *sh = &f->m.shape;
+    size_t C = (size_t)sh->hidden, qd = C, nh = (size_t)sh->heads, F = (size_t)sh->ffn;
+    size_t kvd = (size_t)sh->kv_heads * (C / nh);
+    /* one layer: x, n1, x2, n2 [C]; rstd1, rstd2; q, att [qd]; lse [heads]; gate, up, act [F] */
+    size_t layer = 4 * C + 2 + 2 * qd + nh + 3 * F;
+    size_t ints = 3 * sizeof(int32_t);     /* token id, position, target */
+    size_t kv = 2 * kvd * sizeof(float) * 2; /* K and V (or dK and dV) of the stage's 2 layers */
+    assert_int_equal(es.n_stages, 2);
+    for (int st = 0; st < 2; st++) {
+        size_t head = st == 1 ? C : 0; /* the last stage keeps the head's dnf_in [C] */
+        size_t fwd = (2 * layer + C + head) * sizeof(float) + ints; /* 2 layers, out [C] */
+        size_t win = (layer + head) * sizeof(float) + ints;          /* one layer, no out */
+        size_t want = 67 * fwd + 35 * win + (72 + 45) * kv;
+        /* forward units held whole until their last backward, b1's rows gathered for both
+         * layers at once: 72 forward rows and 35 whole rows */
+        size_t whole = 72 * fwd + 35 * fwd + (72 + 45) * kv;
+        if (es.stage_peak_bytes[st] != want)
+            fail_msg("stage %d: peak %zu bytes, want %zu (whole units and all-layer gathers: %zu)", st,
+                     es.stage_peak_bytes[st], want, whole);
+        assert_true(want < whole);
+    }
+    lt_exec_stats_free(&es);
 }
 
 /* Two pipelines: samples 0 and 1 on the first, sample 2 (two slices) on the second. */
@@ -356,6 +416,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_symmetric_and_recompute),
         cmocka_unit_test(test_asymmetric_backward_units),
+        cmocka_unit_test(test_asymmetric_memory),
         cmocka_unit_test(test_two_pipelines),
         cmocka_unit_test(test_context_parallel),
         cmocka_unit_test(test_refusals),

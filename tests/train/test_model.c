@@ -3,7 +3,9 @@
  * table, deterministic init, unit checks and labels, and the equivalences the executor
  * relies on: any split of a batch into units (whole, packed, sliced with KV context) and
  * any split of the layers into stages gives the same loss and gradients; threads change
- * nothing. PyTorch parity of the same model is tests/train/torch_parity.py.
+ * nothing; a forward's rows kept (lt_acts_keep_rows) and a backward's activations filled
+ * one layer at a time into a window set give the same rows and bit-identical gradients.
+ * PyTorch parity of the same model is tests/train/torch_parity.py.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -266,6 +268,90 @@ static void labels_and_bad_units(void **state) {
     lt_llama_free(&m);
 }
 
+/* A window set filled layer by layer from a whole set, as the executor gathers an
+ * asymmetric backward unit's rows (lt_cp_hooks.layer_begin). */
+typedef struct window_fill {
+    const lt_acts *src;
+    lt_acts *win;
+    const lt_llama *m;
+    int calls;
+} window_fill;
+
+static lt_status fill_layer(void *ctx, int l, lt_error *err) {
+    window_fill *w = ctx;
+    w->calls++;
+    for (int t = 0; t < w->win->T; t++) {
+        lt_status st = lt_acts_copy_row(w->win, t, w->src, t, l, l + 1, false, w->m, err);
+        if (st != LT_OK) return st;
+    }
+    return LT_OK;
+}
+
+static void rows_kept_and_windows(void **state) {
+    (void)state;
+    make_batch();
+    lt_llama m;
+    make_model(&m, 0);
+    lt_error err;
+    int L = m.shape.layers;
+    size_t C = (size_t)m.shape.hidden, n = m.n_params;
+    lt_train_unit u = {&whole[2], 1}; /* 37 tokens */
+    float *gf = calloc(n, sizeof(float)), *g1 = calloc(n, sizeof(float)), *g2 = calloc(n, sizeof(float));
+    assert_true(gf && g1 && g2);
+    lt_layer_views lv[3][8];
+    lt_llama_views vf, v1, v2;
+    lt_llama_views_of(&m, gf, lv[0], &vf), lt_llama_views_of(&m, g1, lv[1], &v1), lt_llama_views_of(&m, g2, lv[2], &v2);
+    lt_kvctx kv;
+    assert_int_equal(lt_kvctx_init(&kv, &m, &batch, true, &err), LT_OK);
+    lt_pass pass = {0, L, true, true, 0.01f};
+    lt_acts a, w;
+    assert_int_equal(lt_acts_alloc(&a, &m, &batch, &u, 0, L, true, &err), LT_OK);
+    assert_int_equal(lt_llama_forward(&m, &pass, &batch, &u, NULL, &kv, &a, &vf, NULL, NULL, NULL, &err), LT_OK);
+    /* the backward over the whole set, and over a window filled before each layer */
+    assert_int_equal(lt_llama_backward(&m, &pass, &batch, &u, NULL, &kv, &a, &v1, NULL, NULL, &err), LT_OK);
+    lt_kvctx_zero_grad(&kv);
+    assert_int_equal(lt_acts_alloc_window(&w, &m, &batch, &u, 0, L, true, &err), LT_OK);
+    size_t layer = lt_acts_row_floats(&m, 0, 1, false);
+    assert_int_equal(w.bytes, 37 * ((layer + C) * sizeof(float) + 3 * sizeof(int32_t))); /* one layer + dnf_in */
+    assert_null(w.out);
+    assert_int_equal(lt_acts_copy_row(&w, 0, &a, 0, 0, 2, false, &m, &err), LT_ERR_INTERNAL); /* one layer at a time */
+    for (int t = 0; t < w.T; t++) assert_int_equal(lt_acts_copy_row(&w, t, &a, t, L, L, true, &m, &err), LT_OK);
+    window_fill wf = {&a, &w, &m, 0};
+    lt_cp_hooks h = {.ctx = &wf, .layer_begin = fill_layer};
+    assert_int_equal(lt_llama_backward_group(&m, &pass, &batch, &u, 1, NULL, &kv, &w, &v2, &h, NULL, NULL, &err), LT_OK);
+    assert_int_equal(wf.calls, L);
+    assert_memory_equal(g1, g2, n * sizeof(float));
+    /* a forward over a window is refused */
+    assert_int_equal(lt_llama_forward(&m, &pass, &batch, &u, NULL, &kv, &w, &vf, NULL, NULL, NULL, &err), LT_ERR_INTERNAL);
+    lt_acts_free(&w);
+    /* keep rows 0, 5, 6, 36: each array's rows as they were, the buffers the 4 rows' size */
+    int keep[] = {0, 5, 6, 36};
+    size_t rf = lt_acts_row_floats(&m, 0, L, true);
+    float *before = malloc(4 * (rf + C) * sizeof(float)), *after = malloc((rf + C) * sizeof(float));
+    assert_true(before && after);
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(lt_acts_pack_row(&a, keep[k], 0, L, true, &m, before + (size_t)k * (rf + C), &err), LT_OK);
+        memcpy(before + (size_t)k * (rf + C) + rf, a.out + (size_t)keep[k] * C, C * sizeof(float));
+    }
+    int unordered[] = {5, 0};
+    assert_int_equal(lt_acts_keep_rows(&a, unordered, 2, &m, &err), LT_ERR_INTERNAL);
+    assert_int_equal(lt_acts_keep_rows(&a, keep, 4, &m, &err), LT_OK);
+    assert_int_equal(a.T, 4);
+    assert_int_equal(a.bytes, 4 * ((rf + C) * sizeof(float) + 3 * sizeof(int32_t))); /* rows of L layers, dnf_in, out */
+    for (int k = 0; k < 4; k++) {
+        assert_int_equal(a.pos[k], keep[k]);
+        assert_int_equal(a.ids[k], tokens[2][keep[k]]);
+        assert_int_equal(a.targets[k], keep[k] + 1 < 37 ? tokens[2][keep[k] + 1] : -1);
+        assert_int_equal(lt_acts_pack_row(&a, k, 0, L, true, &m, after, &err), LT_OK);
+        memcpy(after + rf, a.out + (size_t)k * C, C * sizeof(float));
+        assert_memory_equal(after, before + (size_t)k * (rf + C), (rf + C) * sizeof(float));
+    }
+    free(before), free(after), free(gf), free(g1), free(g2);
+    lt_acts_free(&a);
+    lt_kvctx_free(&kv);
+    lt_llama_free(&m);
+}
+
 static void gelu_models_refused(void **state) {
     (void)state;
     lt_llama m;
@@ -282,6 +368,7 @@ int main(void) {
         cmocka_unit_test(split_three_ways_same_gradients),
         cmocka_unit_test(layer_split_same_gradients),
         cmocka_unit_test(threads_change_nothing),
+        cmocka_unit_test(rows_kept_and_windows),
         cmocka_unit_test(gelu_models_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
