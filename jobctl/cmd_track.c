@@ -180,13 +180,14 @@ int jc_cmd_cancel(lt_cli_ctx *ctx) {
     jc_stage_view v[JC_NSTAGES];
     jc_view_stages(&o.run, o.db, v);
     char *ids[JC_NSTAGES];
-    size_t n = 0;
+    size_t n = 0, local = 0;
     lt_error err;
     for (int s = 0; s < JC_NSTAGES; s++) {
         if (!jc_view_active(&v[s])) continue;
         if (strncmp(v[s].job.job_id, "local-", 6) == 0) {
             long pid = strtol(v[s].job.job_id + 6, NULL, 10);
-            if (pid > 0 && kill((pid_t)pid, SIGTERM) == 0) printf("stopping the local runner (pid %ld) of %s\n", pid, jc_stage_name((jc_stage)s));
+            if (pid > 0 && kill((pid_t)pid, SIGTERM) == 0)
+                printf("stopping the local runner (pid %ld) of %s\n", pid, jc_stage_name((jc_stage)s)), local++;
             continue; /* the runner records the stage's end itself */
         }
         ids[n++] = v[s].job.job_id;
@@ -198,7 +199,7 @@ int jc_cmd_cancel(lt_cli_ctx *ctx) {
         jc_journal_event(o.db, jc_stage_name((jc_stage)s), "job %s cancelled (jobctl cancel)", v[s].job.job_id);
         printf("cancelled %s job %s\n", jc_stage_name((jc_stage)s), v[s].job.job_id);
     }
-    if (rc == 0 && n == 0) printf("run %s: nothing is pending or running\n", o.run.id);
+    if (rc == 0 && n == 0 && local == 0) printf("run %s: nothing is pending or running\n", o.run.id);
     jc_close_existing(&o);
     return rc;
 }
