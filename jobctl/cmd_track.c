@@ -133,21 +133,26 @@ int jc_cmd_status(lt_cli_ctx *ctx) {
 }
 
 int jc_follow(const jc_run *r, sqlite3 *db) {
-    char last[4096] = "";
+    char last[4096] = "", last_states[256] = "";
+    time_t shown = 0;
     for (;;) {
         jc_stage_view v[JC_NSTAGES];
         jc_view_stages(r, db, v);
-        char *text = NULL;
+        char *text = NULL, states[256];
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
         LT_CHECK_ALLOC(f);
         print_table(r, v, f);
         if (fclose(f) != 0) lt_die("out of memory");
-        if (strcmp(text, last) != 0) {
+        snprintf(states, sizeof states, "%s %s %s", v[0].state, v[1].state, v[2].state);
+        /* the table when a state changes, else its progress at most every 10 s */
+        if (strcmp(states, last_states) != 0 || (strcmp(text, last) != 0 && time(NULL) - shown >= 10)) {
             char now[32];
             jc_now_iso(now);
             fprintf(stderr, "jobctl: %s\n%s", now, text);
             snprintf(last, sizeof last, "%s", text);
+            snprintf(last_states, sizeof last_states, "%s", states);
+            shown = time(NULL);
         }
         free(text);
         bool active = false, all = true;

@@ -217,12 +217,3 @@ void jc_journal_event(sqlite3 *db, const char *stage, const char *fmt, ...) {
     sqlite3_finalize(q);
     free(what);
 }
-
-bool jc_state_final(const char *s) {
-    static const char *const active[] = {"PENDING", "RUNNING", "SUBMITTED", "CONFIGURING", "COMPLETING", "REQUEUED",
-                                         "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED", "STOPPED", "SIGNALING",
-                                         "STAGE_OUT", "RESV_DEL_HOLD", "PREEMPTED_REQUEUE", "SPECIAL_EXIT"};
-    for (size_t i = 0; i < sizeof active / sizeof active[0]; i++)
-        if (strcmp(s, active[i]) == 0) return false;
-    return true;
-}

@@ -25,7 +25,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "jobctl/run.h" /* jc_run, jc_stage */
+#include "jobctl/run.h"   /* jc_run, jc_stage */
+#include "jobctl/slurm.h" /* jc_state_final */
 #include "lib/error.h"  /* lt_status, lt_error */
 
 typedef struct jc_job {
@@ -78,8 +79,5 @@ void jc_journal_event(sqlite3 *db, const char *stage, const char *fmt, ...) __at
 
 /* The current UTC time as ISO 8601 (2026-11-25T16:30:50Z). */
 void jc_now_iso(char buf[32]);
-
-/* Whether a Slurm job state is final (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...). */
-bool jc_state_final(const char *state);
 
 #endif /* LT_JOBCTL_JOURNAL_H */

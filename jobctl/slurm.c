@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jobctl/journal.h" /* jc_state_final */
 #include "jobctl/proc.h"    /* jc_run_capture, jc_argv */
 #include "lib/strutil.h"    /* lt_trim */
 
@@ -44,15 +43,19 @@ lt_status jc_sbatch(const char *cwd, const char *script, const char *dependency,
     return st;
 }
 
-/* The value of " KEY=" in a `scontrol show job -o` line (up to the next blank). */
+/* The value of KEY= in a `scontrol show job -o` line (at its start or after a blank, up to
+ * the next blank). */
 static void field(const char *line, const char *key, char *dst, size_t cap) {
-    char pat[64];
-    snprintf(pat, sizeof pat, " %s=", key);
-    const char *p = strstr(line, pat);
-    if (!p && strncmp(line, pat + 1, strlen(pat + 1)) == 0) p = line - 1;
+    size_t kl = strlen(key);
+    const char *p = NULL;
+    for (const char *q = line; (q = strstr(q, key)) != NULL; q++) {
+        if ((q == line || q[-1] == ' ') && q[kl] == '=') {
+            p = q + kl + 1;
+            break;
+        }
+    }
     dst[0] = '\0';
     if (!p) return;
-    p += strlen(pat);
     size_t n = strcspn(p, " \n");
     snprintf(dst, cap, "%.*s", (int)(n < cap ? n : cap - 1), p);
 }
@@ -87,43 +90,58 @@ static bool accounting(void) {
     return yes;
 }
 
+void jc_slurm_parse_show_job(char *text, jc_task_state **states, size_t *n) {
+    size_t cap = *n;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char task[32], state[32], reason[64], code[32];
+        field(line, "ArrayTaskId", task, sizeof task);
+        field(line, "JobState", state, sizeof state);
+        field(line, "Reason", reason, sizeof reason);
+        field(line, "ExitCode", code, sizeof code);
+        if (state[0]) push_state(states, n, &cap, task, state, reason, atoi(code));
+    }
+}
+
+void jc_slurm_parse_sacct(char *text, jc_task_state **states, size_t *n) {
+    size_t cap = *n;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *id = line, *state = strchr(line, '|'), *code;
+        if (!state) continue;
+        *state++ = '\0';
+        if ((code = strchr(state, '|'))) *code++ = '\0';
+        char *us = strchr(id, '_');
+        state[strcspn(state, " ")] = '\0'; /* "CANCELLED by 0" -> CANCELLED */
+        if (*state) push_state(states, n, &cap, us ? us + 1 : "", state, "", code ? atoi(code) : 0);
+    }
+}
+
 lt_status jc_slurm_states(const char *job_id, jc_task_state **states, size_t *n, lt_error *err) {
     *states = NULL, *n = 0;
-    size_t cap = 0;
     char *const argv[] = {"scontrol", "show", "job", "-o", (char *)job_id, NULL};
     char *out = NULL, *eo = NULL;
     int status = 0;
     lt_status st = jc_run_capture(argv, NULL, &out, &eo, &status, err);
     if (st != LT_OK) return st;
-    if (status == 0) {
-        for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
-            char task[32], state[32], reason[64], code[32];
-            field(line, "ArrayTaskId", task, sizeof task);
-            field(line, "JobState", state, sizeof state);
-            field(line, "Reason", reason, sizeof reason);
-            field(line, "ExitCode", code, sizeof code);
-            if (state[0]) push_state(states, n, &cap, task, state, reason, atoi(code));
-        }
-    }
+    if (status == 0) jc_slurm_parse_show_job(out, states, n);
     free(out), free(eo);
     if (*n > 0 || !accounting()) return LT_OK;
     char *const sa[] = {"sacct", "-n", "-P", "-X", "-j", (char *)job_id, "-o", "JobID,State,ExitCode", NULL};
     st = jc_run_capture(sa, NULL, &out, &eo, &status, err);
     if (st != LT_OK) return st;
-    if (status == 0) {
-        for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
-            char *id = line, *state = strchr(line, '|'), *code;
-            if (!state) continue;
-            *state++ = '\0';
-            if ((code = strchr(state, '|'))) *code++ = '\0';
-            char *us = strchr(id, '_');
-            /* "CANCELLED by 0" -> CANCELLED */
-            state[strcspn(state, " ")] = '\0';
-            push_state(states, n, &cap, us ? us + 1 : "", state, "", code ? atoi(code) : 0);
-        }
-    }
+    if (status == 0) jc_slurm_parse_sacct(out, states, n);
     free(out), free(eo);
     return LT_OK;
+}
+
+bool jc_state_final(const char *s) {
+    static const char *const active[] = {"PENDING", "RUNNING", "SUBMITTED", "CONFIGURING", "COMPLETING", "REQUEUED",
+                                         "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED", "STOPPED", "SIGNALING",
+                                         "STAGE_OUT", "RESV_DEL_HOLD", "PREEMPTED_REQUEUE", "SPECIAL_EXIT"};
+    for (size_t i = 0; i < sizeof active / sizeof active[0]; i++)
+        if (strcmp(s, active[i]) == 0) return false;
+    return true;
 }
 
 const char *jc_slurm_overall(const jc_task_state *s, size_t n) {

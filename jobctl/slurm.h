@@ -31,6 +31,17 @@ typedef struct jc_task_state {
  * the job (finished and purged, no accounting). */
 lt_status jc_slurm_states(const char *job_id, jc_task_state **states, size_t *n, lt_error *err);
 
+/* Parse the output of `scontrol show job -o ID` (one line per job or array-task record)
+ * into *states (appended; *n counts them). `text` is modified. */
+void jc_slurm_parse_show_job(char *text, jc_task_state **states, size_t *n);
+
+/* Parse `sacct -n -P -X -o JobID,State,ExitCode` lines ("5_2|CANCELLED by 0|0:15"). */
+void jc_slurm_parse_sacct(char *text, jc_task_state **states, size_t *n);
+
+/* Whether a Slurm job state is final (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...); jobctl's
+ * own ABORTED and LOST are final too. */
+bool jc_state_final(const char *state);
+
 /* One state for the whole job: a running or pending task makes it RUNNING or PENDING; a
  * failed, cancelled or timed-out task its state; else COMPLETED. "" when n is 0. */
 const char *jc_slurm_overall(const jc_task_state *states, size_t n);

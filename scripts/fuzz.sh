@@ -6,7 +6,7 @@
 #
 # TARGETs: fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode
 # fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware fuzz_planstore
-# fuzz_safetensors (default: all). Each target is compiled
+# fuzz_safetensors fuzz_slurm (default: all). Each target is compiled
 # with clang (-fsanitize=fuzzer,address,undefined) into DIR (default _build/fuzz, or
 # $LONGTAIL_FUZZ_BUILD_DIR), then
 #   default     fuzzed for N seconds (default 30) on DIR/corpus/TARGET, a copy of the seeds
@@ -25,7 +25,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALL_TARGETS=(fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode
   fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware fuzz_planstore
-  fuzz_safetensors)
+  fuzz_safetensors fuzz_slurm)
 
 TOKENIZER_SOURCES="dataprep/tokenizer.c dataprep/pretok.c dataprep/unicode_tables.c lib/json.c \
 lib/error.c lib/files.c lib/strlist.c lib/sha256.c lib/log.c"
@@ -49,6 +49,7 @@ plans/sim.c plans/deps.c plans/cost.c plans/hardware.c lib/db.c lib/error.c lib/
 lib/config_schema.c lib/model.c lib/log.c plans/sampler.c plans/lengths.c dataprep/dataset.c dataprep/shard.c lib/rng.c \
 lib/sha256.c lib/json.c" ;;
     fuzz_safetensors) echo "train/safetensors.c lib/json.c lib/error.c lib/files.c lib/strlist.c" ;;
+    fuzz_slurm) echo "jobctl/slurm.c jobctl/proc.c lib/strutil.c lib/error.c" ;;
     *) return 1 ;;
   esac
 }
@@ -160,7 +161,7 @@ build_target() {
   local abs=()
   for f in "${srcs[@]}"; do abs+=("$ROOT/$f"); done
   [ -x "$bin" ] || stale=1
-  for f in "${abs[@]}" "$ROOT"/lib/*.h "$ROOT"/dataprep/*.h "$ROOT"/plans/*.h "$ROOT"/train/*.h "$ROOT"/tests/fuzz/*.h "$ROOT/scripts/fuzz.sh"; do
+  for f in "${abs[@]}" "$ROOT"/lib/*.h "$ROOT"/dataprep/*.h "$ROOT"/plans/*.h "$ROOT"/train/*.h "$ROOT"/jobctl/*.h "$ROOT"/tests/fuzz/*.h "$ROOT/scripts/fuzz.sh"; do
     if [ "$f" -nt "$bin" ]; then stale=1; fi
   done
   [ "$stale" = 1 ] || return 0

@@ -177,7 +177,7 @@ fi
 awk 'BEGIN { for (i = 0; i < 40; i++) { printf "{\"text\": \""; for (j = 0; j <= i * i; j++) printf "word%d ", j; print "\"}" } }' >"$tmp/docs.jsonl"
 if "$top_builddir/dataprep/dataprep" run --vocab-dir "$top_srcdir/data/vocab" --encoding cl100k_base --threads 1 \
      --input "$tmp/docs.jsonl" --out "$tmp/ds" -q >/dev/null 2>"$tmp/err"; then
-  check "build --data: from a dataprep output (the demo config)" 0 "3 steps planned with megatron" "" \
+  check "build --data: from a dataprep output (the demo config)" 0 "3 steps planned with slimpack" "" \
     -- build --config "$top_srcdir/etc/longtail.ini" --data "$tmp/ds" --db "$tmp/d.db" --steps 3
   check "validate: the --data plans" 0 "^3 steps valid$" "" -- validate --db "$tmp/d.db"
 else
