@@ -41,8 +41,12 @@ lt_status jc_lock_run(const char *dir, int *fd, lt_error *err) {
         free(p);
         return LT_ERR_IO;
     }
-    while (flock(f, LOCK_EX) != 0) {
-        if (errno == EINTR) continue;
+    bool busy = flock(f, LOCK_EX | LOCK_NB) != 0;
+    if (busy && errno == EWOULDBLOCK) {
+        fprintf(stderr, "jobctl: another jobctl is working on %s: waiting for it to finish\n", dir);
+        while ((busy = flock(f, LOCK_EX) != 0) && errno == EINTR) {}
+    }
+    if (busy) {
         lt_fail(err, LT_ERR_IO, p, "cannot lock the run: %s", strerror(errno));
         free(p), close(f);
         return LT_ERR_IO;
