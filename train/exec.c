@@ -1470,6 +1470,9 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             }
         }
         if (st == LT_OK && pr->comm) st = send_outputs(pr, v, err);
+        /* sends completed by now (their receiver may have run long since: this op waited for
+         * its input) release what they read before the drops below look at them */
+        if (st == LT_OK && pr->comm) st = poll_sends(pr, false, err);
         size_t np;
         const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
         bool b_ran = pr->deps.op[v]->kind == LT_OP_B && !skipped(pr, v);
@@ -1481,7 +1484,6 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             else if (p[k].kind == LT_DEP_ACT && b_ran) st = drop_consumed(pr, v, f, err); /* another B still reads f */
         }
         if (st == LT_OK) maybe_release(pr, v);
-        if (st == LT_OK && pr->comm) st = poll_sends(pr, false, err);
     }
     if (pr->comm) { /* the last sends complete before the buffers go; receives never taken are dropped */
         if (st == LT_OK) st = poll_sends(pr, true, err); /* (after an error the job aborts) */
