@@ -67,7 +67,7 @@ if [ "$mode" = slurm ]; then
 else
   say "jobctl run --local: the pipeline here (no Slurm)"
   "$bin/jobctl" run --local --config etc/longtail.ini 2>&1 |
-    awk '/^\[train\] step=/ { n++; if (n % 25 != 1) next } { print }'
+    awk '/^\[train\] step=/ { n++; if (n % 25 != 1) next } { print; fflush() }'
 fi
 "$bin/jobctl" status demo --config etc/longtail.ini
 echo "the batch scripts: demo-out/demo/scripts/; the logs: demo-out/demo/logs/; the journal: demo-out/demo/jobctl.db"
