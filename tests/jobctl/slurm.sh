@@ -80,6 +80,16 @@ same_shards() {
     return $bad
 }
 
+# the same final checkpoint (its parts and manifest) in two run directories
+same_checkpoint() {
+    local a=$1/train/ckpt-00000012.d b=$2/train/ckpt-00000012.d f bad=0
+    [ -d "$a" ] && [ -d "$b" ] || { diag "no final checkpoint in $1 or $2"; return 1; }
+    for f in $(cd "$a" && ls); do
+        cmp -s "$a/$f" "$b/$f" || { diag "final checkpoint part $f differs between $1 and $2"; bad=1; }
+    done
+    return $bad
+}
+
 # what a plan file stores for the executor (solve times left out)
 plan_dump() {
     sqlite3 "$1" "SELECT * FROM plan_ops ORDER BY step, dp_rank, stage, seq;
@@ -121,14 +131,11 @@ EOF
 test_local_equal() {
     (cd "$work/cwd" && timeout "$job_timeout" "$jobctl" run --local --config "$work/tiny.ini" --run-dir "$work/local") \
         >"$work/local.out" 2>"$work/local.err" || { diag_file "$work/local.err"; return 1; }
-    local bad=0 f
+    local bad=0
     same_shards "$hostile_dir/data" "$work/local/data" || bad=1
     plan_dump "$hostile_dir/plans.db" >"$work/plans.slurm" && plan_dump "$work/local/plans.db" >"$work/plans.local" &&
         [ -s "$work/plans.slurm" ] && cmp -s "$work/plans.slurm" "$work/plans.local" || { diag "the plans differ"; bad=1; }
-    for f in $(cd "$hostile_dir/train/ckpt-00000012.d" && ls); do
-        cmp -s "$hostile_dir/train/ckpt-00000012.d/$f" "$work/local/train/ckpt-00000012.d/$f" ||
-            { diag "checkpoint part $f differs"; bad=1; }
-    done
+    same_checkpoint "$hostile_dir" "$work/local" || bad=1
     return $bad
 }
 
@@ -161,11 +168,7 @@ test_preempt() {
     [ "$(job_field "$train" Restarts)" = 1 ] || { diag "job $train was not requeued once"; bad=1; }
     grep -q 'trainer: SIGUSR2: stopped after step' "$log" && grep -q 'resuming from .*ckpt-' "$log" ||
         { diag "no checkpoint-and-resume in the log"; diag_file "$log" 60; bad=1; }
-    local f
-    for f in $(cd "$hostile_dir/train/ckpt-00000012.d" && ls); do
-        cmp -s "$hostile_dir/train/ckpt-00000012.d/$f" "$work/pre/train/ckpt-00000012.d/$f" ||
-            { diag "final checkpoint part $f differs from the uninterrupted run's"; bad=1; }
-    done
+    same_checkpoint "$hostile_dir" "$work/pre" || bad=1
     return $bad
 }
 
