@@ -120,7 +120,7 @@ static lt_status generate(const gen_args *a, const lt_llama *m, const lt_tokeniz
     st = lt_kvctx_init(&kv, m, &b, false, err);
     lt_rng rng;
     lt_rng_seed(&rng, (uint64_t)a->seed);
-    lt_pass pass = {0, m->shape.layers, true, true, 0.0f};
+    lt_pass pass = {.l0 = 0, .l1 = m->shape.layers, .embed = true, .head = true};
     int n = (int)n_prompt;
     lt_train_slice sl = {0, 0, n};
     while (st == LT_OK) {

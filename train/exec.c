@@ -13,6 +13,12 @@
  * that layer's backward (lt_acts_alloc_window): what is held is what the simulator prices
  * (plans/sim.c frees an F's share at each backward that takes it; plans/cost.c prices a
  * backward's working memory as one layer of its tokens).
+ *
+ * The memory each stage holds is counted as it is allocated and freed (track, untrack: the
+ * measured peak, lt_exec_stats.stage_peak_bytes): the buffers made here (activations, kept
+ * inputs, windows, input gradients, receive and exchange buffers) where they are made, the
+ * K/V context and every pass's working memory (scratch, the fused head's logits block)
+ * through an lt_meter (train/model.h) that they report to.
  */
 #include "train/exec.h"
 
@@ -151,6 +157,7 @@ typedef struct {
     size_t **gxin_bytes;
     int *gsize;      /* [n_ops] the group size of gacts[v] / gdin[v] */
     float **din;     /* [n_ops] B ops with layer_begin > 0: the gradient of their input */
+    size_t *din_bytes; /* [n_ops] bytes of din[v], or of gdin[v]'s members held here */
     float **x_in;    /* [n_ops] F ops with recompute over a range not starting at layer 0: the
                         input [T, C] of their first (recomputed) layer, all they keep of it */
     uint32_t *refs;  /* [n_ops] readers still to run of acts[v] / din[v] / x_in[v] */
@@ -158,9 +165,10 @@ typedef struct {
     kept_rows *kept;     /* [n_ops] F ops: which rows of acts[v] / x_in[v] are still held */
     kept_rows **gkept;   /* [n_ops] group F ops: the same per member of gacts[v] / gxin[v] */
     int *acts_T;     /* [n_ops] rows of x_in[v] */
-    size_t live, peak;
+    size_t live, peak;               /* bytes held now and at most (track, untrack) */
     size_t *live_stage, *peak_stage; /* [pp] the same per stage of the pipeline */
     int cur_stage;                   /* the stage of the op running */
+    lt_meter meter;                  /* the KV context's and the passes' allocations into live */
     int64_t *f_tokens, *b_tokens; /* [pp x n_samples] tokens through each stage, per sample */
     lt_exec_stats *stats;
     double t0;               /* the step's start (now_s) */
@@ -221,6 +229,8 @@ static void release(pipe_run *pr, uint32_t v) {
         lt_acts_free(&pr->gacts[v][g]);
     }
     for (int g = 0; pr->gdin[v] && g < pr->gsize[v]; g++) free(pr->gdin[v][g]);
+    if (pr->din_bytes[v]) untrack(pr, pr->din_bytes[v], (int)pr->deps.stage[v]);
+    pr->din_bytes[v] = 0;
     free(pr->gacts[v]), free(pr->gdin[v]);
     pr->gacts[v] = NULL, pr->gdin[v] = NULL;
     if (pr->acts[v].T > 0) {
@@ -291,10 +301,21 @@ static void untrack(pipe_run *pr, size_t bytes, int stage) {
     pr->live_stage[stage] -= bytes;
 }
 
-/* Forward of a unit through pass `pass` into new activations *a (input `in`). */
+/* lt_meter: what the KV context and the passes allocate, at the moment they do, counted
+ * on the running op's stage. */
+static void meter_add(void *ctx, size_t bytes) { track(ctx, bytes); }
+
+static void meter_sub(void *ctx, size_t bytes) {
+    pipe_run *pr = ctx;
+    untrack(pr, bytes, pr->cur_stage);
+}
+
+/* Forward of a unit through pass `pass` into new activations *a (input `in`), counted from
+ * their allocation on. */
 static lt_status forward_pass(pipe_run *pr, const lt_pass *pass, const lt_train_unit *u, const float *in, lt_acts *a,
                               double *loss, lt_error *err) {
     lt_status st = lt_acts_alloc(a, pr->m, pr->b, u, pass->l0, pass->l1, pass->head, err);
+    if (st == LT_OK) track(pr, a->bytes);
     if (st == LT_OK) st = lt_llama_forward(pr->m, pass, pr->b, u, in, pr->kv, a, pr->grads, loss, NULL, pr->pool, err);
     return st;
 }
@@ -327,16 +348,15 @@ static lt_status run_forward(pipe_run *pr, uint32_t v, lt_error *err) {
             pr->acts_T[v] = T;
             track(pr, bytes);
         }
-        lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0};
+        lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0, .meter = &pr->meter};
         st = forward_pass(pr, &pa, &u, in, &scratch, NULL, err);
-        track(pr, scratch.bytes);
         in = scratch.out;
     }
-    lt_pass pass = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers && with_loss};
+    lt_pass pass = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers && with_loss,
+                    .meter = &pr->meter};
     pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
     double loss = 0;
     if (st == LT_OK) st = forward_pass(pr, &pass, &u, in, &pr->acts[v], &loss, err);
-    if (pr->acts[v].T > 0) track(pr, pr->acts[v].bytes);
     if (scratch.T > 0) untrack(pr, scratch.bytes, pr->cur_stage);
     lt_acts_free(&scratch);
     if (st != LT_OK) return st;
@@ -457,7 +477,7 @@ static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     if (st != LT_OK) return st;
     int l0 = (int)op->layer_begin, l1 = (int)op->layer_end, R = recompute_of(op);
     float scale = (float)(1.0 / (double)pr->p->n_predicted);
-    lt_pass pb = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers};
+    lt_pass pb = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers, .meter = &pr->meter};
     pb.loss_scale = pb.head ? scale : 0.0f;
     const float *dout = NULL;
     if (!pb.head) {
@@ -479,15 +499,19 @@ static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
         if (st == LT_OK) track(pr, win.bytes), a = &win;
         if (st == LT_OK && pb.head) st = gather_rows(&rg, l1, l1, true, err);
     }
-    lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0};
+    lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0, .meter = &pr->meter};
     if (st == LT_OK && R > 0) {
         st = forward_pass(pr, &pa, &u, x, &redo, NULL, err);
-        track(pr, redo.bytes);
         if (st == LT_OK && !(dmid = calloc(TC, sizeof(float))))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a gradient");
+        if (dmid) track(pr, TC * sizeof(float));
     }
     if (st == LT_OK && l0 > 0 && !(pr->din[v] = calloc(TC, sizeof(float))))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-float input gradient", TC);
+    if (pr->din[v]) { /* held until the stage before has read it (release) */
+        pr->din_bytes[v] = TC * sizeof(float);
+        track(pr, pr->din_bytes[v]);
+    }
     bool final = pr->eh && v == pr->last_b;
     lt_cp_hooks fh = {.ctx = pr, .layer_done = final_layer};
     lt_cp_hooks gh = {.ctx = &rg, .layer_begin = gather_layer, .layer_done = final ? gather_final : NULL};
@@ -503,6 +527,7 @@ static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
                                      err);
     if (redo.T > 0) untrack(pr, redo.bytes, pr->cur_stage);
     lt_acts_free(&redo);
+    if (dmid) untrack(pr, TC * sizeof(float), pr->cur_stage);
     free(dmid), free(src_op), free(src_row);
     if (x_owned) untrack(pr, x_bytes, pr->cur_stage), free(x);
     if (st == LT_OK) count_tokens(pr, pr->b_tokens, stage, &u);
@@ -626,6 +651,7 @@ typedef struct cp_xchg {
     int R;
     lt_acts *ca;             /* [n_active] the active members' windows */
     const lt_train_unit *cu; /* [n_active] their shards */
+    size_t packed;           /* bytes of kv_pack's buffers while they are held */
 } cp_xchg;
 
 static lt_status kv_pack(cp_xchg *x, int l, bool grads, lt_error *err, float **mine, size_t *bytes, float **all) {
@@ -643,6 +669,8 @@ static lt_status kv_pack(cp_xchg *x, int l, bool grads, lt_error *err, float **m
     }
     *mine = malloc(bytes[gu->me] ? bytes[gu->me] : 1), *all = malloc(total ? total : 1);
     if (!*mine || !*all) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the K/V exchange");
+    x->packed = bytes[gu->me] + total;
+    track(x->pr, x->packed);
     float *p = *mine;
     if (grads)
         for (int i = 0; i < x->n_rows; i++) {
@@ -660,6 +688,13 @@ static lt_status kv_pack(cp_xchg *x, int l, bool grads, lt_error *err, float **m
             memcpy(p, ks->v[l] + o, n * sizeof(float)), p += n;
         }
     return LT_OK;
+}
+
+/* kv_pack's buffers (and the sizes) freed. */
+static void kv_pack_free(cp_xchg *x, size_t *bytes, float *mine, float *all) {
+    untrack(x->pr, x->packed, x->pr->cur_stage);
+    x->packed = 0;
+    free(bytes), free(mine), free(all);
 }
 
 static lt_status kv_ready(void *ctx, int l, lt_error *err) {
@@ -683,7 +718,7 @@ static lt_status kv_ready(void *ctx, int l, lt_error *err) {
             if (j != gu->me) memcpy(ks->k[l] + o, p, n * sizeof(float)), memcpy(ks->v[l] + o, p + n, n * sizeof(float));
             p += 2 * n;
         }
-    free(bytes), free(mine), free(all);
+    kv_pack_free(x, bytes, mine, all);
     return st;
 }
 
@@ -728,7 +763,7 @@ static lt_status dkv_ready(void *ctx, int l, lt_error *err) {
                 dst[w][e] = sum;
             }
     }
-    free(bytes), free(mine), free(all);
+    kv_pack_free(x, bytes, mine, all);
     return st;
 }
 
@@ -828,11 +863,12 @@ static lt_status run_forward_group(pipe_run *pr, uint32_t v, int G, lt_error *er
                 else memcpy(pr->gxin[v][g], cin[i], bytes), pr->gxin_bytes[v][g] = bytes, track(pr, bytes);
             }
         }
-        lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0};
+        lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0, .meter = &pr->meter};
         if (st == LT_OK) st = group_forward(pr, &pa, &gu, cin, cs, hooks, NULL, err);
         for (int i = 0; st == LT_OK && i < gu.n_active; i++) cin[i] = cs[i].out;
     }
-    lt_pass pass = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers && with_loss};
+    lt_pass pass = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers && with_loss,
+                    .meter = &pr->meter};
     pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
     double loss = 0;
     if (st == LT_OK) st = group_forward(pr, &pass, &gu, cin, ca, hooks, &loss, err);
@@ -905,9 +941,9 @@ static lt_status row_sources(pipe_run *pr, uint32_t v, int G, int R, bool want_x
  * that this member's forward shards hold, and receive the rows of this member's shard that
  * the others hold (recv[h]: member h's rows in row_sources order, each the row of layers
  * [lo, hi) with or without the head's part, lt_acts_pack_row, then with want_x the kept
- * input). */
+ * input; counted from here, their bytes added to *recv_bytes for the caller to untrack). */
 static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, int R, int lo, int hi, bool head,
-                               bool want_x, float **recv, lt_error *err) {
+                               bool want_x, float **recv, size_t *recv_bytes, lt_error *err) {
     int G = gu->G, me = gu->me;
     size_t C = (size_t)pr->m->shape.hidden;
     size_t row_floats = lt_acts_row_floats(pr->m, lo, hi, head) + (want_x ? C : 0);
@@ -928,6 +964,7 @@ static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, 
             sbytes[g] = cnt * row_floats * sizeof(float);
             float *q = send[g] = malloc(sbytes[g]);
             if (!q) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu rows to send", cnt);
+            else track(pr, sbytes[g]);
             for (size_t i = 0; st == LT_OK && i < n; i++) {
                 if (rs[i].h != me) continue;
                 st = lt_acts_pack_row(&pr->gacts[rs[i].f][me], rs[i].srow, lo, hi, head, pr->m, q, err);
@@ -937,13 +974,16 @@ static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, 
         }
         free(rs);
     }
-    for (int h = 0; st == LT_OK && h < G; h++)
+    for (int h = 0; st == LT_OK && h < G; h++) {
         if (rbytes[h] > 0 && !(recv[h] = malloc(rbytes[h])))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the rows to receive");
+        if (recv[h]) track(pr, rbytes[h]), *recv_bytes += rbytes[h];
+    }
     if (st == LT_OK)
         st = lt_comm_exchange(pr->comm, gu->ranks, G, me, (const void *const *)send, sbytes, (void *const *)recv, rbytes,
                               err);
-    for (int g = 0; send && g < G; g++) free(send[g]);
+    for (int g = 0; send && g < G; g++)
+        if (send[g]) untrack(pr, sbytes[g], pr->cur_stage), free(send[g]);
     free(send), free(sbytes), free(rbytes);
     return st;
 }
@@ -987,11 +1027,14 @@ static lt_status gather_members(cp_xchg *xc, int lo, int hi, bool head, float **
     pipe_run *pr = xc->pr;
     const group_units *gu = xc->gu;
     float **recv = calloc((size_t)gu->G, sizeof *recv);
+    size_t recv_bytes = 0; /* of recv's buffers, counted while held */
     lt_status st = recv ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    if (st == LT_OK && pr->comm) st = exchange_rows(pr, xc->v, gu, xc->R, lo, hi, head, xs != NULL, recv, err);
+    if (st == LT_OK && pr->comm)
+        st = exchange_rows(pr, xc->v, gu, xc->R, lo, hi, head, xs != NULL, recv, &recv_bytes, err);
     for (int i = 0; st == LT_OK && i < gu->n_active; i++)
         st = gather_group(pr, xc->v, gu->G, xc->R, &xc->cu[i], lo, hi, head, recv, &xc->ca[i], xs ? xs[i] : NULL, err);
     for (int h = 0; recv && h < gu->G; h++) free(recv[h]);
+    untrack(pr, recv_bytes, pr->cur_stage);
     free(recv);
     return st;
 }
@@ -1014,9 +1057,9 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
     int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
     int l0 = (int)op->layer_begin, l1 = (int)op->layer_end, R = recompute_of(op);
     float scale = (float)(1.0 / (double)pr->p->n_predicted);
-    lt_pass pb = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers};
+    lt_pass pb = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers, .meter = &pr->meter};
     pb.loss_scale = pb.head ? scale : 0.0f;
-    lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0};
+    lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0, .meter = &pr->meter};
     bool want_x = R > 0 && l0 > 0;
     uint32_t from = LT_DEP_NONE;
     if (!pb.head) {
@@ -1055,8 +1098,13 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
             st = op_error(pr, v, err, "no gradient from the stage after for a member");
         if (st == LT_OK && l0 > 0 && !(cdin[i] = pr->gdin[v][g] = calloc(TC, sizeof(float))))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        if (cdin[i]) { /* held until the stage before has read it (release) */
+            pr->din_bytes[v] += TC * sizeof(float);
+            track(pr, TC * sizeof(float));
+        }
         if (st == LT_OK && R > 0 && !(cmid[i] = calloc(TC, sizeof(float))))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        if (cmid[i]) track(pr, TC * sizeof(float));
     }
     /* before the first layer: the head's part (the backward starts from it) and the
      * recomputed layers' inputs; then each layer's rows as its backward begins */
@@ -1078,6 +1126,7 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
     for (int i = 0; cr && i < gu.n_active; i++) {
         untrack(pr, cr[i].bytes, pr->cur_stage);
         lt_acts_free(&cr[i]);
+        if (cmid && cmid[i]) untrack(pr, (size_t)lt_unit_tokens(&cu[i]) * C * sizeof(float), pr->cur_stage);
         if (cmid) free(cmid[i]);
         if (xs && xs[i]) untrack(pr, (size_t)lt_unit_tokens(&cu[i]) * C * sizeof(float), pr->cur_stage), free(xs[i]);
     }
@@ -1302,7 +1351,7 @@ static lt_status take_recv(pipe_run *pr, uint32_t v, lt_error *err) {
     } else {
         pr->din[from] = buf;
     }
-    if (!fwd && buf) untrack(pr, bytes, pr->my_stage); /* input gradients are not counted (as din) */
+    if (!fwd) pr->din_bytes[from] += bytes; /* counted until release(from), as a din made here */
     return LT_OK;
 }
 
@@ -1373,6 +1422,7 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     uint32_t *order = malloc((n + 1) * sizeof *order);
     pr->acts = calloc(n + 1, sizeof *pr->acts);
     pr->din = calloc(n + 1, sizeof *pr->din);
+    pr->din_bytes = calloc(n + 1, sizeof *pr->din_bytes);
     pr->refs = calloc(n + 1, sizeof *pr->refs);
     pr->path_refs = calloc(n + 1, sizeof *pr->path_refs);
     pr->kept = calloc(n + 1, sizeof *pr->kept);
@@ -1393,7 +1443,7 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
         pr->cur_stage = pr->my_stage;
     }
-    if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->refs || !pr->path_refs || !pr->kept || !pr->gkept ||
+    if (st == LT_OK && (!order || !pr->acts || !pr->din || !pr->din_bytes || !pr->refs || !pr->path_refs || !pr->kept || !pr->gkept ||
                         !pr->x_in || !pr->acts_T || !pr->gacts || !pr->gdin || !pr->gsize || !pr->gxin ||
                         !pr->gxin_bytes))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
@@ -1438,19 +1488,15 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             pr->cur_stage = (int)pr->deps.stage[v];
             int G = group_of(pr, pr->deps.op[v]);
             bool b = pr->deps.op[v]->kind == LT_OP_B;
-            size_t kv_before = lt_kvctx_bytes(pr->kv);
             st = G > 1 ? (b ? run_backward_group(pr, v, G, err) : run_forward_group(pr, v, G, err))
                        : (b ? run_backward(pr, v, err) : run_forward(pr, v, err));
-            size_t kv_after = lt_kvctx_bytes(pr->kv); /* K/V (and dK/dV) this op allocated: the stage's */
-            if (kv_after > kv_before) track(pr, kv_after - kv_before);
             if (st == LT_OK && b) { /* a sample whose last backward on this stage this was: its K/V go */
                 size_t nsl;
                 const lt_op *op = pr->deps.op[v];
                 const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, op, &nsl);
                 for (size_t k = 0; k < nsl; k++)
                     if (pr->kv_last[(size_t)pr->deps.stage[v] * ns_all + (size_t)sl[k].sample] == v)
-                        untrack(pr, lt_kvctx_release(pr->kv, sl[k].sample, (int)op->layer_begin, (int)op->layer_end),
-                                pr->cur_stage);
+                        (void)lt_kvctx_release(pr->kv, sl[k].sample, (int)op->layer_begin, (int)op->layer_end);
             }
             pr->stats->ops_run++;
             lt_exec_stats *es = pr->stats;
@@ -1492,14 +1538,14 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
         pr->recv_req = NULL, pr->recv_buf = NULL, pr->recv_bytes = NULL, pr->sends_of = NULL, pr->sends = NULL;
         pr->n_sends = pr->cap_sends = 0;
     }
-    for (size_t v = 0; pr->acts && pr->din && pr->x_in && pr->acts_T && pr->gacts && pr->gdin && pr->gsize && pr->gxin &&
+    for (size_t v = 0; pr->acts && pr->din && pr->din_bytes && pr->x_in && pr->acts_T && pr->gacts && pr->gdin && pr->gsize && pr->gxin &&
                             pr->gxin_bytes && pr->kept && pr->gkept && v < n; v++)
         release(pr, (uint32_t)v);
     free(pr->kv_last), pr->kv_last = NULL;
-    free(order), free(pr->acts), free(pr->din), free(pr->refs), free(pr->path_refs), free(pr->x_in), free(pr->acts_T);
+    free(order), free(pr->acts), free(pr->din), free(pr->din_bytes), free(pr->refs), free(pr->path_refs), free(pr->x_in), free(pr->acts_T);
     free(pr->kept), free(pr->gkept);
     free(pr->gacts), free(pr->gdin), free(pr->gsize), free(pr->gxin), free(pr->gxin_bytes);
-    pr->acts = NULL, pr->din = NULL, pr->refs = NULL, pr->path_refs = NULL, pr->x_in = NULL, pr->acts_T = NULL;
+    pr->acts = NULL, pr->din = NULL, pr->din_bytes = NULL, pr->refs = NULL, pr->path_refs = NULL, pr->x_in = NULL, pr->acts_T = NULL;
     pr->kept = NULL, pr->gkept = NULL;
     pr->gacts = NULL, pr->gdin = NULL, pr->gsize = NULL, pr->gxin = NULL, pr->gxin_bytes = NULL;
     return st;
@@ -1569,6 +1615,8 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
     pipe_run pr = {.m = m, .p = p, .b = &b, .grads = grads, .kv = &kv, .pool = pool, .f_tokens = f_tokens,
                    .b_tokens = b_tokens, .stats = stats, .t0 = now_s(), .comm = comm, .eh = eh};
     if (lay) pr.my_dp = lay->dp_rank, pr.my_stage = lay->stage;
+    pr.meter = (lt_meter){.ctx = &pr, .add = meter_add, .sub = meter_sub};
+    kv.meter = &pr.meter;
     pr.live_stage = calloc((size_t)p->pp, sizeof(size_t));
     pr.peak_stage = calloc((size_t)p->pp, sizeof(size_t));
     stats->stage_peak_bytes = calloc((size_t)p->pp, sizeof(size_t));
@@ -1585,6 +1633,7 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
         for (int g = 0; g < p->pp; g++)
             if (pr.peak_stage[g] > stats->stage_peak_bytes[g]) stats->stage_peak_bytes[g] = pr.peak_stage[g];
     }
+    kv.meter = NULL; /* what is left (after an error) is freed uncounted */
     free(pr.live_stage), free(pr.peak_stage);
     if (lay && st == LT_OK) { /* the step's totals over every rank */
         double *peaks = calloc((size_t)p->pp + 1, sizeof *peaks);

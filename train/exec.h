@@ -63,9 +63,16 @@ typedef struct lt_exec_stats {
     int64_t tokens;        /* tokens of the step's samples */
     size_t ops_run;        /* ops executed (skipped DP-Merge member ops not counted) */
     size_t ops_skipped;    /* DP-Merge ops of non-first members */
-    size_t act_bytes_peak; /* largest activation bytes held at once by one pipeline */
-    size_t *stage_peak_bytes; /* [n_stages] per stage, the largest bytes (activations, kept
-                                 inputs, gradients in flight) one pipeline's stage held at once */
+    size_t act_bytes_peak; /* largest bytes held at once by one pipeline (its stages together;
+                              what stage_peak_bytes counts) */
+    size_t *stage_peak_bytes; /* [n_stages] per stage, the largest bytes one pipeline's stage
+                                 held at once, counted as they are allocated and freed:
+                                 activations (kept inputs, recomputed layers, a backward's
+                                 window), the K/V context and its gradients, input gradients
+                                 and received buffers until read, the buffers of a CP group's
+                                 exchanges, and each pass's working memory (forward and
+                                 backward scratch, the fused head's logits block); not the
+                                 model states, nor bookkeeping of a few bytes per row */
     int n_stages;
     double seconds;        /* wall time of the whole step */
     lt_measured_op *op_times; /* [n_op_times] every executed op: pipeline, stage, position, and

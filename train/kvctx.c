@@ -4,7 +4,8 @@
  * (InfiniPipe 2.1, ChunkFlow 4.2), and their gradients, which backward slices accumulate
  * in reverse slice order. Buffers are per (sample, layer): K and V at the first forward
  * over the layer, dK and dV at the first backward, all freed by lt_kvctx_release once the
- * sample's last backward over those layers has run.
+ * sample's last backward over those layers has run. A meter (lt_kvctx.meter) is told of
+ * each buffer as it is allocated and freed.
  */
 #include "train/model.h"
 
@@ -48,6 +49,7 @@ static lt_status reserve(lt_kvctx *c, int sample, int l0, int l1, bool grad, lt_
             return lt_fail(err, LT_ERR_NOMEM, "kv context", "out of memory for sample %d's %s (%d tokens, layer %d)",
                            sample, grad ? "dK/dV" : "K/V", s->len, l);
         b[l] = a[l] + per; /* one allocation per layer: a[l] owns it */
+        if (c->meter) c->meter->add(c->meter->ctx, 2 * per * sizeof(float));
     }
     return LT_OK;
 }
@@ -66,8 +68,9 @@ size_t lt_kvctx_release(lt_kvctx *c, int sample, int l0, int l1) {
     lt_kv_sample *s = &c->s[sample];
     size_t bytes = 0, per = (size_t)s->len * (size_t)c->kvd * 2 * sizeof(float);
     for (int l = l0 < 0 ? 0 : l0; l < l1 && l < c->layers; l++) {
-        if (s->k[l]) bytes += per;
-        if (s->dk[l]) bytes += per;
+        size_t held = (s->k[l] ? per : 0) + (s->dk[l] ? per : 0);
+        if (c->meter && held) c->meter->sub(c->meter->ctx, held);
+        bytes += held;
         free(s->k[l]), free(s->dk[l]);
         s->k[l] = s->v[l] = s->dk[l] = s->dv[l] = NULL;
     }

@@ -136,6 +136,24 @@ int64_t lt_batch_predicted_tokens(const lt_batch *b);
  * tokens; else LT_ERR_INPUT naming the slice. Token ids must be < vocab (checked too). */
 lt_status lt_unit_check(const lt_train_unit *u, const lt_batch *b, int vocab, lt_error *err);
 
+/* ---------------------------------------------------------------- counting memory */
+
+/*
+ * How a caller counts the memory a step holds as it is allocated (train/exec.c's measured
+ * peak per stage, lt_exec_stats.stage_peak_bytes): add(bytes) right after a buffer is
+ * allocated, sub(bytes) right before it is freed. A KV context with a meter reports every
+ * K/V and dK/dV buffer it reserves and releases (lt_kvctx.meter); a pass with one reports
+ * its working memory for as long as the call holds it (lt_pass.meter: a forward's K/V rows
+ * and residual-branch buffer, a backward's gradient scratch, the head's normed input,
+ * logits row block and gradient). Bookkeeping of a few bytes per slice (attention segment
+ * lists) is not reported. NULL: nothing is counted.
+ */
+typedef struct lt_meter {
+    void *ctx;
+    void (*add)(void *ctx, size_t bytes);
+    void (*sub)(void *ctx, size_t bytes);
+} lt_meter;
+
 /* ---------------------------------------------------------------- KV context */
 
 /*
@@ -158,6 +176,8 @@ typedef struct lt_kvctx {
     int n_samples;
     lt_kv_sample *s; /* [n_samples] */
     bool with_grad;  /* gradients may be reserved */
+    const lt_meter *meter; /* NULL (lt_kvctx_init), or told of every buffer reserved and
+                              released (the bytes lt_kvctx_bytes counts) */
 } lt_kvctx;
 
 lt_status lt_kvctx_init(lt_kvctx *c, const lt_llama *m, const lt_batch *b, bool with_grad, lt_error *err);
@@ -262,6 +282,9 @@ typedef struct lt_pass {
      * (they are computed in row blocks); the head's parameter gradients go to `grads`
      * immediately and the gradient of the final norm's input waits in acts->dnf_in. */
     float loss_scale;
+    /* NULL, or told of the call's working memory while it is held (lt_meter); the
+     * activations, K/V and gradients the caller passes in are the caller's to count */
+    const lt_meter *meter;
 } lt_pass;
 
 /*

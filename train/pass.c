@@ -6,6 +6,9 @@
  *   - the forward WRITES activations (acts) and the unit's K/V rows of the KV context;
  *   - the backward ADDS into parameter gradients, into the KV context's dK/dV (rows of
  *     earlier slices included) and into `din`; its scratch is private to the call;
+ *   - a call's working memory (scratch, the head's logits block) is told to the pass's
+ *     meter while it is held (lt_pass.meter), so the caller's count of the memory a step
+ *     holds is the memory it allocated;
  *   - a slice's own dK/dV rows are read only after the attention backward of its unit,
  *     when every later slice of its sample has already run backward (FILO order): that is
  *     what makes any split of a sample into slices give the gradients of the whole sample
@@ -315,6 +318,16 @@ static void ctx_rows(const lt_train_unit *u, const lt_kvctx *kv, int l, int whic
     }
 }
 
+/* The call's working memory, told to the pass's meter (lt_meter) once allocated and before
+ * it is freed: what the caller's count of the memory held leaves out otherwise. */
+static void held(const lt_pass *pass, size_t bytes) {
+    if (pass->meter && bytes) pass->meter->add(pass->meter->ctx, bytes);
+}
+
+static void let_go(const lt_pass *pass, size_t bytes) {
+    if (pass->meter && bytes) pass->meter->sub(pass->meter->ctx, bytes);
+}
+
 static void add_into(float *dst, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = a[i] + b[i];
 }
@@ -341,6 +354,8 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
         free(nf), free(rstd), free(logits), free(dnf);
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the LM head of a %d-token unit", d.T);
     }
+    size_t bytes = (TC * (grad ? 2u : 1u) + (size_t)d.T + (size_t)block * (size_t)d.V) * sizeof(float);
+    held(pass, bytes);
     lt_rmsnorm_forward(nf, rstd, a->out, m->w.final_norm, d.T, d.C, (float)m->shape.norm_eps, pool);
     double loss = 0;
     int predicting = 0;
@@ -360,6 +375,7 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
     }
     a->loss_sum = loss;
     a->n_predicting = predicting;
+    let_go(pass, bytes);
     free(nf), free(rstd), free(logits), free(dnf);
     return LT_OK;
 }
@@ -368,6 +384,7 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
 typedef struct fwd_scratch {
     float *kbuf, *vbuf, *tmp;
     lt_attn_segment *segs;
+    size_t bytes; /* of kbuf, vbuf, tmp (told to the pass's meter) */
 } fwd_scratch;
 
 /* Layer l, first half: n1 = rmsnorm(x), q/k/v projections, RoPE, the unit's K/V rows into the
@@ -433,8 +450,12 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
         s[g].kbuf = malloc((TK ? TK : 1) * sizeof(float)), s[g].vbuf = malloc((TK ? TK : 1) * sizeof(float));
         s[g].tmp = malloc((TC ? TC : 1) * sizeof(float));
         s[g].segs = malloc(((size_t)u[g].n_slices + 1) * sizeof *s[g].segs);
-        if (!s[g].kbuf || !s[g].vbuf || !s[g].tmp || !s[g].segs)
+        if (!s[g].kbuf || !s[g].vbuf || !s[g].tmp || !s[g].segs) {
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's forward", d.T);
+            break;
+        }
+        s[g].bytes = (2 * (TK ? TK : 1) + (TC ? TC : 1)) * sizeof(float);
+        held(pass, s[g].bytes);
     }
     for (int g = 0; st == LT_OK && g < G; g++) {
         size_t TC = (size_t)a[g].T * (size_t)m->shape.hidden;
@@ -449,7 +470,10 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
         if (hooks && hooks->kv_ready && (st = hooks->kv_ready(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; g < G; g++) layer_post_forward(m, &u[g], kv, &a[g], l, &s[g], pool);
     }
-    for (int g = 0; s && g < G; g++) free(s[g].kbuf), free(s[g].vbuf), free(s[g].tmp), free(s[g].segs);
+    for (int g = 0; s && g < G; g++) {
+        let_go(pass, s[g].bytes);
+        free(s[g].kbuf), free(s[g].vbuf), free(s[g].tmp), free(s[g].segs);
+    }
     free(s);
     double total = 0;
     for (int g = 0; st == LT_OK && pass->head && g < G; g++) {
@@ -483,6 +507,7 @@ lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batc
 typedef struct bwd_scratch {
     float *buf, *dx, *dn, *dq, *datt, *dact, *dgate, *dup, *dk, *dv;
     lt_attn_segment *segs;
+    size_t bytes; /* of buf (told to the pass's meter) */
 } bwd_scratch;
 
 /* Layer l backward, second half first: the MLP and the attention (its dK/dV added into the
@@ -562,6 +587,8 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's backward", d.T);
             break;
         }
+        s[g].bytes = (total ? total : 1) * sizeof(float);
+        held(pass, s[g].bytes);
         s[g].dx = s[g].buf, s[g].dn = s[g].dx + TC, s[g].dq = s[g].dn + TC, s[g].datt = s[g].dq + TQ;
         s[g].dact = s[g].datt + TQ, s[g].dgate = s[g].dact + TF, s[g].dup = s[g].dgate + TF;
         s[g].dk = s[g].dup + TF, s[g].dv = s[g].dk + TK;
@@ -583,7 +610,10 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
         else
             for (size_t i = 0; i < TC; i++) din[g][i] += s[g].dx[i];
     }
-    for (int g = 0; s && g < G; g++) free(s[g].buf), free(s[g].segs);
+    for (int g = 0; s && g < G; g++) {
+        let_go(pass, s[g].bytes);
+        free(s[g].buf), free(s[g].segs);
+    }
     free(s);
     return st;
 }
@@ -610,7 +640,7 @@ lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_tra
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "a step with gradients needs a KV context with gradients");
     }
     if (backward) lt_kvctx_zero_grad(kv);
-    lt_pass pass = {0, m->shape.layers, true, true, backward ? loss_scale : 0.0f};
+    lt_pass pass = {.l1 = m->shape.layers, .embed = true, .head = true, .loss_scale = backward ? loss_scale : 0.0f};
     lt_acts *acts = calloc((size_t)(n_units > 0 ? n_units : 1), sizeof *acts);
     if (!acts) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %d units", n_units);
     double total = 0;

@@ -174,7 +174,7 @@ static int cmd_run(spec *s, lt_llama *m, const char *out, lt_pool *pool) {
     /* step 1, unit by unit, dumping as it goes */
     lt_kvctx kv;
     if (lt_kvctx_init(&kv, m, &s->batch, true, &err) != LT_OK) lt_error_exit(&err);
-    lt_pass pass = {0, m->shape.layers, true, true, scale};
+    lt_pass pass = {.l0 = 0, .l1 = m->shape.layers, .embed = true, .head = true, .loss_scale = scale};
     lt_acts *acts = calloc((size_t)s->n_units, sizeof *acts);
     LT_CHECK_ALLOC(acts);
     double loss_sum = 0;
@@ -252,7 +252,7 @@ static int cmd_logits(spec *s, lt_llama *m, const char *out, lt_pool *pool) {
     lt_error err;
     lt_kvctx kv;
     if (lt_kvctx_init(&kv, m, &s->batch, false, &err) != LT_OK) lt_error_exit(&err);
-    lt_pass pass = {0, m->shape.layers, true, true, 0.0f};
+    lt_pass pass = {.l0 = 0, .l1 = m->shape.layers, .embed = true, .head = true};
     for (int j = 0; j < s->batch.n_samples; j++) {
         lt_train_slice sl = {j, 0, s->samples[j].len};
         lt_train_unit u = {&sl, 1};

@@ -4,7 +4,8 @@
  * relies on: any split of a batch into units (whole, packed, sliced with KV context) and
  * any split of the layers into stages gives the same loss and gradients; threads change
  * nothing; a forward's rows kept (lt_acts_keep_rows) and a backward's activations filled
- * one layer at a time into a window set give the same rows and bit-identical gradients.
+ * one layer at a time into a window set give the same rows and bit-identical gradients;
+ * what a pass and a KV context report to a meter (lt_meter) is what they allocate.
  * PyTorch parity of the same model is tests/train/torch_parity.py.
  */
 #include <math.h>
@@ -74,7 +75,8 @@ static double grads_of(const lt_llama *m, const lt_train_unit *units, int n_unit
     /* two stages in one process: stage 0 = embedding + layers [0, cut), stage 1 = the rest + head */
     lt_kvctx kv;
     assert_int_equal(lt_kvctx_init(&kv, m, &batch, true, &err), LT_OK);
-    lt_pass p0 = {0, cut, true, false, scale}, p1 = {cut, m->shape.layers, false, true, scale};
+    lt_pass p0 = {.l0 = 0, .l1 = cut, .embed = true, .loss_scale = scale};
+    lt_pass p1 = {.l0 = cut, .l1 = m->shape.layers, .head = true, .loss_scale = scale};
     lt_acts a0[8], a1[8];
     double loss = 0;
     for (int i = 0; i < n_units; i++) {
@@ -303,7 +305,7 @@ static void rows_kept_and_windows(void **state) {
     lt_llama_views_of(&m, gf, lv[0], &vf), lt_llama_views_of(&m, g1, lv[1], &v1), lt_llama_views_of(&m, g2, lv[2], &v2);
     lt_kvctx kv;
     assert_int_equal(lt_kvctx_init(&kv, &m, &batch, true, &err), LT_OK);
-    lt_pass pass = {0, L, true, true, 0.01f};
+    lt_pass pass = {.l0 = 0, .l1 = L, .embed = true, .head = true, .loss_scale = 0.01f};
     lt_acts a, w;
     assert_int_equal(lt_acts_alloc(&a, &m, &batch, &u, 0, L, true, &err), LT_OK);
     assert_int_equal(lt_llama_forward(&m, &pass, &batch, &u, NULL, &kv, &a, &vf, NULL, NULL, NULL, &err), LT_OK);
@@ -352,6 +354,71 @@ static void rows_kept_and_windows(void **state) {
     lt_llama_free(&m);
 }
 
+/* A meter (lt_meter) as the executor keeps one: bytes held now and at most. */
+typedef struct count {
+    size_t live, peak;
+} count;
+
+static void count_add(void *ctx, size_t bytes) {
+    count *c = ctx;
+    c->live += bytes;
+    if (c->live > c->peak) c->peak = c->live;
+}
+
+static void count_sub(void *ctx, size_t bytes) {
+    count *c = ctx;
+    assert_true(bytes <= c->live); /* nothing freed that was not counted */
+    c->live -= bytes;
+}
+
+/* What a pass and a KV context report to a meter, from the shapes: the K/V (and dK/dV) of
+ * every layer as they are reserved, until released; a forward's scratch (K and V rows, a
+ * residual-branch buffer) while its layers run, then the fused head's (the normed input,
+ * its gradient, the rstd and a logits block of every row: fewer than the block's rows), a
+ * backward's gradient scratch; each call gives back all it reported. */
+static void working_memory_metered(void **state) {
+    (void)state;
+    make_batch();
+    lt_llama m;
+    make_model(&m, 0);
+    lt_error err;
+    int L = m.shape.layers;
+    size_t T = 37, C = (size_t)m.shape.hidden, F = (size_t)m.shape.ffn, V = (size_t)m.shape.vocab;
+    size_t hd = C / (size_t)m.shape.heads, qd = hd * (size_t)m.shape.heads, kvd = hd * (size_t)m.shape.kv_heads;
+    lt_train_unit u = {&whole[2], 1}; /* 37 tokens */
+    float *g = calloc(m.n_params, sizeof(float));
+    assert_non_null(g);
+    lt_layer_views lv[8];
+    lt_llama_views v;
+    lt_llama_views_of(&m, g, lv, &v);
+    count c = {0};
+    lt_meter meter = {.ctx = &c, .add = count_add, .sub = count_sub};
+    lt_kvctx kv;
+    assert_int_equal(lt_kvctx_init(&kv, &m, &batch, true, &err), LT_OK);
+    assert_null(kv.meter);
+    kv.meter = &meter;
+    lt_pass pass = {.l0 = 0, .l1 = L, .embed = true, .head = true, .loss_scale = 0.01f, .meter = &meter};
+    lt_acts a;
+    assert_int_equal(lt_acts_alloc(&a, &m, &batch, &u, 0, L, true, &err), LT_OK);
+    size_t kv_bytes = T * 2 * kvd * sizeof(float) * (size_t)L; /* K and V of every layer */
+    size_t fwd = T * (2 * kvd + C) * sizeof(float), head = (T * (2 * C + 1 + V)) * sizeof(float);
+    assert_int_equal(lt_llama_forward(&m, &pass, &batch, &u, NULL, &kv, &a, &v, NULL, NULL, NULL, &err), LT_OK);
+    assert_int_equal(c.live, kv_bytes);
+    assert_int_equal(c.live, lt_kvctx_bytes(&kv));
+    assert_int_equal(c.peak, kv_bytes + (fwd > head ? fwd : head));
+    c.peak = 0;
+    size_t bwd = T * (2 * C + 2 * qd + 3 * F + 2 * kvd) * sizeof(float);
+    assert_int_equal(lt_llama_backward(&m, &pass, &batch, &u, NULL, &kv, &a, &v, NULL, NULL, &err), LT_OK);
+    assert_int_equal(c.live, 2 * kv_bytes); /* and the dK/dV */
+    assert_int_equal(c.peak, 2 * kv_bytes + bwd);
+    assert_int_equal(lt_kvctx_release(&kv, 2, 0, L), 2 * kv_bytes);
+    assert_int_equal(c.live, 0);
+    lt_acts_free(&a);
+    lt_kvctx_free(&kv);
+    free(g);
+    lt_llama_free(&m);
+}
+
 static void gelu_models_refused(void **state) {
     (void)state;
     lt_llama m;
@@ -369,6 +436,7 @@ int main(void) {
         cmocka_unit_test(layer_split_same_gradients),
         cmocka_unit_test(threads_change_nothing),
         cmocka_unit_test(rows_kept_and_windows),
+        cmocka_unit_test(working_memory_metered),
         cmocka_unit_test(gelu_models_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
