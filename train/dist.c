@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "plans/schedule.h" /* lt_schedule, lt_stage_ops, lt_op */
+#include "train/exec.h"     /* lt_exec_check_layout */
 
 static bool is_embed(const lt_llama *m, const lt_tensor_info *t) { return t->offset == (size_t)(m->w.embed - m->params); }
 
@@ -61,7 +62,8 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
     memset(d, 0, sizeof *d);
     const lt_comm_layout *l = lt_comm_layout_of(c);
     d->comm = c, d->stage = l->stage, d->pp = l->pp, d->dp_rank = l->dp_rank, d->dp = l->dp;
-    lt_status st = stage_layers(p, d->stage, &d->l0, &d->l1, err);
+    lt_status st = lt_exec_check_layout(p, l, err);
+    if (st == LT_OK) st = stage_layers(p, d->stage, &d->l0, &d->l1, err);
     if (st != LT_OK) return st;
     d->n_tensors = m->n_tensors;
     d->mine = calloc((size_t)m->n_tensors, sizeof *d->mine);
@@ -170,7 +172,8 @@ lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_a
 
 lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *err) {
     int l0, l1;
-    lt_status st = stage_layers(p, d->stage, &l0, &l1, err);
+    lt_status st = lt_exec_check_layout(p, lt_comm_layout_of(d->comm), err);
+    if (st == LT_OK) st = stage_layers(p, d->stage, &l0, &l1, err);
     if (st == LT_OK && (l0 != d->l0 || l1 != d->l1))
         st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu puts layers %d..%d on stage %d, which holds layers %d..%d: the "
                      "engine does not move layers between stages", (unsigned long long)p->step, l0, l1 - 1, d->stage,

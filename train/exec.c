@@ -1566,8 +1566,7 @@ static bool holds(const lt_step_plan *p, size_t ri, int dp) {
     return dp >= r->dp_rank && dp < r->dp_rank + (r->cp > 1 ? r->cp : 1);
 }
 
-/* Distributed: the plan's layout against the job's. */
-static lt_status check_layout(const lt_step_plan *p, const lt_comm_layout *l, lt_error *err) {
+lt_status lt_exec_check_layout(const lt_step_plan *p, const lt_comm_layout *l, lt_error *err) {
     int dp = 0;
     for (size_t r = 0; r < p->n_ranks; r++) dp += p->ranks[r].cp > 1 ? p->ranks[r].cp : 1;
     if (dp != l->dp || p->pp != l->pp)
@@ -1602,7 +1601,7 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
                            m->shape.layers);
     const lt_comm_layout *lay = comm ? lt_comm_layout_of(comm) : NULL;
     if (lay) {
-        lt_status st = check_layout(p, lay, err);
+        lt_status st = lt_exec_check_layout(p, lay, err);
         if (st == LT_OK) st = lt_comm_barrier(comm, err); /* the step starts together (op times share a zero) */
         if (st != LT_OK) return st;
     }

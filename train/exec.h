@@ -119,6 +119,11 @@ typedef struct lt_exec_hooks {
     void *ctx;
     lt_status (*grads_final)(void *ctx, int layer, lt_error *err);
 } lt_exec_hooks;
+/* Distributed: the plan's layout (DP ranks, counting a static CP pipeline's members, x
+ * stages) against the job's; a mismatch names both. Every rank checks it before anything
+ * else of the step, so that each reports the layout, not a consequence of it. */
+lt_status lt_exec_check_layout(const lt_step_plan *p, const lt_comm_layout *l, lt_error *err);
+
 lt_status lt_exec_step_rank(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
                             const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_comm *comm,
                             const lt_exec_hooks *hooks, lt_error *err);
