@@ -193,6 +193,11 @@ double lt_model_forward_flops(const lt_model_shape *m, double tokens) {
     return lt_model_forward_flops_linear(m, tokens) + lt_model_forward_flops_attention(m, tokens);
 }
 
+int lt_fused_head_rows(int vocab) {
+    size_t rows = vocab > 0 ? LT_FUSED_HEAD_BLOCK_ELEMS / (size_t)vocab : LT_FUSED_HEAD_BLOCK_ELEMS;
+    return rows < 1 ? 1 : rows > (size_t)INT_MAX ? INT_MAX : (int)rows;
+}
+
 double lt_model_params(const lt_model_shape *m) {
     double h = m->hidden;
     double per_layer = layer_matrix_params(m) + 2.0 * h; /* + attention and MLP norm weights */

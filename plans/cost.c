@@ -428,9 +428,10 @@ static int unit_cp(const lt_cost_model *cm, const lt_unit *u) { return u->cp > 1
 
 /* lt_cost_op at context-parallel degree cp (cm->cp for lt_cost_op), with the slices' attention
  * efficiencies from attn_eff when not NULL (the prepared bridge computes them once per
- * slice: the same values, looked up once). */
+ * slice: the same values, looked up once). gathered: a B of an asymmetric schedule, whose
+ * rows come from several forward units (lt_cost_schedule_op). */
 static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slices, size_t n, const bool *keeps_kv,
-                    const double *attn_eff, const lt_op *op, lt_op_estimate *out) {
+                    const double *attn_eff, const lt_op *op, bool gathered, lt_op_estimate *out) {
     memset(out, 0, sizeof *out);
     lt_op_kind kind = (lt_op_kind)op->kind;
     lt_op_part part = (lt_op_part)op->part;
@@ -478,9 +479,18 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
     /* memory */
     double vocab_local = (double)cm->model.vocab / cm->tp;
     double full_layer = local * lt_cost_act_bytes_per_token(cm, part, false, false);
-    /* the head's logits while the loss runs; a fused head (logit_bytes 0: the CPU trainer's)
-     * makes and consumes them in bounded row blocks, which are not priced */
-    double logits = head && cm->logit_bytes > 0 ? local * vocab_local * cm->act_bytes : 0.0;
+    /* the head's logits while the loss runs, on the ops over the head; a fused head
+     * (logit_bytes 0: the CPU trainer's) makes and consumes them in its F, one block of rows
+     * at a time (lib/model.h, lt_fused_head_rows: 32 MiB in fp32 once a unit has the rows) */
+    double logits = 0;
+    if (head && cm->logit_bytes > 0) logits = local * vocab_local * cm->act_bytes;
+    else if (head && kind == LT_OP_F)
+        logits = fmin(local, (double)lt_fused_head_rows(cm->model.vocab)) * vocab_local * cm->act_bytes;
+    /* a B whose rows come from several forward units (an asymmetric schedule, SlimPack
+     * 4.1.2) copies them a layer at a time into a one-layer window before that layer's
+     * backward (the trainer's lt_acts_alloc_window), beside the layer's gradients: one more
+     * layer, unless it recomputes every layer of its range (from their gathered inputs) */
+    double window = gathered && r < nl ? full_layer : 0.0;
     if (kind == LT_OP_F) {
         double act = 0;
         for (size_t i = 0; i < n; i++) {
@@ -497,7 +507,7 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
     if (!backward && attn) out->cost.kv_bytes = kv_tokens / cp * nl * lt_cost_kv_bytes_per_token(cm);
     if (kind == LT_OP_F) out->cost.work_bytes = (r > 0 ? full_layer : 0.0) + logits;
     else if (kind == LT_OP_FK) out->cost.work_bytes = full_layer + logits;
-    else out->cost.work_bytes = (r > 0 ? 2.0 : 1.0) * full_layer + logits;
+    else out->cost.work_bytes = (r > 0 ? 2.0 : 1.0) * full_layer + window + logits;
 
     /* P2P payload: nothing after the model's end (forward) or before its start (backward) */
     bool edge = backward ? op_starts_model(op) : head;
@@ -506,7 +516,7 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
 
 void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv, const lt_op *op,
                 lt_op_estimate *out) {
-    cost_op(cm, cm->cp, slices, n, keeps_kv, NULL, op, out);
+    cost_op(cm, cm->cp, slices, n, keeps_kv, NULL, op, false, out);
 }
 
 /* Whether slice table v[0..n) holds a later entry of entry g's sample (entries of one sample
@@ -585,18 +595,18 @@ static void schedule_op(const lt_cost_model *cm, const lt_schedule *s, const pre
     int cp = unit_cp(cm, u);
     const double *ueff = tab ? tab->attn_eff + u->first_slice : NULL;
     if (tab) { /* the flags of every op's slices (a B's cost does not depend on them) */
-        cost_op(cm, cp, slices, n, tab->keeps_kv + u->first_slice, ueff, op, out);
+        cost_op(cm, cp, slices, n, tab->keeps_kv + u->first_slice, ueff, op, bwd_table, out);
         return;
     }
     if (op->kind == LT_OP_B || !op_has_attention(op)) { /* keys/values only matter to forwards over attention */
-        cost_op(cm, cp, slices, n, NULL, ueff, op, out);
+        cost_op(cm, cp, slices, n, NULL, ueff, op, bwd_table, out);
         return;
     }
     bool local[64] = {false};
     bool *keeps = n <= 64 ? local : lt_malloc_check(n * sizeof *keeps);
     for (size_t i = 0; i < n; i++)
         keeps[i] = has_later_slice(table, n_table, u->first_slice + i) || has_interior_bcut(s, &slices[i]);
-    cost_op(cm, cp, slices, n, keeps, ueff, op, out);
+    cost_op(cm, cp, slices, n, keeps, ueff, op, false, out);
     if (keeps != local) free(keeps);
 }
 

@@ -247,7 +247,9 @@ typedef struct lt_op_estimate {
  *   kv_bytes    F, FK over ALL or ATTN: tokens of keeps_kv slices x layers x kv bytes/token
  *   work_bytes  transient: one layer's full activations when they are dropped (FK, recomputed
  *               F) or re-made (B: recompute + gradients), the logits of the head (act_bytes
- *               per vocab entry; none when logit_bytes is 0: a fused head)
+ *               per vocab entry; with logit_bytes 0, a fused head, only in its F and one
+ *               block of lt_fused_head_rows rows: lib/model.h); as a symmetric schedule's B
+ *               (lt_cost_schedule_op adds an asymmetric B's window)
  *   out_bytes   F, FK: the output activations (0 at the model's end); B: the gradients of
  *               its input (0 at position 0); per GPU (sequence-parallel shards)
  * Bytes are per GPU: with cp = c each GPU holds tokens / c of every slice.
@@ -259,8 +261,11 @@ void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const
  * an asymmetric schedule runs its bunit's bslices) at its unit's context-parallel degree
  * (DP-Merge units above): keeps_kv[i] is true when the slice table holds a later slice of
  * the same sample (a scan of the later slices: O(slices) per slice of a forward op; B ops
- * and ops without attention do not depend on it and get NULL). s->layers must equal the
- * model's layers (a programming error otherwise: it dies with file:line). */
+ * and ops without attention do not depend on it and get NULL). A B of an asymmetric
+ * schedule gathers its rows from the forward units into a one-layer window, a layer at a
+ * time: its work_bytes hold one layer more (none when it recomputes its whole range).
+ * s->layers must equal the model's layers (a programming error otherwise: it dies with
+ * file:line). */
 void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt_op *op, lt_op_estimate *out);
 
 /* The bridge to the simulator: op_cost = lt_cost_schedule_op's cost, p2p_time =

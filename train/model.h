@@ -41,7 +41,7 @@
 #include <stdint.h>
 
 #include "lib/error.h"      /* lt_status, lt_error */
-#include "lib/model.h"      /* lt_model_shape */
+#include "lib/model.h"      /* lt_model_shape, lt_fused_head_rows */
 #include "lib/threadpool.h" /* lt_pool */
 
 /* ---------------------------------------------------------------- parameters */

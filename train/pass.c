@@ -21,9 +21,6 @@
 
 #include "train/kernels.h" /* lt_embed_*, lt_rmsnorm_*, lt_linear_*, lt_rope_*, lt_attention_*, lt_swiglu_*, lt_xent_* */
 
-/* Rows of the LM head computed at once: the [rows, V] logits block stays near 32 MiB. */
-#define HEAD_BLOCK_FLOATS (8u << 20)
-
 typedef struct dims {
     int T, C, F, V, nh, nkv, hd, qd, kvd;
 } dims;
@@ -343,8 +340,7 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
     dims d = dims_of(m, a->T);
     size_t TC = (size_t)d.T * d.C;
     bool grad = pass->loss_scale > 0;
-    int block = (int)(HEAD_BLOCK_FLOATS / (size_t)d.V);
-    if (block < 1) block = 1;
+    int block = lt_fused_head_rows(d.V); /* rows at once: the [rows, V] logits stay near 32 MiB */
     if (block > d.T) block = d.T;
     float *nf = malloc(TC * sizeof(float));
     float *rstd = malloc((size_t)d.T * sizeof(float));

@@ -13,7 +13,8 @@
  * are in a plausible range; the simulator bridge prices F, FK, B and partial ops; a B of an
  * asymmetric schedule is priced over its bunit's bslices; DP-Merge units (cp = g) cost what
  * a model with cp = g gives, whatever dp; the prepared bridge agrees with the scanning one
- * on an asymmetric schedule with DP-Merge units.
+ * on an asymmetric schedule with DP-Merge units; the trainer's working memory beside its
+ * activations is priced: a fused head's logits block in its F, an asymmetric B's window.
  *
  * The shipped profiles are found through $top_srcdir (exported by `make check`), else ".",
  * "..", "../.."; tests that need them are skipped when none holds etc/hardware.
@@ -397,8 +398,9 @@ static lt_hardware load_body(const char *name, const char *extra) {
  * 2 GiB reserved, priced exactly as before the keys existed (the same keys written out give
  * the same costs bit for bit). act_bytes >= 4 alone makes the model states fp32: 4 + 4 + 8 =
  * 16 (no master copy). logit_bytes = 0 (a fused head) drops the head's softmax from an F's
- * act_bytes and its logits from the work bytes of the ops over the head; reserved_gib may be
- * 0. Profiles built in code get the defaults; bad values are named with FILE:LINE. */
+ * act_bytes and its logits from the work bytes of the ops over the head, but for the block
+ * of rows its F makes at a time; reserved_gib may be 0. Profiles built in code get the
+ * defaults; bad values are named with FILE:LINE. */
 static void test_memory_terms_are_optional_profile_keys(void **state) {
     (void)state;
     lt_hardware gpu = load_body("gpu", NULL);
@@ -455,9 +457,11 @@ static void test_memory_terms_are_optional_profile_keys(void **state) {
 
     /* ops over the head (the last of the 8 layers) and not: the keys written out as their
      * defaults price bit for bit as the absent keys; logit_bytes 0 takes the softmax out of
-     * the F's act_bytes and the logits out of every op's work bytes, and nothing else */
+     * the F's act_bytes and the logits out of every op's work bytes but for the F's block
+     * of rows (small's 32000-entry vocabulary: 262 rows of the 1000), and nothing else */
     lt_slice sl = {0, 0, 1000};
     double T = 1000, V = (double)m->vocab, h = (double)m->hidden;
+    assert_int_equal(lt_fused_head_rows(m->vocab), 262);
     for (int last = 0; last < 2; last++) {
         uint32_t lb = last ? 7 : 0, le = last ? 8 : 1;
         lt_op ops[4] = {op_of(LT_OP_F, LT_PART_ALL, lb, le, 0), op_of(LT_OP_F, LT_PART_ALL, lb, le, 1),
@@ -471,8 +475,9 @@ static void test_memory_terms_are_optional_profile_keys(void **state) {
             assert_memory_equal(&ea.cost, &es.cost, sizeof ea.cost);
             double softmax = last && ops[k].kind == LT_OP_F ? T * V * 4 : 0.0;
             double logits = last ? T * V * 4 : 0.0; /* fp32 work logits: act_bytes 4 */
+            double block = last && ops[k].kind == LT_OP_F ? 262 * V * 4 : 0.0;
             assert_rel_close(ec.cost.act_bytes, eb.cost.act_bytes - softmax, 1e-14);
-            assert_rel_close(ec.cost.work_bytes, eb.cost.work_bytes - logits, 1e-14);
+            assert_rel_close(ec.cost.work_bytes, eb.cost.work_bytes - logits + block, 1e-14);
             /* the time moves between the F and the B over the head (the fused head's backward
              * runs in its F: test_fused_head_moves_its_backward_into_f) */
             if (!last || ops[k].kind == LT_OP_FK) assert_rel_close(ec.cost.time, eb.cost.time, 1e-14);
@@ -482,7 +487,7 @@ static void test_memory_terms_are_optional_profile_keys(void **state) {
                 /* what the fused head still keeps: the final norm's and the head's inputs */
                 assert_rel_close(ec.cost.act_bytes - T * lt_cost_act_bytes_per_token(&c, LT_PART_ALL, false, false),
                                  T * 2 * h * 4, 1e-12);
-                assert_true(ec.cost.work_bytes == 0); /* no recomputation, no logits */
+                assert_true(ec.cost.work_bytes == block); /* no recomputation: the logits block */
             }
         }
     }
@@ -1414,10 +1419,21 @@ static void asym_llama(lt_schedule *s) {
     lt_schedule_add_bunit(s, 0, 1);
 }
 
+/* lt_cost_op's estimate of a B over slices sl[0..n) at context-parallel degree cp, made a B
+ * of an asymmetric schedule's: one layer's full activations more in its work bytes (the
+ * window its rows are gathered into, a layer at a time). */
+static lt_op_estimate gathered(const lt_cost_model *cm, int cp, const lt_slice *sl, size_t n, lt_op_estimate e) {
+    double t = 0;
+    for (size_t i = 0; i < n; i++) t += (double)(sl[i].end - sl[i].begin);
+    e.cost.work_bytes += t / cp * lt_cost_act_bytes_per_token(cm, LT_PART_ALL, false, false);
+    return e;
+}
+
 /* A B of an asymmetric schedule runs its bunit's bslices: lt_cost_schedule_op and both
- * bridges price it as lt_cost_op does on those slices; an F still runs its unit's slices
- * with the keys/values flags of the slice table. The prepared bridge's flags of the bslice
- * table: a later bslice of the same sample exists. */
+ * bridges price it as lt_cost_op does on those slices, with the window of its gathered rows
+ * (one layer) in its work bytes; an F still runs its unit's slices with the keys/values
+ * flags of the slice table. The prepared bridge's flags of the bslice table: a later
+ * bslice of the same sample exists. */
 static void test_asym_b_priced_over_bslices(void **state) {
     (void)state;
     NEED_SHIPPED();
@@ -1431,6 +1447,7 @@ static void test_asym_b_priced_over_bslices(void **state) {
         lt_cost_schedule_op(&cm, &s, &b, &got);
         const lt_slice *sl = v == 0 ? &s.bslices[1] : &s.bslices[0];
         lt_cost_op(&cm, sl, v == 0 ? 2 : 1, NULL, &b, &want);
+        want = gathered(&cm, 1, sl, v == 0 ? 2 : 1, want);
         assert_memory_equal(&got, &want, sizeof got);
     }
     /* v0 (A[3000,4096) + B, 2120 tokens) costs more than u0 (A[0,2048), 2048 tokens) would */
@@ -1504,6 +1521,7 @@ static void test_dp_merge_units_priced_as_cp(void **state) {
     lt_op_estimate want_f, want_b, got;
     lt_cost_op(&ref2, &s.slices[1], 2, keeps, &f, &want_f);
     lt_cost_op(&ref2, &s.bslices[1], 2, NULL, &b, &want_b);
+    want_b = gathered(&ref2, 2, &s.bslices[1], 2, want_b); /* 8 of its 16 layers recomputed: a window */
     assert_true(want_f.cp_ring_time > 0); /* the K/V ring is charged */
     const lt_cost_model *models[] = {&d2, &d3, &d4};
     for (size_t m = 0; m < 3; m++) {
@@ -1529,6 +1547,7 @@ static void test_dp_merge_units_priced_as_cp(void **state) {
     assert_memory_equal(&got, &want_f, sizeof got);
     lt_cost_schedule_op(&d4, &s, &b, &got);
     lt_cost_op(&ref4, &s.bslices[1], 2, NULL, &b, &want_b);
+    want_b = gathered(&ref4, 4, &s.bslices[1], 2, want_b);
     assert_memory_equal(&got, &want_b, sizeof got);
     lt_cost_schedule_op(&d2, &s, &f, &got); /* ... and at cp 1 on d2 */
     lt_cost_op(&d2, &s.slices[1], 2, keeps, &f, &want_f);
@@ -1650,6 +1669,74 @@ static void test_cost_model_from_config(void **state) {
 static double kv_and_grad_bytes(const lt_cost_model *cm) {
     int kvh = (cm->model.kv_heads + cm->tp - 1) / cm->tp;
     return 2.0 /* K, V */ * 2.0 /* and gradients */ * (double)(cm->model.hidden / cm->model.heads) * kvh * 2.0;
+}
+
+/* The working memory the trainer holds beside the kept activations (issue 18: the measured
+ * stage peak against the simulator's; docs/cost-model.md "Work bytes"), from the shapes of
+ * small with r50k_base's vocabulary (V = 50257, C = 256), fp32, a fused head:
+ *   - the F over the model's end makes its logits one block of lt_fused_head_rows(V) = 166
+ *     rows at a time (32 MiB), all its rows when it has fewer; its FK (no loss) and B none;
+ *   - a B of an asymmetric schedule gathers its rows into a one-layer window beside the
+ *     layer's gradients: 2 layers of its tokens (3 recomputing one layer; 2 recomputing its
+ *     whole range, which it re-makes from the gathered inputs); a symmetric B: 1 (2). */
+static void test_trainer_working_memory_priced(void **state) {
+    (void)state;
+    assert_int_equal(lt_fused_head_rows(50257), 166);
+    assert_int_equal(lt_fused_head_rows(1), (int)LT_FUSED_HEAD_BLOCK_ELEMS);
+    assert_int_equal(lt_fused_head_rows(9000000), 1); /* a row over the block: one row at a time */
+    lt_hardware fused = load_body("wfused", "act_bytes = 4\nlogit_bytes = 0\n");
+    lt_model_shape m = *lt_model_preset("small");
+    m.vocab = 50257;
+    lt_error err;
+    lt_cost_model cm;
+    assert_int_equal(lt_cost_model_init(&cm, &m, &fused, 2, 1, 1, &err), LT_OK);
+    double V = 50257, layer = lt_cost_act_bytes_per_token(&cm, LT_PART_ALL, false, false);
+    assert_rel_close(layer, 15616, 0); /* 6 C + 2 kv + 3 F = 3904 floats */
+    lt_op_estimate e;
+    lt_slice few = {0, 0, 100}, many = {0, 0, 2048};
+    lt_op f = op_of(LT_OP_F, LT_PART_ALL, 4, 8, 0), fk = op_of(LT_OP_FK, LT_PART_ALL, 4, 8, 0);
+    lt_op b = op_of(LT_OP_B, LT_PART_ALL, 4, 8, 0), fr = op_of(LT_OP_F, LT_PART_ALL, 4, 8, 1);
+    lt_cost_op(&cm, &few, 1, NULL, &f, &e);
+    assert_true(e.cost.work_bytes == 100 * V * 4);
+    lt_cost_op(&cm, &many, 1, NULL, &f, &e);
+    assert_true(e.cost.work_bytes == 166 * V * 4);
+    lt_cost_op(&cm, &many, 1, NULL, &fr, &e);
+    assert_true(e.cost.work_bytes == 2048 * layer + 166 * V * 4);
+    lt_cost_op(&cm, &many, 1, NULL, &fk, &e);
+    assert_true(e.cost.work_bytes == 2048 * layer); /* FK: no loss, no logits */
+    lt_cost_op(&cm, &many, 1, NULL, &b, &e);
+    assert_true(e.cost.work_bytes == 2048 * layer); /* the head's backward ran in the F */
+    /* an asymmetric schedule over 2 stages: u0 = A[0,1500), u1 = A[1500,2048) + B[0,500);
+     * v0 = A[1000,2048) + B, v1 = A[0,1000) */
+    lt_schedule s;
+    assert_int_equal(lt_schedule_init(&s, 2, 8, &err), LT_OK);
+    lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, 0, 0, 1500), 1);
+    lt_schedule_add_slice(&s, 0, 1500, 2048);
+    lt_schedule_add_slice(&s, 1, 0, 500);
+    lt_schedule_add_unit(&s, 1, 2);
+    lt_schedule_add_bslice(&s, 0, 0, 1000);
+    lt_schedule_add_bslice(&s, 0, 1000, 2048);
+    lt_schedule_add_bslice(&s, 1, 0, 500);
+    lt_schedule_add_bunit(&s, 1, 2);
+    lt_schedule_add_bunit(&s, 0, 1);
+    const double tokens[2] = {1548, 1000};
+    /* no recompute: window + gradients; all 4 layers recomputed: the re-made layer +
+     * gradients, no window; over the head or not (a fused head's B makes no logits) */
+    for (uint16_t r = 0; r <= 4; r += 4)
+        for (int head = 0; head < 2; head++)
+            for (uint32_t v = 0; v < 2; v++) {
+                lt_op bv = op_of(LT_OP_B, LT_PART_ALL, head ? 4 : 0, head ? 8 : 4, r);
+                bv.unit = v;
+                lt_cost_schedule_op(&cm, &s, &bv, &e);
+                assert_true(e.cost.work_bytes == 2 * tokens[v] * layer);
+            }
+    lt_op b1 = op_of(LT_OP_B, LT_PART_ALL, 0, 4, 1);
+    lt_cost_schedule_op(&cm, &s, &b1, &e);
+    assert_true(e.cost.work_bytes == 3 * 1548 * layer); /* recomputed layer, window, gradients */
+    s.asym = false; /* the forward units backward (u0: 1500 tokens): no window */
+    lt_cost_schedule_op(&cm, &s, &b1, &e);
+    assert_true(e.cost.work_bytes == 2 * 1500 * layer);
+    lt_schedule_free(&s);
 }
 
 /* Point 4: a backward unit that starts inside a forward slice (SlimPack 4.1.2) attends to the
@@ -1793,6 +1880,7 @@ int main(void) {
         cmocka_unit_test(test_prepared_bridge_asym_dp_merge),
         cmocka_unit_test(test_cost_model_from_config),
         cmocka_unit_test(test_interior_backward_cut_keeps_kv),
+        cmocka_unit_test(test_trainer_working_memory_priced),
         cmocka_unit_test(test_ring_carries_the_context),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
