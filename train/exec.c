@@ -11,8 +11,8 @@
  * unit: after each, the rows it took leave the forward's buffers (kept_rows,
  * lt_acts_keep_rows), and a backward unit copies its rows one layer at a time, just before
  * that layer's backward (lt_acts_alloc_window): what is held is what the simulator prices
- * (plans/sim.c frees an F's share at each backward that takes it; plans/cost.c prices a
- * backward's working memory as one layer of its tokens).
+ * (plans/sim.c frees an F's share at each backward that takes it; plans/cost.c prices such
+ * a backward's working memory as two layers of its tokens: the window and the gradients).
  *
  * The memory each stage holds is counted as it is allocated and freed (track, untrack: the
  * measured peak, lt_exec_stats.stage_peak_bytes): the buffers made here (activations, kept
@@ -468,7 +468,7 @@ static lt_status gather_final(void *ctx, int l, lt_error *err) { return final_la
  * their kept input (their K/V rewritten with the same values), then the backward of
  * [l0 + R, l1) and of [l0, l0 + R). An asymmetric unit's rows of [l0 + R, l1) are copied
  * from the forward units one layer at a time, before that layer's backward (a window set):
- * one layer's copy is live, as the cost model prices a backward's working memory. */
+ * one layer's copy is live beside the backward's own scratch (the cost model's two layers). */
 static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     const lt_op *op = pr->deps.op[v];
     int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers;
