@@ -41,7 +41,7 @@ static void progress_text(jc_stage s, const jc_stage_view *v, char *buf, size_t 
     if (v->reason[0] && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " (%s)", v->reason);
 }
 
-static void print_table(const jc_run *r, const jc_stage_view *v, FILE *f) {
+static void print_table(const jc_stage_view *v, FILE *f) {
     fprintf(f, "%-9s %-16s %-11s %s\n", "STAGE", "JOB", "STATE", "PROGRESS");
     for (int s = 0; s < JC_NSTAGES; s++) {
         char job[300], prog[256];
@@ -49,7 +49,6 @@ static void print_table(const jc_run *r, const jc_stage_view *v, FILE *f) {
         progress_text((jc_stage)s, &v[s], prog, sizeof prog);
         fprintf(f, "%-9s %-16s %-11s %s\n", jc_stage_name((jc_stage)s), job, v[s].state, prog);
     }
-    (void)r;
 }
 
 static void print_json(const jc_open_run *o, const jc_stage_view *v) {
@@ -126,7 +125,7 @@ int jc_cmd_status(lt_cli_ctx *ctx) {
     } else {
         printf("run %s: %s (%s, created %s, config %.12s)\n", o.run.id, o.run.dir, o.row.mode, o.row.created,
                o.row.config_hash);
-        print_table(&o.run, v, stdout);
+        print_table(v, stdout);
     }
     jc_close_existing(&o);
     return 0;
@@ -142,7 +141,7 @@ int jc_follow(const jc_run *r, sqlite3 *db) {
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
         LT_CHECK_ALLOC(f);
-        print_table(r, v, f);
+        print_table(v, f);
         if (fclose(f) != 0) lt_die("out of memory");
         snprintf(states, sizeof states, "%s %s %s", v[0].state, v[1].state, v[2].state);
         /* the table when a state changes, else its progress at most every 10 s */
