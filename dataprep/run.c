@@ -839,6 +839,12 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
 
     lt_shard_writer *w = NULL;
     if ((st = lt_shard_writer_open(&w, rs->out_dir, &meta, err)) != LT_OK) goto out_paths;
+    /* zstd compression of the ids costs about half of tokenization at level 1-3: on the
+     * writer's thread alone it would cap the run at ~2 tokenizer threads' rate */
+    if ((st = lt_shard_writer_set_threads(w, rs->threads, err)) != LT_OK) {
+        lt_shard_writer_free(w);
+        goto out_paths;
+    }
     for (size_t i = 0; i < rs->files.count && st == LT_OK; i++) {
         uint32_t idx;
         st = lt_shard_writer_add_file(w, rs->files.items[i], pl.results[i].size, &idx, err);

@@ -9,8 +9,12 @@
  *     per frame: u32 compressed size, u32 decompressed size, u32 checksum (the low 32 bits
  *                of XXH64(decompressed bytes, seed 0)),
  *     u32 n_frames, u8 0x80 (Checksum_Flag), u32 0x8F92EAB1.
- * Each zstd frame carries its content size and its own checksum; compression is one
- * ZSTD_CCtx, single-threaded, at one level, so the same input gives the same bytes.
+ * Each zstd frame carries its content size and its own checksum. Frames are independent:
+ * each is one ZSTD_compress2() call, single-threaded inside zstd, at one level, so a frame's
+ * bytes depend only on its ids and the level, never on which thread or context made them.
+ * That lets lt_shard_writer_set_threads() hand frames to a pool of compression threads
+ * while the writer's thread appends the finished frames to the file in frame order: the
+ * shard is byte-identical for any number of threads (tests/dataprep/threads.sh).
  * A frame closes at the first document end where it holds >= frame_bytes; documents of
  * 0 tokens belong to the frame being filled; at finish the pending documents (even when
  * all are empty) make the last frame; no documents at all = no frames.
@@ -57,6 +61,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +157,34 @@ typedef struct frame_entry {
     uint32_t raw_bytes, checksum;
 } frame_entry;
 
+/* One frame on its way through the compression pool: raw ids in, compressed bytes out.
+ * Jobs live in a ring of `cap` slots; frame k uses slot k % cap, so the writer can wait
+ * for frames strictly in order and the memory held is cap x (raw + compressed) frames. */
+typedef struct frame_job {
+    uint8_t *raw;
+    size_t raw_len, raw_cap;
+    void *cbuf;
+    size_t cbuf_cap, c_len;
+    uint32_t checksum;
+    bool done;
+    lt_status st;
+    lt_error err;
+} frame_job;
+
+typedef struct compress_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+    pthread_t *threads;
+    ZSTD_CCtx **cctxs;       /* one per thread */
+    int n_threads;
+    frame_job *jobs;         /* cap slots */
+    size_t cap;
+    uint64_t next_write;     /* oldest frame not yet appended to the file */
+    uint64_t next_start;     /* next frame a compression thread picks up */
+    uint64_t next_submit;    /* frames submitted so far */
+    bool stop;
+} compress_pool;
+
 struct lt_shard_writer {
     lt_shard_meta meta; /* defaults resolved */
     char *shard_path, *index_path;
@@ -178,7 +211,11 @@ struct lt_shard_writer {
     lt_status broken; /* sticky after an I/O or compression failure */
     lt_error broken_err;
     bool finished;
+    compress_pool *pool; /* NULL: frames are compressed on the writer's thread */
 };
+
+static ZSTD_CCtx *new_cctx(int level, size_t *zerr);
+static void pool_free(lt_shard_writer *w);
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return p;
@@ -246,12 +283,8 @@ lt_status lt_shard_writer_open(lt_shard_writer **out, const char *dir, const lt_
     if (w->meta.frame_bytes == 0) w->meta.frame_bytes = LT_SHARD_FRAME_BYTES_DEFAULT;
     w->shard_path = lt_task_path(dir, meta->task_id, "tokens.zst");
     w->index_path = lt_task_path(dir, meta->task_id, "index");
-    w->cctx = ZSTD_createCCtx();
-    LT_CHECK_ALLOC(w->cctx);
-    size_t r = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, w->meta.zstd_level);
-    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1);
-    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_contentSizeFlag, 1);
-    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_nbWorkers, 0);
+    size_t r;
+    w->cctx = new_cctx(w->meta.zstd_level, &r);
     if (ZSTD_isError(r)) {
         st = lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "zstd setup failed: %s", ZSTD_getErrorName(r));
         lt_shard_writer_free(w);
@@ -305,41 +338,222 @@ static lt_status write_shard_bytes(lt_shard_writer *w, const void *p, size_t n, 
     return LT_OK;
 }
 
-/* Compress the buffered documents into one frame and append it to the shard. */
-static lt_status flush_frame(lt_shard_writer *w, lt_error *err) {
-    size_t bound = ZSTD_compressBound(w->fbuf_len);
-    if (bound > w->cbuf_cap) {
-        free(w->cbuf);
-        w->cbuf = lt_malloc_check(bound);
-        w->cbuf_cap = bound;
+/* Compress one frame's raw ids (a compression thread's job, or the writer's own when
+ * there is no pool). Only the job is touched: any thread may run it. */
+static void compress_job(frame_job *j, ZSTD_CCtx *cctx, const char *shard_path) {
+    size_t bound = ZSTD_compressBound(j->raw_len);
+    if (bound > j->cbuf_cap) {
+        free(j->cbuf);
+        j->cbuf = lt_malloc_check(bound);
+        j->cbuf_cap = bound;
     }
     static const uint8_t nothing[1];
-    const uint8_t *src = w->fbuf_len ? w->fbuf : nothing;
-    size_t c = ZSTD_compress2(w->cctx, w->cbuf, w->cbuf_cap, src, w->fbuf_len);
-    if (ZSTD_isError(c))
-        return lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "zstd compression failed: %s", ZSTD_getErrorName(c));
-    if (c > UINT32_MAX || w->fbuf_len > UINT32_MAX)
+    const uint8_t *src = j->raw_len ? j->raw : nothing;
+    j->st = LT_OK;
+    size_t c = ZSTD_compress2(cctx, j->cbuf, j->cbuf_cap, src, j->raw_len);
+    if (ZSTD_isError(c)) {
+        j->st = lt_fail(&j->err, LT_ERR_INTERNAL, shard_path, "zstd compression failed: %s", ZSTD_getErrorName(c));
+        return;
+    }
+    j->c_len = c;
+    j->checksum = (uint32_t)XXH64(src, j->raw_len, 0);
+}
+
+/* Append a compressed frame to the shard and complete its frame-table entry (the offset is
+ * known only now: it is the sum of the sizes of the frames before it). */
+static lt_status append_frame(lt_shard_writer *w, frame_job *j, size_t frame, lt_error *err) {
+    if (j->st != LT_OK) {
+        *err = j->err;
+        return j->st;
+    }
+    if (j->c_len > UINT32_MAX)
+        return lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "frame %zu exceeds the seek table's 4 GiB limit", frame);
+    frame_entry *fe = &w->frames[frame];
+    fe->f.offset = w->shard_bytes;
+    fe->f.size = j->c_len;
+    fe->checksum = j->checksum;
+    return write_shard_bytes(w, j->cbuf, j->c_len, err);
+}
+
+static void *compress_main(void *arg);
+
+/* Wait for the oldest submitted frame and append it. */
+static lt_status pool_write_oldest(lt_shard_writer *w, lt_error *err) {
+    compress_pool *p = w->pool;
+    pthread_mutex_lock(&p->mu);
+    frame_job *j = &p->jobs[p->next_write % p->cap];
+    while (!j->done) pthread_cond_wait(&p->done_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    lt_status st = append_frame(w, j, (size_t)p->next_write, err);
+    pthread_mutex_lock(&p->mu);
+    j->done = false;
+    p->next_write++;
+    pthread_mutex_unlock(&p->mu);
+    return st;
+}
+
+/* Append every frame already compressed, in order, without waiting for the others. */
+static lt_status pool_write_ready(lt_shard_writer *w, lt_error *err) {
+    compress_pool *p = w->pool;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        bool ready = p->next_write < p->next_submit && p->jobs[p->next_write % p->cap].done;
+        pthread_mutex_unlock(&p->mu);
+        if (!ready) return LT_OK;
+        lt_status st = pool_write_oldest(w, err);
+        if (st != LT_OK) return st;
+    }
+}
+
+/* Close the frame being filled: record its entry (documents and tokens; offset, size and
+ * checksum once compressed) and compress it, here or in the pool. */
+static lt_status flush_frame(lt_shard_writer *w, lt_error *err) {
+    if (w->fbuf_len > UINT32_MAX)
         return lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "frame %zu exceeds the seek table's 4 GiB limit",
                        w->n_frames);
     if (w->n_frames >= UINT32_MAX)
         return lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "too many frames for the seek table");
-    uint32_t checksum = (uint32_t)XXH64(src, w->fbuf_len, 0);
-    uint64_t offset = w->shard_bytes;
-    lt_status st = write_shard_bytes(w, w->cbuf, c, err);
-    if (st != LT_OK) return st;
     w->frames = grow(w->frames, &w->frames_cap, w->n_frames + 1, sizeof *w->frames);
-    frame_entry *fe = &w->frames[w->n_frames++];
-    fe->f.offset = offset;
-    fe->f.size = c;
+    size_t frame = w->n_frames++;
+    frame_entry *fe = &w->frames[frame];
+    memset(fe, 0, sizeof *fe);
     fe->f.first_doc = w->frame_first_doc;
     fe->f.n_docs = w->n_docs - w->frame_first_doc;
     fe->f.first_token = w->frame_first_token;
     fe->f.n_tokens = w->n_tokens - w->frame_first_token;
     fe->raw_bytes = (uint32_t)w->fbuf_len;
-    fe->checksum = checksum;
-    w->fbuf_len = 0;
     w->frame_first_doc = w->n_docs;
     w->frame_first_token = w->n_tokens;
+    lt_status st = LT_OK;
+    compress_pool *p = w->pool;
+    if (!p) {
+        /* one job on the stack over the writer's own buffers */
+        frame_job j = {.raw = w->fbuf, .raw_len = w->fbuf_len, .cbuf = w->cbuf, .cbuf_cap = w->cbuf_cap};
+        compress_job(&j, w->cctx, w->shard_path);
+        w->cbuf = j.cbuf;
+        w->cbuf_cap = j.cbuf_cap;
+        st = append_frame(w, &j, frame, err);
+        w->fbuf_len = 0;
+        return st;
+    }
+    /* a free slot: the ring is full when cap frames are between written and submitted */
+    if (p->next_submit - p->next_write == p->cap && (st = pool_write_oldest(w, err)) != LT_OK) return st;
+    frame_job *j = &p->jobs[p->next_submit % p->cap];
+    /* hand the filled buffer over and keep the slot's old one for the next frame */
+    uint8_t *raw = j->raw;
+    size_t raw_cap = j->raw_cap;
+    j->raw = w->fbuf;
+    j->raw_cap = w->fbuf_cap;
+    j->raw_len = w->fbuf_len;
+    j->done = false;
+    w->fbuf = raw;
+    w->fbuf_cap = raw_cap;
+    w->fbuf_len = 0;
+    pthread_mutex_lock(&p->mu);
+    p->next_submit++;
+    pthread_cond_signal(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    return pool_write_ready(w, err);
+}
+
+static void *compress_main(void *arg) {
+    lt_shard_writer *w = arg;
+    compress_pool *p = w->pool;
+    pthread_mutex_lock(&p->mu);
+    int me = 0;
+    while (me < p->n_threads && !pthread_equal(p->threads[me], pthread_self())) me++;
+    for (;;) {
+        while (!p->stop && p->next_start == p->next_submit) pthread_cond_wait(&p->work_cv, &p->mu);
+        if (p->stop) break;
+        frame_job *j = &p->jobs[p->next_start++ % p->cap];
+        pthread_mutex_unlock(&p->mu);
+        compress_job(j, p->cctxs[me], w->shard_path);
+        pthread_mutex_lock(&p->mu);
+        j->done = true;
+        pthread_cond_broadcast(&p->done_cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Stop and free the pool (frames not yet written are dropped: finish drains them first). */
+static void pool_free(lt_shard_writer *w) {
+    compress_pool *p = w->pool;
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_threads; i++) pthread_join(p->threads[i], NULL);
+    for (int i = 0; i < p->n_threads; i++) ZSTD_freeCCtx(p->cctxs[i]);
+    for (size_t i = 0; i < p->cap; i++) {
+        free(p->jobs[i].raw);
+        free(p->jobs[i].cbuf);
+    }
+    free(p->jobs);
+    free(p->cctxs);
+    free(p->threads);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->work_cv);
+    pthread_cond_destroy(&p->done_cv);
+    free(p);
+    w->pool = NULL;
+}
+
+/* A compression context with the shard's parameters (the same for every thread: the
+ * frames' bytes must not depend on which context made them). */
+static ZSTD_CCtx *new_cctx(int level, size_t *zerr) {
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    LT_CHECK_ALLOC(c);
+    size_t r = ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 1);
+    if (!ZSTD_isError(r)) r = ZSTD_CCtx_setParameter(c, ZSTD_c_nbWorkers, 0);
+    *zerr = r;
+    return c;
+}
+
+lt_status lt_shard_writer_set_threads(lt_shard_writer *w, int n, lt_error *err) {
+    if (w->broken) return writer_broken(w, err);
+    if (w->pool || w->n_frames || w->finished)
+        return lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "set_threads after the first frame or twice");
+    if (n < 0 || n > 1024)
+        return lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "%d compression threads (0..1024)", n);
+    if (n == 0) return LT_OK;
+    compress_pool *p = lt_calloc_check(1, sizeof *p);
+    /* two frames per thread: one being compressed, one waiting, so no thread idles while
+     * the writer appends; and the writer's own next frame fills meanwhile */
+    p->cap = 2 * (size_t)n + 1;
+    p->jobs = lt_calloc_check(p->cap, sizeof *p->jobs);
+    p->threads = lt_calloc_check((size_t)n, sizeof *p->threads);
+    p->cctxs = lt_calloc_check((size_t)n, sizeof *p->cctxs);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    w->pool = p;
+    for (int i = 0; i < n; i++) {
+        size_t r;
+        p->cctxs[i] = new_cctx(w->meta.zstd_level, &r);
+        if (ZSTD_isError(r)) {
+            for (int k = 0; k <= i; k++) ZSTD_freeCCtx(p->cctxs[k]);
+            p->n_threads = 0;
+            pool_free(w);
+            return lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "zstd setup failed: %s", ZSTD_getErrorName(r));
+        }
+    }
+    /* hold the lock while starting, so that each thread finds its own entry in threads[] */
+    pthread_mutex_lock(&p->mu);
+    int started = 0;
+    for (; started < n; started++)
+        if (pthread_create(&p->threads[started], NULL, compress_main, w) != 0) break;
+    p->n_threads = started;
+    pthread_mutex_unlock(&p->mu);
+    if (started < n) {
+        for (int i = started; i < n; i++) ZSTD_freeCCtx(p->cctxs[i]);
+        pool_free(w);
+        return lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "cannot start %d compression threads (started %d)", n,
+                       started);
+    }
     return LT_OK;
 }
 
@@ -530,7 +744,9 @@ lt_status lt_shard_writer_finish(lt_shard_writer *w, lt_shard_summary *sum, lt_e
     lt_status st = LT_OK;
     /* pending documents (possibly all empty) make the last frame */
     if (w->n_docs > w->frame_first_doc) st = flush_frame(w, err);
+    while (st == LT_OK && w->pool && w->pool->next_write < w->pool->next_submit) st = pool_write_oldest(w, err);
     if (st != LT_OK) return writer_break(w, st, err);
+    pool_free(w);
     if (seek_table_bytes(w->n_frames) - 8 > UINT32_MAX)
         return writer_break(w, lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "too many frames for the seek table"),
                             err);
@@ -590,6 +806,7 @@ lt_status lt_shard_writer_finish(lt_shard_writer *w, lt_shard_summary *sum, lt_e
 
 void lt_shard_writer_free(lt_shard_writer *w) {
     if (w == NULL) return;
+    pool_free(w);
     lt_atomic_abort(&w->shard);
     ZSTD_freeCCtx(w->cctx);
     free(w->shard_path);

@@ -3,7 +3,7 @@
  * round trips of random documents (empty ones, one larger than a frame, widths 2 and 4,
  * EOS appended or not), document-aligned frames, the seek table parsed here independently,
  * plain zstd reading the whole shard as the concatenation of all ids, byte-identical
- * output, atomicity, index validation (every header field, truncation, any flipped byte:
+ * output (also with frames compressed by 1, 2 or 5 threads), atomicity, index validation (every header field, truncation, any flipped byte:
  * a clean error naming the field, never a crash) and lt_shard_verify catching damage.
  */
 #include <dirent.h>
@@ -101,11 +101,13 @@ static void make_dir(char *out, size_t size, const char *name) {
     mkdir(out, 0777);
 }
 
-static void write_docs(const char *dir, const lt_shard_meta *m, const docset *s, uint32_t n_files,
-                       lt_shard_summary *sum) {
+/* Write the documents with `threads` compression threads (0: on this thread). */
+static void write_docs_threads(const char *dir, const lt_shard_meta *m, const docset *s, uint32_t n_files,
+                               lt_shard_summary *sum, int threads) {
     lt_shard_writer *w;
     lt_error err;
     assert_int_equal(lt_shard_writer_open(&w, dir, m, &err), LT_OK);
+    assert_int_equal(lt_shard_writer_set_threads(w, threads, &err), LT_OK);
     for (uint32_t f = 0; f < n_files; f++) {
         char p[64];
         uint32_t idx;
@@ -122,6 +124,11 @@ static void write_docs(const char *dir, const lt_shard_meta *m, const docset *s,
     lt_status st = lt_shard_writer_finish(w, sum, &err);
     if (st != LT_OK) fail_msg("finish: %s (%s)", err.what, err.where);
     lt_shard_writer_free(w);
+}
+
+static void write_docs(const char *dir, const lt_shard_meta *m, const docset *s, uint32_t n_files,
+                       lt_shard_summary *sum) {
+    write_docs_threads(dir, m, s, n_files, sum, 0);
 }
 
 static unsigned char *slurp(const char *path, size_t *n) {
@@ -422,6 +429,86 @@ static void test_byte_identical(void **state) {
         free(pa);
         free(pb);
     }
+    docset_free(&s);
+}
+
+static size_t dir_entries(const char *dir);
+
+/* Frames compressed by a pool of 1, 2 or 5 threads give the same files as on the writer's
+ * own thread: small frames (many more than the pool's 2n + 1 slots), widths 2 and 4, a
+ * document larger than a frame. The shards also pass lt_shard_verify. */
+static void test_byte_identical_any_threads(void **state) {
+    (void)state;
+    lt_rng rng;
+    lt_rng_seed(&rng, 11);
+    for (int width = 2; width <= 4; width += 2) {
+        docset s = random_docs(&rng, 300, 900, 20000, 50000, 3);
+        lt_shard_meta m = make_meta((uint32_t)width, width == 2 ? 50257 : 100277, LT_EOS_APPEND, 2048);
+        char ref[512];
+        char name[64];
+        snprintf(name, sizeof name, "threads-w%d-0", width);
+        make_dir(ref, sizeof ref, name);
+        lt_shard_summary s0;
+        write_docs_threads(ref, &m, &s, 3, &s0, 0);
+        assert_true(s0.n_frames > 20);
+        const int threads[] = {1, 2, 5};
+        for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+            char dir[512];
+            snprintf(name, sizeof name, "threads-w%d-%d", width, threads[t]);
+            make_dir(dir, sizeof dir, name);
+            lt_shard_summary st;
+            write_docs_threads(dir, &m, &s, 3, &st, threads[t]);
+            assert_int_equal(st.n_frames, s0.n_frames);
+            assert_int_equal(st.shard_bytes, s0.shard_bytes);
+            assert_memory_equal(st.shard_sha256, s0.shard_sha256, 32);
+            assert_memory_equal(st.index_sha256, s0.index_sha256, 32);
+            const char *suffix[2] = {"tokens.zst", "index"};
+            for (int k = 0; k < 2; k++) {
+                char *pa = lt_task_path(ref, 3, suffix[k]), *pb = lt_task_path(dir, 3, suffix[k]);
+                size_t na, nb;
+                unsigned char *da = slurp(pa, &na), *db = slurp(pb, &nb);
+                assert_int_equal(na, nb);
+                assert_memory_equal(da, db, na);
+                free(da);
+                free(db);
+                free(pa);
+                free(pb);
+            }
+            char *ip = lt_task_path(dir, 3, "index"), *sp = lt_task_path(dir, 3, "tokens.zst");
+            lt_index *ix;
+            lt_error err;
+            assert_int_equal(lt_index_open(&ix, ip, &err), LT_OK);
+            if (lt_shard_verify(sp, ix, &err) != LT_OK) fail_msg("verify: %s (%s)", err.what, err.where);
+            lt_index_close(ix);
+            free(ip);
+            free(sp);
+        }
+        docset_free(&s);
+    }
+}
+
+/* A writer with a compression pool freed before finish (an aborted run) stops its
+ * threads and leaves nothing behind, whatever frames were in flight. */
+static void test_threads_abort_leaves_nothing(void **state) {
+    (void)state;
+    lt_rng rng;
+    lt_rng_seed(&rng, 12);
+    docset s = random_docs(&rng, 200, 900, 0, 50000, 1);
+    lt_shard_meta m = make_meta(2, 50257, LT_EOS_NONE, 1024);
+    char dir[512];
+    make_dir(dir, sizeof dir, "threads-abort");
+    lt_shard_writer *w;
+    lt_error err;
+    assert_int_equal(lt_shard_writer_open(&w, dir, &m, &err), LT_OK);
+    assert_int_equal(lt_shard_writer_set_threads(w, 3, &err), LT_OK);
+    uint32_t idx;
+    assert_int_equal(lt_shard_writer_add_file(w, "/data/a.jsonl", 1, &idx, &err), LT_OK);
+    for (size_t i = 0; i < s.n; i++)
+        assert_int_equal(lt_shard_writer_add_doc(w, 0, s.d[i].id, "", 0, s.d[i].ids, s.d[i].n, &err), LT_OK);
+    /* a second call is refused: the pool is fixed before the first frame */
+    assert_int_not_equal(lt_shard_writer_set_threads(w, 2, &err), LT_OK);
+    lt_shard_writer_free(w);
+    assert_int_equal(dir_entries(dir), 0);
     docset_free(&s);
 }
 
@@ -846,6 +933,8 @@ int main(void) {
         cmocka_unit_test(test_roundtrip_default_frames),
         cmocka_unit_test(test_empty_and_no_documents),
         cmocka_unit_test(test_byte_identical),
+        cmocka_unit_test(test_byte_identical_any_threads),
+        cmocka_unit_test(test_threads_abort_leaves_nothing),
         cmocka_unit_test(test_atomic),
         cmocka_unit_test(test_writer_rejects_bad_input),
         cmocka_unit_test(test_task_path),
