@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/tokenizer/make_texts.py — the three text sets of the tokenizer benchmark.
+"""bench/tokenizer/make_texts.py — the text sets of the tokenizer benchmark.
 
 Extracts, deterministically, from the shared corpus (default ../shared/corpus):
 
@@ -12,6 +12,20 @@ Extracts, deterministically, from the shared corpus (default ../shared/corpus):
   code          the "code" field of github/*.jsonl.zst (decompressed with `zstd -dc`).
   multilingual  WET conversion records whose letters are at least --multi-min (default
                 25 %) non-ASCII: Cyrillic, Georgian, Greek, Han, Hangul, Kana ...
+
+and the per-script sets, from every text of the corpus (WET conversion records, the "text"
+of jsonl/*.jsonl.gz, the Wikipedia dump's XML): each line whose letters are at least
+--script-min (default 60 %) of one script group, consecutive such lines of one source text
+forming a document of at most 8 KiB; a line seen before (in any source) is left out, so a
+list that two sources share is counted once:
+
+  cjk           Han, Hiragana, Katakana, Hangul (Japanese prose of a Rust book in WET,
+                Chinese place names in the JSONL and Wikipedia lists): 3-byte characters,
+                pieces of whole sentences (no spaces);
+  cyrillic      Cyrillic (Russian place names, prose, comments): 2-byte letters;
+  georgian      Georgian (WET lists): 3-byte letters in space-separated words, the corpus's
+                stand-in for the other 3-byte alphabets (Devanagari and Arabic, 2 bytes, are
+                missing: the whole corpus holds 79 Arabic and 5 Devanagari letters).
 
 Each set is written as OUT/NAME.jsonl, one {"text": ...} per record, in corpus order
 (files sorted by name, records in file order), capped at --max-bytes of text per set.
@@ -30,6 +44,7 @@ that the pre-tokenizer cannot split, or hardly: OUT/long_NAME.txt for
 Usage: make_texts.py [--corpus DIR] [--out DIR] [--max-bytes N]
 """
 import argparse
+import bz2
 import collections
 import glob
 import gzip
@@ -104,6 +119,64 @@ def write_long_runs(out_dir, size=1 << 20):
             f.write(text)
 
 
+# script group -> the first word of the Unicode names of its letters
+SCRIPT_GROUPS = {
+    "cjk": ("CJK", "HIRAGANA", "KATAKANA", "KATAKANA-HIRAGANA", "HANGUL"),
+    "cyrillic": ("CYRILLIC",),
+    "georgian": ("GEORGIAN",),
+}
+SCRIPT_DOC_BYTES = 8192
+
+
+def script_of_letter(c):
+    """The SCRIPT_GROUPS key of letter c, or None."""
+    if ord(c) < 128:
+        return None
+    first = unicodedata.name(c, "").split(" ")[0]
+    for group, names in SCRIPT_GROUPS.items():
+        if first in names:
+            return group
+    return None
+
+
+def script_docs(text, min_share, seen):
+    """Yield (group, document) for the runs of consecutive lines of `text` whose letters
+    are >= min_share of one script group (a line already in `seen` is skipped and ends a
+    run; a run is cut at SCRIPT_DOC_BYTES)."""
+    run_group, run = None, []
+
+    def flush():
+        if run:
+            yield run_group, "\n".join(run)
+        run.clear()
+
+    for line in text.split("\n"):
+        letters = 0
+        groups = collections.Counter()
+        for c in line:
+            if c.isalpha():
+                letters += 1
+                g = script_of_letter(c)
+                if g:
+                    groups[g] += 1
+        group = None
+        if letters and groups:
+            g, k = groups.most_common(1)[0]
+            if k >= min_share * letters:
+                group = g
+        if group is None or line in seen:
+            yield from flush()
+            run_group = None
+            continue
+        seen.add(line)
+        size = sum(len(x.encode("utf-8")) + 1 for x in run) + len(line.encode("utf-8"))
+        if group != run_group or size > SCRIPT_DOC_BYTES:
+            yield from flush()
+            run_group = group
+        run.append(line)
+    yield from flush()
+
+
 class TextSet:
     def __init__(self, name, out_dir, max_bytes):
         self.name = name
@@ -149,6 +222,8 @@ def main():
                     help="english: largest share of non-ASCII letters")
     ap.add_argument("--multi-min", type=float, default=0.25,
                     help="multilingual: smallest share of non-ASCII letters")
+    ap.add_argument("--script-min", type=float, default=0.6,
+                    help="per-script sets: smallest share of a line's letters in the script")
     args = ap.parse_args()
 
     wet = sorted(glob.glob(os.path.join(args.corpus, "cc", "*.warc.wet.gz")))
@@ -160,12 +235,19 @@ def main():
     english = TextSet("english", args.out, args.max_bytes)
     multi = TextSet("multilingual", args.out, args.max_bytes)
     code_set = TextSet("code", args.out, args.max_bytes)
+    scripts = {g: TextSet(g, args.out, args.max_bytes) for g in SCRIPT_GROUPS}
+    seen_lines = set()
+
+    def add_script_docs(text):
+        for group, doc in script_docs(text, args.script_min, seen_lines):
+            scripts[group].add(doc)
 
     for path in wet:
         for headers, body in wet_records(path):
             if headers.get("warc-type") != "conversion":
                 continue
             text = body.decode("utf-8", "replace")
+            add_script_docs(text)
             stats = letter_stats(text)
             letters, non_ascii, _ = stats
             if letters == 0:
@@ -189,9 +271,22 @@ def main():
             if isinstance(text, str):
                 code_set.add(text, kinds={rec.get("language", "?"): 1})
 
+    for path in sorted(glob.glob(os.path.join(args.corpus, "jsonl", "*.jsonl.gz"))):
+        with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the corpus's JSONL may hold malformed lines on purpose
+                if isinstance(rec, dict) and isinstance(rec.get("text"), str):
+                    add_script_docs(rec["text"])
+    for path in sorted(glob.glob(os.path.join(args.corpus, "wikipedia", "*.xml.bz2"))):
+        with bz2.open(path, "rt", encoding="utf-8", errors="replace") as f:
+            add_script_docs(f.read())
+
     write_long_runs(args.out)
     rows = ["set\tdocs\tbytes\tnon_ascii_letter_share\ttop_scripts_or_languages"]
-    for s in (english, code_set, multi):
+    for s in (english, code_set, multi, *scripts.values()):
         s.close()
         rows.append(s.summary())
     with open(os.path.join(args.out, "texts.tsv"), "w") as f:

@@ -17,9 +17,9 @@
 #   --threads T      the multi-thread count for the scaling figure (default 2)
 #   --profile        also perf-record ours on each set and print where the time goes
 #
-# Steps: build bench_tokenizer; make_texts.py (english, code, multilingual sets + the long
-# runs); for each encoding and set, K rounds of bench_tokenizer then bench_tiktoken.py
-# (each with --threads 1,T); the long runs likewise, single thread. Every pair is checked
+# Steps: build bench_tokenizer; make_texts.py (english, code, multilingual, the per-script
+# cjk, cyrillic, georgian sets + the long runs); for each encoding and set, K rounds of
+# bench_tokenizer then bench_tiktoken.py (each with --threads 1,T); the long runs likewise, single thread. Every pair is checked
 # to have produced the same token count and the same SHA-256 of the ids. Raw key=value
 # lines go to OUT/results.txt; the tables (markdown) to stdout and OUT/report.md.
 # Exit status: 0, 1 when a check failed (ids differ, a program failed), 2 bad usage.
@@ -86,7 +86,7 @@ ${CC_B:-cc} -std=gnu11 $CFLAGS_B -Wall -Wextra -I"$BUILD_DIR" -I"$ROOT" -o "$BIN
 
 # ---------------------------------------------------------------- texts
 python3 "$HERE/make_texts.py" --out "$OUT" >/dev/null || die "make_texts.py failed"
-SETS="english code multilingual"
+SETS="english code multilingual cjk cyrillic georgian"
 LONG="letter cjk punct punct_mixed digits spaces"
 
 # ---------------------------------------------------------------- machine
@@ -192,7 +192,7 @@ p("Throughput, single thread (best of all samples; MB = 1e6 bytes of UTF-8 input
 p("")
 p("| set | encoding | bytes | tokens | ours MB/s | tiktoken MB/s | ratio | ours Mtok/s | tiktoken Mtok/s | ids |")
 p("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
-sets = ["english", "code", "multilingual"]
+sets = ["english", "code", "multilingual", "cjk", "cyrillic", "georgian"]
 encs = list(dict.fromkeys(r["encoding"] for r in rows))
 for enc in encs:
     for s in sets:
