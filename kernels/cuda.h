@@ -3,7 +3,7 @@
  *
  * The CUDA twins of train/kernels.h (the CPU fp32 reference) plus what the GPU needs
  * around them: a per-rank context (device, streams, cuBLASLt handle and workspace, the
- * GEMM algorithm cache) and device memory. Implemented by kernels/*.cu (nvcc, sm_90);
+ * GEMM algorithm cache) and device memory. Implemented by the kernels/ .cu files (nvcc, sm_90);
  * a build without CUDA links kernels/cuda_none.c, where lt_cuda_open fails with
  * "built without CUDA" and nothing else can be reached.
  *
@@ -149,9 +149,12 @@ lt_status lt_cuda_sum_squares(lt_cuda *c, const float *g, size_t n, double *host
 lt_status lt_cuda_scale(lt_cuda *c, float *g, size_t n, float s, lt_error *err);
 /* AdamW over [begin, end) of the parameter buffer, the update of train/optim.c's
  * lt_adamw_update_range: t is the step after increment, decay the decoupled weight decay
- * of this range (0 for vectors), master/m/v fp32, and the bf16 copy written after. */
+ * of this range (0 for vectors), master/m/v fp32, and the bf16 copy written after. The
+ * scalars are doubles, as lt_optim_config holds them: the per-step constants (bias
+ * corrections, 1 - lr decay, ...) are computed from them in double on the host exactly
+ * as the CPU does, so the fp32 update matches lt_adamw_update_range bit for bit. */
 lt_status lt_cuda_adamw(lt_cuda *c, float *master, lt_bf16 *bf16_copy, const float *grad, float *m, float *v,
-                        size_t n, float lr, float beta1, float beta2, float eps, float decay, int64_t t,
+                        size_t n, double lr, double beta1, double beta2, double eps, double decay, int64_t t,
                         lt_error *err);
 
 /* ---------------------------------------------------------------- attention (kernels/attention.cu) */

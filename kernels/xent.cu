@@ -1,0 +1,138 @@
+/*
+ * kernels/xent.cu — softmax cross-entropy over bf16 logit rows [T, V], fused with its
+ * gradient, the twin of train/kernel_xent.c (llm.c's fused classifier):
+ *   loss_t        = log sum_v exp(l_v - m) + m - l_target        (m = max_v l_v)
+ *   dlogits[t, v] = scale (softmax(l)_v - [v == target])          (written in place)
+ * Rows with target < 0 predict nothing: loss 0, gradient row 0. A target >= V (a broken
+ * caller contract the kernel cannot report) gives a NaN loss and a NaN gradient row, so
+ * the step's loss shows it.
+ *
+ * One block per row, fp32 math (dev/cuda/xent.cu, version 3): a single pass over the row
+ * keeps each thread's running max and its sum of exponentials rescaled to that max
+ * (the online softmax of Milakov & Gimelshein 2018, also FlashAttention's), the block
+ * merges the (max, sum) pairs in a fixed order, then a second pass writes the gradient.
+ * In place is safe: a thread writes only the elements it read itself, and the target's
+ * logit is read by every thread before the block's first barrier. 8 logits per load when
+ * V % 8 == 0 and the rows are 16-byte aligned. The per-row losses go to row_loss (fp32);
+ * the host adds them with lt_cuda_sum_rows (deterministic).
+ */
+#include <math.h>
+
+#include "kernels/cuda_common.cuh" /* lt_cuda, lt_ld8, lt_st8 */
+
+enum { XENT_THREADS = 512 };
+
+struct max_sum {
+    float m, s; /* running max and sum_v exp(l_v - m) */
+};
+
+static __device__ __forceinline__ max_sum ms_merge(max_sum a, max_sum b) {
+    float m = fmaxf(a.m, b.m);
+    if (m == -INFINITY) return a; /* both empty */
+    max_sum r;
+    r.m = m;
+    r.s = a.s * expf(a.m - m) + b.s * expf(b.m - m);
+    return r;
+}
+
+static __device__ __forceinline__ void ms_add(max_sum &a, float x) {
+    if (x > a.m) {
+        a.s = a.s * expf(a.m - x) + 1.0f; /* expf(-inf) = 0 on the first element */
+        a.m = x;
+    } else if (x > -INFINITY) {
+        a.s += expf(x - a.m);
+    }
+}
+
+/* Every thread gets the block's (max, sum); fixed merge order (warp butterflies, then
+ * warp 0 over the warps). */
+static __device__ max_sum ms_block(max_sum a) {
+    __shared__ float sm[32], ss[32];
+    __shared__ max_sum total;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        max_sum b;
+        b.m = __shfl_xor_sync(0xffffffffu, a.m, o);
+        b.s = __shfl_xor_sync(0xffffffffu, a.s, o);
+        a = ms_merge(a, b);
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    if (lane == 0) sm[warp] = a.m, ss[warp] = a.s;
+    __syncthreads();
+    if (warp == 0) {
+        max_sum b;
+        b.m = lane < n_warps ? sm[lane] : -INFINITY;
+        b.s = lane < n_warps ? ss[lane] : 0.0f;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            max_sum d;
+            d.m = __shfl_xor_sync(0xffffffffu, b.m, o);
+            d.s = __shfl_xor_sync(0xffffffffu, b.s, o);
+            b = ms_merge(b, d);
+        }
+        if (lane == 0) total = b;
+    }
+    __syncthreads();
+    return total;
+}
+
+template <bool VEC>
+__global__ void __launch_bounds__(XENT_THREADS) xent_kernel(lt_bf16 *dlogits, const lt_bf16 *logits,
+                                                            const int32_t *targets, int V, float scale,
+                                                            float *row_loss) {
+    size_t off = (size_t)blockIdx.x * (size_t)V;
+    const lt_bf16 *l = logits + off;
+    lt_bf16 *dl = dlogits + off;
+    int target = targets[blockIdx.x];
+    if (target < 0) {
+        for (int v = threadIdx.x; v < V; v += blockDim.x) lt_st(dl + v, 0.0f);
+        if (threadIdx.x == 0) row_loss[blockIdx.x] = 0.0f;
+        return;
+    }
+    bool bad = target >= V;
+    float lt = bad ? NAN : lt_ld(l + target); /* read before any thread writes (barrier below) */
+    max_sum a = {-INFINITY, 0.0f};
+    if (VEC) {
+        for (int v = 8 * threadIdx.x; v < V; v += 8 * blockDim.x) {
+            lt_bf16x8 x = lt_ld8(l + v);
+#pragma unroll
+            for (int k = 0; k < 8; k++) ms_add(a, x.v[k]);
+        }
+    } else {
+        for (int v = threadIdx.x; v < V; v += blockDim.x) ms_add(a, lt_ld(l + v));
+    }
+    a = ms_block(a);
+    float inv = 1.0f / a.s;
+    if (threadIdx.x == 0) row_loss[blockIdx.x] = (float)(log((double)a.s) + (double)a.m - (double)lt);
+    float p_target = expf(lt - a.m) * inv;
+    float g_target = scale * (p_target - 1.0f);
+    if (VEC) {
+        for (int v = 8 * threadIdx.x; v < V; v += 8 * blockDim.x) {
+            lt_bf16x8 x = lt_ld8(l + v);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                x.v[k] = (v + k == target || bad) ? g_target : scale * (expf(x.v[k] - a.m) * inv);
+            lt_st8(dl + v, x);
+        }
+    } else {
+        for (int v = threadIdx.x; v < V; v += blockDim.x)
+            lt_st(dl + v, (v == target || bad) ? g_target : scale * (expf(lt_ld(l + v) - a.m) * inv));
+    }
+}
+
+extern "C" lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits,
+                                                   const int32_t *targets, int T, int V, float scale, float *row_loss,
+                                                   lt_error *err) {
+    LT_CUDA_REQUIRE(T >= 0 && V > 0, "lt_cuda_xent_forward_backward", "bad shape T=%d V=%d", T, V);
+    LT_CUDA_REQUIRE(dlogits != NULL && row_loss != NULL, "lt_cuda_xent_forward_backward",
+                    "dlogits and row_loss are required (the gradient is written in place of the logits)");
+    if (T == 0) return LT_OK;
+    if (V % 8 == 0 && lt_cuda_aligned16(dlogits) && lt_cuda_aligned16(logits)) {
+        xent_kernel<true><<<T, XENT_THREADS, 0, c->stream>>>(dlogits, logits, targets, V, scale, row_loss);
+        LT_LAUNCH_CHECK("xent_kernel<vec>");
+    } else {
+        xent_kernel<false><<<T, XENT_THREADS, 0, c->stream>>>(dlogits, logits, targets, V, scale, row_loss);
+        LT_LAUNCH_CHECK("xent_kernel");
+    }
+    return LT_OK;
+}
