@@ -44,6 +44,15 @@ struct lt_reader {
     bool at_eof;
 };
 
+struct lt_line_decoder {
+    lt_reader_opts opts; /* a copy, with the defaults filled in */
+    char *field;
+    lt_jsonl_reader jr;
+    char id[32];
+    char *out;
+    size_t out_cap;
+};
+
 /* ------------------------------------------------------------------ names */
 
 const char *lt_format_name(lt_format f) {
@@ -225,11 +234,12 @@ void lt_reader_skip(lt_reader_core *core, const char *where, lt_skip_reason reas
 
 /* The rule of the file comment, in its slow form: sequence by sequence. Writes into r->out;
  * returns the output length, *used the raw bytes consumed, *repl the replacements. */
-static size_t repair_slow(lt_reader *r, const char *text, size_t len, size_t cap, size_t *used, uint64_t *repl) {
+static size_t repair_slow(char **out, size_t *out_cap, const char *text, size_t len, size_t cap, size_t *used,
+                          uint64_t *repl) {
     size_t need = len <= cap / 3 ? 3 * len : cap;
-    if (need > r->out_cap) {
-        r->out = lt_realloc_check(r->out, need);
-        r->out_cap = need;
+    if (need > *out_cap) {
+        *out = lt_realloc_check(*out, need);
+        *out_cap = need;
     }
     size_t i = 0, o = 0;
     *repl = 0;
@@ -239,10 +249,10 @@ static size_t repair_slow(lt_reader *r, const char *text, size_t len, size_t cap
         size_t w = cp == LT_UTF8_INVALID ? 3 : n;
         if (w > cap - o) break;
         if (cp == LT_UTF8_INVALID) {
-            memcpy(r->out + o, "\xEF\xBF\xBD", 3);
+            memcpy(*out + o, "\xEF\xBF\xBD", 3);
             (*repl)++;
         } else {
-            memcpy(r->out + o, text + i, n);
+            memcpy(*out + o, text + i, n);
         }
         o += w;
         i += n;
@@ -269,6 +279,48 @@ static bool repair_fast(const char *text, size_t len, size_t cap, bool known_val
     return true;
 }
 
+/* What every document gets (the file comment's rule): repair, cut, count. */
+static void finish_doc(char **out, size_t *out_cap, size_t cap, bool text_is_utf8, const lt_doc *raw,
+                       lt_reader_stats *stats, lt_doc *doc) {
+    const char *text = raw->text != NULL ? raw->text : "";
+    size_t keep, used;
+    uint64_t repl = 0;
+    if (repair_fast(text, raw->len, cap, text_is_utf8, &keep)) {
+        doc->text = text;
+        doc->len = keep;
+        used = keep;
+    } else {
+        doc->len = repair_slow(out, out_cap, text, raw->len, cap, &used, &repl);
+        doc->text = *out;
+    }
+    doc->id = raw->id != NULL ? raw->id : "";
+    doc->name = raw->name != NULL ? raw->name : "";
+    doc->record = raw->record;
+    doc->offset = raw->offset;
+    doc->orig_bytes = raw->orig_bytes > raw->len ? raw->orig_bytes : raw->len;
+    doc->truncated = used < raw->len || doc->orig_bytes > raw->len;
+    if (raw->utf8_replacements > 0) {
+        /* repairs the backend made while decoding (JSON strings): exact unless the text was
+         * cut, then at most the U+FFFD left in the kept part */
+        uint64_t before = raw->utf8_replacements;
+        if (used < raw->len) {
+            uint64_t left = 0;
+            for (const char *p = doc->text, *e = doc->text + doc->len;
+                 (p = memmem(p, (size_t)(e - p), "\xEF\xBF\xBD", 3)) != NULL; p += 3)
+                left++;
+            if (left < before) before = left;
+        }
+        repl += before;
+    }
+    doc->utf8_replacements = repl;
+
+    stats->docs++;
+    stats->text_bytes += doc->len;
+    if (doc->truncated) stats->truncated++;
+    if (repl > 0) stats->repaired_docs++;
+    stats->utf8_replacements += repl;
+}
+
 lt_status lt_reader_next(lt_reader *r, lt_doc *doc, bool *eof, lt_error *err) {
     memset(doc, 0, sizeof *doc);
     *eof = true;
@@ -281,44 +333,55 @@ lt_status lt_reader_next(lt_reader *r, lt_doc *doc, bool *eof, lt_error *err) {
         r->at_eof = true;
         return st;
     }
-    const size_t cap = r->opts.max_doc_bytes;
-    const char *text = raw.text != NULL ? raw.text : "";
-    size_t keep, used;
-    uint64_t repl = 0;
-    if (repair_fast(text, raw.len, cap, r->backend->text_is_utf8, &keep)) {
-        doc->text = text;
-        doc->len = keep;
-        used = keep;
-    } else {
-        doc->len = repair_slow(r, text, raw.len, cap, &used, &repl);
-        doc->text = r->out;
-    }
-    doc->id = raw.id != NULL ? raw.id : "";
-    doc->name = raw.name != NULL ? raw.name : "";
-    doc->record = raw.record;
-    doc->offset = raw.offset;
-    doc->orig_bytes = raw.orig_bytes > raw.len ? raw.orig_bytes : raw.len;
-    doc->truncated = used < raw.len || doc->orig_bytes > raw.len;
-    if (raw.utf8_replacements > 0) {
-        /* repairs the backend made while decoding (JSON strings): exact unless the text was
-         * cut, then at most the U+FFFD left in the kept part */
-        uint64_t before = raw.utf8_replacements;
-        if (used < raw.len) {
-            uint64_t left = 0;
-            for (const char *p = doc->text, *e = doc->text + doc->len;
-                 (p = memmem(p, (size_t)(e - p), "\xEF\xBF\xBD", 3)) != NULL; p += 3)
-                left++;
-            if (left < before) before = left;
-        }
-        repl += before;
-    }
-    doc->utf8_replacements = repl;
-
-    r->stats.docs++;
-    r->stats.text_bytes += doc->len;
-    if (doc->truncated) r->stats.truncated++;
-    if (repl > 0) r->stats.repaired_docs++;
-    r->stats.utf8_replacements += repl;
+    finish_doc(&r->out, &r->out_cap, r->opts.max_doc_bytes, r->backend->text_is_utf8, &raw, &r->stats, doc);
     *eof = false;
     return LT_OK;
+}
+
+/* ------------------------------------------------------------------ lines (JSONL) */
+
+bool lt_reader_has_lines(const lt_reader *r) { return r->backend == &lt_reader_backend_jsonl; }
+
+lt_status lt_reader_next_line(lt_reader *r, lt_line *line, bool *eof, lt_error *err) {
+    memset(line, 0, sizeof *line);
+    *eof = true;
+    if (r->at_eof) return LT_OK;
+    if (!lt_reader_has_lines(r)) {
+        r->at_eof = true;
+        return lt_fail(err, LT_ERR_INTERNAL, r->path, "a %s file has no lines to cut", lt_format_name(r->format));
+    }
+    lt_status st = lt_jsonl_next_line(r->state, line, eof, err);
+    if (st != LT_OK || *eof) r->at_eof = true;
+    return st;
+}
+
+lt_line_decoder *lt_line_decoder_new(const lt_reader_opts *opts) {
+    lt_line_decoder *d = lt_calloc_check(1, sizeof *d);
+    if (opts != NULL) d->opts = *opts;
+    d->field = lt_strdup_check(d->opts.field != NULL ? d->opts.field : "text");
+    d->opts.field = d->field;
+    if (d->opts.max_doc_bytes == 0) d->opts.max_doc_bytes = READER_DEFAULT_MAX_DOC;
+    lt_jsonl_reader_init(&d->jr);
+    return d;
+}
+
+lt_status lt_line_decode(lt_line_decoder *d, const char *path, const lt_line *line, lt_reader_stats *stats,
+                         lt_doc *doc, bool *is_doc, lt_error *err) {
+    lt_reader_core core = {.src = NULL, .opts = &d->opts, .stats = stats, .path = path};
+    lt_doc raw;
+    memset(&raw, 0, sizeof raw);
+    memset(doc, 0, sizeof *doc);
+    lt_status st = lt_jsonl_decode_line(&d->jr, d->id, &core, line, &raw, is_doc, err);
+    if (st != LT_OK || !*is_doc) return st;
+    finish_doc(&d->out, &d->out_cap, d->opts.max_doc_bytes, lt_reader_backend_jsonl.text_is_utf8, &raw, stats,
+               doc);
+    return LT_OK;
+}
+
+void lt_line_decoder_free(lt_line_decoder *d) {
+    if (d == NULL) return;
+    lt_jsonl_reader_free(&d->jr);
+    free(d->out);
+    free(d->field);
+    free(d);
 }

@@ -117,6 +117,39 @@ const lt_reader_stats *lt_reader_get_stats(const lt_reader *r);
 const lt_src *lt_reader_source(const lt_reader *r);   /* progress: raw offset / size */
 void lt_reader_close(lt_reader *r);                    /* NULL-safe */
 
+/* ---- record-parallel decoding (JSONL) ------------------------------------------------
+ * A JSONL line is a record on its own, so the thread that owns the reader need only cut the
+ * stream into lines (a memchr), while turning a line into a document (JSON decoding,
+ * UTF-8 repair, truncation: most of a reader's time) may run on any number of threads:
+ *   the reader's thread:  lt_reader_next_line() in place of lt_reader_next()
+ *   any thread:           lt_line_decode() with a decoder of its own
+ * Decoding the lines in order gives exactly lt_reader_next()'s documents, skips and
+ * statistics; the statistics (records included) go to lt_line_decode's `stats`, and
+ * lt_reader_get_stats() counts nothing for lines taken this way. Damage of the file still
+ * ends lt_reader_next_line() with LT_ERR_INPUT after every line before it. */
+typedef struct lt_line {
+    const char *text;  /* without the '\n'; owned by the reader, valid until its next call */
+    size_t len;
+    uint64_t line_no;  /* 1-based */
+    uint64_t offset;   /* decompressed offset of the line's first byte */
+    bool too_long;     /* over the line cap (see max_doc_bytes): consumed, not kept, len 0 */
+} lt_line;
+
+/* True when the file is JSONL: lt_reader_next_line() may then be used. */
+bool lt_reader_has_lines(const lt_reader *r);
+lt_status lt_reader_next_line(lt_reader *r, lt_line *line, bool *eof, lt_error *err);
+
+typedef struct lt_line_decoder lt_line_decoder;
+/* A decoder with the reader's options (field, max_doc_bytes, on_skip + skip_ctx: skips are
+ * reported through them, from the decoding thread). Belongs to one thread. */
+lt_line_decoder *lt_line_decoder_new(const lt_reader_opts *opts);
+/* Decode one line of file `path`: *is_doc true and *doc filled (doc->text valid until the
+ * next call on d), or false when the line is no document (blank: counted filtered; bad:
+ * skipped). Errors: only out-of-the-ordinary ones (not a bad line: that is a skip). */
+lt_status lt_line_decode(lt_line_decoder *d, const char *path, const lt_line *line, lt_reader_stats *stats,
+                         lt_doc *doc, bool *is_doc, lt_error *err);
+void lt_line_decoder_free(lt_line_decoder *d); /* NULL-safe */
+
 /* ---- backends (dataprep/reader_*.c), used by reader.c only ---------------------------- */
 
 /* Shared state a backend fills; reader.c owns it and applies UTF-8 repair + truncation. */
@@ -144,6 +177,13 @@ typedef struct lt_reader_backend {
 extern const lt_reader_backend lt_reader_backend_wet;     /* dataprep/reader_wet.c */
 extern const lt_reader_backend lt_reader_backend_jsonl;   /* dataprep/reader_jsonl.c */
 extern const lt_reader_backend lt_reader_backend_wikixml; /* dataprep/reader_wikixml.c */
+
+/* The JSONL backend's two steps (reader_jsonl.c): cut the next line of the backend state,
+ * decode a line with a JSON reader and an id buffer of the caller's (any thread). */
+struct lt_jsonl_reader;
+lt_status lt_jsonl_next_line(void *state, lt_line *line, bool *eof, lt_error *err);
+lt_status lt_jsonl_decode_line(struct lt_jsonl_reader *jr, char id[32], lt_reader_core *core, const lt_line *line,
+                               lt_doc *doc, bool *is_doc, lt_error *err);
 
 /* Report a skipped record through core->opts->on_skip and count it (printf-formatted). */
 void lt_reader_skip(lt_reader_core *core, const char *where, lt_skip_reason reason, const char *fmt, ...)

@@ -16,6 +16,10 @@
  * syntax error, a line that fails is parsed again as a whole document (lt_json_parse, the
  * same grammar): if that succeeds and gives an object, only the member's type was wrong.
  * This costs a second parse of bad lines only.
+ *
+ * The two steps are separate functions, cutting a line (lt_jsonl_next_line, the reader's
+ * thread) and decoding it (lt_jsonl_decode_line, any thread): reader.c's lt_line_decode
+ * runs the second on other threads for `dataprep run` (reader.h, record-parallel decoding).
  */
 #include "dataprep/reader.h"
 
@@ -101,67 +105,93 @@ static bool blank(const char *s, size_t n) {
     return true;
 }
 
-static lt_status jsonl_next(void *state, lt_doc *doc, bool *eof, lt_error *err) {
+static size_t line_cap(size_t max_doc_bytes) {
+    return max_doc_bytes <= (SIZE_MAX - JSONL_MIB) / 2 ? 2 * max_doc_bytes + JSONL_MIB : SIZE_MAX;
+}
+
+lt_status lt_jsonl_next_line(void *state, lt_line *line, bool *eof, lt_error *err) {
     jsonl_state *j = state;
-    lt_reader_core *core = j->core;
+    bool got, too_long;
+    uint64_t start;
+    *eof = false;
+    lt_status st = read_line(j, &got, &too_long, &start, err);
+    if (st != LT_OK) return st;
+    if (!got) {
+        *eof = true;
+        return LT_OK;
+    }
+    j->line_no++;
+    line->text = too_long || j->line == NULL ? "" : j->line;
+    line->len = too_long ? 0 : j->line_len;
+    line->line_no = j->line_no;
+    line->offset = start;
+    line->too_long = too_long;
+    return LT_OK;
+}
+
+lt_status lt_jsonl_decode_line(lt_jsonl_reader *jr, char id[32], lt_reader_core *core, const lt_line *line,
+                               lt_doc *doc, bool *is_doc, lt_error *err) {
     const char *field = core->opts->field;
     char where[LT_ERROR_WHERE_MAX];
-    *eof = false;
-    for (;;) {
-        bool got, too_long;
-        uint64_t start;
-        lt_status st = read_line(j, &got, &too_long, &start, err);
-        if (st != LT_OK) return st;
-        if (!got) {
-            *eof = true;
-            return LT_OK;
-        }
-        j->line_no++;
-        core->stats->records++;
-        snprintf(where, sizeof where, "%s:%" PRIu64, core->path, j->line_no);
-        if (too_long) {
-            lt_reader_skip(core, where, LT_SKIP_LINE_TOO_LONG, "line longer than %zu bytes (2 x max_doc_bytes + 1 MiB)",
-                           j->line_max);
-            continue;
-        }
-        size_t n = j->line_len;
-        if (n > 0 && j->line[n - 1] == '\r') n--;
-        if (blank(j->line, n)) {
-            core->stats->filtered++;
-            continue;
-        }
-        const char *val;
-        size_t vlen;
-        lt_error e;
-        lt_error_clear(&e);
-        st = lt_jsonl_reader_get(&j->jr, j->line, n, field, &val, &vlen, &e);
-        if (st == LT_ERR_INPUT) {
-            lt_jv *root = NULL;
-            bool valid = lt_json_parse(j->line, n, &root, NULL) == LT_OK && root->type == LT_JV_OBJECT;
-            lt_jv_free(root);
-            if (valid)
-                lt_reader_skip(core, where, LT_SKIP_NOT_STRING, "%s", e.what);
-            else
-                lt_reader_skip(core, where, LT_SKIP_BAD_JSON, "%s (%s)", e.what, e.where);
-            continue;
-        }
-        if (st != LT_OK) {
-            if (err != NULL) *err = e;
-            return st;
-        }
-        if (val == NULL) {
-            lt_reader_skip(core, where, LT_SKIP_MISSING_FIELD, "no member '%s'", field);
-            continue;
-        }
-        snprintf(j->id, sizeof j->id, "line=%" PRIu64, j->line_no);
-        doc->text = val;
-        doc->len = vlen;
-        doc->id = j->id;
-        doc->name = "";
-        doc->record = j->line_no;
-        doc->offset = start;
-        doc->utf8_replacements = j->jr.replacements; /* repaired by the JSON decoder */
+    *is_doc = false;
+    core->stats->records++;
+    snprintf(where, sizeof where, "%s:%" PRIu64, core->path, line->line_no);
+    if (line->too_long) {
+        lt_reader_skip(core, where, LT_SKIP_LINE_TOO_LONG, "line longer than %zu bytes (2 x max_doc_bytes + 1 MiB)",
+                       line_cap(core->opts->max_doc_bytes));
         return LT_OK;
+    }
+    size_t n = line->len;
+    if (n > 0 && line->text[n - 1] == '\r') n--;
+    if (blank(line->text, n)) {
+        core->stats->filtered++;
+        return LT_OK;
+    }
+    const char *val;
+    size_t vlen;
+    lt_error e;
+    lt_error_clear(&e);
+    lt_status st = lt_jsonl_reader_get(jr, line->text, n, field, &val, &vlen, &e);
+    if (st == LT_ERR_INPUT) {
+        lt_jv *root = NULL;
+        bool valid = lt_json_parse(line->text, n, &root, NULL) == LT_OK && root->type == LT_JV_OBJECT;
+        lt_jv_free(root);
+        if (valid)
+            lt_reader_skip(core, where, LT_SKIP_NOT_STRING, "%s", e.what);
+        else
+            lt_reader_skip(core, where, LT_SKIP_BAD_JSON, "%s (%s)", e.what, e.where);
+        return LT_OK;
+    }
+    if (st != LT_OK) {
+        if (err != NULL) *err = e;
+        return st;
+    }
+    if (val == NULL) {
+        lt_reader_skip(core, where, LT_SKIP_MISSING_FIELD, "no member '%s'", field);
+        return LT_OK;
+    }
+    snprintf(id, 32, "line=%" PRIu64, line->line_no);
+    memset(doc, 0, sizeof *doc);
+    doc->text = val;
+    doc->len = vlen;
+    doc->id = id;
+    doc->name = "";
+    doc->record = line->line_no;
+    doc->offset = line->offset;
+    doc->utf8_replacements = jr->replacements; /* repaired by the JSON decoder */
+    *is_doc = true;
+    return LT_OK;
+}
+
+static lt_status jsonl_next(void *state, lt_doc *doc, bool *eof, lt_error *err) {
+    jsonl_state *j = state;
+    for (;;) {
+        lt_line line;
+        lt_status st = lt_jsonl_next_line(j, &line, eof, err);
+        if (st != LT_OK || *eof) return st;
+        bool is_doc;
+        st = lt_jsonl_decode_line(&j->jr, j->id, j->core, &line, doc, &is_doc, err);
+        if (st != LT_OK || is_doc) return st;
     }
 }
 
@@ -170,8 +200,7 @@ static lt_status jsonl_open(void **state, lt_reader_core *core, lt_error *err) {
     jsonl_state *j = lt_calloc_check(1, sizeof *j);
     j->core = core;
     j->chunk = lt_malloc_check(JSONL_CHUNK);
-    size_t cap = core->opts->max_doc_bytes;
-    j->line_max = cap <= (SIZE_MAX - JSONL_MIB) / 2 ? 2 * cap + JSONL_MIB : SIZE_MAX;
+    j->line_max = line_cap(core->opts->max_doc_bytes);
     lt_jsonl_reader_init(&j->jr);
     *state = j;
     return LT_OK;

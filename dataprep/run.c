@@ -77,7 +77,80 @@ typedef struct pdoc {
     size_t id_off, name_off; /* in batch->strs */
     size_t ids_off, n_ids;   /* in batch->ids, after tokenization */
     uint64_t utf8_replacements;
+    /* a JSONL line not decoded yet (a line batch, before its worker decodes it) */
+    uint64_t line_no;
+    bool too_long;
 } pdoc;
+
+/* A skipped record on its way to the stats: skips travel with the batches, so that the
+ * writer sees them in input order whichever thread found them (the reader's thread for WET
+ * and wiki XML, a worker for a JSONL line) and the stats are the same for any --threads. */
+typedef struct skip_rec {
+    char *where, *message;
+    lt_skip_reason reason;
+} skip_rec;
+
+typedef struct skip_list {
+    skip_rec *recs; /* the first SKIP_EXAMPLES_MAX */
+    size_t n, cap;
+    uint64_t dropped; /* beyond those: counted only */
+} skip_list;
+
+static void skip_list_add(skip_list *l, const char *where, lt_skip_reason reason, const char *message) {
+    if (l->n >= SKIP_EXAMPLES_MAX) {
+        l->dropped++;
+        return;
+    }
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 8;
+        l->recs = lt_realloc_check(l->recs, l->cap * sizeof *l->recs);
+    }
+    skip_rec *r = &l->recs[l->n++];
+    r->where = lt_strdup_check(where);
+    r->message = lt_strdup_check(message);
+    r->reason = reason;
+}
+
+static void skip_list_clear(skip_list *l) {
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->recs[i].where);
+        free(l->recs[i].message);
+    }
+    l->n = 0;
+    l->dropped = 0;
+}
+
+/* Move everything of `from` to the end of `to` (from is left empty). */
+static void skip_list_move(skip_list *to, skip_list *from) {
+    for (size_t i = 0; i < from->n; i++) {
+        skip_rec *r = &from->recs[i];
+        if (to->n >= SKIP_EXAMPLES_MAX) {
+            to->dropped++;
+            free(r->where);
+            free(r->message);
+            continue;
+        }
+        if (to->n == to->cap) {
+            to->cap = to->cap ? 2 * to->cap : 8;
+            to->recs = lt_realloc_check(to->recs, to->cap * sizeof *to->recs);
+        }
+        to->recs[to->n++] = *r;
+    }
+    to->dropped += from->dropped;
+    from->n = 0;
+    from->dropped = 0;
+}
+
+static void reader_stats_add(lt_reader_stats *to, const lt_reader_stats *from) {
+    to->records += from->records;
+    to->docs += from->docs;
+    for (int r = 0; r < LT_SKIP_N_REASONS; r++) to->skipped[r] += from->skipped[r];
+    to->filtered += from->filtered;
+    to->truncated += from->truncated;
+    to->repaired_docs += from->repaired_docs;
+    to->utf8_replacements += from->utf8_replacements;
+    to->text_bytes += from->text_bytes;
+}
 
 typedef struct batch {
     struct batch *next_work, *next_order;
@@ -90,6 +163,14 @@ typedef struct batch {
     uint32_t *ids;
     size_t ids_len, ids_cap;
     size_t budget_bytes; /* what it holds against the in-flight budget */
+    /* A line batch holds raw JSONL lines of one file (lines_file); its worker decodes them
+     * into documents (dtext, then swapped with text) before tokenizing, counting in stats. */
+    bool lines;
+    uint32_t lines_file;
+    char *dtext;
+    size_t dtext_len, dtext_cap;
+    lt_reader_stats stats;
+    skip_list skips; /* in input order */
     bool done;
     lt_status st;
     lt_error err;
@@ -124,11 +205,13 @@ typedef struct pipeline {
     bool reader_done, abort;
     lt_status reader_st;
     lt_error reader_err;
+    skip_list pending_skips; /* the reader's, not yet attached to a batch */
 
     const run_settings *rs;
     const lt_tokenizer *tok;
     lt_reader_opts ropts;
     file_result *results; /* one per task file */
+    lt_reader_stats *line_stats; /* per task file: what the workers decoded of its lines (writer) */
     uint64_t done_raw_before; /* raw bytes of files finished (progress) */
 
     skip_example examples[SKIP_EXAMPLES_MAX];
@@ -148,6 +231,9 @@ static void batch_free(batch *b) {
     free(b->strs);
     free(b->docs);
     free(b->ids);
+    free(b->dtext);
+    skip_list_clear(&b->skips);
+    free(b->skips.recs);
     free(b);
 }
 
@@ -190,6 +276,77 @@ static void batch_add_doc(batch *b, uint32_t file, const lt_doc *d) {
     p->name_off = batch_put_str(b, d->name ? d->name : "");
 }
 
+/* A raw JSONL line into a line batch (the reader's thread). */
+static void batch_add_line(batch *b, uint32_t file, const lt_line *l) {
+    if (b->n_docs == b->docs_cap) {
+        b->docs_cap = grow(b->docs_cap, b->n_docs + 1);
+        b->docs = lt_realloc_check(b->docs, b->docs_cap * sizeof *b->docs);
+    }
+    if (b->text_len + l->len > b->text_cap) {
+        b->text_cap = grow(b->text_cap, b->text_len + l->len);
+        b->text = lt_realloc_check(b->text, b->text_cap);
+    }
+    pdoc *p = &b->docs[b->n_docs++];
+    memset(p, 0, sizeof *p);
+    p->file = file;
+    p->text_off = b->text_len;
+    p->text_len = l->len;
+    p->line_no = l->line_no;
+    p->too_long = l->too_long;
+    if (l->len) memcpy(b->text + b->text_len, l->text, l->len);
+    b->text_len += l->len;
+}
+
+/* A worker's skip collector: the batch it is decoding. */
+static void on_line_skip(void *ctx, const char *where, lt_skip_reason reason, const char *message) {
+    batch **cur = ctx;
+    skip_list_add(&(*cur)->skips, where, reason, message);
+}
+
+/* Decode a line batch into documents, in place (a worker's job): the documents replace the
+ * lines in docs[], their texts go to dtext, which then becomes the batch's text. */
+static void batch_decode_lines(batch *b, const pipeline *pl, lt_line_decoder *dec) {
+    const char *path = pl->rs->files.items[b->lines_file];
+    size_t out = 0, empty = batch_put_str(b, "");
+    b->dtext_len = 0;
+    for (size_t i = 0; i < b->n_docs; i++) {
+        const pdoc *p = &b->docs[i];
+        lt_line line = {.text = b->text + p->text_off, .len = p->text_len, .line_no = p->line_no,
+                        .too_long = p->too_long};
+        uint32_t file = p->file;
+        lt_doc d;
+        bool is_doc = false;
+        b->st = lt_line_decode(dec, path, &line, &b->stats, &d, &is_doc, &b->err);
+        if (b->st != LT_OK) return;
+        if (!is_doc) continue;
+        if (b->dtext_len + d.len > b->dtext_cap) {
+            b->dtext_cap = grow(b->dtext_cap, b->dtext_len + d.len);
+            b->dtext = lt_realloc_check(b->dtext, b->dtext_cap);
+        }
+        pdoc *q = &b->docs[out++]; /* out <= i: line i has been read */
+        memset(q, 0, sizeof *q);
+        q->file = file;
+        q->flags = (d.truncated ? LT_DOC_TRUNCATED : 0u) | (d.utf8_replacements ? LT_DOC_REPAIRED : 0u);
+        q->utf8_replacements = d.utf8_replacements;
+        q->text_off = b->dtext_len;
+        q->text_len = d.len;
+        if (d.len) memcpy(b->dtext + b->dtext_len, d.text, d.len);
+        b->dtext_len += d.len;
+        q->id_off = batch_put_str(b, d.id);
+        q->name_off = empty;
+    }
+    b->n_docs = out;
+    char *t = b->text;
+    size_t cap = b->text_cap;
+    b->text = b->dtext;
+    b->text_cap = b->dtext_cap;
+    b->text_len = b->dtext_len;
+    b->dtext = t;
+    b->dtext_cap = cap;
+    b->dtext_len = 0;
+    b->lines = false;
+}
+
 /* Tokenize every document of a batch (a worker's job). The reader's documents are valid
  * UTF-8 (reader.h), so the tokenizer need not check again, and byte-level BPE gives at most
  * one token per byte: text_len ids always suffice. */
@@ -217,7 +374,9 @@ static void batch_tokenize(batch *b, const lt_tokenizer *tok, lt_tok_scratch *sc
 
 /* Reader side: hand a filled batch to the workers, waiting while the budget is used up. */
 static bool pipeline_submit(pipeline *pl, batch *b) {
-    b->budget_bytes = b->text_len + b->strs_len + b->n_docs * sizeof(pdoc);
+    /* a line batch will also hold its decoded text, about as long as its lines */
+    b->budget_bytes = (b->lines ? 2 : 1) * b->text_len + b->strs_len + b->n_docs * sizeof(pdoc);
+    skip_list_move(&b->skips, &pl->pending_skips);
     pthread_mutex_lock(&pl->mu);
     while (!pl->abort && pl->inflight > 0 && pl->inflight + b->budget_bytes > pl->budget)
         pthread_cond_wait(&pl->space_cv, &pl->mu);
@@ -249,7 +408,11 @@ static batch *pipeline_take_batch(pipeline *pl) {
     pthread_mutex_unlock(&pl->mu);
     if (!b) return batch_new();
     b->next_work = b->next_order = NULL;
-    b->text_len = b->strs_len = b->n_docs = b->ids_len = b->budget_bytes = 0;
+    b->text_len = b->strs_len = b->n_docs = b->ids_len = b->budget_bytes = b->dtext_len = 0;
+    b->lines = false;
+    b->lines_file = 0;
+    memset(&b->stats, 0, sizeof b->stats);
+    skip_list_clear(&b->skips);
     b->done = false;
     b->st = LT_OK;
     lt_error_clear(&b->err);
@@ -259,7 +422,8 @@ static batch *pipeline_take_batch(pipeline *pl) {
 /* Writer side: keep a written batch for reuse (a few per thread), else free it. */
 static void pipeline_recycle(pipeline *pl, batch *b) {
     pthread_mutex_lock(&pl->mu);
-    bool keep = pl->n_spare < (size_t)pl->rs->threads + 4 && b->text_cap <= 4u * BATCH_TEXT_BYTES;
+    bool keep = pl->n_spare < (size_t)pl->rs->threads + 4 && b->text_cap <= 4u * BATCH_TEXT_BYTES &&
+                b->dtext_cap <= 4u * BATCH_TEXT_BYTES;
     if (keep) {
         b->next_order = pl->spare;
         pl->spare = b;
@@ -269,8 +433,14 @@ static void pipeline_recycle(pipeline *pl, batch *b) {
     if (!keep) batch_free(b);
 }
 
+/* The reader's thread found a bad record: it goes with the next batch submitted. */
 static void on_skip(void *ctx, const char *where, lt_skip_reason reason, const char *message) {
     pipeline *pl = ctx;
+    skip_list_add(&pl->pending_skips, where, reason, message);
+}
+
+/* The writer's thread, in input order: log the first few, keep the first examples. */
+static void record_skip(pipeline *pl, const char *where, lt_skip_reason reason, const char *message) {
     pl->n_skips++;
     if (pl->n_skips <= SKIP_WARNINGS_MAX)
         LT_WARN("skipped a record: %s (%s) [%s]", message, where, lt_skip_reason_key(reason));
@@ -302,8 +472,53 @@ static lt_status read_file(pipeline *pl, uint32_t fi, batch **cur, lt_error *err
     }
     fr->format = lt_reader_format(r);
     fr->codec = lt_src_codec(lt_reader_source(r));
-    uint64_t reported_raw = 0;
+    uint64_t reported_raw = 0, lines = 0;
+    if (lt_reader_has_lines(r)) {
+        /* JSONL: only cut lines here; the workers decode them (reader.h, record-parallel
+         * decoding). A line batch holds one file's lines: its stats are that file's. */
+        if (*cur && !pipeline_submit(pl, *cur)) {
+            *cur = NULL;
+            lt_reader_close(r);
+            return LT_OK; /* aborted: the writer has the error */
+        }
+        *cur = NULL;
+        for (;;) {
+            lt_line line;
+            bool eof = false;
+            st = lt_reader_next_line(r, &line, &eof, err);
+            if (st != LT_OK || eof) break;
+            lines++;
+            if (!*cur) {
+                *cur = pipeline_take_batch(pl);
+                (*cur)->lines = true;
+                (*cur)->lines_file = fi;
+            }
+            batch_add_line(*cur, fi, &line);
+            if ((*cur)->text_len >= BATCH_TEXT_BYTES || (*cur)->n_docs >= BATCH_MAX_DOCS) {
+                batch *b = *cur;
+                *cur = NULL;
+                if (!pipeline_submit(pl, b)) {
+                    lt_reader_close(r);
+                    return LT_OK;
+                }
+            }
+            uint64_t raw = lt_src_raw_offset(lt_reader_source(r));
+            if (raw > reported_raw) {
+                lt_progress_add(pl->prog, raw - reported_raw);
+                reported_raw = raw;
+            }
+        }
+        if (*cur && (st == LT_OK || st == LT_ERR_INPUT)) {
+            batch *b = *cur;
+            *cur = NULL;
+            if (!pipeline_submit(pl, b)) {
+                lt_reader_close(r);
+                return LT_OK;
+            }
+        }
+    }
     for (;;) {
+        if (lt_reader_has_lines(r)) break;
         lt_doc d;
         bool eof = false;
         st = lt_reader_next(r, &d, &eof, err);
@@ -330,8 +545,12 @@ static lt_status read_file(pipeline *pl, uint32_t fi, batch **cur, lt_error *err
         fr->damaged = true;
         snprintf(fr->damage_where, sizeof fr->damage_where, "%s", err->where[0] ? err->where : path);
         snprintf(fr->damage_what, sizeof fr->damage_what, "%s", err->what);
-        LT_WARN("damaged input: %s (%s); %" PRIu64 " documents before the damage are kept", err->what,
-                fr->damage_where, fr->stats.docs);
+        if (lt_reader_has_lines(r))
+            LT_WARN("damaged input: %s (%s); the %" PRIu64 " lines before the damage are kept", err->what,
+                    fr->damage_where, lines);
+        else
+            LT_WARN("damaged input: %s (%s); %" PRIu64 " documents before the damage are kept", err->what,
+                    fr->damage_where, fr->stats.docs);
         lt_error_clear(err);
         st = LT_OK;
     }
@@ -354,6 +573,8 @@ static void *reader_main(void *arg) {
         LT_DEBUG("reading %s", pl->rs->files.items[fi]);
         st = read_file(pl, (uint32_t)fi, &cur, &err);
     }
+    /* skips after the last document still go to the writer, on an empty batch if need be */
+    if (!cur && st == LT_OK && (pl->pending_skips.n || pl->pending_skips.dropped)) cur = pipeline_take_batch(pl);
     if (cur && st == LT_OK) pipeline_submit(pl, cur);
     else batch_free(cur);
     pthread_mutex_lock(&pl->mu);
@@ -373,6 +594,11 @@ static void *worker_main(void *arg) {
     pipeline *pl = arg;
     lt_tok_scratch *scratch = lt_tok_scratch_new();
     if (!scratch) lt_malloc_check(SIZE_MAX); /* reports out of memory and exits */
+    batch *decoding = NULL; /* the batch whose lines are being decoded: skips go to it */
+    lt_reader_opts ropts = pl->ropts;
+    ropts.on_skip = on_line_skip;
+    ropts.skip_ctx = &decoding;
+    lt_line_decoder *dec = lt_line_decoder_new(&ropts);
     for (;;) {
         pthread_mutex_lock(&pl->mu);
         while (!pl->work_head && !pl->reader_done && !pl->abort) pthread_cond_wait(&pl->work_cv, &pl->mu);
@@ -383,13 +609,19 @@ static void *worker_main(void *arg) {
         }
         pthread_mutex_unlock(&pl->mu);
         if (!b) break;
-        batch_tokenize(b, pl->tok, scratch);
+        if (b->lines) {
+            decoding = b;
+            batch_decode_lines(b, pl, dec);
+            decoding = NULL;
+        }
+        if (b->st == LT_OK) batch_tokenize(b, pl->tok, scratch);
         pthread_mutex_lock(&pl->mu);
         b->done = true;
         pthread_cond_broadcast(&pl->done_cv);
         pthread_mutex_unlock(&pl->mu);
     }
     lt_tok_scratch_free(scratch);
+    lt_line_decoder_free(dec);
     return NULL;
 }
 
@@ -420,6 +652,11 @@ static lt_status write_batches(pipeline *pl, lt_shard_writer *w, run_totals *tot
             *err = b->err;
             st = b->st;
         }
+        for (size_t i = 0; i < b->skips.n; i++)
+            record_skip(pl, b->skips.recs[i].where, b->skips.recs[i].reason, b->skips.recs[i].message);
+        pl->n_skips += b->skips.dropped;
+        skip_list_clear(&b->skips);
+        if (b->stats.records) reader_stats_add(&pl->line_stats[b->lines_file], &b->stats);
         for (size_t i = 0; st == LT_OK && i < b->n_docs; i++) {
             const pdoc *p = &b->docs[i];
             st = lt_shard_writer_add_doc(w, p->file, b->strs + p->id_off, b->strs + p->name_off, p->flags,
@@ -776,6 +1013,7 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
     pl.rs = rs;
     pl.tok = tok;
     pl.results = lt_calloc_check(rs->files.count ? rs->files.count : 1, sizeof *pl.results);
+    pl.line_stats = lt_calloc_check(rs->files.count ? rs->files.count : 1, sizeof *pl.line_stats);
     uint64_t total_bytes = 0;
     for (size_t i = 0; i < rs->files.count; i++) {
         struct stat sb;
@@ -912,6 +1150,11 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
         batch_free(b);
         b = n;
     }
+    /* what the workers decoded of the JSONL files joins what their readers counted */
+    for (size_t i = 0; i < rs->files.count; i++) reader_stats_add(&pl.results[i].stats, &pl.line_stats[i]);
+    skip_list_clear(&pl.pending_skips);
+    free(pl.pending_skips.recs);
+    pl.pending_skips.recs = NULL;
     if (st == LT_OK && pl.reader_st != LT_OK) {
         st = pl.reader_st;
         *err = pl.reader_err;
@@ -1033,6 +1276,7 @@ out:
         free(pl.examples[i].message);
     }
     free(pl.results);
+    free(pl.line_stats);
     lt_tokenizer_free(tok);
     return st;
 }
