@@ -71,7 +71,10 @@
  * stored; offsets are size_t (units of hundreds of thousands of rows).
  *
  * This file compiles alone into the library; dev/cuda/attention_*.cu include it with
- * LT_ATTENTION_KERNELS_ONLY defined to benchmark the same kernels without a context.
+ * LT_ATTENTION_KERNELS_ONLY defined to benchmark the same kernels without a context, and
+ * dev/cuda/attention_emulated.cpp also defines LT_ATTENTION_EMULATE to run the device
+ * code on the CPU (g++, one std::thread per CUDA thread, mma.sync emulated from the
+ * layouts above) against the CPU reference: the check available without a GPU.
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -110,11 +113,15 @@ struct group {
 /* ---------------------------------------------------------------- device helpers */
 
 __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#ifdef LT_ATTENTION_EMULATE /* dev/cuda/attention_emulated.cpp: the same layouts on the CPU */
+    lt_emu_mma(c, a, b0, b1);
+#else
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 /* Two floats as a bf16 pair (round to nearest even), lo in the low half. */
@@ -604,6 +611,7 @@ struct tiles<128> {
 };
 
 /* ---------------------------------------------------------------- launches */
+#ifndef LT_ATTENTION_EMULATE
 
 /* The forward over n_segs device segments (qblk0 filled, total query blocks q_blocks > 0). */
 template <int HD>
@@ -646,6 +654,8 @@ cudaError_t launch_backward(cudaStream_t st, uint16_t *dq, const uint16_t *dout,
         dout, lse, D, q, segs, groups, n_groups, nh, nkv, scale, scale * LOG2E);
     return cudaGetLastError();
 }
+
+#endif /* LT_ATTENTION_EMULATE */
 
 /* ---------------------------------------------------------------- host-side plan */
 
