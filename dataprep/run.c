@@ -166,7 +166,8 @@ typedef struct batch {
     /* A line batch holds raw JSONL lines of one file (lines_file); its worker decodes them
      * into documents (dtext, then swapped with text) before tokenizing, counting in stats. */
     bool lines;
-    uint32_t lines_file;
+    uint32_t file;           /* every batch holds documents (or lines) of one file */
+    struct file_reader *reader; /* whose budget it counts against */
     char *dtext;
     size_t dtext_len, dtext_cap;
     lt_reader_stats stats;
@@ -194,18 +195,35 @@ typedef struct skip_example {
     lt_skip_reason reason;
 } skip_example;
 
+/* One reader thread: it takes the next unread file of the task, reads it to the end, and
+ * takes the next; its batches count against its own share of the in-flight budget, so
+ * that a reader ahead of the writer never holds up the one the writer waits for. */
+typedef struct file_reader {
+    struct pipeline *pl;
+    pthread_t thread;
+    size_t inflight, budget; /* bytes of its batches not yet written; its share (under pl->mu) */
+    skip_list pending_skips; /* bad records it found, not yet attached to a batch */
+} file_reader;
+
+/* The batches of one file, in reading order, until the writer takes them. */
+typedef struct file_queue {
+    batch *head, *tail;
+    bool read; /* its reader has submitted all of them */
+} file_queue;
+
 typedef struct pipeline {
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv, space_cv;
-    batch *work_head, *work_tail;
-    batch *order_head, *order_tail;
+    batch *work;        /* batches to tokenize (any order: workers pick the earliest file) */
     batch *spare;       /* written batches kept for reuse (their buffers stay allocated) */
     size_t n_spare;
-    size_t inflight, budget;
-    bool reader_done, abort;
+    file_queue *queues; /* one per task file */
+    size_t next_file;   /* the next file a reader takes */
+    size_t write_file;  /* the file the writer is at */
+    int n_readers, readers_done;
+    bool abort;
     lt_status reader_st;
     lt_error reader_err;
-    skip_list pending_skips; /* the reader's, not yet attached to a batch */
 
     const run_settings *rs;
     const lt_tokenizer *tok;
@@ -306,7 +324,7 @@ static void on_line_skip(void *ctx, const char *where, lt_skip_reason reason, co
 /* Decode a line batch into documents, in place (a worker's job): the documents replace the
  * lines in docs[], their texts go to dtext, which then becomes the batch's text. */
 static void batch_decode_lines(batch *b, const pipeline *pl, lt_line_decoder *dec) {
-    const char *path = pl->rs->files.items[b->lines_file];
+    const char *path = pl->rs->files.items[b->file];
     size_t out = 0, empty = batch_put_str(b, "");
     b->dtext_len = 0;
     for (size_t i = 0; i < b->n_docs; i++) {
@@ -372,23 +390,26 @@ static void batch_tokenize(batch *b, const lt_tokenizer *tok, lt_tok_scratch *sc
     }
 }
 
-/* Reader side: hand a filled batch to the workers, waiting while the budget is used up. */
-static bool pipeline_submit(pipeline *pl, batch *b) {
+/* Reader side: hand a filled batch to the workers and to its file's queue, waiting while
+ * the reader's share of the budget is used up (one batch always goes: a document larger
+ * than the share still passes, alone). */
+static bool pipeline_submit(pipeline *pl, file_reader *rd, batch *b) {
     /* a line batch will also hold its decoded text, about as long as its lines */
     b->budget_bytes = (b->lines ? 2 : 1) * b->text_len + b->strs_len + b->n_docs * sizeof(pdoc);
-    skip_list_move(&b->skips, &pl->pending_skips);
+    b->reader = rd;
+    skip_list_move(&b->skips, &rd->pending_skips);
     pthread_mutex_lock(&pl->mu);
-    while (!pl->abort && pl->inflight > 0 && pl->inflight + b->budget_bytes > pl->budget)
+    while (!pl->abort && rd->inflight > 0 && rd->inflight + b->budget_bytes > rd->budget)
         pthread_cond_wait(&pl->space_cv, &pl->mu);
     bool ok = !pl->abort;
     if (ok) {
-        pl->inflight += b->budget_bytes;
-        if (pl->work_tail) pl->work_tail->next_work = b;
-        else pl->work_head = b;
-        pl->work_tail = b;
-        if (pl->order_tail) pl->order_tail->next_order = b;
-        else pl->order_head = b;
-        pl->order_tail = b;
+        rd->inflight += b->budget_bytes;
+        b->next_work = pl->work;
+        pl->work = b;
+        file_queue *q = &pl->queues[b->file];
+        if (q->tail) q->tail->next_order = b;
+        else q->head = b;
+        q->tail = b;
         pthread_cond_signal(&pl->work_cv);
     }
     pthread_mutex_unlock(&pl->mu);
@@ -396,9 +417,22 @@ static bool pipeline_submit(pipeline *pl, batch *b) {
     return ok;
 }
 
+/* Worker side (under pl->mu): the waiting batch of the earliest file, first submitted
+ * first: the writer needs those before any other. */
+static batch *pipeline_take_work(pipeline *pl) {
+    batch **best = NULL;
+    for (batch **pp = &pl->work; *pp; pp = &(*pp)->next_work)
+        if (!best || (*pp)->file <= (*best)->file) best = pp; /* the list is newest first */
+    if (!best) return NULL;
+    batch *b = *best;
+    *best = b->next_work;
+    b->next_work = NULL;
+    return b;
+}
+
 /* Reader side: an empty batch, reusing a written one when there is one (no page faults
  * for fresh buffers on every batch). */
-static batch *pipeline_take_batch(pipeline *pl) {
+static batch *pipeline_take_batch(pipeline *pl, uint32_t file) {
     pthread_mutex_lock(&pl->mu);
     batch *b = pl->spare;
     if (b) {
@@ -406,11 +440,11 @@ static batch *pipeline_take_batch(pipeline *pl) {
         pl->n_spare--;
     }
     pthread_mutex_unlock(&pl->mu);
-    if (!b) return batch_new();
+    if (!b) b = batch_new();
+    b->file = file;
     b->next_work = b->next_order = NULL;
     b->text_len = b->strs_len = b->n_docs = b->ids_len = b->budget_bytes = b->dtext_len = 0;
     b->lines = false;
-    b->lines_file = 0;
     memset(&b->stats, 0, sizeof b->stats);
     skip_list_clear(&b->skips);
     b->done = false;
@@ -435,8 +469,8 @@ static void pipeline_recycle(pipeline *pl, batch *b) {
 
 /* The reader's thread found a bad record: it goes with the next batch submitted. */
 static void on_skip(void *ctx, const char *where, lt_skip_reason reason, const char *message) {
-    pipeline *pl = ctx;
-    skip_list_add(&pl->pending_skips, where, reason, message);
+    file_reader *rd = ctx;
+    skip_list_add(&rd->pending_skips, where, reason, message);
 }
 
 /* The writer's thread, in input order: log the first few, keep the first examples. */
@@ -454,12 +488,16 @@ static void record_skip(pipeline *pl, const char *where, lt_skip_reason reason, 
     }
 }
 
-/* Read one file into batches. Damage ends the file (recorded), I/O errors end the task. */
-static lt_status read_file(pipeline *pl, uint32_t fi, batch **cur, lt_error *err) {
+/* Read one file into batches (its own: a batch never spans files). Damage ends the file
+ * (recorded), I/O errors end the task. Returns LT_OK also when the run was aborted (the
+ * writer has the error). */
+static lt_status read_file(pipeline *pl, file_reader *rd, uint32_t fi, lt_error *err) {
     const char *path = pl->rs->files.items[fi];
     file_result *fr = &pl->results[fi];
+    lt_reader_opts ropts = pl->ropts;
+    ropts.skip_ctx = rd;
     lt_reader *r = NULL;
-    lt_status st = lt_reader_open(&r, path, &pl->ropts, err);
+    lt_status st = lt_reader_open(&r, path, &ropts, err);
     if (st != LT_OK) {
         if (st == LT_ERR_INPUT) { /* cannot tell the format, not compressed as named, ... */
             fr->damaged = true;
@@ -472,66 +510,38 @@ static lt_status read_file(pipeline *pl, uint32_t fi, batch **cur, lt_error *err
     }
     fr->format = lt_reader_format(r);
     fr->codec = lt_src_codec(lt_reader_source(r));
-    uint64_t reported_raw = 0, lines = 0;
-    if (lt_reader_has_lines(r)) {
-        /* JSONL: only cut lines here; the workers decode them (reader.h, record-parallel
-         * decoding). A line batch holds one file's lines: its stats are that file's. */
-        if (*cur && !pipeline_submit(pl, *cur)) {
-            *cur = NULL;
-            lt_reader_close(r);
-            return LT_OK; /* aborted: the writer has the error */
-        }
-        *cur = NULL;
-        for (;;) {
+    /* JSONL: only cut lines here; the workers decode them (reader.h, record-parallel
+     * decoding), counting its statistics per batch. */
+    const bool lines = lt_reader_has_lines(r);
+    uint64_t reported_raw = 0, n_lines = 0;
+    batch *cur = NULL;
+    bool aborted = false;
+    for (;;) {
+        bool eof = false;
+        if (lines) {
             lt_line line;
-            bool eof = false;
             st = lt_reader_next_line(r, &line, &eof, err);
             if (st != LT_OK || eof) break;
-            lines++;
-            if (!*cur) {
-                *cur = pipeline_take_batch(pl);
-                (*cur)->lines = true;
-                (*cur)->lines_file = fi;
+            n_lines++;
+            if (!cur) {
+                cur = pipeline_take_batch(pl, fi);
+                cur->lines = true;
             }
-            batch_add_line(*cur, fi, &line);
-            if ((*cur)->text_len >= BATCH_TEXT_BYTES || (*cur)->n_docs >= BATCH_MAX_DOCS) {
-                batch *b = *cur;
-                *cur = NULL;
-                if (!pipeline_submit(pl, b)) {
-                    lt_reader_close(r);
-                    return LT_OK;
-                }
-            }
-            uint64_t raw = lt_src_raw_offset(lt_reader_source(r));
-            if (raw > reported_raw) {
-                lt_progress_add(pl->prog, raw - reported_raw);
-                reported_raw = raw;
-            }
+            batch_add_line(cur, fi, &line);
+        } else {
+            lt_doc d;
+            st = lt_reader_next(r, &d, &eof, err);
+            if (st != LT_OK || eof) break;
+            if (!cur) cur = pipeline_take_batch(pl, fi);
+            batch_add_doc(cur, fi, &d);
         }
-        if (*cur && (st == LT_OK || st == LT_ERR_INPUT)) {
-            batch *b = *cur;
-            *cur = NULL;
-            if (!pipeline_submit(pl, b)) {
-                lt_reader_close(r);
-                return LT_OK;
+        if (cur->text_len >= BATCH_TEXT_BYTES || cur->n_docs >= BATCH_MAX_DOCS) {
+            batch *b = cur;
+            cur = NULL;
+            if (!pipeline_submit(pl, rd, b)) {
+                aborted = true;
+                break;
             }
-        }
-    }
-    for (;;) {
-        if (lt_reader_has_lines(r)) break;
-        lt_doc d;
-        bool eof = false;
-        st = lt_reader_next(r, &d, &eof, err);
-        if (st != LT_OK || eof) break;
-        if (!*cur) *cur = pipeline_take_batch(pl);
-        batch_add_doc(*cur, fi, &d);
-        if ((*cur)->text_len >= BATCH_TEXT_BYTES || (*cur)->n_docs >= BATCH_MAX_DOCS) {
-            if (!pipeline_submit(pl, *cur)) {
-                *cur = NULL;
-                lt_reader_close(r);
-                return LT_OK; /* aborted: the writer has the error */
-            }
-            *cur = NULL;
         }
         uint64_t raw = lt_src_raw_offset(lt_reader_source(r));
         if (raw > reported_raw) {
@@ -539,15 +549,29 @@ static lt_status read_file(pipeline *pl, uint32_t fi, batch **cur, lt_error *err
             reported_raw = raw;
         }
     }
+    if (aborted) {
+        lt_reader_close(r);
+        return LT_OK;
+    }
+    if (st == LT_OK || st == LT_ERR_INPUT) {
+        /* the rest, and the skips found after the last document (on an empty batch) */
+        if (!cur && (rd->pending_skips.n || rd->pending_skips.dropped)) cur = pipeline_take_batch(pl, fi);
+        if (cur && !pipeline_submit(pl, rd, cur)) {
+            lt_reader_close(r);
+            return LT_OK;
+        }
+    } else {
+        batch_free(cur);
+    }
     fr->stats = *lt_reader_get_stats(r);
     fr->read = true;
     if (st == LT_ERR_INPUT) {
         fr->damaged = true;
         snprintf(fr->damage_where, sizeof fr->damage_where, "%s", err->where[0] ? err->where : path);
         snprintf(fr->damage_what, sizeof fr->damage_what, "%s", err->what);
-        if (lt_reader_has_lines(r))
+        if (lines)
             LT_WARN("damaged input: %s (%s); the %" PRIu64 " lines before the damage are kept", err->what,
-                    fr->damage_where, lines);
+                    fr->damage_where, n_lines);
         else
             LT_WARN("damaged input: %s (%s); %" PRIu64 " documents before the damage are kept", err->what,
                     fr->damage_where, fr->stats.docs);
@@ -560,30 +584,33 @@ static lt_status read_file(pipeline *pl, uint32_t fi, batch **cur, lt_error *err
 }
 
 static void *reader_main(void *arg) {
-    pipeline *pl = arg;
-    batch *cur = NULL;
+    file_reader *rd = arg;
+    pipeline *pl = rd->pl;
     lt_status st = LT_OK;
     lt_error err;
     lt_error_clear(&err);
-    for (size_t fi = 0; fi < pl->rs->files.count && st == LT_OK; fi++) {
+    for (;;) {
         pthread_mutex_lock(&pl->mu);
-        bool stop = pl->abort;
+        size_t fi = pl->abort ? pl->rs->files.count : pl->next_file++;
         pthread_mutex_unlock(&pl->mu);
-        if (stop) break;
+        if (fi >= pl->rs->files.count) break;
         LT_DEBUG("reading %s", pl->rs->files.items[fi]);
-        st = read_file(pl, (uint32_t)fi, &cur, &err);
+        st = read_file(pl, rd, (uint32_t)fi, &err);
+        skip_list_clear(&rd->pending_skips); /* left only after an I/O error or an abort */
+        pthread_mutex_lock(&pl->mu);
+        pl->queues[fi].read = true;
+        if (st != LT_OK && !pl->abort) {
+            pl->reader_st = st;
+            pl->reader_err = err;
+            pl->abort = true;
+            pthread_cond_broadcast(&pl->space_cv);
+        }
+        pthread_cond_broadcast(&pl->done_cv);
+        pthread_mutex_unlock(&pl->mu);
+        if (st != LT_OK) break;
     }
-    /* skips after the last document still go to the writer, on an empty batch if need be */
-    if (!cur && st == LT_OK && (pl->pending_skips.n || pl->pending_skips.dropped)) cur = pipeline_take_batch(pl);
-    if (cur && st == LT_OK) pipeline_submit(pl, cur);
-    else batch_free(cur);
     pthread_mutex_lock(&pl->mu);
-    pl->reader_done = true;
-    if (st != LT_OK) {
-        pl->reader_st = st;
-        pl->reader_err = err;
-        pl->abort = true;
-    }
+    pl->readers_done++;
     pthread_cond_broadcast(&pl->work_cv);
     pthread_cond_broadcast(&pl->done_cv);
     pthread_mutex_unlock(&pl->mu);
@@ -601,12 +628,9 @@ static void *worker_main(void *arg) {
     lt_line_decoder *dec = lt_line_decoder_new(&ropts);
     for (;;) {
         pthread_mutex_lock(&pl->mu);
-        while (!pl->work_head && !pl->reader_done && !pl->abort) pthread_cond_wait(&pl->work_cv, &pl->mu);
-        batch *b = pl->abort ? NULL : pl->work_head;
-        if (b) {
-            pl->work_head = b->next_work;
-            if (!pl->work_head) pl->work_tail = NULL;
-        }
+        while (!pl->work && pl->readers_done < pl->n_readers && !pl->abort)
+            pthread_cond_wait(&pl->work_cv, &pl->mu);
+        batch *b = pl->abort ? NULL : pipeline_take_work(pl);
         pthread_mutex_unlock(&pl->mu);
         if (!b) break;
         if (b->lines) {
@@ -634,17 +658,26 @@ typedef struct run_totals {
     uint64_t hist_docs[HIST_BUCKETS], hist_tokens[HIST_BUCKETS];
 } run_totals;
 
-/* The writer: batches in order into the shard. */
+/* The writer: the files in task order, each file's batches in reading order, into the
+ * shard. */
 static lt_status write_batches(pipeline *pl, lt_shard_writer *w, run_totals *tot, lt_error *err) {
     lt_status st = LT_OK;
     for (;;) {
+        batch *b = NULL;
         pthread_mutex_lock(&pl->mu);
-        while (!pl->abort && !(pl->order_head && pl->order_head->done) && !(pl->reader_done && !pl->order_head))
+        while (!pl->abort && pl->write_file < pl->rs->files.count) {
+            file_queue *q = &pl->queues[pl->write_file];
+            if (q->head && q->head->done) {
+                b = q->head;
+                q->head = b->next_order;
+                if (!q->head) q->tail = NULL;
+                break;
+            }
+            if (!q->head && q->read) {
+                pl->write_file++;
+                continue;
+            }
             pthread_cond_wait(&pl->done_cv, &pl->mu);
-        batch *b = pl->abort ? NULL : pl->order_head;
-        if (b) {
-            pl->order_head = b->next_order;
-            if (!pl->order_head) pl->order_tail = NULL;
         }
         pthread_mutex_unlock(&pl->mu);
         if (!b) break;
@@ -656,7 +689,7 @@ static lt_status write_batches(pipeline *pl, lt_shard_writer *w, run_totals *tot
             record_skip(pl, b->skips.recs[i].where, b->skips.recs[i].reason, b->skips.recs[i].message);
         pl->n_skips += b->skips.dropped;
         skip_list_clear(&b->skips);
-        if (b->stats.records) reader_stats_add(&pl->line_stats[b->lines_file], &b->stats);
+        if (b->stats.records) reader_stats_add(&pl->line_stats[b->file], &b->stats);
         for (size_t i = 0; st == LT_OK && i < b->n_docs; i++) {
             const pdoc *p = &b->docs[i];
             st = lt_shard_writer_add_doc(w, p->file, b->strs + p->id_off, b->strs + p->name_off, p->flags,
@@ -675,7 +708,7 @@ static lt_status write_batches(pipeline *pl, lt_shard_writer *w, run_totals *tot
         lt_progress_add_extra(pl->prog, 1, b->text_len);
         lt_progress_add_extra(pl->prog, 2, b->ids_len);
         pthread_mutex_lock(&pl->mu);
-        pl->inflight -= b->budget_bytes;
+        b->reader->inflight -= b->budget_bytes;
         if (st != LT_OK) pl->abort = true;
         pthread_cond_broadcast(&pl->space_cv);
         pthread_cond_broadcast(&pl->work_cv);
@@ -1096,13 +1129,24 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
     pl.ropts.format = rs->format;
     pl.ropts.field = rs->field;
     pl.ropts.max_doc_bytes = (size_t)rs->max_doc_bytes;
-    pl.ropts.on_skip = on_skip;
-    pl.ropts.skip_ctx = &pl;
+    pl.ropts.on_skip = on_skip; /* skip_ctx: each reader its own */
     /* In flight: 4 batches per thread, at least two of the largest documents. */
-    pl.budget = (size_t)4 * (size_t)rs->threads * BATCH_TEXT_BYTES;
-    if (pl.budget < 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES) pl.budget = 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES;
-    if (pl.budget > (size_t)256 << 20 && pl.budget > 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES)
-        pl.budget = (size_t)256 << 20;
+    size_t budget = (size_t)4 * (size_t)rs->threads * BATCH_TEXT_BYTES;
+    if (budget < 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES) budget = 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES;
+    if (budget > (size_t)256 << 20 && budget > 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES) budget = (size_t)256 << 20;
+    /* Several files are read at once (a gzip or bzip2 stream decodes on one core only, at
+     * about 1x to 0.2x a tokenizer thread's rate): up to one reader per tokenizer thread,
+     * at most 8, never more than files. They share the budget: the bound on text in
+     * flight stays `budget` plus at most one over-sized batch per reader. */
+    pl.n_readers = rs->threads < 8 ? rs->threads : 8;
+    if ((size_t)pl.n_readers > rs->files.count) pl.n_readers = (int)rs->files.count;
+    if (pl.n_readers < 1) pl.n_readers = 1;
+    file_reader *readers = lt_calloc_check((size_t)pl.n_readers, sizeof *readers);
+    for (int i = 0; i < pl.n_readers; i++) {
+        readers[i].pl = &pl;
+        readers[i].budget = budget / (size_t)pl.n_readers;
+    }
+    pl.queues = lt_calloc_check(rs->files.count ? rs->files.count : 1, sizeof *pl.queues);
     pthread_mutex_init(&pl.mu, NULL);
     pthread_cond_init(&pl.work_cv, NULL);
     pthread_cond_init(&pl.done_cv, NULL);
@@ -1114,11 +1158,18 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
 
     run_totals tot;
     memset(&tot, 0, sizeof tot);
-    pthread_t reader;
     pthread_t *workers = lt_calloc_check((size_t)rs->threads, sizeof *workers);
-    int started = 0;
-    if (pthread_create(&reader, NULL, reader_main, &pl) != 0) {
-        st = lt_fail(err, LT_ERR_INTERNAL, NULL, "cannot start the reader thread");
+    int started = 0, readers_started = 0;
+    for (; readers_started < pl.n_readers; readers_started++)
+        if (pthread_create(&readers[readers_started].thread, NULL, reader_main, &readers[readers_started]) != 0)
+            break;
+    if (readers_started < pl.n_readers) {
+        pthread_mutex_lock(&pl.mu);
+        pl.abort = true;
+        pthread_cond_broadcast(&pl.space_cv);
+        pthread_mutex_unlock(&pl.mu);
+        st = lt_fail(err, LT_ERR_INTERNAL, NULL, "cannot start %d reader threads (started %d)", pl.n_readers,
+                     readers_started);
     } else {
         for (; started < rs->threads; started++)
             if (pthread_create(&workers[started], NULL, worker_main, &pl) != 0) break;
@@ -1131,20 +1182,24 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
         } else {
             st = write_batches(&pl, w, &tot, err);
         }
-        pthread_join(reader, NULL);
         for (int i = 0; i < started; i++) pthread_join(workers[i], NULL);
     }
+    for (int i = 0; i < readers_started; i++) pthread_join(readers[i].thread, NULL);
     free(workers);
     pthread_mutex_destroy(&pl.mu);
     pthread_cond_destroy(&pl.work_cv);
     pthread_cond_destroy(&pl.done_cv);
     pthread_cond_destroy(&pl.space_cv);
     /* batches left after an abort, and the spares */
-    for (batch *b = pl.order_head; b;) {
-        batch *n = b->next_order;
-        batch_free(b);
-        b = n;
+    for (size_t f = 0; f < rs->files.count; f++) {
+        for (batch *b = pl.queues[f].head; b;) {
+            batch *n = b->next_order;
+            batch_free(b);
+            b = n;
+        }
     }
+    free(pl.queues);
+    pl.queues = NULL;
     for (batch *b = pl.spare; b;) {
         batch *n = b->next_order;
         batch_free(b);
@@ -1152,9 +1207,11 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
     }
     /* what the workers decoded of the JSONL files joins what their readers counted */
     for (size_t i = 0; i < rs->files.count; i++) reader_stats_add(&pl.results[i].stats, &pl.line_stats[i]);
-    skip_list_clear(&pl.pending_skips);
-    free(pl.pending_skips.recs);
-    pl.pending_skips.recs = NULL;
+    for (int i = 0; i < pl.n_readers; i++) {
+        skip_list_clear(&readers[i].pending_skips);
+        free(readers[i].pending_skips.recs);
+    }
+    free(readers);
     if (st == LT_OK && pl.reader_st != LT_OK) {
         st = pl.reader_st;
         *err = pl.reader_err;
