@@ -2,8 +2,8 @@
 # bench/dataprep/run.sh — end-to-end `dataprep run` throughput against the tokenizer alone,
 # same texts, same machine, one run.
 #
-#   bench/dataprep/run.sh [--build-dir DIR] [--out DIR] [--copies K] [--threads "1 2"]
-#                         [--reps R] [--encoding NAME]
+#   bench/dataprep/run.sh [--build-dir DIR] [--out DIR] [--copies K] [--files F]
+#                         [--threads "1 2"] [--reps R] [--encoding NAME]
 #
 #   --build-dir DIR  a configured build directory (default OUT/build, configured with the
 #                    project's defaults on first use: CFLAGS -g -O2)
@@ -11,7 +11,11 @@
 #   --copies K       the corpus is every document of ../shared/corpus (WET, JSONL, GitHub
 #                    code, Wikipedia), written K times (default 8) into one zstd-compressed
 #                    JSONL file, so that a run lasts long enough to time
-#   --threads "T.."  tokenizer thread counts of `dataprep run` (default "1 2")
+#   --files F        split those K copies over F zstd JSONL files (F <= K; default 1): a
+#                    task of several files, read by several reader threads at once (one
+#                    zstd stream decodes on one core: past ~8 tokenizer threads, use F > 1)
+#   --threads "T.."  tokenizer thread counts of `dataprep run` (default "1 2"; any list,
+#                    e.g. "1 2 4 8 16" on a 16-core machine)
 #   --reps R         runs per thread count, interleaved; best of R (default 3)
 #
 # Peer: bench_tokenizer (bench/tokenizer) on the same documents, single thread, in memory:
@@ -33,6 +37,7 @@ die() { printf 'run.sh: error: %s\n' "$1" >&2; exit 1; }
 OUT="$HERE/out"
 BUILD_DIR=""
 COPIES=8
+FILES=1
 THREADS="1 2"
 REPS=3
 ENCODING=cl100k_base
@@ -41,6 +46,7 @@ while [ $# -gt 0 ]; do
     --build-dir) BUILD_DIR="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --copies) COPIES="$2"; shift 2 ;;
+    --files) FILES="$2"; shift 2 ;;
     --threads) THREADS="$2"; shift 2 ;;
     --reps) REPS="$2"; shift 2 ;;
     --encoding) ENCODING="$2"; shift 2 ;;
@@ -50,6 +56,8 @@ while [ $# -gt 0 ]; do
 done
 [[ "$COPIES" =~ ^[1-9][0-9]*$ ]] || die_usage "--copies wants a positive integer"
 [[ "$REPS" =~ ^[1-9][0-9]*$ ]] || die_usage "--reps wants a positive integer"
+[[ "$FILES" =~ ^[1-9][0-9]*$ ]] && [ "$FILES" -le "$COPIES" ] || die_usage "--files wants an integer 1..--copies"
+for t in $THREADS; do [[ "$t" =~ ^[1-9][0-9]*$ ]] || die_usage "--threads wants positive integers"; done
 SHARED="${LONGTAIL_SHARED:-$ROOT/../shared}"
 [ -d "$SHARED/corpus" ] || die "no shared corpus at $SHARED (set LONGTAIL_SHARED)"
 mkdir -p "$OUT"
@@ -80,12 +88,26 @@ for line in sys.stdin:
     print(json.dumps({"text": json.loads(line)["text"]}, ensure_ascii=False))' >"$docs.tmp"
   mv "$docs.tmp" "$docs"
 fi
-big="$OUT/corpus-x$COPIES.jsonl.zst"
-if [ ! -s "$big" ]; then
-  for _ in $(seq "$COPIES"); do cat "$docs"; done | zstd -q -3 -o "$big.tmp" && mv "$big.tmp" "$big"
+if [ "$FILES" = 1 ]; then
+  big="$OUT/corpus-x$COPIES.jsonl.zst"
+  if [ ! -s "$big" ]; then
+    for _ in $(seq "$COPIES"); do cat "$docs"; done | zstd -q -3 -o "$big.tmp" && mv "$big.tmp" "$big"
+  fi
+  inputs=("$big")
+else
+  # file f of F holds copies f, f + F, ... (the task reads them in name order)
+  inputs=()
+  for f in $(seq 0 $((FILES - 1))); do
+    part="$OUT/corpus-x$COPIES-f$FILES/part-$(printf %04d "$f").jsonl.zst"
+    if [ ! -s "$part" ]; then
+      mkdir -p "$(dirname "$part")"
+      for _ in $(seq "$f" "$FILES" $((COPIES - 1))); do cat "$docs"; done | zstd -q -3 -o "$part.tmp" && mv "$part.tmp" "$part"
+    fi
+    inputs+=("$part")
+  done
 fi
 text_mb=$(python3 -c 'import json, sys; print("%.2f" % (sum(len(json.loads(l)["text"].encode()) for l in open(sys.argv[1])) / 1e6))' "$docs")
-echo "$(wc -l <"$docs") documents, $text_mb MB of text per copy; input $(du -h "$big" | cut -f1) compressed"
+echo "$(wc -l <"$docs") documents, $text_mb MB of text per copy; input $(du -ch "${inputs[@]}" | tail -1 | cut -f1) compressed in $FILES file(s)"
 
 results="$OUT/results.txt"
 : >"$results"
@@ -95,7 +117,7 @@ for r in $(seq "$REPS"); do
     sed "s/^/round=$r /" >>"$results"
   for t in $THREADS; do
     rm -rf "$OUT/run"
-    "$DP" -q run --vocab-dir "$V" --encoding "$ENCODING" --out "$OUT/run" --threads "$t" --input "$big"
+    "$DP" -q run --vocab-dir "$V" --encoding "$ENCODING" --out "$OUT/run" --threads "$t" --input "${inputs[@]}"
     python3 - "$OUT/run/task-00000.timings.json" "$r" "$t" >>"$results" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
