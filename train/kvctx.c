@@ -12,11 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/backend.h" /* lt_backend: where the buffers live, their element size */
+
 lt_status lt_kvctx_init(lt_kvctx *c, const lt_llama *m, const lt_batch *b, bool with_grad, lt_error *err) {
     memset(c, 0, sizeof *c);
     c->layers = m->shape.layers;
     c->kvd = m->shape.kv_heads * m->head_dim;
     c->with_grad = with_grad;
+    c->be = lt_backend_of(m);
     c->n_samples = b->n_samples;
     c->s = calloc((size_t)(b->n_samples > 0 ? b->n_samples : 1), sizeof *c->s);
     if (!c->s) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the KV context of %d samples", b->n_samples);
@@ -42,14 +45,14 @@ static lt_status reserve(lt_kvctx *c, int sample, int l0, int l1, bool grad, lt_
     if (st != LT_OK) return st;
     lt_kv_sample *s = &c->s[sample];
     float **a = grad ? s->dk : s->k, **b = grad ? s->dv : s->v;
-    size_t per = (size_t)s->len * (size_t)c->kvd;
+    size_t es = c->be->act_bytes, per = (size_t)s->len * (size_t)c->kvd * es;
     for (int l = l0 < 0 ? 0 : l0; l < l1 && l < c->layers; l++) {
         if (a[l]) continue;
-        if (!(a[l] = calloc(2 * per + 1, sizeof(float))))
+        if (!(a[l] = c->be->alloc(c->be, 2 * per + es, true)))
             return lt_fail(err, LT_ERR_NOMEM, "kv context", "out of memory for sample %d's %s (%d tokens, layer %d)",
                            sample, grad ? "dK/dV" : "K/V", s->len, l);
-        b[l] = a[l] + per; /* one allocation per layer: a[l] owns it */
-        if (c->meter) c->meter->add(c->meter->ctx, 2 * per * sizeof(float));
+        b[l] = (float *)((char *)a[l] + per); /* one allocation per layer: a[l] owns it */
+        if (c->meter) c->meter->add(c->meter->ctx, 2 * per);
     }
     return LT_OK;
 }
@@ -66,12 +69,12 @@ lt_status lt_kvctx_reserve_grad(lt_kvctx *c, int sample, int l0, int l1, lt_erro
 size_t lt_kvctx_release(lt_kvctx *c, int sample, int l0, int l1) {
     if (sample < 0 || sample >= c->n_samples || !c->s[sample].k) return 0;
     lt_kv_sample *s = &c->s[sample];
-    size_t bytes = 0, per = (size_t)s->len * (size_t)c->kvd * 2 * sizeof(float);
+    size_t bytes = 0, per = (size_t)s->len * (size_t)c->kvd * 2 * c->be->act_bytes;
     for (int l = l0 < 0 ? 0 : l0; l < l1 && l < c->layers; l++) {
         size_t held = (s->k[l] ? per : 0) + (s->dk[l] ? per : 0);
         if (c->meter && held) c->meter->sub(c->meter->ctx, held);
         bytes += held;
-        free(s->k[l]), free(s->dk[l]);
+        c->be->free(c->be, s->k[l]), c->be->free(c->be, s->dk[l]);
         s->k[l] = s->v[l] = s->dk[l] = s->dv[l] = NULL;
     }
     return bytes;
@@ -81,7 +84,7 @@ void lt_kvctx_zero_grad(lt_kvctx *c) {
     for (int i = 0; i < c->n_samples; i++) {
         lt_kv_sample *s = &c->s[i];
         for (int l = 0; s->dk && l < c->layers; l++)
-            if (s->dk[l]) memset(s->dk[l], 0, (size_t)s->len * (size_t)c->kvd * 2 * sizeof(float));
+            if (s->dk[l]) c->be->zero(c->be, s->dk[l], (size_t)s->len * (size_t)c->kvd * 2 * c->be->act_bytes);
     }
 }
 
@@ -99,7 +102,7 @@ size_t lt_kvctx_bytes(const lt_kvctx *c) {
     size_t bytes = 0;
     for (int i = 0; i < c->n_samples; i++) {
         const lt_kv_sample *s = &c->s[i];
-        size_t per = (size_t)s->len * (size_t)c->kvd * 2 * sizeof(float);
+        size_t per = (size_t)s->len * (size_t)c->kvd * 2 * c->be->act_bytes;
         for (int l = 0; s->k && l < c->layers; l++) bytes += (s->k[l] ? per : 0) + (s->dk[l] ? per : 0);
     }
     return bytes;

@@ -79,6 +79,10 @@ typedef struct lt_llama {
     float *params;           /* [n_params] */
     lt_llama_views w;        /* views into params */
     lt_layer_views *layer_store; /* [layers * 2]: w's layer views, then scratch for lt_llama_views */
+    /* where the passes run (train/backend.h): NULL is the CPU fp32 reference. With another
+     * backend, activations, K/V and the gradient views handed to the passes are that
+     * backend's memory, and `params` stays the fp32 host copy (checkpoints, optimizer). */
+    const struct lt_backend *backend;
 } lt_llama;
 
 /* Allocate a model of `shape` (validated; rope_theta/norm_eps defaults applied) with zeroed
@@ -178,6 +182,8 @@ typedef struct lt_kvctx {
     bool with_grad;  /* gradients may be reserved */
     const lt_meter *meter; /* NULL (lt_kvctx_init), or told of every buffer reserved and
                               released (the bytes lt_kvctx_bytes counts) */
+    const struct lt_backend *be; /* whose memory the buffers are (the model's backend); their
+                                    elements are be->act_bytes wide (float * by type only) */
 } lt_kvctx;
 
 lt_status lt_kvctx_init(lt_kvctx *c, const lt_llama *m, const lt_batch *b, bool with_grad, lt_error *err);
@@ -226,6 +232,7 @@ typedef struct lt_acts {
     int32_t *ibuf;         /* ... and behind the int arrays */
     size_t bytes;          /* of buf and ibuf */
     bool window;           /* lt_acts_alloc_window: one layer's storage for every layer of the range */
+    const struct lt_backend *be; /* whose memory buf is (train/backend.h); the model's backend */
 } lt_acts;
 
 /* Allocate activations for unit `u` of batch `b` through layers [l0, l1); `head` adds the

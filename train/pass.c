@@ -1,6 +1,9 @@
 /*
  * train/pass.c — forward and backward of one unit through a range of layers (train/model.h),
- * on the CPU fp32 kernels of train/kernels.h.
+ * on the model's backend (train/backend.h: the CPU fp32 kernels of train/kernels.h, or
+ * bf16 on a GPU). Every buffer of activations, K/V and gradients is the backend's memory:
+ * this file never dereferences one; it lays them out and moves rows in BYTES (elements of
+ * be->act_bytes, fp32 rstd/lse) and hands them to the backend's ops.
  *
  * Invariants (llm.c's, kept by every function here):
  *   - the forward WRITES activations (acts) and the unit's K/V rows of the KV context;
@@ -19,7 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/kernels.h" /* lt_embed_*, lt_rmsnorm_*, lt_linear_*, lt_rope_*, lt_attention_*, lt_swiglu_*, lt_xent_* */
+#include "train/backend.h" /* lt_backend: the ops every buffer and kernel goes through */
+#include "train/kernels.h" /* lt_attn_segment */
+
+/* What the kernels read for the weight whose fp32 host view is p (train/backend.h). */
+#define WEIGHT(p) be->weight(be, m, (p))
+
+/* Byte offset arithmetic on a backend pointer typed float * (it may hold 2-byte elements). */
+static inline float *at(const void *base, size_t bytes) { return (float *)((char *)base + bytes); }
 
 typedef struct dims {
     int T, C, F, V, nh, nkv, hd, qd, kvd;
@@ -39,18 +49,25 @@ static dims dims_of(const lt_llama *m, int T) {
     return d;
 }
 
-/* Floats one layer keeps for T rows (lt_layer_acts). */
-static size_t layer_floats(const dims *d) {
-    size_t T = (size_t)d->T;
-    return T * (size_t)d->C * 4 + T * 2 + T * (size_t)d->qd * 2 + T * (size_t)d->nh + T * (size_t)d->F * 3;
+/* Bytes one layer keeps for T rows (lt_layer_acts): activation elements of act_bytes, rstd
+ * and lse fp32, each array aligned (on the fp32 backend: T C 4 floats + ..., no padding). */
+static size_t layer_bytes(const lt_backend *be, const dims *d) {
+    size_t T = (size_t)d->T, es = be->act_bytes;
+    return lt_backend_span(be, T * (size_t)d->C, es) * 4 + lt_backend_span(be, T, 4) * 2 +
+           lt_backend_span(be, T * (size_t)d->qd, es) * 2 + lt_backend_span(be, T * (size_t)d->nh, 4) +
+           lt_backend_span(be, T * (size_t)d->F, es) * 3;
 }
 
 /* Where a set's arrays lie in a->buf / a->ibuf for a->T rows: every layer of the range in
  * order (a window set: one layer's storage that every layer of the range shares), then out
- * (not in a window set), then the head's dnf_in. Returns the floats of buf. */
+ * (not in a window set), then the head's dnf_in. Offsets in bytes (a->be's element sizes
+ * and alignment). Returns the bytes of buf. */
 static size_t lay_out(lt_acts *a, const dims *d, bool head) {
-    float *p = a->buf;
-    size_t T = (size_t)a->T, TC = T * d->C, TQ = T * d->qd, TF = T * d->F;
+    const lt_backend *be = a->be;
+    size_t o = 0, T = (size_t)a->T, es = be->act_bytes;
+    size_t TC = lt_backend_span(be, T * d->C, es), TQ = lt_backend_span(be, T * d->qd, es);
+    size_t TF = lt_backend_span(be, T * d->F, es), TR = lt_backend_span(be, T, 4);
+    size_t TH = lt_backend_span(be, T * d->nh, 4);
     int stored = a->window ? 1 : a->l1 - a->l0;
     for (int l = 0; l < a->l1 - a->l0; l++) {
         lt_layer_acts *L = &a->layer[l];
@@ -58,27 +75,27 @@ static size_t lay_out(lt_acts *a, const dims *d, bool head) {
             *L = a->layer[0];
             continue;
         }
-        L->x = p, p += TC;
-        L->n1 = p, p += TC;
-        L->rstd1 = p, p += T;
-        L->q = p, p += TQ;
-        L->att = p, p += TQ;
-        L->lse = p, p += T * d->nh;
-        L->x2 = p, p += TC;
-        L->n2 = p, p += TC;
-        L->rstd2 = p, p += T;
-        L->gate = p, p += TF;
-        L->up = p, p += TF;
-        L->act = p, p += TF;
+        L->x = at(a->buf, o), o += TC;
+        L->n1 = at(a->buf, o), o += TC;
+        L->rstd1 = at(a->buf, o), o += TR;
+        L->q = at(a->buf, o), o += TQ;
+        L->att = at(a->buf, o), o += TQ;
+        L->lse = at(a->buf, o), o += TH;
+        L->x2 = at(a->buf, o), o += TC;
+        L->n2 = at(a->buf, o), o += TC;
+        L->rstd2 = at(a->buf, o), o += TR;
+        L->gate = at(a->buf, o), o += TF;
+        L->up = at(a->buf, o), o += TF;
+        L->act = at(a->buf, o), o += TF;
     }
-    a->out = a->window ? NULL : p;
-    if (!a->window) p += TC;
-    a->dnf_in = head ? p : NULL;
-    if (head) p += TC;
+    a->out = a->window ? NULL : at(a->buf, o);
+    if (!a->window) o += TC;
+    a->dnf_in = head ? at(a->buf, o) : NULL;
+    if (head) o += TC;
     a->ids = a->ibuf;
     a->pos = a->ibuf + T;
     a->targets = a->ibuf + 2 * T;
-    return (size_t)(p - a->buf);
+    return o;
 }
 
 static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
@@ -91,21 +108,24 @@ static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, co
                        m->shape.layers);
     int T = lt_unit_tokens(u);
     dims d = dims_of(m, T);
+    const lt_backend *be = lt_backend_of(m);
     int stored = window ? (l1 > l0 ? 1 : 0) : l1 - l0;
-    size_t total = layer_floats(&d) * (size_t)stored + (size_t)T * (size_t)d.C * ((window ? 0u : 1u) + (head ? 1u : 0u));
+    size_t total = layer_bytes(be, &d) * (size_t)stored +
+                   lt_backend_span(be, (size_t)T * (size_t)d.C, be->act_bytes) * ((window ? 0u : 1u) + (head ? 1u : 0u));
     a->T = T;
     a->l0 = l0;
     a->l1 = l1;
     a->window = window;
-    a->buf = malloc((total ? total : 1) * sizeof(float));
+    a->be = be;
+    a->buf = be->alloc(be, total ? total : sizeof(float), false);
     a->ibuf = malloc((size_t)T * 3 * sizeof(int32_t));
     a->layer = calloc((size_t)(l1 - l0 > 0 ? l1 - l0 : 1), sizeof *a->layer);
     if (!a->buf || !a->ibuf || !a->layer) {
         lt_acts_free(a);
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the activations of a %d-token unit (%.1f MiB)", T,
-                       (double)total * 4.0 / 1048576.0);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the activations of a %d-token unit (%.1f MiB on %s)",
+                       T, (double)total / 1048576.0, be->name);
     }
-    a->bytes = total * sizeof(float) + (size_t)T * 3 * sizeof(int32_t);
+    a->bytes = total + (size_t)T * 3 * sizeof(int32_t);
     lay_out(a, &d, head);
     int row = 0;
     for (int i = 0; i < u->n_slices; i++) {
@@ -131,21 +151,29 @@ lt_status lt_acts_alloc_window(lt_acts *a, const lt_llama *m, const lt_batch *b,
     return acts_alloc(a, m, b, u, l0, l1, head, true, err);
 }
 
-/* One array of a set: its base and its width in floats (a row is w floats at base + row w). */
+/* One array of a set: its base and the bytes of one row (row r is at base + r w). */
 typedef struct field {
-    float *base;
-    int w;
+    char *base;
+    size_t w;
 } field;
 
 enum { LAYER_FIELDS = 12 };
 
-/* The arrays of layer l of a, in the order of lay_out. */
+/* The arrays of layer l of a, in the order of lay_out: activation elements of es bytes,
+ * rstd and lse fp32. */
 static void layer_fields(const lt_acts *a, const dims *d, int l, field *f) {
     const lt_layer_acts *L = &a->layer[l - a->l0];
-    f[0] = (field){L->x, d->C}, f[1] = (field){L->n1, d->C}, f[2] = (field){L->rstd1, 1};
-    f[3] = (field){L->q, d->qd}, f[4] = (field){L->att, d->qd}, f[5] = (field){L->lse, d->nh};
-    f[6] = (field){L->x2, d->C}, f[7] = (field){L->n2, d->C}, f[8] = (field){L->rstd2, 1};
-    f[9] = (field){L->gate, d->F}, f[10] = (field){L->up, d->F}, f[11] = (field){L->act, d->F};
+    size_t es = a->be->act_bytes, C = (size_t)d->C * es, Q = (size_t)d->qd * es, F = (size_t)d->F * es;
+    f[0] = (field){(char *)L->x, C}, f[1] = (field){(char *)L->n1, C}, f[2] = (field){(char *)L->rstd1, 4};
+    f[3] = (field){(char *)L->q, Q}, f[4] = (field){(char *)L->att, Q};
+    f[5] = (field){(char *)L->lse, (size_t)d->nh * 4};
+    f[6] = (field){(char *)L->x2, C}, f[7] = (field){(char *)L->n2, C}, f[8] = (field){(char *)L->rstd2, 4};
+    f[9] = (field){(char *)L->gate, F}, f[10] = (field){(char *)L->up, F}, f[11] = (field){(char *)L->act, F};
+}
+
+/* The head's part of a row (dnf_in). */
+static field head_field(const lt_acts *a, const dims *d) {
+    return (field){(char *)a->dnf_in, (size_t)d->C * a->be->act_bytes};
 }
 
 /* The checks of a row move: [l0, l1) inside a's range, the row inside a, the head's part
@@ -158,21 +186,24 @@ static lt_status check_row(const lt_acts *a, int row, int l0, int l1, bool head,
     return LT_OK;
 }
 
-/* Row `row` of layers [l0, l1) of a (and with `head` its dnf_in) to (pack) or from buf. */
-static void row_io(lt_acts *a, int row, const lt_llama *m, int l0, int l1, bool head, float *buf, bool pack) {
+/* Row `row` of layers [l0, l1) of a (and with `head` its dnf_in) to (pack) or from the host
+ * buffer buf, the fields' bytes one after the other. */
+static lt_status row_io(lt_acts *a, int row, const lt_llama *m, int l0, int l1, bool head, char *buf, bool pack,
+                        lt_error *err) {
     dims d = dims_of(m, 1);
     field f[LAYER_FIELDS + 1];
-    for (int l = l0; l <= l1; l++) {
+    lt_status st = LT_OK;
+    for (int l = l0; st == LT_OK && l <= l1; l++) {
         int n = LAYER_FIELDS;
         if (l < l1) layer_fields(a, &d, l, f);
-        else if (head) f[0] = (field){a->dnf_in, d.C}, n = 1;
+        else if (head) f[0] = head_field(a, &d), n = 1;
         else break;
-        for (int i = 0; i < n; buf += f[i].w, i++) {
-            float *r = f[i].base + (size_t)row * (size_t)f[i].w;
-            if (pack) memcpy(buf, r, (size_t)f[i].w * sizeof(float));
-            else memcpy(r, buf, (size_t)f[i].w * sizeof(float));
+        for (int i = 0; st == LT_OK && i < n; buf += f[i].w, i++) {
+            char *r = f[i].base + (size_t)row * f[i].w;
+            st = pack ? a->be->to_host(a->be, buf, r, f[i].w, err) : a->be->from_host(a->be, r, buf, f[i].w, err);
         }
     }
+    return st;
 }
 
 lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, int l0, int l1, bool head,
@@ -183,36 +214,46 @@ lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow,
     if (dst->ids[drow] != src->ids[srow] || dst->pos[drow] != src->pos[srow])
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "row %d (token %d at %d) is not row %d (token %d at %d)", drow,
                        dst->ids[drow], dst->pos[drow], srow, src->ids[srow], src->pos[srow]);
+    if (dst->be != src->be)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "copying a row between the %s and %s backends", src->be->name,
+                       dst->be->name);
     dims d = dims_of(m, 1);
     field fd[LAYER_FIELDS], fs[LAYER_FIELDS];
     for (int l = l0; l <= l1; l++) {
         int n = LAYER_FIELDS;
         if (l < l1) layer_fields(dst, &d, l, fd), layer_fields(src, &d, l, fs);
-        else if (head) fd[0] = (field){dst->dnf_in, d.C}, fs[0] = (field){src->dnf_in, d.C}, n = 1;
+        else if (head) fd[0] = head_field(dst, &d), fs[0] = head_field(src, &d), n = 1;
         else break;
         for (int i = 0; i < n; i++)
-            memcpy(fd[i].base + (size_t)drow * (size_t)fd[i].w, fs[i].base + (size_t)srow * (size_t)fs[i].w,
-                   (size_t)fd[i].w * sizeof(float));
+            dst->be->copy(dst->be, fd[i].base + (size_t)drow * fd[i].w, fs[i].base + (size_t)srow * fs[i].w, fd[i].w);
     }
     return LT_OK;
 }
 
-size_t lt_acts_row_floats(const lt_llama *m, int l0, int l1, bool head) {
+/* A row's bytes (the fields of layer_fields and head_field, unpadded); the floats of
+ * lt_acts_row_floats are these bytes rounded up to whole floats (equal on fp32). */
+static size_t row_bytes(const lt_llama *m, int l0, int l1, bool head) {
+    size_t es = lt_backend_of(m)->act_bytes;
     dims d = dims_of(m, 1);
-    return (size_t)(l1 - l0) * layer_floats(&d) + (head ? (size_t)d.C : 0u);
+    size_t layer = ((size_t)d.C * 4 + (size_t)d.qd * 2 + (size_t)d.F * 3) * es + (2 + (size_t)d.nh) * 4;
+    return (size_t)(l1 - l0) * layer + (head ? (size_t)d.C * es : 0u);
+}
+
+size_t lt_acts_row_floats(const lt_llama *m, int l0, int l1, bool head) {
+    return (row_bytes(m, l0, l1, head) + sizeof(float) - 1) / sizeof(float);
 }
 
 lt_status lt_acts_pack_row(const lt_acts *a, int row, int l0, int l1, bool head, const lt_llama *m, float *buf,
                            lt_error *err) {
     lt_status st = check_row(a, row, l0, l1, head, "packing", err);
-    if (st == LT_OK) row_io((lt_acts *)a, row, m, l0, l1, head, buf, true);
+    if (st == LT_OK) st = row_io((lt_acts *)a, row, m, l0, l1, head, (char *)buf, true, err);
     return st;
 }
 
 lt_status lt_acts_unpack_row(lt_acts *a, int row, int l0, int l1, bool head, const lt_llama *m, const float *buf,
                              lt_error *err) {
     lt_status st = check_row(a, row, l0, l1, head, "unpacking into", err);
-    if (st == LT_OK) row_io(a, row, m, l0, l1, head, (float *)buf, false);
+    if (st == LT_OK) st = row_io(a, row, m, l0, l1, head, (char *)buf, false, err);
     return st;
 }
 
@@ -225,8 +266,8 @@ static field field_at(const lt_acts *a, const dims *d, int i) {
         layer_fields(a, d, a->l0 + i / LAYER_FIELDS, f);
         return f[i % LAYER_FIELDS];
     }
-    if (i == nl) return (field){a->out, d->C};
-    if (i == nl + 1 && a->dnf_in) return (field){a->dnf_in, d->C};
+    if (i == nl) return (field){(char *)a->out, (size_t)d->C * a->be->act_bytes};
+    if (i == nl + 1 && a->dnf_in) return head_field(a, d);
     return (field){NULL, 0};
 }
 
@@ -239,6 +280,7 @@ lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "row %d kept out of order or outside %d rows", rows[k], a->T);
     if (n == a->T) return LT_OK;
     bool head = a->dnf_in != NULL;
+    const lt_backend *be = a->be;
     size_t ibytes = (size_t)a->T * 3 * sizeof(int32_t), fbytes = a->bytes - ibytes;
     dims d = dims_of(m, a->T);
     lt_acts old = *a; /* its layer views are lay_out's of a->T rows: keep them */
@@ -254,18 +296,23 @@ lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *
     for (int i = 0;; i++) {
         field fo = field_at(&old, &d, i), fn = field_at(a, &dn, i);
         if (!fo.base) break;
-        for (int r = 0; r < n; r++)
-            memmove(fn.base + (size_t)r * (size_t)fn.w, fo.base + (size_t)rows[r] * (size_t)fo.w,
-                    (size_t)fn.w * sizeof(float));
+        for (int r = 0; r < n; r++) be->copy(be, fn.base + (size_t)r * fn.w, fo.base + (size_t)rows[r] * fo.w, fn.w);
     }
     free(old_layer);
     int32_t *oi[3] = {old.ids, old.pos, old.targets}, *ni[3] = {a->ids, a->pos, a->targets};
     for (int i = 0; i < 3; i++)
         for (int r = 0; r < n; r++) ni[i][r] = oi[i][rows[r]];
-    /* give the rows' memory back (a smaller block: the allocator keeps it in place) */
-    float *fb = realloc(a->buf, total * sizeof(float));
+    /* give the rows' memory back: on the host a smaller block (the allocator keeps it in
+     * place); elsewhere a new block the kept rows move to */
+    float *fb = NULL;
+    if (be->host) {
+        fb = realloc(a->buf, total);
+    } else if ((fb = be->alloc(be, total, false))) {
+        be->copy(be, fb, a->buf, total);
+        be->free(be, a->buf);
+    }
     int32_t *ib = realloc(a->ibuf, (size_t)n * 3 * sizeof(int32_t));
-    if (fb) a->buf = fb, fbytes = total * sizeof(float);
+    if (fb) a->buf = fb, fbytes = total;
     if (ib) a->ibuf = ib, ibytes = (size_t)n * 3 * sizeof(int32_t);
     lay_out(a, &dn, head);
     a->bytes = fbytes + ibytes; /* (a block that could not shrink is still held whole) */
@@ -274,7 +321,8 @@ lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *
 
 void lt_acts_free(lt_acts *a) {
     if (!a) return;
-    free(a->buf);
+    if (a->be) a->be->free(a->be, a->buf);
+    else free(a->buf);
     free(a->ibuf);
     free(a->layer);
     memset(a, 0, sizeof *a);
@@ -299,18 +347,20 @@ static void segments_of(const lt_train_unit *u, const lt_kvctx *kv, int l, lt_at
 }
 
 /* Copy the unit's rows [T, kvd] of `src` into (to_ctx) or out of the context buffers `ctx`
- * (per slice: rows begin..end-1 of its sample). `which`: 0 k, 1 v, 2 dk, 3 dv. */
+ * (per slice: rows begin..end-1 of its sample). `which`: 0 k, 1 v, 2 dk, 3 dv. In bytes:
+ * a row is kvd elements of the context's backend. */
 static void ctx_rows(const lt_train_unit *u, const lt_kvctx *kv, int l, int which, float *unit_rows, bool to_ctx) {
+    const lt_backend *be = kv->be;
     int row = 0;
-    size_t kvd = (size_t)kv->kvd;
+    size_t kvd = (size_t)kv->kvd * be->act_bytes;
     for (int i = 0; i < u->n_slices; i++) {
         const lt_train_slice *s = &u->slices[i];
         const lt_kv_sample *ks = &kv->s[s->sample];
         float *base = which == 0 ? ks->k[l] : which == 1 ? ks->v[l] : which == 2 ? ks->dk[l] : ks->dv[l];
         size_t n = (size_t)(s->end - s->begin) * kvd;
-        float *c = base + (size_t)s->begin * kvd;
-        if (to_ctx) memcpy(c, unit_rows + (size_t)row * kvd, n * sizeof(float));
-        else memcpy(unit_rows + (size_t)row * kvd, c, n * sizeof(float));
+        float *c = at(base, (size_t)s->begin * kvd);
+        if (to_ctx) be->copy(be, c, at(unit_rows, (size_t)row * kvd), n);
+        else be->copy(be, at(unit_rows, (size_t)row * kvd), c, n);
         row += s->end - s->begin;
     }
 }
@@ -325,10 +375,6 @@ static void let_go(const lt_pass *pass, size_t bytes) {
     if (pass->meter && bytes) pass->meter->sub(pass->meter->ctx, bytes);
 }
 
-static void add_into(float *dst, const float *a, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = a[i] + b[i];
-}
-
 /*
  * The head: final RMSNorm, LM head, cross-entropy, over row blocks so the [T, V] logits
  * never exist at once. With loss_scale > 0 its backward runs here too (fused, as llm.c's
@@ -337,43 +383,48 @@ static void add_into(float *dst, const float *a, const float *b, size_t n) {
  */
 static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a, const lt_llama_views *grads,
                               float *logits_out, lt_pool *pool, lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
     dims d = dims_of(m, a->T);
-    size_t TC = (size_t)d.T * d.C;
+    size_t es = be->act_bytes, TC = (size_t)d.T * d.C;
     bool grad = pass->loss_scale > 0;
     int block = lt_fused_head_rows(d.V); /* rows at once: the [rows, V] logits stay near 32 MiB */
     if (block > d.T) block = d.T;
-    float *nf = malloc(TC * sizeof(float));
-    float *rstd = malloc((size_t)d.T * sizeof(float));
-    float *logits = malloc((size_t)block * (size_t)d.V * sizeof(float));
-    float *dnf = grad ? calloc(TC, sizeof(float)) : NULL;
+    float *nf = be->alloc(be, TC * es, false);
+    float *rstd = be->alloc(be, (size_t)d.T * sizeof(float), false);
+    float *logits = be->alloc(be, (size_t)block * (size_t)d.V * es, false);
+    float *dnf = grad ? be->alloc(be, TC * es, true) : NULL;
     if (!nf || !rstd || !logits || (grad && !dnf)) {
-        free(nf), free(rstd), free(logits), free(dnf);
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the LM head of a %d-token unit", d.T);
+        be->free(be, nf), be->free(be, rstd), be->free(be, logits), be->free(be, dnf);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the LM head of a %d-token unit (%s)", d.T, be->name);
     }
-    size_t bytes = (TC * (grad ? 2u : 1u) + (size_t)d.T + (size_t)block * (size_t)d.V) * sizeof(float);
+    size_t bytes = (TC * (grad ? 2u : 1u) + (size_t)block * (size_t)d.V) * es + (size_t)d.T * sizeof(float);
     held(pass, bytes);
-    lt_rmsnorm_forward(nf, rstd, a->out, m->w.final_norm, d.T, d.C, (float)m->shape.norm_eps, pool);
+    be->rmsnorm_forward(be, nf, rstd, a->out, WEIGHT(m->w.final_norm), d.T, d.C, (float)m->shape.norm_eps, pool);
     double loss = 0;
     int predicting = 0;
-    for (int r0 = 0; r0 < d.T; r0 += block) {
+    lt_status st = LT_OK;
+    for (int r0 = 0; st == LT_OK && r0 < d.T; r0 += block) {
         int rows = d.T - r0 < block ? d.T - r0 : block;
-        const float *x = nf + (size_t)r0 * d.C;
-        lt_linear_forward(logits, x, m->w.lm_head, rows, d.C, d.V);
-        if (logits_out) memcpy(logits_out + (size_t)r0 * d.V, logits, (size_t)rows * d.V * sizeof(float));
-        loss += lt_xent_forward_backward(grad ? logits : NULL, logits, a->targets + r0, rows, d.V, pass->loss_scale,
-                                         pool);
+        const float *x = at(nf, (size_t)r0 * d.C * es);
+        be->linear_forward(be, logits, x, WEIGHT(m->w.lm_head), rows, d.C, d.V);
+        if (logits_out) st = be->to_host_f32(be, logits_out + (size_t)r0 * d.V, logits, (size_t)rows * d.V, err);
+        loss += be->xent(be, grad ? logits : NULL, logits, a->targets + r0, rows, d.V, pass->loss_scale, pool);
         for (int r = 0; r < rows; r++) predicting += a->targets[r0 + r] >= 0;
-        if (grad) lt_linear_backward(dnf + (size_t)r0 * d.C, grads->lm_head, logits, x, m->w.lm_head, rows, d.C, d.V);
+        if (grad)
+            be->linear_backward(be, at(dnf, (size_t)r0 * d.C * es), grads->lm_head, logits, x, WEIGHT(m->w.lm_head),
+                                rows, d.C, d.V);
     }
-    if (grad) {
-        memset(a->dnf_in, 0, TC * sizeof(float));
-        lt_rmsnorm_backward(a->dnf_in, grads->final_norm, dnf, a->out, m->w.final_norm, rstd, d.T, d.C, pool);
+    if (st == LT_OK && grad) {
+        be->zero(be, a->dnf_in, TC * es);
+        be->rmsnorm_backward(be, a->dnf_in, grads->final_norm, dnf, a->out, WEIGHT(m->w.final_norm), rstd, d.T, d.C,
+                             pool);
     }
+    if (st == LT_OK) st = be->check(be, err);
     a->loss_sum = loss;
     a->n_predicting = predicting;
     let_go(pass, bytes);
-    free(nf), free(rstd), free(logits), free(dnf);
-    return LT_OK;
+    be->free(be, nf), be->free(be, rstd), be->free(be, logits), be->free(be, dnf);
+    return st;
 }
 
 /* Per-member scratch of a forward: K/V rows of the unit, one residual-branch output, segments. */
@@ -387,16 +438,17 @@ typedef struct fwd_scratch {
  * context (where every later query of the sample, in any unit or member, reads them). */
 static void layer_pre_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
                               fwd_scratch *s, lt_pool *pool) {
+    const lt_backend *be = lt_backend_of(m);
     dims d = dims_of(m, a->T);
     lt_layer_acts *L = &a->layer[l - a->l0];
     const lt_layer_views *W = &m->w.layer[l];
     float theta = (float)m->shape.rope_theta, eps = (float)m->shape.norm_eps;
-    lt_rmsnorm_forward(L->n1, L->rstd1, L->x, W->attn_norm, d.T, d.C, eps, pool);
-    lt_linear_forward(L->q, L->n1, W->wq, d.T, d.C, d.qd);
-    lt_linear_forward(s->kbuf, L->n1, W->wk, d.T, d.C, d.kvd);
-    lt_linear_forward(s->vbuf, L->n1, W->wv, d.T, d.C, d.kvd);
-    lt_rope_forward(L->q, a->pos, d.T, d.nh, d.hd, theta, pool);
-    lt_rope_forward(s->kbuf, a->pos, d.T, d.nkv, d.hd, theta, pool);
+    be->rmsnorm_forward(be, L->n1, L->rstd1, L->x, WEIGHT(W->attn_norm), d.T, d.C, eps, pool);
+    be->linear_forward(be, L->q, L->n1, WEIGHT(W->wq), d.T, d.C, d.qd);
+    be->linear_forward(be, s->kbuf, L->n1, WEIGHT(W->wk), d.T, d.C, d.kvd);
+    be->linear_forward(be, s->vbuf, L->n1, WEIGHT(W->wv), d.T, d.C, d.kvd);
+    be->rope_forward(be, L->q, a->pos, d.T, d.nh, d.hd, theta, pool);
+    be->rope_forward(be, s->kbuf, a->pos, d.T, d.nkv, d.hd, theta, pool);
     ctx_rows(u, kv, l, 0, s->kbuf, true);
     ctx_rows(u, kv, l, 1, s->vbuf, true);
 }
@@ -404,6 +456,7 @@ static void layer_pre_forward(const lt_llama *m, const lt_train_unit *u, lt_kvct
 /* Layer l, second half: attention over the context, output projection, residual, MLP. */
 static void layer_post_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
                                fwd_scratch *s, lt_pool *pool) {
+    const lt_backend *be = lt_backend_of(m);
     dims d = dims_of(m, a->T);
     size_t TC = (size_t)d.T * d.C;
     lt_layer_acts *L = &a->layer[l - a->l0];
@@ -411,15 +464,15 @@ static void layer_post_forward(const lt_llama *m, const lt_train_unit *u, lt_kvc
     float *next = l + 1 < a->l1 ? a->layer[l + 1 - a->l0].x : a->out;
     float eps = (float)m->shape.norm_eps;
     segments_of(u, kv, l, s->segs);
-    lt_attention_forward(L->att, L->lse, L->q, s->segs, u->n_slices, d.nh, d.nkv, d.hd, pool);
-    lt_linear_forward(s->tmp, L->att, W->wo, d.T, d.qd, d.C);
-    add_into(L->x2, L->x, s->tmp, TC);
-    lt_rmsnorm_forward(L->n2, L->rstd2, L->x2, W->mlp_norm, d.T, d.C, eps, pool);
-    lt_linear_forward(L->gate, L->n2, W->wgate, d.T, d.C, d.F);
-    lt_linear_forward(L->up, L->n2, W->wup, d.T, d.C, d.F);
-    lt_swiglu_forward(L->act, L->gate, L->up, (size_t)d.T * d.F, pool);
-    lt_linear_forward(s->tmp, L->act, W->wdown, d.T, d.F, d.C);
-    add_into(next, L->x2, s->tmp, TC);
+    be->attention_forward(be, L->att, L->lse, L->q, s->segs, u->n_slices, d.T, d.nh, d.nkv, d.hd, pool);
+    be->linear_forward(be, s->tmp, L->att, WEIGHT(W->wo), d.T, d.qd, d.C);
+    be->add(be, L->x2, L->x, s->tmp, TC);
+    be->rmsnorm_forward(be, L->n2, L->rstd2, L->x2, WEIGHT(W->mlp_norm), d.T, d.C, eps, pool);
+    be->linear_forward(be, L->gate, L->n2, WEIGHT(W->wgate), d.T, d.C, d.F);
+    be->linear_forward(be, L->up, L->n2, WEIGHT(W->wup), d.T, d.C, d.F);
+    be->swiglu_forward(be, L->act, L->gate, L->up, (size_t)d.T * d.F, pool);
+    be->linear_forward(be, s->tmp, L->act, WEIGHT(W->wdown), d.T, d.F, d.C);
+    be->add(be, next, L->x2, s->tmp, TC);
 }
 
 lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
@@ -438,37 +491,43 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
     }
     if (pass->head && pass->loss_scale > 0 && !grads)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "a head with a loss gradient needs gradient buffers");
+    const lt_backend *be = lt_backend_of(m);
+    size_t es = be->act_bytes;
     fwd_scratch *s = calloc((size_t)G, sizeof *s);
     lt_status st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int g = 0; st == LT_OK && g < G; g++) {
         dims d = dims_of(m, a[g].T);
         size_t TK = (size_t)d.T * d.kvd, TC = (size_t)d.T * d.C;
-        s[g].kbuf = malloc((TK ? TK : 1) * sizeof(float)), s[g].vbuf = malloc((TK ? TK : 1) * sizeof(float));
-        s[g].tmp = malloc((TC ? TC : 1) * sizeof(float));
+        s[g].kbuf = be->alloc(be, (TK ? TK : 1) * es, false), s[g].vbuf = be->alloc(be, (TK ? TK : 1) * es, false);
+        s[g].tmp = be->alloc(be, (TC ? TC : 1) * es, false);
         s[g].segs = malloc(((size_t)u[g].n_slices + 1) * sizeof *s[g].segs);
         if (!s[g].kbuf || !s[g].vbuf || !s[g].tmp || !s[g].segs) {
-            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's forward", d.T);
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's forward (%s)", d.T, be->name);
             break;
         }
-        s[g].bytes = (2 * (TK ? TK : 1) + (TC ? TC : 1)) * sizeof(float);
+        s[g].bytes = (2 * (TK ? TK : 1) + (TC ? TC : 1)) * es;
         held(pass, s[g].bytes);
     }
     for (int g = 0; st == LT_OK && g < G; g++) {
         size_t TC = (size_t)a[g].T * (size_t)m->shape.hidden;
         float *x = a[g].l1 > a[g].l0 ? a[g].layer[0].x : a[g].out;
-        if (pass->embed) lt_embed_forward(x, a[g].ids, a[g].T, m->w.embed, m->shape.hidden);
-        else memcpy(x, in[g], TC * sizeof(float));
+        if (pass->embed) be->embed_forward(be, x, a[g].ids, a[g].T, WEIGHT(m->w.embed), m->shape.hidden);
+        else be->copy(be, x, in[g], TC * es);
     }
     /* per layer in lockstep: every member's K/V in the context before any member's attention
-     * (context parallelism's K/V exchange, Megatron-LM CP / ring attention, in one process) */
+     * (context parallelism's K/V exchange, Megatron-LM CP / ring attention, in one process).
+     * A backend's failure (a GPU launch) is kept by the backend and read after each layer,
+     * before a hook hands its buffers to another process. */
     for (int l = pass->l0; st == LT_OK && l < pass->l1; l++) {
         for (int g = 0; g < G; g++) layer_pre_forward(m, &u[g], kv, &a[g], l, &s[g], pool);
+        if ((st = be->check(be, err)) != LT_OK) break;
         if (hooks && hooks->kv_ready && (st = hooks->kv_ready(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; g < G; g++) layer_post_forward(m, &u[g], kv, &a[g], l, &s[g], pool);
+        if ((st = be->check(be, err)) != LT_OK) break;
     }
     for (int g = 0; s && g < G; g++) {
-        let_go(pass, s[g].bytes);
-        free(s[g].kbuf), free(s[g].vbuf), free(s[g].tmp), free(s[g].segs);
+        if (s[g].bytes) let_go(pass, s[g].bytes);
+        be->free(be, s[g].kbuf), be->free(be, s[g].vbuf), be->free(be, s[g].tmp), free(s[g].segs);
     }
     free(s);
     double total = 0;
@@ -511,24 +570,27 @@ typedef struct bwd_scratch {
  * d x2 out; dq filled. */
 static void layer_post_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
                                 const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool) {
+    const lt_backend *be = lt_backend_of(m);
     dims d = dims_of(m, a->T);
-    size_t TC = (size_t)d.T * d.C, TQ = (size_t)d.T * d.qd, TF = (size_t)d.T * d.F;
+    size_t es = be->act_bytes, TF = (size_t)d.T * d.F;
     lt_layer_acts *L = &a->layer[l - a->l0];
     const lt_layer_views *W = &m->w.layer[l];
     const lt_layer_views *G = &grads->layer[l];
     /* MLP branch: x_next = x2 + down(silu(gate(n2)) * up(n2)), n2 = rmsnorm(x2) */
-    memset(s->dact, 0, TF * 3 * sizeof(float)); /* dact, dgate, dup */
-    lt_linear_backward(s->dact, G->wdown, s->dx, L->act, W->wdown, d.T, d.F, d.C);
-    lt_swiglu_backward(s->dgate, s->dup, s->dact, L->gate, L->up, TF, pool);
-    memset(s->dn, 0, TC * sizeof(float));
-    lt_linear_backward(s->dn, G->wgate, s->dgate, L->n2, W->wgate, d.T, d.C, d.F);
-    lt_linear_backward(s->dn, G->wup, s->dup, L->n2, W->wup, d.T, d.C, d.F);
-    lt_rmsnorm_backward(s->dx, G->mlp_norm, s->dn, L->x2, W->mlp_norm, L->rstd2, d.T, d.C, pool); /* dx = d x2 */
+    be->zero(be, s->dact, lt_backend_span(be, TF, es) * 3); /* dact, dgate, dup */
+    be->linear_backward(be, s->dact, G->wdown, s->dx, L->act, WEIGHT(W->wdown), d.T, d.F, d.C);
+    be->swiglu_backward(be, s->dgate, s->dup, s->dact, L->gate, L->up, TF, pool);
+    be->zero(be, s->dn, (size_t)d.T * d.C * es);
+    be->linear_backward(be, s->dn, G->wgate, s->dgate, L->n2, WEIGHT(W->wgate), d.T, d.C, d.F);
+    be->linear_backward(be, s->dn, G->wup, s->dup, L->n2, WEIGHT(W->wup), d.T, d.C, d.F);
+    be->rmsnorm_backward(be, s->dx, G->mlp_norm, s->dn, L->x2, WEIGHT(W->mlp_norm), L->rstd2, d.T, d.C,
+                         pool); /* dx = d x2 */
     /* attention branch: x2 = x + o(attention(rope(q(n1)), rope(k(n1)), v(n1))), n1 = rmsnorm(x) */
-    memset(s->dq, 0, TQ * 2 * sizeof(float)); /* dq, datt */
-    lt_linear_backward(s->datt, G->wo, s->dx, L->att, W->wo, d.T, d.qd, d.C);
+    be->zero(be, s->dq, lt_backend_span(be, (size_t)d.T * d.qd, es) * 2); /* dq, datt */
+    be->linear_backward(be, s->datt, G->wo, s->dx, L->att, WEIGHT(W->wo), d.T, d.qd, d.C);
     segments_of(u, kv, l, s->segs);
-    lt_attention_backward(s->dq, s->datt, L->att, L->lse, L->q, s->segs, u->n_slices, d.nh, d.nkv, d.hd, pool);
+    be->attention_backward(be, s->dq, s->datt, L->att, L->lse, L->q, s->segs, u->n_slices, d.T, d.nh, d.nkv, d.hd,
+                           pool);
 }
 
 /* Layer l backward, first half: the unit's own K/V rows' gradients (complete once every
@@ -537,6 +599,7 @@ static void layer_post_backward(const lt_llama *m, const lt_train_unit *u, lt_kv
  * d x (the layer's input) out. */
 static void layer_pre_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
                                const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool) {
+    const lt_backend *be = lt_backend_of(m);
     dims d = dims_of(m, a->T);
     size_t TC = (size_t)d.T * d.C;
     lt_layer_acts *L = &a->layer[l - a->l0];
@@ -545,13 +608,14 @@ static void layer_pre_backward(const lt_llama *m, const lt_train_unit *u, lt_kvc
     float theta = (float)m->shape.rope_theta;
     ctx_rows(u, kv, l, 2, s->dk, false);
     ctx_rows(u, kv, l, 3, s->dv, false);
-    lt_rope_backward(s->dq, a->pos, d.T, d.nh, d.hd, theta, pool);
-    lt_rope_backward(s->dk, a->pos, d.T, d.nkv, d.hd, theta, pool);
-    memset(s->dn, 0, TC * sizeof(float));
-    lt_linear_backward(s->dn, G->wq, s->dq, L->n1, W->wq, d.T, d.C, d.qd);
-    lt_linear_backward(s->dn, G->wk, s->dk, L->n1, W->wk, d.T, d.C, d.kvd);
-    lt_linear_backward(s->dn, G->wv, s->dv, L->n1, W->wv, d.T, d.C, d.kvd);
-    lt_rmsnorm_backward(s->dx, G->attn_norm, s->dn, L->x, W->attn_norm, L->rstd1, d.T, d.C, pool); /* dx = d x */
+    be->rope_backward(be, s->dq, a->pos, d.T, d.nh, d.hd, theta, pool);
+    be->rope_backward(be, s->dk, a->pos, d.T, d.nkv, d.hd, theta, pool);
+    be->zero(be, s->dn, TC * be->act_bytes);
+    be->linear_backward(be, s->dn, G->wq, s->dq, L->n1, WEIGHT(W->wq), d.T, d.C, d.qd);
+    be->linear_backward(be, s->dn, G->wk, s->dk, L->n1, WEIGHT(W->wk), d.T, d.C, d.kvd);
+    be->linear_backward(be, s->dn, G->wv, s->dv, L->n1, WEIGHT(W->wv), d.T, d.C, d.kvd);
+    be->rmsnorm_backward(be, s->dx, G->attn_norm, s->dn, L->x, WEIGHT(W->attn_norm), L->rstd1, d.T, d.C,
+                         pool); /* dx = d x */
 }
 
 lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
@@ -568,6 +632,8 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
         if (!pass->embed && !(din && din[g]))
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a pass without embedding needs din");
     }
+    const lt_backend *be = lt_backend_of(m);
+    size_t es = be->act_bytes;
     bwd_scratch *s = calloc((size_t)G, sizeof *s);
     lt_status st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int g = 0; st == LT_OK && g < G; g++) /* dK/dV at the sample's first backward over these layers */
@@ -575,20 +641,22 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
             st = lt_kvctx_reserve_grad(kv, u[g].slices[i].sample, pass->l0, pass->l1, err);
     for (int g = 0; st == LT_OK && g < G; g++) {
         dims d = dims_of(m, a[g].T);
-        size_t TC = (size_t)d.T * d.C, TQ = (size_t)d.T * d.qd, TF = (size_t)d.T * d.F, TK = (size_t)d.T * d.kvd;
+        /* each array's bytes, aligned (on the fp32 backend: its floats x 4, no padding) */
+        size_t TC = lt_backend_span(be, (size_t)d.T * d.C, es), TQ = lt_backend_span(be, (size_t)d.T * d.qd, es);
+        size_t TF = lt_backend_span(be, (size_t)d.T * d.F, es), TK = lt_backend_span(be, (size_t)d.T * d.kvd, es);
         size_t total = TC * 2 + TQ * 2 + TF * 3 + TK * 2;
-        s[g].buf = malloc((total ? total : 1) * sizeof(float));
+        s[g].buf = be->alloc(be, total ? total : es, false);
         s[g].segs = malloc(((size_t)u[g].n_slices + 1) * sizeof *s[g].segs);
         if (!s[g].buf || !s[g].segs) {
-            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's backward", d.T);
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's backward (%s)", d.T, be->name);
             break;
         }
-        s[g].bytes = (total ? total : 1) * sizeof(float);
+        s[g].bytes = total ? total : es;
         held(pass, s[g].bytes);
-        s[g].dx = s[g].buf, s[g].dn = s[g].dx + TC, s[g].dq = s[g].dn + TC, s[g].datt = s[g].dq + TQ;
-        s[g].dact = s[g].datt + TQ, s[g].dgate = s[g].dact + TF, s[g].dup = s[g].dgate + TF;
-        s[g].dk = s[g].dup + TF, s[g].dv = s[g].dk + TK;
-        memcpy(s[g].dx, pass->head ? a[g].dnf_in : dout[g], TC * sizeof(float));
+        s[g].dx = s[g].buf, s[g].dn = at(s[g].dx, TC), s[g].dq = at(s[g].dn, TC), s[g].datt = at(s[g].dq, TQ);
+        s[g].dact = at(s[g].datt, TQ), s[g].dgate = at(s[g].dact, TF), s[g].dup = at(s[g].dgate, TF);
+        s[g].dk = at(s[g].dup, TF), s[g].dv = at(s[g].dk, TK);
+        be->copy(be, s[g].dx, pass->head ? a[g].dnf_in : dout[g], (size_t)d.T * d.C * es);
     }
     /* per layer in lockstep, the forward's mirror: every member's attention backward before
      * any member reads its own K/V rows' gradients */
@@ -596,19 +664,21 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
         if (hooks && hooks->layer_begin && (st = hooks->layer_begin(hooks->ctx, l, err)) != LT_OK) break;
         if (hooks && hooks->dkv_begin && (st = hooks->dkv_begin(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; g < G; g++) layer_post_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool);
+        if ((st = be->check(be, err)) != LT_OK) break;
         if (hooks && hooks->dkv_ready && (st = hooks->dkv_ready(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; g < G; g++) layer_pre_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool);
+        if ((st = be->check(be, err)) != LT_OK) break;
         if (hooks && hooks->layer_done && (st = hooks->layer_done(hooks->ctx, l, err)) != LT_OK) break;
     }
     for (int g = 0; st == LT_OK && g < G; g++) {
         size_t TC = (size_t)a[g].T * (size_t)m->shape.hidden;
-        if (pass->embed) lt_embed_backward(grads->embed, s[g].dx, a[g].ids, a[g].T, m->shape.hidden);
-        else
-            for (size_t i = 0; i < TC; i++) din[g][i] += s[g].dx[i];
+        if (pass->embed) be->embed_backward(be, grads->embed, s[g].dx, a[g].ids, a[g].T, m->shape.hidden);
+        else be->accumulate(be, din[g], s[g].dx, TC);
     }
+    if (st == LT_OK) st = be->check(be, err);
     for (int g = 0; s && g < G; g++) {
         let_go(pass, s[g].bytes);
-        free(s[g].buf), free(s[g].segs);
+        be->free(be, s[g].buf), free(s[g].segs);
     }
     free(s);
     return st;

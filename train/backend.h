@@ -1,0 +1,130 @@
+/*
+ * train/backend.h — where a pass's buffers live and what computes on them: the ops table
+ * the unit forward/backward (train/pass.c) and the KV context (train/kvctx.c) call for
+ * every buffer operation and kernel, so the SAME pass code runs on the CPU fp32 reference
+ * and on the GPU in bf16 (issue 20).
+ *
+ * Three implementations:
+ *   - lt_backend_cpu()       host memory, fp32, a thin wrapper over train/kernels.h; what
+ *                            a model without a backend (lt_llama.backend == NULL) uses, and
+ *                            bit for bit the results the pass gave before this header existed;
+ *   - lt_backend_cpu_bf16()  host memory, bf16 STORAGE of activations, K/V and their
+ *                            gradients (2-byte elements, rounded to nearest even after each
+ *                            op, the kernels computing in fp32 in between): for tests only,
+ *                            the one way to run the element-size paths of the GPU backend's
+ *                            host logic (layouts, row moves, K/V rows) without a GPU;
+ *   - lt_backend_cuda_open() (train/backend_cuda.c) device memory, bf16 compute over
+ *                            kernels/cuda.h, fp32 master weights kept beside a bf16 copy.
+ *
+ * Precision (kernels/cuda.h "Mixed precision"): activations, their gradients, keys, values
+ * and dK/dV are elements of `act_bytes` bytes (4: fp32, 2: bf16); per-row statistics (the
+ * RMSNorm rstd, the attention lse) and parameter gradients are fp32 on every backend.
+ *
+ * Pointers: every buffer pointer below is a BACKEND pointer (device memory for CUDA), never
+ * dereferenced by the pass; the pass keeps its typed fields (float *) for the fp32 backend's
+ * sake and does all arithmetic on them in bytes (act_bytes). Arrays named host_* (token ids,
+ * positions, targets) are host memory: the backend moves them itself where it needs to.
+ * Weights are named by their view into the model's fp32 host parameter buffer
+ * (m->w.layer[l].wq ...); `weight` maps such a view to what the kernels read (itself on the
+ * CPU, the matching element of the bf16 device copy on CUDA).
+ *
+ * Errors: kernels on the CPU cannot fail; launches on a GPU can. So the ops return nothing
+ * and a backend keeps the FIRST failure (CUDA's own sticky-error model): `check` reports it
+ * (LT_OK on the CPU), and the pass calls it after every layer and before it returns.
+ * Allocation returns NULL on failure (the caller names what it was allocating).
+ *
+ * Conventions of every kernel op: train/kernels.h's (forward writes, backward ADDS).
+ */
+#ifndef LT_TRAIN_BACKEND_H
+#define LT_TRAIN_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/error.h"      /* lt_status, lt_error */
+#include "lib/threadpool.h" /* lt_pool */
+#include "train/kernels.h"  /* lt_attn_segment */
+
+struct lt_llama;
+
+typedef struct lt_backend lt_backend;
+
+struct lt_backend {
+    const char *name;  /* "cpu", "cpu-bf16" (tests), "cuda" */
+    size_t act_bytes;  /* bytes of one activation / K / V element: 4 (fp32) or 2 (bf16) */
+    size_t align;      /* every array a pass lays out starts at a multiple of this (bytes) */
+    bool host;         /* buffers are host memory (memcpy-able by callers) */
+    void *ctx;         /* the implementation's state */
+
+    /* ---- memory */
+    void *(*alloc)(const lt_backend *be, size_t bytes, bool zeroed); /* NULL: out of memory */
+    void (*free)(const lt_backend *be, void *p);                      /* NULL-safe */
+    void (*zero)(const lt_backend *be, void *p, size_t bytes);
+    /* bytes from src to dst, both backend memory; the ranges may overlap (memmove) */
+    void (*copy)(const lt_backend *be, void *dst, const void *src, size_t bytes);
+    /* raw bytes between host and backend memory (synchronous: the host buffer may be read
+     * or reused when they return) */
+    lt_status (*to_host)(const lt_backend *be, void *host_dst, const void *src, size_t bytes, lt_error *err);
+    lt_status (*from_host)(const lt_backend *be, void *dst, const void *host_src, size_t bytes, lt_error *err);
+    /* n activation elements to / from host fp32 (converting from / to act_bytes elements) */
+    lt_status (*to_host_f32)(const lt_backend *be, float *host_dst, const void *src, size_t n, lt_error *err);
+    lt_status (*from_host_f32)(const lt_backend *be, void *dst, const float *host_src, size_t n, lt_error *err);
+    /* the first failure of an op so far (LT_OK: none); waits for queued work to finish */
+    lt_status (*check)(const lt_backend *be, lt_error *err);
+
+    /* ---- elementwise on activation elements: dst = a + b (dst may alias a or b), dst += src */
+    void (*add)(const lt_backend *be, void *dst, const void *a, const void *b, size_t n);
+    void (*accumulate)(const lt_backend *be, void *dst, const void *src, size_t n);
+
+    /* ---- the model's kernels (train/kernels.h, in act_bytes elements; rstd, lse, dw fp32) */
+    const void *(*weight)(const lt_backend *be, const struct lt_llama *m, const float *view);
+    void (*embed_forward)(const lt_backend *be, void *out, const int32_t *host_ids, int T, const void *wte, int C);
+    void (*embed_backward)(const lt_backend *be, float *dwte, const void *dout, const int32_t *host_ids, int T, int C);
+    void (*rmsnorm_forward)(const lt_backend *be, void *out, float *rstd, const void *x, const void *w, int T, int C,
+                            float eps, lt_pool *pool);
+    void (*rmsnorm_backward)(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x,
+                             const void *w, const float *rstd, int T, int C, lt_pool *pool);
+    void (*linear_forward)(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN, int OUT);
+    void (*linear_backward)(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x, const void *w,
+                            int T, int IN, int OUT);
+    void (*rope_forward)(const lt_backend *be, void *x, const int32_t *host_pos, int T, int n_heads, int hd,
+                         float theta, lt_pool *pool);
+    void (*rope_backward)(const lt_backend *be, void *dx, const int32_t *host_pos, int T, int n_heads, int hd,
+                          float theta, lt_pool *pool);
+    /* segments: train/kernels.h's, their k/v/dk/dv backend pointers of act_bytes elements */
+    void (*attention_forward)(const lt_backend *be, void *out, float *lse, const void *q, const lt_attn_segment *segs,
+                              int n_segs, int T, int nh, int nkv, int hd, lt_pool *pool);
+    void (*attention_backward)(const lt_backend *be, void *dq, const void *dout, const void *out, const float *lse,
+                               const void *q, const lt_attn_segment *segs, int n_segs, int T, int nh, int nkv,
+                               int hd, lt_pool *pool);
+    void (*swiglu_forward)(const lt_backend *be, void *out, const void *gate, const void *up, size_t n, lt_pool *pool);
+    void (*swiglu_backward)(const lt_backend *be, void *dgate, void *dup, const void *dout, const void *gate,
+                            const void *up, size_t n, lt_pool *pool);
+    /* summed cross-entropy of the predicting rows (host_targets[t] >= 0); with dlogits,
+     * dlogits = scale (softmax - onehot), in place allowed (lt_xent_forward_backward) */
+    double (*xent)(const lt_backend *be, void *dlogits, const void *logits, const int32_t *host_targets, int T, int V,
+                   float scale, lt_pool *pool);
+};
+
+/* The CPU fp32 reference backend (static; never fails but for allocation). */
+const lt_backend *lt_backend_cpu(void);
+
+/* The test backend: host memory, bf16 storage (see above). Its sticky error is kept in a
+ * process-wide slot (an emulation for tests: one user at a time). */
+const lt_backend *lt_backend_cpu_bf16(void);
+
+/* The backend of model m (m->backend, or the CPU fp32 one when it has none). */
+const lt_backend *lt_backend_of(const struct lt_llama *m);
+
+/* Host bf16 conversions (round to nearest even, NaN kept): the emulation's and tests'. */
+uint16_t lt_backend_bf16_round(float x);
+float lt_backend_bf16_value(uint16_t b);
+
+/* Bytes of n elements of es bytes rounded up to the backend's alignment. */
+static inline size_t lt_backend_span(const lt_backend *be, size_t n, size_t es) {
+    size_t b = n * es, a = be->align > 0 ? be->align : 1;
+    return (b + a - 1) / a * a;
+}
+
+#endif /* LT_TRAIN_BACKEND_H */
