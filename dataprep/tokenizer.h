@@ -72,6 +72,13 @@ lt_status lt_tokenizer_set_allowed_special(lt_tokenizer *tok, const char *list, 
 lt_tok_scratch *lt_tok_scratch_new(void); /* NULL when out of memory */
 void lt_tok_scratch_free(lt_tok_scratch *scratch);
 
+/* Forget the memos (recent pieces, pair merges) but keep every buffer, in O(1): the next
+ * encode starts as a fresh scratch would, with its memory already allocated and warm. For
+ * measurements that must not profit from text seen before (bench/tokenizer), and for
+ * callers that want each document's ids computed without any memo of earlier ones (the ids
+ * are the same either way). */
+void lt_tok_scratch_forget(lt_tok_scratch *scratch);
+
 typedef struct lt_encode_info {
     size_t n_tokens;          /* tokens of the whole text (may exceed the buffer) */
     size_t utf8_replacements; /* invalid UTF-8 sequences replaced by U+FFFD */

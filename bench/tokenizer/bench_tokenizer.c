@@ -5,7 +5,7 @@
  *
  *     bench_tokenizer --encoding NAME [--vocab-dir DIR] (--jsonl FILE | --text FILE)
  *                     [--threads 1,2] [--samples 5] [--min-sample-s 0.2] [--label NAME]
- *                     [--engine auto|pcre2] [--spin-reference]
+ *                     [--engine auto|pcre2] [--memos forget|fresh] [--spin-reference]
  *
  * --jsonl FILE: one document per line, its "text" field (lib/json.h lt_jsonl_reader_get);
  * --text FILE: the whole file is one document (the 1 MiB single-piece cases).
@@ -20,6 +20,17 @@
  *      T=1, then of T=2, ...) so that both share the machine's noise; a sample is timed with
  *      clock_gettime(CLOCK_MONOTONIC) from the first worker's start (after a barrier that
  *      releases them together) to the last worker's end.
+ * Every pass starts with empty memos (the tokenizer's per-thread memos of recent pieces and
+ * pair merges must not carry over from one pass over the set to the next, or repeated
+ * passes would time a warm memo that a real run over new text never has). --memos says how:
+ *   forget (default)  each worker keeps its scratch and calls lt_tok_scratch_forget when it
+ *                     starts on the next pass (inside the timing: an O(1) epoch step), so
+ *                     the memos are empty but their memory is as cache-warm as in a long
+ *                     run (dataprep keeps one scratch per thread for all its documents);
+ *   fresh             a new scratch per pass and worker, made and bound before the sample
+ *                     (outside the timing): empty memos whose memory has gone cold in the
+ *                     meantime, a handicap a real run never has; on a small set (a few KB)
+ *                     most of a pass is then cache misses on them (cjk: 3x slower).
  * On T threads each worker has its own lt_tok_scratch and output buffer and takes the next
  * document from a shared atomic counter over the documents sorted by decreasing size
  * (largest first keeps the threads' loads even); the tokenizer itself is shared read-only.
@@ -32,7 +43,7 @@
  *
  * Output: one line of key=value pairs per thread count (MB = 1e6 bytes of input text):
  *     bench=longtail set=english encoding=cl100k_base engine=cl100k threads=1 docs=120
- *     bytes=1152244 tokens=... ids_sha256=... rounds=4 samples=5 best_s=... median_s=...
+ *     bytes=1152244 tokens=... ids_sha256=... memos=forget rounds=4 samples=5 best_s=... median_s=...
  *     mb_per_s=... tokens_per_s=... idsum=...
  * best_s and median_s are per pass over the set; mb_per_s and tokens_per_s use best_s;
  * idsum (the sum of all ids encoded while timing, mod 2^64) keeps the work observable.
@@ -81,6 +92,7 @@ typedef struct options {
     size_t samples;
     double min_sample_s;
     bool spin_reference;
+    bool fresh_memos; /* --memos fresh */
 } options;
 
 /* One worker's state, reused across samples. */
@@ -88,9 +100,10 @@ typedef struct worker {
     const lt_tokenizer *tok;
     const corpus *c;
     lt_tok_scratch *scratch;  /* in use: `base` or one of `fresh` */
-    lt_tok_scratch *base;     /* the check pass's */
-    lt_tok_scratch **fresh;   /* one new scratch per pass of a sample (see run_sample) */
+    lt_tok_scratch *base;     /* the check pass's, and every pass's under --memos forget */
+    lt_tok_scratch **fresh;   /* --memos fresh: one new scratch per pass of a sample (see run_sample) */
     size_t nfresh;
+    bool forget;              /* --memos forget */
     uint32_t *ids;
     size_t cap;
     atomic_size_t *next; /* shared: the next position in c->order */
@@ -125,7 +138,7 @@ static lt_status encode_doc(worker *w, const document *d, lt_encode_info *info) 
 static void *worker_run(void *arg) {
     worker *w = arg;
     const corpus *c = w->c;
-    size_t total = w->rounds * c->n;
+    size_t total = w->rounds * c->n, pass = SIZE_MAX;
     pthread_barrier_wait(w->start);
     w->t_start = now_s();
     if (w->spin_iters) { /* a dependent multiply-add chain in a register */
@@ -141,7 +154,13 @@ static void *worker_run(void *arg) {
     for (;;) {
         size_t p = atomic_fetch_add_explicit(w->next, 1, memory_order_relaxed);
         if (p >= total) break;
-        w->scratch = w->fresh[p / c->n]; /* every pass starts with empty memos */
+        /* every pass starts with empty memos */
+        if (!w->forget) {
+            w->scratch = w->fresh[p / c->n];
+        } else if (p / c->n != pass) {
+            pass = p / c->n;
+            lt_tok_scratch_forget(w->scratch);
+        }
         lt_encode_info info;
         if ((w->status = encode_doc(w, &c->docs[c->order[p % c->n]], &info)) != LT_OK) break;
         w->tokens += info.n_tokens;
@@ -165,7 +184,7 @@ static lt_status run_sample(worker *ws, size_t nthreads, size_t rounds, uint64_t
      * the tokenizer's per-thread memos (recent pieces, pair merges) must not carry over from
      * one pass over the set to the next, or repeated passes would time a warm memo that a
      * real run over new text never has. */
-    for (size_t t = 0; t < nthreads && !spin_total; t++) {
+    for (size_t t = 0; t < nthreads && !spin_total && !ws[t].forget; t++) {
         for (size_t k = 0; k < ws[t].nfresh; k++) lt_tok_scratch_free(ws[t].fresh[k]);
         ws[t].fresh = lt_realloc_check(ws[t].fresh, rounds * sizeof *ws[t].fresh);
         ws[t].nfresh = rounds;
@@ -285,7 +304,7 @@ static int usage(const char *msg) {
     fprintf(stderr,
             "usage: bench_tokenizer --encoding NAME [--vocab-dir DIR] (--jsonl FILE | --text FILE)\n"
             "                       [--threads 1,2] [--samples N] [--min-sample-s S] [--label NAME]\n"
-            "                       [--engine auto|pcre2] [--spin-reference]\n");
+            "                       [--engine auto|pcre2] [--memos forget|fresh] [--spin-reference]\n");
     return LT_EXIT_USAGE;
 }
 
@@ -318,7 +337,11 @@ static int parse_options(int argc, char **argv, options *o) {
         else if (strcmp(a, "--text") == 0) o->text = v;
         else if (strcmp(a, "--label") == 0) o->label = v;
 
-        else if (strcmp(a, "--engine") == 0) {
+        else if (strcmp(a, "--memos") == 0) {
+            if (strcmp(v, "forget") == 0) o->fresh_memos = false;
+            else if (strcmp(v, "fresh") == 0) o->fresh_memos = true;
+            else return usage("--memos is forget or fresh");
+        } else if (strcmp(a, "--engine") == 0) {
             if (strcmp(v, "auto") == 0) o->engine = LT_PRETOK_ENGINE_AUTO;
             else if (strcmp(v, "pcre2") == 0) o->engine = LT_PRETOK_ENGINE_PCRE2;
             else return usage("--engine is auto or pcre2");
@@ -381,6 +404,7 @@ int main(int argc, char **argv) {
         ws[t].c = &c;
         ws[t].scratch = ws[t].base = lt_tok_scratch_new();
         LT_CHECK_ALLOC(ws[t].scratch);
+        ws[t].forget = !o.fresh_memos;
         ws[t].cap = largest + 16; /* valid UTF-8 text has at most one token per byte */
         ws[t].ids = lt_malloc_check(ws[t].cap * sizeof *ws[t].ids);
     }
@@ -444,10 +468,10 @@ int main(int argc, char **argv) {
         double best = t[0];
         double median = o.samples % 2 ? t[o.samples / 2] : 0.5 * (t[o.samples / 2 - 1] + t[o.samples / 2]);
         printf("bench=longtail set=%s encoding=%s engine=%s threads=%zu docs=%zu bytes=%zu tokens=%" PRIu64
-               " ids_sha256=%s rounds=%zu samples=%zu best_s=%.6f median_s=%.6f mb_per_s=%.3f"
+               " ids_sha256=%s memos=%s rounds=%zu samples=%zu best_s=%.6f median_s=%.6f mb_per_s=%.3f"
                " tokens_per_s=%.0f idsum=%" PRIu64 "\n",
                o.label, lt_tokenizer_name(tok), lt_tokenizer_engine(tok), o.thread_counts[k], c.n, c.bytes,
-               tokens, ids_sha, rounds, o.samples, best, median, (double)c.bytes / best / 1e6,
+               tokens, ids_sha, o.fresh_memos ? "fresh" : "forget", rounds, o.samples, best, median, (double)c.bytes / best / 1e6,
                (double)tokens / best, sums[k]);
         if (!spin_total) continue;
         t = spin_times + k * o.samples;
