@@ -10,6 +10,12 @@
  * infinity and the largest fp32 subnormals round up to the smallest normal, as IEEE
  * rounding wants. A NaN is kept a (quiet) NaN with its sign: rounding its payload could
  * otherwise carry it into infinity.
+ *
+ * The other direction, lt_bf16_to_f32 (exact: the bits shifted up), is defined once, in
+ * train/safetensors.c (the safetensors reader widens BF16 tensors with it; its
+ * declaration in train/safetensors.h is the same function). A second definition here
+ * collided with it at link time; moving that one function to lib/ would let a
+ * kernels-only program use it without libtrain.
  */
 #include <string.h>
 
@@ -21,11 +27,4 @@ lt_bf16 lt_bf16_from_f32(float x) {
     if ((u & 0x7fffffffu) > 0x7f800000u) return (lt_bf16)((u >> 16) | 0x0040u); /* NaN: quiet bit set */
     u += 0x7fffu + ((u >> 16) & 1u);
     return (lt_bf16)(u >> 16);
-}
-
-float lt_bf16_to_f32(lt_bf16 x) {
-    uint32_t u = (uint32_t)x << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
 }

@@ -40,7 +40,9 @@ extern "C" {
 typedef uint16_t lt_bf16;
 
 /* fp32 <-> bf16 on the host (round to nearest even; NaN stays NaN): for tests and for
- * moving weights in and out. */
+ * moving weights in and out. lt_bf16_from_f32 is kernels/bf16.c's (every build);
+ * lt_bf16_to_f32 is train/safetensors.c's (the same function train/safetensors.h
+ * declares), so a program using it links libtrain. */
 lt_bf16 lt_bf16_from_f32(float x);
 float lt_bf16_to_f32(lt_bf16 x);
 

@@ -1,0 +1,657 @@
+/*
+ * tests/kernels/test_cuda_kernels.c — the CUDA bf16 kernels of kernels/cuda.h (all but
+ * attention, which tests/kernels/test_cuda_attention.c covers) against the CPU fp32
+ * reference of train/kernels.h and train/optim.c, cmocka.
+ *
+ * Inputs are drawn in fp32 and rounded to bf16 on the host (lt_bf16_from_f32), so the CPU
+ * and the GPU compute from the same numbers; gradient buffers start nonzero, to check
+ * that the backward functions add. Both the 8-wide vector paths (widths % 8 == 0, 16-byte
+ * aligned) and the scalar fallbacks (odd widths, a pointer one element off) run.
+ *
+ * Tolerances. A bf16 rounding is <= 2^-9 relative; "bf16 out" below means
+ *   |gpu - cpu| <= 2^-8 |cpu| + A max|cpu|   (one rounding, twice over, plus A for the
+ * fp32 summation order), per element:
+ *   kernel                 output             bound
+ *   f32<->bf16, add        bf16               bit-exact (same fp32 op, same rounding)
+ *   embed fwd              bf16 rows          bit-exact (a copy)
+ *   embed bwd              dwte fp32          bit-exact (same adds in the same t order)
+ *   linear fwd / gemm      bf16 out           bf16 out, A = 2e-3 (fp32 sums of exact products, K <= 96)
+ *   linear bwd dx          bf16 (+=)          bf16 out, A = 2e-3
+ *   linear bwd dw          fp32 (+=)          |d| <= 1e-4 max|cpu| (fp32 accumulation order only)
+ *   rmsnorm fwd out        bf16               bf16 out, A = 1e-3; rstd fp32: 1e-4 relative
+ *   rmsnorm bwd dx         bf16 (+=)          bf16 out, A = 4e-3 (r g w - k x cancels)
+ *   rmsnorm bwd dw         fp32 (+=)          |d| <= 1e-4 max|cpu|
+ *   rope fwd / bwd         bf16               bf16 out, A = 1e-3 (same angles; CUDA cosf/sinf <= 2 ulp)
+ *   swiglu fwd / bwd       bf16               bf16 out, A = 1e-3 (CUDA expf <= 2 ulp)
+ *   xent row loss          fp32               1e-4 relative (fp32 online sums vs the CPU's double)
+ *   xent dlogits           bf16               bf16 out, A = 1e-3
+ *   xent / sum_rows total  double             1e-4 relative
+ *   sum_squares            double             1e-5 relative (fp32 per block), and the same
+ *                                             bits on a second run
+ *   scale                  fp32               bit-exact
+ *   adamw master, m, v     fp32               bit-exact vs lt_adamw_update_range (no fma
+ *                                             contraction on either side); bf16 copy ==
+ *                                             lt_bf16_from_f32(master)
+ * A wrong index, stride, sign or missing "+=" is off by O(max|cpu|), far outside these.
+ *
+ * Without a CUDA build or a device, every GPU test skips with the reason (printed as
+ * "# skip: ..." and cmocka's SKIP). The host bf16 conversions and the "no device gives a
+ * reason" test run in every build.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kernels/cuda.h"  /* the kernels under test, lt_bf16 conversions */
+#include "lib/rng.h"       /* lt_rng: seeded test data */
+#include "train/kernels.h" /* the CPU reference kernels */
+#include "train/model.h"   /* lt_llama, lt_tensor_info (AdamW's decay per tensor) */
+#include "train/optim.h"   /* lt_adamw_update_range, lt_grad_norm */
+
+/* ---------------------------------------------------------------- context */
+
+static lt_cuda *g_cuda;
+static char g_why[LT_ERROR_WHAT_MAX + 64];
+
+static int open_context(void **state) {
+    (void)state;
+    lt_error err;
+    lt_error_clear(&err);
+    if (lt_cuda_open(&g_cuda, 0, &err) != LT_OK) {
+        g_cuda = NULL;
+        snprintf(g_why, sizeof g_why, "%s", err.what);
+    }
+    return 0;
+}
+
+static int close_context(void **state) {
+    (void)state;
+    lt_cuda_close(g_cuda);
+    g_cuda = NULL;
+    return 0;
+}
+
+static void need_gpu(void) {
+    if (g_cuda == NULL) {
+        printf("# skip: %s\n", g_why);
+        skip();
+    }
+}
+
+/* fail with the error's text when a call did not succeed */
+#define OK(call)                                                                   \
+    do {                                                                           \
+        lt_error e_;                                                               \
+        lt_error_clear(&e_);                                                       \
+        lt_error *err = &e_;                                                       \
+        if ((call) != LT_OK) fail_msg("%s: %s (%s)", #call, e_.what, e_.where);    \
+        (void)err;                                                                 \
+    } while (0)
+
+/* ---------------------------------------------------------------- host/device helpers */
+
+static float *fbuf(size_t n) {
+    float *p = calloc(n > 0 ? n : 1, sizeof *p);
+    assert_non_null(p);
+    return p;
+}
+
+/* n fp32 values in [lo, hi), rounded to bf16 values (so both sides see the same numbers) */
+static float *rand_bf16_values(lt_rng *r, size_t n, double lo, double hi) {
+    float *p = fbuf(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = lt_bf16_to_f32(lt_bf16_from_f32((float)(lo + (hi - lo) * lt_rng_double(r))));
+    return p;
+}
+
+static void *dalloc(size_t bytes) {
+    void *p = NULL;
+    lt_error err;
+    if (lt_cuda_malloc(g_cuda, &p, bytes > 0 ? bytes : 16, &err) != LT_OK) fail_msg("%s", err.what);
+    return p;
+}
+
+/* A bf16 device copy of x[0..n) (the values must already be bf16 values). `pad` extra
+ * leading elements make the returned pointer 2 bytes off the allocation's alignment (the
+ * scalar fallbacks); *base receives the pointer to free. */
+static lt_bf16 *up_bf16_at(const float *x, size_t n, int pad, void **base) {
+    lt_bf16 *h = calloc(n + (size_t)pad + 1, sizeof *h);
+    assert_non_null(h);
+    for (size_t i = 0; i < n; i++) h[i + (size_t)pad] = lt_bf16_from_f32(x[i]);
+    lt_bf16 *d = dalloc((n + (size_t)pad) * sizeof *d);
+    OK(lt_cuda_copy_h2d(g_cuda, d, h, (n + (size_t)pad) * sizeof *h, err));
+    free(h);
+    *base = d;
+    return d + pad;
+}
+
+static lt_bf16 *up_bf16(const float *x, size_t n) {
+    void *base;
+    return up_bf16_at(x, n, 0, &base);
+}
+
+static float *down_bf16(const lt_bf16 *d, size_t n) {
+    lt_bf16 *h = calloc(n + 1, sizeof *h);
+    assert_non_null(h);
+    OK(lt_cuda_copy_d2h(g_cuda, h, d, n * sizeof *h, err));
+    float *x = fbuf(n);
+    for (size_t i = 0; i < n; i++) x[i] = lt_bf16_to_f32(h[i]);
+    free(h);
+    return x;
+}
+
+static float *up_f32(const float *x, size_t n) {
+    float *d = dalloc(n * sizeof *d);
+    OK(lt_cuda_copy_h2d(g_cuda, d, x, n * sizeof *x, err));
+    return d;
+}
+
+static float *down_f32(const float *d, size_t n) {
+    float *x = fbuf(n);
+    OK(lt_cuda_copy_d2h(g_cuda, x, d, n * sizeof *x, err));
+    return x;
+}
+
+static int32_t *up_i32(const int32_t *x, size_t n) {
+    int32_t *d = dalloc(n * sizeof *d);
+    OK(lt_cuda_copy_h2d(g_cuda, d, x, n * sizeof *x, err));
+    return d;
+}
+
+static void dfree(void *p) { lt_cuda_free(g_cuda, p); }
+
+static double max_abs(const float *x, size_t n) {
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)x[i]));
+    return m;
+}
+
+/* |gpu - cpu| <= rel |cpu| + abs_of_max max|cpu| for every element; names the first miss. */
+static void expect_close(const char *what, const float *gpu, const float *cpu, size_t n, double rel,
+                         double abs_of_max) {
+    double bound0 = abs_of_max * max_abs(cpu, n);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)gpu[i] - (double)cpu[i]);
+        if (!(d <= rel * fabs((double)cpu[i]) + bound0))
+            fail_msg("%s[%zu]: gpu %.9g cpu %.9g (|d| = %.3g > %.3g |cpu| + %.3g)", what, i, (double)gpu[i],
+                     (double)cpu[i], d, rel, bound0);
+    }
+}
+
+static void expect_bits(const char *what, const float *gpu, const float *cpu, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&gpu[i], &cpu[i], sizeof(float)) != 0)
+            fail_msg("%s[%zu]: gpu %.9g cpu %.9g differ in bits", what, i, (double)gpu[i], (double)cpu[i]);
+}
+
+#define BF16_REL (1.0 / 256.0) /* 2^-8: one bf16 rounding (2^-9) twice over */
+
+/* ---------------------------------------------------------------- host bf16 (every build) */
+
+static uint32_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+static float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void test_host_bf16_conversions(void **state) {
+    (void)state;
+    /* fp32 bits -> expected bf16 bits, derived by hand: keep the high half, round the low
+     * half 0x8000 (a tie) to the even high half */
+    static const struct { uint32_t f; uint16_t b; const char *why; } cases[] = {
+        {0x3f800000u, 0x3f80, "1.0 exact"},
+        {0xbf800000u, 0xbf80, "-1.0 exact"},
+        {0x3f807fffu, 0x3f80, "below half: down"},
+        {0x3f808000u, 0x3f80, "tie, 0x3f80 even: down"},
+        {0x3f808001u, 0x3f81, "above half: up"},
+        {0x3f818000u, 0x3f82, "tie, 0x3f81 odd: up to even"},
+        {0xbf818000u, 0xbf82, "negative tie to even"},
+        {0x3fffffffu, 0x4000, "carry into the exponent"},
+        {0x7f7f7fffu, 0x7f7f, "largest below the last half step"},
+        {0x7f7fffffu, 0x7f80, "FLT_MAX rounds to +inf"},
+        {0x7f800000u, 0x7f80, "+inf"},
+        {0xff800000u, 0xff80, "-inf"},
+        {0x7fc00000u, 0x7fc0, "quiet NaN"},
+        {0x7f800001u, 0x7fc0, "signalling NaN with a low payload stays NaN (not inf)"},
+        {0xffc00001u, 0xffc0, "negative NaN keeps its sign"},
+        {0x7fffffffu, 0x7fff, "NaN with all payload bits: no carry into the sign"},
+        {0x00000000u, 0x0000, "+0"},
+        {0x80000000u, 0x8000, "-0"},
+        {0x00000001u, 0x0000, "smallest subnormal rounds to 0"},
+        {0x80000001u, 0x8000, "to -0"},
+        {0x00008000u, 0x0000, "subnormal tie to even 0"},
+        {0x00018000u, 0x0002, "subnormal tie to even 2"},
+        {0x00010000u, 0x0001, "smallest bf16 subnormal exact"},
+        {0x007fffffu, 0x0080, "largest subnormal rounds up to the smallest normal"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lt_bf16 got = lt_bf16_from_f32(u2f(cases[i].f));
+        if (got != cases[i].b)
+            fail_msg("lt_bf16_from_f32(0x%08x) = 0x%04x, want 0x%04x (%s)", cases[i].f, got, cases[i].b, cases[i].why);
+    }
+    /* bf16 -> fp32 is the bits shifted up */
+    assert_int_equal(f2u(lt_bf16_to_f32(0x3f80)), 0x3f800000u);
+    assert_int_equal(f2u(lt_bf16_to_f32(0x0001)), 0x00010000u);
+    assert_int_equal(f2u(lt_bf16_to_f32(0xff80)), 0xff800000u);
+    assert_true(isnan(lt_bf16_to_f32(0x7fc0)));
+    /* every bf16 value survives the round trip; NaNs stay NaN */
+    for (uint32_t b = 0; b <= 0xffffu; b++) {
+        float f = lt_bf16_to_f32((lt_bf16)b);
+        lt_bf16 back = lt_bf16_from_f32(f);
+        if (isnan(f)) {
+            if (!isnan(lt_bf16_to_f32(back))) fail_msg("NaN 0x%04x came back as 0x%04x", b, back);
+        } else if (back != (lt_bf16)b) {
+            fail_msg("0x%04x came back as 0x%04x", b, back);
+        }
+    }
+}
+
+static void test_open_without_device_reports_reason(void **state) {
+    (void)state;
+    lt_cuda *c = NULL;
+    lt_error err;
+    lt_error_clear(&err);
+    lt_status st = lt_cuda_open(&c, 0, &err);
+    if (st != LT_OK) {
+        assert_null(c);
+        assert_int_equal(st, LT_ERR_CONFIG);
+        assert_true(err.what[0] != '\0'); /* "built without CUDA" or "no CUDA device: ..." */
+        printf("# lt_cuda_open: %s\n", err.what);
+    } else {
+        assert_non_null(c);
+        assert_int_equal(lt_cuda_device(c), 0);
+        assert_non_null(lt_cuda_stream(c));
+        lt_cuda_close(c);
+        /* a device that does not exist is refused by name */
+        lt_error_clear(&err);
+        assert_int_equal(lt_cuda_open(&c, 1 << 20, &err), LT_ERR_CONFIG);
+        assert_null(c);
+    }
+}
+
+/* ---------------------------------------------------------------- conversions, add */
+
+static void test_conversions_and_add(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 11);
+    const size_t n = 1003; /* odd: the scalar add path */
+    float *x = fbuf(n);
+    for (size_t i = 0; i < n; i++) x[i] = (float)((lt_rng_double(&r) - 0.5) * 1e3);
+    float *dx = up_f32(x, n);
+    lt_bf16 *db = dalloc(n * sizeof *db);
+    OK(lt_cuda_f32_to_bf16(g_cuda, db, dx, n, err));
+    float *back = down_bf16(db, n), *want = fbuf(n);
+    for (size_t i = 0; i < n; i++) want[i] = lt_bf16_to_f32(lt_bf16_from_f32(x[i]));
+    expect_bits("f32_to_bf16", back, want, n);
+    float *df = dalloc(n * sizeof *df);
+    OK(lt_cuda_bf16_to_f32(g_cuda, df, db, n, err));
+    float *f = down_f32(df, n);
+    expect_bits("bf16_to_f32", f, want, n);
+    /* add and accumulate, odd n (scalar) and n % 8 == 0 (vector) */
+    for (int pass = 0; pass < 2; pass++) {
+        size_t m = pass == 0 ? n : 1000;
+        float *a = rand_bf16_values(&r, m, -4, 4), *b = rand_bf16_values(&r, m, -4, 4), *sum = fbuf(m);
+        for (size_t i = 0; i < m; i++) sum[i] = lt_bf16_to_f32(lt_bf16_from_f32(a[i] + b[i]));
+        lt_bf16 *da = up_bf16(a, m), *dbb = up_bf16(b, m), *dd = dalloc(m * sizeof *dd);
+        OK(lt_cuda_add(g_cuda, dd, da, dbb, m, err));
+        float *got = down_bf16(dd, m);
+        expect_bits("add", got, sum, m);
+        OK(lt_cuda_accumulate(g_cuda, da, dbb, m, err)); /* a += b */
+        float *got2 = down_bf16(da, m);
+        expect_bits("accumulate", got2, sum, m);
+        free(a), free(b), free(sum), free(got), free(got2);
+        dfree(da), dfree(dbb), dfree(dd);
+    }
+    dfree(dx), dfree(db), dfree(df);
+    free(x), free(back), free(want), free(f);
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+static void test_linear_matches_cpu_and_cache(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 21);
+    const int shapes[][3] = {{64, 96, 48}, {37, 40, 24}, {5, 8, 3}}; /* T, IN, OUT; the last two not multiples of 8 */
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int T = shapes[s][0], IN = shapes[s][1], OUT = shapes[s][2];
+        size_t nx = (size_t)T * IN, nw = (size_t)OUT * IN, no = (size_t)T * OUT;
+        float *x = rand_bf16_values(&r, nx, -1, 1), *w = rand_bf16_values(&r, nw, -1, 1);
+        float *dout = rand_bf16_values(&r, no, -1, 1);
+        float *dx0 = rand_bf16_values(&r, nx, -1, 1), *dw0 = rand_bf16_values(&r, nw, -1, 1);
+        lt_bf16 *d_x = up_bf16(x, nx), *d_w = up_bf16(w, nw), *d_out = dalloc(no * 2), *d_dout = up_bf16(dout, no);
+        lt_bf16 *d_dx = up_bf16(dx0, nx);
+        float *d_dw = up_f32(dw0, nw);
+        int before = lt_cuda_gemm_cache_size(g_cuda);
+        OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, err));
+        int after_one = lt_cuda_gemm_cache_size(g_cuda);
+        OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, err));
+        assert_int_equal(lt_cuda_gemm_cache_size(g_cuda), after_one); /* a repeated shape costs no new plan */
+        assert_true(after_one <= before + 1);
+        float *out = down_bf16(d_out, no), *ref = fbuf(no);
+        lt_linear_forward(ref, x, w, T, IN, OUT);
+        expect_close("linear_forward", out, ref, no, BF16_REL, 2e-3);
+        /* the plain GEMM is the same product */
+        lt_bf16 *d_c = dalloc(no * 2);
+        OK(lt_cuda_gemm_bf16(g_cuda, d_c, d_x, d_w, T, OUT, IN, err));
+        float *cg = down_bf16(d_c, no);
+        expect_close("gemm_bf16", cg, ref, no, BF16_REL, 2e-3);
+        /* backward adds into dx (bf16) and dw (fp32) */
+        OK(lt_cuda_linear_backward(g_cuda, d_dx, d_dw, d_dout, d_x, d_w, T, IN, OUT, err));
+        int plans = lt_cuda_gemm_cache_size(g_cuda);
+        float *rdx = fbuf(nx), *rdw = fbuf(nw);
+        memcpy(rdx, dx0, nx * sizeof *rdx);
+        memcpy(rdw, dw0, nw * sizeof *rdw);
+        lt_linear_backward(rdx, rdw, dout, x, w, T, IN, OUT);
+        float *gdx = down_bf16(d_dx, nx), *gdw = down_f32(d_dw, nw);
+        expect_close("linear_backward dx", gdx, rdx, nx, BF16_REL, 2e-3);
+        expect_close("linear_backward dw", gdw, rdw, nw, 0.0, 1e-4);
+        /* dx only, dw only: no new plans (same keys), and NULL means untouched */
+        OK(lt_cuda_linear_backward(g_cuda, NULL, d_dw, d_dout, d_x, d_w, T, IN, OUT, err));
+        OK(lt_cuda_linear_backward(g_cuda, d_dx, NULL, d_dout, d_x, d_w, T, IN, OUT, err));
+        assert_int_equal(lt_cuda_gemm_cache_size(g_cuda), plans);
+        free(x), free(w), free(dout), free(dx0), free(dw0), free(out), free(ref), free(cg), free(rdx), free(rdw);
+        free(gdx), free(gdw);
+        dfree(d_x), dfree(d_w), dfree(d_out), dfree(d_dout), dfree(d_dx), dfree(d_dw), dfree(d_c);
+    }
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+static void test_embed(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 31);
+    const int V = 50, T = 300;
+    const int widths[] = {64, 36}; /* vector and scalar paths */
+    for (int k = 0; k < 2; k++) {
+        int C = widths[k];
+        int32_t *ids = malloc((size_t)T * sizeof *ids);
+        assert_non_null(ids);
+        for (int t = 0; t < T; t++) ids[t] = (int32_t)(lt_rng_double(&r) * 10); /* ids repeat: runs */
+        ids[T - 1] = V - 1;
+        float *wte = rand_bf16_values(&r, (size_t)V * C, -1, 1), *dout = rand_bf16_values(&r, (size_t)T * C, -1, 1);
+        float *dwte0 = rand_bf16_values(&r, (size_t)V * C, -1, 1);
+        int32_t *d_ids = up_i32(ids, (size_t)T);
+        lt_bf16 *d_wte = up_bf16(wte, (size_t)V * C), *d_out = dalloc((size_t)T * C * 2),
+                *d_dout = up_bf16(dout, (size_t)T * C);
+        float *d_dwte = up_f32(dwte0, (size_t)V * C);
+        OK(lt_cuda_embed_forward(g_cuda, d_out, d_ids, T, d_wte, C, err));
+        float *out = down_bf16(d_out, (size_t)T * C), *ref = fbuf((size_t)T * C);
+        lt_embed_forward(ref, ids, T, wte, C);
+        expect_bits("embed_forward", out, ref, (size_t)T * C);
+        OK(lt_cuda_embed_backward(g_cuda, d_dwte, d_dout, d_ids, T, C, err));
+        float *g = down_f32(d_dwte, (size_t)V * C), *rg = fbuf((size_t)V * C);
+        memcpy(rg, dwte0, (size_t)V * C * sizeof *rg);
+        lt_embed_backward(rg, dout, ids, T, C);
+        expect_bits("embed_backward", g, rg, (size_t)V * C);
+        free(ids), free(wte), free(dout), free(dwte0), free(out), free(ref), free(g), free(rg);
+        dfree(d_ids), dfree(d_wte), dfree(d_out), dfree(d_dout), dfree(d_dwte);
+    }
+}
+
+/* ---------------------------------------------------------------- RMSNorm */
+
+static void test_rmsnorm(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 41);
+    const int T = 77;
+    const int widths[] = {256, 36};
+    for (int k = 0; k < 2; k++) {
+        int C = widths[k];
+        size_t n = (size_t)T * C;
+        float *x = rand_bf16_values(&r, n, -2, 2), *w = rand_bf16_values(&r, (size_t)C, 0.5, 1.5);
+        float *dout = rand_bf16_values(&r, n, -1, 1), *dx0 = rand_bf16_values(&r, n, -0.5, 0.5);
+        float *dw0 = rand_bf16_values(&r, (size_t)C, -1, 1);
+        lt_bf16 *d_x = up_bf16(x, n), *d_w = up_bf16(w, (size_t)C), *d_out = dalloc(n * 2);
+        lt_bf16 *d_dout = up_bf16(dout, n), *d_dx = up_bf16(dx0, n);
+        float *d_rstd = dalloc((size_t)T * 4), *d_dw = up_f32(dw0, (size_t)C);
+        OK(lt_cuda_rmsnorm_forward(g_cuda, d_out, d_rstd, d_x, d_w, T, C, 1e-5f, err));
+        float *out = down_bf16(d_out, n), *rstd = down_f32(d_rstd, (size_t)T);
+        float *ref = fbuf(n), *rrstd = fbuf((size_t)T);
+        lt_rmsnorm_forward(ref, rrstd, x, w, T, C, 1e-5f, NULL);
+        expect_close("rmsnorm_forward out", out, ref, n, BF16_REL, 1e-3);
+        expect_close("rmsnorm_forward rstd", rstd, rrstd, (size_t)T, 1e-4, 0.0);
+        /* the backward from the CPU's rstd, so only the backward is measured */
+        OK(lt_cuda_copy_h2d(g_cuda, d_rstd, rrstd, (size_t)T * 4, err));
+        OK(lt_cuda_rmsnorm_backward(g_cuda, d_dx, d_dw, d_dout, d_x, d_w, d_rstd, T, C, err));
+        float *gdx = down_bf16(d_dx, n), *gdw = down_f32(d_dw, (size_t)C);
+        float *rdx = fbuf(n), *rdw = fbuf((size_t)C);
+        memcpy(rdx, dx0, n * 4);
+        memcpy(rdw, dw0, (size_t)C * 4);
+        lt_rmsnorm_backward(rdx, rdw, dout, x, w, rrstd, T, C, NULL);
+        expect_close("rmsnorm_backward dx", gdx, rdx, n, BF16_REL, 4e-3);
+        expect_close("rmsnorm_backward dw", gdw, rdw, (size_t)C, 0.0, 1e-4);
+        /* dw is deterministic: a second identical call adds the same bits again */
+        float *d_dw2 = up_f32(dw0, (size_t)C);
+        OK(lt_cuda_rmsnorm_backward(g_cuda, NULL, d_dw2, d_dout, d_x, d_w, d_rstd, T, C, err));
+        float *gdw2 = down_f32(d_dw2, (size_t)C);
+        expect_bits("rmsnorm_backward dw (second run)", gdw2, gdw, (size_t)C);
+        free(x), free(w), free(dout), free(dx0), free(dw0), free(out), free(rstd), free(ref), free(rrstd);
+        free(gdx), free(gdw), free(rdx), free(rdw), free(gdw2);
+        dfree(d_x), dfree(d_w), dfree(d_out), dfree(d_dout), dfree(d_dx), dfree(d_rstd), dfree(d_dw), dfree(d_dw2);
+    }
+}
+
+/* ---------------------------------------------------------------- RoPE */
+
+static void test_rope(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 51);
+    const int T = 40, nh = 3, hd = 64;
+    size_t n = (size_t)T * nh * hd;
+    int32_t pos[40];
+    for (int t = 0; t < T; t++) pos[t] = t < 20 ? t : 3000 + 37 * t; /* a slice deep in its sample */
+    float *x = rand_bf16_values(&r, n, -1, 1);
+    int32_t *d_pos = up_i32(pos, (size_t)T);
+    for (int dir = 0; dir < 2; dir++) {
+        lt_bf16 *d_x = up_bf16(x, n);
+        float *ref = fbuf(n);
+        memcpy(ref, x, n * 4);
+        if (dir == 0) {
+            OK(lt_cuda_rope_forward(g_cuda, d_x, d_pos, T, nh, hd, 10000.0f, err));
+            lt_rope_forward(ref, pos, T, nh, hd, 10000.0f, NULL);
+        } else {
+            OK(lt_cuda_rope_backward(g_cuda, d_x, d_pos, T, nh, hd, 10000.0f, err));
+            lt_rope_backward(ref, pos, T, nh, hd, 10000.0f, NULL);
+        }
+        float *got = down_bf16(d_x, n);
+        expect_close(dir == 0 ? "rope_forward" : "rope_backward", got, ref, n, BF16_REL, 1e-3);
+        free(ref), free(got);
+        dfree(d_x);
+    }
+    /* an odd head dimension is refused by name, not run */
+    lt_error err;
+    lt_error_clear(&err);
+    assert_int_not_equal(lt_cuda_rope_forward(g_cuda, NULL, d_pos, T, nh, 63, 10000.0f, &err), LT_OK);
+    assert_non_null(strstr(err.where, "lt_cuda_rope_forward"));
+    free(x);
+    dfree(d_pos);
+}
+
+/* ---------------------------------------------------------------- SwiGLU */
+
+static void test_swiglu(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 61);
+    for (int k = 0; k < 3; k++) {
+        size_t n = k == 1 ? 1001 : 4096; /* vector, odd length, misaligned pointers */
+        int pad = k == 2 ? 1 : 0;
+        float *g = rand_bf16_values(&r, n, -6, 6), *u = rand_bf16_values(&r, n, -2, 2);
+        float *dout = rand_bf16_values(&r, n, -1, 1), *dg0 = rand_bf16_values(&r, n, -1, 1);
+        float *du0 = rand_bf16_values(&r, n, -1, 1);
+        void *b1, *b2, *b3, *b4, *b5, *b6;
+        lt_bf16 *d_g = up_bf16_at(g, n, pad, &b1), *d_u = up_bf16_at(u, n, pad, &b2);
+        lt_bf16 *d_dout = up_bf16_at(dout, n, pad, &b3), *d_dg = up_bf16_at(dg0, n, pad, &b4);
+        lt_bf16 *d_du = up_bf16_at(du0, n, pad, &b5), *d_out = up_bf16_at(du0, n, pad, &b6);
+        OK(lt_cuda_swiglu_forward(g_cuda, d_out, d_g, d_u, n, err));
+        float *out = down_bf16(d_out, n), *ref = fbuf(n);
+        lt_swiglu_forward(ref, g, u, n, NULL);
+        expect_close("swiglu_forward", out, ref, n, BF16_REL, 1e-3);
+        OK(lt_cuda_swiglu_backward(g_cuda, d_dg, d_du, d_dout, d_g, d_u, n, err));
+        float *gdg = down_bf16(d_dg, n), *gdu = down_bf16(d_du, n), *rdg = fbuf(n), *rdu = fbuf(n);
+        memcpy(rdg, dg0, n * 4);
+        memcpy(rdu, du0, n * 4);
+        lt_swiglu_backward(rdg, rdu, dout, g, u, n, NULL);
+        expect_close("swiglu_backward dgate", gdg, rdg, n, BF16_REL, 1e-3);
+        expect_close("swiglu_backward dup", gdu, rdu, n, BF16_REL, 1e-3);
+        free(g), free(u), free(dout), free(dg0), free(du0), free(out), free(ref), free(gdg), free(gdu), free(rdg),
+            free(rdu);
+        dfree(b1), dfree(b2), dfree(b3), dfree(b4), dfree(b5), dfree(b6);
+    }
+}
+
+/* ---------------------------------------------------------------- cross-entropy */
+
+static void test_xent(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 71);
+    const int T = 23;
+    const int vocabs[] = {1000, 1001}; /* vector, scalar */
+    for (int k = 0; k < 2; k++) {
+        int V = vocabs[k];
+        size_t n = (size_t)T * V;
+        float *l = rand_bf16_values(&r, n, -8, 8);
+        int32_t tg[23];
+        for (int t = 0; t < T; t++) tg[t] = (int32_t)(lt_rng_double(&r) * V);
+        tg[4] = -1, tg[T - 1] = -1; /* rows that predict nothing */
+        tg[7] = V - 1, tg[8] = 0;
+        const float scale = 1.0f / 19.0f;
+        lt_bf16 *d_l = up_bf16(l, n);
+        int32_t *d_tg = up_i32(tg, (size_t)T);
+        float *d_loss = dalloc((size_t)T * 4);
+        OK(lt_cuda_xent_forward_backward(g_cuda, d_l, d_l, d_tg, T, V, scale, d_loss, err)); /* in place */
+        float *dl = down_bf16(d_l, n), *loss = down_f32(d_loss, (size_t)T);
+        double total = 0.0;
+        OK(lt_cuda_sum_rows(g_cuda, d_loss, (size_t)T, &total, err));
+        /* CPU: per row (for the row losses), then the whole (for the total) */
+        float *rdl = fbuf(n);
+        double rtotal = 0.0;
+        for (int t = 0; t < T; t++) {
+            double lt = lt_xent_forward_backward(rdl + (size_t)t * V, l + (size_t)t * V, &tg[t], 1, V, scale, NULL);
+            rtotal += lt;
+            if (tg[t] < 0) {
+                assert_true(loss[t] == 0.0f);
+                for (int v = 0; v < V; v++) assert_true(dl[(size_t)t * V + v] == 0.0f);
+            } else if (!(fabs((double)loss[t] - lt) <= 1e-4 * fabs(lt) + 1e-6)) {
+                fail_msg("xent row %d loss: gpu %.9g cpu %.9g", t, (double)loss[t], lt);
+            }
+        }
+        expect_close("xent dlogits", dl, rdl, n, BF16_REL, 1e-3);
+        if (!(fabs(total - rtotal) <= 1e-4 * fabs(rtotal))) fail_msg("xent total: gpu %.12g cpu %.12g", total, rtotal);
+        free(l), free(dl), free(loss), free(rdl);
+        dfree(d_l), dfree(d_tg), dfree(d_loss);
+    }
+}
+
+/* ---------------------------------------------------------------- optimizer */
+
+static void test_sum_squares_and_scale(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 81);
+    const size_t n = 1000003;
+    float *g = fbuf(n);
+    for (size_t i = 0; i < n; i++) g[i] = (float)(lt_rng_double(&r) - 0.5);
+    float *d_g = up_f32(g, n);
+    double s1 = 0, s2 = 0;
+    OK(lt_cuda_sum_squares(g_cuda, d_g, n, &s1, err));
+    OK(lt_cuda_sum_squares(g_cuda, d_g, n, &s2, err));
+    double ref = lt_grad_norm(g, n);
+    ref *= ref;
+    if (!(fabs(s1 - ref) <= 1e-5 * ref)) fail_msg("sum_squares: gpu %.12g cpu %.12g", s1, ref);
+    assert_memory_equal(&s1, &s2, sizeof s1); /* deterministic */
+    OK(lt_cuda_scale(g_cuda, d_g, n, 0.37f, err));
+    float *got = down_f32(d_g, n);
+    for (size_t i = 0; i < n; i++) g[i] *= 0.37f;
+    expect_bits("scale", got, g, n);
+    free(g), free(got);
+    dfree(d_g);
+}
+
+static void test_adamw_matches_cpu_bit_for_bit(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 91);
+    /* a two-tensor "model": a [6, 50] matrix (decayed) and a [1, 77] vector (not) */
+    lt_tensor_info tensors[2];
+    memset(tensors, 0, sizeof tensors);
+    tensors[0].rows = 6, tensors[0].cols = 50, tensors[0].offset = 0;
+    tensors[1].rows = 1, tensors[1].cols = 77, tensors[1].offset = 300;
+    lt_llama model;
+    memset(&model, 0, sizeof model);
+    model.n_tensors = 2, model.tensors = tensors, model.n_params = 377;
+    const size_t n = 377;
+    lt_optim_config oc;
+    memset(&oc, 0, sizeof oc);
+    oc.beta1 = 0.9, oc.beta2 = 0.95, oc.eps = 1e-8, oc.weight_decay = 0.1;
+    double lr = 3e-4;
+    float *p = rand_bf16_values(&r, n, -1, 1), *m = fbuf(n), *v = fbuf(n);
+    float *d_p = up_f32(p, n), *d_m = up_f32(m, n), *d_v = up_f32(v, n), *d_g = dalloc(n * 4);
+    lt_bf16 *d_p16 = dalloc(n * 2);
+    lt_adamw o;
+    memset(&o, 0, sizeof o);
+    for (int step = 1; step <= 3; step++) {
+        float *g = rand_bf16_values(&r, n, -0.1, 0.1);
+        OK(lt_cuda_copy_h2d(g_cuda, d_g, g, n * 4, err));
+        o.t = step;
+        lt_adamw_update_range(&o, &model, p, g, lr, &oc, 0, n, m, v);
+        OK(lt_cuda_adamw(g_cuda, d_p, d_p16, d_g, d_m, d_v, 300, lr, oc.beta1, oc.beta2, oc.eps, oc.weight_decay,
+                         step, err));
+        OK(lt_cuda_adamw(g_cuda, d_p + 300, d_p16 + 300, d_g + 300, d_m + 300, d_v + 300, 77, lr, oc.beta1, oc.beta2,
+                         oc.eps, 0.0, step, err));
+        float *gp = down_f32(d_p, n), *gm = down_f32(d_m, n), *gv = down_f32(d_v, n), *gp16 = down_bf16(d_p16, n);
+        expect_bits("adamw master", gp, p, n);
+        expect_bits("adamw m", gm, m, n);
+        expect_bits("adamw v", gv, v, n);
+        for (size_t i = 0; i < n; i++) p[i] = lt_bf16_to_f32(lt_bf16_from_f32(p[i]));
+        expect_bits("adamw bf16 copy", gp16, p, n);
+        OK(lt_cuda_copy_d2h(g_cuda, p, d_p, n * 4, err)); /* the unrounded master again */
+        free(g), free(gp), free(gm), free(gv), free(gp16);
+    }
+    free(p), free(m), free(v);
+    dfree(d_p), dfree(d_m), dfree(d_v), dfree(d_g), dfree(d_p16);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_host_bf16_conversions),
+        cmocka_unit_test(test_open_without_device_reports_reason),
+        cmocka_unit_test(test_conversions_and_add),
+        cmocka_unit_test(test_linear_matches_cpu_and_cache),
+        cmocka_unit_test(test_embed),
+        cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_sum_squares_and_scale),
+        cmocka_unit_test(test_adamw_matches_cpu_bit_for_bit),
+    };
+    return cmocka_run_group_tests(tests, open_context, close_context);
+}
