@@ -12,9 +12,13 @@
  *                    plans/cost.h charges it), each member ending with every member's block;
  *   gather           byte blobs to rank 0 (measured op times, the oracle's gradients).
  *
- * One implementation today: MPI (train/comm_mpi.c), bootstrapped by `srun --mpi=pmix` or
- * `mpirun`; NCCL implements the same calls in the CUDA backend. Without a launcher (or a
- * build without MPI) the communicator is a world of one, and every call is local.
+ * Two implementations behind one communicator: MPI (train/comm_mpi.c) for host buffers,
+ * bootstrapped by `srun --mpi=pmix` or `mpirun`, and NCCL (train/comm_nccl.c) for device
+ * buffers, bootstrapped from MPI by lt_comm_attach_device (the CUDA backend). Host calls
+ * (lt_comm_isend, lt_comm_allreduce, ...) always go over MPI: scalars, flags, gathers to
+ * rank 0. Device calls (lt_comm_dev_*) go over NCCL and are waited with the same
+ * lt_comm_wait / lt_comm_test. Without a launcher (or a build without MPI) the
+ * communicator is a world of one, and every call is local.
  *
  * Layout: world rank = dp_rank * pp + stage (the stages of a pipeline are neighbours, so
  * srun's block distribution keeps a pipeline on one node). lt_comm_init checks that the
@@ -134,5 +138,88 @@ lt_status lt_comm_gather_bytes(lt_comm *c, const void *mine, size_t bytes, void 
 /* Broadcast bytes from rank 0. */
 lt_status lt_comm_bcast(lt_comm *c, void *buf, size_t bytes, lt_error *err);
 lt_status lt_comm_barrier(lt_comm *c, lt_error *err);
+
+/* ---------------------------------------------------------------- device buffers (NCCL)
+ *
+ * Bootstrap (issue 20 "Engine on the GPU"): after lt_comm_init, each rank picks its GPU
+ * (lt_comm_pick_device: the layout's local_rank, SLURM_LOCALID, or device 0 when the node
+ * shows this task one GPU), opens it (kernels/cuda.h lt_cuda_open) and calls
+ * lt_comm_attach_device with the context's two streams. Rank 0 makes an ncclUniqueId, MPI
+ * broadcasts it, every rank joins the world communicator (ncclCommInitRankConfig,
+ * non-blocking: every NCCL call is polled against train.comm_timeout_s, so a dead peer is
+ * an error, never a hang), and the DP, PIPELINE and TIED groups are ncclCommSplit's of it
+ * with the colours and keys of the MPI splits (colour = stage, key = dp_rank; colour =
+ * dp_rank, key = stage; the tied pair: colour dp_rank on the first and last stage).
+ *
+ * ORDERING RULES (the streams are the lt_cuda context's):
+ *  1. Every device call first makes the communication stream wait for the work already
+ *     queued on the compute stream (an event recorded there, cudaStreamWaitEvent): a send
+ *     or an all-reduce reads what the kernels queued before the call wrote, without the
+ *     host synchronizing.
+ *  2. A request completes when the event recorded on the communication stream after its
+ *     NCCL calls has fired; lt_comm_wait polls it (cudaEventQuery, and
+ *     ncclCommGetAsyncError for the communicators' errors) against the deadline, and past
+ *     it aborts every NCCL communicator (ncclCommAbort) and fails naming the peer and
+ *     what was waited for. Only after lt_comm_wait (or a lt_comm_test that says done) may
+ *     the host queue compute work that READS a received buffer or WRITES a buffer being
+ *     sent or reduced; the host-side wait is what orders the compute stream after the
+ *     communication stream.
+ *  3. NCCL has no tags: the sends and receives between two ranks match in the order they
+ *     are posted, and each NCCL point-to-point call blocks the communication stream until
+ *     its peer posts the matching call. Two ranks that each receive from and send to the
+ *     other at the same time (1F1B's steady state: send an activation forward, receive a
+ *     gradient back) must post both in one lt_comm_dev_batch (ncclGroupStart/End), else
+ *     each stream waits on its receive first and the pair deadlocks (the deadline turns it
+ *     into an error, not a hang).
+ *  4. Group all-reduces, like the MPI ones, must be posted in the same order on every
+ *     member of the group.
+ * Device calls without lt_comm_attach_device fail (LT_ERR_INTERNAL, "no device attached");
+ * in a build without CUDA lt_comm_attach_device fails with LT_ERR_CONFIG "built without
+ * CUDA". In a world of one no NCCL communicator is made: all-reduces are the identity and
+ * point-to-point calls are errors, as on the host. */
+
+/* The device this rank should open: device 0 when the node shows the task exactly one GPU
+ * (srun --gpus-per-task=1 sets CUDA_VISIBLE_DEVICES per task), else the layout's
+ * local_rank, which must be below the number of GPUs (LT_ERR_CONFIG naming both). */
+lt_status lt_comm_pick_device(const lt_comm *c, int *device, lt_error *err);
+/* Join the NCCL communicators (above) on `device`, whose compute and communication
+ * streams (cudaStream_t, as from lt_cuda_stream / lt_cuda_comm_stream) the device calls
+ * use. Collective over the world. Once per communicator. */
+lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, void *comm_stream, lt_error *err);
+bool lt_comm_has_device(const lt_comm *c);
+
+/* One point-to-point transfer of a batch: send (or receive) `bytes` bytes of the device
+ * buffer to (from) world rank `peer`. */
+typedef struct lt_comm_dev_op {
+    bool send;
+    int peer;
+    void *buf;
+    size_t bytes;
+} lt_comm_dev_op;
+
+/* Post ops[0..n) together (ncclGroupStart/End): one request, done when all are. `what`
+ * names them in timeout messages; the request's peer is ops[0].peer. */
+lt_status lt_comm_dev_batch(lt_comm *c, const lt_comm_dev_op *ops, int n, const char *what, lt_comm_req **req,
+                            lt_error *err);
+/* A batch of one. */
+lt_status lt_comm_dev_isend(lt_comm *c, int peer, const void *buf, size_t bytes, const char *what, lt_comm_req **req,
+                            lt_error *err);
+lt_status lt_comm_dev_irecv(lt_comm *c, int peer, void *buf, size_t bytes, const char *what, lt_comm_req **req,
+                            lt_error *err);
+/* lt_comm_iallreduce / lt_comm_allreduce on a device buffer (ncclAllReduce in place; sum,
+ * or max with `max`; F32, F64, I64). */
+lt_status lt_comm_dev_iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
+                                 const char *what, lt_comm_req **req, lt_error *err);
+lt_status lt_comm_dev_allreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
+                                lt_error *err);
+/* lt_comm_ring_allgather on device buffers (mine and all on the device; bytes and the
+ * member list on the host): G - 1 hops, each one ncclSend to the next member and one
+ * ncclRecv from the previous inside ncclGroupStart/End, queued back to back on the
+ * communication stream (hop h + 1 forwards the block hop h received), then waited. */
+lt_status lt_comm_dev_ring_allgather(lt_comm *c, const int *members, int G, int me, const void *mine,
+                                     const size_t *bytes, void *all, lt_error *err);
+/* lt_comm_exchange on device buffers: every send and receive in one group, then waited. */
+lt_status lt_comm_dev_exchange(lt_comm *c, const int *members, int G, int me, const void *const *send,
+                               const size_t *sbytes, void *const *recv, const size_t *rbytes, lt_error *err);
 
 #endif /* LT_TRAIN_COMM_H */

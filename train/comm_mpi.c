@@ -11,8 +11,6 @@
  */
 #include "buildconfig.h" /* HAVE_MPI */
 
-#include "train/comm.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -24,23 +22,7 @@
 #include <mpi.h>
 #endif
 
-struct lt_comm {
-    lt_comm_layout l;
-    double timeout_s;
-    char who[96];
-#ifdef HAVE_MPI
-    MPI_Comm world, p2p, ring, dp, pipe, tied;
-    int tag_ub;
-#endif
-};
-
-struct lt_comm_req {
-#ifdef HAVE_MPI
-    MPI_Request r;
-#endif
-    int peer;
-    char what[120];
-};
+#include "train/comm_impl.h" /* struct lt_comm, struct lt_comm_req, the NCCL side's hooks */
 
 static double now_s(void) {
     struct timespec ts;
@@ -91,6 +73,7 @@ int lt_comm_rank_of(const lt_comm *c, int dp_rank, int stage) { return dp_rank *
 _Noreturn void lt_comm_abort(lt_comm *c, int code, const char *what) {
     fprintf(stderr, "longtail: %s: %s\n", c ? c->who : "trainer", what);
     fflush(stderr);
+    if (c) lt_comm_nccl_abort(c); /* GPU kernels blocked on a peer return */
 #ifdef HAVE_MPI
     if (c && c->l.distributed) MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
 #endif
@@ -161,6 +144,7 @@ lt_status lt_comm_init(lt_comm **out, int dp, int pp, double timeout_s, lt_error
 
 void lt_comm_finalize(lt_comm *c) {
     if (!c) return;
+    lt_comm_nccl_finalize(c);
 #ifdef HAVE_MPI
     if (c->l.distributed) {
         MPI_Comm *cs[] = {&c->world, &c->p2p, &c->ring, &c->dp, &c->pipe, &c->tied};
@@ -192,9 +176,20 @@ static lt_status new_req(lt_comm_req **req, int peer, const char *what, lt_error
     return LT_OK;
 }
 
+/* Free a request (a device request's event too). */
+static void free_req(lt_comm_req *r) {
+    if (r && r->event) lt_comm_nccl_release(r);
+    free(r);
+}
+
 lt_status lt_comm_test(lt_comm *c, lt_comm_req **req, bool *done, lt_error *err) {
     *done = true;
     if (!*req) return LT_OK;
+    if ((*req)->event) { /* a device request (train/comm_nccl.c) */
+        lt_status st = lt_comm_nccl_poll(c, *req, done, err);
+        if (st != LT_OK || *done) free_req(*req), *req = NULL;
+        return st;
+    }
 #ifdef HAVE_MPI
     int flag = 0;
     if (MPI_Test(&(*req)->r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS)
@@ -217,7 +212,8 @@ lt_status lt_comm_wait(lt_comm *c, lt_comm_req **req, lt_error *err) {
         if (waited > c->timeout_s) {
             st = lt_fail(err, LT_ERR_IO, NULL, "%s: waited %.0f s for %s (rank %d): that rank failed or hangs "
                          "(train.comm_timeout_s = %g)", c->who, waited, (*req)->what, (*req)->peer, c->timeout_s);
-            free(*req), *req = NULL; /* the request is abandoned: the job aborts */
+            if ((*req)->event) lt_comm_nccl_abort(c); /* the GPU side never hangs on a dead peer either */
+            free_req(*req), *req = NULL; /* the request is abandoned: the job aborts */
             return st;
         }
         if (polls > 64) { /* let the ranks sharing this core compute */

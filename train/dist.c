@@ -191,8 +191,9 @@ void lt_dist_free(lt_dist *d) {
 
 static lt_status reduce_tied(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
     if (d->pp > 1 && m->shape.tie_embeddings && (d->stage == 0 || d->stage == d->pp - 1))
-        return lt_comm_allreduce(d->comm, LT_COMM_TIED, grads + (m->w.embed - m->params),
-                                 (size_t)m->shape.vocab * (size_t)m->shape.hidden, LT_COMM_F32, false, err);
+        return (d->device_grads ? lt_comm_dev_allreduce : lt_comm_allreduce)(
+            d->comm, LT_COMM_TIED, grads + (m->w.embed - m->params), (size_t)m->shape.vocab * (size_t)m->shape.hidden,
+            LT_COMM_F32, false, err);
     return LT_OK;
 }
 
@@ -209,7 +210,10 @@ static lt_status post_range(lt_dist *d, float *grads, size_t lo0, size_t hi, lt_
         }
         char what[96];
         snprintf(what, sizeof what, "gradient bucket %zu of stage %d", d->n_req, d->stage);
-        st = lt_comm_iallreduce(d->comm, LT_COMM_DP, grads + lo, hi - lo, LT_COMM_F32, what, &d->req[d->n_req], err);
+        st = d->device_grads ? lt_comm_dev_iallreduce(d->comm, LT_COMM_DP, grads + lo, hi - lo, LT_COMM_F32, false, what,
+                                                      &d->req[d->n_req], err)
+                             : lt_comm_iallreduce(d->comm, LT_COMM_DP, grads + lo, hi - lo, LT_COMM_F32, what,
+                                                  &d->req[d->n_req], err);
         if (st == LT_OK) d->n_req++;
         hi = lo;
     }
@@ -217,6 +221,7 @@ static lt_status post_range(lt_dist *d, float *grads, size_t lo0, size_t hi, lt_
 }
 
 void lt_dist_bind(lt_dist *d, const lt_llama *m, float *grads) { d->model = m, d->grads = grads; }
+void lt_dist_set_device_grads(lt_dist *d, bool on) { d->device_grads = on; }
 
 lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
     lt_dist *d = ctx;
@@ -239,6 +244,9 @@ lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
 
 lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
     lt_status st = LT_OK;
+    if (d->zero1 && d->device_grads)
+        return lt_fail(err, LT_ERR_CONFIG, NULL, "%s: parallel.zero1 is not implemented for train.backend = cuda "
+                       "(device gradients)", lt_comm_who(d->comm));
     if (d->zero1) { /* the tied sum first (sums commute), then each DP rank its block */
         st = reduce_tied(d, m, grads, err);
         if (st == LT_OK) pack(d, grads, d->flat);

@@ -49,6 +49,7 @@ typedef struct lt_dist {
     size_t n_req, cap_req;
     bool *layer_posted;   /* [layers] */
     float *grads;         /* the buffer they reduce */
+    bool device_grads;    /* grads are device memory: the reductions go over NCCL */
     const lt_llama *model;
 } lt_dist;
 
@@ -87,6 +88,13 @@ lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_e
 lt_status lt_dist_layer_final(void *d, int layer, lt_error *err);
 /* Which gradient buffer lt_dist_layer_final reduces, for model m. */
 void lt_dist_bind(lt_dist *d, const lt_llama *m, float *grads);
+/* The CUDA backend: the gradient buffers given to lt_dist_bind, lt_dist_layer_final and
+ * lt_dist_reduce_grads are device memory (fp32, the tensor table's layout), reduced with
+ * lt_comm_dev_iallreduce in the same buckets and order as on the host (the communicator
+ * must have a device attached). ZeRO-1 stays host-only: lt_dist_reduce_grads fails with
+ * LT_ERR_CONFIG. Clipping and AdamW on the device are the backend's (kernels/cuda.h);
+ * only their scalars cross ranks, over MPI. */
+void lt_dist_set_device_grads(lt_dist *d, bool on);
 
 /* The global L2 norm of the gradients (every owned tensor once, summed over the stages) and
  * torch's clip_grad_norm_ with max_norm (<= 0: only measure) on the owned tensors. */

@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh — the checks of issue 20 that need a GPU, in one script for the
+# device machine; everything goes into OUT/report.md with the exact commands.
+#
+#   scripts/gpu-check.sh [--prepare] [--build-dir DIR] [--out DIR] [--quick]
+#
+#   (no option)      run on the GPU machine: stop at once with exit status 3 and "no GPU"
+#                    when nvidia-smi lists none; else build (or take the build --prepare
+#                    made), then run, in order:
+#                      1. the GPU unit tests (tests/kernels/test_cuda_*, test_gpu_probe):
+#                         each must pass WITHOUT skipping (a skip on a GPU is a failure);
+#                      2. the scratch kernel benchmarks of dev/cuda (dev/cuda/run.sh);
+#                      3. the whole step's gradients on the GPU against the CPU executor
+#                         (tests/train/test_cuda_step) and `trainer check` (the oracle) with
+#                         train.backend = cuda on a small model;
+#                      4. attention forward + backward TFLOP/s beside a cuBLASLt GEMM's
+#                         (bench/gpu/bench_kernels; target: attention >= 60 % of the GEMM);
+#                      5. the ~1B Llama benchmark (bench/gpu/run.sh): MFU against the GPU's
+#                         bf16 dense peak (target >= 50 %), the simulator's step-time error
+#                         (target <= 5 %) and memory error (target <= 2 %);
+#                      6. `trainer calibrate` with train.backend = cuda writing
+#                         OUT/h100.ini or OUT/h200.ini.
+#                    A piece that does not exist yet is reported as MISSING, and the script
+#                    then exits 1: it never reports a check it could not run as passed.
+#   --prepare        on a machine WITHOUT a GPU but with the toolkit (this project's dev
+#                    machine): configure --with-cuda and build everything the run needs into
+#                    the build directory, and copy the shared libraries the programs load that
+#                    a bare CUDA image lacks (zstd, SQLite, CBC, inih, cmocka, OpenBLAS, Open
+#                    MPI, ...: every `ldd` dependency outside glibc and the CUDA libraries) into
+#                    BUILD/deps-lib. The device machine cannot install packages (no network):
+#                    carry the build directory with the call (docs/gpu.md).
+#   --build-dir DIR  default _build/gpu
+#   --out DIR        default $OUT when set (the device tool's folder), else _build/gpu-check-out
+#   --quick          fewer steps and repetitions (a smoke run)
+#
+# Exit status: 0 every check ran and met its target; 1 a check failed, missed its target or
+# is MISSING; 2 bad usage; 3 no GPU (run mode) or no CUDA toolkit (--prepare).
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+mode=run build="$ROOT/_build/gpu" out="${OUT:-$ROOT/_build/gpu-check-out}" quick=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prepare) mode=prepare; shift ;;
+    --build-dir) build=${2:?--build-dir needs a value}; shift 2 ;;
+    --out) out=${2:?--out needs a value}; shift 2 ;;
+    --quick) quick=1; shift ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+    *) echo "gpu-check: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+jobs=$(nproc 2>/dev/null || echo 2)
+export LONGTAIL_VOCAB_DIR="$ROOT/data/vocab" LONGTAIL_HARDWARE_DIR="$ROOT/etc/hardware"
+
+# the programs the run needs, besides the GPU tests (found by name)
+TARGETS=(dataprep/dataprep plans/planner train/trainer tests/kernels/test_gpu_probe)
+
+# ---------------------------------------------------------------- --prepare
+if [ "$mode" = prepare ]; then
+  command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] \
+    || { echo "gpu-check: error: no nvcc (the CUDA toolkit) on this machine: --prepare builds the CUDA code" >&2; exit 3; }
+  mkdir -p "$build" || exit 1
+  set -e
+  if [ ! -f "$build/Makefile" ]; then
+    (cd "$build" && "$ROOT/configure" --with-cuda -q)
+  fi
+  grep -q '^#define HAVE_CUDA 1' "$build/buildconfig.h" \
+    || { echo "gpu-check: error: $build was configured without CUDA: remove it and run --prepare again" >&2; exit 3; }
+  make -C "$build" -j"$jobs" "${TARGETS[@]}"
+  # every GPU test program the tree declares, and the kernel benchmark (built on request)
+  gpu_tests=$(sed -n 's/^check_PROGRAMS.*\(tests\/kernels\/test_cuda_[a-z0-9_]*\).*/\1/p; s/^\(tests\/[a-z]*\/test_cuda_[a-z0-9_]*\)_SOURCES.*/\1/p' \
+    "$ROOT/Makefile.am" | sort -u)
+  for t in $gpu_tests tests/train/test_cuda_step bench/gpu/bench_kernels; do
+    make -C "$build" -j"$jobs" "$t" || echo "gpu-check: note: $t does not build yet (reported as MISSING on the GPU)" >&2
+  done
+  set +e
+  rm -rf "$build/deps-lib" && mkdir -p "$build/deps-lib"
+  # the shared libraries outside glibc and CUDA that the programs load
+  find "$build" -type f -perm -u+x ! -name '*.so*' ! -path '*/deps-lib/*' -print0 2>/dev/null \
+    | xargs -0 -r ldd 2>/dev/null \
+    | awk '/=> \// { print $3 }' | sort -u \
+    | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libresolv|libutil)\.so|/libcuda\.so|/libcudart|/libcublas|/libnccl|/libnvidia' \
+    | while read -r lib; do cp -L "$lib" "$build/deps-lib/"; done
+  echo "gpu-check: prepared $build ($(du -sh "$build" | cut -f1), deps-lib $(find "$build/deps-lib" -type f | wc -l) libraries)."
+  echo "gpu-check: on the device machine run: scripts/gpu-check.sh --build-dir ${build#"$ROOT"/} (carry ${build#"$ROOT"/})"
+  exit 0
+fi
+
+# ---------------------------------------------------------------- run: is there a GPU?
+mkdir -p "$out" || { echo "gpu-check: error: cannot create $out" >&2; exit 1; }
+report="$out/report.md" log="$out/log.txt"
+: >"$log"
+{
+  echo "# gpu-check report"
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "- commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "- build: $build"
+} >"$report"
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  why="nvidia-smi is not installed"
+  command -v nvidia-smi >/dev/null 2>&1 && why="nvidia-smi lists no GPU"
+  echo "- result: **no GPU** ($why): nothing was checked" >>"$report"
+  echo "gpu-check: error: no GPU on this machine ($why): these checks need one (run this script on the device machine; docs/gpu.md)" >&2
+  exit 3
+fi
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+gpu_mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader 2>/dev/null | head -1)
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+case "$gpu_name" in
+  *H100*) peak=989 profile=h100 ;;  # bf16 dense, SXM (the PCIe card is lower: 756)
+  *H200*) peak=989 profile=h200 ;;
+  *) peak="" profile="" ;;
+esac
+{
+  echo "- device: $gpu_name, $gpu_mem, driver $driver"
+  echo "- bf16 dense peak: ${peak:-unknown for this GPU (MFU not judged)} TFLOP/s"
+  echo
+  echo "| check | result | detail |"
+  echo "| --- | --- | --- |"
+} >>"$report"
+
+fails=0 missing=0
+row() { # row CHECK RESULT DETAIL
+  echo "| $1 | $2 | $3 |" >>"$report"
+  case "$2" in PASS) ;; MISSING*) missing=$((missing + 1)) ;; *) fails=$((fails + 1)) ;; esac
+  echo "gpu-check: $1: $2 ${3:+($3)}" >&2
+}
+cmds=()
+# run_logged CMD...: the command and its output into log.txt; its status returned
+run_logged() {
+  cmds+=("$*")
+  { echo; echo "\$ $*"; } >>"$log"
+  "$@" >>"$log.cur" 2>&1
+  local rc=$?
+  cat "$log.cur" >>"$log"
+  return $rc
+}
+last_out() { cat "$log.cur" 2>/dev/null; }
+fresh() { : >"$log.cur"; }
+
+# ---------------------------------------------------------------- run: the build
+cuda_lib=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && cuda_lib="$cuda_lib:$d"; done
+# NCCL and cuBLAS may come only with the Python wheels of the image (nvidia-nccl-cu13 ...)
+py_nvidia=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0] if hasattr(nvidia, "__path__") else nvidia.__file__))' 2>/dev/null || true)
+for d in "$py_nvidia"/nvidia/*/lib; do [ -d "$d" ] && cuda_lib="$cuda_lib:$d"; done
+export LD_LIBRARY_PATH="$build/deps-lib$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ ! -x "$build/train/trainer" ]; then
+  fresh
+  mkdir -p "$build"
+  if [ ! -f "$build/Makefile" ] && ! (cd "$build" && run_logged "$ROOT/configure" --with-cuda -q); then
+    row "build" FAIL "configure --with-cuda failed here (the image lacks the build dependencies?): run scripts/gpu-check.sh --prepare on the dev machine and carry the build directory; see log.txt"
+  elif ! run_logged make -C "$build" -j"$jobs" "${TARGETS[@]}"; then
+    row "build" FAIL "make failed; see log.txt"
+  fi
+fi
+if [ ! -x "$build/train/trainer" ] || ! grep -q '^#define HAVE_CUDA 1' "$build/buildconfig.h" 2>/dev/null; then
+  row "build" FAIL "no CUDA build of the trainer in $build"
+  echo >>"$report"; echo "Stopped: nothing to run without a CUDA build." >>"$report"
+  exit 1
+fi
+row "build" PASS "CUDA build in $build"
+
+# ---------------------------------------------------------------- 1. GPU unit tests
+gpu_tests=()
+for t in "$build"/tests/kernels/test_cuda_* "$build"/tests/kernels/test_gpu_probe; do
+  [ -x "$t" ] && [ -f "$t" ] && gpu_tests+=("$t")
+done
+if ! compgen -G "$build/tests/kernels/test_cuda_*" >/dev/null; then
+  row "kernel tests (tests/kernels/test_cuda_*)" "MISSING" "no test_cuda_* program in the build: the kernels' tests are not written or not built yet"
+fi
+for t in "${gpu_tests[@]}"; do
+  name=${t#"$build"/}
+  fresh
+  if run_logged bash "$ROOT/tests/tap-cmocka.sh" "$t"; then
+    if last_out | grep -q '# SKIP'; then
+      row "$name" FAIL "skipped on a machine with a GPU: $(last_out | grep -m1 '# SKIP' | sed 's/.*# SKIP //')"
+    else
+      row "$name" PASS "$(last_out | grep -c '^ok ') tests"
+    fi
+  else
+    row "$name" FAIL "$(last_out | grep -m1 '^not ok' || echo "exit status non-zero")"
+  fi
+done
+
+# ---------------------------------------------------------------- 2. dev/cuda scratch benchmarks
+if [ -x "$ROOT/dev/cuda/run.sh" ]; then
+  fresh
+  if run_logged "$ROOT/dev/cuda/run.sh" --build-dir "$build"; then
+    row "dev/cuda benchmarks" PASS "$(last_out | tail -1)"
+  else
+    row "dev/cuda benchmarks" FAIL "dev/cuda/run.sh failed; see log.txt"
+  fi
+else
+  row "dev/cuda benchmarks" "MISSING" "no dev/cuda/run.sh (the scratch kernel versions are not in the tree yet)"
+fi
+
+# ---------------------------------------------------------------- 3. step gradients, trainer check
+if [ -x "$build/tests/train/test_cuda_step" ]; then
+  fresh
+  if run_logged bash "$ROOT/tests/tap-cmocka.sh" "$build/tests/train/test_cuda_step" && ! last_out | grep -q '# SKIP'; then
+    row "step gradients GPU vs CPU (tests/train/test_cuda_step)" PASS "$(last_out | grep -m1 'rel_err' || echo ok)"
+  else
+    row "step gradients GPU vs CPU (tests/train/test_cuda_step)" FAIL "$(last_out | grep -m1 -E '^not ok|# SKIP' || echo failed)"
+  fi
+else
+  row "step gradients GPU vs CPU" "MISSING" "no tests/train/test_cuda_step in the build"
+fi
+work="$out/work"
+rm -rf "$work" && mkdir -p "$work"
+fresh
+if run_logged "$build/dataprep/dataprep" run --input "$ROOT/data/sample/mixed-0.jsonl.gz" --encoding r50k_base \
+     --vocab-dir "$ROOT/data/vocab" --out "$work/data" -q; then
+  cat >"$work/check.ini" <<INI
+[model]
+preset = small
+vocab = 50257
+[plan]
+global_batch = 8
+context_len = 512
+mem = 80G
+steps = 2
+[train]
+backend = cuda
+INI
+  fresh
+  if run_logged "$build/plans/planner" build --config "$work/check.ini" --data "$work/data" --db "$work/check.db" \
+       --strategy slimpack && fresh && run_logged "$build/train/trainer" check --config "$work/check.ini" \
+       --db "$work/check.db" --data "$work/data"; then
+    row "trainer check on the GPU (slimpack, small)" PASS "$(last_out | tail -1)"
+  else
+    row "trainer check on the GPU (slimpack, small)" FAIL "$(last_out | grep -m1 -E 'error|max_rel_err' || echo failed)"
+  fi
+else
+  row "trainer check on the GPU" FAIL "dataprep of the sample corpus failed"
+fi
+
+# ---------------------------------------------------------------- 4. attention vs GEMM
+if [ -x "$build/bench/gpu/bench_kernels" ]; then
+  fresh
+  if run_logged "$build/bench/gpu/bench_kernels"; then
+    line=$(last_out | grep '^attn_tflops=' | tail -1)
+    ratio=$(sed -n 's/.*ratio=\([0-9.]*\).*/\1/p' <<<"$line")
+    if [ -n "$ratio" ] && awk -v r="$ratio" 'BEGIN { exit !(r >= 0.6) }'; then
+      row "attention fwd+bwd vs cuBLASLt GEMM" PASS "$line (target ratio >= 0.6)"
+    else
+      row "attention fwd+bwd vs cuBLASLt GEMM" "BELOW TARGET" "$line (target ratio >= 0.6)"
+    fi
+  else
+    row "attention fwd+bwd vs cuBLASLt GEMM" FAIL "bench_kernels failed: $(last_out | tail -1)"
+  fi
+else
+  row "attention fwd+bwd vs cuBLASLt GEMM" "MISSING" "bench/gpu/bench_kernels did not build (the CUDA kernels are not all in the tree yet)"
+fi
+
+# ---------------------------------------------------------------- 5. the ~1B benchmark
+steps=12
+[ "$quick" = 1 ] && steps=4
+fresh
+if run_logged bash "$ROOT/bench/gpu/run.sh" --build-dir "$build" --out "$work/bench1b" --steps "$steps" \
+     --peak-tflops "${peak:-989}"; then
+  line=$(last_out | tail -1)
+  mfu=$(sed -n 's/.*mfu=\([0-9.]*\).*/\1/p' <<<"$line")
+  serr=$(sed -n 's/.*step_err=\([0-9.na]*\).*/\1/p' <<<"$line")
+  merr=$(sed -n 's/.*mem_err=\([0-9.na]*\).*/\1/p' <<<"$line")
+  if [ -z "$peak" ]; then row "1B Llama MFU" "NOT JUDGED" "$line (no known peak for $gpu_name)"
+  elif awk -v m="$mfu" 'BEGIN { exit !(m >= 0.5) }'; then row "1B Llama MFU (8K units, megatron packing)" PASS "$line"
+  else row "1B Llama MFU (8K units, megatron packing)" "BELOW TARGET" "$line (target >= 0.50)"; fi
+  if awk -v e="$serr" 'BEGIN { exit !(e != "nan" && e <= 0.05) }'; then row "simulator step time" PASS "mean |err| $serr"
+  else row "simulator step time" "BELOW TARGET" "mean |predicted - measured| / measured = $serr (target <= 0.05)"; fi
+  if [ "$merr" = na ]; then row "simulator memory" "MISSING" "the trainer records no measured device peak in metrics.jsonl"
+  elif awk -v e="$merr" 'BEGIN { exit !(e <= 0.02) }'; then row "simulator memory" PASS "max |err| $merr"
+  else row "simulator memory" "BELOW TARGET" "max |err| $merr (target <= 0.02)"; fi
+  cp "$work/bench1b/results.txt" "$out/bench1b.txt" 2>/dev/null
+else
+  row "1B Llama benchmark" FAIL "$(last_out | grep -m1 -E 'error' || last_out | tail -1)"
+fi
+
+# ---------------------------------------------------------------- 6. calibrate
+if [ -n "$profile" ]; then
+  fresh
+  if run_logged "$build/train/trainer" calibrate --config "$ROOT/etc/longtail.ini" --set train.backend=cuda \
+       --out "$out/$profile.ini"; then
+    row "trainer calibrate (cuda) -> $profile.ini" PASS "$(last_out | grep -m1 'max_rel_err' || echo written)"
+  else
+    row "trainer calibrate (cuda)" FAIL "$(last_out | grep -m1 error || echo failed)"
+  fi
+else
+  row "trainer calibrate (cuda)" "NOT RUN" "no profile name for $gpu_name (h100 / h200)"
+fi
+
+# ---------------------------------------------------------------- the commands
+{
+  echo
+  echo "## Commands (in order; outputs in log.txt)"
+  echo
+  echo '```'
+  printf '%s\n' "${cmds[@]}"
+  echo '```'
+  echo
+  echo "Summary: $fails failed or below target, $missing missing."
+} >>"$report"
+rm -f "$log.cur"
+[ "$fails" -eq 0 ] && [ "$missing" -eq 0 ]

@@ -1,0 +1,48 @@
+/*
+ * train/comm_impl.h — the communicator's insides, shared by its two implementations:
+ * train/comm_mpi.c (the world, host buffers, requests' waiting) and train/comm_nccl.c
+ * (device buffers). Not for other modules: they see train/comm.h only.
+ * Include after buildconfig.h (HAVE_MPI) and, with MPI, <mpi.h>.
+ */
+#ifndef LT_TRAIN_COMM_IMPL_H
+#define LT_TRAIN_COMM_IMPL_H
+
+#include "train/comm.h"
+
+struct lt_comm_nccl; /* train/comm_nccl.c: the NCCL communicators and the streams */
+
+struct lt_comm {
+    lt_comm_layout l;
+    double timeout_s;
+    char who[96];
+#ifdef HAVE_MPI
+    MPI_Comm world, p2p, ring, dp, pipe, tied;
+    int tag_ub;
+#endif
+    struct lt_comm_nccl *nccl; /* NULL until lt_comm_attach_device */
+};
+
+struct lt_comm_req {
+#ifdef HAVE_MPI
+    MPI_Request r;
+#endif
+    /* a device request: the cudaEvent_t recorded on the communication stream after its
+     * NCCL calls, and the ncclComm_t they went to (NULL for an MPI request) */
+    void *event, *ncomm;
+    int peer;
+    char what[120];
+};
+
+/* train/comm_nccl.c, for comm_mpi.c's wait, test, abort and finalize: */
+/* Has device request r completed (its event fired)? An error of the event or of the NCCL
+ * communicator is LT_ERR_IO naming the request. */
+lt_status lt_comm_nccl_poll(lt_comm *c, const lt_comm_req *r, bool *done, lt_error *err);
+/* Abort every NCCL communicator (a timeout or the job's abort): the GPU kernels waiting on
+ * a dead peer return, later device calls fail. NULL-safe. */
+void lt_comm_nccl_abort(lt_comm *c);
+/* Destroy a device request's event. */
+void lt_comm_nccl_release(lt_comm_req *r);
+/* Destroy the NCCL communicators (before MPI_Finalize). */
+void lt_comm_nccl_finalize(lt_comm *c);
+
+#endif /* LT_TRAIN_COMM_IMPL_H */
