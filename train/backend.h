@@ -114,6 +114,37 @@ const lt_backend *lt_backend_cpu(void);
  * process-wide slot (an emulation for tests: one user at a time). */
 const lt_backend *lt_backend_cpu_bf16(void);
 
+/* ---------------------------------------------------------------- the CUDA backend
+ * (train/backend_cuda.c; in every build: without CUDA, open fails with kernels/cuda.h's
+ * "built without CUDA"). Nothing of it has run on a GPU yet. */
+struct lt_optim_config;
+
+/* Open GPU `device` (the rank's local GPU): LT_ERR_CONFIG with lt_cuda_open's reason when
+ * there is none. *out is closed with lt_backend_cuda_close. */
+lt_status lt_backend_cuda_open(lt_backend **out, int device, lt_error *err);
+void lt_backend_cuda_close(lt_backend *be); /* NULL-safe */
+/* Free and total device memory. */
+lt_status lt_backend_cuda_mem(const lt_backend *be, size_t *free_bytes, size_t *total_bytes, lt_error *err);
+/* Carve the step's arena: one device block of `bytes` (the plan's predicted peak of the
+ * rank's stage) that every later pass allocation comes from. LT_ERR_CONFIG at `what`
+ * (e.g. "stage 1 of plan step 3") when it exceeds the free memory, naming both in GiB. */
+lt_status lt_backend_cuda_reserve(lt_backend *be, size_t bytes, const char *what, lt_error *err);
+/* The arena's peak use so far (0 without an arena): the measured device peak. */
+size_t lt_backend_cuda_peak(const lt_backend *be);
+/* The model to the device: the fp32 master and its bf16 copy (what the kernels read); sets
+ * m->backend = be. m->params stays the host copy; download brings the master back (before
+ * a checkpoint: checkpoints stay fp32 safetensors). */
+lt_status lt_backend_cuda_upload(lt_backend *be, struct lt_llama *m, lt_error *err);
+lt_status lt_backend_cuda_download(lt_backend *be, struct lt_llama *m, lt_error *err);
+/* A zeroed fp32 device gradient buffer of n floats (map it with lt_llama_views_of). */
+lt_status lt_backend_cuda_grads(lt_backend *be, size_t n, float **grads, lt_error *err);
+void lt_backend_cuda_free_grads(lt_backend *be, float *grads);
+/* train/optim.h's lt_clip_grads and lt_adamw_step on the device (t: the step count after
+ * increment); the bf16 copy is rewritten from the updated master. */
+lt_status lt_backend_cuda_clip(lt_backend *be, float *grads, size_t n, double max_norm, double *norm, lt_error *err);
+lt_status lt_backend_cuda_adamw(lt_backend *be, const struct lt_llama *m, const float *grads, double lr, int64_t t,
+                                const struct lt_optim_config *oc, lt_error *err);
+
 /* The backend of model m (m->backend, or the CPU fp32 one when it has none). */
 const lt_backend *lt_backend_of(const struct lt_llama *m);
 
