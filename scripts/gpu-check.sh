@@ -2,14 +2,15 @@
 # scripts/gpu-check.sh — the checks of issue 20 that need a GPU, in one script for the
 # device machine; everything goes into OUT/report.md with the exact commands.
 #
-#   scripts/gpu-check.sh [--prepare] [--build-dir DIR] [--out DIR] [--quick]
+#   scripts/gpu-check.sh --prepare [--build-dir DIR]        (on the dev machine, no GPU needed)
+#   scripts/gpu-check.sh [--carried FILE] [--build-dir DIR] [--out DIR] [--quick]   (on the GPU)
 #
-#   (no option)      run on the GPU machine: stop at once with exit status 3 and "no GPU"
-#                    when nvidia-smi lists none; else build (or take the build --prepare
-#                    made), then run, in order:
+#   (run mode)       stop at once with exit status 3 and "no GPU" when nvidia-smi lists
+#                    none; else take the build (--carried's archive, else --build-dir, else
+#                    configure and build there), then run, in order:
 #                      1. the GPU unit tests (tests/kernels/test_cuda_*, test_gpu_probe):
 #                         each must pass WITHOUT skipping (a skip on a GPU is a failure);
-#                      2. the scratch kernel benchmarks of dev/cuda (dev/cuda/run.sh);
+#                      2. the scratch kernel benchmarks (make -C dev/cuda run: nvcc there);
 #                      3. the whole step's gradients on the GPU against the CPU executor
 #                         (tests/train/test_cuda_step) and `trainer check` (the oracle) with
 #                         train.backend = cuda on a small model;
@@ -22,26 +23,30 @@
 #                         OUT/h100.ini or OUT/h200.ini.
 #                    A piece that does not exist yet is reported as MISSING, and the script
 #                    then exits 1: it never reports a check it could not run as passed.
-#   --prepare        on a machine WITHOUT a GPU but with the toolkit (this project's dev
-#                    machine): configure --with-cuda and build everything the run needs into
-#                    the build directory, and copy the shared libraries the programs load that
-#                    a bare CUDA image lacks (zstd, SQLite, CBC, inih, cmocka, OpenBLAS, Open
-#                    MPI, ...: every `ldd` dependency outside glibc and the CUDA libraries) into
-#                    BUILD/deps-lib. The device machine cannot install packages (no network):
-#                    carry the build directory with the call (docs/gpu.md).
-#   --build-dir DIR  default _build/gpu
+#   --prepare        on a machine with the CUDA toolkit (GPU or not): configure --with-cuda
+#                    and build what the run needs in the build directory, then pack the
+#                    programs, buildconfig.h, a length file (the first 4000 lines of
+#                    ../shared/lengths/commoncrawl.txt: ../shared does not travel) and the
+#                    shared libraries they load that a bare CUDA image lacks (every `ldd`
+#                    dependency outside glibc and the CUDA/NCCL libraries: zstd, SQLite, CBC,
+#                    inih, OpenBLAS, Open MPI, ...) into _build/gpu-carry.tar.gz. The device
+#                    machine cannot install packages (no network): carry that archive with
+#                    the call and give it to --carried (docs/gpu.md).
+#   --carried FILE   unpack FILE (from --prepare) into the build directory first
+#   --build-dir DIR  default _build/gpu (_build/gpu-run with --carried)
 #   --out DIR        default $OUT when set (the device tool's folder), else _build/gpu-check-out
-#   --quick          fewer steps and repetitions (a smoke run)
+#   --quick          fewer trained steps in the 1B benchmark (a smoke run)
 #
 # Exit status: 0 every check ran and met its target; 1 a check failed, missed its target or
 # is MISSING; 2 bad usage; 3 no GPU (run mode) or no CUDA toolkit (--prepare).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-mode=run build="$ROOT/_build/gpu" out="${OUT:-$ROOT/_build/gpu-check-out}" quick=0
+mode=run build="" carried="" out="${OUT:-$ROOT/_build/gpu-check-out}" quick=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --prepare) mode=prepare; shift ;;
+    --carried) carried=${2:?--carried needs a value}; shift 2 ;;
     --build-dir) build=${2:?--build-dir needs a value}; shift 2 ;;
     --out) out=${2:?--out needs a value}; shift 2 ;;
     --quick) quick=1; shift ;;
@@ -49,6 +54,10 @@ while [ $# -gt 0 ]; do
     *) echo "gpu-check: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+if [ -z "$build" ]; then
+  build="$ROOT/_build/gpu"
+  [ -n "$carried" ] && build="$ROOT/_build/gpu-run"
+fi
 case "$build" in /*) ;; *) build="$PWD/$build" ;; esac
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -76,15 +85,25 @@ if [ "$mode" = prepare ]; then
     make -C "$build" -j"$jobs" "$t" || echo "gpu-check: note: $t does not build yet (reported as MISSING on the GPU)" >&2
   done
   set +e
-  rm -rf "$build/deps-lib" && mkdir -p "$build/deps-lib"
+  stage="$build/carry"
+  rm -rf "$stage" && mkdir -p "$stage/deps-lib" || exit 1
+  cp "$build/buildconfig.h" "$stage/"
+  for p in "${TARGETS[@]}" $gpu_tests tests/train/test_cuda_step bench/gpu/bench_kernels; do
+    if [ -x "$build/$p" ]; then mkdir -p "$stage/$(dirname "$p")" && cp "$build/$p" "$stage/$p"; fi
+  done
+  lengths_src="$ROOT/../shared/lengths/commoncrawl.txt"
+  if [ -f "$lengths_src" ]; then head -n 4000 "$lengths_src" >"$stage/lengths.txt"
+  else echo "gpu-check: note: no $lengths_src: the 1B benchmark will need --lengths on the GPU machine" >&2; fi
   # the shared libraries outside glibc and CUDA that the programs load
-  find "$build" -type f -perm -u+x ! -name '*.so*' ! -path '*/deps-lib/*' -print0 2>/dev/null \
+  find "$stage" -type f -perm -u+x -print0 \
     | xargs -0 -r ldd 2>/dev/null \
     | awk '/=> \// { print $3 }' | sort -u \
-    | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libresolv|libutil)\.so|/libcuda\.so|/libcudart|/libcublas|/libnccl|/libnvidia' \
-    | while read -r lib; do cp -L "$lib" "$build/deps-lib/"; done
-  echo "gpu-check: prepared $build ($(du -sh "$build" | cut -f1), deps-lib $(find "$build/deps-lib" -type f | wc -l) libraries)."
-  echo "gpu-check: on the device machine run: scripts/gpu-check.sh --build-dir ${build#"$ROOT"/} (carry ${build#"$ROOT"/})"
+    | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libresolv|libutil|libstdc\+\+|libgcc_s)\.so|/libcuda\.so|/libcudart|/libcublas|/libnccl|/libnvidia' \
+    | while read -r lib; do cp -L "$lib" "$stage/deps-lib/"; done
+  mkdir -p "$ROOT/_build"
+  tar czf "$ROOT/_build/gpu-carry.tar.gz" -C "$stage" . || exit 1
+  echo "gpu-check: packed $(find "$stage" -type f | wc -l) files into _build/gpu-carry.tar.gz ($(du -h "$ROOT/_build/gpu-carry.tar.gz" | cut -f1))."
+  echo "gpu-check: on the GPU machine: carry _build/gpu-carry.tar.gz and run scripts/gpu-check.sh --carried _build/gpu-carry.tar.gz"
   exit 0
 fi
 
@@ -133,15 +152,27 @@ cmds=()
 run_logged() {
   cmds+=("$*")
   { echo; echo "\$ $*"; } >>"$log"
-  "$@" >>"$log.cur" 2>&1
+  "$@" >"$log.one" 2>&1
   local rc=$?
-  cat "$log.cur" >>"$log"
+  cat "$log.one" >>"$log"
+  cat "$log.one" >>"$log.cur" # since the last `fresh`
   return $rc
 }
 last_out() { cat "$log.cur" 2>/dev/null; }
 fresh() { : >"$log.cur"; }
 
 # ---------------------------------------------------------------- run: the build
+if [ -n "$carried" ]; then
+  if [ ! -f "$carried" ]; then
+    echo "gpu-check: error: --carried $carried: no such file (make it with --prepare, carry it with the call)" >&2
+    exit 2
+  fi
+  if ! { rm -rf "$build" && mkdir -p "$build" && tar xzf "$carried" -C "$build"; }; then
+    echo "gpu-check: error: cannot unpack $carried into $build" >&2
+    exit 1
+  fi
+  echo "- carried build: $carried, unpacked into $build" >>"$report"
+fi
 cuda_lib=""
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && cuda_lib="$cuda_lib:$d"; done
 # NCCL and cuBLAS may come only with the Python wheels of the image (nvidia-nccl-cu13 ...)
@@ -187,15 +218,15 @@ for t in "${gpu_tests[@]}"; do
 done
 
 # ---------------------------------------------------------------- 2. dev/cuda scratch benchmarks
-if [ -x "$ROOT/dev/cuda/run.sh" ]; then
+if [ -f "$ROOT/dev/cuda/Makefile" ]; then
   fresh
-  if run_logged "$ROOT/dev/cuda/run.sh" --build-dir "$build"; then
-    row "dev/cuda benchmarks" PASS "$(last_out | tail -1)"
+  if run_logged make -C "$ROOT/dev/cuda" -j"$jobs" all && run_logged make -C "$ROOT/dev/cuda" run; then
+    row "dev/cuda benchmarks (make -C dev/cuda run)" PASS "$(last_out | grep -c '^== ') programs, each checked against its CPU reference; timings in log.txt"
   else
-    row "dev/cuda benchmarks" FAIL "dev/cuda/run.sh failed; see log.txt"
+    row "dev/cuda benchmarks (make -C dev/cuda run)" FAIL "$(last_out | grep -E '^== ' | tail -1) failed; see log.txt"
   fi
 else
-  row "dev/cuda benchmarks" "MISSING" "no dev/cuda/run.sh (the scratch kernel versions are not in the tree yet)"
+  row "dev/cuda benchmarks" "MISSING" "no dev/cuda/Makefile (the scratch kernel versions are not in the tree yet)"
 fi
 
 # ---------------------------------------------------------------- 3. step gradients, trainer check
@@ -260,8 +291,10 @@ fi
 steps=12
 [ "$quick" = 1 ] && steps=4
 fresh
+bench_lengths=()
+[ -f "$build/lengths.txt" ] && bench_lengths=(--lengths "$build/lengths.txt")
 if run_logged bash "$ROOT/bench/gpu/run.sh" --build-dir "$build" --out "$work/bench1b" --steps "$steps" \
-     --peak-tflops "${peak:-989}"; then
+     --peak-tflops "${peak:-989}" "${bench_lengths[@]}"; then
   line=$(last_out | tail -1)
   mfu=$(sed -n 's/.*mfu=\([0-9.]*\).*/\1/p' <<<"$line")
   serr=$(sed -n 's/.*step_err=\([0-9.na]*\).*/\1/p' <<<"$line")
@@ -303,5 +336,5 @@ fi
   echo
   echo "Summary: $fails failed or below target, $missing missing."
 } >>"$report"
-rm -f "$log.cur"
+rm -f "$log.cur" "$log.one"
 [ "$fails" -eq 0 ] && [ "$missing" -eq 0 ]
