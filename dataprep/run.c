@@ -241,6 +241,9 @@ typedef struct pipeline {
     bool abort;
     lt_status reader_st;
     lt_error reader_err;
+    /* CPU seconds per stage, all its threads (the timings file): the serial stages' rates
+     * bound the run whatever the number of tokenizer threads */
+    double cpu_readers, cpu_decode, cpu_tokenize;
 
     const run_settings *rs;
     const lt_tokenizer *tok;
@@ -254,6 +257,13 @@ typedef struct pipeline {
     uint64_t n_skips;
     lt_progress *prog;
 } pipeline;
+
+/* CPU seconds of the calling thread. */
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static batch *batch_new(void) {
     batch *b = lt_calloc_check(1, sizeof *b);
@@ -627,6 +637,7 @@ static void *reader_main(void *arg) {
         if (st != LT_OK) break;
     }
     pthread_mutex_lock(&pl->mu);
+    pl->cpu_readers += thread_cpu_s();
     pl->readers_done++;
     pthread_cond_broadcast(&pl->work_cv);
     pthread_cond_broadcast(&pl->done_cv);
@@ -643,6 +654,7 @@ static void *worker_main(void *arg) {
     ropts.on_skip = on_line_skip;
     ropts.skip_ctx = &decoding;
     lt_line_decoder *dec = lt_line_decoder_new(&ropts);
+    double cpu_decode = 0, cpu_tokenize = 0;
     for (;;) {
         pthread_mutex_lock(&pl->mu);
         while (!pl->work && pl->readers_done < pl->n_readers && !pl->abort)
@@ -650,12 +662,16 @@ static void *worker_main(void *arg) {
         batch *b = pl->abort ? NULL : pipeline_take_work(pl);
         pthread_mutex_unlock(&pl->mu);
         if (!b) break;
+        double c0 = thread_cpu_s();
         if (b->lines) {
             decoding = b;
             batch_decode_lines(b, pl, dec);
             decoding = NULL;
         }
+        double c1 = thread_cpu_s();
         if (b->st == LT_OK) batch_tokenize(b, pl->tok, scratch);
+        cpu_decode += c1 - c0;
+        cpu_tokenize += thread_cpu_s() - c1;
         pthread_mutex_lock(&pl->mu);
         b->done = true;
         pthread_cond_broadcast(&pl->done_cv);
@@ -663,6 +679,10 @@ static void *worker_main(void *arg) {
     }
     lt_tok_scratch_free(scratch);
     lt_line_decoder_free(dec);
+    pthread_mutex_lock(&pl->mu);
+    pl->cpu_decode += cpu_decode;
+    pl->cpu_tokenize += cpu_tokenize;
+    pthread_mutex_unlock(&pl->mu);
     return NULL;
 }
 
@@ -1175,6 +1195,7 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
 
     run_totals tot;
     memset(&tot, 0, sizeof tot);
+    double cpu_writer0 = thread_cpu_s();
     pthread_t *workers = lt_calloc_check((size_t)rs->threads, sizeof *workers);
     int started = 0, readers_started = 0;
     for (; readers_started < pl.n_readers; readers_started++)
@@ -1240,6 +1261,7 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
     lt_shard_summary sum;
     memset(&sum, 0, sizeof sum);
     if (st == LT_OK) st = lt_shard_writer_finish(w, &sum, err);
+    double cpu_writer = thread_cpu_s() - cpu_writer0;
     lt_shard_writer_free(w);
     w = NULL;
 
@@ -1325,6 +1347,22 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
         lt_json_double(&j, (double)tot.text_bytes / 1e6 / el);
         lt_json_key(&j, "tokens_per_s");
         lt_json_double(&j, (double)tot.tokens / el);
+        lt_json_key(&j, "cpu_s"); /* per stage, all its threads; writer: frames, index (and the shard's hash
+                                   * when it has no thread of its own) */
+        lt_json_object_begin(&j);
+        lt_json_key(&j, "readers");
+        lt_json_double(&j, pl.cpu_readers);
+        lt_json_key(&j, "decode");
+        lt_json_double(&j, pl.cpu_decode);
+        lt_json_key(&j, "tokenize");
+        lt_json_double(&j, pl.cpu_tokenize);
+        lt_json_key(&j, "compress");
+        lt_json_double(&j, sum.compress_cpu_s);
+        lt_json_key(&j, "hash");
+        lt_json_double(&j, sum.hash_cpu_s);
+        lt_json_key(&j, "writer");
+        lt_json_double(&j, cpu_writer);
+        lt_json_object_end(&j);
         lt_json_key(&j, "peak_rss_bytes");
         lt_json_uint(&j, (uint64_t)ru.ru_maxrss * 1024u);
         lt_json_object_end(&j);

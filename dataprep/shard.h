@@ -69,13 +69,15 @@ typedef struct lt_shard_summary {
     uint64_t n_docs, n_tokens, n_frames;
     uint64_t shard_bytes, index_bytes;
     uint8_t shard_sha256[32], index_sha256[32];
+    double compress_cpu_s; /* CPU seconds spent compressing frames (and their checksums), all threads */
+    double hash_cpu_s;     /* CPU seconds of the shard's SHA-256 when its own thread computed it */
 } lt_shard_summary;
 
 lt_status lt_shard_writer_open(lt_shard_writer **out, const char *dir, const lt_shard_meta *meta, lt_error *err);
-/* Compress frames on n threads of the writer's own (0, the default: on the caller's
- * thread). The caller's thread still decides the frames and appends them in order, so the
- * files are byte-identical for any n; up to 2n + 1 frames (raw and compressed) are held in
- * flight. Call before the first document. */
+/* Compress frames on n threads of the writer's own, and hash the shard on one more (0,
+ * the default: both on the caller's thread). The caller's thread still decides the frames
+ * and appends them in order, so the files are byte-identical for any n; up to 2n + 1
+ * frames (raw and compressed) are held in flight. Call before the first document. */
 lt_status lt_shard_writer_set_threads(lt_shard_writer *w, int n, lt_error *err);
 /* Register an input file (in task order); returns its index for add_doc. */
 lt_status lt_shard_writer_add_file(lt_shard_writer *w, const char *path, uint64_t size, uint32_t *file_idx,
