@@ -380,7 +380,17 @@ size_t lt_backend_cuda_peak(const lt_backend *be) {
     return s->arena ? lt_arena_peak(s->arena) : 0;
 }
 
-lt_status lt_backend_cuda_upload(lt_backend *be, lt_llama *m, lt_error *err) {
+/* The moments on the device, zeroed when new. */
+static lt_status moments(cuda_state *s, size_t n, lt_error *err) {
+    if (s->mom1) return LT_OK;
+    lt_status st = lt_cuda_malloc(s->cu, (void **)&s->mom1, n * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_malloc(s->cu, (void **)&s->mom2, n * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_memset(s->cu, s->mom1, 0, n * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_memset(s->cu, s->mom2, 0, n * sizeof(float), err);
+    return st;
+}
+
+lt_status lt_backend_cuda_upload(lt_backend *be, lt_llama *m, const lt_adamw *opt, lt_error *err) {
     cuda_state *s = state_of(be);
     size_t n = m->n_params;
     if (!s->master) {
@@ -395,16 +405,27 @@ lt_status lt_backend_cuda_upload(lt_backend *be, lt_llama *m, lt_error *err) {
     s->host_params = m->params;
     lt_status st = lt_cuda_copy_h2d(s->cu, s->master, m->params, n * sizeof(float), err);
     if (st == LT_OK) st = lt_cuda_f32_to_bf16(s->cu, s->w16, s->master, n, err);
+    if (st == LT_OK && opt && opt->n != n)
+        st = lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "moments of %zu parameters for a model of %zu", opt->n, n);
+    if (st == LT_OK && opt) st = moments(s, n, err);
+    if (st == LT_OK && opt) st = lt_cuda_copy_h2d(s->cu, s->mom1, opt->m, n * sizeof(float), err);
+    if (st == LT_OK && opt) st = lt_cuda_copy_h2d(s->cu, s->mom2, opt->v, n * sizeof(float), err);
     if (st == LT_OK) st = lt_cuda_sync(s->cu, err);
     if (st == LT_OK) m->backend = be;
     return st;
 }
 
-lt_status lt_backend_cuda_download(lt_backend *be, lt_llama *m, lt_error *err) {
+lt_status lt_backend_cuda_download(lt_backend *be, lt_llama *m, lt_adamw *opt, lt_error *err) {
     cuda_state *s = state_of(be);
-    if (!s->master || s->n_params != m->n_params)
-        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "no model of %zu parameters on the device", m->n_params);
-    return lt_cuda_copy_d2h(s->cu, m->params, s->master, m->n_params * sizeof(float), err);
+    size_t n = m->n_params;
+    if (!s->master || s->n_params != n)
+        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "no model of %zu parameters on the device", n);
+    lt_status st = lt_cuda_copy_d2h(s->cu, m->params, s->master, n * sizeof(float), err);
+    if (st == LT_OK && opt && s->mom1 && opt->n == n) {
+        st = lt_cuda_copy_d2h(s->cu, opt->m, s->mom1, n * sizeof(float), err);
+        if (st == LT_OK) st = lt_cuda_copy_d2h(s->cu, opt->v, s->mom2, n * sizeof(float), err);
+    }
+    return st;
 }
 
 lt_status lt_backend_cuda_grads(lt_backend *be, size_t n, float **grads, lt_error *err) {
@@ -432,13 +453,7 @@ lt_status lt_backend_cuda_adamw(lt_backend *be, const lt_llama *m, const float *
                                 const lt_optim_config *oc, lt_error *err) {
     cuda_state *s = state_of(be);
     size_t n = m->n_params;
-    lt_status st = LT_OK;
-    if (!s->mom1) {
-        st = lt_cuda_malloc(s->cu, (void **)&s->mom1, n * sizeof(float), err);
-        if (st == LT_OK) st = lt_cuda_malloc(s->cu, (void **)&s->mom2, n * sizeof(float), err);
-        if (st == LT_OK) st = lt_cuda_memset(s->cu, s->mom1, 0, n * sizeof(float), err);
-        if (st == LT_OK) st = lt_cuda_memset(s->cu, s->mom2, 0, n * sizeof(float), err);
-    }
+    lt_status st = moments(s, n, err);
     /* per tensor: decay on matrices only (train/optim.h's two parameter groups) */
     for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
         const lt_tensor_info *ti = &m->tensors[i];

@@ -4,6 +4,13 @@
  * gradients of executing the plan (train/exec.h: every pipeline, stage, slice, packing,
  * backward regrouping of the strategy) against one process running every sample whole, one
  * unit each (lt_llama_step_units); both divide by the step's predicted tokens.
+ *
+ * With train.backend = cuda (one process): the same, and then the GPU is checked against
+ * the CPU executor: every sample whole on the GPU (bf16, train/backend.h) against the
+ * plan executed on the CPU (fp32), per tensor ||g_gpu - g_cpu|| / ||g_cpu|| <=
+ * GPU_TOLERANCE (bf16 storage of activations and K/V: tests/train/test_backend.c measures
+ * 1.9e-2 at worst with the CPU's bf16 emulation). The plan's slicing itself does not run
+ * on the GPU yet (the executor, train/exec.c, is host-memory code).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -15,6 +22,7 @@
 #include "lib/config.h"     /* lt_config_get_double */
 #include "plans/sampler.h"  /* lt_sample */
 #include "plans/store.h"    /* lt_store_open, lt_store_get_step, lt_store_steps */
+#include "train/backend.h"  /* lt_backend_cuda_*: the GPU check */
 #include "train/cmd.h"      /* lt_cmd_model_shape, lt_cmd_seed */
 #include "train/commands.h" /* check_command, lt_cmd_load_model, lt_cmd_threads, lt_cmd_backend */
 #include "train/cpu.h"      /* lt_cpu_init */
@@ -82,7 +90,51 @@ typedef struct check_run {
     lt_comm *comm;  /* NULL: one process */
     lt_dist dist;
     bool dist_ready;
+    /* train.backend = cuda: the model on the GPU (a copy of m's struct with its backend),
+     * device gradients, their host copy; the worst GPU-vs-CPU error */
+    lt_backend *be;
+    lt_llama mg;
+    float *dg, *hg;
+    lt_llama_views vg;
+    double worst_gpu;
 } check_run;
+
+/* The GPU's relative error: bf16 activations and K/V (train/backend.h), fp32 gradients. */
+#define GPU_TOLERANCE 3e-2
+
+/* ||a - b|| / ||b|| over n values (||a - b|| when b is all zero). */
+static double rel_norm(const float *a, const float *b, size_t n) {
+    double d2 = 0, b2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        d2 += d * d, b2 += (double)b[i] * (double)b[i];
+    }
+    return b2 > 0 ? sqrt(d2 / b2) : sqrt(d2);
+}
+
+/* Every sample whole on the GPU into c->hg; per tensor against the CPU executor's ga. */
+static lt_status check_gpu(check_run *c, uint64_t step, const lt_batch *b, const lt_train_unit *units, double scale,
+                           lt_error *err) {
+    size_t n = c->m.n_params;
+    c->be->zero(c->be, c->dg, n * sizeof(float));
+    double loss = 0;
+    lt_status st = lt_llama_step_units(&c->mg, b, units, b->n_samples, (float)scale, &c->vg, NULL, &loss, c->pool, err);
+    if (st == LT_OK) st = c->be->to_host(c->be, c->hg, c->dg, n * sizeof(float), err);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int t = 0; st == LT_OK && t < c->m.n_tensors; t++) {
+        const lt_tensor_info *ti = &c->m.tensors[t];
+        double e = rel_norm(c->hg + ti->offset, c->ga + ti->offset, (size_t)ti->rows * (size_t)ti->cols);
+        if (isnan(e)) e = INFINITY;
+        printf("step=%" PRIu64 " gpu tensor=%s rel_norm_err=%.3e\n", step, ti->name, e);
+        if (e > worst || t == 0) worst = e, worst_name = ti->name;
+    }
+    if (st == LT_OK)
+        printf("step=%" PRIu64 " gpu_loss=%.6f gpu_max_rel_norm_err=%.3e worst=%s (GPU bf16, samples whole, against "
+               "the CPU executor)\n", step, loss * scale, worst, worst_name);
+    if (worst > c->worst_gpu) c->worst_gpu = worst;
+    return st;
+}
 
 /* One step: execute, reference, compare; prints the step's lines. */
 static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
@@ -129,6 +181,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         lt_batch b = {.samples = smp, .n_samples = (int)p.n_samples};
         st = lt_llama_step_units(&c->m, &b, units, (int)p.n_samples, (float)(1.0 / (double)p.n_predicted), &c->vb,
                                  NULL, &ref_loss, c->pool, err);
+        if (st == LT_OK && c->be) st = check_gpu(c, step, &b, units, 1.0 / (double)p.n_predicted, err);
     }
     if (st == LT_OK && rank0) {
         double worst = 0;
@@ -234,8 +287,20 @@ int check_command(lt_cli_ctx *ctx) {
     lt_status st = lt_cmd_comm(ctx, &c.comm, &err);
     if (st != LT_OK) return lt_error_exit(&err);
     bool rank0 = !c.comm || lt_comm_layout_of(c.comm)->rank == 0;
-    st = lt_cmd_backend(ctx, &err);
+    st = lt_cmd_open_backend(ctx, &c.be, &err);
+    if (st == LT_OK && c.be && c.comm) {
+        st = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "train", "backend"),
+                     "train.backend = cuda: trainer check runs the GPU in one process (not under mpirun/srun) so far");
+        lt_error_hint(&err, "run trainer check without a launcher, or set train.backend = cpu");
+    }
     if (st == LT_OK) st = load_or_init(ctx, ckpt, &c.m, &err);
+    if (st == LT_OK && c.be) { /* the same model on the GPU: its struct, another backend */
+        c.mg = c.m;
+        st = lt_backend_cuda_upload(c.be, &c.mg, NULL, &err);
+        if (st == LT_OK) st = lt_backend_cuda_grads(c.be, c.m.n_params, &c.dg, &err);
+        if (st == LT_OK && !(c.hg = malloc(c.m.n_params * sizeof(float))))
+            st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for the GPU's gradients");
+    }
     if (st == LT_OK) st = lt_cmd_open_plans(db, &c.m, &c.store, &err);
     if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
     if (st == LT_OK) st = lt_docs_open(&c.docs, data, 0, &err);
@@ -252,13 +317,19 @@ int check_command(lt_cli_ctx *ctx) {
         lt_llama_views_of(&c.m, c.ga, c.lv, &c.va);
         lt_llama_views_of(&c.m, c.gb, c.lv + c.m.shape.layers, &c.vb);
         if (c.gc) lt_llama_views_of(&c.m, c.gc, c.lv + 2 * c.m.shape.layers, &c.vc);
+        if (c.dg) lt_llama_views_of(&c.m, c.dg, c.lv + 2 * c.m.shape.layers, &c.vg); /* (gc: distributed only) */
     }
     for (size_t i = 0; st == LT_OK && i < n_steps; i++) st = check_step(&c, steps[i], &err);
     if (st == LT_OK && rank0 && c.comm)
         printf("max_rel_err=%.3e rank_rel_err=%.3e ranks=%d steps=%zu\n", c.worst, c.worst_rank,
                lt_comm_layout_of(c.comm)->world, n_steps);
+    else if (st == LT_OK && rank0 && c.be)
+        printf("max_rel_err=%.3e gpu_max_rel_norm_err=%.3e steps=%zu\n", c.worst, c.worst_gpu, n_steps);
     else if (st == LT_OK && rank0) printf("max_rel_err=%.3e steps=%zu\n", c.worst, n_steps);
     fflush(stdout);
+    if (c.be) lt_backend_cuda_free_grads(c.be, c.dg);
+    lt_backend_cuda_close(c.be);
+    free(c.hg);
     free(steps), free(c.ga), free(c.gb), free(c.gc), free(c.lv);
     lt_dist_free(&c.dist);
     lt_docs_close(c.docs);
@@ -271,6 +342,11 @@ int check_command(lt_cli_ctx *ctx) {
     if (rank0 && !(c.worst <= tol)) {
         fprintf(stderr, "trainer: error: a gradient differs by %.3e relative, over train.check_tolerance = %g\n",
                 c.worst, tol);
+        code = 1;
+    }
+    if (c.be && !(c.worst_gpu <= GPU_TOLERANCE)) {
+        fprintf(stderr, "trainer: error: the GPU's gradients differ from the CPU executor's by %.3e (relative norm), "
+                "over the bf16 tolerance %g\n", c.worst_gpu, GPU_TOLERANCE);
         code = 1;
     }
     if (rank0 && c.comm && !(c.worst_rank <= rank_tol)) {

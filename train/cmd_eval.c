@@ -13,6 +13,7 @@
 #include "lib/config.h"   /* lt_config_get_size */
 #include "lib/log.h"      /* lt_log_enabled */
 #include "lib/progress.h" /* lt_progress_* */
+#include "train/backend.h" /* lt_backend_cuda_open, _upload, _close */
 #include "train/ckpt.h"   /* lt_ckpt_read, lt_ckpt_check_shape */
 #include "train/commands.h" /* eval_command, lt_cmd_* */
 #include "train/cpu.h"    /* lt_cpu_init */
@@ -53,12 +54,38 @@ int lt_cmd_threads(const lt_cli_ctx *ctx) {
     return (int)t;
 }
 
-lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err) {
+/* The rank's GPU: its local rank on the node (Slurm's, else Open MPI's), else 0. */
+static int local_device(void) {
+    const char *v = getenv("SLURM_LOCALID");
+    if (!v) v = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    char *end;
+    long d = v ? strtol(v, &end, 10) : 0;
+    return v && *end == '\0' && d >= 0 && d < 1024 ? (int)d : 0;
+}
+
+lt_status lt_cmd_open_backend(const lt_cli_ctx *ctx, lt_backend **be, lt_error *err) {
+    *be = NULL;
     const char *b = lt_config_get_string(ctx->config, "train", "backend");
     if (b == NULL || strcmp(b, "cpu") == 0) return LT_OK;
+    lt_error why;
+    int device = local_device();
+    if (lt_backend_cuda_open(be, device, &why) == LT_OK) return LT_OK;
+    /* one line naming the key and lt_cuda_open's reason; exit 2 (a configuration this
+     * build or machine cannot run) */
+    lt_fail(err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "train", "backend"), "train.backend = %s: %s (GPU %d)", b,
+            why.what, device);
+    lt_error_hint(err, "%s", why.hint[0] ? why.hint : "set train.backend = cpu (the default), or run on a GPU node");
+    return LT_ERR_CONFIG;
+}
+
+lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err) {
+    lt_backend *be;
+    lt_status st = lt_cmd_open_backend(ctx, &be, err);
+    if (st != LT_OK || !be) return st;
+    lt_backend_cuda_close(be);
     lt_fail(err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "train", "backend"),
-            "train.backend = %s: this trainer has only the CPU fp32 backend so far (the CUDA one is not built yet)", b);
-    lt_error_hint(err, "set train.backend = cpu (the default)");
+            "train.backend = cuda: this command runs on the CPU only so far (train, eval and check run on the GPU)");
+    lt_error_hint(err, "set train.backend = cpu (the default) for it");
     return LT_ERR_CONFIG;
 }
 
@@ -109,12 +136,15 @@ int eval_command(lt_cli_ctx *ctx) {
     lt_docs *docs = NULL;
     lt_pool *pool = NULL;
     int threads;
+    lt_backend *be = NULL;
     st = lt_docs_open(&docs, data, lt_cmd_context_len(ctx), &err);
-    if (st == LT_OK) st = lt_cmd_backend(ctx, &err);
+    if (st == LT_OK) st = lt_cmd_open_backend(ctx, &be, &err);
+    if (st == LT_OK && be) st = lt_backend_cuda_upload(be, &m, NULL, &err); /* the passes read its bf16 copy */
     if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &pool, &threads, &err);
     if (st != LT_OK) {
         lt_docs_close(docs);
         lt_llama_free(&m);
+        lt_backend_cuda_close(be);
         return lt_error_exit(&err);
     }
     uint64_t n = lt_docs_count(docs) < (uint64_t)n_docs ? lt_docs_count(docs) : (uint64_t)n_docs;
@@ -145,6 +175,7 @@ int eval_command(lt_cli_ctx *ctx) {
     lt_pool_destroy(pool);
     lt_docs_close(docs);
     lt_llama_free(&m);
+    lt_backend_cuda_close(be);
     if (st != LT_OK) return lt_error_exit(&err);
     if (predicted == 0) {
         lt_fail(&err, LT_ERR_INPUT, data, "no document with at least 2 tokens among the first %" PRIu64, n);

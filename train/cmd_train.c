@@ -47,6 +47,7 @@
 #include "train/cpu.h"      /* lt_cpu_init */
 #include "train/dist.h"     /* lt_dist_* */
 #include "train/docs.h"     /* lt_docs_* */
+#include "train/backend.h"  /* lt_backend_cuda_*: train.backend = cuda */
 #include "train/exec.h"     /* lt_exec_step */
 #include "train/metrics.h"  /* lt_metrics_append, lt_metrics_svg */
 #include "train/optim.h"    /* lt_optim_config, lt_adamw */
@@ -366,6 +367,7 @@ int train_command(lt_cli_ctx *ctx) {
     L.opt = &opt;
     float *grads = NULL;
     lt_layer_views *glv = NULL;
+    lt_backend *be = NULL; /* train.backend = cuda: the GPU's (NULL: the CPU fp32 reference) */
     int threads = 1;
     s = lt_mkdir_p(dir, 0777, &err);
     if (s == LT_OK) s = start_state(ctx, &a, dir, &m, &opt, &st, &err);
@@ -374,16 +376,27 @@ int train_command(lt_cli_ctx *ctx) {
     if (s == LT_OK && a.db) s = open_plans(a.db, &m, &L, &err);
     if (s == LT_OK && a.db && (int64_t)L.n_steps < stop) stop = (int64_t)L.n_steps; /* every stored step, no more */
     if (s == LT_OK && a.db && rank0) s = lt_metrics_trim(dir, st.step, &err); /* a resumed run logs its redone steps again */
-    if (s == LT_OK) s = lt_cmd_backend(ctx, &err);
+    if (s == LT_OK) s = lt_cmd_open_backend(ctx, &be, &err);
+    if (s == LT_OK && be && a.db) {
+        /* the plan executor (train/exec.c) still moves activations with host memcpy and
+         * hands host buffers to MPI: it runs on the CPU backend only so far */
+        s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "train", "backend"),
+                    "train.backend = cuda: train --db (the plan executor) does not run on the GPU yet; "
+                    "train --whole, eval and check do");
+        lt_error_hint(&err, "set train.backend = cpu for --db");
+    }
+    /* the model to the GPU: fp32 master + bf16 copy, and the moments of a resumed run */
+    if (s == LT_OK && be) s = lt_backend_cuda_upload(be, &m, &opt, &err);
     if (s == LT_OK) s = lt_cpu_init(lt_cmd_threads(ctx), &L.pool, &threads, &err);
     if (s == LT_OK) {
         L.samples = calloc((size_t)batch_docs, sizeof *L.samples);
         L.tokens = calloc((size_t)batch_docs, sizeof *L.tokens);
         L.slices = calloc((size_t)batch_docs, sizeof *L.slices);
         L.units = calloc((size_t)batch_docs, sizeof *L.units);
-        grads = calloc(m.n_params, sizeof *grads);
+        if (be) s = lt_backend_cuda_grads(be, m.n_params, &grads, &err); /* fp32 gradients on the device */
+        else grads = calloc(m.n_params, sizeof *grads);
         glv = calloc((size_t)m.shape.layers, sizeof *glv);
-        if (!L.samples || !L.tokens || !L.slices || !L.units || !grads || !glv)
+        if (s == LT_OK && (!L.samples || !L.tokens || !L.slices || !L.units || !grads || !glv))
             s = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for a training step");
     }
     if (s == LT_OK && comm && rank0)
@@ -405,11 +418,16 @@ int train_command(lt_cli_ctx *ctx) {
         double t0 = now_s();
         step_result r = {0};
         double lr = lt_lr_at(&oc, st.step);
-        memset(grads, 0, m.n_params * sizeof *grads);
+        if (be) be->zero(be, grads, m.n_params * sizeof *grads);
+        else memset(grads, 0, m.n_params * sizeof *grads);
         s = a.db ? plan_step(&L, &st, &r, &err) : whole_step(&L, &st, &r, &err);
         if (s != LT_OK) break;
         double norm;
-        if (L.comm) { /* each stage its tensors; the norm over every stage */
+        if (be) { /* clipping and AdamW on the device (fp32 master, m, v; the bf16 copy rewritten) */
+            s = lt_backend_cuda_clip(be, grads, m.n_params, oc.grad_clip, &norm, &err);
+            if (s == LT_OK) s = lt_backend_cuda_adamw(be, &m, grads, lr, ++opt.t, &oc, &err);
+            if (s != LT_OK) break;
+        } else if (L.comm) { /* each stage its tensors; the norm over every stage */
             s = lt_dist_clip(&L.dist, &m, grads, oc.grad_clip, &norm, &err);
             if (s != LT_OK) break;
             s = lt_dist_adamw(&L.dist, &opt, &m, m.params, grads, lr, &oc, &err);
@@ -443,17 +461,22 @@ int train_command(lt_cli_ctx *ctx) {
             break;
         }
         if (s == LT_OK && every > 0 && st.step % every == 0 && st.step < stop) {
-            s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
+            if (be) s = lt_backend_cuda_download(be, &m, &opt, &err); /* checkpoints: the fp32 master */
+            if (s == LT_OK) s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
             if (s == LT_OK && a.db && rank0) s = lt_metrics_svg(dir, &err);
         }
     }
+    if (s == LT_OK && be) s = lt_backend_cuda_download(be, &m, &opt, &err);
     if (s == LT_OK) s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
     if (s == LT_OK && a.db && rank0) s = lt_metrics_svg(dir, &err);
     if (s == LT_OK && preempted && rank0)
         fprintf(stderr, "trainer: SIGUSR2: stopped after step %" PRId64 " with its checkpoint in %s; exit status %d "
                 "asks for a requeue (continue with --resume)\n", st.step, dir, PREEMPTED_EXIT);
     batch_clear(&L);
-    free(L.samples), free(L.tokens), free(L.slices), free(L.units), free(grads), free(glv), free(L.steps);
+    if (be) lt_backend_cuda_free_grads(be, grads);
+    else free(grads);
+    free(L.samples), free(L.tokens), free(L.slices), free(L.units), free(glv), free(L.steps);
+    lt_backend_cuda_close(be);
     lt_store_close(L.store);
     lt_pool_destroy(L.pool);
     lt_docs_close(L.docs);

@@ -37,8 +37,13 @@ lt_status lt_cmd_load_model(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m
 int64_t lt_cmd_context_len(const lt_cli_ctx *ctx);
 /* train.threads (0 = one per CPU). */
 int lt_cmd_threads(const lt_cli_ctx *ctx);
-/* LT_OK for train.backend = cpu; any other backend is LT_ERR_CONFIG naming the key's origin
- * (only the CPU backend exists yet). */
+/* train.backend: NULL in *be for cpu; for cuda the rank's GPU (SLURM_LOCALID, else
+ * OMPI_COMM_WORLD_LOCAL_RANK, else 0) opened (train/backend.h), or LT_ERR_CONFIG
+ * "train.backend = cuda: <lt_cuda_open's reason>" at the key's origin (exit 2). */
+struct lt_backend;
+lt_status lt_cmd_open_backend(const lt_cli_ctx *ctx, struct lt_backend **be, lt_error *err);
+/* For the commands that run on the CPU only (generate, calibrate): LT_OK for cpu; cuda is
+ * LT_ERR_CONFIG with the reason it cannot open, or saying the command is CPU-only. */
 lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err);
 /* Open the plan file `db` into *store and check that model m has the dimensions of the
  * [model] stored with the plans (LT_ERR_CONFIG naming the first that differs and `db`);
