@@ -24,7 +24,9 @@
 # which is 1 when reading, decompression, UTF-8 checks, zstd compression and writing all
 # hide behind tokenization (target >= 0.85). MB = 1e6 bytes of document text; the run's
 # time excludes loading the vocabulary (timings.json process_s) and includes committing the
-# outputs. Also reported: peak RSS of the run. Results: OUT/results.txt and OUT/report.md.
+# outputs. Also reported: peak RSS of the run, and the CPU seconds of each stage (timings
+# file) with the thread count at which a single-threaded stage would bind.
+# Results: OUT/results.txt and OUT/report.md.
 # Exit status: 0; 1 when a step failed; 2 bad usage.
 set -euo pipefail
 
@@ -121,14 +123,15 @@ for r in $(seq "$REPS"); do
     python3 - "$OUT/run/task-00000.timings.json" "$r" "$t" >>"$results" <<'PY'
 import json, sys
 t = json.load(open(sys.argv[1]))
-print("round=%s bench=dataprep_run threads=%s text_bytes=%d tokens=%d process_s=%.4f load_s=%.4f mb_per_s=%.3f peak_rss_bytes=%d"
+cpu = " ".join("cpu_%s=%.4f" % kv for kv in sorted(t.get("cpu_s", {}).items()))
+print("round=%s bench=dataprep_run threads=%s text_bytes=%d tokens=%d process_s=%.4f load_s=%.4f mb_per_s=%.3f peak_rss_bytes=%d %s"
       % (sys.argv[2], sys.argv[3], t["text_bytes"], t["tokens"], t["process_s"], t["load_s"],
-         t["text_bytes"] / 1e6 / t["process_s"], t["peak_rss_bytes"]))
+         t["text_bytes"] / 1e6 / t["process_s"], t["peak_rss_bytes"], cpu))
 PY
   done
 done
 
-python3 - "$results" "$THREADS" >"$OUT/report.md" <<'PY'
+python3 - "$results" "$THREADS" "$FILES" >"$OUT/report.md" <<'PY'
 import sys
 rows = [dict(kv.split("=", 1) for kv in line.split()) for line in open(sys.argv[1]) if line.strip()]
 tok = max(float(r["mb_per_s"]) for r in rows if r.get("bench") == "longtail")
@@ -139,5 +142,25 @@ for t in sys.argv[2].split():
     best = max(runs, key=lambda r: float(r["mb_per_s"]))
     print("| %s | %.1f | %.1f | **%.2f** | %.0f MB |" % (t, float(best["mb_per_s"]), tok,
           float(best["mb_per_s"]) / (int(t) * tok), max(int(r["peak_rss_bytes"]) for r in runs) / 1e6))
+# CPU seconds per stage of the best run of each T (timings file, all threads of a stage).
+# A stage on one thread bounds the run at text MB / its CPU seconds whatever T: the
+# writer and the hasher always; the readers when the task has one file. Past T = CPU of
+# tokenization / CPU of that stage, more tokenizer threads cannot help (a projection for
+# machines with more cores than this one: stages on other cores cost no wall time).
+stages = ["readers", "decode", "tokenize", "compress", "hash", "writer"]
+serial = ["writer", "hash"] + (["readers"] if sys.argv[3] == "1" else [])
+print()
+print("| threads | " + " | ".join("CPU s %s" % s for s in stages) +
+      " | serial stages' bound, MB/s | T at which it binds (CPU tokenize / CPU of the slowest serial stage) |")
+print("|---|" + "---|" * (len(stages) + 2))
+for t in sys.argv[2].split():
+    runs = [r for r in rows if r.get("bench") == "dataprep_run" and r["threads"] == t]
+    best = max(runs, key=lambda r: float(r["mb_per_s"]))
+    if "cpu_writer" not in best:
+        continue
+    mb = int(best["text_bytes"]) / 1e6
+    slowest = max(float(best["cpu_" + s]) for s in serial)
+    print("| %s | " % t + " | ".join("%.3f" % float(best["cpu_" + s]) for s in stages) +
+          " | %.0f | %.1f |" % (mb / max(slowest, 1e-9), float(best["cpu_tokenize"]) / max(slowest, 1e-9)))
 PY
 cat "$OUT/report.md"
