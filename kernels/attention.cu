@@ -49,10 +49,13 @@
  *   B (16 x 8, K x N, 2 regs):       b0 = B[2t, 2t+1][g]      b1 = B[2t+8, 2t+9][g]
  *   C/D (16 x 8, fp32, 4 regs):      c0, c1 = C[g][2t, 2t+1]  c2, c3 = C[g+8][2t, 2t+1]
  * Consequences used below:
- *   - S = Q K^T takes B[d][j] = K[j][d]: b0 is two adjacent bf16 of K's row j = g (one
- *     32-bit shared-memory load); the same for dP = dO V^T with V.
- *   - P V takes B[j][d] = V[j][d]: b0 = V[2t][g], V[2t+1][g], two 16-bit loads from two
- *     rows (likewise dS K, P^T dO, dS^T Q).
+ *   - S = Q K^T takes B[d][j] = K[j][d]: b0 is two adjacent bf16 of K's row j = g, which
+ *     is what ldmatrix (non-transposed) delivers from 8 rows of K; the same for
+ *     dP = dO V^T with V, and for the A fragments of K and V in the dK/dV kernel.
+ *   - P V takes B[j][d] = V[j][d]: b0 = V[2t][g], V[2t+1][g], a column pair: ldmatrix
+ *     .trans from 8 rows of V (likewise dS K, P^T dO, dS^T Q).
+ *   - Q and dO of the forward / dQ kernels are loaded once per block straight from global
+ *     memory into A fragments (32-bit loads).
  *   - The C fragments of two adjacent n-tiles (columns 16k..16k+7 and 16k+8..16k+15) are
  *     exactly the A fragment of k-step k after packing pairs to bf16 (c0c1 -> a0, c2c3 ->
  *     a1 of the first tile, -> a2, a3 of the second): P and dS go from the accumulator
@@ -60,9 +63,9 @@
  *   - A row's values are spread over the 4 lanes of a quad (same g): row max and sums
  *     reduce with __shfl_xor 1 and 2.
  * Shared-memory tiles are [rows][HD + 8] bf16: the 8 halfwords of padding make the row
- * stride HD/2 + 4 words, so the 32-bit fragment loads (lanes g = 0..7 on rows, t on
- * words) hit banks 4g + t, all 32 distinct, and the 16-bit transposed loads (rows 2t,
- * columns g) hit banks 8t + g/2, 16 distinct words with pairs sharing one: no conflicts.
+ * stride HD/2 + 4 words, so the 8 row addresses of one ldmatrix phase (16 bytes each)
+ * start at banks 4r (r = 0..7) and cover the 32 banks once: no conflicts; rows stay
+ * 16-byte aligned for ldmatrix and the 16-byte tile stores.
  *
  * Supported: hd 64 and 128 (templated); any other head dim fails with a clear error
  * (LT_ERR_CONFIG) — there is no slow fallback kernel. All tensors 16-byte aligned (the
@@ -133,13 +136,55 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 __device__ __forceinline__ float bf_lo(uint32_t x) { return __uint_as_float(x << 16); }
 __device__ __forceinline__ float bf_hi(uint32_t x) { return __uint_as_float(x & 0xffff0000u); }
 
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: four 8 x 8 bf16 matrices from shared
+ * memory; lanes 8i .. 8i+7 give the addresses of matrix i's rows (16 bytes each, 16-byte
+ * aligned). Register i of lane l gets matrix i's elements [l/4][2(l%4)], [l/4][2(l%4)+1]
+ * or, with .trans, [2(l%4)][l/4], [2(l%4)+1][l/4] (PTX ISA, "Warp-level matrix load
+ * instruction: ldmatrix"). That is an A/B fragment quarter of mma.m16n8k16 (the layouts
+ * in the header comment): non-transposed rows of K give B of Q K^T; .trans rows of V give
+ * B of P V. */
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const uint16_t *row) {
+#ifdef LT_ATTENTION_EMULATE
+    lt_emu_ldmatrix_x4(r, row, false);
+#else
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#endif
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const uint16_t *row) {
+#ifdef LT_ATTENTION_EMULATE
+    lt_emu_ldmatrix_x4(r, row, true);
+#else
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#endif
+}
+/* Lane l's row address for the B fragments of two k-steps (ks, ks+1) of n-tile rows
+ * r0 .. r0+7 of a [.][LD] tile read as B[k][n] = tile[n][k] (K in Q K^T): matrices
+ * (cols 16ks, 16ks+8, 16ks+16, 16ks+24) -> b0, b1 of ks, b0, b1 of ks+1. */
+template <int LD>
+__device__ __forceinline__ const uint16_t *b_rows(const uint16_t *tile, int r0, int ks, int lane) {
+    return tile + (r0 + (lane & 7)) * LD + ks * 16 + (lane >> 3) * 8;
+}
+/* Lane l's row address for the B fragments of two n-tiles (i, i+1) of k-step kk of a
+ * [.][LD] tile read as B[k][n] = tile[k][n] (V in P V), with .trans: matrices (rows
+ * 16kk..+7 and 16kk+8..+15, at columns 8i, then 8i+8) -> b0, b1 of i, b0, b1 of i+1. */
+template <int LD>
+__device__ __forceinline__ const uint16_t *bt_rows(const uint16_t *tile, int kk, int i, int lane) {
+    return tile + (kk * 16 + (lane & 15)) * LD + (i + (lane >> 4)) * 8;
+}
+/* Lane l's row address for the A fragment (a0..a3) of rows r0 .. r0+15, k-step ks. */
+template <int LD>
+__device__ __forceinline__ const uint16_t *a_rows(const uint16_t *tile, int r0, int ks, int lane) {
+    return tile + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + ks * 16 + (lane >> 4) * 8;
+}
+
 /* 32-bit load of two adjacent bf16 (4-byte aligned: even column, even row stride). */
 __device__ __forceinline__ uint32_t ld32(const uint16_t *p) { return *reinterpret_cast<const uint32_t *>(p); }
-/* Two bf16 of one column from two consecutive rows of a [.][LD] tile. */
-template <int LD>
-__device__ __forceinline__ uint32_t ld_col2(const uint16_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[LD] << 16);
-}
 
 /* Rows [r0, r0 + rows) of a global [*, ld] bf16 matrix (columns col .. col+HD) into a
  * [rows][HD+8] shared tile; rows at or past `valid` are zeros. 16-byte vectors (pointers
@@ -202,8 +247,10 @@ constexpr size_t fwd_smem() {
     return (size_t)2 * BK * (HD + 8) * sizeof(uint16_t);
 }
 
+/* __launch_bounds__(THREADS, 2): without the minimum of 2 blocks per SM, ptxas capped the
+ * hd 64 instance at 128 registers and spilled (28 bytes); with it, 176 and no spill. */
 template <int HD, int BK>
-__global__ void __launch_bounds__(THREADS) fwd_kernel(uint16_t *__restrict__ out, float *__restrict__ lse,
+__global__ void __launch_bounds__(THREADS, 2) fwd_kernel(uint16_t *__restrict__ out, float *__restrict__ lse,
                                                       const uint16_t *__restrict__ q, const seg *__restrict__ segs,
                                                       int n_segs, int nh, int nkv, float scale_log2) {
     constexpr int LD = HD + 8;
@@ -249,9 +296,11 @@ __global__ void __launch_bounds__(THREADS) fwd_kernel(uint16_t *__restrict__ out
         for (int nt = 0; nt < BK / 8; nt++) {
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
 #pragma unroll
-            for (int ks = 0; ks < HD / 16; ks++) {
-                const uint16_t *kr = Ks + (nt * 8 + g) * LD + ks * 16 + 2 * t;
-                mma16816(s[nt], qf[ks], ld32(kr), ld32(kr + 8));
+            for (int ks = 0; ks < HD / 16; ks += 2) {
+                uint32_t b[4];
+                ldsm_x4(b, b_rows<LD>(Ks, nt * 8, ks, lane));
+                mma16816(s[nt], qf[ks], b[0], b[1]);
+                mma16816(s[nt], qf[ks + 1], b[2], b[3]);
             }
         }
         /* scale (log2 domain), mask, row max */
@@ -297,9 +346,11 @@ __global__ void __launch_bounds__(THREADS) fwd_kernel(uint16_t *__restrict__ out
             uint32_t pa[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
                               pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-            for (int i = 0; i < HD / 8; i++) {
-                const uint16_t *vr = Vs + (kk * 16 + 2 * t) * LD + i * 8 + g;
-                mma16816(o[i], pa, ld_col2<LD>(vr), ld_col2<LD>(vr + 8 * LD));
+            for (int i = 0; i < HD / 8; i += 2) {
+                uint32_t b[4];
+                ldsm_x4_t(b, bt_rows<LD>(Vs, kk, i, lane));
+                mma16816(o[i], pa, b[0], b[1]);
+                mma16816(o[i + 1], pa, b[2], b[3]);
             }
         }
     }
@@ -398,11 +449,14 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(uint16_t *__restrict__ dq, 
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
             dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.0f;
 #pragma unroll
-            for (int ks = 0; ks < HD / 16; ks++) {
-                const uint16_t *kr = Ks + (nt * 8 + g) * LD + ks * 16 + 2 * t;
-                const uint16_t *vr = Vs + (nt * 8 + g) * LD + ks * 16 + 2 * t;
-                mma16816(s[nt], qf[ks], ld32(kr), ld32(kr + 8));  /* S = Q K^T */
-                mma16816(dp[nt], df[ks], ld32(vr), ld32(vr + 8)); /* dP = dO V^T */
+            for (int ks = 0; ks < HD / 16; ks += 2) {
+                uint32_t bk[4], bv[4];
+                ldsm_x4(bk, b_rows<LD>(Ks, nt * 8, ks, lane));
+                ldsm_x4(bv, b_rows<LD>(Vs, nt * 8, ks, lane));
+                mma16816(s[nt], qf[ks], bk[0], bk[1]); /* S = Q K^T */
+                mma16816(s[nt], qf[ks + 1], bk[2], bk[3]);
+                mma16816(dp[nt], df[ks], bv[0], bv[1]); /* dP = dO V^T */
+                mma16816(dp[nt], df[ks + 1], bv[2], bv[3]);
             }
         }
         /* P = exp(S - lse) on visible keys, 0 elsewhere; dS = P (dP - D) (Alg. 2 l. 11-13) */
@@ -424,9 +478,11 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(uint16_t *__restrict__ dq, 
             uint32_t a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
                              pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-            for (int i = 0; i < HD / 8; i++) {
-                const uint16_t *kr = Ks + (kk * 16 + 2 * t) * LD + i * 8 + g;
-                mma16816(acc[i], a, ld_col2<LD>(kr), ld_col2<LD>(kr + 8 * LD));
+            for (int i = 0; i < HD / 8; i += 2) {
+                uint32_t b[4];
+                ldsm_x4_t(b, bt_rows<LD>(Ks, kk, i, lane));
+                mma16816(acc[i], a, b[0], b[1]);
+                mma16816(acc[i + 1], a, b[2], b[3]);
             }
         }
     }
@@ -518,17 +574,21 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restric
                     dp[nt][0] = dp[nt][1] = dp[nt][2] = dp[nt][3] = 0.0f;
                 }
 #pragma unroll
-                for (int ks = 0; ks < HD / 16; ks++) {
-                    const uint16_t *ka = Ks + (warp * 16 + g) * LD + ks * 16 + 2 * t;
-                    const uint16_t *va = Vs + (warp * 16 + g) * LD + ks * 16 + 2 * t;
-                    uint32_t kf[4] = {ld32(ka), ld32(ka + 8 * LD), ld32(ka + 8), ld32(ka + 8 * LD + 8)};
-                    uint32_t vf[4] = {ld32(va), ld32(va + 8 * LD), ld32(va + 8), ld32(va + 8 * LD + 8)};
+                for (int ks = 0; ks < HD / 16; ks += 2) {
+                    uint32_t kf0[4], kf1[4], vf0[4], vf1[4];
+                    ldsm_x4(kf0, a_rows<LD>(Ks, warp * 16, ks, lane));
+                    ldsm_x4(kf1, a_rows<LD>(Ks, warp * 16, ks + 1, lane));
+                    ldsm_x4(vf0, a_rows<LD>(Vs, warp * 16, ks, lane));
+                    ldsm_x4(vf1, a_rows<LD>(Vs, warp * 16, ks + 1, lane));
 #pragma unroll
                     for (int nt = 0; nt < BQ / 8; nt++) {
-                        const uint16_t *qr = Qs + (nt * 8 + g) * LD + ks * 16 + 2 * t;
-                        const uint16_t *dr = Os + (nt * 8 + g) * LD + ks * 16 + 2 * t;
-                        mma16816(s[nt], kf, ld32(qr), ld32(qr + 8));
-                        mma16816(dp[nt], vf, ld32(dr), ld32(dr + 8));
+                        uint32_t bq[4], bo[4];
+                        ldsm_x4(bq, b_rows<LD>(Qs, nt * 8, ks, lane));
+                        ldsm_x4(bo, b_rows<LD>(Os, nt * 8, ks, lane));
+                        mma16816(s[nt], kf0, bq[0], bq[1]);
+                        mma16816(s[nt], kf1, bq[2], bq[3]);
+                        mma16816(dp[nt], vf0, bo[0], bo[1]);
+                        mma16816(dp[nt], vf1, bo[2], bo[3]);
                     }
                 }
                 /* P^T and dS^T; element (key, query) is visible when key <= the query's
@@ -559,11 +619,14 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restric
                                       pack2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]),
                                       pack2(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
 #pragma unroll
-                    for (int i = 0; i < HD / 8; i++) {
-                        const uint16_t *orow = Os + (kk * 16 + 2 * t) * LD + i * 8 + g;
-                        const uint16_t *qrow = Qs + (kk * 16 + 2 * t) * LD + i * 8 + g;
-                        mma16816(dv[i], pa, ld_col2<LD>(orow), ld_col2<LD>(orow + 8 * LD));
-                        mma16816(dk[i], da, ld_col2<LD>(qrow), ld_col2<LD>(qrow + 8 * LD));
+                    for (int i = 0; i < HD / 8; i += 2) {
+                        uint32_t bo[4], bq[4];
+                        ldsm_x4_t(bo, bt_rows<LD>(Os, kk, i, lane));
+                        ldsm_x4_t(bq, bt_rows<LD>(Qs, kk, i, lane));
+                        mma16816(dv[i], pa, bo[0], bo[1]);
+                        mma16816(dv[i + 1], pa, bo[2], bo[3]);
+                        mma16816(dk[i], da, bq[0], bq[1]);
+                        mma16816(dk[i + 1], da, bq[2], bq[3]);
                     }
                 }
             }

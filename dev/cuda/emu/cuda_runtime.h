@@ -16,6 +16,8 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <math.h>
@@ -55,6 +57,7 @@ namespace lt_emu {
 struct warp_state {
     std::unique_ptr<std::barrier<>> bar;
     float f[32];
+    const uint16_t *rows[32];
     uint32_t a[32][4], b[32][2];
 };
 struct block_state {
@@ -137,6 +140,28 @@ inline void lt_emu_mma(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1
         for (int k = 0; k < 16; k++) s += A[row][k] * B[k][col];
         c[e] = s;
     }
+}
+
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 (PTX ISA): lanes 8i..8i+7 give the
+ * row addresses of matrix i (8 b16 each, 16-byte aligned: checked, an abort here is a
+ * fault on the GPU); register i of lane l gets matrix i's [l/4][2(l%4)], [l/4][2(l%4)+1],
+ * or with .trans [2(l%4)][l/4], [2(l%4)+1][l/4] (low half = the first). */
+inline void lt_emu_ldmatrix_x4(uint32_t r[4], const uint16_t *row, bool trans) {
+    int lane = threadIdx.x & 31;
+    lt_emu::warp_state &w = lt_emu::g_block->warps[threadIdx.x >> 5];
+    if (((uintptr_t)row & 15u) != 0) {
+        fprintf(stderr, "ldmatrix: lane %d row address %p not 16-byte aligned\n", lane, (const void *)row);
+        abort();
+    }
+    w.rows[lane] = row;
+    w.bar->arrive_and_wait();
+    int g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 4; i++) {
+        const uint16_t *const *m = &w.rows[8 * i];
+        uint32_t lo = trans ? m[2 * t][g] : m[g][2 * t], hi = trans ? m[2 * t + 1][g] : m[g][2 * t + 1];
+        r[i] = lo | (hi << 16);
+    }
+    w.bar->arrive_and_wait();
 }
 
 #endif
