@@ -16,11 +16,12 @@
 #                         train.backend = cuda on a small model;
 #                      4. attention forward + backward TFLOP/s beside a cuBLASLt GEMM's
 #                         (bench/gpu/bench_kernels; target: attention >= 60 % of the GEMM);
-#                      5. the ~1B Llama benchmark (bench/gpu/run.sh): MFU against the GPU's
-#                         bf16 dense peak (target >= 50 %), the simulator's step-time error
-#                         (target <= 5 %) and memory error (target <= 2 %);
-#                      6. `trainer calibrate` with train.backend = cuda writing
-#                         OUT/h100.ini or OUT/h200.ini.
+#                      5. `trainer calibrate` with train.backend = cuda (the 1B model's layer)
+#                         writing OUT/h100.ini or OUT/h200.ini;
+#                      6. the ~1B Llama benchmark (bench/gpu/run.sh), planned with the profile
+#                         just measured: MFU against the GPU's bf16 dense peak (target >= 50 %),
+#                         the simulator's step-time error (target <= 5 %) and memory error
+#                         (target <= 2 %).
 #                    A piece that does not exist yet is reported as MISSING, and the script
 #                    then exits 1: it never reports a check it could not run as passed.
 #   --prepare        on a machine with the CUDA toolkit (GPU or not): configure --with-cuda
@@ -141,7 +142,7 @@ esac
   echo "| --- | --- | --- |"
 } >>"$report"
 
-fails=0 missing=0
+fails=0 missing=0 calibrated=""
 row() { # row CHECK RESULT DETAIL
   echo "| $1 | $2 | $3 |" >>"$report"
   case "$2" in PASS) ;; MISSING*) missing=$((missing + 1)) ;; *) fails=$((fails + 1)) ;; esac
@@ -287,14 +288,40 @@ else
   row "attention fwd+bwd vs cuBLASLt GEMM" "MISSING" "bench/gpu/bench_kernels did not build (the CUDA kernels are not all in the tree yet)"
 fi
 
-# ---------------------------------------------------------------- 5. the ~1B benchmark
+# ---------------------------------------------------------------- 5. calibrate (before the benchmark, whose
+# simulator then prices with the measured profile)
+if [ -n "$profile" ]; then
+  fresh
+  # the 1B benchmark's layer shape (bench/gpu/run.sh), so that its simulated steps are priced
+  # by curves measured on the same GEMM and attention shapes
+  calibrated=""
+  if run_logged "$build/train/trainer" calibrate --config "$ROOT/etc/longtail.ini" --set train.backend=cuda \
+       --set model.layers=22 --set model.hidden=2048 --set model.heads=32 --set model.kv_heads=4 \
+       --set model.ffn=5632 --set model.vocab=50257 --out "$out/$profile.ini"; then
+    calibrated=$profile
+    row "trainer calibrate (cuda) -> $profile.ini" PASS "$(last_out | grep -m1 'max_rel_err' || echo written)"
+  else
+    row "trainer calibrate (cuda)" FAIL "$(last_out | grep -m1 error || echo failed)"
+  fi
+else
+  row "trainer calibrate (cuda)" "NOT RUN" "no profile name for $gpu_name (h100 / h200)"
+fi
+
+# ---------------------------------------------------------------- 6. the ~1B benchmark
 steps=12
 [ "$quick" = 1 ] && steps=4
 fresh
 bench_lengths=()
 [ -f "$build/lengths.txt" ] && bench_lengths=(--lengths "$build/lengths.txt")
-if run_logged bash "$ROOT/bench/gpu/run.sh" --build-dir "$build" --out "$work/bench1b" --steps "$steps" \
-     --peak-tflops "${peak:-989}" "${bench_lengths[@]}"; then
+# priced by the profile just measured when calibrate wrote one (else the estimate)
+bench_hw=(--hardware "${profile:-h100}")
+[ -n "${calibrated:-}" ] && bench_hw=(--hardware "$calibrated")
+echo "- the 1B benchmark's plans are priced with ${calibrated:+the measured }profile ${calibrated:-${profile:-h100} (the estimate in etc/hardware: calibrate did not write one)}" >>"$report"
+hw_dir="$ROOT/etc/hardware"
+[ -n "${calibrated:-}" ] && hw_dir="$out" # LONGTAIL_HARDWARE_DIR is one folder
+if LONGTAIL_HARDWARE_DIR="$hw_dir" run_logged bash "$ROOT/bench/gpu/run.sh" \
+     --build-dir "$build" --out "$work/bench1b" --steps "$steps" --peak-tflops "${peak:-989}" "${bench_lengths[@]}" \
+     "${bench_hw[@]}"; then
   line=$(last_out | tail -1)
   mfu=$(sed -n 's/.*mfu=\([0-9.]*\).*/\1/p' <<<"$line")
   serr=$(sed -n 's/.*step_err=\([0-9.na]*\).*/\1/p' <<<"$line")
@@ -310,19 +337,6 @@ if run_logged bash "$ROOT/bench/gpu/run.sh" --build-dir "$build" --out "$work/be
   cp "$work/bench1b/results.txt" "$out/bench1b.txt" 2>/dev/null
 else
   row "1B Llama benchmark" FAIL "$(last_out | grep -m1 -E 'error' || last_out | tail -1)"
-fi
-
-# ---------------------------------------------------------------- 6. calibrate
-if [ -n "$profile" ]; then
-  fresh
-  if run_logged "$build/train/trainer" calibrate --config "$ROOT/etc/longtail.ini" --set train.backend=cuda \
-       --out "$out/$profile.ini"; then
-    row "trainer calibrate (cuda) -> $profile.ini" PASS "$(last_out | grep -m1 'max_rel_err' || echo written)"
-  else
-    row "trainer calibrate (cuda)" FAIL "$(last_out | grep -m1 error || echo failed)"
-  fi
-else
-  row "trainer calibrate (cuda)" "NOT RUN" "no profile name for $gpu_name (h100 / h200)"
 fi
 
 # ---------------------------------------------------------------- the commands

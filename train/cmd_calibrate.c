@@ -83,6 +83,8 @@
 #include "train/cpu.h"      /* lt_cpu_init */
 #include "train/kernels.h"  /* lt_attention_forward, lt_attention_backward, lt_kernel_for */
 #include "train/model.h"    /* lt_llama_*, lt_acts_*, lt_kvctx_* */
+#include "train/backend.h"  /* lt_backend, lt_backend_of, lt_backend_cuda_* (train.backend = cuda) */
+#include "kernels/gpu.h"    /* lt_gpu_device_info: the GPU's name for the profile */
 
 #define MAX_POINTS LT_EFFICIENCY_MAX_POINTS
 #define MAX_TOKENS (1 << 20)
@@ -91,6 +93,7 @@
 #define LADDER_LAST 8192
 #define LADDER_BUDGET_S 60.0
 #define HBM_BYTES ((size_t)128 << 20)
+#define GPU_HBM_BYTES ((size_t)1 << 30) /* the device copy: far above the 50-60 MB L2 */
 #define P2P_BYTES ((size_t)64 << 20)
 #define HEAD_TOKENS 1024 /* the LM head is timed at the measured counts up to this (its rows run in
                             blocks of about 32 MiB of logits: past them its rate holds) */
@@ -121,6 +124,11 @@ typedef struct links {
     double p2p_bytes_per_s, p2p_latency_s;
     bool p2p_mpi; /* measured by an MPI ping-pong (else: memcpy in this process) */
     int mpi_ranks;
+    /* train.backend = cuda: the device's memory, and the links kept from the estimate */
+    bool gpu, gpu_links_kept;
+    double p2p_inter_bytes_per_s, p2p_inter_latency_s; /* kept from the estimate (gpu_links_kept) */
+    double reserved_bytes; /* device memory in use before the timing (context, cuBLASLt) */
+    int gpus_per_node;
 } links;
 
 static double now_s(void) {
@@ -207,6 +215,7 @@ static int parse_tokens(lt_cli_ctx *ctx, const char *text, int *tokens, int *n_o
  * m), as the plan executor runs an F then a B: acts allocated, forward, backward, freed. */
 typedef struct layer_bench {
     const lt_llama *m;
+    const lt_backend *be; /* the model's: host fp32, or the GPU (in, dout, din on the device) */
     const lt_llama_views *g;
     lt_pool *pool;
     int T;
@@ -221,7 +230,27 @@ typedef struct layer_bench {
 
 static void layer_bench_free(layer_bench *lb) {
     lt_kvctx_free(&lb->kv);
-    free(lb->tokens), free(lb->in), free(lb->dout), free(lb->din);
+    free(lb->tokens);
+    if (lb->be && !lb->be->host) {
+        lb->be->free(lb->be, lb->in), lb->be->free(lb->be, lb->dout), lb->be->free(lb->be, lb->din);
+    } else {
+        free(lb->in), free(lb->dout), free(lb->din);
+    }
+}
+
+/* n host floats into a new buffer of backend memory (act_bytes elements); NULL on failure
+ * (named in err). */
+static void *to_backend(const lt_backend *be, const float *host, size_t n, lt_error *err) {
+    void *d = be->alloc(be, lt_backend_span(be, n, be->act_bytes), false);
+    if (!d) {
+        lt_fail(err, LT_ERR_NOMEM, NULL, "out of %s memory for %zu activations", be->name, n);
+        return NULL;
+    }
+    if (be->from_host_f32(be, d, host, n, err) != LT_OK) {
+        be->free(be, d);
+        return NULL;
+    }
+    return d;
 }
 
 static lt_status layer_bench_init(layer_bench *lb, const lt_llama *m, const lt_llama_views *g, int T, lt_pool *pool,
@@ -241,6 +270,23 @@ static lt_status layer_bench_init(layer_bench *lb, const lt_llama *m, const lt_l
     lt_rng_seed(&r, 1000 + (uint64_t)T);
     fill_normal(lb->in, TC, &r, 1.0f);
     fill_normal(lb->dout, TC, &r, 1e-3f);
+    lb->be = lt_backend_of(m);
+    if (!lb->be->host) { /* the GPU: the layer's input, its output gradient and din on the device */
+        float *hin = lb->in, *hdout = lb->dout;
+        free(lb->din);
+        lb->in = lb->dout = lb->din = NULL;
+        lb->in = to_backend(lb->be, hin, TC, err);
+        if (lb->in) lb->dout = to_backend(lb->be, hdout, TC, err);
+        if (lb->dout) {
+            lb->din = lb->be->alloc(lb->be, lt_backend_span(lb->be, TC, lb->be->act_bytes), true);
+            if (!lb->din) lt_fail(err, LT_ERR_NOMEM, NULL, "out of %s memory for a %d-token layer", lb->be->name, T);
+        }
+        free(hin), free(hdout);
+        if (!lb->din) {
+            layer_bench_free(lb);
+            return err->status != LT_OK ? err->status : LT_ERR_NOMEM;
+        }
+    }
     lb->s = (lt_train_sample){lb->tokens, T};
     lb->b = (lt_batch){&lb->s, 1};
     lb->sl = (lt_train_slice){0, 0, T};
@@ -270,14 +316,22 @@ static void fresh_pages(void *p, size_t bytes) {
 static lt_status layer_bench_run(layer_bench *lb, double *fwd_s, double *bwd_s, lt_error *err) {
     lt_pass pass = {.l0 = 0, .l1 = 1};
     lt_acts a;
+    const lt_backend *be = lb->be;
     lt_status st = lt_acts_alloc(&a, lb->m, &lb->b, &lb->u, 0, 1, false, err);
     if (st != LT_OK) return st;
-    fresh_pages(a.buf, a.bytes - (size_t)a.T * 3 * sizeof(int32_t)); /* the floats; ibuf is filled */
+    /* (device memory is the arena's or cudaMalloc's: no pages to fault in) */
+    if (be->host) fresh_pages(a.buf, a.bytes - (size_t)a.T * 3 * sizeof(int32_t)); /* the floats; ibuf is filled */
+    /* be->check waits for the queued kernels (a no-op on the CPU): the clock reads after
+     * the work, not after its launch */
+    st = be->check(be, err);
     double t0 = now_s();
-    st = lt_llama_forward(lb->m, &pass, &lb->b, &lb->u, lb->in, &lb->kv, &a, lb->g, NULL, NULL, lb->pool, err);
+    if (st == LT_OK)
+        st = lt_llama_forward(lb->m, &pass, &lb->b, &lb->u, lb->in, &lb->kv, &a, lb->g, NULL, NULL, lb->pool, err);
+    if (st == LT_OK) st = be->check(be, err);
     double t1 = now_s();
     if (st == LT_OK)
         st = lt_llama_backward(lb->m, &pass, &lb->b, &lb->u, lb->dout, &lb->kv, &a, lb->g, lb->din, lb->pool, err);
+    if (st == LT_OK) st = be->check(be, err);
     double t2 = now_s();
     lt_acts_free(&a);
     lt_kvctx_release(&lb->kv, 0, 0, 1); /* the sample's last backward: its context goes */
@@ -320,6 +374,9 @@ static lt_status layer_bench_bytes(layer_bench *lb, trainer_bytes *tb, lt_error 
 
 /* The attention core's forward + backward alone on a causal sample of T tokens. */
 typedef struct attn_bench {
+    const lt_backend *be; /* NULL: the CPU kernels on host fp32; else the GPU backend's */
+    void *dbuf;           /* the GPU's: q, out, dq, dout, k, v, dk, dv (act_bytes elements) */
+    float *dlse;
     int T, nh, nkv, hd;
     size_t nq, nk;
     lt_pool *pool;
@@ -343,10 +400,61 @@ static lt_status attn_bench_init(attn_bench *ab, const lt_llama *m, int T, lt_po
     fill_normal(ab->v, ab->nk, &r, 1.0f);
     fill_normal(ab->dout, ab->nq, &r, 1e-3f);
     ab->seg = (lt_attn_segment){.row0 = 0, .n = T, .begin = 0, .k = ab->k, .v = ab->v, .dk = ab->dk, .dv = ab->dv};
+    const lt_backend *be = lt_backend_of(m);
+    if (be->host) return LT_OK;
+    /* the GPU: the same data in bf16 on the device (the host copy only fills it) */
+    size_t es = be->act_bytes, nq = ab->nq, nk = ab->nk;
+    char *d = be->alloc(be, (4 * nq + 4 * nk) * es, true);
+    float *dl = be->alloc(be, (size_t)T * ab->nh * sizeof(float), true);
+    lt_status st = d && dl ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of %s memory for a %d-token attention",
+                                             be->name, T);
+    /* device layout: q, out, dq, dout (nq each), k, v, dk, dv (nk each) */
+    if (st == LT_OK) st = be->from_host_f32(be, d, ab->q, nq, err);
+    if (st == LT_OK) st = be->from_host_f32(be, d + 3 * nq * es, ab->dout, nq, err);
+    if (st == LT_OK) st = be->from_host_f32(be, d + 4 * nq * es, ab->k, nk, err);
+    if (st == LT_OK) st = be->from_host_f32(be, d + (4 * nq + nk) * es, ab->v, nk, err);
+    if (st != LT_OK) {
+        if (d) be->free(be, d);
+        if (dl) be->free(be, dl);
+        free(ab->buf), ab->buf = NULL;
+        return st;
+    }
+    ab->be = be, ab->dbuf = d, ab->dlse = dl;
+    ab->q = (float *)d, ab->out = (float *)(d + nq * es), ab->dq = (float *)(d + 2 * nq * es);
+    ab->dout = (float *)(d + 3 * nq * es), ab->k = (float *)(d + 4 * nq * es);
+    ab->v = (float *)(d + (4 * nq + nk) * es), ab->dk = (float *)(d + (4 * nq + 2 * nk) * es);
+    ab->dv = (float *)(d + (4 * nq + 3 * nk) * es), ab->lse = dl;
+    ab->seg = (lt_attn_segment){.row0 = 0, .n = T, .begin = 0, .k = ab->k, .v = ab->v, .dk = ab->dk, .dv = ab->dv};
     return LT_OK;
 }
 
-static void attn_bench_run(attn_bench *ab, double *fwd_s, double *bwd_s) {
+static void attn_bench_free(attn_bench *ab) {
+    if (ab->be) ab->be->free(ab->be, ab->dbuf), ab->be->free(ab->be, ab->dlse);
+    free(ab->buf);
+}
+
+static lt_status attn_bench_run(attn_bench *ab, double *fwd_s, double *bwd_s, lt_error *err) {
+    const lt_backend *be = ab->be;
+    if (be) { /* the GPU backend's kernels, each direction ended by a wait (be->check) */
+        size_t es = be->act_bytes;
+        be->zero(be, ab->dq, ab->nq * es);
+        be->zero(be, ab->dk, 2 * ab->nk * es); /* dk and dv */
+        lt_status st = be->check(be, err);
+        double t0 = now_s();
+        if (st == LT_OK) {
+            be->attention_forward(be, ab->out, ab->lse, ab->q, &ab->seg, 1, ab->T, ab->nh, ab->nkv, ab->hd, ab->pool);
+            st = be->check(be, err);
+        }
+        double t1 = now_s();
+        if (st == LT_OK) {
+            be->attention_backward(be, ab->dq, ab->dout, ab->out, ab->lse, ab->q, &ab->seg, 1, ab->T, ab->nh, ab->nkv,
+                                   ab->hd, ab->pool);
+            st = be->check(be, err);
+        }
+        *fwd_s = t1 - t0;
+        *bwd_s = now_s() - t1;
+        return st;
+    }
     memset(ab->dq, 0, ab->nq * sizeof *ab->dq);
     memset(ab->dk, 0, 2 * ab->nk * sizeof *ab->dk); /* dk and dv */
     double t0 = now_s();
@@ -355,6 +463,8 @@ static void attn_bench_run(attn_bench *ab, double *fwd_s, double *bwd_s) {
     lt_attention_backward(ab->dq, ab->dout, ab->out, ab->lse, ab->q, &ab->seg, 1, ab->nh, ab->nkv, ab->hd, ab->pool);
     *fwd_s = t1 - t0;
     *bwd_s = now_s() - t1;
+    (void)err;
+    return LT_OK;
 }
 
 /* The medians of `repeat` runs of the layer and of the attention at T, each direction
@@ -374,7 +484,7 @@ static lt_status time_rung(const lt_llama *m, const lt_llama_views *g, int T, in
     double *t = lt_calloc_check(4 * n, sizeof *t), *lf = t, *lb_ = t + n, *af = t + 2 * n, *ab_ = t + 3 * n;
     for (int k = 0; st == LT_OK && k <= repeat; k++) { /* run 0: the warm-up */
         st = layer_bench_run(&lb, &lf[k], &lb_[k], err);
-        attn_bench_run(&ab, &af[k], &ab_[k]);
+        if (st == LT_OK) st = attn_bench_run(&ab, &af[k], &ab_[k], err);
     }
     if (st == LT_OK) {
         x->layer_f = median(lf + 1, repeat), x->layer_b = median(lb_ + 1, repeat);
@@ -382,7 +492,7 @@ static lt_status time_rung(const lt_llama *m, const lt_llama_views *g, int T, in
         st = layer_bench_bytes(&lb, tb, err);
     }
     free(t);
-    free(ab.buf);
+    attn_bench_free(&ab);
     layer_bench_free(&lb);
     return st;
 }
@@ -399,11 +509,13 @@ static lt_status time_head(const lt_llama *m, const lt_llama_views *g, int T, in
     lt_pass pass = {.l0 = L, .l1 = L, .head = true, .loss_scale = 1.0f / (float)T};
     double *t = lt_calloc_check((size_t)repeat + 1, sizeof *t);
     for (int k = 0; st == LT_OK && k <= repeat; k++) { /* run 0: the warm-up */
+        if ((st = lb.be->check(lb.be, err)) != LT_OK) break;
         double t0 = now_s();
         lt_acts a;
         st = lt_acts_alloc(&a, m, &lb.b, &lb.u, L, L, true, err);
         if (st == LT_OK) st = lt_llama_forward(m, &pass, &lb.b, &lb.u, lb.in, &lb.kv, &a, g, NULL, NULL, pool, err);
         if (st == LT_OK) st = lt_llama_backward(m, &pass, &lb.b, &lb.u, NULL, &lb.kv, &a, g, lb.din, pool, err);
+        if (st == LT_OK) st = lb.be->check(lb.be, err);
         lt_acts_free(&a);
         t[k] = now_s() - t0;
     }
@@ -438,6 +550,37 @@ static double best_copy_s(char *dst, const char *src, size_t bytes, size_t parts
         best = dt < best ? dt : best;
     }
     return best;
+}
+
+/* train.backend = cuda: hbm_gbps from the best of 5 device-to-device copies of
+ * GPU_HBM_BYTES (read + written, as on the CPU), hbm_gib the device's total memory. The
+ * links between GPUs are not measured here (that needs NCCL between two ranks' GPUs):
+ * the caller keeps them from the estimate profile of the same name. */
+static lt_status measure_gpu_memory(const lt_backend *be, links *l, lt_error *err) {
+    size_t free_b = 0, total_b = 0;
+    lt_status st = lt_backend_cuda_mem(be, &free_b, &total_b, err);
+    if (st != LT_OK) return st;
+    void *a = be->alloc(be, GPU_HBM_BYTES, true), *b = be->alloc(be, GPU_HBM_BYTES, true);
+    if (!a || !b) {
+        if (a) be->free(be, a);
+        if (b) be->free(be, b);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of device memory for the %zu MiB copy buffers",
+                       GPU_HBM_BYTES >> 20);
+    }
+    double best = INFINITY;
+    for (int i = 0; st == LT_OK && i < 6; i++) { /* copy 0: the warm-up */
+        st = be->check(be, err);
+        double t0 = now_s();
+        be->copy(be, b, a, GPU_HBM_BYTES);
+        if (st == LT_OK) st = be->check(be, err);
+        double dt = now_s() - t0;
+        if (i > 0 && dt < best) best = dt;
+    }
+    be->free(be, a), be->free(be, b);
+    if (st != LT_OK) return st;
+    l->hbm_bytes = (double)total_b;
+    l->hbm_bytes_per_s = 2.0 * (double)GPU_HBM_BYTES / best;
+    return LT_OK;
 }
 
 /* hbm: a parallel copy of HBM_BYTES (read + written); p2p without MPI: one memcpy of
@@ -675,6 +818,7 @@ typedef struct fit_info {
     const lt_model_shape *shape;
     int threads;
     char date[32], cpu[160];
+    char gpu_name[128]; /* train.backend = cuda: the device's name */
     double load[2];        /* the 1-minute load average before and after the timing */
     double peak;           /* FLOP/s, as printed */
     int peak_tokens;       /* the rung that set it */
@@ -732,14 +876,22 @@ static lt_status write_profile(const fit_info *fi, const rung *r, int n, const l
     if (st != LT_OK) return st;
     FILE *f = af.fp;
     fprintf(f, "; %s — hardware profile of the cost model (plans/hardware.h), measured on this machine\n", base);
-    fprintf(f, "; by `trainer calibrate` for the CPU fp32 trainer (docs/cost-model.md, \"Calibrating a CPU\n");
-    fprintf(f, "; profile\"; train/cmd_calibrate.c says what is timed and how it is fitted).\n;\n");
+    if (l->gpu)
+        fprintf(f, "; by `trainer calibrate` with train.backend = cuda: the bf16 CUDA trainer on %s (docs/gpu.md;\n"
+                   "; train/cmd_calibrate.c says what is timed and how it is fitted).\n;\n", fi->gpu_name);
+    else {
+        fprintf(f, "; by `trainer calibrate` for the CPU fp32 trainer (docs/cost-model.md, \"Calibrating a CPU\n");
+        fprintf(f, "; profile\"; train/cmd_calibrate.c says what is timed and how it is fitted).\n;\n");
+    }
     char cmd[1024];
     command_line(fi->ctx, cmd, sizeof cmd);
     fprintf(f, ";   command:  %s\n", cmd);
     fprintf(f, ";   date:     %s\n", fi->date);
-    fprintf(f, ";   machine:  %s; %ld CPUs online (nproc); %.1f GiB RAM\n", fi->cpu, sysconf(_SC_NPROCESSORS_ONLN),
-            l->hbm_bytes / 1073741824.0);
+    if (l->gpu)
+        fprintf(f, ";   machine:  %s, %.1f GiB; host %s\n", fi->gpu_name, l->hbm_bytes / 1073741824.0, fi->cpu);
+    else
+        fprintf(f, ";   machine:  %s; %ld CPUs online (nproc); %.1f GiB RAM\n", fi->cpu, sysconf(_SC_NPROCESSORS_ONLN),
+                l->hbm_bytes / 1073741824.0);
     fprintf(f, ";   threads:  %d (train.threads; OpenBLAS GEMMs and the kernels' pool)\n", fi->threads);
     fprintf(f, ";   model:    %s (hidden %d, heads %d, kv_heads %d, ffn %d): one layer timed\n",
             fi->shape->name ? fi->shape->name : "custom", fi->shape->hidden, fi->shape->heads, fi->shape->kv_heads,
@@ -747,7 +899,7 @@ static lt_status write_profile(const fit_info *fi, const rung *r, int n, const l
     fprintf(f, ";   timing:   median of %d runs after a warm-up, per token count; 1-minute load average %.2f\n",
             a->repeat, fi->load[0]);
     fprintf(f, ";             before, %.2f after (a busy machine makes every number slower)\n;\n", fi->load[1]);
-    fprintf(f, "; peak_bf16_tflops keeps its name but is the best fp32 rate measured here (the GEMM part\n");
+    fprintf(f, "; peak_bf16_tflops is the best %s rate measured here (the GEMM part\n", l->gpu ? "bf16" : "fp32");
     fprintf(f, "; of a layer, the attention or the LM head, whichever is fastest), so every fraction is at\n");
     fprintf(f, "; most 1. Each curve point makes the cost model give back the measured time of one layer's\n");
     fprintf(f, "; forward + backward on a causal sample of TOKENS tokens (gemm = layer - attention), the\n");
@@ -764,14 +916,35 @@ static lt_status write_profile(const fit_info *fi, const rung *r, int n, const l
         fprintf(f, "\n");
     }
     fprintf(f, "\nname = %s\n", name);
-    fprintf(f, "description = CPU fp32 trainer: %s, %d threads (trainer calibrate, %s)\n\n", fi->cpu, fi->threads,
-            fi->date);
-    fprintf(f, "peak_bf16_tflops = %.6g ; %s fp32 CPU peak here: the best rate, the %s at %d tokens\n",
-            fi->peak / 1e12, m, fi->peak_part, fi->peak_tokens);
-    fprintf(f, "hbm_gib = %.4g ; %s %s\n", l->hbm_bytes / 1073741824.0, m,
-            a->mem_gib > 0 ? "given by --mem-gib" : "the machine's RAM (sysconf)");
-    fprintf(f, "hbm_gbps = %.4g ; %s copy of %zu MiB over %d threads, bytes read + written\n",
-            l->hbm_bytes_per_s / 1e9, m, HBM_BYTES >> 20, fi->threads);
+    if (l->gpu) {
+        fprintf(f, "description = bf16 CUDA trainer: %s (trainer calibrate, %s)\n\n", fi->gpu_name, fi->date);
+        fprintf(f, "peak_bf16_tflops = %.6g ; %s the best bf16 rate measured on this GPU, the %s at %d tokens "
+                   "(the datasheet's dense peak is higher: the curves are fractions of this one)\n",
+                fi->peak / 1e12, m, fi->peak_part, fi->peak_tokens);
+        fprintf(f, "hbm_gib = %.4g ; %s %s\n", l->hbm_bytes / 1073741824.0, m,
+                a->mem_gib > 0 ? "given by --mem-gib" : "the device's total memory (cudaMemGetInfo)");
+        fprintf(f, "hbm_gbps = %.4g ; %s device-to-device copy of %zu MiB, bytes read + written, best of 5\n",
+                l->hbm_bytes_per_s / 1e9, m, GPU_HBM_BYTES >> 20);
+    } else {
+        fprintf(f, "description = CPU fp32 trainer: %s, %d threads (trainer calibrate, %s)\n\n", fi->cpu, fi->threads,
+                fi->date);
+        fprintf(f, "peak_bf16_tflops = %.6g ; %s fp32 CPU peak here: the best rate, the %s at %d tokens\n",
+                fi->peak / 1e12, m, fi->peak_part, fi->peak_tokens);
+        fprintf(f, "hbm_gib = %.4g ; %s %s\n", l->hbm_bytes / 1073741824.0, m,
+                a->mem_gib > 0 ? "given by --mem-gib" : "the machine's RAM (sysconf)");
+        fprintf(f, "hbm_gbps = %.4g ; %s copy of %zu MiB over %d threads, bytes read + written\n",
+                l->hbm_bytes_per_s / 1e9, m, HBM_BYTES >> 20, fi->threads);
+    }
+    if (l->gpu_links_kept) { /* train.backend = cuda: the links are the estimate's (not measured) */
+        fprintf(f, "gpus_per_node = %d ; [kept from the estimate etc/hardware/%s.ini: not measured]\n", l->gpus_per_node,
+                name);
+        fprintf(f, "p2p_intra_gbps = %.4g ; [kept from the estimate: not measured] NCCL between GPUs is not timed by "
+                   "trainer calibrate\n", l->p2p_bytes_per_s / 1e9);
+        fprintf(f, "p2p_intra_latency_us = %.4g ; [kept from the estimate: not measured]\n", l->p2p_latency_s * 1e6);
+        fprintf(f, "p2p_inter_gbps = %.4g ; [kept from the estimate: not measured]\n", l->p2p_inter_bytes_per_s / 1e9);
+        fprintf(f, "p2p_inter_latency_us = %.4g ; [kept from the estimate: not measured]\n",
+                l->p2p_inter_latency_s * 1e6);
+    } else {
     fprintf(f, "gpus_per_node = %d ; [given: trainer calibrate --ranks-per-node, default 1, %s] trainer processes "
                "per node\n",
             a->ranks_per_node, fi->date);
@@ -791,10 +964,19 @@ static lt_status write_profile(const fit_info *fi, const rung *r, int n, const l
             l->p2p_bytes_per_s / 1e9);
     fprintf(f, "p2p_inter_latency_us = %.4g ; [not measured: the intra-node value] one node measured\n",
             l->p2p_latency_s * 1e6);
-    fprintf(f, "act_bytes = 4 ; [derived] the CPU trainer's fp32 activations, keys/values and their gradients\n");
-    fprintf(f, "logit_bytes = 0 ; [derived] the trainer's fused head: the loss gradient is made in the forward, "
-               "row block by row block, and no logits are kept\n");
-    fprintf(f, "reserved_gib = 0 ; [derived] no device context: the process's RAM is the trainer's\n");
+    }
+    if (l->gpu) {
+        fprintf(f, "act_bytes = 2 ; [derived] the CUDA trainer's bf16 activations, keys/values and their gradients\n");
+        fprintf(f, "logit_bytes = 0 ; [derived] the pass's fused head (train/pass.c, the same code on the GPU): no "
+                   "logits are kept\n");
+        fprintf(f, "reserved_gib = %.3g ; %s device memory in use before the timing (CUDA context, cuBLASLt "
+                   "workspace)\n", l->reserved_bytes / 1073741824.0, m);
+    } else {
+        fprintf(f, "act_bytes = 4 ; [derived] the CPU trainer's fp32 activations, keys/values and their gradients\n");
+        fprintf(f, "logit_bytes = 0 ; [derived] the trainer's fused head: the loss gradient is made in the forward, "
+                   "row block by row block, and no logits are kept\n");
+        fprintf(f, "reserved_gib = 0 ; [derived] no device context: the process's RAM is the trainer's\n");
+    }
     fprintf(f, "bwd_gemm_factor = %.4g ; %s backward / forward time of the GEMM part, the median over the token "
                "counts (the FLOP ratio is 2)\n",
             fi->bwd_gemm, m);
@@ -850,7 +1032,11 @@ int calibrate_command(lt_cli_ctx *ctx) {
     lt_error err;
     lt_model_shape shape;
     lt_status st = lt_cmd_model_shape(ctx, &shape, &err);
-    if (st == LT_OK) st = lt_cmd_backend(ctx, &err);
+    /* train.backend = cuda: the same measurements through the CUDA backend (bf16 on the
+     * GPU; train/backend.h), which this command opens itself on rank 0 */
+    const char *backend = lt_config_get_string(ctx->config, "train", "backend");
+    bool gpu = backend && strcmp(backend, "cuda") == 0;
+    if (st == LT_OK && !gpu) st = lt_cmd_backend(ctx, &err);
     if (st != LT_OK) return lt_error_exit(&err);
     /* the cost model of this shape; a 1-layer model would put the head on layer 0's op */
     lt_model_shape cshape = shape;
@@ -875,13 +1061,34 @@ int calibrate_command(lt_cli_ctx *ctx) {
     lt_llama m = {0};
     lt_pool *pool = NULL;
     int threads = 1;
-    st = bench_model(&shape, lt_cmd_seed(ctx), &m, &err);
+    lt_backend *be = NULL;
+    if (gpu) {
+        size_t free_b = 0, total_b = 0;
+        st = lt_backend_cuda_open(&be, 0, &err);
+        if (st == LT_OK) st = lt_backend_cuda_mem(be, &free_b, &total_b, &err);
+        l.gpu = true;
+        l.reserved_bytes = (double)(total_b - free_b); /* the context and cuBLASLt's workspace */
+        if (st != LT_OK) {
+            char why[LT_ERROR_WHAT_MAX];
+            snprintf(why, sizeof why, "%s", err.what);
+            lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "train", "backend"), "train.backend = cuda: %s",
+                    why);
+            lt_error_hint(&err, "calibrating the GPU needs a --with-cuda build on a machine with a GPU "
+                                "(scripts/gpu-check.sh runs it there); train.backend = cpu calibrates the CPU trainer");
+        }
+    }
+    if (st == LT_OK) st = bench_model(&shape, lt_cmd_seed(ctx), &m, &err);
     if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &pool, &threads, &err);
     float *grads = NULL;
     lt_layer_views *glv = NULL;
     lt_llama_views g;
-    if (st == LT_OK) {
+    if (st == LT_OK && be) { /* the model's bf16 copy and fp32 gradients on the device */
+        st = lt_backend_cuda_upload(be, &m, &err);
+        if (st == LT_OK) st = lt_backend_cuda_grads(be, m.n_params, &grads, &err);
+    } else if (st == LT_OK) {
         grads = lt_calloc_check(m.n_params, sizeof *grads);
+    }
+    if (st == LT_OK) {
         glv = lt_calloc_check((size_t)m.shape.layers, sizeof *glv);
         lt_llama_views_of(&m, grads, glv, &g);
     }
@@ -890,8 +1097,12 @@ int calibrate_command(lt_cli_ctx *ctx) {
     trainer_bytes tb = {0};
     double spent = 0;
     double load_before = load_average();
-    LT_INFO("calibrate: %s, %d threads, tokens %d..%d, median of %d", shape.name ? shape.name : "custom", threads,
-            tokens[0], tokens[n_tokens - 1], a.repeat);
+    if (st == LT_OK && be)
+        LT_INFO("calibrate: %s, the CUDA backend (bf16, GPU 0), tokens %d..%d, median of %d",
+                shape.name ? shape.name : "custom", tokens[0], tokens[n_tokens - 1], a.repeat);
+    else if (st == LT_OK)
+        LT_INFO("calibrate: %s, %d threads, tokens %d..%d, median of %d", shape.name ? shape.name : "custom", threads,
+                tokens[0], tokens[n_tokens - 1], a.repeat);
     for (int i = 0; st == LT_OK && i < n_tokens; i++) {
         rung *x = &r[n];
         memset(x, 0, sizeof *x);
@@ -915,9 +1126,29 @@ int calibrate_command(lt_cli_ctx *ctx) {
     /* the head at every measured count up to HEAD_TOKENS (at least the smallest) */
     for (int i = 0; st == LT_OK && i < n; i++)
         if (i == 0 || r[i].tokens <= HEAD_TOKENS) st = time_head(&m, &g, r[i].tokens, a.repeat, pool, &r[i].head_s, &err);
-    free(grads), free(glv);
+    if (be) lt_backend_cuda_free_grads(be, grads);
+    else free(grads);
+    free(glv);
     lt_llama_free(&m);
     if (st == LT_OK && !a.check) st = measure_memory(pool, threads, &l, &err);
+    if (st == LT_OK && !a.check && be) {
+        st = measure_gpu_memory(be, &l, &err);
+        /* the links between GPUs: kept from the estimate of the same name (etc/hardware), not
+         * measured (NCCL between two ranks' GPUs is not timed here) */
+        lt_hardware *est = lt_calloc_check(1, sizeof *est);
+        lt_error e2;
+        const char *base = lt_path_base(a.out);
+        char est_name[LT_HARDWARE_NAME_MAX];
+        snprintf(est_name, sizeof est_name, "%.*s", (int)(strlen(base) - 4), base);
+        if (st == LT_OK && lt_hardware_load(est, est_name, NULL, &e2) == LT_OK) {
+            l.gpu_links_kept = true;
+            l.gpus_per_node = est->gpus_per_node;
+            l.p2p_bytes_per_s = est->p2p_intra_bytes_per_s, l.p2p_latency_s = est->p2p_intra_latency_s;
+            l.p2p_inter_bytes_per_s = est->p2p_inter_bytes_per_s, l.p2p_inter_latency_s = est->p2p_inter_latency_s;
+        }
+        free(est);
+    }
+    lt_backend_cuda_close(be);
     lt_pool_destroy(pool);
 
     fit_info fi = {.a = &a, .ctx = ctx, .shape = &shape, .threads = threads, .load = {load_before, load_average()}};
@@ -951,8 +1182,16 @@ int calibrate_command(lt_cli_ctx *ctx) {
         gmtime_r(&now, &tm);
         strftime(fi.date, sizeof fi.date, "%Y-%m-%d", &tm);
         cpu_model(fi.cpu, sizeof fi.cpu);
-        l.hbm_bytes = a.mem_gib > 0 ? a.mem_gib * 1073741824.0
-                                    : (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
+        snprintf(fi.gpu_name, sizeof fi.gpu_name, "GPU 0");
+        if (l.gpu) {
+            int major = 0, minor = 0;
+            lt_error e3;
+            if (lt_gpu_device_info(0, fi.gpu_name, sizeof fi.gpu_name, &major, &minor, &e3) != LT_OK)
+                snprintf(fi.gpu_name, sizeof fi.gpu_name, "GPU 0");
+        }
+        if (!l.gpu || a.mem_gib > 0)
+            l.hbm_bytes = a.mem_gib > 0 ? a.mem_gib * 1073741824.0
+                                        : (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGE_SIZE);
         st = write_profile(&fi, r, n, &l, &err);
         /* the file as the planner reads it */
         if (st == LT_OK) st = lt_hardware_load(hw, a.out, NULL, &err);
@@ -963,10 +1202,10 @@ int calibrate_command(lt_cli_ctx *ctx) {
         return lt_error_exit(&err);
     }
     if (a.out)
-        printf("wrote %s: peak %.4g GFLOP/s (fp32), memory %.1f GiB at %.3g GB/s, p2p %.3g GB/s + %.3g us (%s)\n",
-               a.out, hw->peak_flops / 1e9, hw->hbm_bytes / 1073741824.0, hw->hbm_bytes_per_s / 1e9,
-               hw->p2p_intra_bytes_per_s / 1e9, hw->p2p_intra_latency_s * 1e6,
-               l.p2p_mpi ? "MPI ping-pong" : "memcpy, one process");
+        printf("wrote %s: peak %.4g GFLOP/s (%s), memory %.1f GiB at %.3g GB/s, p2p %.3g GB/s + %.3g us (%s)\n",
+               a.out, hw->peak_flops / 1e9, l.gpu ? "bf16, GPU" : "fp32", hw->hbm_bytes / 1073741824.0,
+               hw->hbm_bytes_per_s / 1e9, hw->p2p_intra_bytes_per_s / 1e9, hw->p2p_intra_latency_s * 1e6,
+               l.gpu_links_kept ? "kept from the estimate" : l.p2p_mpi ? "MPI ping-pong" : "memcpy, one process");
     else
         printf("profile %s (%s)\n", hw->name, hw->path);
     double max_err = 0;

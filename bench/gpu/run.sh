@@ -7,6 +7,7 @@
 #
 #   bench/gpu/run.sh --build-dir DIR [--out DIR] [--lengths FILE] [--steps N] [--docs N]
 #                    [--batch N] [--backend cuda|cpu] [--model 1b|nano] [--peak-tflops P]
+#                    [--hardware NAME]
 #
 #   --build-dir DIR   a built tree (dataprep/dataprep, plans/planner, train/trainer)
 #   --out DIR         work directory and results (default bench/gpu/out)
@@ -21,6 +22,9 @@
 #                     TinyLlama-1.1B shape) with r50k's 50257-token vocab (1.2 B parameters);
 #                     nano: lib/model.c's nano preset (default 1b)
 #   --peak-tflops P   the bf16 dense peak (default 989: H100 SXM and H200)
+#   --hardware NAME   plan.hardware, the profile the planner prices with (default h100; found
+#                     in $LONGTAIL_HARDWARE_DIR, default etc/hardware): scripts/gpu-check.sh
+#                     passes the profile `trainer calibrate` just measured
 #
 # The documents are the word "the" repeated (one r50k token each) to each length: the
 # benchmark times the model, not the text. Documents longer than 8K are truncated to the
@@ -37,10 +41,10 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
-build="" out="$HERE/out" lengths="" steps=12 docs=2000 batch=64 backend=cuda model=1b peak=989
+build="" out="$HERE/out" lengths="" steps=12 docs=2000 batch=64 backend=cuda model=1b peak=989 hardware=h100
 
 die() { echo "bench/gpu/run.sh: error: $*" >&2; exit "${2:-1}"; }
-usage() { echo "bench/gpu/run.sh: error: $*" >&2; sed -n '9,27p' "$0" >&2; exit 2; }
+usage() { echo "bench/gpu/run.sh: error: $*" >&2; sed -n '9,30p' "$0" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build=${2:?}; shift 2 ;;
@@ -52,7 +56,8 @@ while [ $# -gt 0 ]; do
     --backend) backend=${2:?}; shift 2 ;;
     --model) model=${2:?}; shift 2 ;;
     --peak-tflops) peak=${2:?}; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    --hardware) hardware=${2:?}; shift 2 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) usage "unknown option '$1'" ;;
   esac
 done
@@ -102,7 +107,7 @@ pp = 1
 strategy = megatron
 global_batch = $batch
 context_len = 8K
-hardware = h100
+hardware = $hardware
 mem = 80G
 steps = $steps
 seed = 1

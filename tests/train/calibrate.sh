@@ -34,6 +34,12 @@ check "calibrate without any model is a usage error" 2 "" "which model" -- calib
 check "calibrate --check of an unknown profile" 2 "" "unknown hardware profile 'h300'" \
   -- calibrate "${N[@]}" --check h300 --tokens 64
 check "calibrate: unknown option" 2 "" "unknown option '--bogus'" -- calibrate "${N[@]}" --out "$tmp/never.ini" --bogus
+# train.backend = cuda: on a machine without a GPU (or a build without CUDA) a clear error
+# naming the key; with a GPU it would measure (scripts/gpu-check.sh runs that)
+if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; then
+  check "calibrate: train.backend = cuda without a GPU names why" 2 "" "train.backend = cuda: " \
+    -- calibrate "${N[@]}" --set train.backend=cuda --out "$tmp/never.ini" --tokens 64
+fi
 n=$((n + 1))
 if [ ! -e "$tmp/never.ini" ]; then echo "ok $n - $PROG: no profile is written on a usage error"
 else echo "not ok $n - $PROG: a usage error left $tmp/never.ini"; fi
