@@ -132,12 +132,14 @@ lt_status lt_backend_cuda_mem(const lt_backend *be, size_t *free_bytes, size_t *
 lt_status lt_backend_cuda_reserve(lt_backend *be, size_t bytes, const char *what, lt_error *err);
 /* The arena's peak use so far (0 without an arena): the measured device peak. */
 size_t lt_backend_cuda_peak(const lt_backend *be);
-/* The model to the device: the fp32 master and its bf16 copy (what the kernels read), and
- * with opt the AdamW moments (a resumed run); sets m->backend = be. m->params and opt stay
- * the host copies; download brings master and moments back into them (before a
- * checkpoint: checkpoints stay the fp32 format they are). */
-lt_status lt_backend_cuda_upload(lt_backend *be, struct lt_llama *m, const struct lt_adamw *opt, lt_error *err);
-lt_status lt_backend_cuda_download(lt_backend *be, struct lt_llama *m, struct lt_adamw *opt, lt_error *err);
+/* The model to the device: the fp32 master and its bf16 copy (what the kernels read); sets
+ * m->backend = be. The AdamW moments likewise (a resumed run's; zeroed on the device when
+ * never uploaded). m->params and opt stay the host copies; the downloads bring master and
+ * moments back into them (before a checkpoint: checkpoints keep their fp32 format). */
+lt_status lt_backend_cuda_upload(lt_backend *be, struct lt_llama *m, lt_error *err);
+lt_status lt_backend_cuda_download(lt_backend *be, struct lt_llama *m, lt_error *err);
+lt_status lt_backend_cuda_upload_moments(lt_backend *be, const struct lt_adamw *opt, lt_error *err);
+lt_status lt_backend_cuda_download_moments(lt_backend *be, struct lt_adamw *opt, lt_error *err);
 /* A zeroed fp32 device gradient buffer of n floats (map it with lt_llama_views_of). */
 lt_status lt_backend_cuda_grads(lt_backend *be, size_t n, float **grads, lt_error *err);
 void lt_backend_cuda_free_grads(lt_backend *be, float *grads);

@@ -390,7 +390,7 @@ static lt_status moments(cuda_state *s, size_t n, lt_error *err) {
     return st;
 }
 
-lt_status lt_backend_cuda_upload(lt_backend *be, lt_llama *m, const lt_adamw *opt, lt_error *err) {
+lt_status lt_backend_cuda_upload(lt_backend *be, lt_llama *m, lt_error *err) {
     cuda_state *s = state_of(be);
     size_t n = m->n_params;
     if (!s->master) {
@@ -405,26 +405,35 @@ lt_status lt_backend_cuda_upload(lt_backend *be, lt_llama *m, const lt_adamw *op
     s->host_params = m->params;
     lt_status st = lt_cuda_copy_h2d(s->cu, s->master, m->params, n * sizeof(float), err);
     if (st == LT_OK) st = lt_cuda_f32_to_bf16(s->cu, s->w16, s->master, n, err);
-    if (st == LT_OK && opt && opt->n != n)
-        st = lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "moments of %zu parameters for a model of %zu", opt->n, n);
-    if (st == LT_OK && opt) st = moments(s, n, err);
-    if (st == LT_OK && opt) st = lt_cuda_copy_h2d(s->cu, s->mom1, opt->m, n * sizeof(float), err);
-    if (st == LT_OK && opt) st = lt_cuda_copy_h2d(s->cu, s->mom2, opt->v, n * sizeof(float), err);
     if (st == LT_OK) st = lt_cuda_sync(s->cu, err);
     if (st == LT_OK) m->backend = be;
     return st;
 }
 
-lt_status lt_backend_cuda_download(lt_backend *be, lt_llama *m, lt_adamw *opt, lt_error *err) {
+lt_status lt_backend_cuda_download(lt_backend *be, lt_llama *m, lt_error *err) {
     cuda_state *s = state_of(be);
-    size_t n = m->n_params;
-    if (!s->master || s->n_params != n)
-        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "no model of %zu parameters on the device", n);
-    lt_status st = lt_cuda_copy_d2h(s->cu, m->params, s->master, n * sizeof(float), err);
-    if (st == LT_OK && opt && s->mom1 && opt->n == n) {
-        st = lt_cuda_copy_d2h(s->cu, opt->m, s->mom1, n * sizeof(float), err);
-        if (st == LT_OK) st = lt_cuda_copy_d2h(s->cu, opt->v, s->mom2, n * sizeof(float), err);
-    }
+    if (!s->master || s->n_params != m->n_params)
+        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "no model of %zu parameters on the device", m->n_params);
+    return lt_cuda_copy_d2h(s->cu, m->params, s->master, m->n_params * sizeof(float), err);
+}
+
+lt_status lt_backend_cuda_upload_moments(lt_backend *be, const lt_adamw *opt, lt_error *err) {
+    cuda_state *s = state_of(be);
+    if (opt->n != s->n_params)
+        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "moments of %zu parameters for a model of %zu", opt->n,
+                       s->n_params);
+    lt_status st = moments(s, opt->n, err);
+    if (st == LT_OK) st = lt_cuda_copy_h2d(s->cu, s->mom1, opt->m, opt->n * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_copy_h2d(s->cu, s->mom2, opt->v, opt->n * sizeof(float), err);
+    return st;
+}
+
+lt_status lt_backend_cuda_download_moments(lt_backend *be, lt_adamw *opt, lt_error *err) {
+    cuda_state *s = state_of(be);
+    if (!s->mom1 || opt->n != s->n_params)
+        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "no moments of %zu parameters on the device", opt->n);
+    lt_status st = lt_cuda_copy_d2h(s->cu, opt->m, s->mom1, opt->n * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_copy_d2h(s->cu, opt->v, s->mom2, opt->n * sizeof(float), err);
     return st;
 }
 

@@ -296,7 +296,7 @@ int check_command(lt_cli_ctx *ctx) {
     if (st == LT_OK) st = load_or_init(ctx, ckpt, &c.m, &err);
     if (st == LT_OK && c.be) { /* the same model on the GPU: its struct, another backend */
         c.mg = c.m;
-        st = lt_backend_cuda_upload(c.be, &c.mg, NULL, &err);
+        st = lt_backend_cuda_upload(c.be, &c.mg, &err);
         if (st == LT_OK) st = lt_backend_cuda_grads(c.be, c.m.n_params, &c.dg, &err);
         if (st == LT_OK && !(c.hg = malloc(c.m.n_params * sizeof(float))))
             st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for the GPU's gradients");

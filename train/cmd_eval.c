@@ -139,7 +139,7 @@ int eval_command(lt_cli_ctx *ctx) {
     lt_backend *be = NULL;
     st = lt_docs_open(&docs, data, lt_cmd_context_len(ctx), &err);
     if (st == LT_OK) st = lt_cmd_open_backend(ctx, &be, &err);
-    if (st == LT_OK && be) st = lt_backend_cuda_upload(be, &m, NULL, &err); /* the passes read its bf16 copy */
+    if (st == LT_OK && be) st = lt_backend_cuda_upload(be, &m, &err); /* the passes read its bf16 copy */
     if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &pool, &threads, &err);
     if (st != LT_OK) {
         lt_docs_close(docs);

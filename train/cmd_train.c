@@ -386,7 +386,8 @@ int train_command(lt_cli_ctx *ctx) {
         lt_error_hint(&err, "set train.backend = cpu for --db");
     }
     /* the model to the GPU: fp32 master + bf16 copy, and the moments of a resumed run */
-    if (s == LT_OK && be) s = lt_backend_cuda_upload(be, &m, &opt, &err);
+    if (s == LT_OK && be) s = lt_backend_cuda_upload(be, &m, &err);
+    if (s == LT_OK && be) s = lt_backend_cuda_upload_moments(be, &opt, &err);
     if (s == LT_OK) s = lt_cpu_init(lt_cmd_threads(ctx), &L.pool, &threads, &err);
     if (s == LT_OK) {
         L.samples = calloc((size_t)batch_docs, sizeof *L.samples);
@@ -461,12 +462,14 @@ int train_command(lt_cli_ctx *ctx) {
             break;
         }
         if (s == LT_OK && every > 0 && st.step % every == 0 && st.step < stop) {
-            if (be) s = lt_backend_cuda_download(be, &m, &opt, &err); /* checkpoints: the fp32 master */
+            if (be) s = lt_backend_cuda_download(be, &m, &err); /* checkpoints: the fp32 master */
+            if (be && s == LT_OK) s = lt_backend_cuda_download_moments(be, &opt, &err);
             if (s == LT_OK) s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
             if (s == LT_OK && a.db && rank0) s = lt_metrics_svg(dir, &err);
         }
     }
-    if (s == LT_OK && be) s = lt_backend_cuda_download(be, &m, &opt, &err);
+    if (s == LT_OK && be) s = lt_backend_cuda_download(be, &m, &err);
+    if (s == LT_OK && be) s = lt_backend_cuda_download_moments(be, &opt, &err);
     if (s == LT_OK) s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
     if (s == LT_OK && a.db && rank0) s = lt_metrics_svg(dir, &err);
     if (s == LT_OK && preempted && rank0)
