@@ -53,6 +53,15 @@
  *
  * --check PROFILE measures the same and prices the layer with an existing profile instead
  * of fitting one: how far that profile is from this machine.
+ *
+ * train.backend = cuda (issue 20): the same layer, attention and head timings through the
+ * CUDA backend (train/backend.h: the pass code unchanged, bf16 on GPU 0 of rank 0), every
+ * timed region ended by the backend's check (a wait for the queued kernels, so the clock
+ * reads after the work); hbm_gbps from a 1 GiB device-to-device copy, hbm_gib the device's
+ * total, reserved_gib the device memory in use before the timing, act_bytes = 2. The links
+ * between GPUs are not timed (that needs NCCL between two ranks' GPUs): p2p_* and
+ * gpus_per_node are kept from the estimate profile of the output's name (etc/hardware) and
+ * marked so. Without a GPU or CUDA: "train.backend = cuda: WHY", exit 2.
  */
 #include "buildconfig.h" /* HAVE_MPI */
 
