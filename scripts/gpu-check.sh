@@ -8,7 +8,8 @@
 #   (run mode)       stop at once with exit status 3 and "no GPU" when nvidia-smi lists
 #                    none; else take the build (--carried's archive, else --build-dir, else
 #                    configure and build there), then run, in order:
-#                      1. the GPU unit tests (tests/kernels/test_cuda_*, test_gpu_probe):
+#                      1. the GPU unit tests (tests/kernels/test_cuda_*, test_gpu_probe,
+#                         tests/train/test_comm_device):
 #                         each must pass WITHOUT skipping (a skip on a GPU is a failure);
 #                      2. the scratch kernel benchmarks (make -C dev/cuda run: nvcc there);
 #                      3. the whole step's gradients on the GPU against the CPU executor
@@ -65,7 +66,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 export LONGTAIL_VOCAB_DIR="$ROOT/data/vocab" LONGTAIL_HARDWARE_DIR="$ROOT/etc/hardware"
 
 # the programs the run needs, besides the GPU tests (found by name)
-TARGETS=(dataprep/dataprep plans/planner train/trainer tests/kernels/test_gpu_probe)
+TARGETS=(dataprep/dataprep plans/planner train/trainer tests/kernels/test_gpu_probe tests/train/test_comm_device)
 
 # ---------------------------------------------------------------- --prepare
 if [ "$mode" = prepare ]; then
@@ -198,7 +199,7 @@ row "build" PASS "CUDA build in $build"
 
 # ---------------------------------------------------------------- 1. GPU unit tests
 gpu_tests=()
-for t in "$build"/tests/kernels/test_cuda_* "$build"/tests/kernels/test_gpu_probe; do
+for t in "$build"/tests/kernels/test_cuda_* "$build"/tests/kernels/test_gpu_probe "$build"/tests/train/test_comm_device; do
   [ -x "$t" ] && [ -f "$t" ] && gpu_tests+=("$t")
 done
 if ! compgen -G "$build/tests/kernels/test_cuda_*" >/dev/null; then
