@@ -69,14 +69,14 @@ extern "C" lt_status lt_cuda_sum_squares(lt_cuda *c, const float *g, size_t n, d
     *host_sum = 0.0;
     if (n == 0) return LT_OK;
     unsigned blocks = lt_cuda_sum_blocks(n);
-    sum_squares_partial_kernel<<<blocks, LT_CUDA_SUM_THREADS, 0, c->stream>>>(c->reduce, g, n);
+    LT_KERNEL(sum_squares_partial_kernel, blocks, LT_CUDA_SUM_THREADS, c->stream)(c->reduce, g, n);
     LT_LAUNCH_CHECK("sum_squares_partial_kernel");
     return lt_cuda_finish_sum(c, blocks, host_sum, err);
 }
 
 extern "C" lt_status lt_cuda_scale(lt_cuda *c, float *g, size_t n, float s, lt_error *err) {
     if (n == 0) return LT_OK;
-    scale_kernel<<<lt_cuda_blocks(c, n, ADAMW_THREADS), ADAMW_THREADS, 0, c->stream>>>(g, n, s);
+    LT_KERNEL(scale_kernel, lt_cuda_blocks(c, n, ADAMW_THREADS), ADAMW_THREADS, c->stream)(g, n, s);
     LT_LAUNCH_CHECK("scale_kernel");
     return LT_OK;
 }
@@ -97,7 +97,7 @@ extern "C" lt_status lt_cuda_adamw(lt_cuda *c, float *master, lt_bf16 *bf16_copy
     k.eps = (float)eps;
     k.neg_step = (float)(-(lr / bc1));
     k.decay = decay != 0.0 ? (float)(1.0 - lr * decay) : 1.0f;
-    adamw_kernel<<<lt_cuda_blocks(c, n, ADAMW_THREADS), ADAMW_THREADS, 0, c->stream>>>(master, bf16_copy, grad, m, v,
+    LT_KERNEL(adamw_kernel, lt_cuda_blocks(c, n, ADAMW_THREADS), ADAMW_THREADS, c->stream)(master, bf16_copy, grad, m, v,
                                                                                        n, k);
     LT_LAUNCH_CHECK("adamw_kernel");
     return LT_OK;

@@ -224,14 +224,14 @@ __global__ void add8_kernel(lt_bf16 *dst, const lt_bf16 *a, const lt_bf16 *b, si
 
 extern "C" lt_status lt_cuda_f32_to_bf16(lt_cuda *c, lt_bf16 *dst, const float *src, size_t n, lt_error *err) {
     if (n == 0) return LT_OK;
-    f32_to_bf16_kernel<<<lt_cuda_blocks(c, n, EW_THREADS), EW_THREADS, 0, c->stream>>>(dst, src, n);
+    LT_KERNEL(f32_to_bf16_kernel, lt_cuda_blocks(c, n, EW_THREADS), EW_THREADS, c->stream)(dst, src, n);
     LT_LAUNCH_CHECK("f32_to_bf16_kernel");
     return LT_OK;
 }
 
 extern "C" lt_status lt_cuda_bf16_to_f32(lt_cuda *c, float *dst, const lt_bf16 *src, size_t n, lt_error *err) {
     if (n == 0) return LT_OK;
-    bf16_to_f32_kernel<<<lt_cuda_blocks(c, n, EW_THREADS), EW_THREADS, 0, c->stream>>>(dst, src, n);
+    LT_KERNEL(bf16_to_f32_kernel, lt_cuda_blocks(c, n, EW_THREADS), EW_THREADS, c->stream)(dst, src, n);
     LT_LAUNCH_CHECK("bf16_to_f32_kernel");
     return LT_OK;
 }
@@ -240,10 +240,10 @@ extern "C" lt_status lt_cuda_add(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *a, con
                                  lt_error *err) {
     if (n == 0) return LT_OK;
     if (n % 8 == 0 && lt_cuda_aligned16(dst) && lt_cuda_aligned16(a) && lt_cuda_aligned16(b)) {
-        add8_kernel<<<lt_cuda_blocks(c, n / 8, EW_THREADS), EW_THREADS, 0, c->stream>>>(dst, a, b, n / 8);
+        LT_KERNEL(add8_kernel, lt_cuda_blocks(c, n / 8, EW_THREADS), EW_THREADS, c->stream)(dst, a, b, n / 8);
         LT_LAUNCH_CHECK("add8_kernel");
     } else {
-        add_kernel<<<lt_cuda_blocks(c, n, EW_THREADS), EW_THREADS, 0, c->stream>>>(dst, a, b, n);
+        LT_KERNEL(add_kernel, lt_cuda_blocks(c, n, EW_THREADS), EW_THREADS, c->stream)(dst, a, b, n);
         LT_LAUNCH_CHECK("add_kernel");
     }
     return LT_OK;
@@ -285,7 +285,7 @@ unsigned lt_cuda_sum_blocks(size_t n) {
 
 /* Stage 2 and the copy to the host, shared with kernels/adamw.cu's sum of squares. */
 lt_status lt_cuda_finish_sum(lt_cuda *c, unsigned blocks, double *host_sum, lt_error *err) {
-    sum_partials_kernel<<<1, 1024, 0, c->stream>>>(c->reduce, (int)blocks);
+    LT_KERNEL(sum_partials_kernel, 1, 1024, c->stream)(c->reduce, (int)blocks);
     LT_LAUNCH_CHECK("sum_partials_kernel");
     LT_CUDA_CHECK(cudaMemcpyAsync(c->host_sum, c->reduce + blocks, sizeof(double), cudaMemcpyDeviceToHost, c->stream));
     LT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
@@ -297,7 +297,7 @@ extern "C" lt_status lt_cuda_sum_rows(lt_cuda *c, const float *x, size_t n, doub
     *host_sum = 0.0;
     if (n == 0) return LT_OK;
     unsigned blocks = lt_cuda_sum_blocks(n);
-    sum_rows_partial_kernel<<<blocks, LT_CUDA_SUM_THREADS, 0, c->stream>>>(c->reduce, x, n);
+    LT_KERNEL(sum_rows_partial_kernel, blocks, LT_CUDA_SUM_THREADS, c->stream)(c->reduce, x, n);
     LT_LAUNCH_CHECK("sum_rows_partial_kernel");
     return lt_cuda_finish_sum(c, blocks, host_sum, err);
 }

@@ -108,6 +108,19 @@ lt_status lt_cuda_fail_blas(lt_error *err, cublasStatus_t rc, const char *call, 
         if (!(cond)) return lt_fail(err, LT_ERR_INTERNAL, fn, __VA_ARGS__);   \
     } while (0)
 
+/* ---------------------------------------------------------------- launches */
+
+/* LT_KERNEL(kernel, grid, block, stream)(args...): a launch on `stream` with no dynamic
+ * shared memory. Written as a macro so that dev/cuda/emu_kernels (the kernels run on the
+ * CPU with g++, one std::thread per CUDA thread, to check index math and barriers where
+ * no GPU exists) can compile the same source: there LT_CUDA_EMULATE is defined and the
+ * launch runs the grid on the host. */
+#ifdef LT_CUDA_EMULATE
+#define LT_KERNEL(kernel, grid, block, stream) lt_emu::launcher(kernel, (grid), (block))
+#else
+#define LT_KERNEL(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
+#endif
+
 /* ---------------------------------------------------------------- launch sizes */
 
 /* Blocks for a grid-stride loop over n items with `threads` per block: enough to fill the

@@ -60,10 +60,10 @@ extern "C" lt_status lt_cuda_embed_forward(lt_cuda *c, lt_bf16 *out, const int32
     LT_CUDA_REQUIRE(T >= 0 && C >= 0, "lt_cuda_embed_forward", "negative shape T=%d C=%d", T, C);
     if (T == 0 || C == 0) return LT_OK;
     if (C % 8 == 0 && lt_cuda_aligned16(out) && lt_cuda_aligned16(wte)) {
-        embed_forward_kernel<true><<<T, EMBED_THREADS, 0, c->stream>>>(out, ids, wte, C);
+        LT_KERNEL(embed_forward_kernel<true>, T, EMBED_THREADS, c->stream)(out, ids, wte, C);
         LT_LAUNCH_CHECK("embed_forward_kernel<vec>");
     } else {
-        embed_forward_kernel<false><<<T, EMBED_THREADS, 0, c->stream>>>(out, ids, wte, C);
+        LT_KERNEL(embed_forward_kernel<false>, T, EMBED_THREADS, c->stream)(out, ids, wte, C);
         LT_LAUNCH_CHECK("embed_forward_kernel");
     }
     return LT_OK;
@@ -86,12 +86,12 @@ extern "C" lt_status lt_cuda_embed_backward(lt_cuda *c, float *dwte, const lt_bf
     char *base = (char *)scratch;
     int32_t *order_in = (int32_t *)base, *key_out = (int32_t *)(base + arr), *order_out = (int32_t *)(base + 2 * arr);
     void *temp = base + 3 * arr;
-    iota_kernel<<<(T + 255) / 256, 256, 0, c->stream>>>(order_in, T);
+    LT_KERNEL(iota_kernel, (T + 255) / 256, 256, c->stream)(order_in, T);
     LT_LAUNCH_CHECK("iota_kernel");
     /* LSD radix sort: stable, so equal ids keep t ascending */
     LT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, ids, key_out, order_in, order_out, T, 0, 32,
                                                   c->stream));
-    embed_backward_runs_kernel<<<T, EMBED_THREADS, 0, c->stream>>>(dwte, dout, key_out, order_out, T, C);
+    LT_KERNEL(embed_backward_runs_kernel, T, EMBED_THREADS, c->stream)(dwte, dout, key_out, order_out, T, C);
     LT_LAUNCH_CHECK("embed_backward_runs_kernel");
     return LT_OK;
 }

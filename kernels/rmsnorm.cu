@@ -128,10 +128,10 @@ extern "C" lt_status lt_cuda_rmsnorm_forward(lt_cuda *c, lt_bf16 *out, float *rs
     if (T == 0) return LT_OK;
     unsigned blocks = (unsigned)((T + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
     if (vec_ok(C, out, x, w, NULL)) {
-        rmsnorm_forward_kernel<true><<<blocks, RMS_THREADS, 0, c->stream>>>(out, rstd, x, w, T, C, eps);
+        LT_KERNEL(rmsnorm_forward_kernel<true>, blocks, RMS_THREADS, c->stream)(out, rstd, x, w, T, C, eps);
         LT_LAUNCH_CHECK("rmsnorm_forward_kernel<vec>");
     } else {
-        rmsnorm_forward_kernel<false><<<blocks, RMS_THREADS, 0, c->stream>>>(out, rstd, x, w, T, C, eps);
+        LT_KERNEL(rmsnorm_forward_kernel<false>, blocks, RMS_THREADS, c->stream)(out, rstd, x, w, T, C, eps);
         LT_LAUNCH_CHECK("rmsnorm_forward_kernel");
     }
     return LT_OK;
@@ -145,10 +145,10 @@ extern "C" lt_status lt_cuda_rmsnorm_backward(lt_cuda *c, lt_bf16 *dx, float *dw
     unsigned blocks = (unsigned)((T + RMS_ROWS_PER_BLOCK - 1) / RMS_ROWS_PER_BLOCK);
     if (dx != NULL) {
         if (vec_ok(C, dx, dout, x, w)) {
-            rmsnorm_backward_dx_kernel<true><<<blocks, RMS_THREADS, 0, c->stream>>>(dx, dout, x, w, rstd, T, C);
+            LT_KERNEL(rmsnorm_backward_dx_kernel<true>, blocks, RMS_THREADS, c->stream)(dx, dout, x, w, rstd, T, C);
             LT_LAUNCH_CHECK("rmsnorm_backward_dx_kernel<vec>");
         } else {
-            rmsnorm_backward_dx_kernel<false><<<blocks, RMS_THREADS, 0, c->stream>>>(dx, dout, x, w, rstd, T, C);
+            LT_KERNEL(rmsnorm_backward_dx_kernel<false>, blocks, RMS_THREADS, c->stream)(dx, dout, x, w, rstd, T, C);
             LT_LAUNCH_CHECK("rmsnorm_backward_dx_kernel");
         }
     }
@@ -159,9 +159,9 @@ extern "C" lt_status lt_cuda_rmsnorm_backward(lt_cuda *c, lt_bf16 *dx, float *dw
         lt_status st = lt_cuda_scratch(c, (size_t)R * (size_t)C * sizeof(float), &partial, err);
         if (st != LT_OK) return st;
         dim3 grid((unsigned)((C + DW_COLS - 1) / DW_COLS), (unsigned)R), block(DW_COLS, DW_ROWS);
-        rmsnorm_dw_partial_kernel<<<grid, block, 0, c->stream>>>((float *)partial, dout, x, rstd, T, C);
+        LT_KERNEL(rmsnorm_dw_partial_kernel, grid, block, c->stream)((float *)partial, dout, x, rstd, T, C);
         LT_LAUNCH_CHECK("rmsnorm_dw_partial_kernel");
-        rmsnorm_dw_finish_kernel<<<(unsigned)((C + 255) / 256), 256, 0, c->stream>>>(dw, (const float *)partial, R, C);
+        LT_KERNEL(rmsnorm_dw_finish_kernel, (unsigned)((C + 255) / 256), 256, c->stream)(dw, (const float *)partial, R, C);
         LT_LAUNCH_CHECK("rmsnorm_dw_finish_kernel");
     }
     return LT_OK;

@@ -53,7 +53,7 @@ static lt_status rope(lt_cuda *c, lt_bf16 *x, const int32_t *pos, int T, int n_h
     for (int i = hd / 2; i < ROPE_MAX_HALF; i++) f.inv_freq[i] = 0.0f;
     size_t n = (size_t)T * (size_t)(hd / 2);
     unsigned blocks = (unsigned)((n + ROPE_THREADS - 1) / ROPE_THREADS); /* T*256/256 fits unsigned */
-    rope_kernel<<<blocks, ROPE_THREADS, 0, c->stream>>>(x, pos, T, n_heads, hd, sign, f);
+    LT_KERNEL(rope_kernel, blocks, ROPE_THREADS, c->stream)(x, pos, T, n_heads, hd, sign, f);
     LT_LAUNCH_CHECK("rope_kernel");
     return LT_OK;
 }

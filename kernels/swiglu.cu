@@ -57,11 +57,11 @@ extern "C" lt_status lt_cuda_swiglu_forward(lt_cuda *c, lt_bf16 *out, const lt_b
                                             size_t n, lt_error *err) {
     if (n == 0) return LT_OK;
     if (n % 8 == 0 && lt_cuda_aligned16(out) && lt_cuda_aligned16(gate) && lt_cuda_aligned16(up)) {
-        swiglu_forward8_kernel<<<lt_cuda_blocks(c, n / 8, SWIGLU_THREADS), SWIGLU_THREADS, 0, c->stream>>>(out, gate,
+        LT_KERNEL(swiglu_forward8_kernel, lt_cuda_blocks(c, n / 8, SWIGLU_THREADS), SWIGLU_THREADS, c->stream)(out, gate,
                                                                                                           up, n / 8);
         LT_LAUNCH_CHECK("swiglu_forward8_kernel");
     } else {
-        swiglu_forward_kernel<<<lt_cuda_blocks(c, n, SWIGLU_THREADS), SWIGLU_THREADS, 0, c->stream>>>(out, gate, up,
+        LT_KERNEL(swiglu_forward_kernel, lt_cuda_blocks(c, n, SWIGLU_THREADS), SWIGLU_THREADS, c->stream)(out, gate, up,
                                                                                                      n);
         LT_LAUNCH_CHECK("swiglu_forward_kernel");
     }
@@ -73,11 +73,11 @@ extern "C" lt_status lt_cuda_swiglu_backward(lt_cuda *c, lt_bf16 *dgate, lt_bf16
     if (n == 0) return LT_OK;
     if (n % 8 == 0 && lt_cuda_aligned16(dgate) && lt_cuda_aligned16(dup) && lt_cuda_aligned16(dout) &&
         lt_cuda_aligned16(gate) && lt_cuda_aligned16(up)) {
-        swiglu_backward8_kernel<<<lt_cuda_blocks(c, n / 8, SWIGLU_THREADS), SWIGLU_THREADS, 0, c->stream>>>(
+        LT_KERNEL(swiglu_backward8_kernel, lt_cuda_blocks(c, n / 8, SWIGLU_THREADS), SWIGLU_THREADS, c->stream)(
             dgate, dup, dout, gate, up, n / 8);
         LT_LAUNCH_CHECK("swiglu_backward8_kernel");
     } else {
-        swiglu_backward_kernel<<<lt_cuda_blocks(c, n, SWIGLU_THREADS), SWIGLU_THREADS, 0, c->stream>>>(
+        LT_KERNEL(swiglu_backward_kernel, lt_cuda_blocks(c, n, SWIGLU_THREADS), SWIGLU_THREADS, c->stream)(
             dgate, dup, dout, gate, up, n);
         LT_LAUNCH_CHECK("swiglu_backward_kernel");
     }

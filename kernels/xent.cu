@@ -128,10 +128,10 @@ extern "C" lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits,
                     "dlogits and row_loss are required (the gradient is written in place of the logits)");
     if (T == 0) return LT_OK;
     if (V % 8 == 0 && lt_cuda_aligned16(dlogits) && lt_cuda_aligned16(logits)) {
-        xent_kernel<true><<<T, XENT_THREADS, 0, c->stream>>>(dlogits, logits, targets, V, scale, row_loss);
+        LT_KERNEL(xent_kernel<true>, T, XENT_THREADS, c->stream)(dlogits, logits, targets, V, scale, row_loss);
         LT_LAUNCH_CHECK("xent_kernel<vec>");
     } else {
-        xent_kernel<false><<<T, XENT_THREADS, 0, c->stream>>>(dlogits, logits, targets, V, scale, row_loss);
+        LT_KERNEL(xent_kernel<false>, T, XENT_THREADS, c->stream)(dlogits, logits, targets, V, scale, row_loss);
         LT_LAUNCH_CHECK("xent_kernel");
     }
     return LT_OK;

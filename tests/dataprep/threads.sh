@@ -6,7 +6,7 @@
 # exercised here: a multi-file task mixing WET (.gz), JSONL (.gz, .zst, plain, with bad lines
 # and a damaged .zst), Wikipedia XML (.bz2) and a file that cannot be opened; once with the
 # defaults, once with small frames, a small document cap (truncation, long-line skips) and
-# EOS appended; and a task of a 2-task array. T = 1, 2, 4 (oversubscribed on small
+# EOS appended; one large JSONL file; and a task of a 2-task array. T = 1, 2, 4 (oversubscribed on small
 # machines, which is fine: only the bytes are compared). Emits TAP.
 : "${top_srcdir:?}" "${top_builddir:?}"
 BIN="$top_builddir/dataprep/dataprep"
@@ -93,6 +93,16 @@ stat_at_least defaults skipped.total 100
 stat_at_least defaults damaged_files 2
 stat_at_least small outputs.frames 100
 stat_at_least small truncated_documents 100
+
+# one large JSONL file (GitHub code x 3, ~16 MB, zstd): lines cut by one reader, decoded by
+# the workers or, when it is far enough ahead, by the reader itself (run.c reader_help)
+{ for _ in 1 2 3; do zstd -dc "$C/github/"*.jsonl.zst; done; } | zstd -q -1 -o "$tmp/big.jsonl.zst"
+for t in 1 2 4; do
+  run_case big "$t" --field code --set data.frame_size=64K --input "$tmp/big.jsonl.zst" ||
+    not_ok "big: --threads $t failed" "$tmp/big-t$t.log"
+done
+same_as big 2
+same_as big 4
 
 # one task of a 2-task array
 for t in 1 4; do

@@ -387,7 +387,11 @@ static void test_embed(void **state) {
         for (int t = 0; t < T; t++) ids[t] = (int32_t)(lt_rng_double(&r) * 10); /* ids repeat: runs */
         ids[T - 1] = V - 1;
         float *wte = rand_bf16_values(&r, (size_t)V * C, -1, 1), *dout = rand_bf16_values(&r, (size_t)T * C, -1, 1);
-        float *dwte0 = rand_bf16_values(&r, (size_t)V * C, -1, 1);
+        /* the sums must round for the order of the adds to show: full fp32 mantissas in
+         * dwte, dout scaled by powers of two from 2^-8 to 2^8 (still bf16 values) */
+        float *dwte0 = fbuf((size_t)V * C);
+        for (size_t i = 0; i < (size_t)V * C; i++) dwte0[i] = (float)(2.0 * lt_rng_double(&r) - 1.0);
+        for (size_t i = 0; i < (size_t)T * C; i++) dout[i] = ldexpf(dout[i], (int)(lt_rng_double(&r) * 17) - 8);
         int32_t *d_ids = up_i32(ids, (size_t)T);
         lt_bf16 *d_wte = up_bf16(wte, (size_t)V * C), *d_out = dalloc((size_t)T * C * 2),
                 *d_dout = up_bf16(dout, (size_t)T * C);

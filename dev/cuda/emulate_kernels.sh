@@ -1,0 +1,35 @@
+#!/bin/sh
+# dev/cuda/emulate_kernels.sh — run tests/kernels/test_cuda_kernels against the CUDA
+# kernels of kernels/ (all but attention) executed on the CPU: the kernel sources are
+# compiled by g++ with -DLT_CUDA_EMULATE and dev/cuda/emu_kernels/ standing in for the
+# CUDA headers (one std::thread per CUDA thread, barriers for __syncthreads and the warp
+# shuffles, host memory as device memory, a naive column-major cuBLASLt that refuses
+# inconsistent layouts). It checks index math, bounds, barriers, the wrappers' logic and
+# the GEMMs' transposes on a machine without a GPU; not speed, not launch limits, not
+# the GPU's own expf/sinf rounding (the host libm's here).
+#
+# Usage: dev/cuda/emulate_kernels.sh BUILD_DIR   (a configured build tree of this source,
+# CUDA or not; its libraries and the test's object are built there first)
+set -eu
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
+out=$build/dev-cuda-emu
+mkdir -p "$out"
+make -s -C "$build" tests/libtestutil.a train/libtrain.a plans/libplans.a dataprep/libdataprep.a \
+    lib/liblongtail.a kernels/bf16.o tests/kernels/test_cuda_kernels-test_cuda_kernels.o
+objs=
+for k in context gemm embed rmsnorm rope swiglu xent adamw; do
+    g++ -std=c++20 -O1 -g -ffp-contract=off -Wall -Wno-unknown-pragmas -x c++ -DLT_CUDA_EMULATE \
+        -I"$src/dev/cuda/emu_kernels" -I"$src" -I"$build" -c "$src/kernels/$k.cu" -o "$out/$k.o"
+    objs="$objs $out/$k.o"
+done
+rm -f "$out/libkernels_emu.a"
+ar rcs "$out/libkernels_emu.a" $objs "$build/kernels/bf16.o"
+# the test's own link line, with the emulated kernels in place of libkernels.a and CUDA
+link=$(make -C "$build" -n -W tests/kernels/test_cuda_kernels-test_cuda_kernels.o tests/kernels/test_cuda_kernels |
+    grep -- '-o tests/kernels/test_cuda_kernels ' | sed 's/^.*;gcc /gcc /' | head -n 1)
+link=$(printf '%s\n' "$link" | sed -e "s|kernels/libkernels.a|$out/libkernels_emu.a|" \
+    -e 's/-lcudart//; s/-lcublasLt//; s/-lcublas//; s/-lnccl//' \
+    -e "s|-o tests/kernels/test_cuda_kernels |-o $out/test_cuda_kernels_emulated |" -e 's/^gcc /g++ -pthread /')
+(cd "$build" && eval "$link -lstdc++")
+"$out/test_cuda_kernels_emulated"
