@@ -9,8 +9,9 @@
  *   readers (R)       files -> batches of ~1 MiB of text, a batch from one file only.
  *                     R = min(T, 8, files): each reader takes the next unread file, so
  *                     several files decompress at once. For JSONL the reader only cuts
- *                     lines (reader.h, record-parallel decoding); WET and wiki XML records
- *                     are framed and decoded here, their frames depending on what precedes.
+ *                     lines (reader.h, record-parallel decoding), and decodes some itself
+ *                     only when far ahead of the workers (reader_help); WET and wiki XML
+ *                     records are framed and decoded here, each frame depending on the last.
  *   workers (T)       a batch at a time, the earliest file's first: decode its JSONL lines
  *                     (JSON, UTF-8 repair, truncation), then tokenize (own lt_tok_scratch)
  *   writer (main)     the files in task order, each file's batches in reading order ->
