@@ -184,7 +184,9 @@ lt_status lt_comm_barrier(lt_comm *c, lt_error *err);
 lt_status lt_comm_pick_device(const lt_comm *c, int *device, lt_error *err);
 /* Join the NCCL communicators (above) on `device`, whose compute and communication
  * streams (cudaStream_t, as from lt_cuda_stream / lt_cuda_comm_stream) the device calls
- * use. Collective over the world. Once per communicator. */
+ * use. Collective over the world. Once per communicator. The streams must outlive the
+ * communicator: lt_comm_finalize (which destroys the NCCL communicators) before
+ * lt_cuda_close. */
 lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, void *comm_stream, lt_error *err);
 bool lt_comm_has_device(const lt_comm *c);
 
