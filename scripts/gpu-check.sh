@@ -332,7 +332,7 @@ if LONGTAIL_HARDWARE_DIR="$hw_dir" run_logged bash "$ROOT/bench/gpu/run.sh" \
   else row "1B Llama MFU (8K units, megatron packing)" "BELOW TARGET" "$line (target >= 0.50)"; fi
   if awk -v e="$serr" 'BEGIN { exit !(e != "nan" && e <= 0.05) }'; then row "simulator step time" PASS "mean |err| $serr"
   else row "simulator step time" "BELOW TARGET" "mean |predicted - measured| / measured = $serr (target <= 0.05)"; fi
-  if [ "$merr" = na ]; then row "simulator memory" "MISSING" "the trainer records no measured device peak in metrics.jsonl"
+  if [ "$merr" = na ]; then row "simulator memory" "MISSING" "no measured peak: the plan database has no step_measured.peak_bytes (trainer train --db stores it)"
   elif awk -v e="$merr" 'BEGIN { exit !(e <= 0.02) }'; then row "simulator memory" PASS "max |err| $merr"
   else row "simulator memory" "BELOW TARGET" "max |err| $merr (target <= 0.02)"; fi
   cp "$work/bench1b/results.txt" "$out/bench1b.txt" 2>/dev/null

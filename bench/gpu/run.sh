@@ -34,8 +34,12 @@
 # tokens costs 3 x its forward FLOPs (forward + a backward of twice the forward; recompute
 # not counted: model FLOPs, not hardware FLOPs), and the forward = 2 n x (the parameters of
 # the layers' matrices and the LM head) + the causal attention 4 x layers x hidden x
-# n (n + 1) / 2. Printed last: `mfu=M tokens_per_s=T step_err=E mem_err=F` (mem_err `na`
-# when the trainer records no measured device peak). Also OUT/results.txt (key=value).
+# n (n + 1) / 2. step_err = the mean over the timed steps of |predicted - measured| /
+# measured step time (metrics.jsonl's predicted_ms and seconds); mem_err = the largest
+# |predicted - measured| / measured peak memory, predicted = step_summary.peak_mem_bytes,
+# measured = the plan database's step_measured.peak_bytes (what `trainer train --db` stores;
+# `na` when there is none). Printed last: `mfu=M tokens_per_s=T step_err=E mem_err=F`.
+# Also OUT/results.txt (key=value).
 # Exit status: 0; 1 when a program failed; 2 bad usage.
 set -euo pipefail
 
@@ -164,12 +168,20 @@ fl = sum(flops.get(r["plan_step"], 0) for r in timed)
 mfu = fl / secs / peak
 errs = [abs(r["predicted_ms"] - 1e3 * r["seconds"]) / (1e3 * r["seconds"]) for r in timed if r.get("predicted_ms")]
 step_err = sum(errs) / len(errs) if errs else float("nan")
-mem_key = next((k for k in ("device_peak_bytes", "peak_mem_bytes", "arena_peak_bytes") if k in timed[0]), None)
-if mem_key:
-    merrs = [abs(pred_mem[r["plan_step"]] - r[mem_key]) / r[mem_key] for r in timed if r.get(mem_key)]
-    mem_err = "%.4f" % (max(merrs)) if merrs else "na"
-else:
-    mem_err = "na"
+# the measured peak: what `trainer train --db` stores per step (the step_measured view of the
+# plan database, peak_bytes), else a key of metrics.jsonl; "na" when neither exists
+meas_mem = {}
+try:
+    meas_mem = {s: b for s, b in db.execute("SELECT step, peak_bytes FROM step_measured") if b and b > 0}
+except sqlite3.Error:
+    pass
+if not meas_mem:
+    key = next((k for k in ("device_peak_bytes", "peak_bytes") if k in timed[0]), None)
+    if key:
+        meas_mem = {r["plan_step"]: r[key] for r in timed if r.get(key)}
+merrs = [abs(pred_mem[r["plan_step"]] - meas_mem[r["plan_step"]]) / meas_mem[r["plan_step"]]
+         for r in timed if r["plan_step"] in meas_mem and r["plan_step"] in pred_mem]
+mem_err = "%.4f" % max(merrs) if merrs else "na"
 with open(out + "/results.txt", "w") as f:
     f.write("timed_steps=%d seconds=%.4f tokens=%d model_flops=%.4e peak_flops=%.4e\n" % (len(timed), secs, toks, fl, peak))
     f.write("mfu=%.4f tokens_per_s=%.0f step_err=%.4f mem_err=%s\n" % (mfu, toks / secs, step_err, mem_err))
