@@ -13,7 +13,8 @@
  *   forward  (Alg. 1): one thread block per (query block of 64 rows of a segment, query
  *            head); each of its 4 warps owns 16 query rows and keeps them, their running
  *            max m and sum l and their output in registers while the block streams the
- *            visible key/value tiles through shared memory (online softmax, Sec. 3.1:
+ *            visible key/value tiles through shared memory, double-buffered with cp.async
+ *            (the next tile is in flight while this one is computed; online softmax, Sec. 3.1:
  *            the output is rescaled only by exp(m_old - m_new) and divided by l once at
  *            the end). lse = m + log(l) is saved per (row, head). Key tiles past the
  *            block's last position are never loaded (causal skipping, Sec. 3.1); a warp
@@ -201,6 +202,43 @@ __device__ __forceinline__ void load_tile(uint16_t *s, const uint16_t *base, siz
     }
 }
 
+/* 16 bytes global -> shared without passing through registers (cp.async.cg, sm_80+),
+ * completing at cp_async_wait; valid == false writes 16 zero bytes (src-size 0: nothing
+ * is read from src). */
+__device__ __forceinline__ void cp_async16(uint16_t *dst, const uint16_t *src, bool valid) {
+#ifdef LT_ATTENTION_EMULATE /* synchronous: the emulation checks the barriers, not the timing */
+    if (valid) memcpy(dst, src, 16);
+    else memset(dst, 0, 16);
+#else
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifndef LT_ATTENTION_EMULATE
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+/* Wait until at most N of this thread's committed copy groups are still in flight. */
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#ifndef LT_ATTENTION_EMULATE
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/* load_tile's asynchronous twin (same layout and zero rows), for double buffering. */
+template <int HD>
+__device__ __forceinline__ void async_tile(uint16_t *s, const uint16_t *base, size_t ld, int r0, int rows,
+                                           int valid) {
+    constexpr int LD = HD + 8, VEC = HD / 8;
+    for (int c = threadIdx.x; c < rows * VEC; c += THREADS) {
+        int r = c / VEC, cc = c % VEC;
+        bool ok = r0 + r < valid;
+        cp_async16(s + r * LD + cc * 8, ok ? base + (size_t)(r0 + r) * ld + (size_t)cc * 8 : base, ok);
+    }
+}
+
 /* A fragments of 16 rows x HD of a row-major global matrix (rows past `valid`: zeros). */
 template <int HD>
 __device__ __forceinline__ void load_a_global(uint32_t f[HD / 16][4], const uint16_t *base, size_t ld, int r,
@@ -241,10 +279,11 @@ __device__ __forceinline__ int find_group(const group *gs, int n, int x) {
 
 /* ---------------------------------------------------------------- forward (Alg. 1) */
 
-/* Shared memory of the forward and dQ kernels: K and V tiles [BK][HD+8]. */
+/* Shared memory of the forward and dQ kernels: two stages (double buffering) of a K and a
+ * V tile [BK][HD+8]: stage s holds K at s * 2 BK LD and V at (2s + 1) BK LD halfwords. */
 template <int HD, int BK>
 constexpr size_t fwd_smem() {
-    return (size_t)2 * BK * (HD + 8) * sizeof(uint16_t);
+    return (size_t)4 * BK * (HD + 8) * sizeof(uint16_t);
 }
 
 /* __launch_bounds__(THREADS, 2): without the minimum of 2 blocks per SM, ptxas capped the
@@ -283,11 +322,22 @@ __global__ void __launch_bounds__(THREADS, 2) fwd_kernel(uint16_t *__restrict__ 
     float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f; /* l: this lane's part */
 
     const uint16_t *kbase = sg.k + (size_t)kvh * HD, *vbase = sg.v + (size_t)kvh * HD;
-    for (int kb0 = 0; kb0 < kend; kb0 += BK) {
-        __syncthreads(); /* every warp is done with the previous tile */
-        load_tile<HD>(Ks, kbase, kvd, kb0, BK, kend);
-        load_tile<HD>(Vs, vbase, kvd, kb0, BK, kend);
-        __syncthreads();
+    /* double buffering: tile it+1 is copied (cp.async) while tile it is computed */
+    const int n_tiles = (kend + BK - 1) / BK;
+    async_tile<HD>(Ks, kbase, kvd, 0, BK, kend);
+    async_tile<HD>(Vs, vbase, kvd, 0, BK, kend);
+    cp_async_commit();
+    for (int it = 0; it < n_tiles; it++) {
+        const int kb0 = it * BK;
+        const uint16_t *Kc = Ks + (it & 1) * 2 * BK * LD, *Vc = Vs + (it & 1) * 2 * BK * LD;
+        __syncthreads(); /* every warp is done with tile it-1, whose stage the next copy fills */
+        if (it + 1 < n_tiles) {
+            async_tile<HD>(Ks + ((it + 1) & 1) * 2 * BK * LD, kbase, kvd, kb0 + BK, BK, kend);
+            async_tile<HD>(Vs + ((it + 1) & 1) * 2 * BK * LD, vbase, kvd, kb0 + BK, BK, kend);
+        }
+        cp_async_commit(); /* possibly empty: keeps "all but the newest group" = tile it */
+        cp_async_wait<1>(); /* this thread's copies of tile it have landed */
+        __syncthreads();    /* and everyone's */
         if (kb0 > warp_last) continue; /* the whole tile is in my rows' future */
 
         /* S = Q K^T (16 x BK per warp) */
@@ -298,7 +348,7 @@ __global__ void __launch_bounds__(THREADS, 2) fwd_kernel(uint16_t *__restrict__ 
 #pragma unroll
             for (int ks = 0; ks < HD / 16; ks += 2) {
                 uint32_t b[4];
-                ldsm_x4(b, b_rows<LD>(Ks, nt * 8, ks, lane));
+                ldsm_x4(b, b_rows<LD>(Kc, nt * 8, ks, lane));
                 mma16816(s[nt], qf[ks], b[0], b[1]);
                 mma16816(s[nt], qf[ks + 1], b[2], b[3]);
             }
@@ -348,7 +398,7 @@ __global__ void __launch_bounds__(THREADS, 2) fwd_kernel(uint16_t *__restrict__ 
 #pragma unroll
             for (int i = 0; i < HD / 8; i += 2) {
                 uint32_t b[4];
-                ldsm_x4_t(b, bt_rows<LD>(Vs, kk, i, lane));
+                ldsm_x4_t(b, bt_rows<LD>(Vc, kk, i, lane));
                 mma16816(o[i], pa, b[0], b[1]);
                 mma16816(o[i + 1], pa, b[2], b[3]);
             }
@@ -436,12 +486,23 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(uint16_t *__restrict__ dq, 
     for (int i = 0; i < HD / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
 
     const uint16_t *kbase = sg.k + (size_t)kvh * HD, *vbase = sg.v + (size_t)kvh * HD;
-    for (int kb0 = 0; kb0 < kend; kb0 += BK) {
-        __syncthreads();
-        load_tile<HD>(Ks, kbase, kvd, kb0, BK, kend);
-        load_tile<HD>(Vs, vbase, kvd, kb0, BK, kend);
-        __syncthreads();
-        if (kb0 > warp_last) continue;
+    /* double buffering: tile it+1 is copied (cp.async) while tile it is computed */
+    const int n_tiles = (kend + BK - 1) / BK;
+    async_tile<HD>(Ks, kbase, kvd, 0, BK, kend);
+    async_tile<HD>(Vs, vbase, kvd, 0, BK, kend);
+    cp_async_commit();
+    for (int it = 0; it < n_tiles; it++) {
+        const int kb0 = it * BK;
+        const uint16_t *Kc = Ks + (it & 1) * 2 * BK * LD, *Vc = Vs + (it & 1) * 2 * BK * LD;
+        __syncthreads(); /* every warp is done with tile it-1, whose stage the next copy fills */
+        if (it + 1 < n_tiles) {
+            async_tile<HD>(Ks + ((it + 1) & 1) * 2 * BK * LD, kbase, kvd, kb0 + BK, BK, kend);
+            async_tile<HD>(Vs + ((it + 1) & 1) * 2 * BK * LD, vbase, kvd, kb0 + BK, BK, kend);
+        }
+        cp_async_commit(); /* possibly empty: keeps "all but the newest group" = tile it */
+        cp_async_wait<1>(); /* this thread's copies of tile it have landed */
+        __syncthreads();    /* and everyone's */
+        if (kb0 > warp_last) continue; /* the whole tile is in my rows' future */
 
         float s[BK / 8][4], dp[BK / 8][4];
 #pragma unroll
@@ -451,8 +512,8 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(uint16_t *__restrict__ dq, 
 #pragma unroll
             for (int ks = 0; ks < HD / 16; ks += 2) {
                 uint32_t bk[4], bv[4];
-                ldsm_x4(bk, b_rows<LD>(Ks, nt * 8, ks, lane));
-                ldsm_x4(bv, b_rows<LD>(Vs, nt * 8, ks, lane));
+                ldsm_x4(bk, b_rows<LD>(Kc, nt * 8, ks, lane));
+                ldsm_x4(bv, b_rows<LD>(Vc, nt * 8, ks, lane));
                 mma16816(s[nt], qf[ks], bk[0], bk[1]); /* S = Q K^T */
                 mma16816(s[nt], qf[ks + 1], bk[2], bk[3]);
                 mma16816(dp[nt], df[ks], bv[0], bv[1]); /* dP = dO V^T */
@@ -480,7 +541,7 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(uint16_t *__restrict__ dq, 
 #pragma unroll
             for (int i = 0; i < HD / 8; i += 2) {
                 uint32_t b[4];
-                ldsm_x4_t(b, bt_rows<LD>(Ks, kk, i, lane));
+                ldsm_x4_t(b, bt_rows<LD>(Kc, kk, i, lane));
                 mma16816(acc[i], a, b[0], b[1]);
                 mma16816(acc[i + 1], a, b[2], b[3]);
             }
