@@ -18,6 +18,8 @@
  *   - dq, dk, dv: the change (result minus the initial value) within 3e-2 x the largest
  *     change of the CPU: P and dS are rounded to bf16 before their products, and the sum
  *     is added into a bf16 buffer (one more rounding of the whole value).
+ *   - the backward run twice from the same starting values gives the same bits (no
+ *     float atomics anywhere);
  *   - bytes the kernels must not touch (rows in no segment, K/V rows past every query's
  *     view, an empty segment's sample) are compared bit for bit.
  * A kernel with a wrong mask, head mapping or block offset is off by O(0.1..1) of the
@@ -302,9 +304,10 @@ static void run_case(lt_cuda *c, const attn_case *tc, uint64_t seed) {
     assert_int_equal(touched, 0);
     printf("# %s: backward dq err %.2e", tc->name, e_dq);
     assert_true(e_dq <= TOL_GRAD);
+    lt_bf16 *gdk_all[4], *gdv_all[4];
     for (int s = 0; s < S; s++) {
         size_t n = (size_t)tc->len[s] * kvd;
-        lt_bf16 *gdk = hbuf(n), *gdv = hbuf(n);
+        lt_bf16 *gdk = gdk_all[s] = hbuf(n), *gdv = gdv_all[s] = hbuf(n);
         d2h(c, gdk, d_dk[s], n * 2), d2h(c, gdv, d_dv[s], n * 2);
         int used = used_rows(tc, s);
         char *use = calloc((size_t)tc->len[s], 1);
@@ -321,9 +324,32 @@ static void run_case(lt_cuda *c, const attn_case *tc, uint64_t seed) {
         assert_int_equal(touched, 0);
         assert_true(e_dk <= TOL_GRAD);
         assert_true(e_dv <= TOL_GRAD);
-        free(gdk), free(gdv), free(use);
+        free(use);
     }
     printf(" (tol %.0e)\n", TOL_GRAD);
+
+    /* the backward is deterministic (no float atomics: one writer per dq, dk, dv element):
+     * the same call from the same starting values gives the same bits */
+    h2d(c, d_dq, hdq0, nq * 2);
+    for (int s = 0; s < S; s++) {
+        size_t b = (size_t)tc->len[s] * kvd * 2;
+        h2d(c, d_dk[s], hdk0[s], b), h2d(c, d_dv[s], hdv0[s], b);
+    }
+    if (lt_cuda_attention_backward(c, d_dq, d_dout, d_out, d_lse, d_q, gs, tc->n_segs, T, nh, nkv, hd, &err) != LT_OK)
+        fail_msg("%s: backward again: %s (%s)", tc->name, err.what, err.where);
+    sync_or_fail(c, "backward again");
+    lt_bf16 *again = hbuf(nq);
+    d2h(c, again, d_dq, nq * 2);
+    assert_memory_equal(again, gdq, nq * 2);
+    free(again);
+    for (int s = 0; s < S; s++) {
+        size_t n = (size_t)tc->len[s] * kvd;
+        lt_bf16 *ak = hbuf(n), *av = hbuf(n);
+        d2h(c, ak, d_dk[s], n * 2), d2h(c, av, d_dv[s], n * 2);
+        assert_memory_equal(ak, gdk_all[s], n * 2);
+        assert_memory_equal(av, gdv_all[s], n * 2);
+        free(ak), free(av), free(gdk_all[s]), free(gdv_all[s]);
+    }
 
     for (int s = 0; s < S; s++) {
         lt_cuda_free(c, d_k[s]), lt_cuda_free(c, d_v[s]), lt_cuda_free(c, d_dk[s]), lt_cuda_free(c, d_dv[s]);
