@@ -33,9 +33,9 @@
  * hold at most 2T + 1 frames. Outputs appear in this order, each atomically (temp + fsync +
  * rename, lib/files.h): shard, index, stats, marker. The marker (task-IIIII.done) says the
  * task is complete; without it the task is redone on the next run, and with it the task is
- * skipped unless --force (or refused when it was made with other settings). Same inputs and settings
- * give byte-identical shard, index, stats and marker: the timings go to a separate file
- * (task-IIIII.timings.json), the only output that differs between two runs.
+ * skipped unless --force (or refused when it was made with other settings). Same inputs
+ * and settings give byte-identical shard, index, stats and marker: the timings go to a
+ * separate file (task-IIIII.timings.json), the only output that differs between two runs.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -181,7 +181,7 @@ typedef struct batch {
     uint32_t *ids;
     size_t ids_len, ids_cap;
     size_t budget_bytes; /* what it holds against the in-flight budget */
-    /* A line batch holds raw JSONL lines of one file (lines_file); its worker decodes them
+    /* A line batch holds raw JSONL lines; a worker (or its reader, reader_help) decodes them
      * into documents (dtext, then swapped with text) before tokenizing, counting in stats. */
     bool lines;
     uint32_t file;           /* every batch holds documents (or lines) of one file */
@@ -254,7 +254,7 @@ typedef struct pipeline {
     const lt_tokenizer *tok;
     lt_reader_opts ropts;
     file_result *results; /* one per task file */
-    lt_reader_stats *line_stats; /* per task file: what the workers decoded of its lines (writer) */
+    lt_reader_stats *line_stats; /* per task file: what was decoded of its lines (the writer adds) */
     uint64_t done_raw_before; /* raw bytes of files finished (progress) */
 
     skip_example examples[SKIP_EXAMPLES_MAX];

@@ -136,7 +136,8 @@ static const char *sample_lines(size_t *len) {
     ADD("not json at all\n");
     ADD("{\"other\": \"no text member\"}\n");
     ADD("{\"text\": 42}\n");
-    ADD("{\"text\": \"\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe7\xac\xa6 cut inside a CJK run \xe4\xb8\xad\xe6\x96\x87\"}\n");
+    ADD("{\"text\": \"\xe4\xb8\xad\xe6\x96\x87\xe5\xad\x97\xe7\xac\xa6 cut inside a CJK run "
+        "\xe4\xb8\xad\xe6\x96\x87\"}\n");
     ADD("{\"text\": \"");
     for (int i = 0; i < 300; i++) buf[n++] = 'x'; /* over a 64-byte cap: truncated */
     ADD("\"}\n");
