@@ -135,7 +135,8 @@ lt_status lt_cuda_swiglu_backward(lt_cuda *c, lt_bf16 *dgate, lt_bf16 *dup, cons
                                   const lt_bf16 *gate, const lt_bf16 *up, size_t n, lt_error *err);
 
 /* Cross-entropy (kernels/xent.cu): as lt_xent_forward_backward over bf16 logits [T,V]
- * (in place: dlogits may equal logits), targets a device array (< 0: no prediction).
+ * (in place: dlogits may equal logits; NULL: the losses only), targets a device array
+ * (< 0: no prediction; >= V: a NaN loss and gradient row, the caller's contract broken).
  * The per-row losses go to `row_loss` (fp32 [T], 0 for rows without a target); the host
  * sums them (lt_cuda_sum_rows). */
 lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits, const int32_t *targets,

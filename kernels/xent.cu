@@ -3,7 +3,8 @@
  * gradient, the twin of train/kernel_xent.c (llm.c's fused classifier):
  *   loss_t        = log sum_v exp(l_v - m) + m - l_target        (m = max_v l_v)
  *   dlogits[t, v] = scale (softmax(l)_v - [v == target])          (written in place)
- * Rows with target < 0 predict nothing: loss 0, gradient row 0. A target >= V (a broken
+ * Rows with target < 0 predict nothing: loss 0, gradient row 0. dlogits NULL: the losses
+ * only (evaluation), as the CPU reference allows. A target >= V (a broken
  * caller contract the kernel cannot report) gives a NaN loss and a NaN gradient row, so
  * the step's loss shows it.
  *
@@ -82,10 +83,11 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_kernel(lt_bf16 *dlogits, co
                                                             float *row_loss) {
     size_t off = (size_t)blockIdx.x * (size_t)V;
     const lt_bf16 *l = logits + off;
-    lt_bf16 *dl = dlogits + off;
+    lt_bf16 *dl = dlogits != NULL ? dlogits + off : NULL; /* NULL: the loss only */
     int target = targets[blockIdx.x];
     if (target < 0) {
-        for (int v = threadIdx.x; v < V; v += blockDim.x) lt_st(dl + v, 0.0f);
+        if (dl != NULL)
+            for (int v = threadIdx.x; v < V; v += blockDim.x) lt_st(dl + v, 0.0f);
         if (threadIdx.x == 0) row_loss[blockIdx.x] = 0.0f;
         return;
     }
@@ -106,6 +108,7 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_kernel(lt_bf16 *dlogits, co
     if (threadIdx.x == 0) row_loss[blockIdx.x] = (float)(log((double)a.s) + (double)a.m - (double)lt);
     float p_target = expf(lt - a.m) * inv;
     float g_target = scale * (p_target - 1.0f);
+    if (dl == NULL) return;
     if (VEC) {
         for (int v = 8 * threadIdx.x; v < V; v += 8 * blockDim.x) {
             lt_bf16x8 x = lt_ld8(l + v);
@@ -124,10 +127,9 @@ extern "C" lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits,
                                                    const int32_t *targets, int T, int V, float scale, float *row_loss,
                                                    lt_error *err) {
     LT_CUDA_REQUIRE(T >= 0 && V > 0, "lt_cuda_xent_forward_backward", "bad shape T=%d V=%d", T, V);
-    LT_CUDA_REQUIRE(dlogits != NULL && row_loss != NULL, "lt_cuda_xent_forward_backward",
-                    "dlogits and row_loss are required (the gradient is written in place of the logits)");
+    LT_CUDA_REQUIRE(row_loss != NULL, "lt_cuda_xent_forward_backward", "row_loss is required");
     if (T == 0) return LT_OK;
-    if (V % 8 == 0 && lt_cuda_aligned16(dlogits) && lt_cuda_aligned16(logits)) {
+    if (V % 8 == 0 && (dlogits == NULL || lt_cuda_aligned16(dlogits)) && lt_cuda_aligned16(logits)) {
         LT_KERNEL(xent_kernel<true>, T, XENT_THREADS, c->stream)(dlogits, logits, targets, V, scale, row_loss);
         LT_LAUNCH_CHECK("xent_kernel<vec>");
     } else {

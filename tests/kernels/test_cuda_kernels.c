@@ -26,6 +26,7 @@
  *   xent row loss          fp32               1e-4 relative (fp32 online sums vs the CPU's double)
  *   xent dlogits           bf16               bf16 out, A = 1e-3
  *   xent / sum_rows total  double             1e-4 relative
+ *   xent, target >= V      loss, dlogits row  NaN (the other rows as above)
  *   sum_squares            double             1e-5 relative (fp32 per block), and the same
  *                                             bits on a second run
  *   scale                  fp32               bit-exact
@@ -371,6 +372,34 @@ static void test_linear_matches_cpu_and_cache(void **state) {
     }
 }
 
+/* The algorithm promised to cuBLASLt depends on the pointers' alignment (part of the
+ * cache key): the same shape with a 2-byte-aligned input gets its own plan and is still
+ * right, and the aligned call after it reuses the first plan. */
+static void test_linear_alignment_is_part_of_the_key(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 23);
+    const int T = 16, IN = 32, OUT = 24;
+    size_t nx = (size_t)T * IN, nw = (size_t)OUT * IN, no = (size_t)T * OUT;
+    float *x = rand_bf16_values(&r, nx, -1, 1), *w = rand_bf16_values(&r, nw, -1, 1), *ref = fbuf(no);
+    lt_linear_forward(ref, x, w, T, IN, OUT);
+    void *base_x, *base_o;
+    lt_bf16 *d_x = up_bf16(x, nx), *d_w = up_bf16(w, nw), *d_out = dalloc(no * 2);
+    lt_bf16 *d_x1 = up_bf16_at(x, nx, 1, &base_x), *d_out1 = up_bf16_at(ref, no, 1, &base_o);
+    OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, err));
+    int plans = lt_cuda_gemm_cache_size(g_cuda);
+    OK(lt_cuda_linear_forward(g_cuda, d_out1, d_x1, d_w, T, IN, OUT, err));
+    assert_int_equal(lt_cuda_gemm_cache_size(g_cuda), plans + 1);
+    OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, err));
+    assert_int_equal(lt_cuda_gemm_cache_size(g_cuda), plans + 1);
+    float *got = down_bf16(d_out, no), *got1 = down_bf16(d_out1, no);
+    expect_close("linear_forward (aligned)", got, ref, no, BF16_REL, 2e-3);
+    expect_close("linear_forward (2-byte aligned)", got1, ref, no, BF16_REL, 2e-3);
+    free(x), free(w), free(ref), free(got), free(got1);
+    dfree(d_x), dfree(d_w), dfree(d_out), dfree(base_x), dfree(base_o);
+}
+
 /* ---------------------------------------------------------------- embedding */
 
 static void test_embed(void **state) {
@@ -548,6 +577,10 @@ static void test_xent(void **state) {
         lt_bf16 *d_l = up_bf16(l, n);
         int32_t *d_tg = up_i32(tg, (size_t)T);
         float *d_loss = dalloc((size_t)T * 4);
+        /* the loss alone first (dlogits NULL): the logits stay as they were */
+        OK(lt_cuda_xent_forward_backward(g_cuda, NULL, d_l, d_tg, T, V, scale, d_loss, err));
+        float *l_after = down_bf16(d_l, n), *loss_only = down_f32(d_loss, (size_t)T);
+        expect_bits("xent logits after a loss-only call", l_after, l, n);
         OK(lt_cuda_xent_forward_backward(g_cuda, d_l, d_l, d_tg, T, V, scale, d_loss, err)); /* in place */
         float *dl = down_bf16(d_l, n), *loss = down_f32(d_loss, (size_t)T);
         double total = 0.0;
@@ -566,10 +599,36 @@ static void test_xent(void **state) {
             }
         }
         expect_close("xent dlogits", dl, rdl, n, BF16_REL, 1e-3);
+        expect_bits("xent loss-only row losses", loss_only, loss, (size_t)T);
         if (!(fabs(total - rtotal) <= 1e-4 * fabs(rtotal))) fail_msg("xent total: gpu %.12g cpu %.12g", total, rtotal);
-        free(l), free(dl), free(loss), free(rdl);
+        free(l), free(dl), free(loss), free(rdl), free(l_after), free(loss_only);
         dfree(d_l), dfree(d_tg), dfree(d_loss);
     }
+}
+
+/* A target outside the vocabulary (a caller's broken contract the kernel cannot report)
+ * poisons the row: NaN loss and NaN gradient, so the step's loss shows it; the other
+ * rows are unaffected. */
+static void test_xent_target_out_of_range_is_nan(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 73);
+    const int T = 2, V = 16;
+    float *l = rand_bf16_values(&r, (size_t)T * V, -3, 3), *rdl = fbuf(V);
+    int32_t tg[2] = {V, 3};
+    lt_bf16 *d_l = up_bf16(l, (size_t)T * V);
+    int32_t *d_tg = up_i32(tg, 2);
+    float *d_loss = dalloc(2 * 4);
+    OK(lt_cuda_xent_forward_backward(g_cuda, d_l, d_l, d_tg, T, V, 0.5f, d_loss, err));
+    float *dl = down_bf16(d_l, (size_t)T * V), *loss = down_f32(d_loss, 2);
+    assert_true(isnan(loss[0]));
+    for (int v = 0; v < V; v++) assert_true(isnan(dl[v]));
+    double want = lt_xent_forward_backward(rdl, l + V, &tg[1], 1, V, 0.5f, NULL);
+    assert_true(fabs((double)loss[1] - want) <= 1e-4 * fabs(want) + 1e-6);
+    expect_close("xent dlogits (valid row)", dl + V, rdl, (size_t)V, BF16_REL, 1e-3);
+    free(l), free(rdl), free(dl), free(loss);
+    dfree(d_l), dfree(d_tg), dfree(d_loss);
 }
 
 /* ---------------------------------------------------------------- optimizer */
@@ -649,11 +708,13 @@ int main(void) {
         cmocka_unit_test(test_open_without_device_reports_reason),
         cmocka_unit_test(test_conversions_and_add),
         cmocka_unit_test(test_linear_matches_cpu_and_cache),
+        cmocka_unit_test(test_linear_alignment_is_part_of_the_key),
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_xent_target_out_of_range_is_nan),
         cmocka_unit_test(test_sum_squares_and_scale),
         cmocka_unit_test(test_adamw_matches_cpu_bit_for_bit),
     };
