@@ -11,6 +11,9 @@
  *   - a vectorized path (8 bf16 = 16 bytes per load) is taken only when the row width is
  *     a multiple of 8 AND every pointer involved is 16-byte aligned (lt_cuda_aligned16);
  *     otherwise the scalar path of the same kernel runs, never a misaligned load;
+ *   - the CUDA device is per host thread: lt_cuda_open selects c->device on the opening
+ *     thread, and nothing here selects it again, so a context is used from the thread
+ *     that opened it (one rank = one thread = one GPU, as the engine runs);
  *   - reductions whose result is kept (norm weight gradients, embedding gradients, sums
  *     returned to the host) combine partial values in an order that depends only on the
  *     shapes, never on scheduling: no float atomics (the same bits on every run).
