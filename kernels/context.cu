@@ -128,14 +128,14 @@ extern "C" lt_status lt_cuda_malloc(lt_cuda *c, void **p, size_t bytes, lt_error
     cudaError_t rc = cudaMalloc(p, bytes);
     if (rc != cudaSuccess) {
         *p = NULL;
-        cudaGetLastError(); /* clear the sticky-free allocation error */
+        cudaGetLastError(); /* an allocation failure is not sticky: reset the last error so the
+                               next launch check does not report it again */
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
-        lt_fail(err, rc == cudaErrorMemoryAllocation ? LT_ERR_NOMEM : LT_ERR_INTERNAL, NULL,
-                "cudaMalloc of %zu bytes (%.1f MiB) on device %d failed: %s (%.1f MiB free of %.1f MiB)", bytes,
-                (double)bytes / 1048576.0, c->device, cudaGetErrorString(rc), (double)fr / 1048576.0,
-                (double)tot / 1048576.0);
-        return err != NULL ? err->status : LT_ERR_NOMEM;
+        return lt_fail(err, rc == cudaErrorMemoryAllocation ? LT_ERR_NOMEM : LT_ERR_INTERNAL, NULL,
+                       "cudaMalloc of %zu bytes (%.1f MiB) on device %d failed: %s (%.1f MiB free of %.1f MiB)",
+                       bytes, (double)bytes / 1048576.0, c->device, cudaGetErrorString(rc), (double)fr / 1048576.0,
+                       (double)tot / 1048576.0);
     }
     return LT_OK;
 }
