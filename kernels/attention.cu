@@ -566,10 +566,11 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(uint16_t *__restrict__ dq, 
     }
 }
 
-/* Shared memory of the dK/dV kernel: K, V [ROWS][HD+8]; Q, dO [BQ][HD+8]; lse, D [BQ]. */
+/* Shared memory of the dK/dV kernel: K, V [ROWS][HD+8]; two stages (double buffering) of
+ * Q, dO [BQ][HD+8] and of lse, D [BQ]. */
 template <int HD, int BQ>
 constexpr size_t dkdv_smem() {
-    return (size_t)(2 * ROWS + 2 * BQ) * (HD + 8) * sizeof(uint16_t) + (size_t)2 * BQ * sizeof(float);
+    return (size_t)(2 * ROWS + 4 * BQ) * (HD + 8) * sizeof(uint16_t) + (size_t)4 * BQ * sizeof(float);
 }
 
 /* dK/dV: one block per (key block of ROWS keys of a group, kv head). Warp w owns keys
@@ -584,8 +585,8 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restric
                                                        int nkv, float scale, float scale_log2) {
     constexpr int LD = HD + 8;
     extern __shared__ __align__(16) uint16_t smem[];
-    uint16_t *Ks = smem, *Vs = Ks + ROWS * LD, *Qs = Vs + ROWS * LD, *Os = Qs + BQ * LD;
-    float *lse_s = reinterpret_cast<float *>(Os + BQ * LD), *D_s = lse_s + BQ;
+    uint16_t *Ks = smem, *Vs = Ks + ROWS * LD, *Qs = Vs + ROWS * LD, *Os = Qs + 2 * BQ * LD;
+    float *lse_s = reinterpret_cast<float *>(Os + 2 * BQ * LD), *D_s = lse_s + 2 * BQ;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int kvh = blockIdx.y, group_size = nh / nkv;
     const size_t qd = (size_t)nh * HD, kvd = (size_t)nkv * HD;
@@ -613,18 +614,35 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restric
          * the keys: causal skip) */
         const int qb_first = kb0 > sg.begin ? (kb0 - sg.begin) / BQ : 0;
         const int n_qb = (sg.n + BQ - 1) / BQ;
-        for (int h = kvh * group_size; h < (kvh + 1) * group_size; h++) {
-            for (int qb = qb_first; qb < n_qb; qb++) {
+        /* the (query head, query block) steps of this segment, it = 0 .. n_it-1: head
+         * kvh * group_size + it / nq, block qb_first + it % nq (nq >= 1: kb0 < seg_end).
+         * Step it+1's Q and dO are copied (cp.async) into the other stage while step it is
+         * computed; lse and D (BQ values each) are plain stores into that stage. */
+        const int nq = n_qb - qb_first, n_it = group_size * nq;
+        auto issue = [&](int it, int st) {
+            const int h = kvh * group_size + it / nq, qb = qb_first + it % nq;
+            const int i0 = qb * BQ, rows = min(BQ, sg.n - i0);
+            const size_t r0 = (size_t)sg.row0 + (size_t)i0;
+            async_tile<HD>(Qs + st * BQ * LD, q + r0 * qd + (size_t)h * HD, qd, 0, BQ, rows);
+            async_tile<HD>(Os + st * BQ * LD, dout + r0 * qd + (size_t)h * HD, qd, 0, BQ, rows);
+            for (int r = threadIdx.x; r < BQ; r += THREADS) {
+                lse_s[st * BQ + r] = r < rows ? lse[(r0 + (size_t)r) * nh + h] * LOG2E : 0.0f;
+                D_s[st * BQ + r] = r < rows ? D[(r0 + (size_t)r) * nh + h] : 0.0f;
+            }
+            cp_async_commit();
+        };
+        issue(0, 0);
+        for (int it = 0; it < n_it; it++) {
+            {
+                __syncthreads(); /* the other stage was read at step it-1: free to refill */
+                if (it + 1 < n_it) issue(it + 1, (it + 1) & 1);
+                else cp_async_commit(); /* empty: "all but the newest group" = step it */
+                cp_async_wait<1>();     /* my copies of step it have landed */
+                __syncthreads();        /* and everyone's (and K/V, lse, D stores) */
+                const int st = it & 1, qb = qb_first + it % nq;
                 const int i0 = qb * BQ, rows = min(BQ, sg.n - i0), p0 = sg.begin + i0;
-                const size_t r0 = (size_t)sg.row0 + (size_t)i0;
-                __syncthreads(); /* Q/dO/lse/D of the previous query block are consumed */
-                load_tile<HD>(Qs, q + r0 * qd + (size_t)h * HD, qd, 0, BQ, rows);
-                load_tile<HD>(Os, dout + r0 * qd + (size_t)h * HD, qd, 0, BQ, rows);
-                for (int r = threadIdx.x; r < BQ; r += THREADS) {
-                    lse_s[r] = r < rows ? lse[(r0 + (size_t)r) * nh + h] * LOG2E : 0.0f;
-                    D_s[r] = r < rows ? D[(r0 + (size_t)r) * nh + h] : 0.0f;
-                }
-                __syncthreads();
+                const uint16_t *Qc = Qs + st * BQ * LD, *Oc = Os + st * BQ * LD;
+                const float *lse_c = lse_s + st * BQ, *D_c = D_s + st * BQ;
                 if (kw > p0 + rows - 1) continue; /* my 16 keys are after every query here */
 
                 /* S^T = K Q^T, dP^T = V dO^T (16 keys x BQ queries) */
@@ -644,8 +662,8 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restric
 #pragma unroll
                     for (int nt = 0; nt < BQ / 8; nt++) {
                         uint32_t bq[4], bo[4];
-                        ldsm_x4(bq, b_rows<LD>(Qs, nt * 8, ks, lane));
-                        ldsm_x4(bo, b_rows<LD>(Os, nt * 8, ks, lane));
+                        ldsm_x4(bq, b_rows<LD>(Qc, nt * 8, ks, lane));
+                        ldsm_x4(bo, b_rows<LD>(Oc, nt * 8, ks, lane));
                         mma16816(s[nt], kf0, bq[0], bq[1]);
                         mma16816(s[nt], kf1, bq[2], bq[3]);
                         mma16816(dp[nt], vf0, bo[0], bo[1]);
@@ -657,7 +675,7 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restric
 #pragma unroll
                 for (int nt = 0; nt < BQ / 8; nt++) {
                     const int c = nt * 8 + 2 * t; /* query column in the block */
-                    const float l0 = lse_s[c], l1 = lse_s[c + 1], d0 = D_s[c], d1 = D_s[c + 1];
+                    const float l0 = lse_c[c], l1 = lse_c[c + 1], d0 = D_c[c], d1 = D_c[c + 1];
                     const bool v0 = c < rows, v1 = c + 1 < rows;
                     const int pq0 = p0 + c, pq1 = p0 + c + 1;
                     float pa0 = v0 && key_a <= pq0 ? exp2f(s[nt][0] * scale_log2 - l0) : 0.0f;
@@ -682,8 +700,8 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restric
 #pragma unroll
                     for (int i = 0; i < HD / 8; i += 2) {
                         uint32_t bo[4], bq[4];
-                        ldsm_x4_t(bo, bt_rows<LD>(Os, kk, i, lane));
-                        ldsm_x4_t(bq, bt_rows<LD>(Qs, kk, i, lane));
+                        ldsm_x4_t(bo, bt_rows<LD>(Oc, kk, i, lane));
+                        ldsm_x4_t(bq, bt_rows<LD>(Qc, kk, i, lane));
                         mma16816(dv[i], pa, bo[0], bo[1]);
                         mma16816(dv[i + 1], pa, bo[2], bo[3]);
                         mma16816(dk[i], da, bq[0], bq[1]);
