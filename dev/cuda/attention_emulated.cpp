@@ -9,8 +9,8 @@
  * real mma's summation order, launch limits).
  *
  * Build: make -C dev/cuda attention_emulated (needs OpenBLAS); run: ./attention_emulated
- * [case ...] with case in {hd64, hd128, long, tiny}; default: all but long (which takes
- * many minutes: every CUDA thread is an OS thread). Exit 1 on a mismatch.
+ * [case ...] with case in {hd64, hd128, tiny, mid, long}; default: hd64, hd128, tiny (mid
+ * and long take many minutes: every CUDA thread is an OS thread). Exit 1 on a mismatch.
  * Tolerances: those of tests/kernels/test_cuda_attention.c (out 2e-2 and gradients 3e-2
  * of the largest reference value, lse 1e-3), and untouched bytes bit for bit.
  */
@@ -54,6 +54,8 @@ static const attn_case CASES[] = {
     {"hd128", 128, 2, 1, 143, 3.0, 2, {300, 1}, 3, {{0, 0, 90, 200}, {1, 90, 1, 0}, {0, 91, 50, 150}}},
     {"long", 64, 8, 2, 733, 2.0, 2, {1400, 333}, 2, {{0, 0, 400, 1000}, {1, 400, 333, 0}}},
     {"tiny", 64, 2, 2, 5, 1.0, 1, {5}, 2, {{0, 0, 3, 0}, {0, 3, 2, 3}}},
+    /* hd 128 over many key tiles (700 rows of context) with GQA 4:2 and two samples */
+    {"mid", 128, 4, 2, 330, 2.0, 2, {900, 130}, 2, {{0, 0, 200, 700}, {1, 200, 130, 0}}},
 };
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -175,7 +177,7 @@ static bool run(const attn_case &tc) {
 int main(int argc, char **argv) {
     bool all_ok = true;
     for (const attn_case &tc : CASES) {
-        bool wanted = argc < 2 && strcmp(tc.name, "long") != 0;
+        bool wanted = argc < 2 && strcmp(tc.name, "long") != 0 && strcmp(tc.name, "mid") != 0;
         for (int i = 1; i < argc; i++) wanted = wanted || std::string(argv[i]) == tc.name;
         if (!wanted) continue;
         all_ok = (tc.hd == 64 ? run<64>(tc) : run<128>(tc)) && all_ok;
