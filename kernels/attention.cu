@@ -26,12 +26,14 @@
  *               the block loops over every query head of the kv head's group and every
  *               query block of every segment of that sample in the call that can see the
  *               key block (Alg. 2's loop over i, with the causal skip of query blocks
- *               entirely before the keys). Each (key row, kv head) of dK/dV has exactly
+ *               entirely before the keys; the next step's Q and dO tiles are copied
+ *               with cp.async while this one is computed). Each (key row, kv head) of dK/dV has exactly
  *               one writer, which adds its fp32 sums into the bf16 buffer once at the end:
  *               no atomics, and segments of one sample (which alias dk/dv) are handled by
  *               the same block.
  *            3. dQ: a separate pass, one block per (query block, head) like the forward,
  *               recomputing S and dP for its rows and accumulating dQ in registers
+ *               (K/V tiles double-buffered as in the forward)
  *               (the "separate dQ pass" variant instead of Alg. 2's atomicAdd into a
  *               global fp32 dQ). Why: every dq element then has one writer, so the
  *               result is the same bits on every run (kernels/cuda_common.cuh's rule for
