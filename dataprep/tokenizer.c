@@ -282,46 +282,48 @@ static bool grow_parts(lt_tok_scratch *s, size_t n) {
  * neighbours of a part are a count-zeros away and nothing moves when two parts merge.
  * key[i] is the candidate merge of the part at i with the next one, packed as
  * rank << 6 | i (KEY_NONE when it is not a token or i is not a part start), so the merge to
- * do next (lowest rank, leftmost on ties: tiktoken's rule) is simply the smallest key, and
- * each round finds it with a vector minimum over the 16 lanes-of-4 of the key array
- * instead of a compare-and-select per byte: the scan was 35-45 % of the time on
- * multilingual text, where most pieces are merged rather than found whole (bench/tokenizer
- * README). Needs ranks below KEY_RANK_LIMIT (merge_piece checks). Measured faster than
- * tiktoken's array of parts (memmove per merge) and than the heap at every length up to 64. */
+ * do next (lowest rank, leftmost on ties: tiktoken's rule) is simply the smallest key: one
+ * compare-and-select per byte in four independent chains, where tracking the rank and the
+ * position apart took two selects in one chain (the scan was 35-45 % of the time on
+ * multilingual text, whose pieces are mostly merged rather than found whole). A 4-lane
+ * vector minimum took fewer instructions (callgrind) but its 16-byte loads of keys just
+ * stored one at a time cannot be store-forwarded, so it was not faster. Needs ranks below
+ * KEY_RANK_LIMIT (merge_piece checks). Measured faster than tiktoken's array of parts
+ * (memmove per merge) and than the heap at every length up to 64. */
 #define KEY_NONE INT32_MAX
 #define KEY_RANK_LIMIT ((1u << 25) - 1) /* rank << 6 | 63 stays below KEY_NONE */
-typedef int32_t key4 __attribute__((vector_size(16)));
 
 HOT int32_t pack_key(uint32_t rank, size_t at) {
     return rank == NO_RANK ? KEY_NONE : (int32_t)(rank << 6 | (uint32_t)at);
 }
 
-/* The smallest of key[0 .. 4 * nv). */
-HOT int32_t min_key(const int32_t *key, size_t nv) {
-    key4 m, v;
-    memcpy(&m, key, sizeof m);
-    for (size_t k = 1; k < nv; k++) {
-        memcpy(&v, key + 4 * k, sizeof v);
-        key4 lt = v < m;
-        m = (v & lt) | (m & ~lt);
+/* The smallest of key[0 .. 4 * n4). */
+HOT int32_t min_key(const int32_t *key, size_t n4) {
+    int32_t m0 = key[0], m1 = key[1], m2 = key[2], m3 = key[3];
+    for (size_t k = 4; k < 4 * n4; k += 4) {
+        m0 = key[k] < m0 ? key[k] : m0;
+        m1 = key[k + 1] < m1 ? key[k + 1] : m1;
+        m2 = key[k + 2] < m2 ? key[k + 2] : m2;
+        m3 = key[k + 3] < m3 ? key[k + 3] : m3;
     }
-    int32_t a = m[0] < m[1] ? m[0] : m[1], b = m[2] < m[3] ? m[2] : m[3];
-    return a < b ? a : b;
+    m0 = m1 < m0 ? m1 : m0;
+    m2 = m3 < m2 ? m3 : m2;
+    return m2 < m0 ? m2 : m0;
 }
 
 static void merge_bits(const lt_tokenizer *tok, lt_tok_scratch *s, const unsigned char *p, size_t n,
                        out_ids *o) {
-    _Alignas(16) int32_t key[64];
+    int32_t key[64];
     uint32_t id[64];
     uint64_t live = n == 64 ? ~0ull : (1ull << n) - 1; /* part starts */
-    size_t nv = (n + 3) / 4;
+    size_t n4 = (n + 3) / 4; /* groups of 4 keys, the last one padded with KEY_NONE */
     for (size_t i = 0; i < n; i++) {
         id[i] = tok->byte_rank[p[i]];
         key[i] = pack_key(i + 1 < n ? rank_of2(tok, p + i) : NO_RANK, i);
     }
-    for (size_t i = n; i < 4 * nv; i++) key[i] = KEY_NONE;
+    for (size_t i = n; i < 4 * n4; i++) key[i] = KEY_NONE;
     for (;;) {
-        int32_t k = min_key(key, nv);
+        int32_t k = min_key(key, n4);
         if (k == KEY_NONE) break;
         size_t at = (size_t)k & 63;
         uint32_t best = (uint32_t)k >> 6;
