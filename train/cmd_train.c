@@ -180,6 +180,7 @@ typedef struct train_loop {
     lt_dist dist;
     bool dist_ready, rank0, zero1;
     lt_adamw *opt; /* the optimizer (ZeRO-1 hands its moments to dist) */
+    lt_backend *be; /* train.backend = cuda: the GPU (NULL: the CPU fp32 reference) */
 } train_loop;
 
 /* The exit status of a run stopped by SIGUSR2 after its checkpoint (EX_TEMPFAIL): jobctl
@@ -227,6 +228,35 @@ static lt_status whole_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt
     return s;
 }
 
+/* train.backend = cuda, one process: every pipeline of the step runs all its stages on this
+ * one GPU, one pipeline after the other, so what must fit is the largest pipeline's sum of
+ * its stages' predicted peaks (the plan's, model states included: an over-estimate here,
+ * where the model is on the device already). Checked against the free device memory before
+ * the step runs, so a plan that cannot fit fails before its first op. */
+static lt_status gpu_fits(lt_backend *be, const lt_step_plan *p, lt_error *err) {
+    size_t free_b = 0, total_b = 0;
+    lt_status s = lt_backend_cuda_mem(be, &free_b, &total_b, err);
+    for (size_t r = 0; s == LT_OK && r < p->n_ranks; r++) {
+        const double *peak = p->ranks[r].stage_peak_mem;
+        double sum = 0, top = 0;
+        int gtop = 0;
+        for (int g = 0; peak && g < p->pp; g++) {
+            sum += peak[g];
+            if (peak[g] > top) top = peak[g], gtop = g;
+        }
+        if (sum <= (double)free_b) continue;
+        const double GiB = 1073741824.0;
+        s = lt_fail(err, LT_ERR_CONFIG, NULL,
+                    "plan step %llu: pipeline %zu's %d stages predict %.2f GiB on this one GPU (stage %d the largest, "
+                    "%.2f GiB), over the %.2f GiB free (of %.2f GiB)",
+                    (unsigned long long)p->step, r, p->pp, sum / GiB, gtop, top / GiB, (double)free_b / GiB,
+                    (double)total_b / GiB);
+        lt_error_hint(err, "one process runs every stage here; run one process per stage (mpirun/srun) or plan "
+                           "with a lower plan.mem");
+    }
+    return s;
+}
+
 /* --db: stored step number st->step of the plan file, executed, into the gradients. */
 static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_error *err) {
     uint64_t step = L->steps[st->step];
@@ -253,7 +283,8 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
         if (s == LT_OK) s = lt_exec_step_rank(L->m, &p, smp, L->g, &es, L->pool, L->comm, &hooks, err);
         if (s == LT_OK) s = lt_dist_reduce_grads(&L->dist, L->m, L->grads, err);
     } else if (s == LT_OK) {
-        s = lt_exec_step(L->m, &p, smp, L->g, &es, L->pool, err);
+        if (L->be) s = gpu_fits(L->be, &p, err);
+        if (s == LT_OK) s = lt_exec_step(L->m, &p, smp, L->g, &es, L->pool, err);
     }
     void *times = NULL; /* distributed: every rank's op times, on rank 0 */
     size_t n_times = es.n_op_times;
@@ -377,14 +408,15 @@ int train_command(lt_cli_ctx *ctx) {
     if (s == LT_OK && a.db && (int64_t)L.n_steps < stop) stop = (int64_t)L.n_steps; /* every stored step, no more */
     if (s == LT_OK && a.db && rank0) s = lt_metrics_trim(dir, st.step, &err); /* a resumed run logs its redone steps again */
     if (s == LT_OK) s = lt_cmd_open_backend(ctx, &be, &err);
-    if (s == LT_OK && be && a.db) {
-        /* the plan executor (train/exec.c) still moves activations with host memcpy and
-         * hands host buffers to MPI: it runs on the CPU backend only so far */
+    if (s == LT_OK && be && comm) {
+        /* the distributed engine's transfers and gradient reduction over the GPU (NCCL) are
+         * not wired to this backend yet: one process runs the plans on the GPU */
         s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "train", "backend"),
-                    "train.backend = cuda: train --db (the plan executor) does not run on the GPU yet; "
-                    "train --whole, eval and check do");
-        lt_error_hint(&err, "set train.backend = cpu for --db");
+                    "train.backend = cuda: train --db runs on the GPU in one process only so far (not under "
+                    "mpirun/srun)");
+        lt_error_hint(&err, "start trainer without a launcher, or set train.backend = cpu");
     }
+    L.be = be;
     /* the model to the GPU: fp32 master + bf16 copy, and the moments of a resumed run */
     if (s == LT_OK && be) s = lt_backend_cuda_upload(be, &m, &err);
     if (s == LT_OK && be) s = lt_backend_cuda_upload_moments(be, &opt, &err);

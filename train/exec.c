@@ -30,6 +30,7 @@
 
 #include "plans/deps.h"     /* lt_deps_build, lt_deps_preds, lt_deps_succs */
 #include "plans/schedule.h" /* lt_schedule_op_slices, lt_op */
+#include "train/backend.h"  /* lt_backend: where the model's activations live, their element size */
 #include "train/comm.h"     /* lt_comm: the distributed engine's transfers */
 
 /* ---------------------------------------------------------------- order */
@@ -191,6 +192,13 @@ typedef struct {
     uint32_t last_b;         /* ... after this op (the stage's last B), or LT_DEP_NONE */
 } pipe_run;
 
+/* The model's backend (train/backend.h): the inputs, input gradients and transfers the
+ * executor keeps are its buffers, of its element size (4: the CPU fp32 reference, where
+ * its alloc/free/copy are calloc/free/memcpy). The context-parallel groups below still do
+ * host fp32 arithmetic on them, so they are refused on any other backend (run_pipeline). */
+static const lt_backend *be_of(const pipe_run *pr) { return lt_backend_of(pr->m); }
+static size_t act_es(const pipe_run *pr) { return be_of(pr)->act_bytes; }
+
 /* lt_cp_hooks.layer_done of the stage's last B op: the layer's gradients are final. */
 static lt_status final_layer(void *ctx, int layer, lt_error *err) {
     const pipe_run *pr = ctx;
@@ -228,7 +236,7 @@ static void release(pipe_run *pr, uint32_t v) {
         untrack(pr, pr->gacts[v][g].bytes, (int)pr->deps.stage[v]);
         lt_acts_free(&pr->gacts[v][g]);
     }
-    for (int g = 0; pr->gdin[v] && g < pr->gsize[v]; g++) free(pr->gdin[v][g]);
+    for (int g = 0; pr->gdin[v] && g < pr->gsize[v]; g++) be_of(pr)->free(be_of(pr), pr->gdin[v][g]);
     if (pr->din_bytes[v]) untrack(pr, pr->din_bytes[v], (int)pr->deps.stage[v]);
     pr->din_bytes[v] = 0;
     free(pr->gacts[v]), free(pr->gdin[v]);
@@ -238,16 +246,16 @@ static void release(pipe_run *pr, uint32_t v) {
         lt_acts_free(&pr->acts[v]);
         memset(&pr->acts[v], 0, sizeof pr->acts[v]);
     }
-    free(pr->din[v]);
+    be_of(pr)->free(be_of(pr), pr->din[v]);
     pr->din[v] = NULL;
-    if (pr->x_in[v]) untrack(pr, (size_t)pr->acts_T[v] * (size_t)pr->m->shape.hidden * sizeof(float), (int)pr->deps.stage[v]);
+    if (pr->x_in[v]) untrack(pr, (size_t)pr->acts_T[v] * (size_t)pr->m->shape.hidden * act_es(pr), (int)pr->deps.stage[v]);
     for (int g = 0; pr->gxin[v] && g < pr->gsize[v]; g++) {
         if (pr->gxin[v][g]) untrack(pr, pr->gxin_bytes[v][g], (int)pr->deps.stage[v]);
         free(pr->gxin[v][g]);
     }
     free(pr->gxin[v]), free(pr->gxin_bytes[v]);
     pr->gxin[v] = NULL, pr->gxin_bytes[v] = NULL;
-    free(pr->x_in[v]);
+    be_of(pr)->free(be_of(pr), pr->x_in[v]);
     pr->x_in[v] = NULL;
     kept_free(&pr->kept[v]);
     for (int g = 0; pr->gkept[v] && g < pr->gsize[v]; g++) kept_free(&pr->gkept[v][g]);
@@ -342,9 +350,10 @@ static lt_status run_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     if (R > 0) { /* the recomputed layers: their input kept, their activations dropped */
         int T = lt_unit_tokens(&u);
         if (in) {
-            size_t bytes = (size_t)T * (size_t)pr->m->shape.hidden * sizeof(float);
-            if (!(pr->x_in[v] = malloc(bytes))) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-            memcpy(pr->x_in[v], in, bytes);
+            const lt_backend *be = be_of(pr);
+            size_t bytes = (size_t)T * (size_t)pr->m->shape.hidden * be->act_bytes;
+            if (!(pr->x_in[v] = be->alloc(be, bytes, false))) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+            be->copy(be, pr->x_in[v], in, bytes);
             pr->acts_T[v] = T;
             track(pr, bytes);
         }
@@ -431,10 +440,12 @@ static lt_status forward_state(pipe_run *pr, uint32_t v, const lt_train_unit *u,
             st = op_error(pr, v, err, "a forward it takes rows from kept no input to recompute from");
     }
     if (st == LT_OK && R > 0 && l0 > 0) {
-        if (!(*x = malloc((size_t)T * (size_t)C * sizeof(float)))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        const lt_backend *be = be_of(pr);
+        size_t row = (size_t)C * be->act_bytes; /* a row's bytes */
+        if (!(*x = be->alloc(be, (size_t)T * row, false))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
         else *x_owned = true;
         for (int t = 0; st == LT_OK && t < T; t++)
-            memcpy(*x + (size_t)t * C, pr->x_in[so[t]] + (size_t)sr[t] * C, (size_t)C * sizeof(float));
+            be->copy(be, (char *)*x + (size_t)t * row, (const char *)pr->x_in[so[t]] + (size_t)sr[t] * row, row);
     }
     return st;
 }
@@ -490,9 +501,10 @@ static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     bool x_owned = false;
     uint32_t *src_op = NULL;
     int *src_row = NULL;
-    size_t TC = (size_t)lt_unit_tokens(&u) * (size_t)pr->m->shape.hidden, x_bytes = 0;
+    const lt_backend *be = be_of(pr);
+    size_t TC = (size_t)lt_unit_tokens(&u) * (size_t)pr->m->shape.hidden, x_bytes = 0, es = be->act_bytes;
     st = forward_state(pr, v, &u, R, &a, &src_op, &src_row, &x, &x_owned, err);
-    if (x_owned) track(pr, x_bytes = TC * sizeof(float));
+    if (x_owned) track(pr, x_bytes = TC * es);
     row_gather rg = {.pr = pr, .src_op = src_op, .src_row = src_row, .win = &win};
     if (st == LT_OK && !a) { /* asymmetric: a window over the range; the head's part now (the backward starts from it) */
         st = lt_acts_alloc_window(&win, pr->m, pr->b, &u, l0 + R, l1, pb.head, err);
@@ -502,14 +514,14 @@ static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0, .meter = &pr->meter};
     if (st == LT_OK && R > 0) {
         st = forward_pass(pr, &pa, &u, x, &redo, NULL, err);
-        if (st == LT_OK && !(dmid = calloc(TC, sizeof(float))))
+        if (st == LT_OK && !(dmid = be->alloc(be, TC * es, true)))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a gradient");
-        if (dmid) track(pr, TC * sizeof(float));
+        if (dmid) track(pr, TC * es);
     }
-    if (st == LT_OK && l0 > 0 && !(pr->din[v] = calloc(TC, sizeof(float))))
-        st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-float input gradient", TC);
+    if (st == LT_OK && l0 > 0 && !(pr->din[v] = be->alloc(be, TC * es, true)))
+        st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-element input gradient", TC);
     if (pr->din[v]) { /* held until the stage before has read it (release) */
-        pr->din_bytes[v] = TC * sizeof(float);
+        pr->din_bytes[v] = TC * es;
         track(pr, pr->din_bytes[v]);
     }
     bool final = pr->eh && v == pr->last_b;
@@ -527,9 +539,9 @@ static lt_status run_backward(pipe_run *pr, uint32_t v, lt_error *err) {
                                      err);
     if (redo.T > 0) untrack(pr, redo.bytes, pr->cur_stage);
     lt_acts_free(&redo);
-    if (dmid) untrack(pr, TC * sizeof(float), pr->cur_stage);
-    free(dmid), free(src_op), free(src_row);
-    if (x_owned) untrack(pr, x_bytes, pr->cur_stage), free(x);
+    if (dmid) untrack(pr, TC * es, pr->cur_stage);
+    be->free(be, dmid), free(src_op), free(src_row);
+    if (x_owned) untrack(pr, x_bytes, pr->cur_stage), be->free(be, x);
     if (st == LT_OK) count_tokens(pr, pr->b_tokens, stage, &u);
     return st;
 }
@@ -1182,14 +1194,17 @@ static lt_status drop_taken_rows(pipe_run *pr, int stage, kept_rows *k, lt_acts 
         size_t before = a->bytes;
         st = lt_acts_keep_rows(a, rows, n, pr->m, err);
         untrack(pr, before - a->bytes, stage);
-        size_t C = (size_t)pr->m->shape.hidden;
+        const lt_backend *be = be_of(pr);
+        size_t row = (size_t)pr->m->shape.hidden * be->act_bytes;
         if (st == LT_OK && x && *x) {
-            for (int i = 0; i < n; i++) memmove(*x + (size_t)i * C, *x + (size_t)rows[i] * C, C * sizeof(float));
-            float *smaller = realloc(*x, (size_t)n * C * sizeof(float));
+            for (int i = 0; i < n; i++) be->copy(be, (char *)*x + (size_t)i * row, (char *)*x + (size_t)rows[i] * row, row);
+            /* a smaller block on the host (the allocator keeps it in place); a device buffer
+             * is kept whole (its rows beyond n unused until it is freed) */
+            float *smaller = be->host ? realloc(*x, (size_t)n * row) : NULL;
             if (smaller) {
                 *x = smaller;
-                untrack(pr, *x_bytes - (size_t)n * C * sizeof(float), stage);
-                *x_bytes = (size_t)n * C * sizeof(float);
+                untrack(pr, *x_bytes - (size_t)n * row, stage);
+                *x_bytes = (size_t)n * row;
             }
         }
         for (int r = 0, j = 0; st == LT_OK && r < k->T0; r++) k->at[r] = !k->taken[r] && k->at[r] >= 0 ? j++ : -1;
@@ -1226,9 +1241,9 @@ static lt_status drop_consumed(pipe_run *pr, uint32_t v, uint32_t f, lt_error *e
         lt_train_unit u;
         if ((st = unit_of(pr, pr->deps.op[f], &u, err)) != LT_OK) return st;
         st = mark_taken(pr, v, &u, &pr->kept[f], &left, err);
-        size_t xb = (size_t)pr->acts_T[f] * C * sizeof(float);
+        size_t xb = (size_t)pr->acts_T[f] * C * act_es(pr);
         if (st == LT_OK && now) st = drop_taken_rows(pr, stage, &pr->kept[f], &pr->acts[f], &pr->x_in[f], &xb, err);
-        pr->acts_T[f] = (int)(xb / (C * sizeof(float)));
+        pr->acts_T[f] = (int)(xb / (C * act_es(pr)));
     }
     return st;
 }
@@ -1305,12 +1320,14 @@ static lt_status post_recv(pipe_run *pr, uint32_t v, lt_error *err) {
     int G, me, T;
     lt_status st = local_tokens(pr, pr->deps.op[v], &G, &me, &T, err);
     if (st != LT_OK) return st;
-    size_t bytes = (size_t)T * (size_t)pr->m->shape.hidden * sizeof(float);
+    const lt_backend *be = be_of(pr);
+    size_t bytes = (size_t)T * (size_t)pr->m->shape.hidden * be->act_bytes;
     if (bytes == 0) { /* an empty shard: nothing comes */
         pr->recv_bytes[v] = SIZE_MAX;
         return LT_OK;
     }
-    if (!(pr->recv_buf[v] = malloc(bytes))) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-byte transfer", bytes);
+    if (!(pr->recv_buf[v] = be->alloc(be, bytes, false)))
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-byte transfer", bytes);
     pr->recv_bytes[v] = bytes;
     track(pr, bytes);
     char what[160];
@@ -1334,14 +1351,14 @@ static lt_status take_recv(pipe_run *pr, uint32_t v, lt_error *err) {
     size_t bytes = pr->recv_bytes[v] == SIZE_MAX ? 0 : pr->recv_bytes[v];
     pr->recv_buf[v] = NULL;
     lt_acts shell = {.T = buf ? T : 0, .l0 = (int)pr->deps.op[v]->layer_begin, .l1 = (int)pr->deps.op[v]->layer_begin,
-                     .out = buf, .buf = buf, .bytes = bytes};
+                     .out = buf, .buf = buf, .bytes = bytes, .be = be_of(pr)};
     bool fwd = pr->deps.op[v]->kind != LT_OP_B;
     if (G > 1) {
         pr->gsize[from] = G;
         if (fwd && !pr->gacts[from] && !(pr->gacts[from] = calloc((size_t)G, sizeof(lt_acts)))) st = LT_ERR_NOMEM;
         if (!fwd && !pr->gdin[from] && !(pr->gdin[from] = calloc((size_t)G, sizeof(float *)))) st = LT_ERR_NOMEM;
         if (st != LT_OK) {
-            free(buf);
+            be_of(pr)->free(be_of(pr), buf);
             return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
         }
         if (fwd) pr->gacts[from][me] = shell;
@@ -1380,7 +1397,7 @@ static lt_status send_outputs(pipe_run *pr, uint32_t v, lt_error *err) {
         struct pending_send *ps = &pr->sends[pr->n_sends];
         ps->v = v;
         st = lt_comm_isend(pr->comm, lt_comm_rank_of(pr->comm, pr->my_dp, s[k].stage), (int)s[k].op, buf,
-                           (size_t)T * (size_t)pr->m->shape.hidden * sizeof(float), what, &ps->req, err);
+                           (size_t)T * (size_t)pr->m->shape.hidden * act_es(pr), what, &ps->req, err);
         if (st != LT_OK) return st;
         pr->n_sends++, pr->sends_of[v]++;
     }
@@ -1488,8 +1505,12 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             pr->cur_stage = (int)pr->deps.stage[v];
             int G = group_of(pr, pr->deps.op[v]);
             bool b = pr->deps.op[v]->kind == LT_OP_B;
-            st = G > 1 ? (b ? run_backward_group(pr, v, G, err) : run_forward_group(pr, v, G, err))
-                       : (b ? run_backward(pr, v, err) : run_forward(pr, v, err));
+            if (G > 1 && be_of(pr) != lt_backend_cpu())
+                st = op_error(pr, v, err, "is a context-parallel group (DP-Merge), which runs on the CPU fp32 backend "
+                              "only so far");
+            else
+                st = G > 1 ? (b ? run_backward_group(pr, v, G, err) : run_forward_group(pr, v, G, err))
+                           : (b ? run_backward(pr, v, err) : run_forward(pr, v, err));
             if (st == LT_OK && b) { /* a sample whose last backward on this stage this was: its K/V go */
                 size_t nsl;
                 const lt_op *op = pr->deps.op[v];

@@ -13,7 +13,11 @@
  *   - row moves with 2-byte elements are exact: a backward over a window filled row by row
  *     gives the gradients of the backward over the whole set bit for bit, kept rows pack to
  *     the bytes they packed to before, and a set's bytes are the 2-byte layout's;
- *   - a meter counts the bf16 bytes (K/V at 2 bytes an element).
+ *   - a meter counts the bf16 bytes (K/V at 2 bytes an element);
+ *   - the executor (train/exec.h) on the bf16 backend: a 2-stage pipeline with recompute and
+ *     asymmetric backward units (rows gathered per layer, kept rows dropped, inputs kept for
+ *     recompute, input gradients between stages, all in 2-byte elements) gives the fp32
+ *     reference's gradients within BF16_TOL; a DP-Merge group is refused by name.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -27,7 +31,10 @@
 #include <cmocka.h>
 
 #include "lib/rng.h"
+#include "plans/plan.h"     /* lt_step_plan */
+#include "plans/schedule.h" /* lt_schedule_* */
 #include "train/backend.h"
+#include "train/exec.h"     /* lt_exec_step */
 #include "train/model.h"
 
 #define BF16_TOL 3e-2 /* measured worst: 1.9e-2 (k_proj, its dK accumulated in bf16 context rows) */
@@ -342,12 +349,105 @@ static void bf16_meter_and_logits(void **state) {
     lt_llama_free(&m), lt_llama_free(&m32);
 }
 
+/* ---------------------------------------------------------------- the executor in bf16 */
+
+/* tests/train/test_exec.c's hand-made plan: one pipeline of 2 stages over the batch's
+ * samples 0 (11 tokens), 1 (5) and 2 (37): forward units u0 = samples 0 + 1, u1 = sample 2
+ * [0, 15), u2 = [15, 37); with `asym` backward units b0 = sample 2 [30, 37), b1 = [5, 30),
+ * b2 = samples 0, 1 and sample 2 [0, 5); recompute r0 / r1 layers on stage 0 / 1. */
+static void exec_plan(lt_step_plan *p, int layers, bool asym, uint16_t r0, uint16_t r1, uint16_t cp) {
+    lt_step_plan_init(p);
+    p->step = 1;
+    p->n_samples = 3;
+    p->lengths = calloc(3, sizeof *p->lengths);
+    p->sample_rank = calloc(3, sizeof *p->sample_rank);
+    p->n_ranks = 1;
+    p->ranks = calloc(1, sizeof *p->ranks);
+    assert_true(p->lengths && p->sample_rank && p->ranks);
+    for (int i = 0; i < 3; i++) p->lengths[i] = lengths[i];
+    p->n_predicted = lt_plan_predicted_tokens(p->lengths, 3);
+    p->pp = 2;
+    lt_rank_plan *r = &p->ranks[0];
+    r->cp = cp;
+    assert_int_equal(lt_schedule_init(&r->sched, 2, layers, NULL), LT_OK);
+    r->ops = calloc(12, sizeof *r->ops);
+    assert_non_null(r->ops);
+    lt_schedule *s = &r->sched;
+    lt_schedule_add_slice(s, 0, 0, 11), lt_schedule_add_slice(s, 1, 0, 5), lt_schedule_add_unit(s, 0, 2);
+    lt_schedule_add_slice(s, 2, 0, 15), lt_schedule_add_unit(s, 2, 1);
+    lt_schedule_add_slice(s, 2, 15, 37), lt_schedule_add_unit(s, 3, 1);
+    if (asym) {
+        lt_schedule_add_bslice(s, 0, 0, 11), lt_schedule_add_bslice(s, 1, 0, 5), lt_schedule_add_bslice(s, 2, 0, 5);
+        lt_schedule_add_bslice(s, 2, 5, 30), lt_schedule_add_bslice(s, 2, 30, 37);
+        lt_schedule_add_bunit(s, 4, 1), lt_schedule_add_bunit(s, 3, 1), lt_schedule_add_bunit(s, 0, 3);
+    }
+    for (int st = 0; st < 2; st++) {
+        uint16_t rc = st == 0 ? r0 : r1;
+        for (uint32_t u = 0; u < 3; u++) lt_schedule_add_stage_op(s, st, LT_OP_F, u, rc);
+        for (uint32_t k = 0; k < 3; k++) lt_schedule_add_stage_op(s, st, LT_OP_B, asym ? k : 2 - k, rc);
+    }
+}
+
+static void bf16_executor_near_fp32(void **state) {
+    (void)state;
+    make_batch();
+    lt_llama m32, m16;
+    make_model(&m32, 0, NULL);
+    make_model(&m16, 0, lt_backend_cpu_bf16());
+    size_t n = m32.n_params;
+    float *ref = calloc(n, sizeof(float)), *g = calloc(n, sizeof(float)), *g32 = calloc(n, sizeof(float));
+    assert_true(ref && g && g32);
+    lt_layer_views lv[3][8];
+    lt_llama_views vref, vg, vg32;
+    lt_llama_views_of(&m32, ref, lv[0], &vref), lt_llama_views_of(&m16, g, lv[1], &vg);
+    lt_llama_views_of(&m32, g32, lv[2], &vg32);
+    lt_batch three = {samples, 3};
+    lt_train_unit u_whole[] = {{&whole[0], 1}, {&whole[1], 1}, {&whole[2], 1}};
+    float scale = (float)(1.0 / (double)lt_batch_predicted_tokens(&three));
+    double l_ref;
+    lt_error err;
+    assert_int_equal(lt_llama_step_units(&m32, &three, u_whole, 3, scale, &vref, NULL, &l_ref, NULL, &err), LT_OK);
+    for (int asym = 0; asym <= 1; asym++)
+        for (int rc = 0; rc <= 1; rc++) {
+            lt_step_plan p;
+            exec_plan(&p, m16.shape.layers, asym, (uint16_t)rc, (uint16_t)rc, 1);
+            lt_exec_stats es = {0}, es32 = {0};
+            memset(g, 0, n * sizeof(float)), memset(g32, 0, n * sizeof(float));
+            lt_status st = lt_exec_step(&m16, &p, samples, &vg, &es, NULL, &err);
+            if (st != LT_OK) fail_msg("lt_exec_step on cpu-bf16: %s (%s)", err.what, err.where);
+            assert_int_equal(lt_exec_step(&m32, &p, samples, &vg32, &es32, NULL, &err), LT_OK);
+            const char *worst = "";
+            double rel = worst_tensor_rel(&m16, g, ref, &worst);
+            print_message("cpu-bf16 executor (asym %d, recompute %d): loss %.6f vs %.6f, worst %s rel %.2e; stage 0 "
+                          "peak %zu B vs fp32 %zu B\n", asym, rc, es.loss_sum, l_ref, worst, rel,
+                          es.stage_peak_bytes[0], es32.stage_peak_bytes[0]);
+            assert_true(rel <= BF16_TOL && rel > 0);
+            assert_true(fabs(es.loss_sum - l_ref) <= 1e-2 * fabs(l_ref));
+            /* 2-byte activations: the measured peak is well under fp32's (rstd, lse and
+             * the ints stay 4 bytes) */
+            assert_true(es.stage_peak_bytes[0] < es32.stage_peak_bytes[0] * 3 / 4);
+            lt_exec_stats_free(&es), lt_exec_stats_free(&es32);
+            lt_step_plan_free(&p);
+        }
+    /* a context-parallel pipeline (DP-Merge's arithmetic is host fp32): refused by name */
+    lt_step_plan p;
+    exec_plan(&p, m16.shape.layers, false, 0, 0, 2);
+    lt_exec_stats es = {0};
+    assert_int_not_equal(lt_exec_step(&m16, &p, samples, &vg, &es, NULL, &err), LT_OK);
+    print_message("refused: %s\n", err.what);
+    lt_exec_stats_free(&es);
+    lt_step_plan_free(&p);
+    free(ref), free(g), free(g32);
+    lt_llama_free(&m32), lt_llama_free(&m16);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bf16_rounding),
         cmocka_unit_test(bf16_gradients_near_fp32),
         cmocka_unit_test(bf16_rows_windows_and_kept_rows),
         cmocka_unit_test(bf16_meter_and_logits),
+        cmocka_unit_test(bf16_executor_near_fp32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
