@@ -202,9 +202,12 @@ static void bf16_add(const lt_backend *be, void *dst, const void *a, const void 
     (void)be;
     uint16_t *d = dst;
     const uint16_t *x = a, *y = b;
-    for (size_t i = 0; i < n; i++) d[i] = lt_backend_bf16_round(lt_backend_bf16_value(x[i]) + lt_backend_bf16_value(y[i]));
+    for (size_t i = 0; i < n; i++)
+        d[i] = lt_backend_bf16_round(lt_backend_bf16_value(x[i]) + lt_backend_bf16_value(y[i]));
 }
-static void bf16_accumulate(const lt_backend *be, void *dst, const void *src, size_t n) { bf16_add(be, dst, dst, src, n); }
+static void bf16_accumulate(const lt_backend *be, void *dst, const void *src, size_t n) {
+    bf16_add(be, dst, dst, src, n);
+}
 
 /* every widened copy so far exists (else ops are skipped, the failure kept) */
 static bool ok(void) { return bf16_failed == LT_OK; }

@@ -263,8 +263,9 @@ static lt_cuda_attn_segment *cuda_segments(cuda_state *s, const lt_attn_segment 
     return c;
 }
 
-static void cu_attention_forward(const lt_backend *be, void *out, float *lse, const void *q, const lt_attn_segment *segs,
-                                 int n_segs, int T, int nh, int nkv, int hd, lt_pool *pool) {
+static void cu_attention_forward(const lt_backend *be, void *out, float *lse, const void *q,
+                                 const lt_attn_segment *segs, int n_segs, int T, int nh, int nkv, int hd,
+                                 lt_pool *pool) {
     cuda_state *s = state_of(be);
     (void)pool;
     lt_cuda_attn_segment *c = cuda_segments(s, segs, n_segs);
@@ -363,7 +364,8 @@ lt_status lt_backend_cuda_reserve(lt_backend *be, size_t bytes, const char *what
     lt_status st = lt_cuda_mem_info(s->cu, &free_b, &total_b, err);
     if (st != LT_OK) return st;
     if (bytes > free_b) {
-        lt_fail(err, LT_ERR_CONFIG, what, "predicted peak %.2f GiB does not fit the %.2f GiB free on GPU %d (of %.2f GiB)",
+        lt_fail(err, LT_ERR_CONFIG, what,
+                "predicted peak %.2f GiB does not fit the %.2f GiB free on GPU %d (of %.2f GiB)",
                 (double)bytes / 1073741824.0, (double)free_b / 1073741824.0, lt_cuda_device(s->cu),
                 (double)total_b / 1073741824.0);
         lt_error_hint(err, "plan with a lower plan.mem, or more pipeline stages");

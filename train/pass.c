@@ -110,8 +110,8 @@ static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, co
     dims d = dims_of(m, T);
     const lt_backend *be = lt_backend_of(m);
     int stored = window ? (l1 > l0 ? 1 : 0) : l1 - l0;
-    size_t total = layer_bytes(be, &d) * (size_t)stored +
-                   lt_backend_span(be, (size_t)T * (size_t)d.C, be->act_bytes) * ((window ? 0u : 1u) + (head ? 1u : 0u));
+    size_t TCb = lt_backend_span(be, (size_t)T * (size_t)d.C, be->act_bytes); /* a [T, C] array's bytes */
+    size_t total = layer_bytes(be, &d) * (size_t)stored + TCb * ((window ? 0u : 1u) + (head ? 1u : 0u));
     a->T = T;
     a->l0 = l0;
     a->l1 = l1;
