@@ -18,6 +18,11 @@ if ! command -v "$CXX" >/dev/null 2>&1; then
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lt-attn-emu.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+printf '#include <barrier>\nint main() { std::barrier<> b(1); b.arrive_and_wait(); }\n' >"$tmp/probe.cpp"
+if ! "$CXX" -std=c++20 -pthread "$tmp/probe.cpp" -o "$tmp/probe" >/dev/null 2>&1; then
+  echo "ok 1 # SKIP $CXX cannot build C++20 <barrier> (the emulation needs it)"
+  exit 0
+fi
 blas_cflags=$(pkg-config --cflags openblas 2>/dev/null || true)
 blas_libs=$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 build() {
