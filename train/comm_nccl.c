@@ -24,8 +24,13 @@
 #include <mpi.h>
 #endif
 #ifdef HAVE_CUDA
+/* nccl.h declares `void ncclResetDebugInit();` (no prototype): harmless, but fatal under
+ * --enable-werror when the header is found through -I rather than as a system header */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#pragma GCC diagnostic pop
 #endif
 
 #include "train/comm_impl.h" /* struct lt_comm, struct lt_comm_req */
