@@ -19,7 +19,7 @@ make -s -C "$build" tests/libtestutil.a train/libtrain.a plans/libplans.a datapr
     lib/liblongtail.a kernels/bf16.o tests/kernels/test_cuda_kernels-test_cuda_kernels.o
 objs=
 for k in context gemm embed rmsnorm rope swiglu xent adamw; do
-    g++ -std=c++20 -O1 -g -ffp-contract=off -Wall -Wno-unknown-pragmas -x c++ -DLT_CUDA_EMULATE \
+    ${CXX:-g++} -std=c++20 -O1 -g -ffp-contract=off -Wall -Wno-unknown-pragmas -x c++ -DLT_CUDA_EMULATE \
         -I"$src/dev/cuda/emu_kernels" -I"$src" -I"$build" -c "$src/kernels/$k.cu" -o "$out/$k.o"
     objs="$objs $out/$k.o"
 done
@@ -27,9 +27,9 @@ rm -f "$out/libkernels_emu.a"
 ar rcs "$out/libkernels_emu.a" $objs "$build/kernels/bf16.o"
 # the test's own link line, with the emulated kernels in place of libkernels.a and CUDA
 link=$(make -C "$build" -n -W tests/kernels/test_cuda_kernels-test_cuda_kernels.o tests/kernels/test_cuda_kernels |
-    grep -- '-o tests/kernels/test_cuda_kernels ' | sed 's/^.*;gcc /gcc /' | head -n 1)
+    grep -- '-o tests/kernels/test_cuda_kernels ' | head -n 1 | sed 's/^echo [^;]*;//')
 link=$(printf '%s\n' "$link" | sed -e "s|kernels/libkernels.a|$out/libkernels_emu.a|" \
     -e 's/-lcudart//; s/-lcublasLt//; s/-lcublas//; s/-lnccl//' \
-    -e "s|-o tests/kernels/test_cuda_kernels |-o $out/test_cuda_kernels_emulated |" -e 's/^gcc /g++ -pthread /')
+    -e "s|-o tests/kernels/test_cuda_kernels |-o $out/test_cuda_kernels_emulated |" -e "s/^[^ ]* /${CXX:-g++} -pthread /")
 (cd "$build" && eval "$link -lstdc++")
 "$out/test_cuda_kernels_emulated"
