@@ -300,10 +300,11 @@ lt_status lt_comm_dev_batch(lt_comm *c, const lt_comm_dev_op *ops, int n, const 
     lt_status st = usable(c, err);
     if (st != LT_OK) return st;
     if (n <= 0) return done_req(req);
+    if (!what) what = "a device transfer";
     if (!c->nccl->world)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: %s with rank %d in a world of one", c->who, what, ops[0].peer);
     st = after_compute(c, err);
-    if (st == LT_OK) st = enqueue_p2p(c, ops, n, what ? what : "a device transfer", err);
+    if (st == LT_OK) st = enqueue_p2p(c, ops, n, what, err);
     if (st == LT_OK) st = new_dev_req(c, c->nccl->world, ops[0].peer, what, req, err);
     return st;
 }
