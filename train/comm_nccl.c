@@ -188,15 +188,19 @@ lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, vo
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming);
     lt_status st = e == cudaSuccess ? LT_OK : cuda_failed(c, e, "opening the device for NCCL", err);
     /* a single rank needs no NCCL communicator: its all-reduces are the identity */
-    if (st == LT_OK && c->l.world > 1) {
+    if (c->l.world > 1) {
         id_msg m;
         memset(&m, 0, sizeof m);
-        if (c->l.rank == 0) m.ok = ncclGetUniqueId(&m.id) == ncclSuccess;
-        /* every rank answers rank 0's broadcast, even one whose device failed above: a rank
-         * that skipped it would leave the others waiting out the deadline */
-        st = lt_comm_bcast(c, &m, sizeof m, err);
+        if (c->l.rank == 0 && st == LT_OK) m.ok = ncclGetUniqueId(&m.id) == ncclSuccess;
+        /* every rank answers rank 0's broadcast, even one whose device failed above (its
+         * error kept): a rank that skipped it would leave the others waiting out the deadline
+         * in the broadcast; rank 0's failure reaches everyone through m.ok */
+        lt_error bcast_err;
+        lt_status sb = lt_comm_bcast(c, &m, sizeof m, st == LT_OK ? err : &bcast_err);
+        if (st == LT_OK) st = sb;
         if (st == LT_OK && !m.ok)
-            st = lt_fail(err, LT_ERR_IO, NULL, "%s: rank 0 could not make an NCCL unique id", c->who);
+            st = lt_fail(err, LT_ERR_IO, NULL, "%s: rank 0 could not open its GPU or make an NCCL unique id",
+                         c->who);
         if (st == LT_OK) {
             ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
             cfg.blocking = 0;
