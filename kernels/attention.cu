@@ -818,6 +818,8 @@ static void plan_free(plan *p) {
     p->segs = NULL, p->groups = NULL;
 }
 
+static const char PLAN_NOMEM[] = "out of host memory for the segment list";
+
 /* Validates the call and builds the plan. Returns NULL on success, or a static message
  * with the offending segment index in *bad (-1 when not about one segment). */
 static const char *plan_build(plan *p, const lt_cuda_attn_segment *in, int n_in, int T, int nh, int nkv, int hd,
@@ -834,7 +836,7 @@ static const char *plan_build(plan *p, const lt_cuda_attn_segment *in, int n_in,
     if (p->segs == NULL || p->groups == NULL || owner == NULL) {
         free(owner);
         plan_free(p);
-        return "out of host memory for the segment list";
+        return PLAN_NOMEM;
     }
     const char *why = NULL;
     for (int i = 0; i < n_in && why == NULL; i++) {
@@ -936,6 +938,7 @@ extern "C" lt_status lt_cuda_attention_forward(lt_cuda *c, lt_bf16 *out, float *
     if (why != NULL) {
         if (hd != 64 && hd != 128)
             return lt_fail(err, LT_ERR_CONFIG, fn, "head dim %d: %s", hd, why);
+        if (why == PLAN_NOMEM) return lt_fail(err, LT_ERR_NOMEM, fn, "%s (%d segments)", why, n_segs);
         if (bad >= 0) return lt_fail(err, LT_ERR_INTERNAL, fn, "segment %d of %d: %s", bad, n_segs, why);
         return lt_fail(err, LT_ERR_INTERNAL, fn, "%s (T %d, nh %d, nkv %d, n_segs %d)", why, T, nh, nkv, n_segs);
     }
@@ -970,6 +973,7 @@ extern "C" lt_status lt_cuda_attention_backward(lt_cuda *c, lt_bf16 *dq, const l
     if (why != NULL) {
         if (hd != 64 && hd != 128)
             return lt_fail(err, LT_ERR_CONFIG, fn, "head dim %d: %s", hd, why);
+        if (why == PLAN_NOMEM) return lt_fail(err, LT_ERR_NOMEM, fn, "%s (%d segments)", why, n_segs);
         if (bad >= 0) return lt_fail(err, LT_ERR_INTERNAL, fn, "segment %d of %d: %s", bad, n_segs, why);
         return lt_fail(err, LT_ERR_INTERNAL, fn, "%s (T %d, nh %d, nkv %d, n_segs %d)", why, T, nh, nkv, n_segs);
     }
