@@ -17,7 +17,8 @@
  *   - the executor (train/exec.h) on the bf16 backend: a 2-stage pipeline with recompute and
  *     asymmetric backward units (rows gathered per layer, kept rows dropped, inputs kept for
  *     recompute, input gradients between stages, all in 2-byte elements) gives the fp32
- *     reference's gradients within BF16_TOL; a DP-Merge group is refused by name.
+ *     reference's gradients within BF16_TOL; a DP-Merge group is refused by name;
+ *   - the CUDA backend where it cannot open: LT_ERR_CONFIG with the reason.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -441,6 +442,27 @@ static void bf16_executor_near_fp32(void **state) {
     lt_llama_free(&m32), lt_llama_free(&m16);
 }
 
+/* The CUDA backend where it cannot open (a build without CUDA, or no device): LT_ERR_CONFIG
+ * with lt_cuda_open's reason and nothing opened; on a machine with a GPU it opens (and the
+ * rest is scripts/gpu-check.sh's). */
+static void cuda_backend_refuses_without_device(void **state) {
+    (void)state;
+    lt_backend *be = (lt_backend *)1;
+    lt_error err;
+    lt_status st = lt_backend_cuda_open(&be, 0, &err);
+    if (st == LT_OK) {
+        assert_non_null(be);
+        assert_string_equal(be->name, "cuda");
+        assert_int_equal(be->act_bytes, 2);
+        lt_backend_cuda_close(be);
+        skip();
+    }
+    assert_int_equal(st, LT_ERR_CONFIG);
+    assert_null(be);
+    assert_true(strstr(err.what, "built without CUDA") || strstr(err.what, "no CUDA device"));
+    lt_backend_cuda_close(NULL); /* NULL-safe */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bf16_rounding),
@@ -448,6 +470,7 @@ int main(void) {
         cmocka_unit_test(bf16_rows_windows_and_kept_rows),
         cmocka_unit_test(bf16_meter_and_logits),
         cmocka_unit_test(bf16_executor_near_fp32),
+        cmocka_unit_test(cuda_backend_refuses_without_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
