@@ -13,8 +13,8 @@
  *   (There is no v2 for the backward: the tiled scalar stepping stone was written for the
  *   forward only.)
  *
- * Usage: attention_backward [version 1|3] [n] [begin] [nh] [nkv] [hd]
- *   defaults: 3 8192 0 16 8 128. The inputs of the backward (out, lse) come from the
+ * Usage: attention_backward [version 0|1|3] [n] [begin] [nh] [nkv] [hd]
+ *   defaults: 0 8192 0 16 8 128 (version 0: both, in order). The inputs of the backward (out, lse) come from the
  *   library's forward (checked by attention_forward).
  * FLOPs: 2.5 x the causal forward's (dev/cuda/attention_common.cuh); the dQ pass's
  * recomputation is not counted. Tolerance of the check: dq, dk, dv within 3e-2 x their
@@ -186,12 +186,12 @@ static bool check_all(int hd) {
 }
 
 int main(int argc, char **argv) {
-    int version = argc > 1 ? atoi(argv[1]) : 3, n = argc > 2 ? atoi(argv[2]) : 8192;
+    int version = argc > 1 ? atoi(argv[1]) : 0, n = argc > 2 ? atoi(argv[2]) : 8192;
     int begin = argc > 3 ? atoi(argv[3]) : 0, nh = argc > 4 ? atoi(argv[4]) : 16;
     int nkv = argc > 5 ? atoi(argv[5]) : 8, hd = argc > 6 ? atoi(argv[6]) : 128;
-    if ((version != 1 && version != 3) || n <= 0 || begin < 0 || nh <= 0 || nkv <= 0 || nh % nkv ||
+    if ((version != 0 && version != 1 && version != 3) || n <= 0 || begin < 0 || nh <= 0 || nkv <= 0 || nh % nkv ||
         (hd != 64 && hd != 128)) {
-        fprintf(stderr, "usage: attention_backward [version 1|3] [n] [begin] [nh] [nkv] [hd 64|128]\n");
+        fprintf(stderr, "usage: attention_backward [version 0|1|3 (0: both)] [n] [begin] [nh] [nkv] [hd 64|128]\n");
         return 2;
     }
     print_device();
@@ -203,17 +203,20 @@ int main(int argc, char **argv) {
     prepare(&u, &pp);
     unit_zero_grads(&u);
     forward(&u, &pp);
-    float fms = time_ms([&] { forward(&u, &pp); }, 1, version == 1 ? 2 : 10);
-    int reps = version == 1 ? 1 : 10;
-    float ms = time_ms([&] { run_version(version, &u, &pp); }, 1, reps);
-    double ff = fwd_flops(&u), tf_f = ff / (fms * 1e-3) / 1e12, tf_b = 2.5 * ff / (ms * 1e-3) / 1e12;
-    double tf_fb = 3.5 * ff / ((fms + ms) * 1e-3) / 1e12;
+    float fms = time_ms([&] { forward(&u, &pp); }, 1, 10);
+    double ff = fwd_flops(&u), tf_f = ff / (fms * 1e-3) / 1e12;
     int C = nh * hd;
     double g = gemm_tflops(n, 4 * C, C);
-    printf("backward v%d: n %d begin %d nh %d nkv %d hd %d: %.3f ms, %.1f TFLOP/s; forward (v3) %.3f ms, %.1f "
-           "TFLOP/s; forward+backward %.1f TFLOP/s; cuBLAS bf16 GEMM %dx%dx%d: %.1f TFLOP/s; "
-           "fwd+bwd/GEMM %.0f %%\n",
-           version, n, begin, nh, nkv, hd, ms, tf_b, fms, tf_f, tf_fb, n, 4 * C, C, g, 100.0 * tf_fb / g);
+    printf("cuBLAS bf16 GEMM %dx%dx%d: %.1f TFLOP/s; forward (v3) %.3f ms, %.1f TFLOP/s\n", n, 4 * C, C, g, fms,
+           tf_f);
+    for (int v : {1, 3}) {
+        if (version != 0 && v != version) continue;
+        float ms = time_ms([&] { run_version(v, &u, &pp); }, v == 1 ? 0 : 1, v == 1 ? 1 : 10);
+        double tf_b = 2.5 * ff / (ms * 1e-3) / 1e12, tf_fb = 3.5 * ff / ((fms + ms) * 1e-3) / 1e12;
+        printf("backward v%d: n %d begin %d nh %d nkv %d hd %d: %.3f ms, %.1f TFLOP/s; forward (v3) + backward "
+               "%.1f TFLOP/s; fwd+bwd/GEMM %.0f %%\n",
+               v, n, begin, nh, nkv, hd, ms, tf_b, tf_fb, 100.0 * tf_fb / g);
+    }
     release(&pp);
     unit_free(&u);
     return ok ? 0 : 1;

@@ -11,8 +11,9 @@
  *   v3  kernels/attention.cu: FlashAttention-2 with mma.sync m16n8k16 tensor cores (the
  *       library's kernel, included from the source that ships).
  *
- * Usage: attention_forward [version 1..3] [n] [begin] [nh] [nkv] [hd]
- *   defaults: 3 8192 0 16 8 128 (a ~1B Llama's attention over an 8K-token slice);
+ * Usage: attention_forward [version 0..3] [n] [begin] [nh] [nkv] [hd]
+ *   defaults: 0 8192 0 16 8 128 (version 0: all of them, in order; a ~1B Llama's
+ *   attention over an 8K-token slice);
  *   begin > 0 puts `begin` rows of KV context before the slice.
  * Tolerances of the check: out within 2e-2 x max |ref|, lse within 1e-3 x max(1, |lse|).
  * Build: make -C dev/cuda attention_forward (nvcc, sm_90).
@@ -181,11 +182,11 @@ static bool check_all(int hd) {
 }
 
 int main(int argc, char **argv) {
-    int version = argc > 1 ? atoi(argv[1]) : 3, n = argc > 2 ? atoi(argv[2]) : 8192;
+    int version = argc > 1 ? atoi(argv[1]) : 0, n = argc > 2 ? atoi(argv[2]) : 8192;
     int begin = argc > 3 ? atoi(argv[3]) : 0, nh = argc > 4 ? atoi(argv[4]) : 16;
     int nkv = argc > 5 ? atoi(argv[5]) : 8, hd = argc > 6 ? atoi(argv[6]) : 128;
-    if (version < 1 || version > 3 || n <= 0 || begin < 0 || nh <= 0 || nkv <= 0 || nh % nkv || (hd != 64 && hd != 128)) {
-        fprintf(stderr, "usage: attention_forward [version 1..3] [n] [begin] [nh] [nkv] [hd 64|128]\n");
+    if (version < 0 || version > 3 || n <= 0 || begin < 0 || nh <= 0 || nkv <= 0 || nh % nkv || (hd != 64 && hd != 128)) {
+        fprintf(stderr, "usage: attention_forward [version 0..3 (0: all)] [n] [begin] [nh] [nkv] [hd 64|128]\n");
         return 2;
     }
     print_device();
@@ -195,15 +196,17 @@ int main(int argc, char **argv) {
     bench_unit(&u, n, begin, nh, nkv, hd);
     prepared pp;
     prepare(&u, &pp);
-    int reps = version == 1 ? 2 : 10;
-    float ms = time_ms([&] { run_version(version, &u, &pp); }, 1, reps);
-    double tf = fwd_flops(&u) / (ms * 1e-3) / 1e12;
     /* the GEMM of a comparable size: the unit's MLP up-projection (T x 4C x C, C = nh*hd) */
     int C = nh * hd;
     double g = gemm_tflops(n, 4 * C, C);
-    printf("forward v%d: n %d begin %d nh %d nkv %d hd %d: %.3f ms, %.1f TFLOP/s (causal FLOPs %.3e); "
-           "cuBLAS bf16 GEMM %dx%dx%d: %.1f TFLOP/s; attention/GEMM %.0f %%\n",
-           version, n, begin, nh, nkv, hd, ms, tf, fwd_flops(&u), n, 4 * C, C, g, 100.0 * tf / g);
+    printf("cuBLAS bf16 GEMM %dx%dx%d: %.1f TFLOP/s\n", n, 4 * C, C, g);
+    for (int v = version == 0 ? 1 : version; v <= (version == 0 ? 3 : version); v++) {
+        float ms = time_ms([&] { run_version(v, &u, &pp); }, 1, v == 1 ? 2 : 10);
+        double tf = fwd_flops(&u) / (ms * 1e-3) / 1e12;
+        printf("forward v%d: n %d begin %d nh %d nkv %d hd %d: %.3f ms, %.1f TFLOP/s (causal FLOPs %.3e); "
+               "attention/GEMM %.0f %%\n",
+               v, n, begin, nh, nkv, hd, ms, tf, fwd_flops(&u), 100.0 * tf / g);
+    }
     release(&pp);
     unit_free(&u);
     return ok ? 0 : 1;
