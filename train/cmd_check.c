@@ -24,7 +24,7 @@
 #include "plans/store.h"    /* lt_store_open, lt_store_get_step, lt_store_steps */
 #include "train/backend.h"  /* lt_backend_cuda_*: the GPU check */
 #include "train/cmd.h"      /* lt_cmd_model_shape, lt_cmd_seed */
-#include "train/commands.h" /* check_command, lt_cmd_load_model, lt_cmd_threads, lt_cmd_backend */
+#include "train/commands.h" /* check_command, lt_cmd_load_model, lt_cmd_threads, lt_cmd_open_backend */
 #include "train/cpu.h"      /* lt_cpu_init */
 #include "train/docs.h"     /* lt_docs_open, lt_docs_get_piece */
 #include "train/dist.h"     /* lt_dist: the stages' parameters over MPI ranks */
