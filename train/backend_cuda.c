@@ -84,7 +84,8 @@ static bool grow(cuda_state *s, void **p, size_t *cap, size_t bytes) {
     return st == LT_OK;
 }
 
-/* host ints to the staging buffer (at element offset `slot` of 3 T-sized slots) */
+/* T host ints into the device staging buffer (stream-ordered: queued kernels that read the
+ * previous contents run before the copy), or NULL after a failure (kept) */
 static const int32_t *stage_ints(cuda_state *s, const int32_t *host, int T) {
     if (s->failed != LT_OK || !grow(s, (void **)&s->ints, &s->ints_cap, (size_t)(T > 0 ? T : 1) * sizeof(int32_t)))
         return NULL;
