@@ -285,9 +285,11 @@ static bool grow_parts(lt_tok_scratch *s, size_t n) {
  * do next (lowest rank, leftmost on ties: tiktoken's rule) is simply the smallest key: one
  * compare-and-select per byte in four independent chains, where tracking the rank and the
  * position apart took two selects in one chain (the scan was 35-45 % of the time on
- * multilingual text, whose pieces are mostly merged rather than found whole). A 4-lane
- * vector minimum took fewer instructions (callgrind) but its 16-byte loads of keys just
- * stored one at a time cannot be store-forwarded, so it was not faster. Needs ranks below
+ * multilingual text, whose pieces are mostly merged rather than found whole). Two vector
+ * forms were tried: 16-byte loads of keys stored 4 bytes at a time (2 % fewer instructions,
+ * but such loads cannot be store-forwarded: a stall per merge), and keys kept in vectors and
+ * changed by blends (15 % more instructions); timing on the shared 2-core machine could not
+ * tell them apart, and the scalar chains have neither cost. Needs ranks below
  * KEY_RANK_LIMIT (merge_piece checks). Measured faster than tiktoken's array of parts
  * (memmove per merge) and than the heap at every length up to 64. */
 #define KEY_NONE INT32_MAX
