@@ -70,8 +70,11 @@
  * start at banks 4r (r = 0..7) and cover the 32 banks once: no conflicts; rows stay
  * 16-byte aligned for ldmatrix and the 16-byte tile stores.
  *
- * Supported: hd 64 and 128 (templated); any other head dim fails with a clear error
- * (LT_ERR_CONFIG) — there is no slow fallback kernel. All tensors 16-byte aligned (the
+ * Supported: hd a multiple of 8 from 8 to 128. The kernels are templated on HD = 32, 64
+ * and 128 (the Llama sizes are 64 and 128; the test models' 16 and 32); a call runs on
+ * the smallest that holds its hd, the columns past hd loaded as zeros and never stored
+ * (hd 96 costs what 128 does). Any other head dim fails with a clear error
+ * (LT_ERR_CONFIG); there is no slow fallback kernel. All tensors 16-byte aligned (the
  * arena's 256-byte alignment gives it; checked). Segment lengths need not be multiples
  * of the block sizes: rows past a segment's end are loaded as zeros, masked and never
  * stored; offsets are size_t (units of hundreds of thousands of rows).
@@ -189,17 +192,18 @@ __device__ __forceinline__ const uint16_t *a_rows(const uint16_t *tile, int r0, 
 /* 32-bit load of two adjacent bf16 (4-byte aligned: even column, even row stride). */
 __device__ __forceinline__ uint32_t ld32(const uint16_t *p) { return *reinterpret_cast<const uint32_t *>(p); }
 
-/* Rows [r0, r0 + rows) of a global [*, ld] bf16 matrix (columns col .. col+HD) into a
- * [rows][HD+8] shared tile; rows at or past `valid` are zeros. 16-byte vectors (pointers
+/* Rows [r0, r0 + rows) of a global [*, ld] bf16 matrix (hd columns from base) into a
+ * [rows][HD+8] shared tile; rows at or past `valid` and columns hd .. HD-1 (a head dim
+ * below the template's, padded) are zeros. 16-byte vectors (pointers
  * and ld checked by the host). Called by all THREADS threads. */
 template <int HD>
 __device__ __forceinline__ void load_tile(uint16_t *s, const uint16_t *base, size_t ld, int r0, int rows,
-                                          int valid) {
+                                          int valid, int hd) {
     constexpr int LD = HD + 8, VEC = HD / 8;
     for (int c = threadIdx.x; c < rows * VEC; c += THREADS) {
         int r = c / VEC, cc = c % VEC;
         uint4 x = make_uint4(0, 0, 0, 0);
-        if (r0 + r < valid) x = *reinterpret_cast<const uint4 *>(base + (size_t)(r0 + r) * ld + (size_t)cc * 8);
+        if (r0 + r < valid && cc * 8 < hd) x = *reinterpret_cast<const uint4 *>(base + (size_t)(r0 + r) * ld + (size_t)cc * 8);
         *reinterpret_cast<uint4 *>(s + r * LD + cc * 8) = x;
     }
 }
@@ -232,29 +236,31 @@ __device__ __forceinline__ void cp_async_wait() {
 /* load_tile's asynchronous twin (same layout and zero rows), for double buffering. */
 template <int HD>
 __device__ __forceinline__ void async_tile(uint16_t *s, const uint16_t *base, size_t ld, int r0, int rows,
-                                           int valid) {
+                                           int valid, int hd) {
     constexpr int LD = HD + 8, VEC = HD / 8;
     for (int c = threadIdx.x; c < rows * VEC; c += THREADS) {
         int r = c / VEC, cc = c % VEC;
-        bool ok = r0 + r < valid;
+        bool ok = r0 + r < valid && cc * 8 < hd;
         cp_async16(s + r * LD + cc * 8, ok ? base + (size_t)(r0 + r) * ld + (size_t)cc * 8 : base, ok);
     }
 }
 
-/* A fragments of 16 rows x HD of a row-major global matrix (rows past `valid`: zeros). */
+/* A fragments of 16 rows x HD of a row-major global matrix (rows past `valid` and columns
+ * past hd: zeros). */
 template <int HD>
 __device__ __forceinline__ void load_a_global(uint32_t f[HD / 16][4], const uint16_t *base, size_t ld, int r,
-                                              int valid) {
+                                              int valid, int hd) {
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
     const uint16_t *ra = base + (size_t)(r + g) * ld, *rb = base + (size_t)(r + g + 8) * ld;
     bool va = r + g < valid, vb = r + g + 8 < valid;
 #pragma unroll
     for (int ks = 0; ks < HD / 16; ks++) {
         int c = ks * 16 + 2 * t;
-        f[ks][0] = va ? ld32(ra + c) : 0u;
-        f[ks][1] = vb ? ld32(rb + c) : 0u;
-        f[ks][2] = va ? ld32(ra + c + 8) : 0u;
-        f[ks][3] = vb ? ld32(rb + c + 8) : 0u;
+        bool c0 = c < hd, c8 = c + 8 < hd; /* hd is a multiple of 8: c, c+1 agree */
+        f[ks][0] = va && c0 ? ld32(ra + c) : 0u;
+        f[ks][1] = vb && c0 ? ld32(rb + c) : 0u;
+        f[ks][2] = va && c8 ? ld32(ra + c + 8) : 0u;
+        f[ks][3] = vb && c8 ? ld32(rb + c + 8) : 0u;
     }
 }
 
@@ -293,13 +299,13 @@ constexpr size_t fwd_smem() {
 template <int HD, int BK>
 __global__ void __launch_bounds__(THREADS, 2) fwd_kernel(uint16_t *__restrict__ out, float *__restrict__ lse,
                                                       const uint16_t *__restrict__ q, const seg *__restrict__ segs,
-                                                      int n_segs, int nh, int nkv, float scale_log2) {
+                                                      int n_segs, int nh, int nkv, int hd, float scale_log2) {
     constexpr int LD = HD + 8;
     extern __shared__ __align__(16) uint16_t smem[];
     uint16_t *Ks = smem, *Vs = smem + BK * LD;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, kvh = h / (nh / nkv);
-    const size_t qd = (size_t)nh * HD, kvd = (size_t)nkv * HD;
+    const size_t qd = (size_t)nh * hd, kvd = (size_t)nkv * hd;
 
     /* the last blocks (longest key ranges) first: they start while short ones fill in */
     const int bx = (int)gridDim.x - 1 - (int)blockIdx.x;
@@ -311,7 +317,7 @@ __global__ void __launch_bounds__(THREADS, 2) fwd_kernel(uint16_t *__restrict__ 
     const size_t r0 = (size_t)sg.row0 + (size_t)i0;
 
     uint32_t qf[HD / 16][4];
-    load_a_global<HD>(qf, q + r0 * qd + (size_t)h * HD, qd, warp * 16, rows);
+    load_a_global<HD>(qf, q + r0 * qd + (size_t)h * hd, qd, warp * 16, rows, hd);
 
     /* the last key each of my two rows sees; rows past the segment's end are clamped to
      * the block's last key so they stay finite (they are never stored) */
@@ -323,19 +329,19 @@ __global__ void __launch_bounds__(THREADS, 2) fwd_kernel(uint16_t *__restrict__ 
     for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f; /* l: this lane's part */
 
-    const uint16_t *kbase = sg.k + (size_t)kvh * HD, *vbase = sg.v + (size_t)kvh * HD;
+    const uint16_t *kbase = sg.k + (size_t)kvh * hd, *vbase = sg.v + (size_t)kvh * hd;
     /* double buffering: tile it+1 is copied (cp.async) while tile it is computed */
     const int n_tiles = (kend + BK - 1) / BK;
-    async_tile<HD>(Ks, kbase, kvd, 0, BK, kend);
-    async_tile<HD>(Vs, vbase, kvd, 0, BK, kend);
+    async_tile<HD>(Ks, kbase, kvd, 0, BK, kend, hd);
+    async_tile<HD>(Vs, vbase, kvd, 0, BK, kend, hd);
     cp_async_commit();
     for (int it = 0; it < n_tiles; it++) {
         const int kb0 = it * BK;
         const uint16_t *Kc = Ks + (it & 1) * 2 * BK * LD, *Vc = Vs + (it & 1) * 2 * BK * LD;
         __syncthreads(); /* every warp is done with tile it-1, whose stage the next copy fills */
         if (it + 1 < n_tiles) {
-            async_tile<HD>(Ks + ((it + 1) & 1) * 2 * BK * LD, kbase, kvd, kb0 + BK, BK, kend);
-            async_tile<HD>(Vs + ((it + 1) & 1) * 2 * BK * LD, vbase, kvd, kb0 + BK, BK, kend);
+            async_tile<HD>(Ks + ((it + 1) & 1) * 2 * BK * LD, kbase, kvd, kb0 + BK, BK, kend, hd);
+            async_tile<HD>(Vs + ((it + 1) & 1) * 2 * BK * LD, vbase, kvd, kb0 + BK, BK, kend, hd);
         }
         cp_async_commit(); /* possibly empty: keeps "all but the newest group" = tile it */
         cp_async_wait<1>(); /* this thread's copies of tile it have landed */
@@ -414,10 +420,11 @@ __global__ void __launch_bounds__(THREADS, 2) fwd_kernel(uint16_t *__restrict__ 
     l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
     const int ra = warp * 16 + g, rb = ra + 8;
     const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
-    uint16_t *oa = out + (r0 + (size_t)ra) * qd + (size_t)h * HD + 2 * t;
-    uint16_t *ob = out + (r0 + (size_t)rb) * qd + (size_t)h * HD + 2 * t;
+    uint16_t *oa = out + (r0 + (size_t)ra) * qd + (size_t)h * hd + 2 * t;
+    uint16_t *ob = out + (r0 + (size_t)rb) * qd + (size_t)h * hd + 2 * t;
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) {
+        if (i * 8 >= hd) break; /* padded columns (hd below the template's HD) */
         if (ra < rows) *reinterpret_cast<uint32_t *>(oa + i * 8) = pack2(o[i][0] * inv_a, o[i][1] * inv_a);
         if (rb < rows) *reinterpret_cast<uint32_t *>(ob + i * 8) = pack2(o[i][2] * inv_b, o[i][3] * inv_b);
     }
@@ -433,14 +440,15 @@ __global__ void __launch_bounds__(THREADS, 2) fwd_kernel(uint16_t *__restrict__ 
  * [0, T); rows outside every segment get a value nobody reads. */
 template <int HD>
 __global__ void __launch_bounds__(THREADS) dot_kernel(float *__restrict__ D, const uint16_t *__restrict__ dout,
-                                                      const uint16_t *__restrict__ out, size_t rows_heads) {
+                                                      const uint16_t *__restrict__ out, size_t rows_heads, int hd) {
     size_t w = (size_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (w >= rows_heads) return;
     const int lane = threadIdx.x & 31;
-    const size_t off = w * HD; /* row-major [T, nh, HD]: (row, head) w starts at w * HD */
+    const size_t off = w * (size_t)hd; /* row-major [T, nh, hd]: (row, head) w starts at w * hd */
     float s = 0.0f;
 #pragma unroll
     for (int d = 2 * lane; d < HD; d += 64) {
+        if (d >= hd) break;
         uint32_t x = ld32(dout + off + d), y = ld32(out + off + d);
         s += bf_lo(x) * bf_lo(y) + bf_hi(x) * bf_hi(y);
     }
@@ -454,13 +462,14 @@ template <int HD, int BK>
 __global__ void __launch_bounds__(THREADS) dq_kernel(uint16_t *__restrict__ dq, const uint16_t *__restrict__ dout,
                                                      const float *__restrict__ lse, const float *__restrict__ D,
                                                      const uint16_t *__restrict__ q, const seg *__restrict__ segs,
-                                                     int n_segs, int nh, int nkv, float scale, float scale_log2) {
+                                                     int n_segs, int nh, int nkv, int hd, float scale,
+                                                     float scale_log2) {
     constexpr int LD = HD + 8;
     extern __shared__ __align__(16) uint16_t smem[];
     uint16_t *Ks = smem, *Vs = smem + BK * LD;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, kvh = h / (nh / nkv);
-    const size_t qd = (size_t)nh * HD, kvd = (size_t)nkv * HD;
+    const size_t qd = (size_t)nh * hd, kvd = (size_t)nkv * hd;
 
     const int bx = (int)gridDim.x - 1 - (int)blockIdx.x;
     const seg sg = segs[find_seg(segs, n_segs, bx)];
@@ -470,8 +479,8 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(uint16_t *__restrict__ dq, 
     const size_t r0 = (size_t)sg.row0 + (size_t)i0;
 
     uint32_t qf[HD / 16][4], df[HD / 16][4];
-    load_a_global<HD>(qf, q + r0 * qd + (size_t)h * HD, qd, warp * 16, rows);
-    load_a_global<HD>(df, dout + r0 * qd + (size_t)h * HD, qd, warp * 16, rows);
+    load_a_global<HD>(qf, q + r0 * qd + (size_t)h * hd, qd, warp * 16, rows, hd);
+    load_a_global<HD>(df, dout + r0 * qd + (size_t)h * hd, qd, warp * 16, rows, hd);
 
     const int ra = warp * 16 + g, rb = ra + 8;
     const int lim_a = min(p0 + ra, kend - 1), lim_b = min(p0 + rb, kend - 1);
@@ -487,19 +496,19 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(uint16_t *__restrict__ dq, 
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
 
-    const uint16_t *kbase = sg.k + (size_t)kvh * HD, *vbase = sg.v + (size_t)kvh * HD;
+    const uint16_t *kbase = sg.k + (size_t)kvh * hd, *vbase = sg.v + (size_t)kvh * hd;
     /* double buffering: tile it+1 is copied (cp.async) while tile it is computed */
     const int n_tiles = (kend + BK - 1) / BK;
-    async_tile<HD>(Ks, kbase, kvd, 0, BK, kend);
-    async_tile<HD>(Vs, vbase, kvd, 0, BK, kend);
+    async_tile<HD>(Ks, kbase, kvd, 0, BK, kend, hd);
+    async_tile<HD>(Vs, vbase, kvd, 0, BK, kend, hd);
     cp_async_commit();
     for (int it = 0; it < n_tiles; it++) {
         const int kb0 = it * BK;
         const uint16_t *Kc = Ks + (it & 1) * 2 * BK * LD, *Vc = Vs + (it & 1) * 2 * BK * LD;
         __syncthreads(); /* every warp is done with tile it-1, whose stage the next copy fills */
         if (it + 1 < n_tiles) {
-            async_tile<HD>(Ks + ((it + 1) & 1) * 2 * BK * LD, kbase, kvd, kb0 + BK, BK, kend);
-            async_tile<HD>(Vs + ((it + 1) & 1) * 2 * BK * LD, vbase, kvd, kb0 + BK, BK, kend);
+            async_tile<HD>(Ks + ((it + 1) & 1) * 2 * BK * LD, kbase, kvd, kb0 + BK, BK, kend, hd);
+            async_tile<HD>(Vs + ((it + 1) & 1) * 2 * BK * LD, vbase, kvd, kb0 + BK, BK, kend, hd);
         }
         cp_async_commit(); /* possibly empty: keeps "all but the newest group" = tile it */
         cp_async_wait<1>(); /* this thread's copies of tile it have landed */
@@ -551,10 +560,11 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(uint16_t *__restrict__ dq, 
     }
 
     /* dq += scale dQ: this block is the only writer of its rows' head columns */
-    uint16_t *qa = dq + (r0 + (size_t)ra) * qd + (size_t)h * HD + 2 * t;
-    uint16_t *qb = dq + (r0 + (size_t)rb) * qd + (size_t)h * HD + 2 * t;
+    uint16_t *qa = dq + (r0 + (size_t)ra) * qd + (size_t)h * hd + 2 * t;
+    uint16_t *qb = dq + (r0 + (size_t)rb) * qd + (size_t)h * hd + 2 * t;
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) {
+        if (i * 8 >= hd) break; /* padded columns */
         if (ra < rows) {
             uint32_t old = ld32(qa + i * 8);
             *reinterpret_cast<uint32_t *>(qa + i * 8) =
@@ -580,18 +590,18 @@ constexpr size_t dkdv_smem() {
  * (keys as the M dimension), so P^T and dS^T come out as A fragments of
  * dV += P^T dO and dK += dS^T Q (Alg. 2 lines 12 and 14). */
 template <int HD, int BQ>
-__global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restrict__ dout,
+__global__ void __launch_bounds__(THREADS, 2) dkdv_kernel(const uint16_t *__restrict__ dout,
                                                        const float *__restrict__ lse, const float *__restrict__ D,
                                                        const uint16_t *__restrict__ q, const seg *__restrict__ segs,
                                                        const group *__restrict__ groups, int n_groups, int nh,
-                                                       int nkv, float scale, float scale_log2) {
+                                                       int nkv, int hd, float scale, float scale_log2) {
     constexpr int LD = HD + 8;
     extern __shared__ __align__(16) uint16_t smem[];
     uint16_t *Ks = smem, *Vs = Ks + ROWS * LD, *Qs = Vs + ROWS * LD, *Os = Qs + 2 * BQ * LD;
     float *lse_s = reinterpret_cast<float *>(Os + 2 * BQ * LD), *D_s = lse_s + 2 * BQ;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int kvh = blockIdx.y, group_size = nh / nkv;
-    const size_t qd = (size_t)nh * HD, kvd = (size_t)nkv * HD;
+    const size_t qd = (size_t)nh * hd, kvd = (size_t)nkv * hd;
 
     const group gr = groups[find_group(groups, n_groups, (int)blockIdx.x)];
     const int kb0 = ((int)blockIdx.x - gr.kblk0) * ROWS;
@@ -610,8 +620,8 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restric
         const int seg_end = sg.begin + sg.n; /* this segment's queries see keys [0, seg_end) */
         if (kb0 >= seg_end) continue;        /* block-uniform: no query of it sees my keys */
         __syncthreads();                     /* the previous segment's tiles are consumed */
-        load_tile<HD>(Ks, sg.k + (size_t)kvh * HD, kvd, kb0, ROWS, seg_end);
-        load_tile<HD>(Vs, sg.v + (size_t)kvh * HD, kvd, kb0, ROWS, seg_end);
+        load_tile<HD>(Ks, sg.k + (size_t)kvh * hd, kvd, kb0, ROWS, seg_end, hd);
+        load_tile<HD>(Vs, sg.v + (size_t)kvh * hd, kvd, kb0, ROWS, seg_end, hd);
         /* the first query block with a row at position >= kb0 (earlier ones see none of
          * the keys: causal skip) */
         const int qb_first = kb0 > sg.begin ? (kb0 - sg.begin) / BQ : 0;
@@ -625,8 +635,8 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restric
             const int h = kvh * group_size + it / nq, qb = qb_first + it % nq;
             const int i0 = qb * BQ, rows = min(BQ, sg.n - i0);
             const size_t r0 = (size_t)sg.row0 + (size_t)i0;
-            async_tile<HD>(Qs + st * BQ * LD, q + r0 * qd + (size_t)h * HD, qd, 0, BQ, rows);
-            async_tile<HD>(Os + st * BQ * LD, dout + r0 * qd + (size_t)h * HD, qd, 0, BQ, rows);
+            async_tile<HD>(Qs + st * BQ * LD, q + r0 * qd + (size_t)h * hd, qd, 0, BQ, rows, hd);
+            async_tile<HD>(Os + st * BQ * LD, dout + r0 * qd + (size_t)h * hd, qd, 0, BQ, rows, hd);
             for (int r = threadIdx.x; r < BQ; r += THREADS) {
                 lse_s[st * BQ + r] = r < rows ? lse[(r0 + (size_t)r) * nh + h] * LOG2E : 0.0f;
                 D_s[st * BQ + r] = r < rows ? D[(r0 + (size_t)r) * nh + h] : 0.0f;
@@ -717,9 +727,10 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restric
     /* dk += scale dK, dv += dV for my key rows that exist (< the group's kv_len): the one
      * write of these elements in this call */
     const seg first = segs[gr.seg0];
-    const size_t col = (size_t)kvh * HD + 2 * t;
+    const size_t col = (size_t)kvh * hd + 2 * t;
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) {
+        if (i * 8 >= hd) break; /* padded columns */
         if (key_a < gr.kv_len) {
             uint16_t *pk = first.dk + (size_t)key_a * kvd + col + i * 8;
             uint16_t *pv = first.dv + (size_t)key_a * kvd + col + i * 8;
@@ -742,9 +753,14 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(const uint16_t *__restric
 /* BK: keys per tile of the forward / dQ kernels; BQ: queries per step of the dK/dV kernel.
  * Chosen so the fp32 accumulators stay in registers (check with -Xptxas -v): at hd 128 the
  * dQ and dK/dV kernels hold two HD-wide accumulators or operand sets and take 32-wide
- * tiles. */
+ * tiles. HD is the template's head dim; a call's hd (a multiple of 8) runs on the smallest
+ * of 32, 64, 128 that holds it, its columns past hd padded with zeros (padded_hd). */
 template <int HD>
 struct tiles;
+template <>
+struct tiles<32> {
+    static constexpr int FWD_BK = 64, DQ_BK = 64, DKDV_BQ = 64;
+};
 template <>
 struct tiles<64> {
     static constexpr int FWD_BK = 64, DQ_BK = 64, DKDV_BQ = 64;
@@ -754,20 +770,27 @@ struct tiles<128> {
     static constexpr int FWD_BK = 64, DQ_BK = 32, DKDV_BQ = 32;
 };
 
+/* The template head dim a call's hd runs on; 0 when none does (hd not a multiple of 8 in
+ * [8, 128]). */
+static inline int padded_hd(int hd) {
+    if (hd < 8 || hd > 128 || hd % 8 != 0) return 0;
+    return hd <= 32 ? 32 : hd <= 64 ? 64 : 128;
+}
+
 /* ---------------------------------------------------------------- launches */
 #ifndef LT_ATTENTION_EMULATE
 
 /* The forward over n_segs device segments (qblk0 filled, total query blocks q_blocks > 0). */
 template <int HD>
 cudaError_t launch_forward(cudaStream_t st, uint16_t *out, float *lse, const uint16_t *q, const seg *segs,
-                           int n_segs, int q_blocks, int nh, int nkv) {
+                           int n_segs, int q_blocks, int nh, int nkv, int hd) {
     constexpr int BK = tiles<HD>::FWD_BK;
     const size_t sm = fwd_smem<HD, BK>();
     cudaError_t rc = cudaFuncSetAttribute(fwd_kernel<HD, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (rc != cudaSuccess) return rc;
-    const float scale = 1.0f / sqrtf((float)HD);
+    const float scale = 1.0f / sqrtf((float)hd);
     fwd_kernel<HD, BK><<<dim3((unsigned)q_blocks, (unsigned)nh), THREADS, sm, st>>>(out, lse, q, segs, n_segs, nh,
-                                                                                   nkv, scale * LOG2E);
+                                                                                   nkv, hd, scale * LOG2E);
     return cudaGetLastError();
 }
 
@@ -775,11 +798,12 @@ cudaError_t launch_forward(cudaStream_t st, uint16_t *out, float *lse, const uin
 template <int HD>
 cudaError_t launch_backward(cudaStream_t st, uint16_t *dq, const uint16_t *dout, const uint16_t *out,
                             const float *lse, const uint16_t *q, float *D, size_t T, const seg *segs, int n_segs,
-                            int q_blocks, const group *groups, int n_groups, int k_blocks, int nh, int nkv) {
+                            int q_blocks, const group *groups, int n_groups, int k_blocks, int nh, int nkv,
+                            int hd) {
     constexpr int DQ_BK = tiles<HD>::DQ_BK, BQ = tiles<HD>::DKDV_BQ;
-    const float scale = 1.0f / sqrtf((float)HD);
+    const float scale = 1.0f / sqrtf((float)hd);
     const size_t rows_heads = T * (size_t)nh;
-    dot_kernel<HD><<<(unsigned)((rows_heads + WARPS - 1) / WARPS), THREADS, 0, st>>>(D, dout, out, rows_heads);
+    dot_kernel<HD><<<(unsigned)((rows_heads + WARPS - 1) / WARPS), THREADS, 0, st>>>(D, dout, out, rows_heads, hd);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess) return rc;
 
@@ -787,7 +811,7 @@ cudaError_t launch_backward(cudaStream_t st, uint16_t *dq, const uint16_t *dout,
     rc = cudaFuncSetAttribute(dq_kernel<HD, DQ_BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm_dq);
     if (rc != cudaSuccess) return rc;
     dq_kernel<HD, DQ_BK><<<dim3((unsigned)q_blocks, (unsigned)nh), THREADS, sm_dq, st>>>(
-        dq, dout, lse, D, q, segs, n_segs, nh, nkv, scale, scale * LOG2E);
+        dq, dout, lse, D, q, segs, n_segs, nh, nkv, hd, scale, scale * LOG2E);
     rc = cudaGetLastError();
     if (rc != cudaSuccess) return rc;
 
@@ -795,7 +819,7 @@ cudaError_t launch_backward(cudaStream_t st, uint16_t *dq, const uint16_t *dout,
     rc = cudaFuncSetAttribute(dkdv_kernel<HD, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm_kv);
     if (rc != cudaSuccess) return rc;
     dkdv_kernel<HD, BQ><<<dim3((unsigned)k_blocks, (unsigned)nkv), THREADS, sm_kv, st>>>(
-        dout, lse, D, q, segs, groups, n_groups, nh, nkv, scale, scale * LOG2E);
+        dout, lse, D, q, segs, groups, n_groups, nh, nkv, hd, scale, scale * LOG2E);
     return cudaGetLastError();
 }
 
@@ -826,7 +850,7 @@ static const char *plan_build(plan *p, const lt_cuda_attn_segment *in, int n_in,
                               bool backward, int *bad) {
     *p = plan{};
     *bad = -1;
-    if (hd != 64 && hd != 128) return "head dim not supported by the CUDA attention kernel (64 and 128 are)";
+    if (padded_hd(hd) == 0) return "head dim not supported by the CUDA attention kernel (a multiple of 8 from 8 to 128 is)";
     if (nh <= 0 || nkv <= 0 || nh % nkv != 0) return "nh must be a positive multiple of nkv";
     if (T < 0 || n_in < 0 || (n_in > 0 && in == NULL)) return "negative T or n_segs, or NULL segments";
     if (n_in == 0) return NULL;
@@ -936,8 +960,7 @@ extern "C" lt_status lt_cuda_attention_forward(lt_cuda *c, lt_bf16 *out, float *
     int bad = -1;
     const char *why = plan_build(&p, segs, n_segs, T, nh, nkv, hd, false, &bad);
     if (why != NULL) {
-        if (hd != 64 && hd != 128)
-            return lt_fail(err, LT_ERR_CONFIG, fn, "head dim %d: %s", hd, why);
+        if (padded_hd(hd) == 0) return lt_fail(err, LT_ERR_CONFIG, fn, "head dim %d: %s", hd, why);
         if (why == PLAN_NOMEM) return lt_fail(err, LT_ERR_NOMEM, fn, "%s (%d segments)", why, n_segs);
         if (bad >= 0) return lt_fail(err, LT_ERR_INTERNAL, fn, "segment %d of %d: %s", bad, n_segs, why);
         return lt_fail(err, LT_ERR_INTERNAL, fn, "%s (T %d, nh %d, nkv %d, n_segs %d)", why, T, nh, nkv, n_segs);
@@ -954,8 +977,11 @@ extern "C" lt_status lt_cuda_attention_forward(lt_cuda *c, lt_bf16 *out, float *
     group *dgroups = NULL;
     lt_status st = plan_upload(c, &p, 0, &dsegs, &dgroups, NULL, err);
     if (st == LT_OK) {
-        cudaError_t rc = hd == 64 ? launch_forward<64>(c->stream, out, lse, q, dsegs, p.n_segs, p.q_blocks, nh, nkv)
-                                  : launch_forward<128>(c->stream, out, lse, q, dsegs, p.n_segs, p.q_blocks, nh, nkv);
+        const int HD = padded_hd(hd);
+        cudaError_t rc =
+            HD == 32   ? launch_forward<32>(c->stream, out, lse, q, dsegs, p.n_segs, p.q_blocks, nh, nkv, hd)
+            : HD == 64 ? launch_forward<64>(c->stream, out, lse, q, dsegs, p.n_segs, p.q_blocks, nh, nkv, hd)
+                       : launch_forward<128>(c->stream, out, lse, q, dsegs, p.n_segs, p.q_blocks, nh, nkv, hd);
         if (rc != cudaSuccess) st = lt_cuda_fail_rt(err, rc, "launch of attention forward", __FILE__, __LINE__);
     }
     plan_free(&p);
@@ -971,8 +997,7 @@ extern "C" lt_status lt_cuda_attention_backward(lt_cuda *c, lt_bf16 *dq, const l
     int bad = -1;
     const char *why = plan_build(&p, segs, n_segs, T, nh, nkv, hd, true, &bad);
     if (why != NULL) {
-        if (hd != 64 && hd != 128)
-            return lt_fail(err, LT_ERR_CONFIG, fn, "head dim %d: %s", hd, why);
+        if (padded_hd(hd) == 0) return lt_fail(err, LT_ERR_CONFIG, fn, "head dim %d: %s", hd, why);
         if (why == PLAN_NOMEM) return lt_fail(err, LT_ERR_NOMEM, fn, "%s (%d segments)", why, n_segs);
         if (bad >= 0) return lt_fail(err, LT_ERR_INTERNAL, fn, "segment %d of %d: %s", bad, n_segs, why);
         return lt_fail(err, LT_ERR_INTERNAL, fn, "%s (T %d, nh %d, nkv %d, n_segs %d)", why, T, nh, nkv, n_segs);
@@ -991,11 +1016,15 @@ extern "C" lt_status lt_cuda_attention_backward(lt_cuda *c, lt_bf16 *dq, const l
     void *dD = NULL;
     lt_status st = plan_upload(c, &p, (size_t)T * (size_t)nh * sizeof(float), &dsegs, &dgroups, &dD, err);
     if (st == LT_OK) {
+        const int HD = padded_hd(hd);
+        float *D = (float *)dD;
         cudaError_t rc =
-            hd == 64 ? launch_backward<64>(c->stream, dq, dout, out, lse, q, (float *)dD, (size_t)T, dsegs, p.n_segs,
-                                           p.q_blocks, dgroups, p.n_groups, p.k_blocks, nh, nkv)
-                     : launch_backward<128>(c->stream, dq, dout, out, lse, q, (float *)dD, (size_t)T, dsegs,
-                                            p.n_segs, p.q_blocks, dgroups, p.n_groups, p.k_blocks, nh, nkv);
+            HD == 32   ? launch_backward<32>(c->stream, dq, dout, out, lse, q, D, (size_t)T, dsegs, p.n_segs,
+                                             p.q_blocks, dgroups, p.n_groups, p.k_blocks, nh, nkv, hd)
+            : HD == 64 ? launch_backward<64>(c->stream, dq, dout, out, lse, q, D, (size_t)T, dsegs, p.n_segs,
+                                             p.q_blocks, dgroups, p.n_groups, p.k_blocks, nh, nkv, hd)
+                       : launch_backward<128>(c->stream, dq, dout, out, lse, q, D, (size_t)T, dsegs, p.n_segs,
+                                              p.q_blocks, dgroups, p.n_groups, p.k_blocks, nh, nkv, hd);
         if (rc != cudaSuccess) st = lt_cuda_fail_rt(err, rc, "launch of attention backward", __FILE__, __LINE__);
     }
     plan_free(&p);

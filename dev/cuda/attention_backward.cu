@@ -122,9 +122,9 @@ static void release(prepared *pp) {
 /* out and lse from the library's forward */
 static void forward(const unit *u, const prepared *pp) {
     cudaCheck(u->hd == 64 ? launch_forward<64>(0, u->d_out, u->d_lse, u->d_q, pp->d_segs, pp->p.n_segs,
-                                               pp->p.q_blocks, u->nh, u->nkv)
+                                               pp->p.q_blocks, u->nh, u->nkv, u->hd)
                           : launch_forward<128>(0, u->d_out, u->d_lse, u->d_q, pp->d_segs, pp->p.n_segs,
-                                                pp->p.q_blocks, u->nh, u->nkv));
+                                                pp->p.q_blocks, u->nh, u->nkv, u->hd));
 }
 
 static void run_version(int version, const unit *u, const prepared *pp) {
@@ -142,10 +142,10 @@ static void run_version(int version, const unit *u, const prepared *pp) {
     } else if (version == 3) {
         cudaCheck(u->hd == 64 ? launch_backward<64>(0, u->d_dq, u->d_dout, u->d_out, u->d_lse, u->d_q, pp->d_D,
                                                     (size_t)u->T, pp->d_segs, pp->p.n_segs, pp->p.q_blocks,
-                                                    pp->d_groups, pp->p.n_groups, pp->p.k_blocks, u->nh, u->nkv)
+                                                    pp->d_groups, pp->p.n_groups, pp->p.k_blocks, u->nh, u->nkv, u->hd)
                               : launch_backward<128>(0, u->d_dq, u->d_dout, u->d_out, u->d_lse, u->d_q, pp->d_D,
                                                      (size_t)u->T, pp->d_segs, pp->p.n_segs, pp->p.q_blocks,
-                                                     pp->d_groups, pp->p.n_groups, pp->p.k_blocks, u->nh, u->nkv));
+                                                     pp->d_groups, pp->p.n_groups, pp->p.k_blocks, u->nh, u->nkv, u->hd));
     } else {
         fprintf(stderr, "unknown version %d (1 or 3)\n", version);
         exit(EXIT_FAILURE);

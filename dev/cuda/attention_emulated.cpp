@@ -9,7 +9,8 @@
  * real mma's summation order, launch limits).
  *
  * Build: make -C dev/cuda attention_emulated (needs OpenBLAS); run: ./attention_emulated
- * [case ...] with case in {hd64, hd128, tiny, mid, long}; default: hd64, hd128, tiny (mid
+ * [case ...] with case in {hd64, hd128, tiny, hd16, hd32, hd96, mid, long}; default: all
+ * but mid and long (mid
  * and long take many minutes: every CUDA thread is an OS thread). Exit 1 on a mismatch.
  * Tolerances: those of tests/kernels/test_cuda_attention.c (out 2e-2 and gradients 3e-2
  * of the largest reference value, lse 1e-3), and untouched bytes bit for bit.
@@ -54,6 +55,11 @@ static const attn_case CASES[] = {
     {"hd128", 128, 2, 1, 143, 3.0, 2, {300, 1}, 3, {{0, 0, 90, 200}, {1, 90, 1, 0}, {0, 91, 50, 150}}},
     {"long", 64, 8, 2, 733, 2.0, 2, {1400, 333}, 2, {{0, 0, 400, 1000}, {1, 400, 333, 0}}},
     {"tiny", 64, 2, 2, 5, 1.0, 1, {5}, 2, {{0, 0, 3, 0}, {0, 3, 2, 3}}},
+    /* the test models' head dims: nano's 16 (padded to 32) and small's 32; hd 96 (padded
+     * to 128) */
+    {"hd16", 16, 4, 2, 150, 2.0, 2, {120, 60}, 3, {{0, 0, 70, 0}, {1, 70, 30, 30}, {0, 100, 50, 70}}},
+    {"hd32", 32, 8, 4, 100, 2.0, 1, {170}, 1, {{0, 0, 100, 70}}},
+    {"hd96", 96, 2, 1, 90, 1.0, 1, {150}, 1, {{0, 0, 90, 60}}},
     /* hd 128 over many key tiles (700 rows of context) with GQA 4:2 and two samples */
     {"mid", 128, 4, 2, 330, 2.0, 2, {900, 130}, 2, {{0, 0, 200, 700}, {1, 200, 130, 0}}},
 };
@@ -90,8 +96,9 @@ static double err_of(const std::vector<uint16_t> &gpu, const std::vector<float> 
 
 template <int HD>
 static bool run(const attn_case &tc) {
+    const int hd = tc.hd; /* <= HD: the kernels pad it */
     const int T = tc.T, nh = tc.nh, nkv = tc.nkv, S = tc.n_samples;
-    const size_t qd = (size_t)nh * HD, kvd = (size_t)nkv * HD, nq = (size_t)T * qd;
+    const size_t qd = (size_t)nh * hd, kvd = (size_t)nkv * hd, nq = (size_t)T * qd;
     std::vector<float> q, dout, dq0;
     std::vector<uint16_t> hq, hdout, hdq0;
     rand_bf16(q, hq, nq, -tc.qscale, tc.qscale);
@@ -115,33 +122,33 @@ static bool run(const attn_case &tc) {
                                      gdk[p.sample].data(), gdv[p.sample].data()};
     }
     std::vector<float> out(nq), lse((size_t)T * nh), dq = dq0;
-    lt_attention_forward(out.data(), lse.data(), q.data(), cs, tc.n_segs, nh, nkv, HD, NULL);
-    lt_attention_backward(dq.data(), dout.data(), out.data(), lse.data(), q.data(), cs, tc.n_segs, nh, nkv, HD, NULL);
+    lt_attention_forward(out.data(), lse.data(), q.data(), cs, tc.n_segs, nh, nkv, hd, NULL);
+    lt_attention_backward(dq.data(), dout.data(), out.data(), lse.data(), q.data(), cs, tc.n_segs, nh, nkv, hd, NULL);
 
     plan p;
     int bad = -1;
-    const char *why = plan_build(&p, gs, tc.n_segs, T, nh, nkv, HD, true, &bad);
+    const char *why = plan_build(&p, gs, tc.n_segs, T, nh, nkv, hd, true, &bad);
     if (why != NULL) {
         fprintf(stderr, "%s: plan: %s (segment %d)\n", tc.name, why, bad);
         return false;
     }
-    const float scale = 1.0f / sqrtf((float)HD);
+    const float scale = 1.0f / sqrtf((float)hd);
     std::vector<uint16_t> gout(nq, to_bf16(7.0f)), gout0 = gout, gdq = hdq0;
     std::vector<float> glse((size_t)T * nh, -1.0f), D((size_t)T * nh);
     constexpr int FBK = tiles<HD>::FWD_BK, QBK = tiles<HD>::DQ_BK, BQ = tiles<HD>::DKDV_BQ;
     lt_emu::launch(dim3((unsigned)p.q_blocks, (unsigned)nh), THREADS, [&] {
-        fwd_kernel<HD, FBK>(gout.data(), glse.data(), hq.data(), p.segs, p.n_segs, nh, nkv, scale * LOG2E);
+        fwd_kernel<HD, FBK>(gout.data(), glse.data(), hq.data(), p.segs, p.n_segs, nh, nkv, hd, scale * LOG2E);
     });
     size_t rows_heads = (size_t)T * nh;
     lt_emu::launch(dim3((unsigned)((rows_heads + WARPS - 1) / WARPS)), THREADS,
-                   [&] { dot_kernel<HD>(D.data(), hdout.data(), gout.data(), rows_heads); });
+                   [&] { dot_kernel<HD>(D.data(), hdout.data(), gout.data(), rows_heads, hd); });
     lt_emu::launch(dim3((unsigned)p.q_blocks, (unsigned)nh), THREADS, [&] {
         dq_kernel<HD, QBK>(gdq.data(), hdout.data(), glse.data(), D.data(), hq.data(), p.segs, p.n_segs, nh, nkv,
-                           scale, scale * LOG2E);
+                           hd, scale, scale * LOG2E);
     });
     lt_emu::launch(dim3((unsigned)p.k_blocks, (unsigned)nkv), THREADS, [&] {
         dkdv_kernel<HD, BQ>(hdout.data(), glse.data(), D.data(), hq.data(), p.segs, p.groups, p.n_groups, nh, nkv,
-                            scale, scale * LOG2E);
+                            hd, scale, scale * LOG2E);
     });
     plan_free(&p);
 
@@ -157,7 +164,8 @@ static bool run(const attn_case &tc) {
         }
     double e_dq = err_of(gdq, dq, &dq0, hdq0, in, qd, &touched);
     bool ok = e_out <= 2e-2 && e_lse <= 1e-3 && e_dq <= 3e-2;
-    printf("%-6s hd %3d nh %d nkv %d T %4d: out %.2e lse %.2e dq %.2e", tc.name, HD, nh, nkv, T, e_out, e_lse, e_dq);
+    printf("%-6s hd %3d (HD %3d) nh %d nkv %d T %4d: out %.2e lse %.2e dq %.2e", tc.name, hd, HD, nh, nkv, T, e_out,
+           e_lse, e_dq);
     for (int s = 0; s < S; s++) {
         int used = 0;
         for (int e = 0; e < tc.n_segs; e++)
@@ -180,7 +188,8 @@ int main(int argc, char **argv) {
         bool wanted = argc < 2 && strcmp(tc.name, "long") != 0 && strcmp(tc.name, "mid") != 0;
         for (int i = 1; i < argc; i++) wanted = wanted || std::string(argv[i]) == tc.name;
         if (!wanted) continue;
-        all_ok = (tc.hd == 64 ? run<64>(tc) : run<128>(tc)) && all_ok;
+        const int HD = padded_hd(tc.hd);
+        all_ok = (HD == 32 ? run<32>(tc) : HD == 64 ? run<64>(tc) : run<128>(tc)) && all_ok;
         fflush(stdout);
     }
     return all_ok ? 0 : 1;

@@ -140,9 +140,9 @@ static void run_version(int version, const unit *u, const prepared *pp) {
         break;
     case 3:
         cudaCheck(u->hd == 64 ? launch_forward<64>(0, u->d_out, u->d_lse, u->d_q, pp->d_segs, pp->p.n_segs,
-                                                   pp->p.q_blocks, u->nh, u->nkv)
+                                                   pp->p.q_blocks, u->nh, u->nkv, u->hd)
                               : launch_forward<128>(0, u->d_out, u->d_lse, u->d_q, pp->d_segs, pp->p.n_segs,
-                                                    pp->p.q_blocks, u->nh, u->nkv));
+                                                    pp->p.q_blocks, u->nh, u->nkv, u->hd));
         break;
     default: fprintf(stderr, "unknown version %d (1..3)\n", version); exit(EXIT_FAILURE);
     }

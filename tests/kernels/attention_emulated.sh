@@ -3,8 +3,8 @@
 # kernels/attention.cu's device code compiled for the CPU with g++ against dev/cuda/emu/
 # (dev/cuda/attention_emulated.cpp: a std::thread per CUDA thread, barriers for
 # __syncthreads and the warp collectives, mma.sync and ldmatrix emulated from the PTX
-# fragment layouts) and compared with train/kernel_attention.c on the tiny, hd64 and hd128
-# cases (varlen, KV context, GQA/MQA, aliasing segments, untouched bytes). It checks the
+# fragment layouts) and compared with train/kernel_attention.c on the tiny, hd64, hd128, hd16
+# cases (varlen, KV context, GQA/MQA, aliasing segments, a padded head dim, untouched bytes). It checks the
 # kernels' index math, masks and barriers, not their speed; tests/kernels/test_cuda_attention
 # runs the real thing on a GPU. TAP; skipped without a C++20 compiler.
 set -u
@@ -39,7 +39,7 @@ if ! build >"$tmp/build.log" 2>&1; then
   sed 's/^/# /' "$tmp/build.log" | head -40
   exit 0
 fi
-if "$tmp/emu" tiny hd64 hd128 >"$tmp/out" 2>&1; then
+if "$tmp/emu" tiny hd64 hd128 hd16 >"$tmp/out" 2>&1; then
   echo "ok 1 - kernels/attention.cu emulated on the CPU matches train/kernel_attention.c"
 else
   echo "not ok 1 - kernels/attention.cu emulated on the CPU differs from train/kernel_attention.c"

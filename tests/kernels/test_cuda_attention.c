@@ -4,7 +4,8 @@
  *
  * Each case packs varlen segments into a unit: KV context (begin > 0), GQA or MQA, two
  * segments of one sample in one call (aliasing dk/dv, the later positions first), segment
- * lengths that are not multiples of the 64-row blocks, an empty segment, and unit rows
+ * lengths that are not multiples of the 64-row blocks, an empty segment, head dims 64 and
+ * 128 and the test models' 16 and 32 (run padded to 32), and unit rows
  * that belong to no segment. The inputs are drawn in fp32 and rounded to bf16, so the CPU
  * (fp32) and the GPU (bf16 storage, fp32 accumulation) see the same numbers; the
  * gradient buffers start from nonzero values to check that the backward adds.
@@ -94,6 +95,23 @@ static const attn_case CASE_LONG = {
     .n_samples = 2, .len = {1400, 333},
     .n_segs = 2,
     .segs = {{0, 0, 400, 1000}, {1, 400, 333, 0}},
+};
+
+/* The test models' head dims (kernels run them padded to 32): nano's 16 with GQA 4:2 and
+ * KV context and aliasing, small's 32 with GQA 8:4. */
+static const attn_case CASE_HD16 = {
+    .name = "hd 16 (nano)",
+    .hd = 16, .nh = 4, .nkv = 2, .T = 150, .qscale = 2.0,
+    .n_samples = 2, .len = {120, 60},
+    .n_segs = 3,
+    .segs = {{0, 0, 70, 0}, {1, 70, 30, 30}, {0, 100, 50, 70}},
+};
+static const attn_case CASE_HD32 = {
+    .name = "hd 32 (small)",
+    .hd = 32, .nh = 8, .nkv = 4, .T = 100, .qscale = 2.0,
+    .n_samples = 1, .len = {170},
+    .n_segs = 1,
+    .segs = {{0, 0, 100, 70}},
 };
 
 /* ---------------------------------------------------------------- helpers */
@@ -392,6 +410,14 @@ static void test_hd128_mqa_peaky_reversed(void **state) {
     lt_cuda_close(c);
 }
 
+static void test_small_head_dims(void **state) {
+    (void)state;
+    lt_cuda *c = open_or_skip();
+    run_case(c, &CASE_HD16, 24);
+    run_case(c, &CASE_HD32, 25);
+    lt_cuda_close(c);
+}
+
 static void test_long_context(void **state) {
     (void)state;
     lt_cuda *c = open_or_skip();
@@ -423,9 +449,11 @@ static void test_empty_call_and_bad_head_dim(void **state) {
     assert_memory_equal(back, host, sizeof host);
 
     lt_cuda_attn_segment one = {.row0 = 0, .n = 1, .begin = 0, .k = d_out, .v = d_out};
-    assert_int_equal(lt_cuda_attention_forward(c, d_out, d_lse, d_out, &one, 1, T, NH, 1, 96, &err), LT_ERR_CONFIG);
-    printf("# hd 96: %s\n", err.what);
-    assert_non_null(strstr(err.what, "96"));
+    /* head dims run padded up to 128 when a multiple of 8; 136 and 20 are refused */
+    assert_int_equal(lt_cuda_attention_forward(c, d_out, d_lse, d_out, &one, 1, T, NH, 1, 136, &err), LT_ERR_CONFIG);
+    printf("# hd 136: %s\n", err.what);
+    assert_non_null(strstr(err.what, "136"));
+    assert_int_equal(lt_cuda_attention_forward(c, d_out, d_lse, d_out, &one, 1, T, NH, 1, 20, &err), LT_ERR_CONFIG);
     /* a segment past the unit's rows is the caller's broken contract */
     lt_cuda_attn_segment past = {.row0 = 3, .n = 2, .begin = 0, .k = d_out, .v = d_out};
     assert_int_equal(lt_cuda_attention_forward(c, d_out, d_lse, d_out, &past, 1, T, NH, 1, HD, &err),
@@ -440,6 +468,7 @@ int main(void) {
         cmocka_unit_test(test_no_context_fails_with_reason),
         cmocka_unit_test(test_hd64_gqa_context_aliasing),
         cmocka_unit_test(test_hd128_mqa_peaky_reversed),
+        cmocka_unit_test(test_small_head_dims),
         cmocka_unit_test(test_long_context),
         cmocka_unit_test(test_empty_call_and_bad_head_dim),
     };
