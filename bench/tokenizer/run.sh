@@ -4,7 +4,7 @@
 #
 #   bench/tokenizer/run.sh [--build-dir DIR] [--out DIR] [--vocab-dir DIR] [--python PY]
 #                          [--reps K] [--samples N] [--encodings "cl100k_base o200k_base"]
-#                          [--threads T] [--profile]
+#                          [--threads T] [--memos forget|fresh] [--profile]
 #
 #   --build-dir DIR  a configured build directory whose dataprep/libdataprep.a and
 #                    lib/liblongtail.a are made (and linked) here; default OUT/build,
@@ -15,6 +15,10 @@
 #   --reps K         rounds of (ours, tiktoken) per case, interleaved; best of K (default 3)
 #   --samples N      timed samples per program run; best of N (default 5)
 #   --threads T      the multi-thread count for the scaling figure (default 2)
+#   --memos M        how each pass of ours starts with empty memos (bench_tokenizer.c's
+#                    header): forget (default; lt_tok_scratch_forget, memory warm) or fresh
+#                    (a new scratch per pass, made before the sample: memory cold, the
+#                    method of the figures in docs/PERFORMANCE.md before issue 21)
 #   --profile        also perf-record ours on each set and print where the time goes
 #
 # Steps: build bench_tokenizer; make_texts.py (english, code, multilingual, the per-script
@@ -41,6 +45,7 @@ SAMPLES=5
 THREADS=2
 ENCODINGS="cl100k_base o200k_base"
 PROFILE=0
+MEMOS=forget
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) [ $# -ge 2 ] || die_usage "$1 needs a value"; BUILD_DIR="$2"; shift 2 ;;
@@ -51,6 +56,7 @@ while [ $# -gt 0 ]; do
     --samples) [ $# -ge 2 ] || die_usage "$1 needs a value"; SAMPLES="$2"; shift 2 ;;
     --threads) [ $# -ge 2 ] || die_usage "$1 needs a value"; THREADS="$2"; shift 2 ;;
     --encodings) [ $# -ge 2 ] || die_usage "$1 needs a value"; ENCODINGS="$2"; shift 2 ;;
+    --memos) [ $# -ge 2 ] || die_usage "$1 needs a value"; MEMOS="$2"; shift 2 ;;
     --profile) PROFILE=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) die_usage "unknown argument '$1'" ;;
@@ -59,6 +65,7 @@ done
 for n in "$REPS" "$SAMPLES" "$THREADS"; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || die_usage "--reps, --samples and --threads take positive integers"
 done
+[ "$MEMOS" = forget ] || [ "$MEMOS" = fresh ] || die_usage "--memos is forget or fresh"
 [ -x "$PY" ] || die "no Python at $PY (give --python PY, a Python with tiktoken)"
 "$PY" -c 'import tiktoken' 2>/dev/null || die "$PY cannot import tiktoken"
 mkdir -p "$OUT"
@@ -102,13 +109,13 @@ RESULTS="$OUT/results.txt"
   echo "python=$("$PY" -c 'import platform; print(platform.python_version())')"
   echo "commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "dirty_files=$(git -C "$ROOT" status --porcelain 2>/dev/null | wc -l)"
-  echo "command=bench/tokenizer/run.sh --reps $REPS --samples $SAMPLES --threads $THREADS --encodings \"$ENCODINGS\"$([ "$PROFILE" = 1 ] && echo " --profile")"
+  echo "command=bench/tokenizer/run.sh --reps $REPS --samples $SAMPLES --threads $THREADS --encodings \"$ENCODINGS\" --memos $MEMOS$([ "$PROFILE" = 1 ] && echo " --profile")"
   echo "loadavg_start=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$RESULTS"
 
 FAILED=0
 : >"$OUT/tiktoken.err"
-ours() { "$BIN" --vocab-dir "$VOCAB_DIR" "$@"; }
+ours() { "$BIN" --vocab-dir "$VOCAB_DIR" --memos "$MEMOS" "$@"; }
 peer() { "$PY" "$HERE/bench_tiktoken.py" --vocab-dir "$VOCAB_DIR" "$@" 2>>"$OUT/tiktoken.err"; }
 for enc in $ENCODINGS; do
   for set in $SETS; do
@@ -139,7 +146,7 @@ if [ "$PROFILE" = 1 ]; then
     for set in $SETS long_letter long_cjk; do
       if [ -f "$OUT/$set.jsonl" ]; then input=(--jsonl "$OUT/$set.jsonl"); else input=(--text "$OUT/$set.txt"); fi
       rm -f "$OUT/perf.$enc.$set.data" # else perf keeps the previous one as .old
-      perf record -q -F 1999 -o "$OUT/perf.$enc.$set.data" "$BIN" --vocab-dir "$VOCAB_DIR" --encoding "$enc" \
+      perf record -q -F 1999 -o "$OUT/perf.$enc.$set.data" "$BIN" --vocab-dir "$VOCAB_DIR" --memos "$MEMOS" --encoding "$enc" \
         "${input[@]}" --samples 10 --min-sample-s 0.3 >/dev/null 2>&1 || die "perf record failed"
       perf report -q -i "$OUT/perf.$enc.$set.data" --no-children --stdio --sort sym 2>/dev/null \
         | sed "s/^/profile $enc $set /" >>"$OUT/profile.txt.new"
