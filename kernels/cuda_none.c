@@ -12,7 +12,7 @@
 
 static lt_status no_cuda(lt_error *err, const char *fn) {
     lt_fail(err, LT_ERR_CONFIG, fn, "built without CUDA");
-    lt_error_hint(err, "configure found no CUDA toolkit or was given --without-cuda; use train.device = cpu, or "
+    lt_error_hint(err, "configure found no CUDA toolkit or was given --without-cuda; use train.backend = cpu, or "
                        "rebuild with --with-cuda on a machine with nvcc, cuBLASLt and NCCL");
     return LT_ERR_CONFIG;
 }
