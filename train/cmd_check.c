@@ -11,6 +11,13 @@
  * GPU_TOLERANCE (bf16 storage of activations and K/V: tests/train/test_backend.c measures
  * 1.7e-2 at worst for the executor on the CPU's bf16 emulation). Context-parallel groups
  * (DP-Merge) do not run on the GPU yet (the executor refuses them by name).
+ *
+ * Tests only: LONGTAIL_TEST_BACKEND=cpu-bf16 executes the plan (in one process, or on the
+ * ranks of a launched job) with the model on the cpu-bf16 backend, the CPU emulation of the
+ * CUDA backend's host logic (2-byte elements in every buffer, stage-to-stage transfer and K/V
+ * row the executor keeps), and judges it as the GPU is judged: every tensor's relative norm
+ * against the fp32 references within GPU_TOLERANCE (the printed rel_err and rank_rel_err are
+ * then relative norms, and the last line ends with "backend=cpu-bf16").
  */
 #include <inttypes.h>
 #include <math.h>
@@ -97,6 +104,12 @@ typedef struct check_run {
     float *dg, *hg;
     lt_llama_views vg;
     double worst_gpu;
+    /* LONGTAIL_TEST_BACKEND=cpu-bf16 (tests only): the plan executed (in one process or on
+     * the ranks) with the model on the cpu-bf16 backend (train/backend.h, the emulation of
+     * the CUDA backend's host logic: 2-byte activations, K/V and transfers), compared with the
+     * fp32 references by relative norm within GPU_TOLERANCE; NULL: the CPU fp32 executor */
+    const lt_backend *tbe;
+    lt_llama mt; /* m's struct with tbe as its backend (the same parameters) */
 } check_run;
 
 /* The GPU's relative error: bf16 activations and K/V (train/backend.h), fp32 gradients. */
@@ -155,13 +168,14 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     memset(c->gb, 0, c->m.n_params * sizeof(float));
     bool rank0 = !c->comm || lt_comm_layout_of(c->comm)->rank == 0;
     double rank_worst = 0;
-    if (st == LT_OK && !c->comm) st = lt_exec_step(&c->m, &p, smp, &c->va, &es, c->pool, err);
+    const lt_llama *rm = c->tbe ? &c->mt : &c->m; /* the model the plan is executed with */
+    if (st == LT_OK && !c->comm) st = lt_exec_step(rm, &p, smp, &c->va, &es, c->pool, err);
     if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
         st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, &c->m, &p, 25, false, err);
         c->dist_ready = st == LT_OK;
         lt_exec_hooks hooks = {.ctx = &c->dist, .grads_final = lt_dist_layer_final}; /* as train --db */
         if (st == LT_OK) lt_dist_bind(&c->dist, &c->m, c->ga);
-        if (st == LT_OK) st = lt_exec_step_rank(&c->m, &p, smp, &c->va, &es, c->pool, c->comm, &hooks, err);
+        if (st == LT_OK) st = lt_exec_step_rank(rm, &p, smp, &c->va, &es, c->pool, c->comm, &hooks, err);
         if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, &c->m, c->ga, err);
         if (st == LT_OK) st = lt_dist_gather(&c->dist, &c->m, c->ga, err);
         lt_exec_stats one = {0};
@@ -170,7 +184,9 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         lt_exec_stats_free(&one);
         for (int t = 0; st == LT_OK && rank0 && t < c->m.n_tensors; t++) {
             const lt_tensor_info *ti = &c->m.tensors[t];
-            double e = rel_err(c->ga + ti->offset, c->gc + ti->offset, (size_t)ti->rows * (size_t)ti->cols);
+            size_t n = (size_t)ti->rows * (size_t)ti->cols;
+            double e = c->tbe ? rel_norm(c->ga + ti->offset, c->gc + ti->offset, n) /* bf16 against fp32 */
+                              : rel_err(c->ga + ti->offset, c->gc + ti->offset, n);
             if (e > rank_worst || isnan(e)) rank_worst = isnan(e) ? INFINITY : e;
         }
         if (rank_worst > c->worst_rank) c->worst_rank = rank_worst;
@@ -192,7 +208,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         for (int t = 0; t < c->m.n_tensors; t++) {
             const lt_tensor_info *ti = &c->m.tensors[t];
             size_t n = (size_t)ti->rows * (size_t)ti->cols;
-            double e = rel_err(c->ga + ti->offset, c->gb + ti->offset, n);
+            double e = c->tbe ? rel_norm(c->ga + ti->offset, c->gb + ti->offset, n) : rel_err(c->ga + ti->offset, c->gb + ti->offset, n);
             printf("step=%" PRIu64 " tensor=%s rel_err=%.3e\n", step, ti->name, e);
             if (e > worst || t == 0) worst = e, worst_name = ti->name;
         }
@@ -296,7 +312,19 @@ int check_command(lt_cli_ctx *ctx) {
                      "train.backend = cuda: trainer check runs the GPU in one process (not under mpirun/srun) so far");
         lt_error_hint(&err, "run trainer check without a launcher, or set train.backend = cpu");
     }
+    const char *tb = getenv("LONGTAIL_TEST_BACKEND");
+    if (st == LT_OK && tb && tb[0]) {
+        if (strcmp(tb, "cpu-bf16") != 0)
+            st = lt_fail(&err, LT_ERR_CONFIG, "LONGTAIL_TEST_BACKEND", "'%.40s' is not a test backend (cpu-bf16 is)", tb);
+        else if (c.be)
+            st = lt_fail(&err, LT_ERR_CONFIG, "LONGTAIL_TEST_BACKEND",
+                         "the cpu-bf16 test backend replaces the CPU executor, not the GPU: unset it with "
+                         "train.backend = cuda");
+        else
+            c.tbe = lt_backend_cpu_bf16();
+    }
     if (st == LT_OK) st = load_or_init(ctx, ckpt, &c.m, &err);
+    if (st == LT_OK && c.tbe) c.mt = c.m, c.mt.backend = c.tbe; /* shares m's arrays: never freed itself */
     if (st == LT_OK && c.be) { /* the same model on the GPU: its struct, another backend */
         c.mg = c.m;
         st = lt_backend_cuda_upload(c.be, &c.mg, &err);
@@ -324,11 +352,11 @@ int check_command(lt_cli_ctx *ctx) {
     }
     for (size_t i = 0; st == LT_OK && i < n_steps; i++) st = check_step(&c, steps[i], &err);
     if (st == LT_OK && rank0 && c.comm)
-        printf("max_rel_err=%.3e rank_rel_err=%.3e ranks=%d steps=%zu\n", c.worst, c.worst_rank,
-               lt_comm_layout_of(c.comm)->world, n_steps);
+        printf("max_rel_err=%.3e rank_rel_err=%.3e ranks=%d steps=%zu%s\n", c.worst, c.worst_rank,
+               lt_comm_layout_of(c.comm)->world, n_steps, c.tbe ? " backend=cpu-bf16" : "");
     else if (st == LT_OK && rank0 && c.be)
         printf("max_rel_err=%.3e gpu_max_rel_norm_err=%.3e steps=%zu\n", c.worst, c.worst_gpu, n_steps);
-    else if (st == LT_OK && rank0) printf("max_rel_err=%.3e steps=%zu\n", c.worst, n_steps);
+    else if (st == LT_OK && rank0) printf("max_rel_err=%.3e steps=%zu%s\n", c.worst, n_steps, c.tbe ? " backend=cpu-bf16" : "");
     fflush(stdout);
     if (c.be) lt_backend_cuda_free_grads(c.be, c.dg);
     lt_backend_cuda_close(c.be);
@@ -342,6 +370,7 @@ int check_command(lt_cli_ctx *ctx) {
     if (st != LT_OK) lt_cmd_comm_fail(c.comm, &err); /* ends the job when distributed */
     if (st != LT_OK) return lt_error_exit(&err);
     int code = 0;
+    if (c.tbe) tol = rank_tol = GPU_TOLERANCE; /* bf16 against fp32, by relative norm */
     if (rank0 && !(c.worst <= tol)) {
         fprintf(stderr, "trainer: error: a gradient differs by %.3e relative, over train.check_tolerance = %g\n",
                 c.worst, tol);
