@@ -182,9 +182,11 @@ typedef struct {
     int my_dp, my_stage;
     lt_comm_req **recv_req;  /* [n_ops] local op v: the receive of its p2p input, once posted */
     float **recv_buf;        /* [n_ops] ... into this buffer */
+    void **recv_host;        /* [n_ops] staged transfers (xfer_*): the host buffer MPI receives into */
     size_t *recv_bytes;      /* [n_ops] */
     uint32_t *sends_of;      /* [n_ops] sends still reading op v's buffers */
-    struct pending_send { uint32_t v; lt_comm_req *req; } *sends;
+    struct pending_send { uint32_t v; lt_comm_req *req; void *host; } *sends; /* host: a staged send's copy */
+    bool stage_test;         /* LONGTAIL_TEST_STAGE_TRANSFERS: stage a host backend's transfers too */
     size_t n_sends, cap_sends;
     uint32_t *kv_last;       /* [pp x n_samples] the last B op over a sample on a stage: after
                                 it the sample's K/V context of the stage's layers is freed */
@@ -1313,6 +1315,55 @@ static void transfer_name(const pipe_run *pr, uint32_t v, bool in, char *buf, si
              (unsigned long long)pr->p->step);
 }
 
+/* ---------------------------------------------------------------- stage-to-stage transfers
+ * Point-to-point over MPI (lt_comm_isend / irecv, tagged with the receiving op). A host
+ * backend's buffers (cpu, cpu-bf16) go as they are. A device backend's (cuda) are STAGED
+ * through host memory, the correct slow path: a send downloads the rows (be->to_host,
+ * which first waits for the kernels that wrote them) into a host copy that MPI sends and
+ * that is freed when the send completes; a receive lands in a host buffer that is uploaded
+ * (be->from_host) into the backend buffer when the op takes its input. NCCL point-to-point
+ * (lt_comm_dev_*) is not used for these: this executor posts the next op's receive before
+ * the current op's sends, and NCCL matches a pair of ranks' transfers in posting order on
+ * one stream (train/comm.h, ORDERING RULES 3), so two stages in 1F1B's steady state would
+ * each wait for the other. LONGTAIL_TEST_STAGE_TRANSFERS=1 stages a host backend's
+ * transfers too, so the staging runs in tests without a GPU (tests/train/dist.sh). */
+static bool staged(const pipe_run *pr) { return !be_of(pr)->host || pr->stage_test; }
+
+/* Post a send of `bytes` bytes of backend buffer buf; *host: the staged copy (or NULL),
+ * freed by the caller once the request completes. */
+static lt_status xfer_isend(pipe_run *pr, int peer, int tag, const void *buf, size_t bytes, const char *what,
+                            lt_comm_req **req, void **host, lt_error *err) {
+    *host = NULL;
+    if (!staged(pr)) return lt_comm_isend(pr->comm, peer, tag, buf, bytes, what, req, err);
+    const lt_backend *be = be_of(pr);
+    if (!(*host = malloc(bytes ? bytes : 1)))
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-byte staged transfer", bytes);
+    lt_status st = be->to_host(be, *host, buf, bytes, err);
+    if (st == LT_OK) st = lt_comm_isend(pr->comm, peer, tag, *host, bytes, what, req, err);
+    return st;
+}
+
+/* Post a receive of `bytes` bytes for backend buffer dst (straight into it, or into *host
+ * when staged: xfer_land moves it once the request completed). */
+static lt_status xfer_irecv(pipe_run *pr, int peer, int tag, void *dst, size_t bytes, const char *what,
+                            lt_comm_req **req, void **host, lt_error *err) {
+    *host = NULL;
+    if (!staged(pr)) return lt_comm_irecv(pr->comm, peer, tag, dst, bytes, what, req, err);
+    if (!(*host = malloc(bytes ? bytes : 1)))
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-byte staged transfer", bytes);
+    return lt_comm_irecv(pr->comm, peer, tag, *host, bytes, what, req, err);
+}
+
+/* A completed receive's bytes into dst (staged: uploaded from *host, which is freed). */
+static lt_status xfer_land(pipe_run *pr, void *dst, void **host, size_t bytes, lt_error *err) {
+    if (!*host) return LT_OK;
+    const lt_backend *be = be_of(pr);
+    lt_status st = be->from_host(be, dst, *host, bytes, err);
+    free(*host);
+    *host = NULL;
+    return st;
+}
+
 /* Post the receive of local op v's input from the stage before (F) or after (B). */
 static lt_status post_recv(pipe_run *pr, uint32_t v, lt_error *err) {
     const lt_dep *d = p2p_pred(pr, v);
@@ -1332,8 +1383,8 @@ static lt_status post_recv(pipe_run *pr, uint32_t v, lt_error *err) {
     track(pr, bytes);
     char what[160];
     transfer_name(pr, v, true, what, sizeof what);
-    return lt_comm_irecv(pr->comm, lt_comm_rank_of(pr->comm, pr->my_dp, d->stage), (int)v, pr->recv_buf[v], bytes, what,
-                         &pr->recv_req[v], err);
+    return xfer_irecv(pr, lt_comm_rank_of(pr->comm, pr->my_dp, d->stage), (int)v, pr->recv_buf[v], bytes, what,
+                      &pr->recv_req[v], &pr->recv_host[v], err);
 }
 
 /* Wait for v's input and put it where the op reads its predecessor's output: a forward's
@@ -1343,6 +1394,7 @@ static lt_status take_recv(pipe_run *pr, uint32_t v, lt_error *err) {
     if (!d) return LT_OK;
     lt_status st = post_recv(pr, v, err);
     if (st == LT_OK) st = lt_comm_wait(pr->comm, &pr->recv_req[v], err);
+    if (st == LT_OK && pr->recv_buf[v]) st = xfer_land(pr, pr->recv_buf[v], &pr->recv_host[v], pr->recv_bytes[v], err);
     if (st != LT_OK) return st;
     int G, me, T;
     if ((st = local_tokens(pr, pr->deps.op[v], &G, &me, &T, err)) != LT_OK) return st;
@@ -1396,9 +1448,12 @@ static lt_status send_outputs(pipe_run *pr, uint32_t v, lt_error *err) {
         transfer_name(pr, s[k].op, true, what, sizeof what);
         struct pending_send *ps = &pr->sends[pr->n_sends];
         ps->v = v;
-        st = lt_comm_isend(pr->comm, lt_comm_rank_of(pr->comm, pr->my_dp, s[k].stage), (int)s[k].op, buf,
-                           (size_t)T * (size_t)pr->m->shape.hidden * act_es(pr), what, &ps->req, err);
-        if (st != LT_OK) return st;
+        st = xfer_isend(pr, lt_comm_rank_of(pr->comm, pr->my_dp, s[k].stage), (int)s[k].op, buf,
+                        (size_t)T * (size_t)pr->m->shape.hidden * act_es(pr), what, &ps->req, &ps->host, err);
+        if (st != LT_OK) {
+            free(ps->host);
+            return st;
+        }
         pr->n_sends++, pr->sends_of[v]++;
     }
     return LT_OK;
@@ -1418,6 +1473,7 @@ static lt_status poll_sends(pipe_run *pr, bool all, lt_error *err) {
         if (st == LT_OK) st = all ? lt_comm_wait(pr->comm, &pr->sends[i].req, err) : lt_comm_test(pr->comm, &pr->sends[i].req, &done, err);
         if (st == LT_OK && (all || done)) {
             uint32_t v = pr->sends[i].v;
+            free(pr->sends[i].host), pr->sends[i].host = NULL; /* a staged send's copy */
             pr->sends_of[v]--;
             maybe_release(pr, v);
         } else {
@@ -1454,9 +1510,10 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     if (pr->comm) {
         pr->recv_req = calloc(n + 1, sizeof *pr->recv_req);
         pr->recv_buf = calloc(n + 1, sizeof *pr->recv_buf);
+        pr->recv_host = calloc(n + 1, sizeof *pr->recv_host);
         pr->recv_bytes = calloc(n + 1, sizeof *pr->recv_bytes);
         pr->sends_of = calloc(n + 1, sizeof *pr->sends_of);
-        if (st == LT_OK && (!pr->recv_req || !pr->recv_buf || !pr->recv_bytes || !pr->sends_of))
+        if (st == LT_OK && (!pr->recv_req || !pr->recv_buf || !pr->recv_host || !pr->recv_bytes || !pr->sends_of))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
         pr->cur_stage = pr->my_stage;
     }
@@ -1554,9 +1611,15 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     }
     if (pr->comm) { /* the last sends complete before the buffers go; receives never taken are dropped */
         if (st == LT_OK) st = poll_sends(pr, true, err); /* (after an error the job aborts) */
-        for (size_t v = 0; pr->recv_req && v < n; v++) free(pr->recv_req[v]), free(pr->recv_buf[v]);
-        free(pr->recv_req), free(pr->recv_buf), free(pr->recv_bytes), free(pr->sends_of), free(pr->sends);
-        pr->recv_req = NULL, pr->recv_buf = NULL, pr->recv_bytes = NULL, pr->sends_of = NULL, pr->sends = NULL;
+        for (size_t v = 0; pr->recv_req && pr->recv_buf && v < n; v++) {
+            free(pr->recv_req[v]);
+            be_of(pr)->free(be_of(pr), pr->recv_buf[v]); /* backend memory */
+            if (pr->recv_host) free(pr->recv_host[v]);
+        }
+        for (size_t i = 0; i < pr->n_sends; i++) free(pr->sends[i].host); /* after an error: staged copies */
+        free(pr->recv_req), free(pr->recv_buf), free(pr->recv_host), free(pr->recv_bytes), free(pr->sends_of), free(pr->sends);
+        pr->recv_req = NULL, pr->recv_buf = NULL, pr->recv_host = NULL, pr->recv_bytes = NULL, pr->sends_of = NULL,
+        pr->sends = NULL;
         pr->n_sends = pr->cap_sends = 0;
     }
     for (size_t v = 0; pr->acts && pr->din && pr->din_bytes && pr->x_in && pr->acts_T && pr->gacts && pr->gdin && pr->gsize && pr->gxin &&
@@ -1635,6 +1698,8 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
     pipe_run pr = {.m = m, .p = p, .b = &b, .grads = grads, .kv = &kv, .pool = pool, .f_tokens = f_tokens,
                    .b_tokens = b_tokens, .stats = stats, .t0 = now_s(), .comm = comm, .eh = eh};
     if (lay) pr.my_dp = lay->dp_rank, pr.my_stage = lay->stage;
+    const char *stage_env = getenv("LONGTAIL_TEST_STAGE_TRANSFERS"); /* tests: see xfer_isend */
+    pr.stage_test = lay && stage_env && strcmp(stage_env, "1") == 0;
     pr.meter = (lt_meter){.ctx = &pr, .add = meter_add, .sub = meter_sub};
     kv.meter = &pr.meter;
     pr.live_stage = calloc((size_t)p->pp, sizeof(size_t));
