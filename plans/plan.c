@@ -18,6 +18,14 @@ const char *lt_strategy_name(lt_strategy s) {
     return (unsigned)s < LT_STRATEGY_COUNT ? strategy_names[s] : "?";
 }
 
+const char *lt_merge_reason_name(lt_merge_reason r) {
+    switch (r) {
+    case LT_MERGE_FLOPS: return "flops";
+    case LT_MERGE_MEMORY: return "memory";
+    }
+    return NULL;
+}
+
 lt_status lt_strategy_parse(const char *name, const char *where, lt_strategy *out, lt_error *err) {
     for (int i = 0; i < LT_STRATEGY_COUNT; i++) {
         if (name && strcmp(name, strategy_names[i]) == 0) {

@@ -94,10 +94,24 @@ typedef struct lt_rank_plan {
  * slices and units in every member, which computes shard k = its position in the group of
  * every slice: 1/cp of the tokens, ring attention over load-balanced causal shards);
  * sample_rank[sample] = first_rank. */
+/* Why a sample was DP-Merged (dp_merges.reason; docs/strategies.md "slimpack"): its forward
+ * FLOPs exceed a DP rank's capacity (SlimPack 4.1.1's compute outlier), or its activations
+ * cannot be held by one rank without recomputation and the cost model prices context
+ * parallelism over the group cheaper than that recomputation (4.1.1: "memory and compute
+ * outliers need not coincide"). */
+typedef enum lt_merge_reason {
+    LT_MERGE_FLOPS = 0,  /* 'flops' */
+    LT_MERGE_MEMORY = 1, /* 'memory' */
+} lt_merge_reason;
+
+/* "flops" or "memory" (NULL for a value out of range). */
+const char *lt_merge_reason_name(lt_merge_reason r);
+
 typedef struct lt_dp_merge {
     int32_t sample;  /* step sample index */
     int first_rank;  /* index into ranks[] */
     int cp;          /* members = context-parallel degree, 2..max_cp */
+    lt_merge_reason reason;
 } lt_dp_merge;
 
 typedef struct lt_step_plan {
@@ -196,6 +210,9 @@ typedef struct lt_planner_config {
                                0 = searched per step over m = i x pp (SlimPack 5.1) */
     double dp_merge_margin; /* plan.dp_merge_margin: DP-Merge a sample whose forward FLOPs exceed
                                a DP rank's capacity x (1 + margin) (SlimPack 4.1.1) */
+    bool no_memory_merge;   /* not a config key: true turns slimpack's memory trigger of DP-Merge
+                               off (FLOPs outliers only, as before issue 21), for tests and
+                               side-by-side measurements; zero-initialised configs keep it on */
     double milp_time_limit; /* plan.milp_time_limit: seconds per CBC solve; 0 = no limit */
     double milp_gap;        /* plan.milp_gap: relative gap at which CBC stops; 0 = optimal */
     int milp_max_nodes;     /* plan.milp_max_nodes: branch-and-bound nodes per CBC solve; 0 = no

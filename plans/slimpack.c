@@ -37,7 +37,12 @@
  *                     max_cp and the ranks left), with context parallelism of degree g: each
  *                     member lists the same units of x* with unit.cp = g (the cost model
  *                     charges the K/V ring exchange) before its own MicroPacks; the group
- *                     shares one m and one recompute depth.
+ *                     shares one m and one recompute depth. Reason 'flops'.
+ *   memory DP-Merge   (issue 21; 4.1.1: "memory and compute outliers need not coincide")
+ *                     a sample under the FLOPs capacity that one rank could hold only by
+ *                     recomputing is merged over g ranks when the cost model prices that
+ *                     cheaper (memory_trigger); the step is planned without and with such
+ *                     groups and the faster plan kept (lt_slimpack_plan). Reason 'memory'.
  *   selection (4.1.2) every candidate is simulated (plans/sim.h) with, per stage, the
  *                     smallest recompute depth that fits the memory cap (found by bisection);
  *                     the fastest is kept.
@@ -69,6 +74,9 @@ static const int SP_GRID[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
 #define SP_MAX_STAGES 64
 /* The MILP's price of cutting a sample, in units of relative pack deviation. */
 #define SP_SPLIT_WEIGHT 0.005
+/* The memory trigger prices a sample alone cut into this many packs per stage (i = 4 of the
+ * grid: enough packs that the price is the sample's work, not the pipeline's fill). */
+#define SP_SOLO_PACKS 4
 
 /* ---------------------------------------------------------------- streams */
 
@@ -670,8 +678,104 @@ static void rank_push(sp_rank *rk, uint32_t id) {
     rk->ids[rk->n++] = id;
 }
 
-/* Phase 1 with DP-Merge (file comment). Fills sp->ranks and out->merges / sample_rank. */
-static void phase1(lt_slimpack *sp, const int64_t *lengths, size_t n, lt_step_plan *out) {
+/* The price of sample `len` on a pipeline, cut into m packs of equal FLOPs (the heuristic
+ * cuts, PackFlow), its units at context-parallel degree g x cp (g = 1: the pipeline's own),
+ * followed by m + pp packs of the rank's own samples, each with the forward FLOPs of one
+ * member's share of a pack and `fpt` forward FLOPs per token (the step's other samples'
+ * average): PackFlow forwards them while the sample's activations are still held, the
+ * warm-up ones and then one per backward of the sample in the steady state. MicroPacks are
+ * of equal FLOPs, not tokens, so a pack of shorter samples holds several times the tokens
+ * that a backward pack of the sample's late, attention-heavy tokens frees (more so for a
+ * member, which computes 1/g of each slice's tokens): the peak counts them. *busy = the busiest stage's compute time (one member's), *fit0 = whether every
+ * stage fits the cap without recomputation. With `fitting` and no fit at depth 0, *busy is
+ * at each stage's smallest fitting depth (simulate_fitting), *fit whether that fits at all.
+ * The pack count is the same for every g (SP_SOLO_PACKS x pp, fewer for a short sample),
+ * so the prices differ only by what g changes. */
+static lt_status solo_price(lt_slimpack *sp, int64_t len, double fpt, int g, bool fitting, double *busy, bool *fit0,
+                            bool *fit, lt_error *err) {
+    int pp = sp->cm.pp;
+    uint32_t id = 0, own[(SP_SOLO_PACKS + 1) * SP_MAX_STAGES];
+    int64_t lens[(SP_SOLO_PACKS + 1) * SP_MAX_STAGES + 1];
+    int m = SP_SOLO_PACKS * pp;
+    if (len / m < SP_MIN_PACK_TOKENS) m = (int)(len / SP_MIN_PACK_TOKENS);
+    if (m < 1) m = 1;
+    /* an own pack: c FLOPs at fpt per token, one sample each */
+    double c = sample_flops(sp, len) / ((double)g * m);
+    int64_t own_len = fpt > 0 ? llround(c / fpt) : 1;
+    if (own_len < 1) own_len = 1;
+    int n_own = m + pp;
+    lens[0] = len;
+    for (int k = 0; k < n_own; k++) {
+        own[k] = (uint32_t)k + 1;
+        lens[k + 1] = own_len;
+    }
+    stream_build(&sp->ofs, &id, 1, lens, sp->af, sp->qf, false);
+    stream_build(&sp->obs, &id, 1, lens, sp->ab, sp->qb, true);
+    stream_build(&sp->fs, own, (size_t)n_own, lens, sp->af, sp->qf, false);
+    stream_build(&sp->bs, own, (size_t)n_own, lens, sp->ab, sp->qb, true);
+    reserve_cuts(sp, (size_t)n_own);
+    cuts_heuristic(&sp->ofs, m, sp->ofcut);
+    cuts_heuristic(&sp->obs, m, sp->obcut);
+    cuts_heuristic(&sp->fs, n_own, sp->fcut);
+    cuts_heuristic(&sp->bs, n_own, sp->bcut);
+    sp_layout lay = {.m_own = n_own, .m_merged = m, .cp = (uint16_t)(g > 1 ? g * sp->cp : 0)};
+    build_schedule(sp, &sp->trial, &lay);
+    int rs[SP_MAX_STAGES] = {0};
+    set_recompute_stages(&sp->trial, rs);
+    lt_status e = lt_plan_simulate(&sp->sim, &sp->ctx, &sp->cm, &sp->trial, NULL, err);
+    if (e != LT_OK) return e;
+    *fit0 = lt_plan_max_peak(&sp->sim) <= sp->cm.mem_cap;
+    *fit = *fit0;
+    if (!*fit0 && fitting) {
+        double t = 0;
+        if ((e = simulate_fitting(sp, &sp->trial, rs, &t, fit, err)) != LT_OK) return e;
+    }
+    *busy = 0;
+    for (int st = 0; st < pp; st++)
+        if (sp->sim.busy[st] > *busy) *busy = sp->sim.busy[st];
+    return LT_OK;
+}
+
+/* The memory trigger of DP-Merge for sample `len` (not a FLOPs outlier), with at most gmax
+ * ranks for a group. SlimPack 4.1.1 spreads a sample over a group "when it cannot be held"
+ * and notes that "memory and compute outliers need not coincide": a sample that one rank
+ * can hold only by recomputing is either recomputed there or spread over g ranks with
+ * context parallelism. Both are priced by the cost model as GPU time (the step of balanced
+ * ranks takes total GPU time / DP, so the cheaper option makes the shorter step):
+ * recomputation = the busiest stage's time on one rank at its smallest fitting depths;
+ * context parallelism = g x one member's busiest stage at depth 0, g the smallest degree
+ * (2..gmax) at which the sample fits without recomputation. *g = that degree when CP is
+ * cheaper, else 0; *held = whether one rank holds the sample without recomputing (then
+ * every shorter sample is held too and the caller stops looking). */
+static lt_status memory_trigger(lt_slimpack *sp, int64_t len, double fpt, int gmax, int *g, bool *held, lt_error *err) {
+    *g = 0;
+    double rc_busy = 0;
+    bool fit0 = false, fit = false;
+    lt_status e = solo_price(sp, len, fpt, 1, true, &rc_busy, &fit0, &fit, err);
+    if (e != LT_OK) return e;
+    *held = fit0;
+    if (fit0) return LT_OK;
+    for (int k = 2; k <= gmax; k++) {
+        double cp_busy = 0;
+        bool f0 = false, f = false;
+        if ((e = solo_price(sp, len, fpt, k, false, &cp_busy, &f0, &f, err)) != LT_OK) return e;
+        if (!f0) continue;
+        /* no fit at any depth on one rank: the group is the only way (the plan would fail) */
+        if (!fit || k * cp_busy < rc_busy) *g = k;
+        return LT_OK;
+    }
+    return LT_OK;
+}
+
+/* Phase 1 with DP-Merge (file comment), memory outliers too when `memory`. Fills sp->ranks
+ * and out->merges / sample_rank; *n_memory = the memory groups formed, *covered = whether
+ * every memory outlier of the step is in one (false when one is left to recompute on its
+ * rank: no ranks left for a group, no degree that holds it, or recomputation priced
+ * cheaper). */
+static lt_status phase1(lt_slimpack *sp, const int64_t *lengths, size_t n, bool memory, lt_step_plan *out,
+                        size_t *n_memory, bool *covered, lt_error *err) {
+    *n_memory = 0;
+    *covered = true;
     int dp = sp->cm.dp / sp->cp; /* pipelines */
     int max_g = sp->pc.max_cp / sp->cp; /* a group's CP degree g x cp is at most max_cp */
     if (n > sp->cap_n) {
@@ -711,6 +815,7 @@ static void phase1(lt_slimpack *sp, const int64_t *lengths, size_t n, lt_step_pl
         mg->sample = (int32_t)id;
         mg->first_rank = next_free;
         mg->cp = g;
+        mg->reason = LT_MERGE_FLOPS;
         for (int k = 0; k < g; k++) {
             sp->ranks[next_free + k].group = (int)out->n_merges;
             sp->ranks[next_free + k].load = f / g;
@@ -720,8 +825,63 @@ static void phase1(lt_slimpack *sp, const int64_t *lengths, size_t n, lt_step_pl
         next_free += g;
         first_unmerged = i + 1;
     }
+    /* Memory outliers: the next samples, longest first, while a group can be formed; the
+     * first one that a rank holds without recomputing ends the search (memory grows with
+     * the length). merged[] marks them for the deal below. */
+    bool *merged = lt_calloc_check(n ? n : 1, sizeof *merged);
+    double rest_flops = 0, rest_tokens = 0; /* the samples not merged so far */
+    for (size_t i = first_unmerged; i < n; i++) {
+        rest_flops += sp->flops[sp->order[i]];
+        rest_tokens += (double)lengths[sp->order[i]];
+    }
+    for (size_t i = first_unmerged; i < n && memory; i++) {
+        int room = dp - next_free;
+        int gmax = max_g < room ? max_g : room;
+        uint32_t id = sp->order[i];
+        /* the other samples' forward FLOPs per token: what the members' own packs hold */
+        double of = rest_flops - sp->flops[id], ot = rest_tokens - (double)lengths[id];
+        double fpt = ot > 0 ? of / ot : sp->af;
+        if (gmax < 2) { /* no group left: is this one held by a rank alone? */
+            double busy = 0;
+            bool fit0 = false, fit = false;
+            lt_status e = solo_price(sp, lengths[id], fpt, 1, false, &busy, &fit0, &fit, err);
+            if (e != LT_OK) {
+                free(merged);
+                return e;
+            }
+            *covered = fit0;
+            break;
+        }
+        int g = 0;
+        bool held = false;
+        lt_status e = memory_trigger(sp, lengths[id], fpt, gmax, &g, &held, err);
+        if (e != LT_OK) {
+            free(merged);
+            return e;
+        }
+        if (held) break;
+        if (g < 2) {
+            *covered = false;
+            continue;
+        }
+        double f = sp->flops[id];
+        lt_dp_merge *mg = &out->merges[out->n_merges];
+        *mg = (lt_dp_merge){.sample = (int32_t)id, .first_rank = next_free, .cp = g, .reason = LT_MERGE_MEMORY};
+        for (int k = 0; k < g; k++) {
+            sp->ranks[next_free + k].group = (int)out->n_merges;
+            sp->ranks[next_free + k].load = f / g;
+        }
+        out->sample_rank[id] = next_free;
+        out->n_merges++;
+        (*n_memory)++;
+        next_free += g;
+        merged[id] = true;
+        rest_flops -= f;
+        rest_tokens -= (double)lengths[id];
+    }
     for (size_t i = first_unmerged; i < n; i++) { /* longest-processing-time first */
         uint32_t id = sp->order[i];
+        if (merged[id]) continue;
         int best = 0;
         for (int r = 1; r < dp; r++)
             if (sp->ranks[r].load < sp->ranks[best].load) best = r;
@@ -729,6 +889,7 @@ static void phase1(lt_slimpack *sp, const int64_t *lengths, size_t n, lt_step_pl
         sp->ranks[best].load += sp->flops[id];
         out->sample_rank[id] = best;
     }
+    free(merged);
     /* merges by increasing sample (plan.h) */
     for (size_t a = 1; a < out->n_merges; a++)
         for (size_t b = a; b > 0 && out->merges[b - 1].sample > out->merges[b].sample; b--) {
@@ -739,6 +900,7 @@ static void phase1(lt_slimpack *sp, const int64_t *lengths, size_t n, lt_step_pl
             for (int k = 0; k < out->merges[b - 1].cp; k++)
                 sp->ranks[out->merges[b - 1].first_rank + k].group = (int)(b - 1);
         }
+    return LT_OK;
 }
 
 /* ---------------------------------------------------------------- phase 2 */
@@ -806,6 +968,15 @@ static lt_status choose_m(lt_slimpack *sp, const lt_step_plan *out, const int64_
     }
     int best_m = 0, worse = 0, best_r[SP_MAX_STAGES] = {0};
     double best_t = 0;
+    /* A memory group (formed because one rank would have to recompute, phase1) takes the
+     * fastest m at which its members recompute nothing, when one exists: its own MicroPacks
+     * in flight beside the held sample depend on m, and recomputing anyway would void the
+     * price that formed the group. The search then goes on past slower candidates until it
+     * finds such an m (larger m, smaller packs, less in flight). */
+    const sp_rank *lead = &sp->ranks[first];
+    bool want_zero = lead->group >= 0 && out->merges[lead->group].reason == LT_MERGE_MEMORY;
+    int zero_m = 0, zero_r[SP_MAX_STAGES] = {0};
+    double zero_t = 0;
     for (int gi = 0; gi < SP_GRID_N; gi++) {
         int m = sp->pc.micropacks > 0 ? sp->pc.micropacks : SP_GRID[gi] * pp;
         if (sp->pc.micropacks == 0 && gi > 0 && tokens / m < SP_MIN_PACK_TOKENS) break;
@@ -816,12 +987,22 @@ static lt_status choose_m(lt_slimpack *sp, const lt_step_plan *out, const int64_
         bool ok = false;
         lt_status st = evaluate(sp, out, lengths, first, count, m, &t, r, &ok, err);
         if (st != LT_OK) return st;
+        bool zero = true;
+        for (int q = 0; q < pp; q++) zero = zero && r[q] == 0;
+        if (ok && zero && want_zero && (zero_m == 0 || t < zero_t)) {
+            zero_m = m, zero_t = t;
+            memcpy(zero_r, r, sizeof zero_r);
+        }
         if (ok && (best_m == 0 || t < best_t)) {
             best_m = m, best_t = t;
             memcpy(best_r, r, sizeof best_r);
             worse = 0;
-        } else if (++worse >= SP_PATIENCE) break;
+        } else if (++worse >= SP_PATIENCE && !(want_zero && zero_m == 0)) break;
         if (sp->pc.micropacks > 0 || m == tokens) break;
+    }
+    if (zero_m > 0) {
+        best_m = zero_m, best_t = zero_t;
+        memcpy(best_r, zero_r, sizeof best_r);
     }
     for (int k = 0; k < count; k++) {
         sp->ranks[first + k].m = best_m;
@@ -833,8 +1014,14 @@ static lt_status choose_m(lt_slimpack *sp, const lt_step_plan *out, const int64_
 
 /* ---------------------------------------------------------------- the step */
 
-lt_status lt_slimpack_plan(lt_slimpack *sp, uint64_t step, const int64_t *lengths, size_t n, int cp,
-                           lt_step_plan *out, lt_error *err) {
+/* One plan of the step: DP-Merge of FLOPs outliers, and of memory outliers when `memory`.
+ * With `memory`, when there is no memory outlier to merge or not all of them can be (one
+ * would recompute on its rank all the same, and the groups take ranks from the deal: on
+ * Common Crawl at 256K such plans were never faster, docs/strategies.md), *same is set and
+ * out is left half made (the caller frees it): the plan without is kept. */
+static lt_status plan_variant(lt_slimpack *sp, uint64_t step, const int64_t *lengths, size_t n, int cp, bool memory,
+                              bool *same, lt_step_plan *out, lt_error *err) {
+    *same = false;
     sp->cm = sp->pc.cm;
     lt_status st = lt_cost_model_set_cp(&sp->cm, cp, err);
     if (st != LT_OK) return st;
@@ -843,7 +1030,13 @@ lt_status lt_slimpack_plan(lt_slimpack *sp, uint64_t step, const int64_t *length
     int dp = cm->dp / cp; /* pipelines */
     if ((st = lt_plan_start(&sp->pc, out, LT_STRATEGY_SLIMPACK, step, lengths, n, (size_t)dp, cp, err)) != LT_OK)
         return st;
-    phase1(sp, lengths, n, out);
+    size_t n_memory = 0;
+    bool covered = true;
+    if ((st = phase1(sp, lengths, n, memory, out, &n_memory, &covered, err)) != LT_OK) return st;
+    if (memory && (n_memory == 0 || !covered)) {
+        *same = true;
+        return LT_OK;
+    }
     /* Phase 2: m per rank (per group for DP-Merge members) */
     for (int r = 0; r < dp;) {
         int first, count;
@@ -851,40 +1044,75 @@ lt_status lt_slimpack_plan(lt_slimpack *sp, uint64_t step, const int64_t *length
         if ((st = choose_m(sp, out, lengths, first, count, err)) != LT_OK) return st;
         r = first + count;
     }
-    /* The chosen m's cuts by the MILP, then the final schedules. */
+    /* The chosen m's cuts by the MILP, then the final schedules, a unit of choice (a rank,
+     * or a DP-Merge group's members) at a time. */
     lt_milp_options opt = lt_plan_milp_options(&sp->pc);
     int m_lo = 0, m_hi = 0, r_lo = 0, r_hi = 0;
-    for (int r = 0; r < dp; r++) {
-        sp_rank *rk = &sp->ranks[r];
-        lt_rank_plan *rp = &out->ranks[r];
-        if (rk->m == 0) { /* no tokens: an empty pipeline */
-            if ((st = lt_plan_finish_rank(&sp->sim, &sp->ctx, cm, rp, err)) != LT_OK) return st;
+    bool any = false;
+    for (int r0 = 0; r0 < dp;) {
+        int first, count;
+        members_of(sp, out, r0, &first, &count);
+        r0 = first + count;
+        if (sp->ranks[first].m == 0) { /* no tokens (only a rank alone): an empty pipeline */
+            for (int r = first; r < first + count; r++)
+                if ((st = lt_plan_finish_rank(&sp->sim, &sp->ctx, cm, &out->ranks[r], err)) != LT_OK) return st;
             continue;
         }
-        sp_layout lay;
-        if (!prepare(sp, out, lengths, r, rk->m, &lay))
-            return lt_fail(err, LT_ERR_INTERNAL, NULL, "slimpack: step %" PRIu64 ": rank %d: no layout for m = %d",
-                           step, r, rk->m);
-        lt_milp_status ms;
-        if (lay.m_own > 1) { /* the forward MicroPacks' slice boundaries (the backward ones
-                                * keep the heuristic's near-exact cuts: file comment) */
-            if ((st = cuts_milp(&sp->fs, lay.m_own, sp->fcut, &sp->milp, &opt, &ms, err)) != LT_OK) return st;
-            lt_plan_note_solver(out, ms);
+        for (int r = first; r < first + count; r++) {
+            sp_rank *rk = &sp->ranks[r];
+            lt_rank_plan *rp = &out->ranks[r];
+            sp_layout lay;
+            if (!prepare(sp, out, lengths, r, rk->m, &lay))
+                return lt_fail(err, LT_ERR_INTERNAL, NULL,
+                               "slimpack: step %" PRIu64 ": rank %d: no layout for m = %d", step, r, rk->m);
+            lt_milp_status ms;
+            if (lay.m_own > 1) { /* the forward MicroPacks' slice boundaries (the backward ones
+                                    * keep the heuristic's near-exact cuts: file comment) */
+                if ((st = cuts_milp(&sp->fs, lay.m_own, sp->fcut, &sp->milp, &opt, &ms, err)) != LT_OK) return st;
+                lt_plan_note_solver(out, ms);
+            }
+            build_schedule(sp, &rp->sched, &lay);
+            if (count > 1) { /* a member over the cap at the group's depths with the MILP's
+                              * cuts goes back to the heuristic's, which the choice of m
+                              * simulated at those depths */
+                set_recompute_stages(&rp->sched, rk->recompute);
+                if ((st = lt_plan_simulate(&sp->sim, &sp->ctx, cm, &rp->sched, NULL, err)) != LT_OK) return st;
+                if (lt_plan_max_peak(&sp->sim) > cm->mem_cap) {
+                    prepare(sp, out, lengths, r, rk->m, &lay); /* succeeded above */
+                    build_schedule(sp, &rp->sched, &lay);
+                }
+            }
         }
-        build_schedule(sp, &rp->sched, &lay);
-        if (rk->group < 0) { /* the MILP's cuts may fit at other depths than the heuristic's */
+        /* The MILP's cuts may fit at other depths than the heuristic's: a rank alone takes
+         * its own smallest fitting depths; a group's members keep one depth per stage (the
+         * group shares it, file comment), the smallest at least the chosen one that fits
+         * every member. */
+        int rs[SP_MAX_STAGES] = {0};
+        for (int q = 0; q < cm->pp; q++) rs[q] = count > 1 ? sp->ranks[first].recompute[q] : 0;
+        int common[SP_MAX_STAGES];
+        memcpy(common, rs, sizeof rs);
+        for (int r = first; r < first + count; r++) {
+            int mine[SP_MAX_STAGES];
+            memcpy(mine, rs, sizeof rs);
             double t = 0;
             bool fit = false;
-            for (int q = 0; q < cm->pp; q++) rk->recompute[q] = 0;
-            if ((st = simulate_fitting(sp, &rp->sched, rk->recompute, &t, &fit, err)) != LT_OK) return st;
+            if ((st = simulate_fitting(sp, &out->ranks[r].sched, mine, &t, &fit, err)) != LT_OK) return st;
+            for (int q = 0; q < cm->pp; q++)
+                if (mine[q] > common[q]) common[q] = mine[q];
         }
-        set_recompute_stages(&rp->sched, rk->recompute);
-        if ((st = lt_plan_finish_rank(&sp->sim, &sp->ctx, cm, rp, err)) != LT_OK) return st;
-        if (m_hi == 0 || rk->m < m_lo) m_lo = rk->m;
-        if (rk->m > m_hi) m_hi = rk->m;
-        for (int q = 0; q < cm->pp; q++) {
-            if ((r == 0 && q == 0) || rk->recompute[q] < r_lo) r_lo = rk->recompute[q];
-            if (rk->recompute[q] > r_hi) r_hi = rk->recompute[q];
+        for (int r = first; r < first + count; r++) {
+            sp_rank *rk = &sp->ranks[r];
+            lt_rank_plan *rp = &out->ranks[r];
+            memcpy(rk->recompute, common, sizeof common);
+            set_recompute_stages(&rp->sched, rk->recompute);
+            if ((st = lt_plan_finish_rank(&sp->sim, &sp->ctx, cm, rp, err)) != LT_OK) return st;
+            if (!any || rk->m < m_lo) m_lo = rk->m;
+            if (rk->m > m_hi) m_hi = rk->m;
+            for (int q = 0; q < cm->pp; q++) {
+                if (!any || rk->recompute[q] < r_lo) r_lo = rk->recompute[q];
+                if (rk->recompute[q] > r_hi) r_hi = rk->recompute[q];
+                any = true;
+            }
         }
     }
     snprintf(out->params, sizeof out->params, "m=%d-%d recompute=%d-%d dp_merge=%zu", m_lo, m_hi, r_lo, r_hi,
@@ -892,4 +1120,44 @@ lt_status lt_slimpack_plan(lt_slimpack *sp, uint64_t step, const int64_t *length
     /* the groups' merged ops are collectives: their members' times from one joint graph */
     if ((st = lt_plan_simulate_merges(out, cm, err)) != LT_OK) return st;
     return lt_plan_finish(&sp->pc, out, sp->sync, err);
+}
+
+/* Does any op of the plan recompute? */
+static bool recomputes(const lt_step_plan *p) {
+    for (size_t r = 0; r < p->n_ranks; r++)
+        for (int st = 0; st < p->ranks[r].sched.stages; st++)
+            for (size_t i = 0; i < p->ranks[r].sched.stage[st].n; i++)
+                if (p->ranks[r].sched.stage[st].ops[i].recompute_layers > 0) return true;
+    return false;
+}
+
+/* The memory trigger decided by predicted step time (issue 21; SlimPack 4.1.1): the step is
+ * planned with DP-Merge of FLOPs outliers only; when that plan recomputes somewhere (or
+ * cannot fit the cap at all), it is planned again with the memory outliers merged too
+ * (phase1), and the faster of the two by predicted step time is kept. Each memory group was
+ * itself priced against recomputation (memory_trigger), but whether the step gains depends
+ * on the rest of the plan: the members' other samples may make them recompute anyway, and
+ * a group's ranks are taken from the deal. */
+lt_status lt_slimpack_plan(lt_slimpack *sp, uint64_t step, const int64_t *lengths, size_t n, int cp,
+                           lt_step_plan *out, lt_error *err) {
+    bool same = false;
+    lt_status st = plan_variant(sp, step, lengths, n, cp, false, &same, out, err);
+    if (sp->pc.no_memory_merge || (st != LT_OK && st != LT_ERR_INPUT) || (st == LT_OK && !recomputes(out))) return st;
+    lt_step_plan b;
+    lt_step_plan_init(&b);
+    lt_error err_b;
+    lt_error_clear(&err_b);
+    lt_status sb = plan_variant(sp, step, lengths, n, cp, true, &same, &b, &err_b);
+    if (sb == LT_OK && !same && (st != LT_OK || b.time_s < out->time_s)) {
+        lt_step_plan_free(out);
+        *out = b;
+        if (err) lt_error_clear(err);
+        return LT_OK;
+    }
+    lt_step_plan_free(&b);
+    if (sb != LT_OK && sb != LT_ERR_INPUT) {
+        if (err) *err = err_b;
+        return sb;
+    }
+    return st;
 }

@@ -226,12 +226,24 @@ static const char schema_v3[] =
     "         peak_mem_bytes, solve_ms, params, solver_status, runner_up, runner_up_ms, n_predicted\n"
     "  FROM steps;\n";
 
-/* Migration 0 (to version 1) does nothing, migration 1 creates the version-2 schema and
- * migration 2 adds version 3's column: a new file runs all three. Files of versions 1 and
- * 2 are refused before lt_db_open would migrate them (check_schema_version). */
-#define PLAN_SCHEMA_VERSION 3
+/* Version 4 (issue 21, DP-Merge for memory outliers): dp_merges.reason, why slimpack merged
+ * the sample: 'flops' (its forward FLOPs exceed a DP rank's capacity, SlimPack 4.1.1) or
+ * 'memory' (one rank could hold it only by recomputing, and context parallelism over the
+ * group is priced cheaper). Every group of a version-3 file was a FLOPs merge, so the
+ * column's default is 'flops'; still, a version-3 file is refused like the older ones
+ * (check_schema_version: a plan file is rebuilt, never migrated in place, and a read-only
+ * reader such as the trainer could not migrate it anyway). */
+static const char schema_v4[] =
+    "ALTER TABLE dp_merges ADD COLUMN reason TEXT NOT NULL DEFAULT 'flops'\n"
+    "  CHECK (reason = 'flops' OR reason = 'memory');\n";
+
+/* Migration 0 (to version 1) does nothing, migration 1 creates the version-2 schema,
+ * migration 2 adds version 3's column and migration 3 version 4's: a new file runs all
+ * four. Files of versions 1 to 3 are refused before lt_db_open would migrate them
+ * (check_schema_version). */
+#define PLAN_SCHEMA_VERSION 4
 static const char retired_v1[] = "-- version 1: refused, not migrated (check_schema_version)\n";
-static const char *const plan_migrations[PLAN_SCHEMA_VERSION] = {retired_v1, schema_v2, schema_v3};
+static const char *const plan_migrations[PLAN_SCHEMA_VERSION] = {retired_v1, schema_v2, schema_v3, schema_v4};
 
 static const lt_db_schema plan_schema = {
     LT_PLAN_DB_APPLICATION_ID,
@@ -279,7 +291,8 @@ static const char *const query_sql[Q_COUNT] = {
                     "layer_end, n_ops, ops) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     [Q_INS_SLICE] = "INSERT INTO units_slices (run_id, step, dp_rank, passes, unit, seq, idx, tok_begin, tok_end, "
                     "cp, slice) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    [Q_INS_MERGE] = "INSERT INTO dp_merges (run_id, step, idx, sample_id, dp_rank, cp) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [Q_INS_MERGE] = "INSERT INTO dp_merges (run_id, step, idx, sample_id, dp_rank, cp, reason) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [Q_STEP_LIST] = "SELECT step FROM steps WHERE run_id = ?1 ORDER BY step",
     [Q_STEP_RANGE] = "SELECT min(step), max(step), count(*) FROM steps WHERE run_id = ?1",
     [Q_GET_STEP] = "SELECT strategy, n_samples, n_tokens, predicted_ms, bubble_ratio, peak_mem_bytes, solve_ms, "
@@ -292,7 +305,8 @@ static const char *const query_sql[Q_COUNT] = {
                       "WHERE run_id = ?1 AND step = ?2 ORDER BY idx",
     [Q_GET_SLICES] = "SELECT dp_rank, passes, unit, seq, idx, tok_begin, tok_end, cp, slice FROM units_slices "
                      "WHERE run_id = ?1 AND step = ?2 ORDER BY dp_rank, passes, unit, seq",
-    [Q_GET_MERGES] = "SELECT idx, sample_id, dp_rank, cp FROM dp_merges WHERE run_id = ?1 AND step = ?2 ORDER BY idx",
+    [Q_GET_MERGES] =
+        "SELECT idx, sample_id, dp_rank, cp, reason FROM dp_merges WHERE run_id = ?1 AND step = ?2 ORDER BY idx",
     /* the per-rank reader (lt_store_get_rank): the pipeline holding DP rank ?3 (the one with
      * the largest first dp_rank <= ?3, which the caller checks covers it), its units, one
      * stage's row, and the DP-Merge groups whose members include that pipeline (groups
@@ -852,8 +866,9 @@ static bool pragma_value(sqlite3 *db, const char *sql, int *out) {
     return ok;
 }
 
-/* Refuse a plan file of an older schema before lt_db_open would migrate it: version-1 files
- * have no unit cp, backward partitions or DP-Merge groups, and no migration (a build is
+/* Refuse a plan file of an older schema before lt_db_open would migrate it (versions 1-3:
+ * version-1 files have no unit cp, backward partitions or DP-Merge groups, version 2 no loss
+ * denominator, version 3 no DP-Merge reason), and no migration (a build is
  * cheap to redo, a half-understood plan is not). LT_ERR_VERSION naming path. Anything else
  * (no file, not SQLite, another application_id, a newer version) is lt_db_open's to report. */
 static lt_status check_schema_version(const char *path, lt_error *err) {
@@ -1033,9 +1048,10 @@ static lt_status check_putable(const lt_store *st, const lt_step_plan *p, const 
     for (size_t k = 0; k < p->n_merges; k++) {
         const lt_dp_merge *m = &p->merges[k];
         if (m->sample < 0 || (size_t)m->sample >= p->n_samples || m->first_rank < 0 ||
-            (size_t)m->first_rank >= p->n_ranks || m->cp < 2)
-            BAD("step %" PRIu64 ": DP-Merge group %zu: sample %" PRId32 " of %zu, first pipeline %d of %zu, cp %d",
-                p->step, k, m->sample, p->n_samples, m->first_rank, p->n_ranks, m->cp);
+            (size_t)m->first_rank >= p->n_ranks || m->cp < 2 || !lt_merge_reason_name(m->reason))
+            BAD("step %" PRIu64 ": DP-Merge group %zu: sample %" PRId32 " of %zu, first pipeline %d of %zu, cp %d, "
+                "reason %d",
+                p->step, k, m->sample, p->n_samples, m->first_rank, p->n_ranks, m->cp, (int)m->reason);
         if (k > 0 && m->sample <= p->merges[k - 1].sample)
             BAD("step %" PRIu64 ": DP-Merge groups not in increasing sample order (sample %" PRId32 " after %" PRId32
                 ")",
@@ -1318,6 +1334,7 @@ lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample
         sqlite3_bind_int64(q, 4, (int64_t)samples[m->sample].id);
         sqlite3_bind_int(q, 5, p->ranks[m->first_rank].dp_rank);
         sqlite3_bind_int(q, 6, m->cp);
+        sqlite3_bind_text(q, 7, lt_merge_reason_name(m->reason), -1, SQLITE_STATIC);
         if ((s = run_insert(st, q, "dp_merges", p->step, err)) != LT_OK) return s;
     }
     for (int b = 0; b < B_COUNT; b++)
@@ -1996,11 +2013,19 @@ static lt_status read_step(lt_store *st, uint64_t step, lt_step_plan *p, lt_samp
         if (cp < 2 || cp > (int64_t)p->n_ranks)
             BAD("table dp_merges: sample idx %" PRId64 ": cp %" PRId64 " (2 to the step's %zu pipelines)", idx, cp,
                 p->n_ranks);
+        /* the CHECK admits only these two; a file edited without it is corrupt all the same */
+        const char *why = (const char *)sqlite3_column_text(q, 4);
+        lt_merge_reason reason = LT_MERGE_FLOPS;
+        if (why && strcmp(why, "memory") == 0) reason = LT_MERGE_MEMORY;
+        else if (!why || strcmp(why, "flops") != 0)
+            BAD("table dp_merges: sample idx %" PRId64 ": reason '%s' (want 'flops' or 'memory')", idx,
+                why ? why : "NULL");
         if (p->n_merges == cap_m) {
             cap_m = cap_m ? 2 * cap_m : 4;
             p->merges = lt_realloc_check(p->merges, cap_m * sizeof *p->merges);
         }
-        p->merges[p->n_merges++] = (lt_dp_merge){.sample = (int32_t)idx, .first_rank = r, .cp = (int)cp};
+        p->merges[p->n_merges++] =
+            (lt_dp_merge){.sample = (int32_t)idx, .first_rank = r, .cp = (int)cp, .reason = reason};
     }
     if (rc != SQLITE_DONE) goto done;
     sqlite3_reset(q);

@@ -69,6 +69,7 @@ static void check_plan(const lt_planner_config *pc, const int64_t *len, size_t n
         assert_true(m->sample >= 0 && (size_t)m->sample < n);
         assert_true(m->cp >= 2 && m->cp <= pc->max_cp && m->first_rank + m->cp <= cm->dp);
         assert_int_equal(plan->sample_rank[m->sample], m->first_rank);
+        assert_true(m->reason == LT_MERGE_FLOPS || m->reason == LT_MERGE_MEMORY);
         if (g > 0) assert_true(plan->merges[g - 1].sample < m->sample);
         group_of[m->sample] = (int)g;
     }
@@ -233,6 +234,7 @@ static void test_dp_merge_of_a_1m_outlier(void **state) {
     assert_int_equal(plan.n_merges, 1);
     assert_int_equal(plan.merges[0].sample, 7);
     assert_int_equal(plan.merges[0].cp, g);
+    assert_int_equal(plan.merges[0].reason, LT_MERGE_FLOPS);
     print_message("1M outlier: DP-Merge over %d ranks (f / C = %.2f), predicted %.1f s, %s\n", g, f / cap,
                   plan.time_s, plan.params);
     /* the members' units of the outlier are the same slices in every member */
@@ -256,6 +258,69 @@ static void test_dp_merge_of_a_1m_outlier(void **state) {
     if (lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, 3, len, 512, &plan, &err) != LT_OK) fail_msg("%s", err.what);
     check_plan(&pc, len, 512, &plan);
     assert_int_equal(plan.n_merges, 0);
+    lt_step_plan_free(&plan);
+    lt_planner_free(p);
+}
+
+/* The largest recompute depth of any op of rank plan rp. */
+static int max_recompute(const lt_rank_plan *rp) {
+    int d = 0;
+    for (int st = 0; st < rp->sched.stages; st++)
+        for (size_t i = 0; i < rp->sched.stage[st].n; i++)
+            if (rp->sched.stage[st].ops[i].recompute_layers > d) d = rp->sched.stage[st].ops[i].recompute_layers;
+    return d;
+}
+
+/* A memory-only outlier (issue 21): a 200K-token sample among 511 of 16K-48K tokens is no
+ * FLOPs outlier (its forward FLOPs are under a rank's capacity, checked here from the
+ * model's dimensions), but one rank cannot hold its activations at 80 GiB without
+ * recomputing. The plan spreads it over a DP-Merge group with reason 'memory' whose ranks
+ * recompute nothing; with the memory trigger off (FLOPs outliers only, as before) the same
+ * batch has no group and the outlier's rank recomputes, and its predicted step is slower. */
+static void test_dp_merge_of_a_memory_outlier(void **state) {
+    (void)state;
+    NEED_HW();
+    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 262144, 8, 80);
+    enum { N = 4096 };
+    static int64_t len[N];
+    uint64_t x = 777;
+    double total = 0;
+    for (size_t i = 0; i < N; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        len[i] = i == 11 ? 204800 : 1024 + (int64_t)((x >> 33) % 3072);
+        total += sample_flops(&pc.cm, (double)len[i]);
+    }
+    double cap = total / 8, f = sample_flops(&pc.cm, 204800.0);
+    assert_true(f < cap * (1 + pc.dp_merge_margin)); /* not a FLOPs outlier */
+    lt_planner *p = planner_of(&pc);
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    lt_error err;
+    if (lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, 4, len, N, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    check_plan(&pc, len, N, &plan);
+    print_message("memory outlier (f / C = %.2f): %zu group(s), predicted %.2f s, %s\n", f / cap, plan.n_merges,
+                  plan.time_s, plan.params);
+    assert_int_equal(plan.n_merges, 1);
+    const lt_dp_merge *m = &plan.merges[0];
+    assert_int_equal(m->sample, 11);
+    assert_int_equal(m->reason, LT_MERGE_MEMORY);
+    for (int k = 0; k < m->cp; k++) {
+        print_message("  member %d (pipeline %d): recompute %d\n", k, m->first_rank + k,
+                      max_recompute(&plan.ranks[m->first_rank + k]));
+        assert_int_equal(max_recompute(&plan.ranks[m->first_rank + k]), 0);
+    }
+    double with = plan.time_s;
+    lt_planner_free(p);
+    /* the FLOPs trigger alone: no group, the outlier's rank recomputes */
+    pc.no_memory_merge = true;
+    p = planner_of(&pc);
+    if (lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, 4, len, N, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    check_plan(&pc, len, N, &plan);
+    print_message("FLOPs trigger only: %zu group(s), predicted %.2f s, %s; outlier's rank recomputes %d\n",
+                  plan.n_merges, plan.time_s, plan.params, max_recompute(&plan.ranks[plan.sample_rank[11]]));
+    assert_int_equal(plan.n_merges, 0);
+    assert_true(max_recompute(&plan.ranks[plan.sample_rank[11]]) > 0);
+    assert_true(with < plan.time_s);
     lt_step_plan_free(&plan);
     lt_planner_free(p);
 }
@@ -353,6 +418,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_asymmetric_backward_partition),
         cmocka_unit_test(test_dp_merge_of_a_1m_outlier),
+        cmocka_unit_test(test_dp_merge_of_a_memory_outlier),
         cmocka_unit_test(test_solver_fallback),
         cmocka_unit_test(test_invariants_on_every_corpus),
     };

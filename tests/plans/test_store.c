@@ -406,7 +406,8 @@ static void build_asym_plan(lt_step_plan *p, uint64_t step) {
         if (rp->time_s > p->time_s) p->time_s = rp->time_s;
     }
     p->merges = malloc(sizeof *p->merges);
-    p->merges[0] = (lt_dp_merge){.sample = 0, .first_rank = 0, .cp = 2};
+    /* a memory outlier's group (issue 21): the reason must come back as written */
+    p->merges[0] = (lt_dp_merge){.sample = 0, .first_rank = 0, .cp = 2, .reason = LT_MERGE_MEMORY};
     p->n_merges = 1;
     p->bubble_ratio = 1 - busy_total / (3.0 * 2 * p->time_s);
     p->solve_ms = 3.25;
@@ -491,6 +492,7 @@ static void assert_plans_equal(const lt_step_plan *a, const lt_step_plan *b) {
         assert_int_equal(a->merges[k].sample, b->merges[k].sample);
         assert_int_equal(a->merges[k].first_rank, b->merges[k].first_rank);
         assert_int_equal(a->merges[k].cp, b->merges[k].cp);
+        assert_int_equal(a->merges[k].reason, b->merges[k].reason);
     }
     for (size_t r = 0; r < a->n_ranks; r++) {
         const lt_rank_plan *x = &a->ranks[r], *y = &b->ranks[r];
@@ -727,7 +729,7 @@ static void test_views_columns(void **state) {
     }
     /* the file's identity and table options */
     assert_int_equal(query_int(db, "PRAGMA application_id"), LT_PLAN_DB_APPLICATION_ID);
-    assert_int_equal(query_int(db, "PRAGMA user_version"), 3);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
     /* version 3: the loss denominator, stored and in step_summary, equal to sum(length - 1) */
     assert_int_equal(query_int(db, "SELECT count(*) FROM steps AS t WHERE n_predicted <> (SELECT sum(length - 1) "
                                    "FROM step_samples AS s WHERE s.run_id = t.run_id AND s.step = t.step)"),
@@ -735,8 +737,12 @@ static void test_views_columns(void **state) {
     assert_int_equal(query_int(db, "SELECT count(*) FROM step_summary WHERE n_predicted = n_tokens - n_samples"),
                      query_int(db, "SELECT count(*) FROM steps"));
     /* the tables of schema version 2's additions */
-    assert_int_equal(query_int(db, "SELECT group_concat(name, ',') = 'run_id,step,idx,sample_id,dp_rank,cp' FROM "
-                                   "pragma_table_info('dp_merges')"),
+    assert_int_equal(query_int(db, "SELECT group_concat(name, ',') = 'run_id,step,idx,sample_id,dp_rank,cp,reason' "
+                                   "FROM pragma_table_info('dp_merges')"),
+                     1);
+    /* version 4: dp_merges.reason, 'flops' by default */
+    assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_table_info('dp_merges') WHERE name = 'reason' AND "
+                                   "type = 'TEXT' AND \"notnull\" = 1 AND dflt_value = '''flops'''"),
                      1);
     assert_int_equal(query_int(db, "SELECT count(*) FROM pragma_table_info('units_slices') WHERE name = 'cp' AND "
                                    "type = 'INTEGER' AND \"notnull\" = 1 AND dflt_value = '1'"),
@@ -2025,6 +2031,7 @@ static void test_asym_round_trip(void **state) {
     assert_int_equal(got.merges[0].sample, 0);
     assert_int_equal(got.merges[0].first_rank, 0);
     assert_int_equal(got.merges[0].cp, 2);
+    assert_int_equal(got.merges[0].reason, LT_MERGE_MEMORY);
     assert_int_equal(got.sample_rank[0], 0);
     for (size_t r = 0; r < 3; r++) {
         const lt_schedule *s = &got.ranks[r].sched;
@@ -2108,7 +2115,7 @@ static void test_asym_views(void **state) {
     /* the group: one dp_merges row, the sampler's id, the first DP rank; samples.merge_cp */
     assert_int_equal(query_int(db, "SELECT count(*) FROM dp_merges"), 1);
     assert_int_equal(query_int(db, "SELECT count(*) FROM dp_merges WHERE run_id = 1 AND step = 2 AND idx = 0 AND "
-                                   "sample_id = 54 AND dp_rank = 0 AND cp = 2"),
+                                   "sample_id = 54 AND dp_rank = 0 AND cp = 2 AND reason = 'memory'"),
                      1);
     assert_int_equal(query_int(db, "SELECT merge_cp FROM samples WHERE step = 2 AND sample_id = 54"), 2);
     assert_int_equal(query_int(db, "SELECT dp_rank FROM samples WHERE step = 2 AND sample_id = 54"), 0);
@@ -2131,6 +2138,10 @@ static void test_asym_views(void **state) {
                          SQLITE_OK);
     sqlite3_free(msg);
     assert_int_not_equal(sqlite3_exec(db, "UPDATE dp_merges SET cp = 1", NULL, NULL, &msg), SQLITE_OK);
+    sqlite3_free(msg);
+    assert_int_not_equal(sqlite3_exec(db, "UPDATE dp_merges SET reason = 'size'", NULL, NULL, &msg), SQLITE_OK);
+    sqlite3_free(msg);
+    assert_int_not_equal(sqlite3_exec(db, "UPDATE dp_merges SET reason = NULL", NULL, NULL, &msg), SQLITE_OK);
     sqlite3_free(msg);
     assert_int_not_equal(sqlite3_exec(db, "UPDATE steps SET solver_status = 'maybe'", NULL, NULL, &msg), SQLITE_OK);
     sqlite3_free(msg);
@@ -2300,6 +2311,9 @@ static void test_asym_corrupt_rows(void **state) {
                    "not within the step's pipelines (3 from there)");
     expect_corrupt(good, "UPDATE dp_merges SET idx = 50", "step 0: table dp_merges: row sample idx 50, the step has 7 "
                                                           "samples");
+    /* a reason the CHECK would refuse, written past it */
+    expect_corrupt(good, "PRAGMA ignore_check_constraints = ON; UPDATE dp_merges SET reason = 'size'",
+                   "table dp_merges: sample idx 0: reason 'size' (want 'flops' or 'memory')");
     /* a larger group whose new member does not hold the sample */
     expect_corrupt(good, "UPDATE dp_merges SET cp = 3; UPDATE units_slices SET cp = 3 WHERE idx = 0",
                    "step 0: table units_slices: sample idx 0 (sample_id 40) has 100 tokens, the forward pass covers "
@@ -2366,21 +2380,34 @@ static void test_asym_corrupt_rows(void **state) {
     }
 }
 
-/* A file of schema version 1 is refused, by the reader and the writer, naming it. */
+/* A file of schema version 1 is refused, by the reader and the writer, naming it; so is a
+ * version-3 file (before dp_merges.reason), which has the column dropped here as it lacked
+ * it then. */
 static void test_old_schema(void **state) {
     (void)state;
     char path[256];
-    new_path(path, sizeof path, "v1");
+    new_path(path, sizeof path, "v3");
     write_file(path, 2, false);
     sqlite3 *db = open_raw(path);
-    exec_raw(db, "PRAGMA user_version = 1;");
+    exec_raw(db, "ALTER TABLE dp_merges DROP COLUMN reason; PRAGMA user_version = 3;");
     sqlite3_close(db);
     lt_store *st = (lt_store *)path;
     lt_error err;
     assert_int_equal(lt_store_open(&st, path, &err), LT_ERR_VERSION);
     assert_null(st);
+    assert_string_equal(err.what, "the plan database was built by an older planner (schema version 3, this planner's "
+                                  "is 4); rebuild it");
+    expect_refusal(path, NULL, NULL, LT_ERR_VERSION, "built by an older planner");
+    new_path(path, sizeof path, "v1");
+    write_file(path, 2, false);
+    db = open_raw(path);
+    exec_raw(db, "PRAGMA user_version = 1;");
+    sqlite3_close(db);
+    st = (lt_store *)path;
+    assert_int_equal(lt_store_open(&st, path, &err), LT_ERR_VERSION);
+    assert_null(st);
     assert_string_equal(err.what, "the plan database was built by an older planner (schema version 1, this planner's "
-                                  "is 3); rebuild it");
+                                  "is 4); rebuild it");
     assert_string_equal(err.where, path);
     assert_non_null(strstr(err.hint, "rerun 'planner build'"));
     expect_refusal(path, NULL, NULL, LT_ERR_VERSION, "built by an older planner");
