@@ -149,6 +149,17 @@ lt_status lt_backend_cuda_clip(lt_backend *be, float *grads, size_t n, double ma
 lt_status lt_backend_cuda_adamw(lt_backend *be, const struct lt_llama *m, const float *grads, double lr, int64_t t,
                                 const struct lt_optim_config *oc, lt_error *err);
 
+/* The distributed engine on the GPU (train/cmd_train.c, train/dist.c): the context's
+ * compute and communication streams (cudaStream_t) for lt_comm_attach_device; the sum of
+ * squares of n device floats (to the host, synchronizing) and g *= coef, for the global
+ * norm and clipping over the stage's own tensors (lt_dist_clip); AdamW of the tensors with
+ * mine[i] (NULL: all), the others being another stage's. */
+void lt_backend_cuda_streams(const lt_backend *be, void **compute, void **comm);
+lt_status lt_backend_cuda_sum_squares(const lt_backend *be, const float *g, size_t n, double *sq, lt_error *err);
+lt_status lt_backend_cuda_scale(const lt_backend *be, float *g, size_t n, float coef, lt_error *err);
+lt_status lt_backend_cuda_adamw_tensors(lt_backend *be, const struct lt_llama *m, const float *grads, double lr,
+                                        int64_t t, const struct lt_optim_config *oc, const bool *mine, lt_error *err);
+
 /* The backend of model m (m->backend, or the CPU fp32 one when it has none). */
 const lt_backend *lt_backend_of(const struct lt_llama *m);
 

@@ -461,13 +461,32 @@ lt_status lt_backend_cuda_clip(lt_backend *be, float *grads, size_t n, double ma
     return st;
 }
 
+void lt_backend_cuda_streams(const lt_backend *be, void **compute, void **comm) {
+    const cuda_state *s = state_of(be);
+    *compute = lt_cuda_stream(s->cu), *comm = lt_cuda_comm_stream(s->cu);
+}
+
+lt_status lt_backend_cuda_sum_squares(const lt_backend *be, const float *g, size_t n, double *sq, lt_error *err) {
+    return lt_cuda_sum_squares(state_of(be)->cu, g, n, sq, err);
+}
+
+lt_status lt_backend_cuda_scale(const lt_backend *be, float *g, size_t n, float coef, lt_error *err) {
+    return lt_cuda_scale(state_of(be)->cu, g, n, coef, err);
+}
+
 lt_status lt_backend_cuda_adamw(lt_backend *be, const lt_llama *m, const float *grads, double lr, int64_t t,
                                 const lt_optim_config *oc, lt_error *err) {
+    return lt_backend_cuda_adamw_tensors(be, m, grads, lr, t, oc, NULL, err);
+}
+
+lt_status lt_backend_cuda_adamw_tensors(lt_backend *be, const lt_llama *m, const float *grads, double lr, int64_t t,
+                                        const lt_optim_config *oc, const bool *mine, lt_error *err) {
     cuda_state *s = state_of(be);
     size_t n = m->n_params;
     lt_status st = moments(s, n, err);
     /* per tensor: decay on matrices only (train/optim.h's two parameter groups) */
     for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
+        if (mine && !mine[i]) continue; /* another stage's tensor: stale here, never read */
         const lt_tensor_info *ti = &m->tensors[i];
         size_t o = ti->offset, len = (size_t)ti->rows * (size_t)ti->cols;
         st = lt_cuda_adamw(s->cu, s->master + o, s->w16 + o, grads + o, s->mom1 + o, s->mom2 + o, len, lr, oc->beta1,

@@ -64,12 +64,29 @@ static int local_device(void) {
 }
 
 lt_status lt_cmd_open_backend(const lt_cli_ctx *ctx, lt_backend **be, lt_error *err) {
+    return lt_cmd_open_backend_on(ctx, NULL, be, err);
+}
+
+lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, lt_comm *comm, lt_backend **be, lt_error *err) {
     *be = NULL;
     const char *b = lt_config_get_string(ctx->config, "train", "backend");
     if (b == NULL || strcmp(b, "cpu") == 0) return LT_OK;
     lt_error why;
+    bool ranks = comm && lt_comm_layout_of(comm)->distributed;
     int device = local_device();
-    if (lt_backend_cuda_open(be, device, &why) == LT_OK) return LT_OK;
+    if (ranks && lt_comm_pick_device(comm, &device, err) != LT_OK) return LT_ERR_CONFIG;
+    if (lt_backend_cuda_open(be, device, &why) == LT_OK) {
+        if (!ranks) return LT_OK;
+        /* NCCL beside MPI (train/comm.h "device buffers"): collective over the world */
+        void *compute, *comm_stream;
+        lt_backend_cuda_streams(*be, &compute, &comm_stream);
+        lt_status st = lt_comm_attach_device(comm, device, compute, comm_stream, err);
+        if (st != LT_OK) {
+            lt_backend_cuda_close(*be);
+            *be = NULL;
+        }
+        return st;
+    }
     /* one line naming the key and lt_cuda_open's reason; exit 2 (a configuration this
      * build or machine cannot run) */
     lt_fail(err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "train", "backend"), "train.backend = %s: %s (GPU %d)", b,

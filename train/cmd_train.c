@@ -257,6 +257,26 @@ static lt_status gpu_fits(lt_backend *be, const lt_step_plan *p, lt_error *err) 
     return s;
 }
 
+/* train.backend = cuda on a rank of a launched job: this rank runs one stage of one
+ * pipeline, so what must fit is that stage's predicted peak (the plan's, model states
+ * included) in the GPU's free memory, checked before the step's first op. */
+static lt_status gpu_fits_rank(lt_backend *be, const lt_step_plan *p, const lt_comm_layout *lay, lt_error *err) {
+    size_t free_b = 0, total_b = 0;
+    lt_status s = lt_backend_cuda_mem(be, &free_b, &total_b, err);
+    for (size_t r = 0; s == LT_OK && r < p->n_ranks; r++) {
+        const double *peak = p->ranks[r].stage_peak_mem;
+        int first = p->ranks[r].dp_rank, n = p->ranks[r].cp > 1 ? p->ranks[r].cp : 1; /* a static CP group's ranks */
+        if (lay->dp_rank < first || lay->dp_rank >= first + n || !peak || peak[lay->stage] <= (double)free_b) continue;
+        const double GiB = 1073741824.0;
+        s = lt_fail(err, LT_ERR_CONFIG, NULL,
+                    "plan step %llu: stage %d of pipeline %d predicts %.2f GiB, over the %.2f GiB free on this "
+                    "rank's GPU (of %.2f GiB)", (unsigned long long)p->step, lay->stage, lay->dp_rank,
+                    peak[lay->stage] / GiB, (double)free_b / GiB, (double)total_b / GiB);
+        lt_error_hint(err, "plan with a lower plan.mem, or more stages (parallel.pp)");
+    }
+    return s;
+}
+
 /* --db: stored step number st->step of the plan file, executed, into the gradients. */
 static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_error *err) {
     uint64_t step = L->steps[st->step];
@@ -280,6 +300,8 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
         }
         lt_exec_hooks hooks = {.ctx = &L->dist, .grads_final = lt_dist_layer_final};
         if (s == LT_OK) lt_dist_bind(&L->dist, L->m, L->grads);
+        if (s == LT_OK) lt_dist_set_device_grads(&L->dist, L->be != NULL); /* NCCL all-reduces, bucketed */
+        if (s == LT_OK && L->be) s = gpu_fits_rank(L->be, &p, lt_comm_layout_of(L->comm), err);
         if (s == LT_OK) s = lt_exec_step_rank(L->m, &p, smp, L->g, &es, L->pool, L->comm, &hooks, err);
         if (s == LT_OK) s = lt_dist_reduce_grads(&L->dist, L->m, L->grads, err);
     } else if (s == LT_OK) {
@@ -407,14 +429,12 @@ int train_command(lt_cli_ctx *ctx) {
     if (s == LT_OK && a.db) s = open_plans(a.db, &m, &L, &err);
     if (s == LT_OK && a.db && (int64_t)L.n_steps < stop) stop = (int64_t)L.n_steps; /* every stored step, no more */
     if (s == LT_OK && a.db && rank0) s = lt_metrics_trim(dir, st.step, &err); /* a resumed run logs its redone steps again */
-    if (s == LT_OK) s = lt_cmd_open_backend(ctx, &be, &err);
-    if (s == LT_OK && be && comm) {
-        /* the distributed engine's transfers and gradient reduction over the GPU (NCCL) are
-         * not wired to this backend yet: one process runs the plans on the GPU */
-        s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "train", "backend"),
-                    "train.backend = cuda: train --db runs on the GPU in one process only so far (not under "
-                    "mpirun/srun)");
-        lt_error_hint(&err, "start trainer without a launcher, or set train.backend = cpu");
+    /* under a launcher: the rank's GPU, and NCCL attached for the gradient all-reduces */
+    if (s == LT_OK) s = lt_cmd_open_backend_on(ctx, comm, &be, &err);
+    if (s == LT_OK && be && comm && L.zero1) {
+        s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "parallel", "zero1"),
+                    "parallel.zero1 runs on the CPU backend only (train.backend = cuda keeps every moment on the GPU)");
+        lt_error_hint(&err, "set parallel.zero1 = false with train.backend = cuda");
     }
     L.be = be;
     /* the model to the GPU: fp32 master + bf16 copy, and the moments of a resumed run */
@@ -456,7 +476,11 @@ int train_command(lt_cli_ctx *ctx) {
         s = a.db ? plan_step(&L, &st, &r, &err) : whole_step(&L, &st, &r, &err);
         if (s != LT_OK) break;
         double norm;
-        if (be) { /* clipping and AdamW on the device (fp32 master, m, v; the bf16 copy rewritten) */
+        if (be && L.comm) { /* each stage its tensors on its GPU; the norm's scalars over MPI */
+            s = lt_dist_clip(&L.dist, &m, grads, oc.grad_clip, &norm, &err);
+            if (s == LT_OK) s = lt_backend_cuda_adamw_tensors(be, &m, grads, lr, ++opt.t, &oc, L.dist.mine, &err);
+            if (s != LT_OK) break;
+        } else if (be) { /* clipping and AdamW on the device (fp32 master, m, v; the bf16 copy rewritten) */
             s = lt_backend_cuda_clip(be, grads, m.n_params, oc.grad_clip, &norm, &err);
             if (s == LT_OK) s = lt_backend_cuda_adamw(be, &m, grads, lr, ++opt.t, &oc, &err);
             if (s != LT_OK) break;
@@ -511,7 +535,6 @@ int train_command(lt_cli_ctx *ctx) {
     if (be) lt_backend_cuda_free_grads(be, grads);
     else free(grads);
     free(L.samples), free(L.tokens), free(L.slices), free(L.units), free(glv), free(L.steps);
-    lt_backend_cuda_close(be);
     lt_store_close(L.store);
     lt_pool_destroy(L.pool);
     lt_docs_close(L.docs);
@@ -520,7 +543,8 @@ int train_command(lt_cli_ctx *ctx) {
     lt_dist_free(&L.dist);
     free(dir);
     if (s != LT_OK) lt_cmd_comm_fail(comm, &err); /* distributed: ends every rank */
-    lt_comm_finalize(comm);
+    lt_comm_finalize(comm); /* its NCCL communicators first: they use the backend's streams */
+    lt_backend_cuda_close(be);
     if (s != LT_OK) return lt_error_exit(&err);
     return preempted ? PREEMPTED_EXIT : 0;
 }

@@ -42,6 +42,12 @@ int lt_cmd_threads(const lt_cli_ctx *ctx);
  * "train.backend = cuda: <lt_cuda_open's reason>" at the key's origin (exit 2). */
 struct lt_backend;
 lt_status lt_cmd_open_backend(const lt_cli_ctx *ctx, struct lt_backend **be, lt_error *err);
+/* The same for a rank of a launched job (comm distributed; NULL or a world of one: as
+ * above): the GPU lt_comm_pick_device names, and NCCL attached to comm on its streams
+ * (lt_comm_attach_device, collective over the world). The caller lt_comm_finalize's comm
+ * before lt_backend_cuda_close (the NCCL communicators use the backend's streams). */
+struct lt_comm;
+lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, struct lt_comm *comm, struct lt_backend **be, lt_error *err);
 /* For the commands that run on the CPU only (generate, calibrate): LT_OK for cpu; cuda is
  * LT_ERR_CONFIG with the reason it cannot open, or saying the command is CPU-only. */
 lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "plans/schedule.h" /* lt_schedule, lt_stage_ops, lt_op */
+#include "train/backend.h"  /* lt_backend_cuda_sum_squares, _scale: the norm of device gradients */
 #include "train/exec.h"     /* lt_exec_check_layout */
 
 static bool is_embed(const lt_llama *m, const lt_tensor_info *t) { return t->offset == (size_t)(m->w.embed - m->params); }
@@ -312,10 +313,40 @@ static void z_adam(void *ctx, size_t b, size_t e, size_t f) {
     lt_adamw_update_range(z->o, z->m, z->params, z->grads, z->lr, z->oc, b, e, z->d->m + f, z->d->v + f);
 }
 
+/* lt_dist_clip on device gradients (lt_dist_set_device_grads; no ZeRO-1 there): the sum of
+ * squares of each counted tensor on the device, summed on the host in tensor order, the
+ * pipeline's sum over MPI, and the owned tensors scaled on the device. */
+static lt_status device_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
+                             lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    if (d->zero1) return lt_fail(err, LT_ERR_CONFIG, "parallel.zero1", "ZeRO-1 runs on the CPU backend only");
+    double sq = 0;
+    lt_status st = LT_OK;
+    for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
+        if (!d->counted[i]) continue;
+        const lt_tensor_info *t = &m->tensors[i];
+        double one = 0;
+        st = lt_backend_cuda_sum_squares(be, grads + t->offset, (size_t)t->rows * (size_t)t->cols, &one, err);
+        sq += one;
+    }
+    if (st == LT_OK) st = lt_comm_allreduce(d->comm, LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64, false, err);
+    if (st != LT_OK) return st;
+    *norm = sqrt(sq);
+    double coef = max_norm > 0 ? max_norm / (*norm + 1e-6) : 1.0; /* torch.nn.utils.clip_grad_norm_ (optim.h) */
+    for (int i = 0; coef < 1.0 && st == LT_OK && i < m->n_tensors; i++) {
+        if (!d->mine[i]) continue;
+        const lt_tensor_info *t = &m->tensors[i];
+        st = lt_backend_cuda_scale(be, grads + t->offset, (size_t)t->rows * (size_t)t->cols, (float)coef, err);
+    }
+    return st;
+}
+
 lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
                        lt_error *err) {
     double sq = 0;
     size_t lo = d->zero1 ? (size_t)d->displs[d->dp_rank] : 0, hi = d->zero1 ? lo + (size_t)d->counts[d->dp_rank] : 0;
+    if (d->device_grads) /* the CUDA backend's gradients: its reductions, then the same scalars */
+        return device_clip(d, m, grads, max_norm, norm, err);
     if (d->zero1) { /* this rank's block; the blocks of every DP rank and stage make the whole */
         zctx z = {.d = d, .m = m, .grads = grads};
         for_flat(d, lo, hi, z_sq, &z);

@@ -225,6 +225,18 @@ else
   notok "cpu-bf16: a DP-Merge group is refused by name" "$tmp/spm-bf16.err"
 fi
 
+# train --db with train.backend = cuda under a launcher: each rank picks its GPU and attaches
+# NCCL; where there is none (this machine, a build without CUDA) every rank says why
+if "${MPIRUN[@]}" 4 "$TRAINER" train --config "$tmp/m.ini" --set parallel.dp=2 --set parallel.pp=2 \
+     --set train.backend=cuda --db "$tmp/megatron-dp2-pp2.db" --data "$tmp/data" --out "$tmp/cuda-ranks" \
+     >"$tmp/cuda-ranks.out" 2>"$tmp/cuda-ranks.err"; then
+  notok "train --db, train.backend = cuda over 4 ranks without a GPU (exit 0)" "$tmp/cuda-ranks.out"
+elif grep -Eq 'train\.backend = cuda: this longtail was built without CUDA|no CUDA device' "$tmp/cuda-ranks.err"; then
+  ok "train --db, train.backend = cuda over 4 ranks without a GPU: each rank says why"
+else
+  notok "train --db, train.backend = cuda over 4 ranks without a GPU: the reason" "$tmp/cuda-ranks.err"
+fi
+
 # ---- training: 10 steps over ranks against one process
 T=(--config "$tmp/m.ini" --set plan.steps=10 --set train.steps=10 --data "$tmp/data")
 # params A B: the largest |difference| of two checkpoints' parameters over their largest |parameter|
