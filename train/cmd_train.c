@@ -153,6 +153,7 @@ typedef struct step_result {
     int64_t tokens;       /* tokens of the step's samples */
     uint64_t plan_step;   /* --db: the stored step executed */
     double predicted_ms;  /* --db: the plan's predicted step time */
+    double predicted_peak, measured_peak; /* --db: the plan's peak bytes of a stage, the meter's (states added) */
 } step_result;
 
 /* The loop's state and the batch source (--whole: docs; --db: store + docs). */
@@ -327,13 +328,16 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
         /* predicted vs measured, beside the plan (docs/plans-schema.md "What the trainer measured"):
          * a stage's bytes are its activations, K/V context and transfers at their peak, plus
          * the model states of its tensors as this trainer keeps them (fp32 weights and
-         * gradients, AdamW's two moments: over dp with ZeRO-1), what the planner prices */
-        double peak = 0;
+         * gradients, AdamW's two moments: over dp with ZeRO-1; on the GPU also the bf16 copy
+         * the kernels read, 2 bytes more), what the planner prices. On the GPU the meter
+         * counts the passes' device allocations in device bytes (2 per bf16 element). */
+        double peak = 0, per_param = L->be ? 10.0 : 8.0;
         for (int g = 0; L->rank0 && g < es.n_stages; g++) {
             double zdp = L->comm && L->dist.zero1 ? (double)L->dist.dp : 1.0;
-            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(L->m, &p, g) * (8.0 + 8.0 / zdp));
+            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(L->m, &p, g) * (per_param + 8.0 / zdp));
             if ((double)es.stage_peak_bytes[g] > peak) peak = (double)es.stage_peak_bytes[g];
         }
+        r->predicted_peak = p.peak_mem, r->measured_peak = peak;
         if (L->rank0)
             s = lt_store_put_measured(L->db_path, step, times ? times : es.op_times, n_times, es.seconds, peak,
                                       es.stage_peak_bytes, es.n_stages, err);
@@ -502,6 +506,9 @@ int train_command(lt_cli_ctx *ctx) {
                    " predicted_ms=%.3f measured_ms=%.1f\n",
                    st.step, loss, lr, norm, r.tokens, dt > 0 ? (double)r.tokens / dt : 0.0, r.plan_step,
                    r.predicted_ms, dt * 1e3);
+            if (be) /* the GPU: the plan's memory model against the device meter, per step */
+                printf("step=%" PRId64 " predicted_peak_gib=%.3f measured_peak_gib=%.3f (the largest stage, model "
+                       "states included)\n", st.step, r.predicted_peak / 1073741824.0, r.measured_peak / 1073741824.0);
             lt_metrics_row row = {.step = st.step, .plan_step = r.plan_step, .loss = loss, .lr = lr, .grad_norm = norm,
                                   .tokens = r.tokens, .n_predicted = r.n_predicted, .seconds = dt,
                                   .predicted_ms = r.predicted_ms};
