@@ -229,52 +229,64 @@ static lt_status whole_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt
     return s;
 }
 
-/* train.backend = cuda, one process: every pipeline of the step runs all its stages on this
- * one GPU, one pipeline after the other, so what must fit is the largest pipeline's sum of
- * its stages' predicted peaks (the plan's, model states included: an over-estimate here,
- * where the model is on the device already). Checked against the free device memory before
- * the step runs, so a plan that cannot fit fails before its first op. */
-static lt_status gpu_fits(lt_backend *be, const lt_step_plan *p, lt_error *err) {
-    size_t free_b = 0, total_b = 0;
-    lt_status s = lt_backend_cuda_mem(be, &free_b, &total_b, err);
-    for (size_t r = 0; s == LT_OK && r < p->n_ranks; r++) {
-        const double *peak = p->ranks[r].stage_peak_mem;
-        double sum = 0, top = 0;
-        int gtop = 0;
-        for (int g = 0; peak && g < p->pp; g++) {
-            sum += peak[g];
-            if (peak[g] > top) top = peak[g], gtop = g;
+/* The device arena (kernels/arena.h; issue 20 "Memory"): one block per process that every
+ * pass allocation of the run comes from (lt_backend_cuda_reserve), sized before the first
+ * step from the plan's memory model: the largest predicted need over the steps this run
+ * executes [from, to) (a rank: its stage's predicted peak; one process: a pipeline's stages
+ * together), plus the fused head's logits block in the backend's elements (working memory
+ * the planner leaves out). The prediction includes the model states, which live outside
+ * the arena (allocated once at upload): their share is the margin for the other working
+ * memory it leaves out (a layer's forward and backward scratch) and for fragmentation. A
+ * plan that would not fit fails here, before any step, naming the stage, the predicted and
+ * the free GiB; a step that outgrows the arena fails with the arena's LT_ERR_NOMEM. */
+static lt_status gpu_arena(train_loop *L, int64_t from, int64_t to, lt_error *err) {
+    const lt_comm_layout *lay = L->comm ? lt_comm_layout_of(L->comm) : NULL;
+    double need = 0, pred = 0;
+    uint64_t at = 0;
+    int at_stage = 0, at_pipe = 0;
+    lt_status s = LT_OK;
+    for (int64_t i = from; s == LT_OK && i < to; i++) {
+        lt_step_plan p;
+        lt_step_plan_init(&p);
+        lt_sample *src = NULL;
+        s = lt_store_get_step(L->store, L->steps[i], &p, &src, err);
+        for (size_t r = 0; s == LT_OK && r < p.n_ranks; r++) {
+            const double *peak = p.ranks[r].stage_peak_mem;
+            int first = p.ranks[r].dp_rank, n = p.ranks[r].cp > 1 ? p.ranks[r].cp : 1, g0 = 0;
+            double v = 0;
+            if (!peak) continue;
+            if (lay) { /* this rank's stage, in the pipeline holding its DP rank */
+                if (lay->dp_rank < first || lay->dp_rank >= first + n) continue;
+                v = peak[lay->stage], g0 = lay->stage;
+            } else { /* every stage of the pipeline on the one GPU */
+                for (int g = 0; g < p.pp; g++) {
+                    v += peak[g];
+                    if (peak[g] > peak[g0]) g0 = g;
+                }
+            }
+            if (v > pred) pred = v, at = p.step, at_stage = g0, at_pipe = first;
         }
-        if (sum <= (double)free_b) continue;
-        const double GiB = 1073741824.0;
-        s = lt_fail(err, LT_ERR_CONFIG, NULL,
-                    "plan step %llu: pipeline %zu's %d stages predict %.2f GiB on this one GPU (stage %d the largest, "
-                    "%.2f GiB), over the %.2f GiB free (of %.2f GiB)",
-                    (unsigned long long)p->step, r, p->pp, sum / GiB, gtop, top / GiB, (double)free_b / GiB,
-                    (double)total_b / GiB);
-        lt_error_hint(err, "one process runs every stage here; run one process per stage (mpirun/srun) or plan "
-                           "with a lower plan.mem");
+        free(src);
+        lt_step_plan_free(&p);
     }
-    return s;
-}
-
-/* train.backend = cuda on a rank of a launched job: this rank runs one stage of one
- * pipeline, so what must fit is that stage's predicted peak (the plan's, model states
- * included) in the GPU's free memory, checked before the step's first op. */
-static lt_status gpu_fits_rank(lt_backend *be, const lt_step_plan *p, const lt_comm_layout *lay, lt_error *err) {
-    size_t free_b = 0, total_b = 0;
-    lt_status s = lt_backend_cuda_mem(be, &free_b, &total_b, err);
-    for (size_t r = 0; s == LT_OK && r < p->n_ranks; r++) {
-        const double *peak = p->ranks[r].stage_peak_mem;
-        int first = p->ranks[r].dp_rank, n = p->ranks[r].cp > 1 ? p->ranks[r].cp : 1; /* a static CP group's ranks */
-        if (lay->dp_rank < first || lay->dp_rank >= first + n || !peak || peak[lay->stage] <= (double)free_b) continue;
-        const double GiB = 1073741824.0;
-        s = lt_fail(err, LT_ERR_CONFIG, NULL,
-                    "plan step %llu: stage %d of pipeline %d predicts %.2f GiB, over the %.2f GiB free on this "
-                    "rank's GPU (of %.2f GiB)", (unsigned long long)p->step, lay->stage, lay->dp_rank,
-                    peak[lay->stage] / GiB, (double)free_b / GiB, (double)total_b / GiB);
-        lt_error_hint(err, "plan with a lower plan.mem, or more stages (parallel.pp)");
-    }
+    if (s != LT_OK) return s;
+    if (!(pred > 0))
+        return lt_fail(err, LT_ERR_INPUT, L->db_path, "steps %lld..%lld predict no stage peak memory: the device "
+                       "arena cannot be sized from them", (long long)from, (long long)to - 1);
+    const lt_llama *m = L->m;
+    need = pred + (double)lt_fused_head_rows(m->shape.vocab) * (double)m->shape.vocab * (double)L->be->act_bytes;
+    char what[200];
+    if (lay)
+        snprintf(what, sizeof what, "stage %d of pipeline %d, plan step %llu (the largest of steps %lld..%lld)",
+                 lay->stage, lay->dp_rank, (unsigned long long)at, (long long)from, (long long)to - 1);
+    else
+        snprintf(what, sizeof what, "pipeline %d's stages on one GPU (stage %d the largest), plan step %llu (the "
+                 "largest of steps %lld..%lld)", at_pipe, at_stage, (unsigned long long)at, (long long)from,
+                 (long long)to - 1);
+    s = lt_backend_cuda_reserve(L->be, (size_t)need, what, err);
+    if (s == LT_OK && L->rank0)
+        LT_INFO("device arena: %.3f GiB (the plans' largest predicted need %.3f GiB + the head's logits block)",
+                need / 1073741824.0, pred / 1073741824.0);
     return s;
 }
 
@@ -302,12 +314,10 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
         lt_exec_hooks hooks = {.ctx = &L->dist, .grads_final = lt_dist_layer_final};
         if (s == LT_OK) lt_dist_bind(&L->dist, L->m, L->grads);
         if (s == LT_OK) lt_dist_set_device_grads(&L->dist, L->be != NULL); /* NCCL all-reduces, bucketed */
-        if (s == LT_OK && L->be) s = gpu_fits_rank(L->be, &p, lt_comm_layout_of(L->comm), err);
         if (s == LT_OK) s = lt_exec_step_rank(L->m, &p, smp, L->g, &es, L->pool, L->comm, &hooks, err);
         if (s == LT_OK) s = lt_dist_reduce_grads(&L->dist, L->m, L->grads, err);
     } else if (s == LT_OK) {
-        if (L->be) s = gpu_fits(L->be, &p, err);
-        if (s == LT_OK) s = lt_exec_step(L->m, &p, smp, L->g, &es, L->pool, err);
+        s = lt_exec_step(L->m, &p, smp, L->g, &es, L->pool, err);
     }
     void *times = NULL; /* distributed: every rank's op times, on rank 0 */
     size_t n_times = es.n_op_times;
@@ -456,6 +466,8 @@ int train_command(lt_cli_ctx *ctx) {
         if (s == LT_OK && (!L.samples || !L.tokens || !L.slices || !L.units || !grads || !glv))
             s = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for a training step");
     }
+    /* the GPU's arena for the plans' steps, once the model states are on the device */
+    if (s == LT_OK && be && a.db && st.step < stop) s = gpu_arena(&L, st.step, stop, &err);
     if (s == LT_OK && comm && rank0)
         LT_INFO("%d ranks: parallel.dp = %d x parallel.pp = %d, one process per (DP rank, stage)",
                 lt_comm_layout_of(comm)->world, lt_comm_layout_of(comm)->dp, lt_comm_layout_of(comm)->pp);
