@@ -53,9 +53,16 @@ static bool holds(const lt_rank_plan *rp, int32_t x) {
     return false;
 }
 
+static double sample_flops(const lt_cost_model *cm, double T);
+
 /* Every invariant of a slimpack plan. */
 static void check_plan(const lt_planner_config *pc, const int64_t *len, size_t n, const lt_step_plan *plan) {
     const lt_cost_model *cm = &pc->cm;
+    /* a group's reason against the FLOPs rule of SlimPack 4.1.1 written out here: 'flops'
+     * exactly for a sample over a rank's capacity x (1 + margin), 'memory' for one under */
+    double total = 0;
+    for (size_t i = 0; i < n; i++) total += sample_flops(cm, (double)len[i]);
+    double cap = total / cm->dp;
     assert_int_equal(plan->strategy, LT_STRATEGY_SLIMPACK);
     assert_int_equal(plan->n_ranks, (size_t)cm->dp);
     assert_true(strcmp(plan->solver_status, "none") == 0 || strcmp(plan->solver_status, "optimal") == 0 ||
@@ -70,6 +77,10 @@ static void check_plan(const lt_planner_config *pc, const int64_t *len, size_t n
         assert_true(m->cp >= 2 && m->cp <= pc->max_cp && m->first_rank + m->cp <= cm->dp);
         assert_int_equal(plan->sample_rank[m->sample], m->first_rank);
         assert_true(m->reason == LT_MERGE_FLOPS || m->reason == LT_MERGE_MEMORY);
+        bool over = sample_flops(cm, (double)len[m->sample]) > cap * (1 + pc->dp_merge_margin);
+        if (over != (m->reason == LT_MERGE_FLOPS))
+            fail_msg("sample %d (%" PRId64 " tokens): reason %s, FLOPs %s the capacity", m->sample, len[m->sample],
+                     m->reason == LT_MERGE_FLOPS ? "flops" : "memory", over ? "over" : "within");
         if (g > 0) assert_true(plan->merges[g - 1].sample < m->sample);
         group_of[m->sample] = (int)g;
     }
@@ -169,6 +180,7 @@ static void test_invariants_on_every_corpus(void **state) {
      * plans must be compared as deterministic (docs/strategies.md) */
     configs[0].milp_time_limit = configs[1].milp_time_limit = 0;
     int64_t lengths[512];
+    int reasons[2] = {0, 0}; /* groups by reason: flops, memory */
     lt_step_plan a, b;
     lt_step_plan_init(&a);
     lt_step_plan_init(&b);
@@ -183,6 +195,7 @@ static void test_invariants_on_every_corpus(void **state) {
                 if (lt_planner_plan_step(p1, LT_STRATEGY_SLIMPACK, step, lengths, 512, &a, &err) != LT_OK)
                     fail_msg("%s config %zu step %" PRIu64 ": %s", corpora[f], c, step, err.what);
                 check_plan(&configs[c], lengths, 512, &a);
+                for (size_t g = 0; g < a.n_merges; g++) reasons[a.merges[g].reason == LT_MERGE_MEMORY]++;
                 if (lt_planner_plan_step(p2, LT_STRATEGY_SLIMPACK, step, lengths, 512, &b, &err) != LT_OK)
                     fail_msg("second planner: %s", err.what);
                 assert_same_plan(&a, &b);
@@ -192,6 +205,7 @@ static void test_invariants_on_every_corpus(void **state) {
             close_steps(&cs);
         }
     }
+    print_message("DP-Merge groups over all corpora and configs: %d flops, %d memory\n", reasons[0], reasons[1]);
     lt_step_plan_free(&a);
     lt_step_plan_free(&b);
 }

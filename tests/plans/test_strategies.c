@@ -6,8 +6,12 @@
  *   test_strategies --bench LENGTHS_FILE STRATEGY STEPS [CONTEXT [MEM_GIB]]
  *       plans STEPS steps sampled from LENGTHS_FILE (truncate, global batch 512, seed 1234,
  *       context 128K by default) for llama-13b, dp 8, pp 4, tp 4, max_cp 8, ZeRO-1 on h200
- *       (mem: the profile's HBM, or MEM_GIB) and prints the planning time per step
- *       (BENCH_VERBOSE=1 in the environment: each step's params and predicted time too).
+ *       (mem: the profile's HBM, or MEM_GIB) and prints the planning time per step: the
+ *       mean wall clock, and the median and mean of the process's CPU time per step
+ *       (CLOCK_PROCESS_CPUTIME_ID: one thread plans, so this is one core's time, and it
+ *       does not grow when other processes share the cores). BENCH_VERBOSE=1 in the
+ *       environment: each step's params and predicted time too; BENCH_NO_MEMORY_MERGE=1:
+ *       slimpack's memory trigger of DP-Merge off (lt_planner_config.no_memory_merge).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,6 +44,17 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static double cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static int bench(int argc, char **argv) {
     if (argc < 5) {
         fprintf(stderr, "usage: %s --bench LENGTHS_FILE STRATEGY STEPS [CONTEXT [MEM_GIB]]\n", argv[0]);
@@ -60,6 +75,12 @@ static int bench(int argc, char **argv) {
     if (!bench_sampler(argv[2], context, &corpus, &sampler)) return 1;
     lt_planner_config pc = config_of("llama-13b", 8, 4, 4, context, 8, mem);
     pc.strategy = strat;
+    pc.no_memory_merge = getenv("BENCH_NO_MEMORY_MERGE") != NULL;
+    double *cpu = calloc(steps > 0 ? (size_t)steps : 1, sizeof *cpu);
+    if (!cpu) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
     double t0 = now_ms();
     lt_planner *pl = NULL;
     if (lt_planner_create(&pl, &pc, &err) != LT_OK) {
@@ -78,9 +99,10 @@ static int bench(int argc, char **argv) {
             fprintf(stderr, "sampler: %s\n", err.what);
             return 1;
         }
-        double a = now_ms();
+        double a = now_ms(), c = cpu_ms();
         lt_status st = lt_planner_plan_step(pl, strat, (uint64_t)t, lengths, 512, &plan, &err);
         plan_ms += now_ms() - a;
+        cpu[t] = cpu_ms() - c;
         if (st != LT_OK) {
             if (failed++ == 0) snprintf(first_error, sizeof first_error, "%s", err.what);
             continue;
@@ -94,6 +116,13 @@ static int bench(int argc, char **argv) {
            pc.cm.mem_cap / GIB, lt_planner_params(pl), t_create);
     printf("  %.3f ms per step planning; %ld planned, %ld failed%s%s\n", plan_ms / (double)(steps ? steps : 1), ok,
            failed, failed ? ": " : "", first_error);
+    double cpu_sum = 0;
+    for (long t = 0; t < steps; t++) cpu_sum += cpu[t];
+    qsort(cpu, (size_t)steps, sizeof *cpu, cmp_double);
+    double median = steps == 0 ? 0 : steps % 2 ? cpu[steps / 2] : (cpu[steps / 2 - 1] + cpu[steps / 2]) / 2;
+    printf("  CPU time per step: median %.1f ms, mean %.1f ms, max %.1f ms\n", median,
+           cpu_sum / (double)(steps ? steps : 1), steps ? cpu[steps - 1] : 0.0);
+    free(cpu);
     if (ok) printf("  mean step time %.3f s, mean bubble %.2f %%\n", step_time / ok, 100 * bubble / ok);
     lt_step_plan_free(&plan);
     lt_planner_free(pl);
