@@ -10,7 +10,8 @@
  * the plan executed on the CPU (fp32), per tensor ||g_gpu - g_cpu|| / ||g_cpu|| <=
  * GPU_TOLERANCE (bf16 storage of activations and K/V: tests/train/test_backend.c measures
  * 1.7e-2 at worst for the executor on the CPU's bf16 emulation). Context-parallel groups
- * (DP-Merge) do not run on the GPU yet (the executor refuses them by name).
+ * (DP-Merge, static CP) run host-staged (train/exec.c: their K/V, dK/dV and rows moved in
+ * the backend's bytes through host buffers, dK/dV summed in fp32 on the host).
  *
  * Tests only: LONGTAIL_TEST_BACKEND=cpu-bf16 executes the plan (in one process, or on the
  * ranks of a launched job) with the model on the cpu-bf16 backend, the CPU emulation of the

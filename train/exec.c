@@ -196,8 +196,9 @@ typedef struct {
 
 /* The model's backend (train/backend.h): the inputs, input gradients and transfers the
  * executor keeps are its buffers, of its element size (4: the CPU fp32 reference, where
- * its alloc/free/copy are calloc/free/memcpy). The context-parallel groups below still do
- * host fp32 arithmetic on them, so they are refused on any other backend (run_pipeline). */
+ * its alloc/free/copy are calloc/free/memcpy). The context-parallel groups below move them
+ * in bytes through host staging (to_host / from_host) and sum dK/dV in fp32 on the host:
+ * the correct slow path on a GPU, the same bytes and float sums as before on the CPU. */
 static const lt_backend *be_of(const pipe_run *pr) { return lt_backend_of(pr->m); }
 static size_t act_es(const pipe_run *pr) { return be_of(pr)->act_bytes; }
 
@@ -253,7 +254,7 @@ static void release(pipe_run *pr, uint32_t v) {
     if (pr->x_in[v]) untrack(pr, (size_t)pr->acts_T[v] * (size_t)pr->m->shape.hidden * act_es(pr), (int)pr->deps.stage[v]);
     for (int g = 0; pr->gxin[v] && g < pr->gsize[v]; g++) {
         if (pr->gxin[v][g]) untrack(pr, pr->gxin_bytes[v][g], (int)pr->deps.stage[v]);
-        free(pr->gxin[v][g]);
+        be_of(pr)->free(be_of(pr), pr->gxin[v][g]);
     }
     free(pr->gxin[v]), free(pr->gxin_bytes[v]);
     pr->gxin[v] = NULL, pr->gxin_bytes[v] = NULL;
@@ -653,7 +654,10 @@ static lt_status group_units_of(const pipe_run *pr, const lt_op *op, int G, grou
  * group's attention touched ([0, end) of each of its samples) in the backward, summed in
  * member order (the same float sums on every member). Before the backward's attention,
  * every member but the first zeroes those rows, so the sum counts what the earlier
- * (later-slice) backward ops left there once. */
+ * (later-slice) backward ops left there once. On any backend (bf16 too) the rows go through
+ * host buffers in the backend's element size (to_host / from_host; the ring moves bytes),
+ * and the dK/dV sums are taken in fp32 on the host from the widened elements, then uploaded
+ * (from_host_f32): host-staged, the correct slow path on a GPU (docs/trainer.md). */
 
 typedef struct cp_xchg {
     pipe_run *pr;
@@ -668,44 +672,52 @@ typedef struct cp_xchg {
     size_t packed;           /* bytes of kv_pack's buffers while they are held */
 } cp_xchg;
 
-static lt_status kv_pack(cp_xchg *x, int l, bool grads, lt_error *err, float **mine, size_t *bytes, float **all) {
+/* Byte offset into a backend pointer typed float * (its elements may be 2 bytes). */
+static float *at_b(const void *base, size_t bytes) { return (float *)((char *)base + bytes); }
+
+/* This member's K/V rows of layer l (grads: its dK/dV of every row in row_sample/row_end)
+ * downloaded into *mine, and *all sized for every member's (bytes[j] each, in the
+ * backend's elements: the exchange moves bytes, never floats). */
+static lt_status kv_pack(cp_xchg *x, int l, bool grads, lt_error *err, char **mine, size_t *bytes, char **all) {
     const group_units *gu = x->gu;
     lt_kvctx *kv = x->pr->kv;
-    size_t kvd = (size_t)kv->kvd, total = 0;
+    const lt_backend *be = be_of(x->pr);
+    size_t kvd = (size_t)kv->kvd, total = 0, es = be->act_bytes;
     for (int j = 0; j < gu->G; j++) {
         size_t rows = 0;
         if (grads)
             for (int i = 0; i < x->n_rows; i++) rows += (size_t)x->row_end[i];
         else
             rows = (size_t)lt_unit_tokens(&gu->u[j]);
-        bytes[j] = rows * kvd * 2 * sizeof(float);
+        bytes[j] = rows * kvd * 2 * es;
         total += bytes[j];
     }
     *mine = malloc(bytes[gu->me] ? bytes[gu->me] : 1), *all = malloc(total ? total : 1);
     if (!*mine || !*all) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the K/V exchange");
     x->packed = bytes[gu->me] + total;
     track(x->pr, x->packed);
-    float *p = *mine;
+    char *p = *mine;
+    lt_status st = LT_OK;
     if (grads)
-        for (int i = 0; i < x->n_rows; i++) {
+        for (int i = 0; st == LT_OK && i < x->n_rows; i++) {
             const lt_kv_sample *ks = &kv->s[x->row_sample[i]];
-            size_t n = (size_t)x->row_end[i] * kvd;
-            memcpy(p, ks->dk[l], n * sizeof(float)), p += n;
-            memcpy(p, ks->dv[l], n * sizeof(float)), p += n;
+            size_t n = (size_t)x->row_end[i] * kvd * es;
+            st = be->to_host(be, p, ks->dk[l], n, err), p += n;
+            if (st == LT_OK) st = be->to_host(be, p, ks->dv[l], n, err), p += n;
         }
     else
-        for (int i = 0; i < gu->u[gu->me].n_slices; i++) {
+        for (int i = 0; st == LT_OK && i < gu->u[gu->me].n_slices; i++) {
             const lt_train_slice *s = &gu->u[gu->me].slices[i];
             const lt_kv_sample *ks = &kv->s[s->sample];
-            size_t n = (size_t)(s->end - s->begin) * kvd, o = (size_t)s->begin * kvd;
-            memcpy(p, ks->k[l] + o, n * sizeof(float)), p += n;
-            memcpy(p, ks->v[l] + o, n * sizeof(float)), p += n;
+            size_t n = (size_t)(s->end - s->begin) * kvd * es, o = (size_t)s->begin * kvd * es;
+            st = be->to_host(be, p, at_b(ks->k[l], o), n, err), p += n;
+            if (st == LT_OK) st = be->to_host(be, p, at_b(ks->v[l], o), n, err), p += n;
         }
-    return LT_OK;
+    return st;
 }
 
 /* kv_pack's buffers (and the sizes) freed. */
-static void kv_pack_free(cp_xchg *x, size_t *bytes, float *mine, float *all) {
+static void kv_pack_free(cp_xchg *x, size_t *bytes, char *mine, char *all) {
     untrack(x->pr, x->packed, x->pr->cur_stage);
     x->packed = 0;
     free(bytes), free(mine), free(all);
@@ -715,21 +727,25 @@ static lt_status kv_ready(void *ctx, int l, lt_error *err) {
     cp_xchg *x = ctx;
     const group_units *gu = x->gu;
     lt_kvctx *kv = x->pr->kv;
-    size_t *bytes = malloc((size_t)gu->G * sizeof *bytes), kvd = (size_t)kv->kvd;
-    float *mine = NULL, *all = NULL;
+    const lt_backend *be = be_of(x->pr);
+    size_t *bytes = malloc((size_t)gu->G * sizeof *bytes), kvd = (size_t)kv->kvd, es = be->act_bytes;
+    char *mine = NULL, *all = NULL;
     lt_status st = bytes ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int j = 0; st == LT_OK && j < gu->G; j++)
         for (int i = 0; st == LT_OK && i < gu->u[j].n_slices; i++)
             st = lt_kvctx_reserve(kv, gu->u[j].slices[i].sample, l, l + 1, err);
     if (st == LT_OK) st = kv_pack(x, l, false, err, &mine, bytes, &all);
     if (st == LT_OK) st = lt_comm_ring_allgather(x->pr->comm, gu->ranks, gu->G, gu->me, mine, bytes, all, err);
-    const float *p = all;
+    const char *p = all;
     for (int j = 0; st == LT_OK && j < gu->G; j++)
-        for (int i = 0; i < gu->u[j].n_slices; i++) {
+        for (int i = 0; st == LT_OK && i < gu->u[j].n_slices; i++) {
             const lt_train_slice *s = &gu->u[j].slices[i];
             const lt_kv_sample *ks = &kv->s[s->sample];
-            size_t n = (size_t)(s->end - s->begin) * kvd, o = (size_t)s->begin * kvd;
-            if (j != gu->me) memcpy(ks->k[l] + o, p, n * sizeof(float)), memcpy(ks->v[l] + o, p + n, n * sizeof(float));
+            size_t n = (size_t)(s->end - s->begin) * kvd * es, o = (size_t)s->begin * kvd * es;
+            if (j != gu->me) {
+                st = be->from_host(be, at_b(ks->k[l], o), p, n, err);
+                if (st == LT_OK) st = be->from_host(be, at_b(ks->v[l], o), p + n, n, err);
+            }
             p += 2 * n;
         }
     kv_pack_free(x, bytes, mine, all);
@@ -744,10 +760,11 @@ static lt_status dkv_begin(void *ctx, int l, lt_error *err) {
         if (st != LT_OK) return st;
     }
     if (x->gu->me == 0) return LT_OK;
+    const lt_backend *be = be_of(x->pr);
     for (int i = 0; i < x->n_rows; i++) {
         const lt_kv_sample *ks = &kv->s[x->row_sample[i]];
-        size_t n = (size_t)x->row_end[i] * (size_t)kv->kvd;
-        memset(ks->dk[l], 0, n * sizeof(float)), memset(ks->dv[l], 0, n * sizeof(float));
+        size_t n = (size_t)x->row_end[i] * (size_t)kv->kvd * be->act_bytes;
+        be->zero(be, ks->dk[l], n), be->zero(be, ks->dv[l], n);
     }
     return LT_OK;
 }
@@ -761,22 +778,58 @@ static lt_status dkv_ready(void *ctx, int l, lt_error *err) {
     cp_xchg *x = ctx;
     const group_units *gu = x->gu;
     const lt_kvctx *kv = x->pr->kv;
+    const lt_backend *be = be_of(x->pr);
+    size_t es = be->act_bytes;
     size_t *bytes = malloc((size_t)gu->G * sizeof *bytes);
-    float *mine = NULL, *all = NULL;
+    char *mine = NULL, *all = NULL;
     lt_status st = bytes ? kv_pack(x, l, true, err, &mine, bytes, &all) : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     if (st == LT_OK) st = lt_comm_ring_allgather(x->pr->comm, gu->ranks, gu->G, gu->me, mine, bytes, all, err);
-    size_t block = bytes ? bytes[0] / sizeof(float) : 0, o = 0;
+    /* the sums in fp32, in member order (the same float sums on every member): on the fp32
+     * host backend straight into dK/dV as before; otherwise each member's 2-byte elements
+     * widened on the host, summed into sum (n floats, counted while held) and uploaded,
+     * rounded once to the backend's elements */
+    bool direct = be->host && es == sizeof(float);
+    size_t block = bytes ? bytes[0] / es : 0, o = 0, most = 0, sum_bytes = 0;
+    for (int i = 0; i < x->n_rows; i++)
+        if ((size_t)x->row_end[i] * (size_t)kv->kvd > most) most = (size_t)x->row_end[i] * (size_t)kv->kvd;
+    float *sum = NULL;
+    if (st == LT_OK && !direct && most > 0) {
+        if (!(sum = malloc(most * sizeof(float)))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the dK/dV sums");
+        else sum_bytes = most * sizeof(float), track(x->pr, sum_bytes);
+    }
     for (int i = 0; st == LT_OK && i < x->n_rows; i++) {
         const lt_kv_sample *ks = &kv->s[x->row_sample[i]];
         size_t n = (size_t)x->row_end[i] * (size_t)kv->kvd;
         float *dst[2] = {ks->dk[l], ks->dv[l]};
-        for (int w = 0; w < 2; w++, o += n)
-            for (size_t e = 0; e < n; e++) {
-                float sum = all[o + e];
-                for (int j = 1; j < gu->G; j++) sum += all[(size_t)j * block + o + e];
-                dst[w][e] = sum;
+        for (int w = 0; st == LT_OK && w < 2; w++, o += n) {
+            if (direct) {
+                const float *a = (const float *)(const void *)all;
+                for (size_t e = 0; e < n; e++) {
+                    float s = a[o + e];
+                    for (int j = 1; j < gu->G; j++) s += a[(size_t)j * block + o + e];
+                    dst[w][e] = s;
+                }
+                continue;
             }
+            for (size_t e = 0; e < n; e++) {
+                float s = 0;
+                for (int j = 0; j < gu->G; j++) {
+                    const char *q = all + ((size_t)j * block + o + e) * es;
+                    float f;
+                    if (es == 2) {
+                        uint16_t h;
+                        memcpy(&h, q, 2), f = lt_backend_bf16_value(h);
+                    } else {
+                        memcpy(&f, q, sizeof f);
+                    }
+                    s = j == 0 ? f : s + f;
+                }
+                sum[e] = s;
+            }
+            st = be->from_host_f32(be, dst[w], sum, n, err);
+        }
     }
+    if (sum) untrack(x->pr, sum_bytes, x->pr->cur_stage), free(sum);
     kv_pack_free(x, bytes, mine, all);
     return st;
 }
@@ -870,11 +923,13 @@ static lt_status run_forward_group(pipe_run *pr, uint32_t v, int G, lt_error *er
             pr->gxin[v] = calloc((size_t)G, sizeof(float *));
             pr->gxin_bytes[v] = calloc((size_t)G, sizeof(size_t));
             if (!pr->gxin[v] || !pr->gxin_bytes[v]) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+            const lt_backend *be = be_of(pr);
             for (int i = 0; st == LT_OK && i < gu.n_active; i++) {
                 int g = gu.active[i];
-                size_t bytes = (size_t)lt_unit_tokens(&gu.u[g]) * C * sizeof(float);
-                if (!(pr->gxin[v][g] = malloc(bytes))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-                else memcpy(pr->gxin[v][g], cin[i], bytes), pr->gxin_bytes[v][g] = bytes, track(pr, bytes);
+                size_t bytes = (size_t)lt_unit_tokens(&gu.u[g]) * C * be->act_bytes;
+                if (!(pr->gxin[v][g] = be->alloc(be, bytes ? bytes : 1, false)))
+                    st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+                else be->copy(be, pr->gxin[v][g], cin[i], bytes), pr->gxin_bytes[v][g] = bytes, track(pr, bytes);
             }
         }
         lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0, .meter = &pr->meter};
@@ -959,8 +1014,10 @@ static lt_status row_sources(pipe_run *pr, uint32_t v, int G, int R, bool want_x
 static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, int R, int lo, int hi, bool head,
                                bool want_x, float **recv, size_t *recv_bytes, lt_error *err) {
     int G = gu->G, me = gu->me;
-    size_t C = (size_t)pr->m->shape.hidden;
-    size_t row_floats = lt_acts_row_floats(pr->m, lo, hi, head) + (want_x ? C : 0);
+    const lt_backend *be = be_of(pr);
+    size_t xrow = (size_t)pr->m->shape.hidden * be->act_bytes; /* a kept input row's bytes */
+    size_t x_floats = want_x ? (xrow + sizeof(float) - 1) / sizeof(float) : 0;
+    size_t row_floats = lt_acts_row_floats(pr->m, lo, hi, head) + x_floats;
     float **send = calloc((size_t)G, sizeof *send);
     size_t *sbytes = calloc((size_t)G, sizeof *sbytes), *rbytes = calloc((size_t)G, sizeof *rbytes);
     lt_status st = send && sbytes && rbytes ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
@@ -982,8 +1039,10 @@ static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, 
             for (size_t i = 0; st == LT_OK && i < n; i++) {
                 if (rs[i].h != me) continue;
                 st = lt_acts_pack_row(&pr->gacts[rs[i].f][me], rs[i].srow, lo, hi, head, pr->m, q, err);
-                q += row_floats - (want_x ? C : 0);
-                if (want_x) memcpy(q, pr->gxin[rs[i].f][me] + (size_t)rs[i].srow * C, C * sizeof(float)), q += C;
+                q += row_floats - x_floats;
+                if (st == LT_OK && want_x)
+                    st = be->to_host(be, q, at_b(pr->gxin[rs[i].f][me], (size_t)rs[i].srow * xrow), xrow, err);
+                q += x_floats;
             }
         }
         free(rs);
@@ -1009,8 +1068,10 @@ static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, 
  * members hold come from recv (exchange_rows with the same arguments). */
 static lt_status gather_group(pipe_run *pr, uint32_t v, int G, int R, const lt_train_unit *bu, int lo, int hi,
                               bool head, float *const *recv, lt_acts *dst, float *x, lt_error *err) {
-    size_t C = (size_t)pr->m->shape.hidden, n;
-    size_t row_floats = lt_acts_row_floats(pr->m, lo, hi, head) + (x ? C : 0);
+    const lt_backend *be = be_of(pr);
+    size_t n, xrow = (size_t)pr->m->shape.hidden * be->act_bytes; /* a kept input row's bytes */
+    size_t x_floats = x ? (xrow + sizeof(float) - 1) / sizeof(float) : 0;
+    size_t row_floats = lt_acts_row_floats(pr->m, lo, hi, head) + x_floats;
     row_src *rs;
     lt_status st = row_sources(pr, v, G, R, x != NULL, bu, &rs, &n, err);
     size_t *cursor = st == LT_OK ? calloc((size_t)G, sizeof *cursor) : NULL;
@@ -1021,11 +1082,11 @@ static lt_status gather_group(pipe_run *pr, uint32_t v, int G, int R, const lt_t
         if (src->T > 0) {
             st = sr >= 0 ? lt_acts_copy_row(dst, dr, src, sr, lo, hi, head, pr->m, err)
                          : op_error(pr, v, err, "a row of its unit was dropped from its forward");
-            if (st == LT_OK && x) memcpy(x + (size_t)dr * C, pr->gxin[rs[i].f][h] + (size_t)sr * C, C * sizeof(float));
+            if (st == LT_OK && x) be->copy(be, at_b(x, (size_t)dr * xrow), at_b(pr->gxin[rs[i].f][h], (size_t)sr * xrow), xrow);
         } else if (recv && recv[h]) { /* held by member h's process */
             const float *q = recv[h] + cursor[h]++ * row_floats;
             st = lt_acts_unpack_row(dst, dr, lo, hi, head, pr->m, q, err);
-            if (st == LT_OK && x) memcpy(x + (size_t)dr * C, q + row_floats - C, C * sizeof(float));
+            if (st == LT_OK && x) st = be->from_host(be, at_b(x, (size_t)dr * xrow), q + row_floats - x_floats, xrow, err);
         } else {
             st = op_error(pr, v, err, "a row of its unit was forwarded nowhere this process can read");
         }
@@ -1098,27 +1159,28 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
     if (l0 > 0) pr->gdin[v] = calloc((size_t)G, sizeof(float *));
     if (!ca || !cr || !cu || !cdout || !cx || !cdin || !cmid || !xs || (l0 > 0 && !pr->gdin[v]))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    size_t C = (size_t)pr->m->shape.hidden;
+    const lt_backend *be = be_of(pr);
+    size_t C = (size_t)pr->m->shape.hidden, es = be->act_bytes;
     for (int i = 0; st == LT_OK && i < gu.n_active; i++) {
         int g = gu.active[i];
         cu[i] = gu.u[g];
         size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
-        if (want_x && !(xs[i] = malloc(TC * sizeof(float)))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-        else if (want_x) track(pr, TC * sizeof(float));
+        if (want_x && !(xs[i] = be->alloc(be, TC * es, false))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        else if (want_x) track(pr, TC * es);
         if (st == LT_OK) st = lt_acts_alloc_window(&ca[i], pr->m, pr->b, &cu[i], l0 + R, l1, pb.head, err);
         track(pr, ca[i].bytes);
         cx[i] = xs[i];
         if (st == LT_OK && !pb.head && !(cdout[i] = pr->gdin[from][g]))
             st = op_error(pr, v, err, "no gradient from the stage after for a member");
-        if (st == LT_OK && l0 > 0 && !(cdin[i] = pr->gdin[v][g] = calloc(TC, sizeof(float))))
+        if (st == LT_OK && l0 > 0 && !(cdin[i] = pr->gdin[v][g] = be->alloc(be, TC * es, true)))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
         if (cdin[i]) { /* held until the stage before has read it (release) */
-            pr->din_bytes[v] += TC * sizeof(float);
-            track(pr, TC * sizeof(float));
+            pr->din_bytes[v] += TC * es;
+            track(pr, TC * es);
         }
-        if (st == LT_OK && R > 0 && !(cmid[i] = calloc(TC, sizeof(float))))
+        if (st == LT_OK && R > 0 && !(cmid[i] = be->alloc(be, TC * es, true)))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-        if (cmid[i]) track(pr, TC * sizeof(float));
+        if (cmid[i]) track(pr, TC * es);
     }
     /* before the first layer: the head's part (the backward starts from it) and the
      * recomputed layers' inputs; then each layer's rows as its backward begins */
@@ -1140,9 +1202,9 @@ static lt_status run_backward_group(pipe_run *pr, uint32_t v, int G, lt_error *e
     for (int i = 0; cr && i < gu.n_active; i++) {
         untrack(pr, cr[i].bytes, pr->cur_stage);
         lt_acts_free(&cr[i]);
-        if (cmid && cmid[i]) untrack(pr, (size_t)lt_unit_tokens(&cu[i]) * C * sizeof(float), pr->cur_stage);
-        if (cmid) free(cmid[i]);
-        if (xs && xs[i]) untrack(pr, (size_t)lt_unit_tokens(&cu[i]) * C * sizeof(float), pr->cur_stage), free(xs[i]);
+        if (cmid && cmid[i]) untrack(pr, (size_t)lt_unit_tokens(&cu[i]) * C * es, pr->cur_stage);
+        if (cmid) be->free(be, cmid[i]);
+        if (xs && xs[i]) untrack(pr, (size_t)lt_unit_tokens(&cu[i]) * C * es, pr->cur_stage), be->free(be, xs[i]);
     }
     free(ca), free(cr), free(cu), free(cdout), free(cx), free(cdin), free(cmid), free(xs);
     xchg_free(&xc);
@@ -1562,12 +1624,8 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             pr->cur_stage = (int)pr->deps.stage[v];
             int G = group_of(pr, pr->deps.op[v]);
             bool b = pr->deps.op[v]->kind == LT_OP_B;
-            if (G > 1 && be_of(pr) != lt_backend_cpu())
-                st = op_error(pr, v, err, "is a context-parallel group (DP-Merge), which runs on the CPU fp32 backend "
-                              "only so far");
-            else
-                st = G > 1 ? (b ? run_backward_group(pr, v, G, err) : run_forward_group(pr, v, G, err))
-                           : (b ? run_backward(pr, v, err) : run_forward(pr, v, err));
+            st = G > 1 ? (b ? run_backward_group(pr, v, G, err) : run_forward_group(pr, v, G, err))
+                       : (b ? run_backward(pr, v, err) : run_forward(pr, v, err));
             if (st == LT_OK && b) { /* a sample whose last backward on this stage this was: its K/V go */
                 size_t nsl;
                 const lt_op *op = pr->deps.op[v];

@@ -15,7 +15,10 @@
 #     --resume from the last complete checkpoint (a half-written one, parts without a
 #     manifest, is ignored) ends with the same parts as an uninterrupted run; SIGUSR2
 #     stops after the step with a checkpoint and exit status 75, --resume finishes the same;
-#   - layout errors: a world that is not dp x pp, a plan for another layout.
+#   - layout errors: a world that is not dp x pp, a plan for another layout;
+#   - the cpu-bf16 test backend (2-byte elements, the GPU's host logic): megatron, seq1f1b,
+#     slimpack and chunkflow over 4 ranks, and the DP-Merge group and static CP 2 and 4 over
+#     8 (K/V, dK/dV and rows exchanged in bf16 bytes) within 3e-2 relative norm of fp32.
 # Skipped (with the reason) when the build has no MPI. Emits TAP.
 : "${top_srcdir:?}" "${top_builddir:?}"
 DATAPREP=$top_builddir/dataprep/dataprep
@@ -214,16 +217,12 @@ oracle_bf16 megatron-dp2-pp2 2 2 "megatron, dp 2 x pp 2"
 oracle_bf16 seq1f1b-dp1-pp4 1 4 "seq1f1b, pp 4, transfers staged through the host" 1
 oracle_bf16 slimpack-dp2-pp2 2 2 "slimpack, dp 2 x pp 2 (asymmetric backward units), transfers staged" 1
 oracle_bf16 cf-fk 2 2 "chunkflow with FK ops, dp 2 x pp 2"
-# DP-Merge groups do not run on a 2-byte backend yet (the group exchange does fp32 host
-# arithmetic): refused by name, not run wrong
-if LONGTAIL_TEST_BACKEND=cpu-bf16 "${MPIRUN[@]}" 8 "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp=4 \
-     --set parallel.pp=2 --db "$tmp/sp-merge.db" --data "$tmp/data" >"$tmp/spm-bf16.out" 2>"$tmp/spm-bf16.err"; then
-  notok "cpu-bf16: a DP-Merge group is refused (it ran)" "$tmp/spm-bf16.out"
-elif grep -q "context-parallel group (DP-Merge)" "$tmp/spm-bf16.err"; then
-  ok "cpu-bf16: a DP-Merge group is refused by name"
-else
-  notok "cpu-bf16: a DP-Merge group is refused by name" "$tmp/spm-bf16.err"
-fi
+# context-parallel groups on the 2-byte backend: the DP-Merge group's members and static CP
+# 2 and 4 exchange K/V and dK/dV around their ring in bf16 bytes (the dK/dV sums in fp32 on
+# the host), and the regrouped backward rows and kept inputs in bf16 bytes
+oracle_bf16 sp-merge 4 2 "slimpack, dp 4 x pp 2, a DP-Merge group of 2 over processes, transfers staged" 1
+oracle_bf16 mg-cp2 4 2 "megatron with static context parallelism 2"
+oracle_bf16 mg-cp4 4 2 "megatron with static context parallelism 4 (recompute: kept inputs regrouped)"
 
 # train --db with train.backend = cuda under a launcher: each rank picks its GPU and attaches
 # NCCL; where there is none (this machine, a build without CUDA) every rank says why
