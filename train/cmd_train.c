@@ -291,6 +291,32 @@ static lt_status gpu_arena(train_loop *L, int64_t from, int64_t to, lt_error *er
 }
 
 /* --db: stored step number st->step of the plan file, executed, into the gradients. */
+static int op_key_cmp(const void *a, const void *b) {
+    const lt_measured_op *x = a, *y = b;
+    if (x->dp_rank != y->dp_rank) return x->dp_rank < y->dp_rank ? -1 : 1;
+    if (x->stage != y->stage) return x->stage < y->stage ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* One row per op: a context-parallel group's op (static CP, DP-Merge) runs on every member
+ * rank, and each reports it under the plan's (dp_rank, stage, seq). The op spans from the
+ * first member's start to the last member's finish (its successors wait for all of them).
+ * Sorts t[0..n) by key; returns the rows kept. */
+static size_t merge_group_ops(lt_measured_op *t, size_t n) {
+    if (n < 2) return n;
+    qsort(t, n, sizeof *t, op_key_cmp);
+    size_t k = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (op_key_cmp(&t[k], &t[i]) == 0) {
+            if (t[i].start_s < t[k].start_s) t[k].start_s = t[i].start_s;
+            if (t[i].finish_s > t[k].finish_s) t[k].finish_s = t[i].finish_s;
+        } else {
+            t[++k] = t[i];
+        }
+    }
+    return k + 1;
+}
+
 static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_error *err) {
     uint64_t step = L->steps[st->step];
     lt_step_plan p;
@@ -329,6 +355,7 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
         if (s == LT_OK && lens) n_times = 0;
         for (int k = 0; s == LT_OK && lens && k < lt_comm_layout_of(L->comm)->world; k++)
             n_times += lens[k] / sizeof(lt_measured_op);
+        if (s == LT_OK && lens && times) n_times = merge_group_ops(times, n_times);
         free(lens);
     }
     if (s == LT_OK) {

@@ -236,6 +236,24 @@ else
   notok "train --db, train.backend = cuda over 4 ranks without a GPU: the reason" "$tmp/cuda-ranks.err"
 fi
 
+# train --db on a static-CP plan: every member of a group runs the group's ops and reports
+# them under the same (dp_rank, stage, seq); the measured table keeps one row per op
+# (first member's start to last member's finish) — writing one per member failed with
+# "UNIQUE constraint failed: measured_ops" before
+if "${MPIRUN[@]}" 8 "$TRAINER" train --config "$tmp/m.ini" --set parallel.dp=4 --set parallel.pp=2 \
+     --set train.steps=1 --db "$tmp/mg-cp4.db" --data "$tmp/data" --out "$tmp/cp4run" \
+     >"$tmp/cp4run.out" 2>"$tmp/cp4run.err"; then
+  ops=$(sqlite3 "$tmp/mg-cp4.db" "SELECT count(*) FROM plan_ops WHERE step = 0")
+  got=$(sqlite3 "$tmp/mg-cp4.db" "SELECT count(*) FROM measured_ops WHERE step = 0")
+  if [ -n "$ops" ] && [ "$ops" -gt 0 ] && [ "$got" = "$ops" ]; then
+    ok "train --db on a static CP 4 plan over 8 ranks: one measured row per op ($got)"
+  else
+    notok "train --db on a static CP 4 plan: measured rows ($got) = plan ops ($ops)" "$tmp/cp4run.out"
+  fi
+else
+  notok "train --db on a static CP 4 plan over 8 ranks" "$tmp/cp4run.err"
+fi
+
 # ---- training: 10 steps over ranks against one process
 T=(--config "$tmp/m.ini" --set plan.steps=10 --set train.steps=10 --data "$tmp/data")
 # params A B: the largest |difference| of two checkpoints' parameters over their largest |parameter|
