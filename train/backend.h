@@ -42,9 +42,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"      /* lt_status, lt_error */
-#include "lib/threadpool.h" /* lt_pool */
-#include "train/kernels.h"  /* lt_attn_segment */
+#include "kernels/cuda.h"      /* lt_bf16_from_f32 */
+#include "lib/error.h"         /* lt_status, lt_error */
+#include "lib/threadpool.h"    /* lt_pool */
+#include "train/kernels.h"     /* lt_attn_segment */
+#include "train/safetensors.h" /* lt_bf16_to_f32 */
 
 struct lt_llama;
 
@@ -163,9 +165,9 @@ lt_status lt_backend_cuda_adamw_tensors(lt_backend *be, const struct lt_llama *m
 /* The backend of model m (m->backend, or the CPU fp32 one when it has none). */
 const lt_backend *lt_backend_of(const struct lt_llama *m);
 
-/* Host bf16 conversions (round to nearest even, NaN kept): the emulation's and tests'. */
-uint16_t lt_backend_bf16_round(float x);
-float lt_backend_bf16_value(uint16_t b);
+/* Host bf16 conversions (the emulation's and tests'): the project's own,
+ * lt_bf16_from_f32 (kernels/cuda.h: round to nearest even, NaN kept) and lt_bf16_to_f32
+ * (train/safetensors.h), both included above. */
 
 /* Bytes of n elements of es bytes rounded up to the backend's alignment. */
 static inline size_t lt_backend_span(const lt_backend *be, size_t n, size_t es) {

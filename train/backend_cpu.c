@@ -133,21 +133,6 @@ const lt_backend *lt_backend_of(const lt_llama *m) { return m && m->backend ? m-
 
 /* ---------------------------------------------------------------- bf16 storage (tests) */
 
-uint16_t lt_backend_bf16_round(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if (isnan(x)) return (uint16_t)((u >> 16) | 0x40u); /* stays a (quiet) NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);                   /* round to nearest, ties to even */
-    return (uint16_t)(u >> 16);
-}
-
-float lt_backend_bf16_value(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* The emulation's first failure (an allocation of a widened copy): its sticky error. */
 static lt_status bf16_failed = LT_OK;
 
@@ -159,7 +144,7 @@ static float *widen(const void *p, size_t n) {
         return NULL;
     }
     const uint16_t *b = p;
-    for (size_t i = 0; i < n; i++) f[i] = lt_backend_bf16_value(b[i]);
+    for (size_t i = 0; i < n; i++) f[i] = lt_bf16_to_f32(b[i]);
     return f;
 }
 
@@ -167,7 +152,7 @@ static float *widen(const void *p, size_t n) {
 static void narrow(void *p, float *f, size_t n) {
     if (p && f) {
         uint16_t *b = p;
-        for (size_t i = 0; i < n; i++) b[i] = lt_backend_bf16_round(f[i]);
+        for (size_t i = 0; i < n; i++) b[i] = lt_bf16_from_f32(f[i]);
     }
     free(f);
 }
@@ -189,13 +174,13 @@ static lt_status bf16_check(const lt_backend *be, lt_error *err) {
 static lt_status bf16_to_f32(const lt_backend *be, float *dst, const void *src, size_t n, lt_error *err) {
     (void)be, (void)err;
     const uint16_t *b = src;
-    for (size_t i = 0; i < n; i++) dst[i] = lt_backend_bf16_value(b[i]);
+    for (size_t i = 0; i < n; i++) dst[i] = lt_bf16_to_f32(b[i]);
     return LT_OK;
 }
 static lt_status bf16_from_f32(const lt_backend *be, void *dst, const float *src, size_t n, lt_error *err) {
     (void)be, (void)err;
     uint16_t *b = dst;
-    for (size_t i = 0; i < n; i++) b[i] = lt_backend_bf16_round(src[i]);
+    for (size_t i = 0; i < n; i++) b[i] = lt_bf16_from_f32(src[i]);
     return LT_OK;
 }
 static void bf16_add(const lt_backend *be, void *dst, const void *a, const void *b, size_t n) {
@@ -203,7 +188,7 @@ static void bf16_add(const lt_backend *be, void *dst, const void *a, const void 
     uint16_t *d = dst;
     const uint16_t *x = a, *y = b;
     for (size_t i = 0; i < n; i++)
-        d[i] = lt_backend_bf16_round(lt_backend_bf16_value(x[i]) + lt_backend_bf16_value(y[i]));
+        d[i] = lt_bf16_from_f32(lt_bf16_to_f32(x[i]) + lt_bf16_to_f32(y[i]));
 }
 static void bf16_accumulate(const lt_backend *be, void *dst, const void *src, size_t n) {
     bf16_add(be, dst, dst, src, n);

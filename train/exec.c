@@ -818,7 +818,7 @@ static lt_status dkv_ready(void *ctx, int l, lt_error *err) {
                     float f;
                     if (es == 2) {
                         uint16_t h;
-                        memcpy(&h, q, 2), f = lt_backend_bf16_value(h);
+                        memcpy(&h, q, 2), f = lt_bf16_to_f32(h);
                     } else {
                         memcpy(&f, q, sizeof f);
                     }

@@ -40,9 +40,10 @@
 
 #include <cmocka.h>
 
-#include "kernels/cuda.h"  /* lt_cuda_attention_forward / _backward, context, bf16 */
-#include "lib/rng.h"       /* lt_rng: seeded test data */
-#include "train/kernels.h" /* lt_attention_forward / _backward: the reference */
+#include "kernels/cuda.h"      /* lt_cuda_attention_forward / _backward, context, bf16 */
+#include "lib/rng.h"           /* lt_rng: seeded test data */
+#include "train/kernels.h"     /* lt_attention_forward / _backward: the reference */
+#include "train/safetensors.h" /* lt_bf16_to_f32 */
 
 #define TOL_OUT 2e-2
 #define TOL_LSE 1e-3
@@ -128,27 +129,11 @@ static lt_bf16 *hbuf(size_t n) {
     return p;
 }
 
-/* bf16 on the host, round to nearest even (finite test data only). Local rather than
- * kernels/cuda.h's lt_bf16_from_f32/_to_f32: this test links train/libtrain.a too, whose
- * safetensors.c defines its own lt_bf16_to_f32. */
-static lt_bf16 to_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (lt_bf16)(u >> 16);
-}
-static float from_bf16(lt_bf16 b) {
-    uint32_t u = (uint32_t)b << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
 /* n values in [lo, hi), rounded to bf16: the fp32 copy and the bf16 bits. */
 static void rand_bf16(lt_rng *r, float *f, lt_bf16 *b, size_t n, double lo, double hi) {
     for (size_t i = 0; i < n; i++) {
-        b[i] = to_bf16((float)(lo + (hi - lo) * lt_rng_double(r)));
-        f[i] = from_bf16(b[i]);
+        b[i] = lt_bf16_from_f32((float)(lo + (hi - lo) * lt_rng_double(r)));
+        f[i] = lt_bf16_to_f32(b[i]);
     }
 }
 
@@ -222,7 +207,7 @@ static double grad_err(const lt_bf16 *gpu, const float *ref, const float *base, 
             }
             double b = base != NULL ? base[i] : 0.0;
             scale = fmax(scale, fabs(ref[i] - b));
-            worst = fmax(worst, fabs((double)from_bf16(gpu[i]) - ref[i]));
+            worst = fmax(worst, fabs((double)lt_bf16_to_f32(gpu[i]) - ref[i]));
         }
     return worst / scale;
 }
@@ -272,7 +257,7 @@ static void run_case(lt_cuda *c, const attn_case *tc, uint64_t seed) {
 
     /* the same on the GPU; out starts as a sentinel (rows in no segment must keep it) */
     lt_bf16 *hout0 = hbuf(nq);
-    for (size_t i = 0; i < nq; i++) hout0[i] = to_bf16(7.0f);
+    for (size_t i = 0; i < nq; i++) hout0[i] = lt_bf16_from_f32(7.0f);
     lt_bf16 *d_q = dalloc(c, nq * 2), *d_out = dalloc(c, nq * 2), *d_dout = dalloc(c, nq * 2),
             *d_dq = dalloc(c, nq * 2);
     float *d_lse = dalloc(c, (size_t)T * nh * sizeof(float));
@@ -436,7 +421,7 @@ static void test_empty_call_and_bad_head_dim(void **state) {
     lt_bf16 *d_out = dalloc(c, T * NH * HD * 2);
     float *d_lse = dalloc(c, T * NH * sizeof(float));
     lt_bf16 host[T * NH * HD];
-    for (int i = 0; i < T * NH * HD; i++) host[i] = to_bf16(3.0f);
+    for (int i = 0; i < T * NH * HD; i++) host[i] = lt_bf16_from_f32(3.0f);
     h2d(c, d_out, host, sizeof host);
     lt_cuda_attn_segment empty = {.row0 = 1, .n = 0, .begin = 2};
     assert_int_equal(lt_cuda_attention_forward(c, d_out, d_lse, d_out, NULL, 0, T, NH, 1, HD, &err), LT_OK);

@@ -142,14 +142,14 @@ static double worst_tensor_rel(const lt_llama *m, const float *a, const float *b
 
 static void bf16_rounding(void **state) {
     (void)state;
-    assert_int_equal(lt_backend_bf16_round(1.0f), 0x3f80);
-    assert_true(lt_backend_bf16_value(0x3f80) == 1.0f);
+    assert_int_equal(lt_bf16_from_f32(1.0f), 0x3f80);
+    assert_true(lt_bf16_to_f32(0x3f80) == 1.0f);
     /* 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1.0) */
-    assert_int_equal(lt_backend_bf16_round(1.0f + 0x1p-8f), 0x3f80);
+    assert_int_equal(lt_bf16_from_f32(1.0f + 0x1p-8f), 0x3f80);
     /* 1 + 3 * 2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: up to even */
-    assert_int_equal(lt_backend_bf16_round(1.0f + 3 * 0x1p-8f), 0x3f82);
-    assert_int_equal(lt_backend_bf16_round(-2.0f), 0xc000);
-    assert_true(isnan(lt_backend_bf16_value(lt_backend_bf16_round(NAN))));
+    assert_int_equal(lt_bf16_from_f32(1.0f + 3 * 0x1p-8f), 0x3f82);
+    assert_int_equal(lt_bf16_from_f32(-2.0f), 0xc000);
+    assert_true(isnan(lt_bf16_to_f32(lt_bf16_from_f32(NAN))));
 }
 
 /* The batch whole, packed and sliced, and over two stages, in bf16 storage vs fp32. */
