@@ -422,8 +422,6 @@ static void batch_tokenize(batch *b, const lt_tokenizer *tok, lt_tok_scratch *sc
     }
 }
 
-static bool reader_help(pipeline *pl, file_reader *rd, size_t min_waiting);
-
 /* Reader side: hand a filled batch to the workers and to its file's queue, waiting while
  * the reader's share of the budget is used up (one batch always goes: a document larger
  * than the share still passes, alone). */
@@ -433,18 +431,8 @@ static bool pipeline_submit(pipeline *pl, file_reader *rd, batch *b) {
     b->reader = rd;
     skip_list_move(&b->skips, &rd->pending_skips);
     pthread_mutex_lock(&pl->mu);
-    while (!pl->abort && rd->inflight > 0 && rd->inflight + b->budget_bytes > rd->budget) {
-        /* rather than sit idle until the writer frees budget, decode a waiting line batch
-         * (with one tokenizer thread on a 2-core machine this is the reader's core doing the
-         * decoding the worker would otherwise do between its tokenizing) */
-        if (pl->n_undecoded > 0) {
-            pthread_mutex_unlock(&pl->mu);
-            bool helped = reader_help(pl, rd, 1);
-            pthread_mutex_lock(&pl->mu);
-            if (helped) continue;
-        }
+    while (!pl->abort && rd->inflight > 0 && rd->inflight + b->budget_bytes > rd->budget)
         pthread_cond_wait(&pl->space_cv, &pl->mu);
-    }
     bool ok = !pl->abort;
     if (ok) {
         rd->inflight += b->budget_bytes;
@@ -476,17 +464,15 @@ static batch *pipeline_take_work(pipeline *pl) {
     return b;
 }
 
-/* A reader well ahead of the workers (at least `min_waiting` line batches waiting to be
- * decoded: 2T after each batch it hands over, 1 when it would otherwise wait for budget)
- * decodes the newest one itself: its spare time rather than a worker's, which matters when
- * the cores are few (a one-file task on 2 cores: decoding is ~15 % of a worker's work). A
- * reader that is the bottleneck never gets this far ahead. The documents are the same
- * whoever decodes them. True when it decoded one. */
-static bool reader_help(pipeline *pl, file_reader *rd, size_t min_waiting) {
+/* A reader well ahead of the workers (2T line batches waiting to be decoded) decodes the
+ * newest one itself: its spare time rather than a worker's, which matters when the cores
+ * are few (a one-file task on 2 cores: decoding is ~15 % of a worker's work). A reader that
+ * is the bottleneck never gets this far ahead. The documents are the same whoever decodes
+ * them. */
+static void reader_help(pipeline *pl, file_reader *rd) {
     batch *b = NULL;
-    if (rd->dec == NULL) return false;
     pthread_mutex_lock(&pl->mu);
-    if (!pl->abort && pl->n_undecoded >= min_waiting) {
+    if (!pl->abort && pl->n_undecoded >= 2 * (size_t)pl->rs->threads) {
         for (batch **pp = &pl->work; *pp; pp = &(*pp)->next_work) {
             if ((*pp)->lines) { /* the newest: the list is newest first */
                 b = *pp;
@@ -498,7 +484,7 @@ static bool reader_help(pipeline *pl, file_reader *rd, size_t min_waiting) {
         }
     }
     pthread_mutex_unlock(&pl->mu);
-    if (!b) return false;
+    if (!b) return;
     double c0 = thread_cpu_s();
     rd->decoding = b;
     batch_decode_lines(b, pl, rd->dec);
@@ -509,7 +495,6 @@ static bool reader_help(pipeline *pl, file_reader *rd, size_t min_waiting) {
     pl->work = b;
     pthread_cond_signal(&pl->work_cv);
     pthread_mutex_unlock(&pl->mu);
-    return true;
 }
 
 /* Reader side: an empty batch, reusing a written one when there is one (no page faults
@@ -624,7 +609,7 @@ static lt_status read_file(pipeline *pl, file_reader *rd, uint32_t fi, lt_error 
                 aborted = true;
                 break;
             }
-            if (lines) (void)reader_help(pl, rd, 2 * (size_t)pl->rs->threads);
+            if (lines) reader_help(pl, rd);
         }
         uint64_t raw = lt_src_raw_offset(lt_reader_source(r));
         if (raw > reported_raw) {
