@@ -253,6 +253,24 @@ extern "C" lt_status lt_cuda_accumulate(lt_cuda *c, lt_bf16 *dst, const lt_bf16 
     return lt_cuda_add(c, dst, dst, src, n, err);
 }
 
+/* dst[i] = the G blocks' element i summed in fp32 in block order (one thread per element,
+ * so the order is fixed: the bits do not depend on the launch). */
+__global__ void sum_blocks_kernel(lt_bf16 *dst, const lt_bf16 *src, int G, size_t stride, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float s = lt_ld(src + i);
+        for (int j = 1; j < G; j++) s += lt_ld(src + (size_t)j * stride + i);
+        lt_st(dst + i, s);
+    }
+}
+
+extern "C" lt_status lt_cuda_sum_blocks(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *src, int G, size_t stride, size_t n,
+                                        lt_error *err) {
+    if (n == 0 || G < 1) return LT_OK;
+    LT_KERNEL(sum_blocks_kernel, lt_cuda_blocks(c, n, EW_THREADS), EW_THREADS, c->stream)(dst, src, G, stride, n);
+    LT_LAUNCH_CHECK("sum_blocks_kernel");
+    return LT_OK;
+}
+
 /* ---------------------------------------------------------------- deterministic sums */
 
 /* Stage 1: block b sums x[i] (or x[i]^2) for i = b*threads + tid + k*grid*threads in

@@ -84,6 +84,11 @@ lt_status lt_cuda_bf16_to_f32(lt_cuda *c, float *dst, const lt_bf16 *src, size_t
 lt_status lt_cuda_add(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *a, const lt_bf16 *b, size_t n, lt_error *err);
 /* dst[i] += src[i] (bf16): a gradient arriving from elsewhere (din of a stage). */
 lt_status lt_cuda_accumulate(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *src, size_t n, lt_error *err);
+/* dst[i] = src[i] + src[stride + i] + ... + src[(G - 1) stride + i] (bf16), summed in fp32
+ * in that order and rounded once: the dK/dV contributions of a context-parallel group's G
+ * members (train/exec.c), the same bits as the CPU's. dst must not overlap src. */
+lt_status lt_cuda_sum_blocks(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *src, int G, size_t stride, size_t n,
+                             lt_error *err);
 
 /* ---------------------------------------------------------------- GEMM (kernels/gemm.cu) */
 /* cuBLASLt, bf16 inputs, fp32 accumulation (CUBLAS_COMPUTE_32F). The algorithm

@@ -77,6 +77,11 @@ lt_status lt_cuda_accumulate(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *src, size_
     (void)c, (void)dst, (void)src, (void)n;
     NO_CUDA(lt_cuda_accumulate);
 }
+lt_status lt_cuda_sum_blocks(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *src, int G, size_t stride, size_t n,
+                             lt_error *err) {
+    (void)c, (void)dst, (void)src, (void)G, (void)stride, (void)n;
+    NO_CUDA(lt_cuda_sum_blocks);
+}
 lt_status lt_cuda_linear_forward(lt_cuda *c, lt_bf16 *out, const lt_bf16 *x, const lt_bf16 *w, int T, int IN,
                                  int OUT, lt_error *err) {
     (void)c, (void)out, (void)x, (void)w, (void)T, (void)IN, (void)OUT;

@@ -96,7 +96,7 @@ if build _build/default; then
   fi
 
   step "make distcheck"
-  if LONGTAIL_SKIP_EMULATION=1 make -C _build/default distcheck >_build/default/distcheck.out 2>&1; then
+  if LONGTAIL_SKIP_EMULATION=1 make -C _build/default -j"$jobs" distcheck >_build/default/distcheck.out 2>&1; then
     record "distcheck" 0
   else
     tail -60 _build/default/distcheck.out; record "distcheck" 1

@@ -78,6 +78,10 @@ struct lt_backend {
     /* ---- elementwise on activation elements: dst = a + b (dst may alias a or b), dst += src */
     void (*add)(const lt_backend *be, void *dst, const void *a, const void *b, size_t n);
     void (*accumulate)(const lt_backend *be, void *dst, const void *src, size_t n);
+    /* dst[i] = src[i] + src[stride + i] + ... + src[(G - 1) stride + i], summed in fp32 in
+     * that order and rounded once to act_bytes elements (the context-parallel dK/dV sums:
+     * the same bits on every backend of one element size); dst does not overlap src */
+    void (*sum_blocks)(const lt_backend *be, void *dst, const void *src, int G, size_t stride, size_t n);
 
     /* ---- the model's kernels (train/kernels.h, in act_bytes elements; rstd, lse, dw fp32) */
     const void *(*weight)(const lt_backend *be, const struct lt_llama *m, const float *view);

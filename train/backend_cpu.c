@@ -61,6 +61,16 @@ static void f32_accumulate(const lt_backend *be, void *dst, const void *src, siz
     const float *s = src;
     for (size_t i = 0; i < n; i++) d[i] += s[i];
 }
+static void f32_sum_blocks(const lt_backend *be, void *dst, const void *src, int G, size_t stride, size_t n) {
+    (void)be;
+    float *d = dst;
+    const float *a = src;
+    for (size_t i = 0; i < n; i++) {
+        float s = a[i];
+        for (int j = 1; j < G; j++) s += a[(size_t)j * stride + i];
+        d[i] = s;
+    }
+}
 static void f32_embed_forward(const lt_backend *be, void *out, const int32_t *ids, int T, const void *wte, int C) {
     (void)be, lt_embed_forward(out, ids, T, wte, C);
 }
@@ -118,7 +128,7 @@ static const lt_backend cpu_f32 = {
     .name = "cpu", .act_bytes = sizeof(float), .align = sizeof(float), .host = true,
     .alloc = host_alloc, .free = host_free, .zero = host_zero, .copy = host_copy,
     .to_host = host_to_host, .from_host = host_to_host, .to_host_f32 = f32_to_f32, .from_host_f32 = f32_from_f32,
-    .check = f32_check, .add = f32_add, .accumulate = f32_accumulate, .weight = host_weight,
+    .check = f32_check, .add = f32_add, .accumulate = f32_accumulate, .sum_blocks = f32_sum_blocks, .weight = host_weight,
     .embed_forward = f32_embed_forward, .embed_backward = f32_embed_backward,
     .rmsnorm_forward = f32_rmsnorm_forward, .rmsnorm_backward = f32_rmsnorm_backward,
     .linear_forward = f32_linear_forward, .linear_backward = f32_linear_backward,
@@ -192,6 +202,16 @@ static void bf16_add(const lt_backend *be, void *dst, const void *a, const void 
 }
 static void bf16_accumulate(const lt_backend *be, void *dst, const void *src, size_t n) {
     bf16_add(be, dst, dst, src, n);
+}
+static void bf16_sum_blocks(const lt_backend *be, void *dst, const void *src, int G, size_t stride, size_t n) {
+    (void)be;
+    uint16_t *d = dst;
+    const uint16_t *a = src;
+    for (size_t i = 0; i < n; i++) {
+        float s = lt_bf16_to_f32(a[i]);
+        for (int j = 1; j < G; j++) s += lt_bf16_to_f32(a[(size_t)j * stride + i]);
+        d[i] = lt_bf16_from_f32(s);
+    }
 }
 
 /* every widened copy so far exists (else ops are skipped, the failure kept) */
@@ -370,7 +390,7 @@ static const lt_backend cpu_bf16 = {
     .name = "cpu-bf16", .act_bytes = 2, .align = 16, .host = true,
     .alloc = host_alloc, .free = host_free, .zero = host_zero, .copy = host_copy,
     .to_host = host_to_host, .from_host = host_to_host, .to_host_f32 = bf16_to_f32, .from_host_f32 = bf16_from_f32,
-    .check = bf16_check, .add = bf16_add, .accumulate = bf16_accumulate, .weight = host_weight,
+    .check = bf16_check, .add = bf16_add, .accumulate = bf16_accumulate, .sum_blocks = bf16_sum_blocks, .weight = host_weight,
     .embed_forward = bf16_embed_forward, .embed_backward = bf16_embed_backward,
     .rmsnorm_forward = bf16_rmsnorm_forward, .rmsnorm_backward = bf16_rmsnorm_backward,
     .linear_forward = bf16_linear_forward, .linear_backward = bf16_linear_backward,

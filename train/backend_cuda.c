@@ -190,6 +190,11 @@ static void cu_accumulate(const lt_backend *be, void *dst, const void *src, size
     RUN(s, lt_cuda_accumulate(s->cu, dst, src, n, &e_));
 }
 
+static void cu_sum_blocks(const lt_backend *be, void *dst, const void *src, int G, size_t stride, size_t n) {
+    cuda_state *s = state_of(be);
+    RUN(s, lt_cuda_sum_blocks(s->cu, dst, src, G, stride, n, &e_));
+}
+
 static const void *cu_weight(const lt_backend *be, const lt_llama *m, const float *view) {
     cuda_state *s = state_of(be);
     (void)m;
@@ -329,6 +334,7 @@ lt_status lt_backend_cuda_open(lt_backend **out, int device, lt_error *err) {
         .alloc = cu_alloc, .free = cu_free, .zero = cu_zero, .copy = cu_copy,
         .to_host = cu_to_host, .from_host = cu_from_host, .to_host_f32 = cu_to_host_f32,
         .from_host_f32 = cu_from_host_f32, .check = cu_check, .add = cu_add, .accumulate = cu_accumulate,
+        .sum_blocks = cu_sum_blocks,
         .weight = cu_weight, .embed_forward = cu_embed_forward, .embed_backward = cu_embed_backward,
         .rmsnorm_forward = cu_rmsnorm_forward, .rmsnorm_backward = cu_rmsnorm_backward,
         .linear_forward = cu_linear_forward, .linear_backward = cu_linear_backward,

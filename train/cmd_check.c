@@ -169,15 +169,23 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     memset(c->gb, 0, c->m.n_params * sizeof(float));
     bool rank0 = !c->comm || lt_comm_layout_of(c->comm)->rank == 0;
     double rank_worst = 0;
-    const lt_llama *rm = c->tbe ? &c->mt : &c->m; /* the model the plan is executed with */
+    /* the model the plan is executed with: the test backend's, on the ranks the GPU's, else
+     * the CPU fp32 reference (one process on a GPU: check_gpu, beside it) */
+    bool dev = c->be && c->comm;
+    const lt_llama *rm = c->tbe ? &c->mt : dev ? &c->mg : &c->m;
+    bool bf16 = c->tbe || dev; /* compared by relative norm within GPU_TOLERANCE */
     if (st == LT_OK && !c->comm) st = lt_exec_step(rm, &p, smp, &c->va, &es, c->pool, err);
     if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
         st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, &c->m, &p, 25, false, err);
         c->dist_ready = st == LT_OK;
         lt_exec_hooks hooks = {.ctx = &c->dist, .grads_final = lt_dist_layer_final}; /* as train --db */
-        if (st == LT_OK) lt_dist_bind(&c->dist, &c->m, c->ga);
-        if (st == LT_OK) st = lt_exec_step_rank(rm, &p, smp, &c->va, &es, c->pool, c->comm, &hooks, err);
-        if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, &c->m, c->ga, err);
+        float *g = dev ? c->dg : c->ga; /* the GPU's: fp32 device gradients, downloaded once reduced */
+        if (dev) c->be->zero(c->be, c->dg, c->m.n_params * sizeof(float));
+        if (st == LT_OK) lt_dist_bind(&c->dist, &c->m, g);
+        if (st == LT_OK) lt_dist_set_device_grads(&c->dist, dev);
+        if (st == LT_OK) st = lt_exec_step_rank(rm, &p, smp, dev ? &c->vg : &c->va, &es, c->pool, c->comm, &hooks, err);
+        if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, &c->m, g, err);
+        if (st == LT_OK && dev) st = c->be->to_host(c->be, c->ga, c->dg, c->m.n_params * sizeof(float), err);
         if (st == LT_OK) st = lt_dist_gather(&c->dist, &c->m, c->ga, err);
         lt_exec_stats one = {0};
         memset(c->gc, 0, c->m.n_params * sizeof(float));
@@ -186,7 +194,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         for (int t = 0; st == LT_OK && rank0 && t < c->m.n_tensors; t++) {
             const lt_tensor_info *ti = &c->m.tensors[t];
             size_t n = (size_t)ti->rows * (size_t)ti->cols;
-            double e = c->tbe ? rel_norm(c->ga + ti->offset, c->gc + ti->offset, n) /* bf16 against fp32 */
+            double e = bf16 ? rel_norm(c->ga + ti->offset, c->gc + ti->offset, n) /* bf16 against fp32 */
                               : rel_err(c->ga + ti->offset, c->gc + ti->offset, n);
             if (e > rank_worst || isnan(e)) rank_worst = isnan(e) ? INFINITY : e;
         }
@@ -201,7 +209,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         lt_batch b = {.samples = smp, .n_samples = (int)p.n_samples};
         st = lt_llama_step_units(&c->m, &b, units, (int)p.n_samples, (float)(1.0 / (double)p.n_predicted), &c->vb,
                                  NULL, &ref_loss, c->pool, err);
-        if (st == LT_OK && c->be) st = check_gpu(c, &p, smp, err);
+        if (st == LT_OK && c->be && !c->comm) st = check_gpu(c, &p, smp, err);
     }
     if (st == LT_OK && rank0) {
         double worst = 0;
@@ -209,7 +217,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         for (int t = 0; t < c->m.n_tensors; t++) {
             const lt_tensor_info *ti = &c->m.tensors[t];
             size_t n = (size_t)ti->rows * (size_t)ti->cols;
-            double e = c->tbe ? rel_norm(c->ga + ti->offset, c->gb + ti->offset, n) : rel_err(c->ga + ti->offset, c->gb + ti->offset, n);
+            double e = bf16 ? rel_norm(c->ga + ti->offset, c->gb + ti->offset, n) : rel_err(c->ga + ti->offset, c->gb + ti->offset, n);
             printf("step=%" PRIu64 " tensor=%s rel_err=%.3e\n", step, ti->name, e);
             if (e > worst || t == 0) worst = e, worst_name = ti->name;
         }
@@ -307,12 +315,9 @@ int check_command(lt_cli_ctx *ctx) {
     lt_status st = lt_cmd_comm(ctx, &c.comm, &err);
     if (st != LT_OK) return lt_error_exit(&err);
     bool rank0 = !c.comm || lt_comm_layout_of(c.comm)->rank == 0;
-    st = lt_cmd_open_backend(ctx, &c.be, &err);
-    if (st == LT_OK && c.be && c.comm) {
-        st = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "train", "backend"),
-                     "train.backend = cuda: trainer check runs the GPU in one process (not under mpirun/srun) so far");
-        lt_error_hint(&err, "run trainer check without a launcher, or set train.backend = cpu");
-    }
+    /* under a launcher: each rank's GPU, NCCL attached (the stage channels, the gradient
+     * all-reduces and the context-parallel ring on the device, as in train --db) */
+    st = lt_cmd_open_backend_on(ctx, c.comm, &c.be, &err);
     const char *tb = getenv("LONGTAIL_TEST_BACKEND");
     if (st == LT_OK && tb && tb[0]) {
         if (strcmp(tb, "cpu-bf16") != 0)
@@ -354,7 +359,7 @@ int check_command(lt_cli_ctx *ctx) {
     for (size_t i = 0; st == LT_OK && i < n_steps; i++) st = check_step(&c, steps[i], &err);
     if (st == LT_OK && rank0 && c.comm)
         printf("max_rel_err=%.3e rank_rel_err=%.3e ranks=%d steps=%zu%s\n", c.worst, c.worst_rank,
-               lt_comm_layout_of(c.comm)->world, n_steps, c.tbe ? " backend=cpu-bf16" : "");
+               lt_comm_layout_of(c.comm)->world, n_steps, c.tbe ? " backend=cpu-bf16" : c.be ? " backend=cuda" : "");
     else if (st == LT_OK && rank0 && c.be)
         printf("max_rel_err=%.3e gpu_max_rel_norm_err=%.3e steps=%zu\n", c.worst, c.worst_gpu, n_steps);
     else if (st == LT_OK && rank0) printf("max_rel_err=%.3e steps=%zu%s\n", c.worst, n_steps, c.tbe ? " backend=cpu-bf16" : "");
@@ -371,13 +376,13 @@ int check_command(lt_cli_ctx *ctx) {
     if (st != LT_OK) lt_cmd_comm_fail(c.comm, &err); /* ends the job when distributed */
     if (st != LT_OK) return lt_error_exit(&err);
     int code = 0;
-    if (c.tbe) tol = rank_tol = GPU_TOLERANCE; /* bf16 against fp32, by relative norm */
+    if (c.tbe || (c.be && c.comm)) tol = rank_tol = GPU_TOLERANCE; /* bf16 against fp32, by relative norm */
     if (rank0 && !(c.worst <= tol)) {
         fprintf(stderr, "trainer: error: a gradient differs by %.3e relative, over train.check_tolerance = %g\n",
                 c.worst, tol);
         code = 1;
     }
-    if (c.be && !(c.worst_gpu <= GPU_TOLERANCE)) {
+    if (c.be && !c.comm && !(c.worst_gpu <= GPU_TOLERANCE)) {
         fprintf(stderr, "trainer: error: the GPU's gradients differ from the CPU executor's by %.3e (relative norm), "
                 "over the bf16 tolerance %g\n", c.worst_gpu, GPU_TOLERANCE);
         code = 1;

@@ -2,8 +2,9 @@
  * train/comm.h — the communication interface of the distributed engine (DESIGN.md
  * "Trainer engine"): one process per (dp_rank, stage), and the few ways they talk.
  *
- *   point-to-point   activations forward and gradients backward between neighbouring
- *                    stages of one pipeline (non-blocking: posted early, waited late);
+ *   stage channels   activations forward and gradients backward between neighbouring
+ *                    stages of one pipeline (non-blocking: posted early, waited late;
+ *                    matched in posting order, as NCCL matches them);
  *   all-reduce       gradients over the DP ranks of a stage (bucketed, non-blocking), the
  *                    tied embedding between the first and the last stage, scalars (loss,
  *                    gradient norm, the preemption flag) over the world or one pipeline;
@@ -15,7 +16,7 @@
  * Two implementations behind one communicator: MPI (train/comm_mpi.c) for host buffers,
  * bootstrapped by `srun --mpi=pmix` or `mpirun`, and NCCL (train/comm_nccl.c) for device
  * buffers, bootstrapped from MPI by lt_comm_attach_device (the CUDA backend). Host calls
- * (lt_comm_isend, lt_comm_allreduce, ...) always go over MPI: scalars, flags, gathers to
+ * (lt_comm_allreduce, ...) always go over MPI: scalars, flags, gathers to
  * rank 0. Device calls (lt_comm_dev_*) go over NCCL and are waited with the same
  * lt_comm_wait / lt_comm_test. Without a launcher (or a build without MPI) the
  * communicator is a world of one, and every call is local.
@@ -87,16 +88,27 @@ const char *lt_comm_who(const lt_comm *c);
  * a world of one). */
 _Noreturn void lt_comm_abort(lt_comm *c, int code, const char *what);
 
-/* ---------------------------------------------------------------- point-to-point */
-
-/* Post a send / receive of `bytes` bytes to / from world rank `peer` with `tag` (>= 0,
- * at most lt_comm_tag_max). The buffer must stay untouched until the request completes.
- * `what` (copied) names the transfer in timeout messages. */
-lt_status lt_comm_isend(lt_comm *c, int peer, int tag, const void *buf, size_t bytes, const char *what,
-                        lt_comm_req **req, lt_error *err);
-lt_status lt_comm_irecv(lt_comm *c, int peer, int tag, void *buf, size_t bytes, const char *what, lt_comm_req **req,
-                        lt_error *err);
-int lt_comm_tag_max(const lt_comm *c);
+/* ---------------------------------------------------------------- stage-to-stage transfers
+ *
+ * The activations (forward) and gradients (backward) between the neighbouring stages of
+ * one pipeline (the executor's). Each ordered pair of neighbours is a CHANNEL (this rank to
+ * stage s, stage s to this rank), and a channel's transfers match in the order they are
+ * posted: there are no tags, so the receiver posts its receives in the order the sender
+ * posts its sends. That is NCCL's rule (a point-to-point call waits on its stream for the
+ * peer's matching call), and the MPI path keeps it too (one tag for every transfer of a
+ * channel; MPI matches one sender's messages with one tag in posting order), so every run
+ * on the CPU exercises the order the GPU needs. Channels never wait on each other: on the
+ * GPU each has its own two-rank NCCL communicator and its own stream, so a receive posted
+ * early from one neighbour does not hold up a send to the other (ORDERING RULES 3 below).
+ *
+ * Post a send / receive of `bytes` bytes to / from stage `stage` of this rank's pipeline
+ * (stage = this stage +- 1, else LT_ERR_INTERNAL). device: buf is a device buffer (NCCL,
+ * after lt_comm_attach_device), else host memory (MPI). The buffer stays untouched until
+ * the request completes. `what` (copied) names the transfer in timeout messages. */
+lt_status lt_comm_stage_isend(lt_comm *c, int stage, const void *buf, size_t bytes, bool device, const char *what,
+                              lt_comm_req **req, lt_error *err);
+lt_status lt_comm_stage_irecv(lt_comm *c, int stage, void *buf, size_t bytes, bool device, const char *what,
+                              lt_comm_req **req, lt_error *err);
 /* Wait for *req (frees it, *req = NULL; NULL is done). Past the deadline: LT_ERR_IO
  * "RANK: waited T s for WHAT (rank P)". */
 lt_status lt_comm_wait(lt_comm *c, lt_comm_req **req, lt_error *err);
@@ -164,14 +176,15 @@ lt_status lt_comm_barrier(lt_comm *c, lt_error *err);
  *     the host queue compute work that READS a received buffer or WRITES a buffer being
  *     sent or reduced; the host-side wait is what orders the compute stream after the
  *     communication stream.
- *  3. NCCL has no tags: the sends and receives between two ranks match in the order they
- *     are posted, and each NCCL point-to-point call blocks the communication stream until
- *     its peer posts the matching call. Two ranks that each receive from and send to the
- *     other at the same time (1F1B's steady state: send an activation forward, receive a
- *     gradient back) must post both in one lt_comm_dev_batch (ncclGroupStart/End), else
- *     each stream waits on its receive first and the pair deadlocks (the deadline turns it
- *     into an error, not a hang).
- *  4. Group all-reduces, like the MPI ones, must be posted in the same order on every
+ *  3. NCCL has no tags: the sends and receives between two ranks on one communicator match
+ *     in the order they are posted, and each NCCL point-to-point call blocks its stream
+ *     until the peer posts the matching call. The stage channels therefore each have their
+ *     own communicator and stream (one way between two neighbours), and their users post
+ *     a channel's receives in its sender's order (train/exec.c). Other exchanges between
+ *     two ranks that each receive from and send to the other at the same time post both
+ *     in one lt_comm_dev_batch (ncclGroupStart/End), else each stream waits on its receive
+ *     first and the pair deadlocks (the deadline turns it into an error, not a hang).
+  4. Group all-reduces, like the MPI ones, must be posted in the same order on every
  *     member of the group.
  * Device calls without lt_comm_attach_device fail (LT_ERR_INTERNAL, "no device attached");
  * in a build without CUDA lt_comm_attach_device fails with LT_ERR_CONFIG "built without

@@ -16,8 +16,7 @@ struct lt_comm {
     double timeout_s;
     char who[96];
 #ifdef HAVE_MPI
-    MPI_Comm world, p2p, ring, dp, pipe, tied;
-    int tag_ub;
+    MPI_Comm world, p2p, ring, dp, pipe, tied; /* p2p: the stage channels */
 #endif
     struct lt_comm_nccl *nccl; /* NULL until lt_comm_attach_device */
 };
@@ -40,6 +39,11 @@ lt_status lt_comm_nccl_poll(lt_comm *c, const lt_comm_req *r, bool *done, lt_err
 /* Abort every NCCL communicator (a timeout or the job's abort): the GPU kernels waiting on
  * a dead peer return, later device calls fail. NULL-safe. */
 void lt_comm_nccl_abort(lt_comm *c);
+/* A stage channel's transfer on device memory (lt_comm_stage_isend / irecv with device;
+ * stage is a neighbour, checked by the caller): NCCL on the channel's communicator and
+ * stream. */
+lt_status lt_comm_nccl_stage(lt_comm *c, bool send, int stage, void *buf, size_t bytes, const char *what,
+                             lt_comm_req **req, lt_error *err);
 /* Destroy a device request's event. */
 void lt_comm_nccl_release(lt_comm_req *r);
 /* Destroy the NCCL communicators (before MPI_Finalize). */

@@ -5,7 +5,8 @@
  * Every wait is MPI_Test in a loop with a short sleep between polls and a deadline, the
  * collectives are their non-blocking forms (MPI-3) waited the same way: a rank that died
  * or hangs turns into an error naming the peer instead of a hang. Communicators: a
- * duplicate of the world for point-to-point (tags = the receiving op), one for the ring
+ * duplicate of the world for the stage channels (one tag: matched in posting order, as
+ * NCCL matches them; comm.h), one for the ring
  * exchanges, and splits for the DP ranks of a stage, the stages of a pipeline and the tied
  * embedding's pair.
  */
@@ -123,10 +124,6 @@ lt_status lt_comm_init(lt_comm **out, int dp, int pp, double timeout_s, lt_error
     snprintf(c->who, sizeof c->who, "rank %d (dp %d, stage %d)", c->l.rank, c->l.dp_rank, c->l.stage);
 #ifdef HAVE_MPI
     if (c->l.distributed) {
-        void *ub;
-        int flag = 0;
-        MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
-        c->tag_ub = flag ? *(int *)ub : 32767;
         int tied_color = pp > 1 && (c->l.stage == 0 || c->l.stage == pp - 1) ? c->l.dp_rank : MPI_UNDEFINED;
         if (MPI_Comm_dup(MPI_COMM_WORLD, &c->world) != MPI_SUCCESS || MPI_Comm_dup(MPI_COMM_WORLD, &c->p2p) != MPI_SUCCESS ||
             MPI_Comm_dup(MPI_COMM_WORLD, &c->ring) != MPI_SUCCESS ||
@@ -156,14 +153,6 @@ void lt_comm_finalize(lt_comm *c) {
     }
 #endif
     free(c);
-}
-
-int lt_comm_tag_max(const lt_comm *c) {
-#ifdef HAVE_MPI
-    if (c->l.distributed) return c->tag_ub;
-#endif
-    (void)c;
-    return INT_MAX;
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -232,21 +221,29 @@ static bool count_of(size_t bytes, int *count, MPI_Datatype *t) {
 }
 #endif
 
-static lt_status p2p(lt_comm *c, bool send, int peer, int tag, void *buf, size_t bytes, const char *what,
-                     lt_comm_req **req, lt_error *err) {
+/* The one tag of every stage-channel message: a channel's transfers match in posting order
+ * (MPI keeps one sender's messages with one tag and communicator in order), as on NCCL. */
+enum { STAGE_TAG = 0 };
+
+static lt_status stage_xfer(lt_comm *c, bool send, int stage, void *buf, size_t bytes, bool device,
+                            const char *what, lt_comm_req **req, lt_error *err) {
     *req = NULL;
+    if (!what) what = "a stage transfer";
+    if (stage < 0 || stage >= c->l.pp || (stage != c->l.stage - 1 && stage != c->l.stage + 1))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: %s with stage %d: the stage channels join neighbouring "
+                       "stages (%d stages)", c->who, what, stage, c->l.pp);
+    if (device) return lt_comm_nccl_stage(c, send, stage, buf, bytes, what, req, err);
+    int peer = lt_comm_rank_of(c, c->l.dp_rank, stage);
 #ifdef HAVE_MPI
     if (c->l.distributed) {
         int count;
         MPI_Datatype t;
-        if (tag < 0 || tag > c->tag_ub)
-            return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: tag %d is outside MPI's 0..%d", c->who, tag, c->tag_ub);
         if (!count_of(bytes, &count, &t))
             return lt_fail(err, LT_ERR_INPUT, NULL, "%s: a %zu-byte message is too large for one MPI call", c->who, bytes);
         lt_status st = new_req(req, peer, what, err);
         if (st != LT_OK) return st;
-        int rc = send ? MPI_Isend(buf, count, t, peer, tag, c->p2p, &(*req)->r)
-                      : MPI_Irecv(buf, count, t, peer, tag, c->p2p, &(*req)->r);
+        int rc = send ? MPI_Isend(buf, count, t, peer, STAGE_TAG, c->p2p, &(*req)->r)
+                      : MPI_Irecv(buf, count, t, peer, STAGE_TAG, c->p2p, &(*req)->r);
         if (rc != MPI_SUCCESS) {
             free(*req), *req = NULL;
             return lt_fail(err, LT_ERR_IO, NULL, "%s: posting %s (rank %d) failed", c->who, what, peer);
@@ -254,18 +251,18 @@ static lt_status p2p(lt_comm *c, bool send, int peer, int tag, void *buf, size_t
         return LT_OK;
     }
 #endif
-    (void)send, (void)tag, (void)buf, (void)bytes;
+    (void)buf, (void)bytes;
     return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: %s with rank %d in a world of one", c->who, what, peer);
 }
 
-lt_status lt_comm_isend(lt_comm *c, int peer, int tag, const void *buf, size_t bytes, const char *what,
-                        lt_comm_req **req, lt_error *err) {
-    return p2p(c, true, peer, tag, (void *)buf, bytes, what, req, err);
+lt_status lt_comm_stage_isend(lt_comm *c, int stage, const void *buf, size_t bytes, bool device, const char *what,
+                              lt_comm_req **req, lt_error *err) {
+    return stage_xfer(c, true, stage, (void *)buf, bytes, device, what, req, err);
 }
 
-lt_status lt_comm_irecv(lt_comm *c, int peer, int tag, void *buf, size_t bytes, const char *what, lt_comm_req **req,
-                        lt_error *err) {
-    return p2p(c, false, peer, tag, buf, bytes, what, req, err);
+lt_status lt_comm_stage_irecv(lt_comm *c, int stage, void *buf, size_t bytes, bool device, const char *what,
+                              lt_comm_req **req, lt_error *err) {
+    return stage_xfer(c, false, stage, buf, bytes, device, what, req, err);
 }
 
 /* ---------------------------------------------------------------- collectives */

@@ -42,6 +42,11 @@ struct lt_comm_nccl {
     cudaStream_t compute, comm;
     cudaEvent_t ready;                 /* re-recorded on the compute stream before each call (rule 1) */
     ncclComm_t world, dp, pipe, tied;  /* NULL in a world of one; tied NULL off the end stages */
+    /* the stage channels (comm.h): [side][way], side 0 = the stage before, 1 = the stage
+     * after, way 0 = to it, 1 = from it; each a two-rank communicator (the lower stage is
+     * its rank 0) with its own stream; NULL where there is no such neighbour */
+    ncclComm_t chan[2][2];
+    cudaStream_t chan_stream[2][2];
     bool aborted;
 };
 
@@ -88,15 +93,23 @@ void lt_comm_nccl_abort(lt_comm *c) {
     if (!c || !c->nccl || c->nccl->aborted) return;
     struct lt_comm_nccl *n = c->nccl;
     n->aborted = true;
-    ncclComm_t *cs[] = {&n->tied, &n->pipe, &n->dp, &n->world}; /* the splits before their parent */
+    ncclComm_t *cs[] = {&n->chan[0][0], &n->chan[0][1], &n->chan[1][0], &n->chan[1][1], /* the splits */
+                        &n->tied, &n->pipe, &n->dp, &n->world}; /* ... before their parent */
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         if (*cs[i]) ncclCommAbort(*cs[i]), *cs[i] = NULL;
+}
+
+static void destroy_streams(struct lt_comm_nccl *n) {
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            if (n->chan_stream[a][b]) cudaStreamDestroy(n->chan_stream[a][b]), n->chan_stream[a][b] = NULL;
 }
 
 void lt_comm_nccl_finalize(lt_comm *c) {
     if (!c || !c->nccl) return;
     struct lt_comm_nccl *n = c->nccl;
-    ncclComm_t *cs[] = {&n->tied, &n->pipe, &n->dp, &n->world};
+    ncclComm_t *cs[] = {&n->chan[0][0], &n->chan[0][1], &n->chan[1][0], &n->chan[1][1],
+                        &n->tied, &n->pipe, &n->dp, &n->world};
     for (size_t i = 0; i < sizeof cs / sizeof cs[0] && !n->aborted; i++) {
         if (!*cs[i]) continue;
         lt_error err;
@@ -104,6 +117,7 @@ void lt_comm_nccl_finalize(lt_comm *c) {
         if (settle(c, *cs[i], ncclCommFinalize(*cs[i]), "finalize a communicator", &err) == LT_OK)
             ncclCommDestroy(*cs[i]), *cs[i] = NULL;
     }
+    destroy_streams(n); /* (after an abort too: the aborted kernels have returned) */
     if (n->ready) cudaEventDestroy(n->ready);
     free(n);
     c->nccl = NULL;
@@ -217,6 +231,26 @@ lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, vo
         if (st == LT_OK)
             st = split(c, end ? l->dp_rank : NCCL_SPLIT_NOCOLOR, l->stage, &n->tied, "the first and last stages",
                        err);
+        /* the stage channels: pairs (s, s + 1) with s of parity p, one communicator per way;
+         * each split gives a rank at most one pair, so four splits make every channel */
+        for (int p = 0; st == LT_OK && l->pp > 1 && p < 2; p++)
+            for (int way = 0; st == LT_OK && way < 2; way++) {
+                bool lower = l->stage % 2 == p && l->stage + 1 < l->pp; /* I am the pair's lower stage */
+                bool upper = l->stage % 2 != p && l->stage >= 1;
+                int colour = lower ? l->dp_rank * l->pp + l->stage
+                           : upper ? l->dp_rank * l->pp + l->stage - 1 : NCCL_SPLIT_NOCOLOR;
+                ncclComm_t x = NULL;
+                st = split(c, colour, l->stage, &x, way == 0 ? "the forward stage channels" : "the backward stage "
+                           "channels", err);
+                /* way 0: the lower stage sends (activations), way 1: the upper sends (gradients) */
+                if (st == LT_OK && lower) n->chan[1][way == 0 ? 0 : 1] = x;
+                if (st == LT_OK && upper) n->chan[0][way == 0 ? 1 : 0] = x;
+            }
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++)
+                if (st == LT_OK && n->chan[a][b] &&
+                    (e = cudaStreamCreateWithFlags(&n->chan_stream[a][b], cudaStreamNonBlocking)) != cudaSuccess)
+                    st = cuda_failed(c, e, "creating a stage channel's stream", err);
 #else
         if (st == LT_OK)
             st = lt_fail(err, LT_ERR_CONFIG, NULL, "%s: this NCCL has no ncclCommSplit (NCCL >= 2.18 is needed for "
@@ -225,6 +259,7 @@ lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, vo
     }
     if (st != LT_OK) {
         lt_comm_nccl_abort(c);
+        destroy_streams(n);
         if (n->ready) cudaEventDestroy(n->ready);
         free(n);
         c->nccl = NULL;
@@ -245,22 +280,24 @@ static lt_status usable(lt_comm *c, lt_error *err) {
 }
 
 /* Rule 1: the communication stream waits for what the compute stream has queued. */
-static lt_status after_compute(lt_comm *c, lt_error *err) {
+static lt_status after_compute_on(lt_comm *c, cudaStream_t s, lt_error *err) {
     struct lt_comm_nccl *n = c->nccl;
     cudaError_t e = cudaEventRecord(n->ready, n->compute);
-    if (e == cudaSuccess) e = cudaStreamWaitEvent(n->comm, n->ready, 0);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(s, n->ready, 0);
     return e == cudaSuccess ? LT_OK : cuda_failed(c, e, "ordering the communication stream after the compute stream",
                                                   err);
 }
 
-/* Rule 2: a request = an event recorded on the communication stream now. */
-static lt_status new_dev_req(lt_comm *c, ncclComm_t nc, int peer, const char *what, lt_comm_req **req,
-                             lt_error *err) {
+static lt_status after_compute(lt_comm *c, lt_error *err) { return after_compute_on(c, c->nccl->comm, err); }
+
+/* Rule 2: a request = an event recorded on stream s now. */
+static lt_status new_req_on(lt_comm *c, cudaStream_t s, ncclComm_t nc, int peer, const char *what, lt_comm_req **req,
+                            lt_error *err) {
     *req = calloc(1, sizeof **req);
     if (!*req) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     cudaEvent_t ev;
     cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-    if (e == cudaSuccess && (e = cudaEventRecord(ev, c->nccl->comm)) != cudaSuccess) cudaEventDestroy(ev);
+    if (e == cudaSuccess && (e = cudaEventRecord(ev, s)) != cudaSuccess) cudaEventDestroy(ev);
     if (e != cudaSuccess) {
         free(*req), *req = NULL;
         return cuda_failed(c, e, "recording a communication event", err);
@@ -270,6 +307,12 @@ static lt_status new_dev_req(lt_comm *c, ncclComm_t nc, int peer, const char *wh
     (*req)->peer = peer;
     snprintf((*req)->what, sizeof (*req)->what, "%s", what ? what : "a device transfer");
     return LT_OK;
+}
+
+/* ... on the communication stream. */
+static lt_status new_dev_req(lt_comm *c, ncclComm_t nc, int peer, const char *what, lt_comm_req **req,
+                             lt_error *err) {
+    return new_req_on(c, c->nccl->comm, nc, peer, what, req, err);
 }
 
 /* A request that needs no event: done at once (a world of one). */
@@ -323,6 +366,31 @@ lt_status lt_comm_dev_irecv(lt_comm *c, int peer, void *buf, size_t bytes, const
                             lt_error *err) {
     lt_comm_dev_op op = {false, peer, buf, bytes};
     return lt_comm_dev_batch(c, &op, 1, what, req, err);
+}
+
+lt_status lt_comm_nccl_stage(lt_comm *c, bool send, int stage, void *buf, size_t bytes, const char *what,
+                             lt_comm_req **req, lt_error *err) {
+    *req = NULL;
+    lt_status st = usable(c, err);
+    if (st != LT_OK) return st;
+    int side = stage > c->l.stage; /* 0: the stage before, 1: the stage after */
+    struct lt_comm_nccl *n = c->nccl;
+    ncclComm_t nc = n->chan[side][send ? 0 : 1];
+    cudaStream_t s = n->chan_stream[side][send ? 0 : 1];
+    int peer = c->l.dp_rank * c->l.pp + stage;
+    if (!nc)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: %s with rank %d: no stage channel (%d stages)", c->who, what,
+                       peer, c->l.pp);
+    if (bytes == 0) return done_req(req);
+    /* the channel's two ranks: the lower stage is rank 0, so the peer is rank `side` */
+    char w[160];
+    snprintf(w, sizeof w, "post %s", what);
+    st = after_compute_on(c, s, err);
+    if (st == LT_OK)
+        st = settle(c, nc, send ? ncclSend(buf, bytes, ncclUint8, side, nc, s) : ncclRecv(buf, bytes, ncclUint8, side, nc, s),
+                    w, err);
+    if (st == LT_OK) st = new_req_on(c, s, nc, peer, what, req, err);
+    return st;
 }
 
 static const char *group_name(lt_comm_group g) {
@@ -434,6 +502,12 @@ lt_status lt_comm_pick_device(const lt_comm *c, int *device, lt_error *err) {
 }
 lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, void *comm_stream, lt_error *err) {
     (void)device, (void)compute_stream, (void)comm_stream;
+    return no_cuda(c, err);
+}
+lt_status lt_comm_nccl_stage(lt_comm *c, bool send, int stage, void *buf, size_t bytes, const char *what,
+                             lt_comm_req **req, lt_error *err) {
+    (void)send, (void)stage, (void)buf, (void)bytes, (void)what;
+    *req = NULL;
     return no_cuda(c, err);
 }
 lt_status lt_comm_dev_batch(lt_comm *c, const lt_comm_dev_op *ops, int n, const char *what, lt_comm_req **req,

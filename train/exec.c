@@ -181,13 +181,16 @@ typedef struct {
     lt_comm *comm;
     int my_dp, my_stage;
     lt_comm_req **recv_req;  /* [n_ops] local op v: the receive of its p2p input, once posted */
-    float **recv_buf;        /* [n_ops] ... into this buffer */
-    void **recv_host;        /* [n_ops] staged transfers (xfer_*): the host buffer MPI receives into */
-    size_t *recv_bytes;      /* [n_ops] */
+    float **recv_buf;        /* [n_ops] ... into this buffer (backend memory) */
+    size_t *recv_bytes;      /* [n_ops] its bytes once posted (SIZE_MAX: nothing comes); 0: not yet */
     uint32_t *sends_of;      /* [n_ops] sends still reading op v's buffers */
-    struct pending_send { uint32_t v; lt_comm_req *req; void *host; } *sends; /* host: a staged send's copy */
-    bool stage_test;         /* LONGTAIL_TEST_STAGE_TRANSFERS: stage a host backend's transfers too */
+    struct pending_send { uint32_t v; lt_comm_req *req; } *sends;
     size_t n_sends, cap_sends;
+    /* the stage channels' receive order (train/comm.h: a channel's transfers match in
+     * posting order): chan[t][0..chan_n[t]) the local ops that receive from stage t, in the
+     * order stage t sends; chan_next[t] the first not yet posted */
+    uint32_t **chan;
+    size_t *chan_n, *chan_next;
     uint32_t *kv_last;       /* [pp x n_samples] the last B op over a sample on a stage: after
                                 it the sample's K/V context of the stage's layers is freed */
     const lt_exec_hooks *eh; /* distributed: told when a layer's gradients are final */
@@ -654,10 +657,11 @@ static lt_status group_units_of(const pipe_run *pr, const lt_op *op, int G, grou
  * group's attention touched ([0, end) of each of its samples) in the backward, summed in
  * member order (the same float sums on every member). Before the backward's attention,
  * every member but the first zeroes those rows, so the sum counts what the earlier
- * (later-slice) backward ops left there once. On any backend (bf16 too) the rows go through
- * host buffers in the backend's element size (to_host / from_host; the ring moves bytes),
- * and the dK/dV sums are taken in fp32 on the host from the widened elements, then uploaded
- * (from_host_f32): host-staged, the correct slow path on a GPU (docs/trainer.md). */
+ * (later-slice) backward ops left there once. The rows are packed into backend buffers
+ * (be->copy), the ring moves them where they live (NCCL on the device for cuda,
+ * lt_comm_dev_ring_allgather; MPI for host memory) in the backend's element size, and the
+ * dK/dV sums are taken in fp32 by the backend (be->sum_blocks: one rounding to its
+ * elements). On the cpu fp32 backend these are the same bytes and float sums as before. */
 
 typedef struct cp_xchg {
     pipe_run *pr;
@@ -675,9 +679,16 @@ typedef struct cp_xchg {
 /* Byte offset into a backend pointer typed float * (its elements may be 2 bytes). */
 static float *at_b(const void *base, size_t bytes) { return (float *)((char *)base + bytes); }
 
+/* The ring all-gather of the group's blocks, where the backend's buffers live. */
+static lt_status group_ring(cp_xchg *x, const void *mine, const size_t *bytes, void *all, lt_error *err) {
+    const group_units *gu = x->gu;
+    return (be_of(x->pr)->host ? lt_comm_ring_allgather : lt_comm_dev_ring_allgather)(x->pr->comm, gu->ranks, gu->G,
+                                                                                     gu->me, mine, bytes, all, err);
+}
+
 /* This member's K/V rows of layer l (grads: its dK/dV of every row in row_sample/row_end)
- * downloaded into *mine, and *all sized for every member's (bytes[j] each, in the
- * backend's elements: the exchange moves bytes, never floats). */
+ * copied into the backend buffer *mine, and the backend buffer *all sized for every
+ * member's (bytes[j] each, in the backend's elements: the exchange moves bytes). */
 static lt_status kv_pack(cp_xchg *x, int l, bool grads, lt_error *err, char **mine, size_t *bytes, char **all) {
     const group_units *gu = x->gu;
     lt_kvctx *kv = x->pr->kv;
@@ -692,35 +703,35 @@ static lt_status kv_pack(cp_xchg *x, int l, bool grads, lt_error *err, char **mi
         bytes[j] = rows * kvd * 2 * es;
         total += bytes[j];
     }
-    *mine = malloc(bytes[gu->me] ? bytes[gu->me] : 1), *all = malloc(total ? total : 1);
+    *mine = be->alloc(be, bytes[gu->me] ? bytes[gu->me] : 1, false), *all = be->alloc(be, total ? total : 1, false);
     if (!*mine || !*all) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the K/V exchange");
     x->packed = bytes[gu->me] + total;
     track(x->pr, x->packed);
     char *p = *mine;
-    lt_status st = LT_OK;
     if (grads)
-        for (int i = 0; st == LT_OK && i < x->n_rows; i++) {
+        for (int i = 0; i < x->n_rows; i++) {
             const lt_kv_sample *ks = &kv->s[x->row_sample[i]];
             size_t n = (size_t)x->row_end[i] * kvd * es;
-            st = be->to_host(be, p, ks->dk[l], n, err), p += n;
-            if (st == LT_OK) st = be->to_host(be, p, ks->dv[l], n, err), p += n;
+            be->copy(be, p, ks->dk[l], n), p += n;
+            be->copy(be, p, ks->dv[l], n), p += n;
         }
     else
-        for (int i = 0; st == LT_OK && i < gu->u[gu->me].n_slices; i++) {
+        for (int i = 0; i < gu->u[gu->me].n_slices; i++) {
             const lt_train_slice *s = &gu->u[gu->me].slices[i];
             const lt_kv_sample *ks = &kv->s[s->sample];
             size_t n = (size_t)(s->end - s->begin) * kvd * es, o = (size_t)s->begin * kvd * es;
-            st = be->to_host(be, p, at_b(ks->k[l], o), n, err), p += n;
-            if (st == LT_OK) st = be->to_host(be, p, at_b(ks->v[l], o), n, err), p += n;
+            be->copy(be, p, at_b(ks->k[l], o), n), p += n;
+            be->copy(be, p, at_b(ks->v[l], o), n), p += n;
         }
-    return st;
+    return be->check(be, err);
 }
 
 /* kv_pack's buffers (and the sizes) freed. */
 static void kv_pack_free(cp_xchg *x, size_t *bytes, char *mine, char *all) {
+    const lt_backend *be = be_of(x->pr);
     untrack(x->pr, x->packed, x->pr->cur_stage);
     x->packed = 0;
-    free(bytes), free(mine), free(all);
+    free(bytes), be->free(be, mine), be->free(be, all);
 }
 
 static lt_status kv_ready(void *ctx, int l, lt_error *err) {
@@ -735,20 +746,21 @@ static lt_status kv_ready(void *ctx, int l, lt_error *err) {
         for (int i = 0; st == LT_OK && i < gu->u[j].n_slices; i++)
             st = lt_kvctx_reserve(kv, gu->u[j].slices[i].sample, l, l + 1, err);
     if (st == LT_OK) st = kv_pack(x, l, false, err, &mine, bytes, &all);
-    if (st == LT_OK) st = lt_comm_ring_allgather(x->pr->comm, gu->ranks, gu->G, gu->me, mine, bytes, all, err);
+    if (st == LT_OK) st = group_ring(x, mine, bytes, all, err);
     const char *p = all;
     for (int j = 0; st == LT_OK && j < gu->G; j++)
-        for (int i = 0; st == LT_OK && i < gu->u[j].n_slices; i++) {
+        for (int i = 0; i < gu->u[j].n_slices; i++) {
             const lt_train_slice *s = &gu->u[j].slices[i];
             const lt_kv_sample *ks = &kv->s[s->sample];
             size_t n = (size_t)(s->end - s->begin) * kvd * es, o = (size_t)s->begin * kvd * es;
             if (j != gu->me) {
-                st = be->from_host(be, at_b(ks->k[l], o), p, n, err);
-                if (st == LT_OK) st = be->from_host(be, at_b(ks->v[l], o), p + n, n, err);
+                be->copy(be, at_b(ks->k[l], o), p, n);
+                be->copy(be, at_b(ks->v[l], o), p + n, n);
             }
             p += 2 * n;
         }
-    kv_pack_free(x, bytes, mine, all);
+    if (st == LT_OK) st = be->check(be, err);
+    if (bytes) kv_pack_free(x, bytes, mine, all);
     return st;
 }
 
@@ -779,58 +791,22 @@ static lt_status dkv_ready(void *ctx, int l, lt_error *err) {
     const group_units *gu = x->gu;
     const lt_kvctx *kv = x->pr->kv;
     const lt_backend *be = be_of(x->pr);
-    size_t es = be->act_bytes;
     size_t *bytes = malloc((size_t)gu->G * sizeof *bytes);
     char *mine = NULL, *all = NULL;
     lt_status st = bytes ? kv_pack(x, l, true, err, &mine, bytes, &all) : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    if (st == LT_OK) st = lt_comm_ring_allgather(x->pr->comm, gu->ranks, gu->G, gu->me, mine, bytes, all, err);
-    /* the sums in fp32, in member order (the same float sums on every member): on the fp32
-     * host backend straight into dK/dV as before; otherwise each member's 2-byte elements
-     * widened on the host, summed into sum (n floats, counted while held) and uploaded,
-     * rounded once to the backend's elements */
-    bool direct = be->host && es == sizeof(float);
-    size_t block = bytes ? bytes[0] / es : 0, o = 0, most = 0, sum_bytes = 0;
-    for (int i = 0; i < x->n_rows; i++)
-        if ((size_t)x->row_end[i] * (size_t)kv->kvd > most) most = (size_t)x->row_end[i] * (size_t)kv->kvd;
-    float *sum = NULL;
-    if (st == LT_OK && !direct && most > 0) {
-        if (!(sum = malloc(most * sizeof(float)))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the dK/dV sums");
-        else sum_bytes = most * sizeof(float), track(x->pr, sum_bytes);
-    }
+    if (st == LT_OK) st = group_ring(x, mine, bytes, all, err);
+    /* the sums in fp32, in member order (the same float sums on every member), rounded once
+     * to the backend's elements, straight into dK/dV: member j's element e of the block at
+     * element offset o is all[j * block + o + e] */
+    size_t block = bytes ? bytes[0] / be->act_bytes : 0, o = 0;
     for (int i = 0; st == LT_OK && i < x->n_rows; i++) {
         const lt_kv_sample *ks = &kv->s[x->row_sample[i]];
         size_t n = (size_t)x->row_end[i] * (size_t)kv->kvd;
-        float *dst[2] = {ks->dk[l], ks->dv[l]};
-        for (int w = 0; st == LT_OK && w < 2; w++, o += n) {
-            if (direct) {
-                const float *a = (const float *)(const void *)all;
-                for (size_t e = 0; e < n; e++) {
-                    float s = a[o + e];
-                    for (int j = 1; j < gu->G; j++) s += a[(size_t)j * block + o + e];
-                    dst[w][e] = s;
-                }
-                continue;
-            }
-            for (size_t e = 0; e < n; e++) {
-                float s = 0;
-                for (int j = 0; j < gu->G; j++) {
-                    const char *q = all + ((size_t)j * block + o + e) * es;
-                    float f;
-                    if (es == 2) {
-                        uint16_t h;
-                        memcpy(&h, q, 2), f = lt_bf16_to_f32(h);
-                    } else {
-                        memcpy(&f, q, sizeof f);
-                    }
-                    s = j == 0 ? f : s + f;
-                }
-                sum[e] = s;
-            }
-            st = be->from_host_f32(be, dst[w], sum, n, err);
-        }
+        be->sum_blocks(be, ks->dk[l], all + o * be->act_bytes, gu->G, block, n), o += n;
+        be->sum_blocks(be, ks->dv[l], all + o * be->act_bytes, gu->G, block, n), o += n;
     }
-    if (sum) untrack(x->pr, sum_bytes, x->pr->cur_stage), free(sum);
-    kv_pack_free(x, bytes, mine, all);
+    if (st == LT_OK) st = be->check(be, err);
+    if (bytes) kv_pack_free(x, bytes, mine, all);
     return st;
 }
 
@@ -1010,7 +986,9 @@ static lt_status row_sources(pipe_run *pr, uint32_t v, int G, int R, bool want_x
  * that this member's forward shards hold, and receive the rows of this member's shard that
  * the others hold (recv[h]: member h's rows in row_sources order, each the row of layers
  * [lo, hi) with or without the head's part, lt_acts_pack_row, then with want_x the kept
- * input; counted from here, their bytes added to *recv_bytes for the caller to untrack). */
+ * input; counted from here, their bytes added to *recv_bytes for the caller to untrack).
+ * The rows are packed in backend memory and exchanged where it lives (NCCL on the device,
+ * lt_comm_dev_exchange, or MPI for host memory). */
 static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, int R, int lo, int hi, bool head,
                                bool want_x, float **recv, size_t *recv_bytes, lt_error *err) {
     int G = gu->G, me = gu->me;
@@ -1033,30 +1011,30 @@ static lt_status exchange_rows(pipe_run *pr, uint32_t v, const group_units *gu, 
             }
         if (st == LT_OK && g != me && cnt > 0) {
             sbytes[g] = cnt * row_floats * sizeof(float);
-            float *q = send[g] = malloc(sbytes[g]);
+            float *q = send[g] = be->alloc(be, sbytes[g], false);
             if (!q) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu rows to send", cnt);
             else track(pr, sbytes[g]);
             for (size_t i = 0; st == LT_OK && i < n; i++) {
                 if (rs[i].h != me) continue;
                 st = lt_acts_pack_row(&pr->gacts[rs[i].f][me], rs[i].srow, lo, hi, head, pr->m, q, err);
-                q += row_floats - x_floats;
-                if (st == LT_OK && want_x)
-                    st = be->to_host(be, q, at_b(pr->gxin[rs[i].f][me], (size_t)rs[i].srow * xrow), xrow, err);
+                q += row_floats - x_floats; /* (a pointer into backend memory: never dereferenced here) */
+                if (st == LT_OK && want_x) be->copy(be, q, at_b(pr->gxin[rs[i].f][me], (size_t)rs[i].srow * xrow), xrow);
                 q += x_floats;
             }
         }
         free(rs);
     }
     for (int h = 0; st == LT_OK && h < G; h++) {
-        if (rbytes[h] > 0 && !(recv[h] = malloc(rbytes[h])))
+        if (rbytes[h] > 0 && !(recv[h] = be->alloc(be, rbytes[h], false)))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the rows to receive");
         if (recv[h]) track(pr, rbytes[h]), *recv_bytes += rbytes[h];
     }
+    if (st == LT_OK) st = be->check(be, err);
     if (st == LT_OK)
-        st = lt_comm_exchange(pr->comm, gu->ranks, G, me, (const void *const *)send, sbytes, (void *const *)recv, rbytes,
-                              err);
+        st = (be->host ? lt_comm_exchange : lt_comm_dev_exchange)(pr->comm, gu->ranks, G, me, (const void *const *)send,
+                                                                   sbytes, (void *const *)recv, rbytes, err);
     for (int g = 0; send && g < G; g++)
-        if (send[g]) untrack(pr, sbytes[g], pr->cur_stage), free(send[g]);
+        if (send[g]) untrack(pr, sbytes[g], pr->cur_stage), be->free(be, send[g]);
     free(send), free(sbytes), free(rbytes);
     return st;
 }
@@ -1086,7 +1064,7 @@ static lt_status gather_group(pipe_run *pr, uint32_t v, int G, int R, const lt_t
         } else if (recv && recv[h]) { /* held by member h's process */
             const float *q = recv[h] + cursor[h]++ * row_floats;
             st = lt_acts_unpack_row(dst, dr, lo, hi, head, pr->m, q, err);
-            if (st == LT_OK && x) st = be->from_host(be, at_b(x, (size_t)dr * xrow), q + row_floats - x_floats, xrow, err);
+            if (st == LT_OK && x) be->copy(be, at_b(x, (size_t)dr * xrow), q + row_floats - x_floats, xrow);
         } else {
             st = op_error(pr, v, err, "a row of its unit was forwarded nowhere this process can read");
         }
@@ -1108,7 +1086,7 @@ static lt_status gather_members(cp_xchg *xc, int lo, int hi, bool head, float **
         st = exchange_rows(pr, xc->v, gu, xc->R, lo, hi, head, xs != NULL, recv, &recv_bytes, err);
     for (int i = 0; st == LT_OK && i < gu->n_active; i++)
         st = gather_group(pr, xc->v, gu->G, xc->R, &xc->cu[i], lo, hi, head, recv, &xc->ca[i], xs ? xs[i] : NULL, err);
-    for (int h = 0; recv && h < gu->G; h++) free(recv[h]);
+    for (int h = 0; recv && h < gu->G; h++) be_of(pr)->free(be_of(pr), recv[h]);
     untrack(pr, recv_bytes, pr->cur_stage);
     free(recv);
     return st;
@@ -1378,75 +1356,81 @@ static void transfer_name(const pipe_run *pr, uint32_t v, bool in, char *buf, si
 }
 
 /* ---------------------------------------------------------------- stage-to-stage transfers
- * Point-to-point over MPI (lt_comm_isend / irecv, tagged with the receiving op). A host
- * backend's buffers (cpu, cpu-bf16) go as they are. A device backend's (cuda) are STAGED
- * through host memory, the correct slow path: a send downloads the rows (be->to_host,
- * which first waits for the kernels that wrote them) into a host copy that MPI sends and
- * that is freed when the send completes; a receive lands in a host buffer that is uploaded
- * (be->from_host) into the backend buffer when the op takes its input. NCCL point-to-point
- * (lt_comm_dev_*) is not used for these: this executor posts the next op's receive before
- * the current op's sends, and NCCL matches a pair of ranks' transfers in posting order on
- * one stream (train/comm.h, ORDERING RULES 3), so two stages in 1F1B's steady state would
- * each wait for the other. LONGTAIL_TEST_STAGE_TRANSFERS=1 stages a host backend's
- * transfers too, so the staging runs in tests without a GPU (tests/train/dist.sh). */
-static bool staged(const pipe_run *pr) { return !be_of(pr)->host || pr->stage_test; }
+ * Over the stage channels (train/comm.h): MPI for a host backend's buffers, NCCL on the
+ * channel's own communicator and stream for a device backend's (cuda), straight from and
+ * into the backend buffers. A channel's transfers match in posting order, so this process
+ * posts the receives of each channel in the order its sender sends: a stage sends in the
+ * order it runs its ops (exec_order, the same on every rank) and, within an op, in its
+ * successors' order (send_outputs). chan_build derives that order here; post_recv posts a
+ * channel's earlier receives before the one asked for. Posting early (the next op's
+ * receive before this op runs) overlaps the transfer with compute on both paths. */
 
-/* Post a send of `bytes` bytes of backend buffer buf; *host: the staged copy (or NULL),
- * freed by the caller once the request completes. */
-static lt_status xfer_isend(pipe_run *pr, int peer, int tag, const void *buf, size_t bytes, const char *what,
-                            lt_comm_req **req, void **host, lt_error *err) {
-    *host = NULL;
-    if (!staged(pr)) return lt_comm_isend(pr->comm, peer, tag, buf, bytes, what, req, err);
-    const lt_backend *be = be_of(pr);
-    if (!(*host = malloc(bytes ? bytes : 1)))
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-byte staged transfer", bytes);
-    lt_status st = be->to_host(be, *host, buf, bytes, err);
-    if (st == LT_OK) st = lt_comm_isend(pr->comm, peer, tag, *host, bytes, what, req, err);
-    return st;
+/* Each channel's receives (pr->chan), from the order every stage runs its ops. */
+static lt_status chan_build(pipe_run *pr, const uint32_t *order, lt_error *err) {
+    int pp = pr->p->pp;
+    pr->chan = calloc((size_t)pp, sizeof *pr->chan);
+    pr->chan_n = calloc((size_t)pp, sizeof *pr->chan_n), pr->chan_next = calloc((size_t)pp, sizeof *pr->chan_next);
+    if (!pr->chan || !pr->chan_n || !pr->chan_next) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int pass = 0; pass < 2; pass++) { /* count, then fill */
+        for (size_t i = 0; i < pr->deps.n_ops; i++) {
+            uint32_t u = order[i];
+            if (local(pr, u)) continue;
+            size_t ns;
+            const lt_dep *s = lt_deps_succs(&pr->deps, u, &ns);
+            for (size_t k = 0; k < ns; k++) {
+                const lt_dep *d = s[k].p2p && local(pr, s[k].op) ? p2p_pred(pr, s[k].op) : NULL;
+                if (!d || d->op != u) continue;
+                int t = (int)pr->deps.stage[u];
+                if (pass == 1) pr->chan[t][pr->chan_next[t]++] = s[k].op;
+                else pr->chan_n[t]++;
+            }
+        }
+        for (int t = 0; pass == 0 && t < pp; t++)
+            if (pr->chan_n[t] && !(pr->chan[t] = malloc(pr->chan_n[t] * sizeof **pr->chan)))
+                return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    }
+    memset(pr->chan_next, 0, (size_t)pp * sizeof *pr->chan_next);
+    return LT_OK;
 }
 
-/* Post a receive of `bytes` bytes for backend buffer dst (straight into it, or into *host
- * when staged: xfer_land moves it once the request completed). */
-static lt_status xfer_irecv(pipe_run *pr, int peer, int tag, void *dst, size_t bytes, const char *what,
-                            lt_comm_req **req, void **host, lt_error *err) {
-    *host = NULL;
-    if (!staged(pr)) return lt_comm_irecv(pr->comm, peer, tag, dst, bytes, what, req, err);
-    if (!(*host = malloc(bytes ? bytes : 1)))
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-byte staged transfer", bytes);
-    return lt_comm_irecv(pr->comm, peer, tag, *host, bytes, what, req, err);
+static void chan_free(pipe_run *pr) {
+    for (int t = 0; pr->chan && t < pr->p->pp; t++) free(pr->chan[t]);
+    free(pr->chan), free(pr->chan_n), free(pr->chan_next);
+    pr->chan = NULL, pr->chan_n = pr->chan_next = NULL;
 }
 
-/* A completed receive's bytes into dst (staged: uploaded from *host, which is freed). */
-static lt_status xfer_land(pipe_run *pr, void *dst, void **host, size_t bytes, lt_error *err) {
-    if (!*host) return LT_OK;
-    const lt_backend *be = be_of(pr);
-    lt_status st = be->from_host(be, dst, *host, bytes, err);
-    free(*host);
-    *host = NULL;
-    return st;
-}
-
-/* Post the receive of local op v's input from the stage before (F) or after (B). */
-static lt_status post_recv(pipe_run *pr, uint32_t v, lt_error *err) {
-    const lt_dep *d = p2p_pred(pr, v);
-    if (!d || pr->recv_buf[v] || pr->recv_req[v] || pr->recv_bytes[v] == SIZE_MAX) return LT_OK;
+/* Post the receive of local op w's input (from stage t, the channel's next). */
+static lt_status post_one(pipe_run *pr, uint32_t w, int t, lt_error *err) {
     int G, me, T;
-    lt_status st = local_tokens(pr, pr->deps.op[v], &G, &me, &T, err);
+    lt_status st = local_tokens(pr, pr->deps.op[w], &G, &me, &T, err);
     if (st != LT_OK) return st;
     const lt_backend *be = be_of(pr);
     size_t bytes = (size_t)T * (size_t)pr->m->shape.hidden * be->act_bytes;
-    if (bytes == 0) { /* an empty shard: nothing comes */
-        pr->recv_bytes[v] = SIZE_MAX;
+    if (bytes == 0) { /* an empty shard: nothing comes (its sender sends nothing either) */
+        pr->recv_bytes[w] = SIZE_MAX;
         return LT_OK;
     }
-    if (!(pr->recv_buf[v] = be->alloc(be, bytes, false)))
+    if (!(pr->recv_buf[w] = be->alloc(be, bytes, false)))
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-byte transfer", bytes);
-    pr->recv_bytes[v] = bytes;
+    pr->recv_bytes[w] = bytes;
     track(pr, bytes);
     char what[160];
-    transfer_name(pr, v, true, what, sizeof what);
-    return xfer_irecv(pr, lt_comm_rank_of(pr->comm, pr->my_dp, d->stage), (int)v, pr->recv_buf[v], bytes, what,
-                      &pr->recv_req[v], &pr->recv_host[v], err);
+    transfer_name(pr, w, true, what, sizeof what);
+    return lt_comm_stage_irecv(pr->comm, t, pr->recv_buf[w], bytes, !be->host, what, &pr->recv_req[w], err);
+}
+
+/* Post the receive of local op v's input from the stage before (F) or after (B), after
+ * every receive its channel delivers earlier. */
+static lt_status post_recv(pipe_run *pr, uint32_t v, lt_error *err) {
+    const lt_dep *d = p2p_pred(pr, v);
+    if (!d || pr->recv_bytes[v] != 0) return LT_OK; /* no input to receive, or posted */
+    int t = (int)d->stage;
+    while (pr->chan_next[t] < pr->chan_n[t]) {
+        uint32_t w = pr->chan[t][pr->chan_next[t]++];
+        lt_status st = post_one(pr, w, t, err);
+        if (st != LT_OK || w == v) return st;
+    }
+    return op_error(pr, v, err, "receives from a stage that never sends to it");
 }
 
 /* Wait for v's input and put it where the op reads its predecessor's output: a forward's
@@ -1456,7 +1440,6 @@ static lt_status take_recv(pipe_run *pr, uint32_t v, lt_error *err) {
     if (!d) return LT_OK;
     lt_status st = post_recv(pr, v, err);
     if (st == LT_OK) st = lt_comm_wait(pr->comm, &pr->recv_req[v], err);
-    if (st == LT_OK && pr->recv_buf[v]) st = xfer_land(pr, pr->recv_buf[v], &pr->recv_host[v], pr->recv_bytes[v], err);
     if (st != LT_OK) return st;
     int G, me, T;
     if ((st = local_tokens(pr, pr->deps.op[v], &G, &me, &T, err)) != LT_OK) return st;
@@ -1510,12 +1493,9 @@ static lt_status send_outputs(pipe_run *pr, uint32_t v, lt_error *err) {
         transfer_name(pr, s[k].op, true, what, sizeof what);
         struct pending_send *ps = &pr->sends[pr->n_sends];
         ps->v = v;
-        st = xfer_isend(pr, lt_comm_rank_of(pr->comm, pr->my_dp, s[k].stage), (int)s[k].op, buf,
-                        (size_t)T * (size_t)pr->m->shape.hidden * act_es(pr), what, &ps->req, &ps->host, err);
-        if (st != LT_OK) {
-            free(ps->host);
-            return st;
-        }
+        st = lt_comm_stage_isend(pr->comm, (int)s[k].stage, buf, (size_t)T * (size_t)pr->m->shape.hidden * act_es(pr),
+                                 !be_of(pr)->host, what, &ps->req, err);
+        if (st != LT_OK) return st;
         pr->n_sends++, pr->sends_of[v]++;
     }
     return LT_OK;
@@ -1535,7 +1515,6 @@ static lt_status poll_sends(pipe_run *pr, bool all, lt_error *err) {
         if (st == LT_OK) st = all ? lt_comm_wait(pr->comm, &pr->sends[i].req, err) : lt_comm_test(pr->comm, &pr->sends[i].req, &done, err);
         if (st == LT_OK && (all || done)) {
             uint32_t v = pr->sends[i].v;
-            free(pr->sends[i].host), pr->sends[i].host = NULL; /* a staged send's copy */
             pr->sends_of[v]--;
             maybe_release(pr, v);
         } else {
@@ -1572,10 +1551,9 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     if (pr->comm) {
         pr->recv_req = calloc(n + 1, sizeof *pr->recv_req);
         pr->recv_buf = calloc(n + 1, sizeof *pr->recv_buf);
-        pr->recv_host = calloc(n + 1, sizeof *pr->recv_host);
         pr->recv_bytes = calloc(n + 1, sizeof *pr->recv_bytes);
         pr->sends_of = calloc(n + 1, sizeof *pr->sends_of);
-        if (st == LT_OK && (!pr->recv_req || !pr->recv_buf || !pr->recv_host || !pr->recv_bytes || !pr->sends_of))
+        if (st == LT_OK && (!pr->recv_req || !pr->recv_buf || !pr->recv_bytes || !pr->sends_of))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
         pr->cur_stage = pr->my_stage;
     }
@@ -1584,6 +1562,7 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
                         !pr->gxin_bytes))
         st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
     if (st == LT_OK) st = exec_order(&pr->deps, pr->r, pr->p->step, order, err);
+    if (st == LT_OK && pr->comm) st = chan_build(pr, order, err);
     if (st == LT_OK) /* readers of each op's buffers here: model-path and activation successors */
         for (uint32_t v = 0; v < n; v++) {
             size_t ns;
@@ -1672,12 +1651,10 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
         for (size_t v = 0; pr->recv_req && pr->recv_buf && v < n; v++) {
             free(pr->recv_req[v]);
             be_of(pr)->free(be_of(pr), pr->recv_buf[v]); /* backend memory */
-            if (pr->recv_host) free(pr->recv_host[v]);
         }
-        for (size_t i = 0; i < pr->n_sends; i++) free(pr->sends[i].host); /* after an error: staged copies */
-        free(pr->recv_req), free(pr->recv_buf), free(pr->recv_host), free(pr->recv_bytes), free(pr->sends_of), free(pr->sends);
-        pr->recv_req = NULL, pr->recv_buf = NULL, pr->recv_host = NULL, pr->recv_bytes = NULL, pr->sends_of = NULL,
-        pr->sends = NULL;
+        free(pr->recv_req), free(pr->recv_buf), free(pr->recv_bytes), free(pr->sends_of), free(pr->sends);
+        pr->recv_req = NULL, pr->recv_buf = NULL, pr->recv_bytes = NULL, pr->sends_of = NULL, pr->sends = NULL;
+        chan_free(pr);
         pr->n_sends = pr->cap_sends = 0;
     }
     for (size_t v = 0; pr->acts && pr->din && pr->din_bytes && pr->x_in && pr->acts_T && pr->gacts && pr->gdin && pr->gsize && pr->gxin &&
@@ -1756,8 +1733,6 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
     pipe_run pr = {.m = m, .p = p, .b = &b, .grads = grads, .kv = &kv, .pool = pool, .f_tokens = f_tokens,
                    .b_tokens = b_tokens, .stats = stats, .t0 = now_s(), .comm = comm, .eh = eh};
     if (lay) pr.my_dp = lay->dp_rank, pr.my_stage = lay->stage;
-    const char *stage_env = getenv("LONGTAIL_TEST_STAGE_TRANSFERS"); /* tests: see xfer_isend */
-    pr.stage_test = lay && stage_env && strcmp(stage_env, "1") == 0;
     pr.meter = (lt_meter){.ctx = &pr, .add = meter_add, .sub = meter_sub};
     kv.meter = &pr.meter;
     pr.live_stage = calloc((size_t)p->pp, sizeof(size_t));

@@ -258,7 +258,9 @@ void lt_acts_free(lt_acts *a);
  *   copy    row srow of src into row drow of dst; both rows must hold the same token at the
  *           same position (LT_ERR_INTERNAL otherwise);
  *   pack    row `row` of a into buf, unpack buf into row `row` of a: for moving it between
- *           processes (a context-parallel group's regrouped backward, train/exec.c). ids,
+ *           processes (a context-parallel group's regrouped backward, train/exec.c); buf is
+ *           memory of a's backend (host memory on the CPU ones, device memory on the GPU:
+ *           the exchange moves it where it lives). ids,
  *           pos and targets are not moved: the receiving set was allocated for the same
  *           tokens. */
 lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, int l0, int l1, bool head,

@@ -186,8 +186,8 @@ static lt_status check_row(const lt_acts *a, int row, int l0, int l1, bool head,
     return LT_OK;
 }
 
-/* Row `row` of layers [l0, l1) of a (and with `head` its dnf_in) to (pack) or from the host
- * buffer buf, the fields' bytes one after the other. */
+/* Row `row` of layers [l0, l1) of a (and with `head` its dnf_in) to (pack) or from buf, the
+ * fields' bytes one after the other (buf is memory of a's backend: be->copy). */
 static lt_status row_io(lt_acts *a, int row, const lt_llama *m, int l0, int l1, bool head, char *buf, bool pack,
                         lt_error *err) {
     dims d = dims_of(m, 1);
@@ -200,10 +200,11 @@ static lt_status row_io(lt_acts *a, int row, const lt_llama *m, int l0, int l1, 
         else break;
         for (int i = 0; st == LT_OK && i < n; buf += f[i].w, i++) {
             char *r = f[i].base + (size_t)row * f[i].w;
-            st = pack ? a->be->to_host(a->be, buf, r, f[i].w, err) : a->be->from_host(a->be, r, buf, f[i].w, err);
+            if (pack) a->be->copy(a->be, buf, r, f[i].w);
+            else a->be->copy(a->be, r, buf, f[i].w);
         }
     }
-    return st;
+    return st == LT_OK ? a->be->check(a->be, err) : st;
 }
 
 lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, int l0, int l1, bool head,

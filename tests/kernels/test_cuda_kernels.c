@@ -52,6 +52,7 @@
 
 #include "kernels/cuda.h"  /* the kernels under test, lt_bf16 conversions */
 #include "lib/rng.h"       /* lt_rng: seeded test data */
+#include "train/backend.h" /* lt_backend_cpu_bf16: the host reference of sum_blocks */
 #include "train/kernels.h" /* the CPU reference kernels */
 #include "train/model.h"   /* lt_llama, lt_tensor_info (AdamW's decay per tensor) */
 #include "train/optim.h"   /* lt_adamw_update_range, lt_grad_norm */
@@ -319,6 +320,35 @@ static void test_conversions_and_add(void **state) {
     }
     dfree(dx), dfree(db), dfree(df);
     free(x), free(back), free(want), free(f);
+}
+
+/* The context-parallel dK/dV sums: G member blocks of n elements, stride apart, summed in
+ * fp32 in member order: bit for bit the cpu-bf16 backend's (train/backend_cpu.c), whose
+ * sums train/exec.c takes on the CPU. G = 1 is a copy. */
+static void test_sum_blocks(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 12);
+    const lt_backend *host = lt_backend_cpu_bf16();
+    const int Gs[] = {1, 2, 3, 5};
+    for (size_t gi = 0; gi < sizeof Gs / sizeof Gs[0]; gi++) {
+        int G = Gs[gi];
+        size_t n = 517, stride = 600; /* a gap between the blocks stays unread */
+        float *a = rand_bf16_values(&r, (size_t)G * stride, -8, 8);
+        lt_bf16 *h = malloc((size_t)G * stride * sizeof *h), *hw = malloc(n * sizeof *hw);
+        assert_non_null(h), assert_non_null(hw);
+        for (size_t i = 0; i < (size_t)G * stride; i++) h[i] = lt_bf16_from_f32(a[i]);
+        host->sum_blocks(host, hw, h, G, stride, n);
+        float *want = fbuf(n);
+        for (size_t i = 0; i < n; i++) want[i] = lt_bf16_to_f32(hw[i]);
+        lt_bf16 *ds = up_bf16(a, (size_t)G * stride), *dd = dalloc(n * sizeof *dd);
+        OK(lt_cuda_sum_blocks(g_cuda, dd, ds, G, stride, n, err));
+        float *got = down_bf16(dd, n);
+        expect_bits("sum_blocks", got, want, n);
+        free(a), free(h), free(hw), free(want), free(got);
+        dfree(ds), dfree(dd);
+    }
 }
 
 /* ---------------------------------------------------------------- GEMM */
@@ -707,6 +737,7 @@ int main(void) {
         cmocka_unit_test(test_host_bf16_conversions),
         cmocka_unit_test(test_open_without_device_reports_reason),
         cmocka_unit_test(test_conversions_and_add),
+        cmocka_unit_test(test_sum_blocks),
         cmocka_unit_test(test_linear_matches_cpu_and_cache),
         cmocka_unit_test(test_linear_alignment_is_part_of_the_key),
         cmocka_unit_test(test_embed),

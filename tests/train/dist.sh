@@ -193,11 +193,11 @@ fi
 # the backend's elements, K/V of the context kept in bf16; the ranks' gradients against one
 # fp32 process and against every sample run whole, by relative norm within the bf16
 # tolerance (3e-2; the fp32 run above gives ~1e-7, so a bf16 run that scored like it would
-# mean the backend was not used: its error must also be above 1e-4). STAGE=1: the transfers
-# staged through host buffers as the CUDA backend's are (LONGTAIL_TEST_STAGE_TRANSFERS)
+# mean the backend was not used: its error must also be above 1e-4). The stage transfers go
+# over the stage channels matched in posting order (train/comm.h), as NCCL matches them
 oracle_bf16() {
-  local name=$1 dp=$2 pp=$3 what=$4 stage=${5:-0}
-  if ! LONGTAIL_TEST_STAGE_TRANSFERS=$stage LONGTAIL_TEST_BACKEND=cpu-bf16 "${MPIRUN[@]}" $((dp * pp)) "$TRAINER" check --config "$tmp/m.ini" \
+  local name=$1 dp=$2 pp=$3 what=$4
+  if ! LONGTAIL_TEST_BACKEND=cpu-bf16 "${MPIRUN[@]}" $((dp * pp)) "$TRAINER" check --config "$tmp/m.ini" \
        --set parallel.dp="$dp" --set parallel.pp="$pp" --db "$tmp/$name.db" --data "$tmp/data" \
        >"$tmp/$name-bf16.out" 2>"$tmp/$name-bf16.err"; then
     notok "cpu-bf16 over $((dp * pp)) ranks: $what" "$tmp/$name-bf16.out" "$tmp/$name-bf16.err"
@@ -214,13 +214,13 @@ oracle_bf16() {
   fi
 }
 oracle_bf16 megatron-dp2-pp2 2 2 "megatron, dp 2 x pp 2"
-oracle_bf16 seq1f1b-dp1-pp4 1 4 "seq1f1b, pp 4, transfers staged through the host" 1
-oracle_bf16 slimpack-dp2-pp2 2 2 "slimpack, dp 2 x pp 2 (asymmetric backward units), transfers staged" 1
+oracle_bf16 seq1f1b-dp1-pp4 1 4 "seq1f1b, pp 4"
+oracle_bf16 slimpack-dp2-pp2 2 2 "slimpack, dp 2 x pp 2 (asymmetric backward units)"
 oracle_bf16 cf-fk 2 2 "chunkflow with FK ops, dp 2 x pp 2"
 # context-parallel groups on the 2-byte backend: the DP-Merge group's members and static CP
-# 2 and 4 exchange K/V and dK/dV around their ring in bf16 bytes (the dK/dV sums in fp32 on
-# the host), and the regrouped backward rows and kept inputs in bf16 bytes
-oracle_bf16 sp-merge 4 2 "slimpack, dp 4 x pp 2, a DP-Merge group of 2 over processes, transfers staged" 1
+# 2 and 4 exchange K/V and dK/dV around their ring in bf16 bytes (the dK/dV sums in fp32 by
+# the backend, sum_blocks), and the regrouped backward rows and kept inputs in bf16 bytes
+oracle_bf16 sp-merge 4 2 "slimpack, dp 4 x pp 2, a DP-Merge group of 2 over processes"
 oracle_bf16 mg-cp2 4 2 "megatron with static context parallelism 2"
 oracle_bf16 mg-cp4 4 2 "megatron with static context parallelism 4 (recompute: kept inputs regrouped)"
 
