@@ -32,6 +32,18 @@ struct lt_comm_req {
     char what[120];
 };
 
+/* The stage channels' splits (comm_nccl.c, lt_comm_attach_device): in split `parity` (0:
+ * the pairs of stages (s, s + 1) with s even, 1: with s odd) the colour of the rank at
+ * (dp_rank, stage) of a layout with pp stages, or -1 when it is in no pair of that parity
+ * (the end stages); *lower: it is the pair's lower stage (its neighbour is stage + 1, and
+ * with key = stage it is rank 0 of the pair's communicator). Each pair of a pipeline gets
+ * one colour, shared by its two stages only (tests/train/test_comm_device.c). */
+static inline int lt_comm_chan_colour(int dp_rank, int stage, int pp, int parity, bool *lower) {
+    *lower = stage % 2 == parity && stage + 1 < pp;
+    bool upper = stage % 2 != parity && stage >= 1;
+    return *lower ? dp_rank * pp + stage : upper ? dp_rank * pp + stage - 1 : -1;
+}
+
 /* train/comm_nccl.c, for comm_mpi.c's wait, test, abort and finalize: */
 /* Has device request r completed (its event fired)? An error of the event or of the NCCL
  * communicator is LT_ERR_IO naming the request. */

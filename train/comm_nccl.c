@@ -235,10 +235,10 @@ lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, vo
          * each split gives a rank at most one pair, so four splits make every channel */
         for (int p = 0; st == LT_OK && l->pp > 1 && p < 2; p++)
             for (int way = 0; st == LT_OK && way < 2; way++) {
-                bool lower = l->stage % 2 == p && l->stage + 1 < l->pp; /* I am the pair's lower stage */
-                bool upper = l->stage % 2 != p && l->stage >= 1;
-                int colour = lower ? l->dp_rank * l->pp + l->stage
-                           : upper ? l->dp_rank * l->pp + l->stage - 1 : NCCL_SPLIT_NOCOLOR;
+                bool lower; /* I am the pair's lower stage */
+                int colour = lt_comm_chan_colour(l->dp_rank, l->stage, l->pp, p, &lower);
+                bool upper = colour >= 0 && !lower;
+                if (colour < 0) colour = NCCL_SPLIT_NOCOLOR;
                 ncclComm_t x = NULL;
                 st = split(c, colour, l->stage, &x, way == 0 ? "the forward stage channels" : "the backward stage "
                            "channels", err);

@@ -18,9 +18,14 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "buildconfig.h" /* HAVE_MPI (comm_impl.h's struct) */
+#ifdef HAVE_MPI
+#include <mpi.h>
+#endif
 #include "kernels/cuda.h" /* lt_cuda_open, lt_cuda_stream, lt_cuda_comm_stream, memory */
 #include "kernels/gpu.h"  /* lt_gpu_built, lt_gpu_device_count */
 #include "train/comm.h"
+#include "train/comm_impl.h" /* lt_comm_chan_colour */
 
 static lt_comm *world_of_one(void) {
     lt_comm *c = NULL;
@@ -32,6 +37,51 @@ static lt_comm *world_of_one(void) {
 }
 
 static bool have_gpu(char *why, size_t n) { return lt_gpu_device_count(why, n) > 0; }
+
+/* The stage channels' split colours (train/comm_impl.h), over layouts up to dp 3 x pp 7:
+ * in the two splits together, every pair of neighbouring stages of every pipeline has
+ * exactly one colour, held by its two ranks and no other, the lower stage marked lower
+ * (rank 0 of the pair); a rank is in at most one pair per split. This is the part of the
+ * NCCL bootstrap that can be checked without NCCL: which ranks end up in which channel. */
+static void test_stage_channel_colours(void **state) {
+    (void)state;
+    for (int dp = 1; dp <= 3; dp++)
+        for (int pp = 1; pp <= 7; pp++) {
+            int world = dp * pp, pairs_seen = 0;
+            for (int parity = 0; parity < 2; parity++) {
+                int *members = calloc((size_t)world, sizeof *members); /* per colour: how many */
+                int *low = calloc((size_t)world, sizeof *low), *high = calloc((size_t)world, sizeof *high);
+                assert_non_null(members), assert_non_null(low), assert_non_null(high);
+                for (int r = 0; r < world; r++) {
+                    int d = r / pp, s = r % pp;
+                    bool lower = false;
+                    int c = lt_comm_chan_colour(d, s, pp, parity, &lower);
+                    if (c < 0) {
+                        /* no pair of this parity: only where neither (s - 1, s) nor (s, s + 1) has it */
+                        assert_false(s % 2 == parity && s + 1 < pp);
+                        assert_false(s >= 1 && (s - 1) % 2 == parity);
+                        continue;
+                    }
+                    assert_in_range(c, 0, world - 1);
+                    members[c]++;
+                    if (lower) low[c] = r + 1;
+                    else high[c] = r + 1;
+                }
+                for (int c = 0; c < world; c++) {
+                    if (!members[c]) continue;
+                    assert_int_equal(members[c], 2);
+                    assert_true(low[c] > 0 && high[c] > 0);
+                    int a = low[c] - 1, b = high[c] - 1;
+                    assert_int_equal(a / pp, b / pp);         /* one pipeline */
+                    assert_int_equal(b % pp, a % pp + 1);     /* neighbours, the lower one marked */
+                    assert_int_equal((a % pp) % 2, parity);   /* of this split's parity */
+                    pairs_seen++;
+                }
+                free(members), free(low), free(high);
+            }
+            assert_int_equal(pairs_seen, dp * (pp - 1)); /* every pair, once */
+        }
+}
 
 static void test_device_calls_need_an_attached_device(void **state) {
     (void)state;
@@ -129,6 +179,7 @@ static void test_world_of_one_on_a_gpu(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stage_channel_colours),
         cmocka_unit_test(test_device_calls_need_an_attached_device),
         cmocka_unit_test(test_attach_failures_are_clean),
         cmocka_unit_test(test_world_of_one_on_a_gpu),
