@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 int lt_test_in_child(void (*fn)(void *arg), void *arg, char *err, size_t err_size) {
@@ -72,4 +73,18 @@ size_t lt_test_where_to_offset(const char *where, const char *text, size_t n) {
     size_t line_end = nl != NULL ? (size_t)(nl - text) : n; /* the '\n' itself is column end + 1 */
     if (column - 1 > line_end - start) return SIZE_MAX;
     return start + column - 1;
+}
+
+static double clock_ms(clockid_t id) {
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+double lt_test_now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+double lt_test_cpu_ms(void) { return clock_ms(CLOCK_PROCESS_CPUTIME_ID); }
+
+int lt_test_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }

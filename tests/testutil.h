@@ -27,4 +27,10 @@ int lt_test_tmpdir_remove(const char *dir);
  * past a line's last byte). */
 size_t lt_test_where_to_offset(const char *where, const char *text, size_t n);
 
+/* The benchmark modes' clocks, in milliseconds: wall (CLOCK_MONOTONIC) and this process's
+ * CPU time (CLOCK_PROCESS_CPUTIME_ID); and a qsort comparator of doubles (medians). */
+double lt_test_now_ms(void);
+double lt_test_cpu_ms(void);
+int lt_test_cmp_double(const void *a, const void *b);
+
 #endif /* LT_TESTUTIL_H */

@@ -19,7 +19,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -29,6 +28,7 @@
 #include "plans/sampler.h"  /* lt_sampler_* */
 #include "plans/store.h"    /* lt_plan_validate */
 #include "tests/plans/plan_fixture.h"
+#include "tests/testutil.h" /* lt_test_now_ms, lt_test_cmp_double (bench mode) */
 
 /* A planner config for the model `m` on h200 with the given layout, mem_cap in GiB (0 = HBM),
  * strategy infinipipe, the config's MILP defaults (plan_fixture.h). */
@@ -881,17 +881,6 @@ static void test_name(void **state) {
 
 /* ---------------------------------------------------------------- bench */
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int bench(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: %s --bench LENGTHS_FILE STEPS [CONTEXT [MEM_GIB]]\n", argv[0]);
@@ -919,9 +908,9 @@ static int bench(int argc, char **argv) {
     long failed = 0;
     for (long t = 0; t < steps; t++) {
         if (lt_sampler_step_lengths(sampler, (uint64_t)t, lengths, &err) != LT_OK) return 1;
-        double a = now_ms();
+        double a = lt_test_now_ms();
         lt_status st = lt_planner_plan_step(pl, LT_STRATEGY_INFINIPIPE, (uint64_t)t, lengths, 512, &plan, &err);
-        ms[t] = now_ms() - a;
+        ms[t] = lt_test_now_ms() - a;
         total += ms[t];
         if (st != LT_OK) {
             failed++;
@@ -931,7 +920,7 @@ static int bench(int argc, char **argv) {
         if (getenv("BENCH_VERBOSE"))
             printf("step %ld: %.3f s, %s, %s, %.1f ms\n", t, plan.time_s, plan.params, plan.solver_status, ms[t]);
     }
-    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    qsort(ms, (size_t)steps, sizeof *ms, lt_test_cmp_double);
     printf("infinipipe: %ld steps, context %" PRId64 ", mem %.0f GiB: planning median %.1f ms, mean %.1f ms, max %.1f "
            "ms; mean step time %.3f s; %ld failed\n",
            steps, context, mem, ms[steps / 2], total / (double)steps, ms[steps - 1],

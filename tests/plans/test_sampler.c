@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include <cmocka.h>
 
@@ -28,7 +27,7 @@
 #include "lib/rng.h"        /* lt_rng_seed, lt_rng_split, lt_rng_below */
 #include "lib/sha256.h"     /* lt_sha256_hex */
 #include "plans/sampler.h"
-#include "tests/testutil.h" /* lt_test_tmpdir_* */
+#include "tests/testutil.h" /* lt_test_tmpdir_*, lt_test_now_ms */
 
 static char tmp_root[128];
 
@@ -729,27 +728,21 @@ static void test_errors(void **state) {
 
 /* ---- benchmark mode ---------------------------------------------------------------- */
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static int bench(int argc, char **argv) {
     lt_error err;
     lt_sample_policy policy = LT_SAMPLE_TRUNCATE;
     if (argc == 7 && lt_sample_policy_parse(argv[6], "policy", &policy, &err) != LT_OK) return lt_error_exit(&err);
-    double t0 = now_ms();
+    double t0 = lt_test_now_ms();
     lt_corpus *c;
     if (lt_corpus_load_lengths(&c, argv[2], &err) != LT_OK) return lt_error_exit(&err);
-    double t1 = now_ms();
+    double t1 = lt_test_now_ms();
     lt_sampler_config cfg = {.context_len = strtoll(argv[5], NULL, 0),
                              .global_batch = strtoll(argv[4], NULL, 0),
                              .seed = 1234,
                              .policy = policy};
     lt_sampler *s;
     if (lt_sampler_create(&s, c, &cfg, &err) != LT_OK) return lt_error_exit(&err);
-    double t2 = now_ms();
+    double t2 = lt_test_now_ms();
     uint64_t steps = strtoull(argv[3], NULL, 0);
     int64_t *len = malloc((size_t)cfg.global_batch * sizeof *len);
     int64_t tokens = 0;
@@ -757,10 +750,10 @@ static int bench(int argc, char **argv) {
         if (lt_sampler_step_lengths(s, t, len, &err) != LT_OK) return lt_error_exit(&err);
         for (int64_t i = 0; i < cfg.global_batch; i++) tokens += len[i];
     }
-    double t3 = now_ms();
+    double t3 = lt_test_now_ms();
     char hex[LT_SHA256_HEX_LEN + 1];
     lt_corpus_fingerprint(c, hex);
-    double t4 = now_ms();
+    double t4 = lt_test_now_ms();
     printf("docs=%" PRIu64 " samples=%" PRIu64 " steps=%" PRIu64 " tokens=%" PRId64 "\n", lt_corpus_n_docs(c),
            lt_sampler_n_samples(s), steps, tokens);
     printf("load_ms=%.1f create_ms=%.1f steps_ms=%.1f fingerprint_ms=%.1f fingerprint=%s\n", t1 - t0, t2 - t1,

@@ -23,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -37,23 +36,7 @@
 #include "plans/sim.h"
 #include "plans/store.h" /* lt_plan_validate */
 #include "tests/plans/plan_fixture.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static double cpu_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "tests/testutil.h" /* lt_test_now_ms, lt_test_cmp_double (bench mode) */
 
 static int bench(int argc, char **argv) {
     if (argc < 5) {
@@ -81,13 +64,13 @@ static int bench(int argc, char **argv) {
         fprintf(stderr, "out of memory\n");
         return 1;
     }
-    double t0 = now_ms();
+    double t0 = lt_test_now_ms();
     lt_planner *pl = NULL;
     if (lt_planner_create(&pl, &pc, &err) != LT_OK) {
         fprintf(stderr, "planner: %s\nhint: %s\n", err.what, err.hint);
         return 1;
     }
-    double t_create = now_ms() - t0;
+    double t_create = lt_test_now_ms() - t0;
     int64_t lengths[512];
     lt_step_plan plan;
     lt_step_plan_init(&plan);
@@ -99,10 +82,10 @@ static int bench(int argc, char **argv) {
             fprintf(stderr, "sampler: %s\n", err.what);
             return 1;
         }
-        double a = now_ms(), c = cpu_ms();
+        double a = lt_test_now_ms(), c = lt_test_cpu_ms();
         lt_status st = lt_planner_plan_step(pl, strat, (uint64_t)t, lengths, 512, &plan, &err);
-        plan_ms += now_ms() - a;
-        cpu[t] = cpu_ms() - c;
+        plan_ms += lt_test_now_ms() - a;
+        cpu[t] = lt_test_cpu_ms() - c;
         if (st != LT_OK) {
             if (failed++ == 0) snprintf(first_error, sizeof first_error, "%s", err.what);
             continue;
@@ -118,7 +101,7 @@ static int bench(int argc, char **argv) {
            failed, failed ? ": " : "", first_error);
     double cpu_sum = 0;
     for (long t = 0; t < steps; t++) cpu_sum += cpu[t];
-    qsort(cpu, (size_t)steps, sizeof *cpu, cmp_double);
+    qsort(cpu, (size_t)steps, sizeof *cpu, lt_test_cmp_double);
     double median = steps == 0 ? 0 : steps % 2 ? cpu[steps / 2] : (cpu[steps / 2 - 1] + cpu[steps / 2]) / 2;
     printf("  CPU time per step: median %.1f ms, mean %.1f ms, max %.1f ms\n", median,
            cpu_sum / (double)(steps ? steps : 1), steps ? cpu[steps - 1] : 0.0);
