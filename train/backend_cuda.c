@@ -461,8 +461,7 @@ lt_status lt_backend_cuda_clip(lt_backend *be, float *grads, size_t n, double ma
     lt_status st = lt_cuda_sum_squares(s->cu, grads, n, &sq, err);
     if (st != LT_OK) return st;
     *norm = sqrt(sq);
-    /* train/optim.h's lt_clip_grads: coef = max_norm / (norm + 1e-6), applied below 1 */
-    double coef = max_norm > 0 ? max_norm / (*norm + 1e-6) : 1.0;
+    double coef = lt_clip_coef(*norm, max_norm); /* train/optim.h, applied below 1 */
     if (coef < 1.0) st = lt_cuda_scale(s->cu, grads, n, (float)coef, err);
     return st;
 }

@@ -5,13 +5,14 @@
  * backward regrouping of the strategy) against one process running every sample whole, one
  * unit each (lt_llama_step_units); both divide by the step's predicted tokens.
  *
- * With train.backend = cuda (one process): the same, and then the GPU executor against the
+ * With train.backend = cuda in one process: the same, and then the GPU executor against the
  * CPU executor as the oracle: the plan executed on the GPU (bf16, train/backend.h) against
  * the plan executed on the CPU (fp32), per tensor ||g_gpu - g_cpu|| / ||g_cpu|| <=
  * GPU_TOLERANCE (bf16 storage of activations and K/V: tests/train/test_backend.c measures
- * 1.7e-2 at worst for the executor on the CPU's bf16 emulation). Context-parallel groups
- * (DP-Merge, static CP) run host-staged (train/exec.c: their K/V, dK/dV and rows moved in
- * the backend's bytes through host buffers, dK/dV summed in fp32 on the host).
+ * 1.7e-2 at worst for the executor on the CPU's bf16 emulation). Under a launcher each
+ * rank executes its part on its GPU (NCCL: stage channels, context-parallel ring, gradient
+ * all-reduces), and rank 0 compares the gathered gradients with one CPU fp32 process and
+ * with every sample whole by relative norm within GPU_TOLERANCE (last line: backend=cuda).
  *
  * Tests only: LONGTAIL_TEST_BACKEND=cpu-bf16 executes the plan (in one process, or on the
  * ranks of a launched job) with the model on the cpu-bf16 backend, the CPU emulation of the

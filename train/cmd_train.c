@@ -290,7 +290,6 @@ static lt_status gpu_arena(train_loop *L, int64_t from, int64_t to, lt_error *er
     return s;
 }
 
-/* --db: stored step number st->step of the plan file, executed, into the gradients. */
 static int op_key_cmp(const void *a, const void *b) {
     const lt_measured_op *x = a, *y = b;
     if (x->dp_rank != y->dp_rank) return x->dp_rank < y->dp_rank ? -1 : 1;
@@ -317,6 +316,7 @@ static size_t merge_group_ops(lt_measured_op *t, size_t n) {
     return k + 1;
 }
 
+/* --db: stored step number st->step of the plan file, executed, into the gradients. */
 static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_error *err) {
     uint64_t step = L->steps[st->step];
     lt_step_plan p;

@@ -332,7 +332,7 @@ static lt_status device_clip(const lt_dist *d, const lt_llama *m, float *grads, 
     if (st == LT_OK) st = lt_comm_allreduce(d->comm, LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64, false, err);
     if (st != LT_OK) return st;
     *norm = sqrt(sq);
-    double coef = max_norm > 0 ? max_norm / (*norm + 1e-6) : 1.0; /* torch.nn.utils.clip_grad_norm_ (optim.h) */
+    double coef = lt_clip_coef(*norm, max_norm);
     for (int i = 0; coef < 1.0 && st == LT_OK && i < m->n_tensors; i++) {
         if (!d->mine[i]) continue;
         const lt_tensor_info *t = &m->tensors[i];
@@ -363,8 +363,7 @@ lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double
                                      err);
     if (st != LT_OK) return st;
     *norm = sqrt(sq);
-    if (max_norm <= 0) return LT_OK;
-    double coef = max_norm / (*norm + 1e-6); /* torch.nn.utils.clip_grad_norm_ (optim.h) */
+    double coef = lt_clip_coef(*norm, max_norm);
     if (coef < 1.0 && d->zero1) {
         zctx z = {.d = d, .m = m, .grads = grads, .coef = (float)coef};
         for_flat(d, lo, hi, z_clip, &z);

@@ -199,9 +199,9 @@ typedef struct {
 
 /* The model's backend (train/backend.h): the inputs, input gradients and transfers the
  * executor keeps are its buffers, of its element size (4: the CPU fp32 reference, where
- * its alloc/free/copy are calloc/free/memcpy). The context-parallel groups below move them
- * in bytes through host staging (to_host / from_host) and sum dK/dV in fp32 on the host:
- * the correct slow path on a GPU, the same bytes and float sums as before on the CPU. */
+ * its alloc/free/copy are calloc/free/memcpy). Transfers and the context-parallel
+ * exchanges move them where they live (NCCL for device memory, MPI for host memory), in
+ * the backend's bytes; dK/dV are summed by the backend (sum_blocks). */
 static const lt_backend *be_of(const pipe_run *pr) { return lt_backend_of(pr->m); }
 static size_t act_es(const pipe_run *pr) { return be_of(pr)->act_bytes; }
 

@@ -81,10 +81,13 @@ double lt_grad_norm(const float *g, size_t n) {
     return sqrt(s);
 }
 
+double lt_clip_coef(double norm, double max_norm) {
+    return max_norm > 0.0 ? max_norm / (norm + 1e-6) : 1.0; /* torch.nn.utils.clip_grad_norm_ */
+}
+
 double lt_clip_grads(float *g, size_t n, double max_norm) {
     double norm = lt_grad_norm(g, n);
-    if (max_norm <= 0.0) return norm;
-    double coef = max_norm / (norm + 1e-6); /* torch.nn.utils.clip_grad_norm_ */
+    double coef = lt_clip_coef(norm, max_norm);
     if (coef < 1.0) {
         float c = (float)coef;
         for (size_t i = 0; i < n; i++) g[i] *= c;

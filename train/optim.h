@@ -75,6 +75,11 @@ void lt_adamw_free(lt_adamw *o); /* NULL-safe; o is zeroed */
 /* Global L2 norm of g[0..n), accumulated in double. */
 double lt_grad_norm(const float *g, size_t n);
 
+/* The factor clipping scales the gradients by (when below 1): max_norm / (norm + 1e-6), or
+ * 1 when max_norm <= 0 (only measuring). Every clipping path calls it (CPU, distributed,
+ * GPU), so they scale alike. */
+double lt_clip_coef(double norm, double max_norm);
+
 /* Clip g in place to global norm max_norm (torch.nn.utils.clip_grad_norm_ semantics, see
  * above); max_norm <= 0 only measures. Returns the norm BEFORE clipping. */
 double lt_clip_grads(float *g, size_t n, double max_norm);
