@@ -104,7 +104,7 @@ lt_status lt_planner_config_from(lt_planner_config *pc, const lt_config *cfg, co
 int64_t lt_plan_predicted_tokens(const int64_t *lengths, size_t n) {
     int64_t sum = 0;
     for (size_t i = 0; i < n; i++)
-        if (lengths[i] > 1) sum += lengths[i] - 1;
+        if (lengths[i] > 1 && __builtin_add_overflow(sum, lengths[i] - 1, &sum)) return INT64_MAX;
     return sum;
 }
 

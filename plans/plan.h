@@ -163,6 +163,7 @@ void lt_step_plan_init(lt_step_plan *p); /* zeroed, runner_up = LT_STRATEGY_COUN
  * n_predicted = sum over samples of (L_i - 1) (all L_i >= 1): the whole global batch's
  * predicted tokens, so every DP rank divides by the same number and the gradient is the
  * same whatever the DP split (the equivalence invariant of DESIGN.md).
+ * A sum past INT64_MAX (only a damaged plan's lengths reach it) gives INT64_MAX.
  */
 int64_t lt_plan_predicted_tokens(const int64_t *lengths, size_t n);
 

@@ -2261,8 +2261,13 @@ lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err) {
         R.ids[R.n] = sqlite3_column_int64(q, 1);
         R.len[R.n] = sqlite3_column_int64(q, 2);
         R.dp[R.n] = sqlite3_column_int64(q, 3);
-        tokens += R.len[R.n];
-        predicted += R.len[R.n] > 0 ? R.len[R.n] - 1 : 0;
+        if (R.len[R.n] < 1 || __builtin_add_overflow(tokens, R.len[R.n], &tokens)) {
+            s = step_fail(err, st->path, step,
+                          "table step_samples: row idx %zu has length %" PRId64 "%s", R.n, R.len[R.n],
+                          R.len[R.n] < 1 ? " (at least 1 expected)" : ", the step's lengths sum past 2^63");
+            goto out;
+        }
+        predicted += R.len[R.n] - 1;
         R.n++;
     }
     if (rc != SQLITE_DONE) goto out;

@@ -123,9 +123,13 @@ static lt_status check_shape(const lt_step_plan *p, lt_error *err) {
     if (p->n_ranks > 0 && !p->ranks) return plan_fail(err, p, -1, "no pipelines array");
     if (p->n_samples > 0 && (!p->lengths || !p->sample_rank))
         return plan_fail(err, p, -1, "no lengths or sample_rank arrays");
+    int64_t total = 0;
     for (size_t i = 0; i < p->n_samples; i++) {
         if (p->lengths[i] < 1)
             return plan_fail(err, p, -1, "sample %zu has %" PRId64 " tokens (at least 1 expected)", i, p->lengths[i]);
+        if (__builtin_add_overflow(total, p->lengths[i], &total))
+            return plan_fail(err, p, -1, "the lengths of samples 0..%zu sum past 2^63 tokens (sample %zu has %" PRId64 ")",
+                             i, i, p->lengths[i]);
         if (p->sample_rank[i] < 0 || (size_t)p->sample_rank[i] >= p->n_ranks)
             return plan_fail(err, p, -1, "sample %zu is assigned to pipeline %d, the step has %zu", i,
                              p->sample_rank[i], p->n_ranks);
@@ -784,8 +788,9 @@ static void print_merges(FILE *f, const lt_step_plan *p, const lt_sample *sample
         if (m->first_rank >= 0 && m->cp >= 1 && (size_t)m->first_rank < p->n_ranks &&
             (size_t)m->cp <= p->n_ranks - (size_t)m->first_rank) {
             const lt_rank_plan *a = &p->ranks[m->first_rank], *b = &p->ranks[m->first_rank + m->cp - 1];
-            fprintf(f, ": DP-Merge over DP ranks %d-%d, cp=%d (pipelines %d-%d)\n", a->dp_rank, b->dp_rank + b->cp - 1,
-                    m->cp, m->first_rank, m->first_rank + m->cp - 1);
+            /* in 64 bits: a damaged plan's dp_rank and cp may be anywhere in int's range */
+            fprintf(f, ": DP-Merge over DP ranks %d-%" PRId64 ", cp=%d (pipelines %d-%" PRId64 ")\n", a->dp_rank,
+                    (int64_t)b->dp_rank + b->cp - 1, m->cp, m->first_rank, (int64_t)m->first_rank + m->cp - 1);
         } else {
             fprintf(f, ": DP-Merge over pipelines %d .. %ld, cp=%d (not within the step's %zu pipelines)\n",
                     m->first_rank, (long)m->first_rank + m->cp - 1, m->cp, p->n_ranks);
@@ -798,8 +803,12 @@ static void print_merges(FILE *f, const lt_step_plan *p, const lt_sample *sample
 static void print_units(FILE *f, const char *word, const lt_unit *units, size_t n, const lt_slice *sl) {
     for (size_t u = 0; u < n; u++) {
         int64_t tokens = 0;
-        for (uint32_t k = 0; k < units[u].n_slices; k++)
-            tokens += sl[units[u].first_slice + k].end - sl[units[u].first_slice + k].begin;
+        for (uint32_t k = 0; k < units[u].n_slices; k++) { /* a damaged plan's bounds may overflow: INT64_MAX */
+            int64_t len;
+            if (__builtin_sub_overflow(sl[units[u].first_slice + k].end, sl[units[u].first_slice + k].begin, &len) ||
+                __builtin_add_overflow(tokens, len, &tokens))
+                tokens = INT64_MAX;
+        }
         fprintf(f, "  %s %zu (%" PRId64 " tokens", word, u, tokens);
         if (units[u].cp > 1) fprintf(f, ", cp=%u", units[u].cp);
         fprintf(f, "):");
@@ -812,8 +821,9 @@ static void print_units(FILE *f, const char *word, const lt_unit *units, size_t 
 }
 
 void lt_plan_print(FILE *f, const lt_step_plan *p, const lt_sample *samples, int width) {
-    int64_t tokens = 0;
-    for (size_t i = 0; i < p->n_samples; i++) tokens += p->lengths[i];
+    int64_t tokens = 0; /* INT64_MAX when a damaged plan's lengths sum past it */
+    for (size_t i = 0; i < p->n_samples; i++)
+        if (__builtin_add_overflow(tokens, p->lengths[i], &tokens)) tokens = INT64_MAX;
     fprintf(f, "step %" PRIu64 ": %s, predicted %.3f ms, bubble %.2f%%, peak memory %.2f GiB, %zu samples, %" PRId64
                " tokens, %zu pipelines x %d stages\n",
             p->step, lt_strategy_name(p->strategy), p->time_s * 1e3, 100.0 * p->bubble_ratio, p->peak_mem / GIB,

@@ -1541,6 +1541,11 @@ static void test_validate_rules(void **state) {
     assert_int_equal(p.ranks[0].sched.slices[b].end, 100);
     lt_step_plan_free(&p);
 
+    /* lengths whose sum overflows (fuzz_planstore): refused, and the loss denominator saturates */
+    valid_plan(&p, K_SLICED);
+    p.lengths[1] = INT64_MAX;
+    assert_true(lt_plan_predicted_tokens(p.lengths, p.n_samples) == INT64_MAX);
+    expect_invalid(&p, 64, "the lengths of samples 0..1 sum past 2^63 tokens (sample 1 has 9223372036854775807)");
     /* a token gap */
     valid_plan(&p, K_SLICED);
     p.ranks[0].sched.slices[slice_of(&p, 0, 0, 1)].end = 97;
@@ -1688,6 +1693,10 @@ static void test_store_validate(void **state) {
                    "step 2: step_summary says n_tokens");
     expect_corrupt(good, "DELETE FROM step_samples WHERE step = 0 AND idx = 7",
                    "step 0: step_summary says n_samples 8, table step_samples has 7 rows");
+    /* a length whose sum with the others overflows (found by fuzz_planstore) */
+    expect_corrupt(good, "UPDATE step_samples SET length = 9223372036854775807 WHERE step = 0 AND idx = 2",
+                   "step 0: table step_samples: row idx 2 has length 9223372036854775807, the step's lengths sum "
+                   "past 2^63");
     expect_corrupt(good, "UPDATE step_samples SET dp_rank = 1 - dp_rank WHERE step = 2 AND idx = 3",
                    "which step_samples puts on dp_rank");
     /* only the F pass: the B pass misses everything */
@@ -1779,6 +1788,15 @@ static void test_print(void **state) {
     lt_plan_print(f, &p, NULL, 10);
     fclose(f);
     assert_non_null(strstr(buf, "samples:"));
+    free(buf);
+    /* a damaged plan's extreme values print without overflow (fuzz_planstore; UBSan checks) */
+    p.lengths[0] = INT64_MAX;
+    p.ranks[0].sched.slices[0].begin = INT64_MIN;
+    f = open_memstream(&buf, &n);
+    lt_plan_print(f, &p, NULL, 10);
+    fclose(f);
+    assert_non_null(strstr(buf, "8 samples, 9223372036854775807 tokens"));
+    assert_non_null(strstr(buf, "  unit 0 (9223372036854775807 tokens)"));
     free(buf);
     free(smp);
     lt_step_plan_free(&p);
@@ -2461,6 +2479,15 @@ static void test_asym_print(void **state) {
     if (!strstr(buf, "  sample idx 0 (100 tokens): DP-Merge over pipelines 0 .. 4, cp=5 (not within the step's 3 "
                      "pipelines)"))
         fail_msg("%s", buf);
+    free(buf);
+    /* a damaged pipeline's dp_rank near INT_MAX prints without overflow (fuzz_planstore) */
+    p.merges[0].cp = 2;
+    p.ranks[1].dp_rank = INT32_MAX;
+    p.ranks[1].cp = 2;
+    f = open_memstream(&buf, &n);
+    lt_plan_print(f, &p, NULL, 20);
+    fclose(f);
+    if (!strstr(buf, "DP-Merge over DP ranks 0-2147483648, cp=2 (pipelines 0-1)")) fail_msg("%s", buf);
     free(buf);
     free(smp);
     lt_step_plan_free(&p);
