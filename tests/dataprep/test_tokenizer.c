@@ -72,8 +72,8 @@ static bool vocab_has(const vocab *v, const unsigned char *s, size_t n) {
 }
 
 /* The 256 single bytes (rank = byte value) plus merges of random pairs of tokens made of
- * the letters 'a'..'a'+letters-1, like a BPE training run would add them. */
-static void random_vocab(vocab *v, lt_rng *rng, size_t merges, unsigned letters) {
+ * the bytes alpha[0..n_alpha), like a BPE training run would add them. */
+static void random_vocab_of(vocab *v, lt_rng *rng, size_t merges, const unsigned char *alpha, unsigned n_alpha) {
     v->n = 0;
     for (int b = 0; b < 256; b++) {
         v->tok[v->n][0] = (unsigned char)b;
@@ -81,9 +81,9 @@ static void random_vocab(vocab *v, lt_rng *rng, size_t merges, unsigned letters)
     }
     size_t tries = 0;
     while (v->n < 256 + merges && tries++ < 100000) {
-        size_t pool = v->n - 256 + letters;
+        size_t pool = v->n - 256 + n_alpha;
         size_t a = lt_rng_below(rng, pool), b = lt_rng_below(rng, pool);
-        size_t ra = a < letters ? 'a' + a : 256 + (a - letters), rb = b < letters ? 'a' + b : 256 + (b - letters);
+        size_t ra = a < n_alpha ? alpha[a] : 256 + (a - n_alpha), rb = b < n_alpha ? alpha[b] : 256 + (b - n_alpha);
         if (v->len[ra] + v->len[rb] > 60) continue;
         unsigned char s[64];
         memcpy(s, v->tok[ra], v->len[ra]);
@@ -93,6 +93,13 @@ static void random_vocab(vocab *v, lt_rng *rng, size_t merges, unsigned letters)
         memcpy(v->tok[v->n], s, n);
         v->len[v->n++] = n;
     }
+}
+
+/* random_vocab_of over the letters 'a'..'a'+letters-1 */
+static void random_vocab(vocab *v, lt_rng *rng, size_t merges, unsigned letters) {
+    unsigned char alpha[26];
+    for (unsigned k = 0; k < letters; k++) alpha[k] = (unsigned char)('a' + k);
+    random_vocab_of(v, rng, merges, alpha, letters);
 }
 
 static void write_vocab(const vocab *v, const char *name) {
@@ -193,6 +200,101 @@ static void test_merge_matches_naive_rule(void **state) {
     }
     free(ids);
     free(want);
+    lt_tok_scratch_free(s);
+}
+
+/* Pieces of 2- and 3-byte characters, which the tokenizer may start merging from whole
+ * characters instead of bytes (dataprep/tokenizer.c, build_chars: only where that gives
+ * the same ids), against the naive rule on bytes. The random vocabularies are merges of
+ * the characters' bytes, so they hold whole characters at every rank and tokens across
+ * characters' edges (a continuation byte and the next lead byte, a space and a lead byte)
+ * of lower rank than the characters they cut: the contexts where starting from the whole
+ * character would be wrong. Texts: an optional space and 1 to 21 characters (one piece
+ * under the r50k pattern: ` ?\p{L}+`), memos warm and forgotten. */
+static void test_merge_from_characters_matches_naive_rule(void **state) {
+    (void)state;
+    static vocab v;
+    /* а б р (2 bytes: D0 B0, D0 B1, D1 80), ა ბ (3 bytes: E1 83 90, E1 83 91), 中 (E4 B8 AD) */
+    static const char *chars[] = {"\xd0\xb0", "\xd0\xb1", "\xd1\x80", "\xe1\x83\x90", "\xe1\x83\x91", "\xe4\xb8\xad"};
+    static const unsigned char alpha[] = {0x20, 0xd0, 0xd1, 0xb0, 0xb1, 0x80, 0xe1, 0x83, 0x90, 0x91, 0xe4, 0xb8, 0xad};
+    lt_rng rng;
+    lt_rng_seed(&rng, 20261126);
+    lt_tok_scratch *s = lt_tok_scratch_new();
+    assert_non_null(s);
+    uint32_t ids[200], want[200];
+    size_t checked = 0, with_chars = 0;
+    for (int round = 0; round < 30; round++) {
+        random_vocab_of(&v, &rng, 60 + 20 * (size_t)(round % 12), alpha, sizeof alpha);
+        /* and most of the characters whole, at random ranks (whether their bytes' merges
+         * can reach them or not) */
+        for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++) {
+            size_t len = strlen(chars[c]);
+            if (lt_rng_below(&rng, 4) == 0 || vocab_has(&v, (const unsigned char *)chars[c], len)) continue;
+            size_t at = 256 + lt_rng_below(&rng, v.n - 255);
+            memmove(v.tok[at + 1], v.tok[at], (v.n - at) * sizeof v.tok[0]);
+            memmove(v.len + at + 1, v.len + at, (v.n - at) * sizeof v.len[0]);
+            memcpy(v.tok[at], chars[c], len);
+            v.len[at] = len;
+            v.n++;
+        }
+        write_vocab(&v, "chars.tiktoken");
+        lt_tokenizer *tok = load_ok("chars.tiktoken", "r50k_base");
+        /* the scripts' characters this vocabulary has as tokens */
+        unsigned whole = 0;
+        for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++)
+            whole += vocab_has(&v, (const unsigned char *)chars[c], strlen(chars[c]));
+        for (int k = 0; k < 150; k++) {
+            unsigned char text[80];
+            size_t n = 0;
+            if (lt_rng_below(&rng, 2)) text[n++] = ' ';
+            size_t nchars = 1 + lt_rng_below(&rng, 21);
+            for (size_t c = 0; c < nchars; c++) {
+                /* mostly one script per text, as in real text */
+                size_t pick = lt_rng_below(&rng, 4) ? (size_t)(k % 2 ? lt_rng_below(&rng, 3) : 3 + lt_rng_below(&rng, 3))
+                                                      : lt_rng_below(&rng, sizeof chars / sizeof chars[0]);
+                size_t len = strlen(chars[pick]);
+                memcpy(text + n, chars[pick], len);
+                n += len;
+            }
+            size_t m = naive_merge(&v, text, n, want);
+            lt_encode_info info;
+            lt_error err;
+            for (int again = 0; again < 2; again++) {
+                assert_int_equal(lt_tokenizer_encode(tok, s, (const char *)text, n, ids, 200, &info, &err), LT_OK);
+                if (info.n_tokens != m || memcmp(ids, want, m * sizeof *ids) != 0)
+                    fail_msg("round %d, text %d: a %zu-byte piece (%s): %zu tokens, naive rule %zu", round, k, n,
+                             again ? "again" : "first", info.n_tokens, m);
+                if (k % 3 == 0) lt_tok_scratch_forget(s);
+            }
+            checked++;
+            with_chars += whole > 0;
+        }
+        lt_tokenizer_free(tok);
+    }
+    /* most vocabularies hold some of the characters whole: the path from characters ran */
+    assert_true(with_chars > checked / 2);
+
+    /* A merge of lower rank than a character's own token (the token "аб" before "а"): from
+     * the bytes it waits for "а", and "бр" comes first; started from whole characters it
+     * would come first. Bytes, then б р аб бр а (ranks 256 .. 260). */
+    v.n = 256;
+    static const char *extra[] = {"\xd0\xb1", "\xd1\x80", "\xd0\xb0\xd0\xb1", "\xd0\xb1\xd1\x80", "\xd0\xb0"};
+    for (size_t k = 0; k < sizeof extra / sizeof extra[0]; k++) {
+        v.len[v.n] = strlen(extra[k]);
+        memcpy(v.tok[v.n++], extra[k], strlen(extra[k]));
+    }
+    write_vocab(&v, "chars.tiktoken");
+    lt_tokenizer *tok = load_ok("chars.tiktoken", "r50k_base");
+    const char *abr = "\xd0\xb0\xd0\xb1\xd1\x80"; /* "абр" */
+    lt_encode_info info;
+    lt_error err;
+    assert_int_equal(lt_tokenizer_encode(tok, s, abr, strlen(abr), ids, 200, &info, &err), LT_OK);
+    assert_int_equal(naive_merge(&v, (const unsigned char *)abr, strlen(abr), want), 2);
+    assert_int_equal(want[0], 260); /* а */
+    assert_int_equal(want[1], 259); /* бр */
+    assert_int_equal(info.n_tokens, 2);
+    assert_memory_equal(ids, want, 2 * sizeof *ids);
+    lt_tokenizer_free(tok);
     lt_tok_scratch_free(s);
 }
 
@@ -622,6 +724,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encode_utf8_matches_encode),
         cmocka_unit_test(test_merge_matches_naive_rule),
+        cmocka_unit_test(test_merge_from_characters_matches_naive_rule),
         cmocka_unit_test(test_long_piece),
         cmocka_unit_test(test_rank_file_errors),
         cmocka_unit_test(test_sidecar_and_specials),
