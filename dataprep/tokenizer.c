@@ -89,6 +89,7 @@ struct lt_tokenizer {
     uint32_t byte_rank[256];
     uint32_t *rank2; /* [b0 << 8 | b1]: the rank of a 2-byte token, or NO_RANK (256 KiB, cache-resident) */
     char_unit *chars; /* [code point < 0x10000]: the character as a starting part (build_chars), 512 KiB */
+    bool bytes_only;  /* lt_tokenizer_set_char_start(false) */
     char_ctx *ctx;    /* the units' contexts */
     size_t n_ctx;
     special *specials;
@@ -533,7 +534,7 @@ static lt_status merge_piece(const lt_tokenizer *tok, lt_tok_scratch *s, const u
     if (!grow_parts(s, n + 1))
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory merging a piece of %zu bytes", n);
     if (n <= 64 && tok->n_ranks <= KEY_RANK_LIMIT) {
-        if (!merge_small(tok, s, p, n, o, true)) merge_small(tok, s, p, n, o, false);
+        if (tok->bytes_only || !merge_small(tok, s, p, n, o, true)) merge_small(tok, s, p, n, o, false);
         return LT_OK;
     }
     return merge_large(tok, s, p, n, o, err);
@@ -774,6 +775,8 @@ const char *lt_tokenizer_engine(const lt_tokenizer *tok) {
     }
     return "pcre2";
 }
+
+void lt_tokenizer_set_char_start(lt_tokenizer *tok, bool on) { tok->bytes_only = !on; }
 
 int64_t lt_tokenizer_special_id(const lt_tokenizer *tok, const char *text) {
     for (size_t k = 0; k < tok->n_special; k++)

@@ -69,6 +69,11 @@ int64_t lt_tokenizer_special_id(const lt_tokenizer *tok, const char *text);
  * text). An unknown name is LT_ERR_USAGE naming it. */
 lt_status lt_tokenizer_set_allowed_special(lt_tokenizer *tok, const char *list, lt_error *err);
 
+/* Whether merges may start from whole characters where that gives the same ids (the
+ * default, true) or always from bytes (false): for the tests that compare the two and for
+ * benchmarks. Like lt_tokenizer_set_allowed_special, before the tokenizer is shared. */
+void lt_tokenizer_set_char_start(lt_tokenizer *tok, bool on);
+
 lt_tok_scratch *lt_tok_scratch_new(void); /* NULL when out of memory */
 void lt_tok_scratch_free(lt_tok_scratch *scratch);
 

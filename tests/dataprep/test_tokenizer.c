@@ -720,8 +720,73 @@ static void test_encode_utf8_matches_encode(void **state) {
     lt_tokenizer_free(tok);
 }
 
+/* The real vocabularies (data/vocab): random text in the scripts of 2- and 3-byte
+ * characters (Greek, Cyrillic, Armenian, Hebrew, Arabic, Devanagari, Thai, Georgian,
+ * Hangul, CJK), with spaces, Latin letters and punctuation between, gives the same ids
+ * started from whole characters as merged from bytes only (which test_merge_matches_naive_rule
+ * and tiktoken_reference.py check against the rule itself). */
+static void test_char_start_matches_bytes_real_vocab(void **state) {
+    (void)state;
+    static const uint32_t ranges[][2] = {{0x0391, 0x03C9}, {0x0410, 0x044F}, {0x0531, 0x0587}, {0x05D0, 0x05EA},
+                                         {0x0621, 0x064A}, {0x0905, 0x094D}, {0x0E01, 0x0E3A}, {0x10D0, 0x10FA},
+                                         {0xAC00, 0xAD00}, {0x4E00, 0x4F00}};
+    char vocab_dir[4096];
+    const char *env = getenv("LONGTAIL_VOCAB_DIR"), *src = getenv("top_srcdir");
+    snprintf(vocab_dir, sizeof vocab_dir, "%s", env ? env : src ? src : ".");
+    if (!env) strncat(vocab_dir, "/data/vocab", sizeof vocab_dir - strlen(vocab_dir) - 1);
+    lt_rng rng;
+    lt_rng_seed(&rng, 20261126);
+    uint32_t a[512], b[512];
+    for (int e = 0; e < 2; e++) {
+        const char *name = e ? "cl100k_base" : "o200k_base";
+        lt_tokenizer *tok, *bytes;
+        lt_error err;
+        if (lt_tokenizer_load_encoding(&tok, name, vocab_dir, LT_PRETOK_ENGINE_AUTO, &err) != LT_OK ||
+            lt_tokenizer_load_encoding(&bytes, name, vocab_dir, LT_PRETOK_ENGINE_AUTO, &err) != LT_OK)
+            fail_msg("load %s from %s: %s", name, vocab_dir, err.what);
+        lt_tokenizer_set_char_start(bytes, false);
+        lt_tok_scratch *s = lt_tok_scratch_new(), *sb = lt_tok_scratch_new();
+        assert_true(s && sb);
+        for (int k = 0; k < 6000; k++) {
+            char text[400];
+            size_t n = 0;
+            const uint32_t *r = ranges[lt_rng_below(&rng, sizeof ranges / sizeof ranges[0])];
+            size_t chars = 1 + lt_rng_below(&rng, 60);
+            for (size_t c = 0; c < chars; c++) {
+                uint32_t roll = (uint32_t)lt_rng_below(&rng, 20), cp;
+                if (roll == 0) cp = ' ';
+                else if (roll == 1) cp = "a.,-'"[lt_rng_below(&rng, 5)];
+                else if (roll == 2) cp = ranges[lt_rng_below(&rng, sizeof ranges / sizeof ranges[0])][0];
+                else cp = r[0] + (uint32_t)lt_rng_below(&rng, r[1] - r[0] + 1);
+                if (cp < 0x80) {
+                    text[n++] = (char)cp;
+                } else if (cp < 0x800) {
+                    text[n++] = (char)(0xC0 | cp >> 6);
+                    text[n++] = (char)(0x80 | (cp & 0x3F));
+                } else {
+                    text[n++] = (char)(0xE0 | cp >> 12);
+                    text[n++] = (char)(0x80 | (cp >> 6 & 0x3F));
+                    text[n++] = (char)(0x80 | (cp & 0x3F));
+                }
+            }
+            lt_encode_info ia, ib;
+            assert_int_equal(lt_tokenizer_encode(tok, s, text, n, a, 512, &ia, &err), LT_OK);
+            assert_int_equal(lt_tokenizer_encode(bytes, sb, text, n, b, 512, &ib, &err), LT_OK);
+            if (ia.n_tokens != ib.n_tokens || memcmp(a, b, ia.n_tokens * sizeof a[0]) != 0)
+                fail_msg("%s, text %d (%zu bytes): %zu tokens from characters, %zu from bytes", name, k, n,
+                         ia.n_tokens, ib.n_tokens);
+            if (k % 500 == 0) lt_tok_scratch_forget(s);
+        }
+        lt_tok_scratch_free(s);
+        lt_tok_scratch_free(sb);
+        lt_tokenizer_free(tok);
+        lt_tokenizer_free(bytes);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_char_start_matches_bytes_real_vocab),
         cmocka_unit_test(test_encode_utf8_matches_encode),
         cmocka_unit_test(test_merge_matches_naive_rule),
         cmocka_unit_test(test_merge_from_characters_matches_naive_rule),

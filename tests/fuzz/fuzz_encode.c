@@ -10,7 +10,9 @@
  *   - decode(encode(x)) == x after the replacement (and == x for valid UTF-8);
  *   - every id is below n_vocab; without allowed specials no special id appears;
  *   - a buffer one id too short gets the same count and the same prefix;
- *   - encoding the text twice with the same scratch gives the same ids.
+ *   - encoding the text twice with the same scratch gives the same ids;
+ *   - merging from bytes only (lt_tokenizer_set_char_start false) gives the same ids as
+ *     starting from whole characters where the tokenizer may.
  * Ids against tiktoken itself: tests/dataprep/tiktoken_reference.py.
  */
 #include <stdbool.h>
@@ -37,7 +39,8 @@ static void fail(const char *what, const char *detail) {
 
 static const char *const NAMES[3] = {"cl100k_base", "o200k_base", "r50k_base"};
 static lt_tokenizer *toks[3][2]; /* [encoding][specials allowed] */
-static lt_tok_scratch *scratch;
+static lt_tokenizer *bytes_only[3][2]; /* the same, merging from bytes only */
+static lt_tok_scratch *scratch, *scratch_bytes;
 
 static lt_tokenizer *get(int e, int special) {
     if (!toks[e][special]) {
@@ -46,9 +49,15 @@ static lt_tokenizer *get(int e, int special) {
             fail("cannot load the vocabulary (run from the source tree)", err.what);
         if (special && lt_tokenizer_set_allowed_special(toks[e][special], "all", &err) != LT_OK)
             fail("cannot allow specials", err.what);
+        if (lt_tokenizer_load_encoding(&bytes_only[e][special], NAMES[e], LT_FUZZ_VOCAB_DIR, LT_PRETOK_ENGINE_AUTO,
+                                       &err) != LT_OK ||
+            (special && lt_tokenizer_set_allowed_special(bytes_only[e][special], "all", &err) != LT_OK))
+            fail("cannot load the vocabulary a second time", err.what);
+        lt_tokenizer_set_char_start(bytes_only[e][special], false);
         /* intentionally never freed: loaded once per process (LeakSanitizer sees them reachable) */
     }
     if (!scratch && !(scratch = lt_tok_scratch_new())) fail("out of memory", NULL);
+    if (!scratch_bytes && !(scratch_bytes = lt_tok_scratch_new())) fail("out of memory", NULL);
     return toks[e][special];
 }
 
@@ -85,6 +94,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (lt_tokenizer_encode(tok, scratch, text, len, again, cap, &info2, &err) != LT_OK ||
         info2.n_tokens != info.n_tokens || memcmp(again, ids, info.n_tokens * sizeof *ids) != 0)
         fail("encoding twice gave different ids", NULL);
+    if (lt_tokenizer_encode(bytes_only[e][special], scratch_bytes, text, len, again, cap, &info2, &err) != LT_OK ||
+        info2.n_tokens != info.n_tokens || memcmp(again, ids, info.n_tokens * sizeof *ids) != 0)
+        fail("merging from bytes only gave different ids than from whole characters", NAMES[e]);
     free(ids);
     free(again);
     free(clean);
