@@ -355,6 +355,28 @@ HOT bool char_safe(const lt_tokenizer *tok, const char_unit *u, const unsigned c
     return true;
 }
 
+/* The part a merge from whole characters starts with at p[i] of a piece p[0..n): a
+ * character of 2 or 3 bytes (well-formed, U+0080 .. U+FFFF) that build_chars keeps and
+ * char_safe allows there (its length; *id its token), else the byte (1; *id its token);
+ * 0 (and the byte's id) for a well-formed character that is not a token at all, which the
+ * callers take as a script whose characters the vocabulary does not hold whole. */
+HOT size_t char_part(const lt_tokenizer *tok, const unsigned char *p, size_t n, size_t i, uint32_t *id) {
+    unsigned b = p[i];
+    *id = tok->byte_rank[b];
+    if (b < 0xC2 || b >= 0xF0) return 1;
+    size_t m = b < 0xE0 ? 2 : 3;
+    if (i + m > n || (p[i + 1] & 0xC0) != 0x80 ||
+        (m == 3 && ((p[i + 2] & 0xC0) != 0x80 || (b == 0xE0 && p[i + 1] < 0xA0))))
+        return 1;
+    uint32_t cp = m == 2 ? (b & 0x1Fu) << 6 | (p[i + 1] & 0x3Fu)
+                         : (b & 0x0Fu) << 12 | (p[i + 1] & 0x3Fu) << 6 | (p[i + 2] & 0x3Fu);
+    const char_unit *u = &tok->chars[cp];
+    if (u->rank == NO_RANK) return 0;
+    if (!char_safe(tok, u, p, n, i, m)) return 1;
+    *id = u->rank;
+    return m;
+}
+
 /* Built twice on x86-64 with GCC (the loader's ifunc picks one at start): for x86-64-v3
  * (AVX2: min_key's four lanes in one vpminsd per group; BMI1/LZCNT: the bit scans) and for
  * the baseline. Same integer code, so the same ids; 9-18 % faster on the multilingual,
@@ -384,26 +406,13 @@ static bool merge_small(const lt_tokenizer *tok, lt_tok_scratch *s, const unsign
         live = 0;
         bool any = false;
         for (size_t i = 0; i < n;) {
-            unsigned b = p[i];
-            size_t len = 1;
-            uint32_t unit = tok->byte_rank[b];
-            if (b >= 0xC2 && b < 0xF0 && tok->chars) {
-                /* a well-formed character of 2 or 3 bytes (U+0080 .. U+FFFF, no overlong form) */
-                size_t m = b < 0xE0 ? 2 : 3;
-                if (i + m <= n && (p[i + 1] & 0xC0) == 0x80 && (m == 2 || (p[i + 2] & 0xC0) == 0x80) &&
-                    !(b == 0xE0 && p[i + 1] < 0xA0)) {
-                    uint32_t cp = m == 2 ? (b & 0x1F) << 6 | (p[i + 1] & 0x3F)
-                                         : (b & 0x0F) << 12 | (uint32_t)(p[i + 1] & 0x3F) << 6 | (p[i + 2] & 0x3F);
-                    const char_unit *u = &tok->chars[cp];
-                    if (u->rank != NO_RANK && char_safe(tok, u, p, n, i, m)) {
-                        len = m;
-                        unit = u->rank;
-                        any = true;
-                    } else if (!any && tok->chars[cp].rank == NO_RANK) {
-                        return false; /* a script without such tokens: merge the bytes */
-                    }
-                }
+            uint32_t unit;
+            size_t len = char_part(tok, p, n, i, &unit);
+            if (len == 0) {
+                if (!any) return false; /* a script without such tokens: merge the bytes */
+                len = 1;
             }
+            any |= len > 1;
             id[i] = unit;
             live |= 1ull << i;
             for (size_t k = 1; k < len; k++) key[i + k] = KEY_NONE;
@@ -488,24 +497,52 @@ static inline uint64_t heap_pop(uint64_t *h, size_t *n) {
  * part at `start`, so a popped entry is live iff its rank still equals pair[start] (equal
  * rank means equal bytes, hence the same merge). Each merge pushes at most two entries. */
 static lt_status merge_large(const lt_tokenizer *tok, lt_tok_scratch *s, const unsigned char *p,
-                             size_t n, out_ids *o, lt_error *err) {
+                             size_t n, out_ids *o, bool chars, bool *merged, lt_error *err) {
     if (!grow((void **)&s->heap, &s->heap_cap, 3 * n, sizeof(uint64_t)))
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory merging a piece of %zu bytes", n);
     uint32_t *end = s->end, *prev = s->prev, *pair = s->pair, *id = s->tok;
     uint64_t *heap = s->heap;
     size_t hn = 0;
-    for (size_t i = 0; i < n; i++) {
-        end[i] = (uint32_t)(i + 1);
-        prev[i] = (uint32_t)i - 1; /* wraps for i = 0: never read */
-        id[i] = tok->byte_rank[p[i]];
-        pair[i] = i + 1 < n ? rank_of2(tok, p + i) : NO_RANK;
-        if (pair[i] != NO_RANK) heap_push(heap, &hn, (uint64_t)pair[i] << 32 | i);
+    *merged = false;
+    if (!chars) {
+        for (size_t i = 0; i < n; i++) {
+            end[i] = (uint32_t)(i + 1);
+            prev[i] = (uint32_t)i - 1; /* wraps for i = 0: never read */
+            id[i] = tok->byte_rank[p[i]];
+            pair[i] = i + 1 < n ? rank_of2(tok, p + i) : NO_RANK;
+            if (pair[i] != NO_RANK) heap_push(heap, &hn, (uint64_t)pair[i] << 32 | i);
+        }
+    } else { /* from whole characters (build_chars), as merge_small does */
+        bool any = false;
+        size_t last = 0;
+        for (size_t i = 0; i < n;) {
+            size_t len = char_part(tok, p, n, i, &id[i]);
+            if (len == 0) {
+                if (!any) return LT_OK; /* a script without such tokens: merge the bytes */
+                len = 1;
+            }
+            any |= len > 1;
+            end[i] = (uint32_t)(i + len);
+            prev[i] = (uint32_t)last; /* for i = 0: never read */
+            pair[i] = NO_RANK;
+            for (size_t k = 1; k < len; k++) pair[i + k] = NO_RANK;
+            last = i;
+            i += len;
+        }
+        if (!any) return LT_OK;
+        for (size_t i = 0; end[i] < n; i = end[i]) {
+            size_t b = end[i], e = end[b];
+            pair[i] = e - i == 2 ? rank_of2(tok, p + i) : pair_rank(tok, s, id[i], id[b], p + i, e - i);
+            if (pair[i] != NO_RANK) heap_push(heap, &hn, (uint64_t)pair[i] << 32 | i);
+        }
     }
     while (hn > 0) {
         uint64_t top = heap_pop(heap, &hn);
         uint32_t at = (uint32_t)top, rank = (uint32_t)(top >> 32);
         if (pair[at] != rank) continue; /* stale */
         uint32_t right = end[at], right_end = end[right];
+        /* from characters: as in merge_small, a merge below a part's own rank ends it */
+        if (chars && (rank < id[at] || rank < id[right])) return LT_OK;
         id[at] = rank;
         end[at] = right_end;
         pair[right] = NO_RANK; /* the right part is gone */
@@ -523,6 +560,7 @@ static lt_status merge_large(const lt_tokenizer *tok, lt_tok_scratch *s, const u
         }
     }
     for (size_t i = 0; i < n; i = end[i]) emit(o, id[i]);
+    *merged = true;
     return LT_OK;
 }
 
@@ -537,7 +575,10 @@ static lt_status merge_piece(const lt_tokenizer *tok, lt_tok_scratch *s, const u
         if (tok->bytes_only || !merge_small(tok, s, p, n, o, true)) merge_small(tok, s, p, n, o, false);
         return LT_OK;
     }
-    return merge_large(tok, s, p, n, o, err);
+    bool merged = false;
+    lt_status st = tok->bytes_only ? LT_OK : merge_large(tok, s, p, n, o, true, &merged, err);
+    if (st == LT_OK && !merged) st = merge_large(tok, s, p, n, o, false, &merged, err);
+    return st;
 }
 
 /* One piece: a whole-token lookup first (most pieces), then the memo, else merge. */

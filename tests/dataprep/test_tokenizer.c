@@ -209,7 +209,7 @@ static void test_merge_matches_naive_rule(void **state) {
  * the characters' bytes, so they hold whole characters at every rank and tokens across
  * characters' edges (a continuation byte and the next lead byte, a space and a lead byte)
  * of lower rank than the characters they cut: the contexts where starting from the whole
- * character would be wrong. Texts: an optional space and 1 to 21 characters (one piece
+ * character would be wrong. Texts: an optional space and 1 to 60 characters (one piece
  * under the r50k pattern: ` ?\p{L}+`), memos warm and forgotten. */
 static void test_merge_from_characters_matches_naive_rule(void **state) {
     (void)state;
@@ -244,10 +244,11 @@ static void test_merge_from_characters_matches_naive_rule(void **state) {
         for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++)
             whole += vocab_has(&v, (const unsigned char *)chars[c], strlen(chars[c]));
         for (int k = 0; k < 150; k++) {
-            unsigned char text[80];
+            unsigned char text[200];
             size_t n = 0;
             if (lt_rng_below(&rng, 2)) text[n++] = ' ';
-            size_t nchars = 1 + lt_rng_below(&rng, 21);
+            /* up to 21 characters (merge_small, <= 64 bytes) or up to 60 (merge_large) */
+            size_t nchars = 1 + lt_rng_below(&rng, k % 4 ? 21 : 60);
             for (size_t c = 0; c < nchars; c++) {
                 /* mostly one script per text, as in real text */
                 size_t pick = lt_rng_below(&rng, 4) ? (size_t)(k % 2 ? lt_rng_below(&rng, 3) : 3 + lt_rng_below(&rng, 3))
@@ -294,6 +295,12 @@ static void test_merge_from_characters_matches_naive_rule(void **state) {
     assert_int_equal(want[1], 259); /* бр */
     assert_int_equal(info.n_tokens, 2);
     assert_memory_equal(ids, want, 2 * sizeof *ids);
+    /* the same 12 times over (72 bytes: the long-piece path): а бр а бр ... */
+    char abr12[80];
+    for (int k = 0; k < 12; k++) memcpy(abr12 + 6 * k, abr, 6);
+    assert_int_equal(lt_tokenizer_encode(tok, s, abr12, 72, ids, 200, &info, &err), LT_OK);
+    assert_int_equal(info.n_tokens, 24);
+    for (int k = 0; k < 24; k++) assert_int_equal(ids[k], k % 2 ? 259 : 260);
     lt_tokenizer_free(tok);
     lt_tok_scratch_free(s);
 }
