@@ -133,6 +133,48 @@ static void test_utf8_sanitize(void **state) {
     }
 }
 
+/* lt_utf8_valid (word-at-a-time ASCII, inline 2- and 3-byte checks) against the plain
+ * definition: every lt_utf8_next step well-formed. Random strings over bytes that meet at
+ * the table's edges (lead bytes C1 C2 DF E0 ED EF F0 F4 F5, continuations 7F 80 8F 90 9F A0
+ * BF C0, ASCII), every length 0..40, cut at every end. */
+static bool utf8_valid_by_steps(const char *s, size_t len) {
+    for (size_t i = 0; i < len;) {
+        int32_t cp;
+        i += lt_utf8_next(s + i, len - i, &cp);
+        if (cp == LT_UTF8_INVALID) return false;
+    }
+    return true;
+}
+
+static void test_utf8_valid_fast_path(void **state) {
+    (void)state;
+    static const unsigned char bytes[] = {'a', ' ', 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1,
+                                          0xC2, 0xDF, 0xE0, 0xE1, 0xED, 0xEF, 0xF0, 0xF4, 0xF5, 0xFF};
+    uint64_t x = 88172645463325252ull;
+    size_t valid = 0;
+    for (int k = 0; k < 200000; k++) {
+        char s[40];
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t len = (size_t)(x % 41);
+        for (size_t i = 0; i < len; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            /* mostly ASCII and continuations, so that long valid runs occur */
+            unsigned r = (unsigned)(x >> 32) % 64;
+            s[i] = (char)(r < 24 ? 'a' + r % 26 : r < 44 ? 0x80 + (r % 64) : bytes[r % sizeof bytes]);
+        }
+        bool want = utf8_valid_by_steps(s, len);
+        valid += want;
+        if (lt_utf8_valid(s, len) != want) fail_msg("case %d: length %zu, valid %d", k, len, want);
+    }
+    assert_true(valid > 1000); /* both answers were exercised */
+    /* valid text in every script width, a sequence cut at each byte, misalignment to 8 */
+    const char *t = "abcdefgh\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80ijklmnop\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbfq";
+    size_t tl = strlen(t);
+    for (size_t off = 0; off < 8; off++)
+        for (size_t end = off; end <= tl; end++)
+            assert_int_equal(lt_utf8_valid(t + off, end - off), utf8_valid_by_steps(t + off, end - off));
+}
+
 /* ================================================================ writer */
 
 static char *write_string(const char *s, size_t n, size_t *repl) {
@@ -1624,7 +1666,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8_sanitize),     cmocka_unit_test(test_writer_escaping),
+        cmocka_unit_test(test_utf8_sanitize),     cmocka_unit_test(test_utf8_valid_fast_path),
+        cmocka_unit_test(test_writer_escaping),
         cmocka_unit_test(test_writer_structure),  cmocka_unit_test(test_writer_numbers),
         cmocka_unit_test(test_writer_locale),     cmocka_unit_test(test_writer_misuse),
         cmocka_unit_test(test_writer_fwrite),     cmocka_unit_test(test_reader_basic),
