@@ -57,6 +57,9 @@ typedef struct slot {
 typedef struct char_unit {
     uint32_t rank;
     uint32_t first : 24, n_left : 4, n_right : 4;
+    uint64_t left_last, right_first; /* bit b & 63 set for each left context's last byte b,
+                                        each right context's first byte b: most neighbours
+                                        rule every context out with one test */
 } char_unit;
 
 /* A context of a char_unit: bytes pool[off .. off + len), head = the first min(len, 8) of
@@ -88,7 +91,7 @@ struct lt_tokenizer {
     unsigned filter_shift; /* 64 - log2(filter bits) */
     uint32_t byte_rank[256];
     uint32_t *rank2; /* [b0 << 8 | b1]: the rank of a 2-byte token, or NO_RANK (256 KiB, cache-resident) */
-    char_unit *chars; /* [code point < 0x10000]: the character as a starting part (build_chars), 512 KiB */
+    char_unit *chars; /* [code point < 0x10000]: the character as a starting part (build_chars), 1.5 MiB */
     bool bytes_only;  /* lt_tokenizer_set_char_start(false) */
     char_ctx *ctx;    /* the units' contexts */
     size_t n_ctx;
@@ -347,11 +350,13 @@ HOT bool ctx_matches(const lt_tokenizer *tok, const char_ctx *c, const unsigned 
 HOT bool char_safe(const lt_tokenizer *tok, const char_unit *u, const unsigned char *p, size_t n, size_t i,
                    size_t len) {
     const char_ctx *c = tok->ctx + u->first;
-    for (unsigned k = 0; k < u->n_left; k++)
-        if (c[k].len <= i && ctx_matches(tok, &c[k], p + i - c[k].len)) return false;
+    if (i > 0 && (u->left_last >> (p[i - 1] & 63) & 1))
+        for (unsigned k = 0; k < u->n_left; k++)
+            if (c[k].len <= i && ctx_matches(tok, &c[k], p + i - c[k].len)) return false;
     c += u->n_left;
-    for (unsigned k = 0; k < u->n_right; k++)
-        if (c[k].len <= n - i - len && ctx_matches(tok, &c[k], p + i + len)) return false;
+    if (i + len < n && (u->right_first >> (p[i + len] & 63) & 1))
+        for (unsigned k = 0; k < u->n_right; k++)
+            if (c[k].len <= n - i - len && ctx_matches(tok, &c[k], p + i + len)) return false;
     return true;
 }
 
@@ -980,6 +985,7 @@ typedef struct edges {
 static bool unit_contexts(lt_tokenizer *tok, const unsigned char *c, size_t len, uint32_t rank, const edges *L,
                           const edges *R, unsigned rb, size_t *ctx_cap, char_unit *out) {
     size_t first = tok->n_ctx, nside[2] = {0, 0};
+    uint64_t mask[2] = {0, 0};
     for (int side = 0; side < 2; side++) {
         const edges *E = side == 0 ? L : R;
         unsigned b = side == 0 ? c[0] : rb;
@@ -999,10 +1005,11 @@ static bool unit_contexts(lt_tokenizer *tok, const unsigned char *c, size_t len,
             size_t at = tok->off[x->rank] + (side == 0 ? 0 : x->cut);
             if (tok->n_ctx == *ctx_cap) tok->ctx = lt_realloc_check(tok->ctx, (*ctx_cap *= 2) * sizeof *tok->ctx);
             tok->ctx[tok->n_ctx++] = (char_ctx){load_head(tok->pool + at, m < 8 ? m : 8), (uint32_t)at, (uint32_t)m};
+            mask[side] |= 1ull << (tok->pool[side == 0 ? at + m - 1 : at] & 63);
             nside[side]++;
         }
     }
-    *out = (char_unit){rank, (uint32_t)first, (uint32_t)nside[0], (uint32_t)nside[1]};
+    *out = (char_unit){rank, (uint32_t)first, (uint32_t)nside[0], (uint32_t)nside[1], mask[0], mask[1]};
     return true;
 }
 
@@ -1050,7 +1057,7 @@ static void build_chars(lt_tokenizer *tok) {
             if (cut[k][r]) E[k].e[fill[bucket[k][r]]++] = (edge){(uint32_t)r, cut[k][r]};
     }
     tok->chars = lt_malloc_check(65536 * sizeof *tok->chars);
-    for (size_t cp = 0; cp < 65536; cp++) tok->chars[cp] = (char_unit){NO_RANK, 0, 0, 0};
+    for (size_t cp = 0; cp < 65536; cp++) tok->chars[cp] = (char_unit){NO_RANK, 0, 0, 0, 0, 0};
     size_t ctx_cap = 1024;
     tok->ctx = lt_malloc_check(ctx_cap * sizeof *tok->ctx);
     tok->n_ctx = 0;
