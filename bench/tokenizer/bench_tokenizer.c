@@ -5,7 +5,8 @@
  *
  *     bench_tokenizer --encoding NAME [--vocab-dir DIR] (--jsonl FILE | --text FILE)
  *                     [--threads 1,2] [--samples 5] [--min-sample-s 0.2] [--label NAME]
- *                     [--engine auto|pcre2] [--memos forget|fresh] [--spin-reference]
+ *                     [--engine auto|pcre2] [--memos forget|fresh] [--start chars|bytes]
+ *                     [--spin-reference]
  *
  * --jsonl FILE: one document per line, its "text" field (lib/json.h lt_jsonl_reader_get);
  * --text FILE: the whole file is one document (the 1 MiB single-piece cases).
@@ -35,6 +36,10 @@
  * document from a shared atomic counter over the documents sorted by decreasing size
  * (largest first keeps the threads' loads even); the tokenizer itself is shared read-only.
  *
+ * --start bytes: merge every piece from its bytes (lt_tokenizer_set_char_start false), the
+ * peer of the default `chars` (from whole characters where that gives the same ids); the
+ * ids are the same, so is ids_sha256.
+ *
  * --spin-reference: after each encoding sample, a sample of the same machinery running a
  * register-only loop (no memory traffic) sized to last about as long on one thread, its
  * work split evenly over the T threads. Its scaling is what the machine delivered to ideal
@@ -43,8 +48,8 @@
  *
  * Output: one line of key=value pairs per thread count (MB = 1e6 bytes of input text):
  *     bench=longtail set=english encoding=cl100k_base engine=cl100k threads=1 docs=120
- *     bytes=1152244 tokens=... ids_sha256=... memos=forget rounds=4 samples=5 best_s=... median_s=...
- *     mb_per_s=... tokens_per_s=... idsum=...
+ *     bytes=1152244 tokens=... ids_sha256=... memos=forget start=chars rounds=4 samples=5 best_s=...
+ *     median_s=... mb_per_s=... tokens_per_s=... idsum=...
  * best_s and median_s are per pass over the set; mb_per_s and tokens_per_s use best_s;
  * idsum (the sum of all ids encoded while timing, mod 2^64) keeps the work observable.
  * With --spin-reference, also bench=spin lines: threads, best_s, median_s (per sample) and
@@ -93,6 +98,7 @@ typedef struct options {
     double min_sample_s;
     bool spin_reference;
     bool fresh_memos; /* --memos fresh */
+    bool bytes_start; /* --start bytes */
 } options;
 
 /* One worker's state, reused across samples. */
@@ -304,7 +310,8 @@ static int usage(const char *msg) {
     fprintf(stderr,
             "usage: bench_tokenizer --encoding NAME [--vocab-dir DIR] (--jsonl FILE | --text FILE)\n"
             "                       [--threads 1,2] [--samples N] [--min-sample-s S] [--label NAME]\n"
-            "                       [--engine auto|pcre2] [--memos forget|fresh] [--spin-reference]\n");
+            "                       [--engine auto|pcre2] [--memos forget|fresh] [--start chars|bytes]\n"
+            "                       [--spin-reference]\n");
     return LT_EXIT_USAGE;
 }
 
@@ -337,7 +344,11 @@ static int parse_options(int argc, char **argv, options *o) {
         else if (strcmp(a, "--text") == 0) o->text = v;
         else if (strcmp(a, "--label") == 0) o->label = v;
 
-        else if (strcmp(a, "--memos") == 0) {
+        else if (strcmp(a, "--start") == 0) {
+            if (strcmp(v, "chars") == 0) o->bytes_start = false;
+            else if (strcmp(v, "bytes") == 0) o->bytes_start = true;
+            else return usage("--start is chars or bytes");
+        } else if (strcmp(a, "--memos") == 0) {
             if (strcmp(v, "forget") == 0) o->fresh_memos = false;
             else if (strcmp(v, "fresh") == 0) o->fresh_memos = true;
             else return usage("--memos is forget or fresh");
@@ -389,6 +400,7 @@ int main(int argc, char **argv) {
     lt_tokenizer *tok;
     lt_status st = lt_tokenizer_load_encoding(&tok, o.encoding, o.vocab_dir, o.engine, &err);
     if (st != LT_OK) return lt_error_exit(&err);
+    lt_tokenizer_set_char_start(tok, !o.bytes_start);
     corpus c = {0};
     st = o.jsonl ? read_jsonl(&c, o.jsonl, &err) : read_text(&c, o.text, &err);
     if (st != LT_OK) return lt_error_exit(&err);
@@ -468,10 +480,11 @@ int main(int argc, char **argv) {
         double best = t[0];
         double median = o.samples % 2 ? t[o.samples / 2] : 0.5 * (t[o.samples / 2 - 1] + t[o.samples / 2]);
         printf("bench=longtail set=%s encoding=%s engine=%s threads=%zu docs=%zu bytes=%zu tokens=%" PRIu64
-               " ids_sha256=%s memos=%s rounds=%zu samples=%zu best_s=%.6f median_s=%.6f mb_per_s=%.3f"
+               " ids_sha256=%s memos=%s start=%s rounds=%zu samples=%zu best_s=%.6f median_s=%.6f mb_per_s=%.3f"
                " tokens_per_s=%.0f idsum=%" PRIu64 "\n",
                o.label, lt_tokenizer_name(tok), lt_tokenizer_engine(tok), o.thread_counts[k], c.n, c.bytes,
-               tokens, ids_sha, o.fresh_memos ? "fresh" : "forget", rounds, o.samples, best, median, (double)c.bytes / best / 1e6,
+               tokens, ids_sha, o.fresh_memos ? "fresh" : "forget", o.bytes_start ? "bytes" : "chars", rounds,
+               o.samples, best, median, (double)c.bytes / best / 1e6,
                (double)tokens / best, sums[k]);
         if (!spin_total) continue;
         t = spin_times + k * o.samples;
