@@ -51,16 +51,19 @@ typedef struct slot {
 } slot;
 
 /* A character of 2 or 3 bytes whose bytes are a token, as a part merge_small may start
- * from: `rank` is that token (NO_RANK: the character is never such a part), and
- * ctx[first .. first + n_left) and ctx[first + n_left .. + n_right) its dangerous left and
- * right contexts (see build_chars). */
+ * from: `rank` is that token (NO_RANK: the character is not one, or not built from its
+ * bytes below its rank), and ctx[first .. first + n_left) and ctx[first + n_left ..
+ * + n_right) its dangerous left and right contexts (see build_chars). */
 typedef struct char_unit {
     uint32_t rank;
-    uint32_t first : 24, n_left : 4, n_right : 4;
+    uint32_t first;
+    uint16_t n_left, n_right;
+    bool never; /* more than MAX_CONTEXTS on a side: a token, never started from */
     uint64_t left_last, right_first; /* bit b & 63 set for each left context's last byte b,
                                         each right context's first byte b: most neighbours
                                         rule every context out with one test */
 } char_unit;
+#define MAX_CONTEXTS 64
 
 /* A context of a char_unit: bytes pool[off .. off + len), head = the first min(len, 8) of
  * them as load_head packs them. */
@@ -91,7 +94,7 @@ struct lt_tokenizer {
     unsigned filter_shift; /* 64 - log2(filter bits) */
     uint32_t byte_rank[256];
     uint32_t *rank2; /* [b0 << 8 | b1]: the rank of a 2-byte token, or NO_RANK (256 KiB, cache-resident) */
-    char_unit *chars; /* [code point < 0x10000]: the character as a starting part (build_chars), 1.5 MiB */
+    char_unit *chars; /* [code point < 0x10000]: the character as a starting part (build_chars), 2 MiB */
     bool bytes_only;  /* lt_tokenizer_set_char_start(false) */
     char_ctx *ctx;    /* the units' contexts */
     size_t n_ctx;
@@ -377,7 +380,7 @@ HOT size_t char_part(const lt_tokenizer *tok, const unsigned char *p, size_t n, 
                          : (b & 0x0Fu) << 12 | (p[i + 1] & 0x3Fu) << 6 | (p[i + 2] & 0x3Fu);
     const char_unit *u = &tok->chars[cp];
     if (u->rank == NO_RANK) return 0;
-    if (!char_safe(tok, u, p, n, i, m)) return 1;
+    if (u->never || !char_safe(tok, u, p, n, i, m)) return 1;
     *id = u->rank;
     return m;
 }
@@ -966,7 +969,8 @@ static lt_status where_fail(lt_error *err, const char *path, size_t line, const 
  *     token would, from the bytes, have waited for it: merge_small gives up there.
  * Then every merge of the run from units is one of the run from bytes, in the same order,
  * and the bytes' merges inside the units (all before the unit's rank, touching nothing
- * else) are the only others. Units with more than 15 contexts on a side are not kept.
+ * else) are the only others. Units with more than MAX_CONTEXTS contexts on a side are never
+ * started from.
  * (Units of a 3-byte character's first two bytes, where the whole one is refused, were
  * tried: 2-5 % faster on Georgian, 10 % slower on CJK and Cyrillic.) */
 typedef struct edge {
@@ -981,8 +985,8 @@ typedef struct edges {
 
 /* The contexts of unit u = bytes c[0..len) of token `rank` from the left edges L (by the
  * lead byte of P) and the right edges R (by the byte of S that ends u, rb): appended to
- * tok->ctx; false (nothing kept) when a side has more than 15. */
-static bool unit_contexts(lt_tokenizer *tok, const unsigned char *c, size_t len, uint32_t rank, const edges *L,
+ * tok->ctx; with more than MAX_CONTEXTS on a side none are kept and u is `never`. */
+static void unit_contexts(lt_tokenizer *tok, const unsigned char *c, size_t len, uint32_t rank, const edges *L,
                           const edges *R, unsigned rb, size_t *ctx_cap, char_unit *out) {
     size_t first = tok->n_ctx, nside[2] = {0, 0};
     uint64_t mask[2] = {0, 0};
@@ -997,9 +1001,10 @@ static bool unit_contexts(lt_tokenizer *tok, const unsigned char *c, size_t len,
             size_t part = side == 0 ? tl - x->cut : x->cut; /* |P| or |S| */
             if (part >= len) continue;
             if (side == 0 ? memcmp(t + x->cut, c, part) != 0 : memcmp(t, c + len - part, part) != 0) continue;
-            if (nside[side] == 15 || first >= (1u << 24)) {
+            if (nside[side] == MAX_CONTEXTS || first >= UINT32_MAX / 2) {
                 tok->n_ctx = first;
-                return false;
+                *out = (char_unit){rank, 0, 0, 0, true, 0, 0};
+                return;
             }
             size_t m = side == 0 ? x->cut : tl - x->cut; /* |X| or |Y| */
             size_t at = tok->off[x->rank] + (side == 0 ? 0 : x->cut);
@@ -1009,8 +1014,7 @@ static bool unit_contexts(lt_tokenizer *tok, const unsigned char *c, size_t len,
             nside[side]++;
         }
     }
-    *out = (char_unit){rank, (uint32_t)first, (uint32_t)nside[0], (uint32_t)nside[1], mask[0], mask[1]};
-    return true;
+    *out = (char_unit){rank, (uint32_t)first, (uint16_t)nside[0], (uint16_t)nside[1], false, mask[0], mask[1]};
 }
 
 static void build_chars(lt_tokenizer *tok) {
@@ -1057,7 +1061,7 @@ static void build_chars(lt_tokenizer *tok) {
             if (cut[k][r]) E[k].e[fill[bucket[k][r]]++] = (edge){(uint32_t)r, cut[k][r]};
     }
     tok->chars = lt_malloc_check(65536 * sizeof *tok->chars);
-    for (size_t cp = 0; cp < 65536; cp++) tok->chars[cp] = (char_unit){NO_RANK, 0, 0, 0, 0, 0};
+    for (size_t cp = 0; cp < 65536; cp++) tok->chars[cp] = (char_unit){NO_RANK, 0, 0, 0, false, 0, 0};
     size_t ctx_cap = 1024;
     tok->ctx = lt_malloc_check(ctx_cap * sizeof *tok->ctx);
     tok->n_ctx = 0;
