@@ -96,6 +96,7 @@ struct lt_tokenizer {
     uint32_t *rank2; /* [b0 << 8 | b1]: the rank of a 2-byte token, or NO_RANK (256 KiB, cache-resident) */
     char_unit *chars; /* [code point < 0x10000]: the character as a starting part (build_chars), 2 MiB */
     bool bytes_only;  /* lt_tokenizer_set_char_start(false) */
+    char_unit *heads; /* [(b0 & 15) << 6 | (b1 & 63)]: the first two bytes b0 b1 of a 3-byte character */
     char_ctx *ctx;    /* the units' contexts */
     size_t n_ctx;
     special *specials;
@@ -365,7 +366,8 @@ HOT bool char_safe(const lt_tokenizer *tok, const char_unit *u, const unsigned c
 
 /* The part a merge from whole characters starts with at p[i] of a piece p[0..n): a
  * character of 2 or 3 bytes (well-formed, U+0080 .. U+FFFF) that build_chars keeps and
- * char_safe allows there (its length; *id its token), else the byte (1; *id its token);
+ * char_safe allows there (its length; *id its token), else the first two bytes of a 3-byte
+ * one under the same rules (2), else the byte (1; *id its token);
  * 0 (and the byte's id) for a well-formed character that is not a token at all, which the
  * callers take as a script whose characters the vocabulary does not hold whole. */
 HOT size_t char_part(const lt_tokenizer *tok, const unsigned char *p, size_t n, size_t i, uint32_t *id) {
@@ -380,9 +382,18 @@ HOT size_t char_part(const lt_tokenizer *tok, const unsigned char *p, size_t n, 
                          : (b & 0x0Fu) << 12 | (p[i + 1] & 0x3Fu) << 6 | (p[i + 2] & 0x3Fu);
     const char_unit *u = &tok->chars[cp];
     if (u->rank == NO_RANK) return 0;
-    if (u->never || !char_safe(tok, u, p, n, i, m)) return 1;
-    *id = u->rank;
-    return m;
+    if (!u->never && char_safe(tok, u, p, n, i, m)) {
+        *id = u->rank;
+        return m;
+    }
+    if (m == 3) { /* its first two bytes, where they are safe */
+        u = &tok->heads[(b & 0x0F) << 6 | (p[i + 1] & 0x3F)];
+        if (u->rank != NO_RANK && !u->never && char_safe(tok, u, p, n, i, 2)) {
+            *id = u->rank;
+            return 2;
+        }
+    }
+    return 1;
 }
 
 /* Built twice on x86-64 with GCC (the loader's ifunc picks one at start): for x86-64-v3
@@ -898,6 +909,7 @@ void lt_tokenizer_free(lt_tokenizer *tok) {
     free(tok->slots);
     free(tok->rank2);
     free(tok->chars);
+    free(tok->heads);
     free(tok->ctx);
     free(tok->filter);
     for (size_t k = 0; k < tok->n_special; k++) free(tok->specials[k].text);
@@ -952,9 +964,10 @@ static lt_status where_fail(lt_error *err, const char *path, size_t line, const 
 }
 
 /* Parse the rank file into tok->pool/off/slots/byte_rank. */
-/* The units merge_small may start a piece from instead of its bytes (tok->chars, tok->ctx):
- * whole characters of 2 or 3 bytes, U+0080 .. U+FFFF (Cyrillic, Greek, Arabic, Hebrew,
- * Devanagari, Georgian, CJK, ...). Starting from a unit u gives tiktoken's result when the bytes would have
+/* The units merge_small may start a piece from instead of its bytes (tok->chars,
+ * tok->heads, tok->ctx): whole characters of 2 or 3 bytes, U+0080 .. U+FFFF (Cyrillic,
+ * Greek, Arabic, Hebrew, Devanagari, Georgian, CJK, ...), and where a 3-byte character is
+ * not safe whole, its first two bytes. Starting from a unit u gives tiktoken's result when the bytes would have
  * become u first, before any merge across u's edges:
  *   - u's bytes are a token, built from them by merges of lower rank than u's own (2
  *     bytes: the one merge; 3 bytes: the lower of the two pairs, which must be a token),
@@ -971,8 +984,9 @@ static lt_status where_fail(lt_error *err, const char *path, size_t line, const 
  * and the bytes' merges inside the units (all before the unit's rank, touching nothing
  * else) are the only others. Units with more than MAX_CONTEXTS contexts on a side are never
  * started from.
- * (Units of a 3-byte character's first two bytes, where the whole one is refused, were
- * tried: 2-5 % faster on Georgian, 10 % slower on CJK and Cyrillic.) */
+ * The first two bytes of a 3-byte character are a unit of 2 bytes like any other; their
+ * right context is what follows them, the character's last byte first (edges of the third
+ * kind: tokens that start with a continuation byte). */
 typedef struct edge {
     uint32_t rank, cut; /* X = bytes [0, cut), P = [cut, len) (left); S = [0, cut), Y = [cut, len) (right) */
 } edge;
@@ -1018,15 +1032,16 @@ static void unit_contexts(lt_tokenizer *tok, const unsigned char *c, size_t len,
 }
 
 static void build_chars(lt_tokenizer *tok) {
-    /* two kinds of edges: tokens that end in an unfinished character (by its lead byte:
-     * X + P), and tokens that start with 1 or 2 continuation bytes followed by the start of
-     * a character (by the last of them: S + Y) */
+    /* three kinds of edges: tokens that end in an unfinished character (by its lead byte:
+     * X + P); tokens that start with 1 or 2 continuation bytes followed by the start of a
+     * character (by the last of them: S + Y after a whole character); tokens that start
+     * with a continuation byte (by it: S + Y after a character's first two bytes) */
     size_t n = tok->n_ranks;
-    edges E[2];
+    edges E[3];
     memset(E, 0, sizeof E);
-    unsigned char *bucket[2];
-    uint32_t *cut[2];
-    for (int k = 0; k < 2; k++) {
+    unsigned char *bucket[3];
+    uint32_t *cut[3];
+    for (int k = 0; k < 3; k++) {
         bucket[k] = lt_malloc_check(n ? n : 1);
         cut[k] = lt_calloc_check(n ? n : 1, sizeof(uint32_t));
     }
@@ -1049,8 +1064,12 @@ static void build_chars(lt_tokenizer *tok) {
             cut[1][r] = (uint32_t)j;
             bucket[1][r] = t[j - 1];
         }
+        if (len > 1 && (t[0] & 0xC0) == 0x80) { /* S = its first byte, Y the rest */
+            cut[2][r] = 1;
+            bucket[2][r] = t[0];
+        }
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         for (size_t r = 0; r < n; r++)
             if (cut[k][r]) E[k].count[bucket[k][r] + 1]++;
         for (int b = 0; b < 256; b++) E[k].count[b + 1] += E[k].count[b];
@@ -1062,6 +1081,8 @@ static void build_chars(lt_tokenizer *tok) {
     }
     tok->chars = lt_malloc_check(65536 * sizeof *tok->chars);
     for (size_t cp = 0; cp < 65536; cp++) tok->chars[cp] = (char_unit){NO_RANK, 0, 0, 0, false, 0, 0};
+    tok->heads = lt_malloc_check(1024 * sizeof *tok->heads);
+    for (size_t k = 0; k < 1024; k++) tok->heads[k] = (char_unit){NO_RANK, 0, 0, 0, false, 0, 0};
     size_t ctx_cap = 1024;
     tok->ctx = lt_malloc_check(ctx_cap * sizeof *tok->ctx);
     tok->n_ctx = 0;
@@ -1069,6 +1090,12 @@ static void build_chars(lt_tokenizer *tok) {
         const unsigned char *c = tok->pool + tok->off[r];
         size_t len = tok->off[r + 1] - tok->off[r];
         if (len < 2 || len > 3 || c[0] < 0xC2 || c[0] >= 0xF0 || (c[1] & 0xC0) != 0x80) continue;
+        if (len == 2 && c[0] >= 0xE0) { /* the first two bytes of a 3-byte character */
+            if (!(c[0] == 0xE0 && c[1] < 0xA0))
+                unit_contexts(tok, c, 2, (uint32_t)r, &E[0], &E[2], c[1], &ctx_cap,
+                              &tok->heads[(c[0] & 0x0F) << 6 | (c[1] & 0x3F)]);
+            continue;
+        }
         if ((c[0] < 0xE0) != (len == 2)) continue;
         if (len == 3 && ((c[2] & 0xC0) != 0x80 || (c[0] == 0xE0 && c[1] < 0xA0))) continue;
         if (len == 3) { /* the first merge must be a token of lower rank than c */
@@ -1079,7 +1106,7 @@ static void build_chars(lt_tokenizer *tok) {
                                : (c[0] & 0x0Fu) << 12 | (c[1] & 0x3Fu) << 6 | (c[2] & 0x3Fu);
         unit_contexts(tok, c, len, (uint32_t)r, &E[0], &E[1], c[len - 1], &ctx_cap, &tok->chars[cp]);
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         free(E[k].e);
         free(bucket[k]);
         free(cut[k]);
