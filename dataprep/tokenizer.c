@@ -307,10 +307,10 @@ static bool grow_parts(lt_tok_scratch *s, size_t n) {
 
 /* ------------------------------------------------------------------ merging */
 
-/* Pieces of up to 64 bytes: the parts' starts are the set bits of one word, so the
- * neighbours of a part are a count-zeros away and nothing moves when two parts merge.
- * key[i] is the candidate merge of the part at i with the next one, packed as
- * rank << 6 | i (KEY_NONE when it is not a token or i is not a part start), so the merge to
+/* Pieces of up to 64 parts (bytes, or whole characters: build_chars): the live parts are
+ * the set bits of one word, so the neighbours of a part are a count-zeros away and nothing
+ * moves when two parts merge. key[j] is the candidate merge of part j with the next live
+ * one, packed as rank << 6 | j (KEY_NONE when it is not a token or part j is gone), so the merge to
  * do next (lowest rank, leftmost on ties: tiktoken's rule) is simply the smallest key: one
  * compare-and-select per byte in four independent chains, where tracking the rank and the
  * position apart took two selects in one chain (the scan was 35-45 % of the time on
@@ -396,92 +396,101 @@ HOT size_t char_part(const lt_tokenizer *tok, const unsigned char *p, size_t n, 
     return 1;
 }
 
+typedef enum small_result {
+    SMALL_DONE,     /* merged and emitted */
+    SMALL_BYTES,    /* nothing emitted: merge the piece from bytes */
+    SMALL_TOO_LONG, /* nothing emitted: more than 64 parts even from characters (merge_large) */
+} small_result;
+
 /* Built twice on x86-64 with GCC (the loader's ifunc picks one at start): for x86-64-v3
  * (AVX2: min_key's four lanes in one vpminsd per group; BMI1/LZCNT: the bit scans) and for
  * the baseline. Same integer code, so the same ids; 9-18 % faster on the multilingual,
  * Cyrillic and Georgian sets with o200k_base (bench_tokenizer, this machine, AMD EPYC).
  *
- * chars: start from whole characters where that is exact (build_chars); returns false,
- * having emitted nothing, when the piece has no such character or when a merge the run
- * reaches could have come out otherwise from the bytes (the caller then merges bytes).
- * Without chars it always merges the piece and returns true. */
+ * Without chars: the bytes of a piece of at most 64 bytes, always merged (SMALL_DONE). With
+ * chars: whole characters (or a character's first two bytes) where that is exact
+ * (build_chars), bytes elsewhere, so pieces of up to 192 bytes; it gives up, having emitted
+ * nothing, when the piece has no such character or a merge it reaches could have come out
+ * otherwise from the bytes (SMALL_BYTES: merge the bytes), or when the piece has more than
+ * 64 parts (SMALL_TOO_LONG: merge_large). Part j is bytes [start[j], start of the next live
+ * part); its key packs j, not the byte offset (a third of the keys to scan on Georgian:
+ * 3-4 % faster there). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 #endif
-static bool merge_small(const lt_tokenizer *tok, lt_tok_scratch *s, const unsigned char *p, size_t n,
-                        out_ids *o, bool chars) {
+static small_result merge_small(const lt_tokenizer *tok, lt_tok_scratch *s, const unsigned char *p, size_t n,
+                                out_ids *o, bool chars) {
     int32_t key[64];
     uint32_t id[64];
-    uint64_t live; /* part starts */
-    size_t n4 = (n + 3) / 4; /* groups of 4 keys, the last one padded with KEY_NONE */
+    uint8_t start[65]; /* part j is bytes [start[j], start[the next live part]); start[np] = n */
+    size_t np = 0;
     if (!chars) {
-        live = n == 64 ? ~0ull : (1ull << n) - 1;
         for (size_t i = 0; i < n; i++) {
+            start[i] = (uint8_t)i;
             id[i] = tok->byte_rank[p[i]];
             key[i] = pack_key(i + 1 < n ? rank_of2(tok, p + i) : NO_RANK, i);
         }
-        for (size_t i = n; i < 4 * n4; i++) key[i] = KEY_NONE;
+        np = n;
     } else {
-        live = 0;
         bool any = false;
         for (size_t i = 0; i < n;) {
             uint32_t unit;
             size_t len = char_part(tok, p, n, i, &unit);
             if (len == 0) {
-                if (!any) return false; /* a script without such tokens: merge the bytes */
+                if (!any) return SMALL_BYTES; /* a script without such tokens */
                 len = 1;
             }
             any |= len > 1;
-            id[i] = unit;
-            live |= 1ull << i;
-            for (size_t k = 1; k < len; k++) key[i + k] = KEY_NONE;
+            if (np == 64) return SMALL_TOO_LONG;
+            start[np] = (uint8_t)i;
+            id[np++] = unit;
             i += len;
         }
-        if (!any) return false;
-        for (size_t i = n; i < 4 * n4; i++) key[i] = KEY_NONE;
-        for (uint64_t m = live; m; m &= m - 1) {
-            size_t a = (size_t)__builtin_ctzll(m);
-            uint64_t rest = m & (m - 1);
-            if (!rest) {
-                key[a] = KEY_NONE;
-                break;
-            }
-            size_t b = (size_t)__builtin_ctzll(rest);
-            uint64_t more = rest & (rest - 1);
-            size_t e = more ? (size_t)__builtin_ctzll(more) : n;
-            key[a] = pack_key(e - a == 2 ? rank_of2(tok, p + a) : pair_rank(tok, s, id[a], id[b], p + a, e - a), a);
+        if (!any) return SMALL_BYTES;
+        for (size_t j = 0; j + 1 < np; j++) { /* parts j and j + 1: bytes [start[j], e) */
+            size_t e = j + 2 < np ? start[j + 2] : n;
+            uint32_t r = e - start[j] == 2 ? rank_of2(tok, p + start[j])
+                                           : pair_rank(tok, s, id[j], id[j + 1], p + start[j], e - start[j]);
+            key[j] = pack_key(r, j);
         }
+        key[np - 1] = KEY_NONE;
     }
+    start[np] = (uint8_t)n;
+    uint64_t live = np == 64 ? ~0ull : (1ull << np) - 1; /* live parts */
+    size_t n4 = (np + 3) / 4; /* groups of 4 keys, the last one padded with KEY_NONE */
+    for (size_t j = np; j < 4 * n4; j++) key[j] = KEY_NONE;
     for (;;) {
         int32_t k = min_key(key, n4);
         if (k == KEY_NONE) break;
         size_t at = (size_t)k & 63;
         uint32_t best = (uint32_t)k >> 6;
-        uint64_t after = live & ~((2ull << at) - 1); /* starts after `at` (at <= 62 here) */
+        uint64_t after = live & ~((2ull << at) - 1); /* parts after `at` (at <= 62 here) */
         size_t right = (size_t)__builtin_ctzll(after);
         /* from characters: a merge of lower rank than a part's own token could have come
          * out otherwise from the bytes (build_chars) */
-        if (chars && (best < id[at] || best < id[right])) return false;
+        if (chars && (best < id[at] || best < id[right])) return SMALL_BYTES;
         uint64_t beyond = after & (after - 1);
-        size_t right_end = beyond ? (size_t)__builtin_ctzll(beyond) : n;
+        size_t right_end = beyond ? (size_t)__builtin_ctzll(beyond) : np;
         id[at] = best;
         live &= ~(1ull << right);
         key[right] = KEY_NONE;
-        if (right_end < n) {
+        if (right_end < np) {
             uint64_t next = beyond & (beyond - 1);
-            size_t next_end = next ? (size_t)__builtin_ctzll(next) : n;
-            key[at] = pack_key(pair_rank(tok, s, id[at], id[right_end], p + at, next_end - at), at);
+            size_t next_end = next ? (size_t)__builtin_ctzll(next) : np;
+            key[at] = pack_key(
+                pair_rank(tok, s, id[at], id[right_end], p + start[at], (size_t)(start[next_end] - start[at])), at);
         } else {
             key[at] = KEY_NONE;
         }
         uint64_t before = live & ((1ull << at) - 1);
         if (before) {
             size_t left = 63 - (size_t)__builtin_clzll(before);
-            key[left] = pack_key(pair_rank(tok, s, id[left], id[at], p + left, right_end - left), left);
+            key[left] = pack_key(
+                pair_rank(tok, s, id[left], id[at], p + start[left], (size_t)(start[right_end] - start[left])), left);
         }
     }
     for (uint64_t m = live; m; m &= m - 1) emit(o, id[__builtin_ctzll(m)]);
-    return true;
+    return SMALL_DONE;
 }
 
 static inline void heap_push(uint64_t *h, size_t *n, uint64_t v) {
@@ -590,12 +599,18 @@ static lt_status merge_piece(const lt_tokenizer *tok, lt_tok_scratch *s, const u
         return lt_fail(err, LT_ERR_INPUT, NULL, "a piece of %zu bytes is too long to merge", n);
     if (!grow_parts(s, n + 1))
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory merging a piece of %zu bytes", n);
-    if (n <= 64 && tok->n_ranks <= KEY_RANK_LIMIT) {
-        if (tok->bytes_only || !merge_small(tok, s, p, n, o, true)) merge_small(tok, s, p, n, o, false);
-        return LT_OK;
+    bool chars = !tok->bytes_only;
+    if (tok->n_ranks <= KEY_RANK_LIMIT) {
+        small_result r = chars && n <= 3 * 64 ? merge_small(tok, s, p, n, o, true) : SMALL_TOO_LONG;
+        if (r == SMALL_DONE) return LT_OK;
+        if (n <= 64) {
+            merge_small(tok, s, p, n, o, false);
+            return LT_OK;
+        }
+        chars = chars && r == SMALL_TOO_LONG;
     }
     bool merged = false;
-    lt_status st = tok->bytes_only ? LT_OK : merge_large(tok, s, p, n, o, true, &merged, err);
+    lt_status st = chars ? merge_large(tok, s, p, n, o, true, &merged, err) : LT_OK;
     if (st == LT_OK && !merged) st = merge_large(tok, s, p, n, o, false, &merged, err);
     return st;
 }

@@ -209,7 +209,7 @@ static void test_merge_matches_naive_rule(void **state) {
  * the characters' bytes, so they hold whole characters at every rank and tokens across
  * characters' edges (a continuation byte and the next lead byte, a space and a lead byte)
  * of lower rank than the characters they cut: the contexts where starting from the whole
- * character would be wrong. Texts: an optional space and 1 to 60 characters (one piece
+ * character would be wrong. Texts: an optional space and 1 to 100 characters (one piece
  * under the r50k pattern: ` ?\p{L}+`), memos warm and forgotten. */
 static void test_merge_from_characters_matches_naive_rule(void **state) {
     (void)state;
@@ -221,7 +221,7 @@ static void test_merge_from_characters_matches_naive_rule(void **state) {
     lt_rng_seed(&rng, 20261126);
     lt_tok_scratch *s = lt_tok_scratch_new();
     assert_non_null(s);
-    uint32_t ids[200], want[200];
+    uint32_t ids[320], want[320];
     size_t checked = 0, with_chars = 0;
     for (int round = 0; round < 30; round++) {
         random_vocab_of(&v, &rng, 60 + 20 * (size_t)(round % 12), alpha, sizeof alpha);
@@ -244,11 +244,11 @@ static void test_merge_from_characters_matches_naive_rule(void **state) {
         for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++)
             whole += vocab_has(&v, (const unsigned char *)chars[c], strlen(chars[c]));
         for (int k = 0; k < 150; k++) {
-            unsigned char text[200];
+            unsigned char text[320];
             size_t n = 0;
             if (lt_rng_below(&rng, 2)) text[n++] = ' ';
-            /* up to 21 characters (merge_small, <= 64 bytes) or up to 60 (merge_large) */
-            size_t nchars = 1 + lt_rng_below(&rng, k % 4 ? 21 : 60);
+            /* up to 21 characters (<= 64 bytes), or up to 100 (more than 64 parts: merge_large) */
+            size_t nchars = 1 + lt_rng_below(&rng, k % 4 ? 21 : 100);
             for (size_t c = 0; c < nchars; c++) {
                 /* mostly one script per text, as in real text */
                 size_t pick = lt_rng_below(&rng, 4) ? (size_t)(k % 2 ? lt_rng_below(&rng, 3) : 3 + lt_rng_below(&rng, 3))
@@ -261,7 +261,7 @@ static void test_merge_from_characters_matches_naive_rule(void **state) {
             lt_encode_info info;
             lt_error err;
             for (int again = 0; again < 2; again++) {
-                assert_int_equal(lt_tokenizer_encode(tok, s, (const char *)text, n, ids, 200, &info, &err), LT_OK);
+                assert_int_equal(lt_tokenizer_encode(tok, s, (const char *)text, n, ids, 320, &info, &err), LT_OK);
                 if (info.n_tokens != m || memcmp(ids, want, m * sizeof *ids) != 0)
                     fail_msg("round %d, text %d: a %zu-byte piece (%s): %zu tokens, naive rule %zu", round, k, n,
                              again ? "again" : "first", info.n_tokens, m);
@@ -289,18 +289,21 @@ static void test_merge_from_characters_matches_naive_rule(void **state) {
     const char *abr = "\xd0\xb0\xd0\xb1\xd1\x80"; /* "абр" */
     lt_encode_info info;
     lt_error err;
-    assert_int_equal(lt_tokenizer_encode(tok, s, abr, strlen(abr), ids, 200, &info, &err), LT_OK);
+    assert_int_equal(lt_tokenizer_encode(tok, s, abr, strlen(abr), ids, 320, &info, &err), LT_OK);
     assert_int_equal(naive_merge(&v, (const unsigned char *)abr, strlen(abr), want), 2);
     assert_int_equal(want[0], 260); /* а */
     assert_int_equal(want[1], 259); /* бр */
     assert_int_equal(info.n_tokens, 2);
     assert_memory_equal(ids, want, 2 * sizeof *ids);
-    /* the same 12 times over (72 bytes: the long-piece path): а бр а бр ... */
-    char abr12[80];
-    for (int k = 0; k < 12; k++) memcpy(abr12 + 6 * k, abr, 6);
-    assert_int_equal(lt_tokenizer_encode(tok, s, abr12, 72, ids, 200, &info, &err), LT_OK);
-    assert_int_equal(info.n_tokens, 24);
-    for (int k = 0; k < 24; k++) assert_int_equal(ids[k], k % 2 ? 259 : 260);
+    /* the same 12 times over (36 characters: a piece of more than 64 bytes in 36 parts) and
+     * 30 times (90 parts: the heap path): а бр а бр ... */
+    for (int times = 12; times <= 30; times += 18) {
+        char abrs[180];
+        for (int k = 0; k < times; k++) memcpy(abrs + 6 * k, abr, 6);
+        assert_int_equal(lt_tokenizer_encode(tok, s, abrs, 6 * (size_t)times, ids, 320, &info, &err), LT_OK);
+        assert_int_equal(info.n_tokens, 2 * (size_t)times);
+        for (int k = 0; k < 2 * times; k++) assert_int_equal(ids[k], k % 2 ? 259 : 260);
+    }
     lt_tokenizer_free(tok);
     lt_tok_scratch_free(s);
 }
