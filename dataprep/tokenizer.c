@@ -50,10 +50,10 @@ typedef struct slot {
     uint32_t rank;
 } slot;
 
-/* A character of 2 or 3 bytes whose bytes are a token, as a part merge_small may start
- * from: `rank` is that token (NO_RANK: the character is not one, or not built from its
- * bytes below its rank), and ctx[first .. first + n_left) and ctx[first + n_left ..
- * + n_right) its dangerous left and right contexts (see build_chars). */
+/* A unit merge_small may start from (a character of 2 or 3 bytes, or a 3-byte character's
+ * first two bytes) whose bytes are a token: `rank` is that token (NO_RANK: they are not
+ * one, or not built from the bytes below its rank), and ctx[first .. first + n_left) and
+ * ctx[first + n_left .. + n_right) its dangerous left and right contexts (build_chars). */
 typedef struct char_unit {
     uint32_t rank;
     uint32_t first;
@@ -342,15 +342,16 @@ HOT int32_t min_key(const int32_t *key, size_t n4) {
     return m2 < m0 ? m2 : m0;
 }
 
-/* Is the character unit u at p[i .. i + len) of a piece p[0..n) safe to start from
- * (merge_small with chars): does no dangerous context of u touch it? A left context X is
- * dangerous when the piece's bytes before i end with X, a right context Y when the bytes
- * after the character begin with Y (build_chars says why). */
+/* Do the bytes at `at` begin with context c? */
 HOT bool ctx_matches(const lt_tokenizer *tok, const char_ctx *c, const unsigned char *at) {
     if (load_head(at, c->len < 8 ? c->len : 8) != c->head) return false;
     return c->len <= 8 || memcmp(at + 8, tok->pool + c->off + 8, c->len - 8) == 0;
 }
 
+/* Is the unit u at p[i .. i + len) of a piece p[0..n) safe to start from (merge_small with
+ * chars): does no dangerous context of u touch it? A left context X is dangerous when the
+ * piece's bytes before i end with X, a right context Y when the bytes after the unit begin
+ * with Y (build_chars says why). */
 HOT bool char_safe(const lt_tokenizer *tok, const char_unit *u, const unsigned char *p, size_t n, size_t i,
                    size_t len) {
     const char_ctx *c = tok->ctx + u->first;
@@ -362,6 +363,12 @@ HOT bool char_safe(const lt_tokenizer *tok, const char_unit *u, const unsigned c
         for (unsigned k = 0; k < u->n_right; k++)
             if (c[k].len <= n - i - len && ctx_matches(tok, &c[k], p + i + len)) return false;
     return true;
+}
+
+/* The code point of the well-formed character c[0..m), m = 2 or 3. */
+HOT uint32_t bmp_code_point(const unsigned char *c, size_t m) {
+    return m == 2 ? (c[0] & 0x1Fu) << 6 | (c[1] & 0x3Fu)
+                  : (c[0] & 0x0Fu) << 12 | (c[1] & 0x3Fu) << 6 | (c[2] & 0x3Fu);
 }
 
 /* The part a merge from whole characters starts with at p[i] of a piece p[0..n): a
@@ -378,9 +385,7 @@ HOT size_t char_part(const lt_tokenizer *tok, const unsigned char *p, size_t n, 
     if (i + m > n || (p[i + 1] & 0xC0) != 0x80 ||
         (m == 3 && ((p[i + 2] & 0xC0) != 0x80 || (b == 0xE0 && p[i + 1] < 0xA0))))
         return 1;
-    uint32_t cp = m == 2 ? (b & 0x1Fu) << 6 | (p[i + 1] & 0x3Fu)
-                         : (b & 0x0Fu) << 12 | (p[i + 1] & 0x3Fu) << 6 | (p[i + 2] & 0x3Fu);
-    const char_unit *u = &tok->chars[cp];
+    const char_unit *u = &tok->chars[bmp_code_point(p + i, m)];
     if (u->rank == NO_RANK) return 0;
     if (!u->never && char_safe(tok, u, p, n, i, m)) {
         *id = u->rank;
@@ -978,12 +983,11 @@ static lt_status where_fail(lt_error *err, const char *path, size_t line, const 
     return lt_fail(err, LT_ERR_INPUT, where, "%s", msg);
 }
 
-/* Parse the rank file into tok->pool/off/slots/byte_rank. */
 /* The units merge_small may start a piece from instead of its bytes (tok->chars,
  * tok->heads, tok->ctx): whole characters of 2 or 3 bytes, U+0080 .. U+FFFF (Cyrillic,
  * Greek, Arabic, Hebrew, Devanagari, Georgian, CJK, ...), and where a 3-byte character is
- * not safe whole, its first two bytes. Starting from a unit u gives tiktoken's result when the bytes would have
- * become u first, before any merge across u's edges:
+ * not safe whole, its first two bytes. Starting from a unit u gives tiktoken's result when
+ * the bytes would have become u first, before any merge across u's edges:
  *   - u's bytes are a token, built from them by merges of lower rank than u's own (2
  *     bytes: the one merge; 3 bytes: the lower of the two pairs, which must be a token),
  *     so u stands whole at the time of its rank and no earlier;
@@ -1046,6 +1050,12 @@ static void unit_contexts(lt_tokenizer *tok, const unsigned char *c, size_t len,
     *out = (char_unit){rank, (uint32_t)first, (uint16_t)nside[0], (uint16_t)nside[1], false, mask[0], mask[1]};
 }
 
+/* The byte an edge of token r cut at `cut` is bucketed by: P's lead byte (left), S's last
+ * byte (right). */
+static unsigned edge_byte(const lt_tokenizer *tok, size_t r, uint32_t cut, bool left) {
+    return tok->pool[tok->off[r] + (left ? cut : cut - 1)];
+}
+
 static void build_chars(lt_tokenizer *tok) {
     /* three kinds of edges: tokens that end in an unfinished character (by its lead byte:
      * X + P); tokens that start with 1 or 2 continuation bytes followed by the start of a
@@ -1054,12 +1064,8 @@ static void build_chars(lt_tokenizer *tok) {
     size_t n = tok->n_ranks;
     edges E[3];
     memset(E, 0, sizeof E);
-    unsigned char *bucket[3];
-    uint32_t *cut[3];
-    for (int k = 0; k < 3; k++) {
-        bucket[k] = lt_malloc_check(n ? n : 1);
-        cut[k] = lt_calloc_check(n ? n : 1, sizeof(uint32_t));
-    }
+    uint32_t *cut[3]; /* per kind and token: where X | P or S | Y is cut, 0 for none */
+    for (int k = 0; k < 3; k++) cut[k] = lt_calloc_check(n ? n : 1, sizeof(uint32_t));
     for (size_t r = 0; r < n; r++) {
         const unsigned char *t = tok->pool + tok->off[r];
         size_t len = tok->off[r + 1] - tok->off[r];
@@ -1067,32 +1073,23 @@ static void build_chars(lt_tokenizer *tok) {
             unsigned b = t[k - 1];
             if ((b & 0xC0) == 0x80) continue;
             size_t need = b >= 0xC2 && b < 0xE0 ? 2 : b >= 0xE0 && b < 0xF0 ? 3 : 0;
-            if (need && len - (k - 1) < need) {
-                cut[0][r] = (uint32_t)(k - 1);
-                bucket[0][r] = (unsigned char)b;
-            }
+            if (need && len - (k - 1) < need) cut[0][r] = (uint32_t)(k - 1);
             break;
         }
         size_t j = 0;
         while (j < len && j < 2 && (t[j] & 0xC0) == 0x80) j++;
-        if (j > 0 && j < len && (t[j] & 0xC0) != 0x80) {
-            cut[1][r] = (uint32_t)j;
-            bucket[1][r] = t[j - 1];
-        }
-        if (len > 1 && (t[0] & 0xC0) == 0x80) { /* S = its first byte, Y the rest */
-            cut[2][r] = 1;
-            bucket[2][r] = t[0];
-        }
+        if (j > 0 && j < len && (t[j] & 0xC0) != 0x80) cut[1][r] = (uint32_t)j;
+        if (len > 1 && (t[0] & 0xC0) == 0x80) cut[2][r] = 1; /* S = its first byte, Y the rest */
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3; k++) { /* bucketed by P's lead byte t[cut] (left), S's last byte t[cut - 1] */
         for (size_t r = 0; r < n; r++)
-            if (cut[k][r]) E[k].count[bucket[k][r] + 1]++;
+            if (cut[k][r]) E[k].count[edge_byte(tok, r, cut[k][r], k == 0) + 1]++;
         for (int b = 0; b < 256; b++) E[k].count[b + 1] += E[k].count[b];
         E[k].e = lt_malloc_check((E[k].count[256] ? E[k].count[256] : 1) * sizeof(edge));
         size_t fill[256];
         for (int b = 0; b < 256; b++) fill[b] = E[k].count[b];
         for (size_t r = 0; r < n; r++)
-            if (cut[k][r]) E[k].e[fill[bucket[k][r]]++] = (edge){(uint32_t)r, cut[k][r]};
+            if (cut[k][r]) E[k].e[fill[edge_byte(tok, r, cut[k][r], k == 0)]++] = (edge){(uint32_t)r, cut[k][r]};
     }
     tok->chars = lt_malloc_check(65536 * sizeof *tok->chars);
     for (size_t cp = 0; cp < 65536; cp++) tok->chars[cp] = (char_unit){NO_RANK, 0, 0, 0, false, 0, 0};
@@ -1117,17 +1114,16 @@ static void build_chars(lt_tokenizer *tok) {
             uint32_t a = rank_of2(tok, c), b = rank_of2(tok, c + 1), m = a < b ? a : b;
             if (m == NO_RANK || m >= r) continue;
         }
-        uint32_t cp = len == 2 ? (c[0] & 0x1Fu) << 6 | (c[1] & 0x3Fu)
-                               : (c[0] & 0x0Fu) << 12 | (c[1] & 0x3Fu) << 6 | (c[2] & 0x3Fu);
-        unit_contexts(tok, c, len, (uint32_t)r, &E[0], &E[1], c[len - 1], &ctx_cap, &tok->chars[cp]);
+        unit_contexts(tok, c, len, (uint32_t)r, &E[0], &E[1], c[len - 1], &ctx_cap,
+                      &tok->chars[bmp_code_point(c, len)]);
     }
     for (int k = 0; k < 3; k++) {
         free(E[k].e);
-        free(bucket[k]);
         free(cut[k]);
     }
 }
 
+/* Parse the rank file into tok->pool/off/slots/byte_rank (and build_chars' tables). */
 static lt_status load_ranks(lt_tokenizer *tok, const char *path, lt_error *err) {
     char *data;
     size_t size;

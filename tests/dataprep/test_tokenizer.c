@@ -20,6 +20,7 @@
 #include "tests/testutil.h"
 
 #include "dataprep/tokenizer.h"
+#include "lib/json.h" /* lt_utf8_encode */
 #include "lib/rng.h"
 
 static char root[256];
@@ -768,16 +769,7 @@ static void test_char_start_matches_bytes_real_vocab(void **state) {
                 else if (roll == 1) cp = "a.,-'"[lt_rng_below(&rng, 5)];
                 else if (roll == 2) cp = ranges[lt_rng_below(&rng, sizeof ranges / sizeof ranges[0])][0];
                 else cp = r[0] + (uint32_t)lt_rng_below(&rng, r[1] - r[0] + 1);
-                if (cp < 0x80) {
-                    text[n++] = (char)cp;
-                } else if (cp < 0x800) {
-                    text[n++] = (char)(0xC0 | cp >> 6);
-                    text[n++] = (char)(0x80 | (cp & 0x3F));
-                } else {
-                    text[n++] = (char)(0xE0 | cp >> 12);
-                    text[n++] = (char)(0x80 | (cp >> 6 & 0x3F));
-                    text[n++] = (char)(0x80 | (cp & 0x3F));
-                }
+                n += lt_utf8_encode(cp, text + n);
             }
             lt_encode_info ia, ib;
             assert_int_equal(lt_tokenizer_encode(tok, s, text, n, a, 512, &ia, &err), LT_OK);
