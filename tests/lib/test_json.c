@@ -167,6 +167,35 @@ static void test_utf8_valid_fast_path(void **state) {
         if (lt_utf8_valid(s, len) != want) fail_msg("case %d: length %zu, valid %d", k, len, want);
     }
     assert_true(valid > 1000); /* both answers were exercised */
+    /* long texts (the 32-byte blocks where the CPU has AVX2): valid characters of every
+     * width and edge (U+0080, U+07FF, U+0800, U+D7FF, U+E000, U+FFFF, U+10000, U+10FFFF),
+     * then at most two bytes replaced by any byte, so that each kind of error falls at
+     * every place in a block and across block edges */
+    static const int32_t cps[] = {'a', ' ', 0x7F, 0x80, 0x7FF, 0x800, 0xE9, 0x10D0, 0xD7FF, 0xE000,
+                                  0xFFFD, 0xFFFF, 0x10000, 0x1F600, 0x10FFFF};
+    size_t long_valid = 0, long_invalid = 0;
+    for (int k = 0; k < 20000; k++) {
+        char t[400];
+        size_t tl = 0;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t want_len = 64 + (size_t)(x % 300);
+        while (tl + 4 <= want_len) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            tl += lt_utf8_encode(cps[(x >> 20) % (sizeof cps / sizeof cps[0])], t + tl);
+        }
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        for (unsigned e = (unsigned)(x % 3); e > 0; e--) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            t[(x >> 8) % tl] = (char)(x >> 40);
+        }
+        bool want = utf8_valid_by_steps(t, tl);
+        want ? long_valid++ : long_invalid++;
+        if (lt_utf8_valid(t, tl) != want) fail_msg("long case %d: length %zu, valid %d", k, tl, want);
+        /* cut anywhere: a sequence cut at the end */
+        size_t cut = (size_t)(x >> 50) % (tl + 1);
+        if (lt_utf8_valid(t, cut) != utf8_valid_by_steps(t, cut)) fail_msg("long case %d cut at %zu", k, cut);
+    }
+    assert_true(long_valid > 1000 && long_invalid > 1000);
     /* valid text in every script width, a sequence cut at each byte, misalignment to 8 */
     const char *t = "abcdefgh\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80ijklmnop\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbfq";
     size_t tl = strlen(t);
