@@ -355,13 +355,36 @@ HOT bool ctx_matches(const lt_tokenizer *tok, const char_ctx *c, const unsigned 
 HOT bool char_safe(const lt_tokenizer *tok, const char_unit *u, const unsigned char *p, size_t n, size_t i,
                    size_t len) {
     const char_ctx *c = tok->ctx + u->first;
-    if (i > 0 && (u->left_last >> (p[i - 1] & 63) & 1))
-        for (unsigned k = 0; k < u->n_left; k++)
-            if (c[k].len <= i && ctx_matches(tok, &c[k], p + i - c[k].len)) return false;
+    /* with 8 bytes on the side, a context of up to 8 bytes is one shift or mask of them and
+     * a compare (the high bytes of the word before the unit are the bytes next to it) */
+    if (i > 0 && (u->left_last >> (p[i - 1] & 63) & 1)) {
+        if (i >= 8) {
+            uint64_t w;
+            memcpy(&w, p + i - 8, 8);
+            for (unsigned k = 0; k < u->n_left; k++)
+                if (c[k].len <= 8 ? w >> (64 - 8 * c[k].len) == c[k].head
+                                  : c[k].len <= i && ctx_matches(tok, &c[k], p + i - c[k].len))
+                    return false;
+        } else {
+            for (unsigned k = 0; k < u->n_left; k++)
+                if (c[k].len <= i && ctx_matches(tok, &c[k], p + i - c[k].len)) return false;
+        }
+    }
     c += u->n_left;
-    if (i + len < n && (u->right_first >> (p[i + len] & 63) & 1))
-        for (unsigned k = 0; k < u->n_right; k++)
-            if (c[k].len <= n - i - len && ctx_matches(tok, &c[k], p + i + len)) return false;
+    size_t e = i + len;
+    if (e < n && (u->right_first >> (p[e] & 63) & 1)) {
+        if (n - e >= 8) {
+            uint64_t w;
+            memcpy(&w, p + e, 8);
+            for (unsigned k = 0; k < u->n_right; k++)
+                if (c[k].len <= 8 ? (w & ~0ull >> (64 - 8 * c[k].len)) == c[k].head
+                                  : c[k].len <= n - e && ctx_matches(tok, &c[k], p + e))
+                    return false;
+        } else {
+            for (unsigned k = 0; k < u->n_right; k++)
+                if (c[k].len <= n - e && ctx_matches(tok, &c[k], p + e)) return false;
+        }
+    }
     return true;
 }
 
