@@ -50,8 +50,9 @@ typedef struct slot {
     uint32_t rank;
 } slot;
 
-/* A unit merge_small may start from (a character of 2 or 3 bytes, or a 3-byte character's
- * first two bytes) whose bytes are a token: `rank` is that token (NO_RANK: they are not
+/* A unit merge_small may start from (a character of 2 or 3 bytes, a 3-byte character's
+ * first two bytes, or at the start of a piece a space and those two bytes) whose bytes are
+ * a token: `rank` is that token (NO_RANK: they are not
  * one, or not built from the bytes below its rank), and ctx[first .. first + n_left) and
  * ctx[first + n_left .. + n_right) its dangerous left and right contexts (build_chars). */
 typedef struct char_unit {
@@ -97,6 +98,7 @@ struct lt_tokenizer {
     char_unit *chars; /* [code point < 0x10000]: the character as a starting part (build_chars), 2 MiB */
     bool bytes_only;  /* lt_tokenizer_set_char_start(false) */
     char_unit *heads; /* [(b0 & 15) << 6 | (b1 & 63)]: the first two bytes b0 b1 of a 3-byte character */
+    char_unit *space_heads; /* the same index: a space and b0 b1, at the start of a piece only */
     char_ctx *ctx;    /* the units' contexts */
     size_t n_ctx;
     special *specials;
@@ -403,6 +405,16 @@ HOT uint32_t bmp_code_point(const unsigned char *c, size_t m) {
 HOT size_t char_part(const lt_tokenizer *tok, const unsigned char *p, size_t n, size_t i, uint32_t *id) {
     unsigned b = p[i];
     *id = tok->byte_rank[b];
+    if (b == ' ' && i == 0 && n >= 4 && (p[1] & 0xF0) == 0xE0 && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80 &&
+        !(p[1] == 0xE0 && p[2] < 0xA0)) {
+        /* a piece's leading space and the first two bytes of the 3-byte character after it */
+        const char_unit *u = &tok->space_heads[(p[1] & 0x0F) << 6 | (p[2] & 0x3F)];
+        if (u->rank != NO_RANK && !u->never && char_safe(tok, u, p, n, 0, 3)) {
+            *id = u->rank;
+            return 3;
+        }
+        return 1;
+    }
     if (b < 0xC2 || b >= 0xF0) return 1;
     size_t m = b < 0xE0 ? 2 : 3;
     if (i + m > n || (p[i + 1] & 0xC0) != 0x80 ||
@@ -953,6 +965,7 @@ void lt_tokenizer_free(lt_tokenizer *tok) {
     free(tok->rank2);
     free(tok->chars);
     free(tok->heads);
+    free(tok->space_heads);
     free(tok->ctx);
     free(tok->filter);
     for (size_t k = 0; k < tok->n_special; k++) free(tok->specials[k].text);
@@ -1028,7 +1041,12 @@ static lt_status where_fail(lt_error *err, const char *path, size_t line, const 
  * started from.
  * The first two bytes of a 3-byte character are a unit of 2 bytes like any other; their
  * right context is what follows them, the character's last byte first (edges of the third
- * kind: tokens that start with a continuation byte). */
+ * kind: tokens that start with a continuation byte).
+ * A space and those two bytes (" \xe1\x83" in o200k_base: a space before most Georgian
+ * letters, which rank above it, merges with their first two bytes first) are a unit at the
+ * start of a piece only, where nothing is to their left. Their proper suffixes are the last
+ * byte (edges of the third kind) and the two bytes, whose dangerous merges are tokens that
+ * begin with them (edges of the fourth kind, S = the first two bytes). */
 typedef struct edge {
     uint32_t rank, cut; /* X = bytes [0, cut), P = [cut, len) (left); S = [0, cut), Y = [cut, len) (right) */
 } edge;
@@ -1040,14 +1058,17 @@ typedef struct edges {
 } edges;
 
 /* The contexts of unit u = bytes c[0..len) of token `rank` from the left edges L (by the
- * lead byte of P) and the right edges R (by the byte of S that ends u, rb): appended to
- * tok->ctx; with more than MAX_CONTEXTS on a side none are kept and u is `never`. */
+ * lead byte of P; NULL: nothing is ever left of u) and the right edges R and R2 (by the
+ * byte of S that ends u, rb; R2 may be NULL): appended to tok->ctx; with more than
+ * MAX_CONTEXTS on a side none are kept and u is `never`. */
 static void unit_contexts(lt_tokenizer *tok, const unsigned char *c, size_t len, uint32_t rank, const edges *L,
-                          const edges *R, unsigned rb, size_t *ctx_cap, char_unit *out) {
+                          const edges *R, const edges *R2, unsigned rb, size_t *ctx_cap, char_unit *out) {
     size_t first = tok->n_ctx, nside[2] = {0, 0};
     uint64_t mask[2] = {0, 0};
-    for (int side = 0; side < 2; side++) {
-        const edges *E = side == 0 ? L : R;
+    for (int pass = 0; pass < 3; pass++) {
+        int side = pass == 0 ? 0 : 1;
+        const edges *E = pass == 0 ? L : pass == 1 ? R : R2;
+        if (!E) continue;
         unsigned b = side == 0 ? c[0] : rb;
         for (size_t k = E->count[b]; k < E->count[b + 1]; k++) {
             const edge *x = &E->e[k];
@@ -1080,15 +1101,17 @@ static unsigned edge_byte(const lt_tokenizer *tok, size_t r, uint32_t cut, bool 
 }
 
 static void build_chars(lt_tokenizer *tok) {
-    /* three kinds of edges: tokens that end in an unfinished character (by its lead byte:
+    /* four kinds of edges: tokens that end in an unfinished character (by its lead byte:
      * X + P); tokens that start with 1 or 2 continuation bytes followed by the start of a
      * character (by the last of them: S + Y after a whole character); tokens that start
-     * with a continuation byte (by it: S + Y after a character's first two bytes) */
+     * with a continuation byte (by it: S + Y after a character's first two bytes); tokens
+     * that start with the first two bytes of a 3-byte character and go on (by the second:
+     * S + Y after a space and those two bytes) */
     size_t n = tok->n_ranks;
-    edges E[3];
+    edges E[4];
     memset(E, 0, sizeof E);
-    uint32_t *cut[3]; /* per kind and token: where X | P or S | Y is cut, 0 for none */
-    for (int k = 0; k < 3; k++) cut[k] = lt_calloc_check(n ? n : 1, sizeof(uint32_t));
+    uint32_t *cut[4]; /* per kind and token: where X | P or S | Y is cut, 0 for none */
+    for (int k = 0; k < 4; k++) cut[k] = lt_calloc_check(n ? n : 1, sizeof(uint32_t));
     for (size_t r = 0; r < n; r++) {
         const unsigned char *t = tok->pool + tok->off[r];
         size_t len = tok->off[r + 1] - tok->off[r];
@@ -1103,8 +1126,9 @@ static void build_chars(lt_tokenizer *tok) {
         while (j < len && j < 2 && (t[j] & 0xC0) == 0x80) j++;
         if (j > 0 && j < len && (t[j] & 0xC0) != 0x80) cut[1][r] = (uint32_t)j;
         if (len > 1 && (t[0] & 0xC0) == 0x80) cut[2][r] = 1; /* S = its first byte, Y the rest */
+        if (len > 2 && (t[0] & 0xF0) == 0xE0 && (t[1] & 0xC0) == 0x80) cut[3][r] = 2; /* S = the two bytes */
     }
-    for (int k = 0; k < 3; k++) { /* bucketed by P's lead byte t[cut] (left), S's last byte t[cut - 1] */
+    for (int k = 0; k < 4; k++) { /* bucketed by P's lead byte t[cut] (left), S's last byte t[cut - 1] */
         for (size_t r = 0; r < n; r++)
             if (cut[k][r]) E[k].count[edge_byte(tok, r, cut[k][r], k == 0) + 1]++;
         for (int b = 0; b < 256; b++) E[k].count[b + 1] += E[k].count[b];
@@ -1117,17 +1141,26 @@ static void build_chars(lt_tokenizer *tok) {
     tok->chars = lt_malloc_check(65536 * sizeof *tok->chars);
     for (size_t cp = 0; cp < 65536; cp++) tok->chars[cp] = (char_unit){NO_RANK, 0, 0, 0, false, 0, 0};
     tok->heads = lt_malloc_check(1024 * sizeof *tok->heads);
-    for (size_t k = 0; k < 1024; k++) tok->heads[k] = (char_unit){NO_RANK, 0, 0, 0, false, 0, 0};
+    tok->space_heads = lt_malloc_check(1024 * sizeof *tok->space_heads);
+    for (size_t k = 0; k < 1024; k++) tok->heads[k] = tok->space_heads[k] = (char_unit){NO_RANK, 0, 0, 0, false, 0, 0};
     size_t ctx_cap = 1024;
     tok->ctx = lt_malloc_check(ctx_cap * sizeof *tok->ctx);
     tok->n_ctx = 0;
     for (size_t r = 0; r < n; r++) {
         const unsigned char *c = tok->pool + tok->off[r];
         size_t len = tok->off[r + 1] - tok->off[r];
+        if (len == 3 && c[0] == ' ' && (c[1] & 0xF0) == 0xE0 && (c[2] & 0xC0) == 0x80 &&
+            !(c[1] == 0xE0 && c[2] < 0xA0)) { /* a space and the first two bytes of a 3-byte character */
+            uint32_t a = rank_of2(tok, c), b = rank_of2(tok, c + 1), m = a < b ? a : b;
+            if (m != NO_RANK && m < r) /* the first merge is a token of lower rank, as for a character */
+                unit_contexts(tok, c, 3, (uint32_t)r, NULL, &E[2], &E[3], c[2], &ctx_cap,
+                              &tok->space_heads[(c[1] & 0x0F) << 6 | (c[2] & 0x3F)]);
+            continue;
+        }
         if (len < 2 || len > 3 || c[0] < 0xC2 || c[0] >= 0xF0 || (c[1] & 0xC0) != 0x80) continue;
         if (len == 2 && c[0] >= 0xE0) { /* the first two bytes of a 3-byte character */
             if (!(c[0] == 0xE0 && c[1] < 0xA0))
-                unit_contexts(tok, c, 2, (uint32_t)r, &E[0], &E[2], c[1], &ctx_cap,
+                unit_contexts(tok, c, 2, (uint32_t)r, &E[0], &E[2], NULL, c[1], &ctx_cap,
                               &tok->heads[(c[0] & 0x0F) << 6 | (c[1] & 0x3F)]);
             continue;
         }
@@ -1137,10 +1170,10 @@ static void build_chars(lt_tokenizer *tok) {
             uint32_t a = rank_of2(tok, c), b = rank_of2(tok, c + 1), m = a < b ? a : b;
             if (m == NO_RANK || m >= r) continue;
         }
-        unit_contexts(tok, c, len, (uint32_t)r, &E[0], &E[1], c[len - 1], &ctx_cap,
+        unit_contexts(tok, c, len, (uint32_t)r, &E[0], &E[1], NULL, c[len - 1], &ctx_cap,
                       &tok->chars[bmp_code_point(c, len)]);
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         free(E[k].e);
         free(cut[k]);
     }

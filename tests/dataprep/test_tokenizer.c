@@ -226,15 +226,18 @@ static void test_merge_from_characters_matches_naive_rule(void **state) {
     size_t checked = 0, with_chars = 0;
     for (int round = 0; round < 30; round++) {
         random_vocab_of(&v, &rng, 60 + 20 * (size_t)(round % 12), alpha, sizeof alpha);
-        /* and most of the characters whole, at random ranks (whether their bytes' merges
-         * can reach them or not) */
-        for (size_t c = 0; c < sizeof chars / sizeof chars[0]; c++) {
-            size_t len = strlen(chars[c]);
-            if (lt_rng_below(&rng, 4) == 0 || vocab_has(&v, (const unsigned char *)chars[c], len)) continue;
+        /* and most of the characters whole, and the other units (a 3-byte character's first
+         * two bytes, a space and those), at random ranks (whether their bytes' merges can
+         * reach them or not) */
+        static const char *units[] = {"\xd0\xb0", "\xd0\xb1", "\xd1\x80", "\xe1\x83\x90", "\xe1\x83\x91",
+                                      "\xe4\xb8\xad", "\xe1\x83", "\xe4\xb8", " \xe1\x83", " \xe4\xb8"};
+        for (size_t c = 0; c < sizeof units / sizeof units[0]; c++) {
+            size_t len = strlen(units[c]);
+            if (lt_rng_below(&rng, 4) == 0 || vocab_has(&v, (const unsigned char *)units[c], len)) continue;
             size_t at = 256 + lt_rng_below(&rng, v.n - 255);
             memmove(v.tok[at + 1], v.tok[at], (v.n - at) * sizeof v.tok[0]);
             memmove(v.len + at + 1, v.len + at, (v.n - at) * sizeof v.len[0]);
-            memcpy(v.tok[at], chars[c], len);
+            memcpy(v.tok[at], units[c], len);
             v.len[at] = len;
             v.n++;
         }
@@ -305,6 +308,26 @@ static void test_merge_from_characters_matches_naive_rule(void **state) {
         assert_int_equal(info.n_tokens, 2 * (size_t)times);
         for (int k = 0; k < 2 * times; k++) assert_int_equal(ids[k], k % 2 ? 259 : 260);
     }
+    lt_tokenizer_free(tok);
+
+    /* A space and a character's first two bytes ranked below the merge of those two bytes:
+     * from the bytes, "\x83\x90" (ranked between) takes the 0x83 first, so " ა" is three
+     * tokens and the space unit never forms; a unit admitted without its first merge below
+     * its rank would give two. Bytes, then " \xe1\x83" "\x83\x90" "\xe1\x83" (256 .. 258). */
+    v.n = 256;
+    static const char *later[] = {" \xe1\x83", "\x83\x90", "\xe1\x83"};
+    for (size_t k = 0; k < sizeof later / sizeof later[0]; k++) {
+        v.len[v.n] = strlen(later[k]);
+        memcpy(v.tok[v.n++], later[k], strlen(later[k]));
+    }
+    write_vocab(&v, "chars.tiktoken");
+    tok = load_ok("chars.tiktoken", "r50k_base");
+    const char *space_a = " \xe1\x83\x90\xe1\x83\x90"; /* " აა" */
+    size_t m = naive_merge(&v, (const unsigned char *)space_a, strlen(space_a), want);
+    assert_int_equal(lt_tokenizer_encode(tok, s, space_a, strlen(space_a), ids, 320, &info, &err), LT_OK);
+    assert_int_equal(m, 5); /* " " "\xe1" "\x83\x90" "\xe1" "\x83\x90" */
+    assert_int_equal(info.n_tokens, m);
+    assert_memory_equal(ids, want, m * sizeof *ids);
     lt_tokenizer_free(tok);
     lt_tok_scratch_free(s);
 }
