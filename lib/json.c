@@ -592,25 +592,79 @@ static bool only_line_end(const parser *p, size_t from) {
     return true;
 }
 
+/* Eight bytes at a time (SWAR): a word's bytes as flags. Each is exact as a yes/no for the
+ * whole word (a borrow only starts at a byte that qualifies). */
+#define SWAR_ONES 0x0101010101010101ull
+#define SWAR_HIGHS 0x8080808080808080ull
+static inline uint64_t swar_less(uint64_t w, unsigned char c) { /* some byte < c (c <= 0x80) */
+    return (w - SWAR_ONES * c) & ~w & SWAR_HIGHS;
+}
+static inline uint64_t swar_has(uint64_t w, unsigned char c) { /* some byte == c */
+    return swar_less(w ^ (SWAR_ONES * c), 1);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The first of s[i..n) that is a quote, a backslash or a control character, 32 bytes at a
+ * time (n - i >= 32 on entry; the tail is left to the caller); *high |= whether a byte >=
+ * 0x80 came before it. */
+__attribute__((target("avx2"))) static size_t ordinary_run_avx2(const unsigned char *s, size_t i, size_t n,
+                                                                bool *high) {
+    const __m256i quote = _mm256_set1_epi8('"'), backslash = _mm256_set1_epi8('\\');
+    const __m256i space = _mm256_set1_epi8(0x20);
+    for (; i + 32 <= n; i += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(s + i));
+        /* v < 0x20 unsigned: max(v, 0x20) != v */
+        __m256i ctl = _mm256_xor_si256(_mm256_cmpeq_epi8(_mm256_max_epu8(v, space), v), _mm256_set1_epi8(-1));
+        __m256i stop = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, backslash)), ctl);
+        uint32_t m = (uint32_t)_mm256_movemask_epi8(stop), h = (uint32_t)_mm256_movemask_epi8(v);
+        if (m) {
+            size_t k = (size_t)__builtin_ctz(m);
+            if (h & ((1u << k) - 1)) *high = true;
+            return i + k;
+        }
+        if (h) *high = true;
+    }
+    return i;
+}
+#endif
+
 /*
  * Validate the string whose opening quote is at p->pos; on success p->pos is just past the
- * closing quote and *plain says whether the content has no escape and no byte >= 0x80.
+ * closing quote, *plain (may be NULL) says whether the content has no escape and no byte >=
+ * 0x80, and *ascii (may be NULL) whether it has no byte >= 0x80 (nor an escape of one).
  */
-static lt_status scan_string(parser *p, bool *plain) {
+static lt_status scan_string(parser *p, bool *plain, bool *ascii) {
     const unsigned char *s = p->s;
     size_t open = p->pos, i = open + 1, n = p->n;
-    bool simple = true;
+    bool escaped = false, high = false;
+#if defined(__x86_64__) && defined(__GNUC__)
+    bool avx2 = n - i >= 64 && __builtin_cpu_supports("avx2");
+#endif
     for (;;) {
-        /* fast path over ordinary bytes */
+        /* fast path over ordinary bytes (none a quote, a backslash or a control character):
+         * 32 at a time where the CPU has AVX2 and the text is long, else eight at a time,
+         * then one at a time */
+#if defined(__x86_64__) && defined(__GNUC__)
+        if (avx2 && i + 32 <= n) i = ordinary_run_avx2(s, i, n, &high);
+#endif
+        uint64_t words = 0;
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (swar_less(w, 0x20) | swar_has(w, '"') | swar_has(w, '\\')) break;
+            words |= w;
+            i += 8;
+        }
+        if (words & SWAR_HIGHS) high = true;
         while (i < n && s[i] >= 0x20 && s[i] != '"' && s[i] != '\\') {
-            if (s[i] >= 0x80) simple = false;
+            if (s[i] >= 0x80) high = true;
             i++;
         }
         if (i >= n) return perr(p, open, "unterminated string");
         unsigned char c = s[i];
         if (c == '"') break;
         if (c == '\\') {
-            simple = false;
+            escaped = true;
             if (i + 1 >= n) return perr(p, open, "unterminated string");
             unsigned char e = s[i + 1];
             switch (e) {
@@ -626,6 +680,7 @@ static lt_status scan_string(parser *p, bool *plain) {
                 uint32_t v;
                 if (i + 6 > n || !hex4(s + i + 2, &v))
                     return perr(p, i, "invalid \\u escape (expected 4 hex digits after '\\u')");
+                if (v >= 0x80) high = true;
                 i += 6;
                 continue;
             }
@@ -639,7 +694,8 @@ static lt_status scan_string(parser *p, bool *plain) {
         return perr(p, i, "control character U+%04X in string (must be escaped)", c);
     }
     p->pos = i + 1;
-    if (plain != NULL) *plain = simple;
+    if (plain != NULL) *plain = !escaped && !high;
+    if (ascii != NULL) *ascii = !high;
     return LT_OK;
 }
 
@@ -658,39 +714,34 @@ static lt_status scratch_reserve(parser *p, size_t need) {
 /*
  * Unescape the (already validated) string with quotes at s[open] and s[close] into the
  * scratch buffer at `base`, NUL-terminated; *len gets its length, *repl += U+FFFD
- * substitutions (ill-formed UTF-8 and unpaired surrogate escapes).
+ * substitutions (ill-formed UTF-8 and unpaired surrogate escapes). `ascii`: scan_string
+ * found no byte >= 0x80 (its runs need no UTF-8 check).
  */
-static lt_status decode_string(parser *p, size_t open, size_t close, size_t base, size_t *len, size_t *repl) {
+static lt_status decode_string(parser *p, size_t open, size_t close, size_t base, bool ascii, size_t *len,
+                               size_t *repl) {
     const unsigned char *s = p->s;
     size_t i = open + 1, o = base;
     lt_status st;
     for (;;) {
-        /* an ASCII run, copied at once */
-        size_t run = i;
-        while (run < close && s[run] < 0x80 && s[run] != '\\') run++;
+        /* the run up to the next escape: copied at once when it is well-formed UTF-8 (as
+         * good as always), else with each ill-formed subpart replaced (a backslash is no
+         * continuation byte, so cutting there changes no subpart) */
+        const unsigned char *esc = memchr(s + i, '\\', close - i);
+        size_t run = esc ? (size_t)(esc - s) : close;
         if (run > i) {
-            if ((st = scratch_reserve(p, o + (run - i) + 1)) != LT_OK) return st;
-            memcpy(*p->buf + o, s + i, run - i);
-            o += run - i;
+            if (ascii || lt_utf8_valid((const char *)s + i, run - i)) {
+                if ((st = scratch_reserve(p, o + (run - i) + 1)) != LT_OK) return st;
+                memcpy(*p->buf + o, s + i, run - i);
+                o += run - i;
+            } else {
+                if ((st = scratch_reserve(p, o + LT_UTF8_SANITIZE_MAX(run - i) + 1)) != LT_OK) return st;
+                o += lt_utf8_sanitize((const char *)s + i, run - i, *p->buf + o, repl);
+            }
             i = run;
         }
         if (i >= close) break;
         if ((st = scratch_reserve(p, o + 5)) != LT_OK) return st; /* any one item below + NUL */
-        char *buf = *p->buf;
-        if (s[i] != '\\') { /* non-ASCII: one sequence or one ill-formed subpart */
-            int32_t cp;
-            size_t k = lt_utf8_next((const char *)s + i, close - i, &cp);
-            if (cp == LT_UTF8_INVALID) {
-                memcpy(buf + o, REPLACEMENT, 3);
-                o += 3;
-                (*repl)++;
-            } else {
-                memcpy(buf + o, s + i, k);
-                o += k;
-            }
-            i += k;
-            continue;
-        }
+        char *buf = *p->buf; /* s[i] is a backslash */
         unsigned char e = s[i + 1];
         if (e != 'u') {
             char c;
@@ -860,7 +911,7 @@ static lt_status out_of_memory(parser *p) {
  * NUL-terminated copy of exactly its size. */
 static lt_status build_text(parser *p, size_t open, size_t close, size_t *repl, char **out, size_t *out_len) {
     size_t len;
-    lt_status st = decode_string(p, open, close, 0, &len, repl);
+    lt_status st = decode_string(p, open, close, 0, false, &len, repl);
     if (st != LT_OK) return st;
     char *t = malloc(len + 1);
     if (t == NULL) return out_of_memory(p);
@@ -972,7 +1023,7 @@ static lt_status walk_value(parser *p, int depth, builder *b) {
             }
             size_t start = p->pos;
             if (c == '"')
-                st = scan_string(p, NULL);
+                st = scan_string(p, NULL, NULL);
             else if (c == '-' || (c >= '0' && c <= '9'))
                 st = scan_number(p);
             else if (c == 't' || c == 'f' || c == 'n')
@@ -989,7 +1040,7 @@ static lt_status walk_value(parser *p, int depth, builder *b) {
             if (p->pos >= p->n || p->s[p->pos] != '"')
                 return perr(p, p->pos, "expected a string key, found %s", describe(p, p->pos, d));
             size_t kopen = p->pos;
-            if ((st = scan_string(p, NULL)) != LT_OK) return st;
+            if ((st = scan_string(p, NULL, NULL)) != LT_OK) return st;
             if (b != NULL) {
                 char *key;
                 size_t key_len;
@@ -1068,7 +1119,7 @@ static lt_status parse_line(parser *p, lt_jsonl_reader *rd, const char *key, boo
                 return perr(p, p->pos, "expected a string key, found %s", describe(p, p->pos, d));
             size_t kopen = p->pos;
             bool plain;
-            if ((st = scan_string(p, &plain)) != LT_OK) return st;
+            if ((st = scan_string(p, &plain, NULL)) != LT_OK) return st;
             size_t kclose = p->pos - 1;
             bool match = false;
             if (!*found) {
@@ -1076,7 +1127,7 @@ static lt_status parse_line(parser *p, lt_jsonl_reader *rd, const char *key, boo
                     match = kclose - kopen - 1 == keylen && memcmp(s + kopen + 1, key, keylen) == 0;
                 } else {
                     size_t klen, ignored = 0;
-                    if ((st = decode_string(p, kopen, kclose, kbase, &klen, &ignored)) != LT_OK) return st;
+                    if ((st = decode_string(p, kopen, kclose, kbase, false, &klen, &ignored)) != LT_OK) return st;
                     match = klen == keylen && memcmp(rd->buf + kbase, key, keylen) == 0;
                 }
             }
@@ -1088,9 +1139,10 @@ static lt_status parse_line(parser *p, lt_jsonl_reader *rd, const char *key, boo
             if (match) {
                 size_t vstart = p->pos;
                 if (vstart < p->n && s[vstart] == '"') {
-                    if ((st = scan_string(p, NULL)) != LT_OK) return st;
+                    bool ascii;
+                    if ((st = scan_string(p, NULL, &ascii)) != LT_OK) return st;
                     rd->replacements = 0;
-                    if ((st = decode_string(p, vstart, p->pos - 1, 0, vlen, &rd->replacements)) != LT_OK)
+                    if ((st = decode_string(p, vstart, p->pos - 1, 0, ascii, vlen, &rd->replacements)) != LT_OK)
                         return st;
                     *found = true;
                     kbase = *vlen + 1;

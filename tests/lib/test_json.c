@@ -575,6 +575,82 @@ static void test_reader_escapes(void **state) {
     EXPECT_REPL("{\"text\":\"\xe2\x82\"}", "text", FFFD, 1);
 }
 
+/* Long values against a decoder written here: every kind of byte (quote, backslash and
+ * control escapes, raw 2-, 3- and 4-byte characters, \u escapes, raw invalid bytes) at every
+ * place relative to the 32- and 8-byte blocks of the fast scans, and a raw control
+ * character anywhere is an error. */
+static void test_reader_long_values(void **state) {
+    (void)state;
+    lt_jsonl_reader rd;
+    lt_jsonl_reader_init(&rd);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    size_t errors = 0, with_repl = 0;
+    for (int k = 0; k < 20000; k++) {
+        char line[4096], want[4096];
+        size_t n = 0, w = 0, repl = 0;
+        bool bad = false;
+        n += (size_t)snprintf(line, sizeof line, "{\"id\":%d,\"text\":\"", k);
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t items = (size_t)(x % 400);
+        for (size_t it = 0; it < items; it++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            unsigned r = (unsigned)(x >> 33) % 1000;
+            const char *raw = NULL, *out = NULL;
+            if (r < 700) {
+                line[n++] = want[w++] = (char)('a' + r % 26);
+                continue;
+            } else if (r < 760) {
+                raw = " ", out = " ";
+            } else if (r < 780) {
+                raw = "\\\"", out = "\"";
+            } else if (r < 800) {
+                raw = "\\\\", out = "\\";
+            } else if (r < 840) {
+                raw = "\\n", out = "\n";
+            } else if (r < 850) {
+                raw = "\\u0001", out = "\x01";
+            } else if (r < 870) {
+                raw = "\xc3\xa9", out = "\xc3\xa9";
+            } else if (r < 900) {
+                raw = "\xe1\x83\x90", out = "\xe1\x83\x90";
+            } else if (r < 910) {
+                raw = "\xf0\x9f\x98\x80", out = "\xf0\x9f\x98\x80";
+            } else if (r < 920) {
+                raw = "\\u20ac", out = "\xe2\x82\xac";
+            } else if (r < 925) {
+                raw = "\xff", out = "\xef\xbf\xbd";
+                repl++;
+            } else if (r < 926) {
+                raw = "\x1f", out = "";
+                bad = true;
+            } else {
+                raw = "/", out = "/";
+            }
+            memcpy(line + n, raw, strlen(raw));
+            n += strlen(raw);
+            memcpy(want + w, out, strlen(out));
+            w += strlen(out);
+        }
+        n += (size_t)snprintf(line + n, sizeof line - n, "\",\"more\":\"x\"}");
+        const char *got;
+        size_t got_len;
+        lt_error err;
+        lt_status st = lt_jsonl_reader_get(&rd, line, n, "text", &got, &got_len, &err);
+        if (bad) {
+            if (st == LT_OK) fail_msg("case %d: a raw control character was accepted", k);
+            errors++;
+            continue;
+        }
+        if (st != LT_OK) fail_msg("case %d: %s", k, err.what);
+        if (got_len != w || memcmp(got, want, w) != 0 || rd.replacements != repl)
+            fail_msg("case %d: %zu bytes decoded (%zu replacements), %zu wanted (%zu)", k, got_len, rd.replacements,
+                     w, repl);
+        with_repl += repl > 0;
+    }
+    assert_true(errors > 100 && with_repl > 100);
+    lt_jsonl_reader_free(&rd);
+}
+
 static void test_reader_keys(void **state) {
     (void)state;
     /* the FIRST top-level member wins */
@@ -1701,7 +1777,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_writer_locale),     cmocka_unit_test(test_writer_misuse),
         cmocka_unit_test(test_writer_fwrite),     cmocka_unit_test(test_reader_basic),
         cmocka_unit_test(test_reader_nested_skip), cmocka_unit_test(test_reader_escapes),
-        cmocka_unit_test(test_reader_keys),       cmocka_unit_test(test_reader_type_errors),
+        cmocka_unit_test(test_reader_keys),       cmocka_unit_test(test_reader_long_values),
+        cmocka_unit_test(test_reader_type_errors),
         cmocka_unit_test(test_reader_malformed),  cmocka_unit_test(test_reader_depth),
         cmocka_unit_test(test_reader_reuse),      cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_writer_number_text), cmocka_unit_test(test_doc_values),
