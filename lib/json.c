@@ -134,7 +134,7 @@ enum {
     U8_CARRY = U8_TOO_SHORT | U8_TOO_LONG | U8_TWO_CONTS, /* low nibble: any */
 };
 
-/* table16(x): the 16 bytes of a lookup table in both lanes */
+/* A 16-entry lookup table (indexed by a nibble with vpshufb) in both 128-bit lanes */
 #define U8_TABLE(...) _mm256_setr_epi8(__VA_ARGS__, __VA_ARGS__)
 
 __attribute__((target("avx2"))) static bool utf8_valid_avx2(const unsigned char *s, size_t len) {
