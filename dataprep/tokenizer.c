@@ -330,7 +330,12 @@ HOT int32_t pack_key(uint32_t rank, size_t at) {
     return rank == NO_RANK ? KEY_NONE : (int32_t)(rank << 6 | (uint32_t)at);
 }
 
-/* The smallest of key[0 .. 4 * n4). */
+/* The smallest of key[0 .. 4 * n4), in four scalar chains. The empty asm keeps GCC from
+ * turning them into one vector chain (vpminsd over 16-byte loads): the merge before each
+ * scan stores keys 4 bytes at a time, and a 16-byte load over such a store cannot be
+ * store-forwarded, so each scan waited for the stores to reach the cache. Scalar: 4-6 %
+ * faster on the multilingual, Cyrillic, Georgian and English sets with o200k_base
+ * (interleaved A/B on this machine). */
 HOT int32_t min_key(const int32_t *key, size_t n4) {
     int32_t m0 = key[0], m1 = key[1], m2 = key[2], m3 = key[3];
     for (size_t k = 4; k < 4 * n4; k += 4) {
@@ -338,6 +343,7 @@ HOT int32_t min_key(const int32_t *key, size_t n4) {
         m1 = key[k + 1] < m1 ? key[k + 1] : m1;
         m2 = key[k + 2] < m2 ? key[k + 2] : m2;
         m3 = key[k + 3] < m3 ? key[k + 3] : m3;
+        __asm__("" : "+r"(m0), "+r"(m1), "+r"(m2), "+r"(m3)); /* scalar chains (above) */
     }
     m0 = m1 < m0 ? m1 : m0;
     m2 = m3 < m2 ? m3 : m2;
@@ -443,9 +449,10 @@ typedef enum small_result {
 } small_result;
 
 /* Built twice on x86-64 with GCC (the loader's ifunc picks one at start): for x86-64-v3
- * (AVX2: min_key's four lanes in one vpminsd per group; BMI1/LZCNT: the bit scans) and for
- * the baseline. Same integer code, so the same ids; 9-18 % faster on the multilingual,
- * Cyrillic and Georgian sets with o200k_base (bench_tokenizer, this machine, AMD EPYC).
+ * (BMI1/LZCNT: the bit scans; min_key's chains stay scalar, see there) and for the
+ * baseline. Same integer code, so the same ids; 9-18 % faster on the multilingual,
+ * Cyrillic and Georgian sets with o200k_base when measured with min_key vectorized
+ * (bench_tokenizer, this machine, AMD EPYC).
  *
  * Without chars: the bytes of a piece of at most 64 bytes, always merged (SMALL_DONE). With
  * chars: whole characters (or a character's first two bytes) where that is exact
