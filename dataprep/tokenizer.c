@@ -52,9 +52,9 @@ typedef struct slot {
 
 /* A unit merge_small may start from (a character of 2 or 3 bytes, a 3-byte character's
  * first two bytes, or at the start of a piece a space and those two bytes) whose bytes are
- * a token: `rank` is that token (NO_RANK: they are not
- * one, or not built from the bytes below its rank), and ctx[first .. first + n_left) and
- * ctx[first + n_left .. + n_right) its dangerous left and right contexts (build_chars). */
+ * a token: `rank` is that token (NO_RANK: they are not one, or not built from the bytes
+ * below its rank), and ctx[first .. first + n_left) and ctx[first + n_left .. + n_right)
+ * its dangerous left and right contexts (build_chars). */
 typedef struct char_unit {
     uint32_t rank;
     uint32_t first;
@@ -366,37 +366,37 @@ HOT bool ctx_matches(const lt_tokenizer *tok, const char_ctx *c, const unsigned 
 HOT bool char_safe(const lt_tokenizer *tok, const char_unit *u, const unsigned char *p, size_t n, size_t i,
                    size_t len) {
     const char_ctx *c = tok->ctx + u->first;
-    /* with 8 bytes on the side, a context of up to 8 bytes is one shift or mask of them and
-     * a compare (the high bytes of the word before the unit are the bytes next to it) */
+    /* with 8 bytes on the side (`word`), a context of up to 8 bytes is one shift or mask of
+     * them and a compare (the high bytes of the word before the unit are the bytes next to
+     * it); otherwise ctx_matches */
     if (i > 0 && (u->left_last >> (p[i - 1] & 63) & 1)) {
-        if (i >= 8) {
-            uint64_t w;
-            memcpy(&w, p + i - 8, 8);
-            for (unsigned k = 0; k < u->n_left; k++)
-                if (c[k].len <= 8 ? w >> (64 - 8 * c[k].len) == c[k].head
-                                  : c[k].len <= i && ctx_matches(tok, &c[k], p + i - c[k].len))
-                    return false;
-        } else {
-            for (unsigned k = 0; k < u->n_left; k++)
-                if (c[k].len <= i && ctx_matches(tok, &c[k], p + i - c[k].len)) return false;
-        }
+        bool word = i >= 8;
+        uint64_t w = word ? load_head(p + i - 8, 8) : 0;
+        for (unsigned k = 0; k < u->n_left; k++)
+            if (word && c[k].len <= 8 ? w >> (64 - 8 * c[k].len) == c[k].head
+                                      : c[k].len <= i && ctx_matches(tok, &c[k], p + i - c[k].len))
+                return false;
     }
     c += u->n_left;
     size_t e = i + len;
     if (e < n && (u->right_first >> (p[e] & 63) & 1)) {
-        if (n - e >= 8) {
-            uint64_t w;
-            memcpy(&w, p + e, 8);
-            for (unsigned k = 0; k < u->n_right; k++)
-                if (c[k].len <= 8 ? (w & ~0ull >> (64 - 8 * c[k].len)) == c[k].head
-                                  : c[k].len <= n - e && ctx_matches(tok, &c[k], p + e))
-                    return false;
-        } else {
-            for (unsigned k = 0; k < u->n_right; k++)
-                if (c[k].len <= n - e && ctx_matches(tok, &c[k], p + e)) return false;
-        }
+        bool word = n - e >= 8;
+        uint64_t w = word ? load_head(p + e, 8) : 0;
+        for (unsigned k = 0; k < u->n_right; k++)
+            if (word && c[k].len <= 8 ? (w & ~0ull >> (64 - 8 * c[k].len)) == c[k].head
+                                      : c[k].len <= n - e && ctx_matches(tok, &c[k], p + e))
+                return false;
     }
     return true;
+}
+
+/* The index of tok->heads and tok->space_heads for the first two bytes b0 b1 of a 3-byte
+ * character. */
+HOT size_t head_index(unsigned b0, unsigned b1) { return (b0 & 0x0Fu) << 6 | (b1 & 0x3Fu); }
+
+/* Are b0 b1 the first two bytes of a well-formed 3-byte character (no overlong E0 form)? */
+HOT bool three_byte_head(unsigned b0, unsigned b1) {
+    return (b0 & 0xF0) == 0xE0 && (b1 & 0xC0) == 0x80 && !(b0 == 0xE0 && b1 < 0xA0);
 }
 
 /* The code point of the well-formed character c[0..m), m = 2 or 3. */
@@ -414,10 +414,9 @@ HOT uint32_t bmp_code_point(const unsigned char *c, size_t m) {
 HOT size_t char_part(const lt_tokenizer *tok, const unsigned char *p, size_t n, size_t i, uint32_t *id) {
     unsigned b = p[i];
     *id = tok->byte_rank[b];
-    if (b == ' ' && i == 0 && n >= 4 && (p[1] & 0xF0) == 0xE0 && (p[2] & 0xC0) == 0x80 && (p[3] & 0xC0) == 0x80 &&
-        !(p[1] == 0xE0 && p[2] < 0xA0)) {
+    if (b == ' ' && i == 0 && n >= 4 && three_byte_head(p[1], p[2]) && (p[3] & 0xC0) == 0x80) {
         /* a piece's leading space and the first two bytes of the 3-byte character after it */
-        const char_unit *u = &tok->space_heads[(p[1] & 0x0F) << 6 | (p[2] & 0x3F)];
+        const char_unit *u = &tok->space_heads[head_index(p[1], p[2])];
         if (u->rank != NO_RANK && !u->never && char_safe(tok, u, p, n, 0, 3)) {
             *id = u->rank;
             return 3;
@@ -436,7 +435,7 @@ HOT size_t char_part(const lt_tokenizer *tok, const unsigned char *p, size_t n, 
         return m;
     }
     if (m == 3) { /* its first two bytes, where they are safe */
-        u = &tok->heads[(b & 0x0F) << 6 | (p[i + 1] & 0x3F)];
+        u = &tok->heads[head_index(b, p[i + 1])];
         if (u->rank != NO_RANK && !u->never && char_safe(tok, u, p, n, i, 2)) {
             *id = u->rank;
             return 2;
@@ -1110,6 +1109,13 @@ static unsigned edge_byte(const lt_tokenizer *tok, size_t r, uint32_t cut, bool 
     return tok->pool[tok->off[r] + (left ? cut : cut - 1)];
 }
 
+/* Is the first merge of the 3 bytes c[0..3) (the lower-ranked of their two pairs) a token
+ * of lower rank than r, the token of all three? Then the bytes build that token. */
+static bool first_merge_below(const lt_tokenizer *tok, const unsigned char *c, uint32_t r) {
+    uint32_t a = rank_of2(tok, c), b = rank_of2(tok, c + 1), m = a < b ? a : b;
+    return m != NO_RANK && m < r;
+}
+
 static void build_chars(lt_tokenizer *tok) {
     /* four kinds of edges: tokens that end in an unfinished character (by its lead byte:
      * X + P); tokens that start with 1 or 2 continuation bytes followed by the start of a
@@ -1159,27 +1165,22 @@ static void build_chars(lt_tokenizer *tok) {
     for (size_t r = 0; r < n; r++) {
         const unsigned char *c = tok->pool + tok->off[r];
         size_t len = tok->off[r + 1] - tok->off[r];
-        if (len == 3 && c[0] == ' ' && (c[1] & 0xF0) == 0xE0 && (c[2] & 0xC0) == 0x80 &&
-            !(c[1] == 0xE0 && c[2] < 0xA0)) { /* a space and the first two bytes of a 3-byte character */
-            uint32_t a = rank_of2(tok, c), b = rank_of2(tok, c + 1), m = a < b ? a : b;
-            if (m != NO_RANK && m < r) /* the first merge is a token of lower rank, as for a character */
+        if (len == 3 && c[0] == ' ' && three_byte_head(c[1], c[2])) { /* a space and a character's first two bytes */
+            if (first_merge_below(tok, c, (uint32_t)r))
                 unit_contexts(tok, c, 3, (uint32_t)r, NULL, &E[2], &E[3], c[2], &ctx_cap,
-                              &tok->space_heads[(c[1] & 0x0F) << 6 | (c[2] & 0x3F)]);
+                              &tok->space_heads[head_index(c[1], c[2])]);
             continue;
         }
         if (len < 2 || len > 3 || c[0] < 0xC2 || c[0] >= 0xF0 || (c[1] & 0xC0) != 0x80) continue;
         if (len == 2 && c[0] >= 0xE0) { /* the first two bytes of a 3-byte character */
-            if (!(c[0] == 0xE0 && c[1] < 0xA0))
+            if (three_byte_head(c[0], c[1]))
                 unit_contexts(tok, c, 2, (uint32_t)r, &E[0], &E[2], NULL, c[1], &ctx_cap,
-                              &tok->heads[(c[0] & 0x0F) << 6 | (c[1] & 0x3F)]);
+                              &tok->heads[head_index(c[0], c[1])]);
             continue;
         }
         if ((c[0] < 0xE0) != (len == 2)) continue;
         if (len == 3 && ((c[2] & 0xC0) != 0x80 || (c[0] == 0xE0 && c[1] < 0xA0))) continue;
-        if (len == 3) { /* the first merge must be a token of lower rank than c */
-            uint32_t a = rank_of2(tok, c), b = rank_of2(tok, c + 1), m = a < b ? a : b;
-            if (m == NO_RANK || m >= r) continue;
-        }
+        if (len == 3 && !first_merge_below(tok, c, (uint32_t)r)) continue;
         unit_contexts(tok, c, len, (uint32_t)r, &E[0], &E[1], NULL, c[len - 1], &ctx_cap,
                       &tok->chars[bmp_code_point(c, len)]);
     }
