@@ -1158,7 +1158,8 @@ static void build_chars(lt_tokenizer *tok) {
     for (size_t cp = 0; cp < 65536; cp++) tok->chars[cp] = (char_unit){NO_RANK, 0, 0, 0, false, 0, 0};
     tok->heads = lt_malloc_check(1024 * sizeof *tok->heads);
     tok->space_heads = lt_malloc_check(1024 * sizeof *tok->space_heads);
-    for (size_t k = 0; k < 1024; k++) tok->heads[k] = tok->space_heads[k] = (char_unit){NO_RANK, 0, 0, 0, false, 0, 0};
+    for (size_t k = 0; k < 1024; k++)
+        tok->heads[k] = tok->space_heads[k] = (char_unit){NO_RANK, 0, 0, 0, false, 0, 0};
     size_t ctx_cap = 1024;
     tok->ctx = lt_malloc_check(ctx_cap * sizeof *tok->ctx);
     tok->n_ctx = 0;

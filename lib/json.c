@@ -18,6 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The AVX2 fast paths (UTF-8 validation, the string scan): built on x86-64 with GCC or
+ * Clang, taken where the CPU has AVX2 (__builtin_cpu_supports). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define JSON_AVX2 1
+#include <immintrin.h>
+#else
+#define JSON_AVX2 0
+#endif
+
 /* ================================================================== UTF-8 */
 
 size_t lt_utf8_next(const char *str, size_t n, int32_t *cp) {
@@ -112,9 +121,7 @@ size_t lt_utf8_sanitize(const char *in, size_t len, char *out, size_t *replaceme
     return o;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
+#if JSON_AVX2
 /* Validation 32 bytes at a time with AVX2, after Keiser and Lemire, "Validating UTF-8 in
  * less than one instruction per byte" (Software: Practice and Experience, 2021): every
  * ill-formed sequence of table 3-7 shows in a byte and the byte before it, as the AND of
@@ -210,7 +217,7 @@ bool lt_utf8_valid(const char *str, size_t len) {
             i += 8;
         }
         if (i == len) break;
-#if defined(__x86_64__) && defined(__GNUC__)
+#if JSON_AVX2
         if (len - i >= 64 && __builtin_cpu_supports("avx2"))
             return utf8_valid_avx2(s + i, len - i); /* s[i] starts a character */
 #endif
@@ -603,7 +610,7 @@ static inline uint64_t swar_has(uint64_t w, unsigned char c) { /* some byte == c
     return swar_less(w ^ (SWAR_ONES * c), 1);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if JSON_AVX2
 /* The first of s[i..n) that is a quote, a backslash or a control character, 32 bytes at a
  * time (n - i >= 32 on entry; the tail is left to the caller); *high |= whether a byte >=
  * 0x80 came before it. */
@@ -615,7 +622,8 @@ __attribute__((target("avx2"))) static size_t ordinary_run_avx2(const unsigned c
         __m256i v = _mm256_loadu_si256((const __m256i *)(s + i));
         /* v < 0x20 unsigned: max(v, 0x20) != v */
         __m256i ctl = _mm256_xor_si256(_mm256_cmpeq_epi8(_mm256_max_epu8(v, space), v), _mm256_set1_epi8(-1));
-        __m256i stop = _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, backslash)), ctl);
+        __m256i qb = _mm256_or_si256(_mm256_cmpeq_epi8(v, quote), _mm256_cmpeq_epi8(v, backslash));
+        __m256i stop = _mm256_or_si256(qb, ctl);
         uint32_t m = (uint32_t)_mm256_movemask_epi8(stop), h = (uint32_t)_mm256_movemask_epi8(v);
         if (m) {
             size_t k = (size_t)__builtin_ctz(m);
@@ -631,20 +639,20 @@ __attribute__((target("avx2"))) static size_t ordinary_run_avx2(const unsigned c
 /*
  * Validate the string whose opening quote is at p->pos; on success p->pos is just past the
  * closing quote, *plain (may be NULL) says whether the content has no escape and no byte >=
- * 0x80, and *ascii (may be NULL) whether it has no byte >= 0x80 (nor an escape of one).
+ * 0x80, and *ascii (may be NULL) whether it has no byte >= 0x80 (escapes aside).
  */
 static lt_status scan_string(parser *p, bool *plain, bool *ascii) {
     const unsigned char *s = p->s;
     size_t open = p->pos, i = open + 1, n = p->n;
     bool escaped = false, high = false;
-#if defined(__x86_64__) && defined(__GNUC__)
+#if JSON_AVX2
     bool avx2 = n - i >= 64 && __builtin_cpu_supports("avx2");
 #endif
     for (;;) {
         /* fast path over ordinary bytes (none a quote, a backslash or a control character):
          * 32 at a time where the CPU has AVX2 and the text is long, else eight at a time,
          * then one at a time */
-#if defined(__x86_64__) && defined(__GNUC__)
+#if JSON_AVX2
         if (avx2 && i + 32 <= n) i = ordinary_run_avx2(s, i, n, &high);
 #endif
         uint64_t words = 0;
@@ -680,7 +688,6 @@ static lt_status scan_string(parser *p, bool *plain, bool *ascii) {
                 uint32_t v;
                 if (i + 6 > n || !hex4(s + i + 2, &v))
                     return perr(p, i, "invalid \\u escape (expected 4 hex digits after '\\u')");
-                if (v >= 0x80) high = true;
                 i += 6;
                 continue;
             }

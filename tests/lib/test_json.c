@@ -595,37 +595,35 @@ static void test_reader_long_values(void **state) {
         for (size_t it = 0; it < items; it++) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             unsigned r = (unsigned)(x >> 33) % 1000;
-            const char *raw = NULL, *out = NULL;
             if (r < 700) {
                 line[n++] = want[w++] = (char)('a' + r % 26);
                 continue;
-            } else if (r < 760) {
-                raw = " ", out = " ";
-            } else if (r < 780) {
-                raw = "\\\"", out = "\"";
-            } else if (r < 800) {
-                raw = "\\\\", out = "\\";
-            } else if (r < 840) {
-                raw = "\\n", out = "\n";
-            } else if (r < 850) {
-                raw = "\\u0001", out = "\x01";
-            } else if (r < 870) {
-                raw = "\xc3\xa9", out = "\xc3\xa9";
-            } else if (r < 900) {
-                raw = "\xe1\x83\x90", out = "\xe1\x83\x90";
-            } else if (r < 910) {
-                raw = "\xf0\x9f\x98\x80", out = "\xf0\x9f\x98\x80";
-            } else if (r < 920) {
-                raw = "\\u20ac", out = "\xe2\x82\xac";
-            } else if (r < 925) {
-                raw = "\xff", out = "\xef\xbf\xbd";
-                repl++;
-            } else if (r < 926) {
-                raw = "\x1f", out = "";
-                bad = true;
-            } else {
-                raw = "/", out = "/";
             }
+            /* by r: the item as written in the line, and decoded */
+            static const struct {
+                unsigned below;
+                const char *raw, *out;
+                unsigned repl;  /* U+FFFD substitutions it makes */
+                bool bad;       /* the line is an error */
+            } kinds[] = {
+                {760, " ", " ", 0, false},
+                {780, "\\\"", "\"", 0, false},
+                {800, "\\\\", "\\", 0, false},
+                {840, "\\n", "\n", 0, false},
+                {850, "\\u0001", "\x01", 0, false},
+                {870, "\xc3\xa9", "\xc3\xa9", 0, false},
+                {900, "\xe1\x83\x90", "\xe1\x83\x90", 0, false},
+                {910, "\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80", 0, false},
+                {920, "\\u20ac", "\xe2\x82\xac", 0, false},
+                {925, "\xff", "\xef\xbf\xbd", 1, false}, /* invalid UTF-8 */
+                {926, "\x1f", "", 0, true},              /* a raw control character */
+                {1000, "/", "/", 0, false},
+            };
+            size_t kind = 0;
+            while (r >= kinds[kind].below) kind++;
+            const char *raw = kinds[kind].raw, *out = kinds[kind].out;
+            repl += kinds[kind].repl;
+            bad |= kinds[kind].bad;
             memcpy(line + n, raw, strlen(raw));
             n += strlen(raw);
             memcpy(want + w, out, strlen(out));
