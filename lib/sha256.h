@@ -4,11 +4,13 @@
  *     lt_sha256 h; lt_sha256_init(&h); lt_sha256_update(&h, data, len); ...
  *     char hex[LT_SHA256_HEX_LEN + 1]; lt_sha256_final_hex(&h, hex);
  *
- * Plain C, no allocation; one lt_sha256 per thread.
+ * Plain C (the SHA extensions where an x86-64 CPU has them), no allocation; one lt_sha256
+ * per thread.
  */
 #ifndef LT_SHA256_H
 #define LT_SHA256_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,5 +33,12 @@ void lt_sha256_final_hex(lt_sha256 *h, char hex[LT_SHA256_HEX_LEN + 1]);
 void lt_sha256_digest_hex(const unsigned char digest[LT_SHA256_LEN], char hex[LT_SHA256_HEX_LEN + 1]);
 /* One-shot helper. */
 void lt_sha256_hex(const void *data, size_t len, char hex[LT_SHA256_HEX_LEN + 1]);
+
+/* Whether blocks go through the CPU's SHA extensions (x86-64 SHA-NI) rather than the
+ * portable rounds; the digests are the same. */
+bool lt_sha256_accelerated(void);
+/* For tests and benchmarks: true makes every later block take the portable rounds (all
+ * threads). Returns the previous setting. */
+bool lt_sha256_force_portable(bool on);
 
 #endif /* LT_SHA256_H */
