@@ -1215,10 +1215,13 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
     pl.ropts.field = rs->field;
     pl.ropts.max_doc_bytes = (size_t)rs->max_doc_bytes;
     pl.ropts.on_skip = on_skip; /* skip_ctx: each reader its own */
-    /* In flight: 4 batches per thread, at least two of the largest documents. */
-    size_t budget = (size_t)4 * (size_t)rs->threads * BATCH_TEXT_BYTES;
-    if (budget < 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES) budget = 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES;
-    if (budget > (size_t)256 << 20 && budget > 2 * rs->max_doc_bytes + BATCH_TEXT_BYTES) budget = (size_t)256 << 20;
+    /* In flight: 8 MiB of text per tokenizer thread (4 JSONL line batches, which count
+     * twice), at most 256 MiB. A larger document still passes, alone (pipeline_submit).
+     * bench/dataprep, 2026-11-26: the same throughput at T = 1, 2 as the former floor of
+     * two of the largest documents (129 MiB with the defaults), at a quarter of the peak
+     * RSS (48 against 167-290 MB); 4 MiB per thread starved the worker at T = 1 (-20 %). */
+    size_t budget = (size_t)8 * (size_t)rs->threads * BATCH_TEXT_BYTES;
+    if (budget > (size_t)256 << 20) budget = (size_t)256 << 20;
     /* Several files are read at once (a gzip or bzip2 stream decodes on one core only, at
      * about 1x to 0.2x a tokenizer thread's rate): up to one reader per tokenizer thread,
      * at most 8, never more than files. They share the budget: the bound on text in

@@ -6,7 +6,8 @@
 # exercised here: a multi-file task mixing WET (.gz), JSONL (.gz, .zst, plain, with bad lines
 # and a damaged .zst), Wikipedia XML (.bz2) and a file that cannot be opened; once with the
 # defaults, once with small frames, a small document cap (truncation, long-line skips) and
-# EOS appended; one large JSONL file; and a task of a 2-task array. T = 1, 2, 4 (oversubscribed on small
+# EOS appended; one large JSONL file; one document larger than the in-flight budget; and a
+# task of a 2-task array; and peak memory that does not grow with the input. T = 1, 2, 4 (oversubscribed on small
 # machines, which is fine: only the bytes are compared). Emits TAP.
 : "${top_srcdir:?}" "${top_builddir:?}"
 BIN="$top_builddir/dataprep/dataprep"
@@ -103,6 +104,44 @@ for t in 1 2 4; do
 done
 same_as big 2
 same_as big 4
+
+# one document larger than a reader's share of the in-flight budget (8 MiB of text per
+# tokenizer thread, run.c): it goes alone, between 2,000 small ones, at T = 1, 2 and 4
+python3 - "$tmp/huge.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    small = lambda i: json.dumps({"text": "document %d: the quick brown fox, %d times." % (i, i % 97)})
+    for i in range(1000): print(small(i), file=f)
+    words = ["alpha", "βήτα", "гамма", "delta", "エプシロン", "zeta", "\t", "1234", "eta!"]
+    print(json.dumps({"text": " ".join(words[(i * 7 + i // 5) % len(words)] for i in range(3_000_000))},
+                     ensure_ascii=False), file=f)
+    for i in range(1000, 2000): print(small(i), file=f)
+PY
+for t in 1 2 4; do
+  run_case huge "$t" --input "$tmp/huge.jsonl" || not_ok "huge: --threads $t failed" "$tmp/huge-t$t.log"
+done
+same_as huge 2
+same_as huge 4
+stat_at_least huge documents 2001
+
+# peak memory is bounded by the in-flight budget, not by the input: the big file four times
+# over (~64 MB of text) peaks within 24 MB of the big file once (~16 MB), with one thread
+# (the old floor of two 64 MiB documents let the whole input into memory). Not under ASan,
+# whose quarantine keeps freed memory resident.
+cat "$tmp/big.jsonl.zst" "$tmp/big.jsonl.zst" "$tmp/big.jsonl.zst" "$tmp/big.jsonl.zst" >"$tmp/big4.jsonl.zst"
+run_case big4 1 --field code --set data.frame_size=64K --input "$tmp/big4.jsonl.zst" ||
+  not_ok "big4: --threads 1 failed" "$tmp/big4-t1.log"
+if ldd "$BIN" 2>/dev/null | grep -q libasan; then
+  n=$((n + 1)); echo "ok $n # SKIP peak memory bound: a sanitizer build"
+else
+  rss() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["peak_rss_bytes"])' "$1"; }
+  r1=$(rss "$tmp/big-t1/task-00000.timings.json") r4=$(rss "$tmp/big4-t1/task-00000.timings.json")
+  if [ -n "$r1" ] && [ -n "$r4" ] && [ "$r4" -le $((r1 + 24 * 1024 * 1024)) ]; then
+    ok "peak RSS with 4x the input: $((r4 >> 20)) MiB against $((r1 >> 20)) MiB"
+  else
+    not_ok "peak RSS with 4x the input: '$r4' bytes against '$r1' (more than 24 MiB over)" "$tmp/big4-t1.log"
+  fi
+fi
 
 # one task of a 2-task array
 for t in 1 4; do
