@@ -9,8 +9,9 @@
  *   readers (R)       files -> batches of ~1 MiB of text, a batch from one file only.
  *                     R = min(T, 8, files): each reader takes the next unread file, so
  *                     several files decompress at once. For JSONL the reader only cuts
- *                     lines (reader.h, record-parallel decoding), and decodes some itself
- *                     only when far ahead of the workers (reader_help); WET and wiki XML
+ *                     lines (reader.h, record-parallel decoding), and decodes a batch itself
+ *                     while the workers have decoded work waiting (reader_should_decode)
+ *                     or when far ahead of them (reader_help); WET and wiki XML
  *                     records are framed and decoded here, each frame depending on the last.
  *   workers (T)       a batch at a time, the earliest file's first: decode its JSONL lines
  *                     (JSON, UTF-8 repair, truncation), then tokenize (own lt_tok_scratch)
@@ -181,7 +182,7 @@ typedef struct batch {
     uint32_t *ids;
     size_t ids_len, ids_cap;
     size_t budget_bytes; /* what it holds against the in-flight budget */
-    /* A line batch holds raw JSONL lines; a worker (or its reader, reader_help) decodes them
+    /* A line batch holds raw JSONL lines; a worker (or its reader) decodes them
      * into documents (dtext, then swapped with text) before tokenizing, counting in stats. */
     bool lines;
     uint32_t file;           /* every batch holds documents (or lines) of one file */
@@ -242,7 +243,8 @@ typedef struct pipeline {
     size_t next_file;   /* the next file a reader takes */
     size_t write_file;  /* the file the writer is at */
     int n_readers, readers_done;
-    size_t n_undecoded; /* line batches in `work` not decoded yet */
+    size_t n_work;      /* batches in `work` */
+    size_t n_undecoded; /* of which line batches not decoded yet */
     bool abort;
     lt_status reader_st;
     lt_error reader_err;
@@ -425,9 +427,13 @@ static void batch_tokenize(batch *b, const lt_tokenizer *tok, lt_tok_scratch *sc
 /* Reader side: hand a filled batch to the workers and to its file's queue, waiting while
  * the reader's share of the budget is used up (one batch always goes: a document larger
  * than the share still passes, alone). */
-static bool pipeline_submit(pipeline *pl, file_reader *rd, batch *b) {
+static size_t batch_budget(const batch *b) {
     /* a line batch will also hold its decoded text, about as long as its lines */
-    b->budget_bytes = (b->lines ? 2 : 1) * b->text_len + b->strs_len + b->n_docs * sizeof(pdoc);
+    return (b->lines ? 2 : 1) * b->text_len + b->strs_len + b->n_docs * sizeof(pdoc);
+}
+
+static bool pipeline_submit(pipeline *pl, file_reader *rd, batch *b) {
+    if (!b->budget_bytes) b->budget_bytes = batch_budget(b); /* else set before the reader decoded it */
     b->reader = rd;
     skip_list_move(&b->skips, &rd->pending_skips);
     pthread_mutex_lock(&pl->mu);
@@ -438,6 +444,7 @@ static bool pipeline_submit(pipeline *pl, file_reader *rd, batch *b) {
         rd->inflight += b->budget_bytes;
         b->next_work = pl->work;
         pl->work = b;
+        pl->n_work++;
         pl->n_undecoded += b->lines;
         file_queue *q = &pl->queues[b->file];
         if (q->tail) q->tail->next_order = b;
@@ -460,8 +467,31 @@ static batch *pipeline_take_work(pipeline *pl) {
     batch *b = *best;
     *best = b->next_work;
     b->next_work = NULL;
+    pl->n_work--;
     pl->n_undecoded -= b->lines;
     return b;
+}
+
+/* Reader side: decode a line batch on the reader's thread (its skips go to the batch). */
+static void reader_decode(file_reader *rd, batch *b) {
+    double c0 = thread_cpu_s();
+    rd->decoding = b;
+    batch_decode_lines(b, rd->pl, rd->dec);
+    rd->decoding = NULL;
+    rd->cpu_decode += thread_cpu_s() - c0;
+}
+
+/* Reader side, a line batch just filled: whether the reader decodes it before submitting.
+ * Yes while the workers have a decoded batch each waiting: they do not need this one
+ * soon, and decoding it here leaves them only tokenizing (at T = 1 on 2 cores, bench/dataprep
+ * 2026-11-26: 0.85 of the tokenizer alone against 0.78 when the worker decoded; the reader's
+ * core had room). No while they are short of work: a worker then decodes it, in parallel
+ * with the reader cutting the next batch. */
+static bool reader_should_decode(pipeline *pl) {
+    pthread_mutex_lock(&pl->mu);
+    bool yes = pl->n_work - pl->n_undecoded >= (size_t)pl->rs->threads;
+    pthread_mutex_unlock(&pl->mu);
+    return yes;
 }
 
 /* A reader well ahead of the workers (2T line batches waiting to be decoded) decodes the
@@ -478,6 +508,7 @@ static void reader_help(pipeline *pl, file_reader *rd) {
                 b = *pp;
                 *pp = b->next_work;
                 b->next_work = NULL;
+                pl->n_work--;
                 pl->n_undecoded--;
                 break;
             }
@@ -485,14 +516,11 @@ static void reader_help(pipeline *pl, file_reader *rd) {
     }
     pthread_mutex_unlock(&pl->mu);
     if (!b) return;
-    double c0 = thread_cpu_s();
-    rd->decoding = b;
-    batch_decode_lines(b, pl, rd->dec);
-    rd->decoding = NULL;
-    rd->cpu_decode += thread_cpu_s() - c0;
+    reader_decode(rd, b);
     pthread_mutex_lock(&pl->mu);
     b->next_work = pl->work; /* back, decoded: a worker tokenizes it */
     pl->work = b;
+    pl->n_work++;
     pthread_cond_signal(&pl->work_cv);
     pthread_mutex_unlock(&pl->mu);
 }
@@ -605,6 +633,10 @@ static lt_status read_file(pipeline *pl, file_reader *rd, uint32_t fi, lt_error 
         if (cur->text_len >= BATCH_TEXT_BYTES || cur->n_docs >= BATCH_MAX_DOCS) {
             batch *b = cur;
             cur = NULL;
+            if (lines && reader_should_decode(pl)) {
+                b->budget_bytes = batch_budget(b); /* it holds the lines' buffer still */
+                reader_decode(rd, b);
+            }
             if (!pipeline_submit(pl, rd, b)) {
                 aborted = true;
                 break;
