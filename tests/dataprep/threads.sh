@@ -96,7 +96,8 @@ stat_at_least small outputs.frames 100
 stat_at_least small truncated_documents 100
 
 # one large JSONL file (GitHub code x 3, ~16 MB, zstd): lines cut by one reader, decoded by
-# the workers or, when it is far enough ahead, by the reader itself (run.c reader_help)
+# the workers or, while they have decoded work waiting or it is far enough ahead, by the reader
+# itself (run.c reader_should_decode, reader_help)
 { for _ in 1 2 3; do zstd -dc "$C/github/"*.jsonl.zst; done; } | zstd -q -1 -o "$tmp/big.jsonl.zst"
 for t in 1 2 4; do
   run_case big "$t" --field code --set data.frame_size=64K --input "$tmp/big.jsonl.zst" ||
