@@ -482,11 +482,11 @@ static void reader_decode(file_reader *rd, batch *b) {
 }
 
 /* Reader side, a line batch just filled: whether the reader decodes it before submitting.
- * Yes while the workers have a decoded batch each waiting: they do not need this one
- * soon, and decoding it here leaves them only tokenizing (at T = 1 on 2 cores, bench/dataprep
- * 2026-11-26: 0.85 of the tokenizer alone against 0.78 when the worker decoded; the reader's
- * core had room). No while they are short of work: a worker then decodes it, in parallel
- * with the reader cutting the next batch. */
+ * Yes while the workers have a decoded batch each waiting: they do not need this one soon,
+ * and decoding it here leaves them only tokenizing (T = 1 on 2 cores, bench/dataprep
+ * 2026-11-26: 0.85-0.89 of the tokenizer alone, against 0.77-0.78 when the worker decoded;
+ * the reader's core had room). No while they are short of work: a worker then decodes it,
+ * in parallel with the reader cutting the next batch. */
 static bool reader_should_decode(pipeline *pl) {
     pthread_mutex_lock(&pl->mu);
     bool yes = pl->n_work - pl->n_undecoded >= (size_t)pl->rs->threads;

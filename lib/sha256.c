@@ -4,7 +4,7 @@
  *
  * Where the x86-64 CPU has the SHA extensions (SHA-NI: sha256rnds2 does two rounds,
  * sha256msg1/2 extend the message schedule four words at a time), blocks go through them:
- * about 5x the portable rounds, which matters for the shards dataprep writes and every
+ * about 6x the portable rounds here, which matters for the shards dataprep writes and every
  * reader verifies. The portable code stays the reference (test_sha256 compares the two).
  */
 #include "lib/sha256.h"
