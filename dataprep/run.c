@@ -1607,7 +1607,7 @@ int run_command(lt_cli_ctx *ctx) {
     rs.threads = threads > 0 ? (int)threads : lt_pool_default_threads();
     bool allow = false;
     if (!rc && lt_config_get_bool(cfg, "data", "allow_damaged", &allow, NULL) == LT_OK && allow) rs.allow_damaged = true;
-    int64_t level = 3;
+    int64_t level = 1; /* the schema's default (lib/config_schema.c) always answers first */
     if (!rc) {
         lt_config_get_size(cfg, "data", "max_doc_bytes", &rs.max_doc_bytes, NULL);
         lt_config_get_size(cfg, "data", "frame_size", &rs.frame_bytes, NULL);
