@@ -106,8 +106,8 @@ static bool cpu_has_sha(void) {
     int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
     if (v < 0) {
         unsigned a, b, c, d;
-        v = __get_cpuid(1, &a, &b, &c, &d) && (c >> 19 & 1) && (c >> 9 & 1) && __get_cpuid_max(0, NULL) >= 7 &&
-            __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 29 & 1);
+        v = __get_cpuid(1, &a, &b, &c, &d) && (c >> 19 & 1) && (c >> 9 & 1) &&
+            __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 29 & 1); /* 0 where leaf 7 is missing */
         __atomic_store_n(&known, v, __ATOMIC_RELAXED);
     }
     return v;
@@ -116,10 +116,7 @@ static bool cpu_has_sha(void) {
 
 static bool force_portable;
 
-bool lt_sha256_force_portable(bool on) {
-    bool was = __atomic_exchange_n(&force_portable, on, __ATOMIC_RELAXED);
-    return was;
-}
+bool lt_sha256_force_portable(bool on) { return __atomic_exchange_n(&force_portable, on, __ATOMIC_RELAXED); }
 
 bool lt_sha256_accelerated(void) {
 #if SHA_NI

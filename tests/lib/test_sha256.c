@@ -17,9 +17,8 @@
 
 #include <cmocka.h>
 
+#include "lib/rng.h"
 #include "lib/sha256.h"
-
-static void hex_of(const void *data, size_t len, char hex[LT_SHA256_HEX_LEN + 1]) { lt_sha256_hex(data, len, hex); }
 
 /* FIPS 180-2 Appendix B.1-B.3 and the digest of the empty message (published widely, e.g. NIST's
  * example values). Each through the path the CPU takes and through the portable one. */
@@ -41,31 +40,23 @@ static void test_fips_examples(void **state) {
         lt_sha256_force_portable(portable);
         char hex[LT_SHA256_HEX_LEN + 1];
         for (size_t i = 0; i < sizeof ex / sizeof ex[0]; i++) {
-            hex_of(ex[i].msg, strlen(ex[i].msg), hex);
+            lt_sha256_hex(ex[i].msg, strlen(ex[i].msg), hex);
             assert_string_equal(hex, ex[i].digest);
         }
-        hex_of(million, 1000000, hex); /* B.3: one million 'a' */
+        lt_sha256_hex(million, 1000000, hex); /* B.3: one million 'a' */
         assert_string_equal(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     }
     lt_sha256_force_portable(false);
     free(million);
 }
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15u;
-static uint64_t next_u64(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
-}
-
 /* The digest of msg fed to update() in random pieces. */
-static void digest_in_pieces(const unsigned char *msg, size_t len, unsigned char out[LT_SHA256_LEN]) {
+static void digest_in_pieces(lt_rng *rng, const unsigned char *msg, size_t len, unsigned char out[LT_SHA256_LEN]) {
     lt_sha256 h;
     lt_sha256_init(&h);
     size_t at = 0;
     while (at < len) {
-        size_t piece = next_u64() % 4 == 0 ? next_u64() % 200 : next_u64() % (len - at + 1);
+        size_t piece = lt_rng_below(rng, 4) == 0 ? lt_rng_below(rng, 200) : lt_rng_below(rng, len - at + 1);
         if (piece > len - at) piece = len - at;
         lt_sha256_update(&h, msg + at, piece);
         at += piece;
@@ -83,16 +74,18 @@ static void test_paths_agree(void **state) {
         skip();
     }
     enum { N = 3000, MAX = 65536 };
+    lt_rng rng;
+    lt_rng_seed(&rng, 20261126);
     unsigned char *msg = malloc(MAX);
     assert_non_null(msg);
     for (int n = 0; n < N; n++) {
-        size_t len = n <= 300 ? (size_t)n : (size_t)(next_u64() % (MAX + 1));
-        for (size_t i = 0; i < len; i++) msg[i] = (unsigned char)next_u64();
+        size_t len = n <= 300 ? (size_t)n : (size_t)lt_rng_below(&rng, MAX + 1);
+        for (size_t i = 0; i < len; i++) msg[i] = (unsigned char)lt_rng_u64(&rng);
         unsigned char fast[LT_SHA256_LEN], slow[LT_SHA256_LEN];
         lt_sha256_force_portable(false);
-        digest_in_pieces(msg, len, fast);
+        digest_in_pieces(&rng, msg, len, fast);
         lt_sha256_force_portable(true);
-        digest_in_pieces(msg, len, slow);
+        digest_in_pieces(&rng, msg, len, slow);
         lt_sha256_force_portable(false);
         if (memcmp(fast, slow, LT_SHA256_LEN) != 0) fail_msg("message %d (%zu bytes): the two paths differ", n, len);
     }
@@ -117,7 +110,9 @@ static int bench(size_t mib) {
     size_t len = mib << 20;
     unsigned char *buf = malloc(len);
     if (!buf) return 1;
-    for (size_t i = 0; i < len; i++) buf[i] = (unsigned char)next_u64();
+    lt_rng rng;
+    lt_rng_seed(&rng, 1);
+    for (size_t i = 0; i < len; i++) buf[i] = (unsigned char)lt_rng_u64(&rng);
     printf("sha256 over %zu MiB, best of 5 (accelerated path available: %s)\n", mib,
            lt_sha256_accelerated() ? "yes" : "no");
     for (int portable = 1; portable >= 0; portable--) {
@@ -126,7 +121,7 @@ static int bench(size_t mib) {
         char hex[LT_SHA256_HEX_LEN + 1];
         for (int r = 0; r < 5; r++) {
             double t0 = now_s();
-            hex_of(buf, len, hex);
+            lt_sha256_hex(buf, len, hex);
             double t = now_s() - t0;
             if (t < best) best = t;
         }
