@@ -34,7 +34,7 @@ char *jc_shell_quote(const char *s);
  * for the other stages. Malloc'd text. */
 char *jc_stage_script(const jc_run *r, jc_stage s, const char *tasks);
 
-/* The trainer's exit status after SIGUSR2 and its checkpoint (train/cmd_train.c). */
+/* The trainer's exit status after SIGUSR2 and its checkpoint (train/cmd/train.c). */
 #define JC_PREEMPTED_EXIT 75
 
 #endif /* LT_JOBCTL_SCRIPT_H */

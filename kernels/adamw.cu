@@ -3,7 +3,7 @@
  * (global-norm clipping), their scaling, and AdamW on fp32 master weights writing the
  * bf16 copy the other kernels read.
  *
- * The AdamW update is train/optim.c's lt_adamw_update_range operation for operation
+ * The AdamW update is train/model/optim.c's lt_adamw_update_range operation for operation
  * (torch.optim.AdamW's order, see optim.c's header):
  *   p  = p * (1 - lr wd)                       (decay; 1 for vectors)
  *   m  = lerp(m, g, 1 - beta1)                 (torch's lerp: fma(w, g - m, m) for |w| < 0.5)
@@ -42,7 +42,7 @@ struct adamw_scalars {
     float decay, w1, b2, one_minus_b2, bc2_sqrt, eps, neg_step;
 };
 
-/* torch_lerp of train/optim.c without contraction. */
+/* torch_lerp of train/model/optim.c without contraction. */
 static __device__ __forceinline__ float lerp_rn(float self, float end, float w) {
     float d = __fsub_rn(end, self);
     if (fabsf(w) < 0.5f) return fmaf(w, d, self);

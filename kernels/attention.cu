@@ -1,7 +1,7 @@
 /*
  * kernels/attention.cu — causal GQA attention over a packed unit on the GPU (bf16 in and
  * out, fp32 softmax and accumulation), forward and backward: the twin of
- * train/kernel_attention.c (the CPU reference, whose semantics these follow exactly).
+ * train/cpu/attention.c (the CPU reference, whose semantics these follow exactly).
  *
  * A segment (kernels/cuda.h, lt_cuda_attn_segment) is a slice: query rows [row0, row0+n) of
  * the unit at absolute positions begin .. begin+n-1 of its sample; its keys/values are the

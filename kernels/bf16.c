@@ -12,8 +12,8 @@
  * otherwise carry it into infinity.
  *
  * The other direction, lt_bf16_to_f32 (exact: the bits shifted up), is defined once, in
- * train/safetensors.c (the safetensors reader widens BF16 tensors with it; its
- * declaration in train/safetensors.h is the same function). A second definition here
+ * train/io/safetensors.c (the safetensors reader widens BF16 tensors with it; its
+ * declaration in train/io/safetensors.h is the same function). A second definition here
  * collided with it at link time; moving that one function to lib/ would let a
  * kernels-only program use it without libtrain.
  */

@@ -1,13 +1,13 @@
 /*
  * kernels/cuda.h — the bf16 CUDA kernels of the Llama model, as the host (C) sees them.
  *
- * The CUDA twins of train/kernels.h (the CPU fp32 reference) plus what the GPU needs
+ * The CUDA twins of train/cpu/kernels.h (the CPU fp32 reference) plus what the GPU needs
  * around them: a per-rank context (device, streams, cuBLASLt handle and workspace, the
  * GEMM algorithm cache) and device memory. Implemented by the kernels/ .cu files (nvcc, sm_90);
  * a build without CUDA links kernels/cuda_none.c, where lt_cuda_open fails with
  * "built without CUDA" and nothing else can be reached.
  *
- * Mixed precision (Megatron-style, the GPU profiles' bytes in plans/hardware.c):
+ * Mixed precision (Megatron-style, the GPU profiles' bytes in plans/cost/hardware.c):
  *   - weights used by the kernels: bf16 copies of the fp32 master weights (AdamW keeps the
  *     master, m and v in fp32 and writes the bf16 copy after each update);
  *   - parameter gradients: fp32 (the GEMMs accumulate into them with beta = 1);
@@ -15,7 +15,7 @@
  *     (RMSNorm's rstd, attention's lse) and losses: fp32;
  *   - every reduction (norms, softmax, GEMM accumulation) in fp32.
  *
- * Conventions: those of train/kernels.h (row-major, [out,in] weights, forward functions
+ * Conventions: those of train/cpu/kernels.h (row-major, [out,in] weights, forward functions
  * write, backward functions ADD into every gradient), with every pointer a DEVICE pointer
  * unless named host_*. Launches are asynchronous on the context's compute stream; a
  * function returns LT_ERR_INTERNAL naming the kernel when the launch fails (bad
@@ -41,7 +41,7 @@ typedef uint16_t lt_bf16;
 
 /* fp32 <-> bf16 on the host (round to nearest even; NaN stays NaN): for tests and for
  * moving weights in and out. lt_bf16_from_f32 is kernels/bf16.c's (every build);
- * lt_bf16_to_f32 is train/safetensors.c's (the same function train/safetensors.h
+ * lt_bf16_to_f32 is train/io/safetensors.c's (the same function train/io/safetensors.h
  * declares), so a program using it links libtrain. */
 lt_bf16 lt_bf16_from_f32(float x);
 float lt_bf16_to_f32(lt_bf16 x);
@@ -86,7 +86,7 @@ lt_status lt_cuda_add(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *a, const lt_bf16 
 lt_status lt_cuda_accumulate(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *src, size_t n, lt_error *err);
 /* dst[i] = src[i] + src[stride + i] + ... + src[(G - 1) stride + i] (bf16), summed in fp32
  * in that order and rounded once: the dK/dV contributions of a context-parallel group's G
- * members (train/exec.c), the same bits as the CPU's. dst must not overlap src. */
+ * members (train/exec/exec.c), the same bits as the CPU's. dst must not overlap src. */
 lt_status lt_cuda_sum_blocks(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *src, int G, size_t stride, size_t n,
                              lt_error *err);
 
@@ -155,7 +155,7 @@ lt_status lt_cuda_sum_rows(lt_cuda *c, const float *x, size_t n, double *host_su
 lt_status lt_cuda_sum_squares(lt_cuda *c, const float *g, size_t n, double *host_sum, lt_error *err);
 /* g[i] *= s. */
 lt_status lt_cuda_scale(lt_cuda *c, float *g, size_t n, float s, lt_error *err);
-/* AdamW over [begin, end) of the parameter buffer, the update of train/optim.c's
+/* AdamW over [begin, end) of the parameter buffer, the update of train/model/optim.c's
  * lt_adamw_update_range: t is the step after increment, decay the decoupled weight decay
  * of this range (0 for vectors), master/m/v fp32, and the bf16 copy written after. The
  * scalars are doubles, as lt_optim_config holds them: the per-step constants (bias
@@ -167,7 +167,7 @@ lt_status lt_cuda_adamw(lt_cuda *c, float *master, lt_bf16 *bf16_copy, const flo
 
 /* ---------------------------------------------------------------- attention (kernels/attention.cu) */
 /*
- * The GPU twin of lt_attention_forward / _backward (train/kernels.h): causal GQA over a
+ * The GPU twin of lt_attention_forward / _backward (train/cpu/kernels.h): causal GQA over a
  * packed unit, per-sample (varlen) masking, KV context of earlier slices, FlashAttention-2
  * (online softmax, lse saved, no T x T matrix; tensor cores). A segment is a slice: its
  * query rows [row0, row0+n) of the unit at absolute positions begin.. of its sample,

@@ -1,6 +1,6 @@
 /*
  * kernels/embed.cu — token embedding (Llama embed_tokens) and its gradient, the twins of
- * train/kernel_embed.c: out[t] = wte[ids[t]] (bf16 rows), dwte[ids[t]] += dout[t] (fp32).
+ * train/cpu/embed.c: out[t] = wte[ids[t]] (bf16 rows), dwte[ids[t]] += dout[t] (fp32).
  *
  * The backward is deterministic without float atomics (dev/cuda/embed_backward.cu,
  * version 2): the (id, t) pairs are sorted by id with a stable radix sort (CUB), so each

@@ -1,7 +1,7 @@
 /*
  * kernels/gemm.cu — the model's matrix products through cuBLASLt: bf16 A and B, fp32
  * accumulation (CUBLAS_COMPUTE_32F), bf16 or fp32 C/D, beta = 1 to accumulate into the
- * gradient buffers (train/kernels.h's "backward ADDS" convention).
+ * gradient buffers (train/cpu/kernels.h's "backward ADDS" convention).
  *
  * Row-major on the C side, column-major in cuBLAS: a row-major X[R, K] is the
  * column-major X^T[K, R] with leading dimension K, so every product is written as its

@@ -1,5 +1,5 @@
 /*
- * kernels/rmsnorm.cu — Llama RMSNorm over bf16 rows, the twin of train/kernel_rmsnorm.c
+ * kernels/rmsnorm.cu — Llama RMSNorm over bf16 rows, the twin of train/cpu/rmsnorm.c
  * (fp32 math, bf16 in and out, rstd saved in fp32):
  *   forward   rstd[t] = 1/sqrt(mean_c x[t,c]^2 + eps), out[t,c] = x[t,c] rstd[t] w[c]
  *   backward  dx[t,c] += r g[c] w[c] - r^3 x[t,c] (sum_j g[j] w[j] x[j]) / C    (r = rstd[t], g = dout)

@@ -1,6 +1,6 @@
 /*
  * kernels/rope.cu — rotary position embedding in place on bf16 [T, n_heads*hd] rows, the
- * twin of train/kernel_rope.c (Hugging Face rotate_half: element i pairs with i + hd/2):
+ * twin of train/cpu/rope.c (Hugging Face rotate_half: element i pairs with i + hd/2):
  *   angle = pos[t] * inv_freq[i], inv_freq[i] = 1 / theta^(2i/hd)
  *   forward   x[i] <- x[i] cos - x[i+hd/2] sin,  x[i+hd/2] <- x[i+hd/2] cos + x[i] sin
  *   backward  the same with sin negated (the transpose).
@@ -47,7 +47,7 @@ static lt_status rope(lt_cuda *c, lt_bf16 *x, const int32_t *pos, int T, int n_h
     if (T == 0) return LT_OK;
     rope_freqs f;
     for (int i = 0; i < hd / 2; i++) {
-        float e = (float)(2 * i) / (float)hd; /* exactly train/kernel_rope.c's expression */
+        float e = (float)(2 * i) / (float)hd; /* exactly train/cpu/rope.c's expression */
         f.inv_freq[i] = 1.0f / powf(theta, e);
     }
     for (int i = hd / 2; i < ROPE_MAX_HALF; i++) f.inv_freq[i] = 0.0f;

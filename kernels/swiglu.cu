@@ -1,6 +1,6 @@
 /*
  * kernels/swiglu.cu — the SwiGLU gate of the Llama MLP on bf16 vectors, the twin of
- * train/kernel_swiglu.c (fp32 math):
+ * train/cpu/swiglu.c (fp32 math):
  *   forward   out = silu(g) u,  silu(g) = g sigmoid(g),  sigmoid(g) = 1 / (1 + exp(-g))
  *   backward  dg += dout u sigmoid(g) (1 + g (1 - sigmoid(g))),  du += dout silu(g)
  * Elementwise, grid-stride; 8 elements per thread-step when n % 8 == 0 and every pointer

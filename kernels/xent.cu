@@ -1,6 +1,6 @@
 /*
  * kernels/xent.cu — softmax cross-entropy over bf16 logit rows [T, V], fused with its
- * gradient, the twin of train/kernel_xent.c (llm.c's fused classifier):
+ * gradient, the twin of train/cpu/xent.c (llm.c's fused classifier):
  *   loss_t        = log sum_v exp(l_v - m) + m - l_target        (m = max_v l_v)
  *   dlogits[t, v] = scale (softmax(l)_v - [v == target])          (written in place)
  * Rows with target < 0 predict nothing: loss 0, gradient row 0. dlogits NULL: the losses

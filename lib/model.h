@@ -102,13 +102,13 @@ double lt_model_forward_flops_attention(const lt_model_shape *m, double tokens);
 double lt_model_params(const lt_model_shape *m);
 
 /*
- * A fused LM head (llm.c's fused classifier; the CPU trainer's, train/pass.c) makes the
+ * A fused LM head (llm.c's fused classifier; the CPU trainer's, train/model/pass.c) makes the
  * logits, the loss and their gradient a block of whole rows at a time, so the [T, V]
  * logits never exist at once: a block holds at most LT_FUSED_HEAD_BLOCK_ELEMS entries (32
  * MiB in fp32), and at least one row. lt_fused_head_rows: the rows of a block for a
  * vocabulary of `vocab` entries (>= 1; 166 for r50k_base's 50257); a unit of fewer tokens
  * makes one block of its rows. The trainer allocates it, the cost model prices it
- * (plans/cost.c): one definition for both.
+ * (plans/cost/cost.c): one definition for both.
  */
 #define LT_FUSED_HEAD_BLOCK_ELEMS ((size_t)8 << 20)
 int lt_fused_head_rows(int vocab);

@@ -43,12 +43,12 @@ target_sources() {
     fuzz_wet | fuzz_jsonl_reader | fuzz_wikixml) echo "$READER_SOURCES" ;;
     fuzz_wikitext) echo "dataprep/wikitext.c lib/error.c" ;;
     fuzz_index) echo "dataprep/shard.c lib/error.c lib/files.c lib/sha256.c lib/strlist.c" ;;
-    fuzz_hardware) echo "plans/hardware.c plans/lengths.c lib/error.c lib/strutil.c lib/files.c lib/strlist.c" ;;
-    fuzz_planstore) echo "plans/store.c plans/validate.c plans/plan.c plans/schedule.c plans/schedule_gen.c \
-plans/sim.c plans/deps.c plans/cost.c plans/hardware.c lib/db.c lib/error.c lib/files.c lib/strutil.c lib/strlist.c lib/config.c \
-lib/config_schema.c lib/model.c lib/log.c plans/sampler.c plans/lengths.c dataprep/dataset.c dataprep/shard.c lib/rng.c \
+    fuzz_hardware) echo "plans/cost/hardware.c plans/batches/lengths.c lib/error.c lib/strutil.c lib/files.c lib/strlist.c" ;;
+    fuzz_planstore) echo "plans/store/store.c plans/store/validate.c plans/strategies/plan.c plans/schedule/schedule.c plans/schedule/generators.c \
+plans/schedule/sim.c plans/schedule/deps.c plans/cost/cost.c plans/cost/hardware.c lib/db.c lib/error.c lib/files.c lib/strutil.c lib/strlist.c lib/config.c \
+lib/config_schema.c lib/model.c lib/log.c plans/batches/sampler.c plans/batches/lengths.c dataprep/dataset.c dataprep/shard.c lib/rng.c \
 lib/sha256.c lib/json.c" ;;
-    fuzz_safetensors) echo "train/safetensors.c lib/json.c lib/error.c lib/files.c lib/strlist.c" ;;
+    fuzz_safetensors) echo "train/io/safetensors.c lib/json.c lib/error.c lib/files.c lib/strlist.c" ;;
     fuzz_slurm) echo "jobctl/slurm.c jobctl/proc.c lib/strutil.c lib/error.c" ;;
     *) return 1 ;;
   esac

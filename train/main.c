@@ -1,6 +1,6 @@
 /*
  * train/main.c — the `trainer` program: a thin shell over the stage library.
  */
-#include "train/trainer.h"
+#include "train/cmd/trainer.h"
 
 int main(int argc, char **argv) { return lt_cli_main(&trainer_program, argc, argv); }

@@ -1,5 +1,5 @@
 /*
- * bench/plans/bench_sim.c — how fast the DAG pipeline simulator (plans/sim.h) runs on a
+ * bench/plans/bench_sim.c — how fast the DAG pipeline simulator (plans/schedule/sim.h) runs on a
  * schedule of 100,000 ops, the size it meets inside every strategy's search loop; the
  * target is under 50 ms per simulation on one core (issue "[4/6] Cost model and DAG
  * pipeline simulator").
@@ -8,13 +8,13 @@
  * 1 to 4 slices (a unit per slice; every fifth sample short and packed with the next into
  * one unit), each stage running its warm-up forwards, then one F one B, the backwards of one
  * sample's units reversed (slice j + 1 before slice j), then the drain. 2 x 8 x 6,250 =
- * 100,000 ops; every slice edge of plans/schedule.h is exercised.
+ * 100,000 ops; every slice edge of plans/schedule/schedule.h is exercised.
  *
  * It simulates that schedule RUNS times (default 50) with one lt_sim (scratch reused, as a
  * search loop does) under three cost models: the unit-time model (lt_sim_unit_costs), a
  * callback doing a cost model's arithmetic per op (linear + causal-attention FLOPs of each
  * slice with its context, activation and K/V bytes, P2P latency + bytes / bandwidth), and
- * the project's cost model (plans/cost.h, llama-7b on the h200 profile, TP 1, the bridge
+ * the project's cost model (plans/cost/cost.h, llama-7b on the h200 profile, TP 1, the bridge
  * prepared once as a planner's search does), and prints the best and median milliseconds,
  * the peak RSS, and one machine-readable line:
  *
@@ -34,10 +34,10 @@
 
 #include "lib/error.h"      /* lt_error, lt_error_print */
 #include "lib/model.h"      /* lt_model_preset */
-#include "plans/cost.h"     /* lt_cost_model, lt_cost_sim_costs_prepared */
-#include "plans/hardware.h" /* lt_hardware_load */
-#include "plans/schedule.h" /* lt_schedule, lt_schedule_add_* */
-#include "plans/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
+#include "plans/cost/cost.h"     /* lt_cost_model, lt_cost_sim_costs_prepared */
+#include "plans/cost/hardware.h" /* lt_hardware_load */
+#include "plans/schedule/schedule.h" /* lt_schedule, lt_schedule_add_* */
+#include "plans/schedule/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
 
 enum { STAGES = 8, LAYERS = 32, UNITS = 6250 };
 
@@ -220,7 +220,7 @@ int main(int argc, char **argv) {
     printf("cost-model costs: best %.2f ms, median %.2f ms per simulation (step %.3f s, bubble %.4f, "
            "stage 0 peak %.2f GB)\n",
            m[0], m[1], model_step, model_bubble, model_peak / 1e9);
-    printf("plans/cost.h:     best %.2f ms, median %.2f ms per simulation (llama-7b on %s, step %.3f s, bubble "
+    printf("plans/cost/cost.h:     best %.2f ms, median %.2f ms per simulation (llama-7b on %s, step %.3f s, bubble "
            "%.4f, stage 0 peak %.2f GB; bridge prepared in %.1f ms)\n",
            c[0], c[1], hw.name, sim.step_time, sim.bubble_ratio, sim.peak_mem[0] / 1e9, prep_ms);
     printf("peak RSS %ld KiB, %d runs each\n", ru.ru_maxrss, runs);

@@ -32,7 +32,7 @@ GEMM share: after the timed steps, one more step under torch.profiler (CPU): the
 self time of the matrix-product ops (aten::mm, addmm, bmm, baddbmm, mv, addmv: every
 projection, the MLP and the LM head, forward and backward) over that step's wall time.
 The profiler adds some overhead to every op, so the share is approximate (ours is timed
-on the timed steps themselves by train/kernels.h's lt_linear_timing hook).
+on the timed steps themselves by train/cpu/kernels.h's lt_linear_timing hook).
 
 Output: the lines of bench_trainer.c with bench=torch (plus impl=hf|hand), MB = 2^20 bytes
 from resource.getrusage ru_maxrss of this process (libraries and Python included;

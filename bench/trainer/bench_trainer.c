@@ -1,6 +1,6 @@
 /*
  * bench/trainer/bench_trainer.c — forward + backward time per token of the CPU fp32 trainer
- * (train/model.h) on one unit; the longtail half of bench/trainer (bench_torch.py is the
+ * (train/model/model.h) on one unit; the longtail half of bench/trainer (bench_torch.py is the
  * PyTorch peer, run.sh runs both, interleaved, and tabulates).
  *
  *     bench_trainer [--model small] [--tokens 4096] [--samples 1] [--threads 2]
@@ -10,16 +10,16 @@
  * heads, SwiGLU 704, untied vocab 32000), lt_llama_init(seed). The unit: --tokens tokens
  * made of --samples whole samples packed back to back (lengths as even as possible, the
  * first ones one token longer), token ids uniform in [0, vocab) from lib/rng, so attention
- * is per document and causal (train/model.h) and the loss predicts sum (L_i - 1) tokens.
+ * is per document and causal (train/model/model.h) and the loss predicts sum (L_i - 1) tokens.
  *
  * A step is what a training step costs before the optimizer: zero the gradient buffer
  * (memset of all n_params floats), then lt_llama_step_units(one unit, loss_scale = 1/N,
  * grads): forward, fused LM head + cross-entropy + its backward, backward, with a private KV
  * context and activations allocated and freed inside the call. --warmup untimed steps, then
  * --reps timed ones, each timed with clock_gettime(CLOCK_MONOTONIC). Threads: lt_cpu_init
- * (train/cpu.h): OpenBLAS and the kernels' lt_pool both get --threads.
+ * (train/cpu/threads.h): OpenBLAS and the kernels' lt_pool both get --threads.
  *
- * GEMM share: lt_linear_timing (train/kernels.h) sums the wall time inside the cblas_sgemm
+ * GEMM share: lt_linear_timing (train/cpu/kernels.h) sums the wall time inside the cblas_sgemm
  * calls of lt_linear_forward/backward (every projection, the MLP and the LM head); the share
  * is that sum over all timed steps divided by their total time. The rest is attention,
  * norms, RoPE, SwiGLU, cross-entropy, embedding, copies, memsets and allocation.
@@ -48,9 +48,9 @@
 #include "lib/model.h"      /* lt_model_preset, lt_model_forward_flops */
 #include "lib/rng.h"        /* lt_rng_seed, lt_rng_below */
 #include "lib/threadpool.h" /* lt_pool_destroy */
-#include "train/cpu.h"      /* lt_cpu_init */
-#include "train/kernels.h"  /* lt_linear_timing, lt_linear_seconds */
-#include "train/model.h"    /* lt_llama_*, lt_train_sample, lt_train_unit */
+#include "train/cpu/threads.h"      /* lt_cpu_init */
+#include "train/cpu/kernels.h"  /* lt_linear_timing, lt_linear_seconds */
+#include "train/model/model.h"    /* lt_llama_*, lt_train_sample, lt_train_unit */
 
 typedef struct options {
     const char *model;

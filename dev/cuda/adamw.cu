@@ -1,7 +1,7 @@
 /*
  * dev/cuda/adamw.cu — scratch versions of the optimizer kernels (kernels/adamw.cu): AdamW
  * on fp32 master weights writing the bf16 copy, and the gradients' sum of squares, checked
- * against a CPU reference (train/optim.c's lt_adamw_update_range, operation for operation)
+ * against a CPU reference (train/model/optim.c's lt_adamw_update_range, operation for operation)
  * and timed.
  *
  *   adamw v1: the formula as plain float expressions (nvcc contracts a*b + c into fmas:
@@ -27,7 +27,7 @@ struct scalars {
     float decay, w1, b2, one_minus_b2, bc2_sqrt, eps, neg_step;
 };
 
-static scalars make_scalars(void) { /* train/optim.c's, in double then rounded once */
+static scalars make_scalars(void) { /* train/model/optim.c's, in double then rounded once */
     double bc1 = 1.0 - pow(BETA1, (double)STEP), bc2 = 1.0 - pow(BETA2, (double)STEP);
     scalars k;
     k.w1 = (float)(1.0 - BETA1);

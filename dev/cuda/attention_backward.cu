@@ -1,7 +1,7 @@
 /*
  * dev/cuda/attention_backward.cu — scratch benchmark of the attention backward:
  * numbered versions, each checked against the CPU reference (double, the math of
- * train/kernel_attention.c) on a varlen case with KV context, GQA and two segments of one
+ * train/cpu/attention.c) on a varlen case with KV context, GQA and two segments of one
  * sample (aliasing dk/dv), then timed on a long slice beside a cuBLAS bf16 GEMM.
  *
  *   v1  naive: dQ with one warp per (query row, head) looping over its visible keys; dK/dV

@@ -2,7 +2,7 @@
  * dev/cuda/attention_common.cuh — what the attention scratch benchmarks share
  * (dev/cuda/attention_forward.cu, attention_backward.cu): the varlen check case and the
  * benchmark unit, host data rounded to bf16, the CPU reference (plain C in double, the
- * math of train/kernel_attention.c: per-sample causal mask, GQA h -> h / (nh / nkv),
+ * math of train/cpu/attention.c: per-sample causal mask, GQA h -> h / (nh / nkv),
  * scale 1/sqrt(hd), KV context rows 0..begin+n-1), cudaEvent timing, the causal FLOP
  * count, and the cuBLAS bf16 GEMM the attention is compared with.
  *
@@ -178,7 +178,7 @@ static double fwd_flops(const unit *u) { return 4.0 * u->hd * u->nh * visible_pa
 /* ---------------------------------------------------------------- CPU reference (double) */
 
 /* out, lse of every segment row (other rows untouched), and with want_grad the gradients
- * dq [T, qd], dk/dv per sample, from dout: train/kernel_attention.c's math in double. */
+ * dq [T, qd], dk/dv per sample, from dout: train/cpu/attention.c's math in double. */
 static void cpu_reference(const unit *u, std::vector<double> &out, std::vector<double> &lse, bool want_grad,
                           std::vector<double> &dq, std::vector<std::vector<double>> &dk,
                           std::vector<std::vector<double>> &dv) {

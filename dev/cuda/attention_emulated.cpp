@@ -2,7 +2,7 @@
  * dev/cuda/attention_emulated.cpp — kernels/attention.cu's device code run on the CPU
  * (g++, dev/cuda/emu/: one std::thread per CUDA thread, __syncthreads and the warp
  * collectives as barriers, mma.sync m16n8k16 emulated from the PTX ISA's fragment
- * layouts), checked against the CPU reference train/kernel_attention.c. It exercises the
+ * layouts), checked against the CPU reference train/cpu/attention.c. It exercises the
  * kernels' index math, masks, segment/group lookup, fragment layouts and barrier
  * placement where no GPU is present; it says nothing about speed, and nothing about
  * hardware behaviour the emulation does not model (shared-memory bank conflicts, the
@@ -25,7 +25,7 @@
 #include <string>
 
 extern "C" {
-#include "train/kernels.h" /* lt_attention_forward / _backward: the reference */
+#include "train/cpu/kernels.h" /* lt_attention_forward / _backward: the reference */
 }
 
 namespace lt_attn {

@@ -1,7 +1,7 @@
 /*
  * dev/cuda/embed_backward.cu — scratch versions of the embedding gradient
  * dwte[ids[t]] += dout[t] (kernels/embed.cu), fp32 gradient from bf16 dout, checked
- * against the CPU reference (train/kernel_embed.c: rows added in t order) and timed.
+ * against the CPU reference (train/cpu/embed.c: rows added in t order) and timed.
  * Every version is deterministic (no float atomics), so each must equal the CPU bit for
  * bit: each dwte element's adds happen in t order in one thread.
  *

@@ -1,7 +1,7 @@
 /*
  * dev/cuda/rmsnorm.cu — scratch versions of the RMSNorm kernels (kernels/rmsnorm.cu),
  * forward and backward, each checked against a CPU fp32 reference (the formulas of
- * train/kernel_rmsnorm.c) on bf16 inputs and timed.
+ * train/cpu/rmsnorm.c) on bf16 inputs and timed.
  *
  *   forward  v1: one thread per row (naive: a warp reads 32 rows C apart, uncoalesced)
  *            v2: one warp per row, 8 bf16 per 16-byte load (-> kernels/rmsnorm.cu)

@@ -1,6 +1,6 @@
 /*
  * dev/cuda/rope.cu — scratch versions of the RoPE kernel (kernels/rope.cu), in place on
- * bf16 [T, nh*hd], checked against a CPU fp32 reference (train/kernel_rope.c's formula:
+ * bf16 [T, nh*hd], checked against a CPU fp32 reference (train/cpu/rope.c's formula:
  * inv_freq = 1/theta^(2i/hd) in float, angle = pos * inv_freq, rotate_half pairs i, i+hd/2)
  * and timed. The inv_freq table is computed on the host with the CPU's expression and
  * passed by value, so the angles are the CPU's bit for bit.

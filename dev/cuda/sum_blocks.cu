@@ -2,7 +2,7 @@
  * dev/cuda/sum_blocks.cu — scratch versions of the context-parallel dK/dV sum
  * (kernels/context.cu lt_cuda_sum_blocks): G member blocks of n bf16 elements, `stride`
  * apart, summed in fp32 in member order and rounded once, checked against a CPU reference
- * computed the same way (train/backend_cpu.c bf16_sum_blocks) and timed.
+ * computed the same way (train/model/backend_cpu.c bf16_sum_blocks) and timed.
  *
  *   v1: one element per thread, grid-stride (-> kernels/context.cu: any n, any alignment)
  *   v2: 8 elements per thread (16-byte loads/stores), n and stride multiples of 8

@@ -1,7 +1,7 @@
 /*
  * dev/cuda/swiglu.cu — scratch versions of the SwiGLU kernels (kernels/swiglu.cu),
  * forward and backward on bf16 vectors, checked against a CPU fp32 reference
- * (train/kernel_swiglu.c: out = silu(g) u; dg += dout u s (1 + g (1 - s)), du += dout silu(g))
+ * (train/cpu/swiglu.c: out = silu(g) u; dg += dout u s (1 + g (1 - s)), du += dout silu(g))
  * and timed.
  *
  *   v1: one element per thread, grid-stride

@@ -1,6 +1,6 @@
 /*
  * dev/cuda/xent.cu — scratch versions of the fused softmax cross-entropy (kernels/xent.cu)
- * over bf16 logits [T, V], in place, checked against a CPU reference (train/kernel_xent.c:
+ * over bf16 logits [T, V], in place, checked against a CPU reference (train/cpu/xent.c:
  * loss = log sum exp(l - m) + m - l_target, dlogits = scale (softmax - onehot); rows with
  * target < 0: loss 0, gradient 0) and timed.
  *

@@ -1,7 +1,7 @@
 /*
  * tests/fuzz/fuzz_hardware.c — libFuzzer target for the hardware-profile parser
- * (plans/hardware.h: lt_hardware_parse, lt_efficiency_parse) and the length lists of the
- * planner (plans/lengths.h: lt_lengths_parse_list).
+ * (plans/cost/hardware.h: lt_hardware_parse, lt_efficiency_parse) and the length lists of the
+ * planner (plans/batches/lengths.h: lt_lengths_parse_list).
  *
  * The input is arbitrary bytes; its text up to the first NUL goes through:
  *   1. lt_hardware_parse, as the text of a profile file;
@@ -24,8 +24,8 @@
 #include <string.h>
 
 #include "lib/error.h"
-#include "plans/hardware.h"
-#include "plans/lengths.h"
+#include "plans/cost/hardware.h"
+#include "plans/batches/lengths.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

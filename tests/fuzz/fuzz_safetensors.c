@@ -1,12 +1,12 @@
 /*
  * tests/fuzz/fuzz_safetensors.c — libFuzzer target for the safetensors reader and writer
- * (train/safetensors.h).
+ * (train/io/safetensors.h).
  *
  * The input is a whole safetensors file, parsed from memory with lt_safetensors_parse.
  * What is checked (abort() on a violation):
  *   - no crash, leak, UB or exit; the status is LT_OK or LT_ERR_INPUT; an error names the
  *     buffer (WHERE), says what (WHAT) and leaves the object empty;
- *   - an accepted file is what train/safetensors.h promises, re-checked here independently:
+ *   - an accepted file is what train/io/safetensors.h promises, re-checked here independently:
  *     the 8-byte length fits the file, every tensor's dtype is F32/F16/BF16, its byte range
  *     lies in the data area and has product(shape) * dtype size bytes, the tensors ordered
  *     by offset tile the data area exactly, names are unique NUL-terminated strings that
@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "lib/files.h"
-#include "train/safetensors.h"
+#include "train/io/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

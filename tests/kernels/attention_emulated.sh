@@ -3,7 +3,7 @@
 # kernels/attention.cu's device code compiled for the CPU with g++ against dev/cuda/emu/
 # (dev/cuda/attention_emulated.cpp: a std::thread per CUDA thread, barriers for
 # __syncthreads and the warp collectives, mma.sync and ldmatrix emulated from the PTX
-# fragment layouts) and compared with train/kernel_attention.c on the tiny, hd64, hd128, hd16
+# fragment layouts) and compared with train/cpu/attention.c on the tiny, hd64, hd128, hd16
 # cases (varlen, KV context, GQA/MQA, aliasing segments, a padded head dim, untouched bytes). It checks the
 # kernels' index math, masks and barriers, not their speed; tests/kernels/test_cuda_attention
 # runs the real thing on a GPU. TAP; skipped without a C++20 compiler.
@@ -33,7 +33,7 @@ fi
 blas_cflags=$(pkg-config --cflags openblas 2>/dev/null || true)
 blas_libs=$(pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 build() {
-  for f in train/kernel_attention.c lib/threadpool.c lib/error.c; do
+  for f in train/cpu/attention.c lib/threadpool.c lib/error.c; do
     # shellcheck disable=SC2086
     "$CC" -std=gnu11 -O2 -I"$top_srcdir" $blas_cflags -c "$top_srcdir/$f" -o "$tmp/$(basename "$f" .c).o" || return 1
   done
@@ -47,8 +47,8 @@ if ! build >"$tmp/build.log" 2>&1; then
   exit 0
 fi
 if "$tmp/emu" tiny hd64 hd128 hd16 >"$tmp/out" 2>&1; then
-  echo "ok 1 - kernels/attention.cu emulated on the CPU matches train/kernel_attention.c"
+  echo "ok 1 - kernels/attention.cu emulated on the CPU matches train/cpu/attention.c"
 else
-  echo "not ok 1 - kernels/attention.cu emulated on the CPU differs from train/kernel_attention.c"
+  echo "not ok 1 - kernels/attention.cu emulated on the CPU differs from train/cpu/attention.c"
 fi
 sed 's/^/# /' "$tmp/out"

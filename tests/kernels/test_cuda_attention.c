@@ -1,6 +1,6 @@
 /*
  * tests/kernels/test_cuda_attention.c — the CUDA attention kernels (kernels/attention.cu)
- * against the CPU reference (train/kernel_attention.c), cmocka.
+ * against the CPU reference (train/cpu/attention.c), cmocka.
  *
  * Each case packs varlen segments into a unit: KV context (begin > 0), GQA or MQA, two
  * segments of one sample in one call (aliasing dk/dv, the later positions first), segment
@@ -42,8 +42,8 @@
 
 #include "kernels/cuda.h"      /* lt_cuda_attention_forward / _backward, context, bf16 */
 #include "lib/rng.h"           /* lt_rng: seeded test data */
-#include "train/kernels.h"     /* lt_attention_forward / _backward: the reference */
-#include "train/safetensors.h" /* lt_bf16_to_f32 */
+#include "train/cpu/kernels.h"     /* lt_attention_forward / _backward: the reference */
+#include "train/io/safetensors.h" /* lt_bf16_to_f32 */
 
 #define TOL_OUT 2e-2
 #define TOL_LSE 1e-3

@@ -1,7 +1,7 @@
 /*
  * tests/kernels/test_cuda_kernels.c — the CUDA bf16 kernels of kernels/cuda.h (all but
  * attention, which tests/kernels/test_cuda_attention.c covers) against the CPU fp32
- * reference of train/kernels.h and train/optim.c, cmocka.
+ * reference of train/cpu/kernels.h and train/model/optim.c, cmocka.
  *
  * Inputs are drawn in fp32 and rounded to bf16 on the host (lt_bf16_from_f32), so the CPU
  * and the GPU compute from the same numbers; gradient buffers start nonzero, to check
@@ -52,10 +52,10 @@
 
 #include "kernels/cuda.h"  /* the kernels under test, lt_bf16 conversions */
 #include "lib/rng.h"       /* lt_rng: seeded test data */
-#include "train/backend.h" /* lt_backend_cpu_bf16: the host reference of sum_blocks */
-#include "train/kernels.h" /* the CPU reference kernels */
-#include "train/model.h"   /* lt_llama, lt_tensor_info (AdamW's decay per tensor) */
-#include "train/optim.h"   /* lt_adamw_update_range, lt_grad_norm */
+#include "train/model/backend.h" /* lt_backend_cpu_bf16: the host reference of sum_blocks */
+#include "train/cpu/kernels.h" /* the CPU reference kernels */
+#include "train/model/model.h"   /* lt_llama, lt_tensor_info (AdamW's decay per tensor) */
+#include "train/model/optim.h"   /* lt_adamw_update_range, lt_grad_norm */
 
 /* ---------------------------------------------------------------- context */
 
@@ -323,8 +323,8 @@ static void test_conversions_and_add(void **state) {
 }
 
 /* The context-parallel dK/dV sums: G member blocks of n elements, stride apart, summed in
- * fp32 in member order: bit for bit the cpu-bf16 backend's (train/backend_cpu.c), whose
- * sums train/exec.c takes on the CPU. G = 1 is a copy. */
+ * fp32 in member order: bit for bit the cpu-bf16 backend's (train/model/backend_cpu.c), whose
+ * sums train/exec/exec.c takes on the CPU. G = 1 is a copy. */
 static void test_sum_blocks(void **state) {
     (void)state;
     need_gpu();

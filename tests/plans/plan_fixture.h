@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 #include "lib/model.h"
-#include "plans/cost.h"
-#include "plans/hardware.h"
-#include "plans/plan.h"
-#include "plans/sampler.h"
+#include "plans/cost/cost.h"
+#include "plans/cost/hardware.h"
+#include "plans/strategies/plan.h"
+#include "plans/batches/sampler.h"
 
 #define GIB 1073741824.0
 

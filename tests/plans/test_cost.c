@@ -34,10 +34,10 @@
 
 #include "lib/config.h"
 #include "lib/model.h"
-#include "plans/cost.h"
-#include "plans/hardware.h"
-#include "plans/schedule.h"
-#include "plans/sim.h"
+#include "plans/cost/cost.h"
+#include "plans/cost/hardware.h"
+#include "plans/schedule/schedule.h"
+#include "plans/schedule/sim.h"
 #include "tests/testutil.h"
 
 #define GIB 1073741824.0
@@ -393,7 +393,7 @@ static lt_hardware load_body(const char *name, const char *extra) {
     return hw;
 }
 
-/* The backend's memory terms are optional profile keys (plans/hardware.h). Absent, a GPU
+/* The backend's memory terms are optional profile keys (plans/cost/hardware.h). Absent, a GPU
  * mixed-precision backend's: 2 + 4 + 12 = 18 bytes per parameter, the loss's fp32 softmax,
  * 2 GiB reserved, priced exactly as before the keys existed (the same keys written out give
  * the same costs bit for bit). act_bytes >= 4 alone makes the model states fp32: 4 + 4 + 8 =
@@ -1309,7 +1309,7 @@ static void test_sim_bridge_prices_ops(void **state) {
     lt_schedule_free(&s);
 }
 
-/* The cost model drives the simulator (plans/sim.h): 1F1B over whole 4K samples holds P - s
+/* The cost model drives the simulator (plans/schedule/sim.h): 1F1B over whole 4K samples holds P - s
  * micro-batches of activations on stage s (HelixPipe Eq. 2); slicing 16K samples into 4K
  * slices (Seq1F1B) holds less than whole 16K micro-batches (InfiniPipe 2, Fig. 1a). */
 static void test_simulator_with_the_cost_model(void **state) {

@@ -1,5 +1,5 @@
 /*
- * tests/plans/test_deps.c — the dependency API (plans/deps.h): the edges of hand-built
+ * tests/plans/test_deps.c — the dependency API (plans/schedule/deps.h): the edges of hand-built
  * schedules named one by one (model path with its send/receive pairs, activations, slice
  * keys/values and their gradients, stage order, asymmetric shares); on every generator's
  * schedules, predecessor and successor lists that mirror each other, the graph the
@@ -17,9 +17,9 @@
 
 #include <cmocka.h>
 
-#include "plans/deps.h"
-#include "plans/schedule.h"
-#include "plans/sim.h"
+#include "plans/schedule/deps.h"
+#include "plans/schedule/schedule.h"
+#include "plans/schedule/sim.h"
 
 static void sched_init(lt_schedule *s, int stages, int layers) {
     lt_error err;

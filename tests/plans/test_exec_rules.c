@@ -14,9 +14,9 @@
 #include <cmocka.h>
 
 #include "plan_fixture.h"
-#include "plans/deps.h"
-#include "plans/sim.h"
-#include "plans/store.h" /* lt_plan_validate */
+#include "plans/schedule/deps.h"
+#include "plans/schedule/sim.h"
+#include "plans/store/store.h" /* lt_plan_validate */
 
 static void assert_contains(const char *text, const char *want) {
     if (!strstr(text, want)) fail_msg("\"%s\" does not contain \"%s\"", text, want);

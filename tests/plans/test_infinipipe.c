@@ -1,9 +1,9 @@
 /*
- * tests/plans/test_infinipipe.c — the infinipipe strategy (plans/infinipipe.c; InfiniPipe
+ * tests/plans/test_infinipipe.c — the infinipipe strategy (plans/strategies/infinipipe.c; InfiniPipe
  * Sec. 3): the mesh and Alg. 1 on hand-made inputs, Eq. 14's grouping and Alg. 2's MILP
  * against brute force, the CBC fallback, and every plan invariant on shared/lengths.
  *
- * The file includes plans/infinipipe.c itself, so that the strategy's internal steps (the
+ * The file includes plans/strategies/infinipipe.c itself, so that the strategy's internal steps (the
  * mesh, the chunking, the grouping, the rows and solvers of the checkpointing MILP) are
  * tested one by one; the linker then takes the strategy's entry points from this object
  * instead of libplans.a's copy of the same file.
@@ -13,7 +13,7 @@
  * config (llama-13b, dp 8, pp 4, tp 4, max_cp 8, ZeRO-1, h200 capped at 80 GiB) and prints
  * the planning time per step (median, mean, max), one line per step with BENCH_VERBOSE=1.
  */
-#include "plans/infinipipe.c" /* the strategy under test, statics included */
+#include "plans/strategies/infinipipe.c" /* the strategy under test, statics included */
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,10 +23,10 @@
 #include <cmocka.h>
 
 #include "lib/model.h"      /* lt_model_preset */
-#include "plans/hardware.h" /* lt_hardware_load, lt_hardware_parse */
-#include "plans/plan.h"     /* lt_planner_* */
-#include "plans/sampler.h"  /* lt_sampler_* */
-#include "plans/store.h"    /* lt_plan_validate */
+#include "plans/cost/hardware.h" /* lt_hardware_load, lt_hardware_parse */
+#include "plans/strategies/plan.h"     /* lt_planner_* */
+#include "plans/batches/sampler.h"  /* lt_sampler_* */
+#include "plans/store/store.h"    /* lt_plan_validate */
 #include "tests/plans/plan_fixture.h"
 #include "tests/testutil.h" /* lt_test_now_ms, lt_test_cmp_double (bench mode) */
 

@@ -23,7 +23,7 @@
 #include <cmocka.h>
 
 #include "lib/rng.h" /* lt_rng_seed, lt_rng_below */
-#include "plans/milp.h"
+#include "plans/strategies/milp.h"
 
 #define EPS 1e-6
 

@@ -26,7 +26,7 @@
 #include "dataprep/shard.h" /* lt_shard_writer_* (a tiny dataprep directory) */
 #include "lib/rng.h"        /* lt_rng_seed, lt_rng_split, lt_rng_below */
 #include "lib/sha256.h"     /* lt_sha256_hex */
-#include "plans/sampler.h"
+#include "plans/batches/sampler.h"
 #include "tests/testutil.h" /* lt_test_tmpdir_*, lt_test_now_ms */
 
 static char tmp_root[128];

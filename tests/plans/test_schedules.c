@@ -1,6 +1,6 @@
 /*
- * tests/plans/test_schedules.c — the schedule generators (plans/schedule_gen.c) against the
- * papers' worked examples, run through the DAG simulator (plans/sim.h):
+ * tests/plans/test_schedules.c — the schedule generators (plans/schedule/generators.c) against the
+ * papers' worked examples, run through the DAG simulator (plans/schedule/sim.h):
  *   - units from lengths: whole, sliced, ChunkFlow Alg. 1 chunks (exact fewest bins);
  *   - GPipe and 1F1B op lists (pipeline reference page, HelixPipe 2.3.1), bubble
  *     (P-1)/(m+P-1) and peak in-flight m / P - s (HelixPipe Eq. 2) over a grid;
@@ -32,8 +32,8 @@
 #include <cmocka.h>
 
 #include "lib/rng.h"        /* lt_rng: seeded random inputs */
-#include "plans/schedule.h" /* lt_schedule, lt_sched_* */
-#include "plans/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
+#include "plans/schedule/schedule.h" /* lt_schedule, lt_sched_* */
+#include "plans/schedule/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 

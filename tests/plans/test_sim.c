@@ -1,6 +1,6 @@
 /*
- * tests/plans/test_sim.c — unit tests for the DAG pipeline simulator (plans/sim.h) and the
- * schedule tables (plans/schedule.h) (cmocka).
+ * tests/plans/test_sim.c — unit tests for the DAG pipeline simulator (plans/schedule/sim.h) and the
+ * schedule tables (plans/schedule/schedule.h) (cmocka).
  *
  * Covers: hand-computed tiny schedules (1 stage; GPipe and 1F1B on 2 stages x 2 micro-
  * batches, with and without P2P time; memory peaks with base, work, activation and K/V
@@ -17,7 +17,7 @@
  * in proportion to tokens) by hand, the deadlock of a non-FILO backward order, and the
  * errors of B ops whose forwards are missing or elsewhere.
  * Builds its schedules itself (tiny GPipe / 1F1B builders below), never with the
- * generators of plans/schedule_gen.c.
+ * generators of plans/schedule/generators.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,8 +31,8 @@
 #include <cmocka.h>
 
 #include "lib/rng.h"
-#include "plans/schedule.h"
-#include "plans/sim.h"
+#include "plans/schedule/schedule.h"
+#include "plans/schedule/sim.h"
 
 /* ---- helpers ---- */
 
@@ -735,7 +735,7 @@ static void asym_schedule(lt_schedule *s) {
 
 /*
  * Unit time (F = its unit's tokens, B = 2 x its bunit's tokens: F0 4, F1 4, F2 8, B0 10,
- * B1 10, B2 12), by the rules of plans/schedule.h's "Asymmetric schedules":
+ * B1 10, B2 12), by the rules of plans/schedule/schedule.h's "Asymmetric schedules":
  *   s0: F0 [0,4)  F1 [4,8) (A's keys/values from F0)  F2 [8,16)
  *       B0 [22,32)  after B0@s1 (model path)
  *       B1 [40,50)  after B1@s1 (model path) and B0@s0 (v0 holds A's next bslice)
@@ -1154,7 +1154,7 @@ enum { MAX_P = 5, MAX_UNITS = 24, MAX_OPS = 3 * MAX_P * MAX_UNITS };
 /* A random schedule: samples cut into slices, slices interleaved in the table and grouped
  * into units, each unit run F over every stage (after an FK pass over every stage for some:
  * ChunkFlow), then B back; the stages' op lists are a random topological order of the
- * dependencies below, computed here independently of plans/sim.c. */
+ * dependencies below, computed here independently of plans/schedule/sim.c. */
 typedef struct rand_op {
     int stage;
     size_t index;   /* in the stage's list */
@@ -1248,7 +1248,7 @@ static void build_random(rand_sched *r, lt_rng *rng) {
                     break;
                 }
 
-    /* ops and their dependencies (plans/schedule.h's rules for this layout) */
+    /* ops and their dependencies (plans/schedule/schedule.h's rules for this layout) */
     size_t n = 0;
     for (size_t u = 0; u < nu; u++) {
         r->has_fk[u] = lt_rng_below(rng, 10) < 3;

@@ -1,7 +1,7 @@
 /*
- * tests/plans/test_slimpack.c — the slimpack strategy (plans/slimpack.c; SlimPack Sec. 4).
+ * tests/plans/test_slimpack.c — the slimpack strategy (plans/strategies/slimpack.c; SlimPack Sec. 4).
  *
- * Every check here is computed independently of plans/slimpack.c: coverage and order from
+ * Every check here is computed independently of plans/strategies/slimpack.c: coverage and order from
  * the plan's tables, FLOPs from the model's dimensions, the DP-Merge group size from the
  * rule of SlimPack 4.1.1 written out here.
  */
@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <cmocka.h>
 
-#include "plans/schedule.h"
+#include "plans/schedule/schedule.h"
 #include "tests/plans/plan_fixture.h"
 
 /* The token ranges of sample x in one pass of rank plan rp (F: slices, B: bslices of an

@@ -1,6 +1,6 @@
 /*
- * tests/plans/test_store.c — unit tests for the plan database (plans/store.h: plans/store.c,
- * plans/validate.c, `planner show` and `planner validate`), cmocka.
+ * tests/plans/test_store.c — unit tests for the plan database (plans/store/store.h: plans/store/store.c,
+ * plans/store/validate.c, `planner show` and `planner validate`), cmocka.
  *
  * The plans are built here by hand, independently of the strategies: units from the
  * schedule generators (whole samples + 1F1B, sliced + Seq1F1B, ChunkFlow chunks + state-aware
@@ -39,11 +39,11 @@
 #include "lib/config.h"     /* lt_config_new, lt_config_set, lt_config_dump_string */
 #include "lib/log.h"        /* lt_log_set_level */
 #include "lib/rng.h"        /* lt_rng (synthetic lengths) */
-#include "plans/planner.h"  /* planner_program */
-#include "plans/sampler.h"  /* lt_sample, lt_sample_source_format */
-#include "plans/schedule.h" /* generators */
-#include "plans/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
-#include "plans/store.h"
+#include "plans/cmd/planner.h"  /* planner_program */
+#include "plans/batches/sampler.h"  /* lt_sample, lt_sample_source_format */
+#include "plans/schedule/schedule.h" /* generators */
+#include "plans/schedule/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
+#include "plans/store/store.h"
 #include "tests/testutil.h" /* lt_test_tmpdir_* */
 
 static char tmp_root[128];
@@ -2182,7 +2182,7 @@ static void test_asym_views(void **state) {
 
 /* The asymmetric DP-Merge plan is valid, in memory and read back from the file. This is
  * the one asymmetric test that needs the simulator and lt_schedule_check to know
- * asymmetric schedules and unit cp (plans/sim.c, plans/schedule.c). */
+ * asymmetric schedules and unit cp (plans/schedule/sim.c, plans/schedule/schedule.c). */
 static void test_asym_plan_valid(void **state) {
     (void)state;
     lt_step_plan p;
@@ -2735,7 +2735,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_asym_corrupt_rows),
         cmocka_unit_test(test_old_schema),
         cmocka_unit_test(test_asym_print),
-        cmocka_unit_test(test_asym_plan_valid), /* needs the asymmetric simulator (plans/sim.c) */
+        cmocka_unit_test(test_asym_plan_valid), /* needs the asymmetric simulator (plans/schedule/sim.c) */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

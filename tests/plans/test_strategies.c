@@ -1,6 +1,6 @@
 /*
- * tests/plans/test_strategies.c — the planner (plans/plan.h, plans/strategy.c), its packing
- * helpers (plans/packing.h) and the cost model's context parallelism (plans/cost.h).
+ * tests/plans/test_strategies.c — the planner (plans/strategies/plan.h, plans/strategies/baselines.c), its packing
+ * helpers (plans/strategies/packing.h) and the cost model's context parallelism (plans/cost/cost.h).
  *
  * Without arguments: runs the tests. With a mode argument:
  *   test_strategies --bench LENGTHS_FILE STRATEGY STEPS [CONTEXT [MEM_GIB]]
@@ -27,14 +27,14 @@
 #include <cmocka.h>
 
 #include "lib/model.h"
-#include "plans/cost.h"
-#include "plans/hardware.h"
-#include "plans/packing.h"
-#include "plans/plan.h"
-#include "plans/sampler.h"
-#include "plans/schedule.h"
-#include "plans/sim.h"
-#include "plans/store.h" /* lt_plan_validate */
+#include "plans/cost/cost.h"
+#include "plans/cost/hardware.h"
+#include "plans/strategies/packing.h"
+#include "plans/strategies/plan.h"
+#include "plans/batches/sampler.h"
+#include "plans/schedule/schedule.h"
+#include "plans/schedule/sim.h"
+#include "plans/store/store.h" /* lt_plan_validate */
 #include "tests/plans/plan_fixture.h"
 #include "tests/testutil.h" /* lt_test_now_ms, lt_test_cmp_double (bench mode) */
 

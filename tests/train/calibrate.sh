@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/train/calibrate.sh — `trainer calibrate` (train/cmd_calibrate.c): usage errors named;
+# tests/train/calibrate.sh — `trainer calibrate` (train/cmd/calibrate.c): usage errors named;
 # a profile of this machine fitted on the nano preset reproduces the measured layer times
 # through the cost model (max_rel_err), with the backward / forward factors, the head curve
 # and the CPU's memory keys, loads in the planner, and the planner's simulated step of the

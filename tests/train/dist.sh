@@ -194,7 +194,7 @@ fi
 # fp32 process and against every sample run whole, by relative norm within the bf16
 # tolerance (3e-2; the fp32 run above gives ~1e-7, so a bf16 run that scored like it would
 # mean the backend was not used: its error must also be above 1e-4). The stage transfers go
-# over the stage channels matched in posting order (train/comm.h), as NCCL matches them
+# over the stage channels matched in posting order (train/dist/comm.h), as NCCL matches them
 oracle_bf16() {
   local name=$1 dp=$2 pp=$3 what=$4
   if ! LONGTAIL_TEST_BACKEND=cpu-bf16 "${MPIRUN[@]}" $((dp * pp)) "$TRAINER" check --config "$tmp/m.ini" \

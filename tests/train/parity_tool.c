@@ -32,9 +32,9 @@
 #include "lib/files.h"
 #include "lib/json.h"
 #include "lib/threadpool.h"
-#include "train/ckpt.h"
-#include "train/model.h"
-#include "train/optim.h"
+#include "train/io/ckpt.h"
+#include "train/model/model.h"
+#include "train/model/optim.h"
 
 static double num(const lt_jv *obj, const char *key, double dflt) {
     const lt_jv *v = lt_jv_get(obj, key);

@@ -1,5 +1,5 @@
 /*
- * tests/train/test_backend.c — the pass's backend abstraction (train/backend.h) on the CPU:
+ * tests/train/test_backend.c — the pass's backend abstraction (train/model/backend.h) on the CPU:
  * the "cpu-bf16" test backend stores activations, K/V and their gradients as 2-byte bf16
  * elements, so every element-size path the GPU backend's host logic takes (the activation
  * layout, row copies, window sets, lt_acts_keep_rows, pack/unpack, the K/V context's rows,
@@ -14,7 +14,7 @@
  *     gives the gradients of the backward over the whole set bit for bit, kept rows pack to
  *     the bytes they packed to before, and a set's bytes are the 2-byte layout's;
  *   - a meter counts the bf16 bytes (K/V at 2 bytes an element);
- *   - the executor (train/exec.h) on the bf16 backend: a 2-stage pipeline with recompute and
+ *   - the executor (train/exec/exec.h) on the bf16 backend: a 2-stage pipeline with recompute and
  *     asymmetric backward units (rows gathered per layer, kept rows dropped, inputs kept for
  *     recompute, input gradients between stages, all in 2-byte elements) gives the fp32
  *     reference's gradients within BF16_TOL, and so does the same plan as a static
@@ -34,11 +34,11 @@
 #include <cmocka.h>
 
 #include "lib/rng.h"
-#include "plans/plan.h"     /* lt_step_plan */
-#include "plans/schedule.h" /* lt_schedule_* */
-#include "train/backend.h"
-#include "train/exec.h"     /* lt_exec_step */
-#include "train/model.h"
+#include "plans/strategies/plan.h"     /* lt_step_plan */
+#include "plans/schedule/schedule.h" /* lt_schedule_* */
+#include "train/model/backend.h"
+#include "train/exec/exec.h"     /* lt_exec_step */
+#include "train/model/model.h"
 
 #define BF16_TOL 3e-2 /* measured worst: 1.9e-2 (k_proj, its dK accumulated in bf16 context rows) */
 

@@ -1,5 +1,5 @@
 /*
- * tests/train/test_comm_device.c — the device half of train/comm.h (train/comm_nccl.c) in a
+ * tests/train/test_comm_device.c — the device half of train/dist/comm.h (train/dist/comm_nccl.c) in a
  * world of one: device calls without an attached device fail naming why (a build without
  * CUDA says so), lt_comm_pick_device and lt_comm_attach_device fail cleanly without a GPU
  * (with one: the pick is a visible device, a device past the last one fails the attach),
@@ -24,8 +24,8 @@
 #endif
 #include "kernels/cuda.h" /* lt_cuda_open, lt_cuda_stream, lt_cuda_comm_stream, memory */
 #include "kernels/gpu.h"  /* lt_gpu_built, lt_gpu_device_count */
-#include "train/comm.h"
-#include "train/comm_impl.h" /* lt_comm_chan_colour */
+#include "train/dist/comm.h"
+#include "train/dist/comm_impl.h" /* lt_comm_chan_colour */
 
 static lt_comm *world_of_one(void) {
     lt_comm *c = NULL;
@@ -38,7 +38,7 @@ static lt_comm *world_of_one(void) {
 
 static bool have_gpu(char *why, size_t n) { return lt_gpu_device_count(why, n) > 0; }
 
-/* The stage channels' split colours (train/comm_impl.h), over layouts up to dp 3 x pp 7:
+/* The stage channels' split colours (train/dist/comm_impl.h), over layouts up to dp 3 x pp 7:
  * in the two splits together, every pair of neighbouring stages of every pipeline has
  * exactly one colour, held by its two ranks and no other, the lower stage marked lower
  * (rank 0 of the pair); a rank is in at most one pair per split. This is the part of the

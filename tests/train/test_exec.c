@@ -1,5 +1,5 @@
 /*
- * tests/train/test_exec.c — the plan executor (train/exec.h) on hand-built step plans (cmocka).
+ * tests/train/test_exec.c — the plan executor (train/exec/exec.h) on hand-built step plans (cmocka).
  *
  * A 4-layer model, three samples (20, 7 and 45 tokens; the 45-token one in two forward
  * slices [0, 15) and [15, 45) with KV context), two pipeline stages of two layers:
@@ -36,9 +36,9 @@
 
 #include "lib/rng.h"        /* lt_rng: test tokens */
 #include "lib/threadpool.h" /* lt_pool */
-#include "plans/plan.h"     /* lt_step_plan */
-#include "plans/schedule.h" /* lt_schedule_* */
-#include "train/exec.h"
+#include "plans/strategies/plan.h"     /* lt_step_plan */
+#include "plans/schedule/schedule.h" /* lt_schedule_* */
+#include "train/exec/exec.h"
 
 enum { LAYERS = 4, VOCAB = 97, NS = 3 };
 static const int LEN[NS] = {20, 7, 45};

@@ -1,5 +1,5 @@
 /*
- * tests/train/test_kernels.c — unit tests for the CPU fp32 reference kernels (train/kernels.h, cmocka).
+ * tests/train/test_kernels.c — unit tests for the CPU fp32 reference kernels (train/cpu/kernels.h, cmocka).
  *
  * Covers, on small random shapes:
  *   - every backward against central finite differences of its forward: the analytic gradient
@@ -15,7 +15,7 @@
  *     softmax): a 410-row slice with 290 keys of context matches the double reference,
  *     equals the whole sequence's rows, its split backward equals the whole one, and a
  *     2-thread pool is bit-identical to none;
- *   - lt_vexpf (train/kernel_simd.h) within 2 x 2^-24 relative of exp over [-87, 88];
+ *   - lt_vexpf (train/cpu/simd.h) within 2 x 2^-24 relative of exp over [-87, 88];
  *   - cross-entropy: loss equals -log softmax in double, target -1 rows add no loss and get
  *     zero gradient, in place equals out of place;
  *   - every threaded kernel is bit-identical with a 2-thread pool and with a NULL pool.
@@ -33,8 +33,8 @@
 
 #include "lib/rng.h"        /* lt_rng: seeded test data */
 #include "lib/threadpool.h" /* lt_pool */
-#include "train/kernel_simd.h" /* lt_vexpf */
-#include "train/kernels.h"
+#include "train/cpu/simd.h" /* lt_vexpf */
+#include "train/cpu/kernels.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -466,7 +466,7 @@ static double max_rel_diff(const float *a, const float *b, size_t n) {
     return worst / scale;
 }
 
-/* The same checks at a size that crosses the kernel's tiles (train/kernel_attention.c:
+/* The same checks at a size that crosses the kernel's tiles (train/cpu/attention.c:
  * query blocks of 64 rows, key blocks of 256): sample of L = 700 tokens, slice [290, 700)
  * = 7 query blocks over up to 3 key blocks. q is scaled up so that the softmax is peaked and
  * the running max really moves between key blocks (the online rescaling is exercised). */

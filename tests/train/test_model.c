@@ -1,5 +1,5 @@
 /*
- * tests/train/test_model.c — the trainer's model (train/model.h) on its own: the tensor
+ * tests/train/test_model.c — the trainer's model (train/model/model.h) on its own: the tensor
  * table, deterministic init, unit checks and labels, and the equivalences the executor
  * relies on: any split of a batch into units (whole, packed, sliced with KV context) and
  * any split of the layers into stages gives the same loss and gradients; threads change
@@ -20,7 +20,7 @@
 
 #include "lib/rng.h"
 #include "lib/threadpool.h"
-#include "train/model.h"
+#include "train/model/model.h"
 
 static lt_model_shape test_shape(void) {
     lt_model_shape s = *lt_model_preset("nano");

@@ -1,6 +1,6 @@
 /*
- * tests/train/test_optim_ckpt.c — the optimizer (train/optim.h) and checkpoints
- * (train/ckpt.h).
+ * tests/train/test_optim_ckpt.c — the optimizer (train/model/optim.h) and checkpoints
+ * (train/io/ckpt.h).
  *
  * Optimizer: the learning rate at hand-computed points of warm-up and cosine decay; the
  * [train] keys read from a config; clipping against a hand-computed norm (3-4-12-0 has
@@ -31,9 +31,9 @@
 #include "lib/config.h"
 #include "lib/model.h"
 #include "lib/rng.h"
-#include "train/ckpt.h"
-#include "train/model.h"
-#include "train/optim.h"
+#include "train/io/ckpt.h"
+#include "train/model/model.h"
+#include "train/model/optim.h"
 
 static char root[256];
 

@@ -1,5 +1,5 @@
 /*
- * tests/train/test_safetensors.c — the safetensors reader and writer (train/safetensors.h).
+ * tests/train/test_safetensors.c — the safetensors reader and writer (train/io/safetensors.h).
  *
  * Writer -> reader round trip (matrices, a vector, a scalar, an empty tensor, metadata),
  * the exact bytes the writer produces for a small case (compact JSON, "__metadata__" first,
@@ -28,7 +28,7 @@
 #include "tests/testutil.h"
 
 #include "lib/files.h"
-#include "train/safetensors.h"
+#include "train/io/safetensors.h"
 
 static char root[256];
 

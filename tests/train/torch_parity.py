@@ -19,7 +19,7 @@ tensor):
      away from torch fp64 on this batch after 10 steps, so a max-norm 1e-5 is below fp32's
      own floor, while the L2 norm of the difference stays near 1e-6.
 Also checked: a batch long enough to cross the attention kernel's tiles (query blocks of
-64 rows, key blocks of 256: train/kernel_attention.c): a 700-token sample in two slices
+64 rows, key blocks of 256: train/cpu/attention.c): a 700-token sample in two slices
 (KV context of 300), packed beside a 90-token one, against torch whole (logits, loss,
 every gradient, dK/dV of the context). And the same batch split three ways (whole samples; packed differently; sliced
 with KV context) gives the same gradients in the C model, within 1e-5.

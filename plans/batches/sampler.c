@@ -1,0 +1,508 @@
+/*
+ * plans/batches/sampler.c — the batch sampler (plans/batches/sampler.h; docs/sampler.md).
+ *
+ * Representation. The corpus keeps its lengths in canonical order plus the first corpus
+ * document of each task. The sampler keeps, per sample, its corpus document, and per
+ * document its first sample id (so a piece's index is id - first[doc]). Permutations of
+ * epochs are computed on demand and cached in two slots (a step touches at most two
+ * epochs, so walking the steps in order shuffles each epoch once).
+ */
+#include "plans/batches/sampler.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataprep/dataset.h" /* lt_dataset_open, lt_index_n_docs, lt_index_doc_len */
+#include "lib/rng.h"          /* lt_rng_seed, lt_rng_split, lt_rng_shuffle */
+#include "lib/sha256.h"       /* lt_sha256_* */
+#include "plans/batches/lengths.h"    /* lt_lengths_read */
+
+/* ------------------------------------------------------------------ corpus */
+
+struct lt_corpus {
+    uint64_t n_docs;
+    int64_t *len;         /* n_docs lengths */
+    uint64_t n_tokens;
+    uint32_t n_tasks;
+    uint64_t *task_first; /* n_tasks + 1: first corpus document of each task, then n_docs */
+};
+
+/* A corpus taking ownership of len[n] and task_first[n_tasks + 1] (checked here). */
+static lt_status corpus_adopt(lt_corpus **out, int64_t *len, uint64_t n, uint64_t *task_first, uint32_t n_tasks,
+                              const char *where, lt_error *err) {
+    *out = NULL;
+    lt_status st = LT_OK;
+    uint64_t total = 0;
+    if (n == 0) {
+        st = lt_fail(err, LT_ERR_INPUT, where, "the corpus has no documents");
+        lt_error_hint(err, "give a lengths file with at least one count, or a dataprep directory with documents");
+    }
+    for (uint64_t i = 0; st == LT_OK && i < n; i++) {
+        if (len[i] < 0) {
+            st = lt_fail(err, LT_ERR_INPUT, where, "document %" PRIu64 " has a negative length (%" PRId64 ")", i,
+                         len[i]);
+        } else if ((uint64_t)len[i] > (uint64_t)INT64_MAX - total) {
+            st = lt_fail(err, LT_ERR_INPUT, where, "the corpus has more than 2^63 tokens");
+        } else {
+            total += (uint64_t)len[i];
+        }
+    }
+    if (st != LT_OK) {
+        free(len);
+        free(task_first);
+        return st;
+    }
+    lt_corpus *c = lt_calloc_check(1, sizeof *c);
+    c->n_docs = n;
+    c->len = len;
+    c->n_tokens = total;
+    c->n_tasks = n_tasks;
+    c->task_first = task_first;
+    *out = c;
+    return LT_OK;
+}
+
+lt_status lt_corpus_from_lengths(lt_corpus **out, const int64_t *lengths, size_t n, const char *where,
+                                 lt_error *err) {
+    int64_t *len = lt_malloc_check((n ? n : 1) * sizeof *len);
+    if (n) memcpy(len, lengths, n * sizeof *len);
+    uint64_t *tf = lt_malloc_check(2 * sizeof *tf);
+    tf[0] = 0;
+    tf[1] = n;
+    return corpus_adopt(out, len, n, tf, 1, where, err);
+}
+
+lt_status lt_corpus_load_lengths(lt_corpus **out, const char *path, lt_error *err) {
+    *out = NULL;
+    int64_t *len;
+    size_t n;
+    lt_status st = lt_lengths_read(path, &len, &n, err);
+    if (st != LT_OK) return st;
+    uint64_t *tf = lt_malloc_check(2 * sizeof *tf);
+    tf[0] = 0;
+    tf[1] = n;
+    return corpus_adopt(out, len, n, tf, 1, path, err);
+}
+
+lt_status lt_corpus_load_dataset(lt_corpus **out, const char *dir, lt_error *err) {
+    *out = NULL;
+    lt_dataset *ds = NULL;
+    lt_status st = lt_dataset_open(&ds, dir, -1, err);
+    if (st != LT_OK) return st;
+    uint64_t *tf = lt_malloc_check(((size_t)ds->num_tasks + 1) * sizeof *tf);
+    uint64_t n = 0;
+    for (uint32_t t = 0; t < ds->num_tasks; t++) {
+        tf[t] = n;
+        n += lt_index_n_docs(ds->tasks[t].index);
+    }
+    tf[ds->num_tasks] = n;
+    int64_t *len = lt_malloc_check((n ? n : 1) * sizeof *len);
+    for (uint32_t t = 0; t < ds->num_tasks; t++) {
+        const lt_index *ix = ds->tasks[t].index;
+        uint64_t nd = lt_index_n_docs(ix);
+        for (uint64_t d = 0; d < nd; d++) {
+            uint64_t l = lt_index_doc_len(ix, d);
+            len[tf[t] + d] = l > (uint64_t)INT64_MAX ? -1 : (int64_t)l;
+        }
+    }
+    uint32_t n_tasks = ds->num_tasks;
+    lt_dataset_close(ds);
+    return corpus_adopt(out, len, n, tf, n_tasks, dir, err);
+}
+
+void lt_corpus_free(lt_corpus *c) {
+    if (!c) return;
+    free(c->len);
+    free(c->task_first);
+    free(c);
+}
+
+uint32_t lt_corpus_n_tasks(const lt_corpus *c) { return c->n_tasks; }
+uint64_t lt_corpus_n_docs(const lt_corpus *c) { return c->n_docs; }
+uint64_t lt_corpus_n_tokens(const lt_corpus *c) { return c->n_tokens; }
+
+int64_t lt_corpus_doc_len(const lt_corpus *c, uint64_t doc) {
+    LT_CHECK(doc < c->n_docs);
+    return c->len[doc];
+}
+
+void lt_corpus_doc_ref(const lt_corpus *c, uint64_t doc, uint32_t *task, uint64_t *task_doc) {
+    LT_CHECK(doc < c->n_docs);
+    /* the last task whose first document is <= doc (tasks may be empty: take the last) */
+    uint32_t lo = 0, hi = c->n_tasks; /* task_first[lo] <= doc < task_first[hi] */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (c->task_first[mid] <= doc) lo = mid;
+        else hi = mid;
+    }
+    *task = lo;
+    *task_doc = doc - c->task_first[lo];
+}
+
+void lt_corpus_fingerprint(const lt_corpus *c, char hex[LT_SHA256_HEX_LEN + 1]) {
+    lt_sha256 h;
+    lt_sha256_init(&h);
+    char buf[1 << 14];
+    size_t used = 0;
+    for (uint64_t i = 0; i < c->n_docs; i++) {
+        if (used > sizeof buf - 32) {
+            lt_sha256_update(&h, buf, used);
+            used = 0;
+        }
+        used += (size_t)snprintf(buf + used, sizeof buf - used, "%" PRId64 "\n", c->len[i]);
+    }
+    lt_sha256_update(&h, buf, used);
+    lt_sha256_final_hex(&h, hex);
+}
+
+/* ------------------------------------------------------------------ policy */
+
+lt_status lt_sample_policy_parse(const char *name, const char *where, lt_sample_policy *out, lt_error *err) {
+    if (strcmp(name, "truncate") == 0) *out = LT_SAMPLE_TRUNCATE;
+    else if (strcmp(name, "split") == 0) *out = LT_SAMPLE_SPLIT;
+    else {
+        lt_status st = lt_fail(err, LT_ERR_USAGE, where, "unknown sample policy '%.64s'", name);
+        lt_error_hint(err, "the policies are: truncate (the papers' setting), split");
+        return st;
+    }
+    return LT_OK;
+}
+
+const char *lt_sample_policy_name(lt_sample_policy p) {
+    switch (p) {
+    case LT_SAMPLE_TRUNCATE: return "truncate";
+    case LT_SAMPLE_SPLIT: return "split";
+    }
+    return "?";
+}
+
+/* ------------------------------------------------------------------ sampler */
+
+typedef struct epoch_slot {
+    bool valid;
+    uint64_t epoch;
+    uint64_t *perm; /* n sample ids: the epoch's final order (boundary rule applied) */
+    uint64_t used;  /* for eviction: larger = used more recently */
+} epoch_slot;
+
+struct lt_sampler {
+    const lt_corpus *corpus;
+    lt_sampler_config cfg;
+    uint64_t n;           /* samples */
+    uint64_t B;           /* global_batch */
+    uint64_t n_tokens;    /* tokens of all samples */
+    uint64_t *sample_doc; /* n: corpus document of each sample */
+    uint64_t *first;      /* n_docs + 1: first sample id of each document */
+    uint64_t max_step;    /* steps t <= max_step have positions that fit in 64 bits */
+    lt_rng stream;        /* split(seed(seed), LT_SAMPLER_STREAM) */
+    epoch_slot slot[2];
+    uint64_t clock;
+    /* scratch for the boundary rule, B entries each */
+    uint64_t *tail, *keep, *passed;
+};
+
+/* (x * n) mod b without overflow for b < 2^32. */
+static uint64_t mulmod(uint64_t x, uint64_t n, uint64_t b) { return ((x % b) * (n % b)) % b; }
+
+/* r(e): how many samples of epoch e lie in the step that straddles the end of epoch e
+ * (0 when the epoch ends on a step boundary). */
+static uint64_t tail_count(const lt_sampler *s, uint64_t e) { return mulmod(e + 1, s->n, s->B); }
+
+/* h(e): how many positions of epoch e lie in the step that straddles its start. */
+static uint64_t head_count(const lt_sampler *s, uint64_t e) {
+    if (e == 0) return 0;
+    uint64_t r = tail_count(s, e - 1);
+    return r ? s->B - r : 0;
+}
+
+/* Whether epoch e's last r(e) positions are those of its raw shuffle, whatever epoch
+ * e - 1 was: the boundary rule rewrites at most positions [0, B) of an epoch (h + the
+ * passed-over samples <= h + r(e-1) = B), which stay clear of its tail when N >= B + r(e). */
+static bool tail_is_raw(const lt_sampler *s, uint64_t e) {
+    uint64_t r = tail_count(s, e);
+    return r == 0 || s->n >= s->B + r;
+}
+
+static void raw_shuffle(const lt_sampler *s, uint64_t e, uint64_t *perm) {
+    for (uint64_t i = 0; i < s->n; i++) perm[i] = i;
+    lt_rng r;
+    lt_rng_split(&r, &s->stream, e);
+    lt_rng_shuffle(&r, perm, (size_t)s->n, sizeof *perm);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The boundary rule on a raw permutation: the first h samples become the first h of the
+ * raw order not among the previous epoch's last r samples, s->tail[0..r) (r + h = B; the
+ * tail is sorted here); the samples passed over follow them in their raw order;
+ * everything after is untouched. */
+static void apply_boundary_rule(lt_sampler *s, uint64_t *perm, uint64_t r, uint64_t h) {
+    if (h == 0 || r == 0) return;
+    uint64_t *sorted = s->tail;
+    qsort(sorted, (size_t)r, sizeof *sorted, cmp_u64);
+    uint64_t n_keep = 0, n_passed = 0, i = 0;
+    for (; n_keep < h; i++) {
+        LT_CHECK(i < s->n); /* N - r >= B - r = h samples are not in the tail */
+        if (bsearch(&perm[i], sorted, (size_t)r, sizeof *sorted, cmp_u64)) s->passed[n_passed++] = perm[i];
+        else s->keep[n_keep++] = perm[i];
+    }
+    if (n_passed == 0) return;
+    memcpy(perm, s->keep, n_keep * sizeof *perm);
+    memcpy(perm + n_keep, s->passed, n_passed * sizeof *perm);
+}
+
+static epoch_slot *cached(lt_sampler *s, uint64_t e) {
+    for (int k = 0; k < 2; k++)
+        if (s->slot[k].valid && s->slot[k].epoch == e) return &s->slot[k];
+    return NULL;
+}
+
+/* Compute epoch e's final order into perm (which must not be a cached slot's buffer). */
+static void build_epoch(lt_sampler *s, uint64_t e, uint64_t *perm) {
+    /* walk back to the first epoch x0 whose predecessor's tail is known without going
+     * further: epoch 0, a cached predecessor, or a predecessor with a raw tail */
+    uint64_t x0 = e;
+    while (x0 > 0 && !cached(s, x0 - 1) && !tail_is_raw(s, x0 - 1)) x0--;
+    uint64_t r = 0;
+    if (x0 > 0) {
+        r = tail_count(s, x0 - 1);
+        if (r) {
+            epoch_slot *prev = cached(s, x0 - 1);
+            if (prev) {
+                memcpy(s->tail, prev->perm + (s->n - r), r * sizeof *s->tail);
+            } else {
+                raw_shuffle(s, x0 - 1, perm);
+                memcpy(s->tail, perm + (s->n - r), r * sizeof *s->tail);
+            }
+        }
+    }
+    for (uint64_t x = x0;; x++) {
+        raw_shuffle(s, x, perm);
+        uint64_t h = head_count(s, x);
+        LT_CHECK(h == (r ? s->B - r : 0));
+        apply_boundary_rule(s, perm, r, h);
+        if (x == e) break;
+        r = tail_count(s, x);
+        memcpy(s->tail, perm + (s->n - r), r * sizeof *s->tail);
+    }
+}
+
+/* The final order of epoch e, from the cache or computed into the least recently used
+ * slot (so the epoch asked for just before stays cached: a step's two epochs coexist). */
+static const uint64_t *epoch_perm(lt_sampler *s, uint64_t e) {
+    epoch_slot *sl = cached(s, e);
+    if (!sl) {
+        sl = s->slot[1].used < s->slot[0].used ? &s->slot[1] : &s->slot[0];
+        sl->valid = false; /* build_epoch may look for cached predecessors: not this one */
+        build_epoch(s, e, sl->perm);
+        sl->valid = true;
+        sl->epoch = e;
+    }
+    sl->used = ++s->clock;
+    return sl->perm;
+}
+
+lt_status lt_sampler_create(lt_sampler **out, const lt_corpus *corpus, const lt_sampler_config *cfg,
+                            lt_error *err) {
+    *out = NULL;
+    const int64_t C = cfg->context_len, B = cfg->global_batch;
+    if (cfg->policy != LT_SAMPLE_TRUNCATE && cfg->policy != LT_SAMPLE_SPLIT)
+        return lt_fail(err, LT_ERR_USAGE, "plan.sample_policy", "unknown sample policy %d", (int)cfg->policy);
+    if (C < 1) {
+        lt_status st = lt_fail(err, LT_ERR_USAGE, "plan.context_len", "context_len must be at least 1 (got %" PRId64 ")",
+                               C);
+        lt_error_hint(err, "context_len is the most tokens of one sample, e.g. 128K");
+        return st;
+    }
+    if (B < 1) {
+        lt_status st = lt_fail(err, LT_ERR_USAGE, "plan.global_batch",
+                               "global_batch must be at least 1 (got %" PRId64 ")", B);
+        lt_error_hint(err, "global_batch is the number of samples of one step, e.g. 512");
+        return st;
+    }
+    /* count the samples */
+    const uint64_t nd = corpus->n_docs;
+    uint64_t *first = lt_malloc_check((nd + 1) * sizeof *first);
+    uint64_t n = 0, tokens = 0;
+    for (uint64_t d = 0; d < nd; d++) {
+        first[d] = n;
+        int64_t l = corpus->len[d];
+        if (cfg->policy == LT_SAMPLE_TRUNCATE) {
+            n += l > 0;
+            tokens += (uint64_t)(l < C ? l : C);
+        } else {
+            n += (uint64_t)(l / C) + (l % C != 0);
+            tokens += (uint64_t)l;
+        }
+    }
+    first[nd] = n;
+    if (n == 0) {
+        free(first);
+        lt_status st = lt_fail(err, LT_ERR_INPUT, NULL, "the corpus has no samples: all %" PRIu64 " documents are empty",
+                               nd);
+        lt_error_hint(err, "check the input: a sample needs a document of at least one token");
+        return st;
+    }
+    if ((uint64_t)B > n) {
+        free(first);
+        lt_status st = lt_fail(err, LT_ERR_USAGE, "plan.global_batch",
+                               "global_batch %" PRId64 " is larger than the %" PRIu64 " samples of the corpus", B, n);
+        lt_error_hint(err,
+                      "a step holds distinct samples: lower plan.global_batch to at most %" PRIu64
+                      "%s, or give more data",
+                      n, cfg->policy == LT_SAMPLE_TRUNCATE ? " (or use sample_policy = split)" : "");
+        return st;
+    }
+    if ((uint64_t)B >= (UINT64_C(1) << 32)) {
+        free(first);
+        return lt_fail(err, LT_ERR_USAGE, "plan.global_batch", "global_batch %" PRId64 " is too large (at most 2^32 - 1)",
+                       B);
+    }
+    lt_sampler *s = lt_calloc_check(1, sizeof *s);
+    s->corpus = corpus;
+    s->cfg = *cfg;
+    s->n = n;
+    s->B = (uint64_t)B;
+    s->n_tokens = tokens;
+    s->first = first;
+    s->sample_doc = lt_malloc_check(n * sizeof *s->sample_doc);
+    for (uint64_t d = 0; d < nd; d++)
+        for (uint64_t id = first[d]; id < first[d + 1]; id++) s->sample_doc[id] = d;
+    /* positions of step t end at (t + 1) * B; the epoch arithmetic adds up to N more */
+    s->max_step = (UINT64_MAX - n) / s->B - 1;
+    lt_rng root;
+    lt_rng_seed(&root, cfg->seed);
+    lt_rng_split(&s->stream, &root, LT_SAMPLER_STREAM);
+    for (int k = 0; k < 2; k++) s->slot[k].perm = lt_malloc_check(n * sizeof *s->slot[k].perm);
+    s->tail = lt_malloc_check(s->B * sizeof *s->tail);
+    s->keep = lt_malloc_check(s->B * sizeof *s->keep);
+    s->passed = lt_malloc_check(s->B * sizeof *s->passed);
+    *out = s;
+    return LT_OK;
+}
+
+void lt_sampler_free(lt_sampler *s) {
+    if (!s) return;
+    free(s->sample_doc);
+    free(s->first);
+    for (int k = 0; k < 2; k++) free(s->slot[k].perm);
+    free(s->tail);
+    free(s->keep);
+    free(s->passed);
+    free(s);
+}
+
+uint64_t lt_sampler_n_samples(const lt_sampler *s) { return s->n; }
+uint64_t lt_sampler_n_tokens(const lt_sampler *s) { return s->n_tokens; }
+const lt_sampler_config *lt_sampler_config_of(const lt_sampler *s) { return &s->cfg; }
+
+void lt_sampler_sample(const lt_sampler *s, uint64_t id, lt_sample *out) {
+    LT_CHECK(id < s->n);
+    uint64_t d = s->sample_doc[id];
+    int64_t C = s->cfg.context_len, len = s->corpus->len[d];
+    int64_t off = (int64_t)(id - s->first[d]) * C; /* piece k starts at k*C (always 0 under truncate) */
+    out->id = id;
+    out->corpus_doc = d;
+    lt_corpus_doc_ref(s->corpus, d, &out->task, &out->doc);
+    out->offset = off;
+    out->length = len - off < C ? len - off : C;
+}
+
+static lt_status check_step(const lt_sampler *s, uint64_t t, lt_error *err) {
+    if (t > s->max_step)
+        return lt_fail(err, LT_ERR_USAGE, NULL, "step %" PRIu64 " is out of range (at most %" PRIu64 ")", t,
+                       s->max_step);
+    return LT_OK;
+}
+
+lt_status lt_sampler_step_epochs(const lt_sampler *s, uint64_t t, uint64_t *first, uint64_t *last,
+                                 size_t *n_first, lt_error *err) {
+    lt_status st = check_step(s, t, err);
+    if (st != LT_OK) return st;
+    uint64_t p0 = t * s->B, p1 = p0 + s->B - 1;
+    *first = p0 / s->n;
+    *last = p1 / s->n;
+    *n_first = *first == *last ? (size_t)s->B : (size_t)(*last * s->n - p0);
+    return LT_OK;
+}
+
+/* The sample ids of step t into ids[B]. */
+static lt_status step_ids(lt_sampler *s, uint64_t t, uint64_t *ids, lt_error *err) {
+    uint64_t e0, e1;
+    size_t n0;
+    lt_status st = lt_sampler_step_epochs(s, t, &e0, &e1, &n0, err);
+    if (st != LT_OK) return st;
+    uint64_t p0 = t * s->B;
+    const uint64_t *perm0 = epoch_perm(s, e0);
+    memcpy(ids, perm0 + (p0 - e0 * s->n), n0 * sizeof *ids);
+    if (n0 < s->B) {
+        const uint64_t *perm1 = epoch_perm(s, e1); /* perm0 stays valid: most recently used */
+        memcpy(ids + n0, perm1, (s->B - n0) * sizeof *ids);
+    }
+    return LT_OK;
+}
+
+lt_status lt_sampler_step(lt_sampler *s, uint64_t t, lt_sample *out, lt_error *err) {
+    uint64_t *ids = lt_malloc_check(s->B * sizeof *ids);
+    lt_status st = step_ids(s, t, ids, err);
+    for (uint64_t i = 0; st == LT_OK && i < s->B; i++) lt_sampler_sample(s, ids[i], &out[i]);
+    free(ids);
+    return st;
+}
+
+lt_status lt_sampler_step_lengths(lt_sampler *s, uint64_t t, int64_t *lengths, lt_error *err) {
+    uint64_t *ids = lt_malloc_check(s->B * sizeof *ids);
+    lt_status st = step_ids(s, t, ids, err);
+    for (uint64_t i = 0; st == LT_OK && i < s->B; i++) {
+        uint64_t d = s->sample_doc[ids[i]];
+        int64_t C = s->cfg.context_len, off = (int64_t)(ids[i] - s->first[d]) * C, rest = s->corpus->len[d] - off;
+        lengths[i] = rest < C ? rest : C;
+    }
+    free(ids);
+    return st;
+}
+
+/* ------------------------------------------------------------------ source */
+
+int lt_sample_source_format(const lt_sample *smp, char *buf, size_t size) {
+    return snprintf(buf, size, "task=%" PRIu32 ",doc=%" PRIu64 ",tok=%" PRId64, smp->task, smp->doc, smp->offset);
+}
+
+/* Parse "KEY=DIGITS" at *p (advancing it); false unless the digits fit in `max`. */
+static bool parse_field(const char **p, const char *key, uint64_t max, uint64_t *out) {
+    size_t kl = strlen(key);
+    if (strncmp(*p, key, kl) != 0 || (*p)[kl] != '=') return false;
+    const char *q = *p + kl + 1;
+    if (*q < '0' || *q > '9') return false;
+    uint64_t v = 0;
+    for (; *q >= '0' && *q <= '9'; q++) {
+        uint64_t dgt = (uint64_t)(*q - '0');
+        if (v > (max - dgt) / 10) return false;
+        v = v * 10 + dgt;
+    }
+    *out = v;
+    *p = q;
+    return true;
+}
+
+lt_status lt_sample_source_parse(const char *text, lt_sample *out, lt_error *err) {
+    memset(out, 0, sizeof *out);
+    const char *p = text;
+    uint64_t task, doc, tok;
+    if (parse_field(&p, "task", UINT32_MAX, &task) && *p++ == ',' && parse_field(&p, "doc", UINT64_MAX, &doc) &&
+        *p++ == ',' && parse_field(&p, "tok", INT64_MAX, &tok) && *p == '\0') {
+        out->task = (uint32_t)task;
+        out->doc = doc;
+        out->offset = (int64_t)tok;
+        return LT_OK;
+    }
+    lt_status st = lt_fail(err, LT_ERR_INPUT, NULL, "'%.80s' is not a sample source", text);
+    lt_error_hint(err, "a sample source reads task=T,doc=D,tok=O");
+    return st;
+}

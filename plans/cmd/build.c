@@ -1,0 +1,267 @@
+/*
+ * plans/cmd/build.c — `planner build`: sample the steps, plan each with the run's strategy
+ * on several threads (plans/batches/steps.h), store the plans (plans/store/store.h).
+ *
+ *   planner build --config FILE (--data DIR | --lengths FILE) --db FILE [--strategy NAME]
+ *                 [--steps N] [--threads T] [--hardware-dir DIR] [--no-timings]
+ *
+ * --strategy and --steps are the same as --set plan.strategy=NAME / plan.steps=N: the
+ * stored config shows them with the origin "--strategy" / "--steps".
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buildconfig.h"    /* PACKAGE_VERSION */
+#include "lib/cli.h"        /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
+#include "lib/config.h"     /* lt_config_* */
+#include "lib/progress.h"   /* lt_progress_* */
+#include "lib/log.h"        /* lt_log_enabled (--quiet is a common option) */
+#include "plans/strategies/plan.h"     /* lt_planner_* */
+#include "plans/cmd/planner.h"  /* build_command */
+#include "plans/batches/sampler.h"  /* lt_corpus_*, lt_sampler_* */
+#include "plans/batches/steps.h"    /* lt_plan_steps */
+#include "plans/store/store.h"    /* lt_store_* */
+
+typedef struct build_args {
+    const char *data, *lengths, *db, *strategy, *hardware_dir;
+    int64_t steps;   /* 0 = plan.steps */
+    int64_t threads; /* 0 = one per CPU */
+    bool no_timings, quiet;
+} build_args;
+
+static int parse_args(lt_cli_ctx *ctx, build_args *a) {
+    memset(a, 0, sizeof *a);
+    const planner_option opts[] = {
+        {"--data", &a->data, NULL, 0},          {"--lengths", &a->lengths, NULL, 0},
+        {"--db", &a->db, NULL, 0},              {"--strategy", &a->strategy, NULL, 0},
+        {"--steps", NULL, &a->steps, 1000000000}, {"--threads", NULL, &a->threads, 1000000000},
+        {"--hardware-dir", &a->hardware_dir, NULL, 0},
+    };
+    for (int i = 1; i < ctx->argc; i++) {
+        const char *arg = ctx->argv[i];
+        int taken = planner_take_option(ctx, &i, opts, sizeof opts / sizeof opts[0]);
+        if (taken > 1) return taken;
+        if (taken) continue;
+        if (strcmp(arg, "--no-timings") == 0) a->no_timings = true;
+        else if (arg[0] == '-') return lt_cli_unknown_option(ctx, arg);
+        else return lt_cli_usage(ctx, "unexpected argument '%.200s'", arg);
+    }
+    a->quiet = !lt_log_enabled(LT_LOG_INFO); /* -q / --quiet (lib/cli.h) sets the log level to warn */
+    if (!!a->data + !!a->lengths != 1)
+        return lt_cli_usage(ctx, "give the input: --data DIR (a dataprep output) or --lengths FILE (one token count "
+                                 "per line)");
+    if (!a->db) return lt_cli_usage(ctx, "where do the plans go? give --db FILE");
+    return 0;
+}
+
+/* The effective config of the run: ctx's, with --strategy / --steps applied. *owned is the
+ * copy to free (NULL when ctx's is used as is). */
+static lt_status effective_config(const lt_cli_ctx *ctx, const build_args *a, const lt_config **out,
+                                  lt_config **owned, lt_error *err) {
+    *owned = NULL;
+    *out = ctx->config;
+    if (!a->strategy && !a->steps) return LT_OK;
+    char *text = lt_config_dump_string(ctx->config);
+    lt_config *copy = lt_config_new();
+    if (!text || !copy) {
+        free(text);
+        lt_config_free(copy);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory copying the config");
+    }
+    lt_status st = lt_config_load_string(copy, text, ctx->config_path ? ctx->config_path : "config", err);
+    free(text);
+    if (st == LT_OK && a->strategy) st = lt_config_set_value(copy, "plan", "strategy", a->strategy, "--strategy", err);
+    if (st == LT_OK && a->steps) {
+        char num[32];
+        snprintf(num, sizeof num, "%" PRId64, a->steps);
+        st = lt_config_set_value(copy, "plan", "steps", num, "--steps", err);
+    }
+    if (st != LT_OK) {
+        lt_config_free(copy);
+        return st == LT_ERR_CONFIG ? LT_ERR_USAGE : st;
+    }
+    *owned = copy;
+    *out = copy;
+    return LT_OK;
+}
+
+typedef struct build_state {
+    lt_store *store;
+    lt_progress *progress;
+    const char *db;
+    /* totals over the steps planned now */
+    size_t planned;
+    double sum_time_s, sum_bubble, max_peak, sum_solve_ms;
+} build_state;
+
+static lt_status store_step(void *ctx, const lt_planned_step *ps, lt_error *err) {
+    build_state *b = ctx;
+    if (ps->status[0] != LT_OK) {
+        if (err) *err = ps->errors[0];
+        return ps->status[0];
+    }
+    const lt_step_plan *p = &ps->plans[0];
+    lt_status st = lt_store_put_step(b->store, p, ps->samples, err);
+    if (st != LT_OK) return st;
+    b->planned++;
+    b->sum_time_s += p->time_s;
+    b->sum_bubble += p->bubble_ratio;
+    b->sum_solve_ms += p->solve_ms;
+    if (p->peak_mem > b->max_peak) b->max_peak = p->peak_mem;
+    lt_progress_add(b->progress, 1);
+    lt_progress_add_extra(b->progress, 0, ps->n_samples);
+    return LT_OK;
+}
+
+/* Fill the run description (strings borrowed from cfg, or static; freed by nobody). */
+static void run_info_of(lt_run_info *r, const lt_config *cfg, const lt_planner_config *pc, const lt_planner *pl,
+                        char *config_text, char *fingerprint, const char *input, const lt_sampler_config *sc,
+                        uint64_t n_samples) {
+    memset(r, 0, sizeof *r);
+    r->name = (char *)lt_config_get_string(cfg, "run", "name");
+    r->strategy = (char *)lt_strategy_name(pc->strategy);
+    r->config = config_text;
+    r->fingerprint = fingerprint;
+    r->input = (char *)input;
+    r->sample_policy = (char *)lt_sample_policy_name(sc->policy);
+    r->tuning = (char *)lt_planner_params(pl);
+    r->version = (char *)PACKAGE_VERSION;
+    r->context_len = sc->context_len;
+    r->global_batch = sc->global_batch;
+    r->seed = (int64_t)sc->seed;
+    r->dp = pc->cm.dp;
+    r->pp = pc->cm.pp;
+    r->tp = pc->cm.tp;
+    r->layers = pc->cm.model.layers;
+    r->mem_cap = pc->cm.mem_cap;
+    r->n_samples_total = n_samples;
+}
+
+lt_status planner_sampler_config(const lt_config *cfg, const lt_planner_config *pc, lt_sampler_config *sc,
+                                   lt_error *err) {
+    memset(sc, 0, sizeof *sc);
+    int64_t v;
+    lt_status st = lt_config_get_int(cfg, "plan", "global_batch", &v, err);
+    if (st != LT_OK) return st;
+    sc->global_batch = v;
+    if ((st = lt_config_get_int(cfg, "plan", "seed", &v, err)) != LT_OK) return st;
+    sc->seed = (uint64_t)v;
+    sc->context_len = pc->context_len;
+    st = lt_sample_policy_parse(lt_config_get_string(cfg, "plan", "sample_policy"), "plan.sample_policy",
+                                &sc->policy, err);
+    return st == LT_OK ? LT_OK : LT_ERR_CONFIG;
+}
+
+lt_status planner_load_corpus(const char *data, const char *lengths, lt_corpus **out, lt_error *err) {
+    return data ? lt_corpus_load_dataset(out, data, err) : lt_corpus_load_lengths(out, lengths, err);
+}
+
+static int fail(lt_error *err, lt_status st) {
+    lt_error_print(err, NULL);
+    return lt_exit_code(st);
+}
+
+int build_command(lt_cli_ctx *ctx) {
+    build_args a;
+    int rc = parse_args(ctx, &a);
+    if (rc) return rc;
+    lt_error err;
+    lt_error_clear(&err);
+    const lt_config *cfg;
+    lt_config *owned = NULL;
+    lt_status st = effective_config(ctx, &a, &cfg, &owned, &err);
+    if (st != LT_OK) return fail(&err, st);
+
+    lt_planner_config pc;
+    lt_sampler_config sc;
+    lt_corpus *corpus = NULL;
+    lt_sampler *sampler = NULL;
+    lt_planner *planner = NULL;
+    lt_store *store = NULL;
+    char *config_text = NULL;
+    uint64_t *todo = NULL;
+    int64_t steps = 0;
+    build_state b;
+    memset(&b, 0, sizeof b);
+
+    if ((st = lt_planner_config_from(&pc, cfg, a.hardware_dir, &err)) != LT_OK) goto out;
+    if ((st = lt_config_get_int(cfg, "plan", "steps", &steps, &err)) != LT_OK) goto out;
+    if (steps > 100000000) {
+        st = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(cfg, "plan", "steps"),
+                     "plan.steps = %" PRId64 " is more than the 100,000,000 steps one plan file holds", steps);
+        goto out;
+    }
+    if ((st = planner_sampler_config(cfg, &pc, &sc, &err)) != LT_OK) goto out;
+    if ((st = planner_load_corpus(a.data, a.lengths, &corpus, &err)) != LT_OK) goto out;
+    if ((st = lt_sampler_create(&sampler, corpus, &sc, &err)) != LT_OK) goto out;
+    if ((st = lt_planner_create(&planner, &pc, &err)) != LT_OK) goto out;
+
+    char fingerprint[LT_SHA256_HEX_LEN + 1];
+    lt_corpus_fingerprint(corpus, fingerprint);
+    config_text = lt_config_dump_string(cfg);
+    if (!config_text) {
+        st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory dumping the config");
+        goto out;
+    }
+    lt_run_info run;
+    run_info_of(&run, cfg, &pc, planner, config_text, fingerprint, a.data ? a.data : a.lengths, &sc,
+                lt_sampler_n_samples(sampler));
+    if ((st = lt_store_begin(&store, a.db, &run, !a.no_timings, &err)) != LT_OK) goto out;
+
+    /* Resume: plan only the steps the file does not hold yet. */
+    todo = lt_malloc_check((size_t)steps * sizeof *todo);
+    size_t n_todo = 0;
+    for (int64_t t = 0; t < steps; t++) {
+        bool has = false;
+        if ((st = lt_store_has_step(store, (uint64_t)t, &has, &err)) != LT_OK) goto out;
+        if (!has) todo[n_todo++] = (uint64_t)t;
+    }
+    size_t kept = (size_t)steps - n_todo;
+    int threads = lt_plan_steps_threads((int)a.threads);
+    if (!a.quiet)
+        fprintf(stderr,
+                "planner: %s, %" PRId64 " steps of %" PRId64 " samples <= %" PRId64
+                " tokens (%" PRIu64 " samples from %s), %d thread%s; baseline tuning %s\n",
+                lt_strategy_name(pc.strategy), steps, sc.global_batch, sc.context_len, lt_sampler_n_samples(sampler),
+                a.data ? a.data : a.lengths, threads, threads == 1 ? "" : "s", lt_planner_params(planner));
+    if (!a.quiet && kept)
+        fprintf(stderr, "planner: %s holds %zu of the steps already; planning the other %zu\n", a.db, kept, n_todo);
+
+    lt_progress_options po = {.quiet = a.quiet ? 1 : 0, .tty = -1};
+    b.store = store;
+    b.db = a.db;
+    b.progress = lt_progress_start_opts("plan", n_todo, "steps", &po);
+    lt_progress_extra(b.progress, 0, "samples", 1.0);
+    lt_strategy strat = pc.strategy;
+    st = lt_plan_steps(corpus, &sc, &pc, &strat, 1, todo, n_todo, threads, store_step, &b, &err);
+    lt_progress_finish(b.progress);
+    if (st != LT_OK) goto out;
+    st = lt_store_commit(store, &err);
+    store = NULL;
+    if (st != LT_OK) goto out;
+
+    if (b.planned) {
+        double n = (double)b.planned;
+        printf("%s: %zu steps planned with %s (%zu kept); predicted %.1f ms/step, bubble %.3f, peak %.1f GiB per "
+               "GPU (cap %.1f GiB); planning %.2f ms/step/thread\n",
+               a.db, b.planned, lt_strategy_name(pc.strategy), kept, 1e3 * b.sum_time_s / n, b.sum_bubble / n,
+               b.max_peak / 1073741824.0, pc.cm.mem_cap / 1073741824.0, b.sum_solve_ms / n);
+    } else {
+        printf("%s: all %" PRId64 " steps were planned already\n", a.db, steps);
+    }
+
+out:
+    if (store) lt_store_abort(store);
+    free(todo);
+    free(config_text);
+    lt_planner_free(planner);
+    lt_sampler_free(sampler);
+    lt_corpus_free(corpus);
+    lt_config_free(owned);
+    if (st != LT_OK) return fail(&err, st);
+    return 0;
+}

@@ -1,0 +1,52 @@
+/*
+ * plans/cmd/planner.h — the interface of the planner stage (sample batches, build and simulate schedule plans, store them in SQLite).
+ *
+ * The library's layers: plans/batches/lengths.h (length files), plans/cost/hardware.h and plans/cost/cost.h
+ * (the cost model), plans/schedule/schedule.h (the schedule representation and its generators),
+ * plans/schedule/sim.h (the DAG simulator). This header holds the program's command table.
+ */
+#ifndef LT_PLANNER_H
+#define LT_PLANNER_H
+
+#include "lib/cli.h"        /* lt_cli_program */
+#include "lib/error.h"      /* lt_status, lt_error */
+#include "lib/config.h"     /* lt_config */
+#include "plans/strategies/plan.h"     /* lt_planner_config */
+#include "plans/batches/sampler.h"  /* lt_corpus, lt_sampler_config */
+
+/* The `planner` program: its commands (lib/cli.h runs them). */
+extern const lt_cli_program planner_program;
+
+/* `planner simulate` (plans/cmd/simulate.c). */
+int simulate_command(lt_cli_ctx *ctx);
+/* `planner build` (plans/cmd/build.c). */
+int build_command(lt_cli_ctx *ctx);
+/* `planner compare` (plans/cmd/compare.c). */
+int compare_command(lt_cli_ctx *ctx);
+/* `planner show` and `planner validate` (plans/cmd/show.c). */
+int show_command(lt_cli_ctx *ctx);
+int validate_command(lt_cli_ctx *ctx);
+
+/* One option of a command that takes a value: a string stored in *str, or (str NULL) an
+ * integer in [1, max] stored in *num. */
+typedef struct planner_option {
+    const char *name; /* "--db" */
+    const char **str;
+    int64_t *num;
+    int64_t max;
+} planner_option;
+
+/* Take ctx->argv[*i] if it is one of opts[0..n) ("--name VALUE" or "--name=VALUE", *i moved
+ * past the value). Returns 1 when taken, 0 when argv[*i] is none of them, or a usage error's
+ * exit status (2, reported: a missing value, a number out of range). */
+int planner_take_option(lt_cli_ctx *ctx, int *i, const planner_option *opts, size_t n);
+
+/* The corpus of --data DIR (a dataprep output) or, when data is NULL, --lengths FILE
+ * (plans/cmd/build.c; shared with compare). */
+lt_status planner_load_corpus(const char *data, const char *lengths, lt_corpus **out, lt_error *err);
+/* The sampler settings of a config: plan.global_batch, plan.seed, plan.sample_policy and
+ * pc->context_len. */
+lt_status planner_sampler_config(const lt_config *cfg, const lt_planner_config *pc, lt_sampler_config *sc,
+                                 lt_error *err);
+
+#endif

@@ -1,0 +1,403 @@
+/*
+ * train/cmd/check.c — `trainer check`: the gradient-equivalence oracle (DESIGN.md "Key
+ * invariants: Equivalence"). For each chosen step of a plan database, the parameter
+ * gradients of executing the plan (train/exec/exec.h: every pipeline, stage, slice, packing,
+ * backward regrouping of the strategy) against one process running every sample whole, one
+ * unit each (lt_llama_step_units); both divide by the step's predicted tokens.
+ *
+ * With train.backend = cuda in one process: the same, and then the GPU executor against the
+ * CPU executor as the oracle: the plan executed on the GPU (bf16, train/model/backend.h) against
+ * the plan executed on the CPU (fp32), per tensor ||g_gpu - g_cpu|| / ||g_cpu|| <=
+ * GPU_TOLERANCE (bf16 storage of activations and K/V: tests/train/test_backend.c measures
+ * 1.7e-2 at worst for the executor on the CPU's bf16 emulation). Under a launcher each
+ * rank executes its part on its GPU (NCCL: stage channels, context-parallel ring, gradient
+ * all-reduces), and rank 0 compares the gathered gradients with one CPU fp32 process and
+ * with every sample whole by relative norm within GPU_TOLERANCE (last line: backend=cuda).
+ *
+ * Tests only: LONGTAIL_TEST_BACKEND=cpu-bf16 executes the plan (in one process, or on the
+ * ranks of a launched job) with the model on the cpu-bf16 backend, the CPU emulation of the
+ * CUDA backend's host logic (2-byte elements in every buffer, stage-to-stage transfer and K/V
+ * row the executor keeps), and judges it as the GPU is judged: every tensor's relative norm
+ * against the fp32 references within GPU_TOLERANCE (the printed rel_err and rank_rel_err are
+ * then relative norms, and the last line ends with "backend=cpu-bf16").
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/cli.h"        /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
+#include "lib/config.h"     /* lt_config_get_double */
+#include "plans/batches/sampler.h"  /* lt_sample */
+#include "plans/store/store.h"    /* lt_store_open, lt_store_get_step, lt_store_steps */
+#include "train/model/backend.h"  /* lt_backend_cuda_*: the GPU check */
+#include "train/cmd/cmd.h"      /* lt_cmd_model_shape, lt_cmd_seed */
+#include "train/cmd/commands.h" /* check_command, lt_cmd_load_model, lt_cmd_threads, lt_cmd_open_backend */
+#include "train/cpu/threads.h"      /* lt_cpu_init */
+#include "train/io/docs.h"     /* lt_docs_open, lt_docs_get_piece */
+#include "train/dist/dist.h"     /* lt_dist: the stages' parameters over MPI ranks */
+#include "train/exec/exec.h"     /* lt_exec_step, lt_exec_step_rank */
+
+/* "0,100,200" -> steps (malloc'd). */
+static lt_status parse_steps(const char *text, uint64_t **steps, size_t *n, lt_error *err) {
+    size_t cap = 1;
+    for (const char *c = text; *c; c++) cap += *c == ',';
+    *steps = malloc(cap * sizeof **steps);
+    *n = 0;
+    if (!*steps) return lt_fail(err, LT_ERR_NOMEM, "--steps", "out of memory");
+    const char *c = text;
+    while (1) {
+        char *end;
+        if (*c < '0' || *c > '9') break;
+        unsigned long long v = strtoull(c, &end, 10);
+        (*steps)[(*n)++] = v;
+        if (*end == '\0') return LT_OK;
+        if (*end != ',') break;
+        c = end + 1;
+    }
+    free(*steps);
+    *steps = NULL;
+    return lt_fail(err, LT_ERR_USAGE, "--steps", "'%.100s' is not a comma-separated list of step numbers", text);
+}
+
+lt_status lt_cmd_load_plan_samples(lt_docs *docs, const lt_step_plan *p, const lt_sample *src, lt_train_sample *out,
+                                   lt_error *err) {
+    for (size_t i = 0; i < p->n_samples; i++) {
+        int32_t *tokens;
+        lt_status st = lt_docs_get_piece(docs, src[i].task, src[i].doc, src[i].offset, src[i].length, &tokens, err);
+        if (st != LT_OK) {
+            lt_error_prefix(err, "step %" PRIu64 ", sample %zu (task=%u,doc=%" PRIu64 ",tok=%" PRId64 "): ", p->step, i,
+                            src[i].task, src[i].doc, src[i].offset);
+            return st;
+        }
+        out[i] = (lt_train_sample){.tokens = tokens, .len = (int)src[i].length};
+    }
+    return LT_OK;
+}
+
+/* max |a - b| / max |b| over a tensor (the absolute difference when b is all zero). */
+static double rel_err(const float *a, const float *b, size_t n) {
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
+        scale = fmax(scale, fabs((double)b[i]));
+    }
+    return scale > 0 ? diff / scale : diff;
+}
+
+typedef struct check_run {
+    lt_llama m;
+    lt_store *store;
+    lt_docs *docs;
+    lt_pool *pool;
+    float *ga, *gb; /* gradients: plan executed, samples whole */
+    float *gc;      /* distributed: the plan executed in one process (rank 0) */
+    lt_layer_views *lv;
+    lt_llama_views va, vb, vc;
+    double worst, worst_rank;
+    lt_comm *comm;  /* NULL: one process */
+    lt_dist dist;
+    bool dist_ready;
+    /* train.backend = cuda: the model on the GPU (a copy of m's struct with its backend),
+     * device gradients, their host copy; the worst GPU-vs-CPU error */
+    lt_backend *be;
+    lt_llama mg;
+    float *dg, *hg;
+    lt_llama_views vg;
+    double worst_gpu;
+    /* LONGTAIL_TEST_BACKEND=cpu-bf16 (tests only): the plan executed (in one process or on
+     * the ranks) with the model on the cpu-bf16 backend (train/model/backend.h, the emulation of
+     * the CUDA backend's host logic: 2-byte activations, K/V and transfers), compared with the
+     * fp32 references by relative norm within GPU_TOLERANCE; NULL: the CPU fp32 executor */
+    const lt_backend *tbe;
+    lt_llama mt; /* m's struct with tbe as its backend (the same parameters) */
+} check_run;
+
+/* The GPU's relative error: bf16 activations and K/V (train/model/backend.h), fp32 gradients. */
+#define GPU_TOLERANCE 3e-2
+
+/* ||a - b|| / ||b|| over n values (||a - b|| when b is all zero). */
+static double rel_norm(const float *a, const float *b, size_t n) {
+    double d2 = 0, b2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        d2 += d * d, b2 += (double)b[i] * (double)b[i];
+    }
+    return b2 > 0 ? sqrt(d2 / b2) : sqrt(d2);
+}
+
+/* The plan executed on the GPU into c->hg; per tensor against the CPU executor's ga. */
+static lt_status check_gpu(check_run *c, const lt_step_plan *p, const lt_train_sample *smp, lt_error *err) {
+    size_t n = c->m.n_params;
+    uint64_t step = p->step;
+    c->be->zero(c->be, c->dg, n * sizeof(float));
+    lt_exec_stats es = {0};
+    lt_status st = lt_exec_step(&c->mg, p, smp, &c->vg, &es, c->pool, err);
+    double loss = es.loss_sum / (double)p->n_predicted, peak = 0;
+    for (int g = 0; st == LT_OK && g < es.n_stages; g++) peak = fmax(peak, (double)es.stage_peak_bytes[g]);
+    lt_exec_stats_free(&es);
+    if (st == LT_OK) st = c->be->to_host(c->be, c->hg, c->dg, n * sizeof(float), err);
+    double worst = 0;
+    const char *worst_name = "";
+    for (int t = 0; st == LT_OK && t < c->m.n_tensors; t++) {
+        const lt_tensor_info *ti = &c->m.tensors[t];
+        double e = rel_norm(c->hg + ti->offset, c->ga + ti->offset, (size_t)ti->rows * (size_t)ti->cols);
+        if (isnan(e)) e = INFINITY;
+        printf("step=%" PRIu64 " gpu tensor=%s rel_norm_err=%.3e\n", step, ti->name, e);
+        if (e > worst || t == 0) worst = e, worst_name = ti->name;
+    }
+    if (st == LT_OK)
+        printf("step=%" PRIu64 " gpu_loss=%.6f gpu_max_rel_norm_err=%.3e worst=%s gpu_act_peak_mb=%.1f (the plan on "
+               "the GPU in bf16 against the CPU executor)\n", step, loss, worst, worst_name, peak / 1048576.0);
+    if (worst > c->worst_gpu) c->worst_gpu = worst;
+    return st;
+}
+
+/* One step: execute, reference, compare; prints the step's lines. */
+static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
+    lt_step_plan p;
+    lt_step_plan_init(&p);
+    lt_sample *src = NULL;
+    lt_status st = lt_store_get_step(c->store, step, &p, &src, err);
+    lt_train_sample *smp = st == LT_OK ? calloc(p.n_samples + 1, sizeof *smp) : NULL;
+    lt_train_slice *whole = st == LT_OK ? calloc(p.n_samples + 1, sizeof *whole) : NULL;
+    lt_train_unit *units = st == LT_OK ? calloc(p.n_samples + 1, sizeof *units) : NULL;
+    if (st == LT_OK && (!smp || !whole || !units)) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    if (st == LT_OK) st = lt_cmd_load_plan_samples(c->docs, &p, src, smp, err);
+    lt_exec_stats es = {0};
+    memset(c->ga, 0, c->m.n_params * sizeof(float));
+    memset(c->gb, 0, c->m.n_params * sizeof(float));
+    bool rank0 = !c->comm || lt_comm_layout_of(c->comm)->rank == 0;
+    double rank_worst = 0;
+    /* the model the plan is executed with: the test backend's, on the ranks the GPU's, else
+     * the CPU fp32 reference (one process on a GPU: check_gpu, beside it) */
+    bool dev = c->be && c->comm;
+    const lt_llama *rm = c->tbe ? &c->mt : dev ? &c->mg : &c->m;
+    bool bf16 = c->tbe || dev; /* compared by relative norm within GPU_TOLERANCE */
+    if (st == LT_OK && !c->comm) st = lt_exec_step(rm, &p, smp, &c->va, &es, c->pool, err);
+    if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
+        st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, &c->m, &p, 25, false, err);
+        c->dist_ready = st == LT_OK;
+        lt_exec_hooks hooks = {.ctx = &c->dist, .grads_final = lt_dist_layer_final}; /* as train --db */
+        float *g = dev ? c->dg : c->ga; /* the GPU's: fp32 device gradients, downloaded once reduced */
+        if (dev) c->be->zero(c->be, c->dg, c->m.n_params * sizeof(float));
+        if (st == LT_OK) lt_dist_bind(&c->dist, &c->m, g);
+        if (st == LT_OK) lt_dist_set_device_grads(&c->dist, dev);
+        if (st == LT_OK) st = lt_exec_step_rank(rm, &p, smp, dev ? &c->vg : &c->va, &es, c->pool, c->comm, &hooks, err);
+        if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, &c->m, g, err);
+        if (st == LT_OK && dev) st = c->be->to_host(c->be, c->ga, c->dg, c->m.n_params * sizeof(float), err);
+        if (st == LT_OK) st = lt_dist_gather(&c->dist, &c->m, c->ga, err);
+        lt_exec_stats one = {0};
+        memset(c->gc, 0, c->m.n_params * sizeof(float));
+        if (st == LT_OK && rank0) st = lt_exec_step(&c->m, &p, smp, &c->vc, &one, c->pool, err);
+        lt_exec_stats_free(&one);
+        for (int t = 0; st == LT_OK && rank0 && t < c->m.n_tensors; t++) {
+            const lt_tensor_info *ti = &c->m.tensors[t];
+            size_t n = (size_t)ti->rows * (size_t)ti->cols;
+            double e = bf16 ? rel_norm(c->ga + ti->offset, c->gc + ti->offset, n) /* bf16 against fp32 */
+                              : rel_err(c->ga + ti->offset, c->gc + ti->offset, n);
+            if (e > rank_worst || isnan(e)) rank_worst = isnan(e) ? INFINITY : e;
+        }
+        if (rank_worst > c->worst_rank) c->worst_rank = rank_worst;
+    }
+    double ref_loss = 0;
+    if (st == LT_OK && rank0) {
+        for (size_t i = 0; i < p.n_samples; i++) {
+            whole[i] = (lt_train_slice){.sample = (int)i, .begin = 0, .end = smp[i].len};
+            units[i] = (lt_train_unit){.slices = &whole[i], .n_slices = 1};
+        }
+        lt_batch b = {.samples = smp, .n_samples = (int)p.n_samples};
+        st = lt_llama_step_units(&c->m, &b, units, (int)p.n_samples, (float)(1.0 / (double)p.n_predicted), &c->vb,
+                                 NULL, &ref_loss, c->pool, err);
+        if (st == LT_OK && c->be && !c->comm) st = check_gpu(c, &p, smp, err);
+    }
+    if (st == LT_OK && rank0) {
+        double worst = 0;
+        const char *worst_name = "";
+        for (int t = 0; t < c->m.n_tensors; t++) {
+            const lt_tensor_info *ti = &c->m.tensors[t];
+            size_t n = (size_t)ti->rows * (size_t)ti->cols;
+            double e = bf16 ? rel_norm(c->ga + ti->offset, c->gb + ti->offset, n) : rel_err(c->ga + ti->offset, c->gb + ti->offset, n);
+            printf("step=%" PRIu64 " tensor=%s rel_err=%.3e\n", step, ti->name, e);
+            if (e > worst || t == 0) worst = e, worst_name = ti->name;
+        }
+        double N = (double)p.n_predicted;
+        printf("step=%" PRIu64 " strategy=%s loss=%.6f ref_loss=%.6f loss_diff=%.3e max_rel_err=%.3e worst=%s "
+               "samples=%zu tokens=%" PRId64 " ops=%zu skipped=%zu act_peak_mb=%.1f\n",
+               step, lt_strategy_name(p.strategy), es.loss_sum / N, ref_loss / N, fabs(es.loss_sum - ref_loss) / N,
+               worst, worst_name, p.n_samples, es.tokens, es.ops_run, es.ops_skipped,
+               (double)es.act_bytes_peak / 1048576.0);
+        printf("step=%" PRIu64 " stage_peak_mb=", step);
+        for (int g = 0; g < es.n_stages; g++)
+            printf("%s%.1f", g ? "," : "", (double)es.stage_peak_bytes[g] / 1048576.0);
+        printf("\n");
+        if (c->comm)
+            printf("step=%" PRIu64 " ranks=%d rank_rel_err=%.3e (the ranks' gradients against one process)\n", step,
+                   lt_comm_layout_of(c->comm)->world, rank_worst);
+        fflush(stdout);
+        if (worst > c->worst || isnan(worst)) c->worst = isnan(worst) ? INFINITY : worst;
+    }
+    for (size_t i = 0; smp && i < p.n_samples; i++) free((void *)smp[i].tokens);
+    lt_exec_stats_free(&es);
+    free(smp), free(whole), free(units), free(src);
+    lt_step_plan_free(&p);
+    return st;
+}
+
+/* LT_OK when model m has the dimensions of the [model] stored with the plans. */
+static lt_status check_plans_model(const lt_run_info *run, const char *db, const lt_llama *m, lt_error *err) {
+    lt_config *cfg = lt_config_new();
+    if (!cfg) return lt_fail(err, LT_ERR_NOMEM, db, "out of memory");
+    lt_model_shape want;
+    lt_status st = lt_config_load_string(cfg, run->config ? run->config : "", db, err);
+    if (st == LT_OK) st = lt_model_from_config(cfg, NULL, &want, err);
+    lt_config_free(cfg);
+    if (st != LT_OK) {
+        lt_error_prefix(err, "the config stored in the plan file");
+        return st;
+    }
+    const char *names[] = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab"};
+    int plan[] = {want.layers, want.hidden, want.heads, want.kv_heads, want.ffn, want.vocab};
+    int ours[] = {m->shape.layers, m->shape.hidden, m->shape.heads, m->shape.kv_heads, m->shape.ffn, m->shape.vocab};
+    for (int i = 0; i < 6; i++)
+        if (plan[i] != ours[i] || (i == 0 && run->layers != ours[0])) {
+            lt_fail(err, LT_ERR_CONFIG, db, "the plans are for a model with %s = %d, this model has %d", names[i],
+                    i == 0 ? run->layers : plan[i], ours[i]);
+            lt_error_hint(err, "use the [model] the plans were built with (sqlite3 %s \"SELECT config FROM runs\")", db);
+            return LT_ERR_CONFIG;
+        }
+    return LT_OK;
+}
+
+lt_status lt_cmd_open_plans(const char *db, const lt_llama *m, lt_store **store, lt_error *err) {
+    lt_status st = lt_store_open(store, db, err);
+    lt_run_info run = {0};
+    if (st == LT_OK) st = lt_store_run_info(*store, &run, err);
+    if (st == LT_OK) st = check_plans_model(&run, db, m, err);
+    lt_run_info_free(&run);
+    return st;
+}
+
+static lt_status load_or_init(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m, lt_error *err) {
+    if (ckpt) return lt_cmd_load_model(ctx, ckpt, m, NULL, NULL, err);
+    lt_model_shape shape;
+    lt_status st = lt_cmd_model_shape(ctx, &shape, err);
+    if (st == LT_OK) st = lt_llama_create(m, &shape, err);
+    if (st == LT_OK) lt_llama_init(m, lt_cmd_seed(ctx));
+    return st;
+}
+
+int check_command(lt_cli_ctx *ctx) {
+    const char *db = NULL, *data = NULL, *steps_arg = NULL, *ckpt = NULL;
+    for (int i = 1; i < ctx->argc; i++) {
+        int missing = 0;
+        const char *v;
+        if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--db", &missing))) db = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--data", &missing))) data = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--steps", &missing))) steps_arg = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--ckpt", &missing))) ckpt = v;
+        else if (missing) return lt_cli_usage(ctx, "%s needs a value", ctx->argv[i]);
+        else if (ctx->argv[i][0] == '-') return lt_cli_unknown_option(ctx, ctx->argv[i]);
+        else return lt_cli_usage(ctx, "unexpected argument '%.200s'", ctx->argv[i]);
+    }
+    if (!db) return lt_cli_usage(ctx, "which plans? give --db PLANS.db (planner build)");
+    if (!data) return lt_cli_usage(ctx, "which data? give --data DIR (the dataprep output the plans were built from)");
+    lt_error err;
+    double tol = 1e-4, rank_tol = 1e-5, timeout = 300;
+    if (lt_config_get_double(ctx->config, "train", "check_tolerance", &tol, &err) != LT_OK ||
+        lt_config_get_double(ctx->config, "train", "check_rank_tolerance", &rank_tol, &err) != LT_OK ||
+        lt_config_get_double(ctx->config, "train", "comm_timeout_s", &timeout, &err) != LT_OK)
+        return lt_error_exit(&err);
+    uint64_t *steps = NULL;
+    size_t n_steps = 0;
+    if (steps_arg && parse_steps(steps_arg, &steps, &n_steps, &err) != LT_OK) return lt_error_exit(&err);
+    check_run c = {0};
+    lt_status st = lt_cmd_comm(ctx, &c.comm, &err);
+    if (st != LT_OK) return lt_error_exit(&err);
+    bool rank0 = !c.comm || lt_comm_layout_of(c.comm)->rank == 0;
+    /* under a launcher: each rank's GPU, NCCL attached (the stage channels, the gradient
+     * all-reduces and the context-parallel ring on the device, as in train --db) */
+    st = lt_cmd_open_backend_on(ctx, c.comm, &c.be, &err);
+    const char *tb = getenv("LONGTAIL_TEST_BACKEND");
+    if (st == LT_OK && tb && tb[0]) {
+        if (strcmp(tb, "cpu-bf16") != 0)
+            st = lt_fail(&err, LT_ERR_CONFIG, "LONGTAIL_TEST_BACKEND", "'%.40s' is not a test backend (cpu-bf16 is)", tb);
+        else if (c.be)
+            st = lt_fail(&err, LT_ERR_CONFIG, "LONGTAIL_TEST_BACKEND",
+                         "the cpu-bf16 test backend replaces the CPU executor, not the GPU: unset it with "
+                         "train.backend = cuda");
+        else
+            c.tbe = lt_backend_cpu_bf16();
+    }
+    if (st == LT_OK) st = load_or_init(ctx, ckpt, &c.m, &err);
+    if (st == LT_OK && c.tbe) c.mt = c.m, c.mt.backend = c.tbe; /* shares m's arrays: never freed itself */
+    if (st == LT_OK && c.be) { /* the same model on the GPU: its struct, another backend */
+        c.mg = c.m;
+        st = lt_backend_cuda_upload(c.be, &c.mg, &err);
+        if (st == LT_OK) st = lt_backend_cuda_grads(c.be, c.m.n_params, &c.dg, &err);
+        if (st == LT_OK && !(c.hg = malloc(c.m.n_params * sizeof(float))))
+            st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for the GPU's gradients");
+    }
+    if (st == LT_OK) st = lt_cmd_open_plans(db, &c.m, &c.store, &err);
+    if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
+    if (st == LT_OK) st = lt_docs_open(&c.docs, data, 0, &err);
+    if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &c.pool, NULL, &err);
+    if (st == LT_OK) {
+        c.ga = malloc(c.m.n_params * sizeof(float));
+        c.gb = malloc(c.m.n_params * sizeof(float));
+        c.gc = c.comm ? malloc(c.m.n_params * sizeof(float)) : NULL;
+        c.lv = malloc(3 * (size_t)c.m.shape.layers * sizeof *c.lv);
+        if (!c.ga || !c.gb || !c.lv || (c.comm && !c.gc))
+            st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for the gradient buffers");
+    }
+    if (st == LT_OK) {
+        lt_llama_views_of(&c.m, c.ga, c.lv, &c.va);
+        lt_llama_views_of(&c.m, c.gb, c.lv + c.m.shape.layers, &c.vb);
+        if (c.gc) lt_llama_views_of(&c.m, c.gc, c.lv + 2 * c.m.shape.layers, &c.vc);
+        if (c.dg) lt_llama_views_of(&c.m, c.dg, c.lv + 2 * c.m.shape.layers, &c.vg); /* (gc: distributed only) */
+    }
+    for (size_t i = 0; st == LT_OK && i < n_steps; i++) st = check_step(&c, steps[i], &err);
+    if (st == LT_OK && rank0 && c.comm)
+        printf("max_rel_err=%.3e rank_rel_err=%.3e ranks=%d steps=%zu%s\n", c.worst, c.worst_rank,
+               lt_comm_layout_of(c.comm)->world, n_steps, c.tbe ? " backend=cpu-bf16" : c.be ? " backend=cuda" : "");
+    else if (st == LT_OK && rank0 && c.be)
+        printf("max_rel_err=%.3e gpu_max_rel_norm_err=%.3e steps=%zu\n", c.worst, c.worst_gpu, n_steps);
+    else if (st == LT_OK && rank0) printf("max_rel_err=%.3e steps=%zu%s\n", c.worst, n_steps, c.tbe ? " backend=cpu-bf16" : "");
+    fflush(stdout);
+    if (c.be) lt_backend_cuda_free_grads(c.be, c.dg);
+    lt_backend_cuda_close(c.be);
+    free(c.hg);
+    free(steps), free(c.ga), free(c.gb), free(c.gc), free(c.lv);
+    lt_dist_free(&c.dist);
+    lt_docs_close(c.docs);
+    lt_store_close(c.store);
+    lt_pool_destroy(c.pool);
+    lt_llama_free(&c.m);
+    if (st != LT_OK) lt_cmd_comm_fail(c.comm, &err); /* ends the job when distributed */
+    if (st != LT_OK) return lt_error_exit(&err);
+    int code = 0;
+    if (c.tbe || (c.be && c.comm)) tol = rank_tol = GPU_TOLERANCE; /* bf16 against fp32, by relative norm */
+    if (rank0 && !(c.worst <= tol)) {
+        fprintf(stderr, "trainer: error: a gradient differs by %.3e relative, over train.check_tolerance = %g\n",
+                c.worst, tol);
+        code = 1;
+    }
+    if (c.be && !c.comm && !(c.worst_gpu <= GPU_TOLERANCE)) {
+        fprintf(stderr, "trainer: error: the GPU's gradients differ from the CPU executor's by %.3e (relative norm), "
+                "over the bf16 tolerance %g\n", c.worst_gpu, GPU_TOLERANCE);
+        code = 1;
+    }
+    if (rank0 && c.comm && !(c.worst_rank <= rank_tol)) {
+        fprintf(stderr, "trainer: error: the ranks' gradients differ from one process's by %.3e relative, over "
+                "train.check_rank_tolerance = %g\n", c.worst_rank, rank_tol);
+        code = 1;
+    }
+    if (c.comm) { /* every rank exits with rank 0's verdict */
+        int64_t v = code;
+        if (lt_comm_allreduce(c.comm, LT_COMM_WORLD, &v, 1, LT_COMM_I64, true, &err) != LT_OK) lt_cmd_comm_fail(c.comm, &err);
+        code = (int)v;
+    }
+    lt_comm_finalize(c.comm);
+    return code;
+}

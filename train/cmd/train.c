@@ -1,0 +1,596 @@
+/*
+ * train/cmd/train.c — `trainer train`: the optimizer loop, over one of two batch sources.
+ *   --db PLANS  the stored plans, step by step in their order (DESIGN.md: the plans are the
+ *               single source of truth): each step's samples read from the shards by their
+ *               source, the plan executed in this process (train/exec/exec.h);
+ *   --whole     whole documents of a dataprep output: each step takes the next
+ *               train.batch_docs documents in `dataprep cat` order (wrapping around: a new
+ *               epoch), each truncated at plan.context_len and run as its own unit.
+ * Either way the loss is normalized by the step's predicted tokens (train/model/model.h), then
+ * global-norm clipping, the warmup + cosine learning rate and AdamW (train/model/optim.h).
+ *
+ * Checkpoints go to --out DIR (else train.checkpoint_dir, else WORK_DIR/NAME/checkpoints)
+ * every train.checkpoint_every steps and at the end, the newest train.keep_checkpoints
+ * kept. --resume continues from the newest one there: the data position, step, optimizer
+ * moments and random stream are in the checkpoint, so a resumed run is bit-identical to
+ * one that never stopped (tests/train/cli.sh compares the files). With --db, the step count
+ * is the position in the stored steps, and each step appends one JSON object to
+ * OUT/metrics.jsonl; OUT/loss.svg (the loss curve) is rewritten at every checkpoint and at
+ * the end.
+ *
+ * Under a launcher (mpirun, srun --mpi=pmix; train/dist/comm.h) --db runs as one rank of the
+ * distributed engine: this process executes the ops of its stage of its DP rank's pipeline
+ * (lt_exec_step_rank), the gradients are summed over the DP ranks (train/dist/dist.h), the
+ * global norm clipped and each stage's tensors updated; rank 0 prints, keeps the metrics
+ * and writes the measured times; checkpoints are written in parts, one per stage, with a
+ * manifest last (train/io/ckpt.h).
+ *
+ * SIGUSR2 (Slurm's warning before preemption: sbatch --signal=B:USR2@T, scancel --signal)
+ * finishes the step under way, writes a checkpoint and exits with status 75 (EX_TEMPFAIL),
+ * which jobctl turns into a requeue; --resume continues from it. Distributed, the ranks
+ * agree on the signal after each step (an all-reduce), so they stop at the same step.
+ */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/cli.h"        /* lt_cli_option_value */
+#include "lib/config.h"     /* lt_config_get_* */
+#include "lib/files.h"      /* lt_mkdir_p */
+#include "lib/log.h"        /* LT_INFO */
+#include "train/io/ckpt.h"     /* lt_ckpt_* */
+#include "train/cmd/commands.h" /* train_command, lt_cmd_* */
+#include "train/cmd/cmd.h"      /* lt_cmd_model_shape */
+#include "train/cpu/threads.h"      /* lt_cpu_init */
+#include "train/dist/dist.h"     /* lt_dist_* */
+#include "train/io/docs.h"     /* lt_docs_* */
+#include "train/model/backend.h"  /* lt_backend_cuda_*: train.backend = cuda */
+#include "train/exec/exec.h"     /* lt_exec_step */
+#include "train/io/metrics.h"  /* lt_metrics_append, lt_metrics_svg */
+#include "train/model/optim.h"    /* lt_optim_config, lt_adamw */
+#include "plans/store/store.h"    /* lt_store_open, lt_store_get_step, lt_store_steps */
+
+typedef struct train_args {
+    const char *data, *out, *init, *db;
+    long long steps; /* stop when this many steps are done; 0 = the schedule's total */
+    bool whole, resume;
+    bool resume_if_any; /* --resume-if-any: resume when there is a checkpoint, else start fresh */
+} train_args;
+
+static int parse(lt_cli_ctx *ctx, train_args *a) {
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < ctx->argc; i++) {
+        int missing = 0;
+        const char *v;
+        char *end;
+        if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--data", &missing))) a->data = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--db", &missing))) a->db = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--out", &missing))) a->out = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--init", &missing))) a->init = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--steps", &missing))) {
+            a->steps = strtoll(v, &end, 10);
+            if (*end || a->steps < 1) return lt_cli_usage(ctx, "--steps wants a positive count, got '%.100s'", v);
+        } else if (missing) return lt_cli_usage(ctx, "%s needs a value", ctx->argv[i]);
+        else if (strcmp(ctx->argv[i], "--whole") == 0) a->whole = true;
+        else if (strcmp(ctx->argv[i], "--resume") == 0) a->resume = true;
+        else if (strcmp(ctx->argv[i], "--resume-if-any") == 0) a->resume = a->resume_if_any = true;
+        else if (ctx->argv[i][0] == '-') return lt_cli_unknown_option(ctx, ctx->argv[i]);
+        else return lt_cli_usage(ctx, "unexpected argument '%.200s'", ctx->argv[i]);
+    }
+    if (!a->whole && !a->db)
+        return lt_cli_usage(ctx, "what to train on? give --db PLANS.db (stored plans) or --whole (whole documents "
+                                 "of --data DIR)");
+    if (a->whole && a->db) return lt_cli_usage(ctx, "--whole and --db exclude each other");
+    if (!a->data)
+        return lt_cli_usage(ctx, a->db ? "which data? give --data DIR (the dataprep output the plans were built from)"
+                                       : "which documents? give --data DIR (a dataprep output)");
+    if (a->init && a->resume) return lt_cli_usage(ctx, "--init and --resume exclude each other");
+    if (a->resume_if_any && a->whole) return lt_cli_usage(ctx, "--resume-if-any goes with --db (a jobctl run)");
+    return 0;
+}
+
+/* The checkpoint directory (malloc'd). */
+static char *checkpoint_dir(const lt_cli_ctx *ctx, const train_args *a) {
+    if (a->out) return strdup(a->out);
+    const char *d = lt_config_get_string(ctx->config, "train", "checkpoint_dir");
+    if (d) return strdup(d);
+    const char *work = lt_config_get_string(ctx->config, "run", "work_dir");
+    const char *name = lt_config_get_string(ctx->config, "run", "name");
+    size_t n = strlen(work ? work : "runs") + strlen(name ? name : "longtail") + 16;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s/checkpoints", work ? work : "runs", name ? name : "longtail");
+    return p;
+}
+
+/* The model, optimizer and state to start from: a resumed checkpoint, an --init one, or a
+ * fresh initialization from the config. */
+static lt_status start_state(const lt_cli_ctx *ctx, const train_args *a, const char *dir, lt_llama *m, lt_adamw *opt,
+                             lt_ckpt_state *st, lt_error *err) {
+    memset(st, 0, sizeof *st);
+    if (a->resume) {
+        char *latest = NULL;
+        lt_status s = lt_ckpt_latest(dir, &latest, err);
+        if (s != LT_OK) return s;
+        if (latest) {
+            s = lt_cmd_load_model(ctx, latest, m, opt, st, err);
+            if (s == LT_OK) LT_INFO("resuming from %s at step %" PRId64, latest, st->step);
+            free(latest);
+            return s;
+        }
+        if (!a->resume_if_any) {
+            lt_fail(err, LT_ERR_USAGE, dir, "--resume: no checkpoint to resume from");
+            lt_error_hint(err, "start without --resume (or give --init CKPT)");
+            return LT_ERR_USAGE;
+        }
+        LT_INFO("no checkpoint in %s yet: starting from step 0", dir); /* --resume-if-any */
+    }
+    int64_t seed;
+    if (lt_config_get_int(ctx->config, "train", "seed", &seed, NULL) != LT_OK &&
+        lt_config_get_int(ctx->config, "plan", "seed", &seed, err) != LT_OK)
+        return LT_ERR_CONFIG;
+    lt_rng_seed(&st->rng, (uint64_t)seed);
+    lt_status s;
+    if (a->init) {
+        lt_ckpt_state ignored;
+        s = lt_cmd_load_model(ctx, a->init, m, NULL, &ignored, err);
+    } else {
+        lt_model_shape shape;
+        s = lt_cmd_model_shape(ctx, &shape, err); /* no model named at all: a usage error */
+        if (s == LT_OK) s = lt_llama_create(m, &shape, err);
+        if (s == LT_OK) lt_llama_init(m, (uint64_t)seed);
+    }
+    if (s == LT_OK) s = lt_adamw_init(opt, m->n_params, err);
+    return s;
+}
+
+/* What one step trained on, for its progress line and the metrics. */
+typedef struct step_result {
+    double loss_sum;      /* summed cross-entropy (divide by n_predicted) */
+    int64_t n_predicted;  /* the loss denominator */
+    int64_t tokens;       /* tokens of the step's samples */
+    uint64_t plan_step;   /* --db: the stored step executed */
+    double predicted_ms;  /* --db: the plan's predicted step time */
+    double predicted_peak, measured_peak; /* --db: the plan's peak bytes of a stage, the meter's (states added) */
+} step_result;
+
+/* The loop's state and the batch source (--whole: docs; --db: store + docs). */
+typedef struct train_loop {
+    const lt_llama *m;
+    lt_llama_views *g; /* gradient views */
+    float *grads;      /* ... of this buffer */
+    double bucket_mb;  /* train.bucket_mb */
+    lt_pool *pool;
+    lt_docs *docs;
+    int64_t batch_docs;
+    /* --whole */
+    lt_train_sample *samples;
+    int32_t **tokens;
+    lt_train_slice *slices;
+    lt_train_unit *units;
+    int n;
+    /* --db */
+    lt_store *store;
+    const char *db_path;
+    uint64_t *steps; /* stored step numbers, in order */
+    size_t n_steps;
+    /* distributed (--db under a launcher) */
+    lt_comm *comm;
+    lt_dist dist;
+    bool dist_ready, rank0, zero1;
+    lt_adamw *opt; /* the optimizer (ZeRO-1 hands its moments to dist) */
+    lt_backend *be; /* train.backend = cuda: the GPU (NULL: the CPU fp32 reference) */
+} train_loop;
+
+/* The exit status of a run stopped by SIGUSR2 after its checkpoint (EX_TEMPFAIL): jobctl
+ * requeues the job. */
+#define PREEMPTED_EXIT 75
+static volatile sig_atomic_t preempt_signal;
+static void on_usr2(int sig) {
+    (void)sig;
+    preempt_signal = 1;
+}
+
+static void batch_clear(train_loop *b) {
+    for (int i = 0; i < b->n; i++) free(b->tokens[i]);
+    b->n = 0;
+}
+
+/* --whole: the next batch_docs documents, one unit each, into the gradients. */
+static lt_status whole_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_error *err) {
+    lt_status s = LT_OK;
+    uint64_t count = lt_docs_count(L->docs);
+    for (int i = 0; i < L->batch_docs; i++) {
+        int len;
+        s = lt_docs_get(L->docs, st->data_pos, &L->tokens[i], &len, err);
+        if (s != LT_OK) break;
+        L->samples[i] = (lt_train_sample){L->tokens[i], len};
+        L->slices[i] = (lt_train_slice){i, 0, len};
+        L->units[i] = (lt_train_unit){&L->slices[i], 1};
+        L->n = i + 1;
+        if (++st->data_pos == count) st->data_pos = 0, st->data_epoch++;
+    }
+    if (s == LT_OK) {
+        /* one-token documents predict nothing: keep them out of the units */
+        lt_train_unit *units = L->units;
+        int n_units = 0;
+        for (int i = 0; i < L->n; i++)
+            if (L->samples[i].len >= 2) units[n_units++] = L->units[i];
+        lt_batch batch = {L->samples, L->n};
+        r->n_predicted = lt_batch_predicted_tokens(&batch);
+        for (int i = 0; i < L->n; i++) r->tokens += L->samples[i].len;
+        if (r->n_predicted > 0)
+            s = lt_llama_step_units(L->m, &batch, units, n_units, (float)(1.0 / (double)r->n_predicted), L->g, NULL,
+                                    &r->loss_sum, L->pool, err);
+    }
+    batch_clear(L);
+    return s;
+}
+
+/* The device arena (kernels/arena.h; issue 20 "Memory"): one block per process that every
+ * pass allocation of the run comes from (lt_backend_cuda_reserve), sized before the first
+ * step from the plan's memory model: the largest predicted need over the steps this run
+ * executes [from, to) (a rank: its stage's predicted peak; one process: a pipeline's stages
+ * together), plus the fused head's logits block in the backend's elements (working memory
+ * the planner leaves out). The prediction includes the model states, which live outside
+ * the arena (allocated once at upload): their share is the margin for the other working
+ * memory it leaves out (a layer's forward and backward scratch) and for fragmentation. A
+ * plan that would not fit fails here, before any step, naming the stage, the predicted and
+ * the free GiB; a step that outgrows the arena fails with the arena's LT_ERR_NOMEM. */
+static lt_status gpu_arena(train_loop *L, int64_t from, int64_t to, lt_error *err) {
+    const lt_comm_layout *lay = L->comm ? lt_comm_layout_of(L->comm) : NULL;
+    double need = 0, pred = 0;
+    uint64_t at = 0;
+    int at_stage = 0, at_pipe = 0;
+    lt_status s = LT_OK;
+    for (int64_t i = from; s == LT_OK && i < to; i++) {
+        lt_step_plan p;
+        lt_step_plan_init(&p);
+        lt_sample *src = NULL;
+        s = lt_store_get_step(L->store, L->steps[i], &p, &src, err);
+        for (size_t r = 0; s == LT_OK && r < p.n_ranks; r++) {
+            const double *peak = p.ranks[r].stage_peak_mem;
+            int first = p.ranks[r].dp_rank, n = p.ranks[r].cp > 1 ? p.ranks[r].cp : 1, g0 = 0;
+            double v = 0;
+            if (!peak) continue;
+            if (lay) { /* this rank's stage, in the pipeline holding its DP rank */
+                if (lay->dp_rank < first || lay->dp_rank >= first + n) continue;
+                v = peak[lay->stage], g0 = lay->stage;
+            } else { /* every stage of the pipeline on the one GPU */
+                for (int g = 0; g < p.pp; g++) {
+                    v += peak[g];
+                    if (peak[g] > peak[g0]) g0 = g;
+                }
+            }
+            if (v > pred) pred = v, at = p.step, at_stage = g0, at_pipe = first;
+        }
+        free(src);
+        lt_step_plan_free(&p);
+    }
+    if (s != LT_OK) return s;
+    if (!(pred > 0))
+        return lt_fail(err, LT_ERR_INPUT, L->db_path, "steps %lld..%lld predict no stage peak memory: the device "
+                       "arena cannot be sized from them", (long long)from, (long long)to - 1);
+    const lt_llama *m = L->m;
+    need = pred + (double)lt_fused_head_rows(m->shape.vocab) * (double)m->shape.vocab * (double)L->be->act_bytes;
+    char what[200];
+    if (lay)
+        snprintf(what, sizeof what, "stage %d of pipeline %d, plan step %llu (the largest of steps %lld..%lld)",
+                 lay->stage, lay->dp_rank, (unsigned long long)at, (long long)from, (long long)to - 1);
+    else
+        snprintf(what, sizeof what, "pipeline %d's stages on one GPU (stage %d the largest), plan step %llu (the "
+                 "largest of steps %lld..%lld)", at_pipe, at_stage, (unsigned long long)at, (long long)from,
+                 (long long)to - 1);
+    s = lt_backend_cuda_reserve(L->be, (size_t)need, what, err);
+    if (s == LT_OK && L->rank0)
+        LT_INFO("device arena: %.3f GiB (the plans' largest predicted need %.3f GiB + the head's logits block)",
+                need / 1073741824.0, pred / 1073741824.0);
+    return s;
+}
+
+static int op_key_cmp(const void *a, const void *b) {
+    const lt_measured_op *x = a, *y = b;
+    if (x->dp_rank != y->dp_rank) return x->dp_rank < y->dp_rank ? -1 : 1;
+    if (x->stage != y->stage) return x->stage < y->stage ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* One row per op: a context-parallel group's op (static CP, DP-Merge) runs on every member
+ * rank, and each reports it under the plan's (dp_rank, stage, seq). The op spans from the
+ * first member's start to the last member's finish (its successors wait for all of them).
+ * Sorts t[0..n) by key; returns the rows kept. */
+static size_t merge_group_ops(lt_measured_op *t, size_t n) {
+    if (n < 2) return n;
+    qsort(t, n, sizeof *t, op_key_cmp);
+    size_t k = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (op_key_cmp(&t[k], &t[i]) == 0) {
+            if (t[i].start_s < t[k].start_s) t[k].start_s = t[i].start_s;
+            if (t[i].finish_s > t[k].finish_s) t[k].finish_s = t[i].finish_s;
+        } else {
+            t[++k] = t[i];
+        }
+    }
+    return k + 1;
+}
+
+/* --db: stored step number st->step of the plan file, executed, into the gradients. */
+static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_error *err) {
+    uint64_t step = L->steps[st->step];
+    lt_step_plan p;
+    lt_step_plan_init(&p);
+    lt_sample *src = NULL;
+    lt_train_sample *smp = NULL;
+    lt_status s = lt_store_get_step(L->store, step, &p, &src, err);
+    if (s == LT_OK && !(smp = calloc(p.n_samples + 1, sizeof *smp))) s = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    if (s == LT_OK) s = lt_cmd_load_plan_samples(L->docs, &p, src, smp, err);
+    lt_exec_stats es = {0};
+    if (s == LT_OK && L->comm) {
+        if (L->dist_ready) {
+            s = lt_dist_check_plan(&L->dist, &p, err);
+        } else {
+            s = lt_dist_init(&L->dist, L->comm, L->m, &p, L->bucket_mb, L->zero1, err);
+            if (s == LT_OK) s = lt_dist_take_moments(&L->dist, L->opt, err); /* ZeRO-1: this rank's shard only */
+            if (s == LT_OK && L->rank0 && L->dist.zero1)
+                LT_INFO("ZeRO-1: each DP rank holds the AdamW moments of 1/%d of its stage's parameters", L->dist.dp);
+            L->dist_ready = s == LT_OK;
+        }
+        lt_exec_hooks hooks = {.ctx = &L->dist, .grads_final = lt_dist_layer_final};
+        if (s == LT_OK) lt_dist_bind(&L->dist, L->m, L->grads);
+        if (s == LT_OK) lt_dist_set_device_grads(&L->dist, L->be != NULL); /* NCCL all-reduces, bucketed */
+        if (s == LT_OK) s = lt_exec_step_rank(L->m, &p, smp, L->g, &es, L->pool, L->comm, &hooks, err);
+        if (s == LT_OK) s = lt_dist_reduce_grads(&L->dist, L->m, L->grads, err);
+    } else if (s == LT_OK) {
+        s = lt_exec_step(L->m, &p, smp, L->g, &es, L->pool, err);
+    }
+    void *times = NULL; /* distributed: every rank's op times, on rank 0 */
+    size_t n_times = es.n_op_times;
+    if (s == LT_OK && L->comm) {
+        size_t *lens = L->rank0 ? calloc((size_t)lt_comm_layout_of(L->comm)->world, sizeof *lens) : NULL;
+        s = L->rank0 && !lens ? lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory")
+                              : lt_comm_gather_bytes(L->comm, es.op_times, es.n_op_times * sizeof(lt_measured_op),
+                                                     &times, lens, err);
+        if (s == LT_OK && lens) n_times = 0;
+        for (int k = 0; s == LT_OK && lens && k < lt_comm_layout_of(L->comm)->world; k++)
+            n_times += lens[k] / sizeof(lt_measured_op);
+        if (s == LT_OK && lens && times) n_times = merge_group_ops(times, n_times);
+        free(lens);
+    }
+    if (s == LT_OK) {
+        r->loss_sum = es.loss_sum, r->n_predicted = es.n_predicted, r->tokens = es.tokens;
+        r->plan_step = step, r->predicted_ms = p.time_s * 1e3;
+        st->data_pos = st->step + 1; /* the next stored step: a record, the plans decide the data */
+        /* predicted vs measured, beside the plan (docs/plans-schema.md "What the trainer measured"):
+         * a stage's bytes are its activations, K/V context and transfers at their peak, plus
+         * the model states of its tensors as this trainer keeps them (fp32 weights and
+         * gradients, AdamW's two moments: over dp with ZeRO-1; on the GPU also the bf16 copy
+         * the kernels read, 2 bytes more), what the planner prices. On the GPU the meter
+         * counts the passes' device allocations in device bytes (2 per bf16 element). */
+        double peak = 0, per_param = L->be ? 10.0 : 8.0;
+        for (int g = 0; L->rank0 && g < es.n_stages; g++) {
+            double zdp = L->comm && L->dist.zero1 ? (double)L->dist.dp : 1.0;
+            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(L->m, &p, g) * (per_param + 8.0 / zdp));
+            if ((double)es.stage_peak_bytes[g] > peak) peak = (double)es.stage_peak_bytes[g];
+        }
+        r->predicted_peak = p.peak_mem, r->measured_peak = peak;
+        if (L->rank0)
+            s = lt_store_put_measured(L->db_path, step, times ? times : es.op_times, n_times, es.seconds, peak,
+                                      es.stage_peak_bytes, es.n_stages, err);
+    }
+    free(times);
+    lt_exec_stats_free(&es);
+    for (size_t i = 0; smp && i < p.n_samples; i++) free((void *)smp[i].tokens);
+    free(smp), free(src);
+    lt_step_plan_free(&p);
+    return s;
+}
+
+static lt_status save(const train_loop *L, const char *dir, const lt_llama *m, const lt_adamw *opt,
+                      const lt_ckpt_state *st, int keep, lt_error *err) {
+    if (L->comm && L->dist_ready) { /* in parts, a manifest last (train/io/ckpt.h) */
+        lt_adamw whole = {0}; /* ZeRO-1: the stage's moments from its DP ranks' shards */
+        lt_status s = L->dist.zero1 ? lt_dist_gather_moments(&L->dist, m, opt, &whole, err) : LT_OK;
+        if (s == LT_OK) s = lt_ckpt_dist_write(&L->dist, dir, m, L->dist.zero1 ? &whole : opt, st, err);
+        lt_adamw_free(&whole);
+        if (s == LT_OK && L->rank0) LT_INFO("wrote checkpoint %s/ckpt-%08lld.d (%d parts)", dir, (long long)st->step,
+                                            L->dist.pp);
+        if (s == LT_OK && L->rank0) s = lt_ckpt_prune(dir, keep, err);
+        return s;
+    }
+    if (L->comm && !L->rank0) return LT_OK; /* no step ran: rank 0 writes the one file */
+    char *path = lt_ckpt_path(dir, st->step);
+    if (!path) return lt_fail(err, LT_ERR_NOMEM, dir, "out of memory");
+    lt_status s = lt_ckpt_write(path, m, opt, st, err);
+    if (s == LT_OK) LT_INFO("wrote checkpoint %s", path);
+    free(path);
+    if (s == LT_OK) s = lt_ckpt_prune(dir, keep, err);
+    return s;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* --db: open the plans, check them against the model, list their steps. */
+static lt_status open_plans(const char *db, const lt_llama *m, train_loop *L, lt_error *err) {
+    L->db_path = db;
+    lt_status s = lt_cmd_open_plans(db, m, &L->store, err);
+    if (s == LT_OK) s = lt_store_steps(L->store, &L->steps, &L->n_steps, err);
+    if (s == LT_OK && L->n_steps == 0) s = lt_fail(err, LT_ERR_INPUT, db, "the plan file holds no step");
+    return s;
+}
+
+int train_command(lt_cli_ctx *ctx) {
+    train_args a;
+    int rc = parse(ctx, &a);
+    if (rc) return rc;
+    lt_error err;
+    lt_optim_config oc;
+    lt_status s = lt_optim_config_from(ctx->config, &oc, &err);
+    if (s != LT_OK) return lt_error_exit(&err);
+    int64_t batch_docs = 8, every = 0, keep = 3;
+    lt_config_get_int(ctx->config, "train", "batch_docs", &batch_docs, NULL);
+    lt_config_get_int(ctx->config, "train", "checkpoint_every", &every, NULL);
+    lt_config_get_int(ctx->config, "train", "keep_checkpoints", &keep, NULL);
+    int64_t stop = a.steps > 0 ? a.steps : oc.total_steps;
+    lt_comm *comm = NULL;
+    if ((s = lt_cmd_comm(ctx, &comm, &err)) != LT_OK) return lt_error_exit(&err);
+    if (comm && a.whole) {
+        lt_comm_finalize(comm);
+        return lt_cli_usage(ctx, "--whole trains in one process: start it without mpirun/srun, or train --db on "
+                                 "plans for parallel.dp x parallel.pp ranks");
+    }
+    bool rank0 = !comm || lt_comm_layout_of(comm)->rank == 0;
+    struct sigaction sa = {.sa_handler = on_usr2};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR2, &sa, NULL);
+    char *dir = checkpoint_dir(ctx, &a);
+    if (!dir) return lt_error_exit(&err);
+    lt_llama m;
+    memset(&m, 0, sizeof m);
+    lt_adamw opt;
+    memset(&opt, 0, sizeof opt);
+    lt_ckpt_state st;
+    train_loop L = {.m = &m, .batch_docs = batch_docs, .comm = comm, .rank0 = rank0, .bucket_mb = 25};
+    lt_config_get_double(ctx->config, "train", "bucket_mb", &L.bucket_mb, NULL);
+    lt_config_get_bool(ctx->config, "parallel", "zero1", &L.zero1, NULL);
+    L.opt = &opt;
+    float *grads = NULL;
+    lt_layer_views *glv = NULL;
+    lt_backend *be = NULL; /* train.backend = cuda: the GPU's (NULL: the CPU fp32 reference) */
+    int threads = 1;
+    s = lt_mkdir_p(dir, 0777, &err);
+    if (s == LT_OK) s = start_state(ctx, &a, dir, &m, &opt, &st, &err);
+    if (s == LT_OK) s = lt_docs_open(&L.docs, a.data, a.db ? 0 : lt_cmd_context_len(ctx), &err);
+    if (s == LT_OK && lt_docs_count(L.docs) == 0) s = lt_fail(&err, LT_ERR_INPUT, a.data, "the dataprep output has no document");
+    if (s == LT_OK && a.db) s = open_plans(a.db, &m, &L, &err);
+    if (s == LT_OK && a.db && (int64_t)L.n_steps < stop) stop = (int64_t)L.n_steps; /* every stored step, no more */
+    if (s == LT_OK && a.db && rank0) s = lt_metrics_trim(dir, st.step, &err); /* a resumed run logs its redone steps again */
+    /* under a launcher: the rank's GPU, and NCCL attached for the gradient all-reduces */
+    if (s == LT_OK) s = lt_cmd_open_backend_on(ctx, comm, &be, &err);
+    if (s == LT_OK && be && comm && L.zero1) {
+        s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "parallel", "zero1"),
+                    "parallel.zero1 runs on the CPU backend only (train.backend = cuda keeps every moment on the GPU)");
+        lt_error_hint(&err, "set parallel.zero1 = false with train.backend = cuda");
+    }
+    L.be = be;
+    /* the model to the GPU: fp32 master + bf16 copy, and the moments of a resumed run */
+    if (s == LT_OK && be) s = lt_backend_cuda_upload(be, &m, &err);
+    if (s == LT_OK && be) s = lt_backend_cuda_upload_moments(be, &opt, &err);
+    if (s == LT_OK) s = lt_cpu_init(lt_cmd_threads(ctx), &L.pool, &threads, &err);
+    if (s == LT_OK) {
+        L.samples = calloc((size_t)batch_docs, sizeof *L.samples);
+        L.tokens = calloc((size_t)batch_docs, sizeof *L.tokens);
+        L.slices = calloc((size_t)batch_docs, sizeof *L.slices);
+        L.units = calloc((size_t)batch_docs, sizeof *L.units);
+        if (be) s = lt_backend_cuda_grads(be, m.n_params, &grads, &err); /* fp32 gradients on the device */
+        else grads = calloc(m.n_params, sizeof *grads);
+        glv = calloc((size_t)m.shape.layers, sizeof *glv);
+        if (s == LT_OK && (!L.samples || !L.tokens || !L.slices || !L.units || !grads || !glv))
+            s = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for a training step");
+    }
+    /* the GPU's arena for the plans' steps, once the model states are on the device */
+    if (s == LT_OK && be && a.db && st.step < stop) s = gpu_arena(&L, st.step, stop, &err);
+    if (s == LT_OK && comm && rank0)
+        LT_INFO("%d ranks: parallel.dp = %d x parallel.pp = %d, one process per (DP rank, stage)",
+                lt_comm_layout_of(comm)->world, lt_comm_layout_of(comm)->dp, lt_comm_layout_of(comm)->pp);
+    if (s == LT_OK && a.db && rank0)
+        LT_INFO("training %s (%zu parameters) on the plans of %s (%zu steps) with the data of %s: steps %" PRId64
+                "..%" PRId64 ", %d threads, checkpoints in %s",
+                m.shape.name ? m.shape.name : "model", m.n_params, a.db, L.n_steps, a.data, st.step, stop, threads, dir);
+    else if (s == LT_OK && rank0)
+        LT_INFO("training %s (%zu parameters) on %s: steps %" PRId64 "..%" PRId64 ", %" PRId64 " documents a step, "
+                "%d threads, checkpoints in %s",
+                m.shape.name ? m.shape.name : "model", m.n_params, a.data, st.step, stop, batch_docs, threads, dir);
+    lt_llama_views g;
+    if (s == LT_OK) lt_llama_views_of(&m, grads, glv, &g);
+    L.g = &g, L.grads = grads;
+    bool preempted = false;
+    while (s == LT_OK && st.step < stop) {
+        double t0 = now_s();
+        step_result r = {0};
+        double lr = lt_lr_at(&oc, st.step);
+        if (be) be->zero(be, grads, m.n_params * sizeof *grads);
+        else memset(grads, 0, m.n_params * sizeof *grads);
+        s = a.db ? plan_step(&L, &st, &r, &err) : whole_step(&L, &st, &r, &err);
+        if (s != LT_OK) break;
+        double norm;
+        if (be && L.comm) { /* each stage its tensors on its GPU; the norm's scalars over MPI */
+            s = lt_dist_clip(&L.dist, &m, grads, oc.grad_clip, &norm, &err);
+            if (s == LT_OK) s = lt_backend_cuda_adamw_tensors(be, &m, grads, lr, ++opt.t, &oc, L.dist.mine, &err);
+            if (s != LT_OK) break;
+        } else if (be) { /* clipping and AdamW on the device (fp32 master, m, v; the bf16 copy rewritten) */
+            s = lt_backend_cuda_clip(be, grads, m.n_params, oc.grad_clip, &norm, &err);
+            if (s == LT_OK) s = lt_backend_cuda_adamw(be, &m, grads, lr, ++opt.t, &oc, &err);
+            if (s != LT_OK) break;
+        } else if (L.comm) { /* each stage its tensors; the norm over every stage */
+            s = lt_dist_clip(&L.dist, &m, grads, oc.grad_clip, &norm, &err);
+            if (s != LT_OK) break;
+            s = lt_dist_adamw(&L.dist, &opt, &m, m.params, grads, lr, &oc, &err);
+            if (s != LT_OK) break;
+        } else {
+            norm = lt_clip_grads(grads, m.n_params, oc.grad_clip);
+            lt_adamw_step(&opt, &m, m.params, grads, lr, &oc);
+        }
+        st.step++;
+        double dt = now_s() - t0;
+        double loss = r.n_predicted > 0 ? r.loss_sum / (double)r.n_predicted : 0;
+        if (!rank0) {
+        } else if (a.db) {
+            printf("step=%" PRId64 " loss=%.6f lr=%.4e grad_norm=%.4f tokens=%" PRId64 " tok/s=%.0f plan_step=%" PRIu64
+                   " predicted_ms=%.3f measured_ms=%.1f\n",
+                   st.step, loss, lr, norm, r.tokens, dt > 0 ? (double)r.tokens / dt : 0.0, r.plan_step,
+                   r.predicted_ms, dt * 1e3);
+            if (be) /* the GPU: the plan's memory model against the device meter, per step */
+                printf("step=%" PRId64 " predicted_peak_gib=%.3f measured_peak_gib=%.3f (the largest stage, model "
+                       "states included)\n", st.step, r.predicted_peak / 1073741824.0, r.measured_peak / 1073741824.0);
+            lt_metrics_row row = {.step = st.step, .plan_step = r.plan_step, .loss = loss, .lr = lr, .grad_norm = norm,
+                                  .tokens = r.tokens, .n_predicted = r.n_predicted, .seconds = dt,
+                                  .predicted_ms = r.predicted_ms};
+            s = lt_metrics_append(dir, &row, &err);
+        } else {
+            printf("step=%" PRId64 " loss=%.6f lr=%.4e grad_norm=%.4f tokens=%" PRId64 " tok/s=%.0f\n", st.step, loss,
+                   lr, norm, r.tokens, dt > 0 ? (double)r.tokens / dt : 0.0);
+        }
+        fflush(stdout);
+        int64_t sig = preempt_signal; /* the ranks agree: all stop after this step, or none */
+        if (s == LT_OK && comm) s = lt_comm_allreduce(comm, LT_COMM_WORLD, &sig, 1, LT_COMM_I64, true, &err);
+        if (s == LT_OK && sig && st.step < stop) {
+            preempted = true;
+            break;
+        }
+        if (s == LT_OK && every > 0 && st.step % every == 0 && st.step < stop) {
+            if (be) s = lt_backend_cuda_download(be, &m, &err); /* checkpoints: the fp32 master */
+            if (be && s == LT_OK) s = lt_backend_cuda_download_moments(be, &opt, &err);
+            if (s == LT_OK) s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
+            if (s == LT_OK && a.db && rank0) s = lt_metrics_svg(dir, &err);
+        }
+    }
+    if (s == LT_OK && be) s = lt_backend_cuda_download(be, &m, &err);
+    if (s == LT_OK && be) s = lt_backend_cuda_download_moments(be, &opt, &err);
+    if (s == LT_OK) s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
+    if (s == LT_OK && a.db && rank0) s = lt_metrics_svg(dir, &err);
+    if (s == LT_OK && preempted && rank0)
+        fprintf(stderr, "trainer: SIGUSR2: stopped after step %" PRId64 " with its checkpoint in %s; exit status %d "
+                "asks for a requeue (continue with --resume)\n", st.step, dir, PREEMPTED_EXIT);
+    batch_clear(&L);
+    if (be) lt_backend_cuda_free_grads(be, grads);
+    else free(grads);
+    free(L.samples), free(L.tokens), free(L.slices), free(L.units), free(glv), free(L.steps);
+    lt_store_close(L.store);
+    lt_pool_destroy(L.pool);
+    lt_docs_close(L.docs);
+    lt_adamw_free(&opt);
+    lt_llama_free(&m);
+    lt_dist_free(&L.dist);
+    free(dir);
+    if (s != LT_OK) lt_cmd_comm_fail(comm, &err); /* distributed: ends every rank */
+    lt_comm_finalize(comm); /* its NCCL communicators first: they use the backend's streams */
+    lt_backend_cuda_close(be);
+    if (s != LT_OK) return lt_error_exit(&err);
+    return preempted ? PREEMPTED_EXIT : 0;
+}

@@ -1,0 +1,64 @@
+/*
+ * train/dist/comm_impl.h — the communicator's insides, shared by its two implementations:
+ * train/dist/comm_mpi.c (the world, host buffers, requests' waiting) and train/dist/comm_nccl.c
+ * (device buffers). Not for other modules: they see train/dist/comm.h only.
+ * Include after buildconfig.h (HAVE_MPI) and, with MPI, <mpi.h>.
+ */
+#ifndef LT_TRAIN_COMM_IMPL_H
+#define LT_TRAIN_COMM_IMPL_H
+
+#include "train/dist/comm.h"
+
+struct lt_comm_nccl; /* train/dist/comm_nccl.c: the NCCL communicators and the streams */
+
+struct lt_comm {
+    lt_comm_layout l;
+    double timeout_s;
+    char who[96];
+#ifdef HAVE_MPI
+    MPI_Comm world, p2p, ring, dp, pipe, tied; /* p2p: the stage channels */
+#endif
+    struct lt_comm_nccl *nccl; /* NULL until lt_comm_attach_device */
+};
+
+struct lt_comm_req {
+#ifdef HAVE_MPI
+    MPI_Request r;
+#endif
+    /* a device request: the cudaEvent_t recorded on the communication stream after its
+     * NCCL calls, and the ncclComm_t they went to (NULL for an MPI request) */
+    void *event, *ncomm;
+    int peer;
+    char what[120];
+};
+
+/* The stage channels' splits (comm_nccl.c, lt_comm_attach_device): in split `parity` (0:
+ * the pairs of stages (s, s + 1) with s even, 1: with s odd) the colour of the rank at
+ * (dp_rank, stage) of a layout with pp stages, or -1 when it is in no pair of that parity
+ * (the end stages); *lower: it is the pair's lower stage (its neighbour is stage + 1, and
+ * with key = stage it is rank 0 of the pair's communicator). Each pair of a pipeline gets
+ * one colour, shared by its two stages only (tests/train/test_comm_device.c). */
+static inline int lt_comm_chan_colour(int dp_rank, int stage, int pp, int parity, bool *lower) {
+    *lower = stage % 2 == parity && stage + 1 < pp;
+    bool upper = stage % 2 != parity && stage >= 1;
+    return *lower ? dp_rank * pp + stage : upper ? dp_rank * pp + stage - 1 : -1;
+}
+
+/* train/dist/comm_nccl.c, for comm_mpi.c's wait, test, abort and finalize: */
+/* Has device request r completed (its event fired)? An error of the event or of the NCCL
+ * communicator is LT_ERR_IO naming the request. */
+lt_status lt_comm_nccl_poll(lt_comm *c, const lt_comm_req *r, bool *done, lt_error *err);
+/* Abort every NCCL communicator (a timeout or the job's abort): the GPU kernels waiting on
+ * a dead peer return, later device calls fail. NULL-safe. */
+void lt_comm_nccl_abort(lt_comm *c);
+/* A stage channel's transfer on device memory (lt_comm_stage_isend / irecv with device;
+ * stage is a neighbour, checked by the caller): NCCL on the channel's communicator and
+ * stream. */
+lt_status lt_comm_nccl_stage(lt_comm *c, bool send, int stage, void *buf, size_t bytes, const char *what,
+                             lt_comm_req **req, lt_error *err);
+/* Destroy a device request's event. */
+void lt_comm_nccl_release(lt_comm_req *r);
+/* Destroy the NCCL communicators (before MPI_Finalize). */
+void lt_comm_nccl_finalize(lt_comm *c);
+
+#endif /* LT_TRAIN_COMM_IMPL_H */

@@ -1,0 +1,444 @@
+/*
+ * train/dist/dist.c — ownership, gradient reduction, clipping, update and gathering of a
+ * pipeline stage's parameters (train/dist/dist.h).
+ */
+#include "train/dist/dist.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plans/schedule/schedule.h" /* lt_schedule, lt_stage_ops, lt_op */
+#include "train/model/backend.h"  /* lt_backend_cuda_sum_squares, _scale: the norm of device gradients */
+#include "train/exec/exec.h"     /* lt_exec_check_layout */
+
+static bool is_embed(const lt_llama *m, const lt_tensor_info *t) { return t->offset == (size_t)(m->w.embed - m->params); }
+
+/* The layers plan p runs on `stage` (the same in every pipeline), or an error. */
+static lt_status stage_layers(const lt_step_plan *p, int stage, int *l0, int *l1, lt_error *err) {
+    *l0 = -1, *l1 = -1;
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        const lt_schedule *s = &p->ranks[r].sched;
+        int a = INT32_MAX, b = -1;
+        if (stage >= s->stages) break;
+        const lt_stage_ops *so = &s->stage[stage];
+        for (size_t i = 0; i < so->n; i++) {
+            const lt_op *op = &so->ops[i];
+            if ((int)op->layer_begin < a) a = (int)op->layer_begin;
+            if ((int)op->layer_end > b) b = (int)op->layer_end;
+        }
+        if (b < 0) continue; /* no op on this stage in this pipeline */
+        if (*l1 >= 0 && (a != *l0 || b != *l1))
+            return lt_fail(err, LT_ERR_INPUT, NULL, "step %llu: stage %d runs layers %d..%d in one pipeline and %d..%d in "
+                           "pipeline %d: the engine needs one layer split", (unsigned long long)p->step, stage, *l0,
+                           *l1 - 1, a, b - 1, p->ranks[r].dp_rank);
+        *l0 = a, *l1 = b;
+    }
+    if (*l1 < 0) return lt_fail(err, LT_ERR_INPUT, NULL, "step %llu: no op runs on stage %d", (unsigned long long)p->step, stage);
+    return LT_OK;
+}
+
+/* Does the stage with layers [l0, l1) (first / last of the pipeline) own tensor t? */
+static bool owns(const lt_llama *m, const lt_tensor_info *t, int l0, int l1, bool first, bool last) {
+    if (t->layer >= 0) return t->layer >= l0 && t->layer < l1;
+    if (is_embed(m, t)) return first || (last && m->shape.tie_embeddings);
+    return last; /* final norm, LM head */
+}
+
+size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage) {
+    int l0, l1;
+    lt_error err;
+    if (stage_layers(p, stage, &l0, &l1, &err) != LT_OK) return 0;
+    size_t n = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (owns(m, &m->tensors[i], l0, l1, stage == 0, stage == p->pp - 1))
+            n += (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+    return n;
+}
+
+lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
+                       bool zero1, lt_error *err) {
+    memset(d, 0, sizeof *d);
+    const lt_comm_layout *l = lt_comm_layout_of(c);
+    d->comm = c, d->stage = l->stage, d->pp = l->pp, d->dp_rank = l->dp_rank, d->dp = l->dp;
+    lt_status st = lt_exec_check_layout(p, l, err);
+    if (st == LT_OK) st = stage_layers(p, d->stage, &d->l0, &d->l1, err);
+    if (st != LT_OK) return st;
+    d->n_tensors = m->n_tensors;
+    d->mine = calloc((size_t)m->n_tensors, sizeof *d->mine);
+    d->counted = calloc((size_t)m->n_tensors, sizeof *d->counted);
+    if (!d->mine || !d->counted) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    }
+    bool first = d->stage == 0, last = d->stage == d->pp - 1;
+    for (int i = 0; i < m->n_tensors; i++) { /* a tied embedding counts in the norm once: on the first stage */
+        d->mine[i] = owns(m, &m->tensors[i], d->l0, d->l1, first, last);
+        d->counted[i] = d->mine[i] && (!is_embed(m, &m->tensors[i]) || first);
+    }
+    double f = bucket_mb * 1048576.0 / sizeof(float);
+    d->bucket_floats = f < 1024 ? 1024 : (size_t)f;
+    /* owned ranges (tensors are laid out in table order, so runs of owned tensors coalesce) */
+    d->range = calloc((size_t)m->n_tensors + 1, sizeof *d->range);
+    if (!d->range) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    }
+    for (int i = 0; i < m->n_tensors; i++) {
+        if (!d->mine[i]) continue;
+        size_t b = m->tensors[i].offset, e = b + (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+        if (d->n_ranges > 0 && d->range[d->n_ranges - 1][1] == b) d->range[d->n_ranges - 1][1] = e;
+        else d->range[d->n_ranges][0] = b, d->range[d->n_ranges++][1] = e;
+        d->owned_floats += e - b;
+    }
+    d->zero1 = zero1 && d->dp > 1;
+    d->layer_posted = calloc((size_t)m->shape.layers + 1, sizeof *d->layer_posted);
+    if (!d->layer_posted) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    }
+    if (!d->zero1) return LT_OK;
+    d->counts = calloc((size_t)d->dp, sizeof *d->counts), d->displs = calloc((size_t)d->dp, sizeof *d->displs);
+    d->flat = malloc(d->owned_floats * sizeof *d->flat);
+    if (!d->counts || !d->displs || !d->flat || d->owned_floats > (size_t)INT32_MAX) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for ZeRO-1's shards");
+    }
+    for (int r = 0; r < d->dp; r++) { /* equal blocks, the first ones one element longer */
+        size_t base = d->owned_floats / (size_t)d->dp, extra = d->owned_floats % (size_t)d->dp;
+        d->counts[r] = (int)(base + ((size_t)r < extra));
+        d->displs[r] = r ? d->displs[r - 1] + d->counts[r - 1] : 0;
+    }
+    size_t mine = (size_t)d->counts[d->dp_rank];
+    d->m = calloc(mine + 1, sizeof *d->m), d->v = calloc(mine + 1, sizeof *d->v);
+    if (!d->m || !d->v) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for ZeRO-1's moments");
+    }
+    return LT_OK;
+}
+
+/* flat <-> buffer over the owned ranges */
+static void pack(const lt_dist *d, const float *buf, float *flat) {
+    for (int k = 0; k < d->n_ranges; k++) {
+        size_t n = d->range[k][1] - d->range[k][0];
+        memcpy(flat, buf + d->range[k][0], n * sizeof(float)), flat += n;
+    }
+}
+static void unpack(const lt_dist *d, const float *flat, float *buf) {
+    for (int k = 0; k < d->n_ranges; k++) {
+        size_t n = d->range[k][1] - d->range[k][0];
+        memcpy(buf + d->range[k][0], flat, n * sizeof(float)), flat += n;
+    }
+}
+/* Call fn(ctx, begin, end, flat_offset) for the buffer ranges of flat elements [lo, hi). */
+static void for_flat(const lt_dist *d, size_t lo, size_t hi, void (*fn)(void *, size_t, size_t, size_t), void *ctx) {
+    size_t at = 0;
+    for (int k = 0; k < d->n_ranges && at < hi; k++) {
+        size_t n = d->range[k][1] - d->range[k][0], a = at > lo ? at : lo, b = at + n < hi ? at + n : hi;
+        if (a < b) fn(ctx, d->range[k][0] + (a - at), d->range[k][0] + (b - at), a - lo);
+        at += n;
+    }
+}
+
+lt_status lt_dist_take_moments(lt_dist *d, lt_adamw *opt, lt_error *err) {
+    (void)err;
+    if (!d->zero1) return LT_OK;
+    pack(d, opt->m, d->flat);
+    memcpy(d->m, d->flat + d->displs[d->dp_rank], (size_t)d->counts[d->dp_rank] * sizeof(float));
+    pack(d, opt->v, d->flat);
+    memcpy(d->v, d->flat + d->displs[d->dp_rank], (size_t)d->counts[d->dp_rank] * sizeof(float));
+    free(opt->m), free(opt->v);
+    opt->m = opt->v = NULL;
+    return LT_OK;
+}
+
+lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_adamw *opt, lt_adamw *out,
+                                 lt_error *err) {
+    memset(out, 0, sizeof *out);
+    lt_status st = lt_adamw_init(out, m->n_params, err);
+    out->t = opt->t;
+    const float *mine[2] = {d->m, d->v};
+    float *dst[2] = {out->m, out->v};
+    for (int a = 0; st == LT_OK && a < 2; a++) {
+        memcpy(d->flat + d->displs[d->dp_rank], mine[a], (size_t)d->counts[d->dp_rank] * sizeof(float));
+        st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err);
+        if (st == LT_OK) unpack(d, d->flat, dst[a]);
+    }
+    if (st != LT_OK) lt_adamw_free(out);
+    return st;
+}
+
+lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *err) {
+    int l0, l1;
+    lt_status st = lt_exec_check_layout(p, lt_comm_layout_of(d->comm), err);
+    if (st == LT_OK) st = stage_layers(p, d->stage, &l0, &l1, err);
+    if (st == LT_OK && (l0 != d->l0 || l1 != d->l1))
+        st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu puts layers %d..%d on stage %d, which holds layers %d..%d: the "
+                     "engine does not move layers between stages", (unsigned long long)p->step, l0, l1 - 1, d->stage,
+                     d->l0, d->l1 - 1);
+    return st;
+}
+
+void lt_dist_free(lt_dist *d) {
+    if (!d) return;
+    free(d->req), free(d->layer_posted);
+    free(d->mine), free(d->counted), free(d->range), free(d->counts), free(d->displs), free(d->flat), free(d->m),
+        free(d->v);
+    memset(d, 0, sizeof *d);
+}
+
+static lt_status reduce_tied(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
+    if (d->pp > 1 && m->shape.tie_embeddings && (d->stage == 0 || d->stage == d->pp - 1))
+        return (d->device_grads ? lt_comm_dev_allreduce : lt_comm_allreduce)(
+            d->comm, LT_COMM_TIED, grads + (m->w.embed - m->params), (size_t)m->shape.vocab * (size_t)m->shape.hidden,
+            LT_COMM_F32, false, err);
+    return LT_OK;
+}
+
+/* Post the all-reduce of buffer floats [lo, hi) in buckets, last first. */
+static lt_status post_range(lt_dist *d, float *grads, size_t lo0, size_t hi, lt_error *err) {
+    lt_status st = LT_OK;
+    while (st == LT_OK && hi > lo0) {
+        size_t lo = hi - lo0 > d->bucket_floats ? hi - d->bucket_floats : lo0;
+        if (d->n_req == d->cap_req) {
+            size_t cap = d->cap_req ? 2 * d->cap_req : 16;
+            lt_comm_req **t = realloc(d->req, cap * sizeof *t);
+            if (!t) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+            d->req = t, d->cap_req = cap;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "gradient bucket %zu of stage %d", d->n_req, d->stage);
+        st = d->device_grads ? lt_comm_dev_iallreduce(d->comm, LT_COMM_DP, grads + lo, hi - lo, LT_COMM_F32, false, what,
+                                                      &d->req[d->n_req], err)
+                             : lt_comm_iallreduce(d->comm, LT_COMM_DP, grads + lo, hi - lo, LT_COMM_F32, what,
+                                                  &d->req[d->n_req], err);
+        if (st == LT_OK) d->n_req++;
+        hi = lo;
+    }
+    return st;
+}
+
+void lt_dist_bind(lt_dist *d, const lt_llama *m, float *grads) { d->model = m, d->grads = grads; }
+void lt_dist_set_device_grads(lt_dist *d, bool on) { d->device_grads = on; }
+
+lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
+    lt_dist *d = ctx;
+    const lt_llama *m = d->model;
+    if (d->zero1 || d->dp < 2 || !m || layer < d->l0 || layer >= d->l1 || d->layer_posted[layer]) return LT_OK;
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].layer == layer && d->mine[i]) {
+            size_t b = m->tensors[i].offset, e = b + (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+            lo = b < lo ? b : lo, hi = e > hi ? e : hi;
+        }
+    d->layer_posted[layer] = true;
+    lt_status st = lo < hi ? post_range(d, d->grads, lo, hi, err) : LT_OK;
+    for (size_t k = 0; st == LT_OK && k < d->n_req; k++) { /* let the earlier ones progress (MPI moves them in its calls) */
+        bool done;
+        st = lt_comm_test(d->comm, &d->req[k], &done, err);
+    }
+    return st;
+}
+
+lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
+    lt_status st = LT_OK;
+    if (d->zero1 && d->device_grads)
+        return lt_fail(err, LT_ERR_CONFIG, NULL, "%s: parallel.zero1 is not implemented for train.backend = cuda "
+                       "(device gradients)", lt_comm_who(d->comm));
+    if (d->zero1) { /* the tied sum first (sums commute), then each DP rank its block */
+        st = reduce_tied(d, m, grads, err);
+        if (st == LT_OK) pack(d, grads, d->flat);
+        if (st == LT_OK) st = lt_comm_reduce_scatter_dp(d->comm, d->flat, d->counts, err);
+        if (st == LT_OK) /* the summed block back where it belongs */
+            memmove(d->flat + d->displs[d->dp_rank], d->flat, (size_t)d->counts[d->dp_rank] * sizeof(float));
+        if (st == LT_OK) unpack(d, d->flat, grads); /* (the other blocks are stale: never read) */
+        return st;
+    }
+    if (d->dp > 1) { /* what the last backward did not post: runs of owned tensors, last first */
+        for (int i = m->n_tensors - 1; st == LT_OK && i >= 0;) {
+            bool want = d->mine[i] && !(m->tensors[i].layer >= 0 && d->layer_posted[m->tensors[i].layer]);
+            if (!want) {
+                i--;
+                continue;
+            }
+            size_t end = m->tensors[i].offset + (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+            int j = i;
+            while (j > 0 && d->mine[j - 1] && !(m->tensors[j - 1].layer >= 0 && d->layer_posted[m->tensors[j - 1].layer]))
+                j--;
+            st = post_range(d, grads, m->tensors[j].offset, end, err);
+            i = j - 1;
+        }
+        for (size_t k = 0; k < d->n_req; k++) {
+            lt_status s2 = st == LT_OK ? lt_comm_wait(d->comm, &d->req[k], err) : LT_OK;
+            if (st == LT_OK) st = s2;
+        }
+        d->n_req = 0;
+        memset(d->layer_posted, 0, (size_t)m->shape.layers * sizeof *d->layer_posted);
+    }
+    if (st == LT_OK) st = reduce_tied(d, m, grads, err);
+    return st;
+}
+
+/* ZeRO-1 helpers over this rank's block: the counted sum of squares, the clip, the update. */
+typedef struct zctx {
+    const lt_dist *d;
+    const lt_llama *m;
+    float *params, *grads;
+    double sq;
+    float coef;
+    const lt_adamw *o;
+    double lr;
+    const lt_optim_config *oc;
+} zctx;
+
+static void z_sq(void *ctx, size_t b, size_t e, size_t f) {
+    zctx *z = ctx;
+    (void)f;
+    for (int i = 0; i < z->m->n_tensors; i++) { /* a tied embedding counts on the first stage only */
+        if (!z->d->counted[i]) continue;
+        size_t lo = z->m->tensors[i].offset, hi = lo + (size_t)z->m->tensors[i].rows * (size_t)z->m->tensors[i].cols;
+        for (size_t k = lo > b ? lo : b; k < (hi < e ? hi : e); k++) z->sq += (double)z->grads[k] * (double)z->grads[k];
+    }
+}
+static void z_clip(void *ctx, size_t b, size_t e, size_t f) {
+    zctx *z = ctx;
+    (void)f;
+    for (size_t i = b; i < e; i++) z->grads[i] *= z->coef;
+}
+static void z_adam(void *ctx, size_t b, size_t e, size_t f) {
+    zctx *z = ctx;
+    lt_adamw_update_range(z->o, z->m, z->params, z->grads, z->lr, z->oc, b, e, z->d->m + f, z->d->v + f);
+}
+
+/* lt_dist_clip on device gradients (lt_dist_set_device_grads; no ZeRO-1 there): the sum of
+ * squares of each counted tensor on the device, summed on the host in tensor order, the
+ * pipeline's sum over MPI, and the owned tensors scaled on the device. */
+static lt_status device_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
+                             lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    if (d->zero1) return lt_fail(err, LT_ERR_CONFIG, "parallel.zero1", "ZeRO-1 runs on the CPU backend only");
+    double sq = 0;
+    lt_status st = LT_OK;
+    for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
+        if (!d->counted[i]) continue;
+        const lt_tensor_info *t = &m->tensors[i];
+        double one = 0;
+        st = lt_backend_cuda_sum_squares(be, grads + t->offset, (size_t)t->rows * (size_t)t->cols, &one, err);
+        sq += one;
+    }
+    if (st == LT_OK) st = lt_comm_allreduce(d->comm, LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64, false, err);
+    if (st != LT_OK) return st;
+    *norm = sqrt(sq);
+    double coef = lt_clip_coef(*norm, max_norm);
+    for (int i = 0; coef < 1.0 && st == LT_OK && i < m->n_tensors; i++) {
+        if (!d->mine[i]) continue;
+        const lt_tensor_info *t = &m->tensors[i];
+        st = lt_backend_cuda_scale(be, grads + t->offset, (size_t)t->rows * (size_t)t->cols, (float)coef, err);
+    }
+    return st;
+}
+
+lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
+                       lt_error *err) {
+    double sq = 0;
+    size_t lo = d->zero1 ? (size_t)d->displs[d->dp_rank] : 0, hi = d->zero1 ? lo + (size_t)d->counts[d->dp_rank] : 0;
+    if (d->device_grads) /* the CUDA backend's gradients: its reductions, then the same scalars */
+        return device_clip(d, m, grads, max_norm, norm, err);
+    if (d->zero1) { /* this rank's block; the blocks of every DP rank and stage make the whole */
+        zctx z = {.d = d, .m = m, .grads = grads};
+        for_flat(d, lo, hi, z_sq, &z);
+        sq = z.sq;
+    } else {
+        for (int i = 0; i < m->n_tensors; i++) {
+            if (!d->counted[i]) continue;
+            const lt_tensor_info *t = &m->tensors[i];
+            double n = lt_grad_norm(grads + t->offset, (size_t)t->rows * (size_t)t->cols);
+            sq += n * n;
+        }
+    }
+    lt_status st = lt_comm_allreduce(d->comm, d->zero1 ? LT_COMM_WORLD : LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64, false,
+                                     err);
+    if (st != LT_OK) return st;
+    *norm = sqrt(sq);
+    double coef = lt_clip_coef(*norm, max_norm);
+    if (coef < 1.0 && d->zero1) {
+        zctx z = {.d = d, .m = m, .grads = grads, .coef = (float)coef};
+        for_flat(d, lo, hi, z_clip, &z);
+    } else if (coef < 1.0) {
+        float c = (float)coef;
+        for (int i = 0; i < m->n_tensors; i++) {
+            if (!d->mine[i]) continue;
+            const lt_tensor_info *t = &m->tensors[i];
+            float *g = grads + t->offset;
+            for (size_t k = 0, n = (size_t)t->rows * (size_t)t->cols; k < n; k++) g[k] *= c;
+        }
+    }
+    return LT_OK;
+}
+
+lt_status lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads,
+                        double lr, const lt_optim_config *oc, lt_error *err) {
+    if (!d->zero1) {
+        lt_adamw_step_tensors(o, m, params, grads, lr, oc, d->mine);
+        return LT_OK;
+    }
+    o->t++;
+    size_t lo = (size_t)d->displs[d->dp_rank], hi = lo + (size_t)d->counts[d->dp_rank];
+    zctx z = {.d = d, .m = m, .params = params, .grads = (float *)grads, .o = o, .lr = lr, .oc = oc};
+    for_flat(d, lo, hi, z_adam, &z);
+    pack(d, params, d->flat); /* every DP rank's updated block to every DP rank */
+    lt_status st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err);
+    if (st == LT_OK) unpack(d, d->flat, params);
+    return st;
+}
+
+lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, float *buf, lt_error *err) {
+    /* blob: int32 count, int32 tensor indices, then their floats in that order */
+    size_t floats = 0;
+    int32_t count = 0;
+    bool sends = d->dp_rank == 0 && lt_comm_layout_of(d->comm)->rank != 0;
+    for (int i = 0; sends && i < m->n_tensors; i++)
+        if (d->mine[i]) count++, floats += (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+    size_t bytes = sizeof(int32_t) * (1 + (size_t)count) + floats * sizeof(float);
+    char *blob = malloc(bytes);
+    if (!blob) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    memcpy(blob, &count, sizeof count);
+    char *p = blob + sizeof(int32_t), *q = blob + sizeof(int32_t) * (1 + (size_t)count);
+    for (int32_t i = 0; sends && i < m->n_tensors; i++) {
+        if (!d->mine[i]) continue;
+        size_t n = (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+        memcpy(p, &i, sizeof i), p += sizeof i;
+        memcpy(q, buf + m->tensors[i].offset, n * sizeof(float)), q += n * sizeof(float);
+    }
+    const lt_comm_layout *l = lt_comm_layout_of(d->comm);
+    size_t *lens = l->rank == 0 ? calloc((size_t)l->world, sizeof *lens) : NULL;
+    void *all = NULL;
+    lt_status st = l->rank == 0 && !lens ? lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory") : LT_OK;
+    if (st == LT_OK) st = lt_comm_gather_bytes(d->comm, blob, bytes, &all, lens, err);
+    free(blob);
+    const char *at = all;
+    for (int r = 0; st == LT_OK && l->rank == 0 && r < l->world; at += lens[r], r++) {
+        int32_t c;
+        if (lens[r] < sizeof c) {
+            st = lt_fail(err, LT_ERR_INTERNAL, NULL, "rank %d sent %zu bytes", r, lens[r]);
+            break;
+        }
+        memcpy(&c, at, sizeof c);
+        const char *ip = at + sizeof c, *fp = at + sizeof c * (1 + (size_t)c);
+        for (int32_t k = 0; k < c; k++) {
+            int32_t i;
+            memcpy(&i, ip, sizeof i), ip += sizeof i;
+            if (i < 0 || i >= m->n_tensors) {
+                st = lt_fail(err, LT_ERR_INTERNAL, NULL, "rank %d sent tensor %d", r, i);
+                break;
+            }
+            size_t n = (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+            memcpy(buf + m->tensors[i].offset, fp, n * sizeof(float)), fp += n * sizeof(float);
+        }
+    }
+    free(all), free(lens);
+    return st;
+}

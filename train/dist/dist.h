@@ -1,0 +1,114 @@
+/*
+ * train/dist/dist.h — what the distributed engine does around a step (DESIGN.md "Trainer
+ * engine", "at the end of the step"): which parameters a stage owns, the DP reduction of
+ * their gradients (bucketed non-blocking all-reduces), the tied embedding's sum between the
+ * first and the last stage, the global gradient norm and clipping, the AdamW update of the
+ * owned tensors, and gathering tensors to rank 0 (the oracle, checkpoints' manifests).
+ *
+ * Every process holds the whole parameter buffer (the tensor table's layout, train/model/model.h)
+ * but reads and updates only its stage's tensors: the layers its plan ops run, the
+ * embedding on the first stage, the final norm and LM head on the last; a tied embedding
+ * lives on both ends, updated identically from the same summed gradient (Megatron's
+ * embedding group). Tensors a stage does not own are stale there and never read.
+ *
+ * Thread-safety: one thread per process (train/dist/comm.h).
+ */
+#ifndef LT_TRAIN_DIST_H
+#define LT_TRAIN_DIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "lib/error.h"   /* lt_status, lt_error */
+#include "plans/strategies/plan.h"  /* lt_step_plan */
+#include "train/dist/comm.h"  /* lt_comm */
+#include "train/model/model.h" /* lt_llama */
+#include "train/model/optim.h" /* lt_adamw, lt_optim_config */
+
+typedef struct lt_dist {
+    lt_comm *comm;
+    int stage, pp, dp_rank, dp;
+    int l0, l1;           /* this stage's layers [l0, l1) */
+    int n_tensors;
+    bool *mine;           /* [n_tensors] the tensors this stage owns (updates) */
+    bool *counted;        /* [n_tensors] owned and counted in the global norm here (a tied
+                             embedding on the first stage only) */
+    size_t bucket_floats; /* all-reduce bucket size */
+    /* the owned tensors as ranges of the buffer, and as one flat run of owned_floats */
+    size_t (*range)[2];
+    int n_ranges;
+    size_t owned_floats;
+    /* ZeRO-1 (parallel.zero1): DP rank r updates flat elements [displs[r], displs[r] + counts[r])
+     * and holds only their AdamW moments (m, v); the others' come by all-gather */
+    bool zero1;
+    int *counts, *displs; /* [dp] */
+    float *flat;          /* [owned_floats] scratch */
+    float *m, *v;         /* [counts[dp_rank]] this rank's moments */
+    /* the step's all-reduces in flight (posted layer by layer during the last backward) */
+    lt_comm_req **req;
+    size_t n_req, cap_req;
+    bool *layer_posted;   /* [layers] */
+    float *grads;         /* the buffer they reduce */
+    bool device_grads;    /* grads are device memory: the reductions go over NCCL */
+    const lt_llama *model;
+} lt_dist;
+
+/* The ownership of this rank's stage from plan p (the layers of its ops on that stage in
+ * every pipeline: they must agree). Errors: LT_ERR_INPUT naming the step and stage when the
+ * pipelines split the layers differently, LT_ERR_NOMEM. */
+lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
+                       bool zero1, lt_error *err);
+/* ZeRO-1: take this rank's shard of opt's (whole) moments, then free opt's arrays (opt->t
+ * stays: the step count). Without ZeRO-1 a no-op. */
+lt_status lt_dist_take_moments(lt_dist *d, lt_adamw *opt, lt_error *err);
+/* ZeRO-1: the whole moments of the owned tensors (every DP rank's shard, by all-gather)
+ * into out->m / out->v (new arrays of n_params floats; the rest zero) for a checkpoint.
+ * Collective over the DP ranks of the stage. */
+lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_adamw *opt, lt_adamw *out,
+                                 lt_error *err);
+/* Parameters stage `stage` of plan p owns (its layers; the embedding on the first stage; the
+ * final norm and LM head on the last; a tied embedding on both ends), 0 on error. */
+size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage);
+
+/* LT_OK when plan p gives this stage the layers it owns (a later step must not move layers
+ * between stages); else LT_ERR_INPUT naming the step. */
+lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *err);
+void lt_dist_free(lt_dist *d); /* NULL-safe; zeroed */
+
+/* Sum the owned tensors' gradients over the DP ranks (buckets of bucket_floats, all posted,
+ * then waited), then the tied embedding over the first and last stage. ZeRO-1: the tied
+ * sum first, then a reduce-scatter: only this rank's shard of grads is summed (and read
+ * after). */
+lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_error *err);
+
+/* Post the DP all-reduce of layer `layer`'s tensors now (their gradients are final: the
+ * lt_exec_hooks.grads_final of lt_exec_step_rank, ctx = d after lt_dist_bind), so it runs
+ * while the backward goes on; lt_dist_reduce_grads posts the rest and waits for all. Not
+ * with ZeRO-1 (its reduce-scatter runs after the step). */
+lt_status lt_dist_layer_final(void *d, int layer, lt_error *err);
+/* Which gradient buffer lt_dist_layer_final reduces, for model m. */
+void lt_dist_bind(lt_dist *d, const lt_llama *m, float *grads);
+/* The CUDA backend: the gradient buffers given to lt_dist_bind, lt_dist_layer_final and
+ * lt_dist_reduce_grads are device memory (fp32, the tensor table's layout), reduced with
+ * lt_comm_dev_iallreduce in the same buckets and order as on the host (the communicator
+ * must have a device attached). ZeRO-1 stays host-only: lt_dist_reduce_grads fails with
+ * LT_ERR_CONFIG. Clipping and AdamW on the device are the backend's (kernels/cuda.h);
+ * only their scalars cross ranks, over MPI. */
+void lt_dist_set_device_grads(lt_dist *d, bool on);
+
+/* The global L2 norm of the gradients (every owned tensor once, summed over the stages) and
+ * torch's clip_grad_norm_ with max_norm (<= 0: only measure) on the owned tensors. */
+lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
+                       lt_error *err);
+
+/* One AdamW step of the owned tensors (lt_adamw_step_tensors); ZeRO-1: of this rank's
+ * shard, then the updated parameters all-gathered over the DP ranks. */
+lt_status lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads,
+                        double lr, const lt_optim_config *oc, lt_error *err);
+
+/* Rank 0 receives into buf the owned tensors of every stage from its DP rank 0 (the
+ * tensors of buf a stage owns are overwritten; with pp = 1, rank 0 owns all). Collective:
+ * every rank calls it with its own buffer. */
+lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, float *buf, lt_error *err);
+
+#endif /* LT_TRAIN_DIST_H */

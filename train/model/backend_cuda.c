@@ -1,0 +1,502 @@
+/*
+ * train/model/backend_cuda.c — the CUDA backend of train/model/backend.h over kernels/cuda.h: the pass's
+ * buffers in device memory, bf16 activations / K / V and their gradients, fp32 rstd, lse and
+ * parameter gradients; the model's parameters as an fp32 master copy beside the bf16 copy
+ * the kernels read, AdamW (fp32 master, m, v) and gradient-norm clipping on the device.
+ *
+ * Plain C, compiled in every build: without CUDA, kernels/cuda_none.c makes lt_cuda_open
+ * fail with "built without CUDA" and lt_backend_cuda_open returns that error, so nothing
+ * below is reached. NOTHING HERE HAS RUN ON A GPU YET (no device was lent to this work):
+ * it compiles against kernels/cuda.h and follows its contract; the host logic it shares
+ * with the CPU backends (layouts, row moves, K/V rows in 2-byte elements) is what
+ * tests/train/test_backend.c runs through the cpu-bf16 backend.
+ *
+ * Ordering: every op is queued on the context's compute stream (kernels/cuda.h); host
+ * copies synchronize; `check` synchronizes the stream and reports the first failure (the
+ * pass calls it after every half layer, before a hook may hand buffers to a communicator).
+ * Host arrays (token ids, positions, targets) go to a device staging buffer with a
+ * stream-ordered synchronous copy, so a later upload never overwrites ids a queued kernel
+ * still reads.
+ *
+ * Memory: with an arena (lt_backend_cuda_reserve: one cudaMalloc sized by the caller from
+ * the plan's predicted peak) the pass's allocations are arena blocks, so a step never calls
+ * cudaMalloc and the arena's peak is the measured device peak; without one they are plain
+ * cudaMallocs. Parameters, master, moments and gradients are allocated once, outside it.
+ */
+#include "train/model/backend.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/arena.h" /* lt_arena_*: the step's device memory */
+#include "kernels/cuda.h"  /* lt_cuda_*: context, memory, kernels */
+#include "train/model/model.h"   /* lt_llama */
+#include "train/model/optim.h"   /* lt_optim_config */
+
+typedef struct cuda_state {
+    lt_backend be; /* first: be.ctx points back here */
+    lt_cuda *cu;
+    lt_arena *arena;
+    void *arena_base;
+    lt_status failed; /* the first failure of an op (sticky), its message in first */
+    lt_error first;
+    int32_t *ints; /* device staging for host int arrays */
+    size_t ints_cap;
+    float *row_loss; /* xent's per-row losses */
+    size_t row_loss_cap;
+    void *tmp; /* overlapping copies go through it */
+    size_t tmp_cap;
+    /* the model on the device (lt_backend_cuda_upload) */
+    const float *host_params; /* m->params: weight views are offsets into it */
+    size_t n_params;
+    lt_bf16 *w16;
+    float *master, *mom1, *mom2;
+} cuda_state;
+
+static cuda_state *state_of(const lt_backend *be) { return (cuda_state *)be->ctx; }
+
+/* Keep the first failure; later ops are skipped until `check` reports it. */
+static void note(cuda_state *s, lt_status st, const lt_error *e) {
+    if (st != LT_OK && s->failed == LT_OK) s->failed = st, s->first = *e;
+}
+
+#define RUN(s, call)                                                                                                   \
+    do {                                                                                                               \
+        if ((s)->failed == LT_OK) {                                                                                    \
+            lt_error e_;                                                                                               \
+            lt_status st_ = (call);                                                                                    \
+            note((s), st_, &e_);                                                                                       \
+        }                                                                                                              \
+    } while (0)
+
+/* A device buffer of at least `bytes` kept in *p (grown by reallocation). */
+static bool grow(cuda_state *s, void **p, size_t *cap, size_t bytes) {
+    if (bytes <= *cap) return true;
+    lt_error e;
+    lt_status st = lt_cuda_sync(s->cu, &e); /* the old buffer may still be read by queued work */
+    if (st == LT_OK) {
+        lt_cuda_free(s->cu, *p), *p = NULL, *cap = 0;
+        st = lt_cuda_malloc(s->cu, p, bytes, &e);
+    }
+    note(s, st, &e);
+    if (st == LT_OK) *cap = bytes;
+    return st == LT_OK;
+}
+
+/* T host ints into the device staging buffer (stream-ordered: queued kernels that read the
+ * previous contents run before the copy), or NULL after a failure (kept) */
+static const int32_t *stage_ints(cuda_state *s, const int32_t *host, int T) {
+    if (s->failed != LT_OK || !grow(s, (void **)&s->ints, &s->ints_cap, (size_t)(T > 0 ? T : 1) * sizeof(int32_t)))
+        return NULL;
+    lt_error e;
+    lt_status st = lt_cuda_copy_h2d(s->cu, s->ints, host, (size_t)T * sizeof(int32_t), &e);
+    note(s, st, &e);
+    return st == LT_OK ? s->ints : NULL;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static void *cu_alloc(const lt_backend *be, size_t bytes, bool zeroed) {
+    cuda_state *s = state_of(be);
+    void *p = NULL;
+    lt_error e;
+    lt_status st = s->arena ? lt_arena_alloc(s->arena, bytes, "a pass buffer", &p, &e)
+                            : lt_cuda_malloc(s->cu, &p, bytes ? bytes : 1, &e);
+    if (st != LT_OK) return NULL; /* the caller names what it was allocating */
+    if (zeroed) RUN(s, lt_cuda_memset(s->cu, p, 0, bytes, &e_));
+    return p;
+}
+
+static void cu_free(const lt_backend *be, void *p) {
+    cuda_state *s = state_of(be);
+    if (!p) return;
+    if (s->arena) {
+        /* the block may still be read by queued kernels: the arena hands it out again only
+         * to later work on the same stream, which runs after them (stream order) */
+        lt_error e;
+        note(s, lt_arena_free(s->arena, p, &e), &e);
+    } else {
+        lt_cuda_free(s->cu, p); /* cudaFree synchronizes */
+    }
+}
+
+static void cu_zero(const lt_backend *be, void *p, size_t bytes) {
+    cuda_state *s = state_of(be);
+    RUN(s, lt_cuda_memset(s->cu, p, 0, bytes, &e_));
+}
+
+static void cu_copy(const lt_backend *be, void *dst, const void *src, size_t bytes) {
+    cuda_state *s = state_of(be);
+    if (dst == src || bytes == 0) return;
+    const char *d = dst, *r = src;
+    if (d < r + bytes && r < d + bytes) { /* overlap (lt_acts_keep_rows): through the scratch */
+        if (!grow(s, &s->tmp, &s->tmp_cap, bytes)) return;
+        RUN(s, lt_cuda_copy_d2d(s->cu, s->tmp, src, bytes, &e_));
+        RUN(s, lt_cuda_copy_d2d(s->cu, dst, s->tmp, bytes, &e_));
+        return;
+    }
+    RUN(s, lt_cuda_copy_d2d(s->cu, dst, src, bytes, &e_));
+}
+
+static lt_status cu_to_host(const lt_backend *be, void *host, const void *src, size_t bytes, lt_error *err) {
+    return lt_cuda_copy_d2h(state_of(be)->cu, host, src, bytes, err);
+}
+
+static lt_status cu_from_host(const lt_backend *be, void *dst, const void *host, size_t bytes, lt_error *err) {
+    return lt_cuda_copy_h2d(state_of(be)->cu, dst, host, bytes, err);
+}
+
+static lt_status cu_to_host_f32(const lt_backend *be, float *host, const void *src, size_t n, lt_error *err) {
+    lt_bf16 *b = malloc((n ? n : 1) * sizeof *b);
+    if (!b) return lt_fail(err, LT_ERR_NOMEM, "cuda backend", "out of memory for %zu bf16 values", n);
+    lt_status st = lt_cuda_copy_d2h(state_of(be)->cu, b, src, n * sizeof *b, err);
+    for (size_t i = 0; st == LT_OK && i < n; i++) host[i] = lt_bf16_to_f32(b[i]);
+    free(b);
+    return st;
+}
+
+static lt_status cu_from_host_f32(const lt_backend *be, void *dst, const float *host, size_t n, lt_error *err) {
+    lt_bf16 *b = malloc((n ? n : 1) * sizeof *b);
+    if (!b) return lt_fail(err, LT_ERR_NOMEM, "cuda backend", "out of memory for %zu bf16 values", n);
+    for (size_t i = 0; i < n; i++) b[i] = lt_bf16_from_f32(host[i]);
+    lt_status st = lt_cuda_copy_h2d(state_of(be)->cu, dst, b, n * sizeof *b, err);
+    free(b);
+    return st;
+}
+
+static lt_status cu_check(const lt_backend *be, lt_error *err) {
+    cuda_state *s = state_of(be);
+    if (s->failed == LT_OK) {
+        lt_error e;
+        note(s, lt_cuda_sync(s->cu, &e), &e);
+    }
+    if (s->failed == LT_OK) return LT_OK;
+    lt_status st = s->failed;
+    if (err) *err = s->first;
+    s->failed = LT_OK; /* reported once; the caller fails the step */
+    return st;
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+static void cu_add(const lt_backend *be, void *dst, const void *a, const void *b, size_t n) {
+    cuda_state *s = state_of(be);
+    RUN(s, lt_cuda_add(s->cu, dst, a, b, n, &e_));
+}
+
+static void cu_accumulate(const lt_backend *be, void *dst, const void *src, size_t n) {
+    cuda_state *s = state_of(be);
+    RUN(s, lt_cuda_accumulate(s->cu, dst, src, n, &e_));
+}
+
+static void cu_sum_blocks(const lt_backend *be, void *dst, const void *src, int G, size_t stride, size_t n) {
+    cuda_state *s = state_of(be);
+    RUN(s, lt_cuda_sum_blocks(s->cu, dst, src, G, stride, n, &e_));
+}
+
+static const void *cu_weight(const lt_backend *be, const lt_llama *m, const float *view) {
+    cuda_state *s = state_of(be);
+    (void)m;
+    return s->w16 + (view - s->host_params); /* the same element of the bf16 device copy */
+}
+
+static void cu_embed_forward(const lt_backend *be, void *out, const int32_t *ids, int T, const void *wte, int C) {
+    cuda_state *s = state_of(be);
+    const int32_t *d = stage_ints(s, ids, T);
+    if (d) RUN(s, lt_cuda_embed_forward(s->cu, out, d, T, wte, C, &e_));
+}
+
+static void cu_embed_backward(const lt_backend *be, float *dwte, const void *dout, const int32_t *ids, int T, int C) {
+    cuda_state *s = state_of(be);
+    const int32_t *d = stage_ints(s, ids, T);
+    if (d) RUN(s, lt_cuda_embed_backward(s->cu, dwte, dout, d, T, C, &e_));
+}
+
+static void cu_rmsnorm_forward(const lt_backend *be, void *out, float *rstd, const void *x, const void *w, int T, int C,
+                               float eps, lt_pool *pool) {
+    cuda_state *s = state_of(be);
+    (void)pool;
+    RUN(s, lt_cuda_rmsnorm_forward(s->cu, out, rstd, x, w, T, C, eps, &e_));
+}
+
+static void cu_rmsnorm_backward(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x,
+                                const void *w, const float *rstd, int T, int C, lt_pool *pool) {
+    cuda_state *s = state_of(be);
+    (void)pool;
+    RUN(s, lt_cuda_rmsnorm_backward(s->cu, dx, dw, dout, x, w, rstd, T, C, &e_));
+}
+
+static void cu_linear_forward(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN, int OUT) {
+    cuda_state *s = state_of(be);
+    RUN(s, lt_cuda_linear_forward(s->cu, out, x, w, T, IN, OUT, &e_));
+}
+
+static void cu_linear_backward(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x,
+                               const void *w, int T, int IN, int OUT) {
+    cuda_state *s = state_of(be);
+    RUN(s, lt_cuda_linear_backward(s->cu, dx, dw, dout, x, w, T, IN, OUT, &e_));
+}
+
+static void cu_rope_forward(const lt_backend *be, void *x, const int32_t *pos, int T, int nh, int hd, float theta,
+                            lt_pool *pool) {
+    cuda_state *s = state_of(be);
+    (void)pool;
+    const int32_t *d = stage_ints(s, pos, T);
+    if (d) RUN(s, lt_cuda_rope_forward(s->cu, x, d, T, nh, hd, theta, &e_));
+}
+
+static void cu_rope_backward(const lt_backend *be, void *dx, const int32_t *pos, int T, int nh, int hd, float theta,
+                             lt_pool *pool) {
+    cuda_state *s = state_of(be);
+    (void)pool;
+    const int32_t *d = stage_ints(s, pos, T);
+    if (d) RUN(s, lt_cuda_rope_backward(s->cu, dx, d, T, nh, hd, theta, &e_));
+}
+
+/* The pass's segments (train/cpu/kernels.h) as kernels/cuda.h's: the same fields, bf16 pointers. */
+static lt_cuda_attn_segment *cuda_segments(cuda_state *s, const lt_attn_segment *segs, int n) {
+    lt_cuda_attn_segment *c = malloc(((size_t)n + 1) * sizeof *c);
+    if (!c) {
+        lt_error e;
+        note(s, lt_fail(&e, LT_ERR_NOMEM, "cuda backend", "out of memory for %d attention segments", n), &e);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++)
+        c[i] = (lt_cuda_attn_segment){.row0 = segs[i].row0, .n = segs[i].n, .begin = segs[i].begin,
+                                      .k = (const lt_bf16 *)segs[i].k, .v = (const lt_bf16 *)segs[i].v,
+                                      .dk = (lt_bf16 *)segs[i].dk, .dv = (lt_bf16 *)segs[i].dv};
+    return c;
+}
+
+static void cu_attention_forward(const lt_backend *be, void *out, float *lse, const void *q,
+                                 const lt_attn_segment *segs, int n_segs, int T, int nh, int nkv, int hd,
+                                 lt_pool *pool) {
+    cuda_state *s = state_of(be);
+    (void)pool;
+    lt_cuda_attn_segment *c = cuda_segments(s, segs, n_segs);
+    if (c) RUN(s, lt_cuda_attention_forward(s->cu, out, lse, q, c, n_segs, T, nh, nkv, hd, &e_));
+    free(c); /* the kernels copied them (kernels/cuda.h) */
+}
+
+static void cu_attention_backward(const lt_backend *be, void *dq, const void *dout, const void *out, const float *lse,
+                                  const void *q, const lt_attn_segment *segs, int n_segs, int T, int nh, int nkv,
+                                  int hd, lt_pool *pool) {
+    cuda_state *s = state_of(be);
+    (void)pool;
+    lt_cuda_attn_segment *c = cuda_segments(s, segs, n_segs);
+    if (c) RUN(s, lt_cuda_attention_backward(s->cu, dq, dout, out, lse, q, c, n_segs, T, nh, nkv, hd, &e_));
+    free(c);
+}
+
+static void cu_swiglu_forward(const lt_backend *be, void *out, const void *gate, const void *up, size_t n,
+                              lt_pool *pool) {
+    cuda_state *s = state_of(be);
+    (void)pool;
+    RUN(s, lt_cuda_swiglu_forward(s->cu, out, gate, up, n, &e_));
+}
+
+static void cu_swiglu_backward(const lt_backend *be, void *dgate, void *dup, const void *dout, const void *gate,
+                               const void *up, size_t n, lt_pool *pool) {
+    cuda_state *s = state_of(be);
+    (void)pool;
+    RUN(s, lt_cuda_swiglu_backward(s->cu, dgate, dup, dout, gate, up, n, &e_));
+}
+
+static double cu_xent(const lt_backend *be, void *dlogits, const void *logits, const int32_t *targets, int T, int V,
+                      float scale, lt_pool *pool) {
+    cuda_state *s = state_of(be);
+    (void)pool;
+    double sum = 0;
+    const int32_t *d = stage_ints(s, targets, T);
+    if (!d || !grow(s, (void **)&s->row_loss, &s->row_loss_cap, (size_t)(T > 0 ? T : 1) * sizeof(float))) return 0;
+    /* without a gradient the kernel still writes dlogits: into the logits block, which the
+     * head does not read again (in place is allowed) */
+    RUN(s, lt_cuda_xent_forward_backward(s->cu, dlogits ? dlogits : (lt_bf16 *)logits, logits, d, T, V,
+                                         dlogits ? scale : 0.0f, s->row_loss, &e_));
+    RUN(s, lt_cuda_sum_rows(s->cu, s->row_loss, (size_t)T, &sum, &e_));
+    return sum;
+}
+
+/* ---------------------------------------------------------------- open, model, optimizer */
+
+lt_status lt_backend_cuda_open(lt_backend **out, int device, lt_error *err) {
+    *out = NULL;
+    cuda_state *s = calloc(1, sizeof *s);
+    if (!s) return lt_fail(err, LT_ERR_NOMEM, "cuda backend", "out of memory");
+    lt_status st = lt_cuda_open(&s->cu, device, err);
+    if (st != LT_OK) {
+        free(s);
+        return st;
+    }
+    s->be = (lt_backend){
+        .name = "cuda", .act_bytes = 2, .align = LT_ARENA_ALIGN, .host = false, .ctx = s,
+        .alloc = cu_alloc, .free = cu_free, .zero = cu_zero, .copy = cu_copy,
+        .to_host = cu_to_host, .from_host = cu_from_host, .to_host_f32 = cu_to_host_f32,
+        .from_host_f32 = cu_from_host_f32, .check = cu_check, .add = cu_add, .accumulate = cu_accumulate,
+        .sum_blocks = cu_sum_blocks,
+        .weight = cu_weight, .embed_forward = cu_embed_forward, .embed_backward = cu_embed_backward,
+        .rmsnorm_forward = cu_rmsnorm_forward, .rmsnorm_backward = cu_rmsnorm_backward,
+        .linear_forward = cu_linear_forward, .linear_backward = cu_linear_backward,
+        .rope_forward = cu_rope_forward, .rope_backward = cu_rope_backward,
+        .attention_forward = cu_attention_forward, .attention_backward = cu_attention_backward,
+        .swiglu_forward = cu_swiglu_forward, .swiglu_backward = cu_swiglu_backward, .xent = cu_xent,
+    };
+    *out = &s->be;
+    return LT_OK;
+}
+
+void lt_backend_cuda_close(lt_backend *be) {
+    if (!be) return;
+    cuda_state *s = state_of(be);
+    lt_error e;
+    (void)lt_cuda_sync(s->cu, &e); /* nothing queued may still use what is freed below */
+    lt_arena_destroy(s->arena);
+    lt_cuda_free(s->cu, s->arena_base);
+    lt_cuda_free(s->cu, s->ints), lt_cuda_free(s->cu, s->row_loss), lt_cuda_free(s->cu, s->tmp);
+    lt_cuda_free(s->cu, s->w16), lt_cuda_free(s->cu, s->master);
+    lt_cuda_free(s->cu, s->mom1), lt_cuda_free(s->cu, s->mom2);
+    lt_cuda_close(s->cu);
+    free(s);
+}
+
+lt_status lt_backend_cuda_mem(const lt_backend *be, size_t *free_bytes, size_t *total_bytes, lt_error *err) {
+    return lt_cuda_mem_info(state_of(be)->cu, free_bytes, total_bytes, err);
+}
+
+lt_status lt_backend_cuda_reserve(lt_backend *be, size_t bytes, const char *what, lt_error *err) {
+    cuda_state *s = state_of(be);
+    if (s->arena) return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "an arena was reserved already");
+    size_t free_b = 0, total_b = 0;
+    lt_status st = lt_cuda_mem_info(s->cu, &free_b, &total_b, err);
+    if (st != LT_OK) return st;
+    if (bytes > free_b) {
+        lt_fail(err, LT_ERR_CONFIG, what,
+                "predicted peak %.2f GiB does not fit the %.2f GiB free on GPU %d (of %.2f GiB)",
+                (double)bytes / 1073741824.0, (double)free_b / 1073741824.0, lt_cuda_device(s->cu),
+                (double)total_b / 1073741824.0);
+        lt_error_hint(err, "plan with a lower plan.mem, or more pipeline stages");
+        return LT_ERR_CONFIG;
+    }
+    st = lt_cuda_malloc(s->cu, &s->arena_base, bytes, err);
+    if (st == LT_OK) st = lt_arena_create(&s->arena, s->arena_base, bytes, err);
+    if (st != LT_OK) lt_cuda_free(s->cu, s->arena_base), s->arena_base = NULL;
+    return st;
+}
+
+size_t lt_backend_cuda_peak(const lt_backend *be) {
+    const cuda_state *s = state_of(be);
+    return s->arena ? lt_arena_peak(s->arena) : 0;
+}
+
+/* The moments on the device, zeroed when new. */
+static lt_status moments(cuda_state *s, size_t n, lt_error *err) {
+    if (s->mom1) return LT_OK;
+    lt_status st = lt_cuda_malloc(s->cu, (void **)&s->mom1, n * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_malloc(s->cu, (void **)&s->mom2, n * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_memset(s->cu, s->mom1, 0, n * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_memset(s->cu, s->mom2, 0, n * sizeof(float), err);
+    return st;
+}
+
+lt_status lt_backend_cuda_upload(lt_backend *be, lt_llama *m, lt_error *err) {
+    cuda_state *s = state_of(be);
+    size_t n = m->n_params;
+    if (!s->master) {
+        lt_status st = lt_cuda_malloc(s->cu, (void **)&s->master, n * sizeof(float), err);
+        if (st == LT_OK) st = lt_cuda_malloc(s->cu, (void **)&s->w16, n * sizeof(lt_bf16), err);
+        if (st != LT_OK) return st;
+    } else if (s->n_params != n) {
+        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "a model of %zu parameters uploaded over one of %zu", n,
+                       s->n_params);
+    }
+    s->n_params = n;
+    s->host_params = m->params;
+    lt_status st = lt_cuda_copy_h2d(s->cu, s->master, m->params, n * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_f32_to_bf16(s->cu, s->w16, s->master, n, err);
+    if (st == LT_OK) st = lt_cuda_sync(s->cu, err);
+    if (st == LT_OK) m->backend = be;
+    return st;
+}
+
+lt_status lt_backend_cuda_download(lt_backend *be, lt_llama *m, lt_error *err) {
+    cuda_state *s = state_of(be);
+    if (!s->master || s->n_params != m->n_params)
+        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "no model of %zu parameters on the device", m->n_params);
+    return lt_cuda_copy_d2h(s->cu, m->params, s->master, m->n_params * sizeof(float), err);
+}
+
+lt_status lt_backend_cuda_upload_moments(lt_backend *be, const lt_adamw *opt, lt_error *err) {
+    cuda_state *s = state_of(be);
+    if (opt->n != s->n_params)
+        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "moments of %zu parameters for a model of %zu", opt->n,
+                       s->n_params);
+    lt_status st = moments(s, opt->n, err);
+    if (st == LT_OK) st = lt_cuda_copy_h2d(s->cu, s->mom1, opt->m, opt->n * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_copy_h2d(s->cu, s->mom2, opt->v, opt->n * sizeof(float), err);
+    return st;
+}
+
+lt_status lt_backend_cuda_download_moments(lt_backend *be, lt_adamw *opt, lt_error *err) {
+    cuda_state *s = state_of(be);
+    if (!s->mom1 || opt->n != s->n_params)
+        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "no moments of %zu parameters on the device", opt->n);
+    lt_status st = lt_cuda_copy_d2h(s->cu, opt->m, s->mom1, opt->n * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_copy_d2h(s->cu, opt->v, s->mom2, opt->n * sizeof(float), err);
+    return st;
+}
+
+lt_status lt_backend_cuda_grads(lt_backend *be, size_t n, float **grads, lt_error *err) {
+    cuda_state *s = state_of(be);
+    lt_status st = lt_cuda_malloc(s->cu, (void **)grads, (n ? n : 1) * sizeof(float), err);
+    if (st == LT_OK) st = lt_cuda_memset(s->cu, *grads, 0, n * sizeof(float), err);
+    return st;
+}
+
+void lt_backend_cuda_free_grads(lt_backend *be, float *grads) { lt_cuda_free(state_of(be)->cu, grads); }
+
+lt_status lt_backend_cuda_clip(lt_backend *be, float *grads, size_t n, double max_norm, double *norm, lt_error *err) {
+    cuda_state *s = state_of(be);
+    double sq = 0;
+    lt_status st = lt_cuda_sum_squares(s->cu, grads, n, &sq, err);
+    if (st != LT_OK) return st;
+    *norm = sqrt(sq);
+    double coef = lt_clip_coef(*norm, max_norm); /* train/model/optim.h, applied below 1 */
+    if (coef < 1.0) st = lt_cuda_scale(s->cu, grads, n, (float)coef, err);
+    return st;
+}
+
+void lt_backend_cuda_streams(const lt_backend *be, void **compute, void **comm) {
+    const cuda_state *s = state_of(be);
+    *compute = lt_cuda_stream(s->cu), *comm = lt_cuda_comm_stream(s->cu);
+}
+
+lt_status lt_backend_cuda_sum_squares(const lt_backend *be, const float *g, size_t n, double *sq, lt_error *err) {
+    return lt_cuda_sum_squares(state_of(be)->cu, g, n, sq, err);
+}
+
+lt_status lt_backend_cuda_scale(const lt_backend *be, float *g, size_t n, float coef, lt_error *err) {
+    return lt_cuda_scale(state_of(be)->cu, g, n, coef, err);
+}
+
+lt_status lt_backend_cuda_adamw(lt_backend *be, const lt_llama *m, const float *grads, double lr, int64_t t,
+                                const lt_optim_config *oc, lt_error *err) {
+    return lt_backend_cuda_adamw_tensors(be, m, grads, lr, t, oc, NULL, err);
+}
+
+lt_status lt_backend_cuda_adamw_tensors(lt_backend *be, const lt_llama *m, const float *grads, double lr, int64_t t,
+                                        const lt_optim_config *oc, const bool *mine, lt_error *err) {
+    cuda_state *s = state_of(be);
+    size_t n = m->n_params;
+    lt_status st = moments(s, n, err);
+    /* per tensor: decay on matrices only (train/model/optim.h's two parameter groups) */
+    for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
+        if (mine && !mine[i]) continue; /* another stage's tensor: stale here, never read */
+        const lt_tensor_info *ti = &m->tensors[i];
+        size_t o = ti->offset, len = (size_t)ti->rows * (size_t)ti->cols;
+        st = lt_cuda_adamw(s->cu, s->master + o, s->w16 + o, grads + o, s->mom1 + o, s->mom2 + o, len, lr, oc->beta1,
+                           oc->beta2, oc->eps, ti->rows > 1 ? oc->weight_decay : 0.0, t, err);
+    }
+    if (st == LT_OK) st = lt_cuda_sync(s->cu, err);
+    return st;
+}

@@ -1,0 +1,109 @@
+/*
+ * train/model/kvctx.c — the KV context of a step's samples (train/model/model.h): per sample and
+ * layer, the post-RoPE keys and values every forward slice appends and later slices read
+ * (InfiniPipe 2.1, ChunkFlow 4.2), and their gradients, which backward slices accumulate
+ * in reverse slice order. Buffers are per (sample, layer): K and V at the first forward
+ * over the layer, dK and dV at the first backward, all freed by lt_kvctx_release once the
+ * sample's last backward over those layers has run. A meter (lt_kvctx.meter) is told of
+ * each buffer as it is allocated and freed.
+ */
+#include "train/model/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/model/backend.h" /* lt_backend: where the buffers live, their element size */
+
+lt_status lt_kvctx_init(lt_kvctx *c, const lt_llama *m, const lt_batch *b, bool with_grad, lt_error *err) {
+    memset(c, 0, sizeof *c);
+    c->layers = m->shape.layers;
+    c->kvd = m->shape.kv_heads * m->head_dim;
+    c->with_grad = with_grad;
+    c->be = lt_backend_of(m);
+    c->n_samples = b->n_samples;
+    c->s = calloc((size_t)(b->n_samples > 0 ? b->n_samples : 1), sizeof *c->s);
+    if (!c->s) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the KV context of %d samples", b->n_samples);
+    for (int i = 0; i < b->n_samples; i++) c->s[i].len = b->samples[i].len;
+    return LT_OK;
+}
+
+/* Sample i's pointer arrays (k, v, dk, dv: layers each, NULL entries). */
+static lt_status ptrs(lt_kvctx *c, int sample, lt_error *err) {
+    if (sample < 0 || sample >= c->n_samples)
+        return lt_fail(err, LT_ERR_INTERNAL, "kv context", "sample %d outside [0, %d)", sample, c->n_samples);
+    lt_kv_sample *s = &c->s[sample];
+    if (s->k) return LT_OK;
+    float **p = calloc((size_t)c->layers * 4, sizeof *p);
+    if (!p) return lt_fail(err, LT_ERR_NOMEM, "kv context", "out of memory");
+    s->k = p, s->v = p + c->layers, s->dk = p + 2 * c->layers, s->dv = p + 3 * c->layers;
+    return LT_OK;
+}
+
+/* Layers [l0, l1) of sample i: K and V (grad = false) or dK and dV (grad = true), zeroed. */
+static lt_status reserve(lt_kvctx *c, int sample, int l0, int l1, bool grad, lt_error *err) {
+    lt_status st = ptrs(c, sample, err);
+    if (st != LT_OK) return st;
+    lt_kv_sample *s = &c->s[sample];
+    float **a = grad ? s->dk : s->k, **b = grad ? s->dv : s->v;
+    size_t es = c->be->act_bytes, per = (size_t)s->len * (size_t)c->kvd * es;
+    for (int l = l0 < 0 ? 0 : l0; l < l1 && l < c->layers; l++) {
+        if (a[l]) continue;
+        if (!(a[l] = c->be->alloc(c->be, 2 * per + es, true)))
+            return lt_fail(err, LT_ERR_NOMEM, "kv context", "out of memory for sample %d's %s (%d tokens, layer %d)",
+                           sample, grad ? "dK/dV" : "K/V", s->len, l);
+        b[l] = (float *)((char *)a[l] + per); /* one allocation per layer: a[l] owns it */
+        if (c->meter) c->meter->add(c->meter->ctx, 2 * per);
+    }
+    return LT_OK;
+}
+
+lt_status lt_kvctx_reserve(lt_kvctx *c, int sample, int l0, int l1, lt_error *err) {
+    return reserve(c, sample, l0, l1, false, err);
+}
+
+lt_status lt_kvctx_reserve_grad(lt_kvctx *c, int sample, int l0, int l1, lt_error *err) {
+    if (!c->with_grad) return lt_fail(err, LT_ERR_INTERNAL, "kv context", "a context without gradients");
+    return reserve(c, sample, l0, l1, true, err);
+}
+
+size_t lt_kvctx_release(lt_kvctx *c, int sample, int l0, int l1) {
+    if (sample < 0 || sample >= c->n_samples || !c->s[sample].k) return 0;
+    lt_kv_sample *s = &c->s[sample];
+    size_t bytes = 0, per = (size_t)s->len * (size_t)c->kvd * 2 * c->be->act_bytes;
+    for (int l = l0 < 0 ? 0 : l0; l < l1 && l < c->layers; l++) {
+        size_t held = (s->k[l] ? per : 0) + (s->dk[l] ? per : 0);
+        if (c->meter && held) c->meter->sub(c->meter->ctx, held);
+        bytes += held;
+        c->be->free(c->be, s->k[l]), c->be->free(c->be, s->dk[l]);
+        s->k[l] = s->v[l] = s->dk[l] = s->dv[l] = NULL;
+    }
+    return bytes;
+}
+
+void lt_kvctx_zero_grad(lt_kvctx *c) {
+    for (int i = 0; i < c->n_samples; i++) {
+        lt_kv_sample *s = &c->s[i];
+        for (int l = 0; s->dk && l < c->layers; l++)
+            if (s->dk[l]) c->be->zero(c->be, s->dk[l], (size_t)s->len * (size_t)c->kvd * 2 * c->be->act_bytes);
+    }
+}
+
+void lt_kvctx_free(lt_kvctx *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n_samples && c->s; i++) {
+        lt_kvctx_release(c, i, 0, c->layers);
+        free(c->s[i].k); /* the pointer array (k, v, dk, dv share it) */
+    }
+    free(c->s);
+    memset(c, 0, sizeof *c);
+}
+
+size_t lt_kvctx_bytes(const lt_kvctx *c) {
+    size_t bytes = 0;
+    for (int i = 0; i < c->n_samples; i++) {
+        const lt_kv_sample *s = &c->s[i];
+        size_t per = (size_t)s->len * (size_t)c->kvd * 2 * c->be->act_bytes;
+        for (int l = 0; s->k && l < c->layers; l++) bytes += (s->k[l] ? per : 0) + (s->dk[l] ? per : 0);
+    }
+    return bytes;
+}

@@ -1,0 +1,188 @@
+/*
+ * train/model/model.c — the Llama parameter buffer: its tensor table (Hugging Face names, the
+ * order of checkpoints and exports), views, deterministic initialization; units and the
+ * loss denominator (train/model/model.h).
+ */
+#include "train/model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/rng.h" /* lt_rng_seed, lt_rng_split, lt_rng_normal */
+
+/* Append one tensor to the table; returns the offset after it. */
+static size_t add_tensor(lt_tensor_info *t, int *n, const char *name, int layer, int rows, int cols,
+                         size_t offset) {
+    lt_tensor_info *ti = &t[(*n)++];
+    snprintf(ti->name, sizeof ti->name, "%s", name);
+    ti->layer = layer;
+    ti->rows = rows;
+    ti->cols = cols;
+    ti->offset = offset;
+    return offset + (size_t)rows * (size_t)cols;
+}
+
+/* The tensor table: embedding, per layer (HF order within a layer), final norm, LM head. */
+static size_t build_table(const lt_model_shape *s, int head_dim, lt_tensor_info *t, int *n) {
+    int C = s->hidden, F = s->ffn, V = s->vocab;
+    int qd = s->heads * head_dim, kvd = s->kv_heads * head_dim;
+    size_t off = 0;
+    char name[64];
+    *n = 0;
+    off = add_tensor(t, n, "model.embed_tokens.weight", -1, V, C, off);
+    for (int l = 0; l < s->layers; l++) {
+        struct { const char *suffix; int rows, cols; } per[] = {
+            {"input_layernorm.weight", 1, C},
+            {"self_attn.q_proj.weight", qd, C},
+            {"self_attn.k_proj.weight", kvd, C},
+            {"self_attn.v_proj.weight", kvd, C},
+            {"self_attn.o_proj.weight", C, qd},
+            {"post_attention_layernorm.weight", 1, C},
+            {"mlp.gate_proj.weight", F, C},
+            {"mlp.up_proj.weight", F, C},
+            {"mlp.down_proj.weight", C, F},
+        };
+        for (size_t i = 0; i < sizeof per / sizeof per[0]; i++) {
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, per[i].suffix);
+            off = add_tensor(t, n, name, l, per[i].rows, per[i].cols, off);
+        }
+    }
+    off = add_tensor(t, n, "model.norm.weight", -1, 1, C, off);
+    if (!s->tie_embeddings) off = add_tensor(t, n, "lm_head.weight", -1, V, C, off);
+    return off;
+}
+
+#define TENSORS_PER_LAYER 9
+
+lt_status lt_llama_create(lt_llama *m, const lt_model_shape *shape, lt_error *err) {
+    memset(m, 0, sizeof *m);
+    lt_status st = lt_model_validate(shape, err);
+    if (st != LT_OK) return st;
+    if (!shape->gated_ffn)
+        return lt_fail(err, LT_ERR_CONFIG, "[model]", "the trainer runs Llama models (SwiGLU MLP); '%s' has a GELU MLP",
+                       shape->name ? shape->name : "custom");
+    m->shape = *shape;
+    m->shape.rope_theta = lt_model_rope_theta(shape);
+    m->shape.norm_eps = lt_model_norm_eps(shape);
+    m->shape.tie_embeddings = shape->tie_embeddings ? 1 : 0;
+    m->head_dim = shape->hidden / shape->heads;
+    if (m->head_dim % 2 != 0)
+        return lt_fail(err, LT_ERR_CONFIG, "[model]", "head dimension hidden/heads = %d must be even (RoPE rotates pairs)",
+                       m->head_dim);
+    int max_tensors = 3 + TENSORS_PER_LAYER * shape->layers;
+    m->tensors = calloc((size_t)max_tensors, sizeof *m->tensors);
+    m->layer_store = calloc((size_t)shape->layers * 2, sizeof *m->layer_store);
+    if (!m->tensors || !m->layer_store) {
+        lt_llama_free(m);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the model's tensor table");
+    }
+    m->n_params = build_table(&m->shape, m->head_dim, m->tensors, &m->n_tensors);
+    m->params = calloc(m->n_params, sizeof(float));
+    if (!m->params) {
+        size_t n = m->n_params;
+        lt_llama_free(m);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu parameters (%.1f MiB)", n,
+                       (double)n * 4.0 / 1048576.0);
+    }
+    lt_llama_views_of(m, m->params, m->layer_store, &m->w);
+    return LT_OK;
+}
+
+void lt_llama_free(lt_llama *m) {
+    if (!m) return;
+    free(m->tensors);
+    free(m->layer_store);
+    free(m->params);
+    memset(m, 0, sizeof *m);
+}
+
+void lt_llama_views_of(const lt_llama *m, float *buf, lt_layer_views *layer_views, lt_llama_views *out) {
+    const lt_tensor_info *t = m->tensors;
+    out->embed = buf + t[0].offset;
+    out->layer = layer_views;
+    for (int l = 0; l < m->shape.layers; l++) {
+        const lt_tensor_info *lt = &t[1 + TENSORS_PER_LAYER * l];
+        lt_layer_views *v = &layer_views[l];
+        v->attn_norm = buf + lt[0].offset;
+        v->wq = buf + lt[1].offset;
+        v->wk = buf + lt[2].offset;
+        v->wv = buf + lt[3].offset;
+        v->wo = buf + lt[4].offset;
+        v->mlp_norm = buf + lt[5].offset;
+        v->wgate = buf + lt[6].offset;
+        v->wup = buf + lt[7].offset;
+        v->wdown = buf + lt[8].offset;
+    }
+    int after = 1 + TENSORS_PER_LAYER * m->shape.layers;
+    out->final_norm = buf + t[after].offset;
+    out->lm_head = m->shape.tie_embeddings ? out->embed : buf + t[after + 1].offset;
+}
+
+const lt_tensor_info *lt_llama_find_tensor(const lt_llama *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
+    return NULL;
+}
+
+void lt_llama_init(lt_llama *m, uint64_t seed) {
+    lt_rng root;
+    lt_rng_seed(&root, seed);
+    double resid_scale = 1.0 / sqrt(2.0 * m->shape.layers);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const lt_tensor_info *t = &m->tensors[i];
+        float *p = m->params + t->offset;
+        size_t n = (size_t)t->rows * (size_t)t->cols;
+        if (t->rows == 1) { /* norm weights */
+            for (size_t j = 0; j < n; j++) p[j] = 1.0f;
+            continue;
+        }
+        lt_rng r;
+        lt_rng_split(&r, &root, (uint64_t)i);
+        double sd = 0.02;
+        if (strstr(t->name, "o_proj") || strstr(t->name, "down_proj")) sd *= resid_scale;
+        for (size_t j = 0; j < n; j++) p[j] = (float)(sd * lt_rng_normal(&r));
+    }
+}
+
+int lt_unit_tokens(const lt_train_unit *u) {
+    int T = 0;
+    for (int i = 0; i < u->n_slices; i++) T += u->slices[i].end - u->slices[i].begin;
+    return T;
+}
+
+int64_t lt_batch_predicted_tokens(const lt_batch *b) {
+    int64_t n = 0;
+    for (int i = 0; i < b->n_samples; i++)
+        if (b->samples[i].len > 1) n += b->samples[i].len - 1;
+    return n;
+}
+
+lt_status lt_unit_check(const lt_train_unit *u, const lt_batch *b, int vocab, lt_error *err) {
+    if (u->n_slices <= 0) return lt_fail(err, LT_ERR_INPUT, "unit", "the unit has no slices");
+    for (int i = 0; i < u->n_slices; i++) {
+        const lt_train_slice *s = &u->slices[i];
+        if (s->sample < 0 || s->sample >= b->n_samples)
+            return lt_fail(err, LT_ERR_INPUT, "unit", "slice %d names sample %d, the batch has %d", i, s->sample,
+                           b->n_samples);
+        const lt_train_sample *smp = &b->samples[s->sample];
+        if (s->begin < 0 || s->begin >= s->end || s->end > smp->len)
+            return lt_fail(err, LT_ERR_INPUT, "unit", "slice %d [%d, %d) is not a token range of sample %d (length %d)",
+                           i, s->begin, s->end, s->sample, smp->len);
+        for (int t = s->begin; t < s->end; t++) {
+            if (smp->tokens[t] < 0 || smp->tokens[t] >= vocab) {
+                lt_fail(err, LT_ERR_INPUT, "unit", "sample %d token %d has id %d, outside the vocabulary [0, %d)",
+                        s->sample, t, (int)smp->tokens[t], vocab);
+                lt_error_hint(err, "the data was tokenized with a larger vocabulary than model.vocab: set model.vocab "
+                                   "to the encoding's size");
+                return LT_ERR_INPUT;
+            }
+        }
+        /* the next token (the label of the slice's last row) must be in range too */
+        if (s->end < smp->len && (smp->tokens[s->end] < 0 || smp->tokens[s->end] >= vocab))
+            return lt_fail(err, LT_ERR_INPUT, "unit", "sample %d token %d has id %d, outside the vocabulary [0, %d)",
+                           s->sample, s->end, (int)smp->tokens[s->end], vocab);
+    }
+    return LT_OK;
+}

@@ -1,0 +1,377 @@
+/*
+ * train/model/model.h — the Llama decoder the trainer executes: parameters, the unit of work, the
+ * KV context of sliced samples, and the forward/backward of a unit through a range of
+ * layers (CPU fp32 reference; train/cpu/kernels.h does the arithmetic).
+ *
+ * Model (Llama 2/3, Hugging Face LlamaForCausalLM):
+ *   x = embed(tokens)
+ *   per layer:  x += o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))  n = rmsnorm(x)
+ *               x += down_proj(silu(gate_proj(n)) * up_proj(n))                       n = rmsnorm(x)
+ *   logits = lm_head(rmsnorm(x))          (lm_head = embed_tokens when tied)
+ * GQA (kv_heads <= heads), RoPE with `rotate_half` at absolute positions, no biases.
+ *
+ * Parameters live in ONE contiguous fp32 buffer in a fixed order (the tensor table below,
+ * also the order of checkpoints and of the Hugging Face export); gradients and optimizer
+ * moments use the same layout, so lt_llama_views() maps any such buffer to named tensors.
+ *
+ * The unit (the engine's work item, DESIGN.md "Trainer engine"): a list of slices
+ * (sample, [begin, end)) packed into one token stream of T rows. Attention is per sample
+ * (document mask) and causal; a slice that does not start at token 0 attends to the K/V of
+ * its sample's earlier tokens — the KV CONTEXT (InfiniPipe 2.1, ChunkFlow 4.2), a per-sample,
+ * per-layer buffer that the forward of earlier slices filled — and its backward adds dK/dV
+ * into the context's gradient buffer, which the earlier slices' backward then reads. So:
+ * forward units of a sample run in slice order, backward units in reverse (FILO).
+ *
+ * Loss (the label convention): position t of a sample of length L predicts token t+1 when
+ * t+1 < L; the sample's last token predicts nothing. A slice [b, e) with e < L predicts
+ * token e at its last row (the label comes from the sample, not the slice). The loss of a
+ * unit is the SUM of its rows' cross-entropies; the step's loss and every gradient are
+ * scaled by 1/N, N = predicted tokens of the whole global batch = sum (L_i - 1), so any
+ * split of a step into units gives the same gradients.
+ *
+ * Memory ownership: lt_llama owns its parameter buffer; lt_kvctx and lt_acts own theirs;
+ * samples' token arrays belong to the caller and must outlive the calls that read them.
+ * Thread-safety: one lt_llama may be read by several threads; everything else is per caller.
+ */
+#ifndef LT_TRAIN_MODEL_H
+#define LT_TRAIN_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/error.h"      /* lt_status, lt_error */
+#include "lib/model.h"      /* lt_model_shape, lt_fused_head_rows */
+#include "lib/threadpool.h" /* lt_pool */
+
+/* ---------------------------------------------------------------- parameters */
+
+/* One named tensor of the parameter buffer: rows x cols floats at `offset` (vectors have
+ * rows == 1). `name` is the Hugging Face LlamaForCausalLM name ("model.layers.3.mlp.up_proj.weight"). */
+typedef struct lt_tensor_info {
+    char name[64];
+    int layer; /* 0..layers-1, or -1 for embedding / final norm / LM head */
+    int rows, cols;
+    size_t offset; /* in floats from the start of the buffer */
+} lt_tensor_info;
+
+/* Pointers to the tensors of one buffer laid out as the parameters are. */
+typedef struct lt_layer_views {
+    float *attn_norm;          /* [C]           input_layernorm */
+    float *wq, *wk, *wv, *wo;  /* [qd,C] [kvd,C] [kvd,C] [C,qd] */
+    float *mlp_norm;           /* [C]           post_attention_layernorm */
+    float *wgate, *wup, *wdown;/* [F,C] [F,C] [C,F] */
+} lt_layer_views;
+
+typedef struct lt_llama_views {
+    float *embed;      /* [V,C] model.embed_tokens */
+    lt_layer_views *layer; /* [layers] (owned by the lt_llama; shared by all views of it) */
+    float *final_norm; /* [C] model.norm */
+    float *lm_head;    /* [V,C] lm_head, or == embed when tied */
+} lt_llama_views;
+
+typedef struct lt_llama {
+    lt_model_shape shape; /* dims; rope_theta / norm_eps / tie_embeddings resolved (> 0) */
+    int head_dim;         /* hidden / heads */
+    size_t n_params;      /* floats in the parameter buffer */
+    int n_tensors;
+    lt_tensor_info *tensors; /* [n_tensors], buffer order */
+    float *params;           /* [n_params] */
+    lt_llama_views w;        /* views into params */
+    lt_layer_views *layer_store; /* [layers * 2]: w's layer views, then scratch for lt_llama_views */
+    /* where the passes run (train/model/backend.h): NULL is the CPU fp32 reference. With another
+     * backend, activations, K/V and the gradient views handed to the passes are that
+     * backend's memory, and `params` stays the fp32 host copy (checkpoints, optimizer). */
+    const struct lt_backend *backend;
+} lt_llama;
+
+/* Allocate a model of `shape` (validated; rope_theta/norm_eps defaults applied) with zeroed
+ * parameters. Errors: LT_ERR_CONFIG (bad shape), LT_ERR_NOMEM. */
+lt_status lt_llama_create(lt_llama *m, const lt_model_shape *shape, lt_error *err);
+void lt_llama_free(lt_llama *m); /* NULL-safe; m is zeroed */
+
+/* Fill `out` with views of `buf` (n_params floats, the parameter layout). `layer_views` is
+ * caller storage for shape.layers lt_layer_views. */
+void lt_llama_views_of(const lt_llama *m, float *buf, lt_layer_views *layer_views, lt_llama_views *out);
+
+/* The tensor named `name`, or NULL. */
+const lt_tensor_info *lt_llama_find_tensor(const lt_llama *m, const char *name);
+
+/* Deterministic initialization from `seed` with lib/rng (Philox): tensor i draws from the
+ * stream lt_rng_split(seed, i), so the result never depends on threads. Matrices and the
+ * embedding ~ N(0, 0.02^2) (GPT-2 / Llama init); the output projections o_proj and
+ * down_proj scaled by 1/sqrt(2 layers) (GPT-2's residual scaling); norm weights = 1. */
+void lt_llama_init(lt_llama *m, uint64_t seed);
+
+/* ---------------------------------------------------------------- batch, slice, unit */
+/* The trainer's own sample / slice / unit (lt_train_*): plans/schedule/schedule.h's lt_slice and
+ * lt_unit index a schedule's tables, these point at token arrays; the executor (which
+ * includes both headers) turns the first into the second. */
+
+/* A sample of the global batch: its tokens (caller-owned), length >= 1. */
+typedef struct lt_train_sample {
+    const int32_t *tokens;
+    int len;
+} lt_train_sample;
+
+typedef struct lt_batch {
+    const lt_train_sample *samples;
+    int n_samples;
+} lt_batch;
+
+/* Tokens [begin, end) of sample `sample` (an index into the batch). */
+typedef struct lt_train_slice {
+    int sample;
+    int begin, end;
+} lt_train_slice;
+
+typedef struct lt_train_unit {
+    const lt_train_slice *slices;
+    int n_slices;
+} lt_train_unit;
+
+/* Tokens of the unit (sum of its slices' lengths). */
+int lt_unit_tokens(const lt_train_unit *u);
+
+/* Predicted tokens of a whole batch: sum over samples of (len - 1): the loss denominator. */
+int64_t lt_batch_predicted_tokens(const lt_batch *b);
+
+/* LT_OK when every slice names a sample of `b`, 0 <= begin < end <= len and the unit has
+ * tokens; else LT_ERR_INPUT naming the slice. Token ids must be < vocab (checked too). */
+lt_status lt_unit_check(const lt_train_unit *u, const lt_batch *b, int vocab, lt_error *err);
+
+/* ---------------------------------------------------------------- counting memory */
+
+/*
+ * How a caller counts the memory a step holds as it is allocated (train/exec/exec.c's measured
+ * peak per stage, lt_exec_stats.stage_peak_bytes): add(bytes) right after a buffer is
+ * allocated, sub(bytes) right before it is freed. A KV context with a meter reports every
+ * K/V and dK/dV buffer it reserves and releases (lt_kvctx.meter); a pass with one reports
+ * its working memory for as long as the call holds it (lt_pass.meter: a forward's K/V rows
+ * and residual-branch buffer, a backward's gradient scratch, the head's normed input,
+ * logits row block and gradient). Bookkeeping of a few bytes per slice (attention segment
+ * lists) is not reported. NULL: nothing is counted.
+ */
+typedef struct lt_meter {
+    void *ctx;
+    void (*add)(void *ctx, size_t bytes);
+    void (*sub)(void *ctx, size_t bytes);
+} lt_meter;
+
+/* ---------------------------------------------------------------- KV context */
+
+/*
+ * Per sample and layer: post-RoPE keys and values of every position of the sample that a
+ * forward has produced, and their gradients. Buffers are allocated on first use of a
+ * sample and layer at the sample's full length: K and V at the first forward over the layer
+ * (lt_kvctx_reserve), dK and dV at its first backward (lt_kvctx_reserve_grad); the executor
+ * frees them once the sample's last backward over the layer has run (lt_kvctx_release). The forward of slice [b,e) writes
+ * rows b..e-1 and reads 0..e-1; its backward adds into dK/dV rows 0..e-1 and then reads its
+ * own rows b..e-1 (complete once every later slice's backward has run: the FILO order).
+ */
+typedef struct lt_kv_sample {
+    int len;
+    float **k, **v, **dk, **dv; /* [layers] -> [len, kvd]; NULL (the arrays, or an entry)
+                                   until reserved; k[l] owns v[l]'s memory, dk[l] dv[l]'s */
+} lt_kv_sample;
+
+typedef struct lt_kvctx {
+    int layers, kvd;
+    int n_samples;
+    lt_kv_sample *s; /* [n_samples] */
+    bool with_grad;  /* gradients may be reserved */
+    const lt_meter *meter; /* NULL (lt_kvctx_init), or told of every buffer reserved and
+                              released (the bytes lt_kvctx_bytes counts) */
+    const struct lt_backend *be; /* whose memory the buffers are (the model's backend); their
+                                    elements are be->act_bytes wide (float * by type only) */
+} lt_kvctx;
+
+lt_status lt_kvctx_init(lt_kvctx *c, const lt_llama *m, const lt_batch *b, bool with_grad, lt_error *err);
+/* Make sure sample i's K/V (or dK/dV) of layers [l0, l1) exist (zeroed when new). */
+lt_status lt_kvctx_reserve(lt_kvctx *c, int sample, int l0, int l1, lt_error *err);
+lt_status lt_kvctx_reserve_grad(lt_kvctx *c, int sample, int l0, int l1, lt_error *err);
+/* Free sample i's buffers of layers [l0, l1); returns the bytes freed. */
+size_t lt_kvctx_release(lt_kvctx *c, int sample, int l0, int l1);
+/* Zero every gradient buffer (start of a step's backward), keep allocations. */
+void lt_kvctx_zero_grad(lt_kvctx *c);
+void lt_kvctx_free(lt_kvctx *c);
+/* Bytes currently allocated. */
+size_t lt_kvctx_bytes(const lt_kvctx *c);
+
+/* ---------------------------------------------------------------- activations of a unit */
+
+/* What the forward of one unit keeps for its backward (per layer of the range, then the
+ * head's part). Allocated for T tokens and a layer range [l0, l1). */
+typedef struct lt_layer_acts {
+    float *x;      /* [T,C] layer input (residual stream) */
+    float *n1;     /* [T,C] rmsnorm(x) */
+    float *rstd1;  /* [T] */
+    float *q;      /* [T,qd] post-RoPE queries */
+    float *att;    /* [T,qd] attention output (before o_proj) */
+    float *lse;    /* [T,nh] log-sum-exp of each row's scores */
+    float *x2;     /* [T,C] x + attention branch */
+    float *n2;     /* [T,C] rmsnorm(x2) */
+    float *rstd2;  /* [T] */
+    float *gate;   /* [T,F] */
+    float *up;     /* [T,F] */
+    float *act;    /* [T,F] silu(gate) * up */
+} lt_layer_acts;
+
+typedef struct lt_acts {
+    int T, l0, l1;
+    int32_t *ids;          /* [T] token id of each row */
+    int32_t *pos;          /* [T] absolute position of each row in its sample */
+    int32_t *targets;      /* [T] next token, or -1 */
+    lt_layer_acts *layer;  /* [l1 - l0] */
+    float *out;            /* [T,C] output of the last layer of the range */
+    /* head (last stage): */
+    float *dnf_in;         /* [T,C] gradient w.r.t. the final norm's input, from the fused head */
+    double loss_sum;       /* head: summed cross-entropy of the unit's predicting rows */
+    int n_predicting;      /* head: rows with a target */
+    float *buf;            /* the single allocation behind the float arrays above */
+    int32_t *ibuf;         /* ... and behind the int arrays */
+    size_t bytes;          /* of buf and ibuf */
+    bool window;           /* lt_acts_alloc_window: one layer's storage for every layer of the range */
+    const struct lt_backend *be; /* whose memory buf is (train/model/backend.h); the model's backend */
+} lt_acts;
+
+/* Allocate activations for unit `u` of batch `b` through layers [l0, l1); `head` adds the
+ * head's buffers. Fills pos and targets. Errors: LT_ERR_NOMEM, LT_ERR_INPUT (bad unit). */
+lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
+                        bool head, lt_error *err);
+/* A WINDOW set for a backward of [l0, l1) whose activations are filled one layer at a time
+ * (the lt_cp_hooks.layer_begin of lt_llama_backward_group): ids, pos, targets, the head's
+ * dnf_in, and one layer's storage that every layer of the range shares; no `out`. A
+ * backward reads layer l's activations only while it runs layer l, so one layer's copy is
+ * all that is live of them (an asymmetric backward unit's rows, SlimPack 4.1.2, gathered
+ * per layer). Not for a forward (refused). */
+lt_status lt_acts_alloc_window(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0,
+                               int l1, bool head, lt_error *err);
+void lt_acts_free(lt_acts *a);
+
+/* Moving rows between sets (how an asymmetric backward unit, SlimPack 4.1.2, whose rows
+ * come from several forward units, gets its activations). A ROW of layers [l0, l1) with or
+ * without the head is what the backward reads of one token: each layer's arrays, then with
+ * `head` the head's dnf_in (`out` is not moved: no backward reads it); lt_acts_row_floats
+ * floats. [l0, l1) must lie inside the set's range (one layer for a window set), and `head`
+ * needs a set with the head's buffer (LT_ERR_INTERNAL otherwise).
+ *   copy    row srow of src into row drow of dst; both rows must hold the same token at the
+ *           same position (LT_ERR_INTERNAL otherwise);
+ *   pack    row `row` of a into buf, unpack buf into row `row` of a: for moving it between
+ *           processes (a context-parallel group's regrouped backward, train/exec/exec.c); buf is
+ *           memory of a's backend (host memory on the CPU ones, device memory on the GPU:
+ *           the exchange moves it where it lives). ids,
+ *           pos and targets are not moved: the receiving set was allocated for the same
+ *           tokens. */
+lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, int l0, int l1, bool head,
+                           const lt_llama *m, lt_error *err);
+size_t lt_acts_row_floats(const lt_llama *m, int l0, int l1, bool head);
+lt_status lt_acts_pack_row(const lt_acts *a, int row, int l0, int l1, bool head, const lt_llama *m, float *buf,
+                           lt_error *err);
+lt_status lt_acts_unpack_row(lt_acts *a, int row, int l0, int l1, bool head, const lt_llama *m, const float *buf,
+                             lt_error *err);
+
+/* Keep rows rows[0..n) of a (strictly increasing, 1 <= n <= T) and drop the others: the
+ * kept rows move down in place (rows[k] becomes row k of every array) and the buffers shrink
+ * to the n rows' size, so a->bytes is what stays allocated. How a forward unit of an
+ * asymmetric schedule stops holding the rows a backward unit has consumed (DESIGN.md
+ * "Trainer engine": activations per slice, not per unit). Not for a window set. */
+lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *m, lt_error *err);
+
+/* ---------------------------------------------------------------- forward / backward */
+
+/* Which part of the model a call runs: layers [l0, l1); `embed` when the stage holds the
+ * embedding (then `in` is ignored), `head` when it holds final norm + LM head + loss. */
+typedef struct lt_pass {
+    int l0, l1;
+    bool embed, head;
+    /* head only: scale of the loss gradient (1/N of the global batch); 0 = no gradient
+     * (eval). With scale > 0 the head's backward runs fused with its forward, as llm.c
+     * does: dlogits are known once the logits are, so the [T,V] logits are never stored
+     * (they are computed in row blocks); the head's parameter gradients go to `grads`
+     * immediately and the gradient of the final norm's input waits in acts->dnf_in. */
+    float loss_scale;
+    /* NULL, or told of the call's working memory while it is held (lt_meter); the
+     * activations, K/V and gradients the caller passes in are the caller's to count */
+    const lt_meter *meter;
+} lt_pass;
+
+/*
+ * Forward of unit u. `in` is the [T,C] input of layer l0 (NULL when pass->embed);
+ * `acts` were allocated for (u, l0, l1, head). K/V rows of the unit's slices go into
+ * `kv`. With pass->head: *loss_sum = summed cross-entropy of the unit's predicting rows
+ * (unscaled), and `logits_out` (optional, [T,V]) receives the logits. grads (views of a
+ * gradient buffer) is written only by a fused head with loss_scale > 0 (+=).
+ * The output of layer l1-1 is acts->out (the next stage's `in`).
+ */
+lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
+                           const float *in, lt_kvctx *kv, lt_acts *acts, const lt_llama_views *grads,
+                           double *loss_sum, float *logits_out, lt_pool *pool, lt_error *err);
+
+/*
+ * Backward of unit u through the same pass. `dout` is the gradient of acts->out ([T,C]) —
+ * NULL when pass->head (the fused head's acts->dnf_in is used). Parameter gradients are
+ * added into `grads`; dK/dV into kv's gradient buffers. When pass->embed the embedding's
+ * gradient is added too; otherwise `din` ([T,C], +=) receives the gradient of `in` (the
+ * previous stage's dout).
+ */
+lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
+                            const float *dout, lt_kvctx *kv, lt_acts *acts, const lt_llama_views *grads,
+                            float *din, lt_pool *pool, lt_error *err);
+
+/*
+ * A context-parallel group (DP-Merge, SlimPack 4.1.1; docs/plans-schema.md "The one CP
+ * rule"): G units u[0..G) holding disjoint shards of the same slices, run through the same
+ * pass in per-layer lockstep. At each layer every member's keys/values go into the shared
+ * context before any member's attention reads it, and in the backward every member's
+ * attention backward adds its dK/dV before any member reads its own rows' gradients: the
+ * K/V exchange of ring attention, done through the context in one process. in/dout/din and
+ * a hold one entry per member; the loss is the members' sum. With G = 1 these are exactly
+ * lt_llama_forward / lt_llama_backward (which call them).
+ */
+/*
+ * A group spread over processes (the distributed engine, train/exec/exec.c over train/dist/comm.h):
+ * each process runs its own members (often one, or none when its shard is empty: G = 0 is
+ * allowed then) and the hooks exchange the rest with the other processes, per layer:
+ *   kv_ready(l)   forward, after the local members' K/V rows of layer l are in the context
+ *                 and before any attention reads it: bring in the other members' rows;
+ *   dkv_begin(l)  backward, before the local members' attention backward of layer l;
+ *   dkv_ready(l)  backward, after it and before the local members read their own rows'
+ *                 dK/dV: make the context's dK/dV the sum over every member;
+ *   layer_begin(l) backward, before anything of layer l: the local members' activations of
+ *                 layer l may be filled now (window sets, lt_acts_alloc_window);
+ *   layer_done(l) backward, after every local member's backward of layer l: its parameter
+ *                 gradients are complete for this call (the engine starts their DP
+ *                 all-reduce after a stage's last backward: overlap with the layers below).
+ * NULL hooks: every member is local (the one-process executor); a NULL entry is skipped.
+ */
+typedef struct lt_cp_hooks {
+    void *ctx;
+    lt_status (*kv_ready)(void *ctx, int layer, lt_error *err);
+    lt_status (*layer_begin)(void *ctx, int layer, lt_error *err);
+    lt_status (*dkv_begin)(void *ctx, int layer, lt_error *err);
+    lt_status (*dkv_ready)(void *ctx, int layer, lt_error *err);
+    lt_status (*layer_done)(void *ctx, int layer, lt_error *err);
+} lt_cp_hooks;
+
+lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
+                                 int G, const float *const *in, lt_kvctx *kv, lt_acts *a,
+                                 const lt_llama_views *grads, const lt_cp_hooks *hooks, double *loss_sum,
+                                 lt_pool *pool, lt_error *err);
+lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
+                                  int G, const float *const *dout, lt_kvctx *kv, lt_acts *a,
+                                  const lt_llama_views *grads, const lt_cp_hooks *hooks, float *const *din,
+                                  lt_pool *pool, lt_error *err);
+
+/* Convenience for tests, eval and the --whole trainer: forward (and with grads != NULL,
+ * backward) of a whole batch split into units, through all layers in one process: forward
+ * units in order, backward units in reverse order. Returns the summed loss in *loss_sum
+ * (divide by lt_batch_predicted_tokens for the mean). loss_scale as in lt_pass (used only
+ * with grads). */
+/* kv: a context initialized for b (with gradients when grads != NULL) that the caller may
+ * inspect afterwards, or NULL for a private one. */
+lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_train_unit *units, int n_units,
+                              float loss_scale, const lt_llama_views *grads, lt_kvctx *kv,
+                              double *loss_sum, lt_pool *pool, lt_error *err);
+
+#endif /* LT_TRAIN_MODEL_H */
