@@ -12,7 +12,6 @@
 
 #include "plans/schedule/schedule.h" /* lt_schedule, lt_stage_ops, lt_op */
 #include "train/model/backend.h"  /* lt_backend_cuda_sum_squares, _scale: the norm of device gradients */
-#include "train/exec/exec.h"     /* lt_exec_check_layout */
 
 static bool is_embed(const lt_llama *m, const lt_tensor_info *t) { return t->offset == (size_t)(m->w.embed - m->params); }
 
@@ -58,12 +57,22 @@ size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage)
     return n;
 }
 
+lt_status lt_dist_check_layout(const lt_step_plan *p, const lt_comm_layout *l, lt_error *err) {
+    int dp = 0;
+    for (size_t r = 0; r < p->n_ranks; r++) dp += p->ranks[r].cp > 1 ? p->ranks[r].cp : 1;
+    if (dp != l->dp || p->pp != l->pp)
+        return lt_fail(err, LT_ERR_INPUT, NULL, "step %llu was planned for %d DP ranks x %d stages; this job runs %d x %d "
+                       "(parallel.dp, parallel.pp: plan and train with the same layout)",
+                       (unsigned long long)p->step, dp, p->pp, l->dp, l->pp);
+    return LT_OK;
+}
+
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
                        bool zero1, lt_error *err) {
     memset(d, 0, sizeof *d);
     const lt_comm_layout *l = lt_comm_layout_of(c);
     d->comm = c, d->stage = l->stage, d->pp = l->pp, d->dp_rank = l->dp_rank, d->dp = l->dp;
-    lt_status st = lt_exec_check_layout(p, l, err);
+    lt_status st = lt_dist_check_layout(p, l, err);
     if (st == LT_OK) st = stage_layers(p, d->stage, &d->l0, &d->l1, err);
     if (st != LT_OK) return st;
     d->n_tensors = m->n_tensors;
@@ -173,7 +182,7 @@ lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_a
 
 lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *err) {
     int l0, l1;
-    lt_status st = lt_exec_check_layout(p, lt_comm_layout_of(d->comm), err);
+    lt_status st = lt_dist_check_layout(p, lt_comm_layout_of(d->comm), err);
     if (st == LT_OK) st = stage_layers(p, d->stage, &l0, &l1, err);
     if (st == LT_OK && (l0 != d->l0 || l1 != d->l1))
         st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu puts layers %d..%d on stage %d, which holds layers %d..%d: the "

@@ -53,6 +53,12 @@ typedef struct lt_dist {
     const lt_llama *model;
 } lt_dist;
 
+/* The plan's layout (DP ranks, counting a static CP pipeline's members, x stages) against
+ * the job's; a mismatch names both. Every rank checks it before anything else of a step
+ * (lt_dist_init, lt_dist_check_plan, lt_exec_step_rank), so that each reports the layout,
+ * not a consequence of it. */
+lt_status lt_dist_check_layout(const lt_step_plan *p, const lt_comm_layout *l, lt_error *err);
+
 /* The ownership of this rank's stage from plan p (the layers of its ops on that stage in
  * every pipeline: they must agree). Errors: LT_ERR_INPUT naming the step and stage when the
  * pipelines split the layers differently, LT_ERR_NOMEM. */

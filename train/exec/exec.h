@@ -1,9 +1,10 @@
 /*
- * train/exec/exec.h — the plan executor: one step of a stored plan (plans/strategies/plan.h), every
- * pipeline and stage of it run by this process, in an order the plan's dependencies allow
- * (plans/schedule/deps.h, the rules the simulator priced). The distributed engine will run the same
- * ops with the tensors of the p2p edges moved between processes instead of between
- * buffers of one.
+ * train/exec/exec.h — the plan executor: one step of a stored plan
+ * (plans/strategies/plan.h), in an order the plan's dependencies allow
+ * (plans/schedule/deps.h, the rules the simulator priced): every pipeline and stage of it
+ * in this process (lt_exec_step), or one (DP rank, stage) of the distributed engine, with
+ * the tensors of the edges between stages moved between processes (lt_exec_step_rank).
+ * How the executor is built: train/exec/internal.h.
  *
  * What an op does (DESIGN.md "Trainer engine"; the plan's rules in docs/plans-schema.md):
  *   F  unit u through its layers [l0, l1): the embedding when l0 = 0, else the output of
@@ -15,30 +16,32 @@
  *      later F's, plans/strategies/plan.h "loss convention").
  *   B  backward of u through [l0, l1): the gradient of its output comes from the B of u
  *      that starts at l1 (or the fused head); the activations are those of u's F on the
- *      same stage; in an asymmetric schedule (SlimPack 4.1.2) the backward unit's rows are
- *      gathered from the forward units that hold its tokens (lt_acts_copy_row), one layer
- *      at a time just before that layer's backward, so any regrouping works and one
- *      layer's copy is live; once it has run, the forward units drop the rows it took
- *      (lt_acts_keep_rows). dK/dV go into the KV context's gradient buffers (FILO across
+ *      same stage, read in place; where the backward unit is cut differently (an
+ *      asymmetric schedule, SlimPack 4.1.2) its rows are gathered from the forward units
+ *      that hold its tokens (lt_acts_copy_row), one layer at a time just before that
+ *      layer's backward, so any regrouping works and one layer's copy is live; once it has
+ *      run, the forward units drop the rows it took (lt_acts_keep_rows). dK/dV go into the KV context's gradient buffers (FILO across
  *      the slices of a sample, which the dependencies order).
  * Ops run when their predecessors have run; among ready ops the one the plan predicts to
  * start first goes first. The order of every pipeline is computed before any op runs, so a
  * plan whose ops cannot all run (a cycle: a deadlock) is refused before a gradient is
  * touched, naming the step, pipeline, stage and op.
  *
- * Recompute (plans/strategies/plan.h: recompute_layers R of an op = the first R layers of its range):
- * the F runs those layers with scratch activations and keeps only their input (the
+ * Recompute (plans/strategies/plan.h: recompute_layers R of an op = the first R layers of
+ * its range): the F runs those layers with scratch activations and keeps only their input (the
  * token ids on the first stage); its B runs their forward again from that input (writing
  * the same K/V into the context), then the backward of the whole range. A backward unit
  * cut inside a forward slice recomputes only its own rows, attending to the kept K/V of
- * the slice's earlier tokens (issue 16, point 4). The gradients are bit-identical to a run
+ * the slice's earlier tokens. The gradients are bit-identical to a run
  * without recompute when the units are the same (the same forward on the same rows).
  *
  * Context parallelism (docs/plans-schema.md "The one CP rule"): an op of a DP-Merge unit
  * (unit cp = G > 1) or of a static context-parallel pipeline (cp = G > 1) runs as G member
  * shards (each slice cut into 2G chunks, member k taking chunks k and 2G - 1 - k) in
- * per-layer lockstep (lt_llama_forward_group / lt_llama_backward_group: the K/V exchange of
- * ring attention, through the shared context). The group's op runs where the first member
+ * per-layer lockstep; every other op is a group of one, its unit as it is (one op path).
+ * The members run through the model's group passes (lt_llama_forward_group /
+ * lt_llama_backward_group: the K/V exchange of ring attention, through the shared context
+ * in one process, round the members' ring across processes). The group's op runs where the first member
  * meets it; the other members' copies of a DP-Merge op are skipped (lt_exec_stats
  * .ops_skipped), their shards having run in the group. Recompute applies to group ops as
  * to the others, per member.
@@ -49,12 +52,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"      /* lt_status, lt_error */
-#include "lib/threadpool.h" /* lt_pool */
-#include "plans/strategies/plan.h"     /* lt_step_plan */
-#include "plans/store/store.h"    /* lt_measured_op */
-#include "train/dist/comm.h"     /* lt_comm */
-#include "train/model/model.h"    /* lt_llama, lt_train_sample, lt_llama_views */
+#include "lib/error.h"             /* lt_status, lt_error */
+#include "lib/threadpool.h"        /* lt_pool */
+#include "plans/store/store.h"     /* lt_measured_op */
+#include "plans/strategies/plan.h" /* lt_step_plan */
+#include "train/dist/comm.h"       /* lt_comm */
+#include "train/model/model.h"     /* lt_llama, lt_train_sample, lt_llama_views */
 
 /* What a step executed, for checks and progress lines. */
 typedef struct lt_exec_stats {
@@ -119,11 +122,6 @@ typedef struct lt_exec_hooks {
     void *ctx;
     lt_status (*grads_final)(void *ctx, int layer, lt_error *err);
 } lt_exec_hooks;
-/* Distributed: the plan's layout (DP ranks, counting a static CP pipeline's members, x
- * stages) against the job's; a mismatch names both. Every rank checks it before anything
- * else of the step, so that each reports the layout, not a consequence of it. */
-lt_status lt_exec_check_layout(const lt_step_plan *p, const lt_comm_layout *l, lt_error *err);
-
 lt_status lt_exec_step_rank(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
                             const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_comm *comm,
                             const lt_exec_hooks *hooks, lt_error *err);

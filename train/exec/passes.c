@@ -1,0 +1,209 @@
+/*
+ * train/exec/passes.c — the ops: F / FK and B of a unit through a stage's layers, over the
+ * op's members (train/exec/internal.h; what each op does: train/exec/exec.h).
+ *
+ * One path for every op: the members this process runs go through the model's group
+ * passes in per-layer lockstep (lt_llama_forward_group / lt_llama_backward_group); an op
+ * outside any group is one member, a group spread over processes adds the ring's hooks
+ * (ring.c). A backward reads its forward's activations in place where its shards equal the
+ * forward's, and otherwise gathers its rows into window sets one layer at a time (rows.c).
+ *
+ * Recompute (plans/strategies/plan.h: recompute_layers R of an op = the first R layers of
+ * its range): the F runs those layers with scratch activations and keeps only their input
+ * (x_in; nothing on the first stage, whose input is the token ids); its B runs their
+ * forward again from that input (writing the same K/V into the context), then the backward
+ * of [l0 + R, l1) and of [l0, l0 + R).
+ */
+#include <stdlib.h>
+
+#include "train/exec/internal.h"
+
+/* Runs pass over n members cu[0..n): allocates their activations in a[0..n), counted from
+ * their allocation on, and runs the forward in lockstep (hooks: a group spread over
+ * processes, where n may be 0). */
+static lt_status members_forward(pipe_run *pr, const lt_pass *pass, const lt_train_unit *cu, int n,
+                                 const float *const *cin, lt_acts *a, const lt_cp_hooks *hooks, double *loss,
+                                 lt_error *err) {
+    lt_status st = LT_OK;
+    for (int i = 0; st == LT_OK && i < n; i++) {
+        st = lt_acts_alloc(&a[i], pr->m, pr->b, &cu[i], pass->l0, pass->l1, pass->head, err);
+        exec_track(pr, a[i].bytes);
+    }
+    if (st == LT_OK && (n > 0 || hooks))
+        st = lt_llama_forward_group(pr->m, pass, pr->b, cu, n, cin, pr->kv, a, pr->grads, hooks, loss, pr->pool, err);
+    return st;
+}
+
+/* F or FK op v: each member's shard through the op's layers; the activations kept in
+ * ops[v].acts. With R > 0 the first R layers run with scratch activations and each member
+ * keeps only their input (x_in). */
+lt_status exec_forward(pipe_run *pr, uint32_t v, lt_error *err) {
+    op_state *o = &pr->ops[v];
+    const lt_op *op = pr->deps.op[v];
+    int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers, G = o->G, n = o->n_active;
+    bool with_loss = op->kind == LT_OP_F;
+    int l0 = (int)op->layer_begin, l1 = (int)op->layer_end, R = exec_recompute_of(op);
+    uint32_t from = LT_DEP_NONE;
+    if (l0 > 0) {
+        from = exec_pred_of_kind(&pr->deps, v, LT_DEP_PATH);
+        if (from == LT_DEP_NONE || pr->ops[from].G != G) return exec_op_error(pr, v, err, "no input from the stage before");
+    }
+    exec_ring ring;
+    lt_cp_hooks hk;
+    exec_ring_hooks(pr, v, &ring, &hk);
+    const lt_cp_hooks *hooks = hk.kv_ready ? &hk : NULL;
+    lt_train_unit *cu = calloc((size_t)G, sizeof *cu);
+    lt_acts *ca = calloc((size_t)G, sizeof *ca), *cs = calloc((size_t)G, sizeof *cs);
+    const float **cin = calloc((size_t)G, sizeof *cin);
+    lt_status st = cu && ca && cs && cin ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    const lt_backend *be = exec_be(pr);
+    size_t C = (size_t)pr->m->shape.hidden;
+    for (int i = 0; st == LT_OK && i < n; i++) {
+        cu[i] = o->u[o->active[i]];
+        if (from == LT_DEP_NONE) continue;
+        const lt_acts *in = &pr->ops[from].acts[o->active[i]];
+        if (in->T == 0) st = exec_op_error(pr, v, err, "no input from the stage before");
+        else if (in->T != lt_unit_tokens(&cu[i])) st = exec_op_error(pr, v, err, "its input shard does not match its own");
+        else cin[i] = in->out;
+    }
+    if (st == LT_OK && R > 0) { /* the recomputed layers: inputs kept, activations dropped */
+        for (int i = 0; st == LT_OK && from != LT_DEP_NONE && i < n; i++) {
+            int g = o->active[i];
+            size_t bytes = (size_t)lt_unit_tokens(&cu[i]) * C * be->act_bytes;
+            if (!(o->x_in[g] = be->alloc(be, bytes ? bytes : 1, false))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+            else be->copy(be, o->x_in[g], cin[i], bytes), o->x_bytes[g] = bytes, exec_track(pr, bytes);
+        }
+        lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0, .meter = &pr->meter};
+        if (st == LT_OK) st = members_forward(pr, &pa, cu, n, cin, cs, hooks, NULL, err);
+        for (int i = 0; st == LT_OK && i < n; i++) cin[i] = cs[i].out;
+    }
+    lt_pass pass = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers && with_loss,
+                    .meter = &pr->meter};
+    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    double loss = 0;
+    if (st == LT_OK) st = members_forward(pr, &pass, cu, n, cin, ca, hooks, &loss, err);
+    for (int i = 0; ca && i < n; i++) o->acts[o->active[i]] = ca[i]; /* (released with the op, also after an error) */
+    for (int i = 0; cs && i < n; i++) {
+        exec_untrack(pr, cs[i].bytes, pr->cur_stage);
+        lt_acts_free(&cs[i]);
+    }
+    if (st == LT_OK && pass.head) pr->stats->loss_sum += loss;
+    if (st == LT_OK && with_loss) exec_count_tokens(pr, pr->f_tokens, stage, cu, n);
+    free(cu), free(ca), free(cs), free(cin);
+    return st;
+}
+
+/* The hooks' context of a B op: the ring's (first: its hooks read it as theirs), the op,
+ * and the windows its rows are gathered into. */
+typedef struct bwd_hooks {
+    exec_ring ring;
+    pipe_run *pr;
+    uint32_t v;
+    int R;
+    lt_acts *win;
+} bwd_hooks;
+
+/* lt_cp_hooks.layer_begin of a gathering B op: layer l's rows, if l is in the windows' range. */
+static lt_status gather_layer(void *ctx, int l, lt_error *err) {
+    bwd_hooks *b = ctx;
+    const lt_op *op = b->pr->deps.op[b->v];
+    if (l < (int)op->layer_begin + b->R || l >= (int)op->layer_end) return LT_OK;
+    return exec_gather_rows(b->pr, b->v, l, l + 1, false, b->win, NULL, err);
+}
+
+/* lt_cp_hooks.layer_done of the stage's last B op. */
+static lt_status final_layer(void *ctx, int l, lt_error *err) { return exec_final_layer(((bwd_hooks *)ctx)->pr, l, err); }
+
+/* B op v: each member's shard backward, its activations read in place from its forward or
+ * its rows gathered (one layer at a time, before that layer's backward, into a window
+ * set: one layer's copy is live beside the backward's own scratch); with recompute R > 0,
+ * first the forward of the first R layers again from the kept inputs. */
+lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err) {
+    op_state *o = &pr->ops[v];
+    const lt_op *op = pr->deps.op[v];
+    int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers, G = o->G, n = o->n_active;
+    int l0 = (int)op->layer_begin, l1 = (int)op->layer_end, R = exec_recompute_of(op);
+    lt_pass pb = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers, .meter = &pr->meter};
+    pb.loss_scale = pb.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0, .meter = &pr->meter};
+    bool want_x = R > 0 && l0 > 0, gather = o->fwd == LT_DEP_NONE;
+    uint32_t from = LT_DEP_NONE;
+    if (!pb.head) {
+        from = exec_pred_of_kind(&pr->deps, v, LT_DEP_PATH);
+        if (from == LT_DEP_NONE || pr->ops[from].G != G)
+            return exec_op_error(pr, v, err, "no gradient from the stage after");
+    }
+    lt_train_unit *cu = calloc((size_t)G, sizeof *cu);
+    lt_acts *ca = calloc((size_t)G, sizeof *ca), *cr = calloc((size_t)G, sizeof *cr);
+    const float **cdout = calloc((size_t)G, sizeof *cdout), **cx = calloc((size_t)G, sizeof *cx);
+    float **cdin = calloc((size_t)G, sizeof *cdin), **cmid = calloc((size_t)G, sizeof *cmid);
+    float **xs = calloc((size_t)G, sizeof *xs);
+    lt_status st = cu && ca && cr && cdout && cx && cdin && cmid && xs ? LT_OK
+                                                                         : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    const lt_backend *be = exec_be(pr);
+    size_t C = (size_t)pr->m->shape.hidden, es = be->act_bytes;
+    for (int i = 0; st == LT_OK && i < n; i++) {
+        int g = o->active[i];
+        cu[i] = o->u[g];
+        size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
+        if (!pb.head && !(cdout[i] = pr->ops[from].din[g])) {
+            st = exec_op_error(pr, v, err, "no gradient from the stage after");
+        } else if (gather) { /* the kept inputs' rows and a window over the range */
+            if (want_x && !(xs[i] = be->alloc(be, TC * es, false))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+            else if (want_x) exec_track(pr, TC * es);
+            if (st == LT_OK) st = lt_acts_alloc_window(&ca[i], pr->m, pr->b, &cu[i], l0 + R, l1, pb.head, err);
+            exec_track(pr, ca[i].bytes);
+            cx[i] = xs[i];
+        } else { /* the forward's, in place */
+            const op_state *f = &pr->ops[o->fwd];
+            if (f->acts[g].T == 0 || f->kept[g].at) st = exec_op_error(pr, v, err, "no activations of its forward");
+            else if (want_x && !f->x_in[g]) st = exec_op_error(pr, v, err, "its forward kept no input to recompute from");
+            else ca[i] = f->acts[g], cx[i] = f->x_in[g];
+        }
+    }
+    /* before the first layer: the head's part of the rows (the backward starts from it) and
+     * the recomputed layers' inputs; then each layer's rows as its backward begins */
+    if (st == LT_OK && gather && (pb.head || want_x))
+        st = exec_gather_rows(pr, v, l1, l1, pb.head, ca, want_x ? xs : NULL, err);
+    bwd_hooks bh = {.pr = pr, .v = v, .R = R, .win = ca};
+    lt_cp_hooks ring;
+    exec_ring_hooks(pr, v, &bh.ring, &ring);
+    ring.ctx = &bh;
+    lt_cp_hooks hf = ring, hb = ring; /* the recompute's passes, the range's backward */
+    if (pr->eh && v == pr->last_b) hf.layer_done = hb.layer_done = final_layer;
+    if (gather) hb.layer_begin = gather_layer;
+    const lt_cp_hooks *kvh = ring.kv_ready ? &ring : NULL, *hfp = hf.kv_ready || hf.layer_done ? &hf : NULL;
+    const lt_cp_hooks *hbp = hb.kv_ready || hb.layer_done || hb.layer_begin ? &hb : NULL;
+    if (st == LT_OK && R > 0) st = members_forward(pr, &pa, cu, n, cx, cr, kvh, NULL, err);
+    for (int i = 0; st == LT_OK && R > 0 && i < n; i++) {
+        size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
+        if (!(cmid[i] = be->alloc(be, TC * es, true))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a gradient");
+        else exec_track(pr, TC * es);
+    }
+    for (int i = 0; st == LT_OK && l0 > 0 && i < n; i++) { /* held until the stage before has read it (release) */
+        size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
+        if (!(cdin[i] = o->din[o->active[i]] = be->alloc(be, TC * es, true)))
+            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-element input gradient", TC);
+        else o->din_bytes += TC * es, exec_track(pr, TC * es);
+    }
+    if (st == LT_OK)
+        st = lt_llama_backward_group(pr->m, &pb, pr->b, cu, n, pb.head ? NULL : cdout, pr->kv, ca, pr->grads, hbp,
+                                     R > 0 ? cmid : (l0 > 0 ? cdin : NULL), pr->pool, err);
+    for (int i = 0; gather && ca && i < n; i++) {
+        exec_untrack(pr, ca[i].bytes, pr->cur_stage);
+        lt_acts_free(&ca[i]);
+    }
+    if (st == LT_OK && R > 0 && (n > 0 || hfp))
+        st = lt_llama_backward_group(pr->m, &pa, pr->b, cu, n, (const float *const *)cmid, pr->kv, cr, pr->grads, hfp,
+                                     l0 > 0 ? cdin : NULL, pr->pool, err);
+    if (st == LT_OK) exec_count_tokens(pr, pr->b_tokens, stage, cu, n);
+    for (int i = 0; cu && cr && i < n; i++) {
+        exec_untrack(pr, cr[i].bytes, pr->cur_stage);
+        lt_acts_free(&cr[i]);
+        size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
+        if (cmid && cmid[i]) exec_untrack(pr, TC * es, pr->cur_stage), be->free(be, cmid[i]);
+        if (xs && xs[i]) exec_untrack(pr, TC * es, pr->cur_stage), be->free(be, xs[i]);
+    }
+    free(cu), free(ca), free(cr), free(cdout), free(cx), free(cdin), free(cmid), free(xs);
+    return st;
+}
