@@ -87,8 +87,7 @@
 #include "plans/cost/cost.h"     /* lt_cost_model, lt_cost_op, lt_cost_act_bytes_per_token */
 #include "plans/cost/hardware.h" /* lt_hardware, lt_hardware_load */
 #include "plans/batches/lengths.h"  /* lt_lengths_parse_list */
-#include "train/cmd/cmd.h"      /* calibrate_command, lt_cmd_model_shape, lt_cmd_seed */
-#include "train/cmd/commands.h" /* lt_cmd_threads, lt_cmd_backend */
+#include "train/cmd/cmd.h"      /* calibrate_command, lt_cmd_model_shape, lt_cmd_seed, lt_cmd_threads, lt_cmd_backend */
 #include "train/cpu/threads.h"      /* lt_cpu_init */
 #include "train/cpu/kernels.h"  /* lt_attention_forward, lt_attention_backward, lt_kernel_for */
 #include "train/model/model.h"    /* lt_llama_*, lt_acts_*, lt_kvctx_* */

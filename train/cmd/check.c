@@ -30,10 +30,9 @@
 #include "lib/cli.h"        /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
 #include "lib/config.h"     /* lt_config_get_double */
 #include "plans/batches/sampler.h"  /* lt_sample */
-#include "plans/store/store.h"    /* lt_store_open, lt_store_get_step, lt_store_steps */
+#include "plans/store/store.h"    /* lt_store_get_step, lt_store_steps, lt_store_close */
 #include "train/model/backend.h"  /* lt_backend_cuda_*: the GPU check */
-#include "train/cmd/cmd.h"      /* lt_cmd_model_shape, lt_cmd_seed */
-#include "train/cmd/commands.h" /* check_command, lt_cmd_load_model, lt_cmd_threads, lt_cmd_open_backend */
+#include "train/cmd/cmd.h"      /* check_command, lt_cmd_* */
 #include "train/cpu/threads.h"      /* lt_cpu_init */
 #include "train/io/docs.h"     /* lt_docs_open, lt_docs_get_piece */
 #include "train/dist/dist.h"     /* lt_dist: the stages' parameters over MPI ranks */
@@ -59,21 +58,6 @@ static lt_status parse_steps(const char *text, uint64_t **steps, size_t *n, lt_e
     free(*steps);
     *steps = NULL;
     return lt_fail(err, LT_ERR_USAGE, "--steps", "'%.100s' is not a comma-separated list of step numbers", text);
-}
-
-lt_status lt_cmd_load_plan_samples(lt_docs *docs, const lt_step_plan *p, const lt_sample *src, lt_train_sample *out,
-                                   lt_error *err) {
-    for (size_t i = 0; i < p->n_samples; i++) {
-        int32_t *tokens;
-        lt_status st = lt_docs_get_piece(docs, src[i].task, src[i].doc, src[i].offset, src[i].length, &tokens, err);
-        if (st != LT_OK) {
-            lt_error_prefix(err, "step %" PRIu64 ", sample %zu (task=%u,doc=%" PRIu64 ",tok=%" PRId64 "): ", p->step, i,
-                            src[i].task, src[i].doc, src[i].offset);
-            return st;
-        }
-        out[i] = (lt_train_sample){.tokens = tokens, .len = (int)src[i].length};
-    }
-    return LT_OK;
 }
 
 /* max |a - b| / max |b| over a tensor (the absolute difference when b is all zero). */
@@ -242,40 +226,6 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     lt_exec_stats_free(&es);
     free(smp), free(whole), free(units), free(src);
     lt_step_plan_free(&p);
-    return st;
-}
-
-/* LT_OK when model m has the dimensions of the [model] stored with the plans. */
-static lt_status check_plans_model(const lt_run_info *run, const char *db, const lt_llama *m, lt_error *err) {
-    lt_config *cfg = lt_config_new();
-    if (!cfg) return lt_fail(err, LT_ERR_NOMEM, db, "out of memory");
-    lt_model_shape want;
-    lt_status st = lt_config_load_string(cfg, run->config ? run->config : "", db, err);
-    if (st == LT_OK) st = lt_model_from_config(cfg, NULL, &want, err);
-    lt_config_free(cfg);
-    if (st != LT_OK) {
-        lt_error_prefix(err, "the config stored in the plan file");
-        return st;
-    }
-    const char *names[] = {"layers", "hidden", "heads", "kv_heads", "ffn", "vocab"};
-    int plan[] = {want.layers, want.hidden, want.heads, want.kv_heads, want.ffn, want.vocab};
-    int ours[] = {m->shape.layers, m->shape.hidden, m->shape.heads, m->shape.kv_heads, m->shape.ffn, m->shape.vocab};
-    for (int i = 0; i < 6; i++)
-        if (plan[i] != ours[i] || (i == 0 && run->layers != ours[0])) {
-            lt_fail(err, LT_ERR_CONFIG, db, "the plans are for a model with %s = %d, this model has %d", names[i],
-                    i == 0 ? run->layers : plan[i], ours[i]);
-            lt_error_hint(err, "use the [model] the plans were built with (sqlite3 %s \"SELECT config FROM runs\")", db);
-            return LT_ERR_CONFIG;
-        }
-    return LT_OK;
-}
-
-lt_status lt_cmd_open_plans(const char *db, const lt_llama *m, lt_store **store, lt_error *err) {
-    lt_status st = lt_store_open(store, db, err);
-    lt_run_info run = {0};
-    if (st == LT_OK) st = lt_store_run_info(*store, &run, err);
-    if (st == LT_OK) st = check_plans_model(&run, db, m, err);
-    lt_run_info_free(&run);
     return st;
 }
 

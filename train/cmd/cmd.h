@@ -1,23 +1,42 @@
 /*
- * train/cmd/cmd.h — the trainer's model-file commands (init, export, import; train/cmd/init.c)
- * and the helpers they share with the other command files. The model-running commands
- * (eval, generate, train) are declared in train/cmd/commands.h; the table that dispatches all
- * of them is train/cmd/trainer.c.
+ * train/cmd/cmd.h — the interface of the trainer stage's program (execute stored plans over
+ * DP x PP (x CP) ranks): its command table (train/cmd/trainer.c), its commands (one file each
+ * under train/cmd/) and the helpers they share (train/cmd/common.c): the config's seed, model,
+ * context length and thread count, a checkpoint checked against the config, the backend and
+ * the communicator of a launched job, the plan file checked against the model and a plan's
+ * samples read from the data.
  */
 #ifndef LT_TRAIN_CMD_H
 #define LT_TRAIN_CMD_H
 
 #include <stdint.h>
 
-#include "lib/cli.h"   /* lt_cli_ctx */
-#include "lib/error.h" /* lt_status, lt_error */
-#include "lib/model.h" /* lt_model_shape */
+#include "lib/cli.h"           /* lt_cli_ctx, lt_cli_program */
+#include "lib/error.h"         /* lt_status, lt_error */
+#include "lib/model.h"         /* lt_model_shape */
+#include "train/io/ckpt.h"     /* lt_ckpt_state */
+#include "train/dist/comm.h"   /* lt_comm */
+#include "train/model/model.h" /* lt_llama */
+#include "train/model/optim.h" /* lt_adamw */
+#include "plans/store/store.h" /* lt_store, lt_step_plan, lt_sample */
+#include "train/io/docs.h"     /* lt_docs */
 
-int init_command(lt_cli_ctx *ctx);   /* trainer init --out CKPT */
-int export_command(lt_cli_ctx *ctx); /* trainer export CKPT --hf DIR */
-int import_command(lt_cli_ctx *ctx); /* trainer import --hf DIR --out CKPT */
+/* The `trainer` program: its commands (lib/cli.h runs them; train/cmd/trainer.c). */
+extern const lt_cli_program trainer_program;
+
+/* ------------------------------------------------------------------ the commands */
+
+int init_command(lt_cli_ctx *ctx);   /* trainer init --out CKPT (train/cmd/init.c) */
+int export_command(lt_cli_ctx *ctx); /* trainer export CKPT --hf DIR (train/cmd/init.c) */
+int import_command(lt_cli_ctx *ctx); /* trainer import --hf DIR --out CKPT (train/cmd/init.c) */
+int eval_command(lt_cli_ctx *ctx);     /* train/cmd/eval.c */
+int generate_command(lt_cli_ctx *ctx); /* train/cmd/generate.c */
+int train_command(lt_cli_ctx *ctx);    /* train/cmd/train.c */
+int check_command(lt_cli_ctx *ctx);    /* train/cmd/check.c */
 /* trainer calibrate --out FILE.ini: a hardware profile of this machine (train/cmd/calibrate.c) */
 int calibrate_command(lt_cli_ctx *ctx);
+
+/* ------------------------------------------------------------------ shared (train/cmd/common.c) */
 
 /* The seed of parameter initialization and of the training stream: train.seed, else
  * plan.seed (which has a default). */
@@ -26,5 +45,47 @@ uint64_t lt_cmd_seed(const lt_cli_ctx *ctx);
 /* The config's model (lt_model_from_config). A run that names no model at all (neither
  * --config nor any model.* key) is LT_ERR_USAGE rather than a silent llama-7b. */
 lt_status lt_cmd_model_shape(const lt_cli_ctx *ctx, lt_model_shape *shape, lt_error *err);
+
+/* plan.context_len, or 0 when unset (no truncation). */
+int64_t lt_cmd_context_len(const lt_cli_ctx *ctx);
+/* train.threads (0 = one per CPU). */
+int lt_cmd_threads(const lt_cli_ctx *ctx);
+
+/* Read checkpoint `ckpt` (moments into opt when non-NULL, state into st when non-NULL);
+ * when the config sets [model] keys, the checkpoint's dimensions must match them. */
+lt_status lt_cmd_load_model(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m, lt_adamw *opt, lt_ckpt_state *st,
+                            lt_error *err);
+
+/* train.backend: NULL in *be for cpu; for cuda the rank's GPU (SLURM_LOCALID, else
+ * OMPI_COMM_WORLD_LOCAL_RANK, else 0) opened (train/model/backend.h), or LT_ERR_CONFIG
+ * "train.backend = cuda: <lt_cuda_open's reason>" at the key's origin (exit 2). */
+struct lt_backend;
+lt_status lt_cmd_open_backend(const lt_cli_ctx *ctx, struct lt_backend **be, lt_error *err);
+/* The same for a rank of a launched job (comm distributed; NULL or a world of one: as
+ * above): the GPU lt_comm_pick_device names, and NCCL attached to comm on its streams
+ * (lt_comm_attach_device, collective over the world). The caller lt_comm_finalize's comm
+ * before lt_backend_cuda_close (the NCCL communicators use the backend's streams). */
+struct lt_comm;
+lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, struct lt_comm *comm, struct lt_backend **be, lt_error *err);
+/* For the commands that run on the CPU only (generate, calibrate): LT_OK for cpu; cuda is
+ * LT_ERR_CONFIG with the reason it cannot open, or saying the command is CPU-only. */
+lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err);
+
+/* The distributed engine's communicator when a launcher started this process (mpirun,
+ * srun --mpi=pmix: train/dist/comm.h), checked against parallel.dp x parallel.pp, with
+ * train.comm_timeout_s; *comm = NULL otherwise (one process runs every rank's ops). */
+lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err);
+/* A distributed rank's error: printed with the rank's coordinates, then the job ends
+ * (lt_comm_abort, exit status 1). A no-op with comm = NULL. */
+void lt_cmd_comm_fail(lt_comm *comm, const lt_error *err);
+
+/* Open the plan file `db` into *store and check that model m has the dimensions of the
+ * [model] stored with the plans (LT_ERR_CONFIG naming the first that differs and `db`);
+ * the store's errors otherwise. *store is set even on a failed check (lt_store_close it). */
+lt_status lt_cmd_open_plans(const char *db, const lt_llama *m, lt_store **store, lt_error *err);
+/* The tokens of plan p's samples (out[i], malloc'd: the caller frees each), read from the
+ * shards of `docs` by their sources src[i]; errors name the step, sample and source. */
+lt_status lt_cmd_load_plan_samples(lt_docs *docs, const lt_step_plan *p, const lt_sample *src, lt_train_sample *out,
+                                   lt_error *err);
 
 #endif /* LT_TRAIN_CMD_H */

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "lib/cli.h"      /* lt_cli_option_value, lt_cli_usage, lt_cli_unknown_option */
-#include "lib/config.h"   /* lt_config_get_int, lt_config_get_size, lt_config_is_set */
+#include "lib/config.h"   /* lt_config_get_size, lt_config_is_set */
 #include "lib/log.h"      /* LT_INFO */
 #include "lib/rng.h"      /* lt_rng_seed */
 #include "train/io/ckpt.h"   /* lt_ckpt_write, lt_ckpt_read */
@@ -26,27 +26,6 @@
 #include "train/model/model.h"  /* lt_llama_create, lt_llama_init */
 #include "train/model/optim.h"  /* lt_adamw_init */
 #include "train/io/safetensors.h" /* lt_safetensors_dtype_name */
-
-uint64_t lt_cmd_seed(const lt_cli_ctx *ctx) {
-    int64_t seed = 1234;
-    if (lt_config_is_set(ctx->config, "train", "seed"))
-        lt_config_get_int(ctx->config, "train", "seed", &seed, NULL);
-    else
-        lt_config_get_int(ctx->config, "plan", "seed", &seed, NULL);
-    return (uint64_t)seed;
-}
-
-lt_status lt_cmd_model_shape(const lt_cli_ctx *ctx, lt_model_shape *shape, lt_error *err) {
-    static const char *const keys[] = {"preset", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab"};
-    bool any = ctx->config_path != NULL;
-    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) any |= lt_config_is_set(ctx->config, "model", keys[k]);
-    if (!any) {
-        lt_fail(err, LT_ERR_USAGE, NULL, "which model? no --config and no model.* key given");
-        lt_error_hint(err, "give --config FILE with a [model] section, or --set model.preset=NAME (e.g. nano)");
-        return LT_ERR_USAGE;
-    }
-    return lt_model_from_config(ctx->config, NULL, shape, err);
-}
 
 /* Options of the three commands: --out, --hf, and at most one positional argument. */
 typedef struct file_args {

@@ -42,8 +42,7 @@
 #include "lib/files.h"      /* lt_mkdir_p */
 #include "lib/log.h"        /* LT_INFO */
 #include "train/io/ckpt.h"     /* lt_ckpt_* */
-#include "train/cmd/commands.h" /* train_command, lt_cmd_* */
-#include "train/cmd/cmd.h"      /* lt_cmd_model_shape */
+#include "train/cmd/cmd.h"      /* train_command, lt_cmd_* */
 #include "train/cpu/threads.h"      /* lt_cpu_init */
 #include "train/dist/dist.h"     /* lt_dist_* */
 #include "train/io/docs.h"     /* lt_docs_* */

@@ -1,13 +1,12 @@
 /*
- * train/cmd/trainer.c — the trainer program's command table and `trainer devices`.
+ * train/cmd/trainer.c — the trainer program's command table (trainer_program, train/cmd/cmd.h),
+ * which dispatches every command of train/cmd/, and `trainer devices`.
  */
-#include "train/cmd/trainer.h"
+#include "train/cmd/cmd.h" /* trainer_program, the *_command functions */
 
 #include <stdio.h>
 
-#include "kernels/gpu.h"     /* lt_gpu_built, lt_gpu_device_count, lt_gpu_device_info */
-#include "train/cmd/cmd.h"      /* init_command, export_command, import_command, calibrate_command */
-#include "train/cmd/commands.h" /* eval_command, generate_command, train_command */
+#include "kernels/gpu.h" /* lt_gpu_built, lt_gpu_device_count, lt_gpu_device_info */
 
 /* `trainer devices`: which GPU path this build has and which devices it sees. */
 static int devices_command(lt_cli_ctx *ctx) {
