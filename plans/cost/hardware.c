@@ -1,6 +1,7 @@
 /*
  * plans/cost/hardware.c — hardware profiles (plans/cost/hardware.h): a strict line parser for the
- * profile files, the lookup of a profile by name, and the efficiency curves.
+ * profile files, their writer (trainer calibrate's measured profiles), the lookup of a
+ * profile by name, and the efficiency curves.
  *
  * The parser is our own rather than inih's (lib/config.c): the profile files are flat
  * key = value lists with units in the key names, and lib/config is bound to the config
@@ -323,6 +324,87 @@ lt_status lt_hardware_parse(lt_hardware *hw, const char *text, const char *where
         memset(hw, 0, sizeof *hw);
         return st;
     }
+    return LT_OK;
+}
+
+/* ------------------------------------------------------------------ writer */
+
+/* "key = VALUE" (`digits` significant digits, %g) with the note after it, then the end of
+ * the line. */
+static void write_number(FILE *f, const char *key, int digits, double value, const char *note) {
+    fprintf(f, "%s = %.*g", key, digits, value);
+    if (note) fprintf(f, " ; %s", note);
+    fputc('\n', f);
+}
+
+/* The note on its own line, then "key = TOKENS:FRACTION, ..." and the end of the line. */
+static void write_curve(FILE *f, const char *key, const lt_efficiency_curve *c, const char *note) {
+    if (note) fprintf(f, "; %s\n", note);
+    fprintf(f, "%s = ", key);
+    for (int i = 0; i < c->n; i++) fprintf(f, "%s%.0f:%.6g", i ? ", " : "", c->tokens[i], c->fraction[i]);
+    fputc('\n', f);
+}
+
+/* Each line of text as a whole-line comment. */
+static void write_comment_lines(FILE *f, const char *text) {
+    while (*text) {
+        size_t len = strcspn(text, "\n");
+        if (len) fprintf(f, "; %.*s\n", (int)len, text);
+        else fputs(";\n", f);
+        text += len;
+        if (*text == '\n') text++;
+    }
+}
+
+lt_status lt_hardware_write(const lt_hardware *hw, const lt_hardware_notes *notes, FILE *f, lt_error *err) {
+    static const lt_hardware_notes none = {0};
+    const lt_hardware_notes *n = notes ? notes : &none;
+    const struct {
+        const char *key;
+        const lt_efficiency_curve *c;
+        int min;
+    } curves[] = {{"gemm_efficiency", &hw->gemm, 1}, {"attention_efficiency", &hw->attention, 1},
+                  {"head_efficiency", &hw->head, 0}};
+    for (size_t i = 0; i < sizeof curves / sizeof curves[0]; i++)
+        if (curves[i].c->n < curves[i].min || curves[i].c->n > LT_EFFICIENCY_MAX_POINTS)
+            return lt_fail(err, LT_ERR_CONFIG, hw->name, "%s has %d points (a profile's curve has %d to %d)",
+                           curves[i].key, curves[i].c->n, curves[i].min ? 1 : 0, LT_EFFICIENCY_MAX_POINTS);
+    if (hw->gpus_per_node < 1)
+        return lt_fail(err, LT_ERR_CONFIG, hw->name, "gpus_per_node = %d: must be at least 1", hw->gpus_per_node);
+
+    if (n->header) {
+        write_comment_lines(f, n->header);
+        fputc('\n', f);
+    }
+    if (hw->name[0]) fprintf(f, "name = %s\n", hw->name);
+    if (hw->description[0]) fprintf(f, "description = %s\n", hw->description);
+    fputc('\n', f);
+    /* the file's units: the inverse of the keys' scales above */
+    write_number(f, "peak_bf16_tflops", 6, hw->peak_flops / 1e12, n->peak_bf16_tflops);
+    write_number(f, "hbm_gib", 4, hw->hbm_bytes / 1073741824.0, n->hbm_gib);
+    write_number(f, "hbm_gbps", 4, hw->hbm_bytes_per_s / 1e9, n->hbm_gbps);
+    fprintf(f, "gpus_per_node = %d", hw->gpus_per_node);
+    if (n->gpus_per_node) fprintf(f, " ; %s", n->gpus_per_node);
+    fputc('\n', f);
+    write_number(f, "p2p_intra_gbps", 4, hw->p2p_intra_bytes_per_s / 1e9, n->p2p_intra_gbps);
+    write_number(f, "p2p_intra_latency_us", 4, hw->p2p_intra_latency_s * 1e6, n->p2p_intra_latency_us);
+    write_number(f, "p2p_inter_gbps", 4, hw->p2p_inter_bytes_per_s / 1e9, n->p2p_inter_gbps);
+    write_number(f, "p2p_inter_latency_us", 4, hw->p2p_inter_latency_s * 1e6, n->p2p_inter_latency_us);
+    /* the optional keys that hw sets (lt_hardware_fill_defaults: what "set" means) */
+    if (hw->act_bytes > 0) write_number(f, "act_bytes", 4, hw->act_bytes, n->act_bytes);
+    if (hw->weight_bytes > 0) write_number(f, "weight_bytes", 4, hw->weight_bytes, n->weight_bytes);
+    if (hw->grad_bytes > 0) write_number(f, "grad_bytes", 4, hw->grad_bytes, n->grad_bytes);
+    if (hw->optim_bytes > 0) write_number(f, "optim_bytes", 4, hw->optim_bytes, n->optim_bytes);
+    if (hw->has_logit_bytes) write_number(f, "logit_bytes", 4, hw->logit_bytes, n->logit_bytes);
+    if (hw->has_reserved_bytes)
+        write_number(f, "reserved_gib", 3, hw->reserved_bytes / 1073741824.0, n->reserved_gib);
+    if (hw->bwd_gemm_factor > 0) write_number(f, "bwd_gemm_factor", 4, hw->bwd_gemm_factor, n->bwd_gemm_factor);
+    if (hw->bwd_attention_factor > 0)
+        write_number(f, "bwd_attention_factor", 4, hw->bwd_attention_factor, n->bwd_attention_factor);
+    fputc('\n', f);
+    write_curve(f, "gemm_efficiency", &hw->gemm, n->gemm_efficiency);
+    write_curve(f, "attention_efficiency", &hw->attention, n->attention_efficiency);
+    if (hw->head.n > 0) write_curve(f, "head_efficiency", &hw->head, n->head_efficiency);
     return LT_OK;
 }
 

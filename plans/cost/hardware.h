@@ -72,6 +72,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h> /* FILE */
 
 #include "lib/error.h" /* lt_status, lt_error */
 
@@ -159,5 +160,33 @@ double lt_hardware_efficiency(const lt_efficiency_curve *c, double tokens);
 /* The names of the profiles (NAME.ini files) in the lookup directories, sorted, without
  * duplicates, comma-separated into buf (at most n bytes); returns buf. */
 const char *lt_hardware_list(const char *dir, char *buf, size_t n);
+
+/* The comments written with a profile (lt_hardware_write), each NULL for none. A key's note
+ * is one line of text (no '\n'): after a number's value as " ; NOTE", on the line before a
+ * curve as "; NOTE". The header is any number of lines, each written as a whole-line comment
+ * ("; LINE", or ";" for an empty line), then an empty line. */
+typedef struct lt_hardware_notes {
+    const char *header;
+    const char *peak_bf16_tflops, *hbm_gib, *hbm_gbps, *gpus_per_node;
+    const char *p2p_intra_gbps, *p2p_intra_latency_us, *p2p_inter_gbps, *p2p_inter_latency_us;
+    const char *act_bytes, *weight_bytes, *grad_bytes, *optim_bytes, *logit_bytes, *reserved_gib;
+    const char *bwd_gemm_factor, *bwd_attention_factor;
+    const char *gemm_efficiency, *attention_efficiency, *head_efficiency;
+} lt_hardware_notes;
+
+/*
+ * Write hw to f as a profile file (the format above) that lt_hardware_load reads back, with
+ * notes' comments (notes NULL: none). In order: the header; name (when set); description
+ * (when set); an empty line; the required numbers; the optional ones hw sets as a profile
+ * built in code sets them (act_bytes, weight_bytes, grad_bytes, optim_bytes, bwd_*_factor when
+ * > 0; logit_bytes, reserved_gib when has_*); an empty line; gemm_efficiency,
+ * attention_efficiency, and head_efficiency when it has points. Numbers carry the digits a
+ * measurement has: peak_bf16_tflops and the curves' fractions %.6g, reserved_gib %.3g, the
+ * others %.4g (a value read back is the value as written; tokens are whole numbers).
+ * LT_ERR_CONFIG, before anything is written, when a curve's point count is out of range
+ * (gemm and attention 1..LT_EFFICIENCY_MAX_POINTS, head 0..), or gpus_per_node < 1. The
+ * stream's own errors are the caller's to see (ferror, fclose; lt_atomic_commit).
+ */
+lt_status lt_hardware_write(const lt_hardware *hw, const lt_hardware_notes *notes, FILE *f, lt_error *err);
 
 #endif /* LT_HARDWARE_H */

@@ -5,8 +5,8 @@
  * (weight, gradient, optimizer, logit and reserved bytes) are optional keys whose defaults
  * price GPU profiles as before; a fused head (logit_bytes 0) runs its backward in the F over
  * the model's end; the backward time factors and the head curve are optional keys that price
- * as before when absent; FLOPs match hand derivations
- * and published formulas (Kaplan et al. 2020 Table 1, HelixPipe Table 1 and 4.2), slicing a
+ * as before when absent; a profile written (lt_hardware_write) reads back as itself; FLOPs
+ * match hand derivations and published formulas (Kaplan et al. 2020 Table 1, HelixPipe Table 1 and 4.2), slicing a
  * sample or packing samples conserves FLOPs, backward = 2x GEMM + 2.5x attention, GQA and TP
  * reduce what they should; memory matches hand counts (18 bytes per parameter, ZeRO-1,
  * recomputation, K/V of split samples) and HelixPipe Fig. 4's out-of-memory stages; times
@@ -674,6 +674,139 @@ static void test_backward_time_factors_and_head_curve(void **state) {
     check_bad_profile(text, "bad head_efficiency", 11, NULL);
     profile_text(text, sizeof text, NULL, "bwd_gemm_factors = 2\n");
     check_bad_profile(text, "unknown key 'bwd_gemm_factors'", 11, "did you mean 'bwd_gemm_factor'?");
+}
+
+/* Every field of two profiles agrees: numbers within `rel`, curves point by point (tokens
+ * exactly), the texts and the has_ flags exactly; not the path. */
+static void assert_same_profile(const lt_hardware *got, const lt_hardware *want, double rel) {
+    assert_string_equal(got->name, want->name);
+    assert_string_equal(got->description, want->description);
+    const double g[] = {got->peak_flops, got->hbm_bytes, got->hbm_bytes_per_s, got->p2p_intra_bytes_per_s,
+                        got->p2p_intra_latency_s, got->p2p_inter_bytes_per_s, got->p2p_inter_latency_s,
+                        got->act_bytes, got->weight_bytes, got->grad_bytes, got->optim_bytes, got->logit_bytes,
+                        got->reserved_bytes, got->bwd_gemm_factor, got->bwd_attention_factor};
+    const double w[] = {want->peak_flops, want->hbm_bytes, want->hbm_bytes_per_s, want->p2p_intra_bytes_per_s,
+                        want->p2p_intra_latency_s, want->p2p_inter_bytes_per_s, want->p2p_inter_latency_s,
+                        want->act_bytes, want->weight_bytes, want->grad_bytes, want->optim_bytes, want->logit_bytes,
+                        want->reserved_bytes, want->bwd_gemm_factor, want->bwd_attention_factor};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) assert_rel_close(g[i], w[i], rel);
+    assert_int_equal(got->gpus_per_node, want->gpus_per_node);
+    assert_int_equal(got->has_logit_bytes, want->has_logit_bytes);
+    assert_int_equal(got->has_reserved_bytes, want->has_reserved_bytes);
+    const lt_efficiency_curve *gc[] = {&got->gemm, &got->attention, &got->head};
+    const lt_efficiency_curve *wc[] = {&want->gemm, &want->attention, &want->head};
+    for (int c = 0; c < 3; c++) {
+        assert_int_equal(gc[c]->n, wc[c]->n);
+        for (int i = 0; i < wc[c]->n; i++) {
+            assert_rel_close(gc[c]->tokens[i], wc[c]->tokens[i], 0);
+            assert_rel_close(gc[c]->fraction[i], wc[c]->fraction[i], rel);
+        }
+    }
+}
+
+/* hw written by lt_hardware_write to DIR/NAME.ini and read back by lt_hardware_load. */
+static lt_hardware write_and_load(const lt_hardware *hw, const lt_hardware_notes *notes, const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s.ini", tmp, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    lt_error err;
+    lt_error_clear(&err);
+    if (lt_hardware_write(hw, notes, f, &err) != LT_OK) fail_msg("write %s: %s", name, err.what);
+    assert_int_equal(fclose(f), 0);
+    lt_hardware back;
+    if (lt_hardware_load(&back, path, NULL, &err) != LT_OK) fail_msg("load %s: %s (%s)", path, err.what, err.where);
+    return back;
+}
+
+/* lt_hardware_write (trainer calibrate's writer): a profile written and read back with
+ * lt_hardware_load is the profile. Every key set comes back as written (numbers carry 6
+ * digits for the peak and the fractions, 4 for the rest, 3 for reserved_gib: values with no
+ * more come back exactly); the optional keys a profile built in code leaves unset are not
+ * written, and read back as their defaults; the shipped profiles survive the trip within
+ * their printed digits. The notes become comments the reader skips; a profile whose curves
+ * have no points is refused before anything is written. */
+static void test_written_profile_reads_back(void **state) {
+    (void)state;
+    lt_hardware hw;
+    memset(&hw, 0, sizeof hw);
+    snprintf(hw.name, sizeof hw.name, "written");
+    snprintf(hw.description, sizeof hw.description, "a profile built in code; written, then read");
+    hw.peak_flops = 123.456e12;
+    hw.hbm_bytes = 7.5 * GIB;
+    hw.hbm_bytes_per_s = 12.34e9;
+    hw.gpus_per_node = 3;
+    hw.p2p_intra_bytes_per_s = 45.67e9, hw.p2p_intra_latency_s = 1.25e-6;
+    hw.p2p_inter_bytes_per_s = 6.5e9, hw.p2p_inter_latency_s = 12.5e-6;
+    hw.act_bytes = 4, hw.weight_bytes = 4, hw.grad_bytes = 2, hw.optim_bytes = 8;
+    hw.logit_bytes = 0, hw.has_logit_bytes = true;
+    hw.reserved_bytes = 1.25 * GIB, hw.has_reserved_bytes = true;
+    hw.bwd_gemm_factor = 2.137, hw.bwd_attention_factor = 2.61;
+    hw.gemm = (lt_efficiency_curve){.n = 3, .tokens = {64, 1024, 65536}, .fraction = {0.123456, 0.5, 0.987654}};
+    hw.attention = (lt_efficiency_curve){.n = 2, .tokens = {128, 8192}, .fraction = {0.0909091, 0.75}};
+    hw.head = (lt_efficiency_curve){.n = 1, .tokens = {256}, .fraction = {0.264706}};
+    lt_hardware_notes notes = {.header = "first line\n\nthird line, after an empty one\n",
+                               .peak_bf16_tflops = "[measured] the best rate",
+                               .gemm_efficiency = "[measured] one point per token count"};
+    lt_hardware back = write_and_load(&hw, &notes, "written");
+    assert_same_profile(&back, &hw, 1e-15);
+
+    /* the text: the header's lines and the notes as comments, the keys in the documented order */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    lt_error err;
+    assert_int_equal(lt_hardware_write(&hw, &notes, f, &err), LT_OK);
+    assert_int_equal(fclose(f), 0);
+    const char *want_start = "; first line\n;\n; third line, after an empty one\n\nname = written\n"
+                             "description = a profile built in code; written, then read\n\n"
+                             "peak_bf16_tflops = 123.456 ; [measured] the best rate\nhbm_gib = 7.5\n";
+    if (strncmp(text, want_start, strlen(want_start)) != 0) fail_msg("the profile starts:\n%s", text);
+    assert_non_null(strstr(text, "\nreserved_gib = 1.25\nbwd_gemm_factor = 2.137\nbwd_attention_factor = 2.61\n\n"
+                                 "; [measured] one point per token count\n"
+                                 "gemm_efficiency = 64:0.123456, 1024:0.5, 65536:0.987654\n"
+                                 "attention_efficiency = 128:0.0909091, 8192:0.75\nhead_efficiency = 256:0.264706\n"));
+    free(text);
+
+    /* the optional keys unset (a profile built in code): not written, read back as the defaults */
+    lt_hardware bare = hw;
+    bare.act_bytes = bare.weight_bytes = bare.grad_bytes = bare.optim_bytes = 0;
+    bare.has_logit_bytes = bare.has_reserved_bytes = false;
+    bare.logit_bytes = bare.reserved_bytes = 0;
+    bare.bwd_gemm_factor = bare.bwd_attention_factor = 0;
+    bare.head.n = 0;
+    bare.description[0] = '\0';
+    back = write_and_load(&bare, NULL, "bare");
+    lt_hardware want = bare;
+    lt_hardware_fill_defaults(&want);
+    assert_same_profile(&back, &want, 1e-15);
+    assert_rel_close(back.act_bytes, 2.0, 0);
+    assert_int_equal(back.head.n, 0);
+
+    /* refused before anything is written */
+    lt_hardware bad = hw;
+    bad.gemm.n = 0;
+    f = open_memstream(&text, &len);
+    assert_non_null(f);
+    assert_int_equal(lt_hardware_write(&bad, NULL, f, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "gemm_efficiency has 0 points"));
+    bad = hw;
+    bad.gpus_per_node = 0;
+    assert_int_equal(lt_hardware_write(&bad, NULL, f, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "gpus_per_node = 0"));
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(len, 0);
+    free(text);
+
+    /* the shipped profiles, within the digits written */
+    if (hw_dir[0] == '\0') return;
+    const char *names[] = {"h200", "h100", "h20", "a100-80g", "a800-80g", "a800-40g", "cpu-c2"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        lt_hardware shipped = load_shipped(names[i]);
+        back = write_and_load(&shipped, NULL, names[i]);
+        assert_same_profile(&back, &shipped, 5e-4);
+    }
 }
 
 static void test_efficiency_interpolates_in_log_tokens_and_clamps(void **state) {
@@ -1857,6 +1990,7 @@ int main(void) {
         cmocka_unit_test(test_memory_terms_are_optional_profile_keys),
         cmocka_unit_test(test_fused_head_moves_its_backward_into_f),
         cmocka_unit_test(test_backward_time_factors_and_head_curve),
+        cmocka_unit_test(test_written_profile_reads_back),
         cmocka_unit_test(test_efficiency_interpolates_in_log_tokens_and_clamps),
         cmocka_unit_test(test_lookup_order),
         cmocka_unit_test(test_flops_of_tiny_by_hand),

@@ -85,7 +85,7 @@
 #include "lib/rng.h"        /* lt_rng, lt_rng_normal */
 #include "lib/strutil.h"    /* lt_parse_double, lt_parse_int64 */
 #include "plans/cost/cost.h"     /* lt_cost_model, lt_cost_op, lt_cost_act_bytes_per_token */
-#include "plans/cost/hardware.h" /* lt_hardware, lt_hardware_load */
+#include "plans/cost/hardware.h" /* lt_hardware, lt_hardware_load, lt_hardware_write */
 #include "plans/batches/lengths.h"  /* lt_lengths_parse_list */
 #include "train/cmd/cmd.h"      /* calibrate_command, lt_cmd_model_shape, lt_cmd_seed, lt_cmd_threads, lt_cmd_backend */
 #include "train/cpu/threads.h"      /* lt_cpu_init */
@@ -872,139 +872,197 @@ static void fit_backward_factors(const rung *r, int n, double *bwd_gemm, double 
     *bwd_attention = printed4(median(at, n));
 }
 
-static lt_status write_profile(const fit_info *fi, const rung *r, int n, const links *l, lt_error *err) {
+/* The header of the written profile: where it comes from (the command, the date, the machine,
+ * the model, the load), how it was fitted, and the measurements themselves, one line per
+ * token count (malloc'd text, lines without the comment marks lt_hardware_write adds). */
+static lt_status profile_header(const fit_info *fi, const rung *r, int n, const links *l, char **out,
+                                lt_error *err) {
     const calib_args *a = fi->a;
-    const char *base = lt_path_base(a->out);
-    char name[LT_HARDWARE_NAME_MAX];
-    snprintf(name, sizeof name, "%.*s", (int)(strlen(base) - 4), base); /* less ".ini" (parse_args) */
-    char m[80];
-    snprintf(m, sizeof m, "[measured: trainer calibrate, %s]", fi->date);
-    lt_atomic_file af;
-    lt_status st = lt_atomic_open(&af, a->out, err);
-    if (st != LT_OK) return st;
-    FILE *f = af.fp;
-    fprintf(f, "; %s — hardware profile of the cost model (plans/cost/hardware.h), measured on this machine\n", base);
+    size_t len = 0;
+    *out = NULL;
+    FILE *f = open_memstream(out, &len);
+    if (!f) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    fprintf(f, "%s — hardware profile of the cost model (plans/cost/hardware.h), measured on this machine\n",
+            lt_path_base(a->out));
     if (l->gpu)
-        fprintf(f, "; by `trainer calibrate` with train.backend = cuda: the bf16 CUDA trainer on %s (docs/gpu.md;\n"
-                   "; train/cmd/calibrate.c says what is timed and how it is fitted).\n;\n", fi->gpu_name);
+        fprintf(f, "by `trainer calibrate` with train.backend = cuda: the bf16 CUDA trainer on %s (docs/gpu.md;\n"
+                   "train/cmd/calibrate.c says what is timed and how it is fitted).\n\n", fi->gpu_name);
     else {
-        fprintf(f, "; by `trainer calibrate` for the CPU fp32 trainer (docs/cost-model.md, \"Calibrating a CPU\n");
-        fprintf(f, "; profile\"; train/cmd/calibrate.c says what is timed and how it is fitted).\n;\n");
+        fprintf(f, "by `trainer calibrate` for the CPU fp32 trainer (docs/cost-model.md, \"Calibrating a CPU\n");
+        fprintf(f, "profile\"; train/cmd/calibrate.c says what is timed and how it is fitted).\n\n");
     }
     char cmd[1024];
     command_line(fi->ctx, cmd, sizeof cmd);
-    fprintf(f, ";   command:  %s\n", cmd);
-    fprintf(f, ";   date:     %s\n", fi->date);
+    fprintf(f, "  command:  %s\n", cmd);
+    fprintf(f, "  date:     %s\n", fi->date);
     if (l->gpu)
-        fprintf(f, ";   machine:  %s, %.1f GiB; host %s\n", fi->gpu_name, l->hbm_bytes / 1073741824.0, fi->cpu);
+        fprintf(f, "  machine:  %s, %.1f GiB; host %s\n", fi->gpu_name, l->hbm_bytes / 1073741824.0, fi->cpu);
     else
-        fprintf(f, ";   machine:  %s; %ld CPUs online (nproc); %.1f GiB RAM\n", fi->cpu, sysconf(_SC_NPROCESSORS_ONLN),
+        fprintf(f, "  machine:  %s; %ld CPUs online (nproc); %.1f GiB RAM\n", fi->cpu, sysconf(_SC_NPROCESSORS_ONLN),
                 l->hbm_bytes / 1073741824.0);
-    fprintf(f, ";   threads:  %d (train.threads; OpenBLAS GEMMs and the kernels' pool)\n", fi->threads);
-    fprintf(f, ";   model:    %s (hidden %d, heads %d, kv_heads %d, ffn %d): one layer timed\n",
+    fprintf(f, "  threads:  %d (train.threads; OpenBLAS GEMMs and the kernels' pool)\n", fi->threads);
+    fprintf(f, "  model:    %s (hidden %d, heads %d, kv_heads %d, ffn %d): one layer timed\n",
             fi->shape->name ? fi->shape->name : "custom", fi->shape->hidden, fi->shape->heads, fi->shape->kv_heads,
             fi->shape->ffn);
-    fprintf(f, ";   timing:   median of %d runs after a warm-up, per token count; 1-minute load average %.2f\n",
+    fprintf(f, "  timing:   median of %d runs after a warm-up, per token count; 1-minute load average %.2f\n",
             a->repeat, fi->load[0]);
-    fprintf(f, ";             before, %.2f after (a busy machine makes every number slower)\n;\n", fi->load[1]);
-    fprintf(f, "; peak_bf16_tflops is the best %s rate measured here (the GEMM part\n", l->gpu ? "bf16" : "fp32");
-    fprintf(f, "; of a layer, the attention or the LM head, whichever is fastest), so every fraction is at\n");
-    fprintf(f, "; most 1. Each curve point makes the cost model give back the measured time of one layer's\n");
-    fprintf(f, "; forward + backward on a causal sample of TOKENS tokens (gemm = layer - attention), the\n");
-    fprintf(f, "; head's that of the fused final norm, LM head and loss; bwd_*_factor split it between F\n");
-    fprintf(f, "; and B (the medians of the backward / forward columns):\n;\n");
-    fprintf(f, ";   %8s %12s %12s %12s %12s %12s %8s %8s %12s\n", "tokens", "layer_ms", "attention_ms", "gemm_ms",
+    fprintf(f, "            before, %.2f after (a busy machine makes every number slower)\n\n", fi->load[1]);
+    fprintf(f, "peak_bf16_tflops is the best %s rate measured here (the GEMM part\n", l->gpu ? "bf16" : "fp32");
+    fprintf(f, "of a layer, the attention or the LM head, whichever is fastest), so every fraction is at\n");
+    fprintf(f, "most 1. Each curve point makes the cost model give back the measured time of one layer's\n");
+    fprintf(f, "forward + backward on a causal sample of TOKENS tokens (gemm = layer - attention), the\n");
+    fprintf(f, "head's that of the fused final norm, LM head and loss; bwd_*_factor split it between F\n");
+    fprintf(f, "and B (the medians of the backward / forward columns):\n\n");
+    fprintf(f, "  %8s %12s %12s %12s %12s %12s %8s %8s %12s\n", "tokens", "layer_ms", "attention_ms", "gemm_ms",
             "fwd_attn_ms", "fwd_gemm_ms", "bwd/fwd", "bwd/fwd", "head_ms");
-    fprintf(f, ";   %8s %12s %12s %12s %12s %12s %8s %8s %12s\n", "", "", "", "", "", "", "attn", "gemm", "");
+    fprintf(f, "  %8s %12s %12s %12s %12s %12s %8s %8s %12s\n", "", "", "", "", "", "", "attn", "gemm", "");
     for (int i = 0; i < n; i++) {
-        fprintf(f, ";   %8d %12.4f %12.4f %12.4f %12.4f %12.4f %8.3f %8.3f", r[i].tokens, r[i].layer_s * 1e3,
+        fprintf(f, "  %8d %12.4f %12.4f %12.4f %12.4f %12.4f %8.3f %8.3f", r[i].tokens, r[i].layer_s * 1e3,
                 r[i].attn_s * 1e3, r[i].gemm_s * 1e3, r[i].attn_f * 1e3, r[i].gemm_f * 1e3, r[i].attn_b / r[i].attn_f,
                 r[i].gemm_b / r[i].gemm_f);
         if (r[i].head_s > 0) fprintf(f, " %12.4f", r[i].head_s * 1e3);
         fprintf(f, "\n");
     }
-    fprintf(f, "\nname = %s\n", name);
+    if (fclose(f) != 0) {
+        free(*out);
+        *out = NULL;
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    }
+    return LT_OK;
+}
+
+/* The comments of the profile's keys: where each number comes from. */
+#define NOTE_MAX 320
+typedef struct profile_notes {
+    char peak[NOTE_MAX], hbm_gib[NOTE_MAX], hbm_gbps[NOTE_MAX], gpus_per_node[NOTE_MAX];
+    char p2p_intra_gbps[NOTE_MAX], p2p_intra_latency[NOTE_MAX], reserved[NOTE_MAX];
+    char bwd_gemm[NOTE_MAX], bwd_attention[NOTE_MAX], gemm[NOTE_MAX], attention[NOTE_MAX], head[NOTE_MAX];
+} profile_notes;
+
+/* The fitted profile (the measured numbers as hw, where they come from as notes), written by
+ * the cost model's own writer (lt_hardware_write) into a --out FILE.ini that replaces the
+ * old one only when complete. */
+static lt_status write_profile(const fit_info *fi, const rung *r, int n, const links *l, lt_error *err) {
+    const calib_args *a = fi->a;
+    const char *base = lt_path_base(a->out);
+    lt_hardware hw;
+    memset(&hw, 0, sizeof hw);
+    snprintf(hw.name, sizeof hw.name, "%.*s", (int)(strlen(base) - 4), base); /* less ".ini" (parse_args) */
+    char m[80];
+    snprintf(m, sizeof m, "[measured: trainer calibrate, %s]", fi->date);
+    profile_notes pn;
+    lt_hardware_notes notes = {
+        .peak_bf16_tflops = pn.peak, .hbm_gib = pn.hbm_gib, .hbm_gbps = pn.hbm_gbps,
+        .gpus_per_node = pn.gpus_per_node, .p2p_intra_gbps = pn.p2p_intra_gbps,
+        .p2p_intra_latency_us = pn.p2p_intra_latency, .reserved_gib = pn.reserved,
+        .bwd_gemm_factor = pn.bwd_gemm, .bwd_attention_factor = pn.bwd_attention,
+        .gemm_efficiency = pn.gemm, .attention_efficiency = pn.attention, .head_efficiency = pn.head};
+
+    hw.peak_flops = fi->peak;
+    hw.hbm_bytes = l->hbm_bytes;
+    hw.hbm_bytes_per_s = l->hbm_bytes_per_s;
     if (l->gpu) {
-        fprintf(f, "description = bf16 CUDA trainer: %s (trainer calibrate, %s)\n\n", fi->gpu_name, fi->date);
-        fprintf(f, "peak_bf16_tflops = %.6g ; %s the best bf16 rate measured on this GPU, the %s at %d tokens "
-                   "(the datasheet's dense peak is higher: the curves are fractions of this one)\n",
-                fi->peak / 1e12, m, fi->peak_part, fi->peak_tokens);
-        fprintf(f, "hbm_gib = %.4g ; %s %s\n", l->hbm_bytes / 1073741824.0, m,
-                a->mem_gib > 0 ? "given by --mem-gib" : "the device's total memory (cudaMemGetInfo)");
-        fprintf(f, "hbm_gbps = %.4g ; %s device-to-device copy of %zu MiB, bytes read + written, best of 5\n",
-                l->hbm_bytes_per_s / 1e9, m, GPU_HBM_BYTES >> 20);
+        snprintf(hw.description, sizeof hw.description, "bf16 CUDA trainer: %s (trainer calibrate, %s)", fi->gpu_name,
+                 fi->date);
+        snprintf(pn.peak, sizeof pn.peak, "%s the best bf16 rate measured on this GPU, the %s at %d tokens (the "
+                 "datasheet's dense peak is higher: the curves are fractions of this one)", m, fi->peak_part,
+                 fi->peak_tokens);
+        snprintf(pn.hbm_gib, sizeof pn.hbm_gib, "%s %s", m,
+                 a->mem_gib > 0 ? "given by --mem-gib" : "the device's total memory (cudaMemGetInfo)");
+        snprintf(pn.hbm_gbps, sizeof pn.hbm_gbps, "%s device-to-device copy of %zu MiB, bytes read + written, best of 5",
+                 m, GPU_HBM_BYTES >> 20);
     } else {
-        fprintf(f, "description = CPU fp32 trainer: %s, %d threads (trainer calibrate, %s)\n\n", fi->cpu, fi->threads,
-                fi->date);
-        fprintf(f, "peak_bf16_tflops = %.6g ; %s fp32 CPU peak here: the best rate, the %s at %d tokens\n",
-                fi->peak / 1e12, m, fi->peak_part, fi->peak_tokens);
-        fprintf(f, "hbm_gib = %.4g ; %s %s\n", l->hbm_bytes / 1073741824.0, m,
-                a->mem_gib > 0 ? "given by --mem-gib" : "the machine's RAM (sysconf)");
-        fprintf(f, "hbm_gbps = %.4g ; %s copy of %zu MiB over %d threads, bytes read + written\n",
-                l->hbm_bytes_per_s / 1e9, m, HBM_BYTES >> 20, fi->threads);
+        snprintf(hw.description, sizeof hw.description, "CPU fp32 trainer: %s, %d threads (trainer calibrate, %s)",
+                 fi->cpu, fi->threads, fi->date);
+        snprintf(pn.peak, sizeof pn.peak, "%s fp32 CPU peak here: the best rate, the %s at %d tokens", m,
+                 fi->peak_part, fi->peak_tokens);
+        snprintf(pn.hbm_gib, sizeof pn.hbm_gib, "%s %s", m,
+                 a->mem_gib > 0 ? "given by --mem-gib" : "the machine's RAM (sysconf)");
+        snprintf(pn.hbm_gbps, sizeof pn.hbm_gbps, "%s copy of %zu MiB over %d threads, bytes read + written", m,
+                 HBM_BYTES >> 20, fi->threads);
     }
     if (l->gpu_links_kept) { /* train.backend = cuda: the links are the estimate's (not measured) */
-        fprintf(f, "gpus_per_node = %d ; [kept from the estimate etc/hardware/%s.ini: not measured]\n", l->gpus_per_node,
-                name);
-        fprintf(f, "p2p_intra_gbps = %.4g ; [kept from the estimate: not measured] NCCL between GPUs is not timed by "
-                   "trainer calibrate\n", l->p2p_bytes_per_s / 1e9);
-        fprintf(f, "p2p_intra_latency_us = %.4g ; [kept from the estimate: not measured]\n", l->p2p_latency_s * 1e6);
-        fprintf(f, "p2p_inter_gbps = %.4g ; [kept from the estimate: not measured]\n", l->p2p_inter_bytes_per_s / 1e9);
-        fprintf(f, "p2p_inter_latency_us = %.4g ; [kept from the estimate: not measured]\n",
-                l->p2p_inter_latency_s * 1e6);
+        hw.gpus_per_node = l->gpus_per_node;
+        snprintf(pn.gpus_per_node, sizeof pn.gpus_per_node, "[kept from the estimate etc/hardware/%s.ini: not measured]",
+                 hw.name);
+        hw.p2p_intra_bytes_per_s = l->p2p_bytes_per_s, hw.p2p_intra_latency_s = l->p2p_latency_s;
+        hw.p2p_inter_bytes_per_s = l->p2p_inter_bytes_per_s, hw.p2p_inter_latency_s = l->p2p_inter_latency_s;
+        snprintf(pn.p2p_intra_gbps, sizeof pn.p2p_intra_gbps,
+                 "[kept from the estimate: not measured] NCCL between GPUs is not timed by trainer calibrate");
+        snprintf(pn.p2p_intra_latency, sizeof pn.p2p_intra_latency, "[kept from the estimate: not measured]");
+        notes.p2p_inter_gbps = notes.p2p_inter_latency_us = "[kept from the estimate: not measured]";
     } else {
-    fprintf(f, "gpus_per_node = %d ; [given: trainer calibrate --ranks-per-node, default 1, %s] trainer processes "
-               "per node\n",
-            a->ranks_per_node, fi->date);
-    if (l->p2p_mpi) {
-        fprintf(f, "p2p_intra_gbps = %.4g ; %s MPI ping-pong of %zu MiB between ranks 0 and 1 (of %d)\n",
-                l->p2p_bytes_per_s / 1e9, m, P2P_BYTES >> 20, l->mpi_ranks);
-        fprintf(f, "p2p_intra_latency_us = %.4g ; %s MPI ping-pong of 8 bytes, half the round trip\n",
-                l->p2p_latency_s * 1e6, m);
-    } else {
-        fprintf(f, "p2p_intra_gbps = %.4g ; %s memcpy of %zu MiB between two buffers of one process (shared "
-                   "memory: no MPI launcher)\n",
-                l->p2p_bytes_per_s / 1e9, m, P2P_BYTES >> 20);
-        fprintf(f, "p2p_intra_latency_us = %.4g ; %s memcpy of 8 bytes in one process (no MPI launcher)\n",
-                l->p2p_latency_s * 1e6, m);
+        hw.gpus_per_node = a->ranks_per_node;
+        snprintf(pn.gpus_per_node, sizeof pn.gpus_per_node,
+                 "[given: trainer calibrate --ranks-per-node, default 1, %s] trainer processes per node", fi->date);
+        /* one node measured: the links between nodes repeat the intra-node values */
+        hw.p2p_intra_bytes_per_s = hw.p2p_inter_bytes_per_s = l->p2p_bytes_per_s;
+        hw.p2p_intra_latency_s = hw.p2p_inter_latency_s = l->p2p_latency_s;
+        if (l->p2p_mpi) {
+            snprintf(pn.p2p_intra_gbps, sizeof pn.p2p_intra_gbps, "%s MPI ping-pong of %zu MiB between ranks 0 and 1 "
+                     "(of %d)", m, P2P_BYTES >> 20, l->mpi_ranks);
+            snprintf(pn.p2p_intra_latency, sizeof pn.p2p_intra_latency,
+                     "%s MPI ping-pong of 8 bytes, half the round trip", m);
+        } else {
+            snprintf(pn.p2p_intra_gbps, sizeof pn.p2p_intra_gbps, "%s memcpy of %zu MiB between two buffers of one "
+                     "process (shared memory: no MPI launcher)", m, P2P_BYTES >> 20);
+            snprintf(pn.p2p_intra_latency, sizeof pn.p2p_intra_latency,
+                     "%s memcpy of 8 bytes in one process (no MPI launcher)", m);
+        }
+        notes.p2p_inter_gbps = notes.p2p_inter_latency_us = "[not measured: the intra-node value] one node measured";
     }
-    fprintf(f, "p2p_inter_gbps = %.4g ; [not measured: the intra-node value] one node measured\n",
-            l->p2p_bytes_per_s / 1e9);
-    fprintf(f, "p2p_inter_latency_us = %.4g ; [not measured: the intra-node value] one node measured\n",
-            l->p2p_latency_s * 1e6);
-    }
+    hw.has_logit_bytes = hw.has_reserved_bytes = true; /* logit_bytes 0: the fused head */
     if (l->gpu) {
-        fprintf(f, "act_bytes = 2 ; [derived] the CUDA trainer's bf16 activations, keys/values and their gradients\n");
-        fprintf(f, "logit_bytes = 0 ; [derived] the pass's fused head (train/model/pass.c, the same code on the GPU): no "
-                   "logits are kept\n");
-        fprintf(f, "reserved_gib = %.3g ; %s device memory in use before the timing (CUDA context, cuBLASLt "
-                   "workspace)\n", l->reserved_bytes / 1073741824.0, m);
+        hw.act_bytes = 2.0;
+        notes.act_bytes = "[derived] the CUDA trainer's bf16 activations, keys/values and their gradients";
+        notes.logit_bytes = "[derived] the pass's fused head (train/model/pass.c, the same code on the GPU): no "
+                            "logits are kept";
+        hw.reserved_bytes = l->reserved_bytes;
+        snprintf(pn.reserved, sizeof pn.reserved,
+                 "%s device memory in use before the timing (CUDA context, cuBLASLt workspace)", m);
     } else {
-        fprintf(f, "act_bytes = 4 ; [derived] the CPU trainer's fp32 activations, keys/values and their gradients\n");
-        fprintf(f, "logit_bytes = 0 ; [derived] the trainer's fused head: the loss gradient is made in the forward, "
-                   "row block by row block, and no logits are kept\n");
-        fprintf(f, "reserved_gib = 0 ; [derived] no device context: the process's RAM is the trainer's\n");
+        hw.act_bytes = 4.0;
+        notes.act_bytes = "[derived] the CPU trainer's fp32 activations, keys/values and their gradients";
+        notes.logit_bytes = "[derived] the trainer's fused head: the loss gradient is made in the forward, row block "
+                            "by row block, and no logits are kept";
+        snprintf(pn.reserved, sizeof pn.reserved, "[derived] no device context: the process's RAM is the trainer's");
     }
-    fprintf(f, "bwd_gemm_factor = %.4g ; %s backward / forward time of the GEMM part, the median over the token "
-               "counts (the FLOP ratio is 2)\n",
-            fi->bwd_gemm, m);
-    fprintf(f, "bwd_attention_factor = %.4g ; %s backward / forward time of the attention core, the median over "
-               "the token counts (the FLOP ratio is 2.5)\n\n",
-            fi->bwd_attention, m);
-    fprintf(f, "; %s GEMM part per token count (layer - attention)\ngemm_efficiency = ", m);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%s%d:%.6g", i ? ", " : "", r[i].tokens, r[i].work_gemm / (fi->peak * r[i].gemm_s));
-    fprintf(f, "\n; %s the attention core's forward + backward per causal sequence length\nattention_efficiency = ", m);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%s%d:%.6g", i ? ", " : "", r[i].tokens, r[i].work_attn / (fi->peak * r[i].attn_s));
-    fprintf(f, "\n; %s the fused final norm, LM head and loss, forward + backward, per token count (past the "
-               "last point its rate holds: it runs in row blocks)\nhead_efficiency = ",
-            m);
-    for (int i = 0, k = 0; i < n; i++)
-        if (r[i].head_s > 0)
-            fprintf(f, "%s%d:%.6g", k++ ? ", " : "", r[i].tokens, r[i].work_head / (fi->peak * r[i].head_s));
-    fprintf(f, "\n");
-    return lt_atomic_commit(&af, err);
+    hw.bwd_gemm_factor = fi->bwd_gemm;
+    hw.bwd_attention_factor = fi->bwd_attention;
+    snprintf(pn.bwd_gemm, sizeof pn.bwd_gemm,
+             "%s backward / forward time of the GEMM part, the median over the token counts (the FLOP ratio is 2)", m);
+    snprintf(pn.bwd_attention, sizeof pn.bwd_attention, "%s backward / forward time of the attention core, the median "
+             "over the token counts (the FLOP ratio is 2.5)", m);
+    /* one point per token count: the fraction of the peak that gives back the measured time */
+    for (int i = 0; i < n; i++) {
+        hw.gemm.tokens[i] = hw.attention.tokens[i] = r[i].tokens;
+        hw.gemm.fraction[i] = r[i].work_gemm / (fi->peak * r[i].gemm_s);
+        hw.attention.fraction[i] = r[i].work_attn / (fi->peak * r[i].attn_s);
+        if (r[i].head_s > 0) {
+            hw.head.tokens[hw.head.n] = r[i].tokens;
+            hw.head.fraction[hw.head.n++] = r[i].work_head / (fi->peak * r[i].head_s);
+        }
+    }
+    hw.gemm.n = hw.attention.n = n;
+    snprintf(pn.gemm, sizeof pn.gemm, "%s GEMM part per token count (layer - attention)", m);
+    snprintf(pn.attention, sizeof pn.attention, "%s the attention core's forward + backward per causal sequence length",
+             m);
+    snprintf(pn.head, sizeof pn.head, "%s the fused final norm, LM head and loss, forward + backward, per token count "
+             "(past the last point its rate holds: it runs in row blocks)", m);
+
+    char *header;
+    lt_status st = profile_header(fi, r, n, l, &header, err);
+    if (st != LT_OK) return st;
+    notes.header = header;
+    lt_atomic_file af;
+    st = lt_atomic_open(&af, a->out, err);
+    if (st == LT_OK) {
+        st = lt_hardware_write(&hw, &notes, af.fp, err);
+        if (st == LT_OK) st = lt_atomic_commit(&af, err);
+        else lt_atomic_abort(&af);
+    }
+    free(header);
+    return st;
 }
 
 /* ------------------------------------------------------------------ the command */
