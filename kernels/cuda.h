@@ -29,22 +29,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/bf16.h"  /* lt_bf16; lt_bf16_from_f32, lt_bf16_to_f32: the host's conversions */
 #include "lib/error.h" /* lt_status, lt_error */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* A bf16 value as its 16 bits (the high half of the fp32 with the same sign and exponent;
- * conversion rounds to nearest even). The C side never does arithmetic on it. */
-typedef uint16_t lt_bf16;
-
-/* fp32 <-> bf16 on the host (round to nearest even; NaN stays NaN): for tests and for
- * moving weights in and out. lt_bf16_from_f32 is kernels/bf16.c's (every build);
- * lt_bf16_to_f32 is train/io/safetensors.c's (the same function train/io/safetensors.h
- * declares), so a program using it links libtrain. */
-lt_bf16 lt_bf16_from_f32(float x);
-float lt_bf16_to_f32(lt_bf16 x);
 
 /* ---------------------------------------------------------------- context and memory */
 

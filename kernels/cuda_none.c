@@ -2,9 +2,8 @@
  * kernels/cuda_none.c — kernels/cuda.h in a build without CUDA: lt_cuda_open fails with
  * LT_ERR_CONFIG "built without CUDA", so no context ever exists and every other function
  * is unreachable from correct code; they fail the same way (or do nothing, for the
- * NULL-safe destructors) rather than pretend. The host bf16 conversions are in
- * kernels/bf16.c, built in both configurations; the attention functions' stand-ins in
- * kernels/attention_none.c.
+ * NULL-safe destructors) rather than pretend. The host bf16 conversions are lib/bf16.c's,
+ * in both configurations; the attention functions' stand-ins in kernels/attention_none.c.
  */
 #include "kernels/cuda.h"
 

@@ -1,7 +1,7 @@
 /*
  * dev/cuda/common.h — what the scratch kernel benchmarks share (llm.c's dev/cuda/common.h
  * habit): check macros that exit with file:line, host bf16 conversions (round to nearest
- * even, as kernels/bf16.c), seeded random inputs, device upload/download, validation
+ * even, as lib/bf16.c), seeded random inputs, device upload/download, validation
  * against a CPU reference with a stated tolerance, and cudaEvent timing.
  *
  * These are standalone programs, not part of the library: they exit on the first error

@@ -16,7 +16,7 @@ build=$(cd "${1:?usage: $0 BUILD_DIR}" && pwd)
 out=$build/dev-cuda-emu
 mkdir -p "$out"
 make -s -C "$build" tests/libtestutil.a train/libtrain.a plans/libplans.a dataprep/libdataprep.a \
-    lib/liblongtail.a kernels/bf16.o tests/kernels/test_cuda_kernels-test_cuda_kernels.o
+    lib/liblongtail.a tests/kernels/test_cuda_kernels-test_cuda_kernels.o
 objs=
 for k in context gemm embed rmsnorm rope swiglu xent adamw; do
     ${CXX:-g++} -std=c++20 -O1 -g -ffp-contract=off -Wall -Wno-unknown-pragmas -x c++ -DLT_CUDA_EMULATE \
@@ -24,7 +24,7 @@ for k in context gemm embed rmsnorm rope swiglu xent adamw; do
     objs="$objs $out/$k.o"
 done
 rm -f "$out/libkernels_emu.a"
-ar rcs "$out/libkernels_emu.a" $objs "$build/kernels/bf16.o"
+ar rcs "$out/libkernels_emu.a" $objs
 # the test's own link line, with the emulated kernels in place of libkernels.a and CUDA
 link=$(make -C "$build" -n -W tests/kernels/test_cuda_kernels-test_cuda_kernels.o tests/kernels/test_cuda_kernels |
     grep -- '-o tests/kernels/test_cuda_kernels ' | head -n 1 | sed 's/^echo [^;]*;//')

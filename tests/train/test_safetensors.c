@@ -27,6 +27,7 @@
 
 #include "tests/testutil.h"
 
+#include "lib/bf16.h" /* lt_bf16_to_f32 */
 #include "lib/files.h"
 #include "train/io/safetensors.h"
 

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/bf16.h"  /* lt_bf16_to_f32: BF16 tensors widened */
 #include "lib/files.h" /* lt_atomic_open, lt_atomic_commit, lt_atomic_abort */
 
 #define METADATA_KEY "__metadata__"
@@ -59,13 +60,6 @@ static uint64_t get_u64le(const uint8_t *p) {
 }
 
 /* ------------------------------------------------------------------ conversion */
-
-float lt_bf16_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 float lt_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;

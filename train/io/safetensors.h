@@ -105,9 +105,8 @@ const char *lt_safetensors_dtype_name(lt_safetensors_dtype d);
 /* Copy tensor t into out[0..t->n_elems) as fp32 (F16 and BF16 widened exactly). */
 void lt_safetensors_to_f32(const lt_safetensors_tensor *t, float *out);
 
-/* IEEE half / bfloat16 bits -> float (exact). */
+/* IEEE half bits -> float (exact; bfloat16's is lt_bf16_to_f32, lib/bf16.h). */
 float lt_f16_to_f32(uint16_t h);
-float lt_bf16_to_f32(uint16_t b);
 
 /* A tensor to write: `ndim` dims in `shape`, row-major fp32 `data` of product(shape) floats. */
 typedef struct lt_safetensors_out {

@@ -42,11 +42,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/cuda.h"      /* lt_bf16_from_f32 */
+#include "lib/bf16.h"          /* lt_bf16_from_f32, lt_bf16_to_f32 */
 #include "lib/error.h"         /* lt_status, lt_error */
 #include "lib/threadpool.h"    /* lt_pool */
 #include "train/cpu/kernels.h"     /* lt_attn_segment */
-#include "train/io/safetensors.h" /* lt_bf16_to_f32 */
 
 struct lt_llama;
 
@@ -169,9 +168,8 @@ lt_status lt_backend_cuda_adamw_tensors(lt_backend *be, const struct lt_llama *m
 /* The backend of model m (m->backend, or the CPU fp32 one when it has none). */
 const lt_backend *lt_backend_of(const struct lt_llama *m);
 
-/* Host bf16 conversions (the emulation's and tests'): the project's own,
- * lt_bf16_from_f32 (kernels/cuda.h: round to nearest even, NaN kept) and lt_bf16_to_f32
- * (train/io/safetensors.h), both included above. */
+/* Host bf16 conversions (the emulation's and tests'): lt_bf16_from_f32 (round to nearest
+ * even, NaN kept) and lt_bf16_to_f32, lib/bf16.h, included above. */
 
 /* Bytes of n elements of es bytes rounded up to the backend's alignment. */
 static inline size_t lt_backend_span(const lt_backend *be, size_t n, size_t es) {
