@@ -74,6 +74,7 @@
 #include <zstd.h>   /* ZSTD_compress2, ZSTD_decompressDCtx */
 
 #include "dataprep/shard.h"
+#include "lib/bytes.h"  /* lt_put_le32, lt_get_le64, ...: the index's little-endian fields */
 #include "lib/files.h"  /* lt_atomic_open/commit/abort */
 #include "lib/sha256.h" /* lt_sha256_* */
 
@@ -117,16 +118,6 @@ static const char *const section_names[IDX_NSECTIONS] = {"doc_offsets", "doc_sou
                                                          "strings"};
 enum { SEC_DOC_OFFSETS, SEC_DOC_SOURCES, SEC_FILES, SEC_FRAMES, SEC_STRINGS };
 
-static void put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 static uint64_t align8(uint64_t v) { return (v + 7) & ~(uint64_t)7; }
 
 /* Size of the seek table for n frames. */
@@ -653,11 +644,11 @@ lt_status lt_shard_writer_add_doc(lt_shard_writer *w, uint32_t file_idx, const c
     w->fbuf = grow(w->fbuf, &w->fbuf_cap, w->fbuf_len + (size_t)bytes, 1);
     uint8_t *p = w->fbuf + w->fbuf_len;
     if (width == 2) {
-        for (size_t i = 0; i < n; i++, p += 2) p[0] = (uint8_t)ids[i], p[1] = (uint8_t)(ids[i] >> 8);
-        if (eos) p[0] = (uint8_t)w->meta.eos_id, p[1] = (uint8_t)(w->meta.eos_id >> 8);
+        for (size_t i = 0; i < n; i++, p += 2) lt_put_le16(p, (uint16_t)ids[i]);
+        if (eos) lt_put_le16(p, (uint16_t)w->meta.eos_id);
     } else {
-        for (size_t i = 0; i < n; i++, p += 4) put_u32(p, ids[i]);
-        if (eos) put_u32(p, w->meta.eos_id);
+        for (size_t i = 0; i < n; i++, p += 4) lt_put_le32(p, ids[i]);
+        if (eos) lt_put_le32(p, w->meta.eos_id);
     }
     w->fbuf_len += (size_t)bytes;
     w->doc_offsets = grow(w->doc_offsets, &w->docs_cap, w->n_docs + 2, sizeof *w->doc_offsets);
@@ -735,54 +726,54 @@ static lt_status write_index(lt_shard_writer *w, lt_atomic_file *af, uint8_t ind
     }
     uint8_t h[IDX_HEADER_BYTES] = {0};
     memcpy(h, IDX_MAGIC, 8);
-    put_u32(h + OFF_VERSION, LT_INDEX_VERSION);
-    put_u32(h + OFF_HEADER_SIZE, IDX_HEADER_BYTES);
-    put_u32(h + OFF_WIDTH, w->meta.token_width);
-    put_u32(h + OFF_NVOCAB, w->meta.n_vocab);
+    lt_put_le32(h + OFF_VERSION, LT_INDEX_VERSION);
+    lt_put_le32(h + OFF_HEADER_SIZE, IDX_HEADER_BYTES);
+    lt_put_le32(h + OFF_WIDTH, w->meta.token_width);
+    lt_put_le32(h + OFF_NVOCAB, w->meta.n_vocab);
     memcpy(h + OFF_VOCAB_SHA, w->meta.vocab_sha256, 32);
     memcpy(h + OFF_ENCODING, w->meta.encoding, 32);
-    put_u32(h + OFF_EOS, (uint32_t)w->meta.eos);
-    put_u32(h + OFF_EOS_ID, w->meta.eos_id);
-    put_u32(h + OFF_TASK, w->meta.task_id);
-    put_u32(h + OFF_NTASKS, w->meta.num_tasks);
-    put_u64(h + OFF_NDOCS, w->n_docs);
-    put_u64(h + OFF_NTOKENS, w->n_tokens);
-    put_u64(h + OFF_NFRAMES, w->n_frames);
-    put_u64(h + OFF_NFILES, w->n_files);
+    lt_put_le32(h + OFF_EOS, (uint32_t)w->meta.eos);
+    lt_put_le32(h + OFF_EOS_ID, w->meta.eos_id);
+    lt_put_le32(h + OFF_TASK, w->meta.task_id);
+    lt_put_le32(h + OFF_NTASKS, w->meta.num_tasks);
+    lt_put_le64(h + OFF_NDOCS, w->n_docs);
+    lt_put_le64(h + OFF_NTOKENS, w->n_tokens);
+    lt_put_le64(h + OFF_NFRAMES, w->n_frames);
+    lt_put_le64(h + OFF_NFILES, w->n_files);
     for (int s = 0; s < IDX_NSECTIONS; s++) {
-        put_u64(h + OFF_SECTIONS + 16 * s, sec_off[s]);
-        put_u64(h + OFF_SECTIONS + 16 * s + 8, sec_bytes[s]);
+        lt_put_le64(h + OFF_SECTIONS + 16 * s, sec_off[s]);
+        lt_put_le64(h + OFF_SECTIONS + 16 * s + 8, sec_bytes[s]);
     }
-    put_u64(h + OFF_SHARD_BYTES, w->shard_bytes);
-    put_u64(h + OFF_FRAME_BYTES, w->meta.frame_bytes);
-    put_u32(h + OFF_ZSTD_LEVEL, (uint32_t)w->meta.zstd_level);
+    lt_put_le64(h + OFF_SHARD_BYTES, w->shard_bytes);
+    lt_put_le64(h + OFF_FRAME_BYTES, w->meta.frame_bytes);
+    lt_put_le32(h + OFF_ZSTD_LEVEL, (uint32_t)w->meta.zstd_level);
 
     index_out o = {.fp = af->fp, .path = w->index_path, .st = LT_OK, .err = err};
     lt_sha256_init(&o.body);
     lt_sha256_init(&o.whole);
     out_bytes(&o, h, sizeof h);
-    OUT_RECORDS(&o, w->n_docs + 1, 8, put_u64(p, w->doc_offsets[i]));
+    OUT_RECORDS(&o, w->n_docs + 1, 8, lt_put_le64(p, w->doc_offsets[i]));
     out_pad8(&o);
     OUT_RECORDS(&o, w->n_docs, IDX_SOURCE_BYTES, {
-        put_u32(p, w->sources[i].file);
-        put_u32(p + 4, w->sources[i].flags);
-        put_u64(p + 8, w->sources[i].id);
-        put_u64(p + 16, w->sources[i].name);
+        lt_put_le32(p, w->sources[i].file);
+        lt_put_le32(p + 4, w->sources[i].flags);
+        lt_put_le64(p + 8, w->sources[i].id);
+        lt_put_le64(p + 16, w->sources[i].name);
     });
     out_pad8(&o);
     OUT_RECORDS(&o, w->n_files, IDX_FILE_BYTES, {
-        put_u64(p, w->files[i].path);
-        put_u64(p + 8, w->files[i].size);
+        lt_put_le64(p, w->files[i].path);
+        lt_put_le64(p + 8, w->files[i].size);
     });
     out_pad8(&o);
     OUT_RECORDS(&o, w->n_frames, IDX_FRAME_BYTES, {
         const lt_index_frame *f = &w->frames[i].f;
-        put_u64(p, f->offset);
-        put_u64(p + 8, f->size);
-        put_u64(p + 16, f->first_doc);
-        put_u64(p + 24, f->n_docs);
-        put_u64(p + 32, f->first_token);
-        put_u64(p + 40, f->n_tokens);
+        lt_put_le64(p, f->offset);
+        lt_put_le64(p + 8, f->size);
+        lt_put_le64(p + 16, f->first_doc);
+        lt_put_le64(p + 24, f->n_docs);
+        lt_put_le64(p + 32, f->first_token);
+        lt_put_le64(p + 40, f->n_tokens);
     });
     out_pad8(&o);
     out_bytes(&o, w->strings, w->strings_len);
@@ -821,18 +812,18 @@ lt_status lt_shard_writer_finish(lt_shard_writer *w, lt_shard_summary *sum, lt_e
     /* the seek table (zstd seekable format), a skippable frame */
     size_t tlen = (size_t)seek_table_bytes(w->n_frames);
     uint8_t *t = lt_malloc_check(tlen);
-    put_u32(t, SEEK_SKIPPABLE_MAGIC);
-    put_u32(t + 4, (uint32_t)(tlen - 8));
+    lt_put_le32(t, SEEK_SKIPPABLE_MAGIC);
+    lt_put_le32(t + 4, (uint32_t)(tlen - 8));
     for (size_t i = 0; i < w->n_frames; i++) {
         uint8_t *e = t + 8 + SEEK_ENTRY_BYTES * i;
-        put_u32(e, (uint32_t)w->frames[i].f.size);
-        put_u32(e + 4, w->frames[i].raw_bytes);
-        put_u32(e + 8, w->frames[i].checksum);
+        lt_put_le32(e, (uint32_t)w->frames[i].f.size);
+        lt_put_le32(e + 4, w->frames[i].raw_bytes);
+        lt_put_le32(e + 8, w->frames[i].checksum);
     }
     uint8_t *foot = t + tlen - SEEK_FOOTER_BYTES;
-    put_u32(foot, (uint32_t)w->n_frames);
+    lt_put_le32(foot, (uint32_t)w->n_frames);
     foot[4] = SEEK_CHECKSUM_FLAG;
-    put_u32(foot + 5, SEEK_MAGIC);
+    lt_put_le32(foot + 5, SEEK_MAGIC);
     st = write_shard_bytes(w, t, tlen, true, err);
     free(t);
     if (st != LT_OK) return writer_break(w, st, err);
@@ -916,7 +907,7 @@ static lt_status validate_header(lt_index *ix, lt_error *err) {
         return st;
     }
     if (size < 12) return BAD("index truncated in its header (%" PRIu64 " bytes)", size);
-    uint32_t version = get_u32(m + OFF_VERSION);
+    uint32_t version = lt_get_le32(m + OFF_VERSION);
     if (version > LT_INDEX_VERSION) {
         lt_status st = lt_fail(err, LT_ERR_VERSION, path, "index.version is %" PRIu32 "; this program reads up to %d",
                                version, LT_INDEX_VERSION);
@@ -927,13 +918,13 @@ static lt_status validate_header(lt_index *ix, lt_error *err) {
     if (size < (uint64_t)IDX_HEADER_BYTES + IDX_TRAILER_BYTES)
         return BAD("index truncated: %" PRIu64 " bytes, less than the header and trailer (%u)", size,
                    IDX_HEADER_BYTES + IDX_TRAILER_BYTES);
-    uint32_t hsize = get_u32(m + OFF_HEADER_SIZE);
+    uint32_t hsize = lt_get_le32(m + OFF_HEADER_SIZE);
     if (hsize != IDX_HEADER_BYTES) return BAD("index.header_size is %" PRIu32 " (must be %u)", hsize, IDX_HEADER_BYTES);
     lt_shard_meta *mt = &ix->meta;
-    mt->token_width = get_u32(m + OFF_WIDTH);
+    mt->token_width = lt_get_le32(m + OFF_WIDTH);
     if (mt->token_width != 2 && mt->token_width != 4)
         return BAD("index.token_width is %" PRIu32 " (must be 2 or 4)", mt->token_width);
-    mt->n_vocab = get_u32(m + OFF_NVOCAB);
+    mt->n_vocab = lt_get_le32(m + OFF_NVOCAB);
     if (mt->n_vocab == 0) return BAD("index.n_vocab is 0");
     if (mt->token_width == 2 && mt->n_vocab > 65536u)
         return BAD("index.n_vocab is %" PRIu32 ", too large for index.token_width 2", mt->n_vocab);
@@ -943,22 +934,22 @@ static lt_status validate_header(lt_index *ix, lt_error *err) {
     if (elen == 32) return BAD("index.encoding is not NUL-terminated");
     for (size_t i = elen; i < 32; i++)
         if (mt->encoding[i] != '\0') return BAD("index.encoding has bytes after its NUL (byte %zu)", i);
-    uint32_t eos = get_u32(m + OFF_EOS);
+    uint32_t eos = lt_get_le32(m + OFF_EOS);
     if (eos != LT_EOS_NONE && eos != LT_EOS_APPEND)
         return BAD("index.eos_policy is %" PRIu32 " (must be 0 none or 1 append)", eos);
     mt->eos = (lt_eos_policy)eos;
-    mt->eos_id = get_u32(m + OFF_EOS_ID);
+    mt->eos_id = lt_get_le32(m + OFF_EOS_ID);
     if (eos == LT_EOS_APPEND && mt->eos_id >= mt->n_vocab)
         return BAD("index.eos_id %" PRIu32 " is not below index.n_vocab %" PRIu32, mt->eos_id, mt->n_vocab);
-    mt->task_id = get_u32(m + OFF_TASK);
-    mt->num_tasks = get_u32(m + OFF_NTASKS);
+    mt->task_id = lt_get_le32(m + OFF_TASK);
+    mt->num_tasks = lt_get_le32(m + OFF_NTASKS);
     if (mt->num_tasks == 0) return BAD("index.num_tasks is 0");
     if (mt->task_id >= mt->num_tasks)
         return BAD("index.task_id %" PRIu32 " is not below index.num_tasks %" PRIu32, mt->task_id, mt->num_tasks);
-    ix->n_docs = get_u64(m + OFF_NDOCS);
-    ix->n_tokens = get_u64(m + OFF_NTOKENS);
-    ix->n_frames = get_u64(m + OFF_NFRAMES);
-    ix->n_files = get_u64(m + OFF_NFILES);
+    ix->n_docs = lt_get_le64(m + OFF_NDOCS);
+    ix->n_tokens = lt_get_le64(m + OFF_NTOKENS);
+    ix->n_frames = lt_get_le64(m + OFF_NFRAMES);
+    ix->n_files = lt_get_le64(m + OFF_NFILES);
     /* counts against the file size first, so the products below cannot overflow */
     if (ix->n_docs > size / (8 + IDX_SOURCE_BYTES))
         return BAD("index.n_docs %" PRIu64 " is too large for a file of %" PRIu64 " bytes", ix->n_docs, size);
@@ -969,11 +960,11 @@ static lt_status validate_header(lt_index *ix, lt_error *err) {
     if (ix->n_docs > 0 && ix->n_frames == 0) return BAD("index.n_frames is 0 but index.n_docs is %" PRIu64, ix->n_docs);
     if (ix->n_frames > ix->n_docs)
         return BAD("index.n_frames %" PRIu64 " is more than index.n_docs %" PRIu64, ix->n_frames, ix->n_docs);
-    ix->shard_bytes = get_u64(m + OFF_SHARD_BYTES);
-    uint64_t fb = get_u64(m + OFF_FRAME_BYTES);
+    ix->shard_bytes = lt_get_le64(m + OFF_SHARD_BYTES);
+    uint64_t fb = lt_get_le64(m + OFF_FRAME_BYTES);
     if (fb == 0 || fb > FRAME_BYTES_MAX) return BAD("index.frame_bytes %" PRIu64 " is out of range", fb);
     mt->frame_bytes = (size_t)fb;
-    mt->zstd_level = (int32_t)get_u32(m + OFF_ZSTD_LEVEL);
+    mt->zstd_level = (int32_t)lt_get_le32(m + OFF_ZSTD_LEVEL);
     for (size_t i = OFF_RESERVED; i < IDX_HEADER_BYTES; i++)
         if (m[i] != 0) return BAD("index.reserved byte %zu is not zero", i);
 
@@ -983,7 +974,7 @@ static lt_status validate_header(lt_index *ix, lt_error *err) {
     uint64_t pos = IDX_HEADER_BYTES;
     const uint8_t *sec[IDX_NSECTIONS];
     for (int s = 0; s < IDX_NSECTIONS; s++) {
-        uint64_t off = get_u64(m + OFF_SECTIONS + 16 * s), bytes = get_u64(m + OFF_SECTIONS + 16 * s + 8);
+        uint64_t off = lt_get_le64(m + OFF_SECTIONS + 16 * s), bytes = lt_get_le64(m + OFF_SECTIONS + 16 * s + 8);
         if (off != pos)
             return BAD("index.%s.offset is %" PRIu64 ", expected %" PRIu64, section_names[s], off, pos);
         if (s != SEC_STRINGS && bytes != expect_bytes[s])
@@ -1014,10 +1005,10 @@ static lt_status validate_body(lt_index *ix, lt_error *err) {
     if (ix->strings_bytes == 0 || ix->strings[0] != '\0')
         return BAD("index.strings does not start with the empty string");
     if (ix->strings[ix->strings_bytes - 1] != '\0') return BAD("index.strings does not end with a NUL");
-    uint64_t prev = get_u64(ix->doc_offsets);
+    uint64_t prev = lt_get_le64(ix->doc_offsets);
     if (prev != 0) return BAD("index.doc_offsets[0] is %" PRIu64 " (must be 0)", prev);
     for (uint64_t d = 1; d <= ix->n_docs; d++) {
-        uint64_t o = get_u64(ix->doc_offsets + 8 * d);
+        uint64_t o = lt_get_le64(ix->doc_offsets + 8 * d);
         if (o < prev) return BAD("index.doc_offsets not increasing at document %" PRIu64, d);
         prev = o;
     }
@@ -1025,8 +1016,8 @@ static lt_status validate_body(lt_index *ix, lt_error *err) {
         return BAD("index.doc_offsets ends at %" PRIu64 " but index.n_tokens is %" PRIu64, prev, ix->n_tokens);
     for (uint64_t d = 0; d < ix->n_docs; d++) {
         const uint8_t *s = ix->sources + IDX_SOURCE_BYTES * d;
-        uint32_t file = get_u32(s), flags = get_u32(s + 4);
-        uint64_t id = get_u64(s + 8), name = get_u64(s + 16);
+        uint32_t file = lt_get_le32(s), flags = lt_get_le32(s + 4);
+        uint64_t id = lt_get_le64(s + 8), name = lt_get_le64(s + 16);
         if (file >= ix->n_files)
             return BAD("index.doc_sources[%" PRIu64 "].file is %" PRIu32 ", not below index.n_files %" PRIu64, d, file,
                        ix->n_files);
@@ -1037,19 +1028,19 @@ static lt_status validate_body(lt_index *ix, lt_error *err) {
                        id >= ix->strings_bytes ? "id" : "name");
     }
     for (uint64_t f = 0; f < ix->n_files; f++)
-        if (get_u64(ix->files + IDX_FILE_BYTES * f) >= ix->strings_bytes)
+        if (lt_get_le64(ix->files + IDX_FILE_BYTES * f) >= ix->strings_bytes)
             return BAD("index.files[%" PRIu64 "].path is outside index.strings", f);
     uint64_t coff = 0, doc = 0;
     for (uint64_t i = 0; i < ix->n_frames; i++) {
         const uint8_t *p = ix->frames + IDX_FRAME_BYTES * i;
-        uint64_t off = get_u64(p), sz = get_u64(p + 8), fd = get_u64(p + 16), nd = get_u64(p + 24),
-                 ft = get_u64(p + 32), nt = get_u64(p + 40);
+        uint64_t off = lt_get_le64(p), sz = lt_get_le64(p + 8), fd = lt_get_le64(p + 16), nd = lt_get_le64(p + 24),
+                 ft = lt_get_le64(p + 32), nt = lt_get_le64(p + 40);
         if (off != coff) return BAD("index.frames[%" PRIu64 "].offset is %" PRIu64 ", expected %" PRIu64, i, off, coff);
         if (sz == 0 || sz > UINT32_MAX) return BAD("index.frames[%" PRIu64 "].size %" PRIu64 " is out of range", i, sz);
         if (fd != doc) return BAD("index.frames[%" PRIu64 "].first_doc is %" PRIu64 ", expected %" PRIu64, i, fd, doc);
         if (nd == 0 || nd > ix->n_docs - doc)
             return BAD("index.frames[%" PRIu64 "].n_docs %" PRIu64 " is out of range", i, nd);
-        uint64_t t0 = get_u64(ix->doc_offsets + 8 * fd), t1 = get_u64(ix->doc_offsets + 8 * (fd + nd));
+        uint64_t t0 = lt_get_le64(ix->doc_offsets + 8 * fd), t1 = lt_get_le64(ix->doc_offsets + 8 * (fd + nd));
         if (ft != t0)
             return BAD("index.frames[%" PRIu64 "].first_token is %" PRIu64 ", expected %" PRIu64, i, ft, t0);
         if (nt != t1 - t0)
@@ -1135,33 +1126,33 @@ uint64_t lt_index_n_tokens(const lt_index *ix) { return ix->n_tokens; }
 
 uint64_t lt_index_doc_offset(const lt_index *ix, uint64_t doc) {
     LT_CHECK(doc <= ix->n_docs);
-    return get_u64(ix->doc_offsets + 8 * doc);
+    return lt_get_le64(ix->doc_offsets + 8 * doc);
 }
 
 uint64_t lt_index_doc_len(const lt_index *ix, uint64_t doc) {
     LT_CHECK(doc < ix->n_docs);
-    return get_u64(ix->doc_offsets + 8 * (doc + 1)) - get_u64(ix->doc_offsets + 8 * doc);
+    return lt_get_le64(ix->doc_offsets + 8 * (doc + 1)) - lt_get_le64(ix->doc_offsets + 8 * doc);
 }
 
 void lt_index_doc_source(const lt_index *ix, uint64_t doc, lt_index_source *out) {
     LT_CHECK(doc < ix->n_docs);
     const uint8_t *s = ix->sources + IDX_SOURCE_BYTES * doc;
-    out->file = get_u32(s);
-    out->flags = get_u32(s + 4);
-    out->id = ix->strings + get_u64(s + 8);
-    out->name = ix->strings + get_u64(s + 16);
+    out->file = lt_get_le32(s);
+    out->flags = lt_get_le32(s + 4);
+    out->id = ix->strings + lt_get_le64(s + 8);
+    out->name = ix->strings + lt_get_le64(s + 16);
 }
 
 uint32_t lt_index_n_files(const lt_index *ix) { return (uint32_t)ix->n_files; }
 
 const char *lt_index_file_path(const lt_index *ix, uint32_t file) {
     LT_CHECK(file < ix->n_files);
-    return ix->strings + get_u64(ix->files + IDX_FILE_BYTES * file);
+    return ix->strings + lt_get_le64(ix->files + IDX_FILE_BYTES * file);
 }
 
 uint64_t lt_index_file_size(const lt_index *ix, uint32_t file) {
     LT_CHECK(file < ix->n_files);
-    return get_u64(ix->files + IDX_FILE_BYTES * file + 8);
+    return lt_get_le64(ix->files + IDX_FILE_BYTES * file + 8);
 }
 
 uint64_t lt_index_n_frames(const lt_index *ix) { return ix->n_frames; }
@@ -1169,12 +1160,12 @@ uint64_t lt_index_n_frames(const lt_index *ix) { return ix->n_frames; }
 void lt_index_frame_get(const lt_index *ix, uint64_t frame, lt_index_frame *out) {
     LT_CHECK(frame < ix->n_frames);
     const uint8_t *p = ix->frames + IDX_FRAME_BYTES * frame;
-    out->offset = get_u64(p);
-    out->size = get_u64(p + 8);
-    out->first_doc = get_u64(p + 16);
-    out->n_docs = get_u64(p + 24);
-    out->first_token = get_u64(p + 32);
-    out->n_tokens = get_u64(p + 40);
+    out->offset = lt_get_le64(p);
+    out->size = lt_get_le64(p + 8);
+    out->first_doc = lt_get_le64(p + 16);
+    out->n_docs = lt_get_le64(p + 24);
+    out->first_token = lt_get_le64(p + 32);
+    out->n_tokens = lt_get_le64(p + 40);
 }
 
 uint64_t lt_index_frame_of_doc(const lt_index *ix, uint64_t doc) {
@@ -1183,7 +1174,7 @@ uint64_t lt_index_frame_of_doc(const lt_index *ix, uint64_t doc) {
     uint64_t lo = 0, hi = ix->n_frames;
     while (hi - lo > 1) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (get_u64(ix->frames + IDX_FRAME_BYTES * mid + 16) <= doc) lo = mid;
+        if (lt_get_le64(ix->frames + IDX_FRAME_BYTES * mid + 16) <= doc) lo = mid;
         else hi = mid;
     }
     return lo;
@@ -1308,7 +1299,7 @@ static lt_status load_frame(lt_shard *sh, uint64_t f, bool checksum, lt_error *e
     if (r != raw) return lt_fail(err, LT_ERR_INPUT, where, "decompressed to %zu bytes, the index says %zu", r, raw);
     if (checksum) sh->checksum = (uint32_t)XXH64(dst, raw, 0);
     for (size_t i = 0; i < fr.n_tokens; i++) {
-        uint32_t id = width == 4 ? get_u32(dst + 4 * i) : (uint32_t)dst[2 * i] | (uint32_t)dst[2 * i + 1] << 8;
+        uint32_t id = width == 4 ? lt_get_le32(dst + 4 * i) : lt_get_le16(dst + 2 * i);
         if (id >= n_vocab)
             return lt_fail(err, LT_ERR_INPUT, where, "token %" PRIu64 " is %" PRIu32 ", not below n_vocab %" PRIu32,
                            fr.first_token + i, id, n_vocab);
@@ -1348,14 +1339,14 @@ lt_status lt_shard_verify(const char *shard_path, const lt_index *ix, lt_error *
     st = read_at(sh->fd, path, t, tlen, end, err);
     if (st == LT_OK) {
         const uint8_t *foot = t + tlen - SEEK_FOOTER_BYTES;
-        if (get_u32(t) != SEEK_SKIPPABLE_MAGIC || get_u32(foot + 5) != SEEK_MAGIC)
+        if (lt_get_le32(t) != SEEK_SKIPPABLE_MAGIC || lt_get_le32(foot + 5) != SEEK_MAGIC)
             st = lt_fail(err, LT_ERR_INPUT, path, "no zstd seek table after the last frame (offset %" PRIu64 ")", end);
-        else if (get_u32(t + 4) != tlen - 8)
-            st = lt_fail(err, LT_ERR_INPUT, path, "seek table frame size is %" PRIu32 ", expected %zu", get_u32(t + 4),
+        else if (lt_get_le32(t + 4) != tlen - 8)
+            st = lt_fail(err, LT_ERR_INPUT, path, "seek table frame size is %" PRIu32 ", expected %zu", lt_get_le32(t + 4),
                          tlen - 8);
-        else if (get_u32(foot) != n)
+        else if (lt_get_le32(foot) != n)
             st = lt_fail(err, LT_ERR_INPUT, path, "seek table has %" PRIu32 " frames, the index %" PRIu64,
-                         get_u32(foot), n);
+                         lt_get_le32(foot), n);
         else if (foot[4] != SEEK_CHECKSUM_FLAG)
             st = lt_fail(err, LT_ERR_INPUT, path, "seek table descriptor is 0x%02x, expected 0x80 (checksums)",
                          foot[4]);
@@ -1365,19 +1356,19 @@ lt_status lt_shard_verify(const char *shard_path, const lt_index *ix, lt_error *
         lt_index_frame_get(ix, f, &fr);
         const uint8_t *e = t + 8 + SEEK_ENTRY_BYTES * f;
         uint64_t raw = fr.n_tokens * ix->meta.token_width;
-        if (get_u32(e) != fr.size || get_u32(e + 4) != raw) {
+        if (lt_get_le32(e) != fr.size || lt_get_le32(e + 4) != raw) {
             st = lt_fail(err, LT_ERR_INPUT, path,
                          "frame %" PRIu64 ": seek table says %" PRIu32 " -> %" PRIu32 " bytes, the index %" PRIu64
                          " -> %" PRIu64,
-                         f, get_u32(e), get_u32(e + 4), fr.size, raw);
+                         f, lt_get_le32(e), lt_get_le32(e + 4), fr.size, raw);
             break;
         }
         st = load_frame(sh, f, true, err);
         if (st != LT_OK) break;
-        if (sh->checksum != get_u32(e + 8)) {
+        if (sh->checksum != lt_get_le32(e + 8)) {
             st = lt_fail(err, LT_ERR_INPUT, path,
                          "frame %" PRIu64 ": checksum %08" PRIx32 " of its bytes differs from the seek table's %08" PRIx32,
-                         f, sh->checksum, get_u32(e + 8));
+                         f, sh->checksum, lt_get_le32(e + 8));
             break;
         }
         tokens += fr.n_tokens;

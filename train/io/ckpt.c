@@ -21,8 +21,8 @@
 
 #include <xxhash.h> /* XXH64: header and payload checksums */
 
+#include "lib/bytes.h" /* lt_put_le32, lt_get_le32, lt_put_le_floats, ...: the format's little-endian fields */
 #include "lib/files.h" /* lt_atomic_open, lt_atomic_commit, lt_atomic_abort, lt_fsync_dir */
-#include "train/io/ckpt_bytes.h" /* put_u32, get_u32, floats_to_le, ... */
 
 /* Header field offsets (ckpt.h). */
 enum {
@@ -71,7 +71,7 @@ static void hash_floats(XXH64_state_t *h, const float *x, size_t n) {
     uint8_t buf[4 * CONV_FLOATS];
     for (size_t i = 0; i < n; i += CONV_FLOATS) {
         size_t k = n - i < CONV_FLOATS ? n - i : CONV_FLOATS;
-        floats_to_le(buf, x + i, k);
+        lt_put_le_floats(buf, x + i, k);
         XXH64_update(h, buf, 4 * k);
     }
 }
@@ -92,7 +92,7 @@ static bool write_floats(FILE *f, const float *x, size_t n) {
     uint8_t buf[4 * CONV_FLOATS];
     for (size_t i = 0; i < n; i += CONV_FLOATS) {
         size_t k = n - i < CONV_FLOATS ? n - i : CONV_FLOATS;
-        floats_to_le(buf, x + i, k);
+        lt_put_le_floats(buf, x + i, k);
         if (fwrite(buf, 4, k, f) != k) return false;
     }
     return true;
@@ -103,7 +103,7 @@ static bool read_floats(FILE *f, float *x, size_t n) {
     if (fread(x, sizeof(float), n, f) != n) return false;
     if (!host_is_little_endian()) {
         for (size_t i = 0; i < n; i++) {
-            uint32_t u = get_u32((const uint8_t *)&x[i]);
+            uint32_t u = lt_get_le32((const uint8_t *)&x[i]);
             memcpy(&x[i], &u, 4);
         }
     }
@@ -116,8 +116,8 @@ static void encode_header(uint8_t h[LT_CKPT_HEADER_BYTES], const lt_llama *m, co
                           const lt_ckpt_state *st, uint64_t params_hash, uint64_t moments_hash) {
     memset(h, 0, LT_CKPT_HEADER_BYTES);
     memcpy(h + OFF_MAGIC, LT_CKPT_MAGIC, 8);
-    put_u32(h + OFF_VERSION, LT_CKPT_VERSION);
-    put_u32(h + OFF_HEADER_BYTES, LT_CKPT_HEADER_BYTES);
+    lt_put_le32(h + OFF_VERSION, LT_CKPT_VERSION);
+    lt_put_le32(h + OFF_HEADER_BYTES, LT_CKPT_HEADER_BYTES);
     const lt_model_shape *s = &m->shape;
     if (s->name) {
         size_t nl = strlen(s->name);
@@ -125,22 +125,22 @@ static void encode_header(uint8_t h[LT_CKPT_HEADER_BYTES], const lt_llama *m, co
     }
     int32_t dims[8] = {s->layers, s->hidden, s->heads, s->kv_heads, s->ffn, s->vocab, s->tie_embeddings ? 1 : 0,
                        s->gated_ffn ? 1 : 0};
-    for (int i = 0; i < 8; i++) put_u32(h + OFF_DIMS + 4 * i, (uint32_t)dims[i]);
-    put_f64(h + OFF_ROPE_THETA, lt_model_rope_theta(s));
-    put_f64(h + OFF_NORM_EPS, lt_model_norm_eps(s));
-    put_u64(h + OFF_STEP, (uint64_t)st->step);
-    for (int i = 0; i < 2; i++) put_u64(h + OFF_RNG_KEY + 8 * i, st->rng.key[i]);
-    for (int i = 0; i < 4; i++) put_u64(h + OFF_RNG_CTR + 8 * i, st->rng.ctr[i]);
-    for (int i = 0; i < 4; i++) put_u64(h + OFF_RNG_BUF + 8 * i, st->rng.buf[i]);
-    put_u32(h + OFF_RNG_POS, (uint32_t)st->rng.pos);
-    put_u32(h + OFF_HAS_OPT, opt ? 1u : 0u);
-    put_u64(h + OFF_DATA_POS, st->data_pos);
-    put_u64(h + OFF_DATA_EPOCH, st->data_epoch);
-    put_u64(h + OFF_N_PARAMS, (uint64_t)m->n_params);
-    put_u64(h + OFF_ADAM_T, opt ? (uint64_t)opt->t : 0);
-    put_u64(h + OFF_PARAMS_HASH, params_hash);
-    put_u64(h + OFF_MOMENTS_HASH, moments_hash);
-    put_u64(h + OFF_HEADER_HASH, XXH64(h, OFF_HEADER_HASH, 0));
+    for (int i = 0; i < 8; i++) lt_put_le32(h + OFF_DIMS + 4 * i, (uint32_t)dims[i]);
+    lt_put_le_f64(h + OFF_ROPE_THETA, lt_model_rope_theta(s));
+    lt_put_le_f64(h + OFF_NORM_EPS, lt_model_norm_eps(s));
+    lt_put_le64(h + OFF_STEP, (uint64_t)st->step);
+    for (int i = 0; i < 2; i++) lt_put_le64(h + OFF_RNG_KEY + 8 * i, st->rng.key[i]);
+    for (int i = 0; i < 4; i++) lt_put_le64(h + OFF_RNG_CTR + 8 * i, st->rng.ctr[i]);
+    for (int i = 0; i < 4; i++) lt_put_le64(h + OFF_RNG_BUF + 8 * i, st->rng.buf[i]);
+    lt_put_le32(h + OFF_RNG_POS, (uint32_t)st->rng.pos);
+    lt_put_le32(h + OFF_HAS_OPT, opt ? 1u : 0u);
+    lt_put_le64(h + OFF_DATA_POS, st->data_pos);
+    lt_put_le64(h + OFF_DATA_EPOCH, st->data_epoch);
+    lt_put_le64(h + OFF_N_PARAMS, (uint64_t)m->n_params);
+    lt_put_le64(h + OFF_ADAM_T, opt ? (uint64_t)opt->t : 0);
+    lt_put_le64(h + OFF_PARAMS_HASH, params_hash);
+    lt_put_le64(h + OFF_MOMENTS_HASH, moments_hash);
+    lt_put_le64(h + OFF_HEADER_HASH, XXH64(h, OFF_HEADER_HASH, 0));
 }
 
 lt_status lt_ckpt_write(const char *path, const lt_llama *m, const lt_adamw *opt, const lt_ckpt_state *st,
@@ -227,16 +227,16 @@ static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_err
         lt_error_hint(err, DAMAGED_HINT);
         goto fail;
     }
-    uint32_t version = get_u32(h + OFF_VERSION);
+    uint32_t version = lt_get_le32(h + OFF_VERSION);
     if (version > LT_CKPT_VERSION) {
         st = lt_fail(err, LT_ERR_VERSION, path, "checkpoint version %" PRIu32 " is newer than this trainer reads (%d)",
                      version, LT_CKPT_VERSION);
         lt_error_hint(err, "read it with the longtail version that wrote it, or a newer one");
         goto fail;
     }
-    if (version == 0 || get_u32(h + OFF_HEADER_BYTES) != LT_CKPT_HEADER_BYTES) {
+    if (version == 0 || lt_get_le32(h + OFF_HEADER_BYTES) != LT_CKPT_HEADER_BYTES) {
         st = lt_fail(err, LT_ERR_INPUT, path, "invalid checkpoint header (version %" PRIu32 ", header bytes %" PRIu32
-                     ", expected %d and %d)", version, get_u32(h + OFF_HEADER_BYTES), LT_CKPT_VERSION,
+                     ", expected %d and %d)", version, lt_get_le32(h + OFF_HEADER_BYTES), LT_CKPT_VERSION,
                      LT_CKPT_HEADER_BYTES);
         lt_error_hint(err, DAMAGED_HINT);
         goto fail;
@@ -247,7 +247,7 @@ static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_err
         lt_error_hint(err, DAMAGED_HINT);
         goto fail;
     }
-    if (get_u64(h + OFF_HEADER_HASH) != XXH64(h, OFF_HEADER_HASH, 0)) {
+    if (lt_get_le64(h + OFF_HEADER_HASH) != XXH64(h, OFF_HEADER_HASH, 0)) {
         st = lt_fail(err, LT_ERR_INPUT, path, "checkpoint header checksum mismatch: the header is damaged");
         lt_error_hint(err, DAMAGED_HINT);
         goto fail;
@@ -259,7 +259,7 @@ static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_err
     name[NAME_BYTES] = '\0';
     lt_model_shape *s = &in->shape;
     int32_t dims[8];
-    for (int i = 0; i < 8; i++) dims[i] = (int32_t)get_u32(h + OFF_DIMS + 4 * i);
+    for (int i = 0; i < 8; i++) dims[i] = (int32_t)lt_get_le32(h + OFF_DIMS + 4 * i);
     s->name = name_of(name);
     s->layers = dims[0];
     s->hidden = dims[1];
@@ -269,8 +269,8 @@ static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_err
     s->vocab = dims[5];
     s->tie_embeddings = dims[6];
     s->gated_ffn = dims[7];
-    s->rope_theta = get_f64(h + OFF_ROPE_THETA);
-    s->norm_eps = get_f64(h + OFF_NORM_EPS);
+    s->rope_theta = lt_get_le_f64(h + OFF_ROPE_THETA);
+    s->norm_eps = lt_get_le_f64(h + OFF_NORM_EPS);
     lt_error verr;
     if (lt_model_validate(s, &verr) != LT_OK) {
         st = lt_fail(err, LT_ERR_INPUT, path, "invalid model dimensions in the checkpoint: %s", verr.what);
@@ -286,18 +286,18 @@ static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_err
         lt_error_hint(err, DAMAGED_HINT);
         goto fail;
     }
-    in->state.step = (int64_t)get_u64(h + OFF_STEP);
-    for (int i = 0; i < 2; i++) in->state.rng.key[i] = get_u64(h + OFF_RNG_KEY + 8 * i);
-    for (int i = 0; i < 4; i++) in->state.rng.ctr[i] = get_u64(h + OFF_RNG_CTR + 8 * i);
-    for (int i = 0; i < 4; i++) in->state.rng.buf[i] = get_u64(h + OFF_RNG_BUF + 8 * i);
-    in->state.rng.pos = (int)(int32_t)get_u32(h + OFF_RNG_POS);
-    in->state.data_pos = get_u64(h + OFF_DATA_POS);
-    in->state.data_epoch = get_u64(h + OFF_DATA_EPOCH);
-    uint32_t has_opt = get_u32(h + OFF_HAS_OPT);
-    in->n_params = get_u64(h + OFF_N_PARAMS);
-    in->adam_t = (int64_t)get_u64(h + OFF_ADAM_T);
-    hd->params_hash = get_u64(h + OFF_PARAMS_HASH);
-    hd->moments_hash = get_u64(h + OFF_MOMENTS_HASH);
+    in->state.step = (int64_t)lt_get_le64(h + OFF_STEP);
+    for (int i = 0; i < 2; i++) in->state.rng.key[i] = lt_get_le64(h + OFF_RNG_KEY + 8 * i);
+    for (int i = 0; i < 4; i++) in->state.rng.ctr[i] = lt_get_le64(h + OFF_RNG_CTR + 8 * i);
+    for (int i = 0; i < 4; i++) in->state.rng.buf[i] = lt_get_le64(h + OFF_RNG_BUF + 8 * i);
+    in->state.rng.pos = (int)(int32_t)lt_get_le32(h + OFF_RNG_POS);
+    in->state.data_pos = lt_get_le64(h + OFF_DATA_POS);
+    in->state.data_epoch = lt_get_le64(h + OFF_DATA_EPOCH);
+    uint32_t has_opt = lt_get_le32(h + OFF_HAS_OPT);
+    in->n_params = lt_get_le64(h + OFF_N_PARAMS);
+    in->adam_t = (int64_t)lt_get_le64(h + OFF_ADAM_T);
+    hd->params_hash = lt_get_le64(h + OFF_PARAMS_HASH);
+    hd->moments_hash = lt_get_le64(h + OFF_MOMENTS_HASH);
     if (in->state.step < 0 || in->adam_t < 0 || in->state.rng.pos < 0 || in->state.rng.pos > 4 || has_opt > 1) {
         st = lt_fail(err, LT_ERR_INPUT, path,
                      "invalid training state in the checkpoint: step %" PRId64 ", AdamW t %" PRId64

@@ -24,8 +24,8 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
-#include "lib/files.h"        /* lt_atomic_*, lt_mkdir_p, lt_read_file */
-#include "train/io/ckpt_bytes.h" /* put_u32, get_u32, floats_to_le, floats_from_le */
+#include "lib/bytes.h"       /* lt_put_le32, lt_get_le32, lt_put_le_floats, lt_get_le_floats */
+#include "lib/files.h"       /* lt_atomic_*, lt_mkdir_p, lt_read_file */
 #include "train/dist/dist.h" /* lt_dist */
 
 #define PART_MAGIC "LTPART01"
@@ -71,19 +71,19 @@ static uint8_t *encode_part(const lt_llama *m, const lt_adamw *opt, const bool *
     uint8_t *b = malloc(*len), *p = b;
     if (!b) return NULL;
     memcpy(p, PART_MAGIC, 8), p += 8;
-    put_u32(p, 1), put_u32(p + 4, (uint32_t)stage), put_u32(p + 8, n), put_u32(p + 12, opt ? 1 : 0), p += 16;
-    put_u64(p, m->n_params), put_u64(p + 8, (uint64_t)step), p += 16;
+    lt_put_le32(p, 1), lt_put_le32(p + 4, (uint32_t)stage), lt_put_le32(p + 8, n), lt_put_le32(p + 12, opt ? 1 : 0), p += 16;
+    lt_put_le64(p, m->n_params), lt_put_le64(p + 8, (uint64_t)step), p += 16;
     for (int i = 0; i < m->n_tensors; i++)
-        if (mine[i]) put_u32(p, (uint32_t)i), p += 4;
+        if (mine[i]) lt_put_le32(p, (uint32_t)i), p += 4;
     const float *src[3] = {m->params, opt ? opt->m : NULL, opt ? opt->v : NULL};
     for (size_t a = 0; a < arrays; a++)
         for (int i = 0; i < m->n_tensors; i++) {
             if (!mine[i]) continue;
             size_t c = (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
-            floats_to_le(p, src[a] + m->tensors[i].offset, c);
+            lt_put_le_floats(p, src[a] + m->tensors[i].offset, c);
             p += 4 * c;
         }
-    put_u64(p, XXH64(b, (size_t)(p - b), 0));
+    lt_put_le64(p, XXH64(b, (size_t)(p - b), 0));
     return b;
 }
 
@@ -114,7 +114,7 @@ lt_status lt_ckpt_dist_write(const lt_dist *d, const char *dir, const lt_llama *
             sprintf(path, "%s/%s", cdir, name);
             s = lt_write_file_atomic(path, b, len, err);
         }
-        if (s == LT_OK) me.written = 1, me.bytes = len, me.hash = get_u64(b + len - 8);
+        if (s == LT_OK) me.written = 1, me.bytes = len, me.hash = lt_get_le64(b + len - 8);
         free(path), free(b);
     }
     /* every part on disk before the manifest names them */
@@ -287,27 +287,27 @@ lt_status lt_ckpt_dist_read(const char *cdir, lt_llama *m, lt_adamw *opt, lt_ckp
         if (s == LT_OK && (len != mf->part_bytes[k] || len < 48 || memcmp(p, PART_MAGIC, 8) != 0))
             s = lt_fail(err, LT_ERR_INPUT, path, "%zu bytes, the manifest says %" PRIu64 " (or not a checkpoint part)",
                         len, mf->part_bytes[k]);
-        if (s == LT_OK && (get_u64(p + len - 8) != mf->part_hash[k] || XXH64(p, len - 8, 0) != mf->part_hash[k]))
+        if (s == LT_OK && (lt_get_le64(p + len - 8) != mf->part_hash[k] || XXH64(p, len - 8, 0) != mf->part_hash[k]))
             s = lt_fail(err, LT_ERR_INPUT, path, "damaged: its checksum does not match the manifest's");
-        uint32_t n = s == LT_OK ? get_u32(p + 16) : 0, has_opt = s == LT_OK ? get_u32(p + 20) : 0;
+        uint32_t n = s == LT_OK ? lt_get_le32(p + 16) : 0, has_opt = s == LT_OK ? lt_get_le32(p + 20) : 0;
         const uint8_t *idx = p + 40, *q = idx + 4 * (size_t)n;
         size_t floats = 0;
         for (uint32_t i = 0; s == LT_OK && i < n; i++) {
-            uint32_t t = get_u32(idx + 4 * i);
+            uint32_t t = lt_get_le32(idx + 4 * i);
             if (t >= (uint32_t)m->n_tensors) s = lt_fail(err, LT_ERR_INPUT, path, "names tensor %u of %d", t, m->n_tensors);
             else floats += (size_t)m->tensors[t].rows * (size_t)m->tensors[t].cols;
         }
         size_t arrays = has_opt ? 3 : 1;
-        if (s == LT_OK && (get_u64(p + 24) != m->n_params || 40 + 4 * (size_t)n + 4 * floats * arrays + 8 != len))
+        if (s == LT_OK && (lt_get_le64(p + 24) != m->n_params || 40 + 4 * (size_t)n + 4 * floats * arrays + 8 != len))
             s = lt_fail(err, LT_ERR_INPUT, path, "its size does not match its tensors");
         if (s == LT_OK && opt && mf->has_opt && !has_opt)
             s = lt_fail(err, LT_ERR_INPUT, path, "has no optimizer moments, the manifest says it should");
         float *dst[3] = {m->params, opt ? opt->m : NULL, opt ? opt->v : NULL};
         for (size_t a = 0; s == LT_OK && a < arrays; a++)
             for (uint32_t i = 0; i < n; i++) {
-                uint32_t t = get_u32(idx + 4 * i);
+                uint32_t t = lt_get_le32(idx + 4 * i);
                 size_t c = (size_t)m->tensors[t].rows * (size_t)m->tensors[t].cols;
-                if (dst[a]) floats_from_le(dst[a] + m->tensors[t].offset, q, c);
+                if (dst[a]) lt_get_le_floats(dst[a] + m->tensors[t].offset, q, c);
                 q += 4 * c;
                 seen[t] = true;
             }

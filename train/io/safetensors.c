@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "lib/bf16.h"  /* lt_bf16_to_f32: BF16 tensors widened */
+#include "lib/bytes.h" /* lt_get_le16, lt_get_le64, lt_put_le64, lt_get_le_floats, lt_put_le_floats */
 #include "lib/files.h" /* lt_atomic_open, lt_atomic_commit, lt_atomic_abort */
 
 #define METADATA_KEY "__metadata__"
@@ -53,12 +54,6 @@ static unsigned dtype_size(lt_safetensors_dtype d) {
     return 0;
 }
 
-static uint64_t get_u64le(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
 /* ------------------------------------------------------------------ conversion */
 
 float lt_f16_to_f32(uint16_t h) {
@@ -88,17 +83,13 @@ void lt_safetensors_to_f32(const lt_safetensors_tensor *t, float *out) {
     size_t n = (size_t)t->n_elems;
     switch (t->dtype) {
     case LT_SAFETENSORS_F32:
-        for (size_t i = 0; i < n; i++) {
-            uint32_t u = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
-                         (uint32_t)p[4 * i + 3] << 24;
-            memcpy(&out[i], &u, 4);
-        }
+        lt_get_le_floats(out, p, n);
         break;
     case LT_SAFETENSORS_F16:
-        for (size_t i = 0; i < n; i++) out[i] = lt_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        for (size_t i = 0; i < n; i++) out[i] = lt_f16_to_f32(lt_get_le16(p + 2 * i));
         break;
     case LT_SAFETENSORS_BF16:
-        for (size_t i = 0; i < n; i++) out[i] = lt_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        for (size_t i = 0; i < n; i++) out[i] = lt_bf16_to_f32(lt_get_le16(p + 2 * i));
         break;
     }
 }
@@ -276,7 +267,7 @@ static lt_status check_layout(lt_safetensors *st, uint64_t data_len, lt_error *e
 static lt_status parse_header(lt_safetensors *st, lt_error *err) {
     if (st->size < 8)
         return bad(st, err, "the file has %zu bytes, too short for the 8-byte header length", st->size);
-    uint64_t n = get_u64le(st->bytes);
+    uint64_t n = lt_get_le64(st->bytes);
     if (n > st->size - 8)
         return bad(st, err, "the header length %" PRIu64 " reaches past the end of the file (%zu bytes)", n, st->size);
     if (n > LT_SAFETENSORS_MAX_HEADER)
@@ -416,14 +407,7 @@ static bool write_f32le(FILE *f, const float *x, size_t n) {
     uint8_t buf[4 * 4096];
     for (size_t i = 0; i < n; i += 4096) {
         size_t k = n - i < 4096 ? n - i : 4096;
-        for (size_t j = 0; j < k; j++) {
-            uint32_t u;
-            memcpy(&u, &x[i + j], 4);
-            buf[4 * j] = (uint8_t)u;
-            buf[4 * j + 1] = (uint8_t)(u >> 8);
-            buf[4 * j + 2] = (uint8_t)(u >> 16);
-            buf[4 * j + 3] = (uint8_t)(u >> 24);
-        }
+        lt_put_le_floats(buf, x + i, k);
         if (fwrite(buf, 4, k, f) != k) return false;
     }
     return true;
@@ -484,7 +468,7 @@ lt_status lt_safetensors_write(const char *path, const lt_safetensors_out *tenso
     size_t hlen = j.len, pad = (8 - hlen % 8) % 8; /* spaces, as the reference pads */
     uint8_t lenbuf[8];
     uint64_t total = hlen + pad;
-    for (int i = 0; i < 8; i++) lenbuf[i] = (uint8_t)(total >> (8 * i));
+    lt_put_le64(lenbuf, total);
 
     lt_atomic_file af;
     lt_status s = lt_atomic_open(&af, path, err);
