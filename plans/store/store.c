@@ -272,10 +272,6 @@ enum {
     Q_GET_SLICES,
     Q_GET_MERGES,
     Q_RUN,
-    Q_RANK_PIPELINE,
-    Q_RANK_SLICES,
-    Q_RANK_STAGE,
-    Q_RANK_MERGES,
     Q_COUNT
 };
 
@@ -307,18 +303,6 @@ static const char *const query_sql[Q_COUNT] = {
                      "WHERE run_id = ?1 AND step = ?2 ORDER BY dp_rank, passes, unit, seq",
     [Q_GET_MERGES] =
         "SELECT idx, sample_id, dp_rank, cp, reason FROM dp_merges WHERE run_id = ?1 AND step = ?2 ORDER BY idx",
-    /* the per-rank reader (lt_store_get_rank): the pipeline holding DP rank ?3 (the one with
-     * the largest first dp_rank <= ?3, which the caller checks covers it), its units, one
-     * stage's row, and the DP-Merge groups whose members include that pipeline (groups
-     * are over pipelines of cp 1, so member k is dp_rank + k) */
-    [Q_RANK_PIPELINE] = "SELECT dp_rank, cp, predicted_ms FROM pipelines WHERE run_id = ?1 AND step = ?2 AND "
-                        "dp_rank <= ?3 ORDER BY dp_rank DESC LIMIT 1",
-    [Q_RANK_SLICES] = "SELECT dp_rank, passes, unit, seq, idx, tok_begin, tok_end, cp, slice FROM units_slices "
-                      "WHERE run_id = ?1 AND step = ?2 AND dp_rank = ?3 ORDER BY passes, unit, seq",
-    [Q_RANK_STAGE] = "SELECT busy_ms, peak_mem_bytes, layer_begin, layer_end, n_ops, ops FROM stages "
-                     "WHERE run_id = ?1 AND step = ?2 AND dp_rank = ?3 AND stage = ?4",
-    [Q_RANK_MERGES] = "SELECT idx, dp_rank, cp FROM dp_merges WHERE run_id = ?1 AND step = ?2 AND dp_rank <= ?3 "
-                      "AND ?3 < dp_rank + cp ORDER BY idx",
     [Q_RUN] = "SELECT name, strategy, config, fingerprint, input, sample_policy, context_len, global_batch, seed, "
               "dp, pp, tp, layers, mem_cap_bytes, tuning, n_samples_total, longtail_version "
               "FROM runs WHERE run_id = ?1",
@@ -1787,17 +1771,16 @@ static lt_status place_pass(const char *path, uint64_t step, int dp_rank, const 
  * rows (an asymmetric one: bunits and bslices, then units and slices); per pass units 0,
  * 1, ... each with slices seq 0, 1, ..., all rows of a unit with the same cp. A pass's rows
  * are gathered, then laid out by place_pass. */
-static lt_status read_units(lt_store *st, uint64_t step, lt_step_plan *p, int64_t only_dp, lt_error *err) {
+static lt_status read_units(lt_store *st, uint64_t step, lt_step_plan *p, lt_error *err) {
 #define ROWS_BAD(...)                                    \
     do {                                                 \
         s = step_fail(err, st->path, step, __VA_ARGS__); \
         goto out;                                        \
     } while (0)
     sqlite3_stmt *q;
-    lt_status s = query(st, only_dp < 0 ? Q_GET_SLICES : Q_RANK_SLICES, &q, err);
+    lt_status s = query(st, Q_GET_SLICES, &q, err);
     if (s != LT_OK) return s;
     sqlite3_bind_int64(q, 2, (int64_t)step);
-    if (only_dp >= 0) sqlite3_bind_int64(q, 3, only_dp);
     int cur = -1;
     int64_t cur_unit = -1, next_seq = 0;
     char cur_pass[3] = "";
@@ -1997,7 +1980,7 @@ static lt_status read_step(lt_store *st, uint64_t step, lt_step_plan *p, lt_samp
     sqlite3_reset(q);
     if (rows != p->n_samples) BAD("table step_samples: %zu rows, table steps says n_samples %zu", rows, p->n_samples);
 
-    if ((s = read_units(st, step, p, -1, err)) != LT_OK) goto done;
+    if ((s = read_units(st, step, p, err)) != LT_OK) goto done;
 
     /* dp_merges: the step's DP-Merge groups, by sample */
     if ((s = query(st, Q_GET_MERGES, &q, err)) != LT_OK) goto done;
@@ -2412,133 +2395,6 @@ out:
     sqlite3_reset(q);
     free(v);
     raw_step_free(&R);
-    return s;
-}
-
-/* ------------------------------------------------------------------ one rank */
-
-void lt_rank_ops_free(lt_rank_ops *r) {
-    if (!r) return;
-    lt_schedule_free(&r->sched);
-    free(r->ops);
-    free(r->merges);
-    memset(r, 0, sizeof *r);
-}
-
-static lt_status read_rank(lt_store *st, uint64_t step, int dp_rank, int stage, lt_rank_ops *out, lt_error *err) {
-    const int64_t st_step = (int64_t)step;
-    sqlite3_stmt *q = NULL;
-    lt_status s;
-    int rc;
-    lt_step_plan p; /* one pipeline, for read_units */
-    lt_step_plan_init(&p);
-    /* the step: its sample count (for the rows' bounds) and loss denominator */
-    if ((s = query(st, Q_GET_STEP, &q, err)) != LT_OK) return s;
-    sqlite3_bind_int64(q, 2, st_step);
-    rc = step_row(st, q, "steps", &s, err);
-    if (rc == SQLITE_DONE) {
-        sqlite3_reset(q);
-        return not_stored(st, step, err);
-    }
-    if (rc != SQLITE_ROW) goto out;
-    p.n_samples = (size_t)sqlite3_column_int64(q, 1);
-    out->n_predicted = sqlite3_column_int64(q, 11);
-    sqlite3_reset(q);
-    /* the pipeline holding dp_rank */
-    if ((s = query(st, Q_RANK_PIPELINE, &q, err)) != LT_OK) goto out;
-    sqlite3_bind_int64(q, 2, st_step);
-    sqlite3_bind_int64(q, 3, dp_rank);
-    rc = step_row(st, q, "pipelines", &s, err);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) goto out;
-    int64_t first = rc == SQLITE_ROW ? sqlite3_column_int64(q, 0) : -1, cp = rc == SQLITE_ROW ? sqlite3_column_int64(q, 1) : 0;
-    double time_ms = rc == SQLITE_ROW ? sqlite3_column_double(q, 2) : 0;
-    sqlite3_reset(q);
-    if (first < 0 || dp_rank >= first + cp) {
-        s = step_fail(err, st->path, step, "DP rank %d is in no pipeline of the step", dp_rank);
-        lt_error_hint(err, "the step's pipelines are in table pipelines (dp_rank .. dp_rank + cp - 1 each)");
-        goto out;
-    }
-    out->step = step;
-    out->dp_rank = dp_rank;
-    out->stage = stage;
-    out->pipeline_dp_rank = (int)first;
-    out->cp = (int)cp;
-    out->cp_rank = (int)(dp_rank - first);
-    out->pipeline_time_s = time_ms / 1e3;
-    p.n_ranks = 1;
-    p.pp = st->pp;
-    p.ranks = lt_calloc_check(1, sizeof *p.ranks);
-    p.ranks[0].dp_rank = (int)first;
-    p.ranks[0].cp = (int)cp;
-    if ((s = lt_schedule_init(&p.ranks[0].sched, st->pp, st->layers, err)) != LT_OK) goto out;
-    if ((s = read_units(st, step, &p, first, err)) != LT_OK) goto out;
-    /* the stage's op list and predictions */
-    if ((s = query(st, Q_RANK_STAGE, &q, err)) != LT_OK) goto out;
-    sqlite3_bind_int64(q, 2, st_step);
-    sqlite3_bind_int64(q, 3, first);
-    sqlite3_bind_int64(q, 4, stage);
-    rc = step_row(st, q, "stages", &s, err);
-    if (rc == SQLITE_DONE) {
-        s = step_fail(err, st->path, step, "table stages: no row for dp_rank %" PRId64 " stage %d", first, stage);
-        goto out;
-    }
-    if (rc != SQLITE_ROW) goto out;
-    out->busy_s = sqlite3_column_double(q, 0) / 1e3;
-    out->peak_mem = sqlite3_column_double(q, 1);
-    uint32_t lb, le;
-    lt_schedule_stage_layers(st->layers, st->pp, stage, &lb, &le);
-    if (sqlite3_column_int64(q, 2) != (int64_t)lb || sqlite3_column_int64(q, 3) != (int64_t)le) {
-        s = step_fail(err, st->path, step, "table stages: dp_rank %" PRId64 " stage %d does not have layers [%u, %u)",
-                      first, stage, lb, le);
-        goto out;
-    }
-    out->layer_begin = lb;
-    out->layer_end = le;
-    pred_buf pred = {0};
-    ops_where at = {st->path, step, first, stage};
-    s = parse_stage_ops(&at, (const char *)sqlite3_column_text(q, 5), (size_t)sqlite3_column_bytes(q, 5),
-                        sqlite3_column_int64(q, 4), lb, le, &p.ranks[0].sched, &pred, err);
-    sqlite3_reset(q);
-    if (s != LT_OK) {
-        free(pred.v);
-        goto out;
-    }
-    out->ops = pred.v ? pred.v : lt_calloc_check(1, sizeof *out->ops);
-    /* the DP-Merge groups this pipeline belongs to */
-    if ((s = query(st, Q_RANK_MERGES, &q, err)) != LT_OK) goto out;
-    sqlite3_bind_int64(q, 2, st_step);
-    sqlite3_bind_int64(q, 3, first);
-    size_t cap = 0;
-    while ((rc = step_row(st, q, "dp_merges", &s, err)) == SQLITE_ROW) {
-        if (out->n_merges == cap) {
-            cap = cap ? 2 * cap : 4;
-            out->merges = lt_realloc_check(out->merges, cap * sizeof *out->merges);
-        }
-        int64_t gfirst = sqlite3_column_int64(q, 1);
-        out->merges[out->n_merges++] = (lt_rank_merge){.sample = (int32_t)sqlite3_column_int64(q, 0),
-                                                       .first_dp_rank = (int)gfirst,
-                                                       .cp = (int)sqlite3_column_int64(q, 2),
-                                                       .member = (int)(first - gfirst)};
-    }
-    sqlite3_reset(q);
-    if (rc != SQLITE_DONE) goto out;
-    out->sched = p.ranks[0].sched; /* moved */
-    memset(&p.ranks[0].sched, 0, sizeof p.ranks[0].sched);
-    s = LT_OK;
-out:
-    if (q) sqlite3_reset(q);
-    lt_step_plan_free(&p);
-    return s;
-}
-
-lt_status lt_store_get_rank(lt_store *st, uint64_t step, int dp_rank, int stage, lt_rank_ops *out, lt_error *err) {
-    lt_rank_ops_free(out);
-    if (step > (uint64_t)INT64_MAX) return not_stored(st, step, err);
-    if (dp_rank < 0 || stage < 0 || stage >= st->pp)
-        return lt_fail(err, LT_ERR_USAGE, st->path, "DP rank %d, stage %d: out of range (stages 0..%d)", dp_rank, stage,
-                       st->pp - 1);
-    lt_status s = read_rank(st, step, dp_rank, stage, out, err);
-    if (s != LT_OK) lt_rank_ops_free(out);
     return s;
 }
 

@@ -167,47 +167,11 @@ lt_status lt_store_steps(lt_store *st, uint64_t **steps, size_t *n, lt_error *er
  * rows' slice positions (0 .. rows-1 per pass, each once, a unit's consecutive), the
  * dp_merges rows as out->merges. Samples come back with id,
  * task, doc, offset and length; corpus_doc is not stored and is 0. solve_ms is 0 when the
- * file has none (--no-timings). */
+ * file has none (--no-timings). Each trainer rank reads its whole step this way and keeps
+ * its own (dp_rank, stage): the executor orders ops and matches stage-to-stage transfers on
+ * the dependency graph of the whole pipeline (plans/schedule/deps.h), which one stage's op
+ * list alone does not give. */
 lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_sample **samples, lt_error *err);
-
-/* ---- one rank's reading (the trainer) ---- */
-
-/* A DP-Merge group seen from one of its member pipelines. */
-typedef struct lt_rank_merge {
-    int32_t sample;    /* step sample index (lt_slice.sample) */
-    int first_dp_rank; /* the group's first DP rank */
-    int cp;            /* members */
-    int member;        /* this pipeline's position in the group, 0..cp-1: its CP shard */
-} lt_rank_merge;
-
-/* What one GPU, (dp_rank, stage), executes in one step: its pipeline's slice and unit tables
- * (both passes, as lt_store_get_step has them), the op list of its stage only (the other
- * stages' lists are empty; their ops' ids are not needed to execute, only the peers the
- * dependency API names, which an executor of the whole pipeline derives from a full read),
- * the ops' predictions, the loss denominator, and the DP-Merge groups its pipeline is in. */
-typedef struct lt_rank_ops {
-    uint64_t step;
-    int dp_rank, stage;
-    int pipeline_dp_rank;  /* the first DP rank of its pipeline (pipelines.dp_rank) */
-    int cp;                /* the pipeline's static context-parallel degree (pipelines.cp) */
-    int cp_rank;           /* dp_rank - pipeline_dp_rank: this rank's shard of every unit */
-    uint32_t layer_begin, layer_end; /* the stage's layer block */
-    lt_schedule sched;     /* sched.stage[stage] holds the ops; the other stages are empty */
-    lt_plan_op *ops;       /* [sched.stage[stage].n] */
-    double pipeline_time_s, busy_s, peak_mem;
-    int64_t n_predicted;   /* the step's loss denominator (steps.n_predicted) */
-    lt_rank_merge *merges; /* [n_merges] by sample */
-    size_t n_merges;
-} lt_rank_ops;
-
-/* Read what (dp_rank, stage) executes at step `step` into *out (freed first) with three
- * keyed queries and one stage row, not the whole step: a non-first rank of a static-CP
- * pipeline finds its pipeline directly (the one whose [dp_rank, dp_rank + cp) holds it).
- * LT_ERR_INPUT when the step is not stored or dp_rank is in no pipeline (naming both), or
- * for inconsistent rows (as lt_store_get_step); LT_ERR_USAGE for a negative dp_rank or a
- * stage outside 0..pp-1. On error *out is left empty. */
-lt_status lt_store_get_rank(lt_store *st, uint64_t step, int dp_rank, int stage, lt_rank_ops *out, lt_error *err);
-void lt_rank_ops_free(lt_rank_ops *r); /* NULL-safe; leaves it zeroed */
 
 /* ---- checking and printing (plans/store/validate.c) ---- */
 

@@ -242,125 +242,6 @@ static void test_dp_merge_members_must_agree(void **state) {
     lt_planner_free(pl);
 }
 
-/* ---------------------------------------------------------------- the per-rank reader */
-
-/* Store plans (megatron with its tuned static CP, slimpack with DP-Merge where the corpus
- * makes one), then read every (dp_rank, stage) alone: the same units, op list and
- * predictions as the whole step's read, the right pipeline for a non-first CP rank, and
- * the DP-Merge groups with this pipeline's member position. */
-static void check_rank_reads(lt_store *st, const lt_step_plan *want, int dp) {
-    lt_rank_ops ro;
-    memset(&ro, 0, sizeof ro);
-    lt_error err;
-    for (int d = 0; d < dp; d++) {
-        size_t r = 0;
-        while (r + 1 < want->n_ranks && want->ranks[r + 1].dp_rank <= d) r++;
-        const lt_rank_plan *rp = &want->ranks[r];
-        for (int g = 0; g < want->pp; g++) {
-            if (lt_store_get_rank(st, want->step, d, g, &ro, &err) != LT_OK) fail_msg("rank %d stage %d: %s", d, g,
-                                                                                        err.what);
-            assert_int_equal(ro.pipeline_dp_rank, rp->dp_rank);
-            assert_int_equal(ro.cp, rp->cp);
-            assert_int_equal(ro.cp_rank, d - rp->dp_rank);
-            assert_int_equal(ro.n_predicted, want->n_predicted);
-            assert_int_equal(ro.sched.n_units, rp->sched.n_units);
-            assert_int_equal(ro.sched.n_slices, rp->sched.n_slices);
-            assert_int_equal(ro.sched.asym, rp->sched.asym);
-            for (size_t j = 0; j < rp->sched.n_slices; j++) {
-                assert_int_equal(ro.sched.slices[j].sample, rp->sched.slices[j].sample);
-                assert_int_equal(ro.sched.slices[j].begin, rp->sched.slices[j].begin);
-                assert_int_equal(ro.sched.slices[j].end, rp->sched.slices[j].end);
-            }
-            assert_int_equal(ro.sched.stage[g].n, rp->sched.stage[g].n);
-            size_t base = 0;
-            for (int h = 0; h < g; h++) base += rp->sched.stage[h].n;
-            for (size_t i = 0; i < rp->sched.stage[g].n; i++) {
-                assert_memory_equal(&ro.sched.stage[g].ops[i], &rp->sched.stage[g].ops[i], sizeof(lt_op));
-                assert_float_equal(ro.ops[i].start_s, rp->ops[base + i].start_s, 1e-9);
-            }
-            for (int h = 0; h < want->pp; h++)
-                if (h != g) assert_int_equal(ro.sched.stage[h].n, 0);
-            size_t nm = 0;
-            for (size_t k = 0; k < want->n_merges; k++) {
-                const lt_dp_merge *m = &want->merges[k];
-                if ((int)r < m->first_rank || (int)r >= m->first_rank + m->cp) continue;
-                assert_true(nm < ro.n_merges);
-                assert_int_equal(ro.merges[nm].sample, m->sample);
-                assert_int_equal(ro.merges[nm].member, (int)r - m->first_rank);
-                assert_int_equal(ro.merges[nm].cp, m->cp);
-                nm++;
-            }
-            assert_int_equal(nm, ro.n_merges);
-        }
-    }
-    assert_int_equal(lt_store_get_rank(st, want->step, dp, 0, &ro, &err), LT_ERR_INPUT);
-    assert_contains(err.what, "is in no pipeline of the step");
-    assert_int_equal(lt_store_get_rank(st, want->step, 0, want->pp, &ro, &err), LT_ERR_USAGE);
-    assert_int_equal(lt_store_get_rank(st, 999, 0, 0, &ro, &err), LT_ERR_INPUT);
-    lt_rank_ops_free(&ro);
-    lt_rank_ops_free(&ro);
-}
-
-static void test_rank_reader(void **state) {
-    (void)state;
-    NEED_HW();
-    NEED_LENGTHS();
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
-    lt_planner *pl = planner_of(&pc);
-    int64_t lengths[512];
-    lt_sample smp[512];
-    corpus_steps cs = open_steps("github.txt", pc.context_len);
-    char path[] = "/tmp/lt_exec_rules_XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
-    close(fd);
-    unlink(path);
-    lt_run_info run;
-    memset(&run, 0, sizeof run);
-    run.name = "exec-rules";
-    run.strategy = "auto";
-    run.config = "[plan]\nstrategy = auto\n";
-    run.fingerprint = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-    run.input = "github.txt";
-    run.sample_policy = "truncate";
-    run.tuning = (char *)lt_planner_params(pl);
-    run.version = "test";
-    run.context_len = pc.context_len;
-    run.global_batch = 512;
-    run.seed = 1234;
-    run.dp = 8;
-    run.pp = 4;
-    run.tp = 4;
-    run.layers = pc.cm.model.layers;
-    run.mem_cap = pc.cm.mem_cap;
-    run.n_samples_total = 1000;
-    lt_store *st = NULL;
-    lt_error err;
-    if (lt_store_begin(&st, path, &run, false, &err) != LT_OK) fail_msg("begin: %s", err.what);
-    lt_step_plan plans[2];
-    lt_strategy strat[2] = {LT_STRATEGY_MEGATRON, LT_STRATEGY_SLIMPACK};
-    for (int k = 0; k < 2; k++) {
-        lt_step_plan_init(&plans[k]);
-        step_lengths(&cs, (uint64_t)k, lengths);
-        for (size_t i = 0; i < 512; i++) smp[i] = (lt_sample){.id = i, .length = lengths[i]};
-        plan_ok(pl, strat[k], (uint64_t)k, lengths, 512, &plans[k]);
-        if (lt_store_put_step(st, &plans[k], smp, &err) != LT_OK) fail_msg("put: %s", err.what);
-    }
-    if (lt_store_commit(st, &err) != LT_OK) fail_msg("commit: %s", err.what);
-    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
-    print_message("megatron: %zu pipelines of cp %d; slimpack: %zu DP-Merge groups\n", plans[0].n_ranks,
-                  plans[0].ranks[0].cp, plans[1].n_merges);
-    assert_true(plans[0].ranks[0].cp > 1); /* 128K on llama-13b: the tuning picks static CP */
-    for (int k = 0; k < 2; k++) {
-        check_rank_reads(st, &plans[k], 8);
-        lt_step_plan_free(&plans[k]);
-    }
-    lt_store_close(st);
-    unlink(path);
-    close_steps(&cs);
-    lt_planner_free(pl);
-}
-
 /* ---------------------------------------------------------------- issue 16 points 4 and 6 */
 
 /* The K/V tokens forward op f of s keeps, found by scanning (docs/cost-model.md, "Backward
@@ -560,7 +441,6 @@ int main(void) {
         cmocka_unit_test(test_loss_convention),
         cmocka_unit_test(test_loss_and_recompute_refused),
         cmocka_unit_test(test_every_strategy_on_every_corpus),
-        cmocka_unit_test(test_rank_reader),
         cmocka_unit_test(test_dp_merge_members_must_agree),
         cmocka_unit_test(test_slimpack_recompute_keeps_cut_kv),
         cmocka_unit_test(test_dp_merge_lockstep_times),
