@@ -1,6 +1,7 @@
 /*
  * plans/cmd/show.c — `planner show` (one stored step, printed) and `planner validate`
- * (every stored step checked against the plan invariants): thin shells over plans/store/store.h.
+ * (every stored step checked against the plan invariants): thin shells over
+ * plans/store/store.h and plans/store/validate.h.
  *
  *   planner show --db FILE --step N [--width W]
  *   planner validate --db FILE [--quiet]
@@ -19,7 +20,8 @@
 #include "lib/progress.h"  /* lt_progress_* */
 #include "lib/strutil.h"   /* lt_parse_int64 */
 #include "plans/cmd/planner.h" /* show_command, validate_command */
-#include "plans/store/store.h"   /* lt_store_*, lt_plan_print, lt_store_validate */
+#include "plans/store/store.h"    /* lt_store_open, lt_store_steps, lt_store_get_step, lt_store_close */
+#include "plans/store/validate.h" /* lt_plan_print, lt_store_validate */
 
 /* The options of both commands: --db FILE, and --step N --width W (show) or --quiet. */
 typedef struct show_args {

@@ -1,6 +1,6 @@
 /*
  * plans/store/validate.c — the invariants every stored plan keeps, and printing one step
- * (plans/store/store.h: lt_plan_validate, lt_store_validate, lt_plan_print).
+ * (plans/store/validate.h: lt_plan_validate, lt_store_validate, lt_plan_print).
  *
  * lt_plan_validate checks, in this order, so that each broken rule is reported as itself:
  *   1. shape: arrays present, every schedule of pp stages, samples on existing pipelines,
@@ -27,7 +27,7 @@
  *      same on every member of its group (within 1 ns).
  * Messages name the step, the pipeline (index and dp_rank), the stage, unit or sample.
  */
-#include "plans/store/store.h"
+#include "plans/store/validate.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -37,8 +37,8 @@
 
 #include "plans/schedule/deps.h" /* lt_deps_preds: the F a B takes activations from */
 #include "plans/schedule/sim.h"  /* lt_sim_run, lt_sim_unit_costs, lt_sim_print_timeline, lt_sim_deps */
+#include "plans/store/store.h"   /* lt_store_run_info, lt_store_steps, lt_store_get_step, lt_store_check_rows */
 
-/* The raw-row checks of one stored step (plans/store/store.c; private to the two files). */
 /* ------------------------------------------------------------------ messages */
 
 /* LT_ERR_INPUT "step S, pipeline R (dp_rank D): WHAT" (r < 0: "step S: WHAT"). */

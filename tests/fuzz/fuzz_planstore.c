@@ -1,7 +1,7 @@
 /*
  * tests/fuzz/fuzz_planstore.c — libFuzzer target for the plan store's reader
- * (plans/store/store.h: lt_store_open, lt_store_steps, lt_store_get_step, lt_store_validate;
- * plans/store/validate.c: lt_plan_validate, lt_plan_print): a plan file whose rows were changed
+ * (plans/store/store.h: lt_store_open, lt_store_steps, lt_store_get_step; plans/store/validate.h:
+ * lt_store_validate, lt_plan_validate, lt_plan_print): a plan file whose rows were changed
  * behind the store's back (a bad disk, a hand edit, a buggy writer) must give an error
  * naming what is wrong, never a crash, a hang or undefined behaviour.
  *
@@ -37,6 +37,7 @@
 #include "plans/schedule/schedule.h"
 #include "plans/schedule/sim.h"
 #include "plans/store/store.h"
+#include "plans/store/validate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

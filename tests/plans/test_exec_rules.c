@@ -16,7 +16,7 @@
 #include "plan_fixture.h"
 #include "plans/schedule/deps.h"
 #include "plans/schedule/sim.h"
-#include "plans/store/store.h" /* lt_plan_validate */
+#include "plans/store/validate.h" /* lt_plan_validate */
 
 static void assert_contains(const char *text, const char *want) {
     if (!strstr(text, want)) fail_msg("\"%s\" does not contain \"%s\"", text, want);

@@ -26,7 +26,7 @@
 #include "plans/cost/hardware.h" /* lt_hardware_load, lt_hardware_parse */
 #include "plans/strategies/plan.h"     /* lt_planner_* */
 #include "plans/batches/sampler.h"  /* lt_sampler_* */
-#include "plans/store/store.h"    /* lt_plan_validate */
+#include "plans/store/validate.h" /* lt_plan_validate */
 #include "tests/plans/plan_fixture.h"
 #include "tests/testutil.h" /* lt_test_now_ms, lt_test_cmp_double (bench mode) */
 

@@ -1,6 +1,7 @@
 /*
- * tests/plans/test_store.c — unit tests for the plan database (plans/store/store.h: plans/store/store.c,
- * plans/store/validate.c, `planner show` and `planner validate`), cmocka.
+ * tests/plans/test_store.c — unit tests for the plan database (plans/store/store.h and
+ * plans/store/validate.h: the files of plans/store/, `planner show` and `planner validate`),
+ * cmocka.
  *
  * The plans are built here by hand, independently of the strategies: units from the
  * schedule generators (whole samples + 1F1B, sliced + Seq1F1B, ChunkFlow chunks + state-aware
@@ -44,6 +45,7 @@
 #include "plans/schedule/schedule.h" /* generators */
 #include "plans/schedule/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
 #include "plans/store/store.h"
+#include "plans/store/validate.h"
 #include "tests/testutil.h" /* lt_test_tmpdir_* */
 
 static char tmp_root[128];

@@ -34,7 +34,7 @@
 #include "plans/batches/sampler.h"
 #include "plans/schedule/schedule.h"
 #include "plans/schedule/sim.h"
-#include "plans/store/store.h" /* lt_plan_validate */
+#include "plans/store/validate.h" /* lt_plan_validate */
 #include "tests/plans/plan_fixture.h"
 #include "tests/testutil.h" /* lt_test_now_ms, lt_test_cmp_double (bench mode) */
 
