@@ -29,7 +29,7 @@ ALL_TARGETS=(fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_v
 
 TOKENIZER_SOURCES="dataprep/tokenizer.c dataprep/pretok.c dataprep/unicode_tables.c lib/json.c \
 lib/error.c lib/files.c lib/strlist.c lib/sha256.c lib/log.c"
-READER_SOURCES="dataprep/reader.c dataprep/reader_wet.c dataprep/reader_jsonl.c dataprep/reader_wikixml.c \
+READER_SOURCES="dataprep/reader.c dataprep/reader_wet.c dataprep/reader_jsonl.c dataprep/reader_wikixml.c dataprep/reader_skip.c \
 dataprep/wikitext.c dataprep/source.c lib/json.c lib/error.c"
 # The library sources each target links (relative to ROOT).
 target_sources() {
@@ -44,7 +44,8 @@ target_sources() {
     fuzz_wikitext) echo "dataprep/wikitext.c lib/error.c" ;;
     fuzz_index) echo "dataprep/shard.c lib/error.c lib/files.c lib/sha256.c lib/strlist.c" ;;
     fuzz_hardware) echo "plans/cost/hardware.c plans/batches/lengths.c lib/error.c lib/strutil.c lib/files.c lib/strlist.c" ;;
-    fuzz_planstore) echo "plans/store/store.c plans/store/validate.c plans/strategies/plan.c plans/schedule/schedule.c plans/schedule/generators.c \
+    fuzz_planstore) echo "plans/store/store.c plans/store/schema.c plans/store/config.c plans/store/ops_text.c \
+plans/store/write.c plans/store/read.c plans/store/checks.c plans/store/measured.c plans/store/validate.c plans/strategies/plan.c plans/schedule/schedule.c plans/schedule/generators.c \
 plans/schedule/sim.c plans/schedule/deps.c plans/cost/cost.c plans/cost/hardware.c lib/db.c lib/error.c lib/files.c lib/strutil.c lib/strlist.c lib/config.c \
 lib/config_schema.c lib/model.c lib/log.c plans/batches/sampler.c plans/batches/lengths.c dataprep/dataset.c dataprep/shard.c lib/rng.c \
 lib/sha256.c lib/json.c" ;;
@@ -161,7 +162,7 @@ build_target() {
   local abs=()
   for f in "${srcs[@]}"; do abs+=("$ROOT/$f"); done
   [ -x "$bin" ] || stale=1
-  for f in "${abs[@]}" "$ROOT"/lib/*.h "$ROOT"/dataprep/*.h "$ROOT"/plans/*.h "$ROOT"/train/*.h "$ROOT"/jobctl/*.h "$ROOT"/tests/fuzz/*.h "$ROOT/scripts/fuzz.sh"; do
+  for f in "${abs[@]}" "$ROOT"/lib/*.h "$ROOT"/dataprep/*.h "$ROOT"/plans/*/*.h "$ROOT"/train/*.h "$ROOT"/train/*/*.h "$ROOT"/jobctl/*.h "$ROOT"/tests/fuzz/*.h "$ROOT/scripts/fuzz.sh"; do
     if [ "$f" -nt "$bin" ]; then stale=1; fi
   done
   [ "$stale" = 1 ] || return 0

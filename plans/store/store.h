@@ -173,10 +173,10 @@ lt_status lt_store_steps(lt_store *st, uint64_t **steps, size_t *n, lt_error *er
 lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_sample **samples, lt_error *err);
 
 /* The raw-row checks of one stored step, run by lt_store_validate before it reads the step
- * back (plans/store/store.c; public only for plans/store/validate.c): per pass, the units_slices rows
- * cover every sample's tokens exactly once on the sample's dp_rank, a DP-merged sample
- * exactly once on every dp_rank of its group with the same token ranges, and no row holds
- * tokens elsewhere; a row's cp is its sample's group cp (1 when not merged); every
+ * back (plans/store/checks.c; public for plans/store/validate.c and the tests): per pass,
+ * the units_slices rows cover every sample's tokens exactly once on the sample's dp_rank, a
+ * DP-merged sample exactly once on every dp_rank of its group with the same token ranges,
+ * and no row holds tokens elsewhere; a row's cp is its sample's group cp (1 when not merged); every
  * dp_merges row names a sample of the step (idx, and sample_id as step_samples has it) on
  * its step_samples dp_rank, with cp pipelines from there; the steps row's n_samples and
  * n_tokens equal the step_samples rows' count and sum. LT_ERR_INPUT naming the table. */
