@@ -49,7 +49,7 @@ plans/store/write.c plans/store/read.c plans/store/checks.c plans/store/measured
 plans/schedule/sim.c plans/schedule/deps.c plans/cost/cost.c plans/cost/hardware.c lib/db.c lib/error.c lib/files.c lib/strutil.c lib/strlist.c lib/config.c \
 lib/config_schema.c lib/model.c lib/log.c plans/batches/sampler.c plans/batches/lengths.c dataprep/dataset.c dataprep/shard.c lib/rng.c \
 lib/sha256.c lib/json.c" ;;
-    fuzz_safetensors) echo "train/io/safetensors.c lib/json.c lib/error.c lib/files.c lib/strlist.c" ;;
+    fuzz_safetensors) echo "train/io/safetensors.c lib/bf16.c lib/json.c lib/error.c lib/files.c lib/strlist.c" ;;
     fuzz_slurm) echo "jobctl/slurm.c jobctl/proc.c lib/strutil.c lib/error.c" ;;
     *) return 1 ;;
   esac
