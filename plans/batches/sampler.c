@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataprep/dataset.h" /* lt_dataset_open, lt_index_n_docs, lt_index_doc_len */
-#include "lib/rng.h"          /* lt_rng_seed, lt_rng_split, lt_rng_shuffle */
-#include "lib/sha256.h"       /* lt_sha256_* */
-#include "plans/batches/lengths.h"    /* lt_lengths_read */
+#include "dataprep/dataset.h"      /* lt_dataset_open, lt_index_n_docs, lt_index_doc_len */
+#include "lib/rng.h"               /* lt_rng_seed, lt_rng_split, lt_rng_shuffle */
+#include "lib/sha256.h"            /* lt_sha256_* */
+#include "plans/batches/lengths.h" /* lt_lengths_read */
 
 /* ------------------------------------------------------------------ corpus */
 

@@ -29,7 +29,7 @@ typedef struct slot {
 typedef struct worker {
     struct shared *sh;
     lt_sampler *sampler;
-    lt_planner **planners; /* [n_strategies]: one per strategy keeps each one's scratch warm */
+    lt_strategies **planners; /* [n_strategies]: one per strategy keeps each one's scratch warm */
     pthread_t thread;
     bool started;
 } worker;
@@ -68,7 +68,7 @@ static lt_status plan_one(const shared *sh, worker *w, size_t i, slot *s, lt_err
     for (size_t j = 0; j < sh->batch; j++) s->lengths[j] = s->samples[j].length;
     for (size_t k = 0; k < sh->n_strategies; k++) {
         lt_error_clear(&s->errors[k]);
-        s->status[k] = lt_planner_plan_step(w->planners[k], sh->strategies[k], step, s->lengths, sh->batch,
+        s->status[k] = lt_strategies_plan_step(w->planners[k], sh->strategies[k], step, s->lengths, sh->batch,
                                             &s->plans[k], &s->errors[k]);
     }
     return LT_OK;
@@ -112,19 +112,19 @@ static void *worker_main(void *arg) {
 static void worker_free(worker *w, size_t n_strategies) {
     lt_sampler_free(w->sampler);
     if (w->planners)
-        for (size_t k = 0; k < n_strategies; k++) lt_planner_free(w->planners[k]);
+        for (size_t k = 0; k < n_strategies; k++) lt_strategies_free(w->planners[k]);
     free(w->planners);
 }
 
 static lt_status worker_init(worker *w, shared *sh, const lt_corpus *corpus, const lt_sampler_config *sc,
-                             const lt_planner_config *pc, lt_error *err) {
+                             const lt_plan_config *pc, lt_error *err) {
     memset(w, 0, sizeof *w);
     w->sh = sh;
     lt_status st = lt_sampler_create(&w->sampler, corpus, sc, err);
     if (st != LT_OK) return st;
     w->planners = lt_calloc_check(sh->n_strategies, sizeof *w->planners);
     for (size_t k = 0; k < sh->n_strategies; k++)
-        if ((st = lt_planner_create(&w->planners[k], pc, err)) != LT_OK) return st;
+        if ((st = lt_strategies_create(&w->planners[k], pc, err)) != LT_OK) return st;
     return LT_OK;
 }
 
@@ -143,7 +143,7 @@ static void slots_free(slot *slots, size_t window, size_t n_strategies) {
     free(slots);
 }
 
-lt_status lt_plan_steps(const lt_corpus *corpus, const lt_sampler_config *sc, const lt_planner_config *pc,
+lt_status lt_plan_steps(const lt_corpus *corpus, const lt_sampler_config *sc, const lt_plan_config *pc,
                         const lt_strategy *strategies, size_t n_strategies, const uint64_t *steps, size_t n_steps,
                         int threads, lt_step_callback cb, void *cb_ctx, lt_error *err) {
     LT_CHECK(n_strategies >= 1 && cb != NULL);

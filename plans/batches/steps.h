@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"     /* lt_status, lt_error */
-#include "plans/strategies/plan.h"    /* lt_planner_config, lt_step_plan, lt_strategy */
+#include "lib/error.h"             /* lt_status, lt_error */
+#include "plans/strategies/plan.h" /* lt_plan_config, lt_step_plan, lt_strategy */
 #include "plans/batches/sampler.h" /* lt_corpus, lt_sampler_config, lt_sample */
 
 /* One planned step: for strategy k of the request, status[k] and, when LT_OK, plans[k]
@@ -41,7 +41,7 @@ typedef lt_status (*lt_step_callback)(void *ctx, const lt_planned_step *ps, lt_e
 /* Plan steps[0..n_steps) with strategies[0..n_strategies) (n_strategies >= 1), on `threads`
  * threads (<= 0: one per CPU the process may use; 1: on the calling thread), calling cb for
  * each step in order. */
-lt_status lt_plan_steps(const lt_corpus *corpus, const lt_sampler_config *sc, const lt_planner_config *pc,
+lt_status lt_plan_steps(const lt_corpus *corpus, const lt_sampler_config *sc, const lt_plan_config *pc,
                         const lt_strategy *strategies, size_t n_strategies, const uint64_t *steps, size_t n_steps,
                         int threads, lt_step_callback cb, void *cb_ctx, lt_error *err);
 

@@ -15,16 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buildconfig.h"    /* PACKAGE_VERSION */
-#include "lib/cli.h"        /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
-#include "lib/config.h"     /* lt_config_* */
-#include "lib/progress.h"   /* lt_progress_* */
-#include "lib/log.h"        /* lt_log_enabled (--quiet is a common option) */
-#include "plans/strategies/plan.h"     /* lt_planner_* */
-#include "plans/cmd/planner.h"  /* build_command */
-#include "plans/batches/sampler.h"  /* lt_corpus_*, lt_sampler_* */
-#include "plans/batches/steps.h"    /* lt_plan_steps */
-#include "plans/store/store.h"    /* lt_store_* */
+#include "buildconfig.h"           /* PACKAGE_VERSION */
+#include "lib/cli.h"               /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
+#include "lib/config.h"            /* lt_config_* */
+#include "lib/progress.h"          /* lt_progress_* */
+#include "lib/log.h"               /* lt_log_enabled (--quiet is a common option) */
+#include "plans/strategies/plan.h" /* lt_strategies_* */
+#include "plans/cmd/planner.h"     /* build_command */
+#include "plans/batches/sampler.h" /* lt_corpus_*, lt_sampler_* */
+#include "plans/batches/steps.h"   /* lt_plan_steps */
+#include "plans/store/store.h"     /* lt_store_* */
 
 typedef struct build_args {
     const char *data, *lengths, *db, *strategy, *hardware_dir;
@@ -118,7 +118,7 @@ static lt_status store_step(void *ctx, const lt_planned_step *ps, lt_error *err)
 }
 
 /* Fill the run description (strings borrowed from cfg, or static; freed by nobody). */
-static void run_info_of(lt_run_info *r, const lt_config *cfg, const lt_planner_config *pc, const lt_planner *pl,
+static void run_info_of(lt_run_info *r, const lt_config *cfg, const lt_plan_config *pc, const lt_strategies *pl,
                         char *config_text, char *fingerprint, const char *input, const lt_sampler_config *sc,
                         uint64_t n_samples) {
     memset(r, 0, sizeof *r);
@@ -128,7 +128,7 @@ static void run_info_of(lt_run_info *r, const lt_config *cfg, const lt_planner_c
     r->fingerprint = fingerprint;
     r->input = (char *)input;
     r->sample_policy = (char *)lt_sample_policy_name(sc->policy);
-    r->tuning = (char *)lt_planner_params(pl);
+    r->tuning = (char *)lt_strategies_params(pl);
     r->version = (char *)PACKAGE_VERSION;
     r->context_len = sc->context_len;
     r->global_batch = sc->global_batch;
@@ -141,7 +141,7 @@ static void run_info_of(lt_run_info *r, const lt_config *cfg, const lt_planner_c
     r->n_samples_total = n_samples;
 }
 
-lt_status planner_sampler_config(const lt_config *cfg, const lt_planner_config *pc, lt_sampler_config *sc,
+lt_status planner_sampler_config(const lt_config *cfg, const lt_plan_config *pc, lt_sampler_config *sc,
                                    lt_error *err) {
     memset(sc, 0, sizeof *sc);
     int64_t v;
@@ -176,11 +176,11 @@ int build_command(lt_cli_ctx *ctx) {
     lt_status st = effective_config(ctx, &a, &cfg, &owned, &err);
     if (st != LT_OK) return fail(&err, st);
 
-    lt_planner_config pc;
+    lt_plan_config pc;
     lt_sampler_config sc;
     lt_corpus *corpus = NULL;
     lt_sampler *sampler = NULL;
-    lt_planner *planner = NULL;
+    lt_strategies *planner = NULL;
     lt_store *store = NULL;
     char *config_text = NULL;
     uint64_t *todo = NULL;
@@ -188,7 +188,7 @@ int build_command(lt_cli_ctx *ctx) {
     build_state b;
     memset(&b, 0, sizeof b);
 
-    if ((st = lt_planner_config_from(&pc, cfg, a.hardware_dir, &err)) != LT_OK) goto out;
+    if ((st = lt_plan_config_from(&pc, cfg, a.hardware_dir, &err)) != LT_OK) goto out;
     if ((st = lt_config_get_int(cfg, "plan", "steps", &steps, &err)) != LT_OK) goto out;
     if (steps > 100000000) {
         st = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(cfg, "plan", "steps"),
@@ -198,7 +198,7 @@ int build_command(lt_cli_ctx *ctx) {
     if ((st = planner_sampler_config(cfg, &pc, &sc, &err)) != LT_OK) goto out;
     if ((st = planner_load_corpus(a.data, a.lengths, &corpus, &err)) != LT_OK) goto out;
     if ((st = lt_sampler_create(&sampler, corpus, &sc, &err)) != LT_OK) goto out;
-    if ((st = lt_planner_create(&planner, &pc, &err)) != LT_OK) goto out;
+    if ((st = lt_strategies_create(&planner, &pc, &err)) != LT_OK) goto out;
 
     char fingerprint[LT_SHA256_HEX_LEN + 1];
     lt_corpus_fingerprint(corpus, fingerprint);
@@ -227,7 +227,7 @@ int build_command(lt_cli_ctx *ctx) {
                 "planner: %s, %" PRId64 " steps of %" PRId64 " samples <= %" PRId64
                 " tokens (%" PRIu64 " samples from %s), %d thread%s; baseline tuning %s\n",
                 lt_strategy_name(pc.strategy), steps, sc.global_batch, sc.context_len, lt_sampler_n_samples(sampler),
-                a.data ? a.data : a.lengths, threads, threads == 1 ? "" : "s", lt_planner_params(planner));
+                a.data ? a.data : a.lengths, threads, threads == 1 ? "" : "s", lt_strategies_params(planner));
     if (!a.quiet && kept)
         fprintf(stderr, "planner: %s holds %zu of the steps already; planning the other %zu\n", a.db, kept, n_todo);
 
@@ -258,7 +258,7 @@ out:
     if (store) lt_store_abort(store);
     free(todo);
     free(config_text);
-    lt_planner_free(planner);
+    lt_strategies_free(planner);
     lt_sampler_free(sampler);
     lt_corpus_free(corpus);
     lt_config_free(owned);

@@ -34,11 +34,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/cli.h"       /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
-#include "lib/log.h"        /* lt_log_enabled (--quiet is a common option) */
-#include "plans/cost/cost.h"    /* lt_cost_sim_costs_prepared, lt_cost_model_set_cp */
-#include "plans/strategies/plan.h"    /* lt_strategy_*, lt_step_plan */
-#include "plans/cmd/planner.h" /* compare_command, planner_load_corpus */
+#include "lib/cli.h"               /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
+#include "lib/log.h"               /* lt_log_enabled (--quiet is a common option) */
+#include "plans/cost/cost.h"       /* lt_cost_sim_costs_prepared, lt_cost_model_set_cp */
+#include "plans/strategies/plan.h" /* lt_strategy_*, lt_step_plan */
+#include "plans/cmd/planner.h"     /* compare_command, planner_load_corpus */
 #include "plans/batches/steps.h"   /* lt_plan_steps */
 
 typedef struct compare_args {
@@ -273,13 +273,13 @@ int compare_command(lt_cli_ctx *ctx) {
 
     lt_error err;
     lt_error_clear(&err);
-    lt_planner_config pc;
+    lt_plan_config pc;
     lt_sampler_config sc;
     lt_corpus *corpus = NULL;
     uint64_t *steps = NULL;
     lt_strategy *strategies = lt_calloc_check(n, sizeof *strategies);
     int64_t n_steps = a.steps;
-    lt_status st = lt_planner_config_from(&pc, ctx->config, a.hardware_dir, &err);
+    lt_status st = lt_plan_config_from(&pc, ctx->config, a.hardware_dir, &err);
     if (st == LT_OK && !n_steps) st = lt_config_get_int(ctx->config, "plan", "steps", &n_steps, &err);
     if (st == LT_OK) st = planner_sampler_config(ctx->config, &pc, &sc, &err);
     if (st == LT_OK) st = planner_load_corpus(NULL, a.lengths, &corpus, &err);

@@ -24,7 +24,7 @@ static const lt_cli_command commands[] = {
      "  multi-1f1b     1F1B pipelines in sequence over --groups N1,N2,... units (InfiniPipe 3.3.1)\n"
      "  helixpipe      attention-parallel partition, two-fold FILO (HelixPipe 4.2-4.3)\n"
      "\n"
-     "--unit-lengths: the unit-time model of ChunkFlow Sec. 3 (CONTRACTS.md): a forward takes\n"
+     "--unit-lengths: the unit-time model of ChunkFlow Sec. 3 (docs/simulator.md): a forward takes\n"
      "as many time units as its unit's length on every stage, a backward twice that, no\n"
      "communication; peak memory is counted in micro-batches in flight. --stages is required;\n"
      "--layers defaults to the stages (2 x stages for helixpipe).\n"

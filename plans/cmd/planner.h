@@ -8,11 +8,11 @@
 #ifndef LT_PLANNER_H
 #define LT_PLANNER_H
 
-#include "lib/cli.h"        /* lt_cli_program */
-#include "lib/error.h"      /* lt_status, lt_error */
-#include "lib/config.h"     /* lt_config */
-#include "plans/strategies/plan.h"     /* lt_planner_config */
-#include "plans/batches/sampler.h"  /* lt_corpus, lt_sampler_config */
+#include "lib/cli.h"               /* lt_cli_program */
+#include "lib/error.h"             /* lt_status, lt_error */
+#include "lib/config.h"            /* lt_config */
+#include "plans/strategies/plan.h" /* lt_plan_config */
+#include "plans/batches/sampler.h" /* lt_corpus, lt_sampler_config */
 
 /* The `planner` program: its commands (lib/cli.h runs them). */
 extern const lt_cli_program planner_program;
@@ -46,7 +46,7 @@ int planner_take_option(lt_cli_ctx *ctx, int *i, const planner_option *opts, siz
 lt_status planner_load_corpus(const char *data, const char *lengths, lt_corpus **out, lt_error *err);
 /* The sampler settings of a config: plan.global_batch, plan.seed, plan.sample_policy and
  * pc->context_len. */
-lt_status planner_sampler_config(const lt_config *cfg, const lt_planner_config *pc, lt_sampler_config *sc,
+lt_status planner_sampler_config(const lt_config *cfg, const lt_plan_config *pc, lt_sampler_config *sc,
                                  lt_error *err);
 
 #endif

@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/cli.h"       /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
-#include "lib/log.h"       /* lt_log_enabled */
-#include "lib/progress.h"  /* lt_progress_* */
-#include "lib/strutil.h"   /* lt_parse_int64 */
-#include "plans/cmd/planner.h" /* show_command, validate_command */
+#include "lib/cli.h"              /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
+#include "lib/log.h"              /* lt_log_enabled */
+#include "lib/progress.h"         /* lt_progress_* */
+#include "lib/strutil.h"          /* lt_parse_int64 */
+#include "plans/cmd/planner.h"    /* show_command, validate_command */
 #include "plans/store/store.h"    /* lt_store_open, lt_store_steps, lt_store_get_step, lt_store_close */
 #include "plans/store/validate.h" /* lt_plan_print, lt_store_validate */
 

@@ -18,14 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/cli.h"        /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
-#include "lib/files.h"      /* lt_atomic_file */
-#include "lib/model.h"      /* lt_model_from_config */
-#include "lib/strutil.h"    /* lt_parse_int64 */
-#include "plans/cost/cost.h"     /* lt_cost_model, lt_cost_sim_costs */
-#include "plans/cost/hardware.h" /* lt_hardware_load */
-#include "plans/batches/lengths.h"  /* lt_lengths_read, lt_lengths_parse_list */
-#include "plans/cmd/planner.h"  /* simulate_command */
+#include "lib/cli.h"                 /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
+#include "lib/files.h"               /* lt_atomic_file */
+#include "lib/model.h"               /* lt_model_from_config */
+#include "lib/strutil.h"             /* lt_parse_int64 */
+#include "plans/cost/cost.h"         /* lt_cost_model, lt_cost_sim_costs */
+#include "plans/cost/hardware.h"     /* lt_hardware_load */
+#include "plans/batches/lengths.h"   /* lt_lengths_read, lt_lengths_parse_list */
+#include "plans/cmd/planner.h"       /* simulate_command */
 #include "plans/schedule/schedule.h" /* lt_schedule, lt_sched_* */
 #include "plans/schedule/sim.h"      /* lt_sim_run */
 

@@ -49,7 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"      /* lt_status, lt_error */
+#include "lib/error.h"               /* lt_status, lt_error */
 #include "plans/schedule/schedule.h" /* lt_schedule, lt_op */
 
 #define LT_DEP_NONE UINT32_MAX

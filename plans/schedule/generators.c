@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/error.h"      /* LT_CHECK, lt_malloc_check, lt_fail */
+#include "lib/error.h"               /* LT_CHECK, lt_malloc_check, lt_fail */
 #include "plans/schedule/schedule.h" /* lt_schedule, lt_op */
 
 /* ---- units from lengths --------------------------------------------------------------- */

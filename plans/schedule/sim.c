@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/error.h"  /* lt_fail, lt_error_hint, lt_realloc_check */
+#include "lib/error.h"           /* lt_fail, lt_error_hint, lt_realloc_check */
 #include "plans/schedule/deps.h" /* lt_deps_build, lt_dep */
 
 #define NONE UINT32_MAX

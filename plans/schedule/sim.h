@@ -73,7 +73,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "lib/error.h"      /* lt_status, lt_error */
+#include "lib/error.h"               /* lt_status, lt_error */
 #include "plans/schedule/deps.h"     /* lt_deps: the edges below, as an API */
 #include "plans/schedule/schedule.h" /* lt_schedule, lt_op */
 

@@ -8,7 +8,7 @@
  * is refused, LT_ERR_VERSION "... built by an older planner ...; rebuild it", by
  * lt_store_open and lt_store_begin, as a newer one is). One run per file (run_id 1): its effective config (lt_config_dump text), the
  * corpus fingerprint (lt_corpus_fingerprint), the sampler and layout values, and the
- * baseline tuning (lt_planner_params). Tables are STRICT (and WITHOUT ROWID where keyed, but
+ * baseline tuning (lt_strategies_params). Tables are STRICT (and WITHOUT ROWID where keyed, but
  * stages, whose rows hold the op lists):
  *
  *   runs(run_id, name, strategy, config, fingerprint, input, sample_policy, context_len,
@@ -79,8 +79,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"     /* lt_status, lt_error */
-#include "plans/strategies/plan.h"    /* lt_step_plan */
+#include "lib/error.h"             /* lt_status, lt_error */
+#include "plans/strategies/plan.h" /* lt_step_plan */
 #include "plans/batches/sampler.h" /* lt_sample */
 
 #define LT_PLAN_DB_APPLICATION_ID 0x4C54504C /* "LTPL" */
@@ -94,7 +94,7 @@ typedef struct lt_run_info {
     char *fingerprint;   /* lt_corpus_fingerprint, 64 hex digits */
     char *input;         /* the --data directory or --lengths file as given */
     char *sample_policy; /* "truncate" | "split" */
-    char *tuning;        /* lt_planner_params */
+    char *tuning;        /* lt_strategies_params */
     char *version;       /* PACKAGE_VERSION of the writer */
     int64_t context_len, global_batch, seed;
     int dp, pp, tp, layers;
@@ -183,14 +183,6 @@ lt_status lt_store_get_step(lt_store *st, uint64_t step, lt_step_plan *out, lt_s
 lt_status lt_store_check_rows(lt_store *st, uint64_t step, lt_error *err);
 
 /* ---- what the trainer measured (trainer train --db) ---- */
-
-/* One executed op: its pipeline (dp_rank), stage and position in the stage's list (seq),
- * when it started and finished, seconds from the start of the step's execution. */
-typedef struct lt_measured_op {
-    int dp_rank, stage;
-    uint32_t seq;
-    double start_s, finish_s;
-} lt_measured_op;
 
 /* Record beside the plan of `step` in the plan file `path` what executing it measured: the
  * ops (n of them), the step's wall time, the peak bytes the executor held and per stage the

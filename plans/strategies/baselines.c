@@ -6,7 +6,7 @@
  *   megatron   best-fit-decreasing packing into micro-batches of context_len tokens
  *              (Krell et al. 2021; SlimPack 6.1's baseline), dealt round-robin over the
  *              dp / cp pipelines, 1F1B; the context-parallel degree and recompute depth are
- *              tuned once, in lt_planner_create, so that a micro-batch of context_len tokens
+ *              tuned once, in lt_strategies_create, so that a micro-batch of context_len tokens
  *              fits (SlimPack 6.1, ChunkFlow 6.2 Table 3: the baselines are tuned per run)
  *   gpipe      the same micro-batches under GPipe
  *   seq1f1b    each micro-batch cut into pieces of equal forward FLOPs, slice-level 1F1B
@@ -26,9 +26,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/error.h"     /* lt_fail, lt_error_hint, lt_malloc_check */
+#include "lib/error.h"                /* lt_fail, lt_error_hint, lt_malloc_check */
 #include "plans/strategies/packing.h" /* lt_pack_best_fit_decreasing, lt_split_equal_cost */
-#include "plans/schedule/sim.h"     /* lt_sim_run */
+#include "plans/schedule/sim.h"       /* lt_sim_run */
 #include "plans/strategies/internal.h"
 
 #define GIB LT_GIB
@@ -74,15 +74,15 @@ typedef struct cf_pipe {
     size_t cap_best;
 } cf_pipe;
 
-struct lt_planner {
-    lt_planner_config pc;
-    /* the megatron / gpipe / seq1f1b tuning (lt_planner_create) */
+struct lt_strategies {
+    lt_plan_config pc;
+    /* the megatron / gpipe / seq1f1b tuning (lt_strategies_create) */
     int cp, recompute;
     lt_cost_model cm_cp;   /* pc.cm with cp = the tuned degree */
     double sync_cp;        /* max over stages of lt_cost_dp_sync_time(cm_cp) */
     double sync_1;         /* the same for pc.cm (cp = 1: chunkflow) */
     char params[64];
-    lt_status tune_status; /* LT_OK, or why the baseline does not fit (lt_planner_create) */
+    lt_status tune_status; /* LT_OK, or why the baseline does not fit (lt_strategies_create) */
     lt_error tune_err;
     /* scratch */
     lt_sim sim;
@@ -116,12 +116,12 @@ static void clear_ops(lt_schedule *s) {
 static bool fits(const lt_sim *sim, double cap) { return lt_plan_max_peak(sim) <= cap; }
 
 /* lt_plan_simulate with the planner's reused sim. */
-static lt_status simulate(lt_planner *p, lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s,
+static lt_status simulate(lt_strategies *p, lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s,
                           lt_sim_costs *costs_out, lt_error *err) {
     return lt_plan_simulate(&p->sim, ctx, cm, s, costs_out, err);
 }
 
-static void reserve_n(lt_planner *p, size_t n) {
+static void reserve_n(lt_strategies *p, size_t n) {
     if (n <= p->cap_n) return;
     p->doc_len = lt_realloc_check(p->doc_len, n * sizeof *p->doc_len);
     p->pipe_len = lt_realloc_check(p->pipe_len, n * sizeof *p->pipe_len);
@@ -129,7 +129,7 @@ static void reserve_n(lt_planner *p, size_t n) {
     p->cap_n = n;
 }
 
-static void reserve_cuts(lt_planner *p, size_t n) {
+static void reserve_cuts(lt_strategies *p, size_t n) {
     if (n <= p->cap_cuts) return;
     p->cuts = lt_realloc_check(p->cuts, n * sizeof *p->cuts);
     p->cap_cuts = n;
@@ -139,7 +139,7 @@ static void reserve_cuts(lt_planner *p, size_t n) {
 
 /* The reference pipeline of the tuning: 1F1B over pp micro-batches of one context_len
  * sample each, every op recomputing r layers, simulated with cm. */
-static lt_status reference_run(lt_planner *p, lt_schedule *s, const lt_cost_model *cm, int r, lt_error *err) {
+static lt_status reference_run(lt_strategies *p, lt_schedule *s, const lt_cost_model *cm, int r, lt_error *err) {
     lt_schedule_clear(s);
     for (int i = 0; i < cm->pp; i++) lt_schedule_add_unit(s, lt_schedule_add_slice(s, i, 0, p->pc.context_len), 1);
     lt_sched_1f1b(s, NULL, s->n_units);
@@ -156,7 +156,7 @@ static lt_status reference_run(lt_planner *p, lt_schedule *s, const lt_cost_mode
  * pipeline fits mem_cap; among those the least reference step time x c (GPU time per
  * micro-batch: a CP group is c GPUs), ties to the smaller c, then the smaller r.
  */
-static lt_status tune_baseline(lt_planner *p, lt_error *err) {
+static lt_status tune_baseline(lt_strategies *p, lt_error *err) {
     const lt_cost_model *base = &p->pc.cm;
     int rmax = lt_plan_max_stage_layers(base);
     lt_schedule s;
@@ -216,7 +216,7 @@ done:
 
 /* ---------------------------------------------------------------- create / free */
 
-lt_status lt_planner_create(lt_planner **out, const lt_planner_config *pc, lt_error *err) {
+lt_status lt_strategies_create(lt_strategies **out, const lt_plan_config *pc, lt_error *err) {
     *out = NULL;
     if (pc->context_len < 1)
         return lt_fail(err, LT_ERR_CONFIG, "[plan]", "plan.context_len = %" PRId64 ": need at least 1 token",
@@ -249,7 +249,7 @@ lt_status lt_planner_create(lt_planner **out, const lt_planner_config *pc, lt_er
                        pc->milp_max_nodes);
     if (pc->cm.pp < 1 || pc->cm.dp < 1 || pc->cm.model.layers < pc->cm.pp || pc->cm.cp != 1)
         return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "the planner needs an initialised cost model with cp = 1");
-    lt_planner *p = lt_calloc_check(1, sizeof *p);
+    lt_strategies *p = lt_calloc_check(1, sizeof *p);
     p->pc = *pc;
     p->sync_1 = lt_plan_max_dp_sync(&pc->cm);
     lt_packing_init(&p->pack);
@@ -263,7 +263,7 @@ lt_status lt_planner_create(lt_planner **out, const lt_planner_config *pc, lt_er
                         pc->strategy == LT_STRATEGY_SEQ1F1B;
         if (baseline || st != LT_ERR_CONFIG) {
             if (err) *err = tune_err;
-            lt_planner_free(p);
+            lt_strategies_free(p);
             return st;
         }
         p->tune_status = st;
@@ -278,14 +278,14 @@ lt_status lt_planner_create(lt_planner **out, const lt_planner_config *pc, lt_er
     for (int r = 0; r < dp; r++)
         if ((st = lt_schedule_init(&p->cf[r].sched, pc->cm.pp, pc->cm.model.layers, err)) != LT_OK ||
             (st = lt_schedule_init(&p->cf[r].best, pc->cm.pp, pc->cm.model.layers, err)) != LT_OK) {
-            lt_planner_free(p);
+            lt_strategies_free(p);
             return st;
         }
     *out = p;
     return LT_OK;
 }
 
-void lt_planner_free(lt_planner *p) {
+void lt_strategies_free(lt_strategies *p) {
     if (!p) return;
     if (p->cf)
         for (int r = 0; r < p->pc.cm.dp; r++) {
@@ -320,7 +320,7 @@ void lt_planner_free(lt_planner *p) {
     free(p);
 }
 
-const char *lt_planner_params(const lt_planner *p) { return p->params; }
+const char *lt_strategies_params(const lt_strategies *p) { return p->params; }
 
 /* ---------------------------------------------------------------- megatron, gpipe, seq1f1b */
 
@@ -328,7 +328,7 @@ const char *lt_planner_params(const lt_planner *p) { return p->params; }
  * increasing index, cut into min(seq1f1b_slices, tokens) pieces of equal forward FLOPs of
  * one layer (GEMMs + causal attention per sample, cost.h), each piece a unit of the sample
  * sub-ranges it covers. */
-static void add_bin_pieces(lt_planner *p, lt_schedule *s, const lt_cost_model *cm, const int64_t *lengths, size_t b) {
+static void add_bin_pieces(lt_strategies *p, lt_schedule *s, const lt_cost_model *cm, const int64_t *lengths, size_t b) {
     const lt_packing *pk = &p->pack;
     const uint32_t *mem = pk->members + pk->bin_start[b];
     size_t nm = pk->bin_start[b + 1] - pk->bin_start[b];
@@ -355,7 +355,7 @@ static void add_bin_pieces(lt_planner *p, lt_schedule *s, const lt_cost_model *c
 
 /* megatron, gpipe, seq1f1b: best-fit-decreasing micro-batches of context_len tokens dealt
  * round-robin over the dp / cp pipelines, with the tuned cp and recompute depth. */
-static lt_status plan_packed(lt_planner *p, lt_strategy strat, uint64_t step, const int64_t *lengths, size_t n,
+static lt_status plan_packed(lt_strategies *p, lt_strategy strat, uint64_t step, const int64_t *lengths, size_t n,
                              lt_step_plan *out, lt_error *err) {
     if (p->tune_status != LT_OK) {
         if (err) *err = p->tune_err;
@@ -506,7 +506,7 @@ static void memo_reset(cf_pipe *cp) {
 
 /* Pipeline r's samples as chunks of `chunk_size` (ChunkFlow Alg. 1) into s, with step
  * sample indices. */
-static void cf_units(const lt_planner *p, int r, lt_schedule *s, int64_t chunk_size) {
+static void cf_units(const lt_strategies *p, int r, lt_schedule *s, int64_t chunk_size) {
     size_t b = p->pipe_start[r], m = p->pipe_start[r + 1] - b;
     lt_sched_units_chunked_budget(s, p->pipe_len + b, m, chunk_size, CF_PACK_BUDGET);
     for (size_t j = 0; j < s->n_slices; j++) /* local sample numbers -> the step's */
@@ -516,7 +516,7 @@ static void cf_units(const lt_planner *p, int r, lt_schedule *s, int64_t chunk_s
 /* Pipeline r's scratch schedule ready for candidate c: the chunks of c's ChunkSize (built
  * when first needed in a step: most candidates are pruned after one pipeline), the bridge
  * prepared for them, the memo valid for c's recompute depth. */
-static void cf_prepare(lt_planner *p, int r, const cf_choice *c) {
+static void cf_prepare(lt_strategies *p, int r, const cf_choice *c) {
     cf_pipe *cp = &p->cf[r];
     if (cp->units_size != c->chunk_size) {
         lt_schedule_clear(&cp->sched);
@@ -600,7 +600,7 @@ static void cf_keep_trial(cf_pipe *cp, const lt_sim *sim) {
 /* Step time of candidate c (its ChunkSize's units already built) over every pipeline, in
  * decreasing token order; *complete = false when it does not fit mem_cap, or when one
  * pipeline alone already takes longer than `bound` (pruned: it cannot be chosen). */
-static lt_status cf_evaluate(lt_planner *p, cf_choice *c, const cf_choice *bound, bool *complete, lt_error *err) {
+static lt_status cf_evaluate(lt_strategies *p, cf_choice *c, const cf_choice *bound, bool *complete, lt_error *err) {
     int dp = p->pc.cm.dp;
     double longest = 0;
     *complete = false;
@@ -635,7 +635,7 @@ static lt_status cf_evaluate(lt_planner *p, cf_choice *c, const cf_choice *bound
 
 /* The candidate just evaluated (complete) is the best so far: keep every pipeline's
  * schedule and simulation for the plan (the op bytes from the memo, still valid). */
-static void cf_keep_best(lt_planner *p) {
+static void cf_keep_best(lt_strategies *p) {
     p->cf_slowest = -1;
     for (int r = 0; r < p->pc.cm.dp; r++) {
         if (p->cf_tokens[r] == 0) continue;
@@ -674,7 +674,7 @@ static void cf_keep_best(lt_planner *p) {
 }
 
 /* Pipeline r of the plan from the kept best candidate. */
-static void cf_take_best(lt_planner *p, int r, lt_rank_plan *rp) {
+static void cf_take_best(lt_strategies *p, int r, lt_rank_plan *rp) {
     cf_pipe *cp = &p->cf[r];
     lt_schedule t = rp->sched; /* an empty schedule of the same shape: swapped in for reuse */
     rp->sched = cp->best;
@@ -692,7 +692,7 @@ static void cf_take_best(lt_planner *p, int r, lt_rank_plan *rp) {
 
 /* cf_order = the pipelines by decreasing tokens (ties: lower rank first); an insertion
  * sort: dp is small, and qsort would need the tokens in a global (planners run in threads). */
-static void cf_sort_pipelines(lt_planner *p) {
+static void cf_sort_pipelines(lt_strategies *p) {
     int dp = p->pc.cm.dp;
     for (int i = 0; i < dp; i++) {
         int r = i, j = i;
@@ -714,7 +714,7 @@ static void cf_sort_pipelines(lt_planner *p) {
  * the most frugal candidate (smallest ChunkSize, smallest K, full recomputation) is planned
  * and the memory check reports it.
  */
-static lt_status plan_chunkflow(lt_planner *p, uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out,
+static lt_status plan_chunkflow(lt_strategies *p, uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out,
                                 lt_error *err) {
     const lt_cost_model *cm = &p->pc.cm;
     int dp = cm->dp;
@@ -822,14 +822,14 @@ static lt_status plan_chunkflow(lt_planner *p, uint64_t step, const int64_t *len
 
 /* ---------------------------------------------------------------- auto */
 
-static lt_status plan_one(lt_planner *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
+static lt_status plan_one(lt_strategies *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
                           lt_step_plan *out, lt_error *err);
 
 /* auto: every other strategy plans the step; the fastest plan under the memory cap is kept
  * (ties: the earlier strategy in enum order), with the second fastest as runner-up. A
  * strategy that cannot plan the step (over the cap, or an untuned baseline) is skipped;
  * when none can, the first one's error is returned. solve_ms counts them all. */
-static lt_status plan_auto(lt_planner *p, uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out,
+static lt_status plan_auto(lt_strategies *p, uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out,
                            lt_error *err) {
     lt_step_plan trial;
     lt_step_plan_init(&trial);
@@ -885,7 +885,7 @@ static lt_status plan_auto(lt_planner *p, uint64_t step, const int64_t *lengths,
 
 /* ---------------------------------------------------------------- plan a step */
 
-lt_status lt_planner_plan_step(lt_planner *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
+lt_status lt_strategies_plan_step(lt_strategies *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
                                lt_step_plan *out, lt_error *err) {
     double t0 = lt_plan_now_ms();
     lt_step_plan_free(out);
@@ -918,7 +918,7 @@ lt_status lt_planner_plan_step(lt_planner *p, lt_strategy s, uint64_t step, cons
 }
 
 /* One strategy (auto included) on validated lengths. */
-static lt_status plan_one(lt_planner *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
+static lt_status plan_one(lt_strategies *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
                           lt_step_plan *out, lt_error *err) {
     lt_status st;
     lt_step_plan_free(out);

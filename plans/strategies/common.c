@@ -14,8 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/error.h"     /* lt_fail, lt_error_hint, lt_malloc_check */
-#include "plans/schedule/sim.h"     /* lt_sim_run */
+#include "lib/error.h"          /* lt_fail, lt_error_hint, lt_malloc_check */
+#include "plans/schedule/sim.h" /* lt_sim_run */
 #include "plans/strategies/internal.h"
 
 #define GIB LT_GIB
@@ -77,7 +77,7 @@ lt_status lt_plan_simulate(lt_sim *sim, lt_cost_sim_ctx *ctx, const lt_cost_mode
 
 /* ---------------------------------------------------------------- the step plan */
 
-lt_status lt_plan_start(const lt_planner_config *pc, lt_step_plan *out, lt_strategy s, uint64_t step,
+lt_status lt_plan_start(const lt_plan_config *pc, lt_step_plan *out, lt_strategy s, uint64_t step,
                         const int64_t *lengths, size_t n, size_t n_ranks, int cp, lt_error *err) {
     const lt_cost_model *cm = &pc->cm;
     out->step = step;
@@ -171,7 +171,7 @@ static size_t longest_sample_of(const lt_step_plan *out, size_t r) {
     return best;
 }
 
-lt_status lt_plan_finish(const lt_planner_config *pc, lt_step_plan *out, double sync, lt_error *err) {
+lt_status lt_plan_finish(const lt_plan_config *pc, lt_step_plan *out, double sync, lt_error *err) {
     double longest = 0, busy = 0, peak = 0;
     size_t worst_r = 0;
     int worst_s = 0;
@@ -207,7 +207,7 @@ lt_status lt_plan_finish(const lt_planner_config *pc, lt_step_plan *out, double 
     return LT_ERR_INPUT;
 }
 
-lt_milp_options lt_plan_milp_options(const lt_planner_config *pc) {
+lt_milp_options lt_plan_milp_options(const lt_plan_config *pc) {
     lt_milp_options o = {.time_limit_s = pc->milp_time_limit,
                          .rel_gap = pc->milp_gap,
                          .max_nodes = pc->milp_max_nodes,

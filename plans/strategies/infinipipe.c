@@ -36,11 +36,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/error.h"          /* lt_fail, lt_malloc_check, LT_CHECK */
-#include "plans/cost/cost.h"         /* lt_cost_op, lt_cost_model_set_cp, lt_cost_model_states_bytes */
-#include "plans/strategies/milp.h"         /* lt_milp_solve */
-#include "plans/schedule/schedule.h"     /* lt_schedule, lt_sched_seq1f1b, lt_sched_multi_1f1b */
-#include "plans/schedule/sim.h"          /* lt_sim */
+#include "lib/error.h"                 /* lt_fail, lt_malloc_check, LT_CHECK */
+#include "plans/cost/cost.h"           /* lt_cost_op, lt_cost_model_set_cp, lt_cost_model_states_bytes */
+#include "plans/strategies/milp.h"     /* lt_milp_solve */
+#include "plans/schedule/schedule.h"   /* lt_schedule, lt_sched_seq1f1b, lt_sched_multi_1f1b */
+#include "plans/schedule/sim.h"        /* lt_sim */
 #include "plans/strategies/internal.h" /* lt_plan_start, lt_plan_finish_rank, lt_plan_finish, ... */
 
 /* N candidates of the per-step tuning (plan.infinipipe_slices = 0), each kept only while the
@@ -141,7 +141,7 @@ typedef struct ip_pipe {
 } ip_pipe;
 
 struct lt_infinipipe {
-    lt_planner_config pc;
+    lt_plan_config pc;
     int n_cps;
     int cps[IP_MAX_CPS];
     lt_cost_model cms[IP_MAX_CPS]; /* pc.cm with cp = cps[i] */
@@ -1145,7 +1145,7 @@ static lt_status pipe_init(ip_pipe *p, const lt_cost_model *cm, lt_error *err) {
     return lt_schedule_init(&p->sched, cm->pp, cm->model.layers, err);
 }
 
-lt_status lt_infinipipe_create(lt_infinipipe **out, const lt_planner_config *pc, lt_error *err) {
+lt_status lt_infinipipe_create(lt_infinipipe **out, const lt_plan_config *pc, lt_error *err) {
     *out = NULL;
     const lt_cost_model *cm = &pc->cm;
     if (pc->max_cp < 1 || cm->pp < 1 || cm->dp < 1 || cm->cp != 1)

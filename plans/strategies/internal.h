@@ -1,10 +1,12 @@
 /*
- * plans/strategies/internal.h — what the planner's strategy files share (internal to plans/).
+ * plans/strategies/internal.h — what the strategy files share (internal to
+ * plans/strategies/).
  *
- * plans/strategies/baselines.c holds the planner (plans/strategies/plan.h) and the heuristic strategies; the
- * strategies with MILPs live in their own files and plug in through the entry points at
- * the end. The helpers they all use live in plans/strategies/common.c, below every strategy:
- * strategy.c -> {infinipipe.c, slimpack.c} -> strategy_util.c, no circle. Each keeps its scratch in its own state object, made with the planner and
+ * baselines.c holds the planner (plans/strategies/plan.h: the dispatch) and the heuristic
+ * strategies; the strategies with MILPs (infinipipe.c, slimpack.c) live in their own files
+ * and plug in through the entry points at the end. The helpers they all use live in
+ * common.c, below every strategy: baselines.c -> {infinipipe.c, slimpack.c} -> common.c,
+ * no circle. Each keeps its scratch in its own state object, made with the planner and
  * reused from step to step (one planner per thread, so one state per thread).
  */
 #ifndef LT_STRATEGY_INT_H
@@ -14,10 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"      /* lt_status, lt_error */
-#include "plans/cost/cost.h"     /* lt_cost_model, lt_cost_sim_ctx */
-#include "plans/strategies/milp.h"     /* lt_milp_status, lt_milp_options */
-#include "plans/strategies/plan.h"     /* lt_step_plan, lt_planner_config */
+#include "lib/error.h"               /* lt_status, lt_error */
+#include "plans/cost/cost.h"         /* lt_cost_model, lt_cost_sim_ctx */
+#include "plans/strategies/milp.h"   /* lt_milp_status, lt_milp_options */
+#include "plans/strategies/plan.h"   /* lt_step_plan, lt_plan_config */
 #include "plans/schedule/schedule.h" /* lt_schedule */
 #include "plans/schedule/sim.h"      /* lt_sim */
 
@@ -44,7 +46,7 @@ double lt_plan_max_peak(const lt_sim *sim);
 
 /* The common fields of a plan and n_ranks empty pipelines of cp DP ranks each (dp_rank =
  * r x cp), solver_status "none", no runner-up. */
-lt_status lt_plan_start(const lt_planner_config *pc, lt_step_plan *out, lt_strategy s, uint64_t step,
+lt_status lt_plan_start(const lt_plan_config *pc, lt_step_plan *out, lt_strategy s, uint64_t step,
                         const int64_t *lengths, size_t n, size_t n_ranks, int cp, lt_error *err);
 
 /* Simulate s with cm in sim through ctx (lt_cost_sim_costs_prepared). A failure is a bug of
@@ -68,11 +70,11 @@ lt_status lt_plan_simulate_merges(lt_step_plan *out, const lt_cost_model *cm, lt
 /* The step's predictions (plan.h) from its pipelines plus `sync`, then the memory check:
  * LT_ERR_INPUT naming the pipeline with the highest stage peak over pc's cap, that stage,
  * and the pipeline's longest sample. */
-lt_status lt_plan_finish(const lt_planner_config *pc, lt_step_plan *out, double sync, lt_error *err);
+lt_status lt_plan_finish(const lt_plan_config *pc, lt_step_plan *out, double sync, lt_error *err);
 
 /* The MILP options of the config: time limit plan.milp_time_limit, gap plan.milp_gap, node
  * limit plan.milp_max_nodes, log off. */
-lt_milp_options lt_plan_milp_options(const lt_planner_config *pc);
+lt_milp_options lt_plan_milp_options(const lt_plan_config *pc);
 
 /* Record a CBC outcome in out->solver_status, keeping the worst seen this step in the order
  * none < optimal < feasible < timeout < infeasible (unbounded and error count as
@@ -83,15 +85,15 @@ void lt_plan_note_solver(lt_step_plan *out, lt_milp_status st);
 
 /* InfiniPipe (plans/strategies/infinipipe.c; InfiniPipe Sec. 3). */
 typedef struct lt_infinipipe lt_infinipipe;
-lt_status lt_infinipipe_create(lt_infinipipe **out, const lt_planner_config *pc, lt_error *err);
+lt_status lt_infinipipe_create(lt_infinipipe **out, const lt_plan_config *pc, lt_error *err);
 void lt_infinipipe_free(lt_infinipipe *ip); /* NULL-safe */
-/* Plan a step (lengths validated by the caller, *out empty). Errors as lt_planner_plan_step. */
+/* Plan a step (lengths validated by the caller, *out empty). Errors as lt_strategies_plan_step. */
 lt_status lt_infinipipe_plan(lt_infinipipe *ip, uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out,
                              lt_error *err);
 
 /* SlimPack (plans/strategies/slimpack.c; SlimPack Sec. 4). */
 typedef struct lt_slimpack lt_slimpack;
-lt_status lt_slimpack_create(lt_slimpack **out, const lt_planner_config *pc, lt_error *err);
+lt_status lt_slimpack_create(lt_slimpack **out, const lt_plan_config *pc, lt_error *err);
 void lt_slimpack_free(lt_slimpack *sp); /* NULL-safe */
 /* cp: the pipelines' context-parallel degree (the baseline's tuned one: dp / cp pipelines of
  * cp DP ranks each); DP-Merge groups g pipelines, CP degree g x cp <= max_cp. */

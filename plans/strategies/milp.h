@@ -51,7 +51,7 @@
 #ifndef LT_MILP_H
 #define LT_MILP_H
 
-#include <math.h>    /* INFINITY */
+#include <math.h> /* INFINITY */
 #include <stdbool.h>
 
 #include "lib/error.h" /* lt_status, lt_error */

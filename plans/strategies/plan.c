@@ -70,7 +70,7 @@ static lt_status get_int(const lt_config *cfg, const char *section, const char *
     return LT_OK;
 }
 
-lt_status lt_planner_config_from(lt_planner_config *pc, const lt_config *cfg, const char *hardware_dir,
+lt_status lt_plan_config_from(lt_plan_config *pc, const lt_config *cfg, const char *hardware_dir,
                                  lt_error *err) {
     memset(pc, 0, sizeof *pc);
     lt_status st = lt_cost_model_from_config(&pc->cm, cfg, hardware_dir, err);

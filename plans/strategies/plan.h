@@ -11,7 +11,7 @@
  *              context_len tokens (Krell et al.; SlimPack 6.1 "Best-Fit Packing"), the
  *              micro-batches dealt round-robin over the data-parallel pipelines, 1F1B, with
  *              a static context-parallel degree and recompute depth tuned once per run so
- *              a full context_len micro-batch fits (lt_planner_create; docs/strategies.md
+ *              a full context_len micro-batch fits (lt_strategies_create; docs/strategies.md
  *              states the rule)
  *   gpipe      the same micro-batches and tuning under GPipe
  *   seq1f1b    the same micro-batches, each cut into seq1f1b_slices slices of equal
@@ -33,7 +33,7 @@
  *
  * Ownership: a lt_step_plan owns its arrays and schedules; lt_step_plan_free releases them
  * and leaves a zeroed plan, ready for reuse.
- * Thread-safety: a lt_planner holds scratch space: one per thread. lt_planner_create is
+ * Thread-safety: a lt_strategies holds scratch space: one per thread. lt_strategies_create is
  * deterministic, so threads that each create one from the same config plan identically.
  */
 #ifndef LT_PLAN_H
@@ -42,8 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"      /* lt_status, lt_error */
-#include "plans/cost/cost.h"     /* lt_cost_model */
+#include "lib/error.h"               /* lt_status, lt_error */
+#include "plans/cost/cost.h"         /* lt_cost_model */
 #include "plans/schedule/schedule.h" /* lt_schedule */
 
 /* ---------------------------------------------------------------- strategies */
@@ -74,6 +74,15 @@ typedef struct lt_plan_op {
     double mem_bytes; /* bytes the op adds while it runs and keeps for later: its cost's
                          act_bytes + kv_bytes + work_bytes (lt_op_cost) */
 } lt_plan_op;
+
+/* One executed op, as the trainer measured it (trainer train --db stores it beside the plan,
+ * lt_store_put_measured): its pipeline (dp_rank), stage and position in the stage's list
+ * (seq), when it started and finished, seconds from the start of the step's execution. */
+typedef struct lt_measured_op {
+    int dp_rank, stage;
+    uint32_t seq;
+    double start_s, finish_s;
+} lt_measured_op;
 
 /* One pipeline of a step: the DP rank (or the DP ranks of a context-parallel group) that
  * run one schedule. */
@@ -196,9 +205,11 @@ lt_status lt_plan_group_rendezvous(const lt_step_plan *p, size_t g, uint32_t **r
 lt_status lt_plan_simulate_group(const lt_step_plan *p, size_t g, lt_sim *sims, const lt_sim_costs *costs,
                                  lt_error *err);
 
-/* ---------------------------------------------------------------- the planner */
+/* ---------------------------------------------------------------- the strategies
+ * The plan stage's engine: a config (lt_plan_config) and the strategies made ready from it
+ * (lt_strategies), which plan one step at a time. `planner` is the program only. */
 
-typedef struct lt_planner_config {
+typedef struct lt_plan_config {
     lt_cost_model cm;       /* model, hardware, pp, tp, dp, mem_cap (lt_cost_model_from_config) */
     lt_strategy strategy;
     int64_t context_len;    /* plan.context_len: the longest a sample can be */
@@ -218,30 +229,30 @@ typedef struct lt_planner_config {
     double milp_gap;        /* plan.milp_gap: relative gap at which CBC stops; 0 = optimal */
     int milp_max_nodes;     /* plan.milp_max_nodes: branch-and-bound nodes per CBC solve; 0 = no
                                limit */
-} lt_planner_config;
+} lt_plan_config;
 
-/* The planner config of a loaded config (lt_cost_model_from_config for cm, the [plan] and
+/* The plan config of a loaded config (lt_cost_model_from_config for cm, the [plan] and
  * [parallel] keys for the rest). LT_ERR_CONFIG naming the key for a bad value. */
-lt_status lt_planner_config_from(lt_planner_config *pc, const lt_config *cfg, const char *hardware_dir,
+lt_status lt_plan_config_from(lt_plan_config *pc, const lt_config *cfg, const char *hardware_dir,
                                  lt_error *err);
 
-typedef struct lt_planner lt_planner;
+typedef struct lt_strategies lt_strategies;
 
-/* A planner for pc (copied; pc->cm must have cp = 1). Tunes the megatron/gpipe/seq1f1b
+/* The strategies for pc (copied; pc->cm must have cp = 1). Tunes the megatron/gpipe/seq1f1b
  * baseline once (context-parallel degree and recompute depth so that a micro-batch of
  * context_len tokens fits mem_cap; docs/strategies.md): LT_ERR_CONFIG when nothing fits even
  * at max_cp and full recompute, with the memory needed and the cap in the message
  * ("plan.context_len = 1048576 cannot fit ..."). That error is returned here when
  * pc->strategy is megatron, gpipe or seq1f1b; a planner for another strategy is made all
- * the same and returns the error from lt_planner_plan_step for those three (their params
+ * the same and returns the error from lt_strategies_plan_step for those three (their params
  * read "untuned"). LT_ERR_CONFIG also for a bad context_len, max_cp, chunk_size,
- * chunkflow_k or seq1f1b_slices. The tuned values are in lt_planner_params. */
-lt_status lt_planner_create(lt_planner **out, const lt_planner_config *pc, lt_error *err);
-void lt_planner_free(lt_planner *p); /* NULL-safe */
+ * chunkflow_k or seq1f1b_slices. The tuned values are in lt_strategies_params. */
+lt_status lt_strategies_create(lt_strategies **out, const lt_plan_config *pc, lt_error *err);
+void lt_strategies_free(lt_strategies *p); /* NULL-safe */
 
 /* The run-wide tuning, as "cp=C recompute=R" (R = recomputed layers per stage, of
- * layers/pp; 0 = none), or "untuned" (lt_planner_create). */
-const char *lt_planner_params(const lt_planner *p);
+ * layers/pp; 0 = none), or "untuned" (lt_strategies_create). */
+const char *lt_strategies_params(const lt_strategies *p);
 
 /* Plan step `step` whose samples have lengths[0..n) (each 1..context_len) with strategy
  * `s` (usually pc.strategy; compare runs several). *out is freed first, then filled.
@@ -252,7 +263,7 @@ const char *lt_planner_params(const lt_planner *p);
  * built yet"); LT_ERR_INPUT for a length out of range. On error *out is left empty (as
  * lt_step_plan_init). Deterministic: the same planner config and lengths give the same plan
  * (apart from solve_ms), whatever the planner planned before. */
-lt_status lt_planner_plan_step(lt_planner *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
+lt_status lt_strategies_plan_step(lt_strategies *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
                                lt_step_plan *out, lt_error *err);
 
 #endif /* LT_PLAN_H */

@@ -408,7 +408,7 @@ typedef struct sp_rank {
 } sp_rank;
 
 struct lt_slimpack {
-    lt_planner_config pc;
+    lt_plan_config pc;
     lt_cost_model cm; /* pc.cm with cp = the pipelines' context-parallel degree this step */
     int cp;
     double sync;
@@ -427,7 +427,7 @@ struct lt_slimpack {
     lt_schedule trial;     /* a candidate's schedule */
 };
 
-lt_status lt_slimpack_create(lt_slimpack **out, const lt_planner_config *pc, lt_error *err) {
+lt_status lt_slimpack_create(lt_slimpack **out, const lt_plan_config *pc, lt_error *err) {
     *out = NULL;
     if (pc->cm.pp > SP_MAX_STAGES)
         return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "parallel.pp = %d: slimpack plans at most %d stages",

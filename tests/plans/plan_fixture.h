@@ -57,9 +57,9 @@ static inline lt_hardware load_hw(const char *name) {
 
 /* A planner config: model shape `m` on h200, the given layout, mem_cap in GiB (0 = HBM),
  * ZeRO-1, strategy megatron, the config's defaults for the other [plan] keys. */
-static inline lt_planner_config config_of_shape(const lt_model_shape *m, int dp, int pp, int tp, int64_t context,
+static inline lt_plan_config config_of_shape(const lt_model_shape *m, int dp, int pp, int tp, int64_t context,
                                                 int max_cp, double mem_gib) {
-    lt_planner_config pc;
+    lt_plan_config pc;
     memset(&pc, 0, sizeof pc);
     lt_hardware hw = load_hw("h200");
     lt_error err;
@@ -81,7 +81,7 @@ static inline lt_planner_config config_of_shape(const lt_model_shape *m, int dp,
 }
 
 /* The same for the preset named `model`. */
-static inline lt_planner_config config_of(const char *model, int dp, int pp, int tp, int64_t context, int max_cp,
+static inline lt_plan_config config_of(const char *model, int dp, int pp, int tp, int64_t context, int max_cp,
                                           double mem_gib) {
     const lt_model_shape *m = lt_model_preset(model);
     if (!m) {
@@ -107,11 +107,11 @@ static inline lt_planner_config config_of(const char *model, int dp, int pp, int
         }                                                                                                        \
     } while (0)
 
-static inline lt_planner *planner_of(const lt_planner_config *pc) {
-    lt_planner *p = NULL;
+static inline lt_strategies *planner_of(const lt_plan_config *pc) {
+    lt_strategies *p = NULL;
     lt_error err;
-    lt_status st = lt_planner_create(&p, pc, &err);
-    if (st != LT_OK) fail_msg("lt_planner_create: %s (hint: %s)", err.what, err.hint);
+    lt_status st = lt_strategies_create(&p, pc, &err);
+    if (st != LT_OK) fail_msg("lt_strategies_create: %s (hint: %s)", err.what, err.hint);
     return p;
 }
 

@@ -22,9 +22,9 @@ static void assert_contains(const char *text, const char *want) {
     if (!strstr(text, want)) fail_msg("\"%s\" does not contain \"%s\"", text, want);
 }
 
-static void plan_ok(lt_planner *p, lt_strategy s, uint64_t step, const int64_t *len, size_t n, lt_step_plan *out) {
+static void plan_ok(lt_strategies *p, lt_strategy s, uint64_t step, const int64_t *len, size_t n, lt_step_plan *out) {
     lt_error err;
-    if (lt_planner_plan_step(p, s, step, len, n, out, &err) != LT_OK)
+    if (lt_strategies_plan_step(p, s, step, len, n, out, &err) != LT_OK)
         fail_msg("%s step %" PRIu64 ": %s", lt_strategy_name(s), step, err.what);
 }
 
@@ -66,11 +66,11 @@ static void test_loss_convention(void **state) {
 static void test_loss_and_recompute_refused(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = config_of("llama-7b", 2, 2, 1, 32768, 2, 0);
+    lt_plan_config pc = config_of("llama-7b", 2, 2, 1, 32768, 2, 0);
     pc.strategy = LT_STRATEGY_CHUNKFLOW;
     pc.chunk_size = 4096;
     pc.chunkflow_k = 1;
-    lt_planner *p = planner_of(&pc);
+    lt_strategies *p = planner_of(&pc);
     int64_t len[4] = {20000, 3000, 700, 9000};
     lt_step_plan plan;
     lt_step_plan_init(&plan);
@@ -109,7 +109,7 @@ static void test_loss_and_recompute_refused(void **state) {
     assert_true(found);
     assert_contains(validate_fail(&plan), "FK with recompute_layers 1 (FK keeps no activations: 0)");
     lt_step_plan_free(&plan);
-    lt_planner_free(p);
+    lt_strategies_free(p);
 }
 
 /* ---------------------------------------------------------------- every strategy */
@@ -121,8 +121,8 @@ static void test_every_strategy_on_every_corpus(void **state) {
     (void)state;
     NEED_HW();
     NEED_LENGTHS();
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
-    lt_planner *p = planner_of(&pc);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
+    lt_strategies *p = planner_of(&pc);
     int64_t lengths[512];
     lt_step_plan plan;
     lt_step_plan_init(&plan);
@@ -137,7 +137,7 @@ static void test_every_strategy_on_every_corpus(void **state) {
         for (size_t i = 0; i < 512; i++) want += lengths[i] - 1;
         for (int s = 0; s < LT_STRATEGY_AUTO; s++) {
             lt_error err;
-            lt_status st = lt_planner_plan_step(p, (lt_strategy)s, step, lengths, 512, &plan, &err);
+            lt_status st = lt_strategies_plan_step(p, (lt_strategy)s, step, lengths, 512, &plan, &err);
             if (st != LT_OK && s == LT_STRATEGY_GPIPE) continue; /* may not fit (test_strategies) */
             if (st != LT_OK) fail_msg("%s %s: %s", corpora[f], lt_strategy_name((lt_strategy)s), err.what);
             validate_ok(&plan, pc.cm.mem_cap);
@@ -165,7 +165,7 @@ static void test_every_strategy_on_every_corpus(void **state) {
     assert_true(plans >= 5 * 5);
     lt_sim_free(&sim);
     lt_step_plan_free(&plan);
-    lt_planner_free(p);
+    lt_strategies_free(p);
 }
 
 /* ---------------------------------------------------------------- DP-Merge */
@@ -177,8 +177,8 @@ static void test_dp_merge_members_must_agree(void **state) {
     (void)state;
     NEED_HW();
     NEED_LENGTHS();
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
-    lt_planner *pl = planner_of(&pc);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
+    lt_strategies *pl = planner_of(&pc);
     int64_t lengths[512];
     corpus_steps cs = open_steps("github.txt", pc.context_len);
     step_lengths(&cs, 1, lengths);
@@ -239,7 +239,7 @@ static void test_dp_merge_members_must_agree(void **state) {
     }
     lt_step_plan_free(&plan);
     close_steps(&cs);
-    lt_planner_free(pl);
+    lt_strategies_free(pl);
 }
 
 /* ---------------------------------------------------------------- issue 16 points 4 and 6 */
@@ -267,18 +267,18 @@ static double kept_kv_tokens(const lt_schedule *s, const lt_op *f, size_t *inter
 
 /* Slimpack's plan of `step` under the lowest memory cap of 36, 32, ... 12 GiB it can plan
  * (the first step of a corpus whose cap forces recomputation); false when none. */
-static bool plan_at_low_cap(const lt_planner_config *base, uint64_t step, const int64_t *lengths, lt_step_plan *out,
+static bool plan_at_low_cap(const lt_plan_config *base, uint64_t step, const int64_t *lengths, lt_step_plan *out,
                             double *cap) {
     bool any = false;
     lt_step_plan trial;
     lt_step_plan_init(&trial);
     for (int gib = 36; gib >= 12; gib -= 4) {
-        lt_planner_config pc = *base;
+        lt_plan_config pc = *base;
         pc.cm.mem_cap = gib * GIB;
-        lt_planner *p = planner_of(&pc);
+        lt_strategies *p = planner_of(&pc);
         lt_error err;
-        lt_status st = lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, step, lengths, 512, &trial, &err);
-        lt_planner_free(p);
+        lt_status st = lt_strategies_plan_step(p, LT_STRATEGY_SLIMPACK, step, lengths, 512, &trial, &err);
+        lt_strategies_free(p);
         if (st != LT_OK) break;
         lt_step_plan_free(out);
         *out = trial;
@@ -299,7 +299,7 @@ static void test_slimpack_recompute_keeps_cut_kv(void **state) {
     (void)state;
     NEED_HW();
     NEED_LENGTHS();
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
     int64_t lengths[512];
     lt_step_plan plan;
     lt_step_plan_init(&plan);
@@ -351,8 +351,8 @@ static void test_dp_merge_lockstep_times(void **state) {
     (void)state;
     NEED_HW();
     NEED_LENGTHS();
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
-    lt_planner *p = planner_of(&pc);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
+    lt_strategies *p = planner_of(&pc);
     int64_t lengths[512];
     lt_step_plan plan;
     lt_step_plan_init(&plan);
@@ -432,7 +432,7 @@ static void test_dp_merge_lockstep_times(void **state) {
     close_steps(&cs);
     lt_sim_free(&alone);
     lt_step_plan_free(&plan);
-    lt_planner_free(p);
+    lt_strategies_free(p);
 }
 
 int main(void) {

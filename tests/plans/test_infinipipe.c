@@ -22,29 +22,29 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "lib/model.h"      /* lt_model_preset */
-#include "plans/cost/hardware.h" /* lt_hardware_load, lt_hardware_parse */
-#include "plans/strategies/plan.h"     /* lt_planner_* */
-#include "plans/batches/sampler.h"  /* lt_sampler_* */
-#include "plans/store/validate.h" /* lt_plan_validate */
+#include "lib/model.h"             /* lt_model_preset */
+#include "plans/cost/hardware.h"   /* lt_hardware_load, lt_hardware_parse */
+#include "plans/strategies/plan.h" /* lt_strategies_* */
+#include "plans/batches/sampler.h" /* lt_sampler_* */
+#include "plans/store/validate.h"  /* lt_plan_validate */
 #include "tests/plans/plan_fixture.h"
-#include "tests/testutil.h" /* lt_test_now_ms, lt_test_cmp_double (bench mode) */
+#include "tests/testutil.h"        /* lt_test_now_ms, lt_test_cmp_double (bench mode) */
 
 /* A planner config for the model `m` on h200 with the given layout, mem_cap in GiB (0 = HBM),
  * strategy infinipipe, the config's MILP defaults (plan_fixture.h). */
-static lt_planner_config config_for(const lt_model_shape *m, int dp, int pp, int tp, int64_t context, int max_cp,
+static lt_plan_config config_for(const lt_model_shape *m, int dp, int pp, int tp, int64_t context, int max_cp,
                                     double mem_gib) {
-    lt_planner_config pc = config_of_shape(m, dp, pp, tp, context, max_cp, mem_gib);
+    lt_plan_config pc = config_of_shape(m, dp, pp, tp, context, max_cp, mem_gib);
     pc.strategy = LT_STRATEGY_INFINIPIPE;
     return pc;
 }
 
 /* The paper config (etc/paper-llama13b.ini): llama-13b, dp 8, pp 4, tp 4, max_cp 8, 80 GiB. */
-static lt_planner_config paper_config(int64_t context) {
+static lt_plan_config paper_config(int64_t context) {
     return config_for(lt_model_preset("llama-13b"), 8, 4, 4, context, 8, 80);
 }
 
-static lt_infinipipe *state_of(const lt_planner_config *pc) {
+static lt_infinipipe *state_of(const lt_plan_config *pc) {
     lt_infinipipe *ip = NULL;
     lt_error err;
     if (lt_infinipipe_create(&ip, pc, &err) != LT_OK) fail_msg("lt_infinipipe_create: %s", err.what);
@@ -75,7 +75,7 @@ static uint32_t *members_of(size_t n) {
 static void test_mesh_slices_have_equal_backward_time(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = paper_config(262144);
+    lt_plan_config pc = paper_config(262144);
     const int64_t longs[] = {262144, 100000, 20000};
     const int ns[] = {1, 2, 5, 8, 16, 32};
     for (int c = 1; c <= 2; c *= 2) {
@@ -262,7 +262,7 @@ static void check_chunking(lt_infinipipe *ip, const lt_cost_model *cm, const int
 static void test_alg1_splits_along_the_mesh_and_packs(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = paper_config(262144);
+    lt_plan_config pc = paper_config(262144);
     lt_infinipipe *ip = state_of(&pc);
     const int64_t len[] = {200000, 150000, 120001, 60000, 30000, 16000, 9000, 8000, 4000, 3000, 2000, 2000,
                            1500,   1000,   700,    500,   300,   200,   100,  100,  64,   50,   20,   8};
@@ -294,7 +294,7 @@ static void test_alg1_splits_along_the_mesh_and_packs(void **state) {
 static void test_alg1_perturbs_the_time_threshold(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = paper_config(262144);
+    lt_plan_config pc = paper_config(262144);
     lt_infinipipe *ip = state_of(&pc);
     const int64_t len[] = {131072, 131072, 131072, 20000, 12000, 9000, 7000, 5000, 3000, 1000};
     check_chunking(ip, &ip->cms[0], len, sizeof len / sizeof len[0], 4, true);
@@ -341,7 +341,7 @@ static double worst_window_need(lt_infinipipe *ip, lt_schedule *s) {
 static void test_grouping_matches_brute_force(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = paper_config(262144);
+    lt_plan_config pc = paper_config(262144);
     lt_infinipipe *ip = state_of(&pc);
     const lt_cost_model *cm = &ip->cms[0];
     const int64_t len[] = {240000, 200000, 150000, 90000, 40000, 20000, 8000, 6000, 3000, 1000, 500};
@@ -511,7 +511,7 @@ static void test_ckpt_milp_matches_brute_force(void **state) {
         }
         for (size_t pi = 0; pi < 3; pi++) {
             /* first with room for everything: the peak at C = 0 and at full recompute */
-            lt_planner_config pc = config_for(&four_layers, 1, 2, 4, 131072, 1, 1000);
+            lt_plan_config pc = config_for(&four_layers, 1, 2, 4, 131072, 1, 1000);
             lt_infinipipe *ip = state_of(&pc);
             lt_schedule s;
             prepare_pipeline(ip, &ip->cms[0], len, n, meshes[c], &s);
@@ -589,7 +589,7 @@ static void test_ckpt_milp_matches_brute_force(void **state) {
 static void test_ckpt_infeasible_rows(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = config_for(&four_layers, 1, 2, 4, 131072, 1, 1000);
+    lt_plan_config pc = config_for(&four_layers, 1, 2, 4, 131072, 1, 1000);
     lt_infinipipe *ip = state_of(&pc);
     ip_rows *r = &ip->rows;
     rows_reserve(r, 3, 2, 4);
@@ -624,7 +624,7 @@ static void test_ckpt_infeasible_rows(void **state) {
 /* ---------------------------------------------------------------- plan invariants */
 
 /* Every invariant of an infinipipe plan of lengths[0..n) under pc. */
-static void check_plan(const lt_planner_config *pc, uint64_t step, const int64_t *lengths, size_t n,
+static void check_plan(const lt_plan_config *pc, uint64_t step, const int64_t *lengths, size_t n,
                        const lt_step_plan *plan) {
     const lt_cost_model *cm = &pc->cm;
     int pp = cm->pp;
@@ -749,29 +749,29 @@ static void test_invariants_on_every_corpus(void **state) {
     lt_step_plan_init(&b);
     int with_solves = 0, plans = 0;
     for (size_t c = 0; c < 3; c++) {
-        lt_planner_config pc = paper_config(contexts[c]);
-        lt_planner *p1 = planner_of(&pc);
+        lt_plan_config pc = paper_config(contexts[c]);
+        lt_strategies *p1 = planner_of(&pc);
         for (size_t f = 0; f < sizeof corpora / sizeof corpora[0]; f++) {
             corpus_steps cs = open_steps(corpora[f], pc.context_len);
             for (uint64_t t = 0; t < 2; t++) {
                 uint64_t step = t * 97 + c;
                 lt_error err;
                 if (lt_sampler_step_lengths(cs.sampler, step, lengths, &err) != LT_OK) fail_msg("%s", err.what);
-                if (lt_planner_plan_step(p1, LT_STRATEGY_INFINIPIPE, step, lengths, 512, &a, &err) != LT_OK)
+                if (lt_strategies_plan_step(p1, LT_STRATEGY_INFINIPIPE, step, lengths, 512, &a, &err) != LT_OK)
                     fail_msg("%s, context %" PRId64 ", step %" PRIu64 ": %s", corpora[f], pc.context_len, step,
                              err.what);
                 check_plan(&pc, step, lengths, 512, &a);
                 plans++;
                 if (strcmp(a.solver_status, "none") != 0) with_solves++;
-                lt_planner *p2 = planner_of(&pc);
-                if (lt_planner_plan_step(p2, LT_STRATEGY_INFINIPIPE, step, lengths, 512, &b, &err) != LT_OK)
+                lt_strategies *p2 = planner_of(&pc);
+                if (lt_strategies_plan_step(p2, LT_STRATEGY_INFINIPIPE, step, lengths, 512, &b, &err) != LT_OK)
                     fail_msg("second planner: %s", err.what);
                 assert_plans_equal(&a, &b);
-                lt_planner_free(p2);
+                lt_strategies_free(p2);
             }
             close_steps(&cs);
         }
-        lt_planner_free(p1);
+        lt_strategies_free(p1);
     }
     print_message("%d plans, %d with CBC solves\n", plans, with_solves);
     lt_step_plan_free(&a);
@@ -786,26 +786,26 @@ static void test_fallback_when_cbc_times_out(void **state) {
     NEED_HW();
     int64_t lengths[64];
     for (size_t i = 0; i < 64; i++) lengths[i] = i < 8 ? 262144 - (int64_t)i * 1000 : 3000 + (int64_t)i * 100;
-    lt_planner_config pc = config_for(lt_model_preset("llama-13b"), 8, 4, 4, 262144, 1, 80);
+    lt_plan_config pc = config_for(lt_model_preset("llama-13b"), 8, 4, 4, 262144, 1, 80);
     lt_step_plan plan;
     lt_step_plan_init(&plan);
     lt_error err;
-    lt_planner *p = planner_of(&pc);
-    if (lt_planner_plan_step(p, LT_STRATEGY_INFINIPIPE, 5, lengths, 64, &plan, &err) != LT_OK)
+    lt_strategies *p = planner_of(&pc);
+    if (lt_strategies_plan_step(p, LT_STRATEGY_INFINIPIPE, 5, lengths, 64, &plan, &err) != LT_OK)
         fail_msg("%s", err.what);
     check_plan(&pc, 5, lengths, 64, &plan);
     assert_true(param_of(plan.params, "recompute") > 0);
     assert_true(strcmp(plan.solver_status, "optimal") == 0 || strcmp(plan.solver_status, "feasible") == 0);
-    lt_planner_free(p);
+    lt_strategies_free(p);
     pc.milp_time_limit = 1e-9;
     p = planner_of(&pc);
-    if (lt_planner_plan_step(p, LT_STRATEGY_INFINIPIPE, 5, lengths, 64, &plan, &err) != LT_OK)
+    if (lt_strategies_plan_step(p, LT_STRATEGY_INFINIPIPE, 5, lengths, 64, &plan, &err) != LT_OK)
         fail_msg("%s", err.what);
     check_plan(&pc, 5, lengths, 64, &plan);
     print_message("with a 1e-9 s limit: %s, %s\n", plan.solver_status, plan.params);
     assert_true(strcmp(plan.solver_status, "timeout") == 0 || strcmp(plan.solver_status, "feasible") == 0);
     assert_true(param_of(plan.params, "recompute") > 0);
-    lt_planner_free(p);
+    lt_strategies_free(p);
     lt_step_plan_free(&plan);
 }
 
@@ -815,19 +815,19 @@ static void test_fixed_slices(void **state) {
     NEED_HW();
     int64_t lengths[40];
     for (size_t i = 0; i < 40; i++) lengths[i] = i < 4 ? 100000 : 2 + (int64_t)i * 37;
-    lt_planner_config pc = paper_config(131072);
+    lt_plan_config pc = paper_config(131072);
     pc.infinipipe_slices = 6;
-    lt_planner *p = planner_of(&pc);
+    lt_strategies *p = planner_of(&pc);
     lt_step_plan plan;
     lt_step_plan_init(&plan);
     lt_error err;
-    if (lt_planner_plan_step(p, LT_STRATEGY_INFINIPIPE, 0, lengths, 40, &plan, &err) != LT_OK)
+    if (lt_strategies_plan_step(p, LT_STRATEGY_INFINIPIPE, 0, lengths, 40, &plan, &err) != LT_OK)
         fail_msg("%s", err.what);
     check_plan(&pc, 0, lengths, 40, &plan);
     const char *q = strstr(plan.params, " n=");
     assert_non_null(q);
     for (q += 3; *q && *q != ' '; q++) assert_true(*q == '6' || *q == '/');
-    lt_planner_free(p);
+    lt_strategies_free(p);
     lt_step_plan_free(&plan);
 }
 
@@ -839,13 +839,13 @@ static void test_memory_error_and_empty_step(void **state) {
     NEED_HW();
     int64_t lengths[16];
     for (size_t i = 0; i < 16; i++) lengths[i] = 30000 + (int64_t)i;
-    lt_planner_config pc = paper_config(65536);
+    lt_plan_config pc = paper_config(65536);
     pc.cm.mem_cap = 7 * GIB;
-    lt_planner *p = planner_of(&pc);
+    lt_strategies *p = planner_of(&pc);
     lt_step_plan plan;
     lt_step_plan_init(&plan);
     lt_error err;
-    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_INFINIPIPE, 3, lengths, 16, &plan, &err), LT_ERR_INPUT);
+    assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_INFINIPIPE, 3, lengths, 16, &plan, &err), LT_ERR_INPUT);
     unsigned long long st;
     size_t smp;
     long long tokens;
@@ -862,13 +862,13 @@ static void test_memory_error_and_empty_step(void **state) {
     assert_true(need > cap && cap == 7.0);
     assert_true(rank >= 0 && rank < 8 && stage >= 0 && stage < 4);
     assert_null(plan.ranks);
-    lt_planner_free(p);
+    lt_strategies_free(p);
     pc = paper_config(65536);
     p = planner_of(&pc);
-    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_INFINIPIPE, 4, lengths, 0, &plan, &err), LT_OK);
+    assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_INFINIPIPE, 4, lengths, 0, &plan, &err), LT_OK);
     assert_true(plan.time_s >= 0);
     assert_string_equal(plan.solver_status, "none");
-    lt_planner_free(p);
+    lt_strategies_free(p);
     lt_step_plan_free(&plan);
 }
 
@@ -895,9 +895,9 @@ static int bench(int argc, char **argv) {
     lt_corpus *corpus = NULL;
     lt_sampler *sampler = NULL;
     if (!bench_sampler(argv[2], context, &corpus, &sampler)) return 1;
-    lt_planner_config pc = config_for(lt_model_preset("llama-13b"), 8, 4, 4, context, 8, mem);
-    lt_planner *pl = NULL;
-    if (lt_planner_create(&pl, &pc, &err) != LT_OK) {
+    lt_plan_config pc = config_for(lt_model_preset("llama-13b"), 8, 4, 4, context, 8, mem);
+    lt_strategies *pl = NULL;
+    if (lt_strategies_create(&pl, &pc, &err) != LT_OK) {
         fprintf(stderr, "planner: %s\n", err.what);
         return 1;
     }
@@ -909,7 +909,7 @@ static int bench(int argc, char **argv) {
     for (long t = 0; t < steps; t++) {
         if (lt_sampler_step_lengths(sampler, (uint64_t)t, lengths, &err) != LT_OK) return 1;
         double a = lt_test_now_ms();
-        lt_status st = lt_planner_plan_step(pl, LT_STRATEGY_INFINIPIPE, (uint64_t)t, lengths, 512, &plan, &err);
+        lt_status st = lt_strategies_plan_step(pl, LT_STRATEGY_INFINIPIPE, (uint64_t)t, lengths, 512, &plan, &err);
         ms[t] = lt_test_now_ms() - a;
         total += ms[t];
         if (st != LT_OK) {
@@ -927,7 +927,7 @@ static int bench(int argc, char **argv) {
            steps > failed ? time_s / (double)(steps - failed) : 0.0, failed);
     free(ms);
     lt_step_plan_free(&plan);
-    lt_planner_free(pl);
+    lt_strategies_free(pl);
     lt_sampler_free(sampler);
     lt_corpus_free(corpus);
     return 0;

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "lib/rng.h"        /* lt_rng: seeded random inputs */
+#include "lib/rng.h"                 /* lt_rng: seeded random inputs */
 #include "plans/schedule/schedule.h" /* lt_schedule, lt_sched_* */
 #include "plans/schedule/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
 

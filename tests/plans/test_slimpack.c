@@ -56,7 +56,7 @@ static bool holds(const lt_rank_plan *rp, int32_t x) {
 static double sample_flops(const lt_cost_model *cm, double T);
 
 /* Every invariant of a slimpack plan. */
-static void check_plan(const lt_planner_config *pc, const int64_t *len, size_t n, const lt_step_plan *plan) {
+static void check_plan(const lt_plan_config *pc, const int64_t *len, size_t n, const lt_step_plan *plan) {
     const lt_cost_model *cm = &pc->cm;
     /* a group's reason against the FLOPs rule of SlimPack 4.1.1 written out here: 'flops'
      * exactly for a sample over a rank's capacity x (1 + margin), 'memory' for one under */
@@ -183,7 +183,7 @@ static void test_invariants_on_every_corpus(void **state) {
     (void)state;
     NEED_HW();
     NEED_LENGTHS();
-    lt_planner_config configs[2] = {config_of("llama-13b", 8, 4, 4, 65536, 8, 80),
+    lt_plan_config configs[2] = {config_of("llama-13b", 8, 4, 4, 65536, 8, 80),
                                     config_of("llama-7b", 2, 2, 1, 32768, 2, 0)};
     /* no time limit: a solve stopped by the clock depends on the machine's load, and the
      * plans must be compared as deterministic (docs/strategies.md) */
@@ -199,17 +199,17 @@ static void test_invariants_on_every_corpus(void **state) {
             for (uint64_t t = 0; t < STEPS_PER_CORPUS; t++) {
                 uint64_t step = t * 97 + c;
                 step_lengths(&cs, step, lengths);
-                lt_planner *p1 = planner_of(&configs[c]), *p2 = planner_of(&configs[c]);
+                lt_strategies *p1 = planner_of(&configs[c]), *p2 = planner_of(&configs[c]);
                 lt_error err;
-                if (lt_planner_plan_step(p1, LT_STRATEGY_SLIMPACK, step, lengths, 512, &a, &err) != LT_OK)
+                if (lt_strategies_plan_step(p1, LT_STRATEGY_SLIMPACK, step, lengths, 512, &a, &err) != LT_OK)
                     fail_msg("%s config %zu step %" PRIu64 ": %s", corpora[f], c, step, err.what);
                 check_plan(&configs[c], lengths, 512, &a);
                 for (size_t g = 0; g < a.n_merges; g++) reasons[a.merges[g].reason == LT_MERGE_MEMORY]++;
-                if (lt_planner_plan_step(p2, LT_STRATEGY_SLIMPACK, step, lengths, 512, &b, &err) != LT_OK)
+                if (lt_strategies_plan_step(p2, LT_STRATEGY_SLIMPACK, step, lengths, 512, &b, &err) != LT_OK)
                     fail_msg("second planner: %s", err.what);
                 assert_same_plan(&a, &b);
-                lt_planner_free(p1);
-                lt_planner_free(p2);
+                lt_strategies_free(p1);
+                lt_strategies_free(p2);
             }
             close_steps(&cs);
         }
@@ -236,7 +236,7 @@ static double sample_flops(const lt_cost_model *cm, double T) {
 static void test_dp_merge_of_a_1m_outlier(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 1048576, 8, 80);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 1048576, 8, 80);
     int64_t len[512];
     uint64_t x = 12345;
     double total = 0;
@@ -248,11 +248,11 @@ static void test_dp_merge_of_a_1m_outlier(void **state) {
     double cap = total / 8, f = sample_flops(&pc.cm, 1048576.0);
     int g = 2;
     while (g < 8 && f / g > cap) g++;
-    lt_planner *p = planner_of(&pc);
+    lt_strategies *p = planner_of(&pc);
     lt_step_plan plan;
     lt_step_plan_init(&plan);
     lt_error err;
-    if (lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, 3, len, 512, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    if (lt_strategies_plan_step(p, LT_STRATEGY_SLIMPACK, 3, len, 512, &plan, &err) != LT_OK) fail_msg("%s", err.what);
     check_plan(&pc, len, 512, &plan);
     assert_int_equal(plan.n_merges, 1);
     assert_int_equal(plan.merges[0].sample, 7);
@@ -278,11 +278,11 @@ static void test_dp_merge_of_a_1m_outlier(void **state) {
     }
     /* without the outlier nothing merges: DP-Merge is for real outliers only */
     len[7] = 4000;
-    if (lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, 3, len, 512, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    if (lt_strategies_plan_step(p, LT_STRATEGY_SLIMPACK, 3, len, 512, &plan, &err) != LT_OK) fail_msg("%s", err.what);
     check_plan(&pc, len, 512, &plan);
     assert_int_equal(plan.n_merges, 0);
     lt_step_plan_free(&plan);
-    lt_planner_free(p);
+    lt_strategies_free(p);
 }
 
 /* The largest recompute depth of any op of rank plan rp. */
@@ -303,7 +303,7 @@ static int max_recompute(const lt_rank_plan *rp) {
 static void test_dp_merge_of_a_memory_outlier(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 262144, 8, 80);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 262144, 8, 80);
     enum { N = 4096 };
     static int64_t len[N];
     uint64_t x = 777;
@@ -315,11 +315,11 @@ static void test_dp_merge_of_a_memory_outlier(void **state) {
     }
     double cap = total / 8, f = sample_flops(&pc.cm, 204800.0);
     assert_true(f < cap * (1 + pc.dp_merge_margin)); /* not a FLOPs outlier */
-    lt_planner *p = planner_of(&pc);
+    lt_strategies *p = planner_of(&pc);
     lt_step_plan plan;
     lt_step_plan_init(&plan);
     lt_error err;
-    if (lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, 4, len, N, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    if (lt_strategies_plan_step(p, LT_STRATEGY_SLIMPACK, 4, len, N, &plan, &err) != LT_OK) fail_msg("%s", err.what);
     check_plan(&pc, len, N, &plan);
     print_message("memory outlier (f / C = %.2f): %zu group(s), predicted %.2f s, %s\n", f / cap, plan.n_merges,
                   plan.time_s, plan.params);
@@ -333,11 +333,11 @@ static void test_dp_merge_of_a_memory_outlier(void **state) {
         assert_int_equal(max_recompute(&plan.ranks[m->first_rank + k]), 0);
     }
     double with = plan.time_s;
-    lt_planner_free(p);
+    lt_strategies_free(p);
     /* the FLOPs trigger alone: no group, the outlier's rank recomputes */
     pc.no_memory_merge = true;
     p = planner_of(&pc);
-    if (lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, 4, len, N, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    if (lt_strategies_plan_step(p, LT_STRATEGY_SLIMPACK, 4, len, N, &plan, &err) != LT_OK) fail_msg("%s", err.what);
     check_plan(&pc, len, N, &plan);
     print_message("FLOPs trigger only: %zu group(s), predicted %.2f s, %s; outlier's rank recomputes %d\n",
                   plan.n_merges, plan.time_s, plan.params, max_recompute(&plan.ranks[plan.sample_rank[11]]));
@@ -345,7 +345,7 @@ static void test_dp_merge_of_a_memory_outlier(void **state) {
     assert_true(max_recompute(&plan.ranks[plan.sample_rank[11]]) > 0);
     assert_true(with < plan.time_s);
     lt_step_plan_free(&plan);
-    lt_planner_free(p);
+    lt_strategies_free(p);
 }
 
 /* Backward FLOPs of tokens [b, e) of a sample, per layer, from the dimensions (2x GEMMs,
@@ -370,14 +370,14 @@ static double cv(const double *v, size_t n) {
 static void test_asymmetric_backward_partition(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = config_of("llama-7b", 1, 2, 1, 65536, 1, 0);
+    lt_plan_config pc = config_of("llama-7b", 1, 2, 1, 65536, 1, 0);
     pc.micropacks = 8;
     int64_t len[6] = {60000, 9000, 5000, 3000, 2000, 1000};
-    lt_planner *p = planner_of(&pc);
+    lt_strategies *p = planner_of(&pc);
     lt_step_plan plan;
     lt_step_plan_init(&plan);
     lt_error err;
-    if (lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, 0, len, 6, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    if (lt_strategies_plan_step(p, LT_STRATEGY_SLIMPACK, 0, len, 6, &plan, &err) != LT_OK) fail_msg("%s", err.what);
     check_plan(&pc, len, 6, &plan);
     const lt_schedule *s = &plan.ranks[0].sched;
     assert_int_equal(s->n_units, 8);
@@ -406,7 +406,7 @@ static void test_asymmetric_backward_partition(void **state) {
     assert_true(cv(bb, 8) < 0.02);
     assert_true(cv(bb, 8) < cv(fb, 8) / 2);
     lt_step_plan_free(&plan);
-    lt_planner_free(p);
+    lt_strategies_free(p);
 }
 
 /* A time limit too short for CBC: the step says so and the fallback plan is complete. */
@@ -414,7 +414,7 @@ static void test_solver_fallback(void **state) {
     (void)state;
     NEED_HW();
     NEED_LENGTHS();
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
     int64_t lengths[512];
     corpus_steps cs = open_steps("commoncrawl.txt", pc.context_len);
     step_lengths(&cs, 5, lengths);
@@ -422,18 +422,18 @@ static void test_solver_fallback(void **state) {
     lt_step_plan plan;
     lt_step_plan_init(&plan);
     lt_error err;
-    lt_planner *p = planner_of(&pc);
-    if (lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, 5, lengths, 512, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    lt_strategies *p = planner_of(&pc);
+    if (lt_strategies_plan_step(p, LT_STRATEGY_SLIMPACK, 5, lengths, 512, &plan, &err) != LT_OK) fail_msg("%s", err.what);
     assert_true(strcmp(plan.solver_status, "optimal") == 0 || strcmp(plan.solver_status, "feasible") == 0);
-    lt_planner_free(p);
+    lt_strategies_free(p);
     pc.milp_time_limit = 1e-9;
     p = planner_of(&pc);
-    if (lt_planner_plan_step(p, LT_STRATEGY_SLIMPACK, 5, lengths, 512, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    if (lt_strategies_plan_step(p, LT_STRATEGY_SLIMPACK, 5, lengths, 512, &plan, &err) != LT_OK) fail_msg("%s", err.what);
     print_message("time limit 1e-9 s: solver_status %s\n", plan.solver_status);
     assert_string_equal(plan.solver_status, "timeout");
     check_plan(&pc, lengths, 512, &plan);
     lt_step_plan_free(&plan);
-    lt_planner_free(p);
+    lt_strategies_free(p);
 }
 
 int main(void) {

@@ -37,16 +37,16 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include "lib/config.h"     /* lt_config_new, lt_config_set, lt_config_dump_string */
-#include "lib/log.h"        /* lt_log_set_level */
-#include "lib/rng.h"        /* lt_rng (synthetic lengths) */
-#include "plans/cmd/planner.h"  /* planner_program */
-#include "plans/batches/sampler.h"  /* lt_sample, lt_sample_source_format */
+#include "lib/config.h"              /* lt_config_new, lt_config_set, lt_config_dump_string */
+#include "lib/log.h"                 /* lt_log_set_level */
+#include "lib/rng.h"                 /* lt_rng (synthetic lengths) */
+#include "plans/cmd/planner.h"       /* planner_program */
+#include "plans/batches/sampler.h"   /* lt_sample, lt_sample_source_format */
 #include "plans/schedule/schedule.h" /* generators */
 #include "plans/schedule/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
 #include "plans/store/store.h"
 #include "plans/store/validate.h"
-#include "tests/testutil.h" /* lt_test_tmpdir_* */
+#include "tests/testutil.h"          /* lt_test_tmpdir_* */
 
 static char tmp_root[128];
 static int file_counter;

@@ -11,7 +11,7 @@
  *       (CLOCK_PROCESS_CPUTIME_ID: one thread plans, so this is one core's time, and it
  *       does not grow when other processes share the cores). BENCH_VERBOSE=1 in the
  *       environment: each step's params and predicted time too; BENCH_NO_MEMORY_MERGE=1:
- *       slimpack's memory trigger of DP-Merge off (lt_planner_config.no_memory_merge).
+ *       slimpack's memory trigger of DP-Merge off (lt_plan_config.no_memory_merge).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,7 +36,7 @@
 #include "plans/schedule/sim.h"
 #include "plans/store/validate.h" /* lt_plan_validate */
 #include "tests/plans/plan_fixture.h"
-#include "tests/testutil.h" /* lt_test_now_ms, lt_test_cmp_double (bench mode) */
+#include "tests/testutil.h"       /* lt_test_now_ms, lt_test_cmp_double (bench mode) */
 
 static int bench(int argc, char **argv) {
     if (argc < 5) {
@@ -56,7 +56,7 @@ static int bench(int argc, char **argv) {
     lt_corpus *corpus = NULL;
     lt_sampler *sampler = NULL;
     if (!bench_sampler(argv[2], context, &corpus, &sampler)) return 1;
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, context, 8, mem);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, context, 8, mem);
     pc.strategy = strat;
     pc.no_memory_merge = getenv("BENCH_NO_MEMORY_MERGE") != NULL;
     double *cpu = calloc(steps > 0 ? (size_t)steps : 1, sizeof *cpu);
@@ -65,8 +65,8 @@ static int bench(int argc, char **argv) {
         return 1;
     }
     double t0 = lt_test_now_ms();
-    lt_planner *pl = NULL;
-    if (lt_planner_create(&pl, &pc, &err) != LT_OK) {
+    lt_strategies *pl = NULL;
+    if (lt_strategies_create(&pl, &pc, &err) != LT_OK) {
         fprintf(stderr, "planner: %s\nhint: %s\n", err.what, err.hint);
         return 1;
     }
@@ -83,7 +83,7 @@ static int bench(int argc, char **argv) {
             return 1;
         }
         double a = lt_test_now_ms(), c = lt_test_cpu_ms();
-        lt_status st = lt_planner_plan_step(pl, strat, (uint64_t)t, lengths, 512, &plan, &err);
+        lt_status st = lt_strategies_plan_step(pl, strat, (uint64_t)t, lengths, 512, &plan, &err);
         plan_ms += lt_test_now_ms() - a;
         cpu[t] = lt_test_cpu_ms() - c;
         if (st != LT_OK) {
@@ -96,7 +96,7 @@ static int bench(int argc, char **argv) {
     }
     long ok = steps - failed;
     printf("%s: %ld steps, context %" PRId64 ", mem %.1f GiB, tuning \"%s\" (%.1f ms)\n", argv[3], steps, context,
-           pc.cm.mem_cap / GIB, lt_planner_params(pl), t_create);
+           pc.cm.mem_cap / GIB, lt_strategies_params(pl), t_create);
     printf("  %.3f ms per step planning; %ld planned, %ld failed%s%s\n", plan_ms / (double)(steps ? steps : 1), ok,
            failed, failed ? ": " : "", first_error);
     double cpu_sum = 0;
@@ -108,7 +108,7 @@ static int bench(int argc, char **argv) {
     free(cpu);
     if (ok) printf("  mean step time %.3f s, mean bubble %.2f %%\n", step_time / ok, 100 * bubble / ok);
     lt_step_plan_free(&plan);
-    lt_planner_free(pl);
+    lt_strategies_free(pl);
     lt_sampler_free(sampler);
     lt_corpus_free(corpus);
     return 0;
@@ -365,7 +365,7 @@ static double layer_flops(const lt_cost_model *cm, int cp, double b, double e) {
 /* ---------------------------------------------------------------- plan invariants */
 
 /* Every check of a successful plan of `lengths` with the planner config pc. */
-static void check_plan(const lt_planner_config *pc, lt_strategy strat, uint64_t step, const int64_t *lengths, size_t n,
+static void check_plan(const lt_plan_config *pc, lt_strategy strat, uint64_t step, const int64_t *lengths, size_t n,
                        const lt_step_plan *plan) {
     const lt_cost_model *cm = &pc->cm;
     int pp = cm->pp;
@@ -600,7 +600,7 @@ static void check_memory_error(const lt_error *err, uint64_t step, const int64_t
 /* Peak memory of the tuning's reference pipeline built here from the rule of
  * docs/strategies.md: 1F1B over pp micro-batches of one context_len sample each, every op
  * recomputing min(r, its layers), cost model with cp = c. */
-static double reference_peak(const lt_planner_config *pc, int c, int r, double *time) {
+static double reference_peak(const lt_plan_config *pc, int c, int r, double *time) {
     lt_cost_model cm = pc->cm;
     lt_error err;
     if (lt_cost_model_set_cp(&cm, c, &err) != LT_OK) fail_msg("%s", err.what);
@@ -638,7 +638,7 @@ static double reference_peak(const lt_planner_config *pc, int c, int r, double *
 static void test_tuning_picks_cp2_and_least_recompute(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = config_of("llama-7b", 4, 4, 2, 262144, 2, 0);
+    lt_plan_config pc = config_of("llama-7b", 4, 4, 2, 262144, 2, 0);
     int full = 8; /* 32 layers / 4 stages */
     double p1 = reference_peak(&pc, 1, full, NULL);
     int R = -1;
@@ -654,29 +654,29 @@ static void test_tuning_picks_cp2_and_least_recompute(void **state) {
     if (R < 1) fail_msg("precondition: cp = 2 fits below cp = 1's need at depth %d", R);
     double above = pR1 < p1 ? pR1 : p1; /* the least of what depth R - 1 and cp = 1 need */
     pc.cm.mem_cap = (pR + above) / 2;
-    lt_planner *p = planner_of(&pc);
+    lt_strategies *p = planner_of(&pc);
     char want[64];
     snprintf(want, sizeof want, "cp=2 recompute=%d", R);
-    assert_string_equal(lt_planner_params(p), want);
-    lt_planner_free(p);
+    assert_string_equal(lt_strategies_params(p), want);
+    lt_strategies_free(p);
     /* the cap exactly what depth R needs: still fits (peak <= cap) */
     pc.cm.mem_cap = pR;
     p = planner_of(&pc);
-    assert_string_equal(lt_planner_params(p), want);
-    lt_planner_free(p);
+    assert_string_equal(lt_strategies_params(p), want);
+    lt_strategies_free(p);
     /* a little less: depth R + 1 */
     pc.cm.mem_cap = pR * (1 - 1e-9);
     p = planner_of(&pc);
     snprintf(want, sizeof want, "cp=2 recompute=%d", R + 1);
-    assert_string_equal(lt_planner_params(p), want);
-    lt_planner_free(p);
+    assert_string_equal(lt_strategies_params(p), want);
+    lt_strategies_free(p);
 }
 
 /* Several degrees fit: the least reference step time x cp, ties to the smaller cp. */
 static void test_tuning_minimises_gpu_time(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
     double best = 0;
     int best_c = 0, best_r = 0;
     for (int c = 1; c <= 8; c *= 2) {
@@ -694,9 +694,9 @@ static void test_tuning_minimises_gpu_time(void **state) {
     assert_true(best_c > 0);
     char want[64];
     snprintf(want, sizeof want, "cp=%d recompute=%d", best_c, best_r);
-    lt_planner *p = planner_of(&pc);
-    assert_string_equal(lt_planner_params(p), want);
-    lt_planner_free(p);
+    lt_strategies *p = planner_of(&pc);
+    assert_string_equal(lt_strategies_params(p), want);
+    lt_strategies_free(p);
     /* max_cp bounds the degrees tried; 1 leaves only recomputation */
     pc.max_cp = 1;
     best_r = -1;
@@ -705,17 +705,17 @@ static void test_tuning_minimises_gpu_time(void **state) {
     assert_true(best_r > 0);
     snprintf(want, sizeof want, "cp=1 recompute=%d", best_r);
     p = planner_of(&pc);
-    assert_string_equal(lt_planner_params(p), want);
-    lt_planner_free(p);
+    assert_string_equal(lt_strategies_params(p), want);
+    lt_strategies_free(p);
 }
 
 static void test_context_that_cannot_fit_is_a_config_error(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = config_of("llama-7b", 2, 2, 1, 4194304, 1, 40);
-    lt_planner *p = (lt_planner *)&pc; /* must be set to NULL on failure */
+    lt_plan_config pc = config_of("llama-7b", 2, 2, 1, 4194304, 1, 40);
+    lt_strategies *p = (lt_strategies *)&pc; /* must be set to NULL on failure */
     lt_error err;
-    assert_int_equal(lt_planner_create(&p, &pc, &err), LT_ERR_CONFIG);
+    assert_int_equal(lt_strategies_create(&p, &pc, &err), LT_ERR_CONFIG);
     assert_null(p);
     assert_non_null(strstr(err.what, "plan.context_len = 4194304 cannot fit"));
     assert_non_null(strstr(err.what, "cp = 1 and full recomputation"));
@@ -729,53 +729,53 @@ static void test_context_that_cannot_fit_is_a_config_error(void **state) {
     pc.strategy = LT_STRATEGY_CHUNKFLOW;
     pc.context_len = 131072;
     pc.cm.mem_cap = lt_cost_model_states_bytes(&pc.cm, 0) + pc.cm.reserved_bytes + 8 * GIB;
-    assert_int_equal(lt_planner_create(&p, &pc, &err), LT_OK);
+    assert_int_equal(lt_strategies_create(&p, &pc, &err), LT_OK);
     int64_t len[2] = {100, 200};
     lt_step_plan plan;
     lt_step_plan_init(&plan);
-    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_MEGATRON, 0, len, 2, &plan, &err), LT_ERR_CONFIG);
+    assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_MEGATRON, 0, len, 2, &plan, &err), LT_ERR_CONFIG);
     assert_non_null(strstr(err.what, "cannot fit"));
-    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 0, len, 2, &plan, &err), LT_OK);
+    assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_CHUNKFLOW, 0, len, 2, &plan, &err), LT_OK);
     lt_step_plan_free(&plan);
-    lt_planner_free(p);
+    lt_strategies_free(p);
 }
 
 static void test_usage_and_input_errors(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = config_of("llama-7b", 2, 2, 1, 8192, 1, 0);
-    lt_planner *p = planner_of(&pc);
+    lt_plan_config pc = config_of("llama-7b", 2, 2, 1, 8192, 1, 0);
+    lt_strategies *p = planner_of(&pc);
     lt_step_plan plan;
     lt_step_plan_init(&plan);
     lt_error err;
     int64_t len[3] = {100, 8192, 5};
-    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_COUNT, 0, len, 3, &plan, &err), LT_ERR_USAGE);
+    assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_COUNT, 0, len, 3, &plan, &err), LT_ERR_USAGE);
     assert_string_equal(err.what, "unknown strategy 7");
     len[2] = 8193;
-    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_MEGATRON, 7, len, 3, &plan, &err), LT_ERR_INPUT);
+    assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_MEGATRON, 7, len, 3, &plan, &err), LT_ERR_INPUT);
     assert_non_null(strstr(err.what, "step 7: sample 2 has 8193 tokens"));
     len[2] = 0;
-    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 7, len, 3, &plan, &err), LT_ERR_INPUT);
+    assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_CHUNKFLOW, 7, len, 3, &plan, &err), LT_ERR_INPUT);
     assert_null(plan.ranks);
     /* a bad config */
     pc.seq1f1b_slices = 0;
-    lt_planner *q = NULL;
-    assert_int_equal(lt_planner_create(&q, &pc, &err), LT_ERR_CONFIG);
-    lt_planner_free(p);
+    lt_strategies *q = NULL;
+    assert_int_equal(lt_strategies_create(&q, &pc, &err), LT_ERR_CONFIG);
+    lt_strategies_free(p);
 }
 
 /* Fewer micro-batches than pipelines: the others get empty schedules (time 0). */
 static void test_idle_pipelines(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = config_of("llama-7b", 8, 2, 1, 8192, 1, 0);
-    lt_planner *p = planner_of(&pc);
+    lt_plan_config pc = config_of("llama-7b", 8, 2, 1, 8192, 1, 0);
+    lt_strategies *p = planner_of(&pc);
     lt_step_plan plan;
     lt_step_plan_init(&plan);
     lt_error err;
     int64_t len[3] = {5000, 4000, 3000}; /* bins {0}, {1}, {2} */
     for (int s = 0; s <= LT_STRATEGY_CHUNKFLOW; s++) {
-        if (lt_planner_plan_step(p, (lt_strategy)s, 3, len, 3, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+        if (lt_strategies_plan_step(p, (lt_strategy)s, 3, len, 3, &plan, &err) != LT_OK) fail_msg("%s", err.what);
         check_plan(&pc, (lt_strategy)s, 3, len, 3, &plan);
         assert_int_equal(plan.n_ranks, 8);
         for (size_t r = 3; r < 8; r++) {
@@ -786,22 +786,22 @@ static void test_idle_pipelines(void **state) {
     }
     /* no samples at all: every pipeline idle, the step only synchronises gradients */
     for (int s = 0; s <= LT_STRATEGY_CHUNKFLOW; s++) {
-        if (lt_planner_plan_step(p, (lt_strategy)s, 5, NULL, 0, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+        if (lt_strategies_plan_step(p, (lt_strategy)s, 5, NULL, 0, &plan, &err) != LT_OK) fail_msg("%s", err.what);
         check_plan(&pc, (lt_strategy)s, 5, NULL, 0, &plan);
         assert_true(plan.bubble_ratio == 1.0);
     }
     /* context 6000, a grid of ChunkSize 4096 and 6000; samples that no two share a
      * micro-batch, each one chunk at either size: every pair gives the same plan, and the
      * tie goes to the larger ChunkSize, then the smaller K */
-    lt_planner_free(p);
+    lt_strategies_free(p);
     pc.context_len = 6000;
     p = planner_of(&pc);
     int64_t single[3] = {3500, 3400, 3300};
-    if (lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 4, single, 3, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    if (lt_strategies_plan_step(p, LT_STRATEGY_CHUNKFLOW, 4, single, 3, &plan, &err) != LT_OK) fail_msg("%s", err.what);
     assert_string_equal(plan.params, "chunk_size=6000 k=1");
     check_plan(&pc, LT_STRATEGY_CHUNKFLOW, 4, single, 3, &plan);
     lt_step_plan_free(&plan);
-    lt_planner_free(p);
+    lt_strategies_free(p);
 }
 
 /* ---------------------------------------------------------------- every corpus */
@@ -814,7 +814,7 @@ static void test_invariants_on_every_corpus(void **state) {
     (void)state;
     NEED_HW();
     NEED_LENGTHS();
-    lt_planner_config configs[3];
+    lt_plan_config configs[3];
     configs[0] = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
     configs[1] = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
     configs[2] = config_of("llama-7b", 2, 2, 1, 32768, 2, 0);
@@ -824,7 +824,7 @@ static void test_invariants_on_every_corpus(void **state) {
     lt_step_plan_init(&b);
     int gpipe_ok = 0, gpipe_failed = 0;
     for (size_t c = 0; c < 3; c++) {
-        lt_planner *p1 = planner_of(&configs[c]), *p2 = planner_of(&configs[c]);
+        lt_strategies *p1 = planner_of(&configs[c]), *p2 = planner_of(&configs[c]);
         for (size_t f = 0; f < sizeof corpora / sizeof corpora[0]; f++) {
             corpus_steps cs = open_steps(corpora[f], configs[c].context_len);
             for (uint64_t t = 0; t < 2; t++) {
@@ -832,9 +832,9 @@ static void test_invariants_on_every_corpus(void **state) {
                 step_lengths(&cs, step, lengths);
                 for (int s = 0; s <= LT_STRATEGY_CHUNKFLOW; s++) {
                     lt_error err;
-                    lt_status st = lt_planner_plan_step(p1, (lt_strategy)s, step, lengths, 512, &a, &err);
+                    lt_status st = lt_strategies_plan_step(p1, (lt_strategy)s, step, lengths, 512, &a, &err);
                     if (st != LT_OK && s == LT_STRATEGY_GPIPE && st == LT_ERR_INPUT) {
-                        int cp = (int)param_of(lt_planner_params(p1), "cp");
+                        int cp = (int)param_of(lt_strategies_params(p1), "cp");
                         check_memory_error(&err, step, lengths, 512, cp, (size_t)(configs[c].cm.dp / cp),
                                            configs[c].context_len);
                         assert_null(a.ranks);
@@ -846,17 +846,17 @@ static void test_invariants_on_every_corpus(void **state) {
                     if (s == LT_STRATEGY_GPIPE) gpipe_ok++;
                     check_plan(&configs[c], (lt_strategy)s, step, lengths, 512, &a);
                     /* a fresh planner (no history) gives the same plan */
-                    if (lt_planner_plan_step(p2, (lt_strategy)s, step, lengths, 512, &b, &err) != LT_OK)
+                    if (lt_strategies_plan_step(p2, (lt_strategy)s, step, lengths, 512, &b, &err) != LT_OK)
                         fail_msg("second planner: %s", err.what);
                     assert_plans_equal(&a, &b);
-                    lt_planner_free(p2);
+                    lt_strategies_free(p2);
                     p2 = planner_of(&configs[c]);
                 }
             }
             close_steps(&cs);
         }
-        lt_planner_free(p1);
-        lt_planner_free(p2);
+        lt_strategies_free(p1);
+        lt_strategies_free(p2);
     }
     print_message("gpipe: %d plans, %d over the cap\n", gpipe_ok, gpipe_failed);
     assert_true(gpipe_ok > 0);
@@ -875,7 +875,7 @@ static void test_chunkflow_grid_picks_the_fastest_fitting_pair(void **state) {
     NEED_LENGTHS();
     static const int64_t sizes[] = {4096, 8192, 16384, 32768, 65536, 131072};
     static const int ks[] = {1, 2, 4, 8};
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
     pc.strategy = LT_STRATEGY_CHUNKFLOW;
     corpus_steps cs = open_steps("commoncrawl.txt", pc.context_len);
     int64_t lengths[512];
@@ -886,22 +886,22 @@ static void test_chunkflow_grid_picks_the_fastest_fitting_pair(void **state) {
     int misfits = 0;
     for (uint64_t step = 3; step < 5; step++) {
         step_lengths(&cs, step, lengths);
-        lt_planner *p = planner_of(&pc);
-        if (lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, step, lengths, 512, &plan, &err) != LT_OK)
+        lt_strategies *p = planner_of(&pc);
+        if (lt_strategies_plan_step(p, LT_STRATEGY_CHUNKFLOW, step, lengths, 512, &plan, &err) != LT_OK)
             fail_msg("%s", err.what);
-        lt_planner_free(p);
+        lt_strategies_free(p);
         long got_size = param_of(plan.params, "chunk_size"), got_k = param_of(plan.params, "k");
         assert_int_equal(param_of(plan.params, "recompute"), -1);
         double best = 0;
         long best_size = 0, best_k = 0;
         for (size_t i = 0; i < 6; i++)
             for (size_t j = 0; j < 4; j++) {
-                lt_planner_config fc = pc;
+                lt_plan_config fc = pc;
                 fc.chunk_size = sizes[i];
                 fc.chunkflow_k = ks[j];
-                lt_planner *q = planner_of(&fc);
-                lt_status st = lt_planner_plan_step(q, LT_STRATEGY_CHUNKFLOW, step, lengths, 512, &fixed, &err);
-                lt_planner_free(q);
+                lt_strategies *q = planner_of(&fc);
+                lt_status st = lt_strategies_plan_step(q, LT_STRATEGY_CHUNKFLOW, step, lengths, 512, &fixed, &err);
+                lt_strategies_free(q);
                 if (st != LT_OK || param_of(fixed.params, "recompute") > 0) { /* does not fit at recompute 0 */
                     misfits++;
                     continue;
@@ -931,7 +931,7 @@ static void test_chunkflow_memory_error(void **state) {
     (void)state;
     NEED_HW();
     NEED_LENGTHS();
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 0);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 0);
     pc.strategy = LT_STRATEGY_CHUNKFLOW;
     double base = 0;
     for (int st = 0; st < pc.cm.pp; st++) {
@@ -942,22 +942,22 @@ static void test_chunkflow_memory_error(void **state) {
     corpus_steps cs = open_steps("commoncrawl.txt", pc.context_len);
     int64_t lengths[512];
     step_lengths(&cs, 17, lengths);
-    lt_planner *p = planner_of(&pc); /* the baseline cannot be tuned: kept for its requests */
-    assert_string_equal(lt_planner_params(p), "untuned");
+    lt_strategies *p = planner_of(&pc); /* the baseline cannot be tuned: kept for its requests */
+    assert_string_equal(lt_strategies_params(p), "untuned");
     lt_step_plan plan;
     lt_step_plan_init(&plan);
     lt_error err;
-    assert_int_equal(lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 17, lengths, 512, &plan, &err), LT_ERR_INPUT);
+    assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_CHUNKFLOW, 17, lengths, 512, &plan, &err), LT_ERR_INPUT);
     check_memory_error(&err, 17, lengths, 512, 1, 8, pc.context_len);
     assert_null(plan.ranks);
     /* fixed (ChunkSize, K) that do not fit: the same error */
     pc.chunk_size = 4096;
     pc.chunkflow_k = 1;
-    lt_planner *q = planner_of(&pc);
-    assert_int_equal(lt_planner_plan_step(q, LT_STRATEGY_CHUNKFLOW, 17, lengths, 512, &plan, &err), LT_ERR_INPUT);
+    lt_strategies *q = planner_of(&pc);
+    assert_int_equal(lt_strategies_plan_step(q, LT_STRATEGY_CHUNKFLOW, 17, lengths, 512, &plan, &err), LT_ERR_INPUT);
     check_memory_error(&err, 17, lengths, 512, 1, 8, pc.context_len);
-    lt_planner_free(q);
-    lt_planner_free(p);
+    lt_strategies_free(q);
+    lt_strategies_free(p);
     close_steps(&cs);
 }
 
@@ -965,27 +965,27 @@ static void test_chunkflow_memory_error(void **state) {
 static void test_chunkflow_recompute_fallback(void **state) {
     (void)state;
     NEED_HW();
-    lt_planner_config pc = config_of("llama-7b", 2, 2, 1, 32768, 1, 0);
+    lt_plan_config pc = config_of("llama-7b", 2, 2, 1, 32768, 1, 0);
     pc.strategy = LT_STRATEGY_CHUNKFLOW;
     pc.chunk_size = 32768;
     pc.chunkflow_k = 1;
     int64_t len[2] = {32768, 32768};
     /* the cap: between what one 32K chunk needs with full recomputation and without */
-    lt_planner_config probe = pc;
+    lt_plan_config probe = pc;
     lt_step_plan plan;
     lt_step_plan_init(&plan);
     lt_error err;
-    lt_planner *p = planner_of(&probe);
-    if (lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 0, len, 2, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    lt_strategies *p = planner_of(&probe);
+    if (lt_strategies_plan_step(p, LT_STRATEGY_CHUNKFLOW, 0, len, 2, &plan, &err) != LT_OK) fail_msg("%s", err.what);
     double need0 = plan.peak_mem;
     assert_int_equal(param_of(plan.params, "recompute"), -1);
-    lt_planner_free(p);
+    lt_strategies_free(p);
     pc.cm.mem_cap = need0 - 1;
     p = planner_of(&pc);
-    if (lt_planner_plan_step(p, LT_STRATEGY_CHUNKFLOW, 0, len, 2, &plan, &err) != LT_OK) fail_msg("%s", err.what);
+    if (lt_strategies_plan_step(p, LT_STRATEGY_CHUNKFLOW, 0, len, 2, &plan, &err) != LT_OK) fail_msg("%s", err.what);
     assert_string_equal(plan.params, "chunk_size=32768 k=1 recompute=16");
     check_plan(&pc, LT_STRATEGY_CHUNKFLOW, 0, len, 2, &plan);
-    lt_planner_free(p);
+    lt_strategies_free(p);
     lt_step_plan_free(&plan);
 }
 
@@ -1001,9 +1001,9 @@ static void test_auto_is_the_fastest_on_every_corpus(void **state) {
     (void)state;
     NEED_HW();
     NEED_LENGTHS();
-    lt_planner_config pc = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 65536, 8, 80);
     pc.milp_time_limit = 0;
-    lt_planner *p = planner_of(&pc);
+    lt_strategies *p = planner_of(&pc);
     int64_t lengths[512];
     lt_step_plan a, alone;
     lt_step_plan_init(&a);
@@ -1019,14 +1019,14 @@ static void test_auto_is_the_fastest_on_every_corpus(void **state) {
             bool ok[LT_STRATEGY_AUTO];
             lt_error err;
             for (int s = 0; s < LT_STRATEGY_AUTO; s++) {
-                lt_status st = lt_planner_plan_step(p, (lt_strategy)s, step, lengths, 512, &alone, &err);
+                lt_status st = lt_strategies_plan_step(p, (lt_strategy)s, step, lengths, 512, &alone, &err);
                 ok[s] = st == LT_OK;
                 if (st == LT_ERR_INPUT) continue; /* over the memory cap */
                 if (st != LT_OK) fail_msg("%s step %" PRIu64 " %s: %s", corpora[f], step,
                                           lt_strategy_name((lt_strategy)s), err.what);
                 time_of[s] = alone.time_s;
             }
-            if (lt_planner_plan_step(p, LT_STRATEGY_AUTO, step, lengths, 512, &a, &err) != LT_OK)
+            if (lt_strategies_plan_step(p, LT_STRATEGY_AUTO, step, lengths, 512, &a, &err) != LT_OK)
                 fail_msg("%s step %" PRIu64 " auto: %s", corpora[f], step, err.what);
             if (lt_plan_validate(&a, pc.cm.mem_cap, &err) != LT_OK)
                 fail_msg("%s step %" PRIu64 " auto: lt_plan_validate: %s", corpora[f], step, err.what);
@@ -1052,7 +1052,7 @@ static void test_auto_is_the_fastest_on_every_corpus(void **state) {
     }
     lt_step_plan_free(&a);
     lt_step_plan_free(&alone);
-    lt_planner_free(p);
+    lt_strategies_free(p);
 }
 
 int main(int argc, char **argv) {

@@ -54,8 +54,7 @@
 
 #include "lib/error.h"             /* lt_status, lt_error */
 #include "lib/threadpool.h"        /* lt_pool */
-#include "plans/store/store.h"     /* lt_measured_op */
-#include "plans/strategies/plan.h" /* lt_step_plan */
+#include "plans/strategies/plan.h" /* lt_step_plan, lt_measured_op */
 #include "train/dist/comm.h"       /* lt_comm */
 #include "train/model/model.h"     /* lt_llama, lt_train_sample, lt_llama_views */
 

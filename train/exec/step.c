@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/dist/dist.h"     /* lt_dist_check_layout */
+#include "train/dist/dist.h" /* lt_dist_check_layout */
 #include "train/exec/internal.h"
 
 /* Op v of a DP-Merge unit on a member that is not the group's first: skipped (exec.h). */
