@@ -3,7 +3,8 @@
  * and detection, opening the decompressing source, and what every document gets whatever
  * its format — UTF-8 repair, truncation at a code point boundary, the statistics.
  *
- * The backends (reader_wet.c, reader_jsonl.c, reader_wikixml.c) only frame records; they
+ * The backends (reader_wet.c, reader_jsonl.c, reader_wikixml.c) only frame records (and
+ * report the records they skip through reader_skip.c, below them and this file); they
  * hand back raw bytes, which may be invalid UTF-8 and longer than the cap (by at most a few
  * bytes when they streamed the rest away: then they set orig_bytes). Here the document is
  * repaired and cut in one pass so that the rule is the same for all formats:
@@ -20,7 +21,6 @@
 #include "dataprep/reader.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,19 +216,6 @@ void lt_reader_close(lt_reader *r) {
 lt_format lt_reader_format(const lt_reader *r) { return r->format; }
 const lt_reader_stats *lt_reader_get_stats(const lt_reader *r) { return &r->stats; }
 const lt_src *lt_reader_source(const lt_reader *r) { return r->core.src; }
-
-/* ------------------------------------------------------------------ skips */
-
-void lt_reader_skip(lt_reader_core *core, const char *where, lt_skip_reason reason, const char *fmt, ...) {
-    if (reason < LT_SKIP_N_REASONS) core->stats->skipped[reason]++;
-    if (core->opts->on_skip == NULL) return;
-    char msg[LT_ERROR_WHAT_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    core->opts->on_skip(core->opts->skip_ctx, where, reason, msg);
-}
 
 /* ------------------------------------------------------------------ repair + truncation */
 

@@ -185,7 +185,8 @@ lt_status lt_jsonl_next_line(void *state, lt_line *line, bool *eof, lt_error *er
 lt_status lt_jsonl_decode_line(struct lt_jsonl_reader *jr, char id[32], lt_reader_core *core, const lt_line *line,
                                lt_doc *doc, bool *is_doc, lt_error *err);
 
-/* Report a skipped record through core->opts->on_skip and count it (printf-formatted). */
+/* Report a skipped record through core->opts->on_skip and count it (printf-formatted;
+ * dataprep/reader_skip.c). */
 void lt_reader_skip(lt_reader_core *core, const char *where, lt_skip_reason reason, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

@@ -1,7 +1,9 @@
 /*
  * train/dist/comm_impl.h — the communicator's insides, shared by its two implementations:
- * train/dist/comm_mpi.c (the world, host buffers, requests' waiting) and train/dist/comm_nccl.c
- * (device buffers). Not for other modules: they see train/dist/comm.h only.
+ * train/dist/comm_mpi.c (the world, host buffers, requests' waiting, attaching the device half)
+ * and train/dist/comm_nccl.c (device buffers). Calls go one way: comm_mpi.c calls the
+ * functions of comm_nccl.c listed below, comm_nccl.c calls nothing of comm_mpi.c. Not for
+ * other modules: they see train/dist/comm.h only.
  * Include after buildconfig.h (HAVE_MPI) and, with MPI, <mpi.h>.
  */
 #ifndef LT_TRAIN_COMM_IMPL_H
@@ -60,5 +62,37 @@ lt_status lt_comm_nccl_stage(lt_comm *c, bool send, int stage, void *buf, size_t
 void lt_comm_nccl_release(lt_comm_req *r);
 /* Destroy the NCCL communicators (before MPI_Finalize). */
 void lt_comm_nccl_finalize(lt_comm *c);
+
+/* ... for comm_mpi.c's lt_comm_attach_device, which bootstraps NCCL from MPI in this order:
+ * lt_comm_nccl_open; in a world of several, rank 0's lt_comm_nccl_unique_id broadcast to
+ * every rank (every rank answers the broadcast, even one whose open failed), then
+ * lt_comm_nccl_join; on any failure lt_comm_nccl_detach. */
+/* NCCL's unique id (ncclUniqueId: NCCL_UNIQUE_ID_BYTES) as bytes, so that the MPI side
+ * broadcasts it without nccl.h. It travels with rank 0's verdict (ok), so that a failing
+ * ncclGetUniqueId fails every rank instead of leaving them waiting in ncclCommInitRank. */
+#define LT_COMM_NCCL_ID_BYTES 128
+typedef struct lt_comm_nccl_id {
+    int ok;
+    unsigned char id[LT_COMM_NCCL_ID_BYTES];
+} lt_comm_nccl_id;
+/* c->nccl made for `device` and its two streams (an error of the device leaves it set: the
+ * rank still takes part in the broadcast; out of memory, or a build without CUDA, leaves
+ * it NULL). */
+lt_status lt_comm_nccl_open(lt_comm *c, int device, void *compute_stream, void *comm_stream, lt_error *err);
+/* Rank 0: a new unique id into id; false when NCCL cannot make one. */
+bool lt_comm_nccl_unique_id(unsigned char id[LT_COMM_NCCL_ID_BYTES]);
+/* Join the world communicator of unique id `id`, then its splits (the DP, pipeline and tied
+ * groups, the stage channels) and the channels' streams. */
+lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_BYTES], lt_error *err);
+/* Undo lt_comm_nccl_open and a partial join: abort the communicators, free c->nccl. */
+void lt_comm_nccl_detach(lt_comm *c);
+
+/* ... and the posted forms of the ring all-gather and the exchange of comm.h's device calls
+ * (lt_comm_dev_ring_allgather, lt_comm_dev_exchange: comm_mpi.c waits for *req). */
+lt_status lt_comm_nccl_ring_allgather(lt_comm *c, const int *members, int G, int me, const void *mine,
+                                      const size_t *bytes, void *all, lt_comm_req **req, lt_error *err);
+lt_status lt_comm_nccl_exchange(lt_comm *c, const int *members, int G, int me, const void *const *send,
+                                const size_t *sbytes, void *const *recv, const size_t *rbytes, lt_comm_req **req,
+                                lt_error *err);
 
 #endif /* LT_TRAIN_COMM_IMPL_H */

@@ -1,6 +1,9 @@
 /*
  * train/dist/comm_mpi.c — train/dist/comm.h over MPI (Open MPI under mpirun or srun --mpi=pmix), and
- * the world of one when there is no launcher or no MPI.
+ * the world of one when there is no launcher or no MPI; and the communicator as a whole: its
+ * requests of either kind (a device request is polled by train/dist/comm_nccl.c), abort and
+ * finalize of both halves, attaching the device half (NCCL bootstrapped through an MPI
+ * broadcast) and the blocking forms of the device calls (posted there, waited here).
  *
  * Every wait is MPI_Test in a loop with a short sleep between polls and a deadline, the
  * collectives are their non-blocking forms (MPI-3) waited the same way: a rank that died
@@ -501,4 +504,51 @@ lt_status lt_comm_barrier(lt_comm *c, lt_error *err) {
 #endif
     (void)c, (void)err;
     return LT_OK;
+}
+
+/* ---------------------------------------------------------------- the device half (NCCL) */
+
+lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, void *comm_stream, lt_error *err) {
+    if (c->nccl) return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: a device is attached already", c->who);
+    lt_status st = lt_comm_nccl_open(c, device, compute_stream, comm_stream, err);
+    if (!c->nccl) return st; /* out of memory, or a build without CUDA */
+    /* a single rank needs no NCCL communicator: its all-reduces are the identity */
+    if (c->l.world > 1) {
+        lt_comm_nccl_id m;
+        memset(&m, 0, sizeof m);
+        if (c->l.rank == 0 && st == LT_OK) m.ok = lt_comm_nccl_unique_id(m.id);
+        /* every rank answers rank 0's broadcast, even one whose device failed above (its
+         * error kept): a rank that skipped it would leave the others waiting out the deadline
+         * in the broadcast; rank 0's failure reaches everyone through m.ok */
+        lt_error bcast_err;
+        lt_status sb = lt_comm_bcast(c, &m, sizeof m, st == LT_OK ? err : &bcast_err);
+        if (st == LT_OK) st = sb;
+        if (st == LT_OK && !m.ok)
+            st = lt_fail(err, LT_ERR_IO, NULL, "%s: rank 0 could not open its GPU or make an NCCL unique id",
+                         c->who);
+        if (st == LT_OK) st = lt_comm_nccl_join(c, m.id, err);
+    }
+    if (st != LT_OK) lt_comm_nccl_detach(c);
+    return st;
+}
+
+lt_status lt_comm_dev_allreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
+                                lt_error *err) {
+    lt_comm_req *req;
+    lt_status st = lt_comm_dev_iallreduce(c, group, buf, n, t, max, NULL, &req, err);
+    return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
+}
+
+lt_status lt_comm_dev_ring_allgather(lt_comm *c, const int *members, int G, int me, const void *mine,
+                                     const size_t *bytes, void *all, lt_error *err) {
+    lt_comm_req *req;
+    lt_status st = lt_comm_nccl_ring_allgather(c, members, G, me, mine, bytes, all, &req, err);
+    return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
+}
+
+lt_status lt_comm_dev_exchange(lt_comm *c, const int *members, int G, int me, const void *const *send,
+                               const size_t *sbytes, void *const *recv, const size_t *rbytes, lt_error *err) {
+    lt_comm_req *req;
+    lt_status st = lt_comm_nccl_exchange(c, members, G, me, send, sbytes, recv, rbytes, &req, err);
+    return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
 }

@@ -10,6 +10,11 @@
  * (connection set-up) when a peer has died; polled, that becomes an error naming the
  * operation, followed by ncclCommAbort.
  *
+ * This file posts and polls device work and calls nothing of comm_mpi.c: waiting for its
+ * requests (lt_comm_wait), the unique id's broadcast that bootstraps NCCL from MPI
+ * (lt_comm_attach_device) and the blocking forms of the device calls are the communicator's,
+ * in comm_mpi.c, which calls the functions comm_impl.h lists from here.
+ *
  * Without CUDA in the build every entry point fails cleanly ("built without CUDA") and the
  * hooks comm_mpi.c calls are no-ops.
  */
@@ -169,12 +174,8 @@ lt_status lt_comm_pick_device(const lt_comm *c, int *device, lt_error *err) {
 
 bool lt_comm_has_device(const lt_comm *c) { return c->nccl != NULL; }
 
-/* The unique id travels with rank 0's verdict, so that a failing ncclGetUniqueId fails
- * every rank instead of leaving them waiting in ncclCommInitRank. */
-typedef struct id_msg {
-    int ok;
-    ncclUniqueId id;
-} id_msg;
+/* comm_impl.h's lt_comm_nccl_id carries an ncclUniqueId as its bytes */
+_Static_assert(sizeof(ncclUniqueId) == LT_COMM_NCCL_ID_BYTES, "ncclUniqueId is NCCL_UNIQUE_ID_BYTES bytes");
 
 #ifdef HAVE_NCCL_COMM_SPLIT
 static lt_status split(lt_comm *c, int color, int key, ncclComm_t *out, const char *name, lt_error *err) {
@@ -190,8 +191,7 @@ static lt_status split(lt_comm *c, int color, int key, ncclComm_t *out, const ch
 }
 #endif
 
-lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, void *comm_stream, lt_error *err) {
-    if (c->nccl) return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: a device is attached already", c->who);
+lt_status lt_comm_nccl_open(lt_comm *c, int device, void *compute_stream, void *comm_stream, lt_error *err) {
     struct lt_comm_nccl *n = calloc(1, sizeof *n);
     if (!n) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     n->device = device;
@@ -200,71 +200,68 @@ lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, vo
     c->nccl = n;
     cudaError_t e = cudaSetDevice(device);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming);
-    lt_status st = e == cudaSuccess ? LT_OK : cuda_failed(c, e, "opening the device for NCCL", err);
-    /* a single rank needs no NCCL communicator: its all-reduces are the identity */
-    if (c->l.world > 1) {
-        id_msg m;
-        memset(&m, 0, sizeof m);
-        if (c->l.rank == 0 && st == LT_OK) m.ok = ncclGetUniqueId(&m.id) == ncclSuccess;
-        /* every rank answers rank 0's broadcast, even one whose device failed above (its
-         * error kept): a rank that skipped it would leave the others waiting out the deadline
-         * in the broadcast; rank 0's failure reaches everyone through m.ok */
-        lt_error bcast_err;
-        lt_status sb = lt_comm_bcast(c, &m, sizeof m, st == LT_OK ? err : &bcast_err);
-        if (st == LT_OK) st = sb;
-        if (st == LT_OK && !m.ok)
-            st = lt_fail(err, LT_ERR_IO, NULL, "%s: rank 0 could not open its GPU or make an NCCL unique id",
-                         c->who);
-        if (st == LT_OK) {
-            ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-            cfg.blocking = 0;
-            ncclResult_t rc = ncclCommInitRankConfig(&n->world, c->l.world, m.id, c->l.rank, &cfg);
-            st = settle(c, n->world, rc, "join the world communicator (ncclCommInitRankConfig)", err);
-        }
+    return e == cudaSuccess ? LT_OK : cuda_failed(c, e, "opening the device for NCCL", err);
+}
+
+bool lt_comm_nccl_unique_id(unsigned char id[LT_COMM_NCCL_ID_BYTES]) {
+    return ncclGetUniqueId((ncclUniqueId *)(void *)id) == ncclSuccess;
+}
+
+lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_BYTES], lt_error *err) {
+    struct lt_comm_nccl *n = c->nccl;
+    ncclUniqueId uid;
+    memcpy(&uid, id, sizeof uid);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t rc = ncclCommInitRankConfig(&n->world, c->l.world, uid, c->l.rank, &cfg);
+    lt_status st = settle(c, n->world, rc, "join the world communicator (ncclCommInitRankConfig)", err);
 #ifdef HAVE_NCCL_COMM_SPLIT
-        /* the colours and keys of comm_mpi.c's MPI splits, so the groups are the same ranks
-         * in the same order */
-        const lt_comm_layout *l = &c->l;
-        bool end = l->pp > 1 && (l->stage == 0 || l->stage == l->pp - 1);
-        if (st == LT_OK) st = split(c, l->stage, l->dp_rank, &n->dp, "the DP ranks of each stage", err);
-        if (st == LT_OK) st = split(c, l->dp_rank, l->stage, &n->pipe, "the stages of each pipeline", err);
-        if (st == LT_OK)
-            st = split(c, end ? l->dp_rank : NCCL_SPLIT_NOCOLOR, l->stage, &n->tied, "the first and last stages",
-                       err);
-        /* the stage channels: pairs (s, s + 1) with s of parity p, one communicator per way;
-         * each split gives a rank at most one pair, so four splits make every channel */
-        for (int p = 0; st == LT_OK && l->pp > 1 && p < 2; p++)
-            for (int way = 0; st == LT_OK && way < 2; way++) {
-                bool lower; /* I am the pair's lower stage */
-                int colour = lt_comm_chan_colour(l->dp_rank, l->stage, l->pp, p, &lower);
-                bool upper = colour >= 0 && !lower;
-                if (colour < 0) colour = NCCL_SPLIT_NOCOLOR;
-                ncclComm_t x = NULL;
-                st = split(c, colour, l->stage, &x, way == 0 ? "the forward stage channels" : "the backward stage "
-                           "channels", err);
-                /* way 0: the lower stage sends (activations), way 1: the upper sends (gradients) */
-                if (st == LT_OK && lower) n->chan[1][way == 0 ? 0 : 1] = x;
-                if (st == LT_OK && upper) n->chan[0][way == 0 ? 1 : 0] = x;
-            }
-        for (int a = 0; a < 2; a++)
-            for (int b = 0; b < 2; b++)
-                if (st == LT_OK && n->chan[a][b] &&
-                    (e = cudaStreamCreateWithFlags(&n->chan_stream[a][b], cudaStreamNonBlocking)) != cudaSuccess)
-                    st = cuda_failed(c, e, "creating a stage channel's stream", err);
+    /* the colours and keys of comm_mpi.c's MPI splits, so the groups are the same ranks
+     * in the same order */
+    const lt_comm_layout *l = &c->l;
+    bool end = l->pp > 1 && (l->stage == 0 || l->stage == l->pp - 1);
+    if (st == LT_OK) st = split(c, l->stage, l->dp_rank, &n->dp, "the DP ranks of each stage", err);
+    if (st == LT_OK) st = split(c, l->dp_rank, l->stage, &n->pipe, "the stages of each pipeline", err);
+    if (st == LT_OK)
+        st = split(c, end ? l->dp_rank : NCCL_SPLIT_NOCOLOR, l->stage, &n->tied, "the first and last stages",
+                   err);
+    /* the stage channels: pairs (s, s + 1) with s of parity p, one communicator per way;
+     * each split gives a rank at most one pair, so four splits make every channel */
+    for (int p = 0; st == LT_OK && l->pp > 1 && p < 2; p++)
+        for (int way = 0; st == LT_OK && way < 2; way++) {
+            bool lower; /* I am the pair's lower stage */
+            int colour = lt_comm_chan_colour(l->dp_rank, l->stage, l->pp, p, &lower);
+            bool upper = colour >= 0 && !lower;
+            if (colour < 0) colour = NCCL_SPLIT_NOCOLOR;
+            ncclComm_t x = NULL;
+            st = split(c, colour, l->stage, &x, way == 0 ? "the forward stage channels" : "the backward stage "
+                       "channels", err);
+            /* way 0: the lower stage sends (activations), way 1: the upper sends (gradients) */
+            if (st == LT_OK && lower) n->chan[1][way == 0 ? 0 : 1] = x;
+            if (st == LT_OK && upper) n->chan[0][way == 0 ? 1 : 0] = x;
+        }
+    cudaError_t e;
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+            if (st == LT_OK && n->chan[a][b] &&
+                (e = cudaStreamCreateWithFlags(&n->chan_stream[a][b], cudaStreamNonBlocking)) != cudaSuccess)
+                st = cuda_failed(c, e, "creating a stage channel's stream", err);
 #else
-        if (st == LT_OK)
-            st = lt_fail(err, LT_ERR_CONFIG, NULL, "%s: this NCCL has no ncclCommSplit (NCCL >= 2.18 is needed for "
-                         "the DP, pipeline and tied groups)", c->who);
+    if (st == LT_OK)
+        st = lt_fail(err, LT_ERR_CONFIG, NULL, "%s: this NCCL has no ncclCommSplit (NCCL >= 2.18 is needed for "
+                     "the DP, pipeline and tied groups)", c->who);
 #endif
-    }
-    if (st != LT_OK) {
-        lt_comm_nccl_abort(c);
-        destroy_streams(n);
-        if (n->ready) cudaEventDestroy(n->ready);
-        free(n);
-        c->nccl = NULL;
-    }
     return st;
+}
+
+void lt_comm_nccl_detach(lt_comm *c) {
+    struct lt_comm_nccl *n = c->nccl;
+    if (!n) return;
+    lt_comm_nccl_abort(c);
+    destroy_streams(n);
+    if (n->ready) cudaEventDestroy(n->ready);
+    free(n);
+    c->nccl = NULL;
 }
 
 /* ---------------------------------------------------------------- posting */
@@ -418,15 +415,9 @@ lt_status lt_comm_dev_iallreduce(lt_comm *c, lt_comm_group group, void *buf, siz
     return st;
 }
 
-lt_status lt_comm_dev_allreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
-                                lt_error *err) {
-    lt_comm_req *req;
-    lt_status st = lt_comm_dev_iallreduce(c, group, buf, n, t, max, NULL, &req, err);
-    return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
-}
-
-lt_status lt_comm_dev_ring_allgather(lt_comm *c, const int *members, int G, int me, const void *mine,
-                                     const size_t *bytes, void *all, lt_error *err) {
+lt_status lt_comm_nccl_ring_allgather(lt_comm *c, const int *members, int G, int me, const void *mine,
+                                      const size_t *bytes, void *all, lt_comm_req **req, lt_error *err) {
+    *req = NULL;
     lt_status st = usable(c, err);
     if (st != LT_OK) return st;
     if (G > 1 && !c->nccl->world)
@@ -451,15 +442,15 @@ lt_status lt_comm_dev_ring_allgather(lt_comm *c, const int *members, int G, int 
                                  {true, next, (char *)all + off[sb], bytes[sb]}};
         st = enqueue_p2p(c, ops, 2, "the context-parallel K/V ring exchange", err);
     }
-    lt_comm_req *req = NULL;
-    if (st == LT_OK) st = new_dev_req(c, c->nccl->world, prev, "the context-parallel K/V ring exchange", &req, err);
-    if (st == LT_OK) st = lt_comm_wait(c, &req, err);
+    if (st == LT_OK) st = new_dev_req(c, c->nccl->world, prev, "the context-parallel K/V ring exchange", req, err);
     free(off);
     return st;
 }
 
-lt_status lt_comm_dev_exchange(lt_comm *c, const int *members, int G, int me, const void *const *send,
-                               const size_t *sbytes, void *const *recv, const size_t *rbytes, lt_error *err) {
+lt_status lt_comm_nccl_exchange(lt_comm *c, const int *members, int G, int me, const void *const *send,
+                                const size_t *sbytes, void *const *recv, const size_t *rbytes, lt_comm_req **req,
+                                lt_error *err) {
+    *req = NULL;
     lt_status st = usable(c, err);
     if (st != LT_OK) return st;
     lt_comm_dev_op *ops = calloc(2 * (size_t)G + 1, sizeof *ops);
@@ -470,9 +461,7 @@ lt_status lt_comm_dev_exchange(lt_comm *c, const int *members, int G, int me, co
         if (rbytes[j] > 0) ops[n++] = (lt_comm_dev_op){false, members[j], recv[j], rbytes[j]};
         if (sbytes[j] > 0) ops[n++] = (lt_comm_dev_op){true, members[j], (void *)send[j], sbytes[j]};
     }
-    lt_comm_req *req = NULL;
-    st = lt_comm_dev_batch(c, ops, n, "rows of a context-parallel group", &req, err);
-    if (st == LT_OK) st = lt_comm_wait(c, &req, err);
+    st = lt_comm_dev_batch(c, ops, n, "rows of a context-parallel group", req, err);
     free(ops);
     return st;
 }
@@ -500,10 +489,19 @@ lt_status lt_comm_pick_device(const lt_comm *c, int *device, lt_error *err) {
     *device = 0;
     return no_cuda((lt_comm *)c, err);
 }
-lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, void *comm_stream, lt_error *err) {
+lt_status lt_comm_nccl_open(lt_comm *c, int device, void *compute_stream, void *comm_stream, lt_error *err) {
     (void)device, (void)compute_stream, (void)comm_stream;
     return no_cuda(c, err);
 }
+bool lt_comm_nccl_unique_id(unsigned char id[LT_COMM_NCCL_ID_BYTES]) {
+    (void)id;
+    return false;
+}
+lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_BYTES], lt_error *err) {
+    (void)id;
+    return no_cuda(c, err);
+}
+void lt_comm_nccl_detach(lt_comm *c) { (void)c; }
 lt_status lt_comm_nccl_stage(lt_comm *c, bool send, int stage, void *buf, size_t bytes, const char *what,
                              lt_comm_req **req, lt_error *err) {
     (void)send, (void)stage, (void)buf, (void)bytes, (void)what;
@@ -534,19 +532,17 @@ lt_status lt_comm_dev_iallreduce(lt_comm *c, lt_comm_group group, void *buf, siz
     *req = NULL;
     return no_cuda(c, err);
 }
-lt_status lt_comm_dev_allreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
-                                lt_error *err) {
-    (void)group, (void)buf, (void)n, (void)t, (void)max;
-    return no_cuda(c, err);
-}
-lt_status lt_comm_dev_ring_allgather(lt_comm *c, const int *members, int G, int me, const void *mine,
-                                     const size_t *bytes, void *all, lt_error *err) {
+lt_status lt_comm_nccl_ring_allgather(lt_comm *c, const int *members, int G, int me, const void *mine,
+                                      const size_t *bytes, void *all, lt_comm_req **req, lt_error *err) {
     (void)members, (void)G, (void)me, (void)mine, (void)bytes, (void)all;
+    *req = NULL;
     return no_cuda(c, err);
 }
-lt_status lt_comm_dev_exchange(lt_comm *c, const int *members, int G, int me, const void *const *send,
-                               const size_t *sbytes, void *const *recv, const size_t *rbytes, lt_error *err) {
+lt_status lt_comm_nccl_exchange(lt_comm *c, const int *members, int G, int me, const void *const *send,
+                                const size_t *sbytes, void *const *recv, const size_t *rbytes, lt_comm_req **req,
+                                lt_error *err) {
     (void)members, (void)G, (void)me, (void)send, (void)sbytes, (void)recv, (void)rbytes;
+    *req = NULL;
     return no_cuda(c, err);
 }
 

@@ -186,13 +186,6 @@ static uint64_t shape_params(const lt_model_shape *s) {
     return V * C + (uint64_t)s->layers * per_layer + C + (s->tie_embeddings ? 0 : V * C);
 }
 
-static const char *name_of(const char *stored) {
-    const lt_model_shape *p = lt_model_preset(stored);
-    return p ? p->name : "custom";
-}
-
-const char *lt_ckpt_model_name(const char *stored) { return name_of(stored); }
-
 /* Open `path`, read and check the header (everything but the payload). *fp_out (when
  * non-NULL) is left open just after the header. */
 static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_error *err) {
@@ -260,7 +253,7 @@ static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_err
     lt_model_shape *s = &in->shape;
     int32_t dims[8];
     for (int i = 0; i < 8; i++) dims[i] = (int32_t)lt_get_le32(h + OFF_DIMS + 4 * i);
-    s->name = name_of(name);
+    s->name = lt_ckpt_model_name(name);
     s->layers = dims[0];
     s->hidden = dims[1];
     s->heads = dims[2];

@@ -26,6 +26,7 @@
 
 #include "lib/bytes.h"       /* lt_put_le32, lt_get_le32, lt_put_le_floats, lt_get_le_floats */
 #include "lib/files.h"       /* lt_atomic_*, lt_mkdir_p, lt_read_file */
+#include "lib/model.h"       /* lt_model_preset */
 #include "train/dist/dist.h" /* lt_dist */
 
 #define PART_MAGIC "LTPART01"
@@ -55,6 +56,13 @@ bool lt_ckpt_dist_complete(const char *path) {
     bool ok = m && stat(m, &sb) == 0 && S_ISREG(sb.st_mode);
     free(m);
     return ok;
+}
+
+/* Both formats store the model's name; here, below train/io/ckpt.c (which reads the single
+ * file and hands a directory to this file), so that the calls between the two go one way. */
+const char *lt_ckpt_model_name(const char *stored) {
+    const lt_model_shape *p = lt_model_preset(stored);
+    return p ? p->name : "custom";
 }
 
 /* ---------------------------------------------------------------- writing */
