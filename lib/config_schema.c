@@ -63,7 +63,7 @@ static const lt_config_key schema[] = {
     INT("model", "heads", NULL, "1", NULL, "attention heads"),
     INT("model", "kv_heads", NULL, "1", NULL, "key/value heads (grouped-query attention); unset: = heads"),
     INT("model", "ffn", NULL, "1", NULL, "feed-forward inner size"),
-    INT("model", "vocab", NULL, "1", NULL, "vocabulary size; unset: the preset's, else 32000"),
+    INT("model", "vocab", NULL, "1", NULL, "vocabulary size, at least data.encoding's; unset: data.encoding's (r50k_base 50257, cl100k_base 100277, o200k_base 200019)"),
     DBL("model", "rope_theta", "10000", "1", NULL, "RoPE base frequency (Llama 2: 10000, Llama 3: 500000)"),
     DBL("model", "norm_eps", "1e-5", "1e-12", "1", "RMSNorm epsilon"),
     BOOL("model", "tie_embeddings", "false", "the LM head shares the token embedding matrix"),

@@ -8,15 +8,25 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "lib/config.h" /* lt_config_get_*, lt_config_is_set */
+#include "lib/files.h"  /* lt_read_file */
+#include "lib/json.h"   /* lt_json_parse, lt_jv_* */
+
+#ifndef LT_PKGDATADIR
+#define LT_PKGDATADIR "/usr/local/share/longtail"
+#endif
 
 /*
- * The presets. Sources, per row:
+ * The presets. Sources, per row (the vocab column is the source's: lt_model_from_config
+ * replaces it by data.encoding's size unless model.vocab is set, lib/model.h, so a preset
+ * trains on any of our shards):
  *
  *  tiny        our own CPU-sized shape (SwiGLU inner 4*hidden); vocab 100277 = cl100k_base,
- *              the default [data] encoding, so it trains on our own shards.
+ *              the default [data] encoding.
  *  nano        the trainer's test model: 2 layers, hidden 64, GQA 4/2 heads, SwiGLU 192
  *              (tests override vocab to keep the LM head small); cl100k_base vocab.
  *  small       the trainer's benchmark model: ~22M parameters (8 layers, hidden 256, GQA
@@ -111,6 +121,169 @@ lt_status lt_model_validate(const lt_model_shape *m, lt_error *err) {
     return LT_OK;
 }
 
+/* ------------------------------------------------------------------ encodings */
+
+/* The shipped encodings' sizes (data/vocab; lib/model.h says why they are compiled in). */
+static const struct {
+    const char *name;
+    int n_vocab;
+} SHIPPED_ENCODINGS[] = {{"r50k_base", 50257}, {"cl100k_base", 100277}, {"o200k_base", 200019}};
+
+static bool is_file(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static char *join_path(const char *dir, const char *name, const char *ext) {
+    size_t n = strlen(dir) + strlen(name) + strlen(ext) + 2;
+    char *p = lt_malloc_check(n);
+    snprintf(p, n, "%s/%s%s", dir, name, ext);
+    return p;
+}
+
+/* The search of dataprep's lt_tokenizer_find (dataprep/tokenizer.h), which lib cannot call:
+ * vocab_dir, $LONGTAIL_VOCAB_DIR, the installed data; the first directory with both files. */
+static lt_status find_encoding(const char *name, const char *vocab_dir, char **vocab_path, char **json_path,
+                               lt_error *err) {
+    *vocab_path = *json_path = NULL;
+    if (!*name || strchr(name, '/'))
+        return lt_fail(err, LT_ERR_USAGE, NULL, "'%s' is not an encoding name", name);
+    const char *env = getenv("LONGTAIL_VOCAB_DIR");
+    const char *dirs[3] = {vocab_dir, env && *env ? env : NULL, LT_PKGDATADIR "/vocab"};
+    char searched[1024] = "";
+    size_t used = 0;
+    for (int d = 0; d < 3; d++) {
+        if (!dirs[d]) continue;
+        char *v = join_path(dirs[d], name, ".tiktoken"), *j = join_path(dirs[d], name, ".json");
+        if (is_file(v) && is_file(j)) {
+            *vocab_path = v;
+            *json_path = j;
+            return LT_OK;
+        }
+        free(v);
+        free(j);
+        int w = snprintf(searched + used, sizeof searched - used, "%s%s", used ? ", " : "", dirs[d]);
+        if (w > 0 && (size_t)w < sizeof searched - used) used += (size_t)w;
+    }
+    lt_fail(err, LT_ERR_USAGE, NULL, "encoding '%s' not found: no %s.tiktoken + %s.json in %s", name, name, name,
+            searched);
+    lt_error_hint(err, "pass --vocab-dir DIR (or set LONGTAIL_VOCAB_DIR) to a directory with the tiktoken files");
+    return LT_ERR_USAGE;
+}
+
+/* Largest rank + 1 of a rank file (lines "BASE64 RANK"; blank lines skipped, as the
+ * tokenizer does; the tokenizer checks the rest when it loads the file). */
+static lt_status ranks_n_vocab(const char *path, int64_t *n, lt_error *err) {
+    char *data;
+    size_t size;
+    lt_status st = lt_read_file(path, &data, &size, err);
+    if (st != LT_OK) return st;
+    *n = 0;
+    size_t line = 0;
+    for (size_t pos = 0; pos < size && st == LT_OK; line++) {
+        const char *nl = memchr(data + pos, '\n', size - pos);
+        size_t e = nl ? (size_t)(nl - data) : size, next = nl ? e + 1 : size;
+        if (e > pos && data[e - 1] == '\r') e--;
+        if (e > pos) {
+            const char *sp = memrchr(data + pos, ' ', e - pos);
+            char *end = NULL;
+            long long r = sp ? strtoll(sp + 1, &end, 10) : -1;
+            if (!sp || end != data + e || r < 0 || r >= INT_MAX) {
+                char where[4200];
+                snprintf(where, sizeof where, "%s:%zu", path, line + 1);
+                st = lt_fail(err, LT_ERR_INPUT, where, "expected 'BASE64 RANK'");
+            } else if (r + 1 > *n) {
+                *n = r + 1;
+            }
+        }
+        pos = next;
+    }
+    free(data);
+    return st;
+}
+
+/* The largest special-token id + 1 of a sidecar (0 without "special_tokens"). */
+static lt_status specials_n_vocab(const char *path, int64_t *n, lt_error *err) {
+    char *data;
+    size_t size;
+    lt_status st = lt_read_file(path, &data, &size, err);
+    if (st != LT_OK) return st;
+    lt_jv *doc = NULL;
+    st = lt_json_parse(data, size, &doc, err);
+    free(data);
+    if (st != LT_OK) {
+        lt_error_prefix(err, "%s: ", path);
+        return st;
+    }
+    const lt_jv *sp = lt_jv_get(doc, "special_tokens");
+    *n = 0;
+    if (doc->type != LT_JV_OBJECT)
+        st = lt_fail(err, LT_ERR_INPUT, path, "expected a JSON object, found %s", lt_jv_type_name(doc->type));
+    else if (sp && sp->type != LT_JV_OBJECT)
+        st = lt_fail(err, LT_ERR_INPUT, path, "\"special_tokens\" is %s, expected an object of text: id",
+                     lt_jv_type_name(sp->type));
+    for (size_t k = 0; st == LT_OK && sp && k < sp->n; k++) {
+        int64_t id;
+        if (!lt_jv_int64(&sp->items[k], &id) || id < 0 || id >= INT_MAX) {
+            char where[4200];
+            snprintf(where, sizeof where, "%s:%zu:%zu", path, sp->items[k].line, sp->items[k].column);
+            st = lt_fail(err, LT_ERR_INPUT, where, "special token '%s': the id is not an integer in [0, %d)",
+                         sp->keys[k], INT_MAX);
+        } else if (id + 1 > *n) {
+            *n = id + 1;
+        }
+    }
+    lt_jv_free(doc);
+    return st;
+}
+
+lt_status lt_encoding_n_vocab(const char *name, const char *vocab_dir, int *n_vocab, lt_error *err) {
+    for (size_t i = 0; i < sizeof SHIPPED_ENCODINGS / sizeof SHIPPED_ENCODINGS[0]; i++)
+        if (strcmp(SHIPPED_ENCODINGS[i].name, name) == 0) {
+            *n_vocab = SHIPPED_ENCODINGS[i].n_vocab;
+            return LT_OK;
+        }
+    char *vocab, *json;
+    lt_status st = find_encoding(name, vocab_dir, &vocab, &json, err);
+    int64_t ranks = 0, specials = 0;
+    if (st == LT_OK) st = ranks_n_vocab(vocab, &ranks, err);
+    if (st == LT_OK) st = specials_n_vocab(json, &specials, err);
+    if (st == LT_OK && ranks == 0) st = lt_fail(err, LT_ERR_INPUT, vocab, "the rank file has no tokens");
+    if (st == LT_OK) *n_vocab = (int)(ranks > specials ? ranks : specials);
+    free(vocab);
+    free(json);
+    return st;
+}
+
+/* m->vocab from data.encoding (lib/model.h): its size when model.vocab is not `explicit`,
+ * else checked against it. */
+static lt_status vocab_of_encoding(const lt_config *cfg, bool explicit, lt_model_shape *m, lt_error *err) {
+    const char *enc = lt_config_get_string(cfg, "data", "encoding");
+    if (!enc) return LT_OK; /* no encoding at all (a schema without its default): the preset's */
+    lt_error why;
+    int n = 0;
+    lt_status st = lt_encoding_n_vocab(enc, lt_config_get_string(cfg, "data", "vocab_dir"), &n, &why);
+    if (explicit) {
+        if (st != LT_OK || m->vocab >= n) return LT_OK;
+        lt_fail(err, LT_ERR_CONFIG, lt_config_origin(cfg, "model", "vocab"),
+                "model.vocab = %d is smaller than the vocabulary of data.encoding = %s (%d ids)", m->vocab, enc, n);
+        lt_error_hint(err, "leave model.vocab unset (it defaults to data.encoding's size) or set it to %d or more", n);
+        return LT_ERR_CONFIG;
+    }
+    if (st != LT_OK) {
+        lt_fail(err, LT_ERR_CONFIG, lt_config_origin(cfg, "data", "encoding"),
+                "model.vocab is unset and the size of data.encoding = %s is unknown: %s%s%s", enc,
+                why.where[0] ? why.where : "", why.where[0] ? ": " : "", why.what);
+        lt_error_hint(err, "set data.vocab_dir (or LONGTAIL_VOCAB_DIR) to the directory with %s.tiktoken and %s.json, "
+                      "or set model.vocab", enc, enc);
+        return LT_ERR_CONFIG;
+    }
+    m->vocab = n;
+    return LT_OK;
+}
+
+/* ------------------------------------------------------------------ the config's model */
+
 lt_status lt_model_from_config(const lt_config *cfg, const char *name_override, lt_model_shape *m,
                                lt_error *err) {
     const char *preset = name_override ? name_override : lt_config_get_string(cfg, "model", "preset");
@@ -149,9 +322,10 @@ lt_status lt_model_from_config(const lt_config *cfg, const char *name_override, 
             *fields[k] = (int)v;
         }
         if (m->kv_heads == 0) m->kv_heads = m->heads;
-        if (m->vocab == 0) m->vocab = 32000;
         if (any_dim && preset) m->name = "custom";
     }
+    lt_status st = vocab_of_encoding(cfg, !name_override && lt_config_is_set(cfg, "model", "vocab"), m, err);
+    if (st != LT_OK) return st;
     double d;
     if (lt_config_is_set(cfg, "model", "rope_theta") &&
         lt_config_get_double(cfg, "model", "rope_theta", &d, err) == LT_OK)

@@ -67,16 +67,44 @@ const lt_model_shape *lt_model_preset_at(size_t i);
  * The model a program runs with: `name_override` (a --model NAME option) when non-NULL,
  * else the config's [model] section: model.preset, whose fields the dimension keys
  * (layers, hidden, heads, kv_heads, ffn, vocab) override; dimensions alone describe a
- * "custom" SwiGLU model (kv_heads defaults to heads, vocab to 32000). With neither a preset
- * nor a dimension: llama-7b (the smallest model of the SlimPack evaluation). The config's
+ * "custom" SwiGLU model (kv_heads defaults to heads). With neither a preset nor a
+ * dimension: llama-7b (the smallest model of the SlimPack evaluation). The config's
  * dimensions are ignored when name_override is given. m->name is the preset's name, or
  * "custom" when a dimension was set. model.rope_theta, model.norm_eps and
- * model.tie_embeddings fill the trainer's fields (also under a name override). Errors: LT_ERR_USAGE "unknown model 'x'" with WHERE
- * "--model" (override) or "model.preset" (config) and the presets in the hint;
- * LT_ERR_CONFIG from lt_model_validate.
+ * model.tie_embeddings fill the trainer's fields (also under a name override).
+ *
+ * The vocabulary is the data's: unless the config sets model.vocab (and a name override
+ * does not ignore it), m->vocab is the size of data.encoding (lt_encoding_n_vocab, with
+ * data.vocab_dir), whatever the preset's table says; a model.vocab below that size is
+ * LT_ERR_CONFIG at model.vocab's origin naming both keys (a larger one is fine: a padded
+ * head). An explicit model.vocab with an encoding whose size cannot be had (not shipped,
+ * its files not found here) is taken unchecked: the vocab files need not be where the
+ * planner runs, and the trainer refuses any token id outside the vocabulary
+ * (lt_unit_check, train/model/model.h).
+ *
+ * Errors: LT_ERR_USAGE "unknown model 'x'" with WHERE "--model" (override) or
+ * "model.preset" (config) and the presets in the hint; LT_ERR_CONFIG from
+ * lt_model_validate, for a model.vocab below the encoding's size, and for an encoding whose
+ * size is unknown (not shipped, its files not found or unreadable) when model.vocab is unset.
  */
 lt_status lt_model_from_config(const lt_config *cfg, const char *name_override, lt_model_shape *m,
                                lt_error *err);
+
+/*
+ * The vocabulary size of the encoding data.encoding names (dataprep/tokenizer.h): largest
+ * token id + 1 with the special tokens (the tokenizer's lt_tokenizer_n_vocab; every id of a
+ * shard is below it). The shipped encodings are known without their files, so a planner or
+ * a trainer needs no vocab directory for them: r50k_base 50257, cl100k_base 100277,
+ * o200k_base 200019 (their rank files are pinned by SHA-256 in dataprep/tokenizer.c, as
+ * are their special tokens; tests/lib/test_model.c checks the sizes against the files). Any
+ * other name is read from its files NAME.tiktoken and NAME.json, found where dataprep
+ * finds them (lt_tokenizer_find: vocab_dir when non-NULL, $LONGTAIL_VOCAB_DIR, the
+ * installed data directory): the largest rank and the largest "special_tokens" id, + 1.
+ * Errors: LT_ERR_USAGE "encoding 'x' not found" naming the directories searched; LT_ERR_IO;
+ * LT_ERR_INPUT naming FILE:LINE for a rank line without a rank, or a sidecar that is not a
+ * JSON object with integer special-token ids.
+ */
+lt_status lt_encoding_n_vocab(const char *name, const char *vocab_dir, int *n_vocab, lt_error *err);
 
 /* LT_OK when every dimension is positive, heads divides hidden, kv_heads divides heads
  * and gated_ffn is 0 or 1; else LT_ERR_CONFIG naming the first broken rule (WHERE is

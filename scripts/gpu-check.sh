@@ -248,9 +248,10 @@ fresh
 if run_logged "$build/dataprep/dataprep" run --input "$ROOT/data/sample/mixed-0.jsonl.gz" --encoding r50k_base \
      --vocab-dir "$ROOT/data/vocab" --out "$work/data" -q; then
   cat >"$work/check.ini" <<INI
+[data]
+encoding = r50k_base
 [model]
 preset = small
-vocab = 50257
 [plan]
 global_batch = 8
 context_len = 512

@@ -95,13 +95,13 @@ if [ "$model" = 1b ]; then
 hidden = 2048
 heads = 32
 kv_heads = 4
-ffn = 5632
-vocab = 50257"
+ffn = 5632"
 else
-  model_ini="preset = nano
-vocab = 50257"
+  model_ini="preset = nano"
 fi
 cat >"$out/bench.ini" <<INI
+[data]
+encoding = r50k_base
 [model]
 $model_ini
 [parallel]

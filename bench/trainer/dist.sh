@@ -75,9 +75,10 @@ if [ ! -f "$OUT/data/.done" ]; then
   touch "$OUT/data/.done"
 fi
 cat >"$OUT/m.ini" <<INI
+[data]
+encoding = r50k_base
 [model]
 preset = $PRESET
-vocab = 50257
 [plan]
 global_batch = $BATCH
 context_len = $CONTEXT

@@ -257,10 +257,11 @@ test_trainer() {
     "$dp" -q run --input "$top_srcdir/data/sample/mixed-0.jsonl.gz" --encoding r50k_base \
         --vocab-dir "$top_srcdir/data/vocab" --out "$d/data" >"$d/dp.log" 2>&1 || { diag_file "$d/dp.log"; return 1; }
     cat >"$d/m.ini" <<EOF
+[data]
+encoding = r50k_base
 [model]
 preset = nano
 layers = 4
-vocab = 50257
 [plan]
 global_batch = 6
 context_len = 128

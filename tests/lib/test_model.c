@@ -4,7 +4,9 @@
  * (and HelixPipe Table 1 for a GPT shape), and the causal attention term overtakes the
  * linear terms exactly at the crossover length derived from the dimensions; the model of a
  * config (preset, preset + dimension overrides, dimensions only, a --model override,
- * unknown names) is picked as lt_model_from_config documents.
+ * unknown names) is picked as lt_model_from_config documents; its vocabulary is
+ * data.encoding's size unless model.vocab is set (then at least that size), the shipped
+ * encodings' sizes are those of their files, and another encoding's come from its files.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "lib/config.h"
@@ -196,7 +199,8 @@ static void test_quadratic_term_dominates_beyond_crossover(void **state) {
     assert_true(s7 > s150);
 }
 
-static void assert_same_shape(const lt_model_shape *a, const lt_model_shape *b) {
+/* a has b's shape, with the vocabulary `vocab` (a config's model has its encoding's). */
+static void assert_same_shape(const lt_model_shape *a, const lt_model_shape *b, int vocab) {
     assert_non_null(b);
     assert_string_equal(a->name, b->name);
     assert_int_equal(a->layers, b->layers);
@@ -204,9 +208,11 @@ static void assert_same_shape(const lt_model_shape *a, const lt_model_shape *b) 
     assert_int_equal(a->heads, b->heads);
     assert_int_equal(a->kv_heads, b->kv_heads);
     assert_int_equal(a->ffn, b->ffn);
-    assert_int_equal(a->vocab, b->vocab);
+    assert_int_equal(a->vocab, vocab);
     assert_int_equal(a->gated_ffn, b->gated_ffn);
 }
+
+#define CL100K 100277 /* the default data.encoding's size */
 
 /* A config with the given --set assignments applied over the defaults. */
 static lt_config *config_with(const char *const *sets, size_t n) {
@@ -227,16 +233,16 @@ static void test_model_from_config_preset_and_default(void **state) {
     lt_config *cfg = config_with(NULL, 0);
     assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
     assert_string_equal(m.name, "llama-7b");
-    assert_same_shape(&m, lt_model_preset("llama-7b"));
+    assert_same_shape(&m, lt_model_preset("llama-7b"), CL100K);
     lt_config_free(cfg);
-    /* a preset, taken as it is */
+    /* a preset, taken as it is but for the vocabulary: the data's */
     const char *preset[] = {"model.preset=qwen2.5-7b"};
     cfg = config_with(preset, 1);
     assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
-    assert_same_shape(&m, lt_model_preset("qwen2.5-7b"));
+    assert_same_shape(&m, lt_model_preset("qwen2.5-7b"), CL100K);
     /* --model wins over model.preset */
     assert_int_equal(lt_model_from_config(cfg, "gpt-13b", &m, &err), LT_OK);
-    assert_same_shape(&m, lt_model_preset("gpt-13b"));
+    assert_same_shape(&m, lt_model_preset("gpt-13b"), CL100K);
     lt_config_free(cfg);
 }
 
@@ -253,13 +259,13 @@ static void test_model_from_config_overrides_and_dims_only(void **state) {
     assert_int_equal(m.kv_heads, 8);
     assert_int_equal(m.hidden, 4096);
     assert_int_equal(m.ffn, 11008);
-    assert_int_equal(m.vocab, 32000);
+    assert_int_equal(m.vocab, CL100K);
     assert_int_equal(m.gated_ffn, 1);
     /* a --model override ignores the config's dimensions */
     assert_int_equal(lt_model_from_config(cfg, "llama-13b", &m, &err), LT_OK);
-    assert_same_shape(&m, lt_model_preset("llama-13b"));
+    assert_same_shape(&m, lt_model_preset("llama-13b"), CL100K);
     lt_config_free(cfg);
-    /* dimensions only: a custom SwiGLU model, kv_heads = heads, vocab 32000 */
+    /* dimensions only: a custom SwiGLU model, kv_heads = heads, the encoding's vocab */
     const char *dims[] = {"model.layers=2", "model.hidden=64", "model.heads=4", "model.ffn=128"};
     cfg = config_with(dims, 4);
     assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
@@ -269,7 +275,7 @@ static void test_model_from_config_overrides_and_dims_only(void **state) {
     assert_int_equal(m.heads, 4);
     assert_int_equal(m.kv_heads, 4);
     assert_int_equal(m.ffn, 128);
-    assert_int_equal(m.vocab, 32000);
+    assert_int_equal(m.vocab, CL100K);
     assert_int_equal(m.gated_ffn, 1);
     lt_config_free(cfg);
     /* incomplete dimensions fail validation */
@@ -310,6 +316,192 @@ static void test_model_from_config_unknown_names(void **state) {
     lt_config_free(cfg);
 }
 
+/* ------------------------------------------------------------------ the vocabulary */
+
+/* A directory of the source tree (via $top_srcdir, which `make check` exports, or the
+ * usual build directories), or NULL. */
+static const char *source_dir(const char *rel) {
+    static char path[4096];
+    const char *roots[] = {getenv("top_srcdir"), getenv("srcdir"), ".", "..", "../.."};
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        if (!roots[i]) continue;
+        snprintf(path, sizeof path, "%s/%s", roots[i], rel);
+        if (access(path, R_OK) == 0) return path;
+    }
+    return NULL;
+}
+
+static char tmpdir[4096];
+
+static int make_tmpdir(void **state) {
+    (void)state;
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/lt-test-model.XXXXXX", t && *t ? t : "/tmp");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state) {
+    (void)state;
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void write_text(const char *name, const char *text) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* tmpdir/NAME.tiktoken: the 256 single-byte tokens (ranks 0..255), then `extra` more
+ * ranks (two-byte tokens); NAME.json: `json`. */
+static void write_encoding(const char *name, int extra, const char *json) {
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.tiktoken", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int b = 0; b < 256; b++) fprintf(f, "%c%c== %d\n", b64[b >> 2], b64[(b & 3) << 4], b);
+    for (int i = 0; i < extra; i++) /* "a" followed by byte i: base64 of 2 bytes */
+        fprintf(f, "%c%c%c= %d\n", b64['a' >> 2], b64[(('a' & 3) << 4) | (i >> 4)], b64[(i & 15) << 2], 256 + i);
+    assert_int_equal(fclose(f), 0);
+    snprintf(path, sizeof path, "%s.json", name);
+    write_text(path, json);
+}
+
+static void test_vocab_defaults_to_the_encodings_size(void **state) {
+    (void)state;
+    lt_error err;
+    lt_model_shape m;
+    /* the shipped encodings, without any vocab directory; a --model override too */
+    const char *enc[] = {"r50k_base", "cl100k_base", "o200k_base"};
+    const int size[] = {50257, 100277, 200019};
+    for (int i = 0; i < 3; i++) {
+        char set[64];
+        snprintf(set, sizeof set, "data.encoding=%s", enc[i]);
+        const char *sets[] = {"model.preset=llama-7b", set, "data.vocab_dir=/nonexistent"};
+        lt_config *cfg = config_with(sets, 3);
+        assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
+        assert_same_shape(&m, lt_model_preset("llama-7b"), size[i]);
+        assert_int_equal(lt_model_from_config(cfg, "gpt-7b", &m, &err), LT_OK);
+        assert_same_shape(&m, lt_model_preset("gpt-7b"), size[i]);
+        int n = 0;
+        assert_int_equal(lt_encoding_n_vocab(enc[i], NULL, &n, &err), LT_OK);
+        assert_int_equal(n, size[i]);
+        lt_config_free(cfg);
+    }
+    /* another encoding: its files, in data.vocab_dir (256 ranks + 44, a special at 310) */
+    write_encoding("small44", 44, "{\"pat_str\": \"\\\\S+|\\\\s+\", \"special_tokens\": {\"<|end|>\": 310}}");
+    write_encoding("plain", 10, "{\"pat_str\": \"\\\\S+|\\\\s+\"}");
+    char dir[4200];
+    snprintf(dir, sizeof dir, "data.vocab_dir=%s", tmpdir);
+    const char *custom[] = {"model.preset=nano", "data.encoding=small44", dir};
+    lt_config *cfg = config_with(custom, 3);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
+    assert_same_shape(&m, lt_model_preset("nano"), 311);
+    lt_config_free(cfg);
+    const char *plain[] = {"model.preset=nano", "data.encoding=plain", dir};
+    cfg = config_with(plain, 3);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
+    assert_int_equal(m.vocab, 266);
+    lt_config_free(cfg);
+    /* an encoding found nowhere: the model's size is unknown, said so with both keys */
+    const char *nowhere[] = {"model.preset=nano", "data.encoding=nope", dir};
+    cfg = config_with(nowhere, 3);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "model.vocab is unset and the size of data.encoding = nope is unknown"));
+    assert_non_null(strstr(err.what, "encoding 'nope' not found"));
+    assert_string_equal(err.where, "--set");
+    assert_non_null(strstr(err.hint, "data.vocab_dir"));
+    lt_config_free(cfg);
+    /* a broken rank file is named with its line */
+    write_text("broken.tiktoken", "AA== 0\nAQ==\n");
+    write_text("broken.json", "{}");
+    const char *broken[] = {"model.preset=nano", "data.encoding=broken", dir};
+    cfg = config_with(broken, 3);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "broken.tiktoken:2: expected 'BASE64 RANK'"));
+    lt_config_free(cfg);
+}
+
+static void test_vocab_sizes_of_the_shipped_encodings_are_their_files(void **state) {
+    (void)state;
+    const char *vocab = source_dir("data/vocab/cl100k_base.tiktoken");
+    if (!vocab) skip();
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", vocab);
+    *strrchr(dir, '/') = '\0';
+    const char *enc[] = {"r50k_base", "cl100k_base", "o200k_base"};
+    for (int i = 0; i < 3; i++) {
+        /* the files under another name, so that lt_encoding_n_vocab reads them */
+        char from[4200], to[4200];
+        for (int j = 0; j < 2; j++) {
+            const char *ext = j ? ".json" : ".tiktoken";
+            snprintf(from, sizeof from, "%s/%s%s", dir, enc[i], ext);
+            snprintf(to, sizeof to, "%s/copy_%s%s", tmpdir, enc[i], ext);
+            unlink(to);
+            assert_int_equal(symlink(from, to), 0);
+        }
+        char copy[64];
+        snprintf(copy, sizeof copy, "copy_%s", enc[i]);
+        int known = 0, read = 0;
+        lt_error err;
+        assert_int_equal(lt_encoding_n_vocab(enc[i], NULL, &known, &err), LT_OK);
+        if (lt_encoding_n_vocab(copy, tmpdir, &read, &err) != LT_OK) fail_msg("%s: %s", copy, err.what);
+        assert_int_equal(read, known);
+    }
+}
+
+static void test_explicit_vocab_is_at_least_the_encodings(void **state) {
+    (void)state;
+    lt_error err;
+    lt_model_shape m;
+    /* larger (a padded head) or equal: taken */
+    const char *larger[] = {"model.preset=nano", "model.vocab=100352"};
+    lt_config *cfg = config_with(larger, 2);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
+    assert_int_equal(m.vocab, 100352);
+    lt_config_free(cfg);
+    const char *equal[] = {"model.preset=small", "model.vocab=50257", "data.encoding=r50k_base"};
+    cfg = config_with(equal, 3);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
+    assert_int_equal(m.vocab, 50257);
+    lt_config_free(cfg);
+    /* smaller: a config error at model.vocab naming both keys */
+    const char *smaller[] = {"model.preset=llama-7b", "model.vocab=32000"};
+    cfg = config_with(smaller, 2);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_ERR_CONFIG);
+    assert_string_equal(err.what, "model.vocab = 32000 is smaller than the vocabulary of data.encoding = cl100k_base "
+                                  "(100277 ids)");
+    assert_string_equal(err.where, "--set");
+    assert_non_null(strstr(err.hint, "100277"));
+    /* a --model override ignores model.vocab, as every dimension: the encoding's */
+    assert_int_equal(lt_model_from_config(cfg, "nano", &m, &err), LT_OK);
+    assert_int_equal(m.vocab, CL100K);
+    lt_config_free(cfg);
+    /* an encoding of its own: its files decide */
+    write_encoding("small44", 44, "{\"pat_str\": \"\\\\S+|\\\\s+\", \"special_tokens\": {\"<|end|>\": 310}}");
+    char dir[4200];
+    snprintf(dir, sizeof dir, "data.vocab_dir=%s", tmpdir);
+    const char *own[] = {"model.preset=nano", "data.encoding=small44", dir, "model.vocab=310"};
+    cfg = config_with(own, 4);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "data.encoding = small44 (311 ids)"));
+    assert_int_equal(lt_config_set(cfg, "model.vocab=512", &err), LT_OK);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
+    assert_int_equal(m.vocab, 512);
+    lt_config_free(cfg);
+    /* an encoding whose files are not here (the planner's machine): model.vocab is taken */
+    const char *absent[] = {"model.preset=nano", "data.encoding=elsewhere", "model.vocab=64"};
+    cfg = config_with(absent, 3);
+    assert_int_equal(lt_model_from_config(cfg, NULL, &m, &err), LT_OK);
+    assert_int_equal(m.vocab, 64);
+    lt_config_free(cfg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_preset_is_valid_and_named_uniquely),
@@ -322,6 +514,9 @@ int main(void) {
         cmocka_unit_test(test_model_from_config_preset_and_default),
         cmocka_unit_test(test_model_from_config_overrides_and_dims_only),
         cmocka_unit_test(test_model_from_config_unknown_names),
+        cmocka_unit_test(test_vocab_defaults_to_the_encodings_size),
+        cmocka_unit_test(test_vocab_sizes_of_the_shipped_encodings_are_their_files),
+        cmocka_unit_test(test_explicit_vocab_is_at_least_the_encodings),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }

@@ -11,7 +11,7 @@ DATAPREP=$top_builddir/dataprep/dataprep
 data=$tmp/data
 "$DATAPREP" run --input "$top_srcdir/data/sample/mixed-0.jsonl.gz" --encoding cl100k_base \
   --vocab-dir "$top_srcdir/data/vocab" --out "$data" -q >"$tmp/dp.out" 2>&1 || { cat "$tmp/dp.out"; }
-# a small, quick configuration: nano (cl100k_base vocabulary), short documents
+# a small, quick configuration: nano (the vocabulary of data.encoding: cl100k_base), short documents
 cat >"$tmp/t.ini" <<INI
 [model]
 preset = nano
@@ -108,7 +108,19 @@ n=$((n + 1))
 if cmp -s "$tmp/g1" "$tmp/g2"; then echo "ok $n - $PROG: greedy generation is deterministic"
 else echo "not ok $n - $PROG: greedy generation differs between runs"; fi
 check "generate sampled with a seed" 0 "^The package" "" -- "${G[@]}" --temperature 0.8 --seed 7
-"$BIN" init --set model.preset=nano --set model.vocab=512 --out "$tmp/v512.ckpt" >/dev/null 2>&1
+# model.vocab: data.encoding's size unless set, and never below it
+check "init: model.vocab is data.encoding's size" 0 "^wrote .*: nano 6531520 parameters$" "" \
+  -- init --set model.preset=nano --set data.encoding=r50k_base --out "$tmp/r50k.ckpt"
+check "init: a model.vocab below data.encoding's size names both" 2 "" \
+  "model.vocab = 512 is smaller than the vocabulary of data.encoding = cl100k_base \(100277 ids\)" \
+  -- init --set model.preset=nano --set model.vocab=512 --out "$tmp/v512.ckpt"
+# a model of 512 ids: over an encoding of the 256 single bytes (ranks 0..255, no specials)
+b64=ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/
+mkdir -p "$tmp/vocab"
+for b in $(seq 0 255); do echo "${b64:$((b >> 2)):1}${b64:$(((b & 3) << 4)):1}== $b"; done >"$tmp/vocab/bytes.tiktoken"
+echo '{"pat_str": "\\S+|\\s+", "special_tokens": {}}' >"$tmp/vocab/bytes.json"
+check "init: a model.vocab above data.encoding's size" 0 "^wrote .*v512.ckpt: custom" "" -- init --set model.preset=nano \
+  --set data.encoding=bytes --set data.vocab_dir="$tmp/vocab" --set model.vocab=512 --out "$tmp/v512.ckpt"
 check "generate refuses a prompt token outside the model's vocabulary" 2 "" "vocabulary is 512" \
   -- generate --ckpt "$tmp/v512.ckpt" --encoding cl100k_base --vocab-dir "$top_srcdir/data/vocab" --prompt "The package"
 check "generate needs --prompt" 2 "" "give --prompt" -- generate --ckpt "$tmp/a/ckpt-00000006.bin" --encoding cl100k_base

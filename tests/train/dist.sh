@@ -49,10 +49,11 @@ MPIRUN=(mpirun -n)
   --vocab-dir "$top_srcdir/data/vocab" --out "$tmp/data" -q >"$tmp/dp.out" 2>&1 \
   || { notok "dataprep of the sample corpus" "$tmp/dp.out"; echo "1..$n"; exit 0; }
 cat >"$tmp/m.ini" <<INI
+[data]
+encoding = r50k_base
 [model]
 preset = nano
 layers = 4
-vocab = 50257
 [plan]
 global_batch = 6
 context_len = 128

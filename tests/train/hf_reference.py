@@ -7,7 +7,8 @@ Usage:  python3 tests/train/hf_reference.py [--keep]
 Environment: top_builddir, top_srcdir (set by `make check`); LONGTAIL_TRAINER (the program
 to test, default $top_builddir/train/trainer).
 
-  (a) export loads in transformers: `trainer init` a nano model (--set model.vocab=512),
+  (a) export loads in transformers: `trainer init` a nano model (--set model.vocab=512, over
+      an encoding of the 256 single bytes: model.vocab is never below data.encoding's size),
       untied and tied, `trainer export`, LlamaForCausalLM.from_pretrained(DIR) in float32
       with no missing or unexpected keys and the config's dimensions; every tensor of its
       state_dict equals the file's tensor read with safetensors.safe_open (exact), the file
@@ -33,6 +34,7 @@ to test, default $top_builddir/train/trainer).
 Output: TAP-style lines ("ok N - ...", "not ok N - ..."). Exit status: 0 pass, 1 fail,
 77 skip (torch, transformers or safetensors missing, or the trainer not built).
 """
+import base64
 import json
 import os
 import shutil
@@ -130,12 +132,26 @@ def mismatches(want, got):
 
 # ---------------------------------------------------------------- (a) export -> transformers
 
+def byte_encoding(tmp):
+    """--set options naming an encoding of the 256 single bytes (ranks 0..255, no specials),
+    written under tmp: a 512-row head is then at least data.encoding's size."""
+    d = os.path.join(tmp, "vocab")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "bytes.tiktoken"), "w") as f:
+        for b in range(256):
+            f.write("%s %d\n" % (base64.b64encode(bytes([b])).decode(), b))
+    with open(os.path.join(d, "bytes.json"), "w") as f:
+        json.dump({"pat_str": r"\S+|\s+", "special_tokens": {}}, f)
+    return ["--set", "data.encoding=bytes", "--set", "data.vocab_dir=" + d]
+
+
 def check_export(tmp):
     for tied in (False, True):
         tag = "tied" if tied else "untied"
         ckpt = os.path.join(tmp, "init-%s.bin" % tag)
         out_dir = os.path.join(tmp, "export-%s" % tag)
         sets = ["--set", "model.preset=nano", "--set", "model.vocab=512", "--set", "train.seed=%d" % (11 + tied)]
+        sets += byte_encoding(tmp)
         if tied:
             sets += ["--set", "model.tie_embeddings=true"]
         out, _ = trainer("init", *sets, "--out", ckpt)

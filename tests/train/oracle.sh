@@ -33,10 +33,11 @@ notok() {
   --vocab-dir "$top_srcdir/data/vocab" --out "$tmp/data" -q >"$tmp/dp.out" 2>&1 \
   || { notok "dataprep of the sample corpus" "$tmp/dp.out"; echo "1..$n"; exit 0; }
 cat >"$tmp/m.ini" <<INI
+[data]
+encoding = r50k_base
 [model]
 preset = nano
 layers = 4
-vocab = 50257
 [plan]
 global_batch = 6
 context_len = 128
@@ -177,9 +178,10 @@ refused "backward of a sample's slices out of FILO order" "$tmp/bad-filo.db" "st
 # the issue's run: the small preset (8 layers, hidden 256; the r50k vocabulary), 50 stored
 # slimpack steps (dp 2 x pp 2) of the sample corpus
 cat >"$tmp/s.ini" <<INI
+[data]
+encoding = r50k_base
 [model]
 preset = small
-vocab = 50257
 [plan]
 global_batch = 4
 context_len = 128

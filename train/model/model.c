@@ -174,8 +174,8 @@ lt_status lt_unit_check(const lt_train_unit *u, const lt_batch *b, int vocab, lt
             if (smp->tokens[t] < 0 || smp->tokens[t] >= vocab) {
                 lt_fail(err, LT_ERR_INPUT, "unit", "sample %d token %d has id %d, outside the vocabulary [0, %d)",
                         s->sample, t, (int)smp->tokens[t], vocab);
-                lt_error_hint(err, "the data was tokenized with a larger vocabulary than model.vocab: set model.vocab "
-                                   "to the encoding's size");
+                lt_error_hint(err, "the data was tokenized with a larger vocabulary than model.vocab: data.encoding "
+                                   "must name the data's encoding (model.vocab defaults to its size, lib/model.h)");
                 return LT_ERR_INPUT;
             }
         }
