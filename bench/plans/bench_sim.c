@@ -32,10 +32,10 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "lib/error.h"      /* lt_error, lt_error_print */
-#include "lib/model.h"      /* lt_model_preset */
-#include "plans/cost/cost.h"     /* lt_cost_model, lt_cost_sim_costs_prepared */
-#include "plans/cost/hardware.h" /* lt_hardware_load */
+#include "lib/error.h"               /* lt_error, lt_error_print */
+#include "lib/model.h"               /* lt_model_preset */
+#include "plans/cost/cost.h"         /* lt_cost_model, lt_cost_sim_costs_prepared */
+#include "plans/cost/hardware.h"     /* lt_hardware_load */
 #include "plans/schedule/schedule.h" /* lt_schedule, lt_schedule_add_* */
 #include "plans/schedule/sim.h"      /* lt_sim_run, lt_sim_unit_costs */
 

@@ -44,13 +44,13 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "lib/error.h"      /* lt_error, lt_error_exit */
-#include "lib/model.h"      /* lt_model_preset, lt_model_forward_flops */
-#include "lib/rng.h"        /* lt_rng_seed, lt_rng_below */
-#include "lib/threadpool.h" /* lt_pool_destroy */
-#include "train/cpu/threads.h"      /* lt_cpu_init */
-#include "train/cpu/kernels.h"  /* lt_linear_timing, lt_linear_seconds */
-#include "train/model/model.h"    /* lt_llama_*, lt_train_sample, lt_train_unit */
+#include "lib/error.h"         /* lt_error, lt_error_exit */
+#include "lib/model.h"         /* lt_model_preset, lt_model_forward_flops */
+#include "lib/rng.h"           /* lt_rng_seed, lt_rng_below */
+#include "lib/threadpool.h"    /* lt_pool_destroy */
+#include "train/cpu/threads.h" /* lt_cpu_init */
+#include "train/cpu/kernels.h" /* lt_linear_timing, lt_linear_seconds */
+#include "train/model/model.h" /* lt_llama_*, lt_train_sample, lt_train_unit */
 
 typedef struct options {
     const char *model;

@@ -42,7 +42,7 @@
 
 #include "kernels/cuda.h"      /* lt_cuda_attention_forward / _backward, context, bf16 */
 #include "lib/rng.h"           /* lt_rng: seeded test data */
-#include "train/cpu/kernels.h"     /* lt_attention_forward / _backward: the reference */
+#include "train/cpu/kernels.h" /* lt_attention_forward / _backward: the reference */
 #include "lib/bf16.h"          /* lt_bf16_to_f32 */
 
 #define TOL_OUT 2e-2

@@ -50,10 +50,10 @@
 
 #include <cmocka.h>
 
-#include "kernels/cuda.h"  /* the kernels under test, lt_bf16 conversions */
-#include "lib/rng.h"       /* lt_rng: seeded test data */
+#include "kernels/cuda.h"        /* the kernels under test, lt_bf16 conversions */
+#include "lib/rng.h"             /* lt_rng: seeded test data */
 #include "train/model/backend.h" /* lt_backend_cpu_bf16: the host reference of sum_blocks */
-#include "train/cpu/kernels.h" /* the CPU reference kernels */
+#include "train/cpu/kernels.h"   /* the CPU reference kernels */
 #include "train/model/model.h"   /* lt_llama, lt_tensor_info (AdamW's decay per tensor) */
 #include "train/model/optim.h"   /* lt_adamw_update_range, lt_grad_norm */
 

@@ -34,10 +34,10 @@
 #include <cmocka.h>
 
 #include "lib/rng.h"
-#include "plans/strategies/plan.h"     /* lt_step_plan */
+#include "plans/strategies/plan.h"   /* lt_step_plan */
 #include "plans/schedule/schedule.h" /* lt_schedule_* */
 #include "train/model/backend.h"
-#include "train/exec/exec.h"     /* lt_exec_step */
+#include "train/exec/exec.h"         /* lt_exec_step */
 #include "train/model/model.h"
 
 #define BF16_TOL 3e-2 /* measured worst: 1.9e-2 (k_proj, its dK accumulated in bf16 context rows) */

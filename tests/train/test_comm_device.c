@@ -22,8 +22,8 @@
 #ifdef HAVE_MPI
 #include <mpi.h>
 #endif
-#include "kernels/cuda.h" /* lt_cuda_open, lt_cuda_stream, lt_cuda_comm_stream, memory */
-#include "kernels/gpu.h"  /* lt_gpu_built, lt_gpu_device_count */
+#include "kernels/cuda.h"         /* lt_cuda_open, lt_cuda_stream, lt_cuda_comm_stream, memory */
+#include "kernels/gpu.h"          /* lt_gpu_built, lt_gpu_device_count */
 #include "train/dist/comm.h"
 #include "train/dist/comm_impl.h" /* lt_comm_chan_colour */
 

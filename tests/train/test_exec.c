@@ -34,9 +34,9 @@
 
 #include <cmocka.h>
 
-#include "lib/rng.h"        /* lt_rng: test tokens */
-#include "lib/threadpool.h" /* lt_pool */
-#include "plans/strategies/plan.h"     /* lt_step_plan */
+#include "lib/rng.h"                 /* lt_rng: test tokens */
+#include "lib/threadpool.h"          /* lt_pool */
+#include "plans/strategies/plan.h"   /* lt_step_plan */
 #include "plans/schedule/schedule.h" /* lt_schedule_* */
 #include "train/exec/exec.h"
 

@@ -79,20 +79,20 @@
 #include <mpi.h>
 #endif
 
-#include "lib/cli.h"        /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
-#include "lib/files.h"      /* lt_atomic_file, lt_path_base */
-#include "lib/log.h"        /* LT_INFO, LT_WARN */
-#include "lib/rng.h"        /* lt_rng, lt_rng_normal */
-#include "lib/strutil.h"    /* lt_parse_double, lt_parse_int64 */
-#include "plans/cost/cost.h"     /* lt_cost_model, lt_cost_op, lt_cost_act_bytes_per_token */
-#include "plans/cost/hardware.h" /* lt_hardware, lt_hardware_load, lt_hardware_write */
-#include "plans/batches/lengths.h"  /* lt_lengths_parse_list */
-#include "train/cmd/cmd.h"      /* calibrate_command, lt_cmd_model_shape, lt_cmd_seed, lt_cmd_threads, lt_cmd_backend */
-#include "train/cpu/threads.h"      /* lt_cpu_init */
-#include "train/cpu/kernels.h"  /* lt_attention_forward, lt_attention_backward, lt_kernel_for */
-#include "train/model/model.h"    /* lt_llama_*, lt_acts_*, lt_kvctx_* */
-#include "train/model/backend.h"  /* lt_backend, lt_backend_of, lt_backend_cuda_* (train.backend = cuda) */
-#include "kernels/gpu.h"    /* lt_gpu_device_info: the GPU's name for the profile */
+#include "lib/cli.h"               /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
+#include "lib/files.h"             /* lt_atomic_file, lt_path_base */
+#include "lib/log.h"               /* LT_INFO, LT_WARN */
+#include "lib/rng.h"               /* lt_rng, lt_rng_normal */
+#include "lib/strutil.h"           /* lt_parse_double, lt_parse_int64 */
+#include "plans/cost/cost.h"       /* lt_cost_model, lt_cost_op, lt_cost_act_bytes_per_token */
+#include "plans/cost/hardware.h"   /* lt_hardware, lt_hardware_load, lt_hardware_write */
+#include "plans/batches/lengths.h" /* lt_lengths_parse_list */
+#include "train/cmd/cmd.h"         /* calibrate_command, lt_cmd_model_shape, lt_cmd_seed, lt_cmd_threads, lt_cmd_backend */
+#include "train/cpu/threads.h"     /* lt_cpu_init */
+#include "train/cpu/kernels.h"     /* lt_attention_forward, lt_attention_backward, lt_kernel_for */
+#include "train/model/model.h"     /* lt_llama_*, lt_acts_*, lt_kvctx_* */
+#include "train/model/backend.h"   /* lt_backend, lt_backend_of, lt_backend_cuda_* (train.backend = cuda) */
+#include "kernels/gpu.h"           /* lt_gpu_device_info: the GPU's name for the profile */
 
 #define MAX_POINTS LT_EFFICIENCY_MAX_POINTS
 #define MAX_TOKENS (1 << 20)

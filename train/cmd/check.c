@@ -27,16 +27,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/cli.h"        /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
-#include "lib/config.h"     /* lt_config_get_double */
-#include "plans/batches/sampler.h"  /* lt_sample */
-#include "plans/store/store.h"    /* lt_store_get_step, lt_store_steps, lt_store_close */
-#include "train/model/backend.h"  /* lt_backend_cuda_*: the GPU check */
-#include "train/cmd/cmd.h"      /* check_command, lt_cmd_* */
-#include "train/cpu/threads.h"      /* lt_cpu_init */
-#include "train/io/docs.h"     /* lt_docs_open, lt_docs_get_piece */
-#include "train/dist/dist.h"     /* lt_dist: the stages' parameters over MPI ranks */
-#include "train/exec/exec.h"     /* lt_exec_step, lt_exec_step_rank */
+#include "lib/cli.h"               /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
+#include "lib/config.h"            /* lt_config_get_double */
+#include "plans/batches/sampler.h" /* lt_sample */
+#include "plans/store/store.h"     /* lt_store_get_step, lt_store_steps, lt_store_close */
+#include "train/model/backend.h"   /* lt_backend_cuda_*: the GPU check */
+#include "train/cmd/cmd.h"         /* check_command, lt_cmd_* */
+#include "train/cpu/threads.h"     /* lt_cpu_init */
+#include "train/io/docs.h"         /* lt_docs_open, lt_docs_get_piece */
+#include "train/dist/dist.h"       /* lt_dist: the stages' parameters over MPI ranks */
+#include "train/exec/exec.h"       /* lt_exec_step, lt_exec_step_rank */
 
 /* "0,100,200" -> steps (malloc'd). */
 static lt_status parse_steps(const char *text, uint64_t **steps, size_t *n, lt_error *err) {

@@ -9,14 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/cli.h"      /* lt_cli_ctx, lt_cli_option_value */
-#include "lib/log.h"      /* lt_log_enabled */
-#include "lib/progress.h" /* lt_progress_* */
+#include "lib/cli.h"             /* lt_cli_ctx, lt_cli_option_value */
+#include "lib/log.h"             /* lt_log_enabled */
+#include "lib/progress.h"        /* lt_progress_* */
 #include "train/model/backend.h" /* lt_backend_cuda_upload, _close */
-#include "train/cmd/cmd.h"      /* eval_command, lt_cmd_* */
-#include "train/cpu/threads.h"    /* lt_cpu_init */
-#include "train/io/docs.h"   /* lt_docs_* */
-#include "train/model/model.h"  /* lt_llama_forward */
+#include "train/cmd/cmd.h"       /* eval_command, lt_cmd_* */
+#include "train/cpu/threads.h"   /* lt_cpu_init */
+#include "train/io/docs.h"       /* lt_docs_* */
+#include "train/model/model.h"   /* lt_llama_forward */
 
 int eval_command(lt_cli_ctx *ctx) {
     const char *ckpt = NULL, *data = NULL, *docs_arg = NULL;

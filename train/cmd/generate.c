@@ -16,9 +16,9 @@
 #include "lib/cli.h"            /* lt_cli_option_value */
 #include "lib/log.h"            /* LT_WARN */
 #include "lib/rng.h"            /* lt_rng */
-#include "train/cmd/cmd.h"          /* generate_command, lt_cmd_load_model */
-#include "train/cpu/threads.h"          /* lt_cpu_init */
-#include "train/model/model.h"        /* lt_llama_forward, lt_kvctx */
+#include "train/cmd/cmd.h"      /* generate_command, lt_cmd_load_model */
+#include "train/cpu/threads.h"  /* lt_cpu_init */
+#include "train/model/model.h"  /* lt_llama_forward, lt_kvctx */
 
 /* The next token from the last row's logits. */
 static int32_t pick(const float *logits, int V, double temperature, lt_rng *r) {

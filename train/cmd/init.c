@@ -16,15 +16,15 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lib/cli.h"      /* lt_cli_option_value, lt_cli_usage, lt_cli_unknown_option */
-#include "lib/config.h"   /* lt_config_get_size, lt_config_is_set */
-#include "lib/log.h"      /* LT_INFO */
-#include "lib/rng.h"      /* lt_rng_seed */
-#include "train/io/ckpt.h"   /* lt_ckpt_write, lt_ckpt_read */
-#include "train/cmd/cmd.h"    /* init_command, export_command, import_command */
-#include "train/io/hf.h"     /* lt_hf_export, lt_hf_import */
-#include "train/model/model.h"  /* lt_llama_create, lt_llama_init */
-#include "train/model/optim.h"  /* lt_adamw_init */
+#include "lib/cli.h"              /* lt_cli_option_value, lt_cli_usage, lt_cli_unknown_option */
+#include "lib/config.h"           /* lt_config_get_size, lt_config_is_set */
+#include "lib/log.h"              /* LT_INFO */
+#include "lib/rng.h"              /* lt_rng_seed */
+#include "train/io/ckpt.h"        /* lt_ckpt_write, lt_ckpt_read */
+#include "train/cmd/cmd.h"        /* init_command, export_command, import_command */
+#include "train/io/hf.h"          /* lt_hf_export, lt_hf_import */
+#include "train/model/model.h"    /* lt_llama_create, lt_llama_init */
+#include "train/model/optim.h"    /* lt_adamw_init */
 #include "train/io/safetensors.h" /* lt_safetensors_dtype_name */
 
 /* Options of the three commands: --out, --hf, and at most one positional argument. */

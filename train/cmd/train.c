@@ -37,20 +37,20 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/cli.h"        /* lt_cli_option_value */
-#include "lib/config.h"     /* lt_config_get_* */
-#include "lib/files.h"      /* lt_mkdir_p */
-#include "lib/log.h"        /* LT_INFO */
-#include "train/io/ckpt.h"     /* lt_ckpt_* */
-#include "train/cmd/cmd.h"      /* train_command, lt_cmd_* */
-#include "train/cpu/threads.h"      /* lt_cpu_init */
+#include "lib/cli.h"             /* lt_cli_option_value */
+#include "lib/config.h"          /* lt_config_get_* */
+#include "lib/files.h"           /* lt_mkdir_p */
+#include "lib/log.h"             /* LT_INFO */
+#include "train/io/ckpt.h"       /* lt_ckpt_* */
+#include "train/cmd/cmd.h"       /* train_command, lt_cmd_* */
+#include "train/cpu/threads.h"   /* lt_cpu_init */
 #include "train/dist/dist.h"     /* lt_dist_* */
-#include "train/io/docs.h"     /* lt_docs_* */
-#include "train/model/backend.h"  /* lt_backend_cuda_*: train.backend = cuda */
+#include "train/io/docs.h"       /* lt_docs_* */
+#include "train/model/backend.h" /* lt_backend_cuda_*: train.backend = cuda */
 #include "train/exec/exec.h"     /* lt_exec_step */
-#include "train/io/metrics.h"  /* lt_metrics_append, lt_metrics_svg */
-#include "train/model/optim.h"    /* lt_optim_config, lt_adamw */
-#include "plans/store/store.h"    /* lt_store_open, lt_store_get_step, lt_store_steps */
+#include "train/io/metrics.h"    /* lt_metrics_append, lt_metrics_svg */
+#include "train/model/optim.h"   /* lt_optim_config, lt_adamw */
+#include "plans/store/store.h"   /* lt_store_open, lt_store_get_step, lt_store_steps */
 
 typedef struct train_args {
     const char *data, *out, *init, *db;

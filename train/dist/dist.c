@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "plans/schedule/schedule.h" /* lt_schedule, lt_stage_ops, lt_op */
-#include "train/model/backend.h"  /* lt_backend_cuda_sum_squares, _scale: the norm of device gradients */
+#include "train/model/backend.h"     /* lt_backend_cuda_sum_squares, _scale: the norm of device gradients */
 
 static bool is_embed(const lt_llama *m, const lt_tensor_info *t) { return t->offset == (size_t)(m->w.embed - m->params); }
 

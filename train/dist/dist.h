@@ -19,11 +19,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "lib/error.h"   /* lt_status, lt_error */
-#include "plans/strategies/plan.h"  /* lt_step_plan */
-#include "train/dist/comm.h"  /* lt_comm */
-#include "train/model/model.h" /* lt_llama */
-#include "train/model/optim.h" /* lt_adamw, lt_optim_config */
+#include "lib/error.h"             /* lt_status, lt_error */
+#include "plans/strategies/plan.h" /* lt_step_plan */
+#include "train/dist/comm.h"       /* lt_comm */
+#include "train/model/model.h"     /* lt_llama */
+#include "train/model/optim.h"     /* lt_adamw, lt_optim_config */
 
 typedef struct lt_dist {
     lt_comm *comm;

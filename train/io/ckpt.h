@@ -48,9 +48,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "lib/error.h"   /* lt_status, lt_error */
-#include "lib/model.h"   /* lt_model_shape */
-#include "lib/rng.h"     /* lt_rng */
+#include "lib/error.h"         /* lt_status, lt_error */
+#include "lib/model.h"         /* lt_model_shape */
+#include "lib/rng.h"           /* lt_rng */
 #include "train/model/model.h" /* lt_llama */
 #include "train/model/optim.h" /* lt_adamw */
 

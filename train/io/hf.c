@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/files.h"         /* lt_mkdir_p, lt_read_file, lt_write_file_atomic */
-#include "lib/json.h"          /* lt_json writer, lt_json_parse, lt_jv_* */
+#include "lib/files.h"            /* lt_mkdir_p, lt_read_file, lt_write_file_atomic */
+#include "lib/json.h"             /* lt_json writer, lt_json_parse, lt_jv_* */
 #include "train/io/safetensors.h" /* lt_safetensors_* */
 
 #define WEIGHTS_FILE "model.safetensors"

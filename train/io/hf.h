@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/error.h"   /* lt_status, lt_error */
+#include "lib/error.h"         /* lt_status, lt_error */
 #include "train/model/model.h" /* lt_llama */
 
 #define LT_HF_DEFAULT_MAX_POSITIONS 131072

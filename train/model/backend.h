@@ -45,7 +45,7 @@
 #include "lib/bf16.h"          /* lt_bf16_from_f32, lt_bf16_to_f32 */
 #include "lib/error.h"         /* lt_status, lt_error */
 #include "lib/threadpool.h"    /* lt_pool */
-#include "train/cpu/kernels.h"     /* lt_attn_segment */
+#include "train/cpu/kernels.h" /* lt_attn_segment */
 
 struct lt_llama;
 

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "train/cpu/kernels.h" /* lt_embed_*, lt_rmsnorm_*, lt_linear_*, lt_rope_*, lt_attention_*, lt_swiglu_*, lt_xent_* */
-#include "train/model/model.h"   /* lt_llama */
+#include "train/model/model.h" /* lt_llama */
 
 /* ---------------------------------------------------------------- shared host memory ops */
 

@@ -29,10 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/arena.h" /* lt_arena_*: the step's device memory */
-#include "kernels/cuda.h"  /* lt_cuda_*: context, memory, kernels */
-#include "train/model/model.h"   /* lt_llama */
-#include "train/model/optim.h"   /* lt_optim_config */
+#include "kernels/arena.h"     /* lt_arena_*: the step's device memory */
+#include "kernels/cuda.h"      /* lt_cuda_*: context, memory, kernels */
+#include "train/model/model.h" /* lt_llama */
+#include "train/model/optim.h" /* lt_optim_config */
 
 typedef struct cuda_state {
     lt_backend be; /* first: be.ctx points back here */

@@ -36,9 +36,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "lib/config.h"    /* lt_config */
-#include "lib/error.h"     /* lt_status, lt_error */
-#include "train/model/model.h"   /* lt_llama (its tensor table picks the decayed tensors) */
+#include "lib/config.h"        /* lt_config */
+#include "lib/error.h"         /* lt_status, lt_error */
+#include "train/model/model.h" /* lt_llama (its tensor table picks the decayed tensors) */
 
 /* Optimizer and schedule settings ([train] section, docs/config.md). */
 typedef struct lt_optim_config {

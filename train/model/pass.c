@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "train/model/backend.h" /* lt_backend: the ops every buffer and kernel goes through */
-#include "train/cpu/kernels.h" /* lt_attn_segment */
+#include "train/cpu/kernels.h"   /* lt_attn_segment */
 
 /* What the kernels read for the weight whose fp32 host view is p (train/model/backend.h). */
 #define WEIGHT(p) be->weight(be, m, (p))
