@@ -141,25 +141,6 @@ static void run_info_of(lt_run_info *r, const lt_config *cfg, const lt_plan_conf
     r->n_samples_total = n_samples;
 }
 
-lt_status planner_sampler_config(const lt_config *cfg, const lt_plan_config *pc, lt_sampler_config *sc,
-                                   lt_error *err) {
-    memset(sc, 0, sizeof *sc);
-    int64_t v;
-    lt_status st = lt_config_get_int(cfg, "plan", "global_batch", &v, err);
-    if (st != LT_OK) return st;
-    sc->global_batch = v;
-    if ((st = lt_config_get_int(cfg, "plan", "seed", &v, err)) != LT_OK) return st;
-    sc->seed = (uint64_t)v;
-    sc->context_len = pc->context_len;
-    st = lt_sample_policy_parse(lt_config_get_string(cfg, "plan", "sample_policy"), "plan.sample_policy",
-                                &sc->policy, err);
-    return st == LT_OK ? LT_OK : LT_ERR_CONFIG;
-}
-
-lt_status planner_load_corpus(const char *data, const char *lengths, lt_corpus **out, lt_error *err) {
-    return data ? lt_corpus_load_dataset(out, data, err) : lt_corpus_load_lengths(out, lengths, err);
-}
-
 static int fail(lt_error *err, lt_status st) {
     lt_error_print(err, NULL);
     return lt_exit_code(st);

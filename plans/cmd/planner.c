@@ -3,8 +3,6 @@
  */
 #include "plans/cmd/planner.h"
 
-#include "lib/strutil.h" /* lt_parse_int64 */
-
 static const lt_cli_command commands[] = {
     {"simulate",
      "--schedule gpipe|1f1b|seq1f1b|chunkflow|multi-1f1b|helixpipe [--stages P]\n"
@@ -93,23 +91,3 @@ const lt_cli_program planner_program = {
     "simulate them and store every step's plan in SQLite.",
     commands, sizeof commands / sizeof commands[0],
 };
-
-int planner_take_option(lt_cli_ctx *ctx, int *i, const planner_option *opts, size_t n) {
-    const char *arg = ctx->argv[*i];
-    for (size_t o = 0; o < n; o++) {
-        int missing = 0;
-        const char *v = lt_cli_option_value(ctx->argc, ctx->argv, i, opts[o].name, &missing);
-        if (missing) return lt_cli_usage(ctx, "option '%.200s' needs a value", arg);
-        if (!v) continue;
-        if (opts[o].str) {
-            *opts[o].str = v;
-            return 1;
-        }
-        int64_t num;
-        if (lt_parse_int64(v, &num) != LT_OK || num < 1 || num > opts[o].max)
-            return lt_cli_usage(ctx, "%s '%.40s': want a positive integer", opts[o].name, v);
-        *opts[o].num = num;
-        return 1;
-    }
-    return 0;
-}

@@ -1,9 +1,7 @@
 /*
- * plans/cmd/planner.h — the interface of the planner stage (sample batches, build and simulate schedule plans, store them in SQLite).
- *
- * The library's layers: plans/batches/lengths.h (length files), plans/cost/hardware.h and plans/cost/cost.h
- * (the cost model), plans/schedule/schedule.h (the schedule representation and its generators),
- * plans/schedule/sim.h (the DAG simulator). This header holds the program's command table.
+ * plans/cmd/planner.h — the `planner` program: its command table (plans/cmd/planner.c),
+ * its commands (one file each) and the helpers they share (plans/cmd/common.c). The
+ * library under it is the other folders of plans/ (plans/README.md, docs/architecture.md).
  */
 #ifndef LT_PLANNER_H
 #define LT_PLANNER_H
@@ -41,8 +39,7 @@ typedef struct planner_option {
  * exit status (2, reported: a missing value, a number out of range). */
 int planner_take_option(lt_cli_ctx *ctx, int *i, const planner_option *opts, size_t n);
 
-/* The corpus of --data DIR (a dataprep output) or, when data is NULL, --lengths FILE
- * (plans/cmd/build.c; shared with compare). */
+/* The corpus of --data DIR (a dataprep output) or, when data is NULL, --lengths FILE. */
 lt_status planner_load_corpus(const char *data, const char *lengths, lt_corpus **out, lt_error *err);
 /* The sampler settings of a config: plan.global_batch, plan.seed, plan.sample_policy and
  * pc->context_len. */
