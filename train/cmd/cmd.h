@@ -27,8 +27,8 @@ extern const lt_cli_program trainer_program;
 /* ------------------------------------------------------------------ the commands */
 
 int init_command(lt_cli_ctx *ctx);   /* trainer init --out CKPT (train/cmd/init.c) */
-int export_command(lt_cli_ctx *ctx); /* trainer export CKPT --hf DIR (train/cmd/init.c) */
-int import_command(lt_cli_ctx *ctx); /* trainer import --hf DIR --out CKPT (train/cmd/init.c) */
+int hf_export_command(lt_cli_ctx *ctx); /* trainer export CKPT --hf DIR (train/cmd/init.c) */
+int hf_import_command(lt_cli_ctx *ctx); /* trainer import --hf DIR --out CKPT (train/cmd/init.c) */
 int eval_command(lt_cli_ctx *ctx);     /* train/cmd/eval.c */
 int generate_command(lt_cli_ctx *ctx); /* train/cmd/generate.c */
 int train_command(lt_cli_ctx *ctx);    /* train/cmd/train.c */

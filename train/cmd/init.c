@@ -21,7 +21,7 @@
 #include "lib/log.h"              /* LT_INFO */
 #include "lib/rng.h"              /* lt_rng_seed */
 #include "train/io/ckpt.h"        /* lt_ckpt_write, lt_ckpt_read */
-#include "train/cmd/cmd.h"        /* init_command, export_command, import_command */
+#include "train/cmd/cmd.h"        /* init_command, hf_export_command, hf_import_command */
 #include "train/io/hf.h"          /* lt_hf_export, lt_hf_import */
 #include "train/model/model.h"    /* lt_llama_create, lt_llama_init */
 #include "train/model/optim.h"    /* lt_adamw_init */
@@ -78,7 +78,7 @@ int init_command(lt_cli_ctx *ctx) {
     return s == LT_OK ? 0 : lt_error_exit(&err);
 }
 
-int export_command(lt_cli_ctx *ctx) {
+int hf_export_command(lt_cli_ctx *ctx) {
     file_args a;
     int rc = parse(ctx, &a, false, true, true);
     if (rc) return rc;
@@ -99,7 +99,7 @@ int export_command(lt_cli_ctx *ctx) {
     return s == LT_OK ? 0 : lt_error_exit(&err);
 }
 
-int import_command(lt_cli_ctx *ctx) {
+int hf_import_command(lt_cli_ctx *ctx) {
     file_args a;
     int rc = parse(ctx, &a, true, true, false);
     if (rc) return rc;

@@ -41,12 +41,12 @@ static const lt_cli_command commands[] = {
      "Writes DIR/config.json and DIR/model.safetensors (F32) that transformers loads with\n"
      "LlamaForCausalLM.from_pretrained(DIR); max_position_embeddings is plan.context_len when set.\n"
      "Prints: wrote DIR: MODEL NPARAMS parameters\n",
-     export_command},
+     hf_export_command},
     {"import", "--hf DIR --out CKPT", "a Hugging Face Llama model directory as a step-0 checkpoint",
      "Reads DIR/config.json and DIR/model.safetensors or the shards of model.safetensors.index.json\n"
      "(F32, F16 or BF16, widened exactly); refuses RoPE scaling, biases and non-Llama models by name.\n"
      "Writes the parameters only (step 0). Prints: wrote CKPT: MODEL NPARAMS parameters\n",
-     import_command},
+     hf_import_command},
     {"eval", "--ckpt CKPT --data DIR [--docs N]", "mean next-token loss of a checkpoint over whole documents",
      "Scores the first N documents (default 100) of a dataprep output, each whole (truncated at\n"
      "plan.context_len), in `dataprep cat` order. Last line: loss=L tokens=T (T = predicted tokens).\n",

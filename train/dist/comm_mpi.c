@@ -160,6 +160,7 @@ void lt_comm_finalize(lt_comm *c) {
 
 /* ---------------------------------------------------------------- requests */
 
+#ifdef HAVE_MPI /* (every request is an MPI one) */
 static lt_status new_req(lt_comm_req **req, int peer, const char *what, lt_error *err) {
     *req = calloc(1, sizeof **req);
     if (!*req) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
@@ -167,6 +168,7 @@ static lt_status new_req(lt_comm_req **req, int peer, const char *what, lt_error
     snprintf((*req)->what, sizeof (*req)->what, "%s", what ? what : "a transfer");
     return LT_OK;
 }
+#endif
 
 /* Free a request (a device request's event too). */
 static void free_req(lt_comm_req *r) {
@@ -279,12 +281,12 @@ static MPI_Comm comm_of(lt_comm *c, lt_comm_group g) {
     default: return c->world;
     }
 }
-#endif
 
 static const char *group_name(lt_comm_group g) {
     return g == LT_COMM_DP ? "the DP ranks of this stage" : g == LT_COMM_PIPELINE ? "the stages of this pipeline"
                            : g == LT_COMM_TIED ? "the first and last stage" : "every rank";
 }
+#endif
 
 /* Post an all-reduce (sum, or max) of n elements of buf over `group`. */
 static lt_status iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
@@ -308,7 +310,7 @@ static lt_status iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n
         return LT_OK;
     }
 #endif
-    (void)group, (void)buf, (void)n, (void)t, (void)max, (void)what, (void)err;
+    (void)c, (void)group, (void)buf, (void)n, (void)t, (void)max, (void)what, (void)err;
     return LT_OK; /* a world of one: the sum (or maximum) is the value */
 }
 
