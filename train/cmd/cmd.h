@@ -26,13 +26,13 @@ extern const lt_cli_program trainer_program;
 
 /* ------------------------------------------------------------------ the commands */
 
-int init_command(lt_cli_ctx *ctx);   /* trainer init --out CKPT (train/cmd/init.c) */
+int init_command(lt_cli_ctx *ctx);      /* trainer init --out CKPT (train/cmd/init.c) */
 int hf_export_command(lt_cli_ctx *ctx); /* trainer export CKPT --hf DIR (train/cmd/init.c) */
 int hf_import_command(lt_cli_ctx *ctx); /* trainer import --hf DIR --out CKPT (train/cmd/init.c) */
-int eval_command(lt_cli_ctx *ctx);     /* train/cmd/eval.c */
-int generate_command(lt_cli_ctx *ctx); /* train/cmd/generate.c */
-int train_command(lt_cli_ctx *ctx);    /* train/cmd/train.c */
-int check_command(lt_cli_ctx *ctx);    /* train/cmd/check.c */
+int eval_command(lt_cli_ctx *ctx);      /* train/cmd/eval.c */
+int generate_command(lt_cli_ctx *ctx);  /* train/cmd/generate.c */
+int train_command(lt_cli_ctx *ctx);     /* train/cmd/train.c */
+int check_command(lt_cli_ctx *ctx);     /* train/cmd/check.c */
 /* trainer calibrate --out FILE.ini: a hardware profile of this machine (train/cmd/calibrate.c) */
 int calibrate_command(lt_cli_ctx *ctx);
 
