@@ -74,7 +74,7 @@
 #     already printed);
 #   - the measured peak bytes of runs over ranks (mpi-* runs: their "peak" lines carry only
 #     ops=N; check over ranks: no act_peak_mb, no stage_peak_mb lines). A stage's send buffer
-#     is released when its MPI send is found complete (train/exec.c poll_sends, lt_comm_test),
+#     is released when its MPI send is found complete (train/exec/transfers.c exec_poll_sends, lt_comm_test),
 #     so whether it is still counted when the next op allocates depends on timing: two runs
 #     of the same baseline differed there (e.g. mpi-2x2-chunkflow-fk, stage 0: 54317568 vs
 #     54153728 bytes) while their checkpoints were identical. One process has no sends: its

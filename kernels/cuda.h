@@ -76,7 +76,7 @@ lt_status lt_cuda_add(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *a, const lt_bf16 
 lt_status lt_cuda_accumulate(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *src, size_t n, lt_error *err);
 /* dst[i] = src[i] + src[stride + i] + ... + src[(G - 1) stride + i] (bf16), summed in fp32
  * in that order and rounded once: the dK/dV contributions of a context-parallel group's G
- * members (train/exec/exec.c), the same bits as the CPU's. dst must not overlap src. */
+ * members (train/exec/ring.c), the same bits as the CPU's. dst must not overlap src. */
 lt_status lt_cuda_sum_blocks(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *src, int G, size_t stride, size_t n,
                              lt_error *err);
 

@@ -546,7 +546,7 @@ static void cf_build_ops(lt_schedule *s, int k, int recompute) {
  * stage s's ops one after another (program order), then the backwards of the stream's last
  * unit on stages s-1..0 (a B waits for the B of the next range; chunkflow has one B per unit
  * and stage). The generators put the same unit first (a forward) and last (its backward) on
- * every stage (the merge of schedule_gen.c); from a stage where that does not hold on, the
+ * every stage (the merge of plans/schedule/generators.c); from a stage where that does not hold on, the
  * bound is the stage's busy time alone. Transfers only add: a lower bound.
  */
 static double cf_time_bound(const lt_sim_costs *c, const lt_schedule *s) {

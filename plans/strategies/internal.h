@@ -25,7 +25,7 @@
 
 #define LT_GIB 1073741824.0
 
-/* ---------------------------------------------------------------- shared helpers (strategy_util.c) */
+/* ---------------------------------------------------------------- shared helpers (common.c) */
 
 /* Milliseconds of CLOCK_MONOTONIC. */
 double lt_plan_now_ms(void);

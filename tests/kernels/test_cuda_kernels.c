@@ -324,7 +324,7 @@ static void test_conversions_and_add(void **state) {
 
 /* The context-parallel dK/dV sums: G member blocks of n elements, stride apart, summed in
  * fp32 in member order: bit for bit the cpu-bf16 backend's (train/model/backend_cpu.c), whose
- * sums train/exec/exec.c takes on the CPU. G = 1 is a copy. */
+ * sums train/exec/ring.c takes on the CPU. G = 1 is a copy. */
 static void test_sum_blocks(void **state) {
     (void)state;
     need_gpu();

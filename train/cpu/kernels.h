@@ -41,13 +41,13 @@ static inline void lt_kernel_for(lt_pool *pool, size_t n, void (*fn)(size_t i, v
     (void)lt_pool_parallel_for(pool, n, fn, arg, NULL);
 }
 
-/* ---------------------------------------------------------------- embedding (kernel_embed.c) */
+/* ---------------------------------------------------------------- embedding (embed.c) */
 /* out[t] = wte[ids[t]] for t < T. */
 void lt_embed_forward(float *out, const int32_t *ids, int T, const float *wte, int C);
 /* dwte[ids[t]] += dout[t]. Rows repeat across tokens, so this runs serially per row. */
 void lt_embed_backward(float *dwte, const float *dout, const int32_t *ids, int T, int C);
 
-/* ---------------------------------------------------------------- RMSNorm (kernel_rmsnorm.c) */
+/* ---------------------------------------------------------------- RMSNorm (rmsnorm.c) */
 /* Llama RMSNorm: rstd[t] = 1 / sqrt(mean_c x[t,c]^2 + eps); out[t,c] = x[t,c] rstd[t] w[c].
  * rstd is saved for the backward. */
 void lt_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int T, int C, float eps,
@@ -56,7 +56,7 @@ void lt_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w,
 void lt_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
                          const float *rstd, int T, int C, lt_pool *pool);
 
-/* ---------------------------------------------------------------- linear (kernel_linear.c) */
+/* ---------------------------------------------------------------- linear (linear.c) */
 /* out[T,OUT] = x[T,IN] W^T, W is [OUT,IN]. No bias (Llama has none). One cblas_sgemm. */
 void lt_linear_forward(float *out, const float *x, const float *w, int T, int IN, int OUT);
 /* dx[T,IN] += dout W; dw[OUT,IN] += dout^T x. Either of dx, dw may be NULL (not wanted). */
@@ -70,7 +70,7 @@ void lt_linear_backward(float *dx, float *dw, const float *dout, const float *x,
 void lt_linear_timing(bool on);
 double lt_linear_seconds(void);
 
-/* ---------------------------------------------------------------- RoPE (kernel_rope.c) */
+/* ---------------------------------------------------------------- RoPE (rope.c) */
 /* Rotary position embedding, Hugging Face `rotate_half` convention, in place on x[T, n*hd]:
  * for head j, i < hd/2, angle a = pos[t] * inv_freq[i] with inv_freq[i] = 1 / theta^(2i/hd):
  *   x[i]        <- x[i] cos a - x[i+hd/2] sin a
@@ -83,7 +83,7 @@ void lt_rope_forward(float *x, const int32_t *pos, int T, int n_heads, int hd, f
  * gradient of the output. Not "+=": it transforms a buffer the caller owns. */
 void lt_rope_backward(float *dx, const int32_t *pos, int T, int n_heads, int hd, float theta, lt_pool *pool);
 
-/* ---------------------------------------------------------------- attention (kernel_attention.c) */
+/* ---------------------------------------------------------------- attention (attention.c) */
 /*
  * Causal grouped-query attention over a packed unit, with document masking and KV context.
  *
@@ -119,14 +119,14 @@ void lt_attention_forward(float *out, float *lse, const float *q, const lt_attn_
 void lt_attention_backward(float *dq, const float *dout, const float *out, const float *lse, const float *q,
                            const lt_attn_segment *segs, int n_segs, int nh, int nkv, int hd, lt_pool *pool);
 
-/* ---------------------------------------------------------------- SwiGLU (kernel_swiglu.c) */
+/* ---------------------------------------------------------------- SwiGLU (swiglu.c) */
 /* out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)), for i < n. */
 void lt_swiglu_forward(float *out, const float *gate, const float *up, size_t n, lt_pool *pool);
 /* dgate += dout * up * silu'(gate); dup += dout * silu(gate). */
 void lt_swiglu_backward(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                         size_t n, lt_pool *pool);
 
-/* ---------------------------------------------------------------- cross-entropy (kernel_xent.c) */
+/* ---------------------------------------------------------------- cross-entropy (xent.c) */
 /*
  * Softmax cross-entropy of logits[T, V] against targets[T] (a target < 0: the row predicts
  * nothing — a sample's last token). Returns the SUM of -log softmax(logits[t])[target[t]]

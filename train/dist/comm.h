@@ -180,7 +180,7 @@ lt_status lt_comm_barrier(lt_comm *c, lt_error *err);
  *     in the order they are posted, and each NCCL point-to-point call blocks its stream
  *     until the peer posts the matching call. The stage channels therefore each have their
  *     own communicator and stream (one way between two neighbours), and their users post
- *     a channel's receives in its sender's order (train/exec/exec.c). Other exchanges between
+ *     a channel's receives in its sender's order (train/exec/transfers.c). Other exchanges between
  *     two ranks that each receive from and send to the other at the same time post both
  *     in one lt_comm_dev_batch (ncclGroupStart/End), else each stream waits on its receive
  *     first and the pair deadlocks (the deadline turns it into an error, not a hang).

@@ -143,7 +143,7 @@ lt_status lt_unit_check(const lt_train_unit *u, const lt_batch *b, int vocab, lt
 /* ---------------------------------------------------------------- counting memory */
 
 /*
- * How a caller counts the memory a step holds as it is allocated (train/exec/exec.c's measured
+ * How a caller counts the memory a step holds as it is allocated (train/exec/state.c's measured
  * peak per stage, lt_exec_stats.stage_peak_bytes): add(bytes) right after a buffer is
  * allocated, sub(bytes) right before it is freed. A KV context with a meter reports every
  * K/V and dK/dV buffer it reserves and releases (lt_kvctx.meter); a pass with one reports
@@ -258,7 +258,7 @@ void lt_acts_free(lt_acts *a);
  *   copy    row srow of src into row drow of dst; both rows must hold the same token at the
  *           same position (LT_ERR_INTERNAL otherwise);
  *   pack    row `row` of a into buf, unpack buf into row `row` of a: for moving it between
- *           processes (a context-parallel group's regrouped backward, train/exec/exec.c); buf is
+ *           processes (a context-parallel group's regrouped backward, train/exec/rows.c); buf is
  *           memory of a's backend (host memory on the CPU ones, device memory on the GPU:
  *           the exchange moves it where it lives). ids,
  *           pos and targets are not moved: the receiving set was allocated for the same
@@ -330,7 +330,7 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
  * lt_llama_forward / lt_llama_backward (which call them).
  */
 /*
- * A group spread over processes (the distributed engine, train/exec/exec.c over train/dist/comm.h):
+ * A group spread over processes (the distributed engine, train/exec/ring.c over train/dist/comm.h):
  * each process runs its own members (often one, or none when its shard is empty: G = 0 is
  * allowed then) and the hooks exchange the rest with the other processes, per layer:
  *   kv_ready(l)   forward, after the local members' K/V rows of layer l are in the context
