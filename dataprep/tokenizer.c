@@ -35,9 +35,6 @@
 #include "lib/json.h"        /* lt_json_parse, lt_utf8_sanitize, lt_utf8_valid */
 #include "lib/sha256.h"      /* lt_sha256_hex */
 
-#ifndef LT_PKGDATADIR
-#define LT_PKGDATADIR "/usr/local/share/longtail"
-#endif
 
 #define NO_RANK UINT32_MAX
 #define HOT static inline __attribute__((always_inline)) /* the lookups of the merge loops */
@@ -1461,46 +1458,11 @@ lt_status lt_tokenizer_load(lt_tokenizer **out, const char *vocab_path, const ch
     return LT_OK;
 }
 
-static char *join_path(const char *dir, const char *name, const char *ext) {
-    size_t n = strlen(dir) + strlen(name) + strlen(ext) + 2;
-    char *p = lt_malloc_check(n);
-    snprintf(p, n, "%s/%s%s", dir, name, ext);
-    return p;
-}
-
-lt_status lt_tokenizer_find(const char *name, const char *vocab_dir, char **vocab_path, char **json_path,
-                            lt_error *err) {
-    *vocab_path = *json_path = NULL;
-    if (!*name || strchr(name, '/'))
-        return lt_fail(err, LT_ERR_USAGE, NULL, "'%s' is not an encoding name", name);
-    const char *env = getenv("LONGTAIL_VOCAB_DIR");
-    const char *dirs[3] = {vocab_dir, env && *env ? env : NULL, LT_PKGDATADIR "/vocab"};
-    char searched[1024] = "";
-    size_t used = 0;
-    for (int d = 0; d < 3; d++) {
-        if (!dirs[d]) continue;
-        char *v = join_path(dirs[d], name, ".tiktoken"), *j = join_path(dirs[d], name, ".json");
-        if (is_file(v) && is_file(j)) {
-            *vocab_path = v;
-            *json_path = j;
-            return LT_OK;
-        }
-        free(v);
-        free(j);
-        int w = snprintf(searched + used, sizeof searched - used, "%s%s", used ? ", " : "", dirs[d]);
-        if (w > 0 && (size_t)w < sizeof searched - used) used += (size_t)w;
-    }
-    lt_fail(err, LT_ERR_USAGE, NULL, "encoding '%s' not found: no %s.tiktoken + %s.json in %s", name, name, name,
-            searched);
-    lt_error_hint(err, "pass --vocab-dir DIR (or set LONGTAIL_VOCAB_DIR) to a directory with the tiktoken files");
-    return LT_ERR_USAGE;
-}
-
 lt_status lt_tokenizer_load_encoding(lt_tokenizer **out, const char *name, const char *vocab_dir,
                                      lt_pretok_engine engine, lt_error *err) {
     char *vocab, *json;
     *out = NULL;
-    lt_status st = lt_tokenizer_find(name, vocab_dir, &vocab, &json, err);
+    lt_status st = lt_vocab_find(name, vocab_dir, &vocab, &json, err);
     if (st != LT_OK) return st;
     st = lt_tokenizer_load(out, vocab, json, engine, err);
     free(vocab);

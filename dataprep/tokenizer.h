@@ -33,12 +33,6 @@ typedef struct lt_tok_scratch lt_tok_scratch;
  * PCRE2 forces the generic path (the oracle the scanners are checked against). */
 typedef enum lt_pretok_engine { LT_PRETOK_ENGINE_AUTO = 0, LT_PRETOK_ENGINE_PCRE2 } lt_pretok_engine;
 
-/* Resolve an encoding NAME to its two files: NAME.tiktoken and NAME.json, searched in
- * vocab_dir (if non-NULL), $LONGTAIL_VOCAB_DIR, then the installed data directory.
- * *vocab_path and *json_path are malloc'd. */
-lt_status lt_tokenizer_find(const char *name, const char *vocab_dir, char **vocab_path,
-                            char **json_path, lt_error *err);
-
 /* Load a rank file and a pattern. `pattern` is a known encoding name ("cl100k_base",
  * "o200k_base", "r50k_base": the pattern of that encoding, and its special tokens when the
  * rank file is that encoding's own, by SHA-256) or the path of a .json sidecar; NULL means the sidecar next to the rank file (FILE.json for
@@ -48,7 +42,7 @@ lt_status lt_tokenizer_find(const char *name, const char *vocab_dir, char **voca
 lt_status lt_tokenizer_load(lt_tokenizer **out, const char *vocab_path, const char *pattern,
                             lt_pretok_engine engine, lt_error *err);
 
-/* lt_tokenizer_find + lt_tokenizer_load. */
+/* lt_vocab_find (lib/files.h) + lt_tokenizer_load. */
 lt_status lt_tokenizer_load_encoding(lt_tokenizer **out, const char *name, const char *vocab_dir,
                                      lt_pretok_engine engine, lt_error *err);
 

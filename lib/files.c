@@ -9,6 +9,8 @@
 #include <glob.h>
 #include <libgen.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -354,4 +356,49 @@ lt_status lt_glob_inputs(const char *const *args, size_t nargs, lt_strlist *out,
     }
     lt_strlist_sort_unique(out);
     return LT_OK;
+}
+
+/* ---------------------------------------------------------------- encodings */
+
+#ifndef LT_PKGDATADIR /* the installed data directory (the build defines it) */
+#define LT_PKGDATADIR "/usr/local/share/longtail"
+#endif
+
+static bool regular_file(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static char *vocab_path_of(const char *dir, const char *name, const char *ext) {
+    size_t n = strlen(dir) + strlen(name) + strlen(ext) + 2;
+    char *p = lt_malloc_check(n);
+    snprintf(p, n, "%s/%s%s", dir, name, ext);
+    return p;
+}
+
+lt_status lt_vocab_find(const char *name, const char *vocab_dir, char **vocab_path, char **json_path, lt_error *err) {
+    *vocab_path = *json_path = NULL;
+    if (!*name || strchr(name, '/'))
+        return lt_fail(err, LT_ERR_USAGE, NULL, "'%s' is not an encoding name", name);
+    const char *env = getenv("LONGTAIL_VOCAB_DIR");
+    const char *dirs[3] = {vocab_dir, env && *env ? env : NULL, LT_PKGDATADIR "/vocab"};
+    char searched[1024] = "";
+    size_t used = 0;
+    for (int d = 0; d < 3; d++) {
+        if (!dirs[d]) continue;
+        char *v = vocab_path_of(dirs[d], name, ".tiktoken"), *j = vocab_path_of(dirs[d], name, ".json");
+        if (regular_file(v) && regular_file(j)) {
+            *vocab_path = v;
+            *json_path = j;
+            return LT_OK;
+        }
+        free(v);
+        free(j);
+        int w = snprintf(searched + used, sizeof searched - used, "%s%s", used ? ", " : "", dirs[d]);
+        if (w > 0 && (size_t)w < sizeof searched - used) used += (size_t)w;
+    }
+    lt_fail(err, LT_ERR_USAGE, NULL, "encoding '%s' not found: no %s.tiktoken + %s.json in %s", name, name, name,
+            searched);
+    lt_error_hint(err, "pass --vocab-dir DIR (or set LONGTAIL_VOCAB_DIR) to a directory with the tiktoken files");
+    return LT_ERR_USAGE;
 }

@@ -63,4 +63,12 @@ lt_status lt_read_file(const char *path, char **data, size_t *len, lt_error *err
 /* Expand inputs (see above) and append them, sorted and unique, to `out`. */
 lt_status lt_glob_inputs(const char *const *args, size_t nargs, lt_strlist *out, lt_error *err);
 
+/* Resolve a tokenizer encoding NAME to its two files: NAME.tiktoken and NAME.json, searched
+ * in vocab_dir (if non-NULL), $LONGTAIL_VOCAB_DIR, then the installed data directory; the
+ * first directory with both wins. *vocab_path and *json_path are malloc'd. LT_ERR_USAGE for
+ * a name with a '/' and for an encoding found nowhere (naming the directories searched,
+ * with a hint). Here, below dataprep's tokenizer and lib/model.c's vocabulary default,
+ * which both search the same way. */
+lt_status lt_vocab_find(const char *name, const char *vocab_dir, char **vocab_path, char **json_path, lt_error *err);
+
 #endif /* LT_FILES_H */

@@ -10,15 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "lib/config.h" /* lt_config_get_*, lt_config_is_set */
-#include "lib/files.h"  /* lt_read_file */
+#include "lib/files.h"  /* lt_read_file, lt_vocab_find */
 #include "lib/json.h"   /* lt_json_parse, lt_jv_* */
-
-#ifndef LT_PKGDATADIR
-#define LT_PKGDATADIR "/usr/local/share/longtail"
-#endif
 
 /*
  * The presets. Sources, per row (the vocab column is the source's: lt_model_from_config
@@ -129,48 +124,6 @@ static const struct {
     int n_vocab;
 } SHIPPED_ENCODINGS[] = {{"r50k_base", 50257}, {"cl100k_base", 100277}, {"o200k_base", 200019}};
 
-static bool is_file(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-static char *join_path(const char *dir, const char *name, const char *ext) {
-    size_t n = strlen(dir) + strlen(name) + strlen(ext) + 2;
-    char *p = lt_malloc_check(n);
-    snprintf(p, n, "%s/%s%s", dir, name, ext);
-    return p;
-}
-
-/* The search of dataprep's lt_tokenizer_find (dataprep/tokenizer.h), which lib cannot call:
- * vocab_dir, $LONGTAIL_VOCAB_DIR, the installed data; the first directory with both files. */
-static lt_status find_encoding(const char *name, const char *vocab_dir, char **vocab_path, char **json_path,
-                               lt_error *err) {
-    *vocab_path = *json_path = NULL;
-    if (!*name || strchr(name, '/'))
-        return lt_fail(err, LT_ERR_USAGE, NULL, "'%s' is not an encoding name", name);
-    const char *env = getenv("LONGTAIL_VOCAB_DIR");
-    const char *dirs[3] = {vocab_dir, env && *env ? env : NULL, LT_PKGDATADIR "/vocab"};
-    char searched[1024] = "";
-    size_t used = 0;
-    for (int d = 0; d < 3; d++) {
-        if (!dirs[d]) continue;
-        char *v = join_path(dirs[d], name, ".tiktoken"), *j = join_path(dirs[d], name, ".json");
-        if (is_file(v) && is_file(j)) {
-            *vocab_path = v;
-            *json_path = j;
-            return LT_OK;
-        }
-        free(v);
-        free(j);
-        int w = snprintf(searched + used, sizeof searched - used, "%s%s", used ? ", " : "", dirs[d]);
-        if (w > 0 && (size_t)w < sizeof searched - used) used += (size_t)w;
-    }
-    lt_fail(err, LT_ERR_USAGE, NULL, "encoding '%s' not found: no %s.tiktoken + %s.json in %s", name, name, name,
-            searched);
-    lt_error_hint(err, "pass --vocab-dir DIR (or set LONGTAIL_VOCAB_DIR) to a directory with the tiktoken files");
-    return LT_ERR_USAGE;
-}
-
 /* Largest rank + 1 of a rank file (lines "BASE64 RANK"; blank lines skipped, as the
  * tokenizer does; the tokenizer checks the rest when it loads the file). */
 static lt_status ranks_n_vocab(const char *path, int64_t *n, lt_error *err) {
@@ -244,7 +197,7 @@ lt_status lt_encoding_n_vocab(const char *name, const char *vocab_dir, int *n_vo
             return LT_OK;
         }
     char *vocab, *json;
-    lt_status st = find_encoding(name, vocab_dir, &vocab, &json, err);
+    lt_status st = lt_vocab_find(name, vocab_dir, &vocab, &json, err);
     int64_t ranks = 0, specials = 0;
     if (st == LT_OK) st = ranks_n_vocab(vocab, &ranks, err);
     if (st == LT_OK) st = specials_n_vocab(json, &specials, err);

@@ -98,7 +98,7 @@ lt_status lt_model_from_config(const lt_config *cfg, const char *name_override, 
  * o200k_base 200019 (their rank files are pinned by SHA-256 in dataprep/tokenizer.c, as
  * are their special tokens; tests/lib/test_model.c checks the sizes against the files). Any
  * other name is read from its files NAME.tiktoken and NAME.json, found where dataprep
- * finds them (lt_tokenizer_find: vocab_dir when non-NULL, $LONGTAIL_VOCAB_DIR, the
+ * finds them (lt_vocab_find, lib/files.h: vocab_dir when non-NULL, $LONGTAIL_VOCAB_DIR, the
  * installed data directory): the largest rank and the largest "special_tokens" id, + 1.
  * Errors: LT_ERR_USAGE "encoding 'x' not found" naming the directories searched; LT_ERR_IO;
  * LT_ERR_INPUT naming FILE:LINE for a rank line without a rank, or a sidecar that is not a

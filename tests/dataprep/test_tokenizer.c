@@ -20,6 +20,7 @@
 #include "tests/testutil.h"
 
 #include "dataprep/tokenizer.h"
+#include "lib/files.h" /* lt_vocab_find */
 #include "lib/json.h" /* lt_utf8_encode */
 #include "lib/rng.h"
 
@@ -598,19 +599,19 @@ static void test_search_order(void **state) {
     char *vp, *jp;
     lt_error err;
     unsetenv("LONGTAIL_VOCAB_DIR");
-    assert_int_equal(lt_tokenizer_find("enc", d1, &vp, &jp, &err), LT_ERR_USAGE);
+    assert_int_equal(lt_vocab_find("enc", d1, &vp, &jp, &err), LT_ERR_USAGE);
     assert_non_null(strstr(err.what, d1));
     assert_non_null(strstr(err.hint, "--vocab-dir"));
     assert_int_equal(setenv("LONGTAIL_VOCAB_DIR", d2, 1), 0);
-    assert_int_equal(lt_tokenizer_find("enc", d1, &vp, &jp, &err), LT_OK);
+    assert_int_equal(lt_vocab_find("enc", d1, &vp, &jp, &err), LT_OK);
     assert_non_null(strstr(vp, "d2/enc.tiktoken"));
     assert_non_null(strstr(jp, "d2/enc.json"));
     free(vp);
     free(jp);
-    assert_int_equal(lt_tokenizer_find("enc", d2, &vp, &jp, &err), LT_OK);
+    assert_int_equal(lt_vocab_find("enc", d2, &vp, &jp, &err), LT_OK);
     free(vp);
     free(jp);
-    assert_int_equal(lt_tokenizer_find("../enc", d2, &vp, &jp, &err), LT_ERR_USAGE);
+    assert_int_equal(lt_vocab_find("../enc", d2, &vp, &jp, &err), LT_ERR_USAGE);
     lt_tokenizer *tok;
     assert_int_equal(lt_tokenizer_load_encoding(&tok, "enc", NULL, LT_PRETOK_ENGINE_AUTO, &err), LT_OK);
     assert_string_equal(lt_tokenizer_engine(tok), "pcre2");
