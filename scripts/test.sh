@@ -3,12 +3,13 @@
 # clean clone). Steps:
 #   1. scripts/setup-deps.sh (skip with LONGTAIL_SKIP_SETUP=1)
 #   2. default build in _build/default (CUDA auto-detected, warnings are errors):
-#      make check = unit tests + Slurm integration tests (private cluster)
+#      make check = unit tests + system tests (whole programs: CLI, oracle, MPI engine,
+#      PyTorch parity) + Slurm integration tests (private cluster)
 #   3. sanitizer build in _build/sanitize (--enable-sanitizers, --without-cuda):
-#      make check-unit under ASan + UBSan (the CPU emulations of the CUDA kernels run only
+#      make check-unit under ASan + UBSan (unit tests only; the CPU emulations of the CUDA kernels run only
 #      in step 2: LONGTAIL_SKIP_EMULATION=1 here and in distcheck)
 #   4. make install DESTDIR=... and the installed programs answer --help/--version
-#   5. make distcheck
+#   5. make distcheck (its check: the unit tests only; the system and Slurm tests ran in 2)
 #   6. fuzzing (scripts/fuzz.sh): every seed and past-crash input of each libFuzzer target,
 #      then each target fuzzed for $LONGTAIL_CI_FUZZ_SECONDS (default 20) seconds
 # Every test result (each cmocka case, each TAP line, each step above) is counted; the
@@ -96,7 +97,10 @@ if build _build/default; then
   fi
 
   step "make distcheck"
-  if LONGTAIL_SKIP_EMULATION=1 make -C _build/default -j"$jobs" distcheck >_build/default/distcheck.out 2>&1; then
+  # the tarball builds, installs and passes the unit tests; the whole-program and Slurm
+  # tests ran above on the same sources (TESTS reaches distcheck's inner make through MAKEFLAGS)
+  if LONGTAIL_SKIP_EMULATION=1 make -C _build/default -j"$jobs" distcheck 'TESTS=$(UNIT_TESTS)' \
+      >_build/default/distcheck.out 2>&1; then
     record "distcheck" 0
   else
     tail -60 _build/default/distcheck.out; record "distcheck" 1
