@@ -177,6 +177,15 @@ static lt_status check_plans_model(const lt_run_info *run, const char *db, const
             lt_error_hint(err, "use the [model] the plans were built with (sqlite3 %s \"SELECT config FROM runs\")", db);
             return LT_ERR_CONFIG;
         }
+    if (run->tp != 1) {
+        /* a tp > 1 plan run at tp = 1 would look like it worked: every rank would hold whole
+         * layers and none of the plan's TP collectives would happen */
+        lt_fail(err, LT_ERR_CONFIG, db,
+                "the plans are for parallel.tp = %d; the trainer does not execute tensor parallelism yet", run->tp);
+        lt_error_hint(err, "plan with parallel.tp = 1 to train; tp > 1 plans are for the planner's predictions "
+                           "(planner compare, planner simulate)");
+        return LT_ERR_CONFIG;
+    }
     return LT_OK;
 }
 
