@@ -42,9 +42,11 @@ static inline void lt_kernel_for(lt_pool *pool, size_t n, void (*fn)(size_t i, v
 }
 
 /* ---------------------------------------------------------------- embedding (embed.c) */
-/* out[t] = wte[ids[t]] for t < T. */
+/* out[t] = wte[ids[t]] for t < T; a row of zeros where ids[t] < 0 (a token whose
+ * embedding row another tensor-parallel rank holds: the vocab-parallel embedding). */
 void lt_embed_forward(float *out, const int32_t *ids, int T, const float *wte, int C);
-/* dwte[ids[t]] += dout[t]. Rows repeat across tokens, so this runs serially per row. */
+/* dwte[ids[t]] += dout[t], nothing where ids[t] < 0. Rows repeat across tokens, so this
+ * runs serially per row. */
 void lt_embed_backward(float *dwte, const float *dout, const int32_t *ids, int T, int C);
 
 /* ---------------------------------------------------------------- RMSNorm (rmsnorm.c) */
@@ -139,5 +141,20 @@ void lt_swiglu_backward(float *dgate, float *dup, const float *dout, const float
  */
 double lt_xent_forward_backward(float *dlogits, const float *logits, const int32_t *targets, int T, int V,
                                 float scale, lt_pool *pool);
+
+/* The vocab-parallel cross-entropy of tensor parallelism (Megatron-LM): logits[T, V] are
+ * this rank's vocabulary rows [v0, v0 + V) of the whole rows; targets are whole-vocabulary
+ * ids. The caller max-reduces rowmax over the group between the first two calls and
+ * sum-reduces sums[0..2T) between the last two:
+ *   lt_xent_tp_max     rowmax[t] = the largest local logit of row t;
+ *   lt_xent_tp_sums    sums[t] = sum_v exp(l[t, v] - rowmax[t]) (rowmax: the group's),
+ *                      sums[T + t] = the target's logit when this rank holds it, else 0;
+ *   lt_xent_tp_finish  the summed loss of the predicting rows, and with dlogits (may be
+ *                      logits) dlogits = scale (softmax - onehot) of the local columns. */
+void lt_xent_tp_max(float *rowmax, const float *logits, int T, int V);
+void lt_xent_tp_sums(float *sums, const float *logits, const float *rowmax, const int32_t *targets, int v0, int T,
+                     int V);
+double lt_xent_tp_finish(float *dlogits, const float *logits, const float *rowmax, const float *sums,
+                         const int32_t *targets, int v0, int T, int V, float scale);
 
 #endif /* LT_TRAIN_KERNELS_H */

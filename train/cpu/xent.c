@@ -85,3 +85,43 @@ double lt_xent_forward_backward(float *dlogits, const float *logits, const int32
     for (int b = 0; b < XENT_BLOCKS; b++) loss += a.partial[b];
     return loss;
 }
+
+/* ---------------------------------------------------------------- vocab-parallel (TP) */
+/* Megatron-LM's vocab-parallel cross-entropy (Shoeybi et al. 2019 3): each rank holds the
+ * logits of its vocabulary rows [v0, v0 + V); the caller all-reduces the statistics
+ * between the steps (max, then sums), so no rank ever holds a whole row of logits. */
+
+void lt_xent_tp_max(float *rowmax, const float *logits, int T, int V) {
+    for (int t = 0; t < T; t++) rowmax[t] = row_max(logits + (size_t)t * V, V);
+}
+
+void lt_xent_tp_sums(float *sums, const float *logits, const float *rowmax, const int32_t *targets, int v0, int T,
+                     int V) {
+    for (int t = 0; t < T; t++) {
+        const float *l = logits + (size_t)t * V;
+        sums[t] = (float)row_expsum(l, V, rowmax[t]);
+        int k = targets[t] - v0;
+        sums[T + t] = targets[t] >= 0 && k >= 0 && k < V ? l[k] : 0.0f;
+    }
+}
+
+double lt_xent_tp_finish(float *dlogits, const float *logits, const float *rowmax, const float *sums,
+                         const int32_t *targets, int v0, int T, int V, float scale) {
+    double loss = 0.0;
+    for (int t = 0; t < T; t++) {
+        const float *l = logits + (size_t)t * V;
+        float *dl = dlogits ? dlogits + (size_t)t * V : NULL;
+        if (targets[t] < 0) {
+            for (int v = 0; dl && v < V; v++) dl[v] = 0.0f;
+            continue;
+        }
+        double sum = (double)sums[t];
+        loss += log(sum) + (double)rowmax[t] - (double)sums[T + t];
+        if (dl) {
+            row_softmax_grad(dl, l, V, rowmax[t], (float)(1.0 / sum), scale);
+            int k = targets[t] - v0;
+            if (k >= 0 && k < V) dl[k] -= scale;
+        }
+    }
+    return loss;
+}

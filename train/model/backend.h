@@ -110,6 +110,16 @@ struct lt_backend {
      * dlogits = scale (softmax - onehot), in place allowed (lt_xent_forward_backward) */
     double (*xent)(const lt_backend *be, void *dlogits, const void *logits, const int32_t *host_targets, int T, int V,
                    float scale, lt_pool *pool);
+
+    /* ---- tensor parallelism (NULL where the backend has none: the pass refuses tp > 1) */
+    /* the vocab-parallel cross-entropy, train/cpu/kernels.h's lt_xent_tp_max / _sums /
+     * _finish (logits act_bytes elements of the local vocabulary rows [v0, v0 + V); rowmax,
+     * sums fp32 backend memory, reduced over the group by the caller in between) */
+    void (*xent_tp_max)(const lt_backend *be, float *rowmax, const void *logits, int T, int V);
+    void (*xent_tp_sums)(const lt_backend *be, float *sums, const void *logits, const float *rowmax,
+                         const int32_t *host_targets, int v0, int T, int V);
+    double (*xent_tp_finish)(const lt_backend *be, void *dlogits, const void *logits, const float *rowmax,
+                             const float *sums, const int32_t *host_targets, int v0, int T, int V, float scale);
 };
 
 /* The CPU fp32 reference backend (static; never fails but for allocation). */

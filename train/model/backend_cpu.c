@@ -124,6 +124,19 @@ static double f32_xent(const lt_backend *be, void *dlogits, const void *logits, 
     return lt_xent_forward_backward(dlogits, logits, targets, T, V, scale, pool);
 }
 
+static void f32_xent_tp_max(const lt_backend *be, float *rowmax, const void *logits, int T, int V) {
+    (void)be, lt_xent_tp_max(rowmax, logits, T, V);
+}
+static void f32_xent_tp_sums(const lt_backend *be, float *sums, const void *logits, const float *rowmax,
+                             const int32_t *targets, int v0, int T, int V) {
+    (void)be, lt_xent_tp_sums(sums, logits, rowmax, targets, v0, T, V);
+}
+static double f32_xent_tp_finish(const lt_backend *be, void *dlogits, const void *logits, const float *rowmax,
+                                 const float *sums, const int32_t *targets, int v0, int T, int V, float scale) {
+    (void)be;
+    return lt_xent_tp_finish(dlogits, logits, rowmax, sums, targets, v0, T, V, scale);
+}
+
 static const lt_backend cpu_f32 = {
     .name = "cpu", .act_bytes = sizeof(float), .align = sizeof(float), .host = true,
     .alloc = host_alloc, .free = host_free, .zero = host_zero, .copy = host_copy,
@@ -135,6 +148,7 @@ static const lt_backend cpu_f32 = {
     .rope_forward = f32_rope_forward, .rope_backward = f32_rope_backward,
     .attention_forward = f32_attention_forward, .attention_backward = f32_attention_backward,
     .swiglu_forward = f32_swiglu_forward, .swiglu_backward = f32_swiglu_backward, .xent = f32_xent,
+    .xent_tp_max = f32_xent_tp_max, .xent_tp_sums = f32_xent_tp_sums, .xent_tp_finish = f32_xent_tp_finish,
 };
 
 const lt_backend *lt_backend_cpu(void) { return &cpu_f32; }

@@ -17,7 +17,7 @@
 lt_status lt_kvctx_init(lt_kvctx *c, const lt_llama *m, const lt_batch *b, bool with_grad, lt_error *err) {
     memset(c, 0, sizeof *c);
     c->layers = m->shape.layers;
-    c->kvd = m->shape.kv_heads * m->head_dim;
+    c->kvd = m->kv_heads_l * m->head_dim; /* this tensor-parallel rank's K/V heads */
     c->with_grad = with_grad;
     c->be = lt_backend_of(m);
     c->n_samples = b->n_samples;

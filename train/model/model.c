@@ -12,51 +12,94 @@
 
 #include "lib/rng.h" /* lt_rng_seed, lt_rng_split, lt_rng_normal */
 
-/* Append one tensor to the table; returns the offset after it. */
-static size_t add_tensor(lt_tensor_info *t, int *n, const char *name, int layer, int rows, int cols,
-                         size_t offset) {
-    lt_tensor_info *ti = &t[(*n)++];
+/* Append one tensor to the table (its shard: `split` and the shard's extent along it,
+ * [first, first + n), of the whole rows x cols); returns the offset after it. */
+static size_t add_tensor(lt_tensor_info *t, int *n, const char *name, int layer, int rows, int cols, int split,
+                         int first, int count, size_t offset) {
+    lt_tensor_info *ti = &t[*n];
     snprintf(ti->name, sizeof ti->name, "%s", name);
+    ti->index = (*n)++;
     ti->layer = layer;
-    ti->rows = rows;
-    ti->cols = cols;
+    ti->full_rows = rows;
+    ti->full_cols = cols;
+    ti->split = split;
+    ti->first = split == LT_SPLIT_NONE ? 0 : first;
+    ti->rows = split == LT_SPLIT_ROWS ? count : rows;
+    ti->cols = split == LT_SPLIT_COLS ? count : cols;
     ti->offset = offset;
-    return offset + (size_t)rows * (size_t)cols;
+    return offset + (size_t)ti->rows * (size_t)ti->cols;
 }
 
-/* The tensor table: embedding, per layer (HF order within a layer), final norm, LM head. */
-static size_t build_table(const lt_model_shape *s, int head_dim, lt_tensor_info *t, int *n) {
-    int C = s->hidden, F = s->ffn, V = s->vocab;
-    int qd = s->heads * head_dim, kvd = s->kv_heads * head_dim;
+/* The tensor table: embedding, per layer (HF order within a layer), final norm, LM head;
+ * each tensor the shard of TP rank m->tp_rank (Megatron-LM's split, model.h). */
+static size_t build_table(const lt_llama *m, lt_tensor_info *t, int *n) {
+    const lt_model_shape *s = &m->shape;
+    int C = s->hidden, F = s->ffn, V = s->vocab, hd = m->head_dim, r = m->tp_rank;
+    int qd = s->heads * hd, kvd = s->kv_heads * hd, qdl = m->heads_l * hd, kvdl = m->kv_heads_l * hd;
     size_t off = 0;
     char name[64];
     *n = 0;
-    off = add_tensor(t, n, "model.embed_tokens.weight", -1, V, C, off);
+    off = add_tensor(t, n, "model.embed_tokens.weight", -1, V, C, LT_SPLIT_ROWS, m->vocab0, m->vocab_l, off);
     for (int l = 0; l < s->layers; l++) {
-        struct { const char *suffix; int rows, cols; } per[] = {
-            {"input_layernorm.weight", 1, C},
-            {"self_attn.q_proj.weight", qd, C},
-            {"self_attn.k_proj.weight", kvd, C},
-            {"self_attn.v_proj.weight", kvd, C},
-            {"self_attn.o_proj.weight", C, qd},
-            {"post_attention_layernorm.weight", 1, C},
-            {"mlp.gate_proj.weight", F, C},
-            {"mlp.up_proj.weight", F, C},
-            {"mlp.down_proj.weight", C, F},
+        struct { const char *suffix; int rows, cols, split, first, count; } per[] = {
+            {"input_layernorm.weight", 1, C, LT_SPLIT_NONE, 0, 0},
+            {"self_attn.q_proj.weight", qd, C, LT_SPLIT_ROWS, r * qdl, qdl},
+            {"self_attn.k_proj.weight", kvd, C, LT_SPLIT_ROWS, r * kvdl, kvdl},
+            {"self_attn.v_proj.weight", kvd, C, LT_SPLIT_ROWS, r * kvdl, kvdl},
+            {"self_attn.o_proj.weight", C, qd, LT_SPLIT_COLS, r * qdl, qdl},
+            {"post_attention_layernorm.weight", 1, C, LT_SPLIT_NONE, 0, 0},
+            {"mlp.gate_proj.weight", F, C, LT_SPLIT_ROWS, r * m->ffn_l, m->ffn_l},
+            {"mlp.up_proj.weight", F, C, LT_SPLIT_ROWS, r * m->ffn_l, m->ffn_l},
+            {"mlp.down_proj.weight", C, F, LT_SPLIT_COLS, r * m->ffn_l, m->ffn_l},
         };
         for (size_t i = 0; i < sizeof per / sizeof per[0]; i++) {
             snprintf(name, sizeof name, "model.layers.%d.%s", l, per[i].suffix);
-            off = add_tensor(t, n, name, l, per[i].rows, per[i].cols, off);
+            off = add_tensor(t, n, name, l, per[i].rows, per[i].cols, m->tp > 1 ? per[i].split : LT_SPLIT_NONE,
+                             per[i].first, per[i].count, off);
         }
     }
-    off = add_tensor(t, n, "model.norm.weight", -1, 1, C, off);
-    if (!s->tie_embeddings) off = add_tensor(t, n, "lm_head.weight", -1, V, C, off);
+    off = add_tensor(t, n, "model.norm.weight", -1, 1, C, LT_SPLIT_NONE, 0, 0, off);
+    if (!s->tie_embeddings)
+        off = add_tensor(t, n, "lm_head.weight", -1, V, C, m->tp > 1 ? LT_SPLIT_ROWS : LT_SPLIT_NONE, m->vocab0,
+                         m->vocab_l, off);
+    if (m->tp == 1) t[0].split = LT_SPLIT_NONE, t[0].first = 0;
     return off;
 }
 
 #define TENSORS_PER_LAYER 9
 
+/* The shard sizes of TP rank `rank` of `tp` (model.h), or LT_ERR_CONFIG naming parallel.tp. */
+static lt_status tp_dims(lt_llama *m, int tp, int rank, lt_error *err) {
+    const lt_model_shape *s = &m->shape;
+    const char *what = s->heads % tp ? "attention heads" : s->kv_heads % tp ? "key/value heads"
+                       : s->ffn % tp ? "MLP width (ffn)" : NULL;
+    int n = s->heads % tp ? s->heads : s->kv_heads % tp ? s->kv_heads : s->ffn;
+    if (tp > 256) return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "parallel.tp = %d is above 256", tp);
+    if (tp < 1 || rank < 0 || rank >= tp)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "tensor-parallel rank %d of %d", rank, tp);
+    if (what) {
+        lt_fail(err, LT_ERR_CONFIG, "[parallel]", "parallel.tp = %d does not divide the model's %d %s", tp, n, what);
+        if (s->kv_heads % tp && tp % s->kv_heads == 0)
+            lt_error_hint(err, "K/V heads are split over the TP ranks, never replicated (Megatron's replication "
+                               "for tp > kv_heads is not implemented): use parallel.tp <= %d", s->kv_heads);
+        return LT_ERR_CONFIG;
+    }
+    if (tp > s->vocab)
+        return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "parallel.tp = %d exceeds the vocabulary (%d)", tp, s->vocab);
+    m->tp = tp, m->tp_rank = rank;
+    m->heads_l = s->heads / tp, m->kv_heads_l = s->kv_heads / tp, m->ffn_l = s->ffn / tp;
+    /* vocabulary rows: balanced, the first V mod tp ranks one more */
+    int base = s->vocab / tp, extra = s->vocab % tp;
+    m->vocab0 = rank * base + (rank < extra ? rank : extra);
+    m->vocab_l = base + (rank < extra ? 1 : 0);
+    return LT_OK;
+}
+
 lt_status lt_llama_create(lt_llama *m, const lt_model_shape *shape, lt_error *err) {
+    return lt_llama_create_tp(m, shape, 1, 0, err);
+}
+
+lt_status lt_llama_create_tp(lt_llama *m, const lt_model_shape *shape, int tp, int rank, lt_error *err) {
     memset(m, 0, sizeof *m);
     lt_status st = lt_model_validate(shape, err);
     if (st != LT_OK) return st;
@@ -71,6 +114,10 @@ lt_status lt_llama_create(lt_llama *m, const lt_model_shape *shape, lt_error *er
     if (m->head_dim % 2 != 0)
         return lt_fail(err, LT_ERR_CONFIG, "[model]", "head dimension hidden/heads = %d must be even (RoPE rotates pairs)",
                        m->head_dim);
+    if ((st = tp_dims(m, tp, rank, err)) != LT_OK) {
+        memset(m, 0, sizeof *m);
+        return st;
+    }
     int max_tensors = 3 + TENSORS_PER_LAYER * shape->layers;
     m->tensors = calloc((size_t)max_tensors, sizeof *m->tensors);
     m->layer_store = calloc((size_t)shape->layers * 2, sizeof *m->layer_store);
@@ -78,7 +125,7 @@ lt_status lt_llama_create(lt_llama *m, const lt_model_shape *shape, lt_error *er
         lt_llama_free(m);
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the model's tensor table");
     }
-    m->n_params = build_table(&m->shape, m->head_dim, m->tensors, &m->n_tensors);
+    m->n_params = build_table(m, m->tensors, &m->n_tensors);
     m->params = calloc(m->n_params, sizeof(float));
     if (!m->params) {
         size_t n = m->n_params;
@@ -88,6 +135,22 @@ lt_status lt_llama_create(lt_llama *m, const lt_model_shape *shape, lt_error *er
     }
     lt_llama_views_of(m, m->params, m->layer_store, &m->w);
     return LT_OK;
+}
+
+void lt_llama_copy_shard(const lt_llama *full, const float *src, const lt_llama *part, float *dst) {
+    for (int i = 0; i < part->n_tensors; i++) {
+        const lt_tensor_info *t = &part->tensors[i], *f = &full->tensors[t->index];
+        const float *from = src + f->offset;
+        float *to = dst + t->offset;
+        if (t->split == LT_SPLIT_COLS) {
+            for (int r = 0; r < t->rows; r++)
+                memcpy(to + (size_t)r * t->cols, from + (size_t)r * t->full_cols + t->first,
+                       (size_t)t->cols * sizeof *to);
+        } else {
+            size_t first = t->split == LT_SPLIT_ROWS ? (size_t)t->first * (size_t)t->cols : 0;
+            memcpy(to, from + first, (size_t)t->rows * (size_t)t->cols * sizeof *to);
+        }
+    }
 }
 
 void lt_llama_free(lt_llama *m) {
@@ -126,6 +189,8 @@ const lt_tensor_info *lt_llama_find_tensor(const lt_llama *m, const char *name) 
     return NULL;
 }
 
+/* Every element of the whole tensor is drawn in order from the tensor's stream and the
+ * shard keeps its own: the same values whatever the tensor-parallel layout. */
 void lt_llama_init(lt_llama *m, uint64_t seed) {
     lt_rng root;
     lt_rng_seed(&root, seed);
@@ -133,16 +198,21 @@ void lt_llama_init(lt_llama *m, uint64_t seed) {
     for (int i = 0; i < m->n_tensors; i++) {
         const lt_tensor_info *t = &m->tensors[i];
         float *p = m->params + t->offset;
-        size_t n = (size_t)t->rows * (size_t)t->cols;
-        if (t->rows == 1) { /* norm weights */
-            for (size_t j = 0; j < n; j++) p[j] = 1.0f;
+        if (t->full_rows == 1) { /* norm weights */
+            for (int j = 0; j < t->cols; j++) p[j] = 1.0f;
             continue;
         }
         lt_rng r;
-        lt_rng_split(&r, &root, (uint64_t)i);
+        lt_rng_split(&r, &root, (uint64_t)t->index);
         double sd = 0.02;
         if (strstr(t->name, "o_proj") || strstr(t->name, "down_proj")) sd *= resid_scale;
-        for (size_t j = 0; j < n; j++) p[j] = (float)(sd * lt_rng_normal(&r));
+        int r0 = t->split == LT_SPLIT_ROWS ? t->first : 0, c0 = t->split == LT_SPLIT_COLS ? t->first : 0;
+        for (int row = 0; row < t->full_rows; row++)
+            for (int col = 0; col < t->full_cols; col++) {
+                float v = (float)(sd * lt_rng_normal(&r));
+                if (row >= r0 && row < r0 + t->rows && col >= c0 && col < c0 + t->cols)
+                    p[(size_t)(row - r0) * t->cols + (col - c0)] = v;
+            }
     }
 }
 

@@ -51,9 +51,16 @@
 typedef struct lt_tensor_info {
     char name[64];
     int layer; /* 0..layers-1, or -1 for embedding / final norm / LM head */
-    int rows, cols;
+    int rows, cols; /* of this rank's shard (the whole tensor when split == LT_SPLIT_NONE) */
     size_t offset; /* in floats from the start of the buffer */
+    /* tensor parallelism: how the whole tensor (full_rows x full_cols) is split over the TP
+     * group and where this shard starts (its first row, or first column) */
+    int split; /* LT_SPLIT_NONE (replicated), LT_SPLIT_ROWS, LT_SPLIT_COLS */
+    int full_rows, full_cols, first;
+    int index; /* the tensor's place in the whole model's table (its init stream, lt_llama_init) */
 } lt_tensor_info;
+
+enum { LT_SPLIT_NONE = 0, LT_SPLIT_ROWS = 1, LT_SPLIT_COLS = 2 };
 
 /* Pointers to the tensors of one buffer laid out as the parameters are. */
 typedef struct lt_layer_views {
@@ -79,6 +86,16 @@ typedef struct lt_llama {
     float *params;           /* [n_params] */
     lt_llama_views w;        /* views into params */
     lt_layer_views *layer_store; /* [layers * 2]: w's layer views, then scratch for lt_llama_views */
+    /* Tensor parallelism with sequence parallelism (Megatron-LM, Shoeybi et al. 2019 3;
+     * Korthikanti et al. 2022 4.2.2): this rank is rank tp_rank of a tp-way group and holds
+     * its shard of every matrix: Q/K/V and gate/up by output rows (column-parallel: heads
+     * and MLP columns split), O and down by input columns (row-parallel), the embedding and
+     * LM head by vocabulary rows (vocab-parallel); the norms are replicated. K/V heads are
+     * split, never replicated: kv_heads must be a multiple of tp. tp = 1: the whole model. */
+    int tp, tp_rank;
+    int heads_l, kv_heads_l, ffn_l; /* this rank's heads, K/V heads, MLP columns */
+    int vocab0, vocab_l;            /* this rank's vocabulary rows [vocab0, vocab0 + vocab_l) */
+    const struct lt_tp_ops *tp_ops; /* the group's collectives (lt_tp_ops); NULL with tp = 1 */
     /* where the passes run (train/model/backend.h): NULL is the CPU fp32 reference. With another
      * backend, activations, K/V and the gradient views handed to the passes are that
      * backend's memory, and `params` stays the fp32 host copy (checkpoints, optimizer). */
@@ -88,6 +105,34 @@ typedef struct lt_llama {
 /* Allocate a model of `shape` (validated; rope_theta/norm_eps defaults applied) with zeroed
  * parameters. Errors: LT_ERR_CONFIG (bad shape), LT_ERR_NOMEM. */
 lt_status lt_llama_create(lt_llama *m, const lt_model_shape *shape, lt_error *err);
+/* The same for rank `rank` of a tp-way tensor-parallel group: its shard of every tensor
+ * (the table above, shapes of the shard). LT_ERR_CONFIG naming parallel.tp when tp does
+ * not divide the heads, the K/V heads or the MLP width, or exceeds the vocabulary. */
+lt_status lt_llama_create_tp(lt_llama *m, const lt_model_shape *shape, int tp, int rank, lt_error *err);
+/* Copy this rank's shard of every tensor of part out of src, a buffer laid out as the
+ * whole model `full` (same shape, tp = 1), into dst (part's layout): how a TP rank takes
+ * its part of whole parameters (a checkpoint, a test's reference). */
+void lt_llama_copy_shard(const lt_llama *full, const float *src, const lt_llama *part, float *dst);
+
+/*
+ * The collectives of a tensor-parallel group (lt_llama.tp_ops), over the group's tp ranks
+ * in rank order, blocking; buffers are memory of the model's backend. Elements of `es`
+ * bytes (the backend's act_bytes; fp32 statistics pass es = 4) are summed in fp32.
+ *   all_gather      in place: `all` holds tp blocks of `block` bytes; this rank's block
+ *                   (block tp_rank) is filled, the call fills the others from their ranks;
+ *   reduce_scatter  in place: `all` holds tp blocks of n elements; afterwards block
+ *                   tp_rank holds the sum over the ranks of their block tp_rank (the other
+ *                   blocks are left undefined);
+ *   all_reduce      n fp32 elements of buf, summed (or the maximum with `max`).
+ * The executor implements them over its communicator (train/exec); tests in one process
+ * with threads.
+ */
+typedef struct lt_tp_ops {
+    void *ctx;
+    lt_status (*all_gather)(void *ctx, void *all, size_t block, lt_error *err);
+    lt_status (*reduce_scatter)(void *ctx, void *all, size_t n, size_t es, lt_error *err);
+    lt_status (*all_reduce)(void *ctx, float *buf, size_t n, bool max, lt_error *err);
+} lt_tp_ops;
 void lt_llama_free(lt_llama *m); /* NULL-safe; m is zeroed */
 
 /* Fill `out` with views of `buf` (n_params floats, the parameter layout). `layer_views` is
@@ -201,17 +246,24 @@ size_t lt_kvctx_bytes(const lt_kvctx *c);
 /* ---------------------------------------------------------------- activations of a unit */
 
 /* What the forward of one unit keeps for its backward (per layer of the range, then the
- * head's part). Allocated for T tokens and a layer range [l0, l1). */
+ * head's part). Allocated for T tokens and a layer range [l0, l1).
+ *
+ * Under tensor parallelism (lt_llama.tp > 1) the arrays marked SP hold only this rank's
+ * SEQUENCE-PARALLEL rows (Korthikanti et al. 2022 4.2.2: the residual stream and the norms
+ * on 1/tp of the tokens): the unit's rows whose token position p has p mod tp == tp_rank,
+ * Tl of them, in unit order. The rule depends on the token alone, not on the unit, so a
+ * row moved between units (an asymmetric backward's gather) stays on its rank. The other
+ * arrays hold every row for this rank's heads / MLP columns (qd, nh, F of the shard). */
 typedef struct lt_layer_acts {
-    float *x;      /* [T,C] layer input (residual stream) */
-    float *n1;     /* [T,C] rmsnorm(x) */
-    float *rstd1;  /* [T] */
+    float *x;      /* SP [Tl,C] layer input (residual stream) */
+    float *n1;     /* SP [Tl,C] rmsnorm(x) */
+    float *rstd1;  /* SP [Tl] */
     float *q;      /* [T,qd] post-RoPE queries */
     float *att;    /* [T,qd] attention output (before o_proj) */
     float *lse;    /* [T,nh] log-sum-exp of each row's scores */
-    float *x2;     /* [T,C] x + attention branch */
-    float *n2;     /* [T,C] rmsnorm(x2) */
-    float *rstd2;  /* [T] */
+    float *x2;     /* SP [Tl,C] x + attention branch */
+    float *n2;     /* SP [Tl,C] rmsnorm(x2) */
+    float *rstd2;  /* SP [Tl] */
     float *gate;   /* [T,F] */
     float *up;     /* [T,F] */
     float *act;    /* [T,F] silu(gate) * up */
@@ -222,14 +274,20 @@ typedef struct lt_acts {
     int32_t *ids;          /* [T] token id of each row */
     int32_t *pos;          /* [T] absolute position of each row in its sample */
     int32_t *targets;      /* [T] next token, or -1 */
+    /* sequence parallelism (tp > 1; with tp = 1, Tl = N = T, lrow[r] = slot[r] = r) */
+    int Tl;                /* this rank's SP rows */
+    int N;                 /* the most SP rows of any rank of the group (the collectives' block) */
+    int32_t *lrow;         /* [T] row r's index among this rank's SP rows, or -1 */
+    int32_t *slot;         /* [T] row r's place in a gathered [tp, N] block array: owner N + index */
     lt_layer_acts *layer;  /* [l1 - l0] */
-    float *out;            /* [T,C] output of the last layer of the range */
+    float *out;            /* SP [Tl,C] output of the last layer of the range */
     /* head (last stage): */
-    float *dnf_in;         /* [T,C] gradient w.r.t. the final norm's input, from the fused head */
+    float *dnf_in;         /* SP [Tl,C] gradient w.r.t. the final norm's input, from the fused head */
     double loss_sum;       /* head: summed cross-entropy of the unit's predicting rows */
     int n_predicting;      /* head: rows with a target */
     float *buf;            /* the single allocation behind the float arrays above */
-    int32_t *ibuf;         /* ... and behind the int arrays */
+    int32_t *ibuf;         /* ... and behind ids, pos and targets */
+    int32_t *ibuf_sp;      /* ... and behind lrow and slot (NULL with tp = 1) */
     size_t bytes;          /* of buf and ibuf */
     bool window;           /* lt_acts_alloc_window: one layer's storage for every layer of the range */
     const struct lt_backend *be; /* whose memory buf is (train/model/backend.h); the model's backend */

@@ -32,41 +32,44 @@
 static inline float *at(const void *base, size_t bytes) { return (float *)((char *)base + bytes); }
 
 typedef struct dims {
-    int T, C, F, V, nh, nkv, hd, qd, kvd;
+    int T, Tl, C, F, V, nh, nkv, hd, qd, kvd;
 } dims;
 
-static dims dims_of(const lt_llama *m, int T) {
+/* A unit of T rows, Tl of them this rank's sequence-parallel rows; the widths are this
+ * tensor-parallel rank's (its heads, K/V heads, MLP columns and vocabulary rows). */
+static dims dims_of(const lt_llama *m, int T, int Tl) {
     dims d;
     d.T = T;
+    d.Tl = Tl;
     d.C = m->shape.hidden;
-    d.F = m->shape.ffn;
-    d.V = m->shape.vocab;
-    d.nh = m->shape.heads;
-    d.nkv = m->shape.kv_heads;
+    d.F = m->ffn_l;
+    d.V = m->vocab_l;
+    d.nh = m->heads_l;
+    d.nkv = m->kv_heads_l;
     d.hd = m->head_dim;
     d.qd = d.nh * d.hd;
     d.kvd = d.nkv * d.hd;
     return d;
 }
 
-/* Bytes one layer keeps for T rows (lt_layer_acts): activation elements of act_bytes, rstd
- * and lse fp32, each array aligned (on the fp32 backend: T C 4 floats + ..., no padding). */
+/* Bytes one layer keeps (lt_layer_acts): activation elements of act_bytes, rstd and lse
+ * fp32, each array aligned (on the fp32 backend with tp = 1: T C 4 floats + ..., no padding). */
 static size_t layer_bytes(const lt_backend *be, const dims *d) {
-    size_t T = (size_t)d->T, es = be->act_bytes;
-    return lt_backend_span(be, T * (size_t)d->C, es) * 4 + lt_backend_span(be, T, 4) * 2 +
+    size_t T = (size_t)d->T, Tl = (size_t)d->Tl, es = be->act_bytes;
+    return lt_backend_span(be, Tl * (size_t)d->C, es) * 4 + lt_backend_span(be, Tl, 4) * 2 +
            lt_backend_span(be, T * (size_t)d->qd, es) * 2 + lt_backend_span(be, T * (size_t)d->nh, 4) +
            lt_backend_span(be, T * (size_t)d->F, es) * 3;
 }
 
-/* Where a set's arrays lie in a->buf / a->ibuf for a->T rows: every layer of the range in
- * order (a window set: one layer's storage that every layer of the range shares), then out
- * (not in a window set), then the head's dnf_in. Offsets in bytes (a->be's element sizes
- * and alignment). Returns the bytes of buf. */
+/* Where a set's arrays lie in a->buf / a->ibuf for a->T rows (a->Tl SP rows): every layer
+ * of the range in order (a window set: one layer's storage that every layer of the range
+ * shares), then out (not in a window set), then the head's dnf_in. Offsets in bytes (a->be's
+ * element sizes and alignment). Returns the bytes of buf. */
 static size_t lay_out(lt_acts *a, const dims *d, bool head) {
     const lt_backend *be = a->be;
-    size_t o = 0, T = (size_t)a->T, es = be->act_bytes;
-    size_t TC = lt_backend_span(be, T * d->C, es), TQ = lt_backend_span(be, T * d->qd, es);
-    size_t TF = lt_backend_span(be, T * d->F, es), TR = lt_backend_span(be, T, 4);
+    size_t o = 0, T = (size_t)a->T, Tl = (size_t)a->Tl, es = be->act_bytes;
+    size_t TC = lt_backend_span(be, Tl * d->C, es), TQ = lt_backend_span(be, T * d->qd, es);
+    size_t TF = lt_backend_span(be, T * d->F, es), TR = lt_backend_span(be, Tl, 4);
     size_t TH = lt_backend_span(be, T * d->nh, 4);
     int stored = a->window ? 1 : a->l1 - a->l0;
     for (int l = 0; l < a->l1 - a->l0; l++) {
@@ -95,7 +98,40 @@ static size_t lay_out(lt_acts *a, const dims *d, bool head) {
     a->ids = a->ibuf;
     a->pos = a->ibuf + T;
     a->targets = a->ibuf + 2 * T;
+    a->lrow = a->ibuf_sp;
+    a->slot = a->ibuf_sp ? a->ibuf_sp + T : NULL;
     return o;
+}
+
+/* Row r's index among this rank's SP rows (-1: another rank's), and its slot in a gathered
+ * [tp, N] array (train/model/model.h); the identity with tp = 1. */
+static inline int lrow_of(const lt_acts *a, int r) { return a->lrow ? a->lrow[r] : r; }
+
+/* The sequence-parallel split of a set's rows (model.h: row r goes to rank pos[r] mod tp):
+ * a->Tl, a->N, and with tp > 1 lrow and slot. */
+static void sp_split(lt_acts *a, const lt_llama *m) {
+    if (m->tp == 1) {
+        a->Tl = a->N = a->T;
+        return;
+    }
+    int cnt[256] = {0}; /* tp <= 256: lt_llama_create_tp */
+    for (int r = 0; r < a->T; r++) {
+        int o = a->pos[r] % m->tp;
+        a->lrow[r] = o == m->tp_rank ? cnt[o] : -1;
+        a->slot[r] = cnt[o]++; /* the owner's block is added below, once N is known */
+    }
+    a->N = 0;
+    for (int o = 0; o < m->tp; o++) a->N = cnt[o] > a->N ? cnt[o] : a->N;
+    a->Tl = cnt[m->tp_rank];
+    for (int r = 0; r < a->T; r++) a->slot[r] += (a->pos[r] % m->tp) * a->N;
+}
+
+/* This rank's SP rows of a unit (tp = 1: all of them), from its slices' positions. */
+static int sp_rows(const lt_llama *m, const lt_train_unit *u) {
+    int n = 0;
+    for (int i = 0; i < u->n_slices; i++)
+        for (int t = u->slices[i].begin; t < u->slices[i].end; t++) n += t % m->tp == m->tp_rank;
+    return n;
 }
 
 static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
@@ -106,26 +142,29 @@ static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, co
     if (l0 < 0 || l1 > m->shape.layers || l0 > l1)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "layer range [%d, %d) outside the model's %d layers", l0, l1,
                        m->shape.layers);
-    int T = lt_unit_tokens(u);
-    dims d = dims_of(m, T);
+    int T = lt_unit_tokens(u), Tl = sp_rows(m, u);
+    dims d = dims_of(m, T, Tl);
     const lt_backend *be = lt_backend_of(m);
     int stored = window ? (l1 > l0 ? 1 : 0) : l1 - l0;
-    size_t TCb = lt_backend_span(be, (size_t)T * (size_t)d.C, be->act_bytes); /* a [T, C] array's bytes */
+    size_t TCb = lt_backend_span(be, (size_t)Tl * (size_t)d.C, be->act_bytes); /* an SP [Tl, C] array's bytes */
     size_t total = layer_bytes(be, &d) * (size_t)stored + TCb * ((window ? 0u : 1u) + (head ? 1u : 0u));
+    size_t ibytes = (size_t)T * 3 * sizeof(int32_t), spbytes = m->tp > 1 ? (size_t)T * 2 * sizeof(int32_t) : 0;
     a->T = T;
+    a->Tl = Tl;
     a->l0 = l0;
     a->l1 = l1;
     a->window = window;
     a->be = be;
     a->buf = be->alloc(be, total ? total : sizeof(float), false);
-    a->ibuf = malloc((size_t)T * 3 * sizeof(int32_t));
+    a->ibuf = malloc(ibytes);
+    a->ibuf_sp = spbytes ? malloc(spbytes) : NULL;
     a->layer = calloc((size_t)(l1 - l0 > 0 ? l1 - l0 : 1), sizeof *a->layer);
-    if (!a->buf || !a->ibuf || !a->layer) {
+    if (!a->buf || !a->ibuf || (spbytes && !a->ibuf_sp) || !a->layer) {
         lt_acts_free(a);
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the activations of a %d-token unit (%.1f MiB on %s)",
                        T, (double)total / 1048576.0, be->name);
     }
-    a->bytes = total + (size_t)T * 3 * sizeof(int32_t);
+    a->bytes = total + ibytes + spbytes;
     lay_out(a, &d, head);
     int row = 0;
     for (int i = 0; i < u->n_slices; i++) {
@@ -138,6 +177,7 @@ static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, co
             a->targets[row] = t + 1 < smp->len ? smp->tokens[t + 1] : -1;
         }
     }
+    sp_split(a, m);
     return LT_OK;
 }
 
@@ -151,10 +191,12 @@ lt_status lt_acts_alloc_window(lt_acts *a, const lt_llama *m, const lt_batch *b,
     return acts_alloc(a, m, b, u, l0, l1, head, true, err);
 }
 
-/* One array of a set: its base and the bytes of one row (row r is at base + r w). */
+/* One array of a set: its base, the bytes of one row (row r is at base + r w), and whether
+ * it holds this rank's SP rows only (row r at base + lrow[r] w; absent when lrow[r] < 0). */
 typedef struct field {
     char *base;
     size_t w;
+    bool sp;
 } field;
 
 enum { LAYER_FIELDS = 12 };
@@ -164,16 +206,25 @@ enum { LAYER_FIELDS = 12 };
 static void layer_fields(const lt_acts *a, const dims *d, int l, field *f) {
     const lt_layer_acts *L = &a->layer[l - a->l0];
     size_t es = a->be->act_bytes, C = (size_t)d->C * es, Q = (size_t)d->qd * es, F = (size_t)d->F * es;
-    f[0] = (field){(char *)L->x, C}, f[1] = (field){(char *)L->n1, C}, f[2] = (field){(char *)L->rstd1, 4};
-    f[3] = (field){(char *)L->q, Q}, f[4] = (field){(char *)L->att, Q};
-    f[5] = (field){(char *)L->lse, (size_t)d->nh * 4};
-    f[6] = (field){(char *)L->x2, C}, f[7] = (field){(char *)L->n2, C}, f[8] = (field){(char *)L->rstd2, 4};
-    f[9] = (field){(char *)L->gate, F}, f[10] = (field){(char *)L->up, F}, f[11] = (field){(char *)L->act, F};
+    f[0] = (field){(char *)L->x, C, true}, f[1] = (field){(char *)L->n1, C, true};
+    f[2] = (field){(char *)L->rstd1, 4, true};
+    f[3] = (field){(char *)L->q, Q, false}, f[4] = (field){(char *)L->att, Q, false};
+    f[5] = (field){(char *)L->lse, (size_t)d->nh * 4, false};
+    f[6] = (field){(char *)L->x2, C, true}, f[7] = (field){(char *)L->n2, C, true};
+    f[8] = (field){(char *)L->rstd2, 4, true};
+    f[9] = (field){(char *)L->gate, F, false}, f[10] = (field){(char *)L->up, F, false};
+    f[11] = (field){(char *)L->act, F, false};
 }
 
 /* The head's part of a row (dnf_in). */
 static field head_field(const lt_acts *a, const dims *d) {
-    return (field){(char *)a->dnf_in, (size_t)d->C * a->be->act_bytes};
+    return (field){(char *)a->dnf_in, (size_t)d->C * a->be->act_bytes, true};
+}
+
+/* Where row r of field f is, or NULL when it is another rank's SP row. */
+static char *row_at(const lt_acts *a, const field *f, int r) {
+    int k = f->sp ? lrow_of(a, r) : r;
+    return k < 0 ? NULL : f->base + (size_t)k * f->w;
 }
 
 /* The checks of a row move: [l0, l1) inside a's range, the row inside a, the head's part
@@ -187,24 +238,25 @@ static lt_status check_row(const lt_acts *a, int row, int l0, int l1, bool head,
 }
 
 /* Row `row` of layers [l0, l1) of a (and with `head` its dnf_in) to (pack) or from buf, the
- * fields' bytes one after the other (buf is memory of a's backend: be->copy). */
+ * fields' bytes one after the other (buf is memory of a's backend: be->copy); an SP field
+ * of another rank's row keeps its place in buf, unused. */
 static lt_status row_io(lt_acts *a, int row, const lt_llama *m, int l0, int l1, bool head, char *buf, bool pack,
                         lt_error *err) {
-    dims d = dims_of(m, 1);
+    dims d = dims_of(m, 1, 1);
     field f[LAYER_FIELDS + 1];
-    lt_status st = LT_OK;
-    for (int l = l0; st == LT_OK && l <= l1; l++) {
+    for (int l = l0; l <= l1; l++) {
         int n = LAYER_FIELDS;
         if (l < l1) layer_fields(a, &d, l, f);
         else if (head) f[0] = head_field(a, &d), n = 1;
         else break;
-        for (int i = 0; st == LT_OK && i < n; buf += f[i].w, i++) {
-            char *r = f[i].base + (size_t)row * f[i].w;
+        for (int i = 0; i < n; buf += f[i].w, i++) {
+            char *r = row_at(a, &f[i], row);
+            if (!r) continue;
             if (pack) a->be->copy(a->be, buf, r, f[i].w);
             else a->be->copy(a->be, r, buf, f[i].w);
         }
     }
-    return st == LT_OK ? a->be->check(a->be, err) : st;
+    return a->be->check(a->be, err);
 }
 
 lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow, int l0, int l1, bool head,
@@ -218,24 +270,28 @@ lt_status lt_acts_copy_row(lt_acts *dst, int drow, const lt_acts *src, int srow,
     if (dst->be != src->be)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "copying a row between the %s and %s backends", src->be->name,
                        dst->be->name);
-    dims d = dims_of(m, 1);
+    dims d = dims_of(m, 1, 1);
     field fd[LAYER_FIELDS], fs[LAYER_FIELDS];
     for (int l = l0; l <= l1; l++) {
         int n = LAYER_FIELDS;
         if (l < l1) layer_fields(dst, &d, l, fd), layer_fields(src, &d, l, fs);
         else if (head) fd[0] = head_field(dst, &d), fs[0] = head_field(src, &d), n = 1;
         else break;
-        for (int i = 0; i < n; i++)
-            dst->be->copy(dst->be, fd[i].base + (size_t)drow * fd[i].w, fs[i].base + (size_t)srow * fs[i].w, fd[i].w);
+        for (int i = 0; i < n; i++) {
+            char *to = row_at(dst, &fd[i], drow);
+            const char *from = row_at(src, &fs[i], srow);
+            if (to && from) dst->be->copy(dst->be, to, from, fd[i].w); /* the same token: both or neither */
+        }
     }
     return LT_OK;
 }
 
-/* A row's bytes (the fields of layer_fields and head_field, unpadded); the floats of
- * lt_acts_row_floats are these bytes rounded up to whole floats (equal on fp32). */
+/* A row's bytes (the fields of layer_fields and head_field, unpadded; an SP field's too,
+ * whichever rank holds the row); the floats of lt_acts_row_floats are these bytes rounded
+ * up to whole floats (equal on fp32). */
 static size_t row_bytes(const lt_llama *m, int l0, int l1, bool head) {
     size_t es = lt_backend_of(m)->act_bytes;
-    dims d = dims_of(m, 1);
+    dims d = dims_of(m, 1, 1);
     size_t layer = ((size_t)d.C * 4 + (size_t)d.qd * 2 + (size_t)d.F * 3) * es + (2 + (size_t)d.nh) * 4;
     return (size_t)(l1 - l0) * layer + (head ? (size_t)d.C * es : 0u);
 }
@@ -267,9 +323,9 @@ static field field_at(const lt_acts *a, const dims *d, int i) {
         layer_fields(a, d, a->l0 + i / LAYER_FIELDS, f);
         return f[i % LAYER_FIELDS];
     }
-    if (i == nl) return (field){(char *)a->out, (size_t)d->C * a->be->act_bytes};
+    if (i == nl) return (field){(char *)a->out, (size_t)d->C * a->be->act_bytes, true};
     if (i == nl + 1 && a->dnf_in) return head_field(a, d);
-    return (field){NULL, 0};
+    return (field){NULL, 0, false};
 }
 
 lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *m, lt_error *err) {
@@ -282,27 +338,46 @@ lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *
     if (n == a->T) return LT_OK;
     bool head = a->dnf_in != NULL;
     const lt_backend *be = a->be;
-    size_t ibytes = (size_t)a->T * 3 * sizeof(int32_t), fbytes = a->bytes - ibytes;
-    dims d = dims_of(m, a->T);
+    size_t ibytes = (size_t)a->T * 3 * sizeof(int32_t), spbytes = a->ibuf_sp ? (size_t)a->T * 2 * sizeof(int32_t) : 0;
+    size_t fbytes = a->bytes - ibytes - spbytes;
+    dims d = dims_of(m, a->T, a->Tl);
     lt_acts old = *a; /* its layer views are lay_out's of a->T rows: keep them */
     lt_layer_acts *old_layer = malloc((size_t)(a->l1 - a->l0 > 0 ? a->l1 - a->l0 : 1) * sizeof *old_layer);
-    if (!old_layer) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    int32_t *old_lrow = a->lrow ? malloc((size_t)a->T * sizeof *old_lrow) : NULL;
+    if (!old_layer || (a->lrow && !old_lrow)) {
+        free(old_layer), free(old_lrow);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    }
     memcpy(old_layer, a->layer, (size_t)(a->l1 - a->l0) * sizeof *old_layer);
+    if (old_lrow) memcpy(old_lrow, a->lrow, (size_t)a->T * sizeof *old_lrow);
     old.layer = old_layer;
+    old.lrow = old_lrow;
+    /* the kept rows' ids, positions, targets, and their SP split (rows[k] >= k: in place) */
+    for (int k = 0; k < n; k++) {
+        a->ids[k] = old.ids[rows[k]];
+        a->pos[k] = old.pos[rows[k]];
+        a->targets[k] = old.targets[rows[k]];
+    }
+    memmove(a->ibuf + n, a->pos, (size_t)n * sizeof(int32_t));
+    memmove(a->ibuf + 2 * (size_t)n, a->targets, (size_t)n * sizeof(int32_t));
+    a->T = n;
+    a->ids = a->ibuf, a->pos = a->ibuf + n, a->targets = a->ibuf + 2 * (size_t)n;
+    if (a->lrow) a->slot = a->lrow + n;
+    sp_split(a, m);
     /* the new layout over the same buffers: every array starts at or below where it was and
      * every kept row moves down, so moving them in address order overwrites nothing unread */
-    a->T = n;
-    dims dn = dims_of(m, n);
+    dims dn = dims_of(m, n, a->Tl);
     size_t total = lay_out(a, &dn, head);
     for (int i = 0;; i++) {
         field fo = field_at(&old, &d, i), fn = field_at(a, &dn, i);
         if (!fo.base) break;
-        for (int r = 0; r < n; r++) be->copy(be, fn.base + (size_t)r * fn.w, fo.base + (size_t)rows[r] * fo.w, fn.w);
+        for (int r = 0; r < n; r++) {
+            char *to = row_at(a, &fn, r);
+            const char *from = row_at(&old, &fo, rows[r]);
+            if (to && from) be->copy(be, to, from, fn.w);
+        }
     }
-    free(old_layer);
-    int32_t *oi[3] = {old.ids, old.pos, old.targets}, *ni[3] = {a->ids, a->pos, a->targets};
-    for (int i = 0; i < 3; i++)
-        for (int r = 0; r < n; r++) ni[i][r] = oi[i][rows[r]];
+    free(old_layer), free(old_lrow);
     /* give the rows' memory back: on the host a smaller block (the allocator keeps it in
      * place); elsewhere a new block the kept rows move to */
     float *fb = NULL;
@@ -313,10 +388,12 @@ lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *
         be->free(be, a->buf);
     }
     int32_t *ib = realloc(a->ibuf, (size_t)n * 3 * sizeof(int32_t));
+    int32_t *sb = a->ibuf_sp ? realloc(a->ibuf_sp, (size_t)n * 2 * sizeof(int32_t)) : NULL;
     if (fb) a->buf = fb, fbytes = total;
     if (ib) a->ibuf = ib, ibytes = (size_t)n * 3 * sizeof(int32_t);
+    if (sb) a->ibuf_sp = sb, spbytes = (size_t)n * 2 * sizeof(int32_t);
     lay_out(a, &dn, head);
-    a->bytes = fbytes + ibytes; /* (a block that could not shrink is still held whole) */
+    a->bytes = fbytes + ibytes + spbytes; /* (a block that could not shrink is still held whole) */
     return LT_OK;
 }
 
@@ -325,6 +402,7 @@ void lt_acts_free(lt_acts *a) {
     if (a->be) a->be->free(a->be, a->buf);
     else free(a->buf);
     free(a->ibuf);
+    free(a->ibuf_sp);
     free(a->layer);
     memset(a, 0, sizeof *a);
 }
@@ -376,48 +454,130 @@ static void let_go(const lt_pass *pass, size_t bytes) {
     if (pass->meter && bytes) pass->meter->sub(pass->meter->ctx, bytes);
 }
 
+/* ---------------------------------------------------------------- tensor parallelism
+ * Megatron-LM's sequence parallelism (Korthikanti et al. 2022 4.2.2, Fig. 5): between the
+ * blocks a rank holds its SP rows of the residual stream (model.h's lt_layer_acts); an
+ * all-gather brings every row of the normed input before a column-parallel GEMM (its
+ * conjugate in the backward: a reduce-scatter of the input's gradient), and a reduce-scatter
+ * sums a row-parallel GEMM's partial outputs into the SP rows after it (its conjugate: an
+ * all-gather of the output's gradient). Both go through a [tp, N] block array (tp_pad):
+ * rank o's SP rows in block o, padded to the group's largest count N, placed by a->slot.
+ * With tp = 1 none of this runs: the full arrays are the SP arrays themselves. */
+
+/* full[T, w bytes] in unit order = every rank's SP rows of `local` ([Tl, w], this rank's). */
+static lt_status sp_gather(const lt_llama *m, const lt_acts *a, void *full, const void *local, size_t w, void *pad,
+                           lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    size_t block = (size_t)a->N * w;
+    be->copy(be, (char *)pad + (size_t)m->tp_rank * block, local, (size_t)a->Tl * w);
+    lt_status st = m->tp_ops->all_gather(m->tp_ops->ctx, pad, block, err);
+    for (int r = 0; st == LT_OK && r < a->T; r++)
+        be->copy(be, (char *)full + (size_t)r * w, (char *)pad + (size_t)a->slot[r] * w, w);
+    return st;
+}
+
+/* local[Tl, width] = the sum over the ranks of their partial `full` [T, width] rows that
+ * are this rank's SP rows (elements of es bytes). */
+static lt_status sp_reduce_scatter(const lt_llama *m, const lt_acts *a, void *local, const void *full, size_t width,
+                                   size_t es, void *pad, lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    size_t w = width * es, block = (size_t)a->N * w;
+    be->zero(be, pad, block * (size_t)m->tp);
+    for (int r = 0; r < a->T; r++)
+        be->copy(be, (char *)pad + (size_t)a->slot[r] * w, (const char *)full + (size_t)r * w, w);
+    lt_status st = m->tp_ops->reduce_scatter(m->tp_ops->ctx, pad, (size_t)a->N * width, es, err);
+    if (st == LT_OK) be->copy(be, local, (char *)pad + (size_t)m->tp_rank * block, (size_t)a->Tl * w);
+    return st;
+}
+
+/* Bytes of the [tp, N] block array of a set's [*, C] rows. */
+static size_t tp_pad_bytes(const lt_llama *m, const lt_acts *a) {
+    return (size_t)m->tp * (size_t)a->N * (size_t)m->shape.hidden * lt_backend_of(m)->act_bytes;
+}
+
+/* The vocab-parallel embedding's ids (host): a token of this rank's rows [vocab0, vocab0 +
+ * vocab_l) as its row there, any other -1 (a zero row: train/cpu/kernels.h). */
+static int32_t *local_ids(const lt_llama *m, const lt_acts *a) {
+    int32_t *ids = malloc((size_t)(a->T > 0 ? a->T : 1) * sizeof *ids);
+    for (int r = 0; ids && r < a->T; r++) {
+        int k = a->ids[r] - m->vocab0;
+        ids[r] = k >= 0 && k < m->vocab_l ? k : -1;
+    }
+    return ids;
+}
+
 /*
  * The head: final RMSNorm, LM head, cross-entropy, over row blocks so the [T, V] logits
  * never exist at once. With loss_scale > 0 its backward runs here too (fused, as llm.c's
  * fused classifier): the logits block becomes dlogits in place, the LM head's gradient is
  * added to grads, and the gradient of the final norm's input goes to acts->dnf_in.
+ * Tensor-parallel: the normed SP rows are all-gathered, each rank computes the logits of
+ * its vocabulary rows, the cross-entropy's row maxima and sums are all-reduced over the
+ * group (Megatron's vocab-parallel cross-entropy: no rank holds a whole row of logits), and
+ * the final norm's input gradient, partial per rank, is reduce-scattered into SP rows.
  */
 static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a, const lt_llama_views *grads,
                               float *logits_out, lt_pool *pool, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
-    dims d = dims_of(m, a->T);
-    size_t es = be->act_bytes, TC = (size_t)d.T * d.C;
-    bool grad = pass->loss_scale > 0;
-    int block = lt_fused_head_rows(d.V); /* rows at once: the [rows, V] logits stay near 32 MiB */
+    dims d = dims_of(m, a->T, a->Tl);
+    size_t es = be->act_bytes, TC = (size_t)d.Tl * d.C, FC = (size_t)d.T * d.C;
+    bool grad = pass->loss_scale > 0, tp = m->tp > 1;
+    if (tp && logits_out)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "the logits of a tensor-parallel rank are its vocabulary rows only");
+    int block = lt_fused_head_rows(m->shape.vocab); /* rows at once: the [rows, V] logits stay near 32 MiB */
     if (block > d.T) block = d.T;
-    float *nf = be->alloc(be, TC * es, false);
-    float *rstd = be->alloc(be, (size_t)d.T * sizeof(float), false);
+    if (block < 1) block = 1;
+    float *nf = be->alloc(be, (TC ? TC : 1) * es, false);
+    float *rstd = be->alloc(be, (size_t)(d.Tl ? d.Tl : 1) * sizeof(float), false);
     float *logits = be->alloc(be, (size_t)block * (size_t)d.V * es, false);
-    float *dnf = grad ? be->alloc(be, TC * es, true) : NULL;
-    if (!nf || !rstd || !logits || (grad && !dnf)) {
+    float *dnf = grad ? be->alloc(be, (TC ? TC : 1) * es, true) : NULL;
+    /* tensor-parallel: every row's normed input, its partial gradient, the block array, the
+     * cross-entropy's statistics (rowmax, sums, target logits) */
+    size_t pad_bytes = tp ? tp_pad_bytes(m, a) : 0, stat_bytes = tp ? (size_t)block * 3 * sizeof(float) : 0;
+    float *nff = tp ? be->alloc(be, FC * es, false) : nf;
+    float *dnff = tp && grad ? be->alloc(be, FC * es, true) : dnf;
+    float *pad = tp ? be->alloc(be, pad_bytes ? pad_bytes : es, false) : NULL;
+    float *stats = tp ? be->alloc(be, stat_bytes, false) : NULL;
+    if (!nf || !rstd || !logits || (grad && !dnf) || !nff || (grad && !dnff) || (tp && (!pad || !stats))) {
         be->free(be, nf), be->free(be, rstd), be->free(be, logits), be->free(be, dnf);
+        if (tp) be->free(be, nff), be->free(be, dnff), be->free(be, pad), be->free(be, stats);
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the LM head of a %d-token unit (%s)", d.T, be->name);
     }
-    size_t bytes = (TC * (grad ? 2u : 1u) + (size_t)block * (size_t)d.V) * es + (size_t)d.T * sizeof(float);
+    size_t bytes = (TC * (grad ? 2u : 1u) + (size_t)block * (size_t)d.V) * es + (size_t)d.Tl * sizeof(float);
+    if (tp) bytes += FC * es * (grad ? 2u : 1u) + pad_bytes + stat_bytes;
     held(pass, bytes);
-    be->rmsnorm_forward(be, nf, rstd, a->out, WEIGHT(m->w.final_norm), d.T, d.C, (float)m->shape.norm_eps, pool);
+    be->rmsnorm_forward(be, nf, rstd, a->out, WEIGHT(m->w.final_norm), d.Tl, d.C, (float)m->shape.norm_eps, pool);
+    lt_status st = tp ? sp_gather(m, a, nff, nf, (size_t)d.C * es, pad, err) : LT_OK;
     double loss = 0;
     int predicting = 0;
-    lt_status st = LT_OK;
     for (int r0 = 0; st == LT_OK && r0 < d.T; r0 += block) {
         int rows = d.T - r0 < block ? d.T - r0 : block;
-        const float *x = at(nf, (size_t)r0 * d.C * es);
+        const float *x = at(nff, (size_t)r0 * d.C * es);
+        const int32_t *tg = a->targets + r0;
         be->linear_forward(be, logits, x, WEIGHT(m->w.lm_head), rows, d.C, d.V);
         if (logits_out) st = be->to_host_f32(be, logits_out + (size_t)r0 * d.V, logits, (size_t)rows * d.V, err);
-        loss += be->xent(be, grad ? logits : NULL, logits, a->targets + r0, rows, d.V, pass->loss_scale, pool);
-        for (int r = 0; r < rows; r++) predicting += a->targets[r0 + r] >= 0;
-        if (grad)
-            be->linear_backward(be, at(dnf, (size_t)r0 * d.C * es), grads->lm_head, logits, x, WEIGHT(m->w.lm_head),
+        if (!tp) {
+            loss += be->xent(be, grad ? logits : NULL, logits, tg, rows, d.V, pass->loss_scale, pool);
+        } else {
+            float *rowmax = stats, *sums = stats + block;
+            be->xent_tp_max(be, rowmax, logits, rows, d.V);
+            if ((st = be->check(be, err)) == LT_OK) st = m->tp_ops->all_reduce(m->tp_ops->ctx, rowmax, (size_t)rows, true, err);
+            if (st == LT_OK) be->xent_tp_sums(be, sums, logits, rowmax, tg, m->vocab0, rows, d.V);
+            if (st == LT_OK && (st = be->check(be, err)) == LT_OK)
+                st = m->tp_ops->all_reduce(m->tp_ops->ctx, sums, 2 * (size_t)rows, false, err);
+            if (st == LT_OK)
+                loss += be->xent_tp_finish(be, grad ? logits : NULL, logits, rowmax, sums, tg, m->vocab0, rows, d.V,
+                                           pass->loss_scale);
+        }
+        for (int r = 0; r < rows; r++) predicting += tg[r] >= 0;
+        if (st == LT_OK && grad)
+            be->linear_backward(be, at(dnff, (size_t)r0 * d.C * es), grads->lm_head, logits, x, WEIGHT(m->w.lm_head),
                                 rows, d.C, d.V);
     }
+    if (st == LT_OK && grad && tp) st = sp_reduce_scatter(m, a, dnf, dnff, (size_t)d.C, es, pad, err);
     if (st == LT_OK && grad) {
         be->zero(be, a->dnf_in, TC * es);
-        be->rmsnorm_backward(be, a->dnf_in, grads->final_norm, dnf, a->out, WEIGHT(m->w.final_norm), rstd, d.T, d.C,
+        be->rmsnorm_backward(be, a->dnf_in, grads->final_norm, dnf, a->out, WEIGHT(m->w.final_norm), rstd, d.Tl, d.C,
                              pool);
     }
     if (st == LT_OK) st = be->check(be, err);
@@ -425,55 +585,109 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
     a->n_predicting = predicting;
     let_go(pass, bytes);
     be->free(be, nf), be->free(be, rstd), be->free(be, logits), be->free(be, dnf);
+    if (tp) be->free(be, nff), be->free(be, dnff), be->free(be, pad), be->free(be, stats);
     return st;
 }
 
-/* Per-member scratch of a forward: K/V rows of the unit, one residual-branch output, segments. */
+/* Per-member scratch of a forward: K/V rows of the unit, one residual-branch output (SP
+ * rows), segments; tensor-parallel: the gathered normed input and a row-parallel GEMM's
+ * partial output (every row) and the block array. */
 typedef struct fwd_scratch {
-    float *kbuf, *vbuf, *tmp;
+    float *kbuf, *vbuf, *tmp, *full, *part, *pad;
     lt_attn_segment *segs;
-    size_t bytes; /* of kbuf, vbuf, tmp (told to the pass's meter) */
+    size_t bytes; /* of the buffers (told to the pass's meter) */
 } fwd_scratch;
 
 /* Layer l, first half: n1 = rmsnorm(x), q/k/v projections, RoPE, the unit's K/V rows into the
  * context (where every later query of the sample, in any unit or member, reads them). */
-static void layer_pre_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
-                              fwd_scratch *s, lt_pool *pool) {
+static lt_status layer_pre_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
+                                   fwd_scratch *s, lt_pool *pool, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
-    dims d = dims_of(m, a->T);
+    dims d = dims_of(m, a->T, a->Tl);
     lt_layer_acts *L = &a->layer[l - a->l0];
     const lt_layer_views *W = &m->w.layer[l];
     float theta = (float)m->shape.rope_theta, eps = (float)m->shape.norm_eps;
-    be->rmsnorm_forward(be, L->n1, L->rstd1, L->x, WEIGHT(W->attn_norm), d.T, d.C, eps, pool);
-    be->linear_forward(be, L->q, L->n1, WEIGHT(W->wq), d.T, d.C, d.qd);
-    be->linear_forward(be, s->kbuf, L->n1, WEIGHT(W->wk), d.T, d.C, d.kvd);
-    be->linear_forward(be, s->vbuf, L->n1, WEIGHT(W->wv), d.T, d.C, d.kvd);
+    be->rmsnorm_forward(be, L->n1, L->rstd1, L->x, WEIGHT(W->attn_norm), d.Tl, d.C, eps, pool);
+    const float *n1 = L->n1;
+    if (m->tp > 1) {
+        lt_status st = sp_gather(m, a, s->full, L->n1, (size_t)d.C * be->act_bytes, s->pad, err);
+        if (st != LT_OK) return st;
+        n1 = s->full;
+    }
+    be->linear_forward(be, L->q, n1, WEIGHT(W->wq), d.T, d.C, d.qd);
+    be->linear_forward(be, s->kbuf, n1, WEIGHT(W->wk), d.T, d.C, d.kvd);
+    be->linear_forward(be, s->vbuf, n1, WEIGHT(W->wv), d.T, d.C, d.kvd);
     be->rope_forward(be, L->q, a->pos, d.T, d.nh, d.hd, theta, pool);
     be->rope_forward(be, s->kbuf, a->pos, d.T, d.nkv, d.hd, theta, pool);
     ctx_rows(u, kv, l, 0, s->kbuf, true);
     ctx_rows(u, kv, l, 1, s->vbuf, true);
+    return LT_OK;
+}
+
+/* A row-parallel GEMM's output into s->tmp (SP rows): out = x W^T over every row, summed
+ * over the group into this rank's rows (tp = 1: straight into tmp). */
+static lt_status row_parallel(const lt_llama *m, const lt_acts *a, fwd_scratch *s, const float *x, const float *w,
+                              int in, lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    int C = m->shape.hidden;
+    be->linear_forward(be, m->tp > 1 ? s->part : s->tmp, x, w, a->T, in, C);
+    return m->tp > 1 ? sp_reduce_scatter(m, a, s->tmp, s->part, (size_t)C, be->act_bytes, s->pad, err) : LT_OK;
 }
 
 /* Layer l, second half: attention over the context, output projection, residual, MLP. */
-static void layer_post_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
-                               fwd_scratch *s, lt_pool *pool) {
+static lt_status layer_post_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
+                                    fwd_scratch *s, lt_pool *pool, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
-    dims d = dims_of(m, a->T);
-    size_t TC = (size_t)d.T * d.C;
+    dims d = dims_of(m, a->T, a->Tl);
+    size_t TC = (size_t)d.Tl * d.C;
     lt_layer_acts *L = &a->layer[l - a->l0];
     const lt_layer_views *W = &m->w.layer[l];
     float *next = l + 1 < a->l1 ? a->layer[l + 1 - a->l0].x : a->out;
     float eps = (float)m->shape.norm_eps;
     segments_of(u, kv, l, s->segs);
     be->attention_forward(be, L->att, L->lse, L->q, s->segs, u->n_slices, d.T, d.nh, d.nkv, d.hd, pool);
-    be->linear_forward(be, s->tmp, L->att, WEIGHT(W->wo), d.T, d.qd, d.C);
+    lt_status st = row_parallel(m, a, s, L->att, WEIGHT(W->wo), d.qd, err);
+    if (st != LT_OK) return st;
     be->add(be, L->x2, L->x, s->tmp, TC);
-    be->rmsnorm_forward(be, L->n2, L->rstd2, L->x2, WEIGHT(W->mlp_norm), d.T, d.C, eps, pool);
-    be->linear_forward(be, L->gate, L->n2, WEIGHT(W->wgate), d.T, d.C, d.F);
-    be->linear_forward(be, L->up, L->n2, WEIGHT(W->wup), d.T, d.C, d.F);
+    be->rmsnorm_forward(be, L->n2, L->rstd2, L->x2, WEIGHT(W->mlp_norm), d.Tl, d.C, eps, pool);
+    const float *n2 = L->n2;
+    if (m->tp > 1) {
+        if ((st = sp_gather(m, a, s->full, L->n2, (size_t)d.C * be->act_bytes, s->pad, err)) != LT_OK) return st;
+        n2 = s->full;
+    }
+    be->linear_forward(be, L->gate, n2, WEIGHT(W->wgate), d.T, d.C, d.F);
+    be->linear_forward(be, L->up, n2, WEIGHT(W->wup), d.T, d.C, d.F);
     be->swiglu_forward(be, L->act, L->gate, L->up, (size_t)d.T * d.F, pool);
-    be->linear_forward(be, s->tmp, L->act, WEIGHT(W->wdown), d.T, d.F, d.C);
+    if ((st = row_parallel(m, a, s, L->act, WEIGHT(W->wdown), d.F, err)) != LT_OK) return st;
     be->add(be, next, L->x2, s->tmp, TC);
+    return LT_OK;
+}
+
+/* The pass's part of a model: tensor parallelism needs the group's collectives and a
+ * backend with the vocab-parallel cross-entropy. */
+static lt_status check_tp(const lt_llama *m, lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    if (m->tp > 1 && !m->tp_ops)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a tensor-parallel rank without its group's collectives");
+    if (m->tp > 1 && !be->xent_tp_max)
+        return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "parallel.tp = %d: the %s backend has no tensor-parallel "
+                       "kernels yet (the CPU fp32 backend has)", m->tp, be->name);
+    return LT_OK;
+}
+
+/* A member's embedding (SP rows of x) from its token ids: vocab-parallel under TP, each
+ * rank's rows of the table summed into the SP rows. */
+static lt_status embed_forward(const lt_llama *m, lt_acts *a, float *x, fwd_scratch *s, lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    if (m->tp == 1) {
+        be->embed_forward(be, x, a->ids, a->T, WEIGHT(m->w.embed), m->shape.hidden);
+        return LT_OK;
+    }
+    int32_t *ids = local_ids(m, a);
+    if (!ids) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    be->embed_forward(be, s->part, ids, a->T, WEIGHT(m->w.embed), m->shape.hidden);
+    free(ids);
+    return sp_reduce_scatter(m, a, x, s->part, (size_t)m->shape.hidden, be->act_bytes, s->pad, err);
 }
 
 lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
@@ -482,11 +696,13 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
                                  lt_pool *pool, lt_error *err) {
     (void)b; /* the units' tokens were gathered by lt_acts_alloc */
     if (G < (hooks ? 0 : 1)) return lt_fail(err, LT_ERR_INTERNAL, NULL, "a group of %d units", G);
+    lt_status st = check_tp(m, err);
+    if (st != LT_OK) return st;
     for (int g = 0; g < G; g++) {
         if (a[g].l0 != pass->l0 || a[g].l1 != pass->l1 || (pass->head && !a[g].dnf_in) || a[g].window)
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "activations were allocated for another pass");
         for (int i = 0; i < u[g].n_slices; i++) {
-            lt_status st = lt_kvctx_reserve(kv, u[g].slices[i].sample, pass->l0, pass->l1, err);
+            st = lt_kvctx_reserve(kv, u[g].slices[i].sample, pass->l0, pass->l1, err);
             if (st != LT_OK) return st;
         }
     }
@@ -494,25 +710,31 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "a head with a loss gradient needs gradient buffers");
     const lt_backend *be = lt_backend_of(m);
     size_t es = be->act_bytes;
+    bool tp = m->tp > 1;
     fwd_scratch *s = calloc((size_t)G, sizeof *s);
-    lt_status st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int g = 0; st == LT_OK && g < G; g++) {
-        dims d = dims_of(m, a[g].T);
-        size_t TK = (size_t)d.T * d.kvd, TC = (size_t)d.T * d.C;
+        dims d = dims_of(m, a[g].T, a[g].Tl);
+        size_t TK = (size_t)d.T * d.kvd, TC = (size_t)d.Tl * d.C, FC = tp ? (size_t)d.T * d.C : 0;
+        size_t PB = tp ? tp_pad_bytes(m, &a[g]) : 0;
         s[g].kbuf = be->alloc(be, (TK ? TK : 1) * es, false), s[g].vbuf = be->alloc(be, (TK ? TK : 1) * es, false);
         s[g].tmp = be->alloc(be, (TC ? TC : 1) * es, false);
+        if (tp) {
+            s[g].full = be->alloc(be, (FC ? FC : 1) * es, false), s[g].part = be->alloc(be, (FC ? FC : 1) * es, false);
+            s[g].pad = be->alloc(be, PB ? PB : es, false);
+        }
         s[g].segs = malloc(((size_t)u[g].n_slices + 1) * sizeof *s[g].segs);
-        if (!s[g].kbuf || !s[g].vbuf || !s[g].tmp || !s[g].segs) {
+        if (!s[g].kbuf || !s[g].vbuf || !s[g].tmp || !s[g].segs || (tp && (!s[g].full || !s[g].part || !s[g].pad))) {
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's forward (%s)", d.T, be->name);
             break;
         }
-        s[g].bytes = (2 * (TK ? TK : 1) + (TC ? TC : 1)) * es;
+        s[g].bytes = (2 * (TK ? TK : 1) + (TC ? TC : 1)) * es + (tp ? 2 * (FC ? FC : 1) * es + (PB ? PB : es) : 0);
         held(pass, s[g].bytes);
     }
     for (int g = 0; st == LT_OK && g < G; g++) {
-        size_t TC = (size_t)a[g].T * (size_t)m->shape.hidden;
+        size_t TC = (size_t)a[g].Tl * (size_t)m->shape.hidden;
         float *x = a[g].l1 > a[g].l0 ? a[g].layer[0].x : a[g].out;
-        if (pass->embed) be->embed_forward(be, x, a[g].ids, a[g].T, WEIGHT(m->w.embed), m->shape.hidden);
+        if (pass->embed) st = embed_forward(m, &a[g], x, &s[g], err);
         else be->copy(be, x, in[g], TC * es);
     }
     /* per layer in lockstep: every member's K/V in the context before any member's attention
@@ -520,15 +742,16 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
      * A backend's failure (a GPU launch) is kept by the backend and read after each layer,
      * before a hook hands its buffers to another process. */
     for (int l = pass->l0; st == LT_OK && l < pass->l1; l++) {
-        for (int g = 0; g < G; g++) layer_pre_forward(m, &u[g], kv, &a[g], l, &s[g], pool);
-        if ((st = be->check(be, err)) != LT_OK) break;
+        for (int g = 0; st == LT_OK && g < G; g++) st = layer_pre_forward(m, &u[g], kv, &a[g], l, &s[g], pool, err);
+        if (st != LT_OK || (st = be->check(be, err)) != LT_OK) break;
         if (hooks && hooks->kv_ready && (st = hooks->kv_ready(hooks->ctx, l, err)) != LT_OK) break;
-        for (int g = 0; g < G; g++) layer_post_forward(m, &u[g], kv, &a[g], l, &s[g], pool);
-        if ((st = be->check(be, err)) != LT_OK) break;
+        for (int g = 0; st == LT_OK && g < G; g++) st = layer_post_forward(m, &u[g], kv, &a[g], l, &s[g], pool, err);
+        if (st != LT_OK || (st = be->check(be, err)) != LT_OK) break;
     }
     for (int g = 0; s && g < G; g++) {
         if (s[g].bytes) let_go(pass, s[g].bytes);
         be->free(be, s[g].kbuf), be->free(be, s[g].vbuf), be->free(be, s[g].tmp), free(s[g].segs);
+        if (tp) be->free(be, s[g].full), be->free(be, s[g].part), be->free(be, s[g].pad);
     }
     free(s);
     double total = 0;
@@ -559,50 +782,76 @@ lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batc
 }
 
 /* Per-member scratch of a backward: dx (the residual stream's gradient, carried down the
- * layers), dn, dq, datt, dact, dgate, dup, dk, dv; segments. */
+ * layers: SP rows), dn (SP rows), dq, datt, dact, dgate, dup, dk, dv; segments;
+ * tensor-parallel: `full` (a gathered gradient or normed input: every row), `part` (a
+ * column-parallel GEMM's partial input gradient: every row) and the block array. With
+ * tp = 1 full is dx and part is dn. */
 typedef struct bwd_scratch {
-    float *buf, *dx, *dn, *dq, *datt, *dact, *dgate, *dup, *dk, *dv;
+    float *buf, *dx, *dn, *dq, *datt, *dact, *dgate, *dup, *dk, *dv, *full, *part, *pad;
     lt_attn_segment *segs;
     size_t bytes; /* of buf (told to the pass's meter) */
 } bwd_scratch;
 
+/* s->full = every row of the SP array `local` ([*, C]); tp = 1: s->full is local itself. */
+static lt_status gather_c(const lt_llama *m, const lt_acts *a, bwd_scratch *s, const float *local, const float **full,
+                          lt_error *err) {
+    if (m->tp == 1) {
+        *full = local;
+        return LT_OK;
+    }
+    *full = s->full;
+    return sp_gather(m, a, s->full, local, (size_t)m->shape.hidden * lt_backend_of(m)->act_bytes, s->pad, err);
+}
+
+/* s->dn = this rank's SP rows of the group's summed s->part; tp = 1: s->part is s->dn. */
+static lt_status scatter_dn(const lt_llama *m, const lt_acts *a, bwd_scratch *s, lt_error *err) {
+    if (m->tp == 1) return LT_OK;
+    return sp_reduce_scatter(m, a, s->dn, s->part, (size_t)m->shape.hidden, lt_backend_of(m)->act_bytes, s->pad, err);
+}
+
 /* Layer l backward, second half first: the MLP and the attention (its dK/dV added into the
  * context's gradient buffers for every key the unit's queries saw). dx: d(layer output) in,
  * d x2 out; dq filled. */
-static void layer_post_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
-                                const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool) {
+static lt_status layer_post_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
+                                     const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
-    dims d = dims_of(m, a->T);
+    dims d = dims_of(m, a->T, a->Tl);
     size_t es = be->act_bytes, TF = (size_t)d.T * d.F;
     lt_layer_acts *L = &a->layer[l - a->l0];
     const lt_layer_views *W = &m->w.layer[l];
     const lt_layer_views *G = &grads->layer[l];
+    const float *full;
     /* MLP branch: x_next = x2 + down(silu(gate(n2)) * up(n2)), n2 = rmsnorm(x2) */
+    lt_status st = gather_c(m, a, s, s->dx, &full, err);
+    if (st != LT_OK) return st;
     be->zero(be, s->dact, lt_backend_span(be, TF, es) * 3); /* dact, dgate, dup */
-    be->linear_backward(be, s->dact, G->wdown, s->dx, L->act, WEIGHT(W->wdown), d.T, d.F, d.C);
+    be->linear_backward(be, s->dact, G->wdown, full, L->act, WEIGHT(W->wdown), d.T, d.F, d.C);
     be->swiglu_backward(be, s->dgate, s->dup, s->dact, L->gate, L->up, TF, pool);
-    be->zero(be, s->dn, (size_t)d.T * d.C * es);
-    be->linear_backward(be, s->dn, G->wgate, s->dgate, L->n2, WEIGHT(W->wgate), d.T, d.C, d.F);
-    be->linear_backward(be, s->dn, G->wup, s->dup, L->n2, WEIGHT(W->wup), d.T, d.C, d.F);
-    be->rmsnorm_backward(be, s->dx, G->mlp_norm, s->dn, L->x2, WEIGHT(W->mlp_norm), L->rstd2, d.T, d.C,
+    if ((st = gather_c(m, a, s, L->n2, &full, err)) != LT_OK) return st;
+    be->zero(be, s->part, (size_t)d.T * d.C * es);
+    be->linear_backward(be, s->part, G->wgate, s->dgate, full, WEIGHT(W->wgate), d.T, d.C, d.F);
+    be->linear_backward(be, s->part, G->wup, s->dup, full, WEIGHT(W->wup), d.T, d.C, d.F);
+    if ((st = scatter_dn(m, a, s, err)) != LT_OK) return st;
+    be->rmsnorm_backward(be, s->dx, G->mlp_norm, s->dn, L->x2, WEIGHT(W->mlp_norm), L->rstd2, d.Tl, d.C,
                          pool); /* dx = d x2 */
     /* attention branch: x2 = x + o(attention(rope(q(n1)), rope(k(n1)), v(n1))), n1 = rmsnorm(x) */
+    if ((st = gather_c(m, a, s, s->dx, &full, err)) != LT_OK) return st;
     be->zero(be, s->dq, lt_backend_span(be, (size_t)d.T * d.qd, es) * 2); /* dq, datt */
-    be->linear_backward(be, s->datt, G->wo, s->dx, L->att, WEIGHT(W->wo), d.T, d.qd, d.C);
+    be->linear_backward(be, s->datt, G->wo, full, L->att, WEIGHT(W->wo), d.T, d.qd, d.C);
     segments_of(u, kv, l, s->segs);
     be->attention_backward(be, s->dq, s->datt, L->att, L->lse, L->q, s->segs, u->n_slices, d.T, d.nh, d.nkv, d.hd,
                            pool);
+    return LT_OK;
 }
 
 /* Layer l backward, first half: the unit's own K/V rows' gradients (complete once every
  * query that saw them ran its attention backward: later slices before, FILO; the other
  * members of a group before, lockstep), RoPE, the projections, the norm. dx: d x2 in,
  * d x (the layer's input) out. */
-static void layer_pre_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
-                               const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool) {
+static lt_status layer_pre_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
+                                    const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
-    dims d = dims_of(m, a->T);
-    size_t TC = (size_t)d.T * d.C;
+    dims d = dims_of(m, a->T, a->Tl);
     lt_layer_acts *L = &a->layer[l - a->l0];
     const lt_layer_views *W = &m->w.layer[l];
     const lt_layer_views *G = &grads->layer[l];
@@ -611,12 +860,35 @@ static void layer_pre_backward(const lt_llama *m, const lt_train_unit *u, lt_kvc
     ctx_rows(u, kv, l, 3, s->dv, false);
     be->rope_backward(be, s->dq, a->pos, d.T, d.nh, d.hd, theta, pool);
     be->rope_backward(be, s->dk, a->pos, d.T, d.nkv, d.hd, theta, pool);
-    be->zero(be, s->dn, TC * be->act_bytes);
-    be->linear_backward(be, s->dn, G->wq, s->dq, L->n1, WEIGHT(W->wq), d.T, d.C, d.qd);
-    be->linear_backward(be, s->dn, G->wk, s->dk, L->n1, WEIGHT(W->wk), d.T, d.C, d.kvd);
-    be->linear_backward(be, s->dn, G->wv, s->dv, L->n1, WEIGHT(W->wv), d.T, d.C, d.kvd);
-    be->rmsnorm_backward(be, s->dx, G->attn_norm, s->dn, L->x, WEIGHT(W->attn_norm), L->rstd1, d.T, d.C,
+    const float *full;
+    lt_status st = gather_c(m, a, s, L->n1, &full, err);
+    if (st != LT_OK) return st;
+    be->zero(be, s->part, (size_t)d.T * d.C * be->act_bytes);
+    be->linear_backward(be, s->part, G->wq, s->dq, full, WEIGHT(W->wq), d.T, d.C, d.qd);
+    be->linear_backward(be, s->part, G->wk, s->dk, full, WEIGHT(W->wk), d.T, d.C, d.kvd);
+    be->linear_backward(be, s->part, G->wv, s->dv, full, WEIGHT(W->wv), d.T, d.C, d.kvd);
+    if ((st = scatter_dn(m, a, s, err)) != LT_OK) return st;
+    be->rmsnorm_backward(be, s->dx, G->attn_norm, s->dn, L->x, WEIGHT(W->attn_norm), L->rstd1, d.Tl, d.C,
                          pool); /* dx = d x */
+    return LT_OK;
+}
+
+/* A member's embedding gradient from dx (its SP rows): every row gathered under TP, each
+ * rank adding into its vocabulary rows. */
+static lt_status embed_backward(const lt_llama *m, lt_acts *a, const lt_llama_views *grads, bwd_scratch *s,
+                                lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    if (m->tp == 1) {
+        be->embed_backward(be, grads->embed, s->dx, a->ids, a->T, m->shape.hidden);
+        return LT_OK;
+    }
+    const float *full;
+    lt_status st = gather_c(m, a, s, s->dx, &full, err);
+    int32_t *ids = st == LT_OK ? local_ids(m, a) : NULL;
+    if (st == LT_OK && !ids) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    if (st == LT_OK) be->embed_backward(be, grads->embed, full, ids, a->T, m->shape.hidden);
+    free(ids);
+    return st;
 }
 
 lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
@@ -633,19 +905,24 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
         if (!pass->embed && !(din && din[g]))
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a pass without embedding needs din");
     }
+    lt_status st = check_tp(m, err);
+    if (st != LT_OK) return st;
     const lt_backend *be = lt_backend_of(m);
     size_t es = be->act_bytes;
+    bool tp = m->tp > 1;
     bwd_scratch *s = calloc((size_t)G, sizeof *s);
-    lt_status st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int g = 0; st == LT_OK && g < G; g++) /* dK/dV at the sample's first backward over these layers */
         for (int i = 0; st == LT_OK && i < u[g].n_slices; i++)
             st = lt_kvctx_reserve_grad(kv, u[g].slices[i].sample, pass->l0, pass->l1, err);
     for (int g = 0; st == LT_OK && g < G; g++) {
-        dims d = dims_of(m, a[g].T);
+        dims d = dims_of(m, a[g].T, a[g].Tl);
         /* each array's bytes, aligned (on the fp32 backend: its floats x 4, no padding) */
-        size_t TC = lt_backend_span(be, (size_t)d.T * d.C, es), TQ = lt_backend_span(be, (size_t)d.T * d.qd, es);
+        size_t TC = lt_backend_span(be, (size_t)d.Tl * d.C, es), TQ = lt_backend_span(be, (size_t)d.T * d.qd, es);
         size_t TF = lt_backend_span(be, (size_t)d.T * d.F, es), TK = lt_backend_span(be, (size_t)d.T * d.kvd, es);
-        size_t total = TC * 2 + TQ * 2 + TF * 3 + TK * 2;
+        size_t FC = tp ? lt_backend_span(be, (size_t)d.T * d.C, es) : 0;
+        size_t PB = tp ? lt_backend_span(be, tp_pad_bytes(m, &a[g]), 1) : 0;
+        size_t total = TC * 2 + TQ * 2 + TF * 3 + TK * 2 + FC * 2 + PB;
         s[g].buf = be->alloc(be, total ? total : es, false);
         s[g].segs = malloc(((size_t)u[g].n_slices + 1) * sizeof *s[g].segs);
         if (!s[g].buf || !s[g].segs) {
@@ -657,23 +934,27 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
         s[g].dx = s[g].buf, s[g].dn = at(s[g].dx, TC), s[g].dq = at(s[g].dn, TC), s[g].datt = at(s[g].dq, TQ);
         s[g].dact = at(s[g].datt, TQ), s[g].dgate = at(s[g].dact, TF), s[g].dup = at(s[g].dgate, TF);
         s[g].dk = at(s[g].dup, TF), s[g].dv = at(s[g].dk, TK);
-        be->copy(be, s[g].dx, pass->head ? a[g].dnf_in : dout[g], (size_t)d.T * d.C * es);
+        if (tp) s[g].full = at(s[g].dv, TK), s[g].part = at(s[g].full, FC), s[g].pad = at(s[g].part, FC);
+        else s[g].full = s[g].dx, s[g].part = s[g].dn;
+        be->copy(be, s[g].dx, pass->head ? a[g].dnf_in : dout[g], (size_t)d.Tl * d.C * es);
     }
     /* per layer in lockstep, the forward's mirror: every member's attention backward before
      * any member reads its own K/V rows' gradients */
     for (int l = pass->l1 - 1; st == LT_OK && l >= pass->l0; l--) {
         if (hooks && hooks->layer_begin && (st = hooks->layer_begin(hooks->ctx, l, err)) != LT_OK) break;
         if (hooks && hooks->dkv_begin && (st = hooks->dkv_begin(hooks->ctx, l, err)) != LT_OK) break;
-        for (int g = 0; g < G; g++) layer_post_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool);
-        if ((st = be->check(be, err)) != LT_OK) break;
+        for (int g = 0; st == LT_OK && g < G; g++)
+            st = layer_post_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool, err);
+        if (st != LT_OK || (st = be->check(be, err)) != LT_OK) break;
         if (hooks && hooks->dkv_ready && (st = hooks->dkv_ready(hooks->ctx, l, err)) != LT_OK) break;
-        for (int g = 0; g < G; g++) layer_pre_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool);
-        if ((st = be->check(be, err)) != LT_OK) break;
+        for (int g = 0; st == LT_OK && g < G; g++)
+            st = layer_pre_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool, err);
+        if (st != LT_OK || (st = be->check(be, err)) != LT_OK) break;
         if (hooks && hooks->layer_done && (st = hooks->layer_done(hooks->ctx, l, err)) != LT_OK) break;
     }
     for (int g = 0; st == LT_OK && g < G; g++) {
-        size_t TC = (size_t)a[g].T * (size_t)m->shape.hidden;
-        if (pass->embed) be->embed_backward(be, grads->embed, s[g].dx, a[g].ids, a[g].T, m->shape.hidden);
+        size_t TC = (size_t)a[g].Tl * (size_t)m->shape.hidden;
+        if (pass->embed) st = embed_backward(m, &a[g], grads, &s[g], err);
         else be->accumulate(be, din[g], s[g].dx, TC);
     }
     if (st == LT_OK) st = be->check(be, err);

@@ -1,0 +1,328 @@
+/*
+ * tests/train/test_tp.c — tensor parallelism with sequence parallelism in the model
+ * (train/model/model.h lt_llama_create_tp, train/model/pass.c) against the whole model:
+ * tp ranks run as threads of one process, their collectives (lt_tp_ops) through shared
+ * memory, and every rank's loss and every shard of its gradients must equal the whole
+ * model's within 1e-5 (the replicated norms' gradients summed over the ranks, as the
+ * trainer's TP all-reduce will). The batch has sliced samples (K/V context across units)
+ * and units whose tokens tp does not divide; the vocabulary (61) is not a multiple of tp.
+ * Also: the layout-independent init, the shard copy, the refusals of lt_llama_create_tp,
+ * and rows kept (lt_acts_keep_rows) on a TP rank giving the rows of its SP split.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lib/rng.h"
+#include "train/model/model.h"
+
+enum { MAX_TP = 4 };
+
+/* ---------------------------------------------------------------- the group's collectives */
+
+typedef struct group {
+    int tp;
+    pthread_barrier_t bar;
+    void *bufs[MAX_TP];
+} group;
+
+typedef struct rank_ctx {
+    group *g;
+    int rank;
+} rank_ctx;
+
+static lt_status t_all_gather(void *ctx, void *all, size_t block, lt_error *err) {
+    (void)err;
+    rank_ctx *c = ctx;
+    group *g = c->g;
+    g->bufs[c->rank] = all;
+    pthread_barrier_wait(&g->bar);
+    for (int o = 0; o < g->tp; o++)
+        if (o != c->rank) memcpy((char *)all + (size_t)o * block, (char *)g->bufs[o] + (size_t)o * block, block);
+    pthread_barrier_wait(&g->bar);
+    return LT_OK;
+}
+
+static lt_status t_reduce_scatter(void *ctx, void *all, size_t n, size_t es, lt_error *err) {
+    rank_ctx *c = ctx;
+    group *g = c->g;
+    if (es != sizeof(float)) return lt_fail(err, LT_ERR_INTERNAL, NULL, "test collectives sum fp32 only");
+    float *sum = calloc(n ? n : 1, sizeof *sum);
+    assert_non_null(sum);
+    g->bufs[c->rank] = all;
+    pthread_barrier_wait(&g->bar);
+    for (int o = 0; o < g->tp; o++) /* in rank order: the same bits on every rank */
+        for (size_t i = 0; i < n; i++) sum[i] += ((float *)g->bufs[o])[(size_t)c->rank * n + i];
+    pthread_barrier_wait(&g->bar);
+    memcpy((float *)all + (size_t)c->rank * n, sum, n * sizeof *sum);
+    free(sum);
+    return LT_OK;
+}
+
+static lt_status t_all_reduce(void *ctx, float *buf, size_t n, bool max, lt_error *err) {
+    (void)err;
+    rank_ctx *c = ctx;
+    group *g = c->g;
+    float *r = malloc((n ? n : 1) * sizeof *r);
+    assert_non_null(r);
+    g->bufs[c->rank] = buf;
+    pthread_barrier_wait(&g->bar);
+    for (size_t i = 0; i < n; i++) {
+        float v = ((float *)g->bufs[0])[i];
+        for (int o = 1; o < g->tp; o++) {
+            float w = ((float *)g->bufs[o])[i];
+            v = max ? (w > v ? w : v) : v + w;
+        }
+        r[i] = v;
+    }
+    pthread_barrier_wait(&g->bar);
+    memcpy(buf, r, n * sizeof *r);
+    free(r);
+    return LT_OK;
+}
+
+/* ---------------------------------------------------------------- model and batch */
+
+static lt_model_shape shape_of(int kv_heads, int tied) {
+    lt_model_shape s = *lt_model_preset("nano"); /* 2 layers, hidden 64, 4 heads, ffn 192 */
+    s.vocab = 61;
+    s.kv_heads = kv_heads;
+    s.tie_embeddings = tied;
+    return s;
+}
+
+/* Random weights (larger than the init's), norms around 1. */
+static void randomize(lt_llama *m) {
+    lt_rng r;
+    lt_rng_seed(&r, 99);
+    for (size_t i = 0; i < m->n_params; i++) m->params[i] = (float)(0.1 * lt_rng_normal(&r));
+    for (int t = 0; t < m->n_tensors; t++)
+        if (m->tensors[t].full_rows == 1)
+            for (int c = 0; c < m->tensors[t].cols; c++) m->params[m->tensors[t].offset + c] += 1.0f;
+}
+
+enum { N_SAMPLES = 3 };
+static const int lengths[N_SAMPLES] = {13, 7, 21};
+static int32_t tokens[N_SAMPLES][32];
+static lt_train_sample samples[N_SAMPLES];
+static lt_batch batch = {samples, N_SAMPLES};
+/* unit 0 packs samples 0 and 1 whole; sample 2 is sliced over units 1 and 2 (the second
+ * reads the first's K/V); 20, 9 and 12 tokens */
+static const lt_train_slice u0s[] = {{0, 0, 13}, {1, 0, 7}}, u1s[] = {{2, 0, 9}}, u2s[] = {{2, 9, 21}};
+static const lt_train_unit units[] = {{u0s, 2}, {u1s, 1}, {u2s, 1}};
+
+static void make_batch(void) {
+    lt_rng r;
+    lt_rng_seed(&r, 7);
+    for (int i = 0; i < N_SAMPLES; i++) {
+        for (int t = 0; t < lengths[i]; t++) tokens[i][t] = (int32_t)lt_rng_below(&r, 61);
+        samples[i].tokens = tokens[i];
+        samples[i].len = lengths[i];
+    }
+}
+
+/* One step (forward and backward of every unit) of model m: its loss and gradients. */
+static void step(const lt_llama *m, double *loss, float **grads) {
+    lt_error err;
+    *grads = calloc(m->n_params, sizeof **grads);
+    lt_layer_views *lv = calloc((size_t)m->shape.layers, sizeof *lv);
+    assert_non_null(*grads);
+    assert_non_null(lv);
+    lt_llama_views g;
+    lt_llama_views_of(m, *grads, lv, &g);
+    float scale = 1.0f / (float)lt_batch_predicted_tokens(&batch);
+    lt_status st = lt_llama_step_units(m, &batch, units, 3, scale, &g, NULL, loss, NULL, &err);
+    if (st != LT_OK) fail_msg("%s", err.what);
+    free(lv);
+}
+
+typedef struct rank_run {
+    rank_ctx ctx;
+    lt_tp_ops ops;
+    lt_llama m;
+    double loss;
+    float *grads;
+} rank_run;
+
+static void *run_rank(void *arg) {
+    rank_run *r = arg;
+    step(&r->m, &r->loss, &r->grads);
+    return NULL;
+}
+
+/* The whole model's step against tp ranks' (threads): loss and gradients within 1e-5. */
+static void check_tp(int tp, int kv_heads, int tied) {
+    make_batch();
+    lt_model_shape s = shape_of(kv_heads, tied);
+    lt_error err;
+    lt_llama full;
+    assert_int_equal(lt_llama_create(&full, &s, &err), LT_OK);
+    randomize(&full);
+    double loss_ref;
+    float *ref;
+    step(&full, &loss_ref, &ref);
+
+    group g = {.tp = tp};
+    pthread_barrier_init(&g.bar, NULL, (unsigned)tp);
+    rank_run run[MAX_TP];
+    pthread_t th[MAX_TP];
+    for (int r = 0; r < tp; r++) {
+        memset(&run[r], 0, sizeof run[r]);
+        run[r].ctx = (rank_ctx){&g, r};
+        run[r].ops = (lt_tp_ops){&run[r].ctx, t_all_gather, t_reduce_scatter, t_all_reduce};
+        lt_status st = lt_llama_create_tp(&run[r].m, &s, tp, r, &err);
+        if (st != LT_OK) fail_msg("%s", err.what);
+        run[r].m.tp_ops = &run[r].ops;
+        lt_llama_copy_shard(&full, full.params, &run[r].m, run[r].m.params);
+        assert_true(run[r].m.n_params < full.n_params);
+    }
+    for (int r = 0; r < tp; r++) assert_int_equal(pthread_create(&th[r], NULL, run_rank, &run[r]), 0);
+    for (int r = 0; r < tp; r++) pthread_join(th[r], NULL);
+    pthread_barrier_destroy(&g.bar);
+
+    /* every rank: the whole loss (the vocab-parallel cross-entropy's sums are the group's) */
+    for (int r = 0; r < tp; r++)
+        if (!(fabs(run[r].loss - loss_ref) <= 1e-5 * fabs(loss_ref)))
+            fail_msg("tp %d rank %d: loss %.9g, the whole model's %.9g", tp, r, run[r].loss, loss_ref);
+    /* sharded tensors: each rank's shard of the whole gradient; replicated ones (the norms)
+     * summed over the ranks (each saw its SP rows only) */
+    double worst = 0;
+    for (int t = 0; t < full.n_tensors; t++) {
+        const lt_tensor_info *ft = &full.tensors[t];
+        size_t n = (size_t)ft->rows * ft->cols;
+        double scale = 0;
+        for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs(ref[ft->offset + i]));
+        if (run[0].m.tensors[t].split == LT_SPLIT_NONE) {
+            for (size_t i = 0; i < n; i++) {
+                double sum = 0;
+                for (int r = 0; r < tp; r++) sum += run[r].grads[run[r].m.tensors[t].offset + i];
+                worst = fmax(worst, fabs(sum - ref[ft->offset + i]) / scale);
+            }
+            continue;
+        }
+        for (int r = 0; r < tp; r++) {
+            const lt_tensor_info *rt = &run[r].m.tensors[t];
+            float *want = calloc(run[r].m.n_params, sizeof *want);
+            assert_non_null(want);
+            lt_llama_copy_shard(&full, ref, &run[r].m, want);
+            for (size_t i = 0; i < (size_t)rt->rows * rt->cols; i++)
+                worst = fmax(worst, fabs(run[r].grads[rt->offset + i] - want[rt->offset + i]) / scale);
+            free(want);
+        }
+    }
+    if (worst > 1e-5) fail_msg("tp %d: gradients differ from the whole model's by %.3g (relative)", tp, worst);
+    for (int r = 0; r < tp; r++) free(run[r].grads), lt_llama_free(&run[r].m);
+    free(ref);
+    lt_llama_free(&full);
+}
+
+static void test_tp2_gqa(void **state) {
+    (void)state;
+    check_tp(2, 2, 0);
+}
+
+static void test_tp2_tied(void **state) {
+    (void)state;
+    check_tp(2, 4, 1);
+}
+
+static void test_tp4(void **state) {
+    (void)state;
+    check_tp(4, 4, 0);
+}
+
+/* tp = 1 through lt_llama_create_tp is the whole model, and the TP ranks' init is the
+ * whole init's shards: the parameters do not depend on the layout. */
+static void test_init_layout_free(void **state) {
+    (void)state;
+    lt_model_shape s = shape_of(4, 0);
+    lt_error err;
+    lt_llama full, part;
+    assert_int_equal(lt_llama_create(&full, &s, &err), LT_OK);
+    lt_llama_init(&full, 5);
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(lt_llama_create_tp(&part, &s, 4, r, &err), LT_OK);
+        lt_llama_init(&part, 5);
+        float *want = calloc(part.n_params, sizeof *want);
+        assert_non_null(want);
+        lt_llama_copy_shard(&full, full.params, &part, want);
+        assert_memory_equal(want, part.params, part.n_params * sizeof *want);
+        /* the vocabulary rows of the ranks tile [0, 61): 16 15 15 15 */
+        assert_int_equal(part.vocab_l, r == 0 ? 16 : 15);
+        assert_int_equal(part.vocab0, r == 0 ? 0 : 16 + 15 * (r - 1));
+        free(want);
+        lt_llama_free(&part);
+    }
+    lt_llama_free(&full);
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    lt_error err;
+    lt_llama m;
+    lt_model_shape s = shape_of(2, 0);
+    assert_int_equal(lt_llama_create_tp(&m, &s, 4, 0, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "parallel.tp = 4 does not divide the model's 2 key/value heads"));
+    assert_non_null(strstr(err.hint, "never replicated"));
+    s = shape_of(4, 0);
+    assert_int_equal(lt_llama_create_tp(&m, &s, 3, 0, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "parallel.tp = 3 does not divide the model's 4 attention heads"));
+    s.ffn = 190;
+    assert_int_equal(lt_llama_create_tp(&m, &s, 4, 0, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "MLP width"));
+}
+
+/* A TP rank's activation set keeps its SP split when rows are dropped: the kept rows'
+ * positions decide which are its own, in order, and their SP arrays move with them. */
+static void test_keep_rows_sp(void **state) {
+    (void)state;
+    make_batch();
+    lt_model_shape s = shape_of(4, 0);
+    lt_error err;
+    lt_llama m;
+    assert_int_equal(lt_llama_create_tp(&m, &s, 2, 1, &err), LT_OK);
+    lt_acts a;
+    assert_int_equal(lt_acts_alloc(&a, &m, &batch, &units[0], 0, 2, false, &err), LT_OK);
+    assert_int_equal(a.T, 20);
+    /* sample 0 positions 0..12 then sample 1 0..6: odd positions are rank 1's: 6 + 3 */
+    assert_int_equal(a.Tl, 9);
+    assert_int_equal(a.N, 11);
+    for (int r = 0; r < a.T; r++) {
+        float v = (float)r;
+        if (a.lrow[r] >= 0) a.layer[1].x2[(size_t)a.lrow[r] * 64] = v; /* a mark per SP row */
+        a.layer[0].q[(size_t)r * 32] = v;                            /* and per row (qd 32 on the rank) */
+    }
+    int keep[] = {1, 2, 5, 14, 19};
+    assert_int_equal(lt_acts_keep_rows(&a, keep, 5, &m, &err), LT_OK);
+    assert_int_equal(a.T, 5);
+    assert_int_equal(a.Tl, 3); /* positions 1, 2, 5, 1, 6: rows 0, 2 and 3 are odd, 1 and 4 even */
+    for (int k = 0; k < 5; k++) assert_true(a.layer[0].q[(size_t)k * 32] == (float)keep[k]);
+    int own = 0;
+    for (int k = 0; k < 5; k++) {
+        if (a.pos[k] % 2 != 1) {
+            assert_int_equal(a.lrow[k], -1);
+            continue;
+        }
+        assert_int_equal(a.lrow[k], own);
+        assert_true(a.layer[1].x2[(size_t)own * 64] == (float)keep[k]);
+        own++;
+    }
+    lt_acts_free(&a);
+    lt_llama_free(&m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tp2_gqa),          cmocka_unit_test(test_tp2_tied),
+        cmocka_unit_test(test_tp4),              cmocka_unit_test(test_init_layout_free),
+        cmocka_unit_test(test_refusals),         cmocka_unit_test(test_keep_rows_sp),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
