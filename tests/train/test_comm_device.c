@@ -30,7 +30,7 @@
 static lt_comm *world_of_one(void) {
     lt_comm *c = NULL;
     lt_error err;
-    lt_status st = lt_comm_init(&c, 1, 1, 10.0, &err);
+    lt_status st = lt_comm_init(&c, 1, 1, 1, 10.0, &err);
     if (st != LT_OK) fail_msg("lt_comm_init: %s", err.what);
     assert_false(lt_comm_layout_of(c)->distributed);
     return c;

@@ -81,6 +81,13 @@ typedef struct check_run {
     lt_llama_views va, vb, vc;
     double worst, worst_rank;
     lt_comm *comm;  /* NULL: one process */
+    /* tensor parallelism (parallel.tp > 1 under a launcher): the rank executes mp, its shard
+     * of m, into gr (mp's layout); rank 0 gathers the shards into ga (m's layout). With
+     * tp = 1, xm is &m and gr is ga. */
+    lt_llama mp, *xm;
+    lt_tp_ops tpo;
+    float *gr;
+    lt_llama_views vr;
     lt_dist dist;
     bool dist_ready;
     /* train.backend = cuda: the model on the GPU (a copy of m's struct with its backend),
@@ -157,21 +164,22 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     /* the model the plan is executed with: the test backend's, on the ranks the GPU's, else
      * the CPU fp32 reference (one process on a GPU: check_gpu, beside it) */
     bool dev = c->be && c->comm;
-    const lt_llama *rm = c->tbe ? &c->mt : dev ? &c->mg : &c->m;
+    const lt_llama *rm = c->tbe ? &c->mt : dev ? &c->mg : c->xm;
     bool bf16 = c->tbe || dev; /* compared by relative norm within GPU_TOLERANCE */
     if (st == LT_OK && !c->comm) st = lt_exec_step(rm, &p, smp, &c->va, &es, c->pool, err);
     if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
-        st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, &c->m, &p, 25, false, err);
+        st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, c->xm, &p, 25, false, err);
         c->dist_ready = st == LT_OK;
         lt_exec_hooks hooks = {.ctx = &c->dist, .grads_final = lt_dist_layer_final}; /* as train --db */
-        float *g = dev ? c->dg : c->ga; /* the GPU's: fp32 device gradients, downloaded once reduced */
+        float *g = dev ? c->dg : c->gr; /* the GPU's: fp32 device gradients, downloaded once reduced */
         if (dev) c->be->zero(c->be, c->dg, c->m.n_params * sizeof(float));
-        if (st == LT_OK) lt_dist_bind(&c->dist, &c->m, g);
+        if (c->gr != c->ga) memset(c->gr, 0, c->xm->n_params * sizeof(float));
+        if (st == LT_OK) lt_dist_bind(&c->dist, c->xm, g);
         if (st == LT_OK) lt_dist_set_device_grads(&c->dist, dev);
-        if (st == LT_OK) st = lt_exec_step_rank(rm, &p, smp, dev ? &c->vg : &c->va, &es, c->pool, c->comm, &hooks, err);
-        if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, &c->m, g, err);
+        if (st == LT_OK) st = lt_exec_step_rank(rm, &p, smp, dev ? &c->vg : &c->vr, &es, c->pool, c->comm, &hooks, err);
+        if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, c->xm, g, err);
         if (st == LT_OK && dev) st = c->be->to_host(c->be, c->ga, c->dg, c->m.n_params * sizeof(float), err);
-        if (st == LT_OK) st = lt_dist_gather(&c->dist, &c->m, c->ga, err);
+        if (st == LT_OK) st = lt_dist_gather(&c->dist, c->xm, c->gr, &c->m, c->ga, err);
         lt_exec_stats one = {0};
         memset(c->gc, 0, c->m.n_params * sizeof(float));
         if (st == LT_OK && rank0) st = lt_exec_step(&c->m, &p, smp, &c->vc, &one, c->pool, err);
@@ -289,7 +297,20 @@ int check_command(lt_cli_ctx *ctx) {
         if (st == LT_OK && !(c.hg = malloc(c.m.n_params * sizeof(float))))
             st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for the GPU's gradients");
     }
-    if (st == LT_OK) st = lt_cmd_open_plans(db, &c.m, &c.store, &err);
+    c.xm = &c.m;
+    int tp = c.comm ? lt_comm_layout_of(c.comm)->tp : 1;
+    if (st == LT_OK && tp > 1) { /* this rank's shard of the model, talking to its TP group */
+        if (c.be || c.tbe)
+            st = lt_fail(&err, LT_ERR_CONFIG, "[parallel]", "parallel.tp > 1 runs on the CPU fp32 backend only so far");
+        if (st == LT_OK) st = lt_llama_create_tp(&c.mp, &c.m.shape, tp, lt_comm_layout_of(c.comm)->tp_rank, &err);
+        if (st == LT_OK) {
+            lt_llama_copy_shard(&c.m, c.m.params, &c.mp, c.mp.params);
+            lt_dist_tp_ops(c.comm, &c.tpo);
+            c.mp.tp_ops = &c.tpo;
+            c.xm = &c.mp;
+        }
+    }
+    if (st == LT_OK) st = lt_cmd_open_plans(db, c.xm, &c.store, &err);
     if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
     if (st == LT_OK) st = lt_docs_open(&c.docs, data, 0, &err);
     if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &c.pool, NULL, &err);
@@ -297,12 +318,14 @@ int check_command(lt_cli_ctx *ctx) {
         c.ga = malloc(c.m.n_params * sizeof(float));
         c.gb = malloc(c.m.n_params * sizeof(float));
         c.gc = c.comm ? malloc(c.m.n_params * sizeof(float)) : NULL;
-        c.lv = malloc(3 * (size_t)c.m.shape.layers * sizeof *c.lv);
-        if (!c.ga || !c.gb || !c.lv || (c.comm && !c.gc))
+        c.gr = c.xm != &c.m ? malloc(c.xm->n_params * sizeof(float)) : c.ga;
+        c.lv = malloc(4 * (size_t)c.m.shape.layers * sizeof *c.lv);
+        if (!c.ga || !c.gb || !c.lv || (c.comm && !c.gc) || !c.gr)
             st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for the gradient buffers");
     }
     if (st == LT_OK) {
         lt_llama_views_of(&c.m, c.ga, c.lv, &c.va);
+        lt_llama_views_of(c.xm, c.gr, c.lv + 3 * c.m.shape.layers, &c.vr);
         lt_llama_views_of(&c.m, c.gb, c.lv + c.m.shape.layers, &c.vb);
         if (c.gc) lt_llama_views_of(&c.m, c.gc, c.lv + 2 * c.m.shape.layers, &c.vc);
         if (c.dg) lt_llama_views_of(&c.m, c.dg, c.lv + 2 * c.m.shape.layers, &c.vg); /* (gc: distributed only) */
@@ -318,7 +341,9 @@ int check_command(lt_cli_ctx *ctx) {
     if (c.be) lt_backend_cuda_free_grads(c.be, c.dg);
     lt_backend_cuda_close(c.be);
     free(c.hg);
+    if (c.gr != c.ga) free(c.gr);
     free(steps), free(c.ga), free(c.gb), free(c.gc), free(c.lv);
+    lt_llama_free(&c.mp);
     lt_dist_free(&c.dist);
     lt_docs_close(c.docs);
     lt_store_close(c.store);

@@ -136,12 +136,13 @@ lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err) {
 lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err) {
     *comm = NULL;
     if (!lt_comm_launched()) return lt_comm_check_launch(err);
-    int64_t dp = 1, pp = 1;
+    int64_t dp = 1, pp = 1, tp = 1;
     double timeout = 300;
     lt_status st = lt_config_get_int(ctx->config, "parallel", "dp", &dp, err);
     if (st == LT_OK) st = lt_config_get_int(ctx->config, "parallel", "pp", &pp, err);
+    if (st == LT_OK) st = lt_config_get_int(ctx->config, "parallel", "tp", &tp, err);
     if (st == LT_OK) st = lt_config_get_double(ctx->config, "train", "comm_timeout_s", &timeout, err);
-    if (st == LT_OK) st = lt_comm_init(comm, (int)dp, (int)pp, timeout, err);
+    if (st == LT_OK) st = lt_comm_init(comm, (int)dp, (int)pp, (int)tp, timeout, err);
     return st;
 }
 
@@ -177,13 +178,13 @@ static lt_status check_plans_model(const lt_run_info *run, const char *db, const
             lt_error_hint(err, "use the [model] the plans were built with (sqlite3 %s \"SELECT config FROM runs\")", db);
             return LT_ERR_CONFIG;
         }
-    if (run->tp != 1) {
+    if (run->tp != m->tp) {
         /* a tp > 1 plan run at tp = 1 would look like it worked: every rank would hold whole
          * layers and none of the plan's TP collectives would happen */
-        lt_fail(err, LT_ERR_CONFIG, db,
-                "the plans are for parallel.tp = %d; the trainer does not execute tensor parallelism yet", run->tp);
-        lt_error_hint(err, "plan with parallel.tp = 1 to train; tp > 1 plans are for the planner's predictions "
-                           "(planner compare, planner simulate)");
+        lt_fail(err, LT_ERR_CONFIG, db, "the plans are for parallel.tp = %d; this job runs tensor parallelism of %d%s",
+                run->tp, m->tp, m->tp == 1 ? " (one process per DP rank and stage)" : "");
+        lt_error_hint(err, "train with the layout the plans were built for: parallel.tp = %d and dp x pp x tp "
+                           "processes (mpirun -n / srun -n)", run->tp);
         return LT_ERR_CONFIG;
     }
     return LT_OK;

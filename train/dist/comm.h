@@ -21,10 +21,13 @@
  * lt_comm_wait / lt_comm_test. Without a launcher (or a build without MPI) the
  * communicator is a world of one, and every call is local.
  *
- * Layout: world rank = dp_rank * pp + stage (the stages of a pipeline are neighbours, so
- * srun's block distribution keeps a pipeline on one node). lt_comm_init checks that the
- * world size is dp x pp and, under Slurm, that MPI's rank and size are SLURM_PROCID and
- * SLURM_NTASKS.
+ * Layout: world rank = (dp_rank * pp + stage) * tp + tp_rank: TP innermost (a stage's TP
+ * group is tp neighbouring ranks, so srun's block distribution keeps it inside a node, where
+ * its per-layer collectives belong), then the stages of a pipeline, then the DP ranks; the
+ * cost model's placement (docs/cost-model.md "layout") is the same order. lt_comm_init
+ * checks that the world size is dp x pp x tp and, under Slurm, that MPI's rank and size are
+ * SLURM_PROCID and SLURM_NTASKS. The DP, pipeline and tied groups and the stage channels
+ * join ranks of the same tp_rank; lt_comm_rank_of names ranks of the caller's tp_rank.
  *
  * Failures never hang: every wait polls with a deadline (train.comm_timeout_s); past it
  * the call fails naming this rank, the peer and what it waited for. lt_comm_abort prints
@@ -53,12 +56,14 @@ typedef enum lt_comm_group {
     LT_COMM_DP,       /* the ranks of the caller's stage (one per DP rank) */
     LT_COMM_PIPELINE, /* the stages of the caller's DP rank */
     LT_COMM_TIED,     /* the first and the last stage of the caller's DP rank (pp > 1) */
+    LT_COMM_TP,       /* the tensor-parallel ranks of the caller's (DP rank, stage) */
 } lt_comm_group;
 
 typedef struct lt_comm_layout {
     int world, rank;      /* size and this process's rank */
-    int dp, pp;           /* the layout */
+    int dp, pp, tp;       /* the layout */
     int dp_rank, stage;   /* this process's coordinates */
+    int tp_rank;          /* ... and its rank in the stage's TP group */
     int local_rank;       /* SLURM_LOCALID / OMPI_COMM_WORLD_LOCAL_RANK, else 0 */
     bool distributed;     /* MPI was initialised (a launcher started us) */
 } lt_comm_layout;
@@ -75,11 +80,11 @@ lt_status lt_comm_check_launch(lt_error *err);
  * the world size must be dp x pp (LT_ERR_CONFIG naming parallel.dp, parallel.pp and the
  * launcher's count), and under Slurm SLURM_NTASKS / SLURM_PROCID must agree with MPI.
  * timeout_s bounds every wait. *out is new; lt_comm_finalize it. */
-lt_status lt_comm_init(lt_comm **out, int dp, int pp, double timeout_s, lt_error *err);
+lt_status lt_comm_init(lt_comm **out, int dp, int pp, int tp, double timeout_s, lt_error *err);
 /* MPI_Finalize (a no-op for a world of one); NULL-safe. */
 void lt_comm_finalize(lt_comm *c);
 const lt_comm_layout *lt_comm_layout_of(const lt_comm *c);
-/* The world rank of (dp_rank, stage). */
+/* The world rank of (dp_rank, stage) with the caller's tp_rank. */
 int lt_comm_rank_of(const lt_comm *c, int dp_rank, int stage);
 /* "rank R (dp D, stage S)": the prefix of this rank's messages. */
 const char *lt_comm_who(const lt_comm *c);
@@ -124,6 +129,28 @@ lt_status lt_comm_allreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n
 /* The same, posted: wait with lt_comm_wait. */
 lt_status lt_comm_iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t,
                              const char *what, lt_comm_req **req, lt_error *err);
+
+/* Tensor parallelism over the TP ranks of this stage (host memory, blocking; a world of
+ * one, or tp = 1: nothing to do). The in-place conventions of train/model/model.h's
+ * lt_tp_ops: all-gather fills every `block`-byte block of buf from its rank (this rank's,
+ * block tp_rank, filled by the caller); reduce-scatter leaves in block tp_rank (n floats)
+ * the sum of every rank's block tp_rank (the other blocks undefined). All-reduces over the
+ * group: lt_comm_allreduce with LT_COMM_TP. */
+lt_status lt_comm_tp_allgather(lt_comm *c, void *buf, size_t block, lt_error *err);
+lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, lt_error *err);
+
+/* The bytes this rank has sent in each kind of collective since the communicator was made
+ * (or lt_comm_bytes_reset), counted as a ring algorithm sends them: (tp - 1) blocks of an
+ * all-gather or a reduce-scatter, 2 (tp - 1) / tp of an all-reduce's buffer. What the cost
+ * model's TP term prices (plans/cost/cost.h lt_cost_tp_bytes). */
+typedef enum lt_comm_bytes_kind {
+    LT_COMM_BYTES_TP_ALLGATHER,
+    LT_COMM_BYTES_TP_REDUCE_SCATTER,
+    LT_COMM_BYTES_TP_ALLREDUCE,
+    LT_COMM_BYTES_KINDS
+} lt_comm_bytes_kind;
+size_t lt_comm_bytes(const lt_comm *c, lt_comm_bytes_kind k);
+void lt_comm_bytes_reset(lt_comm *c);
 
 /* ZeRO-1 over the DP ranks of this stage (counts[r] elements of DP rank r, in rank order,
  * contiguous in buf): reduce-scatter leaves the sum of this rank's block at buf[0..counts[me]);

@@ -18,8 +18,9 @@ struct lt_comm {
     double timeout_s;
     char who[96];
 #ifdef HAVE_MPI
-    MPI_Comm world, p2p, ring, dp, pipe, tied; /* p2p: the stage channels */
+    MPI_Comm world, p2p, ring, dp, pipe, tied, tpc; /* p2p: the stage channels; tpc: the TP group */
 #endif
+    size_t bytes[LT_COMM_BYTES_KINDS]; /* lt_comm_bytes */
     struct lt_comm_nccl *nccl; /* NULL until lt_comm_attach_device */
 };
 

@@ -71,8 +71,12 @@ lt_status lt_comm_check_launch(lt_error *err) {
 }
 
 const lt_comm_layout *lt_comm_layout_of(const lt_comm *c) { return &c->l; }
+size_t lt_comm_bytes(const lt_comm *c, lt_comm_bytes_kind k) { return k < LT_COMM_BYTES_KINDS ? c->bytes[k] : 0; }
+void lt_comm_bytes_reset(lt_comm *c) { memset(c->bytes, 0, sizeof c->bytes); }
 const char *lt_comm_who(const lt_comm *c) { return c->who; }
-int lt_comm_rank_of(const lt_comm *c, int dp_rank, int stage) { return dp_rank * c->l.pp + stage; }
+int lt_comm_rank_of(const lt_comm *c, int dp_rank, int stage) {
+    return (dp_rank * c->l.pp + stage) * c->l.tp + c->l.tp_rank;
+}
 
 _Noreturn void lt_comm_abort(lt_comm *c, int code, const char *what) {
     fprintf(stderr, "longtail: %s: %s\n", c ? c->who : "trainer", what);
@@ -84,12 +88,13 @@ _Noreturn void lt_comm_abort(lt_comm *c, int code, const char *what) {
     exit(code ? code : 1);
 }
 
-lt_status lt_comm_init(lt_comm **out, int dp, int pp, double timeout_s, lt_error *err) {
+lt_status lt_comm_init(lt_comm **out, int dp, int pp, int tp, double timeout_s, lt_error *err) {
     *out = NULL;
     lt_comm *c = calloc(1, sizeof *c);
     if (!c) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     c->timeout_s = timeout_s > 0 ? timeout_s : 300;
-    c->l = (lt_comm_layout){.world = 1, .dp = dp, .pp = pp};
+    c->l = (lt_comm_layout){.world = 1, .dp = dp, .pp = pp, .tp = tp > 0 ? tp : 1};
+    tp = c->l.tp;
 #ifdef HAVE_MPI
     if (lt_comm_launched()) {
         int provided, inited = 0;
@@ -113,26 +118,42 @@ lt_status lt_comm_init(lt_comm **out, int dp, int pp, double timeout_s, lt_error
                      "%s: MPI says rank %d of %d, Slurm says SLURM_PROCID=%d of SLURM_NTASKS=%d: launch with "
                      "srun --mpi=pmix (one MPI process per Slurm task)",
                      c->who, c->l.rank, c->l.world, procid, ntasks);
-    else if ((long long)dp * pp != c->l.world)
+    else if ((long long)dp * pp * tp != c->l.world && tp == 1)
         st = lt_fail(err, LT_ERR_CONFIG, NULL,
                      "parallel.dp = %d x parallel.pp = %d is %lld ranks, but %d process%s started (%s): start dp x pp "
                      "processes (srun -n / mpirun -n) or change the layout",
                      dp, pp, (long long)dp * pp, c->l.world, c->l.world == 1 ? " was" : "es were",
                      c->l.distributed ? "the MPI world" : "no MPI launcher");
+    else if ((long long)dp * pp * tp != c->l.world)
+        st = lt_fail(err, LT_ERR_CONFIG, NULL,
+                     "parallel.dp = %d x parallel.pp = %d x parallel.tp = %d is %lld ranks, but %d process%s started "
+                     "(%s): start dp x pp x tp processes (srun -n / mpirun -n) or change the layout",
+                     dp, pp, tp, (long long)dp * pp * tp, c->l.world, c->l.world == 1 ? " was" : "es were",
+                     c->l.distributed ? "the MPI world" : "no MPI launcher");
     if (st != LT_OK) {
         lt_comm_finalize(c);
         return st;
     }
-    c->l.dp_rank = c->l.rank / pp, c->l.stage = c->l.rank % pp;
-    snprintf(c->who, sizeof c->who, "rank %d (dp %d, stage %d)", c->l.rank, c->l.dp_rank, c->l.stage);
+    /* TP innermost: world rank = (dp_rank x pp + stage) x tp + tp_rank (comm.h "Layout") */
+    c->l.tp_rank = c->l.rank % tp;
+    c->l.dp_rank = c->l.rank / tp / pp, c->l.stage = c->l.rank / tp % pp;
+    if (tp > 1)
+        snprintf(c->who, sizeof c->who, "rank %d (dp %d, stage %d, tp %d)", c->l.rank, c->l.dp_rank, c->l.stage,
+                 c->l.tp_rank);
+    else
+        snprintf(c->who, sizeof c->who, "rank %d (dp %d, stage %d)", c->l.rank, c->l.dp_rank, c->l.stage);
 #ifdef HAVE_MPI
     if (c->l.distributed) {
-        int tied_color = pp > 1 && (c->l.stage == 0 || c->l.stage == pp - 1) ? c->l.dp_rank : MPI_UNDEFINED;
+        /* the DP, pipeline and tied groups join ranks of one TP rank; the TP group the tp
+         * ranks of one (DP rank, stage) */
+        int t = c->l.tp_rank, pipe_color = c->l.dp_rank * tp + t;
+        int tied_color = pp > 1 && (c->l.stage == 0 || c->l.stage == pp - 1) ? pipe_color : MPI_UNDEFINED;
         if (MPI_Comm_dup(MPI_COMM_WORLD, &c->world) != MPI_SUCCESS || MPI_Comm_dup(MPI_COMM_WORLD, &c->p2p) != MPI_SUCCESS ||
             MPI_Comm_dup(MPI_COMM_WORLD, &c->ring) != MPI_SUCCESS ||
-            MPI_Comm_split(MPI_COMM_WORLD, c->l.stage, c->l.dp_rank, &c->dp) != MPI_SUCCESS ||
-            MPI_Comm_split(MPI_COMM_WORLD, c->l.dp_rank, c->l.stage, &c->pipe) != MPI_SUCCESS ||
-            MPI_Comm_split(MPI_COMM_WORLD, tied_color, c->l.stage, &c->tied) != MPI_SUCCESS) {
+            MPI_Comm_split(MPI_COMM_WORLD, c->l.stage * tp + t, c->l.dp_rank, &c->dp) != MPI_SUCCESS ||
+            MPI_Comm_split(MPI_COMM_WORLD, pipe_color, c->l.stage, &c->pipe) != MPI_SUCCESS ||
+            MPI_Comm_split(MPI_COMM_WORLD, tied_color, c->l.stage, &c->tied) != MPI_SUCCESS ||
+            MPI_Comm_split(MPI_COMM_WORLD, c->l.dp_rank * pp + c->l.stage, t, &c->tpc) != MPI_SUCCESS) {
             lt_comm_finalize(c);
             return lt_fail(err, LT_ERR_IO, NULL, "creating the MPI communicators failed");
         }
@@ -147,7 +168,7 @@ void lt_comm_finalize(lt_comm *c) {
     lt_comm_nccl_finalize(c);
 #ifdef HAVE_MPI
     if (c->l.distributed) {
-        MPI_Comm *cs[] = {&c->world, &c->p2p, &c->ring, &c->dp, &c->pipe, &c->tied};
+        MPI_Comm *cs[] = {&c->world, &c->p2p, &c->ring, &c->dp, &c->pipe, &c->tied, &c->tpc};
         for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
             if (*cs[i] != MPI_COMM_NULL && *cs[i] != 0) MPI_Comm_free(cs[i]);
         int fin = 0;
@@ -278,13 +299,15 @@ static MPI_Comm comm_of(lt_comm *c, lt_comm_group g) {
     case LT_COMM_DP: return c->dp;
     case LT_COMM_PIPELINE: return c->pipe;
     case LT_COMM_TIED: return c->tied;
+    case LT_COMM_TP: return c->tpc;
     default: return c->world;
     }
 }
 
 static const char *group_name(lt_comm_group g) {
     return g == LT_COMM_DP ? "the DP ranks of this stage" : g == LT_COMM_PIPELINE ? "the stages of this pipeline"
-                           : g == LT_COMM_TIED ? "the first and last stage" : "every rank";
+                           : g == LT_COMM_TIED ? "the first and last stage"
+                           : g == LT_COMM_TP   ? "the TP ranks of this stage" : "every rank";
 }
 #endif
 
@@ -292,6 +315,9 @@ static const char *group_name(lt_comm_group g) {
 static lt_status iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
                             const char *what, lt_comm_req **req, lt_error *err) {
     *req = NULL;
+    if (group == LT_COMM_TP && c->l.tp > 1)
+        c->bytes[LT_COMM_BYTES_TP_ALLREDUCE] += n * (t == LT_COMM_F32 ? 4u : 8u) * 2u * (size_t)(c->l.tp - 1) /
+                                                (size_t)c->l.tp;
 #ifdef HAVE_MPI
     if (c->l.distributed) {
         MPI_Comm comm = comm_of(c, group);
@@ -324,6 +350,51 @@ lt_status lt_comm_allreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n
     lt_comm_req *req;
     lt_status st = iallreduce(c, group, buf, n, t, max, max ? "a maximum" : "a sum", &req, err);
     return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
+}
+
+lt_status lt_comm_tp_allgather(lt_comm *c, void *buf, size_t block, lt_error *err) {
+    c->bytes[LT_COMM_BYTES_TP_ALLGATHER] += block * (size_t)(c->l.tp - 1);
+#ifdef HAVE_MPI
+    if (c->l.distributed && c->l.tp > 1) {
+        int count;
+        MPI_Datatype t;
+        if (!count_of(block, &count, &t))
+            return lt_fail(err, LT_ERR_INPUT, NULL, "%s: a %zu-byte all-gather block is too large for one MPI call",
+                           c->who, block);
+        lt_comm_req *req;
+        lt_status st = new_req(&req, -1, "an all-gather over the TP ranks of this stage", err);
+        if (st != LT_OK) return st;
+        if (MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, count, t, c->tpc, &req->r) != MPI_SUCCESS) {
+            free(req);
+            return lt_fail(err, LT_ERR_IO, NULL, "%s: an all-gather over the TP ranks failed", c->who);
+        }
+        return lt_comm_wait(c, &req, err);
+    }
+#endif
+    (void)buf, (void)err;
+    return LT_OK;
+}
+
+lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, lt_error *err) {
+    c->bytes[LT_COMM_BYTES_TP_REDUCE_SCATTER] += n * sizeof(float) * (size_t)(c->l.tp - 1);
+#ifdef HAVE_MPI
+    if (c->l.distributed && c->l.tp > 1) {
+        if (n > INT_MAX) return lt_fail(err, LT_ERR_INPUT, NULL, "%s: a reduce-scatter block of %zu elements", c->who, n);
+        lt_comm_req *req;
+        lt_status st = new_req(&req, -1, "a reduce-scatter over the TP ranks of this stage", err);
+        if (st != LT_OK) return st;
+        /* in place, MPI leaves the sum of block tp_rank at the start of buf */
+        if (MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->tpc, &req->r) != MPI_SUCCESS) {
+            free(req);
+            return lt_fail(err, LT_ERR_IO, NULL, "%s: a reduce-scatter over the TP ranks failed", c->who);
+        }
+        st = lt_comm_wait(c, &req, err);
+        if (st == LT_OK && c->l.tp_rank > 0) memmove(buf + (size_t)c->l.tp_rank * n, buf, n * sizeof *buf);
+        return st;
+    }
+#endif
+    (void)buf, (void)n, (void)err;
+    return LT_OK;
 }
 
 lt_status lt_comm_reduce_scatter_dp(lt_comm *c, float *buf, const int *counts, lt_error *err) {

@@ -220,10 +220,11 @@ lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_B
      * in the same order */
     const lt_comm_layout *l = &c->l;
     bool end = l->pp > 1 && (l->stage == 0 || l->stage == l->pp - 1);
-    if (st == LT_OK) st = split(c, l->stage, l->dp_rank, &n->dp, "the DP ranks of each stage", err);
-    if (st == LT_OK) st = split(c, l->dp_rank, l->stage, &n->pipe, "the stages of each pipeline", err);
+    int t = l->tp_rank, tp = l->tp; /* the groups join ranks of one TP rank (comm.h "Layout") */
+    if (st == LT_OK) st = split(c, l->stage * tp + t, l->dp_rank, &n->dp, "the DP ranks of each stage", err);
+    if (st == LT_OK) st = split(c, l->dp_rank * tp + t, l->stage, &n->pipe, "the stages of each pipeline", err);
     if (st == LT_OK)
-        st = split(c, end ? l->dp_rank : NCCL_SPLIT_NOCOLOR, l->stage, &n->tied, "the first and last stages",
+        st = split(c, end ? l->dp_rank * tp + t : NCCL_SPLIT_NOCOLOR, l->stage, &n->tied, "the first and last stages",
                    err);
     /* the stage channels: pairs (s, s + 1) with s of parity p, one communicator per way;
      * each split gives a rank at most one pair, so four splits make every channel */
@@ -232,7 +233,7 @@ lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_B
             bool lower; /* I am the pair's lower stage */
             int colour = lt_comm_chan_colour(l->dp_rank, l->stage, l->pp, p, &lower);
             bool upper = colour >= 0 && !lower;
-            if (colour < 0) colour = NCCL_SPLIT_NOCOLOR;
+            colour = colour < 0 ? NCCL_SPLIT_NOCOLOR : colour * tp + t;
             ncclComm_t x = NULL;
             st = split(c, colour, l->stage, &x, way == 0 ? "the forward stage channels" : "the backward stage "
                        "channels", err);
@@ -374,7 +375,7 @@ lt_status lt_comm_nccl_stage(lt_comm *c, bool send, int stage, void *buf, size_t
     struct lt_comm_nccl *n = c->nccl;
     ncclComm_t nc = n->chan[side][send ? 0 : 1];
     cudaStream_t s = n->chan_stream[side][send ? 0 : 1];
-    int peer = c->l.dp_rank * c->l.pp + stage;
+    int peer = (c->l.dp_rank * c->l.pp + stage) * c->l.tp + c->l.tp_rank;
     if (!nc)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: %s with rank %d: no stage channel (%d stages)", c->who, what,
                        peer, c->l.pp);

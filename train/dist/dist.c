@@ -72,6 +72,10 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
     memset(d, 0, sizeof *d);
     const lt_comm_layout *l = lt_comm_layout_of(c);
     d->comm = c, d->stage = l->stage, d->pp = l->pp, d->dp_rank = l->dp_rank, d->dp = l->dp;
+    d->tp = l->tp > 0 ? l->tp : 1, d->tp_rank = l->tp_rank;
+    if (m->tp != d->tp || m->tp_rank != d->tp_rank)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: a model of TP rank %d of %d on a rank of TP rank %d of %d",
+                       lt_comm_who(c), m->tp_rank, m->tp, d->tp_rank, d->tp);
     lt_status st = lt_dist_check_layout(p, l, err);
     if (st == LT_OK) st = stage_layers(p, d->stage, &d->l0, &d->l1, err);
     if (st != LT_OK) return st;
@@ -83,9 +87,17 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     }
     bool first = d->stage == 0, last = d->stage == d->pp - 1;
-    for (int i = 0; i < m->n_tensors; i++) { /* a tied embedding counts in the norm once: on the first stage */
-        d->mine[i] = owns(m, &m->tensors[i], d->l0, d->l1, first, last);
-        d->counted[i] = d->mine[i] && (!is_embed(m, &m->tensors[i]) || first);
+    /* a tied embedding counts in the norm once: on the first stage; a tensor replicated over
+     * the TP group (the norms) once: on TP rank 0 */
+    for (int i = 0; i < m->n_tensors; i++) {
+        const lt_tensor_info *t = &m->tensors[i];
+        d->mine[i] = owns(m, t, d->l0, d->l1, first, last);
+        d->counted[i] = d->mine[i] && (!is_embed(m, t) || first) && (t->split != LT_SPLIT_NONE || d->tp_rank == 0);
+        if (d->mine[i] && d->tp > 1 && t->split == LT_SPLIT_NONE) d->rep_floats += (size_t)t->rows * (size_t)t->cols;
+    }
+    if (d->rep_floats && !(d->rep = malloc(d->rep_floats * sizeof *d->rep))) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     }
     double f = bucket_mb * 1048576.0 / sizeof(float);
     d->bucket_floats = f < 1024 ? 1024 : (size_t)f;
@@ -193,7 +205,7 @@ lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *
 
 void lt_dist_free(lt_dist *d) {
     if (!d) return;
-    free(d->req), free(d->layer_posted);
+    free(d->req), free(d->layer_posted), free(d->rep);
     free(d->mine), free(d->counted), free(d->range), free(d->counts), free(d->displs), free(d->flat), free(d->m),
         free(d->v);
     memset(d, 0, sizeof *d);
@@ -202,9 +214,33 @@ void lt_dist_free(lt_dist *d) {
 static lt_status reduce_tied(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
     if (d->pp > 1 && m->shape.tie_embeddings && (d->stage == 0 || d->stage == d->pp - 1))
         return (d->device_grads ? lt_comm_dev_allreduce : lt_comm_allreduce)(
-            d->comm, LT_COMM_TIED, grads + (m->w.embed - m->params), (size_t)m->shape.vocab * (size_t)m->shape.hidden,
-            LT_COMM_F32, false, err);
+            d->comm, LT_COMM_TIED, grads + (m->w.embed - m->params),
+            (size_t)m->tensors[0].rows * (size_t)m->tensors[0].cols, LT_COMM_F32, false, err); /* (this TP rank's rows) */
     return LT_OK;
+}
+
+/* Tensor parallelism: the gradients of the tensors every TP rank holds whole (the norms,
+ * each rank's sum over its sequence-parallel rows) summed over the group, packed into one
+ * all-reduce (Megatron-LM's all-reduce of the sequence-parallel LayerNorm gradients). */
+static lt_status reduce_tp_replicated(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
+    if (d->tp < 2 || d->rep_floats == 0) return LT_OK;
+    if (d->device_grads)
+        return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "%s: parallel.tp > 1 runs on the CPU backend only so far",
+                       lt_comm_who(d->comm));
+    float *p = d->rep;
+    for (int i = 0; i < m->n_tensors; i++)
+        if (d->mine[i] && m->tensors[i].split == LT_SPLIT_NONE) {
+            size_t n = (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+            memcpy(p, grads + m->tensors[i].offset, n * sizeof *p), p += n;
+        }
+    lt_status st = lt_comm_allreduce(d->comm, LT_COMM_TP, d->rep, d->rep_floats, LT_COMM_F32, false, err);
+    p = d->rep;
+    for (int i = 0; st == LT_OK && i < m->n_tensors; i++)
+        if (d->mine[i] && m->tensors[i].split == LT_SPLIT_NONE) {
+            size_t n = (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+            memcpy(grads + m->tensors[i].offset, p, n * sizeof *p), p += n;
+        }
+    return st;
 }
 
 /* Post the all-reduce of buffer floats [lo, hi) in buckets, last first. */
@@ -257,8 +293,9 @@ lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_e
     if (d->zero1 && d->device_grads)
         return lt_fail(err, LT_ERR_CONFIG, NULL, "%s: parallel.zero1 is not implemented for train.backend = cuda "
                        "(device gradients)", lt_comm_who(d->comm));
-    if (d->zero1) { /* the tied sum first (sums commute), then each DP rank its block */
-        st = reduce_tied(d, m, grads, err);
+    if (d->zero1) { /* the TP and tied sums first (sums commute), then each DP rank its block */
+        st = reduce_tp_replicated(d, m, grads, err);
+        if (st == LT_OK) st = reduce_tied(d, m, grads, err);
         if (st == LT_OK) pack(d, grads, d->flat);
         if (st == LT_OK) st = lt_comm_reduce_scatter_dp(d->comm, d->flat, d->counts, err);
         if (st == LT_OK) /* the summed block back where it belongs */
@@ -288,6 +325,7 @@ lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_e
         memset(d->layer_posted, 0, (size_t)m->shape.layers * sizeof *d->layer_posted);
     }
     if (st == LT_OK) st = reduce_tied(d, m, grads, err);
+    if (st == LT_OK) st = reduce_tp_replicated(d, m, grads, err);
     return st;
 }
 
@@ -368,8 +406,10 @@ lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double
             sq += n * n;
         }
     }
+    /* every stage's (and TP shard's) part once: ZeRO-1's blocks span the world */
     lt_status st = lt_comm_allreduce(d->comm, d->zero1 ? LT_COMM_WORLD : LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64, false,
                                      err);
+    if (st == LT_OK && !d->zero1 && d->tp > 1) st = lt_comm_allreduce(d->comm, LT_COMM_TP, &sq, 1, LT_COMM_F64, false, err);
     if (st != LT_OK) return st;
     *norm = sqrt(sq);
     double coef = lt_clip_coef(*norm, max_norm);
@@ -404,25 +444,34 @@ lt_status lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float 
     return st;
 }
 
-lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, float *buf, lt_error *err) {
-    /* blob: int32 count, int32 tensor indices, then their floats in that order */
+lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, const float *buf, const lt_llama *full, float *whole,
+                         lt_error *err) {
+    /* blob: int32 TP rank, int32 count, int32 tensor indices, then their floats in that
+     * order (a replicated tensor from TP rank 0 only) */
     size_t floats = 0;
-    int32_t count = 0;
-    bool sends = d->dp_rank == 0 && lt_comm_layout_of(d->comm)->rank != 0;
+    int32_t count = 0, tpr = d->tp_rank;
+    const lt_comm_layout *l = lt_comm_layout_of(d->comm);
+    bool sends = d->dp_rank == 0;
+    bool *send = calloc((size_t)m->n_tensors + 1, sizeof *send);
+    if (!send) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int i = 0; sends && i < m->n_tensors; i++)
-        if (d->mine[i]) count++, floats += (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
-    size_t bytes = sizeof(int32_t) * (1 + (size_t)count) + floats * sizeof(float);
+        if (d->mine[i] && (m->tensors[i].split != LT_SPLIT_NONE || d->tp_rank == 0))
+            send[i] = true, count++, floats += (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+    size_t bytes = sizeof(int32_t) * (2 + (size_t)count) + floats * sizeof(float);
     char *blob = malloc(bytes);
-    if (!blob) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    memcpy(blob, &count, sizeof count);
-    char *p = blob + sizeof(int32_t), *q = blob + sizeof(int32_t) * (1 + (size_t)count);
-    for (int32_t i = 0; sends && i < m->n_tensors; i++) {
-        if (!d->mine[i]) continue;
+    if (!blob) {
+        free(send);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    }
+    memcpy(blob, &tpr, sizeof tpr), memcpy(blob + sizeof tpr, &count, sizeof count);
+    char *p = blob + 2 * sizeof(int32_t), *q = blob + sizeof(int32_t) * (2 + (size_t)count);
+    for (int32_t i = 0; i < m->n_tensors; i++) {
+        if (!send[i]) continue;
         size_t n = (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
         memcpy(p, &i, sizeof i), p += sizeof i;
         memcpy(q, buf + m->tensors[i].offset, n * sizeof(float)), q += n * sizeof(float);
     }
-    const lt_comm_layout *l = lt_comm_layout_of(d->comm);
+    free(send);
     size_t *lens = l->rank == 0 ? calloc((size_t)l->world, sizeof *lens) : NULL;
     void *all = NULL;
     lt_status st = l->rank == 0 && !lens ? lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory") : LT_OK;
@@ -430,24 +479,87 @@ lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, float *buf, lt_err
     free(blob);
     const char *at = all;
     for (int r = 0; st == LT_OK && l->rank == 0 && r < l->world; at += lens[r], r++) {
-        int32_t c;
-        if (lens[r] < sizeof c) {
+        int32_t c, from;
+        if (lens[r] < 2 * sizeof c) {
             st = lt_fail(err, LT_ERR_INTERNAL, NULL, "rank %d sent %zu bytes", r, lens[r]);
             break;
         }
-        memcpy(&c, at, sizeof c);
-        const char *ip = at + sizeof c, *fp = at + sizeof c * (1 + (size_t)c);
+        memcpy(&from, at, sizeof from), memcpy(&c, at + sizeof from, sizeof c);
+        const char *ip = at + 2 * sizeof c, *fp = at + sizeof c * (2 + (size_t)c);
         for (int32_t k = 0; k < c; k++) {
             int32_t i;
             memcpy(&i, ip, sizeof i), ip += sizeof i;
-            if (i < 0 || i >= m->n_tensors) {
-                st = lt_fail(err, LT_ERR_INTERNAL, NULL, "rank %d sent tensor %d", r, i);
+            if (i < 0 || i >= m->n_tensors || from < 0 || from >= m->tp) {
+                st = lt_fail(err, LT_ERR_INTERNAL, NULL, "rank %d sent tensor %d of TP rank %d", r, i, from);
                 break;
             }
-            size_t n = (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
-            memcpy(buf + m->tensors[i].offset, fp, n * sizeof(float)), fp += n * sizeof(float);
+            int first, cnt;
+            lt_llama_shard_extent(m, i, from, &first, &cnt);
+            const lt_tensor_info *t = &m->tensors[i];
+            size_t n = (size_t)(t->split == LT_SPLIT_ROWS ? cnt : t->full_rows) *
+                       (size_t)(t->split == LT_SPLIT_COLS ? cnt : t->full_cols);
+            float *tmp = malloc((n ? n : 1) * sizeof *tmp); /* (the blob's floats may be unaligned) */
+            if (!tmp) {
+                st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+                break;
+            }
+            memcpy(tmp, fp, n * sizeof(float)), fp += n * sizeof(float);
+            lt_llama_shard_io(m, i, from, full, whole, tmp, true);
+            free(tmp);
         }
     }
     free(all), free(lens);
     return st;
+}
+
+lt_status lt_dist_tp_assemble(const lt_dist *d, const lt_llama *m, const float *buf, const lt_llama *full,
+                              float *whole, lt_error *err) {
+    size_t most = 0; /* the largest shard: the all-gather's block */
+    for (int i = 0; i < m->n_tensors; i++)
+        for (int r = 0; d->mine[i] && r < d->tp; r++) {
+            int first, cnt;
+            lt_llama_shard_extent(m, i, r, &first, &cnt);
+            const lt_tensor_info *t = &m->tensors[i];
+            size_t n = (size_t)(t->split == LT_SPLIT_ROWS ? cnt : t->full_rows) *
+                       (size_t)(t->split == LT_SPLIT_COLS ? cnt : t->full_cols);
+            most = n > most ? n : most;
+        }
+    float *blocks = malloc(((size_t)d->tp * most + 1) * sizeof *blocks);
+    if (!blocks) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for assembling the stage's tensors");
+    lt_status st = LT_OK;
+    for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
+        if (!d->mine[i]) continue;
+        const lt_tensor_info *t = &m->tensors[i];
+        if (t->split == LT_SPLIT_NONE || d->tp == 1) { /* whole here */
+            lt_llama_shard_io(m, i, d->tp_rank, full, whole, (float *)buf + t->offset, true);
+            continue;
+        }
+        memcpy(blocks + (size_t)d->tp_rank * most, buf + t->offset, (size_t)t->rows * (size_t)t->cols * sizeof *blocks);
+        st = lt_comm_tp_allgather(d->comm, blocks, most * sizeof *blocks, err);
+        for (int r = 0; st == LT_OK && r < d->tp; r++) lt_llama_shard_io(m, i, r, full, whole, blocks + (size_t)r * most, true);
+    }
+    free(blocks);
+    return st;
+}
+
+/* ---------------------------------------------------------------- the TP group's collectives */
+
+static lt_status tp_all_gather(void *ctx, void *all, size_t block, lt_error *err) {
+    return lt_comm_tp_allgather(ctx, all, block, err);
+}
+
+static lt_status tp_reduce_scatter(void *ctx, void *all, size_t n, size_t es, lt_error *err) {
+    if (es != sizeof(float))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: the host TP reduce-scatter sums fp32 elements, not %zu-byte ones",
+                       lt_comm_who(ctx), es);
+    return lt_comm_tp_reduce_scatter(ctx, all, n, err);
+}
+
+static lt_status tp_all_reduce(void *ctx, float *buf, size_t n, bool max, lt_error *err) {
+    return lt_comm_allreduce(ctx, LT_COMM_TP, buf, n, LT_COMM_F32, max, err);
+}
+
+void lt_dist_tp_ops(lt_comm *c, lt_tp_ops *ops) {
+    *ops = (lt_tp_ops){.ctx = c, .all_gather = tp_all_gather, .reduce_scatter = tp_reduce_scatter,
+                       .all_reduce = tp_all_reduce};
 }

@@ -28,6 +28,9 @@
 typedef struct lt_dist {
     lt_comm *comm;
     int stage, pp, dp_rank, dp;
+    int tp, tp_rank;      /* the stage's tensor-parallel group (train/model/model.h lt_llama.tp) */
+    float *rep;           /* tp > 1: the replicated tensors' gradients, packed for their TP sum */
+    size_t rep_floats;
     int l0, l1;           /* this stage's layers [l0, l1) */
     int n_tensors;
     bool *mine;           /* [n_tensors] the tensors this stage owns (updates) */
@@ -112,9 +115,23 @@ lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double
 lt_status lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads,
                         double lr, const lt_optim_config *oc, lt_error *err);
 
-/* Rank 0 receives into buf the owned tensors of every stage from its DP rank 0 (the
- * tensors of buf a stage owns are overwritten; with pp = 1, rank 0 owns all). Collective:
- * every rank calls it with its own buffer. */
-lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, float *buf, lt_error *err);
+/* Rank 0 receives into `whole` (a buffer laid out as the whole model `full`, tp = 1) the
+ * owned tensors of every stage from its DP rank 0, every TP rank's shard in its place (the
+ * tensors a stage owns are overwritten; with pp = 1 and tp = 1, rank 0 owns all). Each
+ * rank sends from buf, laid out as its own m. Collective: every rank calls it; full and
+ * whole matter on rank 0 only. */
+lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, const float *buf, const lt_llama *full, float *whole,
+                         lt_error *err);
+
+/* Tensor parallelism: every TP rank of the stage gets in `whole` (laid out as the whole
+ * model `full`) the whole of each tensor it owns, from the shards in buf (m's layout) of
+ * the group's ranks (an all-gather per tensor). Collective over the TP group. How a
+ * stage's checkpoint part is written whatever tp: the same bytes as at tp = 1. */
+lt_status lt_dist_tp_assemble(const lt_dist *d, const lt_llama *m, const float *buf, const lt_llama *full,
+                              float *whole, lt_error *err);
+
+/* The tensor-parallel collectives of model.h (lt_tp_ops) over c's TP group (host memory,
+ * fp32): how the executor's model shard talks to its group. */
+void lt_dist_tp_ops(lt_comm *c, lt_tp_ops *ops);
 
 #endif /* LT_TRAIN_DIST_H */

@@ -69,7 +69,7 @@ lt_status exec_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     if (st == LT_OK && R > 0) { /* the recomputed layers: inputs kept, activations dropped */
         for (int i = 0; st == LT_OK && from != LT_DEP_NONE && i < n; i++) {
             int g = o->active[i];
-            size_t bytes = (size_t)lt_unit_tokens(&cu[i]) * C * be->act_bytes;
+            size_t bytes = (size_t)lt_unit_sp_rows(pr->m, &cu[i]) * C * be->act_bytes; /* this rank's SP rows */
             if (!(o->x_in[g] = be->alloc(be, bytes ? bytes : 1, false))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
             else be->copy(be, o->x_in[g], cin[i], bytes), o->x_bytes[g] = bytes, exec_track(pr, bytes);
         }
@@ -145,7 +145,7 @@ lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     for (int i = 0; st == LT_OK && i < n; i++) {
         int g = o->active[i];
         cu[i] = o->u[g];
-        size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
+        size_t TC = (size_t)lt_unit_sp_rows(pr->m, &cu[i]) * C; /* [*, C]: this rank's SP rows */
         if (!pb.head && !(cdout[i] = pr->ops[from].din[g])) {
             st = exec_op_error(pr, v, err, "no gradient from the stage after");
         } else if (gather) { /* the kept inputs' rows and a window over the range */
@@ -176,12 +176,12 @@ lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     const lt_cp_hooks *hbp = hb.kv_ready || hb.layer_done || hb.layer_begin ? &hb : NULL;
     if (st == LT_OK && R > 0) st = members_forward(pr, &pa, cu, n, cx, cr, kvh, NULL, err);
     for (int i = 0; st == LT_OK && R > 0 && i < n; i++) {
-        size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
+        size_t TC = (size_t)lt_unit_sp_rows(pr->m, &cu[i]) * C; /* [*, C]: this rank's SP rows */
         if (!(cmid[i] = be->alloc(be, TC * es, true))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a gradient");
         else exec_track(pr, TC * es);
     }
     for (int i = 0; st == LT_OK && l0 > 0 && i < n; i++) { /* held until the stage before has read it (release) */
-        size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
+        size_t TC = (size_t)lt_unit_sp_rows(pr->m, &cu[i]) * C; /* [*, C]: this rank's SP rows */
         if (!(cdin[i] = o->din[o->active[i]] = be->alloc(be, TC * es, true)))
             st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-element input gradient", TC);
         else o->din_bytes += TC * es, exec_track(pr, TC * es);
@@ -200,7 +200,7 @@ lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     for (int i = 0; cu && cr && i < n; i++) {
         exec_untrack(pr, cr[i].bytes, pr->cur_stage);
         lt_acts_free(&cr[i]);
-        size_t TC = (size_t)lt_unit_tokens(&cu[i]) * C;
+        size_t TC = (size_t)lt_unit_sp_rows(pr->m, &cu[i]) * C; /* [*, C]: this rank's SP rows */
         if (cmid && cmid[i]) exec_untrack(pr, TC * es, pr->cur_stage), be->free(be, cmid[i]);
         if (xs && xs[i]) exec_untrack(pr, TC * es, pr->cur_stage), be->free(be, xs[i]);
     }

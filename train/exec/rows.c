@@ -54,7 +54,8 @@ static lt_status exchange_rows(pipe_run *pr, uint32_t v, int lo, int hi, bool he
             st = lt_acts_pack_row(&fo->acts[me], srow, lo, hi, head, pr->m, q, err);
             q += row_floats - x_floats; /* (a pointer into backend memory: never dereferenced here) */
             if (st == LT_OK && want_x && !fo->x_in[me]) st = exec_op_error(pr, v, err, NO_INPUT);
-            if (st == LT_OK && want_x) be->copy(be, q, exec_at(fo->x_in[me], (size_t)srow * xrow), xrow);
+            int xr = lt_acts_sp_row(&fo->acts[me], srow); /* the kept input holds the SP rows */
+            if (st == LT_OK && want_x && xr >= 0) be->copy(be, q, exec_at(fo->x_in[me], (size_t)xr * xrow), xrow);
             q += x_floats;
         }
     }
@@ -74,7 +75,7 @@ static lt_status exchange_rows(pipe_run *pr, uint32_t v, int lo, int hi, bool he
 }
 
 /* Member g's rows of layers [lo, hi) (with `head` the head's part) into *dst, and with
- * x != NULL the rows of the kept inputs into x [T, C]: from the forward shards held here,
+ * x != NULL the rows of the kept inputs into x (this TP rank's SP rows of dst, [Tl, C]): from the forward shards held here,
  * or from recv (exchange_rows with the same arguments). */
 static lt_status gather_member(pipe_run *pr, uint32_t v, int g, int lo, int hi, bool head, float *const *recv,
                                lt_acts *dst, float *x, lt_error *err) {
@@ -95,11 +96,14 @@ static lt_status gather_member(pipe_run *pr, uint32_t v, int g, int lo, int hi, 
             st = sr >= 0 ? lt_acts_copy_row(dst, dr, src, sr, lo, hi, head, pr->m, err)
                          : exec_op_error(pr, v, err, "a row of its unit was dropped from its forward");
             if (st == LT_OK && x && !fo->x_in[h]) st = exec_op_error(pr, v, err, NO_INPUT);
-            if (st == LT_OK && x) be->copy(be, exec_at(x, (size_t)dr * xrow), exec_at(fo->x_in[h], (size_t)sr * xrow), xrow);
+            int dx = st == LT_OK ? lt_acts_sp_row(dst, dr) : -1, sx = st == LT_OK ? lt_acts_sp_row(src, sr) : -1;
+            if (st == LT_OK && x && dx >= 0 && sx >= 0)
+                be->copy(be, exec_at(x, (size_t)dx * xrow), exec_at(fo->x_in[h], (size_t)sx * xrow), xrow);
         } else if (recv && recv[h]) { /* held by member h's process */
             const float *q = recv[h] + cursor[h]++ * row_floats;
             st = lt_acts_unpack_row(dst, dr, lo, hi, head, pr->m, q, err);
-            if (st == LT_OK && x) be->copy(be, exec_at(x, (size_t)dr * xrow), q + row_floats - x_floats, xrow);
+            int dx = lt_acts_sp_row(dst, dr);
+            if (st == LT_OK && x && dx >= 0) be->copy(be, exec_at(x, (size_t)dx * xrow), q + row_floats - x_floats, xrow);
         } else {
             st = exec_op_error(pr, v, err,
                                pr->comm ? "a row of its unit was forwarded nowhere this process can read"

@@ -146,7 +146,7 @@ static lt_status mark_taken(pipe_run *pr, uint32_t v, const lt_train_unit *fu, k
     return LT_OK;
 }
 
-/* Drop the rows marked taken from a (and from its kept input x, [T, C], when there is one,
+/* Drop the rows marked taken from a (and from its kept input x, [Tl, C], when there is one,
  * *x_bytes its size): they move out and the buffers shrink (lt_acts_keep_rows). */
 static lt_status drop_taken_rows(pipe_run *pr, int stage, kept_rows *k, lt_acts *a, float **x, size_t *x_bytes,
                                  lt_error *err) {
@@ -156,22 +156,32 @@ static lt_status drop_taken_rows(pipe_run *pr, int stage, kept_rows *k, lt_acts 
         if (!k->taken[r] && k->at[r] >= 0) rows[n++] = k->at[r];
     lt_status st = LT_OK;
     if (n > 0 && n < a->T) {
+        /* the kept input holds the SP rows ([Tl, C]): the kept ones' places there, before
+         * the split changes (xs[j]: the j-th kept SP row's old place, in order) */
+        int *xs = malloc(((size_t)n + 1) * sizeof *xs), nx = 0;
+        if (!xs) {
+            free(rows);
+            return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        }
+        for (int i = 0; i < n; i++)
+            if (lt_acts_sp_row(a, rows[i]) >= 0) xs[nx++] = lt_acts_sp_row(a, rows[i]);
         size_t before = a->bytes;
         st = lt_acts_keep_rows(a, rows, n, pr->m, err);
         exec_untrack(pr, before - a->bytes, stage);
         const lt_backend *be = exec_be(pr);
         size_t row = (size_t)pr->m->shape.hidden * be->act_bytes;
         if (st == LT_OK && *x) {
-            for (int i = 0; i < n; i++) be->copy(be, (char *)*x + (size_t)i * row, (char *)*x + (size_t)rows[i] * row, row);
+            for (int i = 0; i < nx; i++) be->copy(be, (char *)*x + (size_t)i * row, (char *)*x + (size_t)xs[i] * row, row);
             /* a smaller block on the host (the allocator keeps it in place); a device buffer
              * is kept whole (its rows beyond n unused until it is freed) */
-            float *smaller = be->host ? realloc(*x, (size_t)n * row) : NULL;
+            float *smaller = be->host && nx > 0 ? realloc(*x, (size_t)nx * row) : NULL;
             if (smaller) {
                 *x = smaller;
-                exec_untrack(pr, *x_bytes - (size_t)n * row, stage);
-                *x_bytes = (size_t)n * row;
+                exec_untrack(pr, *x_bytes - (size_t)nx * row, stage);
+                *x_bytes = (size_t)nx * row;
             }
         }
+        free(xs);
         for (int r = 0, j = 0; st == LT_OK && r < k->T0; r++) k->at[r] = !k->taken[r] && k->at[r] >= 0 ? j++ : -1;
     }
     free(rows);

@@ -241,6 +241,10 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
         for (int g = 0; st == LT_OK && g < p->pp; g++) stats->stage_peak_bytes[g] = (size_t)peaks[g];
         if (st == LT_OK) stats->act_bytes_peak = (size_t)peaks[p->pp];
         free(peaks);
+        if (lay->tp_rank > 0) { /* a TP group runs each op once: its rank 0 counts it */
+            memset(f_tokens, 0, cells * sizeof *f_tokens), memset(b_tokens, 0, cells * sizeof *b_tokens);
+            stats->loss_sum = 0;
+        }
         if (st == LT_OK) st = lt_comm_allreduce(comm, LT_COMM_WORLD, f_tokens, cells, LT_COMM_I64, false, err);
         if (st == LT_OK) st = lt_comm_allreduce(comm, LT_COMM_WORLD, b_tokens, cells, LT_COMM_I64, false, err);
         if (st == LT_OK) st = lt_comm_allreduce(comm, LT_COMM_WORLD, &stats->loss_sum, 1, LT_COMM_F64, false, err);

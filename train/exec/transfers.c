@@ -77,11 +77,17 @@ static void chan_free(pipe_run *pr) {
 /* Post the receive of local op w's input (from stage t, the channel's next). */
 static lt_status post_one(pipe_run *pr, uint32_t w, int t, lt_error *err) {
     const op_state *o = &pr->ops[w];
-    int T = lt_unit_tokens(&o->u[o->me]);
+    int T = lt_unit_tokens(&o->u[o->me]), Tl = lt_unit_sp_rows(pr->m, &o->u[o->me]);
     const lt_backend *be = exec_be(pr);
-    size_t bytes = (size_t)T * (size_t)pr->m->shape.hidden * be->act_bytes;
-    if (bytes == 0) { /* an empty shard: nothing comes (its sender sends nothing either) */
+    size_t bytes = (size_t)Tl * (size_t)pr->m->shape.hidden * be->act_bytes; /* this rank's SP rows */
+    if (T == 0) { /* an empty shard: nothing comes (its sender sends nothing either) */
         pr->recv_bytes[w] = SIZE_MAX;
+        return LT_OK;
+    }
+    if (bytes == 0) { /* tokens, none of them this TP rank's: an empty input, nothing sent */
+        if (!(pr->recv_buf[w] = be->alloc(be, 1, false))) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        pr->recv_bytes[w] = 1;
+        exec_track(pr, 1);
         return LT_OK;
     }
     if (!(pr->recv_buf[w] = be->alloc(be, bytes, false)))
@@ -139,8 +145,8 @@ lt_status exec_send_outputs(pipe_run *pr, uint32_t v, lt_error *err) {
     for (size_t k = 0; k < ns; k++) {
         if (!s[k].p2p) continue;
         const op_state *o = &pr->ops[v];
-        int T = lt_unit_tokens(&o->u[o->me]);
-        if (T == 0) continue;
+        int Tl = lt_unit_sp_rows(pr->m, &o->u[o->me]); /* this rank's SP rows are what it sends */
+        if (Tl == 0) continue;
         bool fwd = pr->deps.op[v]->kind != LT_OP_B;
         const float *buf = fwd ? o->acts[o->me].out : o->din[o->me];
         if (!buf) return exec_op_error(pr, v, err, "has no output to send");
@@ -155,7 +161,7 @@ lt_status exec_send_outputs(pipe_run *pr, uint32_t v, lt_error *err) {
         struct pending_send *ps = &pr->sends[pr->n_sends];
         ps->v = v;
         lt_status st = lt_comm_stage_isend(pr->comm, (int)s[k].stage, buf,
-                                           (size_t)T * (size_t)pr->m->shape.hidden * exec_be(pr)->act_bytes,
+                                           (size_t)Tl * (size_t)pr->m->shape.hidden * exec_be(pr)->act_bytes,
                                            !exec_be(pr)->host, what, &ps->req, err);
         if (st != LT_OK) return st;
         pr->n_sends++, pr->sends_of[v]++;

@@ -137,6 +137,40 @@ lt_status lt_llama_create_tp(lt_llama *m, const lt_model_shape *shape, int tp, i
     return LT_OK;
 }
 
+void lt_llama_shard_extent(const lt_llama *m, int i, int rank, int *first, int *count) {
+    const lt_tensor_info *t = &m->tensors[i];
+    int whole = t->split == LT_SPLIT_COLS ? t->full_cols : t->full_rows;
+    if (t->split == LT_SPLIT_NONE) {
+        *first = 0, *count = whole;
+    } else if (t->layer < 0) { /* vocabulary rows: balanced, the first V mod tp ranks one more */
+        int base = whole / m->tp, extra = whole % m->tp;
+        *first = rank * base + (rank < extra ? rank : extra);
+        *count = base + (rank < extra ? 1 : 0);
+    } else { /* heads and MLP columns: tp divides them */
+        *count = whole / m->tp, *first = rank * *count;
+    }
+}
+
+void lt_llama_shard_io(const lt_llama *m, int i, int rank, const lt_llama *full, float *full_buf, float *shard,
+                       bool to_full) {
+    const lt_tensor_info *t = &m->tensors[i], *f = &full->tensors[t->index];
+    int first, count;
+    lt_llama_shard_extent(m, i, rank, &first, &count);
+    int rows = t->split == LT_SPLIT_ROWS ? count : t->full_rows, cols = t->split == LT_SPLIT_COLS ? count : t->full_cols;
+    float *base = full_buf + f->offset;
+    if (t->split == LT_SPLIT_COLS) {
+        for (int r = 0; r < rows; r++) {
+            float *w = base + (size_t)r * t->full_cols + first, *s = shard + (size_t)r * cols;
+            if (to_full) memcpy(w, s, (size_t)cols * sizeof *w);
+            else memcpy(s, w, (size_t)cols * sizeof *w);
+        }
+        return;
+    }
+    float *w = base + (t->split == LT_SPLIT_ROWS ? (size_t)first * (size_t)cols : 0);
+    if (to_full) memcpy(w, shard, (size_t)rows * (size_t)cols * sizeof *w);
+    else memcpy(shard, w, (size_t)rows * (size_t)cols * sizeof *w);
+}
+
 void lt_llama_copy_shard(const lt_llama *full, const float *src, const lt_llama *part, float *dst) {
     for (int i = 0; i < part->n_tensors; i++) {
         const lt_tensor_info *t = &part->tensors[i], *f = &full->tensors[t->index];

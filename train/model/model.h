@@ -113,6 +113,14 @@ lt_status lt_llama_create_tp(lt_llama *m, const lt_model_shape *shape, int tp, i
  * whole model `full` (same shape, tp = 1), into dst (part's layout): how a TP rank takes
  * its part of whole parameters (a checkpoint, a test's reference). */
 void lt_llama_copy_shard(const lt_llama *full, const float *src, const lt_llama *part, float *dst);
+/* The extent [*first, *first + *count) along its split of tensor i's shard on TP rank
+ * `rank` of m's group (the whole extent of an unsplit tensor). */
+void lt_llama_shard_extent(const lt_llama *m, int i, int rank, int *first, int *count);
+/* Tensor i's shard of TP rank `rank` between src (`n` floats, the shard's rows x cols in
+ * order) and its place in dst, a buffer laid out as the whole model `full`
+ * (to_full), or the other way (!to_full: from full's buffer into the shard's floats). */
+void lt_llama_shard_io(const lt_llama *m, int i, int rank, const lt_llama *full, float *full_buf, float *shard,
+                       bool to_full);
 
 /*
  * The collectives of a tensor-parallel group (lt_llama.tp_ops), over the group's tp ranks
@@ -177,6 +185,11 @@ typedef struct lt_train_unit {
 
 /* Tokens of the unit (sum of its slices' lengths). */
 int lt_unit_tokens(const lt_train_unit *u);
+
+/* This rank's sequence-parallel rows of the unit (lt_layer_acts: its tokens whose position
+ * p has p mod tp == tp_rank; all of them with tp = 1): the rows of a stage's [*, C] input,
+ * output and their gradients on this rank. */
+int lt_unit_sp_rows(const lt_llama *m, const lt_train_unit *u);
 
 /* Predicted tokens of a whole batch: sum over samples of (len - 1): the loss denominator. */
 int64_t lt_batch_predicted_tokens(const lt_batch *b);
@@ -328,6 +341,11 @@ lt_status lt_acts_pack_row(const lt_acts *a, int row, int l0, int l1, bool head,
                            lt_error *err);
 lt_status lt_acts_unpack_row(lt_acts *a, int row, int l0, int l1, bool head, const lt_llama *m, const float *buf,
                              lt_error *err);
+
+/* Row `row`'s index among a's sequence-parallel rows (the rows of its SP arrays and of the
+ * [*, C] inputs and gradients beside it), or -1 when another TP rank holds it; `row`
+ * itself with tp = 1. */
+int lt_acts_sp_row(const lt_acts *a, int row);
 
 /* Keep rows rows[0..n) of a (strictly increasing, 1 <= n <= T) and drop the others: the
  * kept rows move down in place (rows[k] becomes row k of every array) and the buffers shrink

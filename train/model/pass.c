@@ -126,8 +126,10 @@ static void sp_split(lt_acts *a, const lt_llama *m) {
     for (int r = 0; r < a->T; r++) a->slot[r] += (a->pos[r] % m->tp) * a->N;
 }
 
-/* This rank's SP rows of a unit (tp = 1: all of them), from its slices' positions. */
-static int sp_rows(const lt_llama *m, const lt_train_unit *u) {
+int lt_acts_sp_row(const lt_acts *a, int row) { return lrow_of(a, row); }
+
+int lt_unit_sp_rows(const lt_llama *m, const lt_train_unit *u) {
+    if (m->tp == 1) return lt_unit_tokens(u);
     int n = 0;
     for (int i = 0; i < u->n_slices; i++)
         for (int t = u->slices[i].begin; t < u->slices[i].end; t++) n += t % m->tp == m->tp_rank;
@@ -142,7 +144,7 @@ static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, co
     if (l0 < 0 || l1 > m->shape.layers || l0 > l1)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "layer range [%d, %d) outside the model's %d layers", l0, l1,
                        m->shape.layers);
-    int T = lt_unit_tokens(u), Tl = sp_rows(m, u);
+    int T = lt_unit_tokens(u), Tl = lt_unit_sp_rows(m, u);
     dims d = dims_of(m, T, Tl);
     const lt_backend *be = lt_backend_of(m);
     int stored = window ? (l1 > l0 ? 1 : 0) : l1 - l0;
