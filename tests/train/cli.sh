@@ -57,8 +57,8 @@ check "train --db: plans of another width are refused" 2 "" "the plans are for a
   -- train "${T[@]}" --set model.hidden=128 --db "$tmp/p.db" --data "$data" --out "$tmp/wide"
 LONGTAIL_HARDWARE_DIR=$top_srcdir/etc/hardware "$top_builddir/plans/planner" build "${T[@]}" --data "$data" \
   --db "$tmp/tp2.db" --set plan.global_batch=2 --set plan.steps=1 --set parallel.tp=2 >"$tmp/plan.out" 2>&1 || cat "$tmp/plan.out"
-check "train --db: plans for tensor parallelism are refused by name, not run at tp = 1" 2 "" \
-  "the plans are for parallel.tp = 2; the trainer does not execute tensor parallelism yet" \
+check "train --db: plans for tensor parallelism in one process are refused by name, not run at tp = 1" 2 "" \
+  "the plans are for parallel.tp = 2; this job runs tensor parallelism of 1" \
   -- train "${T[@]}" --db "$tmp/tp2.db" --data "$data" --out "$tmp/tp2"
 check "check: plans for tensor parallelism are refused by name" 2 "" "parallel.tp = 2" \
   -- check "${T[@]}" --db "$tmp/tp2.db" --data "$data"

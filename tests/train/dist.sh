@@ -16,6 +16,10 @@
 #     manifest, is ignored) ends with the same parts as an uninterrupted run; SIGUSR2
 #     stops after the step with a checkpoint and exit status 75, --resume finishes the same;
 #   - layout errors: a world that is not dp x pp, a plan for another layout;
+#   - tensor parallelism (parallel.tp, dp x pp x tp ranks): the oracle at pp 2 x tp 2 (three
+#     strategies), dp 2 x pp 2 x tp 2, tp 4, chunkflow FK, a DP-Merge group and static CP 2
+#     with tp 2; 10 training steps as one process's; a tp 2 checkpoint resumed on tp 2
+#     (bit-exact) and tp 1; a tp plan on a tp 1 job and a short world refused;
 #   - the cpu-bf16 test backend (2-byte elements, the GPU's host logic): megatron, seq1f1b,
 #     slimpack and chunkflow over 4 ranks, and the DP-Merge group and static CP 2 and 4 over
 #     8 (K/V, dK/dV and rows exchanged in bf16 bytes) within 3e-2 relative norm of fp32.
@@ -146,6 +150,57 @@ db.commit()
 PY
   oracle "$1-rc" "$2" "$3" "${1%%-*} with every op recomputing one layer (dp $2 x pp $3)"
 done
+
+# ---- tensor parallelism with sequence parallelism (parallel.tp): dp x pp x tp ranks, TP
+# innermost. The oracle as above: each TP rank's shard of every gradient gathered to rank 0
+# within 1e-5 of one process running the plan whole, within 1e-4 of every sample whole
+# oracle_tp NAME STRATEGY DP PP TP WHAT [--set ...]: plan and check on dp x pp x tp ranks
+oracle_tp() {
+  local name=$1 strategy=$2 dp=$3 pp=$4 tp=$5 what=$6; shift 6
+  if ! plan "$name" "$strategy" "$dp" "$pp" --set parallel.tp="$tp" "$@"; then
+    notok "planner build $what" "$tmp/$name.plan"
+    return
+  fi
+  local ranks=$((dp * pp * tp)) last
+  if ! "${MPIRUN[@]}" $ranks "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp="$dp" --set parallel.pp="$pp" \
+       --set parallel.tp="$tp" "$@" --db "$tmp/$name.db" --data "$tmp/data" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
+    notok "oracle over $ranks ranks: $what" "$tmp/$name.out" "$tmp/$name.err"
+    return
+  fi
+  last=$(tail -1 "$tmp/$name.out")
+  if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=([0-9]+)\ steps=([0-9]+)$ ]] &&
+     [ "${BASH_REMATCH[3]}" = $ranks ] && [ "${BASH_REMATCH[4]}" -ge 1 ] &&
+     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }'; then
+    ok "oracle over $ranks ranks: $what ($last)"
+  else
+    notok "oracle over $ranks ranks: $what (last line '$last')" "$tmp/$name.out"
+  fi
+}
+for s in megatron seq1f1b slimpack; do oracle_tp "$s-pp2-tp2" "$s" 1 2 2 "$s, pp 2 x tp 2"; done
+oracle_tp tp-dp2-pp2-tp2 slimpack 2 2 2 "slimpack, dp 2 x pp 2 x tp 2"
+oracle_tp tp4 megatron 1 1 4 "megatron, tp 4 (4 K/V heads, 1 per rank)" --set model.kv_heads=4
+oracle_tp tp-cf-fk chunkflow 1 2 2 "chunkflow with FK ops, pp 2 x tp 2" --set plan.chunk_size=32 --set plan.chunkflow_k=1
+oracle_tp tp-merge slimpack 2 1 2 "slimpack, a DP-Merge group of 2 x tp 2 (each TP rank rings its heads' K/V)" \
+  --set parallel.max_cp=2 --set plan.global_batch=8 --set plan.context_len=4K --set plan.steps=1
+oracle_tp tp-cp2 megatron 2 1 2 "megatron with static CP 2 x tp 2" --set plan.hardware=cpu-c2 --set parallel.max_cp=2 \
+  --set plan.global_batch=8 --set plan.context_len=4K --set plan.steps=1 --set plan.mem=2G
+# a plan for tp 2 on a job of tp 1, and a world that is not dp x pp x tp: refused by name
+if "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --db "$tmp/megatron-pp2-tp2.db" \
+     --data "$tmp/data" >"$tmp/tpl.out" 2>"$tmp/tpl.err"; then
+  notok "a tp 2 plan on a tp 1 job refused (exit 0)"
+elif grep -q 'the plans are for parallel.tp = 2; this job runs tensor parallelism of 1' "$tmp/tpl.err"; then
+  ok "a plan for parallel.tp = 2 on a job of tp 1: refused, naming both"
+else
+  notok "a tp 2 plan on a tp 1 job refused with a clear reason" "$tmp/tpl.err"
+fi
+if "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --set parallel.tp=2 \
+     --db "$tmp/megatron-pp2-tp2.db" --data "$tmp/data" >"$tmp/tpw.out" 2>"$tmp/tpw.err"; then
+  notok "2 processes for pp 2 x tp 2 refused (exit 0)"
+elif grep -q 'parallel.dp = 1 x parallel.pp = 2 x parallel.tp = 2 is 4 ranks, but 2 processes were started' "$tmp/tpw.err"; then
+  ok "2 processes for pp 2 x tp 2: refused, naming the layout and the count"
+else
+  notok "2 processes for pp 2 x tp 2 refused with a clear reason" "$tmp/tpw.err"
+fi
 
 # ---- layout errors
 if "${MPIRUN[@]}" 3 "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp=2 --set parallel.pp=2 \
@@ -303,6 +358,35 @@ if [ "$(ls "$tmp/mpi22/ckpt-00000010.d")" = "$(printf 'manifest.txt\nstage-0.bin
   ok "a checkpoint in parts: one file per stage, the manifest naming them"
 else
   notok "a checkpoint in parts" "$tmp/mpi22/ckpt-00000010.d/manifest.txt"
+fi
+
+# Tensor parallelism: 10 steps on pp 2 x tp 2 ranks (plans for tp 2, the same batches) give
+# one process's parameters (tp 1); the checkpoint's parts are whole tensors, as at tp 1; a
+# run stopped at step 6 resumes on tp 2 bit-exactly and on tp 1 within 1e-5
+plan t12 slimpack 1 2 --set plan.steps=10
+plan t12tp2 slimpack 1 2 --set parallel.tp=2 --set plan.steps=10
+TP=("${T[@]}" --set parallel.pp=2 --set parallel.tp=2 --db "$tmp/t12tp2.db")
+"$TRAINER" train "${T[@]}" --set parallel.pp=2 --db "$tmp/t12.db" --out "$tmp/one12" >"$tmp/one12.out" 2>&1
+"${MPIRUN[@]}" 4 "$TRAINER" train "${TP[@]}" --out "$tmp/tp" >"$tmp/tp.out" 2>"$tmp/tp.err"
+"${MPIRUN[@]}" 4 "$TRAINER" train "${TP[@]}" --set train.checkpoint_every=6 --steps 6 --out "$tmp/tpr" >/dev/null 2>&1
+cp -r "$tmp/tpr" "$tmp/tpr1"
+"${MPIRUN[@]}" 4 "$TRAINER" train "${TP[@]}" --out "$tmp/tpr" --resume >"$tmp/tpr.out" 2>"$tmp/tpr.err"
+"${MPIRUN[@]}" 2 "$TRAINER" train "${T[@]}" --set parallel.pp=2 --db "$tmp/t12.db" --out "$tmp/tpr1" --resume \
+  >"$tmp/tpr1.out" 2>"$tmp/tpr1.err"
+d=$(params_diff "$tmp/one12/ckpt-00000010.bin" "$tmp/tp/ckpt-00000010.d")
+d1=$(params_diff "$tmp/tp/ckpt-00000010.d" "$tmp/tpr1/ckpt-00000010.d")
+if [ "$(grep -c '^step=' "$tmp/tp.out")" = 10 ] && [ -n "$d" ] && awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' &&
+   grep -q '^tp = 2$' "$tmp/tp/ckpt-00000010.d/manifest.txt"; then
+  ok "train --db on pp 2 x tp 2 ranks: 10 steps, parameters as one process's at tp 1 ($d)"
+else
+  notok "train --db on pp 2 x tp 2 ranks equals one process (difference '$d')" "$tmp/tp.out" "$tmp/tp.err"
+fi
+if cmp -s "$tmp/tp/ckpt-00000010.d/stage-0.bin" "$tmp/tpr/ckpt-00000010.d/stage-0.bin" &&
+   cmp -s "$tmp/tp/ckpt-00000010.d/stage-1.bin" "$tmp/tpr/ckpt-00000010.d/stage-1.bin" &&
+   [ -n "$d1" ] && awk -v d="$d1" 'BEGIN { exit !(d <= 1e-5) }'; then
+  ok "a tp 2 checkpoint: resumed on tp 2 bit-exactly, on tp 1 within 1e-5 ($d1)"
+else
+  notok "a tp 2 checkpoint resumed on tp 2 and tp 1 (difference '$d1')" "$tmp/tpr.err" "$tmp/tpr1.err"
 fi
 
 # ZeRO-1: each DP rank keeps the moments of half its stage's tensors; the same parameters,

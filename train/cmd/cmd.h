@@ -72,9 +72,14 @@ lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, struct lt_comm *comm, st
 lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err);
 
 /* The distributed engine's communicator when a launcher started this process (mpirun,
- * srun --mpi=pmix: train/dist/comm.h), checked against parallel.dp x parallel.pp, with
+ * srun --mpi=pmix: train/dist/comm.h), checked against parallel.dp x pp x tp, with
  * train.comm_timeout_s; *comm = NULL otherwise (one process runs every rank's ops). */
 lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err);
+/* Tensor parallelism (a launched job with parallel.tp > 1): replace the whole model m (and
+ * opt's whole moments, when opt is non-NULL) by this rank's shard of them
+ * (lt_llama_create_tp, lt_llama_copy_shard), its collectives `ops` over comm's TP group
+ * (lt_dist_tp_ops; ops must outlive m). A no-op with tp = 1 or comm = NULL. */
+lt_status lt_cmd_tp_shard(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, lt_error *err);
 /* A distributed rank's error: printed with the rank's coordinates, then the job ends
  * (lt_comm_abort, exit status 1). A no-op with comm = NULL. */
 void lt_cmd_comm_fail(lt_comm *comm, const lt_error *err);

@@ -15,6 +15,7 @@
 #include "lib/model.h"           /* lt_model_from_config */
 #include "train/cmd/cmd.h"       /* lt_cmd_* */
 #include "train/dist/comm.h"     /* lt_comm_init, lt_comm_pick_device, lt_comm_attach_device, lt_comm_abort */
+#include "train/dist/dist.h"     /* lt_dist_tp_ops */
 #include "train/io/ckpt.h"       /* lt_ckpt_read, lt_ckpt_check_shape */
 #include "train/io/docs.h"       /* lt_docs_get_piece */
 #include "train/model/backend.h" /* lt_backend_cuda_open, _streams, _close */
@@ -144,6 +145,32 @@ lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err) {
     if (st == LT_OK) st = lt_config_get_double(ctx->config, "train", "comm_timeout_s", &timeout, err);
     if (st == LT_OK) st = lt_comm_init(comm, (int)dp, (int)pp, (int)tp, timeout, err);
     return st;
+}
+
+lt_status lt_cmd_tp_shard(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, lt_error *err) {
+    const lt_comm_layout *l = comm ? lt_comm_layout_of(comm) : NULL;
+    if (!l || l->tp < 2) return LT_OK;
+    lt_llama part;
+    lt_adamw po = {0};
+    lt_status st = lt_llama_create_tp(&part, &m->shape, l->tp, l->tp_rank, err);
+    if (st == LT_OK && opt) st = lt_adamw_init(&po, part.n_params, err);
+    if (st != LT_OK) {
+        lt_llama_free(&part);
+        return st;
+    }
+    lt_llama_copy_shard(m, m->params, &part, part.params);
+    if (opt) {
+        lt_llama_copy_shard(m, opt->m, &part, po.m);
+        lt_llama_copy_shard(m, opt->v, &part, po.v);
+        po.t = opt->t;
+        lt_adamw_free(opt);
+        *opt = po;
+    }
+    lt_dist_tp_ops(comm, ops);
+    part.tp_ops = ops;
+    lt_llama_free(m);
+    *m = part;
+    return LT_OK;
 }
 
 void lt_cmd_comm_fail(lt_comm *comm, const lt_error *err) {

@@ -391,8 +391,23 @@ static lt_status save(const train_loop *L, const char *dir, const lt_llama *m, c
     if (L->comm && L->dist_ready) { /* in parts, a manifest last (train/io/ckpt.h) */
         lt_adamw whole = {0}; /* ZeRO-1: the stage's moments from its DP ranks' shards */
         lt_status s = L->dist.zero1 ? lt_dist_gather_moments(&L->dist, m, opt, &whole, err) : LT_OK;
-        if (s == LT_OK) s = lt_ckpt_dist_write(&L->dist, dir, m, L->dist.zero1 ? &whole : opt, st, err);
-        lt_adamw_free(&whole);
+        const lt_adamw *o = L->dist.zero1 ? &whole : opt;
+        /* tensor parallelism: the stage's writer takes the whole tensors from its TP group,
+         * so a part holds the bytes a tp = 1 run writes (any tp resumes from it) */
+        lt_llama full = {0};
+        lt_adamw fo = {0};
+        bool assemble = L->dist.tp > 1 && L->dist.dp_rank == 0;
+        if (s == LT_OK && assemble) s = lt_llama_create(&full, &m->shape, err);
+        if (s == LT_OK && assemble) s = lt_adamw_init(&fo, full.n_params, err);
+        if (s == LT_OK && assemble) {
+            fo.t = o->t;
+            s = lt_dist_tp_assemble(&L->dist, m, m->params, &full, full.params, err);
+            if (s == LT_OK) s = lt_dist_tp_assemble(&L->dist, m, o->m, &full, fo.m, err);
+            if (s == LT_OK) s = lt_dist_tp_assemble(&L->dist, m, o->v, &full, fo.v, err);
+        }
+        if (s == LT_OK) s = lt_ckpt_dist_write(&L->dist, dir, assemble ? &full : m, assemble ? &fo : o, st, err);
+        lt_adamw_free(&whole), lt_adamw_free(&fo);
+        lt_llama_free(&full);
         if (s == LT_OK && L->rank0) LT_INFO("wrote checkpoint %s/ckpt-%08lld.d (%d parts)", dir, (long long)st->step,
                                             L->dist.pp);
         if (s == LT_OK && L->rank0) s = lt_ckpt_prune(dir, keep, err);
@@ -464,6 +479,8 @@ int train_command(lt_cli_ctx *ctx) {
     int threads = 1;
     s = lt_mkdir_p(dir, 0777, &err);
     if (s == LT_OK) s = start_state(ctx, &a, dir, &m, &opt, &st, &err);
+    lt_tp_ops tpo; /* parallel.tp > 1: this rank's shard of the model and moments */
+    if (s == LT_OK) s = lt_cmd_tp_shard(comm, &m, &opt, &tpo, &err);
     if (s == LT_OK) s = lt_docs_open(&L.docs, a.data, a.db ? 0 : lt_cmd_context_len(ctx), &err);
     if (s == LT_OK && lt_docs_count(L.docs) == 0) s = lt_fail(&err, LT_ERR_INPUT, a.data, "the dataprep output has no document");
     if (s == LT_OK && a.db) s = open_plans(a.db, &m, &L, &err);
@@ -476,6 +493,9 @@ int train_command(lt_cli_ctx *ctx) {
                     "parallel.zero1 runs on the CPU backend only (train.backend = cuda keeps every moment on the GPU)");
         lt_error_hint(&err, "set parallel.zero1 = false with train.backend = cuda");
     }
+    if (s == LT_OK && be && m.tp > 1)
+        s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "parallel", "tp"),
+                    "parallel.tp = %d runs on the CPU backend only so far (train.backend = cpu)", m.tp);
     L.be = be;
     /* the model to the GPU: fp32 master + bf16 copy, and the moments of a resumed run */
     if (s == LT_OK && be) s = lt_backend_cuda_upload(be, &m, &err);

@@ -109,7 +109,7 @@ lt_status lt_ckpt_dist_write(const lt_dist *d, const char *dir, const lt_llama *
     if (!cdir) return lt_fail(err, LT_ERR_NOMEM, dir, "out of memory");
     lt_status s = LT_OK;
     part_info me = {.stage = d->stage};
-    if (d->dp_rank == 0) { /* one writer per stage */
+    if (d->dp_rank == 0 && d->tp_rank == 0) { /* one writer per stage (its TP group assembled m: train.c) */
         s = lt_mkdir_p(cdir, 0777, err);
         size_t len = 0;
         uint8_t *b = s == LT_OK ? encode_part(m, opt, d->mine, d->stage, st->step, &len) : NULL;
@@ -151,6 +151,7 @@ lt_status lt_ckpt_dist_write(const lt_dist *d, const char *dir, const lt_llama *
                 st->rng.key[0], st->rng.key[1], st->rng.ctr[0], st->rng.ctr[1], st->rng.ctr[2], st->rng.ctr[3],
                 st->rng.buf[0], st->rng.buf[1], st->rng.buf[2], st->rng.buf[3], st->rng.pos);
             PUT("dp = %d\npp = %d\n", l->dp, l->pp);
+            if (l->tp > 1) PUT("tp = %d\n", l->tp); /* (a record: the parts are whole tensors, as at tp = 1) */
             const part_info *pi = all;
             for (int r = 0; r < l->world; r++)
                 if (pi[r].written)
