@@ -82,8 +82,25 @@ lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const l
         lt_error_hint(err, "tensor parallelism splits attention by heads: choose a divisor of %d", m->heads);
         return LT_ERR_CONFIG;
     }
+    /* the trainer's split (train/model/model.h lt_llama_create_tp): K/V heads and the MLP
+     * split too, K/V heads never replicated */
+    if (m->kv_heads % tp != 0 || m->ffn % tp != 0) {
+        lt_fail(err, LT_ERR_CONFIG, "[parallel]", "tp = %d does not divide the %d %s", tp,
+                m->kv_heads % tp ? m->kv_heads : m->ffn, m->kv_heads % tp ? "key/value heads" : "MLP width (ffn)");
+        lt_error_hint(err, "the trainer splits K/V heads and MLP columns over the TP ranks (it does not replicate "
+                           "K/V heads): choose a divisor of both");
+        return LT_ERR_CONFIG;
+    }
     if (hw->peak_flops <= 0 || hw->gpus_per_node < 1 || hw->gemm.n < 1 || hw->attention.n < 1)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "hardware profile '%s' is not loaded", hw->name);
+    /* ranks ordered TP, PP, DP: a TP group is tp consecutive ranks and must not straddle nodes
+     * (its collectives run every layer) */
+    if (tp > 1 && hw->gpus_per_node % tp != 0) {
+        lt_fail(err, LT_ERR_CONFIG, "[parallel]", "tp = %d does not divide the %d GPUs per node of '%s': a TP group "
+                "would span nodes", tp, hw->gpus_per_node, hw->name);
+        lt_error_hint(err, "choose parallel.tp among the divisors of gpus_per_node");
+        return LT_ERR_CONFIG;
+    }
     cm->model = *m;
     cm->hw = *hw;
     cm->pp = pp;
@@ -100,10 +117,9 @@ lt_status lt_cost_model_set_cp(lt_cost_model *cm, int cp, lt_error *err) {
         lt_error_hint(err, "a context-parallel group is made of data-parallel ranks");
         return LT_ERR_CONFIG;
     }
+    /* ranks ordered TP, PP, DP (the trainer's, train/dist/comm.h "Layout"): a CP group is
+     * cp DP ranks, tp x pp ranks apart; a node still holds gpus_per_node / tp stages */
     cm->cp = cp;
-    /* ranks ordered TP, CP, PP, DP: a node holds gpus_per_node / (tp x cp) consecutive stages */
-    long spn = (long)cm->hw.gpus_per_node / ((long)cm->tp * cp);
-    cm->stages_per_node = spn > 1 ? (int)spn : 1;
     return LT_OK;
 }
 
@@ -392,7 +408,9 @@ static double out_elems(const lt_cost_model *cm, const lt_op *op) {
 static double cp_ring_time(const lt_cost_model *cm, int cp, double local_tokens, double passes) {
     if (cp <= 1 || !(local_tokens > 0) || !(passes > 0)) return 0.0;
     double bytes = local_tokens * 2.0 * kv_local(cm) * cm->act_bytes;
-    bool intra = (long)cm->tp * cp <= cm->hw.gpus_per_node;
+    /* the members are DP ranks tp x pp apart (ranks ordered TP, PP, DP): one node holds the
+     * group only when tp x pp x cp ranks fit in it */
+    bool intra = (long)cm->tp * cm->pp * cp <= cm->hw.gpus_per_node;
     double bw = intra ? cm->hw.p2p_intra_bytes_per_s : cm->hw.p2p_inter_bytes_per_s;
     double lat = intra ? cm->hw.p2p_intra_latency_s : cm->hw.p2p_inter_latency_s;
     return passes * (double)(cp - 1) * (lat + bytes / bw);

@@ -112,9 +112,10 @@ typedef struct lt_cost_model {
     double bwd_gemm_time_factor;
     double bwd_attn_time_factor;
     /* layout */
-    int stages_per_node;     /* consecutive stages per node: max(1, gpus_per_node / (tp x cp))
-                                (ranks ordered TP, then CP, then PP, then DP); P2P between
-                                stages of one node is intra-node */
+    int stages_per_node;     /* consecutive stages per node: max(1, gpus_per_node / tp)
+                                (ranks ordered TP, then PP, then DP, the trainer's order: a
+                                context-parallel group is DP ranks, tp x pp apart); P2P
+                                between stages of one node is intra-node */
     int head_stage;          /* stage holding the LM head's weights: pp - 1 (HelixPipe puts
                                 the last post-attention, hence the head, on stage 0) */
     double reserved_bytes;   /* per GPU beyond model states and activations: CUDA context,
@@ -127,7 +128,9 @@ typedef struct lt_cost_model {
 /* Set up cm for model m (validated) on hardware hw with the given layout and the defaults
  * above (the bytes and reserved_bytes: hw's, lt_hardware_fill_defaults filling in what a
  * profile built in code leaves unset). LT_ERR_CONFIG (WHERE "[parallel]") when pp, tp or dp < 1, pp >
- * layers, or tp does not divide the attention heads. */
+ * layers, tp does not divide the attention heads, the K/V heads or the MLP width (the
+ * trainer's split), or tp > 1 does not divide the profile's gpus_per_node (a TP group would
+ * span nodes). */
 lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const lt_hardware *hw, int pp, int tp,
                              int dp, lt_error *err);
 
@@ -137,9 +140,8 @@ lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const l
 lt_status lt_cost_model_from_config(lt_cost_model *cm, const lt_config *cfg, const char *hardware_dir,
                                     lt_error *err);
 
-/* Set the context-parallel degree to cp and stages_per_node to max(1, gpus_per_node /
- * (tp x cp)), the fields derived from it (a stages_per_node set by hand is replaced).
- * LT_ERR_CONFIG (WHERE "[parallel]") when cp < 1 or cp does not divide dp (a CP group is
+/* Set the context-parallel degree to cp (stages_per_node stays gpus_per_node / tp: the CP
+ * members are DP ranks of other pipelines, ranks ordered TP, PP, DP). LT_ERR_CONFIG (WHERE "[parallel]") when cp < 1 or cp does not divide dp (a CP group is
  * made of DP ranks); cm is unchanged then. */
 lt_status lt_cost_model_set_cp(lt_cost_model *cm, int cp, lt_error *err);
 
@@ -241,7 +243,7 @@ typedef struct lt_op_estimate {
  *               exposed CP ring exchange (cp > 1, ops with attention: per layer pass c - 1
  *               transfers of the GPU's K and V, tokens / c x 2 kv x act_bytes; F and FK one
  *               pass per layer, B two per layer (K/V and dK/dV) plus one per recomputed layer;
- *               intra-node when tp x cp <= gpus_per_node)
+ *               intra-node when tp x pp x cp <= gpus_per_node: the members are DP ranks)
  *   act_bytes   F only: activations of its layers (recomputed layers keep their input) and
  *               the head's inputs and softmax (logit_bytes per vocab entry; none when 0)
  *   kv_bytes    F, FK over ALL or ATTN: tokens of keeps_kv slices x layers x kv bytes/token

@@ -307,7 +307,7 @@ static int64_t cut_at_time(const lt_cost_model *cm, int64_t b, int64_t lo, int64
  * Each round cuts n - 1 slices of time tau from the front (bisection on the token boundary)
  * and moves tau by (last - tau) / n, the last slice's excess spread over the n slices (the
  * times add up almost exactly: GEMM efficiency is flat over the mesh's slice sizes), until the
- * last slice is within IP_MESH_TOL of tau. Requires 1 <= n <= longest.
+ * last slice is within IP_MESH_TOL of tau (else tau by bisection). Requires 1 <= n <= longest.
  */
 static void mesh_split(const lt_cost_model *cm, int64_t longest, int n, int64_t *bounds) {
     LT_CHECK(n >= 1 && (int64_t)n <= longest);
@@ -319,9 +319,25 @@ static void mesh_split(const lt_cost_model *cm, int64_t longest, int n, int64_t 
         for (int j = 0; j + 1 < n; j++)
             bounds[j + 1] = cut_at_time(cm, bounds[j], bounds[j] + 1, longest - (n - 1 - j), tau);
         double last = slice_bwd_time(cm, bounds[n - 1], longest);
-        if (fabs(last - tau) <= IP_MESH_TOL * tau) break;
+        if (fabs(last - tau) <= IP_MESH_TOL * tau) return;
         tau += (last - tau) / n;
     }
+    /* the times did not add up (an exposed context-parallel ring, max(0, ring - attention),
+     * is not additive over slices): bisect tau, the last slice's excess falling as tau
+     * grows, and keep the closest cut */
+    double lo = 0, hi = slice_bwd_time(cm, 0, longest), best = tau, best_gap = INFINITY;
+    for (int it = 0; it < 64 && hi - lo > 1e-12 * hi; it++) {
+        tau = 0.5 * (lo + hi);
+        for (int j = 0; j + 1 < n; j++)
+            bounds[j + 1] = cut_at_time(cm, bounds[j], bounds[j] + 1, longest - (n - 1 - j), tau);
+        double gap = slice_bwd_time(cm, bounds[n - 1], longest) - tau;
+        if (fabs(gap) < best_gap) best_gap = fabs(gap), best = tau;
+        if (fabs(gap) <= IP_MESH_TOL * tau) return;
+        if (gap > 0) lo = tau;
+        else hi = tau;
+    }
+    for (int j = 0; j + 1 < n; j++)
+        bounds[j + 1] = cut_at_time(cm, bounds[j], bounds[j] + 1, longest - (n - 1 - j), best);
 }
 
 /* ---------------------------------------------------------------- Alg. 1: chunking */

@@ -1062,16 +1062,21 @@ static void test_tp_divides(void **state) {
         double norms = 32 * 2 * 4096.0 + 4096;
         assert_rel_close((lt_cost_stage_params(&cm, 0) - norms) * t, lt_cost_stage_params(&one, 0) - norms, 1e-14);
     }
-    /* llama-70b at t = 16: 64/16 = 4 query heads, but one K/V head each (not 1/2) */
-    lt_cost_model g1 = model_on("llama-70b", "h200", 1, 1, 1), g16 = model_on("llama-70b", "h200", 1, 16, 1);
+    /* llama-70b (8 K/V heads) at t = 8: one K/V head per rank */
+    lt_cost_model g1 = model_on("llama-70b", "h200", 1, 1, 1), g8 = model_on("llama-70b", "h200", 1, 8, 1);
     double hd = 128, h = 8192;
-    assert_rel_close(lt_cost_linear_flops(&g16, LT_PART_PRE, 1), 2 * h * (h / 16 + 2 * hd), 1e-15);
-    assert_true(lt_cost_linear_flops(&g16, LT_PART_PRE, 1) * 16 > lt_cost_linear_flops(&g1, LT_PART_PRE, 1));
-    assert_rel_close(lt_cost_kv_bytes_per_token(&g16), 2 * 2 * hd * 2, 1e-15);
-    /* tp must divide the heads */
+    assert_rel_close(lt_cost_linear_flops(&g8, LT_PART_PRE, 1), 2 * h * (h / 8 + 2 * hd), 1e-15);
+    assert_rel_close(lt_cost_linear_flops(&g8, LT_PART_PRE, 1) * 8, lt_cost_linear_flops(&g1, LT_PART_PRE, 1), 1e-15);
+    assert_rel_close(lt_cost_kv_bytes_per_token(&g8), 2 * 2 * hd * 2, 1e-15);
+    /* tp must divide the heads, the K/V heads (the trainer splits them, never replicates)
+     * and the GPUs of a node (a TP group inside one node) */
     lt_hardware hw = load_shipped("h200");
     lt_cost_model bad;
     lt_error err;
+    assert_int_equal(lt_cost_model_init(&bad, lt_model_preset("llama-70b"), &hw, 1, 16, 1, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "tp = 16 does not divide the 8 key/value heads"));
+    assert_int_equal(lt_cost_model_init(&bad, lt_model_preset("llama-7b"), &hw, 1, 16, 1, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "tp = 16 does not divide the 8 GPUs per node of 'h200'"));
     assert_int_equal(lt_cost_model_init(&bad, lt_model_preset("llama-13b"), &hw, 1, 3, 1, &err), LT_ERR_CONFIG);
     assert_non_null(strstr(err.what, "tp = 3 does not divide the 40 attention heads"));
     assert_int_equal(lt_cost_model_init(&bad, lt_model_preset("tiny"), &hw, 5, 1, 1, &err), LT_ERR_CONFIG);
@@ -1324,8 +1329,9 @@ static void test_p2p_placement(void **state) {
     assert_int_equal(lt_cost_stage_node(&t4, 2), 1);
     assert_rel_close(lt_cost_p2p_time(&t4, 0, 1, 50e6), 8e-6 + 50e6 / 450e9, 1e-12);
     assert_rel_close(lt_cost_p2p_time(&t4, 1, 2, 50e6), 15e-6 + 1e-3, 1e-12); /* IB, 50 GB/s */
-    lt_cost_model t16 = model_on("llama-70b", "h200", 4, 16, 1);
-    assert_int_equal(t16.stages_per_node, 1);
+    lt_cost_model t8 = model_on("llama-70b", "h200", 4, 8, 1);
+    assert_int_equal(t8.stages_per_node, 1); /* TP 8: a node per stage */
+    assert_rel_close(lt_cost_p2p_time(&t8, 0, 1, 50e6), 15e-6 + 1e-3, 1e-12);
     /* DP gradient sync: intra-node only when the whole layout fits one node */
     lt_cost_model d1 = model_on("tiny", "h200", 2, 1, 1), d2 = model_on("tiny", "h200", 2, 1, 2),
                   d8 = model_on("tiny", "h200", 2, 1, 8);

@@ -162,7 +162,7 @@ static void test_cost_cp_by_hand(void **state) {
     (void)state;
     lt_cost_model cm = hand_cm(8, 2, 2, "1K:0.25");
     assert_int_equal(cm.cp, 2);
-    assert_int_equal(cm.stages_per_node, 4); /* 8 GPUs / (tp 1 x cp 2) */
+    assert_int_equal(cm.stages_per_node, 8); /* 8 GPUs / tp 1: the CP members are DP ranks (TP, PP, DP) */
     lt_slice sl = {0, 0, 1000};
     lt_op f = {.kind = LT_OP_F, .part = LT_PART_ALL, .unit = 0, .layer_begin = 0, .layer_end = 2};
     lt_op_estimate e;
@@ -178,6 +178,15 @@ static void test_cost_cp_by_hand(void **state) {
     assert_close(e.cost.kv_bytes, 0, 0);
     assert_close(e.cost.work_bytes, 0, 0);
     assert_close(e.cost.out_bytes, 500.0 * 64 * 2, 1e-12);
+    /* where the ring runs: the members are DP ranks tp x pp = 2 ranks apart (ranks ordered
+     * TP, PP, DP, the trainer's), so a group of 2 spans 4 ranks: intra-node on 4 GPUs per
+     * node, over the network (10 us + 128,000 B at 10 GB/s) on 2 */
+    lt_op_estimate e4, e2;
+    lt_cost_model c4 = hand_cm(4, 2, 2, "1K:0.25"), c2 = hand_cm(2, 2, 2, "1K:0.25");
+    lt_cost_op(&c4, &sl, 1, NULL, &f, &e4);
+    lt_cost_op(&c2, &sl, 1, NULL, &f, &e2);
+    assert_close(e4.cp_ring_time, 2 * (5e-6 + 1.28e-6), 1e-12);
+    assert_close(e2.cp_ring_time, 2 * (10e-6 + 12.8e-6), 1e-12);
 
     /* B recomputing 1 of its 2 layers: GEMMs 2 x 65.536M + 32.768M, attention (2.5 x 2 + 1)
      * x 64M, ring 2 x 2 + 1 passes */
@@ -249,10 +258,11 @@ static void test_cost_set_cp_rejects_bad_degrees(void **state) {
     assert_int_equal(lt_cost_model_set_cp(&cm, 0, &err), LT_ERR_CONFIG);
     assert_int_equal(cm.cp, 1);
     assert_int_equal(cm.stages_per_node, 8);
+    /* the CP degree leaves the placement of stages alone: ranks ordered TP, PP, DP */
     assert_int_equal(lt_cost_model_set_cp(&cm, 3, &err), LT_OK);
-    assert_int_equal(cm.stages_per_node, 2); /* 8 / 3 */
+    assert_int_equal(cm.stages_per_node, 8);
     assert_int_equal(lt_cost_model_set_cp(&cm, 6, &err), LT_OK);
-    assert_int_equal(cm.stages_per_node, 1);
+    assert_int_equal(cm.stages_per_node, 8);
 }
 
 /* ---------------------------------------------------------------- packing */
