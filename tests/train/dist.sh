@@ -182,7 +182,9 @@ oracle_tp tp4 megatron 1 1 4 "megatron, tp 4 (4 K/V heads, 1 per rank)" --set mo
 oracle_tp tp-cf-fk chunkflow 1 2 2 "chunkflow with FK ops, pp 2 x tp 2" --set plan.chunk_size=32 --set plan.chunkflow_k=1
 oracle_tp tp-merge slimpack 2 1 2 "slimpack, a DP-Merge group of 2 x tp 2 (each TP rank rings its heads' K/V)" \
   --set parallel.max_cp=2 --set plan.global_batch=8 --set plan.context_len=4K --set plan.steps=1
-oracle_tp tp-cp2 megatron 2 1 2 "megatron with static CP 2 x tp 2" --set plan.hardware=cpu-c2 --set parallel.max_cp=2 \
+# (the CPU profile with 4 ranks per node: a TP group of 2 must fit a node, cpu-c2 says 1)
+sed 's/^gpus_per_node = 1 /gpus_per_node = 4 /' "$top_srcdir/etc/hardware/cpu-c2.ini" >"$tmp/cpu-c2x4.ini"
+oracle_tp tp-cp2 megatron 2 1 2 "megatron with static CP 2 x tp 2" --set plan.hardware="$tmp/cpu-c2x4.ini" --set parallel.max_cp=2 \
   --set plan.global_batch=8 --set plan.context_len=4K --set plan.steps=1 --set plan.mem=2G
 # a plan for tp 2 on a job of tp 1, and a world that is not dp x pp x tp: refused by name
 if "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --db "$tmp/megatron-pp2-tp2.db" \
