@@ -10,7 +10,7 @@ static const lt_cli_command commands[] = {
     "Writes one batch script per stage into RUN/scripts (RUN = --run-dir, else run.work_dir/run.name)\n"
     "and submits them with sbatch --parsable: dataprep as an array of data.num_tasks tasks (default:\n"
     "one per input file; at most slurm.max_concurrent at once), the planner --dependency=afterok on\n"
-    "it, the trainer afterok on the planner over parallel.dp x parallel.pp ranks (srun --mpi=slurm.mpi;\n"
+    "it, the trainer afterok on the planner over parallel.dp x pp x tp ranks (srun --mpi=slurm.mpi;\n"
     "--signal=B:USR2@slurm.signal_seconds and --requeue: preempted, it checkpoints and requeues).\n"
     "Stages already complete (by their outputs) or still pending/running are not submitted again, so\n"
     "submitting the same run twice never runs a stage twice; another config for the same run is\n"
@@ -53,7 +53,7 @@ static const lt_cli_command commands[] = {
     "run the pipeline and wait for it: here (--local, or when there is no Slurm) or as Slurm jobs",
     "--local runs the same stages with the same commands and run directory as 'submit', on this\n"
     "machine: the unfinished dataprep tasks in parallel (slurm.max_concurrent, default one per CPU),\n"
-    "the planner, then the trainer (mpirun -n DPxPP when dp x pp > 1). Output goes to RUN/logs and,\n"
+    "the planner, then the trainer (mpirun -n DPxPPxTP when dp x pp x tp > 1). Output goes to RUN/logs and,\n"
     "prefixed by stage, to stderr. SIGUSR2 makes the trainer checkpoint and stop (exit 75: continue\n"
     "with 'jobctl resume RUN'). Without --local, submits to Slurm as 'submit' does and follows the\n"
     "jobs until they end. Exit status 0 when every stage completed.",

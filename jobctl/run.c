@@ -222,7 +222,15 @@ static lt_status run_init(jc_run *r, const lt_config *cfg, const char *run_dir, 
     if (st == LT_OK && n_tasks <= 0) st = count_inputs(cfg, cwd, &r->n_inputs, err);
     if (st != LT_OK) return st;
     r->n_tasks = n_tasks > 0 ? n_tasks : (int)get_int(cfg, "data", "num_tasks", r->n_inputs);
-    r->ranks = (int)(get_int(cfg, "parallel", "dp", 1) * get_int(cfg, "parallel", "pp", 1));
+    r->tp = (int)get_int(cfg, "parallel", "tp", 1);
+    r->ranks = (int)(get_int(cfg, "parallel", "dp", 1) * get_int(cfg, "parallel", "pp", 1)) * r->tp;
+    /* ranks are ordered TP, PP, DP (docs/cost-model.md "layout"): over several nodes each
+     * holds the same number of tasks, a multiple of tp, so no TP group straddles two */
+    int64_t nodes = get_int(cfg, "slurm", "nodes", 1);
+    if (nodes > 1 && (r->ranks % nodes != 0 || (r->ranks / nodes) % r->tp != 0))
+        return lt_fail(err, LT_ERR_CONFIG, "[slurm]", "slurm.nodes = %lld does not split the %d trainer ranks "
+                       "(dp x pp x tp) into equal whole TP groups of parallel.tp = %d per node", (long long)nodes,
+                       r->ranks, r->tp);
     r->plan_steps = get_int(cfg, "plan", "steps", 1);
     r->train_steps = get_int(cfg, "train", "steps", r->plan_steps);
     if (r->train_steps > r->plan_steps) r->train_steps = r->plan_steps; /* --db stops after the last stored step */

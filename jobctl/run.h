@@ -17,7 +17,7 @@
  *
  * The stages are dataprep (an array of data.num_tasks tasks, default one per input
  * file), plan (planner build) and train (trainer train --db over parallel.dp x
- * parallel.pp ranks). Each stage's command is one argv (jc_stage_argv), run as written
+ * parallel.pp x parallel.tp ranks). Each stage's command is one argv (jc_stage_argv), run as written
  * by the local runner and quoted into the batch scripts, so both modes run the same
  * programs with the same arguments. Relative paths of the config (data.input, ...)
  * resolve against the directory jobctl was started in, which the run records (cwd).
@@ -56,7 +56,8 @@ typedef struct jc_run {
     char hash[65];          /* SHA-256 of the effective values (origins aside) */
     int n_inputs;           /* input files (data.input) */
     int n_tasks;            /* dataprep tasks */
-    int ranks;              /* trainer processes: parallel.dp x parallel.pp */
+    int ranks;              /* trainer processes: parallel.dp x parallel.pp x parallel.tp */
+    int tp;                 /* parallel.tp: each node holds whole TP groups */
     int64_t plan_steps;     /* plan.steps */
     int64_t train_steps;    /* the last step the trainer trains: min(train.steps, plan.steps) */
 } jc_run;

@@ -79,6 +79,9 @@ char *jc_stage_script(const jc_run *r, jc_stage s, const char *tasks) {
     if (s == JC_TRAIN) {
         fprintf(f, "#SBATCH --nodes=%lld\n", (long long)int_key(cfg, "slurm", "nodes", 1));
         fprintf(f, "#SBATCH --ntasks=%d\n", r->ranks);
+        int64_t nodes = int_key(cfg, "slurm", "nodes", 1);
+        if (nodes > 1) /* equal nodes of whole TP groups (jobctl/run.c checked it) */
+            fprintf(f, "#SBATCH --ntasks-per-node=%lld\n", (long long)(r->ranks / nodes));
         if (lt_config_is_set(cfg, "slurm", "gpus_per_node"))
             fprintf(f, "#SBATCH --gpus-per-node=%lld\n", (long long)int_key(cfg, "slurm", "gpus_per_node", 0));
         fprintf(f, "#SBATCH --signal=B:USR2@%lld\n", (long long)int_key(cfg, "slurm", "signal_seconds", 120));

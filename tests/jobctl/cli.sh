@@ -156,6 +156,13 @@ check "a ';' in slurm.partition is refused" 2 "" "slurm.partition 'a;b' holds a 
   --dry-run --set "slurm.partition=a;b"
 check "a '/' in run.name is refused" 2 "" "run.name 'a/b' cannot name a directory" -- submit --config "$tmp/h.ini" \
   --dry-run --set "run.name=a/b"
+check "tensor parallelism: dp x pp x tp tasks, equal nodes of whole TP groups" 0 "^#SBATCH --ntasks-per-node=4$" "" \
+  -- submit --config "$src/tests/jobctl/golden.ini" --run-dir "$tmp/refused" --dry-run --set "data.input=$src/data/sample/*.gz" --set parallel.dp=2 \
+  --set parallel.pp=2 --set parallel.tp=2 --set slurm.nodes=2
+check "tensor parallelism: nodes that would split a TP group are refused" 2 "" \
+  "slurm.nodes = 4 does not split the 8 trainer ranks .dp x pp x tp. into equal whole TP groups of parallel.tp = 4" \
+  -- submit --config "$src/tests/jobctl/golden.ini" --run-dir "$tmp/refused" --dry-run --set "data.input=$src/data/sample/*.gz" --set parallel.dp=1 --set parallel.pp=2 \
+  --set parallel.tp=4 --set slurm.nodes=4 --set model.kv_heads=4
 check "a missing input is a clear error" 1 "" "data.input: .*no-such" -- submit --run-dir "$tmp/refused" --dry-run \
   --set "data.input=$tmp/no-such/*.gz"
 [ ! -e "$tmp/refused" ]

@@ -157,6 +157,21 @@ lt_status lt_comm_init(lt_comm **out, int dp, int pp, int tp, double timeout_s, 
             lt_comm_finalize(c);
             return lt_fail(err, LT_ERR_IO, NULL, "creating the MPI communicators failed");
         }
+        /* a TP group's collectives run every layer: its ranks must share a node */
+        MPI_Comm node = MPI_COMM_NULL;
+        int on_node = tp;
+        if (tp > 1 && MPI_Comm_split_type(c->tpc, MPI_COMM_TYPE_SHARED, t, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+            MPI_Comm_size(node, &on_node);
+            MPI_Comm_free(&node);
+        }
+        if (on_node != tp) {
+            lt_fail(err, LT_ERR_CONFIG, NULL, "%s: its TP group of parallel.tp = %d ranks spans nodes (%d of them on "
+                    "this one)", c->who, tp, on_node);
+            lt_error_hint(err, "start the tasks so that each node holds whole TP groups (ranks are ordered TP, PP, "
+                               "DP: srun --ntasks-per-node a multiple of parallel.tp)");
+            lt_comm_finalize(c);
+            return LT_ERR_CONFIG;
+        }
     }
 #endif
     *out = c;
