@@ -21,7 +21,7 @@
 #include "lib/progress.h"          /* lt_progress_* */
 #include "lib/log.h"               /* lt_log_enabled (--quiet is a common option) */
 #include "plans/strategies/plan.h" /* lt_strategies_* */
-#include "plans/cmd/planner.h"     /* build_command */
+#include "plans/cmd/planner.h"     /* build_command, planner_config_copy */
 #include "plans/batches/sampler.h" /* lt_corpus_*, lt_sampler_* */
 #include "plans/batches/steps.h"   /* lt_plan_steps */
 #include "plans/store/store.h"     /* lt_store_* */
@@ -65,16 +65,10 @@ static lt_status effective_config(const lt_cli_ctx *ctx, const build_args *a, co
     *owned = NULL;
     *out = ctx->config;
     if (!a->strategy && !a->steps) return LT_OK;
-    char *text = lt_config_dump_string(ctx->config);
-    lt_config *copy = lt_config_new();
-    if (!text || !copy) {
-        free(text);
-        lt_config_free(copy);
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory copying the config");
-    }
-    lt_status st = lt_config_load_string(copy, text, ctx->config_path ? ctx->config_path : "config", err);
-    free(text);
-    if (st == LT_OK && a->strategy) st = lt_config_set_value(copy, "plan", "strategy", a->strategy, "--strategy", err);
+    lt_config *copy;
+    lt_status st = planner_config_copy(ctx, &copy, err);
+    if (st != LT_OK) return st;
+    if (a->strategy) st = lt_config_set_value(copy, "plan", "strategy", a->strategy, "--strategy", err);
     if (st == LT_OK && a->steps) {
         char num[32];
         snprintf(num, sizeof num, "%" PRId64, a->steps);

@@ -1,9 +1,11 @@
 /*
  * plans/cmd/common.c — what the planner's commands share (plans/cmd/planner.h): their
- * option parsing, the corpus of --data or --lengths, the sampler settings of a config.
+ * option parsing (options with a value, lists of strategies), the corpus of --data or
+ * --lengths, the sampler settings of a config, a copy of a config to change.
  * The commands call these; these call no command.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/strutil.h"       /* lt_parse_int64 */
@@ -46,4 +48,52 @@ lt_status planner_sampler_config(const lt_config *cfg, const lt_plan_config *pc,
 
 lt_status planner_load_corpus(const char *data, const char *lengths, lt_corpus **out, lt_error *err) {
     return data ? lt_corpus_load_dataset(out, data, err) : lt_corpus_load_lengths(out, lengths, err);
+}
+
+int planner_parse_strategies(const lt_cli_ctx *ctx, const char *option, const char *list, lt_strategy *out,
+                             size_t *n) {
+    size_t count = 0;
+    const char *p = list;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char name[32];
+        if (len == 0 || len >= sizeof name)
+            return lt_cli_usage(ctx, "%s '%.80s': want names separated by commas", option, list);
+        memcpy(name, p, len);
+        name[len] = '\0';
+        lt_strategy s;
+        lt_error err;
+        if (lt_strategy_parse(name, option, &s, &err) != LT_OK) {
+            lt_error_print(&err, NULL);
+            return 2;
+        }
+        for (size_t k = 0; k < count; k++)
+            if (out[k] == s) return lt_cli_usage(ctx, "%s: '%s' is listed twice", option, name);
+        out[count++] = s; /* at most LT_STRATEGY_COUNT: a name listed twice stops above */
+        p += len;
+        if (*p == ',') p++;
+    }
+    if (count == 0) return lt_cli_usage(ctx, "%s: give at least one strategy", option);
+    *n = count;
+    return 0;
+}
+
+lt_status planner_config_copy(const lt_cli_ctx *ctx, lt_config **out, lt_error *err) {
+    *out = NULL;
+    char *text = lt_config_dump_string(ctx->config);
+    lt_config *copy = lt_config_new();
+    if (!text || !copy) {
+        free(text);
+        lt_config_free(copy);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory copying the config");
+    }
+    lt_status st = lt_config_load_string(copy, text, ctx->config_path ? ctx->config_path : "config", err);
+    free(text);
+    if (st != LT_OK) {
+        lt_config_free(copy);
+        return st;
+    }
+    *out = copy;
+    return LT_OK;
 }

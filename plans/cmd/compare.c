@@ -38,7 +38,7 @@
 #include "lib/log.h"               /* lt_log_enabled (--quiet is a common option) */
 #include "plans/cost/cost.h"       /* lt_cost_sim_costs_prepared, lt_cost_model_set_cp */
 #include "plans/strategies/plan.h" /* lt_strategy_*, lt_step_plan */
-#include "plans/cmd/planner.h"     /* compare_command, planner_load_corpus */
+#include "plans/cmd/planner.h"     /* compare_command, planner_load_corpus, planner_parse_strategies */
 #include "plans/batches/steps.h"   /* lt_plan_steps */
 
 typedef struct compare_args {
@@ -220,43 +220,17 @@ static void print_picks(const strat_result *r) {
 
 /* Parse "A,B,..." into res (megatron added, unshown, when missing). */
 static int parse_strategies(const lt_cli_ctx *ctx, const char *list, strat_result **out, size_t *n) {
-    strat_result *res = lt_calloc_check(LT_STRATEGY_COUNT + 1, sizeof *res);
+    lt_strategy listed[LT_STRATEGY_COUNT];
     size_t count = 0;
-    const char *p = list;
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char name[32];
-        if (len == 0 || len >= sizeof name) {
-            free(res);
-            return lt_cli_usage(ctx, "--strategies '%.80s': want names separated by commas", list);
-        }
-        memcpy(name, p, len);
-        name[len] = '\0';
-        lt_strategy s;
-        lt_error err;
-        if (lt_strategy_parse(name, "--strategies", &s, &err) != LT_OK) {
-            free(res);
-            lt_error_print(&err, NULL);
-            return 2;
-        }
-        for (size_t k = 0; k < count; k++)
-            if (res[k].strategy == s) {
-                free(res);
-                return lt_cli_usage(ctx, "--strategies: '%s' is listed twice", name);
-            }
-        res[count].strategy = s;
-        res[count].shown = true;
-        count++;
-        p += len;
-        if (*p == ',') p++;
-    }
-    if (count == 0) {
-        free(res);
-        return lt_cli_usage(ctx, "--strategies: give at least one strategy");
-    }
+    int rc = planner_parse_strategies(ctx, "--strategies", list, listed, &count);
+    if (rc) return rc;
+    strat_result *res = lt_calloc_check(LT_STRATEGY_COUNT + 1, sizeof *res);
     bool has_megatron = false;
-    for (size_t k = 0; k < count; k++) has_megatron |= res[k].strategy == LT_STRATEGY_MEGATRON;
+    for (size_t k = 0; k < count; k++) {
+        res[k].strategy = listed[k];
+        res[k].shown = true;
+        has_megatron |= listed[k] == LT_STRATEGY_MEGATRON;
+    }
     if (!has_megatron) res[count++].strategy = LT_STRATEGY_MEGATRON;
     *out = res;
     *n = count;

@@ -68,6 +68,30 @@ static const lt_cli_command commands[] = {
      "steps; docs/strategies.md), merges (DP-Merge groups over all steps) and the choices of\n"
      "the last step; for auto a line under it counts the strategies it picked.",
      compare_command},
+    {"layout",
+     "--lengths FILE --gpus N [--strategies A,B,...] [--shard none,zero1] [--steps K]\n"
+     "        [--max-candidates M] [--time-limit S] [--format table|tsv] [--threads T] [--hardware-dir DIR]",
+     "rank the parallel layouts (tp, pp, dp, sharding, strategy) of N GPUs by predicted step time",
+     "Enumerates the layouts of N GPUs for the config's [model] on plan.hardware: tp dividing\n"
+     "the attention heads, the K/V heads, the MLP width and gpus_per_node; pp with tp x pp\n"
+     "dividing N and at most the layers; dp = N / (tp x pp), at most plan.global_batch; each\n"
+     "shard mode of --shard (default none,zero1: parallel.zero1; only the first at dp 1) and\n"
+     "each strategy of --strategies (default megatron,seq1f1b,chunkflow,infinipipe,slimpack).\n"
+     "Each candidate whose model states fit the cap (plan.mem, else the profile's memory)\n"
+     "plans the same K sampled steps (--steps, default 4; plan.seed) as `planner compare`\n"
+     "would. The context-parallel degree is the strategy's choice, up to parallel.max_cp.\n"
+     "Prints the planned candidates fastest first: tp, pp, dp, the largest cp used, shard\n"
+     "mode, strategy, mean predicted step ms, MFU (3 x forward model FLOPs / N x peak x\n"
+     "time), peak memory per GPU and the cap (GiB), the strategy's choices; then the refused\n"
+     "ones (over the cap in every shard mode, or not planable) with the reason: the memory\n"
+     "needed and the cap.\n"
+     "--format tsv prints one tab-separated row per candidate under the header\n"
+     "  status tp pp dp max_cp shard strategy predicted_ms mfu peak_mem_bytes mem_cap_bytes detail\n"
+     "(status ok, ranked, then refused and not_planned). At most --max-candidates M\n"
+     "(default 200) are planned, and none after --time-limit S seconds (default 600); the\n"
+     "rest are listed as not planned. Progress goes to stderr (-q: none). Exit 0 when a\n"
+     "candidate was planned, 1 when none was.",
+     layout_command},
     {"show",
      "--db FILE --step N [--width W]",
      "print one stored step: samples, units and an ASCII timeline per pipeline",

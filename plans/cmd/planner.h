@@ -24,6 +24,8 @@ int compare_command(lt_cli_ctx *ctx);
 /* `planner show` and `planner validate` (plans/cmd/show.c). */
 int show_command(lt_cli_ctx *ctx);
 int validate_command(lt_cli_ctx *ctx);
+/* `planner layout` (plans/cmd/layout.c). */
+int layout_command(lt_cli_ctx *ctx);
 
 /* One option of a command that takes a value: a string stored in *str, or (str NULL) an
  * integer in [1, max] stored in *num. */
@@ -39,11 +41,23 @@ typedef struct planner_option {
  * exit status (2, reported: a missing value, a number out of range). */
 int planner_take_option(lt_cli_ctx *ctx, int *i, const planner_option *opts, size_t n);
 
+/* Parse the strategy names of `list` ("A,B,...", the value of `option`, e.g. "--strategies")
+ * into out[0..*n) (out holds LT_STRATEGY_COUNT), in the order given. Returns 0, or a usage
+ * error's exit status (2, reported): an empty or overlong item, an unknown name (the hint
+ * lists the names), a name listed twice, an empty list. */
+int planner_parse_strategies(const lt_cli_ctx *ctx, const char *option, const char *list, lt_strategy *out,
+                             size_t *n);
+
 /* The corpus of --data DIR (a dataprep output) or, when data is NULL, --lengths FILE. */
 lt_status planner_load_corpus(const char *data, const char *lengths, lt_corpus **out, lt_error *err);
 /* The sampler settings of a config: plan.global_batch, plan.seed, plan.sample_policy and
  * pc->context_len. */
 lt_status planner_sampler_config(const lt_config *cfg, const lt_plan_config *pc, lt_sampler_config *sc,
                                  lt_error *err);
+
+/* A copy of ctx's effective config in *out (free it with lt_config_free), for a command to
+ * change keys of (lt_config_set_value) without touching ctx's. The values are ctx's; their
+ * origins become the config file's name and line of the copy. LT_ERR_NOMEM. */
+lt_status planner_config_copy(const lt_cli_ctx *ctx, lt_config **out, lt_error *err);
 
 #endif

@@ -256,6 +256,71 @@ check "compare with an unknown strategy" 2 "" "unknown strategy 'slimpak'" \
   -- compare --config "$PAPER" --lengths "$tmp/cc.txt" --strategies megatron,slimpak
 check "compare with a bad --format" 2 "" "--format 'csv'" \
   -- compare --config "$PAPER" --lengths "$tmp/cc.txt" --strategies megatron --format csv
+# layout: the candidates of 8 GPUs for the small preset (8 layers, 8 heads, 4 K/V heads, ffn
+# 704): tp in 1, 2, 4 (4 K/V heads), pp | 8 / tp; 9 layouts, 6 of dp > 1 in both shard modes
+# and 3 of dp 1 in one: 15 x 5 strategies = 75 candidates.
+LAYOUT=(layout --set model.preset=small --set plan.global_batch=32 --set plan.context_len=16K
+  --lengths "$tmp/cc.txt" --gpus 8 --steps 2)
+check "layout without --lengths" 2 "" "give the lengths: --lengths FILE" -- layout --gpus 8
+check "layout without --gpus" 2 "" "give --gpus N" -- layout --lengths "$tmp/cc.txt"
+check "layout --gpus 0" 2 "" "--gpus '0': want a positive integer" -- layout --lengths "$tmp/cc.txt" --gpus 0
+check "layout --gpus eight" 2 "" "--gpus 'eight': want a positive integer" -- layout --lengths "$tmp/cc.txt" --gpus eight
+check "layout with a lengths file that does not parse names file:line" 1 "" "bad.txt:2" \
+  -- "${LAYOUT[@]}" --lengths "$tmp/bad.txt"
+check "layout with a missing lengths file names it" 1 "" "nowhere.txt" -- "${LAYOUT[@]}" --lengths "$tmp/nowhere.txt"
+check "layout with an unknown shard mode lists the modes" 2 "" "unknown mode 'zero3' \(the modes: none, zero1\)" \
+  -- "${LAYOUT[@]}" --shard none,zero3
+check "layout with an unknown strategy" 2 "" "unknown strategy 'slimpak'" -- "${LAYOUT[@]}" --strategies slimpak
+# The table: ranked by step time, every row a layout of the 8 GPUs, cp at most dp, MFU in
+# (0, 1], peak memory under the cap.
+check "layout: a table of ranked candidates" 0 "^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +(none|zero1) +[a-z0-9]+ +[0-9.]+" \
+  "layout: 100.0% \(75/75 candidates\)" -- "${LAYOUT[@]}"
+n=$((n + 1))
+got=$(awk '$1 ~ /^[0-9]+$/ && NF >= 11 {
+    rows++
+    if ($2 * $3 * $4 != 8) bad = bad " layout " $2 "x" $3 "x" $4
+    if ($5 < 1 || $5 > $4) bad = bad " cp " $5 " of dp " $4
+    if (!($9 > 0 && $9 <= 1)) bad = bad " mfu " $9
+    if ($10 > $11) bad = bad " peak " $10 " over " $11
+    if (rows > 1 && $8 + 0 < last) bad = bad " row " $1 " faster than row " $1 - 1
+    last = $8 + 0
+  } END { print rows + 0, (bad == "" ? "ok" : bad) }' "$tmp/out")
+if [ "$got" = "75 ok" ]; then
+  echo "ok $n - $PROG: layout: 75 rows, step times non-decreasing, tp x pp x dp = 8, cp <= dp, mfu in (0, 1]"
+else
+  echo "not ok $n - $PROG: layout table: '$got' (want '75 ok')"; sed 's/^/# /' "$tmp/out" | head -20; fails=$((fails + 1))
+fi
+# The TSV: the contract's header, ok rows ranked, limits reported as not_planned.
+check "layout --format tsv --max-candidates 10: its header" 0 \
+  "^status	tp	pp	dp	max_cp	shard	strategy	predicted_ms	mfu	peak_mem_bytes	mem_cap_bytes	detail$" "" \
+  -- "${LAYOUT[@]}" --format tsv --max-candidates 10 --strategies slimpack,megatron
+n=$((n + 1))
+got=$(awk -F'\t' 'NR > 1 { count[$1]++; if (NF != 12 || $2 * $3 * $4 != 8) bad = bad " row " NR }
+  $1 == "ok" { if (seen && $8 + 0 < last) bad = bad " unranked at " NR; last = $8 + 0; seen = 1 }
+  END { print count["ok"] + 0, count["not_planned"] + 0, count["refused"] + 0, (bad == "" ? "ok" : bad) }' "$tmp/out")
+if [ "$got" = "10 20 0 ok" ]; then
+  echo "ok $n - $PROG: layout --format tsv: 10 candidates planned and ranked, the other 20 not planned"
+else
+  echo "not ok $n - $PROG: layout tsv: ok, not_planned, refused '$got' (want '10 20 0 ok')"
+  sed 's/^/# /' "$tmp/out" | head -20; fails=$((fails + 1))
+fi
+check "layout: a layout whose dp exceeds the global batch is refused, saying so" 0 \
+  "^ +1 +1 +8 +zero1 +all +dp = 8 is more than plan.global_batch = 4" "" \
+  -- "${LAYOUT[@]}" --set plan.global_batch=4 --strategies megatron,chunkflow -q
+# Nothing fits under 1 GiB (2 GiB are reserved): every candidate refused, naming bytes; exit 1.
+check "layout: nothing fits a 1 GiB cap" 1 "^ +4 +2 +1 +none +all +model states .* need [0-9]+ bytes, over the 1.0 GiB cap \(1073741824 bytes\)" \
+  "no layout of 8 GPUs could be planned" -- "${LAYOUT[@]}" --set plan.mem=1G -q
+n=$((n + 1))
+"$BIN" "${LAYOUT[@]}" --set plan.mem=1G --format tsv -q >"$tmp/out" 2>"$tmp/err"
+rc=$?
+got=$(awk -F'\t' 'NR > 1 { rows++; if ($1 != "refused" || $12 !~ / [0-9]+ bytes, over the .* cap \(1073741824 bytes\)/) bad++ }
+  END { print rows + 0, bad + 0 }' "$tmp/out")
+if [ "$rc" = 1 ] && [ "$got" = "75 0" ]; then
+  echo "ok $n - $PROG: layout: under a 1 GiB cap all 75 candidates are refused, each naming the bytes"
+else
+  echo "not ok $n - $PROG: layout under 1 GiB: exit $rc, rows and rows not refused with bytes '$got' (want 1, '75 0')"
+  sed 's/^/# /' "$tmp/out" "$tmp/err" | head -20; fails=$((fails + 1))
+fi
 check "the paper config is valid" 0 "^preset = llama-13b" "" -- config --config "$PAPER"
 unset LONGTAIL_HARDWARE_DIR
 finish
