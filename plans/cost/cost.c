@@ -371,17 +371,43 @@ double lt_cost_dp_sync_time(const lt_cost_model *cm, int stage) {
     return 2.0 * ring_time(bytes, cm->dp, intra, &cm->hw); /* reduce-scatter + all-gather */
 }
 
-/* TP collectives per layer part and direction (Megatron sequence parallelism: an all-gather
- * before the QKV and first MLP GEMMs, a reduce-scatter after the output projection and the
- * second MLP GEMM; the backward mirrors them). */
-static int part_collectives(lt_op_part part) {
+/* TP collectives per layer part, forward and backward, as the trainer runs them
+ * (train/model/pass.c; Megatron-LM sequence parallelism, Korthikanti et al. 2022 4.2.2).
+ * Forward: an all-gather of the normed rows before the Q/K/V GEMMs (PRE), a reduce-scatter
+ * after the output projection, an all-gather before the first MLP GEMMs and a
+ * reduce-scatter after the second (POST). Backward: the output gradient all-gathered before
+ * each row-parallel GEMM's backward, the normed input all-gathered again for the weight
+ * gradients, the input gradient reduce-scattered after the column-parallel ones: PRE 2
+ * (n1, dn), POST 4 (dx, n2, dn, dx). */
+static int part_collectives(lt_op_part part, bool backward) {
     switch (part) {
-    case LT_PART_ALL: return 4;
-    case LT_PART_PRE: return 1;
+    case LT_PART_ALL: return backward ? 6 : 4;
+    case LT_PART_PRE: return backward ? 2 : 1;
     case LT_PART_ATTN: return 0;
-    case LT_PART_POST: return 3;
+    case LT_PART_POST: return backward ? 4 : 3;
     }
     return 0;
+}
+
+int lt_cost_tp_collectives(const lt_cost_model *cm, const lt_op *op) {
+    if (cm->tp <= 1) return 0;
+    lt_op_part part = (lt_op_part)op->part;
+    int nl = (int)op_layers(op), r = (int)op_recompute_layers(op);
+    bool embed = op_starts_model(op);
+    if (op->kind != LT_OP_B) /* F, FK; the head (F only) gathers its normed rows and, fused
+                                with the loss's backward, reduce-scatters their gradient */
+        return nl * part_collectives(part, false) + (embed ? 1 : 0) + (op->kind == LT_OP_F && op_has_head(cm, op) ? 2 : 0);
+    /* B: every layer's backward, the recomputed layers' forward again; the embedding's
+     * gradient gathered (and with recompute its forward's reduce-scatter again) */
+    return nl * part_collectives(part, true) + r * part_collectives(part, false) + (embed ? (r > 0 ? 2 : 1) : 0);
+}
+
+double lt_cost_tp_bytes(const lt_cost_model *cm, const lt_slice *slices, size_t n, const lt_op *op, int cp) {
+    double tokens = 0;
+    for (size_t i = 0; i < n; i++) tokens += slice_tokens(&slices[i]);
+    int k = lt_cost_tp_collectives(cm, op);
+    if (k == 0) return 0.0;
+    return k * (double)(cm->tp - 1) / cm->tp * (tokens / (cp > 1 ? cp : 1)) * hidden(cm) * cm->act_bytes;
 }
 
 /* Elements per token (per GPU) an op sends along the model path: forward outputs, backward
@@ -480,8 +506,7 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
             out->attention_time += f / (peak * eff);
         }
     }
-    double passes = backward ? nl + r : nl;
-    out->tp_comm_time = lt_cost_tp_comm_time(cm, local, (int)(passes * part_collectives(part)));
+    out->tp_comm_time = lt_cost_tp_comm_time(cm, local, lt_cost_tp_collectives(cm, op));
     /* CP ring: forward one K/V pass per layer, backward two (K/V again, then dK/dV) plus the
      * forward pass of its recomputed layers; each pass carries the context's K/V with the
      * op's own (ring_tokens); hidden behind the attention it feeds */

@@ -213,6 +213,14 @@ double lt_cost_p2p_time(const lt_cost_model *cm, int from, int to, double bytes)
 /* Time of the TP collectives of one op-range pass over `tokens` tokens: `collectives` ring
  * all-gathers/reduce-scatters of tokens x h x act_bytes each; 0 when tp = 1. */
 double lt_cost_tp_comm_time(const lt_cost_model *cm, double tokens, int collectives);
+/* The TP all-gathers and reduce-scatters of op (each of the op's tokens x h x act_bytes) as
+ * the trainer runs them (cost.c part_collectives: per layer 4 forward, 6 backward, the
+ * recomputed layers' forward again, the embedding's and the fused head's); 0 when tp = 1. */
+int lt_cost_tp_collectives(const lt_cost_model *cm, const lt_op *op);
+/* The bytes one TP rank sends in them, as a ring sends them: collectives x (tp - 1) / tp x
+ * the op's tokens (over slices[0..n), per CP member: / cp) x h x act_bytes. What the
+ * trainer's communicator counts (train/dist/comm.h lt_comm_bytes). */
+double lt_cost_tp_bytes(const lt_cost_model *cm, const lt_slice *slices, size_t n, const lt_op *op, int cp);
 /* Gradient synchronisation of a stage at the end of a step: ring all-reduce (or ZeRO-1's
  * reduce-scatter + all-gather, the same volume) of its gradients over dp ranks; 0 when dp = 1. */
 double lt_cost_dp_sync_time(const lt_cost_model *cm, int stage);

@@ -1244,17 +1244,24 @@ static void test_time_is_plausible(void **state) {
     lt_cost_op(&t8, &s, 1, NULL, &f, &e8);
     assert_true(e8.tp_comm_time > 0);
     assert_true(e8.cost.time < e1.cost.time / 3 && e8.cost.time > e1.cost.time / 8);
-    /* 4 collectives per layer, each (t-1)/t of 4096 x 4096 x 2 bytes at NVLink speed after
-     * one latency */
+    /* 4 collectives per layer, the embedding's reduce-scatter and the fused head's all-gather
+     * and reduce-scatter (the op spans the model), each (t-1)/t of 4096 x 4096 x 2 bytes at
+     * NVLink speed after one latency */
     double one = 8e-6 + 7.0 / 8 * 4096.0 * 4096 * 2 / 450e9;
-    assert_rel_close(e8.tp_comm_time, 32 * 4 * one, 1e-12);
-    /* the backward mirrors the collectives; recomputed layers run theirs once more */
+    assert_rel_close(e8.tp_comm_time, (32 * 4 + 3) * one, 1e-12);
+    assert_int_equal(lt_cost_tp_collectives(&t8, &f), 32 * 4 + 3);
+    assert_rel_close(lt_cost_tp_bytes(&t8, &s, 1, &f, 1), (32 * 4 + 3) * 7.0 / 8 * 4096.0 * 4096 * 2, 1e-15);
+    /* the backward: 6 per layer (the output gradient gathered before each row-parallel GEMM,
+     * the normed input gathered again, the input gradient reduce-scattered twice) and the
+     * embedding's gradient gathered; recomputed layers run their forward's 4 once more, and
+     * the embedding's reduce-scatter */
     lt_op_estimate b8;
     lt_cost_op(&t8, &s, 1, NULL, &b, &b8);
-    assert_rel_close(b8.tp_comm_time, e8.tp_comm_time, 1e-15);
+    assert_rel_close(b8.tp_comm_time, (32 * 6 + 1) * one, 1e-12);
     b.recompute_layers = 32;
     lt_cost_op(&t8, &s, 1, NULL, &b, &b8);
-    assert_rel_close(b8.tp_comm_time, 2 * e8.tp_comm_time, 1e-15);
+    assert_rel_close(b8.tp_comm_time, (32 * 6 + 32 * 4 + 2) * one, 1e-12);
+    assert_int_equal(lt_cost_tp_collectives(&cm, &b), 0); /* tp = 1 */
 }
 
 /* A slice's attention runs at the efficiency of the whole causal sequence with the same work,

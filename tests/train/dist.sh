@@ -161,6 +161,11 @@ oracle_tp() {
     notok "planner build $what" "$tmp/$name.plan"
     return
   fi
+  check_tp "$name" "$dp" "$pp" "$tp" "$what" "$@"
+}
+# check_tp NAME DP PP TP WHAT [--set ...]: trainer check of NAME.db on dp x pp x tp ranks
+check_tp() {
+  local name=$1 dp=$2 pp=$3 tp=$4 what=$5; shift 5
   local ranks=$((dp * pp * tp)) last
   if ! "${MPIRUN[@]}" $ranks "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp="$dp" --set parallel.pp="$pp" \
        --set parallel.tp="$tp" "$@" --db "$tmp/$name.db" --data "$tmp/data" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
@@ -175,6 +180,20 @@ oracle_tp() {
   else
     notok "oracle over $ranks ranks: $what (last line '$last')" "$tmp/$name.out"
   fi
+  # the bytes every rank sent in TP all-gathers and reduce-scatters: the cost model's formula
+  # (plans/cost/cost.h lt_cost_tp_bytes), exactly up to rounding; steps with CP groups say so
+  local tpl
+  tpl=$(grep -E '^tp_bytes' "$tmp/$name.out")
+  if [[ "$tpl" =~ ^tp_bytes_rel_err=([0-9.e+-]+)\ tp_bytes_steps=([0-9]+) ]] &&
+     awk -v e="${BASH_REMATCH[1]}" 'BEGIN { exit !(e <= 1e-12) }'; then
+    ok "TP bytes sent = the cost model's: $what ($tpl)"
+  elif [[ "$tpl" = "tp_bytes: not compared"* ]] && sqlite3 "$tmp/$name.db" "SELECT count(*) FROM dp_merges" | grep -qv '^0$'; then
+    ok "TP bytes: $what has context-parallel groups, not compared"
+  elif [[ "$tpl" = "tp_bytes: not compared"* ]] && [ "$(sqlite3 "$tmp/$name.db" "SELECT max(cp) FROM pipelines")" -gt 1 ]; then
+    ok "TP bytes: $what has context-parallel groups, not compared"
+  else
+    notok "TP bytes sent = the cost model's: $what ('$tpl')" "$tmp/$name.out"
+  fi
 }
 for s in megatron seq1f1b slimpack; do oracle_tp "$s-pp2-tp2" "$s" 1 2 2 "$s, pp 2 x tp 2"; done
 oracle_tp tp-dp2-pp2-tp2 slimpack 2 2 2 "slimpack, dp 2 x pp 2 x tp 2"
@@ -186,6 +205,20 @@ oracle_tp tp-merge slimpack 2 1 2 "slimpack, a DP-Merge group of 2 x tp 2 (each 
 sed 's/^gpus_per_node = 1 /gpus_per_node = 4 /' "$top_srcdir/etc/hardware/cpu-c2.ini" >"$tmp/cpu-c2x4.ini"
 oracle_tp tp-cp2 megatron 2 1 2 "megatron with static CP 2 x tp 2" --set plan.hardware="$tmp/cpu-c2x4.ini" --set parallel.max_cp=2 \
   --set plan.global_batch=8 --set plan.context_len=4K --set plan.steps=1 --set plan.mem=2G
+# every F and B op recomputing its first layer: the recomputed forward's collectives again
+cp "$tmp/slimpack-pp2-tp2.db" "$tmp/tp-rc.db"
+"$PY" - "$tmp/tp-rc.db" <<'PY' >"$tmp/rc.out" 2>&1
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for rowid, ops in db.execute("SELECT rowid, ops FROM stages").fetchall():
+    ops = json.loads(ops)
+    for op in ops:
+        if op[0] in (0, 2):  # F, B (not FK)
+            op[2] = 1
+    db.execute("UPDATE stages SET ops = ? WHERE rowid = ?", (json.dumps(ops, separators=(",", ":")), rowid))
+db.commit()
+PY
+check_tp tp-rc 1 2 2 "slimpack, pp 2 x tp 2, every op recomputing one layer"
 # a plan for tp 2 on a job of tp 1, and a world that is not dp x pp x tp: refused by name
 if "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --db "$tmp/megatron-pp2-tp2.db" \
      --data "$tmp/data" >"$tmp/tpl.out" 2>"$tmp/tpl.err"; then

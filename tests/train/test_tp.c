@@ -38,8 +38,8 @@ typedef struct rank_ctx {
     int rank;
 } rank_ctx;
 
-static lt_status t_all_gather(void *ctx, void *all, size_t block, lt_error *err) {
-    (void)err;
+static lt_status t_all_gather(void *ctx, void *all, size_t block, size_t whole, lt_error *err) {
+    (void)err, (void)whole;
     rank_ctx *c = ctx;
     group *g = c->g;
     g->bufs[c->rank] = all;
@@ -50,7 +50,8 @@ static lt_status t_all_gather(void *ctx, void *all, size_t block, lt_error *err)
     return LT_OK;
 }
 
-static lt_status t_reduce_scatter(void *ctx, void *all, size_t n, size_t es, lt_error *err) {
+static lt_status t_reduce_scatter(void *ctx, void *all, size_t n, size_t es, size_t whole, lt_error *err) {
+    (void)whole;
     rank_ctx *c = ctx;
     group *g = c->g;
     if (es != sizeof(float)) return lt_fail(err, LT_ERR_INTERNAL, NULL, "test collectives sum fp32 only");

@@ -30,6 +30,7 @@
 #include "lib/cli.h"               /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
 #include "lib/config.h"            /* lt_config_get_double */
 #include "plans/batches/sampler.h" /* lt_sample */
+#include "plans/cost/cost.h"       /* lt_cost_tp_bytes: the TP traffic the planner prices */
 #include "plans/store/store.h"     /* lt_store_get_step, lt_store_steps, lt_store_close */
 #include "train/model/backend.h"   /* lt_backend_cuda_*: the GPU check */
 #include "train/cmd/cmd.h"         /* check_command, lt_cmd_* */
@@ -88,6 +89,9 @@ typedef struct check_run {
     lt_tp_ops tpo;
     float *gr;
     lt_llama_views vr;
+    lt_cost_model cm;      /* tp > 1: the plans' cost model, act_bytes the backend's */
+    double worst_tp_bytes; /* the largest |measured - predicted| / predicted TP bytes of a rank */
+    int tp_compared;       /* steps whose TP bytes were compared (not those with CP groups) */
     lt_dist dist;
     bool dist_ready;
     /* train.backend = cuda: the model on the GPU (a copy of m's struct with its backend),
@@ -145,6 +149,27 @@ static lt_status check_gpu(check_run *c, const lt_step_plan *p, const lt_train_s
     return st;
 }
 
+/* Tensor parallelism: the bytes the cost model prices for this rank's TP all-gathers and
+ * reduce-scatters in step p (the ops of its stage in the pipeline of its DP rank,
+ * lt_cost_tp_bytes); -1 when the step has context-parallel groups (not compared). */
+static double predicted_tp_bytes(const check_run *c, const lt_step_plan *p) {
+    const lt_comm_layout *l = lt_comm_layout_of(c->comm);
+    if (p->n_merges > 0) return -1;
+    double sum = 0;
+    for (size_t r = 0; r < p->n_ranks; r++) {
+        const lt_rank_plan *rp = &p->ranks[r];
+        if (rp->cp > 1) return -1;
+        if (rp->dp_rank != l->dp_rank || l->stage >= rp->sched.stages) continue;
+        const lt_stage_ops *so = &rp->sched.stage[l->stage];
+        for (size_t i = 0; i < so->n; i++) {
+            size_t n;
+            const lt_slice *sl = lt_schedule_op_slices(&rp->sched, &so->ops[i], &n);
+            sum += lt_cost_tp_bytes(&c->cm, sl, n, &so->ops[i], 1);
+        }
+    }
+    return sum;
+}
+
 /* One step: execute, reference, compare; prints the step's lines. */
 static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     lt_step_plan p;
@@ -180,6 +205,17 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, c->xm, g, err);
         if (st == LT_OK && dev) st = c->be->to_host(c->be, c->ga, c->dg, c->m.n_params * sizeof(float), err);
         if (st == LT_OK) st = lt_dist_gather(&c->dist, c->xm, c->gr, &c->m, c->ga, err);
+        if (st == LT_OK && c->xm->tp > 1) { /* the planner's TP pricing against the bytes sent */
+            double want = predicted_tp_bytes(c, &p), e[2] = {0, 0};
+            if (want >= 0) e[0] = want > 0 ? fabs(es.tp_bytes - want) / want : es.tp_bytes, e[1] = 1;
+            st = lt_comm_allreduce(c->comm, LT_COMM_WORLD, e, 2, LT_COMM_F64, true, err);
+            if (st == LT_OK && e[1] > 0) c->tp_compared++;
+            if (st == LT_OK && e[1] > 0 && e[0] > c->worst_tp_bytes) c->worst_tp_bytes = e[0];
+            if (st == LT_OK && rank0 && e[1] > 0)
+                printf("step=%" PRIu64 " tp_bytes=%.0f predicted=%.0f tp_bytes_rel_err=%.3e (rank 0's TP all-gathers and "
+                       "reduce-scatters against the cost model's; the worst rank's error)\n",
+                       step, es.tp_bytes, want, e[0]);
+        }
         lt_exec_stats one = {0};
         memset(c->gc, 0, c->m.n_params * sizeof(float));
         if (st == LT_OK && rank0) st = lt_exec_step(&c->m, &p, smp, &c->vc, &one, c->pool, err);
@@ -234,6 +270,23 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     lt_exec_stats_free(&es);
     free(smp), free(whole), free(units), free(src);
     lt_step_plan_free(&p);
+    return st;
+}
+
+/* The plans' cost model (their stored config), its element size the CPU backend's. */
+static lt_status check_cost_model(const char *db, check_run *c, lt_error *err) {
+    lt_store *s = NULL;
+    lt_run_info run = {0};
+    lt_config *cfg = lt_config_new();
+    lt_status st = cfg ? lt_store_open(&s, db, err) : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    if (st == LT_OK) st = lt_store_run_info(s, &run, err);
+    if (st == LT_OK) st = lt_config_load_string(cfg, run.config ? run.config : "", db, err);
+    if (st == LT_OK) st = lt_cost_model_from_config(&c->cm, cfg, NULL, err);
+    if (st == LT_OK) c->cm.act_bytes = sizeof(float);
+    if (st != LT_OK) lt_error_prefix(err, "the cost model of the plans' config: ");
+    lt_run_info_free(&run);
+    lt_store_close(s);
+    lt_config_free(cfg);
     return st;
 }
 
@@ -303,6 +356,7 @@ int check_command(lt_cli_ctx *ctx) {
         if (c.be || c.tbe)
             st = lt_fail(&err, LT_ERR_CONFIG, "[parallel]", "parallel.tp > 1 runs on the CPU fp32 backend only so far");
         if (st == LT_OK) st = lt_llama_create_tp(&c.mp, &c.m.shape, tp, lt_comm_layout_of(c.comm)->tp_rank, &err);
+        if (st == LT_OK) st = check_cost_model(db, &c, &err);
         if (st == LT_OK) {
             lt_llama_copy_shard(&c.m, c.m.params, &c.mp, c.mp.params);
             lt_dist_tp_ops(c.comm, &c.tpo);
@@ -331,6 +385,11 @@ int check_command(lt_cli_ctx *ctx) {
         if (c.dg) lt_llama_views_of(&c.m, c.dg, c.lv + 2 * c.m.shape.layers, &c.vg); /* (gc: distributed only) */
     }
     for (size_t i = 0; st == LT_OK && i < n_steps; i++) st = check_step(&c, steps[i], &err);
+    if (st == LT_OK && rank0 && c.comm && c.xm->tp > 1 && c.tp_compared > 0)
+        printf("tp_bytes_rel_err=%.3e tp_bytes_steps=%d (the largest of any rank and step)\n", c.worst_tp_bytes,
+               c.tp_compared);
+    else if (st == LT_OK && rank0 && c.comm && c.xm->tp > 1)
+        printf("tp_bytes: not compared (every step has context-parallel groups)\n");
     if (st == LT_OK && rank0 && c.comm)
         printf("max_rel_err=%.3e rank_rel_err=%.3e ranks=%d steps=%zu%s\n", c.worst, c.worst_rank,
                lt_comm_layout_of(c.comm)->world, n_steps, c.tbe ? " backend=cpu-bf16" : c.be ? " backend=cuda" : "");

@@ -134,22 +134,24 @@ lt_status lt_comm_iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t 
  * one, or tp = 1: nothing to do). The in-place conventions of train/model/model.h's
  * lt_tp_ops: all-gather fills every `block`-byte block of buf from its rank (this rank's,
  * block tp_rank, filled by the caller); reduce-scatter leaves in block tp_rank (n floats)
- * the sum of every rank's block tp_rank (the other blocks undefined). All-reduces over the
- * group: lt_comm_allreduce with LT_COMM_TP. */
-lt_status lt_comm_tp_allgather(lt_comm *c, void *buf, size_t block, lt_error *err);
-lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, lt_error *err);
+ * the sum of every rank's block tp_rank (the other blocks undefined). `whole`: the bytes of
+ * the data without the blocks' padding (lt_tp_ops), what lt_comm_bytes counts. All-reduces
+ * over the group: lt_comm_allreduce with LT_COMM_TP. */
+lt_status lt_comm_tp_allgather(lt_comm *c, void *buf, size_t block, size_t whole, lt_error *err);
+lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, size_t whole, lt_error *err);
 
 /* The bytes this rank has sent in each kind of collective since the communicator was made
- * (or lt_comm_bytes_reset), counted as a ring algorithm sends them: (tp - 1) blocks of an
- * all-gather or a reduce-scatter, 2 (tp - 1) / tp of an all-reduce's buffer. What the cost
- * model's TP term prices (plans/cost/cost.h lt_cost_tp_bytes). */
+ * (or lt_comm_bytes_reset), counted as a ring algorithm sends them: (tp - 1) / tp of the
+ * data of an all-gather or a reduce-scatter (its `whole`, without the blocks' padding),
+ * 2 (tp - 1) / tp of an all-reduce's buffer. What the cost model's TP term prices
+ * (plans/cost/cost.h lt_cost_tp_bytes). */
 typedef enum lt_comm_bytes_kind {
     LT_COMM_BYTES_TP_ALLGATHER,
     LT_COMM_BYTES_TP_REDUCE_SCATTER,
     LT_COMM_BYTES_TP_ALLREDUCE,
     LT_COMM_BYTES_KINDS
 } lt_comm_bytes_kind;
-size_t lt_comm_bytes(const lt_comm *c, lt_comm_bytes_kind k);
+double lt_comm_bytes(const lt_comm *c, lt_comm_bytes_kind k);
 void lt_comm_bytes_reset(lt_comm *c);
 
 /* ZeRO-1 over the DP ranks of this stage (counts[r] elements of DP rank r, in rank order,

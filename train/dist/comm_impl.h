@@ -20,7 +20,7 @@ struct lt_comm {
 #ifdef HAVE_MPI
     MPI_Comm world, p2p, ring, dp, pipe, tied, tpc; /* p2p: the stage channels; tpc: the TP group */
 #endif
-    size_t bytes[LT_COMM_BYTES_KINDS]; /* lt_comm_bytes */
+    double bytes[LT_COMM_BYTES_KINDS]; /* lt_comm_bytes */
     struct lt_comm_nccl *nccl; /* NULL until lt_comm_attach_device */
 };
 

@@ -71,7 +71,7 @@ lt_status lt_comm_check_launch(lt_error *err) {
 }
 
 const lt_comm_layout *lt_comm_layout_of(const lt_comm *c) { return &c->l; }
-size_t lt_comm_bytes(const lt_comm *c, lt_comm_bytes_kind k) { return k < LT_COMM_BYTES_KINDS ? c->bytes[k] : 0; }
+double lt_comm_bytes(const lt_comm *c, lt_comm_bytes_kind k) { return k < LT_COMM_BYTES_KINDS ? c->bytes[k] : 0; }
 void lt_comm_bytes_reset(lt_comm *c) { memset(c->bytes, 0, sizeof c->bytes); }
 const char *lt_comm_who(const lt_comm *c) { return c->who; }
 int lt_comm_rank_of(const lt_comm *c, int dp_rank, int stage) {
@@ -331,8 +331,7 @@ static lt_status iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n
                             const char *what, lt_comm_req **req, lt_error *err) {
     *req = NULL;
     if (group == LT_COMM_TP && c->l.tp > 1)
-        c->bytes[LT_COMM_BYTES_TP_ALLREDUCE] += n * (t == LT_COMM_F32 ? 4u : 8u) * 2u * (size_t)(c->l.tp - 1) /
-                                                (size_t)c->l.tp;
+        c->bytes[LT_COMM_BYTES_TP_ALLREDUCE] += (double)n * (t == LT_COMM_F32 ? 4 : 8) * 2.0 * (c->l.tp - 1) / c->l.tp;
 #ifdef HAVE_MPI
     if (c->l.distributed) {
         MPI_Comm comm = comm_of(c, group);
@@ -367,8 +366,8 @@ lt_status lt_comm_allreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n
     return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
 }
 
-lt_status lt_comm_tp_allgather(lt_comm *c, void *buf, size_t block, lt_error *err) {
-    c->bytes[LT_COMM_BYTES_TP_ALLGATHER] += block * (size_t)(c->l.tp - 1);
+lt_status lt_comm_tp_allgather(lt_comm *c, void *buf, size_t block, size_t whole, lt_error *err) {
+    c->bytes[LT_COMM_BYTES_TP_ALLGATHER] += (double)whole * (c->l.tp - 1) / c->l.tp;
 #ifdef HAVE_MPI
     if (c->l.distributed && c->l.tp > 1) {
         int count;
@@ -390,8 +389,8 @@ lt_status lt_comm_tp_allgather(lt_comm *c, void *buf, size_t block, lt_error *er
     return LT_OK;
 }
 
-lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, lt_error *err) {
-    c->bytes[LT_COMM_BYTES_TP_REDUCE_SCATTER] += n * sizeof(float) * (size_t)(c->l.tp - 1);
+lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, size_t whole, lt_error *err) {
+    c->bytes[LT_COMM_BYTES_TP_REDUCE_SCATTER] += (double)whole * (c->l.tp - 1) / c->l.tp;
 #ifdef HAVE_MPI
     if (c->l.distributed && c->l.tp > 1) {
         if (n > INT_MAX) return lt_fail(err, LT_ERR_INPUT, NULL, "%s: a reduce-scatter block of %zu elements", c->who, n);

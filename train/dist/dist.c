@@ -535,7 +535,7 @@ lt_status lt_dist_tp_assemble(const lt_dist *d, const lt_llama *m, const float *
             continue;
         }
         memcpy(blocks + (size_t)d->tp_rank * most, buf + t->offset, (size_t)t->rows * (size_t)t->cols * sizeof *blocks);
-        st = lt_comm_tp_allgather(d->comm, blocks, most * sizeof *blocks, err);
+        st = lt_comm_tp_allgather(d->comm, blocks, most * sizeof *blocks, most * sizeof *blocks * (size_t)d->tp, err);
         for (int r = 0; st == LT_OK && r < d->tp; r++) lt_llama_shard_io(m, i, r, full, whole, blocks + (size_t)r * most, true);
     }
     free(blocks);
@@ -544,15 +544,15 @@ lt_status lt_dist_tp_assemble(const lt_dist *d, const lt_llama *m, const float *
 
 /* ---------------------------------------------------------------- the TP group's collectives */
 
-static lt_status tp_all_gather(void *ctx, void *all, size_t block, lt_error *err) {
-    return lt_comm_tp_allgather(ctx, all, block, err);
+static lt_status tp_all_gather(void *ctx, void *all, size_t block, size_t whole, lt_error *err) {
+    return lt_comm_tp_allgather(ctx, all, block, whole, err);
 }
 
-static lt_status tp_reduce_scatter(void *ctx, void *all, size_t n, size_t es, lt_error *err) {
+static lt_status tp_reduce_scatter(void *ctx, void *all, size_t n, size_t es, size_t whole, lt_error *err) {
     if (es != sizeof(float))
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: the host TP reduce-scatter sums fp32 elements, not %zu-byte ones",
                        lt_comm_who(ctx), es);
-    return lt_comm_tp_reduce_scatter(ctx, all, n, err);
+    return lt_comm_tp_reduce_scatter(ctx, all, n, whole, err);
 }
 
 static lt_status tp_all_reduce(void *ctx, float *buf, size_t n, bool max, lt_error *err) {

@@ -212,6 +212,8 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
     pipe_run pr = {.m = m, .p = p, .b = &b, .grads = grads, .kv = &kv, .pool = pool, .f_tokens = f_tokens,
                    .b_tokens = b_tokens, .stats = stats, .t0 = exec_now(), .comm = comm, .eh = eh};
     if (lay) pr.my_dp = lay->dp_rank, pr.my_stage = lay->stage;
+    double tp0 = comm ? lt_comm_bytes(comm, LT_COMM_BYTES_TP_ALLGATHER) + lt_comm_bytes(comm, LT_COMM_BYTES_TP_REDUCE_SCATTER)
+                      : 0;
     pr.meter = exec_meter(&pr);
     kv.meter = &pr.meter;
     pr.live_stage = calloc((size_t)p->pp, sizeof(size_t));
@@ -259,6 +261,9 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
                          (long long)f_tokens[c], (long long)b_tokens[c]);
     }
     stats->seconds = exec_now() - pr.t0;
+    if (comm)
+        stats->tp_bytes = lt_comm_bytes(comm, LT_COMM_BYTES_TP_ALLGATHER) +
+                          lt_comm_bytes(comm, LT_COMM_BYTES_TP_REDUCE_SCATTER) - tp0;
     lt_deps_free(&pr.deps);
     free(f_tokens), free(b_tokens);
     lt_kvctx_free(&kv);

@@ -125,7 +125,9 @@ void lt_llama_shard_io(const lt_llama *m, int i, int rank, const lt_llama *full,
 /*
  * The collectives of a tensor-parallel group (lt_llama.tp_ops), over the group's tp ranks
  * in rank order, blocking; buffers are memory of the model's backend. Elements of `es`
- * bytes (the backend's act_bytes; fp32 statistics pass es = 4) are summed in fp32.
+ * bytes (the backend's act_bytes; fp32 statistics pass es = 4) are summed in fp32. `whole`
+ * is the bytes of the rows gathered (or reduced) without the blocks' padding: what a ring
+ * moves, (tp - 1) / tp of it from each rank, and what the communicator counts.
  *   all_gather      in place: `all` holds tp blocks of `block` bytes; this rank's block
  *                   (block tp_rank) is filled, the call fills the others from their ranks;
  *   reduce_scatter  in place: `all` holds tp blocks of n elements; afterwards block
@@ -137,8 +139,8 @@ void lt_llama_shard_io(const lt_llama *m, int i, int rank, const lt_llama *full,
  */
 typedef struct lt_tp_ops {
     void *ctx;
-    lt_status (*all_gather)(void *ctx, void *all, size_t block, lt_error *err);
-    lt_status (*reduce_scatter)(void *ctx, void *all, size_t n, size_t es, lt_error *err);
+    lt_status (*all_gather)(void *ctx, void *all, size_t block, size_t whole, lt_error *err);
+    lt_status (*reduce_scatter)(void *ctx, void *all, size_t n, size_t es, size_t whole, lt_error *err);
     lt_status (*all_reduce)(void *ctx, float *buf, size_t n, bool max, lt_error *err);
 } lt_tp_ops;
 void lt_llama_free(lt_llama *m); /* NULL-safe; m is zeroed */

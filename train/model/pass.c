@@ -472,7 +472,7 @@ static lt_status sp_gather(const lt_llama *m, const lt_acts *a, void *full, cons
     const lt_backend *be = lt_backend_of(m);
     size_t block = (size_t)a->N * w;
     be->copy(be, (char *)pad + (size_t)m->tp_rank * block, local, (size_t)a->Tl * w);
-    lt_status st = m->tp_ops->all_gather(m->tp_ops->ctx, pad, block, err);
+    lt_status st = m->tp_ops->all_gather(m->tp_ops->ctx, pad, block, (size_t)a->T * w, err);
     for (int r = 0; st == LT_OK && r < a->T; r++)
         be->copy(be, (char *)full + (size_t)r * w, (char *)pad + (size_t)a->slot[r] * w, w);
     return st;
@@ -487,7 +487,7 @@ static lt_status sp_reduce_scatter(const lt_llama *m, const lt_acts *a, void *lo
     be->zero(be, pad, block * (size_t)m->tp);
     for (int r = 0; r < a->T; r++)
         be->copy(be, (char *)pad + (size_t)a->slot[r] * w, (const char *)full + (size_t)r * w, w);
-    lt_status st = m->tp_ops->reduce_scatter(m->tp_ops->ctx, pad, (size_t)a->N * width, es, err);
+    lt_status st = m->tp_ops->reduce_scatter(m->tp_ops->ctx, pad, (size_t)a->N * width, es, (size_t)a->T * w, err);
     if (st == LT_OK) be->copy(be, local, (char *)pad + (size_t)m->tp_rank * block, (size_t)a->Tl * w);
     return st;
 }
