@@ -286,22 +286,23 @@ fi
 # tolerance (3e-2; the fp32 run above gives ~1e-7, so a bf16 run that scored like it would
 # mean the backend was not used: its error must also be above 1e-4). The stage transfers go
 # over the stage channels matched in posting order (train/dist/comm.h), as NCCL matches them
-oracle_bf16() {
-  local name=$1 dp=$2 pp=$3 what=$4
-  if ! LONGTAIL_TEST_BACKEND=cpu-bf16 "${MPIRUN[@]}" $((dp * pp)) "$TRAINER" check --config "$tmp/m.ini" \
-       --set parallel.dp="$dp" --set parallel.pp="$pp" --db "$tmp/$name.db" --data "$tmp/data" \
+oracle_bf16() { # NAME DP PP WHAT [TP]
+  local name=$1 dp=$2 pp=$3 what=$4 tp=${5:-1}
+  local ranks=$((dp * pp * tp))
+  if ! LONGTAIL_TEST_BACKEND=cpu-bf16 "${MPIRUN[@]}" $ranks "$TRAINER" check --config "$tmp/m.ini" \
+       --set parallel.dp="$dp" --set parallel.pp="$pp" --set parallel.tp="$tp" --db "$tmp/$name.db" --data "$tmp/data" \
        >"$tmp/$name-bf16.out" 2>"$tmp/$name-bf16.err"; then
-    notok "cpu-bf16 over $((dp * pp)) ranks: $what" "$tmp/$name-bf16.out" "$tmp/$name-bf16.err"
+    notok "cpu-bf16 over $ranks ranks: $what" "$tmp/$name-bf16.out" "$tmp/$name-bf16.err"
     return
   fi
   local last
   last=$(tail -1 "$tmp/$name-bf16.out")
   if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=([0-9]+)\ steps=([0-9]+)\ backend=cpu-bf16$ ]] &&
-     [ "${BASH_REMATCH[3]}" = $((dp * pp)) ] && [ "${BASH_REMATCH[4]}" -ge 1 ] &&
+     [ "${BASH_REMATCH[3]}" = $ranks ] && [ "${BASH_REMATCH[4]}" -ge 1 ] &&
      awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 3e-2 && r <= 3e-2 && r > 1e-4) }'; then
-    ok "cpu-bf16 over $((dp * pp)) ranks: $what ($last)"
+    ok "cpu-bf16 over $ranks ranks: $what ($last)"
   else
-    notok "cpu-bf16 over $((dp * pp)) ranks: $what (last line '$last')" "$tmp/$name-bf16.out"
+    notok "cpu-bf16 over $ranks ranks: $what (last line '$last')" "$tmp/$name-bf16.out"
   fi
 }
 oracle_bf16 megatron-dp2-pp2 2 2 "megatron, dp 2 x pp 2"
@@ -314,6 +315,11 @@ oracle_bf16 cf-fk 2 2 "chunkflow with FK ops, dp 2 x pp 2"
 oracle_bf16 sp-merge 4 2 "slimpack, dp 4 x pp 2, a DP-Merge group of 2 over processes"
 oracle_bf16 mg-cp2 4 2 "megatron with static context parallelism 2"
 oracle_bf16 mg-cp4 4 2 "megatron with static context parallelism 4 (recompute: kept inputs regrouped)"
+# tensor parallelism on the 2-byte backend: SP rows, the TP all-gathers and reduce-scatters
+# (bf16 sums widened to fp32 and rounded once, as NCCL's bf16 reduce-scatter), the
+# vocab-parallel cross-entropy on bf16 logits
+oracle_bf16 slimpack-pp2-tp2 1 2 "slimpack, pp 2 x tp 2" 2
+oracle_bf16 tp-merge 2 1 "slimpack, a DP-Merge group of 2 x tp 2" 2
 
 # train --db with train.backend = cuda under a launcher: each rank picks its GPU and attaches
 # NCCL; where there is none (this machine, a build without CUDA) every rank says why

@@ -342,7 +342,6 @@ int check_command(lt_cli_ctx *ctx) {
             c.tbe = lt_backend_cpu_bf16();
     }
     if (st == LT_OK) st = load_or_init(ctx, ckpt, &c.m, &err);
-    if (st == LT_OK && c.tbe) c.mt = c.m, c.mt.backend = c.tbe; /* shares m's arrays: never freed itself */
     if (st == LT_OK && c.be) { /* the same model on the GPU: its struct, another backend */
         c.mg = c.m;
         st = lt_backend_cuda_upload(c.be, &c.mg, &err);
@@ -353,8 +352,8 @@ int check_command(lt_cli_ctx *ctx) {
     c.xm = &c.m;
     int tp = c.comm ? lt_comm_layout_of(c.comm)->tp : 1;
     if (st == LT_OK && tp > 1) { /* this rank's shard of the model, talking to its TP group */
-        if (c.be || c.tbe)
-            st = lt_fail(&err, LT_ERR_CONFIG, "[parallel]", "parallel.tp > 1 runs on the CPU fp32 backend only so far");
+        if (c.be)
+            st = lt_fail(&err, LT_ERR_CONFIG, "[parallel]", "parallel.tp > 1 runs on the CPU backends only so far");
         if (st == LT_OK) st = lt_llama_create_tp(&c.mp, &c.m.shape, tp, lt_comm_layout_of(c.comm)->tp_rank, &err);
         if (st == LT_OK) st = check_cost_model(db, &c, &err);
         if (st == LT_OK) {
@@ -364,6 +363,9 @@ int check_command(lt_cli_ctx *ctx) {
             c.xm = &c.mp;
         }
     }
+    /* the test backend's model: the executed model's struct (m, or its TP shard) on cpu-bf16;
+     * it shares that model's arrays and is never freed itself */
+    if (st == LT_OK && c.tbe) c.mt = *c.xm, c.mt.backend = c.tbe;
     if (st == LT_OK) st = lt_cmd_open_plans(db, c.xm, &c.store, &err);
     if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
     if (st == LT_OK) st = lt_docs_open(&c.docs, data, 0, &err);

@@ -548,11 +548,22 @@ static lt_status tp_all_gather(void *ctx, void *all, size_t block, size_t whole,
     return lt_comm_tp_allgather(ctx, all, block, whole, err);
 }
 
+/* fp32 elements in place; bf16 ones (the cpu-bf16 test backend's, host memory) widened to
+ * fp32, summed, and rounded back once, as NCCL's bf16 reduce-scatter sums */
 static lt_status tp_reduce_scatter(void *ctx, void *all, size_t n, size_t es, size_t whole, lt_error *err) {
-    if (es != sizeof(float))
-        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: the host TP reduce-scatter sums fp32 elements, not %zu-byte ones",
-                       lt_comm_who(ctx), es);
-    return lt_comm_tp_reduce_scatter(ctx, all, n, whole, err);
+    if (es == sizeof(float)) return lt_comm_tp_reduce_scatter(ctx, all, n, whole, err);
+    if (es != 2)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: a TP reduce-scatter of %zu-byte elements", lt_comm_who(ctx), es);
+    int tp = lt_comm_layout_of(ctx)->tp, r = lt_comm_layout_of(ctx)->tp_rank;
+    size_t total = n * (size_t)tp;
+    float *f = malloc((total ? total : 1) * sizeof *f);
+    if (!f) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a TP reduce-scatter");
+    uint16_t *b = all;
+    for (size_t i = 0; i < total; i++) f[i] = lt_bf16_to_f32(b[i]);
+    lt_status st = lt_comm_tp_reduce_scatter(ctx, f, n, whole, err);
+    for (size_t i = 0; st == LT_OK && i < n; i++) b[(size_t)r * n + i] = lt_bf16_from_f32(f[(size_t)r * n + i]);
+    free(f);
+    return st;
 }
 
 static lt_status tp_all_reduce(void *ctx, float *buf, size_t n, bool max, lt_error *err) {

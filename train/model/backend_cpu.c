@@ -400,6 +400,33 @@ static double bf16_xent(const lt_backend *be, void *dlogits, const void *logits,
     return loss;
 }
 
+static void bf16_xent_tp_max(const lt_backend *be, float *rowmax, const void *logits, int T, int V) {
+    (void)be;
+    size_t n = (size_t)T * (size_t)V;
+    float *l = widen(logits, n);
+    if (l) lt_xent_tp_max(rowmax, l, T, V);
+    free(l);
+}
+static void bf16_xent_tp_sums(const lt_backend *be, float *sums, const void *logits, const float *rowmax,
+                              const int32_t *targets, int v0, int T, int V) {
+    (void)be;
+    size_t n = (size_t)T * (size_t)V;
+    float *l = widen(logits, n);
+    if (l) lt_xent_tp_sums(sums, l, rowmax, targets, v0, T, V);
+    free(l);
+}
+static double bf16_xent_tp_finish(const lt_backend *be, void *dlogits, const void *logits, const float *rowmax,
+                                  const float *sums, const int32_t *targets, int v0, int T, int V, float scale) {
+    (void)be;
+    size_t n = (size_t)T * (size_t)V;
+    float *l = widen(logits, n);
+    double loss = 0;
+    if (l) loss = lt_xent_tp_finish(dlogits ? l : NULL, l, rowmax, sums, targets, v0, T, V, scale);
+    if (dlogits && l) narrow(dlogits, l, n);
+    else free(l);
+    return loss;
+}
+
 static const lt_backend cpu_bf16 = {
     .name = "cpu-bf16", .act_bytes = 2, .align = 16, .host = true,
     .alloc = host_alloc, .free = host_free, .zero = host_zero, .copy = host_copy,
@@ -411,6 +438,7 @@ static const lt_backend cpu_bf16 = {
     .rope_forward = bf16_rope_forward, .rope_backward = bf16_rope_backward,
     .attention_forward = bf16_attention_forward, .attention_backward = bf16_attention_backward,
     .swiglu_forward = bf16_swiglu_forward, .swiglu_backward = bf16_swiglu_backward, .xent = bf16_xent,
+    .xent_tp_max = bf16_xent_tp_max, .xent_tp_sums = bf16_xent_tp_sums, .xent_tp_finish = bf16_xent_tp_finish,
 };
 
 const lt_backend *lt_backend_cpu_bf16(void) { return &cpu_bf16; }
