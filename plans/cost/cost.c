@@ -322,7 +322,9 @@ double lt_cost_stage_params(const lt_cost_model *cm, int stage) {
     if (stage < 0 || stage >= cm->pp) return 0.0;
     uint32_t b, e;
     lt_schedule_stage_layers(cm->model.layers, cm->pp, stage, &b, &e);
-    double h = hidden(cm), vocab_part = (double)cm->model.vocab / cm->tp * h; /* vocab-parallel */
+    /* vocab-parallel: the largest shard, ceil(V / tp) rows (the trainer gives the first
+     * V mod tp ranks one row more: lt_llama_create_tp) */
+    double h = hidden(cm), vocab_part = (double)((cm->model.vocab + cm->tp - 1) / cm->tp) * h;
     double p = (double)(e - b) * lt_cost_layer_params(cm);
     if (stage == 0) p += vocab_part;                  /* input embedding */
     if (stage == cm->head_stage) p += vocab_part + h; /* final norm + untied LM head */

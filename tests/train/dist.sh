@@ -2,6 +2,8 @@
 # tests/train/dist.sh — the distributed engine (issue 18): the trainer as one MPI process per
 # (DP rank, stage), started by mpirun (the Slurm twin, srun --mpi=pmix inside sbatch, is in
 # tests/integration/slurm_cluster.sh).
+#   - each rank holds its own part (its stage's tensors, its TP shard): exactly the cost
+#     model's parameters of its stage (trainer check's model_states line, every oracle run);
 #   - the oracle across processes: plans of every strategy at (dp, pp) = (1, 2), (2, 1),
 #     (2, 2), (1, 4), a slimpack DP-Merge group (dp 4 x pp 2: ring K/V exchange and regrouped
 #     backward rows between its members), megatron with static CP 2 and 4 (with recompute),
@@ -89,7 +91,8 @@ oracle() {
   steps=$(grep -c ' strategy=' "$tmp/$name.out")
   if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=([0-9]+)\ steps=([0-9]+)$ ]] &&
      [ "${BASH_REMATCH[3]}" = $((dp * pp)) ] && [ "${BASH_REMATCH[4]}" = "$steps" ] && [ "$steps" -ge 1 ] &&
-     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }'; then
+     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }' &&
+     grep -q '^model_states: .* params_rel_err=0.000e+00 ' "$tmp/$name.out"; then
     ok "oracle over $((dp * pp)) ranks: $what ($last)"
   else
     notok "oracle over $((dp * pp)) ranks: $what (last line '$last', $steps step lines)" "$tmp/$name.out"
@@ -175,7 +178,8 @@ check_tp() {
   last=$(tail -1 "$tmp/$name.out")
   if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=([0-9]+)\ steps=([0-9]+)$ ]] &&
      [ "${BASH_REMATCH[3]}" = $ranks ] && [ "${BASH_REMATCH[4]}" -ge 1 ] &&
-     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }'; then
+     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }' &&
+     grep -q '^model_states: .* params_rel_err=0.000e+00 ' "$tmp/$name.out"; then
     ok "oracle over $ranks ranks: $what ($last)"
   else
     notok "oracle over $ranks ranks: $what (last line '$last')" "$tmp/$name.out"

@@ -7,7 +7,8 @@
  * trainer's TP all-reduce will). The batch has sliced samples (K/V context across units)
  * and units whose tokens tp does not divide; the vocabulary (61) is not a multiple of tp.
  * Also: the layout-independent init, the shard copy, the refusals of lt_llama_create_tp,
- * and rows kept (lt_acts_keep_rows) on a TP rank giving the rows of its SP split.
+ * rows kept (lt_acts_keep_rows) on a TP rank giving the rows of its SP split, and a
+ * pipeline stage's part (lt_llama_create_stage).
  */
 #include <math.h>
 #include <pthread.h>
@@ -319,11 +320,112 @@ static void test_keep_rows_sp(void **state) {
     lt_llama_free(&m);
 }
 
+/* A pipeline stage's part (lt_llama_create_stage): only its tensors (the rest's views NULL,
+ * a pass outside it refused), the parts of a 2-stage x tp 2 split tile the whole model, and
+ * a unit run through the two stages' parts, each from its shard of the whole parameters,
+ * gives the whole model's loss and, per part, its shard of the whole gradients. */
+static void test_stage_parts(void **state) {
+    (void)state;
+    make_batch();
+    lt_model_shape s = shape_of(4, 0);
+    lt_error err;
+    lt_llama full;
+    assert_int_equal(lt_llama_create(&full, &s, &err), LT_OK);
+    randomize(&full);
+    size_t total = 0;
+    for (int st = 0; st < 2; st++)
+        for (int r = 0; r < 2; r++) {
+            lt_llama p;
+            assert_int_equal(lt_llama_create_stage(&p, &s, 2, r, st, st + 1, st == 0, st == 1, &err), LT_OK);
+            assert_true((p.w.embed != NULL) == (st == 0) && (p.w.lm_head != NULL) == (st == 1));
+            assert_true(p.w.layer[st].wq != NULL && p.w.layer[1 - st].wq == NULL);
+            assert_int_equal(p.n_params_whole, full.n_params);
+            /* the replicated norms are in every TP rank's part: count them once */
+            for (int i = 0; i < p.n_tensors; i++)
+                if (p.tensors[i].split != LT_SPLIT_NONE || r == 0)
+                    total += (size_t)p.tensors[i].rows * (size_t)p.tensors[i].cols;
+            lt_llama_free(&p);
+        }
+    assert_int_equal(total, full.n_params);
+
+    /* the whole step at tp 1 through two stage parts against the whole model */
+    double loss_ref;
+    float *ref;
+    step(&full, &loss_ref, &ref);
+    lt_llama part[2];
+    float *g[2];
+    lt_layer_views *lv[2];
+    lt_llama_views gv[2];
+    for (int st = 0; st < 2; st++) {
+        assert_int_equal(lt_llama_create_stage(&part[st], &s, 1, 0, st, st + 1, st == 0, st == 1, &err), LT_OK);
+        lt_llama_copy_shard(&full, full.params, &part[st], part[st].params);
+        g[st] = calloc(part[st].n_params, sizeof *g[st]);
+        lv[st] = calloc(2, sizeof *lv[st]);
+        assert_non_null(g[st]);
+        assert_non_null(lv[st]);
+        lt_llama_views_of(&part[st], g[st], lv[st], &gv[st]);
+    }
+    lt_kvctx kv;
+    assert_int_equal(lt_kvctx_init(&kv, &full, &batch, true, &err), LT_OK);
+    float scale = 1.0f / (float)lt_batch_predicted_tokens(&batch);
+    lt_pass p0 = {.l0 = 0, .l1 = 1, .embed = true}, p1 = {.l0 = 1, .l1 = 2, .head = true, .loss_scale = scale};
+    lt_acts a0[3], a1[3];
+    double loss = 0;
+    for (int u = 0; u < 3; u++) { /* forward in unit order, each stage its part */
+        double l = 0;
+        assert_int_equal(lt_acts_alloc(&a0[u], &part[0], &batch, &units[u], 0, 1, false, &err), LT_OK);
+        assert_int_equal(lt_acts_alloc(&a1[u], &part[1], &batch, &units[u], 1, 2, true, &err), LT_OK);
+        assert_int_equal(lt_llama_forward(&part[0], &p0, &batch, &units[u], NULL, &kv, &a0[u], &gv[0], NULL, NULL,
+                                          NULL, &err), LT_OK);
+        assert_int_equal(lt_llama_forward(&part[1], &p1, &batch, &units[u], a0[u].out, &kv, &a1[u], &gv[1], &l, NULL,
+                                          NULL, &err), LT_OK);
+        loss += l;
+    }
+    lt_kvctx_zero_grad(&kv);
+    for (int u = 2; u >= 0; u--) { /* backward in reverse, the stage after first */
+        float *din = calloc((size_t)a0[u].T * 64, sizeof *din);
+        assert_non_null(din);
+        assert_int_equal(lt_llama_backward(&part[1], &p1, &batch, &units[u], NULL, &kv, &a1[u], &gv[1], din, NULL, &err),
+                         LT_OK);
+        assert_int_equal(lt_llama_backward(&part[0], &p0, &batch, &units[u], din, &kv, &a0[u], &gv[0], NULL, NULL, &err),
+                         LT_OK);
+        free(din);
+        lt_acts_free(&a0[u]), lt_acts_free(&a1[u]);
+    }
+    assert_true(fabs(loss - loss_ref) <= 1e-6 * fabs(loss_ref));
+    for (int st = 0; st < 2; st++) {
+        float *want = calloc(part[st].n_params, sizeof *want);
+        assert_non_null(want);
+        lt_llama_copy_shard(&full, ref, &part[st], want);
+        double worst = 0, big = 0;
+        for (size_t i = 0; i < part[st].n_params; i++)
+            worst = fmax(worst, fabs(g[st][i] - want[i])), big = fmax(big, fabs(want[i]));
+        if (worst > 1e-5 * big) fail_msg("stage %d part: gradients differ by %.3g of %.3g", st, worst, big);
+        free(want);
+    }
+    /* a pass outside a part is refused, naming both */
+    lt_acts a;
+    assert_int_equal(lt_acts_alloc(&a, &part[0], &batch, &units[0], 1, 2, false, &err), LT_OK);
+    lt_pass outside = {.l0 = 1, .l1 = 2};
+    float *in = calloc((size_t)a.T * 64, sizeof *in);
+    assert_non_null(in);
+    assert_int_equal(lt_llama_forward(&part[0], &outside, &batch, &units[0], in, &kv, &a, NULL, NULL, NULL, NULL, &err),
+                     LT_ERR_INTERNAL);
+    assert_non_null(strstr(err.what, "of a model part holding [0, 1)"));
+    free(in);
+    lt_acts_free(&a);
+    lt_kvctx_free(&kv);
+    for (int st = 0; st < 2; st++) free(g[st]), free(lv[st]), lt_llama_free(&part[st]);
+    free(ref);
+    lt_llama_free(&full);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tp2_gqa),          cmocka_unit_test(test_tp2_tied),
         cmocka_unit_test(test_tp4),              cmocka_unit_test(test_init_layout_free),
         cmocka_unit_test(test_refusals),         cmocka_unit_test(test_keep_rows_sp),
+        cmocka_unit_test(test_stage_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,6 +91,7 @@ typedef struct check_run {
     lt_llama_views vr;
     lt_cost_model cm;      /* tp > 1: the plans' cost model, act_bytes the backend's */
     double worst_tp_bytes; /* the largest |measured - predicted| / predicted TP bytes of a rank */
+    double worst_params;   /* the largest |held - predicted| / predicted parameters of a rank's part */
     int tp_compared;       /* steps whose TP bytes were compared (not those with CP groups) */
     lt_dist dist;
     bool dist_ready;
@@ -273,6 +274,18 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     return st;
 }
 
+/* The layers [l0, l1) of this rank's stage in stored step `step`. */
+static lt_status first_stage_layers(check_run *c, uint64_t step, int *l0, int *l1, lt_error *err) {
+    lt_step_plan p;
+    lt_step_plan_init(&p);
+    lt_sample *src = NULL;
+    lt_status st = lt_store_get_step(c->store, step, &p, &src, err);
+    if (st == LT_OK) st = lt_dist_stage_layers(&p, lt_comm_layout_of(c->comm)->stage, l0, l1, err);
+    free(src);
+    lt_step_plan_free(&p);
+    return st;
+}
+
 /* The plans' cost model (their stored config), its element size the CPU backend's. */
 static lt_status check_cost_model(const char *db, check_run *c, lt_error *err) {
     lt_store *s = NULL;
@@ -351,23 +364,27 @@ int check_command(lt_cli_ctx *ctx) {
     }
     c.xm = &c.m;
     int tp = c.comm ? lt_comm_layout_of(c.comm)->tp : 1;
-    if (st == LT_OK && tp > 1) { /* this rank's shard of the model, talking to its TP group */
-        if (c.be)
-            st = lt_fail(&err, LT_ERR_CONFIG, "[parallel]", "parallel.tp > 1 runs on the CPU backends only so far");
-        if (st == LT_OK) st = lt_llama_create_tp(&c.mp, &c.m.shape, tp, lt_comm_layout_of(c.comm)->tp_rank, &err);
+    if (st == LT_OK && tp > 1 && c.be)
+        st = lt_fail(&err, LT_ERR_CONFIG, "[parallel]", "parallel.tp > 1 runs on the CPU backends only so far");
+    if (st == LT_OK) st = lt_cmd_open_plans(db, &c.m, tp, &c.store, &err);
+    if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
+    if (st == LT_OK && c.comm && !c.be && n_steps > 0) { /* the rank's part: its stage, its TP shard */
+        int l0 = 0, l1 = 0;
+        st = first_stage_layers(&c, steps[0], &l0, &l1, &err);
+        if (st == LT_OK) st = lt_llama_create_stage(&c.mp, &c.m.shape, tp, lt_comm_layout_of(c.comm)->tp_rank, l0, l1,
+                                                    lt_comm_layout_of(c.comm)->stage == 0,
+                                                    lt_comm_layout_of(c.comm)->stage == lt_comm_layout_of(c.comm)->pp - 1,
+                                                    &err);
         if (st == LT_OK) st = check_cost_model(db, &c, &err);
         if (st == LT_OK) {
             lt_llama_copy_shard(&c.m, c.m.params, &c.mp, c.mp.params);
-            lt_dist_tp_ops(c.comm, &c.tpo);
-            c.mp.tp_ops = &c.tpo;
+            if (tp > 1) lt_dist_tp_ops(c.comm, &c.tpo), c.mp.tp_ops = &c.tpo;
             c.xm = &c.mp;
         }
     }
-    /* the test backend's model: the executed model's struct (m, or its TP shard) on cpu-bf16;
-     * it shares that model's arrays and is never freed itself */
+    /* the test backend's model: the executed model's struct (m, or the rank's part) on
+     * cpu-bf16; it shares that model's arrays and is never freed itself */
     if (st == LT_OK && c.tbe) c.mt = *c.xm, c.mt.backend = c.tbe;
-    if (st == LT_OK) st = lt_cmd_open_plans(db, c.xm, &c.store, &err);
-    if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
     if (st == LT_OK) st = lt_docs_open(&c.docs, data, 0, &err);
     if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &c.pool, NULL, &err);
     if (st == LT_OK) {
@@ -385,6 +402,21 @@ int check_command(lt_cli_ctx *ctx) {
         lt_llama_views_of(&c.m, c.gb, c.lv + c.m.shape.layers, &c.vb);
         if (c.gc) lt_llama_views_of(&c.m, c.gc, c.lv + 2 * c.m.shape.layers, &c.vc);
         if (c.dg) lt_llama_views_of(&c.m, c.dg, c.lv + 2 * c.m.shape.layers, &c.vg); /* (gc: distributed only) */
+    }
+    /* each rank's part against the cost model's parameters of its stage (lt_cost_stage_params:
+     * its layers, the vocab-parallel embedding and head at V / tp rows, the replicated norms) */
+    if (st == LT_OK && c.xm == &c.mp) {
+        double want = lt_cost_stage_params(&c.cm, lt_comm_layout_of(c.comm)->stage);
+        double held[1] = {(double)c.mp.n_params}, e[1] = {0};
+        /* the TP group's largest part (ranks below V mod tp hold one vocabulary row more) */
+        st = lt_comm_allreduce(c.comm, LT_COMM_TP, held, 1, LT_COMM_F64, true, &err);
+        e[0] = want > 0 ? fabs(held[0] - want) / want : 1;
+        if (st == LT_OK) st = lt_comm_allreduce(c.comm, LT_COMM_WORLD, e, 1, LT_COMM_F64, true, &err);
+        c.worst_params = e[0];
+        if (st == LT_OK && rank0)
+            printf("model_states: rank 0 holds %zu of the model's %zu parameters (its stage's part, its TP shard; the "
+                   "largest of its TP group %.0f), the cost model %.0f; params_rel_err=%.3e (the worst stage)\n",
+                   c.mp.n_params, c.m.n_params, held[0], want, e[0]);
     }
     for (size_t i = 0; st == LT_OK && i < n_steps; i++) st = check_step(&c, steps[i], &err);
     if (st == LT_OK && rank0 && c.comm && c.xm->tp > 1 && c.tp_compared > 0)

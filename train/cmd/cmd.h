@@ -75,19 +75,22 @@ lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err);
  * srun --mpi=pmix: train/dist/comm.h), checked against parallel.dp x pp x tp, with
  * train.comm_timeout_s; *comm = NULL otherwise (one process runs every rank's ops). */
 lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err);
-/* Tensor parallelism (a launched job with parallel.tp > 1): replace the whole model m (and
- * opt's whole moments, when opt is non-NULL) by this rank's shard of them
- * (lt_llama_create_tp, lt_llama_copy_shard), its collectives `ops` over comm's TP group
- * (lt_dist_tp_ops; ops must outlive m). A no-op with tp = 1 or comm = NULL. */
-lt_status lt_cmd_tp_shard(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, lt_error *err);
+/* A launched job's rank holds its own part only (DESIGN.md): replace the whole model m (and
+ * opt's whole moments, when opt is non-NULL) by this rank's part of them: its stage's
+ * layers [l0, l1) (the embedding on the first stage, the final norm and LM head on the
+ * last), each tensor its TP rank's shard (lt_llama_create_stage, lt_llama_copy_shard);
+ * with tp > 1 its collectives `ops` over comm's TP group (lt_dist_tp_ops; ops must outlive
+ * m). A no-op with comm = NULL. */
+lt_status lt_cmd_rank_part(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, int l0, int l1, lt_error *err);
 /* A distributed rank's error: printed with the rank's coordinates, then the job ends
  * (lt_comm_abort, exit status 1). A no-op with comm = NULL. */
 void lt_cmd_comm_fail(lt_comm *comm, const lt_error *err);
 
 /* Open the plan file `db` into *store and check that model m has the dimensions of the
- * [model] stored with the plans (LT_ERR_CONFIG naming the first that differs and `db`);
+ * [model] stored with the plans (LT_ERR_CONFIG naming the first that differs and `db`) and
+ * that they were built for this job's tensor parallelism tp (parallel.tp, naming both);
  * the store's errors otherwise. *store is set even on a failed check (lt_store_close it). */
-lt_status lt_cmd_open_plans(const char *db, const lt_llama *m, lt_store **store, lt_error *err);
+lt_status lt_cmd_open_plans(const char *db, const lt_llama *m, int tp, lt_store **store, lt_error *err);
 /* The tokens of plan p's samples (out[i], malloc'd: the caller frees each), read from the
  * shards of `docs` by their sources src[i]; errors name the step, sample and source. */
 lt_status lt_cmd_load_plan_samples(lt_docs *docs, const lt_step_plan *p, const lt_sample *src, lt_train_sample *out,

@@ -147,12 +147,13 @@ lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err) {
     return st;
 }
 
-lt_status lt_cmd_tp_shard(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, lt_error *err) {
+lt_status lt_cmd_rank_part(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, int l0, int l1, lt_error *err) {
     const lt_comm_layout *l = comm ? lt_comm_layout_of(comm) : NULL;
-    if (!l || l->tp < 2) return LT_OK;
+    if (!l) return LT_OK;
     lt_llama part;
     lt_adamw po = {0};
-    lt_status st = lt_llama_create_tp(&part, &m->shape, l->tp, l->tp_rank, err);
+    lt_status st = lt_llama_create_stage(&part, &m->shape, l->tp, l->tp_rank, l0, l1, l->stage == 0,
+                                         l->stage == l->pp - 1, err);
     if (st == LT_OK && opt) st = lt_adamw_init(&po, part.n_params, err);
     if (st != LT_OK) {
         lt_llama_free(&part);
@@ -166,8 +167,7 @@ lt_status lt_cmd_tp_shard(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *
         lt_adamw_free(opt);
         *opt = po;
     }
-    lt_dist_tp_ops(comm, ops);
-    part.tp_ops = ops;
+    if (l->tp > 1) lt_dist_tp_ops(comm, ops), part.tp_ops = ops;
     lt_llama_free(m);
     *m = part;
     return LT_OK;
@@ -184,7 +184,7 @@ void lt_cmd_comm_fail(lt_comm *comm, const lt_error *err) {
 /* ------------------------------------------------------------------ the plans */
 
 /* LT_OK when model m has the dimensions of the [model] stored with the plans. */
-static lt_status check_plans_model(const lt_run_info *run, const char *db, const lt_llama *m, lt_error *err) {
+static lt_status check_plans_model(const lt_run_info *run, const char *db, const lt_llama *m, int tp, lt_error *err) {
     lt_config *cfg = lt_config_new();
     if (!cfg) return lt_fail(err, LT_ERR_NOMEM, db, "out of memory");
     lt_model_shape want;
@@ -205,11 +205,11 @@ static lt_status check_plans_model(const lt_run_info *run, const char *db, const
             lt_error_hint(err, "use the [model] the plans were built with (sqlite3 %s \"SELECT config FROM runs\")", db);
             return LT_ERR_CONFIG;
         }
-    if (run->tp != m->tp) {
+    if (run->tp != tp) {
         /* a tp > 1 plan run at tp = 1 would look like it worked: every rank would hold whole
          * layers and none of the plan's TP collectives would happen */
         lt_fail(err, LT_ERR_CONFIG, db, "the plans are for parallel.tp = %d; this job runs tensor parallelism of %d%s",
-                run->tp, m->tp, m->tp == 1 ? " (one process per DP rank and stage)" : "");
+                run->tp, tp, tp == 1 ? " (one process per DP rank and stage)" : "");
         lt_error_hint(err, "train with the layout the plans were built for: parallel.tp = %d and dp x pp x tp "
                            "processes (mpirun -n / srun -n)", run->tp);
         return LT_ERR_CONFIG;
@@ -217,11 +217,11 @@ static lt_status check_plans_model(const lt_run_info *run, const char *db, const
     return LT_OK;
 }
 
-lt_status lt_cmd_open_plans(const char *db, const lt_llama *m, lt_store **store, lt_error *err) {
+lt_status lt_cmd_open_plans(const char *db, const lt_llama *m, int tp, lt_store **store, lt_error *err) {
     lt_status st = lt_store_open(store, db, err);
     lt_run_info run = {0};
     if (st == LT_OK) st = lt_store_run_info(*store, &run, err);
-    if (st == LT_OK) st = check_plans_model(&run, db, m, err);
+    if (st == LT_OK) st = check_plans_model(&run, db, m, tp, err);
     lt_run_info_free(&run);
     return st;
 }

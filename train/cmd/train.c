@@ -181,6 +181,8 @@ typedef struct train_loop {
     bool dist_ready, rank0, zero1;
     lt_adamw *opt; /* the optimizer (ZeRO-1 hands its moments to dist) */
     lt_backend *be; /* train.backend = cuda: the GPU (NULL: the CPU fp32 reference) */
+    lt_llama table; /* distributed: the whole model's tensor table (no parameters), at this
+                       rank's tp: every stage's parameter count for the measured memory */
 } train_loop;
 
 /* The exit status of a run stopped by SIGUSR2 after its checkpoint (EX_TEMPFAIL): jobctl
@@ -370,7 +372,8 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
         double peak = 0, per_param = L->be ? 10.0 : 8.0;
         for (int g = 0; L->rank0 && g < es.n_stages; g++) {
             double zdp = L->comm && L->dist.zero1 ? (double)L->dist.dp : 1.0;
-            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(L->m, &p, g) * (per_param + 8.0 / zdp));
+            const lt_llama *tm = L->table.n_tensors ? &L->table : L->m; /* every stage's tensors */
+            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(tm, &p, g) * (per_param + 8.0 / zdp));
             if ((double)es.stage_peak_bytes[g] > peak) peak = (double)es.stage_peak_bytes[g];
         }
         r->predicted_peak = p.peak_mem, r->measured_peak = peak;
@@ -397,7 +400,8 @@ static lt_status save(const train_loop *L, const char *dir, const lt_llama *m, c
         lt_llama full = {0};
         lt_adamw fo = {0};
         bool assemble = L->dist.tp > 1 && L->dist.dp_rank == 0;
-        if (s == LT_OK && assemble) s = lt_llama_create(&full, &m->shape, err);
+        if (s == LT_OK && assemble) /* the stage's tensors at tp = 1 */
+            s = lt_llama_create_stage(&full, &m->shape, 1, 0, m->l0, m->l1, m->has_embed, m->has_head, err);
         if (s == LT_OK && assemble) s = lt_adamw_init(&fo, full.n_params, err);
         if (s == LT_OK && assemble) {
             fo.t = o->t;
@@ -429,10 +433,29 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Distributed: the whole model (and moments) replaced by this rank's part, its stage's
+ * layers in stored step `step` (the engine does not move layers between stages). */
+static lt_status rank_part(train_loop *L, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, int64_t step, lt_error *err) {
+    lt_step_plan p;
+    lt_step_plan_init(&p);
+    lt_sample *src = NULL;
+    int l0 = 0, l1 = 0;
+    lt_status s = lt_store_get_step(L->store, L->steps[step], &p, &src, err);
+    if (s == LT_OK) s = lt_dist_stage_layers(&p, lt_comm_layout_of(L->comm)->stage, &l0, &l1, err);
+    free(src);
+    lt_step_plan_free(&p);
+    size_t whole = m->n_params;
+    if (s == LT_OK) s = lt_cmd_rank_part(L->comm, m, opt, ops, l0, l1, err);
+    if (s == LT_OK && L->rank0)
+        LT_INFO("each rank holds its own part: rank 0 has %zu of the model's %zu parameters (stage 0's layers %d..%d%s)",
+                m->n_params, whole, l0, l1 - 1, m->tp > 1 ? ", its TP shard" : "");
+    return s;
+}
+
 /* --db: open the plans, check them against the model, list their steps. */
-static lt_status open_plans(const char *db, const lt_llama *m, train_loop *L, lt_error *err) {
+static lt_status open_plans(const char *db, const lt_llama *m, int tp, train_loop *L, lt_error *err) {
     L->db_path = db;
-    lt_status s = lt_cmd_open_plans(db, m, &L->store, err);
+    lt_status s = lt_cmd_open_plans(db, m, tp, &L->store, err);
     if (s == LT_OK) s = lt_store_steps(L->store, &L->steps, &L->n_steps, err);
     if (s == LT_OK && L->n_steps == 0) s = lt_fail(err, LT_ERR_INPUT, db, "the plan file holds no step");
     return s;
@@ -479,11 +502,10 @@ int train_command(lt_cli_ctx *ctx) {
     int threads = 1;
     s = lt_mkdir_p(dir, 0777, &err);
     if (s == LT_OK) s = start_state(ctx, &a, dir, &m, &opt, &st, &err);
-    lt_tp_ops tpo; /* parallel.tp > 1: this rank's shard of the model and moments */
-    if (s == LT_OK) s = lt_cmd_tp_shard(comm, &m, &opt, &tpo, &err);
     if (s == LT_OK) s = lt_docs_open(&L.docs, a.data, a.db ? 0 : lt_cmd_context_len(ctx), &err);
     if (s == LT_OK && lt_docs_count(L.docs) == 0) s = lt_fail(&err, LT_ERR_INPUT, a.data, "the dataprep output has no document");
-    if (s == LT_OK && a.db) s = open_plans(a.db, &m, &L, &err);
+    int tp = comm ? lt_comm_layout_of(comm)->tp : 1;
+    if (s == LT_OK && a.db) s = open_plans(a.db, &m, tp, &L, &err);
     if (s == LT_OK && a.db && (int64_t)L.n_steps < stop) stop = (int64_t)L.n_steps; /* every stored step, no more */
     if (s == LT_OK && a.db && rank0) s = lt_metrics_trim(dir, st.step, &err); /* a resumed run logs its redone steps again */
     /* under a launcher: the rank's GPU, and NCCL attached for the gradient all-reduces */
@@ -493,9 +515,14 @@ int train_command(lt_cli_ctx *ctx) {
                     "parallel.zero1 runs on the CPU backend only (train.backend = cuda keeps every moment on the GPU)");
         lt_error_hint(&err, "set parallel.zero1 = false with train.backend = cuda");
     }
-    if (s == LT_OK && be && m.tp > 1)
+    if (s == LT_OK && be && tp > 1)
         s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "parallel", "tp"),
-                    "parallel.tp = %d runs on the CPU backend only so far (train.backend = cpu)", m.tp);
+                    "parallel.tp = %d runs on the CPU backend only so far (train.backend = cpu)", tp);
+    /* a rank (on the CPU) holds its own part only: its stage's tensors, its TP shard of them,
+     * and their gradients and moments (the GPU keeps the whole model so far) */
+    lt_tp_ops tpo;
+    if (s == LT_OK && comm && a.db && !be && st.step < stop) s = rank_part(&L, &m, &opt, &tpo, st.step, &err);
+    if (s == LT_OK && comm && a.db) s = lt_llama_create_table(&L.table, &m.shape, tp, comm ? lt_comm_layout_of(comm)->tp_rank : 0, &err);
     L.be = be;
     /* the model to the GPU: fp32 master + bf16 copy, and the moments of a resumed run */
     if (s == LT_OK && be) s = lt_backend_cuda_upload(be, &m, &err);
@@ -520,11 +547,11 @@ int train_command(lt_cli_ctx *ctx) {
     if (s == LT_OK && a.db && rank0)
         LT_INFO("training %s (%zu parameters) on the plans of %s (%zu steps) with the data of %s: steps %" PRId64
                 "..%" PRId64 ", %d threads, checkpoints in %s",
-                m.shape.name ? m.shape.name : "model", m.n_params, a.db, L.n_steps, a.data, st.step, stop, threads, dir);
+                m.shape.name ? m.shape.name : "model", m.n_params_whole, a.db, L.n_steps, a.data, st.step, stop, threads, dir);
     else if (s == LT_OK && rank0)
         LT_INFO("training %s (%zu parameters) on %s: steps %" PRId64 "..%" PRId64 ", %" PRId64 " documents a step, "
                 "%d threads, checkpoints in %s",
-                m.shape.name ? m.shape.name : "model", m.n_params, a.data, st.step, stop, batch_docs, threads, dir);
+                m.shape.name ? m.shape.name : "model", m.n_params_whole, a.data, st.step, stop, batch_docs, threads, dir);
     lt_llama_views g;
     if (s == LT_OK) lt_llama_views_of(&m, grads, glv, &g);
     L.g = &g, L.grads = grads;
@@ -605,6 +632,7 @@ int train_command(lt_cli_ctx *ctx) {
     lt_docs_close(L.docs);
     lt_adamw_free(&opt);
     lt_llama_free(&m);
+    lt_llama_free(&L.table);
     lt_dist_free(&L.dist);
     free(dir);
     if (s != LT_OK) lt_cmd_comm_fail(comm, &err); /* distributed: ends every rank */

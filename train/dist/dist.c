@@ -13,10 +13,13 @@
 #include "plans/schedule/schedule.h" /* lt_schedule, lt_stage_ops, lt_op */
 #include "train/model/backend.h"     /* lt_backend_cuda_sum_squares, _scale: the norm of device gradients */
 
-static bool is_embed(const lt_llama *m, const lt_tensor_info *t) { return t->offset == (size_t)(m->w.embed - m->params); }
+static bool is_embed(const lt_llama *m, const lt_tensor_info *t) {
+    (void)m;
+    return t->index == 0; /* the first of the whole model's table */
+}
 
 /* The layers plan p runs on `stage` (the same in every pipeline), or an error. */
-static lt_status stage_layers(const lt_step_plan *p, int stage, int *l0, int *l1, lt_error *err) {
+lt_status lt_dist_stage_layers(const lt_step_plan *p, int stage, int *l0, int *l1, lt_error *err) {
     *l0 = -1, *l1 = -1;
     for (size_t r = 0; r < p->n_ranks; r++) {
         const lt_schedule *s = &p->ranks[r].sched;
@@ -49,7 +52,7 @@ static bool owns(const lt_llama *m, const lt_tensor_info *t, int l0, int l1, boo
 size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage) {
     int l0, l1;
     lt_error err;
-    if (stage_layers(p, stage, &l0, &l1, &err) != LT_OK) return 0;
+    if (lt_dist_stage_layers(p, stage, &l0, &l1, &err) != LT_OK) return 0;
     size_t n = 0;
     for (int i = 0; i < m->n_tensors; i++)
         if (owns(m, &m->tensors[i], l0, l1, stage == 0, stage == p->pp - 1))
@@ -77,7 +80,7 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: a model of TP rank %d of %d on a rank of TP rank %d of %d",
                        lt_comm_who(c), m->tp_rank, m->tp, d->tp_rank, d->tp);
     lt_status st = lt_dist_check_layout(p, l, err);
-    if (st == LT_OK) st = stage_layers(p, d->stage, &d->l0, &d->l1, err);
+    if (st == LT_OK) st = lt_dist_stage_layers(p, d->stage, &d->l0, &d->l1, err);
     if (st != LT_OK) return st;
     d->n_tensors = m->n_tensors;
     d->mine = calloc((size_t)m->n_tensors, sizeof *d->mine);
@@ -195,7 +198,7 @@ lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_a
 lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *err) {
     int l0, l1;
     lt_status st = lt_dist_check_layout(p, lt_comm_layout_of(d->comm), err);
-    if (st == LT_OK) st = stage_layers(p, d->stage, &l0, &l1, err);
+    if (st == LT_OK) st = lt_dist_stage_layers(p, d->stage, &l0, &l1, err);
     if (st == LT_OK && (l0 != d->l0 || l1 != d->l1))
         st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu puts layers %d..%d on stage %d, which holds layers %d..%d: the "
                      "engine does not move layers between stages", (unsigned long long)p->step, l0, l1 - 1, d->stage,
@@ -468,13 +471,18 @@ lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, const float *buf, 
     for (int32_t i = 0; i < m->n_tensors; i++) {
         if (!send[i]) continue;
         size_t n = (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
-        memcpy(p, &i, sizeof i), p += sizeof i;
+        int32_t index = m->tensors[i].index; /* the tensor's place in the whole model */
+        memcpy(p, &index, sizeof index), p += sizeof index;
         memcpy(q, buf + m->tensors[i].offset, n * sizeof(float)), q += n * sizeof(float);
     }
     free(send);
     size_t *lens = l->rank == 0 ? calloc((size_t)l->world, sizeof *lens) : NULL;
     void *all = NULL;
     lt_status st = l->rank == 0 && !lens ? lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory") : LT_OK;
+    /* rank 0 places every rank's shards by the whole model's table at its tp (shapes and
+     * splits; its own part may hold none of another stage's tensors) */
+    lt_llama table = {0};
+    if (st == LT_OK && l->rank == 0) st = lt_llama_create_table(&table, &m->shape, m->tp, 0, err);
     if (st == LT_OK) st = lt_comm_gather_bytes(d->comm, blob, bytes, &all, lens, err);
     free(blob);
     const char *at = all;
@@ -489,13 +497,13 @@ lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, const float *buf, 
         for (int32_t k = 0; k < c; k++) {
             int32_t i;
             memcpy(&i, ip, sizeof i), ip += sizeof i;
-            if (i < 0 || i >= m->n_tensors || from < 0 || from >= m->tp) {
+            if (i < 0 || i >= table.n_tensors || from < 0 || from >= m->tp) {
                 st = lt_fail(err, LT_ERR_INTERNAL, NULL, "rank %d sent tensor %d of TP rank %d", r, i, from);
                 break;
             }
             int first, cnt;
-            lt_llama_shard_extent(m, i, from, &first, &cnt);
-            const lt_tensor_info *t = &m->tensors[i];
+            const lt_tensor_info *t = &table.tensors[i]; /* (a whole table: position = index) */
+            lt_llama_shard_extent(&table, t, from, &first, &cnt);
             size_t n = (size_t)(t->split == LT_SPLIT_ROWS ? cnt : t->full_rows) *
                        (size_t)(t->split == LT_SPLIT_COLS ? cnt : t->full_cols);
             float *tmp = malloc((n ? n : 1) * sizeof *tmp); /* (the blob's floats may be unaligned) */
@@ -504,10 +512,11 @@ lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, const float *buf, 
                 break;
             }
             memcpy(tmp, fp, n * sizeof(float)), fp += n * sizeof(float);
-            lt_llama_shard_io(m, i, from, full, whole, tmp, true);
+            lt_llama_shard_io(&table, t, from, full, whole, tmp, true);
             free(tmp);
         }
     }
+    lt_llama_free(&table);
     free(all), free(lens);
     return st;
 }
@@ -518,7 +527,7 @@ lt_status lt_dist_tp_assemble(const lt_dist *d, const lt_llama *m, const float *
     for (int i = 0; i < m->n_tensors; i++)
         for (int r = 0; d->mine[i] && r < d->tp; r++) {
             int first, cnt;
-            lt_llama_shard_extent(m, i, r, &first, &cnt);
+            lt_llama_shard_extent(m, &m->tensors[i], r, &first, &cnt);
             const lt_tensor_info *t = &m->tensors[i];
             size_t n = (size_t)(t->split == LT_SPLIT_ROWS ? cnt : t->full_rows) *
                        (size_t)(t->split == LT_SPLIT_COLS ? cnt : t->full_cols);
@@ -531,12 +540,12 @@ lt_status lt_dist_tp_assemble(const lt_dist *d, const lt_llama *m, const float *
         if (!d->mine[i]) continue;
         const lt_tensor_info *t = &m->tensors[i];
         if (t->split == LT_SPLIT_NONE || d->tp == 1) { /* whole here */
-            lt_llama_shard_io(m, i, d->tp_rank, full, whole, (float *)buf + t->offset, true);
+            lt_llama_shard_io(m, t, d->tp_rank, full, whole, (float *)buf + t->offset, true);
             continue;
         }
         memcpy(blocks + (size_t)d->tp_rank * most, buf + t->offset, (size_t)t->rows * (size_t)t->cols * sizeof *blocks);
         st = lt_comm_tp_allgather(d->comm, blocks, most * sizeof *blocks, most * sizeof *blocks * (size_t)d->tp, err);
-        for (int r = 0; st == LT_OK && r < d->tp; r++) lt_llama_shard_io(m, i, r, full, whole, blocks + (size_t)r * most, true);
+        for (int r = 0; st == LT_OK && r < d->tp; r++) lt_llama_shard_io(m, t, r, full, whole, blocks + (size_t)r * most, true);
     }
     free(blocks);
     return st;

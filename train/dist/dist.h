@@ -5,11 +5,12 @@
  * first and the last stage, the global gradient norm and clipping, the AdamW update of the
  * owned tensors, and gathering tensors to rank 0 (the oracle, checkpoints' manifests).
  *
- * Every process holds the whole parameter buffer (the tensor table's layout, train/model/model.h)
- * but reads and updates only its stage's tensors: the layers its plan ops run, the
- * embedding on the first stage, the final norm and LM head on the last; a tied embedding
+ * A rank's model is its part (lt_llama_create_stage; on the CUDA backend still the whole
+ * model): its stage's tensors, the layers its plan ops run, the embedding on the first
+ * stage, the final norm and LM head on the last, each its TP rank's shard; a tied embedding
  * lives on both ends, updated identically from the same summed gradient (Megatron's
- * embedding group). Tensors a stage does not own are stale there and never read.
+ * embedding group). Of a whole model a stage owns only those tensors; the others are stale
+ * there and never read.
  *
  * Thread-safety: one thread per process (train/dist/comm.h).
  */
@@ -61,6 +62,10 @@ typedef struct lt_dist {
  * (lt_dist_init, lt_dist_check_plan, lt_exec_step_rank), so that each reports the layout,
  * not a consequence of it. */
 lt_status lt_dist_check_layout(const lt_step_plan *p, const lt_comm_layout *l, lt_error *err);
+
+/* The layers [*l0, *l1) plan p runs on `stage` (the same in every pipeline), or
+ * LT_ERR_INPUT naming the step and stage when the pipelines split the layers differently. */
+lt_status lt_dist_stage_layers(const lt_step_plan *p, int stage, int *l0, int *l1, lt_error *err);
 
 /* The ownership of this rank's stage from plan p (the layers of its ops on that stage in
  * every pipeline: they must agree). Errors: LT_ERR_INPUT naming the step and stage when the

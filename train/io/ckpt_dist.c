@@ -80,9 +80,9 @@ static uint8_t *encode_part(const lt_llama *m, const lt_adamw *opt, const bool *
     if (!b) return NULL;
     memcpy(p, PART_MAGIC, 8), p += 8;
     lt_put_le32(p, 1), lt_put_le32(p + 4, (uint32_t)stage), lt_put_le32(p + 8, n), lt_put_le32(p + 12, opt ? 1 : 0), p += 16;
-    lt_put_le64(p, m->n_params), lt_put_le64(p + 8, (uint64_t)step), p += 16;
-    for (int i = 0; i < m->n_tensors; i++)
-        if (mine[i]) lt_put_le32(p, (uint32_t)i), p += 4;
+    lt_put_le64(p, m->n_params_whole), lt_put_le64(p + 8, (uint64_t)step), p += 16;
+    for (int i = 0; i < m->n_tensors; i++) /* each tensor's place in the whole model's table */
+        if (mine[i]) lt_put_le32(p, (uint32_t)m->tensors[i].index), p += 4;
     const float *src[3] = {m->params, opt ? opt->m : NULL, opt ? opt->v : NULL};
     for (size_t a = 0; a < arrays; a++)
         for (int i = 0; i < m->n_tensors; i++) {
@@ -144,7 +144,8 @@ lt_status lt_ckpt_dist_write(const lt_dist *d, const char *dir, const lt_llama *
                 sh->name ? sh->name : "custom", sh->layers, sh->hidden, sh->heads, sh->kv_heads, sh->ffn, sh->vocab);
             PUT("tie_embeddings = %d\ngated_ffn = %d\nrope_theta = %.17g\nnorm_eps = %.17g\n", sh->tie_embeddings,
                 sh->gated_ffn, sh->rope_theta, sh->norm_eps);
-            PUT("n_params = %zu\nhas_optimizer = %d\nadam_t = %" PRId64 "\n", m->n_params, opt ? 1 : 0, opt ? opt->t : 0);
+            PUT("n_params = %zu\nhas_optimizer = %d\nadam_t = %" PRId64 "\n", m->n_params_whole, opt ? 1 : 0,
+                opt ? opt->t : 0);
             PUT("data_pos = %" PRIu64 "\ndata_epoch = %" PRIu64 "\n", st->data_pos, st->data_epoch);
             PUT("rng = %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %016" PRIx64
                 " %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %016" PRIx64 " %d\n",

@@ -12,13 +12,14 @@
 
 #include "lib/rng.h" /* lt_rng_seed, lt_rng_split, lt_rng_normal */
 
-/* Append one tensor to the table (its shard: `split` and the shard's extent along it,
- * [first, first + n), of the whole rows x cols); returns the offset after it. */
-static size_t add_tensor(lt_tensor_info *t, int *n, const char *name, int layer, int rows, int cols, int split,
-                         int first, int count, size_t offset) {
-    lt_tensor_info *ti = &t[*n];
+/* Append tensor number `index` of the whole model's table to t (its shard: `split` and the
+ * shard's extent along it, [first, first + n), of the whole rows x cols); returns the offset
+ * after it. */
+static size_t add_tensor(lt_tensor_info *t, int *n, int index, const char *name, int layer, int rows, int cols,
+                         int split, int first, int count, size_t offset) {
+    lt_tensor_info *ti = &t[(*n)++];
     snprintf(ti->name, sizeof ti->name, "%s", name);
-    ti->index = (*n)++;
+    ti->index = index;
     ti->layer = layer;
     ti->full_rows = rows;
     ti->full_cols = cols;
@@ -30,16 +31,28 @@ static size_t add_tensor(lt_tensor_info *t, int *n, const char *name, int layer,
     return offset + (size_t)ti->rows * (size_t)ti->cols;
 }
 
+/* Does m hold the tensor of `layer` (-1: embedding when `embed`, else the final norm or LM
+ * head)? */
+static bool holds(const lt_llama *m, int layer, bool embed) {
+    if (layer >= 0) return layer >= m->l0 && layer < m->l1;
+    if (embed) return m->has_embed || (m->has_head && m->shape.tie_embeddings);
+    return m->has_head;
+}
+
 /* The tensor table: embedding, per layer (HF order within a layer), final norm, LM head;
- * each tensor the shard of TP rank m->tp_rank (Megatron-LM's split, model.h). */
+ * each tensor the shard of TP rank m->tp_rank (Megatron-LM's split, model.h), only those of
+ * m's part (holds). */
 static size_t build_table(const lt_llama *m, lt_tensor_info *t, int *n) {
     const lt_model_shape *s = &m->shape;
     int C = s->hidden, F = s->ffn, V = s->vocab, hd = m->head_dim, r = m->tp_rank;
     int qd = s->heads * hd, kvd = s->kv_heads * hd, qdl = m->heads_l * hd, kvdl = m->kv_heads_l * hd;
+    int vsplit = m->tp > 1 ? LT_SPLIT_ROWS : LT_SPLIT_NONE, idx = 0;
     size_t off = 0;
     char name[64];
     *n = 0;
-    off = add_tensor(t, n, "model.embed_tokens.weight", -1, V, C, LT_SPLIT_ROWS, m->vocab0, m->vocab_l, off);
+    if (holds(m, -1, true))
+        off = add_tensor(t, n, idx, "model.embed_tokens.weight", -1, V, C, vsplit, m->vocab0, m->vocab_l, off);
+    idx++;
     for (int l = 0; l < s->layers; l++) {
         struct { const char *suffix; int rows, cols, split, first, count; } per[] = {
             {"input_layernorm.weight", 1, C, LT_SPLIT_NONE, 0, 0},
@@ -52,17 +65,17 @@ static size_t build_table(const lt_llama *m, lt_tensor_info *t, int *n) {
             {"mlp.up_proj.weight", F, C, LT_SPLIT_ROWS, r * m->ffn_l, m->ffn_l},
             {"mlp.down_proj.weight", C, F, LT_SPLIT_COLS, r * m->ffn_l, m->ffn_l},
         };
-        for (size_t i = 0; i < sizeof per / sizeof per[0]; i++) {
+        for (size_t i = 0; i < sizeof per / sizeof per[0]; i++, idx++) {
+            if (!holds(m, l, false)) continue;
             snprintf(name, sizeof name, "model.layers.%d.%s", l, per[i].suffix);
-            off = add_tensor(t, n, name, l, per[i].rows, per[i].cols, m->tp > 1 ? per[i].split : LT_SPLIT_NONE,
+            off = add_tensor(t, n, idx, name, l, per[i].rows, per[i].cols, m->tp > 1 ? per[i].split : LT_SPLIT_NONE,
                              per[i].first, per[i].count, off);
         }
     }
-    off = add_tensor(t, n, "model.norm.weight", -1, 1, C, LT_SPLIT_NONE, 0, 0, off);
-    if (!s->tie_embeddings)
-        off = add_tensor(t, n, "lm_head.weight", -1, V, C, m->tp > 1 ? LT_SPLIT_ROWS : LT_SPLIT_NONE, m->vocab0,
-                         m->vocab_l, off);
-    if (m->tp == 1) t[0].split = LT_SPLIT_NONE, t[0].first = 0;
+    if (holds(m, -1, false)) off = add_tensor(t, n, idx, "model.norm.weight", -1, 1, C, LT_SPLIT_NONE, 0, 0, off);
+    idx++;
+    if (!s->tie_embeddings && holds(m, -1, false))
+        off = add_tensor(t, n, idx, "lm_head.weight", -1, V, C, vsplit, m->vocab0, m->vocab_l, off);
     return off;
 }
 
@@ -100,6 +113,27 @@ lt_status lt_llama_create(lt_llama *m, const lt_model_shape *shape, lt_error *er
 }
 
 lt_status lt_llama_create_tp(lt_llama *m, const lt_model_shape *shape, int tp, int rank, lt_error *err) {
+    return lt_llama_create_stage(m, shape, tp, rank, 0, shape->layers, true, true, err);
+}
+
+lt_status lt_llama_create_table(lt_llama *m, const lt_model_shape *shape, int tp, int rank, lt_error *err) {
+    lt_status st = lt_llama_create_stage(m, shape, tp, rank, 0, shape->layers, true, true, err);
+    if (st == LT_OK) {
+        free(m->params);
+        m->params = NULL;
+        lt_llama_views_of(m, NULL, m->layer_store, &m->w);
+    }
+    return st;
+}
+
+const lt_tensor_info *lt_llama_tensor_by_index(const lt_llama *m, int index) {
+    for (int i = 0; i < m->n_tensors; i++) /* (table order is index order) */
+        if (m->tensors[i].index == index) return &m->tensors[i];
+    return NULL;
+}
+
+lt_status lt_llama_create_stage(lt_llama *m, const lt_model_shape *shape, int tp, int rank, int l0, int l1, bool first,
+                                bool last, lt_error *err) {
     memset(m, 0, sizeof *m);
     lt_status st = lt_model_validate(shape, err);
     if (st != LT_OK) return st;
@@ -118,6 +152,12 @@ lt_status lt_llama_create_tp(lt_llama *m, const lt_model_shape *shape, int tp, i
         memset(m, 0, sizeof *m);
         return st;
     }
+    if (l0 < 0 || l1 > shape->layers || l0 > l1) {
+        memset(m, 0, sizeof *m);
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a part of layers [%d, %d) of a %d-layer model", l0, l1,
+                       shape->layers);
+    }
+    m->l0 = l0, m->l1 = l1, m->has_embed = first, m->has_head = last;
     int max_tensors = 3 + TENSORS_PER_LAYER * shape->layers;
     m->tensors = calloc((size_t)max_tensors, sizeof *m->tensors);
     m->layer_store = calloc((size_t)shape->layers * 2, sizeof *m->layer_store);
@@ -126,7 +166,13 @@ lt_status lt_llama_create_tp(lt_llama *m, const lt_model_shape *shape, int tp, i
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the model's tensor table");
     }
     m->n_params = build_table(m, m->tensors, &m->n_tensors);
-    m->params = calloc(m->n_params, sizeof(float));
+    { /* the whole model's floats: every tensor, whole */
+        size_t C = (size_t)shape->hidden, F = (size_t)shape->ffn, V = (size_t)shape->vocab;
+        size_t qd = (size_t)shape->heads * (size_t)m->head_dim, kvd = (size_t)shape->kv_heads * (size_t)m->head_dim;
+        size_t layer = 2 * C + qd * C + 2 * kvd * C + C * qd + 3 * F * C;
+        m->n_params_whole = V * C * (shape->tie_embeddings ? 1u : 2u) + (size_t)shape->layers * layer + C;
+    }
+    m->params = calloc(m->n_params ? m->n_params : 1, sizeof(float));
     if (!m->params) {
         size_t n = m->n_params;
         lt_llama_free(m);
@@ -137,8 +183,7 @@ lt_status lt_llama_create_tp(lt_llama *m, const lt_model_shape *shape, int tp, i
     return LT_OK;
 }
 
-void lt_llama_shard_extent(const lt_llama *m, int i, int rank, int *first, int *count) {
-    const lt_tensor_info *t = &m->tensors[i];
+void lt_llama_shard_extent(const lt_llama *m, const lt_tensor_info *t, int rank, int *first, int *count) {
     int whole = t->split == LT_SPLIT_COLS ? t->full_cols : t->full_rows;
     if (t->split == LT_SPLIT_NONE) {
         *first = 0, *count = whole;
@@ -151,11 +196,12 @@ void lt_llama_shard_extent(const lt_llama *m, int i, int rank, int *first, int *
     }
 }
 
-void lt_llama_shard_io(const lt_llama *m, int i, int rank, const lt_llama *full, float *full_buf, float *shard,
-                       bool to_full) {
-    const lt_tensor_info *t = &m->tensors[i], *f = &full->tensors[t->index];
+void lt_llama_shard_io(const lt_llama *m, const lt_tensor_info *t, int rank, const lt_llama *full, float *full_buf,
+                       float *shard, bool to_full) {
+    const lt_tensor_info *f = lt_llama_tensor_by_index(full, t->index);
+    if (!f) return; /* (full does not hold it: nothing to place) */
     int first, count;
-    lt_llama_shard_extent(m, i, rank, &first, &count);
+    lt_llama_shard_extent(m, t, rank, &first, &count);
     int rows = t->split == LT_SPLIT_ROWS ? count : t->full_rows, cols = t->split == LT_SPLIT_COLS ? count : t->full_cols;
     float *base = full_buf + f->offset;
     if (t->split == LT_SPLIT_COLS) {
@@ -173,7 +219,8 @@ void lt_llama_shard_io(const lt_llama *m, int i, int rank, const lt_llama *full,
 
 void lt_llama_copy_shard(const lt_llama *full, const float *src, const lt_llama *part, float *dst) {
     for (int i = 0; i < part->n_tensors; i++) {
-        const lt_tensor_info *t = &part->tensors[i], *f = &full->tensors[t->index];
+        const lt_tensor_info *t = &part->tensors[i], *f = lt_llama_tensor_by_index(full, t->index);
+        if (!f) continue; /* (never: full is the whole model) */
         const float *from = src + f->offset;
         float *to = dst + t->offset;
         if (t->split == LT_SPLIT_COLS) {
@@ -196,25 +243,27 @@ void lt_llama_free(lt_llama *m) {
 }
 
 void lt_llama_views_of(const lt_llama *m, float *buf, lt_layer_views *layer_views, lt_llama_views *out) {
-    const lt_tensor_info *t = m->tensors;
-    out->embed = buf + t[0].offset;
+    memset(out, 0, sizeof *out);
+    memset(layer_views, 0, (size_t)m->shape.layers * sizeof *layer_views);
     out->layer = layer_views;
-    for (int l = 0; l < m->shape.layers; l++) {
-        const lt_tensor_info *lt = &t[1 + TENSORS_PER_LAYER * l];
-        lt_layer_views *v = &layer_views[l];
-        v->attn_norm = buf + lt[0].offset;
-        v->wq = buf + lt[1].offset;
-        v->wk = buf + lt[2].offset;
-        v->wv = buf + lt[3].offset;
-        v->wo = buf + lt[4].offset;
-        v->mlp_norm = buf + lt[5].offset;
-        v->wgate = buf + lt[6].offset;
-        v->wup = buf + lt[7].offset;
-        v->wdown = buf + lt[8].offset;
-    }
     int after = 1 + TENSORS_PER_LAYER * m->shape.layers;
-    out->final_norm = buf + t[after].offset;
-    out->lm_head = m->shape.tie_embeddings ? out->embed : buf + t[after + 1].offset;
+    for (int i = 0; buf && i < m->n_tensors; i++) { /* the held tensors; the others stay NULL */
+        const lt_tensor_info *t = &m->tensors[i];
+        float *p = buf + t->offset;
+        if (t->index == 0) {
+            out->embed = p;
+        } else if (t->index < after) {
+            lt_layer_views *v = &layer_views[(t->index - 1) / TENSORS_PER_LAYER];
+            float **slot[TENSORS_PER_LAYER] = {&v->attn_norm, &v->wq, &v->wk, &v->wv, &v->wo,
+                                               &v->mlp_norm, &v->wgate, &v->wup, &v->wdown};
+            *slot[(t->index - 1) % TENSORS_PER_LAYER] = p;
+        } else if (t->index == after) {
+            out->final_norm = p;
+        } else {
+            out->lm_head = p;
+        }
+    }
+    if (m->shape.tie_embeddings && m->has_head) out->lm_head = out->embed;
 }
 
 const lt_tensor_info *lt_llama_find_tensor(const lt_llama *m, const char *name) {

@@ -81,6 +81,7 @@ typedef struct lt_llama {
     lt_model_shape shape; /* dims; rope_theta / norm_eps / tie_embeddings resolved (> 0) */
     int head_dim;         /* hidden / heads */
     size_t n_params;      /* floats in the parameter buffer */
+    size_t n_params_whole; /* ... of the whole model (every tensor whole: tp = 1, every stage) */
     int n_tensors;
     lt_tensor_info *tensors; /* [n_tensors], buffer order */
     float *params;           /* [n_params] */
@@ -95,6 +96,12 @@ typedef struct lt_llama {
     int tp, tp_rank;
     int heads_l, kv_heads_l, ffn_l; /* this rank's heads, K/V heads, MLP columns */
     int vocab0, vocab_l;            /* this rank's vocabulary rows [vocab0, vocab0 + vocab_l) */
+    /* The part of the model this rank holds (lt_llama_create_stage): layers [l0, l1), the
+     * embedding, the final norm and LM head; the whole model by default. The tensor table
+     * lists the held tensors only (lt_tensor_info.index keeps each one's place in the whole
+     * model's table) and the views of the others are NULL. */
+    int l0, l1;
+    bool has_embed, has_head;
     const struct lt_tp_ops *tp_ops; /* the group's collectives (lt_tp_ops); NULL with tp = 1 */
     /* where the passes run (train/model/backend.h): NULL is the CPU fp32 reference. With another
      * backend, activations, K/V and the gradient views handed to the passes are that
@@ -109,18 +116,33 @@ lt_status lt_llama_create(lt_llama *m, const lt_model_shape *shape, lt_error *er
  * (the table above, shapes of the shard). LT_ERR_CONFIG naming parallel.tp when tp does
  * not divide the heads, the K/V heads or the MLP width, or exceeds the vocabulary. */
 lt_status lt_llama_create_tp(lt_llama *m, const lt_model_shape *shape, int tp, int rank, lt_error *err);
+/* A pipeline stage's part (DESIGN.md: each rank holds its own stage only): the tensors of
+ * layers [l0, l1), with `first` the embedding, with `last` the final norm and LM head (and
+ * a tied embedding, which the last stage's head reads), each TP rank `rank`'s shard of
+ * them. Everything else of the model is absent: its views are NULL and a pass may not run
+ * it (LT_ERR_INTERNAL). l0 = 0, l1 = layers, first, last: lt_llama_create_tp. */
+lt_status lt_llama_create_stage(lt_llama *m, const lt_model_shape *shape, int tp, int rank, int l0, int l1, bool first,
+                                bool last, lt_error *err);
+/* The tensor table of lt_llama_create_tp without the parameters (m->params NULL): the
+ * shapes and shard extents of TP rank `rank`, to place another rank's shards. */
+lt_status lt_llama_create_table(lt_llama *m, const lt_model_shape *shape, int tp, int rank, lt_error *err);
+/* The tensor whose place in the whole model's table is `index`, or NULL when m does not
+ * hold it. */
+const lt_tensor_info *lt_llama_tensor_by_index(const lt_llama *m, int index);
+
 /* Copy this rank's shard of every tensor of part out of src, a buffer laid out as the
  * whole model `full` (same shape, tp = 1), into dst (part's layout): how a TP rank takes
  * its part of whole parameters (a checkpoint, a test's reference). */
 void lt_llama_copy_shard(const lt_llama *full, const float *src, const lt_llama *part, float *dst);
-/* The extent [*first, *first + *count) along its split of tensor i's shard on TP rank
- * `rank` of m's group (the whole extent of an unsplit tensor). */
-void lt_llama_shard_extent(const lt_llama *m, int i, int rank, int *first, int *count);
-/* Tensor i's shard of TP rank `rank` between src (`n` floats, the shard's rows x cols in
- * order) and its place in dst, a buffer laid out as the whole model `full`
- * (to_full), or the other way (!to_full: from full's buffer into the shard's floats). */
-void lt_llama_shard_io(const lt_llama *m, int i, int rank, const lt_llama *full, float *full_buf, float *shard,
-                       bool to_full);
+/* The extent [*first, *first + *count) along its split of tensor t's shard (t: a tensor of
+ * a table of m's tp) on TP rank `rank` (the whole extent of an unsplit tensor). */
+void lt_llama_shard_extent(const lt_llama *m, const lt_tensor_info *t, int rank, int *first, int *count);
+/* Tensor t's shard of TP rank `rank` (t of a table of m's tp) between `shard` (its rows x
+ * cols floats in order) and its place in full_buf, a buffer laid out as the whole model
+ * `full` (to_full), or the other way (!to_full: from full_buf into shard). `full` may be a
+ * part at tp = 1 (lt_llama_create_stage): a tensor it does not hold is skipped. */
+void lt_llama_shard_io(const lt_llama *m, const lt_tensor_info *t, int rank, const lt_llama *full, float *full_buf,
+                       float *shard, bool to_full);
 
 /*
  * The collectives of a tensor-parallel group (lt_llama.tp_ops), over the group's tp ranks

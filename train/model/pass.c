@@ -665,10 +665,14 @@ static lt_status layer_post_forward(const lt_llama *m, const lt_train_unit *u, l
     return LT_OK;
 }
 
-/* The pass's part of a model: tensor parallelism needs the group's collectives and a
- * backend with the vocab-parallel cross-entropy. */
-static lt_status check_tp(const lt_llama *m, lt_error *err) {
+/* The pass's part of a model: its layers (and embedding, head) held; tensor parallelism
+ * needs the group's collectives and a backend with the vocab-parallel cross-entropy. */
+static lt_status check_tp(const lt_llama *m, const lt_pass *pass, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
+    if (pass->l0 < m->l0 || pass->l1 > m->l1 || (pass->embed && !m->has_embed) || (pass->head && !m->has_head))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a pass over layers [%d, %d)%s%s of a model part holding [%d, %d)%s%s",
+                       pass->l0, pass->l1, pass->embed ? " with the embedding" : "", pass->head ? " with the head" : "",
+                       m->l0, m->l1, m->has_embed ? " and the embedding" : "", m->has_head ? " and the head" : "");
     if (m->tp > 1 && !m->tp_ops)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "a tensor-parallel rank without its group's collectives");
     if (m->tp > 1 && !be->xent_tp_max)
@@ -698,7 +702,7 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
                                  lt_pool *pool, lt_error *err) {
     (void)b; /* the units' tokens were gathered by lt_acts_alloc */
     if (G < (hooks ? 0 : 1)) return lt_fail(err, LT_ERR_INTERNAL, NULL, "a group of %d units", G);
-    lt_status st = check_tp(m, err);
+    lt_status st = check_tp(m, pass, err);
     if (st != LT_OK) return st;
     for (int g = 0; g < G; g++) {
         if (a[g].l0 != pass->l0 || a[g].l1 != pass->l1 || (pass->head && !a[g].dnf_in) || a[g].window)
@@ -907,7 +911,7 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
         if (!pass->embed && !(din && din[g]))
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a pass without embedding needs din");
     }
-    lt_status st = check_tp(m, err);
+    lt_status st = check_tp(m, pass, err);
     if (st != LT_OK) return st;
     const lt_backend *be = lt_backend_of(m);
     size_t es = be->act_bytes;
