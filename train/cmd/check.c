@@ -280,6 +280,8 @@ static lt_status first_stage_layers(check_run *c, uint64_t step, int *l0, int *l
     lt_step_plan_init(&p);
     lt_sample *src = NULL;
     lt_status st = lt_store_get_step(c->store, step, &p, &src, err);
+    /* the layout first: a plan for another one is refused as such, not by its stage's layers */
+    if (st == LT_OK) st = lt_dist_check_layout(&p, lt_comm_layout_of(c->comm), err);
     if (st == LT_OK) st = lt_dist_stage_layers(&p, lt_comm_layout_of(c->comm)->stage, l0, l1, err);
     free(src);
     lt_step_plan_free(&p);

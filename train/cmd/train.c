@@ -441,6 +441,8 @@ static lt_status rank_part(train_loop *L, lt_llama *m, lt_adamw *opt, lt_tp_ops 
     lt_sample *src = NULL;
     int l0 = 0, l1 = 0;
     lt_status s = lt_store_get_step(L->store, L->steps[step], &p, &src, err);
+    /* the layout first: a plan for another one is refused as such, not by its stage's layers */
+    if (s == LT_OK) s = lt_dist_check_layout(&p, lt_comm_layout_of(L->comm), err);
     if (s == LT_OK) s = lt_dist_stage_layers(&p, lt_comm_layout_of(L->comm)->stage, &l0, &l1, err);
     free(src);
     lt_step_plan_free(&p);
