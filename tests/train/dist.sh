@@ -18,65 +18,13 @@
 #     manifest, is ignored) ends with the same parts as an uninterrupted run; SIGUSR2
 #     stops after the step with a checkpoint and exit status 75, --resume finishes the same;
 #   - layout errors: a world that is not dp x pp, a plan for another layout;
-#   - tensor parallelism (parallel.tp, dp x pp x tp ranks): the oracle at pp 2 x tp 2 (three
-#     strategies), dp 2 x pp 2 x tp 2, tp 4, chunkflow FK, a DP-Merge group and static CP 2
-#     with tp 2; 10 training steps as one process's; a tp 2 checkpoint resumed on tp 2
-#     (bit-exact) and tp 1; a tp plan on a tp 1 job and a short world refused;
+#   - tensor parallelism (parallel.tp): tests/train/dist_tp.sh, on the same setup
+#     (tests/train/dist_common.sh);
 #   - the cpu-bf16 test backend (2-byte elements, the GPU's host logic): megatron, seq1f1b,
 #     slimpack and chunkflow over 4 ranks, and the DP-Merge group and static CP 2 and 4 over
 #     8 (K/V, dK/dV and rows exchanged in bf16 bytes) within 3e-2 relative norm of fp32.
 # Skipped (with the reason) when the build has no MPI. Emits TAP.
-: "${top_srcdir:?}" "${top_builddir:?}"
-DATAPREP=$top_builddir/dataprep/dataprep
-PLANNER=$top_builddir/plans/planner
-TRAINER=$top_builddir/train/trainer
-export LONGTAIL_HARDWARE_DIR=$top_srcdir/etc/hardware
-PY=${PYTHON:-python3}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/lt-dist.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-notok() {
-  n=$((n + 1)); echo "not ok $n - $1"
-  shift
-  for f in "$@"; do [ -f "$f" ] && sed 's/^/# /' "$f" | tail -15; done
-}
-if ! grep -q '^#define HAVE_MPI 1' "$top_builddir/buildconfig.h" 2>/dev/null || ! command -v mpirun >/dev/null; then
-  echo "1..0 # SKIP the build has no MPI (configure found no mpicc; install openmpi-bin libopenmpi-dev)"
-  exit 0
-fi
-# root in CI containers; more ranks than cores; Open MPI's own allocations are not ours
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=none
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-MPIRUN=(mpirun -n)
-
-"$DATAPREP" run --input "$top_srcdir/data/sample/mixed-0.jsonl.gz" --encoding r50k_base \
-  --vocab-dir "$top_srcdir/data/vocab" --out "$tmp/data" -q >"$tmp/dp.out" 2>&1 \
-  || { notok "dataprep of the sample corpus" "$tmp/dp.out"; echo "1..$n"; exit 0; }
-cat >"$tmp/m.ini" <<INI
-[data]
-encoding = r50k_base
-[model]
-preset = nano
-layers = 4
-[plan]
-global_batch = 6
-context_len = 128
-mem = 80G
-steps = 2
-seq1f1b_slices = 3
-[train]
-threads = 1
-comm_timeout_s = 60
-INI
-
-# plan NAME STRATEGY DP PP [--set ...]
-plan() {
-  local name=$1 strategy=$2 dp=$3 pp=$4; shift 4
-  "$PLANNER" build --config "$tmp/m.ini" --data "$tmp/data" --db "$tmp/$name.db" --strategy "$strategy" \
-    --set parallel.dp="$dp" --set parallel.pp="$pp" "$@" >"$tmp/$name.plan" 2>&1
-}
+. "$top_srcdir/tests/train/dist_common.sh" # (exits with its own plan when it skips)
 
 # oracle NAME DP PP WHAT [--set ...]: trainer check of every step on DP x PP ranks
 oracle() {
@@ -154,93 +102,6 @@ PY
   oracle "$1-rc" "$2" "$3" "${1%%-*} with every op recomputing one layer (dp $2 x pp $3)"
 done
 
-# ---- tensor parallelism with sequence parallelism (parallel.tp): dp x pp x tp ranks, TP
-# innermost. The oracle as above: each TP rank's shard of every gradient gathered to rank 0
-# within 1e-5 of one process running the plan whole, within 1e-4 of every sample whole
-# oracle_tp NAME STRATEGY DP PP TP WHAT [--set ...]: plan and check on dp x pp x tp ranks
-oracle_tp() {
-  local name=$1 strategy=$2 dp=$3 pp=$4 tp=$5 what=$6; shift 6
-  if ! plan "$name" "$strategy" "$dp" "$pp" --set parallel.tp="$tp" "$@"; then
-    notok "planner build $what" "$tmp/$name.plan"
-    return
-  fi
-  check_tp "$name" "$dp" "$pp" "$tp" "$what" "$@"
-}
-# check_tp NAME DP PP TP WHAT [--set ...]: trainer check of NAME.db on dp x pp x tp ranks
-check_tp() {
-  local name=$1 dp=$2 pp=$3 tp=$4 what=$5; shift 5
-  local ranks=$((dp * pp * tp)) last
-  if ! "${MPIRUN[@]}" $ranks "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp="$dp" --set parallel.pp="$pp" \
-       --set parallel.tp="$tp" "$@" --db "$tmp/$name.db" --data "$tmp/data" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
-    notok "oracle over $ranks ranks: $what" "$tmp/$name.out" "$tmp/$name.err"
-    return
-  fi
-  last=$(tail -1 "$tmp/$name.out")
-  if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=([0-9]+)\ steps=([0-9]+)$ ]] &&
-     [ "${BASH_REMATCH[3]}" = $ranks ] && [ "${BASH_REMATCH[4]}" -ge 1 ] &&
-     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }' &&
-     grep -q '^model_states: .* params_rel_err=0.000e+00 ' "$tmp/$name.out"; then
-    ok "oracle over $ranks ranks: $what ($last)"
-  else
-    notok "oracle over $ranks ranks: $what (last line '$last')" "$tmp/$name.out"
-  fi
-  # the bytes every rank sent in TP all-gathers and reduce-scatters: the cost model's formula
-  # (plans/cost/cost.h lt_cost_tp_bytes), exactly up to rounding; steps with CP groups say so
-  local tpl
-  tpl=$(grep -E '^tp_bytes' "$tmp/$name.out")
-  if [[ "$tpl" =~ ^tp_bytes_rel_err=([0-9.e+-]+)\ tp_bytes_steps=([0-9]+) ]] &&
-     awk -v e="${BASH_REMATCH[1]}" 'BEGIN { exit !(e <= 1e-12) }'; then
-    ok "TP bytes sent = the cost model's: $what ($tpl)"
-  elif [[ "$tpl" = "tp_bytes: not compared"* ]] && sqlite3 "$tmp/$name.db" "SELECT count(*) FROM dp_merges" | grep -qv '^0$'; then
-    ok "TP bytes: $what has context-parallel groups, not compared"
-  elif [[ "$tpl" = "tp_bytes: not compared"* ]] && [ "$(sqlite3 "$tmp/$name.db" "SELECT max(cp) FROM pipelines")" -gt 1 ]; then
-    ok "TP bytes: $what has context-parallel groups, not compared"
-  else
-    notok "TP bytes sent = the cost model's: $what ('$tpl')" "$tmp/$name.out"
-  fi
-}
-for s in megatron seq1f1b slimpack; do oracle_tp "$s-pp2-tp2" "$s" 1 2 2 "$s, pp 2 x tp 2"; done
-oracle_tp tp-dp2-pp2-tp2 slimpack 2 2 2 "slimpack, dp 2 x pp 2 x tp 2"
-oracle_tp tp4 megatron 1 1 4 "megatron, tp 4 (4 K/V heads, 1 per rank)" --set model.kv_heads=4
-oracle_tp tp-cf-fk chunkflow 1 2 2 "chunkflow with FK ops, pp 2 x tp 2" --set plan.chunk_size=32 --set plan.chunkflow_k=1
-oracle_tp tp-merge slimpack 2 1 2 "slimpack, a DP-Merge group of 2 x tp 2 (each TP rank rings its heads' K/V)" \
-  --set parallel.max_cp=2 --set plan.global_batch=8 --set plan.context_len=4K --set plan.steps=1
-# (the CPU profile with 4 ranks per node: a TP group of 2 must fit a node, cpu-c2 says 1)
-sed 's/^gpus_per_node = 1 /gpus_per_node = 4 /' "$top_srcdir/etc/hardware/cpu-c2.ini" >"$tmp/cpu-c2x4.ini"
-oracle_tp tp-cp2 megatron 2 1 2 "megatron with static CP 2 x tp 2" --set plan.hardware="$tmp/cpu-c2x4.ini" --set parallel.max_cp=2 \
-  --set plan.global_batch=8 --set plan.context_len=4K --set plan.steps=1 --set plan.mem=2G
-# every F and B op recomputing its first layer: the recomputed forward's collectives again
-cp "$tmp/slimpack-pp2-tp2.db" "$tmp/tp-rc.db"
-"$PY" - "$tmp/tp-rc.db" <<'PY' >"$tmp/rc.out" 2>&1
-import json, sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-for rowid, ops in db.execute("SELECT rowid, ops FROM stages").fetchall():
-    ops = json.loads(ops)
-    for op in ops:
-        if op[0] in (0, 2):  # F, B (not FK)
-            op[2] = 1
-    db.execute("UPDATE stages SET ops = ? WHERE rowid = ?", (json.dumps(ops, separators=(",", ":")), rowid))
-db.commit()
-PY
-check_tp tp-rc 1 2 2 "slimpack, pp 2 x tp 2, every op recomputing one layer"
-# a plan for tp 2 on a job of tp 1, and a world that is not dp x pp x tp: refused by name
-if "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --db "$tmp/megatron-pp2-tp2.db" \
-     --data "$tmp/data" >"$tmp/tpl.out" 2>"$tmp/tpl.err"; then
-  notok "a tp 2 plan on a tp 1 job refused (exit 0)"
-elif grep -q 'the plans are for parallel.tp = 2; this job runs tensor parallelism of 1' "$tmp/tpl.err"; then
-  ok "a plan for parallel.tp = 2 on a job of tp 1: refused, naming both"
-else
-  notok "a tp 2 plan on a tp 1 job refused with a clear reason" "$tmp/tpl.err"
-fi
-if "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --set parallel.tp=2 \
-     --db "$tmp/megatron-pp2-tp2.db" --data "$tmp/data" >"$tmp/tpw.out" 2>"$tmp/tpw.err"; then
-  notok "2 processes for pp 2 x tp 2 refused (exit 0)"
-elif grep -q 'parallel.dp = 1 x parallel.pp = 2 x parallel.tp = 2 is 4 ranks, but 2 processes were started' "$tmp/tpw.err"; then
-  ok "2 processes for pp 2 x tp 2: refused, naming the layout and the count"
-else
-  notok "2 processes for pp 2 x tp 2 refused with a clear reason" "$tmp/tpw.err"
-fi
-
 # ---- layout errors
 if "${MPIRUN[@]}" 3 "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp=2 --set parallel.pp=2 \
      --db "$tmp/megatron-dp2-pp2.db" --data "$tmp/data" >"$tmp/l3.out" 2>"$tmp/l3.err"; then
@@ -283,32 +144,6 @@ else
   notok "a damaged shard fails the job naming rank and reason" "$tmp/bad.err"
 fi
 
-# ---- the cpu-bf16 test backend over ranks (LONGTAIL_TEST_BACKEND, trainer check): the CUDA
-# backend's host logic without a GPU: 2-byte activations, stage-to-stage transfers sized in
-# the backend's elements, K/V of the context kept in bf16; the ranks' gradients against one
-# fp32 process and against every sample run whole, by relative norm within the bf16
-# tolerance (3e-2; the fp32 run above gives ~1e-7, so a bf16 run that scored like it would
-# mean the backend was not used: its error must also be above 1e-4). The stage transfers go
-# over the stage channels matched in posting order (train/dist/comm.h), as NCCL matches them
-oracle_bf16() { # NAME DP PP WHAT [TP]
-  local name=$1 dp=$2 pp=$3 what=$4 tp=${5:-1}
-  local ranks=$((dp * pp * tp))
-  if ! LONGTAIL_TEST_BACKEND=cpu-bf16 "${MPIRUN[@]}" $ranks "$TRAINER" check --config "$tmp/m.ini" \
-       --set parallel.dp="$dp" --set parallel.pp="$pp" --set parallel.tp="$tp" --db "$tmp/$name.db" --data "$tmp/data" \
-       >"$tmp/$name-bf16.out" 2>"$tmp/$name-bf16.err"; then
-    notok "cpu-bf16 over $ranks ranks: $what" "$tmp/$name-bf16.out" "$tmp/$name-bf16.err"
-    return
-  fi
-  local last
-  last=$(tail -1 "$tmp/$name-bf16.out")
-  if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=([0-9]+)\ steps=([0-9]+)\ backend=cpu-bf16$ ]] &&
-     [ "${BASH_REMATCH[3]}" = $ranks ] && [ "${BASH_REMATCH[4]}" -ge 1 ] &&
-     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 3e-2 && r <= 3e-2 && r > 1e-4) }'; then
-    ok "cpu-bf16 over $ranks ranks: $what ($last)"
-  else
-    notok "cpu-bf16 over $ranks ranks: $what (last line '$last')" "$tmp/$name-bf16.out"
-  fi
-}
 oracle_bf16 megatron-dp2-pp2 2 2 "megatron, dp 2 x pp 2"
 oracle_bf16 seq1f1b-dp1-pp4 1 4 "seq1f1b, pp 4"
 oracle_bf16 slimpack-dp2-pp2 2 2 "slimpack, dp 2 x pp 2 (asymmetric backward units)"
@@ -319,11 +154,6 @@ oracle_bf16 cf-fk 2 2 "chunkflow with FK ops, dp 2 x pp 2"
 oracle_bf16 sp-merge 4 2 "slimpack, dp 4 x pp 2, a DP-Merge group of 2 over processes"
 oracle_bf16 mg-cp2 4 2 "megatron with static context parallelism 2"
 oracle_bf16 mg-cp4 4 2 "megatron with static context parallelism 4 (recompute: kept inputs regrouped)"
-# tensor parallelism on the 2-byte backend: SP rows, the TP all-gathers and reduce-scatters
-# (bf16 sums widened to fp32 and rounded once, as NCCL's bf16 reduce-scatter), the
-# vocab-parallel cross-entropy on bf16 logits
-oracle_bf16 slimpack-pp2-tp2 1 2 "slimpack, pp 2 x tp 2" 2
-oracle_bf16 tp-merge 2 1 "slimpack, a DP-Merge group of 2 x tp 2" 2
 
 # train --db with train.backend = cuda under a launcher: each rank picks its GPU and attaches
 # NCCL; where there is none (this machine, a build without CUDA) every rank says why
@@ -356,27 +186,6 @@ else
 fi
 
 # ---- training: 10 steps over ranks against one process
-T=(--config "$tmp/m.ini" --set plan.steps=10 --set train.steps=10 --data "$tmp/data")
-# params A B: the largest |difference| of two checkpoints' parameters over their largest |parameter|
-params_diff() {
-  "$TRAINER" export "$1" --hf "$tmp/hfa" >/dev/null 2>&1 && "$TRAINER" export "$2" --hf "$tmp/hfb" >/dev/null 2>&1 &&
-  "$PY" - "$tmp/hfa/model.safetensors" "$tmp/hfb/model.safetensors" <<'PY'
-import json, struct, sys
-def load(p):  # safetensors, F32: name -> bytes
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); out = {}
-    for k, v in h.items():
-        if k != "__metadata__":
-            s, e = v["data_offsets"]; out[k] = b[8 + n + s:8 + n + e]
-    return out
-import array
-a, b = load(sys.argv[1]), load(sys.argv[2])
-diff = scale = 0.0
-for k in a:
-    x, y = array.array("f", a[k]), array.array("f", b[k])
-    diff = max(diff, max(abs(p - q) for p, q in zip(x, y))); scale = max(scale, max(abs(p) for p in x))
-print("%.3e" % (diff / scale))
-PY
-}
 for spec in "1 4" "2 2"; do
   set -- $spec
   plan "t$1$2" slimpack "$1" "$2" --set plan.steps=10
@@ -403,35 +212,6 @@ if [ "$(ls "$tmp/mpi22/ckpt-00000010.d")" = "$(printf 'manifest.txt\nstage-0.bin
   ok "a checkpoint in parts: one file per stage, the manifest naming them"
 else
   notok "a checkpoint in parts" "$tmp/mpi22/ckpt-00000010.d/manifest.txt"
-fi
-
-# Tensor parallelism: 10 steps on pp 2 x tp 2 ranks (plans for tp 2, the same batches) give
-# one process's parameters (tp 1); the checkpoint's parts are whole tensors, as at tp 1; a
-# run stopped at step 6 resumes on tp 2 bit-exactly and on tp 1 within 1e-5
-plan t12 slimpack 1 2 --set plan.steps=10
-plan t12tp2 slimpack 1 2 --set parallel.tp=2 --set plan.steps=10
-TP=("${T[@]}" --set parallel.pp=2 --set parallel.tp=2 --db "$tmp/t12tp2.db")
-"$TRAINER" train "${T[@]}" --set parallel.pp=2 --db "$tmp/t12.db" --out "$tmp/one12" >"$tmp/one12.out" 2>&1
-"${MPIRUN[@]}" 4 "$TRAINER" train "${TP[@]}" --out "$tmp/tp" >"$tmp/tp.out" 2>"$tmp/tp.err"
-"${MPIRUN[@]}" 4 "$TRAINER" train "${TP[@]}" --set train.checkpoint_every=6 --steps 6 --out "$tmp/tpr" >/dev/null 2>&1
-cp -r "$tmp/tpr" "$tmp/tpr1"
-"${MPIRUN[@]}" 4 "$TRAINER" train "${TP[@]}" --out "$tmp/tpr" --resume >"$tmp/tpr.out" 2>"$tmp/tpr.err"
-"${MPIRUN[@]}" 2 "$TRAINER" train "${T[@]}" --set parallel.pp=2 --db "$tmp/t12.db" --out "$tmp/tpr1" --resume \
-  >"$tmp/tpr1.out" 2>"$tmp/tpr1.err"
-d=$(params_diff "$tmp/one12/ckpt-00000010.bin" "$tmp/tp/ckpt-00000010.d")
-d1=$(params_diff "$tmp/tp/ckpt-00000010.d" "$tmp/tpr1/ckpt-00000010.d")
-if [ "$(grep -c '^step=' "$tmp/tp.out")" = 10 ] && [ -n "$d" ] && awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' &&
-   grep -q '^tp = 2$' "$tmp/tp/ckpt-00000010.d/manifest.txt"; then
-  ok "train --db on pp 2 x tp 2 ranks: 10 steps, parameters as one process's at tp 1 ($d)"
-else
-  notok "train --db on pp 2 x tp 2 ranks equals one process (difference '$d')" "$tmp/tp.out" "$tmp/tp.err"
-fi
-if cmp -s "$tmp/tp/ckpt-00000010.d/stage-0.bin" "$tmp/tpr/ckpt-00000010.d/stage-0.bin" &&
-   cmp -s "$tmp/tp/ckpt-00000010.d/stage-1.bin" "$tmp/tpr/ckpt-00000010.d/stage-1.bin" &&
-   [ -n "$d1" ] && awk -v d="$d1" 'BEGIN { exit !(d <= 1e-5) }'; then
-  ok "a tp 2 checkpoint: resumed on tp 2 bit-exactly, on tp 1 within 1e-5 ($d1)"
-else
-  notok "a tp 2 checkpoint resumed on tp 2 and tp 1 (difference '$d1')" "$tmp/tpr.err" "$tmp/tpr1.err"
 fi
 
 # ZeRO-1: each DP rank keeps the moments of half its stage's tensors; the same parameters,

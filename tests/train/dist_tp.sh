@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# tests/train/dist_tp.sh — tensor parallelism with sequence parallelism in the distributed
+# engine (parallel.tp: dp x pp x tp MPI ranks, TP innermost; docs/trainer.md "The distributed
+# engine"), beside tests/train/dist.sh (the same corpus and model, tests/train/dist_common.sh):
+#   - the oracle: megatron, seq1f1b and slimpack at pp 2 x tp 2, dp 2 x pp 2 x tp 2, tp 4,
+#     chunkflow FK, a DP-Merge group and static CP 2 with tp 2, every op recomputing a layer:
+#     within 1e-5 of one process, 1e-4 of every sample whole; each rank's part exactly the
+#     cost model's parameters; the TP bytes each rank sent equal to the cost model's;
+#   - a tp plan on a tp 1 job and a world that is not dp x pp x tp: refused by name;
+#   - the cpu-bf16 test backend at pp 2 x tp 2 and a DP-Merge group x tp 2;
+#   - 10 training steps at pp 2 x tp 2 as one process's at tp 1; a tp 2 checkpoint resumed
+#     on tp 2 (bit-exact) and on tp 1.
+# Skipped (with the reason) when the build has no MPI. Emits TAP.
+. "$top_srcdir/tests/train/dist_common.sh"
+
+# ---- tensor parallelism with sequence parallelism (parallel.tp): dp x pp x tp ranks, TP
+# innermost. The oracle as above: each TP rank's shard of every gradient gathered to rank 0
+# within 1e-5 of one process running the plan whole, within 1e-4 of every sample whole
+# oracle_tp NAME STRATEGY DP PP TP WHAT [--set ...]: plan and check on dp x pp x tp ranks
+oracle_tp() {
+  local name=$1 strategy=$2 dp=$3 pp=$4 tp=$5 what=$6; shift 6
+  if ! plan "$name" "$strategy" "$dp" "$pp" --set parallel.tp="$tp" "$@"; then
+    notok "planner build $what" "$tmp/$name.plan"
+    return
+  fi
+  check_tp "$name" "$dp" "$pp" "$tp" "$what" "$@"
+}
+# check_tp NAME DP PP TP WHAT [--set ...]: trainer check of NAME.db on dp x pp x tp ranks
+check_tp() {
+  local name=$1 dp=$2 pp=$3 tp=$4 what=$5; shift 5
+  local ranks=$((dp * pp * tp)) last
+  if ! "${MPIRUN[@]}" $ranks "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp="$dp" --set parallel.pp="$pp" \
+       --set parallel.tp="$tp" "$@" --db "$tmp/$name.db" --data "$tmp/data" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
+    notok "oracle over $ranks ranks: $what" "$tmp/$name.out" "$tmp/$name.err"
+    return
+  fi
+  last=$(tail -1 "$tmp/$name.out")
+  if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=([0-9]+)\ steps=([0-9]+)$ ]] &&
+     [ "${BASH_REMATCH[3]}" = $ranks ] && [ "${BASH_REMATCH[4]}" -ge 1 ] &&
+     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }' &&
+     grep -q '^model_states: .* params_rel_err=0.000e+00 ' "$tmp/$name.out"; then
+    ok "oracle over $ranks ranks: $what ($last)"
+  else
+    notok "oracle over $ranks ranks: $what (last line '$last')" "$tmp/$name.out"
+  fi
+  # the bytes every rank sent in TP all-gathers and reduce-scatters: the cost model's formula
+  # (plans/cost/cost.h lt_cost_tp_bytes), exactly up to rounding; steps with CP groups say so
+  local tpl
+  tpl=$(grep -E '^tp_bytes' "$tmp/$name.out")
+  if [[ "$tpl" =~ ^tp_bytes_rel_err=([0-9.e+-]+)\ tp_bytes_steps=([0-9]+) ]] &&
+     awk -v e="${BASH_REMATCH[1]}" 'BEGIN { exit !(e <= 1e-12) }'; then
+    ok "TP bytes sent = the cost model's: $what ($tpl)"
+  elif [[ "$tpl" = "tp_bytes: not compared"* ]] && sqlite3 "$tmp/$name.db" "SELECT count(*) FROM dp_merges" | grep -qv '^0$'; then
+    ok "TP bytes: $what has context-parallel groups, not compared"
+  elif [[ "$tpl" = "tp_bytes: not compared"* ]] && [ "$(sqlite3 "$tmp/$name.db" "SELECT max(cp) FROM pipelines")" -gt 1 ]; then
+    ok "TP bytes: $what has context-parallel groups, not compared"
+  else
+    notok "TP bytes sent = the cost model's: $what ('$tpl')" "$tmp/$name.out"
+  fi
+}
+for s in megatron seq1f1b slimpack; do oracle_tp "$s-pp2-tp2" "$s" 1 2 2 "$s, pp 2 x tp 2"; done
+oracle_tp tp-dp2-pp2-tp2 slimpack 2 2 2 "slimpack, dp 2 x pp 2 x tp 2"
+oracle_tp tp4 megatron 1 1 4 "megatron, tp 4 (4 K/V heads, 1 per rank)" --set model.kv_heads=4
+oracle_tp tp-cf-fk chunkflow 1 2 2 "chunkflow with FK ops, pp 2 x tp 2" --set plan.chunk_size=32 --set plan.chunkflow_k=1
+oracle_tp tp-merge slimpack 2 1 2 "slimpack, a DP-Merge group of 2 x tp 2 (each TP rank rings its heads' K/V)" \
+  --set parallel.max_cp=2 --set plan.global_batch=8 --set plan.context_len=4K --set plan.steps=1
+# (the CPU profile with 4 ranks per node: a TP group of 2 must fit a node, cpu-c2 says 1)
+sed 's/^gpus_per_node = 1 /gpus_per_node = 4 /' "$top_srcdir/etc/hardware/cpu-c2.ini" >"$tmp/cpu-c2x4.ini"
+oracle_tp tp-cp2 megatron 2 1 2 "megatron with static CP 2 x tp 2" --set plan.hardware="$tmp/cpu-c2x4.ini" --set parallel.max_cp=2 \
+  --set plan.global_batch=8 --set plan.context_len=4K --set plan.steps=1 --set plan.mem=2G
+# every F and B op recomputing its first layer: the recomputed forward's collectives again
+cp "$tmp/slimpack-pp2-tp2.db" "$tmp/tp-rc.db"
+"$PY" - "$tmp/tp-rc.db" <<'PY' >"$tmp/rc.out" 2>&1
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for rowid, ops in db.execute("SELECT rowid, ops FROM stages").fetchall():
+    ops = json.loads(ops)
+    for op in ops:
+        if op[0] in (0, 2):  # F, B (not FK)
+            op[2] = 1
+    db.execute("UPDATE stages SET ops = ? WHERE rowid = ?", (json.dumps(ops, separators=(",", ":")), rowid))
+db.commit()
+PY
+check_tp tp-rc 1 2 2 "slimpack, pp 2 x tp 2, every op recomputing one layer"
+# a plan for tp 2 on a job of tp 1, and a world that is not dp x pp x tp: refused by name
+if "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --db "$tmp/megatron-pp2-tp2.db" \
+     --data "$tmp/data" >"$tmp/tpl.out" 2>"$tmp/tpl.err"; then
+  notok "a tp 2 plan on a tp 1 job refused (exit 0)"
+elif grep -q 'the plans are for parallel.tp = 2; this job runs tensor parallelism of 1' "$tmp/tpl.err"; then
+  ok "a plan for parallel.tp = 2 on a job of tp 1: refused, naming both"
+else
+  notok "a tp 2 plan on a tp 1 job refused with a clear reason" "$tmp/tpl.err"
+fi
+if "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --set parallel.tp=2 \
+     --db "$tmp/megatron-pp2-tp2.db" --data "$tmp/data" >"$tmp/tpw.out" 2>"$tmp/tpw.err"; then
+  notok "2 processes for pp 2 x tp 2 refused (exit 0)"
+elif grep -q 'parallel.dp = 1 x parallel.pp = 2 x parallel.tp = 2 is 4 ranks, but 2 processes were started' "$tmp/tpw.err"; then
+  ok "2 processes for pp 2 x tp 2: refused, naming the layout and the count"
+else
+  notok "2 processes for pp 2 x tp 2 refused with a clear reason" "$tmp/tpw.err"
+fi
+
+
+# tensor parallelism on the 2-byte backend: SP rows, the TP all-gathers and reduce-scatters
+# (bf16 sums widened to fp32 and rounded once, as NCCL's bf16 reduce-scatter), the
+# vocab-parallel cross-entropy on bf16 logits
+oracle_bf16 slimpack-pp2-tp2 1 2 "slimpack, pp 2 x tp 2" 2
+oracle_bf16 tp-merge 2 1 "slimpack, a DP-Merge group of 2 x tp 2" 2
+
+# Tensor parallelism: 10 steps on pp 2 x tp 2 ranks (plans for tp 2, the same batches) give
+# one process's parameters (tp 1); the checkpoint's parts are whole tensors, as at tp 1; a
+# run stopped at step 6 resumes on tp 2 bit-exactly and on tp 1 within 1e-5
+plan t12 slimpack 1 2 --set plan.steps=10
+plan t12tp2 slimpack 1 2 --set parallel.tp=2 --set plan.steps=10
+TP=("${T[@]}" --set parallel.pp=2 --set parallel.tp=2 --db "$tmp/t12tp2.db")
+"$TRAINER" train "${T[@]}" --set parallel.pp=2 --db "$tmp/t12.db" --out "$tmp/one12" >"$tmp/one12.out" 2>&1
+"${MPIRUN[@]}" 4 "$TRAINER" train "${TP[@]}" --out "$tmp/tp" >"$tmp/tp.out" 2>"$tmp/tp.err"
+"${MPIRUN[@]}" 4 "$TRAINER" train "${TP[@]}" --set train.checkpoint_every=6 --steps 6 --out "$tmp/tpr" >/dev/null 2>&1
+cp -r "$tmp/tpr" "$tmp/tpr1"
+"${MPIRUN[@]}" 4 "$TRAINER" train "${TP[@]}" --out "$tmp/tpr" --resume >"$tmp/tpr.out" 2>"$tmp/tpr.err"
+"${MPIRUN[@]}" 2 "$TRAINER" train "${T[@]}" --set parallel.pp=2 --db "$tmp/t12.db" --out "$tmp/tpr1" --resume \
+  >"$tmp/tpr1.out" 2>"$tmp/tpr1.err"
+d=$(params_diff "$tmp/one12/ckpt-00000010.bin" "$tmp/tp/ckpt-00000010.d")
+d1=$(params_diff "$tmp/tp/ckpt-00000010.d" "$tmp/tpr1/ckpt-00000010.d")
+if [ "$(grep -c '^step=' "$tmp/tp.out")" = 10 ] && [ -n "$d" ] && awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' &&
+   grep -q '^tp = 2$' "$tmp/tp/ckpt-00000010.d/manifest.txt"; then
+  ok "train --db on pp 2 x tp 2 ranks: 10 steps, parameters as one process's at tp 1 ($d)"
+else
+  notok "train --db on pp 2 x tp 2 ranks equals one process (difference '$d')" "$tmp/tp.out" "$tmp/tp.err"
+fi
+if cmp -s "$tmp/tp/ckpt-00000010.d/stage-0.bin" "$tmp/tpr/ckpt-00000010.d/stage-0.bin" &&
+   cmp -s "$tmp/tp/ckpt-00000010.d/stage-1.bin" "$tmp/tpr/ckpt-00000010.d/stage-1.bin" &&
+   [ -n "$d1" ] && awk -v d="$d1" 'BEGIN { exit !(d <= 1e-5) }'; then
+  ok "a tp 2 checkpoint: resumed on tp 2 bit-exactly, on tp 1 within 1e-5 ($d1)"
+else
+  notok "a tp 2 checkpoint resumed on tp 2 and tp 1 (difference '$d1')" "$tmp/tpr.err" "$tmp/tpr1.err"
+fi
+
+
+echo "1..$n"
