@@ -26,27 +26,6 @@
 # Skipped (with the reason) when the build has no MPI. Emits TAP.
 . "$top_srcdir/tests/train/dist_common.sh" # (exits with its own plan when it skips)
 
-# oracle NAME DP PP WHAT [--set ...]: trainer check of every step on DP x PP ranks
-oracle() {
-  local name=$1 dp=$2 pp=$3 what=$4; shift 4
-  if ! "${MPIRUN[@]}" $((dp * pp)) "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp="$dp" \
-       --set parallel.pp="$pp" "$@" --db "$tmp/$name.db" --data "$tmp/data" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
-    notok "oracle over $((dp * pp)) ranks: $what" "$tmp/$name.out" "$tmp/$name.err"
-    return
-  fi
-  local last steps
-  last=$(tail -1 "$tmp/$name.out")
-  steps=$(grep -c ' strategy=' "$tmp/$name.out")
-  if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=([0-9]+)\ steps=([0-9]+)$ ]] &&
-     [ "${BASH_REMATCH[3]}" = $((dp * pp)) ] && [ "${BASH_REMATCH[4]}" = "$steps" ] && [ "$steps" -ge 1 ] &&
-     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }' &&
-     grep -q '^model_states: .* params_rel_err=0.000e+00 ' "$tmp/$name.out"; then
-    ok "oracle over $((dp * pp)) ranks: $what ($last)"
-  else
-    notok "oracle over $((dp * pp)) ranks: $what (last line '$last', $steps step lines)" "$tmp/$name.out"
-  fi
-}
-
 for layout in "1 2" "2 1" "2 2" "1 4"; do
   set -- $layout
   for s in megatron gpipe seq1f1b chunkflow infinipipe slimpack auto; do
@@ -87,18 +66,7 @@ fi
 # forced recompute (the first layer of every F and B op's range)
 for spec in "slimpack-dp2-pp2 2 2" "seq1f1b-dp1-pp4 1 4" "sp-merge 4 2"; do
   set -- $spec
-  cp "$tmp/$1.db" "$tmp/$1-rc.db"
-  "$PY" - "$tmp/$1-rc.db" <<'PY' >"$tmp/rc.out" 2>&1
-import json, sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-for rowid, ops in db.execute("SELECT rowid, ops FROM stages").fetchall():
-    ops = json.loads(ops)
-    for op in ops:
-        if op[0] in (0, 2):  # F, B (not FK)
-            op[2] = 1
-    db.execute("UPDATE stages SET ops = ? WHERE rowid = ?", (json.dumps(ops, separators=(",", ":")), rowid))
-db.commit()
-PY
+  force_recompute "$1" "$1-rc"
   oracle "$1-rc" "$2" "$3" "${1%%-*} with every op recomputing one layer (dp $2 x pp $3)"
 done
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/train/dist_common.sh — what tests/train/dist.sh and tests/train/dist_tp.sh share
 # (sourced, not run): the MPI skip, the sample corpus through dataprep, the nano model's
-# config, and the helpers plan, oracle_bf16 and params_diff; each script emits its own TAP.
+# config, and the helpers plan, oracle, force_recompute, oracle_bf16 and params_diff; each
+# script emits its own TAP.
 # Two scripts, so each stays well inside the per-test timeout and make check -j runs them
 # side by side.
 : "${top_srcdir:?}" "${top_builddir:?}"
@@ -103,5 +104,45 @@ for k in a:
     x, y = array.array("f", a[k]), array.array("f", b[k])
     diff = max(diff, max(abs(p - q) for p, q in zip(x, y))); scale = max(scale, max(abs(p) for p in x))
 print("%.3e" % (diff / scale))
+PY
+}
+
+# oracle NAME DP PP WHAT [--set ...]: trainer check of every step of NAME.db on DP x PP x
+# parallel.tp ranks (ORACLE_TP=N in the environment: tp N, else 1); its last line parsed, each
+# rank's part the cost model's parameters
+oracle() {
+  local name=$1 dp=$2 pp=$3 what=$4 tp=${ORACLE_TP:-1}; shift 4
+  local ranks=$((dp * pp * tp)) last steps
+  if ! "${MPIRUN[@]}" $ranks "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp="$dp" --set parallel.pp="$pp" \
+       --set parallel.tp="$tp" "$@" --db "$tmp/$name.db" --data "$tmp/data" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
+    notok "oracle over $ranks ranks: $what" "$tmp/$name.out" "$tmp/$name.err"
+    return
+  fi
+  last=$(tail -1 "$tmp/$name.out")
+  steps=$(grep -c ' strategy=' "$tmp/$name.out")
+  if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=([0-9]+)\ steps=([0-9]+)$ ]] &&
+     [ "${BASH_REMATCH[3]}" = $ranks ] && [ "${BASH_REMATCH[4]}" = "$steps" ] && [ "$steps" -ge 1 ] &&
+     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }' &&
+     grep -q '^model_states: .* params_rel_err=0.000e+00 ' "$tmp/$name.out"; then
+    ok "oracle over $ranks ranks: $what ($last)"
+  else
+    notok "oracle over $ranks ranks: $what (last line '$last', $steps step lines)" "$tmp/$name.out"
+  fi
+}
+
+# force_recompute SRC DST: a copy of plans SRC.db as DST.db whose every F and B op
+# recomputes the first layer of its range
+force_recompute() {
+  cp "$tmp/$1.db" "$tmp/$2.db"
+  "$PY" - "$tmp/$2.db" <<'PY' >"$tmp/rc.out" 2>&1
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for rowid, ops in db.execute("SELECT rowid, ops FROM stages").fetchall():
+    ops = json.loads(ops)
+    for op in ops:
+        if op[0] in (0, 2):  # F, B (not FK)
+            op[2] = 1
+    db.execute("UPDATE stages SET ops = ? WHERE rowid = ?", (json.dumps(ops, separators=(",", ":")), rowid))
+db.commit()
 PY
 }

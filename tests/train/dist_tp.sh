@@ -25,24 +25,11 @@ oracle_tp() {
   fi
   check_tp "$name" "$dp" "$pp" "$tp" "$what" "$@"
 }
-# check_tp NAME DP PP TP WHAT [--set ...]: trainer check of NAME.db on dp x pp x tp ranks
+# check_tp NAME DP PP TP WHAT [--set ...]: the oracle of NAME.db on dp x pp x tp ranks, and
+# the bytes its ranks sent in TP collectives
 check_tp() {
   local name=$1 dp=$2 pp=$3 tp=$4 what=$5; shift 5
-  local ranks=$((dp * pp * tp)) last
-  if ! "${MPIRUN[@]}" $ranks "$TRAINER" check --config "$tmp/m.ini" --set parallel.dp="$dp" --set parallel.pp="$pp" \
-       --set parallel.tp="$tp" "$@" --db "$tmp/$name.db" --data "$tmp/data" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
-    notok "oracle over $ranks ranks: $what" "$tmp/$name.out" "$tmp/$name.err"
-    return
-  fi
-  last=$(tail -1 "$tmp/$name.out")
-  if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=([0-9]+)\ steps=([0-9]+)$ ]] &&
-     [ "${BASH_REMATCH[3]}" = $ranks ] && [ "${BASH_REMATCH[4]}" -ge 1 ] &&
-     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }' &&
-     grep -q '^model_states: .* params_rel_err=0.000e+00 ' "$tmp/$name.out"; then
-    ok "oracle over $ranks ranks: $what ($last)"
-  else
-    notok "oracle over $ranks ranks: $what (last line '$last')" "$tmp/$name.out"
-  fi
+  ORACLE_TP=$tp oracle "$name" "$dp" "$pp" "$what" "$@"
   # the bytes every rank sent in TP all-gathers and reduce-scatters: the cost model's formula
   # (plans/cost/cost.h lt_cost_tp_bytes), exactly up to rounding; steps with CP groups say so
   local tpl
@@ -69,18 +56,7 @@ sed 's/^gpus_per_node = 1 /gpus_per_node = 4 /' "$top_srcdir/etc/hardware/cpu-c2
 oracle_tp tp-cp2 megatron 2 1 2 "megatron with static CP 2 x tp 2" --set plan.hardware="$tmp/cpu-c2x4.ini" --set parallel.max_cp=2 \
   --set plan.global_batch=8 --set plan.context_len=4K --set plan.steps=1 --set plan.mem=2G
 # every F and B op recomputing its first layer: the recomputed forward's collectives again
-cp "$tmp/slimpack-pp2-tp2.db" "$tmp/tp-rc.db"
-"$PY" - "$tmp/tp-rc.db" <<'PY' >"$tmp/rc.out" 2>&1
-import json, sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-for rowid, ops in db.execute("SELECT rowid, ops FROM stages").fetchall():
-    ops = json.loads(ops)
-    for op in ops:
-        if op[0] in (0, 2):  # F, B (not FK)
-            op[2] = 1
-    db.execute("UPDATE stages SET ops = ? WHERE rowid = ?", (json.dumps(ops, separators=(",", ":")), rowid))
-db.commit()
-PY
+force_recompute slimpack-pp2-tp2 tp-rc
 check_tp tp-rc 1 2 2 "slimpack, pp 2 x tp 2, every op recomputing one layer"
 # a plan for tp 2 on a job of tp 1, and a world that is not dp x pp x tp: refused by name
 if "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --db "$tmp/megatron-pp2-tp2.db" \
