@@ -141,7 +141,7 @@ lt_status lt_comm_tp_allgather(lt_comm *c, void *buf, size_t block, size_t whole
 lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, size_t whole, lt_error *err);
 
 /* The bytes this rank has sent in each kind of collective since the communicator was made
- * (or lt_comm_bytes_reset), counted as a ring algorithm sends them: (tp - 1) / tp of the
+ * (a step's: the difference across it), counted as a ring algorithm sends them: (tp - 1) / tp of the
  * data of an all-gather or a reduce-scatter (its `whole`, without the blocks' padding),
  * 2 (tp - 1) / tp of an all-reduce's buffer. What the cost model's TP term prices
  * (plans/cost/cost.h lt_cost_tp_bytes). */
@@ -152,7 +152,6 @@ typedef enum lt_comm_bytes_kind {
     LT_COMM_BYTES_KINDS
 } lt_comm_bytes_kind;
 double lt_comm_bytes(const lt_comm *c, lt_comm_bytes_kind k);
-void lt_comm_bytes_reset(lt_comm *c);
 
 /* ZeRO-1 over the DP ranks of this stage (counts[r] elements of DP rank r, in rank order,
  * contiguous in buf): reduce-scatter leaves the sum of this rank's block at buf[0..counts[me]);

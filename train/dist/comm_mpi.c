@@ -72,7 +72,6 @@ lt_status lt_comm_check_launch(lt_error *err) {
 
 const lt_comm_layout *lt_comm_layout_of(const lt_comm *c) { return &c->l; }
 double lt_comm_bytes(const lt_comm *c, lt_comm_bytes_kind k) { return k < LT_COMM_BYTES_KINDS ? c->bytes[k] : 0; }
-void lt_comm_bytes_reset(lt_comm *c) { memset(c->bytes, 0, sizeof c->bytes); }
 const char *lt_comm_who(const lt_comm *c) { return c->who; }
 int lt_comm_rank_of(const lt_comm *c, int dp_rank, int stage) {
     return (dp_rank * c->l.pp + stage) * c->l.tp + c->l.tp_rank;

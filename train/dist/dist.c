@@ -501,11 +501,8 @@ lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, const float *buf, 
                 st = lt_fail(err, LT_ERR_INTERNAL, NULL, "rank %d sent tensor %d of TP rank %d", r, i, from);
                 break;
             }
-            int first, cnt;
             const lt_tensor_info *t = &table.tensors[i]; /* (a whole table: position = index) */
-            lt_llama_shard_extent(&table, t, from, &first, &cnt);
-            size_t n = (size_t)(t->split == LT_SPLIT_ROWS ? cnt : t->full_rows) *
-                       (size_t)(t->split == LT_SPLIT_COLS ? cnt : t->full_cols);
+            size_t n = lt_llama_shard_floats(&table, t, from);
             float *tmp = malloc((n ? n : 1) * sizeof *tmp); /* (the blob's floats may be unaligned) */
             if (!tmp) {
                 st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
@@ -526,11 +523,7 @@ lt_status lt_dist_tp_assemble(const lt_dist *d, const lt_llama *m, const float *
     size_t most = 0; /* the largest shard: the all-gather's block */
     for (int i = 0; i < m->n_tensors; i++)
         for (int r = 0; d->mine[i] && r < d->tp; r++) {
-            int first, cnt;
-            lt_llama_shard_extent(m, &m->tensors[i], r, &first, &cnt);
-            const lt_tensor_info *t = &m->tensors[i];
-            size_t n = (size_t)(t->split == LT_SPLIT_ROWS ? cnt : t->full_rows) *
-                       (size_t)(t->split == LT_SPLIT_COLS ? cnt : t->full_cols);
+            size_t n = lt_llama_shard_floats(m, &m->tensors[i], r);
             most = n > most ? n : most;
         }
     float *blocks = malloc(((size_t)d->tp * most + 1) * sizeof *blocks);

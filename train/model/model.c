@@ -81,6 +81,14 @@ static size_t build_table(const lt_llama *m, lt_tensor_info *t, int *n) {
 
 #define TENSORS_PER_LAYER 9
 
+/* Rank `rank`'s rows of `whole` vocabulary rows over tp ranks: balanced, the first
+ * whole mod tp ranks one more. */
+static void vocab_rows(int whole, int tp, int rank, int *first, int *count) {
+    int base = whole / tp, extra = whole % tp;
+    *first = rank * base + (rank < extra ? rank : extra);
+    *count = base + (rank < extra ? 1 : 0);
+}
+
 /* The shard sizes of TP rank `rank` of `tp` (model.h), or LT_ERR_CONFIG naming parallel.tp. */
 static lt_status tp_dims(lt_llama *m, int tp, int rank, lt_error *err) {
     const lt_model_shape *s = &m->shape;
@@ -101,10 +109,7 @@ static lt_status tp_dims(lt_llama *m, int tp, int rank, lt_error *err) {
         return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "parallel.tp = %d exceeds the vocabulary (%d)", tp, s->vocab);
     m->tp = tp, m->tp_rank = rank;
     m->heads_l = s->heads / tp, m->kv_heads_l = s->kv_heads / tp, m->ffn_l = s->ffn / tp;
-    /* vocabulary rows: balanced, the first V mod tp ranks one more */
-    int base = s->vocab / tp, extra = s->vocab % tp;
-    m->vocab0 = rank * base + (rank < extra ? rank : extra);
-    m->vocab_l = base + (rank < extra ? 1 : 0);
+    vocab_rows(s->vocab, tp, rank, &m->vocab0, &m->vocab_l);
     return LT_OK;
 }
 
@@ -127,6 +132,7 @@ lt_status lt_llama_create_table(lt_llama *m, const lt_model_shape *shape, int tp
 }
 
 const lt_tensor_info *lt_llama_tensor_by_index(const lt_llama *m, int index) {
+    if (index >= 0 && index < m->n_tensors && m->tensors[index].index == index) return &m->tensors[index]; /* whole */
     for (int i = 0; i < m->n_tensors; i++) /* (table order is index order) */
         if (m->tensors[i].index == index) return &m->tensors[i];
     return NULL;
@@ -187,13 +193,18 @@ void lt_llama_shard_extent(const lt_llama *m, const lt_tensor_info *t, int rank,
     int whole = t->split == LT_SPLIT_COLS ? t->full_cols : t->full_rows;
     if (t->split == LT_SPLIT_NONE) {
         *first = 0, *count = whole;
-    } else if (t->layer < 0) { /* vocabulary rows: balanced, the first V mod tp ranks one more */
-        int base = whole / m->tp, extra = whole % m->tp;
-        *first = rank * base + (rank < extra ? rank : extra);
-        *count = base + (rank < extra ? 1 : 0);
+    } else if (t->layer < 0) { /* vocabulary rows */
+        vocab_rows(whole, m->tp, rank, first, count);
     } else { /* heads and MLP columns: tp divides them */
         *count = whole / m->tp, *first = rank * *count;
     }
+}
+
+size_t lt_llama_shard_floats(const lt_llama *m, const lt_tensor_info *t, int rank) {
+    int first, count;
+    lt_llama_shard_extent(m, t, rank, &first, &count);
+    return (size_t)(t->split == LT_SPLIT_ROWS ? count : t->full_rows) *
+           (size_t)(t->split == LT_SPLIT_COLS ? count : t->full_cols);
 }
 
 void lt_llama_shard_io(const lt_llama *m, const lt_tensor_info *t, int rank, const lt_llama *full, float *full_buf,
@@ -218,20 +229,9 @@ void lt_llama_shard_io(const lt_llama *m, const lt_tensor_info *t, int rank, con
 }
 
 void lt_llama_copy_shard(const lt_llama *full, const float *src, const lt_llama *part, float *dst) {
-    for (int i = 0; i < part->n_tensors; i++) {
-        const lt_tensor_info *t = &part->tensors[i], *f = lt_llama_tensor_by_index(full, t->index);
-        if (!f) continue; /* (never: full is the whole model) */
-        const float *from = src + f->offset;
-        float *to = dst + t->offset;
-        if (t->split == LT_SPLIT_COLS) {
-            for (int r = 0; r < t->rows; r++)
-                memcpy(to + (size_t)r * t->cols, from + (size_t)r * t->full_cols + t->first,
-                       (size_t)t->cols * sizeof *to);
-        } else {
-            size_t first = t->split == LT_SPLIT_ROWS ? (size_t)t->first * (size_t)t->cols : 0;
-            memcpy(to, from + first, (size_t)t->rows * (size_t)t->cols * sizeof *to);
-        }
-    }
+    for (int i = 0; i < part->n_tensors; i++) /* (shard_io only reads full's buffer here) */
+        lt_llama_shard_io(part, &part->tensors[i], part->tp_rank, full, (float *)src, dst + part->tensors[i].offset,
+                          false);
 }
 
 void lt_llama_free(lt_llama *m) {

@@ -137,6 +137,8 @@ void lt_llama_copy_shard(const lt_llama *full, const float *src, const lt_llama 
 /* The extent [*first, *first + *count) along its split of tensor t's shard (t: a tensor of
  * a table of m's tp) on TP rank `rank` (the whole extent of an unsplit tensor). */
 void lt_llama_shard_extent(const lt_llama *m, const lt_tensor_info *t, int rank, int *first, int *count);
+/* The floats of tensor t's shard on TP rank `rank` (t of a table of m's tp). */
+size_t lt_llama_shard_floats(const lt_llama *m, const lt_tensor_info *t, int rank);
 /* Tensor t's shard of TP rank `rank` (t of a table of m's tp) between `shard` (its rows x
  * cols floats in order) and its place in full_buf, a buffer laid out as the whole model
  * `full` (to_full), or the other way (!to_full: from full_buf into shard). `full` may be a
