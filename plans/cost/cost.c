@@ -91,7 +91,10 @@ lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const l
                            "K/V heads): choose a divisor of both");
         return LT_ERR_CONFIG;
     }
-    if (hw->peak_flops <= 0 || hw->gpus_per_node < 1 || hw->gemm.n < 1 || hw->attention.n < 1)
+    /* no hardware: a model for counting (parameters, bytes), one node holding a TP group */
+    lt_hardware counts = {.name = "(none)", .gpus_per_node = tp};
+    if (!hw) hw = &counts;
+    else if (hw->peak_flops <= 0 || hw->gpus_per_node < 1 || hw->gemm.n < 1 || hw->attention.n < 1)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "hardware profile '%s' is not loaded", hw->name);
     /* ranks ordered TP, PP, DP: a TP group is tp consecutive ranks and must not straddle nodes
      * (its collectives run every layer) */
@@ -133,8 +136,9 @@ static lt_status config_int(const lt_config *cfg, const char *section, const cha
     return LT_OK;
 }
 
-lt_status lt_cost_model_from_config(lt_cost_model *cm, const lt_config *cfg, const char *hardware_dir,
-                                    lt_error *err) {
+/* lt_cost_model_from_config and lt_cost_counts_from_config: hw NULL for counts only */
+static lt_status from_config(lt_cost_model *cm, const lt_config *cfg, const char *hardware_dir, bool counts,
+                             lt_error *err) {
     memset(cm, 0, sizeof *cm);
     lt_model_shape m;
     lt_status st = lt_model_from_config(cfg, NULL, &m, err);
@@ -145,8 +149,8 @@ lt_status lt_cost_model_from_config(lt_cost_model *cm, const lt_config *cfg, con
     if ((st = config_int(cfg, "parallel", "tp", &tp, err)) != LT_OK) return st;
     if ((st = config_int(cfg, "parallel", "dp", &dp, err)) != LT_OK) return st;
     if ((st = lt_config_get_bool(cfg, "parallel", "zero1", &zero1, err)) != LT_OK) return st;
-    lt_hardware *hw = lt_malloc_check(sizeof *hw);
-    st = lt_hardware_load(hw, lt_config_get_string(cfg, "plan", "hardware"), hardware_dir, err);
+    lt_hardware *hw = counts ? NULL : lt_malloc_check(sizeof *hw);
+    if (hw) st = lt_hardware_load(hw, lt_config_get_string(cfg, "plan", "hardware"), hardware_dir, err);
     if (st == LT_OK) st = lt_cost_model_init(cm, &m, hw, pp, tp, dp, err);
     free(hw);
     if (st != LT_OK) return st;
@@ -157,6 +161,15 @@ lt_status lt_cost_model_from_config(lt_cost_model *cm, const lt_config *cfg, con
         cm->mem_cap = (double)mem;
     }
     return LT_OK;
+}
+
+lt_status lt_cost_model_from_config(lt_cost_model *cm, const lt_config *cfg, const char *hardware_dir,
+                                    lt_error *err) {
+    return from_config(cm, cfg, hardware_dir, false, err);
+}
+
+lt_status lt_cost_counts_from_config(lt_cost_model *cm, const lt_config *cfg, lt_error *err) {
+    return from_config(cm, cfg, NULL, true, err);
 }
 
 /* ------------------------------------------------------------------ FLOPs */

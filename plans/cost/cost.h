@@ -130,7 +130,8 @@ typedef struct lt_cost_model {
  * profile built in code leaves unset). LT_ERR_CONFIG (WHERE "[parallel]") when pp, tp or dp < 1, pp >
  * layers, tp does not divide the attention heads, the K/V heads or the MLP width (the
  * trainer's split), or tp > 1 does not divide the profile's gpus_per_node (a TP group would
- * span nodes). */
+ * span nodes). hw NULL: a model for counting only (parameters per stage, model-state and TP
+ * bytes, lt_cost_tp_collectives), one node per TP group, no times (its hardware is zero). */
 lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const lt_hardware *hw, int pp, int tp,
                              int dp, lt_error *err);
 
@@ -139,6 +140,10 @@ lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const l
  * planner chooses the context-parallel degree, parallel.max_cp bounding it). */
 lt_status lt_cost_model_from_config(lt_cost_model *cm, const lt_config *cfg, const char *hardware_dir,
                                     lt_error *err);
+
+/* The same without the hardware profile (lt_cost_model_init's hw NULL): for the counts a
+ * run can be checked against where no profile is installed (trainer check). */
+lt_status lt_cost_counts_from_config(lt_cost_model *cm, const lt_config *cfg, lt_error *err);
 
 /* Set the context-parallel degree to cp (stages_per_node stays gpus_per_node / tp: the CP
  * members are DP ranks of other pipelines, ranks ordered TP, PP, DP). LT_ERR_CONFIG (WHERE "[parallel]") when cp < 1 or cp does not divide dp (a CP group is

@@ -1797,9 +1797,23 @@ static void test_cost_model_from_config(void **state) {
     assert_rel_close(cm.mem_cap, 140 * GIB, 0);
     assert_false(cm.zero1);
     /* errors pass through */
+    lt_cost_model full = cm;
+    assert_int_equal(lt_cost_model_from_config(&full, cfg, hw_dir, &err), LT_OK);
     assert_int_equal(lt_config_set(cfg, "plan.hardware=h300", &err), LT_OK);
     assert_int_equal(lt_cost_model_from_config(&cm, cfg, hw_dir, &err), LT_ERR_CONFIG);
     assert_non_null(strstr(err.what, "unknown hardware profile 'h300'"));
+    /* counts need no profile (trainer check on a node without one): the same parameters per
+     * stage and TP bytes as the model with its profile */
+    if (lt_cost_counts_from_config(&cm, cfg, &err) != LT_OK) fail_msg("%s (%s)", err.what, err.where);
+    assert_int_equal(cm.tp, 2);
+    assert_true(cm.zero1);
+    assert_rel_close(cm.mem_cap, 60 * GIB, 0);
+    lt_slice s = {0, 0, 4096};
+    lt_op f = op_of(LT_OP_F, LT_PART_ALL, 0, 10, 0), b = op_of(LT_OP_B, LT_PART_ALL, 0, 10, 0);
+    for (int st = 0; st < 4; st++) assert_rel_close(lt_cost_stage_params(&cm, st), lt_cost_stage_params(&full, st), 0);
+    assert_true(lt_cost_tp_bytes(&cm, &s, 1, &f, 1) > 0);
+    assert_rel_close(lt_cost_tp_bytes(&cm, &s, 1, &f, 1), lt_cost_tp_bytes(&full, &s, 1, &f, 1), 0);
+    assert_rel_close(lt_cost_tp_bytes(&cm, &s, 1, &b, 1), lt_cost_tp_bytes(&full, &s, 1, &b, 1), 0);
     assert_int_equal(lt_config_set(cfg, "plan.hardware=h100", &err), LT_OK);
     assert_int_equal(lt_config_set(cfg, "parallel.tp=3", &err), LT_OK);
     assert_int_equal(lt_cost_model_from_config(&cm, cfg, hw_dir, &err), LT_ERR_CONFIG);
