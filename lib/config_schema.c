@@ -71,9 +71,10 @@ static const lt_config_key schema[] = {
     /* [parallel] */
     INT("parallel", "dp", "1", "1", NULL, "data-parallel ranks"),
     INT("parallel", "pp", "1", "1", NULL, "pipeline stages"),
-    INT("parallel", "tp", "1", "1", NULL, "tensor-parallel degree inside one stage (cost model)"),
+    INT("parallel", "tp", "1", "1", NULL, "tensor-parallel degree inside one stage, with sequence parallelism (a TP group within one node)"),
     INT("parallel", "max_cp", "1", "1", NULL, "largest DP-Merge group (ranks that share one outlier sample); 1 = off"),
-    BOOL("parallel", "zero1", "false", "shard optimizer states over DP ranks (ZeRO-1)"),
+    ENUM("parallel", "shard", "none", "none zero1 zero2 fsdp", "model states sharded over the DP ranks: zero1 the optimizer states, zero2 also the gradients, fsdp also the weights"),
+    BOOL("parallel", "zero1", "false", "the older spelling of shard = zero1"),
 
     /* [plan] */
     ENUM("plan", "strategy", "slimpack", "megatron gpipe seq1f1b chunkflow infinipipe slimpack auto", "scheduling strategy; auto = best predicted per batch"),

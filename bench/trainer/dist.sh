@@ -3,13 +3,15 @@
 # measurement, pipeline scaling over MPI, and the first measured (not simulated) speedup of
 # a strategy over megatron.
 #
-#   bench/trainer/dist.sh [--build-dir DIR] [--out DIR] [--pp P] [--steps N] [--context C]
+#   bench/trainer/dist.sh [--build-dir DIR] [--out DIR] [--pp P] [--tp T] [--steps N] [--context C]
 #                         [--batch B] [--strategies "megatron slimpack auto"] [--profile FILE]
 #                         [--preset NAME] [--mpi-only]
 #
 #   --build-dir DIR  a built tree (default _build/default)
 #   --out DIR        work directory (default bench/trainer/out/dist)
 #   --pp P           pipeline stages = MPI ranks (default 2; one thread each)
+#   --tp T           tensor-parallel degree (default 1): P x T ranks, and no one-process peers
+#                    (one process runs tp 1 only), as with --mpi-only
 #   --steps N        stored steps per strategy (default 6)
 #   --context C      plan.context_len (default 2048), --batch B plan.global_batch (default 8)
 #   --profile FILE   a hardware profile; default: `trainer calibrate` under mpirun -n 2 with
@@ -34,6 +36,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 BUILD=$ROOT/_build/default
 OUT=$HERE/out/dist
 PP=2
+TP=1
 STEPS=6
 CONTEXT=2048
 BATCH=8
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
     --build-dir) BUILD=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --pp) PP=$2; shift 2 ;;
+    --tp) TP=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --context) CONTEXT=$2; shift 2 ;;
     --batch) BATCH=$2; shift 2 ;;
@@ -53,11 +57,13 @@ while [ $# -gt 0 ]; do
     --profile) PROFILE=$2; shift 2 ;;
     --preset) PRESET=$2; shift 2 ;;
     --mpi-only) MPI_ONLY=1; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "dist.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 DATAPREP=$BUILD/dataprep/dataprep PLANNER=$BUILD/plans/planner TRAINER=$BUILD/train/trainer
+RANKS=$((PP * TP))
+[ "$TP" -gt 1 ] && MPI_ONLY=1
 for p in "$DATAPREP" "$PLANNER" "$TRAINER"; do
   [ -x "$p" ] || { echo "dist.sh: $p is not built (make -C $BUILD)" >&2; exit 2; }
 done
@@ -87,6 +93,7 @@ mem = 16G
 [parallel]
 dp = 1
 pp = $PP
+tp = $TP
 [train]
 threads = 1
 steps = $STEPS
@@ -101,11 +108,11 @@ fi
 host="$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 : >"$OUT/results.txt"
 {
-  echo "## Distributed engine: $PRESET, pp $PP over MPI, context $CONTEXT, batch $BATCH, $STEPS steps"
+  echo "## Distributed engine: $PRESET, pp $PP x tp $TP over MPI, context $CONTEXT, batch $BATCH, $STEPS steps"
   echo
   echo "Machine: $host. Profile: $PROFILE. Commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')."
   echo
-  echo "| strategy | predicted ms/step | measured ms/step ($PP ranks) | time error (mean abs, max) | memory error per stage (mean abs, max) | tok/s $PP ranks | tok/s 1 process, 1 thread | tok/s 1 process, $PP threads |"
+  echo "| strategy | predicted ms/step | measured ms/step ($RANKS ranks) | time error (mean abs, max) | memory error per stage (mean abs, max) | tok/s $RANKS ranks | tok/s 1 process, 1 thread | tok/s 1 process, $PP threads |"
   echo "|---|---|---|---|---|---|---|---|"
 } >"$OUT/report.md"
 for s in $STRATEGIES; do
@@ -116,9 +123,9 @@ for s in $STRATEGIES; do
     >"$OUT/$s.plan" 2>&1
   cp "$db" "$OUT/$s-one.db"
   cp "$db" "$OUT/$s-onep.db"
-  log "$s: mpirun -n $PP"
+  log "$s: mpirun -n $RANKS"
   rm -rf "$OUT/run-$s"
-  mpirun -n "$PP" "$TRAINER" train --config "$OUT/m.ini" --db "$db" --data "$OUT/data" --out "$OUT/run-$s" \
+  mpirun -n "$RANKS" "$TRAINER" train --config "$OUT/m.ini" --db "$db" --data "$OUT/data" --out "$OUT/run-$s" \
     >"$OUT/$s.mpi.out" 2>"$OUT/$s.mpi.err"
   rm -rf "$OUT/one-$s" "$OUT/onep-$s"
   : >"$OUT/$s.one.out"

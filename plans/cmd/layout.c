@@ -2,7 +2,7 @@
  * plans/cmd/layout.c — `planner layout`: choose the parallel layout of a run (docs/strategies.md,
  * "Choosing a layout").
  *
- *   planner layout --config FILE --lengths FILE --gpus N [--strategies A,B,...] [--shard none,zero1]
+ *   planner layout --config FILE --lengths FILE --gpus N [--strategies A,B,...] [--shard none,zero1,...]
  *                  [--steps K] [--max-candidates M] [--time-limit S] [--format table|tsv]
  *                  [--threads T] [--hardware-dir DIR]
  *
@@ -19,8 +19,9 @@
  *   dp        N / (tp x pp); a layout with dp > plan.global_batch is refused (a DP rank would
  *             train no sample); the strategies need no other divisibility (they split a step's
  *             samples by tokens and FLOPs, not by count)
- *   shard     the modes of shard_modes[] asked for (--shard); at dp = 1 only the first, since
- *             every mode shards over the DP ranks and does nothing at one
+ *   shard     the parallel.shard modes asked for (--shard; default none,zero1: zero2 and fsdp
+ *             hold no less at a step's peak, plans/cost/cost.h lt_shard); at dp = 1 only the
+ *             first, since every mode shards over the DP ranks and does nothing at one
  *   strategy  --strategies (default megatron,seq1f1b,chunkflow,infinipipe,slimpack)
  *
  * The context-parallel degree is not enumerated: each strategy picks it (once per run for
@@ -58,22 +59,9 @@
 
 #define GIB 1073741824.0
 
-/* How the model states are sharded over the DP ranks: the modes the cost model prices today,
- * each as the config key that selects it. A list and not a flag, so that the next modes
- * (ZeRO-2: the gradients too; FSDP: the weights too) are an entry each, once
- * lt_cost_model_states_bytes prices them and the trainer runs them. Ordered by memory: a
- * mode holds no more per GPU than the ones before it, so the last mode tried is the most
- * frugal (its error is the one a refused layout reports). */
-typedef struct shard_mode {
-    const char *name;  /* as --shard lists it */
-    const char *zero1; /* parallel.zero1 */
-} shard_mode;
-
-static const shard_mode shard_modes[] = {
-    {"none", "false"},
-    {"zero1", "true"},
-};
-#define N_SHARD_MODES (sizeof shard_modes / sizeof shard_modes[0])
+/* How the model states are sharded over the DP ranks (parallel.shard, lt_shard): every mode
+ * the cost model prices and the trainer runs. */
+#define N_SHARD_MODES ((size_t)LT_SHARD_COUNT)
 
 static const lt_strategy default_strategies[] = {LT_STRATEGY_MEGATRON, LT_STRATEGY_SEQ1F1B, LT_STRATEGY_CHUNKFLOW,
                                                  LT_STRATEGY_INFINIPIPE, LT_STRATEGY_SLIMPACK};
@@ -87,30 +75,30 @@ typedef struct layout_args {
     bool shard[N_SHARD_MODES]; /* asked for */
 } layout_args;
 
-/* Parse "none,zero1" into a->shard. Returns 0 or a usage error's exit status. */
+/* Parse "none,zero1,..." into a->shard. Returns 0 or a usage error's exit status. */
 static int parse_shards(const lt_cli_ctx *ctx, const char *list, layout_args *a) {
     size_t count = 0;
     for (const char *p = list; *p;) {
         size_t len = strcspn(p, ",");
         size_t m = 0;
-        while (m < N_SHARD_MODES && !(strlen(shard_modes[m].name) == len && strncmp(p, shard_modes[m].name, len) == 0))
+        while (m < N_SHARD_MODES && !(strlen(lt_shard_name((lt_shard)m)) == len && strncmp(p, lt_shard_name((lt_shard)m), len) == 0))
             m++;
         if (m == N_SHARD_MODES) {
             char known[128] = "";
             for (size_t k = 0; k < N_SHARD_MODES; k++) {
                 strncat(known, k ? ", " : "", sizeof known - strlen(known) - 1);
-                strncat(known, shard_modes[k].name, sizeof known - strlen(known) - 1);
+                strncat(known, lt_shard_name((lt_shard)k), sizeof known - strlen(known) - 1);
             }
             return lt_cli_usage(ctx, "--shard '%.80s': unknown mode '%.*s' (the modes: %s)", list,
                                 (int)(len > 40 ? 40 : len), p, known);
         }
-        if (a->shard[m]) return lt_cli_usage(ctx, "--shard: '%s' is listed twice", shard_modes[m].name);
+        if (a->shard[m]) return lt_cli_usage(ctx, "--shard: '%s' is listed twice", lt_shard_name((lt_shard)m));
         a->shard[m] = true;
         count++;
         p += len;
         if (*p == ',') p++;
     }
-    if (count == 0) return lt_cli_usage(ctx, "--shard: give at least one mode (none, zero1)");
+    if (count == 0) return lt_cli_usage(ctx, "--shard: give at least one mode (none, zero1, zero2, fsdp)");
     return 0;
 }
 
@@ -154,7 +142,7 @@ static int parse_args(lt_cli_ctx *ctx, layout_args *a) {
     }
     if (rc) return rc;
     if (a->shards) return parse_shards(ctx, a->shards, a);
-    for (size_t m = 0; m < N_SHARD_MODES; m++) a->shard[m] = true;
+    a->shard[LT_SHARD_NONE] = a->shard[LT_SHARD_ZERO1] = true; /* zero2, fsdp: no less at the peak (lt_shard) */
     return 0;
 }
 
@@ -170,7 +158,7 @@ typedef enum cand_state {
 /* One layout (tp x pp x dp), shard mode and strategy. */
 typedef struct candidate {
     int tp, pp, dp;
-    size_t shard; /* index into shard_modes[] */
+    size_t shard; /* an lt_shard */
     lt_strategy strategy;
     cand_state state;
     /* planned: over the sampled steps */
@@ -248,7 +236,8 @@ static lt_status layout_plan_config(lt_config *cfg, const candidate *c, const ch
     lt_status st = lt_config_set_value(cfg, "parallel", "tp", tp, origin, err);
     if (st == LT_OK) st = lt_config_set_value(cfg, "parallel", "pp", pp, origin, err);
     if (st == LT_OK) st = lt_config_set_value(cfg, "parallel", "dp", dp, origin, err);
-    if (st == LT_OK) st = lt_config_set_value(cfg, "parallel", "zero1", shard_modes[c->shard].zero1, origin, err);
+    if (st == LT_OK) st = lt_config_set_value(cfg, "parallel", "shard", lt_shard_name((lt_shard)c->shard), origin, err);
+    if (st == LT_OK) st = lt_config_set_value(cfg, "parallel", "zero1", "false", origin, err);
     if (st == LT_OK) st = lt_plan_config_from(pc, cfg, hardware_dir, err);
     return st;
 }
@@ -425,7 +414,7 @@ static void print_tsv(const candidates *cs, candidate *const *rank, size_t n_ran
     for (size_t i = 0; i < n_ranked; i++) {
         const candidate *c = rank[i];
         printf("ok\t%d\t%d\t%d\t%d\t%s\t%s\t%.3f\t%.4f\t%.0f\t%.0f\t%s\n", c->tp, c->pp, c->dp, c->max_cp,
-               shard_modes[c->shard].name, lt_strategy_name(c->strategy), 1e3 * c->sum_time_s / k,
+               lt_shard_name((lt_shard)c->shard), lt_strategy_name(c->strategy), 1e3 * c->sum_time_s / k,
                mfu(c, (double)a->gpus, cm->hw.peak_flops), c->peak_mem, cm->mem_cap, c->params);
     }
     for (int pass = 0; pass < 2; pass++)
@@ -433,7 +422,7 @@ static void print_tsv(const candidates *cs, candidate *const *rank, size_t n_ran
             const candidate *c = &cs->v[i];
             if (c->state != (pass == 0 ? CAND_REFUSED : CAND_NOT_PLANNED)) continue;
             printf("%s\t%d\t%d\t%d\tnan\t%s\t%s\tnan\tnan\tnan\t%.0f\t%s\n", pass == 0 ? "refused" : "not_planned",
-                   c->tp, c->pp, c->dp, shard_modes[c->shard].name, lt_strategy_name(c->strategy), cm->mem_cap,
+                   c->tp, c->pp, c->dp, lt_shard_name((lt_shard)c->shard), lt_strategy_name(c->strategy), cm->mem_cap,
                    c->reason);
         }
 }
@@ -483,14 +472,14 @@ static size_t print_refused(const candidates *cs) {
             printf("\nrefused in every shard mode tried (the reason of the last, most frugal one):\n"
                    "%4s %4s %4s  %-6s %-11s %s\n", "tp", "pp", "dp", "shard", "strategy", "reason");
         if (one && same && n_refused == n_strategies && n_strategies > 1) {
-            printf("%4d %4d %4d  %-6s %-11s %s\n", one->tp, one->pp, one->dp, shard_modes[one->shard].name, "all",
+            printf("%4d %4d %4d  %-6s %-11s %s\n", one->tp, one->pp, one->dp, lt_shard_name((lt_shard)one->shard), "all",
                    one->reason);
             lines++;
         } else if (one) {
             for (int s = 0; s < LT_STRATEGY_COUNT; s++) {
                 const candidate *c = last[s];
                 if (!c) continue;
-                printf("%4d %4d %4d  %-6s %-11s %s\n", c->tp, c->pp, c->dp, shard_modes[c->shard].name,
+                printf("%4d %4d %4d  %-6s %-11s %s\n", c->tp, c->pp, c->dp, lt_shard_name((lt_shard)c->shard),
                        lt_strategy_name(c->strategy), c->reason);
                 lines++;
             }
@@ -512,7 +501,7 @@ static void print_table(const candidates *cs, candidate *const *rank, size_t n_r
     for (size_t i = 0; i < n_ranked; i++) {
         const candidate *c = rank[i];
         printf("%4zu %4d %4d %4d %6d  %-6s %-11s %12.1f %6.3f %9.1f %8.1f  %s\n", i + 1, c->tp, c->pp, c->dp, c->max_cp,
-               shard_modes[c->shard].name, lt_strategy_name(c->strategy), 1e3 * c->sum_time_s / k,
+               lt_shard_name((lt_shard)c->shard), lt_strategy_name(c->strategy), 1e3 * c->sum_time_s / k,
                mfu(c, (double)a->gpus, cm->hw.peak_flops), c->peak_mem / GIB, cm->mem_cap / GIB, c->params);
     }
     print_refused(cs);

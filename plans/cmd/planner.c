@@ -69,13 +69,13 @@ static const lt_cli_command commands[] = {
      "the last step; for auto a line under it counts the strategies it picked.",
      compare_command},
     {"layout",
-     "--lengths FILE --gpus N [--strategies A,B,...] [--shard none,zero1] [--steps K]\n"
+     "--lengths FILE --gpus N [--strategies A,B,...] [--shard none,zero1,...] [--steps K]\n"
      "        [--max-candidates M] [--time-limit S] [--format table|tsv] [--threads T] [--hardware-dir DIR]",
      "rank the parallel layouts (tp, pp, dp, sharding, strategy) of N GPUs by predicted step time",
      "Enumerates the layouts of N GPUs for the config's [model] on plan.hardware: tp dividing\n"
      "the attention heads, the K/V heads, the MLP width and gpus_per_node; pp with tp x pp\n"
      "dividing N and at most the layers; dp = N / (tp x pp), at most plan.global_batch; each\n"
-     "shard mode of --shard (default none,zero1: parallel.zero1; only the first at dp 1) and\n"
+     "parallel.shard mode of --shard (none, zero1, zero2, fsdp; default none,zero1; only the first at dp 1) and\n"
      "each strategy of --strategies (default megatron,seq1f1b,chunkflow,infinipipe,slimpack).\n"
      "Each candidate whose model states fit the cap (plan.mem, else the profile's memory)\n"
      "plans the same K sampled steps (--steps, default 4; plan.seed) as `planner compare`\n"

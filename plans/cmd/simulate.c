@@ -269,9 +269,10 @@ int simulate_command(lt_cli_ctx *ctx) {
             free(lens);
             return lt_error_exit(&err);
         }
-        bool zero1 = false;
-        lt_config_get_bool(ctx->config, "parallel", "zero1", &zero1, NULL);
-        cm.zero1 = zero1;
+        if ((st = lt_shard_from_config(ctx->config, &cm.shard, &err)) != LT_OK) {
+            free(lens);
+            return lt_error_exit(&err);
+        }
         if (!layers) layers = m.layers;
         else if (layers != m.layers) {
             free(lens);

@@ -109,7 +109,7 @@ lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const l
     cm->pp = pp;
     cm->tp = tp;
     cm->dp = dp;
-    cm->zero1 = false;
+    cm->shard = LT_SHARD_NONE;
     set_defaults(cm);
     return LT_OK;
 }
@@ -136,6 +136,29 @@ static lt_status config_int(const lt_config *cfg, const char *section, const cha
     return LT_OK;
 }
 
+static const char *const shard_names[LT_SHARD_COUNT] = {"none", "zero1", "zero2", "fsdp"};
+
+const char *lt_shard_name(lt_shard s) { return s >= 0 && s < LT_SHARD_COUNT ? shard_names[s] : "?"; }
+
+lt_status lt_shard_from_config(const lt_config *cfg, lt_shard *out, lt_error *err) {
+    const char *name = lt_config_get_string(cfg, "parallel", "shard");
+    bool zero1 = false;
+    lt_status st = lt_config_get_bool(cfg, "parallel", "zero1", &zero1, err);
+    if (st != LT_OK) return st;
+    *out = LT_SHARD_NONE;
+    for (int k = 0; name && k < LT_SHARD_COUNT; k++)
+        if (strcmp(name, shard_names[k]) == 0) *out = (lt_shard)k;
+    if (!zero1) return LT_OK;
+    if (*out == LT_SHARD_NONE || *out == LT_SHARD_ZERO1) { /* (none: the default, which a config dump spells) */
+        *out = LT_SHARD_ZERO1;
+        return LT_OK;
+    }
+    lt_fail(err, LT_ERR_CONFIG, lt_config_origin(cfg, "parallel", "zero1"),
+            "parallel.zero1 = true and parallel.shard = %s disagree", lt_shard_name(*out));
+    lt_error_hint(err, "parallel.zero1 = true is the older spelling of parallel.shard = zero1: drop parallel.zero1");
+    return LT_ERR_CONFIG;
+}
+
 /* lt_cost_model_from_config and lt_cost_counts_from_config: hw NULL for counts only */
 static lt_status from_config(lt_cost_model *cm, const lt_config *cfg, const char *hardware_dir, bool counts,
                              lt_error *err) {
@@ -144,17 +167,17 @@ static lt_status from_config(lt_cost_model *cm, const lt_config *cfg, const char
     lt_status st = lt_model_from_config(cfg, NULL, &m, err);
     if (st != LT_OK) return st;
     int pp, tp, dp;
-    bool zero1;
+    lt_shard shard;
     if ((st = config_int(cfg, "parallel", "pp", &pp, err)) != LT_OK) return st;
     if ((st = config_int(cfg, "parallel", "tp", &tp, err)) != LT_OK) return st;
     if ((st = config_int(cfg, "parallel", "dp", &dp, err)) != LT_OK) return st;
-    if ((st = lt_config_get_bool(cfg, "parallel", "zero1", &zero1, err)) != LT_OK) return st;
+    if ((st = lt_shard_from_config(cfg, &shard, err)) != LT_OK) return st;
     lt_hardware *hw = counts ? NULL : lt_malloc_check(sizeof *hw);
     if (hw) st = lt_hardware_load(hw, lt_config_get_string(cfg, "plan", "hardware"), hardware_dir, err);
     if (st == LT_OK) st = lt_cost_model_init(cm, &m, hw, pp, tp, dp, err);
     free(hw);
     if (st != LT_OK) return st;
-    cm->zero1 = zero1;
+    cm->shard = shard;
     if (lt_config_is_set(cfg, "plan", "mem")) {
         uint64_t mem;
         if ((st = lt_config_get_size(cfg, "plan", "mem", &mem, err)) != LT_OK) return st;
@@ -344,9 +367,25 @@ double lt_cost_stage_params(const lt_cost_model *cm, int stage) {
     return p;
 }
 
+/* the optimizer states' and (fsdp) the weights' block of a rank: 1/dp when sharded */
+static double shard_div(const lt_cost_model *cm) { return cm->shard != LT_SHARD_NONE ? (double)cm->dp : 1.0; }
+
+/* fsdp: bytes per parameter of the rank's block of the weights where they are their own
+ * master (fp32: the CPU trainer); a mixed-precision backend's master is in optim_bytes */
+static double fsdp_block(const lt_cost_model *cm) {
+    return cm->shard == LT_SHARD_FSDP && cm->weight_bytes >= 4 ? cm->weight_bytes / (double)cm->dp : 0.0;
+}
+
 double lt_cost_model_states_bytes(const lt_cost_model *cm, int stage) {
-    double optim = cm->optim_bytes / (cm->zero1 ? (double)cm->dp : 1.0);
-    return lt_cost_stage_params(cm, stage) * (cm->weight_bytes + cm->grad_bytes + optim);
+    double per = cm->weight_bytes + cm->grad_bytes + cm->optim_bytes / shard_div(cm) + fsdp_block(cm);
+    return lt_cost_stage_params(cm, stage) * per;
+}
+
+double lt_cost_model_states_held_bytes(const lt_cost_model *cm, int stage) {
+    double per = cm->optim_bytes / shard_div(cm);
+    if (cm->shard == LT_SHARD_FSDP) per += fsdp_block(cm);
+    else per += cm->weight_bytes + (cm->shard == LT_SHARD_ZERO2 ? 0.0 : cm->grad_bytes);
+    return lt_cost_stage_params(cm, stage) * per;
 }
 
 /* ------------------------------------------------------------------ communication */
@@ -380,10 +419,19 @@ double lt_cost_tp_comm_time(const lt_cost_model *cm, double tokens, int collecti
 
 double lt_cost_dp_sync_time(const lt_cost_model *cm, int stage) {
     if (cm->dp <= 1) return 0.0;
-    double bytes = lt_cost_stage_params(cm, stage) * cm->grad_bytes;
+    double params = lt_cost_stage_params(cm, stage);
     /* ranks are ordered TP, PP, DP: the DP peers share a node only when the whole layout fits one */
     bool intra = (long)cm->tp * cm->pp * cm->dp <= cm->hw.gpus_per_node;
-    return 2.0 * ring_time(bytes, cm->dp, intra, &cm->hw); /* reduce-scatter + all-gather */
+    if (cm->shard == LT_SHARD_NONE) /* an all-reduce: reduce-scatter + all-gather of the gradients */
+        return 2.0 * ring_time(params * cm->grad_bytes, cm->dp, intra, &cm->hw);
+    return ring_time(params * cm->grad_bytes, cm->dp, intra, &cm->hw) +
+           ring_time(params * cm->weight_bytes, cm->dp, intra, &cm->hw);
+}
+
+double lt_cost_dp_bytes(const lt_cost_model *cm, int stage) {
+    if (cm->dp <= 1) return 0.0;
+    double part = lt_cost_stage_params(cm, stage) * (cm->dp - 1) / cm->dp;
+    return cm->shard == LT_SHARD_NONE ? 2.0 * part * cm->grad_bytes : part * (cm->grad_bytes + cm->weight_bytes);
 }
 
 /* TP collectives per layer part, forward and backward, as the trainer runs them

@@ -72,6 +72,27 @@
 #include "plans/schedule/schedule.h" /* lt_slice, lt_op, lt_schedule */
 #include "plans/schedule/sim.h"      /* lt_sim_costs, lt_op_cost */
 
+/* How a stage's model states are sharded over its dp ranks (parallel.shard; ZeRO, Rajbhandari
+ * et al. 2020 5; FSDP2 as the PP reference runs it). Every mode keeps a stage's parameters
+ * and gradients whole for the step: its micro-batches' gradients accumulate into them, and
+ * our DP ranks run different numbers of micro-batches (the long tail), so no per-micro-batch
+ * collective can match across them (docs/cost-model.md "Sharded data parallelism").
+ *   NONE  every rank holds every model state; gradients all-reduced.
+ *   ZERO1 the optimizer states (AdamW moments; the fp32 master on a GPU) in 1/dp blocks;
+ *         gradients reduce-scattered, each rank updates its block, the weights all-gathered.
+ *   ZERO2 also the gradients: after the step's reduce-scatter a rank keeps its block only.
+ *   FSDP  also the weights (ZeRO-3 with reshard_after_forward = false, the PP reference's
+ *         default): between steps a rank holds 1/dp of everything; the weights are
+ *         all-gathered before the step's first forward, the gradients reduce-scattered after
+ *         its last backward. */
+typedef enum lt_shard { LT_SHARD_NONE, LT_SHARD_ZERO1, LT_SHARD_ZERO2, LT_SHARD_FSDP, LT_SHARD_COUNT } lt_shard;
+
+/* "none", "zero1", "zero2", "fsdp". */
+const char *lt_shard_name(lt_shard s);
+/* parallel.shard, with parallel.zero1 = true (the older key) meaning zero1 beside shard =
+ * none (its default) or zero1: LT_ERR_CONFIG naming both beside zero2 or fsdp. */
+lt_status lt_shard_from_config(const lt_config *cfg, lt_shard *out, lt_error *err);
+
 typedef struct lt_cost_model {
     lt_model_shape model;
     lt_hardware hw;
@@ -86,7 +107,7 @@ typedef struct lt_cost_model {
                                 (docs/cost-model.md, "Context parallelism"). The gradient
                                 synchronisation and ZeRO-1 still span all dp ranks (CP peers hold
                                 the same weights; Megatron reduces over the DP x CP group) */
-    bool zero1;              /* optimizer states sharded over the dp ranks (ZeRO-1) */
+    lt_shard shard;          /* how the model states are sharded over the dp ranks (lt_shard) */
     /* precision (bytes); lt_cost_model_init takes them from the profile (its optional keys,
        plans/cost/hardware.h), with the defaults shown (GPU mixed precision; fp32 where the
        profile's act_bytes >= 4) */
@@ -135,7 +156,7 @@ typedef struct lt_cost_model {
 lt_status lt_cost_model_init(lt_cost_model *cm, const lt_model_shape *m, const lt_hardware *hw, int pp, int tp,
                              int dp, lt_error *err);
 
-/* The same from a config: [model] (lt_model_from_config), [parallel] pp tp dp zero1,
+/* The same from a config: [model] (lt_model_from_config), [parallel] pp tp dp shard (zero1),
  * [plan] hardware (lt_hardware_load with hardware_dir, may be NULL) and mem. cp = 1 (the
  * planner chooses the context-parallel degree, parallel.max_cp bounding it). */
 lt_status lt_cost_model_from_config(lt_cost_model *cm, const lt_config *cfg, const char *hardware_dir,
@@ -205,8 +226,15 @@ double lt_cost_layer_params(const lt_cost_model *cm);
 /* Parameters per GPU of stage `stage` under the uniform layer split (lt_schedule_stage_layers):
  * its layers, the embedding on stage 0, the final norm and LM head on head_stage. */
 double lt_cost_stage_params(const lt_cost_model *cm, int stage);
-/* Model-state bytes of a stage: params x (weight + grad + optim / (zero1 ? dp : 1)). */
+/* Model-state bytes of a stage during a step, its peak (docs/cost-model.md "Memory"):
+ * params x (weight + grad + optim) with optim / dp under every sharded mode, and under fsdp
+ * the rank's block of the weights beside their gathered whole where the weights are their
+ * own master (weight_bytes >= 4: the CPU trainer's fp32). */
 double lt_cost_model_states_bytes(const lt_cost_model *cm, int stage);
+/* The model-state bytes a rank of the stage holds between steps (after the update): as
+ * during the step without sharding and with zero1; zero2 drops the gradients; fsdp holds
+ * 1/dp of the master weights and the optimizer states. */
+double lt_cost_model_states_held_bytes(const lt_cost_model *cm, int stage);
 
 /* ------------------------------------------------------------------ communication */
 
@@ -226,9 +254,16 @@ int lt_cost_tp_collectives(const lt_cost_model *cm, const lt_op *op);
  * the op's tokens (over slices[0..n), per CP member: / cp) x h x act_bytes. What the
  * trainer's communicator counts (train/dist/comm.h lt_comm_bytes). */
 double lt_cost_tp_bytes(const lt_cost_model *cm, const lt_slice *slices, size_t n, const lt_op *op, int cp);
-/* Gradient synchronisation of a stage at the end of a step: ring all-reduce (or ZeRO-1's
- * reduce-scatter + all-gather, the same volume) of its gradients over dp ranks; 0 when dp = 1. */
+/* Gradient synchronisation of a stage in a step over its dp ranks (0 when dp = 1): a ring
+ * all-reduce of its gradients without sharding; a reduce-scatter of the gradients and an
+ * all-gather of the weights (weight_bytes) under zero1, zero2 and fsdp (fsdp's all-gather
+ * before the step's first forward, the others' after the update). */
 double lt_cost_dp_sync_time(const lt_cost_model *cm, int stage);
+/* The bytes one DP rank of the stage sends in that synchronisation, as a ring sends them:
+ * 2 (dp - 1) / dp x params x grad_bytes without sharding, (dp - 1) / dp x params x
+ * (grad_bytes + weight_bytes) with it; what the trainer's communicator counts (train/dist/comm.h
+ * lt_comm_bytes, its DP kinds). 0 when dp = 1. */
+double lt_cost_dp_bytes(const lt_cost_model *cm, int stage);
 
 /* ------------------------------------------------------------------ ops */
 

@@ -250,7 +250,7 @@ static void test_schema_contract_keys(void **state) {
         {"run", "log_level", LT_CONFIG_ENUM},    {"data", "max_doc_bytes", LT_CONFIG_SIZE},
         {"train", "lr", LT_CONFIG_DOUBLE},       {"train", "backend", LT_CONFIG_ENUM},
         {"slurm", "requeue", LT_CONFIG_BOOL},    {"slurm", "max_concurrent", LT_CONFIG_INT},
-        {"parallel", "zero1", LT_CONFIG_BOOL},
+        {"parallel", "zero1", LT_CONFIG_BOOL},   {"parallel", "shard", LT_CONFIG_ENUM},
     };
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
         const lt_config_key *k = lt_config_find_key(need[i].section, need[i].key);
@@ -599,7 +599,7 @@ static void test_unknown_key(void **state) {
         {"[plan]\nzzzzzz = 1\n", "unknown key 'zzzzzz' in section [plan]",
          "keys of [plan]: strategy global_batch context_len hardware mem seed steps sample_policy chunk_size chunkflow_k seq1f1b_slices infinipipe_slices micropacks dp_merge_margin milp_time_limit milp_gap milp_max_nodes"},
         {"[parallel]\nx = 1\n", "unknown key 'x' in section [parallel]",
-         "keys of [parallel]: dp pp tp max_cp zero1"},
+         "keys of [parallel]: dp pp tp max_cp shard zero1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lt_config *cfg = lt_config_new();
@@ -940,6 +940,7 @@ static const char expected_dump[] =
         "pp = 1                                  ; default\n"
         "tp = 1                                  ; default\n"
         "max_cp = 1                              ; default\n"
+        "shard = none                            ; default\n"
         "zero1 = false                           ; default\n"
         "\n"
         "[plan]\n"

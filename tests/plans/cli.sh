@@ -268,7 +268,7 @@ check "layout --gpus eight" 2 "" "--gpus 'eight': want a positive integer" -- la
 check "layout with a lengths file that does not parse names file:line" 1 "" "bad.txt:2" \
   -- "${LAYOUT[@]}" --lengths "$tmp/bad.txt"
 check "layout with a missing lengths file names it" 1 "" "nowhere.txt" -- "${LAYOUT[@]}" --lengths "$tmp/nowhere.txt"
-check "layout with an unknown shard mode lists the modes" 2 "" "unknown mode 'zero3' \(the modes: none, zero1\)" \
+check "layout with an unknown shard mode lists the modes" 2 "" "unknown mode 'zero3' \(the modes: none, zero1, zero2, fsdp\)" \
   -- "${LAYOUT[@]}" --shard none,zero3
 check "layout with an unknown strategy" 2 "" "unknown strategy 'slimpak'" -- "${LAYOUT[@]}" --strategies slimpak
 # The table: ranked by step time, every row a layout of the 8 GPUs, cp at most dp, MFU in
@@ -304,6 +304,9 @@ else
   echo "not ok $n - $PROG: layout tsv: ok, not_planned, refused '$got' (want '10 20 0 ok')"
   sed 's/^/# /' "$tmp/out" | head -20; fails=$((fails + 1))
 fi
+check "layout --shard zero2,fsdp: candidates in those modes (parallel.shard)" 0 \
+  "^ +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +(zero2|fsdp) +slimpack +[0-9.]+" "" \
+  -- "${LAYOUT[@]}" --shard zero2,fsdp --strategies slimpack -q
 check "layout: a layout whose dp exceeds the global batch is refused, saying so" 0 \
   "^ +1 +1 +8 +zero1 +all +dp = 8 is more than plan.global_batch = 4" "" \
   -- "${LAYOUT[@]}" --set plan.global_batch=4 --strategies megatron,chunkflow -q

@@ -67,7 +67,7 @@ static inline lt_plan_config config_of_shape(const lt_model_shape *m, int dp, in
         fprintf(stderr, "cost model %s: %s\n", m->name ? m->name : "(unnamed)", err.what);
         exit(1);
     }
-    pc.cm.zero1 = true;
+    pc.cm.shard = LT_SHARD_ZERO1;
     if (mem_gib > 0) pc.cm.mem_cap = mem_gib * GIB;
     pc.strategy = LT_STRATEGY_MEGATRON;
     pc.context_len = context;

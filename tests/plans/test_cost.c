@@ -443,10 +443,35 @@ static void test_memory_terms_are_optional_profile_keys(void **state) {
     assert_rel_close(lt_cost_model_states_bytes(&b, 1), 16 * p1, 1e-15);
     assert_rel_close(lt_cost_model_states_bytes(&c, 1), 16 * p1, 1e-15);
     assert_rel_close(lt_cost_model_states_bytes(&z, 1), 16 * p1, 1e-15);
-    a.zero1 = b.zero1 = true; /* ZeRO-1 divides the optimizer states: 6 + 12/4, 8 + 8/4 */
+    a.shard = b.shard = LT_SHARD_ZERO1; /* ZeRO-1 divides the optimizer states: 6 + 12/4, 8 + 8/4 */
     assert_rel_close(lt_cost_model_states_bytes(&a, 1), 9 * p1, 1e-15);
     assert_rel_close(lt_cost_model_states_bytes(&b, 1), 10 * p1, 1e-15);
-    a.zero1 = b.zero1 = false;
+    assert_rel_close(lt_cost_model_states_held_bytes(&b, 1), 10 * p1, 1e-15);
+    /* zero2: the same peak (the step's gradients whole), no gradients between steps */
+    a.shard = b.shard = LT_SHARD_ZERO2;
+    assert_rel_close(lt_cost_model_states_bytes(&a, 1), 9 * p1, 1e-15);
+    assert_rel_close(lt_cost_model_states_bytes(&b, 1), 10 * p1, 1e-15);
+    assert_rel_close(lt_cost_model_states_held_bytes(&a, 1), 5 * p1, 1e-15);  /* 2 + 12/4 */
+    assert_rel_close(lt_cost_model_states_held_bytes(&b, 1), 6 * p1, 1e-15);  /* 4 + 8/4 */
+    /* fsdp: fp32 weights keep their block beside the whole (4/4 more); a bf16 backend's
+     * master is in its optimizer states. Between steps 1/dp of everything */
+    a.shard = b.shard = LT_SHARD_FSDP;
+    assert_rel_close(lt_cost_model_states_bytes(&a, 1), 9 * p1, 1e-15);
+    assert_rel_close(lt_cost_model_states_bytes(&b, 1), 11 * p1, 1e-15);
+    assert_rel_close(lt_cost_model_states_held_bytes(&a, 1), 3 * p1, 1e-15);  /* 12/4 */
+    assert_rel_close(lt_cost_model_states_held_bytes(&b, 1), 3 * p1, 1e-15);  /* (4 + 8)/4 */
+    a.shard = LT_SHARD_NONE;
+    assert_rel_close(lt_cost_model_states_held_bytes(&a, 1), 18 * p1, 1e-15);
+    /* the DP traffic: an all-reduce of the gradients, or their reduce-scatter and the
+     * weights' all-gather (bf16: 4 + 2 bytes a parameter instead of 4 + 4) */
+    double none_a = lt_cost_dp_sync_time(&a, 1), none_b = (b.shard = LT_SHARD_NONE, lt_cost_dp_sync_time(&b, 1));
+    assert_true(none_a > 0);
+    for (int k = LT_SHARD_ZERO1; k < LT_SHARD_COUNT; k++) {
+        a.shard = b.shard = (lt_shard)k;
+        assert_true(lt_cost_dp_sync_time(&a, 1) < none_a);
+        assert_rel_close(lt_cost_dp_sync_time(&b, 1), none_b, 1e-15);
+    }
+    a.shard = b.shard = LT_SHARD_NONE;
     assert_rel_close(a.reserved_bytes, 2 * GIB, 0);
     assert_true(c.reserved_bytes == 0);
     lt_sim_costs ca = lt_cost_sim_costs(&a), cc = lt_cost_sim_costs(&c);
@@ -1124,7 +1149,7 @@ static void test_model_states_of_llama_7b(void **state) {
     assert_rel_close(lt_cost_stage_params(&cm, 0), 6738415616.0, 1e-15);
     assert_rel_close(lt_cost_model_states_bytes(&cm, 0), 18 * 6738415616.0, 1e-15);
     assert_rel_close(lt_cost_model_states_bytes(&cm, 0), 18 * 6.7e9, 0.01); /* ~121 GB */
-    cm.zero1 = true;
+    cm.shard = LT_SHARD_ZERO1;
     assert_rel_close(lt_cost_model_states_bytes(&cm, 0), (6 + 12.0 / 8) * 6738415616.0, 1e-15);
     /* pp = 4: the stages add up to the whole; the embedding is on 0, the head on 3 */
     lt_cost_model p4 = model_on("llama-7b", "h200", 4, 1, 1);
@@ -1784,7 +1809,7 @@ static void test_cost_model_from_config(void **state) {
     assert_int_equal(cm.pp, 4);
     assert_int_equal(cm.tp, 2);
     assert_int_equal(cm.dp, 4);
-    assert_true(cm.zero1);
+    assert_int_equal(cm.shard, LT_SHARD_ZERO1);
     assert_string_equal(cm.hw.name, "a800-80g");
     assert_rel_close(cm.mem_cap, 60 * GIB, 0);
     assert_int_equal(cm.stages_per_node, 4);
@@ -1795,7 +1820,7 @@ static void test_cost_model_from_config(void **state) {
     assert_int_equal(lt_cost_model_from_config(&cm, def, hw_dir, &err), LT_OK);
     assert_string_equal(cm.hw.name, "h200");
     assert_rel_close(cm.mem_cap, 140 * GIB, 0);
-    assert_false(cm.zero1);
+    assert_int_equal(cm.shard, LT_SHARD_NONE);
     /* errors pass through */
     lt_cost_model full = cm;
     assert_int_equal(lt_cost_model_from_config(&full, cfg, hw_dir, &err), LT_OK);
@@ -1806,7 +1831,7 @@ static void test_cost_model_from_config(void **state) {
      * stage and TP bytes as the model with its profile */
     if (lt_cost_counts_from_config(&cm, cfg, &err) != LT_OK) fail_msg("%s (%s)", err.what, err.where);
     assert_int_equal(cm.tp, 2);
-    assert_true(cm.zero1);
+    assert_int_equal(cm.shard, LT_SHARD_ZERO1);
     assert_rel_close(cm.mem_cap, 60 * GIB, 0);
     lt_slice s = {0, 0, 4096};
     lt_op f = op_of(LT_OP_F, LT_PART_ALL, 0, 10, 0), b = op_of(LT_OP_B, LT_PART_ALL, 0, 10, 0);
@@ -1820,6 +1845,27 @@ static void test_cost_model_from_config(void **state) {
     assert_non_null(strstr(err.what, "tp = 3"));
     lt_config_free(cfg);
     lt_config_free(def);
+    /* parallel.shard, and parallel.zero1 = true as its older spelling */
+    struct {
+        const char *shard, *zero1;
+        lt_status st;
+        lt_shard want;
+    } cases[] = {{NULL, NULL, LT_OK, LT_SHARD_NONE},          {"fsdp", NULL, LT_OK, LT_SHARD_FSDP},
+                 {"zero2", "false", LT_OK, LT_SHARD_ZERO2},  {NULL, "true", LT_OK, LT_SHARD_ZERO1},
+                 {"zero1", "true", LT_OK, LT_SHARD_ZERO1},   {"fsdp", "true", LT_ERR_CONFIG, LT_SHARD_NONE},
+                 {"zero2", "true", LT_ERR_CONFIG, LT_SHARD_NONE}, {"none", "true", LT_OK, LT_SHARD_ZERO1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lt_config *c = lt_config_new();
+        char set[64];
+        lt_shard got = LT_SHARD_COUNT;
+        if (cases[i].shard) snprintf(set, sizeof set, "parallel.shard=%s", cases[i].shard), lt_config_set(c, set, &err);
+        if (cases[i].zero1) snprintf(set, sizeof set, "parallel.zero1=%s", cases[i].zero1), lt_config_set(c, set, &err);
+        assert_int_equal(lt_shard_from_config(c, &got, &err), cases[i].st);
+        if (cases[i].st == LT_OK) assert_int_equal(got, cases[i].want);
+        else assert_non_null(strstr(err.what, "parallel.zero1 = true and parallel.shard = ")), assert_non_null(strstr(err.hint, "drop parallel.zero1"));
+        lt_config_free(c);
+    }
+    assert_string_equal(lt_shard_name(LT_SHARD_FSDP), "fsdp");
 }
 
 /* ================================================================== issue 16: context K/V */

@@ -182,19 +182,61 @@ else
   notok "a checkpoint in parts" "$tmp/mpi22/ckpt-00000010.d/manifest.txt"
 fi
 
-# ZeRO-1: each DP rank keeps the moments of half its stage's tensors; the same parameters,
-# and a run stopped after step 6 and resumed ends with the same parts
-Z=("${T[@]}" --set parallel.dp=2 --set parallel.pp=2 --set parallel.zero1=true --db "$tmp/t22.db")
+# Sharded data parallelism (parallel.shard): zero1, through its older key parallel.zero1,
+# keeps the moments of half its stage's tensors on each DP rank: the same parameters, and a
+# run stopped after step 6 and resumed ends with the same parts. zero2 (no gradients between
+# steps) and fsdp (half the weights between steps, all-gathered before each step) train
+# bit-identically to zero1, fsdp resumed too; each reports its model states between steps
+# against the cost model's and its resident memory falling as it releases them
+plan z22 slimpack 2 2 --set plan.steps=10 --set parallel.zero1=true
+Z=("${T[@]}" --set parallel.dp=2 --set parallel.pp=2 --set parallel.zero1=true --db "$tmp/z22.db")
 "${MPIRUN[@]}" 4 "$TRAINER" train "${Z[@]}" --out "$tmp/z" >"$tmp/z.out" 2>"$tmp/z.err"
 "${MPIRUN[@]}" 4 "$TRAINER" train "${Z[@]}" --set train.checkpoint_every=4 --steps 6 --out "$tmp/zr" >/dev/null 2>&1
 "${MPIRUN[@]}" 4 "$TRAINER" train "${Z[@]}" --out "$tmp/zr" --resume >"$tmp/zr.out" 2>"$tmp/zr.err"
 d=$(params_diff "$tmp/mpi22/ckpt-00000010.d" "$tmp/z/ckpt-00000010.d")
-if grep -q 'ZeRO-1: each DP rank holds the AdamW moments of 1/2' "$tmp/z.err" && [ -n "$d" ] &&
-   awk -v d="$d" 'BEGIN { exit !(d <= 1e-6) }' && cmp -s "$tmp/z/ckpt-00000010.d/stage-0.bin" "$tmp/zr/ckpt-00000010.d/stage-0.bin" &&
-   cmp -s "$tmp/z/ckpt-00000010.d/stage-1.bin" "$tmp/zr/ckpt-00000010.d/stage-1.bin"; then
-  ok "ZeRO-1 (parallel.zero1): moments sharded over the DP ranks, parameters as without it ($d), resumed bit-exactly"
+same_parts() { cmp -s "$1/ckpt-00000010.d/stage-0.bin" "$2/ckpt-00000010.d/stage-0.bin" &&
+  cmp -s "$1/ckpt-00000010.d/stage-1.bin" "$2/ckpt-00000010.d/stage-1.bin"; }
+if grep -q 'parallel.shard = zero1: each DP rank holds the AdamW moments of 1/2' "$tmp/z.err" && [ -n "$d" ] &&
+   awk -v d="$d" 'BEGIN { exit !(d <= 1e-6) }' && same_parts "$tmp/z" "$tmp/zr"; then
+  ok "ZeRO-1 (parallel.zero1 = true): moments sharded over the DP ranks, parameters as without it ($d), resumed bit-exactly"
 else
   notok "ZeRO-1: the same training, resumable (difference '$d')" "$tmp/z.err" "$tmp/zr.err"
+fi
+# rank 0's resident memory fell by (bytes) releasing the step's buffers, per mode
+fell() { sed -n 's/.*held_rel_err=0\.000e+00; its resident memory fell by \([0-9]*\) bytes.*/\1/p' "$1" | head -1; }
+for mode in zero2 fsdp; do
+  plan "$mode" slimpack 2 2 --set plan.steps=10 --set parallel.shard=$mode
+  S=("${T[@]}" --set parallel.dp=2 --set parallel.pp=2 --set parallel.shard=$mode --db "$tmp/$mode.db")
+  "${MPIRUN[@]}" 4 "$TRAINER" train "${S[@]}" --out "$tmp/$mode" >"$tmp/$mode.out" 2>"$tmp/$mode.err"
+  if [ $mode = fsdp ]; then
+    "${MPIRUN[@]}" 4 "$TRAINER" train "${S[@]}" --set train.checkpoint_every=4 --steps 6 --out "$tmp/fr" >/dev/null 2>&1
+    "${MPIRUN[@]}" 4 "$TRAINER" train "${S[@]}" --out "$tmp/fr" --resume >"$tmp/fr.out" 2>"$tmp/fr.err"
+  fi
+  f0=$(fell "$tmp/z.err") f=$(fell "$tmp/$mode.err")
+  if same_parts "$tmp/z" "$tmp/$mode" && { [ $mode != fsdp ] || same_parts "$tmp/z" "$tmp/fr"; } &&
+     [ -n "$f0" ] && [ -n "$f" ] && [ "$f0" -gt 0 ] && [ "$f" -gt "$f0" ]; then
+    ok "parallel.shard = $mode: the parameters of zero1 bit for bit$([ $mode = fsdp ] && echo ', resumed too'); model states between steps as the cost model's, resident memory falling by $f bytes (zero1: $f0)"
+  else
+    notok "parallel.shard = $mode trains as zero1 and releases more (fell '$f', zero1 '$f0')" "$tmp/$mode.err" "$tmp/fr.err"
+  fi
+done
+# the bytes of the gradient synchronisation, counted by the communicator each step, against
+# the cost model's lt_cost_dp_bytes (an all-reduce without sharding; a reduce-scatter and an
+# all-gather with it)
+if grep -q 'dp_bytes_rel_err=0.000e+00' "$tmp/mpi22.err" && grep -q 'dp_bytes_rel_err=0.000e+00' "$tmp/z.err" &&
+   grep -q 'dp_bytes_rel_err=0.000e+00' "$tmp/zero2.err" && grep -q 'dp_bytes_rel_err=0.000e+00' "$tmp/fsdp.err"; then
+  ok "DP bytes of every step equal the cost model's, parallel.shard none, zero1, zero2 and fsdp"
+else
+  notok "DP bytes of every step equal the cost model's" "$tmp/mpi22.err" "$tmp/z.err" "$tmp/fsdp.err"
+fi
+# the plans' shard mode is the run's: their memory check priced it
+if "${MPIRUN[@]}" 4 "$TRAINER" train "${T[@]}" --set parallel.dp=2 --set parallel.pp=2 --set parallel.shard=fsdp \
+     --db "$tmp/t22.db" --out "$tmp/mis" >"$tmp/mis.out" 2>"$tmp/mis.err"; then
+  notok "train --db refuses plans made for another parallel.shard" "$tmp/mis.err"
+elif grep -q "parallel.shard = fsdp, but the plans of .*t22.db were made for parallel.shard = none" "$tmp/mis.err"; then
+  ok "train --db refuses plans made for another parallel.shard, naming both"
+else
+  notok "the refusal of plans made for another parallel.shard names both" "$tmp/mis.err"
 fi
 
 # ---- faults: SIGKILL one rank mid-run, then --resume; SIGUSR2

@@ -194,7 +194,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     bool bf16 = c->tbe || dev; /* compared by relative norm within GPU_TOLERANCE */
     if (st == LT_OK && !c->comm) st = lt_exec_step(rm, &p, smp, &c->va, &es, c->pool, err);
     if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
-        st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, c->xm, &p, 25, false, err);
+        st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, c->xm, &p, 25, LT_SHARD_NONE, err);
         c->dist_ready = st == LT_OK;
         lt_exec_hooks hooks = {.ctx = &c->dist, .grads_final = lt_dist_layer_final}; /* as train --db */
         float *g = dev ? c->dg : c->gr; /* the GPU's: fp32 device gradients, downloaded once reduced */

@@ -31,11 +31,13 @@
  * agree on the signal after each step (an all-reduce), so they stop at the same step.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lib/cli.h"             /* lt_cli_option_value */
 #include "lib/config.h"          /* lt_config_get_* */
@@ -50,6 +52,7 @@
 #include "train/exec/exec.h"     /* lt_exec_step */
 #include "train/io/metrics.h"    /* lt_metrics_append, lt_metrics_svg */
 #include "train/model/optim.h"   /* lt_optim_config, lt_adamw */
+#include "plans/cost/cost.h"     /* lt_shard, lt_cost_counts_from_config: model states as the planner prices them */
 #include "plans/store/store.h"   /* lt_store_open, lt_store_get_step, lt_store_steps */
 
 typedef struct train_args {
@@ -178,8 +181,13 @@ typedef struct train_loop {
     /* distributed (--db under a launcher) */
     lt_comm *comm;
     lt_dist dist;
-    bool dist_ready, rank0, zero1;
-    lt_adamw *opt; /* the optimizer (ZeRO-1 hands its moments to dist) */
+    bool dist_ready, rank0;
+    lt_shard shard;     /* parallel.shard */
+    lt_cost_model held; /* counts only, the CPU trainer's bytes: model states between steps */
+    bool held_shown;
+    double dp_worst; /* the DP bytes each step sent against lt_cost_dp_bytes: largest error */
+    int dp_steps;
+    lt_adamw *opt; /* the optimizer (sharded: it hands its moments to dist) */
     lt_backend *be; /* train.backend = cuda: the GPU (NULL: the CPU fp32 reference) */
     lt_llama table; /* distributed: the whole model's tensor table (no parameters), at this
                        rank's tp: every stage's parameter count for the measured memory */
@@ -332,13 +340,18 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
         if (L->dist_ready) {
             s = lt_dist_check_plan(&L->dist, &p, err);
         } else {
-            s = lt_dist_init(&L->dist, L->comm, L->m, &p, L->bucket_mb, L->zero1, err);
-            if (s == LT_OK) s = lt_dist_take_moments(&L->dist, L->opt, err); /* ZeRO-1: this rank's shard only */
-            if (s == LT_OK && L->rank0 && L->dist.zero1)
-                LT_INFO("ZeRO-1: each DP rank holds the AdamW moments of 1/%d of its stage's parameters", L->dist.dp);
+            s = lt_dist_init(&L->dist, L->comm, L->m, &p, L->bucket_mb, L->shard, err);
+            if (s == LT_OK) s = lt_dist_take_moments(&L->dist, L->opt, err); /* sharded: this rank's shard only */
+            if (s == LT_OK && L->rank0 && L->dist.sharded)
+                LT_INFO("parallel.shard = %s: each DP rank holds the AdamW moments of 1/%d of its stage's parameters%s",
+                        lt_shard_name(L->dist.shard), L->dist.dp,
+                        L->dist.shard == LT_SHARD_FSDP    ? ", and between steps 1/dp of its weights, no gradients"
+                        : L->dist.shard == LT_SHARD_ZERO2 ? ", and no gradients between steps"
+                                                          : "");
             L->dist_ready = s == LT_OK;
         }
         lt_exec_hooks hooks = {.ctx = &L->dist, .grads_final = lt_dist_layer_final};
+        if (s == LT_OK) s = lt_dist_unshard(&L->dist, L->m, L->m->params, err); /* fsdp: the weights whole */
         if (s == LT_OK) lt_dist_bind(&L->dist, L->m, L->grads);
         if (s == LT_OK) lt_dist_set_device_grads(&L->dist, L->be != NULL); /* NCCL all-reduces, bucketed */
         if (s == LT_OK) s = lt_exec_step_rank(L->m, &p, smp, L->g, &es, L->pool, L->comm, &hooks, err);
@@ -371,9 +384,11 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
          * counts the passes' device allocations in device bytes (2 per bf16 element). */
         double peak = 0, per_param = L->be ? 10.0 : 8.0;
         for (int g = 0; L->rank0 && g < es.n_stages; g++) {
-            double zdp = L->comm && L->dist.zero1 ? (double)L->dist.dp : 1.0;
+            double zdp = L->comm && L->dist.sharded ? (double)L->dist.dp : 1.0;
+            /* fsdp: the block of the weights kept beside their gathered whole (lt_cost_model_states_bytes) */
+            double block = L->comm && L->dist.shard == LT_SHARD_FSDP ? 4.0 / zdp : 0.0;
             const lt_llama *tm = L->table.n_tensors ? &L->table : L->m; /* every stage's tensors */
-            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(tm, &p, g) * (per_param + 8.0 / zdp));
+            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(tm, &p, g) * (per_param + 8.0 / zdp + block));
             if ((double)es.stage_peak_bytes[g] > peak) peak = (double)es.stage_peak_bytes[g];
         }
         r->predicted_peak = p.peak_mem, r->measured_peak = peak;
@@ -392,9 +407,9 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
 static lt_status save(const train_loop *L, const char *dir, const lt_llama *m, const lt_adamw *opt,
                       const lt_ckpt_state *st, int keep, lt_error *err) {
     if (L->comm && L->dist_ready) { /* in parts, a manifest last (train/io/ckpt.h) */
-        lt_adamw whole = {0}; /* ZeRO-1: the stage's moments from its DP ranks' shards */
-        lt_status s = L->dist.zero1 ? lt_dist_gather_moments(&L->dist, m, opt, &whole, err) : LT_OK;
-        const lt_adamw *o = L->dist.zero1 ? &whole : opt;
+        lt_adamw whole = {0}; /* sharded: the stage's moments from its DP ranks' shards */
+        lt_status s = L->dist.sharded ? lt_dist_gather_moments(&L->dist, m, opt, &whole, err) : LT_OK;
+        const lt_adamw *o = L->dist.sharded ? &whole : opt;
         /* tensor parallelism: the stage's writer takes the whole tensors from its TP group,
          * so a part holds the bytes a tp = 1 run writes (any tp resumes from it) */
         lt_llama full = {0};
@@ -454,11 +469,79 @@ static lt_status rank_part(train_loop *L, lt_llama *m, lt_adamw *opt, lt_tp_ops 
     return s;
 }
 
+/* The plans' cost model for counting (lt_cost_counts_from_config) with the CPU trainer's
+ * bytes (fp32 weights and gradients, AdamW's two moments). The plans' shard mode must be
+ * this run's: their memory check priced it. */
+static lt_status held_model(train_loop *L, const lt_config *run_cfg, lt_error *err) {
+    lt_run_info run = {0};
+    lt_config *cfg = lt_config_new();
+    lt_status s = cfg ? lt_store_run_info(L->store, &run, err) : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    if (s == LT_OK) s = lt_config_load_string(cfg, run.config ? run.config : "", L->db_path, err);
+    if (s == LT_OK) s = lt_cost_counts_from_config(&L->held, cfg, err);
+    if (s != LT_OK) lt_error_prefix(err, "the cost model of the plans' config: ");
+    if (s == LT_OK && L->held.shard != L->shard) {
+        const char *key = L->shard == LT_SHARD_ZERO1 && !strcmp(lt_config_get_string(run_cfg, "parallel", "shard"), "none") ? "zero1" : "shard";
+        s = lt_fail(err, LT_ERR_CONFIG, lt_config_origin(run_cfg, "parallel", key),
+                    "parallel.shard = %s, but the plans of %s were made for parallel.shard = %s", lt_shard_name(L->shard),
+                    L->db_path, lt_shard_name(L->held.shard));
+        lt_error_hint(err, "plan and train with the same parallel.shard: its memory is part of each plan");
+    }
+    if (s == LT_OK) L->held.weight_bytes = 4, L->held.grad_bytes = 4, L->held.optim_bytes = 8;
+    lt_run_info_free(&run);
+    lt_config_free(cfg);
+    return s;
+}
+
+/* The bytes this rank has sent in DP collectives (lt_comm_bytes). */
+static double dp_bytes(const lt_comm *c) {
+    return c ? lt_comm_bytes(c, LT_COMM_BYTES_DP_ALLREDUCE) + lt_comm_bytes(c, LT_COMM_BYTES_DP_REDUCE_SCATTER) +
+                   lt_comm_bytes(c, LT_COMM_BYTES_DP_ALLGATHER)
+             : 0.0;
+}
+
+/* Rank 0's DP bytes of a step against the cost model's (lt_cost_dp_bytes of its stage): the
+ * first step's logged, the largest error kept for the end. */
+static void dp_check(train_loop *L, double sent) {
+    if (!L->rank0 || L->dist.dp < 2) return;
+    double want = lt_cost_dp_bytes(&L->held, 0), e = want > 0 ? fabs(sent - want) / want : 1.0;
+    if (L->dp_steps++ == 0)
+        LT_INFO("DP traffic of a step (parallel.shard = %s): rank 0 sent %.0f bytes in its gradient synchronisation, "
+                "the cost model %.0f", lt_shard_name(L->dist.shard), sent, want);
+    if (e > L->dp_worst) L->dp_worst = e;
+}
+
+/* This process's resident memory (/proc/self/statm), 0 where it cannot be read. */
+static double resident_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, resident = 0;
+    int got = f ? fscanf(f, "%llu %llu", &size, &resident) : 0;
+    if (f) fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return got == 2 && page > 0 ? (double)resident * (double)page : 0.0;
+}
+
+/* Between steps: what the shard mode releases (lt_dist_release); the first time, rank 0's
+ * model-state bytes then against the cost model's (lt_cost_model_states_held_bytes). */
+static lt_status release(train_loop *L, lt_llama *m, float *grads, lt_error *err) {
+    bool show = L->dist.sharded && !L->held_shown && L->rank0 && L->held.pp;
+    double rss0 = show ? resident_bytes() : 0;
+    lt_status s = lt_dist_release(&L->dist, m, m->params, grads, err);
+    if (s != LT_OK || !show) return s;
+    L->held_shown = true;
+    double held = lt_dist_held_bytes(&L->dist, m->n_params), want = lt_cost_model_states_held_bytes(&L->held, 0);
+    LT_INFO("model states between steps (parallel.shard = %s): rank 0 holds %.0f bytes, the cost model %.0f; "
+            "held_rel_err=%.3e; its resident memory fell by %.0f bytes releasing the step's buffers",
+            lt_shard_name(L->dist.shard), held, want, want > 0 ? fabs(held - want) / want : 1.0, rss0 - resident_bytes());
+    return s;
+}
+
 /* --db: open the plans, check them against the model, list their steps. */
-static lt_status open_plans(const char *db, const lt_llama *m, int tp, train_loop *L, lt_error *err) {
+static lt_status open_plans(const char *db, const lt_llama *m, int tp, const lt_config *cfg, train_loop *L,
+                            lt_error *err) {
     L->db_path = db;
     lt_status s = lt_cmd_open_plans(db, m, tp, &L->store, err);
     if (s == LT_OK) s = lt_store_steps(L->store, &L->steps, &L->n_steps, err);
+    if (s == LT_OK) s = held_model(L, cfg, err);
     if (s == LT_OK && L->n_steps == 0) s = lt_fail(err, LT_ERR_INPUT, db, "the plan file holds no step");
     return s;
 }
@@ -496,26 +579,28 @@ int train_command(lt_cli_ctx *ctx) {
     lt_ckpt_state st;
     train_loop L = {.m = &m, .batch_docs = batch_docs, .comm = comm, .rank0 = rank0, .bucket_mb = 25};
     lt_config_get_double(ctx->config, "train", "bucket_mb", &L.bucket_mb, NULL);
-    lt_config_get_bool(ctx->config, "parallel", "zero1", &L.zero1, NULL);
     L.opt = &opt;
     float *grads = NULL;
     lt_layer_views *glv = NULL;
     lt_backend *be = NULL; /* train.backend = cuda: the GPU's (NULL: the CPU fp32 reference) */
     int threads = 1;
-    s = lt_mkdir_p(dir, 0777, &err);
+    s = lt_shard_from_config(ctx->config, &L.shard, &err);
+    if (s == LT_OK) s = lt_mkdir_p(dir, 0777, &err);
     if (s == LT_OK) s = start_state(ctx, &a, dir, &m, &opt, &st, &err);
     if (s == LT_OK) s = lt_docs_open(&L.docs, a.data, a.db ? 0 : lt_cmd_context_len(ctx), &err);
     if (s == LT_OK && lt_docs_count(L.docs) == 0) s = lt_fail(&err, LT_ERR_INPUT, a.data, "the dataprep output has no document");
     int tp = comm ? lt_comm_layout_of(comm)->tp : 1;
-    if (s == LT_OK && a.db) s = open_plans(a.db, &m, tp, &L, &err);
+    if (s == LT_OK && a.db) s = open_plans(a.db, &m, tp, ctx->config, &L, &err);
     if (s == LT_OK && a.db && (int64_t)L.n_steps < stop) stop = (int64_t)L.n_steps; /* every stored step, no more */
     if (s == LT_OK && a.db && rank0) s = lt_metrics_trim(dir, st.step, &err); /* a resumed run logs its redone steps again */
     /* under a launcher: the rank's GPU, and NCCL attached for the gradient all-reduces */
     if (s == LT_OK) s = lt_cmd_open_backend_on(ctx, comm, &be, &err);
-    if (s == LT_OK && be && comm && L.zero1) {
-        s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "parallel", "zero1"),
-                    "parallel.zero1 runs on the CPU backend only (train.backend = cuda keeps every moment on the GPU)");
-        lt_error_hint(&err, "set parallel.zero1 = false with train.backend = cuda");
+    if (s == LT_OK && be && comm && L.shard != LT_SHARD_NONE) {
+        const char *key = L.shard == LT_SHARD_ZERO1 && !strcmp(lt_config_get_string(ctx->config, "parallel", "shard"), "none") ? "zero1" : "shard";
+        s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "parallel", key),
+                    "parallel.shard = %s runs on the CPU backend only so far (train.backend = cuda keeps every model "
+                    "state on the GPU)", lt_shard_name(L.shard));
+        lt_error_hint(&err, "set parallel.shard = none with train.backend = cuda");
     }
     if (s == LT_OK && be && tp > 1)
         s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "parallel", "tp"),
@@ -562,6 +647,7 @@ int train_command(lt_cli_ctx *ctx) {
         double t0 = now_s();
         step_result r = {0};
         double lr = lt_lr_at(&oc, st.step);
+        double dp_sent = dp_bytes(comm);
         if (be) be->zero(be, grads, m.n_params * sizeof *grads);
         else memset(grads, 0, m.n_params * sizeof *grads);
         s = a.db ? plan_step(&L, &st, &r, &err) : whole_step(&L, &st, &r, &err);
@@ -584,6 +670,7 @@ int train_command(lt_cli_ctx *ctx) {
             norm = lt_clip_grads(grads, m.n_params, oc.grad_clip);
             lt_adamw_step(&opt, &m, m.params, grads, lr, &oc);
         }
+        if (L.dist_ready && L.held.pp && !be) dp_check(&L, dp_bytes(comm) - dp_sent); /* (NCCL's are not counted) */
         st.step++;
         double dt = now_s() - t0;
         double loss = r.n_predicted > 0 ? r.loss_sum / (double)r.n_predicted : 0;
@@ -614,10 +701,16 @@ int train_command(lt_cli_ctx *ctx) {
         if (s == LT_OK && every > 0 && st.step % every == 0 && st.step < stop) {
             if (be) s = lt_backend_cuda_download(be, &m, &err); /* checkpoints: the fp32 master */
             if (be && s == LT_OK) s = lt_backend_cuda_download_moments(be, &opt, &err);
+            if (s == LT_OK && L.dist_ready) s = lt_dist_unshard(&L.dist, &m, m.params, &err); /* fsdp */
             if (s == LT_OK) s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
             if (s == LT_OK && a.db && rank0) s = lt_metrics_svg(dir, &err);
         }
+        if (s == LT_OK && L.dist_ready && st.step < stop) s = release(&L, &m, grads, &err); /* zero2, fsdp */
     }
+    if (s == LT_OK && L.dist_ready) s = lt_dist_unshard(&L.dist, &m, m.params, &err);
+    if (s == LT_OK && L.dp_steps > 0)
+        LT_INFO("DP traffic against the cost model over %d steps: dp_bytes_rel_err=%.3e (the largest)", L.dp_steps,
+                L.dp_worst);
     if (s == LT_OK && be) s = lt_backend_cuda_download(be, &m, &err);
     if (s == LT_OK && be) s = lt_backend_cuda_download_moments(be, &opt, &err);
     if (s == LT_OK) s = save(&L, dir, &m, &opt, &st, (int)keep, &err);

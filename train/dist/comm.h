@@ -141,14 +141,19 @@ lt_status lt_comm_tp_allgather(lt_comm *c, void *buf, size_t block, size_t whole
 lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, size_t whole, lt_error *err);
 
 /* The bytes this rank has sent in each kind of collective since the communicator was made
- * (a step's: the difference across it), counted as a ring algorithm sends them: (tp - 1) / tp of the
- * data of an all-gather or a reduce-scatter (its `whole`, without the blocks' padding),
- * 2 (tp - 1) / tp of an all-reduce's buffer. What the cost model's TP term prices
- * (plans/cost/cost.h lt_cost_tp_bytes). */
+ * (a step's: the difference across it), counted as a ring algorithm sends them over a group
+ * of k ranks: (k - 1) / k of the data of an all-gather or a reduce-scatter (for TP its
+ * `whole`, without the blocks' padding), 2 (k - 1) / k of an all-reduce's buffer. The TP
+ * kinds are what the cost model's TP term prices (plans/cost/cost.h lt_cost_tp_bytes), the
+ * DP kinds its gradient synchronisation (lt_cost_dp_bytes: host memory only; NCCL's device
+ * all-reduces are not counted). */
 typedef enum lt_comm_bytes_kind {
     LT_COMM_BYTES_TP_ALLGATHER,
     LT_COMM_BYTES_TP_REDUCE_SCATTER,
     LT_COMM_BYTES_TP_ALLREDUCE,
+    LT_COMM_BYTES_DP_ALLREDUCE,
+    LT_COMM_BYTES_DP_REDUCE_SCATTER,
+    LT_COMM_BYTES_DP_ALLGATHER,
     LT_COMM_BYTES_KINDS
 } lt_comm_bytes_kind;
 double lt_comm_bytes(const lt_comm *c, lt_comm_bytes_kind k);

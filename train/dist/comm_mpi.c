@@ -331,6 +331,8 @@ static lt_status iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n
     *req = NULL;
     if (group == LT_COMM_TP && c->l.tp > 1)
         c->bytes[LT_COMM_BYTES_TP_ALLREDUCE] += (double)n * (t == LT_COMM_F32 ? 4 : 8) * 2.0 * (c->l.tp - 1) / c->l.tp;
+    if (group == LT_COMM_DP && c->l.dp > 1)
+        c->bytes[LT_COMM_BYTES_DP_ALLREDUCE] += (double)n * (t == LT_COMM_F32 ? 4 : 8) * 2.0 * (c->l.dp - 1) / c->l.dp;
 #ifdef HAVE_MPI
     if (c->l.distributed) {
         MPI_Comm comm = comm_of(c, group);
@@ -410,7 +412,15 @@ lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, size_t who
     return LT_OK;
 }
 
+/* a DP collective's data, counts[0..dp), in bytes as a ring sends it: (dp - 1) / dp */
+static double dp_ring_bytes(const lt_comm *c, const int *counts) {
+    double n = 0;
+    for (int r = 0; r < c->l.dp; r++) n += counts[r];
+    return c->l.dp > 1 ? n * sizeof(float) * (c->l.dp - 1) / c->l.dp : 0.0;
+}
+
 lt_status lt_comm_reduce_scatter_dp(lt_comm *c, float *buf, const int *counts, lt_error *err) {
+    c->bytes[LT_COMM_BYTES_DP_REDUCE_SCATTER] += dp_ring_bytes(c, counts);
 #ifdef HAVE_MPI
     if (c->l.distributed) {
         lt_comm_req *req;
@@ -428,6 +438,7 @@ lt_status lt_comm_reduce_scatter_dp(lt_comm *c, float *buf, const int *counts, l
 }
 
 lt_status lt_comm_allgather_dp(lt_comm *c, float *buf, const int *counts, const int *displs, lt_error *err) {
+    c->bytes[LT_COMM_BYTES_DP_ALLGATHER] += dp_ring_bytes(c, counts);
 #ifdef HAVE_MPI
     if (c->l.distributed) {
         lt_comm_req *req;

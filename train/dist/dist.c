@@ -4,8 +4,11 @@
  */
 #include "train/dist/dist.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,8 +73,21 @@ lt_status lt_dist_check_layout(const lt_step_plan *p, const lt_comm_layout *l, l
     return LT_OK;
 }
 
+/* flat <-> buffer over the owned ranges */
+static void pack(const lt_dist *d, const float *buf, float *flat) {
+    for (int k = 0; k < d->n_ranges; k++) {
+        size_t n = d->range[k][1] - d->range[k][0];
+        memcpy(flat, buf + d->range[k][0], n * sizeof(float)), flat += n;
+    }
+}
+static void unpack(const lt_dist *d, const float *flat, float *buf) {
+    for (int k = 0; k < d->n_ranges; k++) {
+        size_t n = d->range[k][1] - d->range[k][0];
+        memcpy(buf + d->range[k][0], flat, n * sizeof(float)), flat += n;
+    }
+}
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
-                       bool zero1, lt_error *err) {
+                       lt_shard shard, lt_error *err) {
     memset(d, 0, sizeof *d);
     const lt_comm_layout *l = lt_comm_layout_of(c);
     d->comm = c, d->stage = l->stage, d->pp = l->pp, d->dp_rank = l->dp_rank, d->dp = l->dp;
@@ -117,18 +133,19 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
         else d->range[d->n_ranges][0] = b, d->range[d->n_ranges++][1] = e;
         d->owned_floats += e - b;
     }
-    d->zero1 = zero1 && d->dp > 1;
+    d->shard = d->dp > 1 ? shard : LT_SHARD_NONE;
+    d->sharded = d->shard != LT_SHARD_NONE;
     d->layer_posted = calloc((size_t)m->shape.layers + 1, sizeof *d->layer_posted);
     if (!d->layer_posted) {
         lt_dist_free(d);
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     }
-    if (!d->zero1) return LT_OK;
+    if (!d->sharded) return LT_OK;
     d->counts = calloc((size_t)d->dp, sizeof *d->counts), d->displs = calloc((size_t)d->dp, sizeof *d->displs);
     d->flat = malloc(d->owned_floats * sizeof *d->flat);
     if (!d->counts || !d->displs || !d->flat || d->owned_floats > (size_t)INT32_MAX) {
         lt_dist_free(d);
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for ZeRO-1's shards");
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %s's shards", lt_shard_name(d->shard));
     }
     for (int r = 0; r < d->dp; r++) { /* equal blocks, the first ones one element longer */
         size_t base = d->owned_floats / (size_t)d->dp, extra = d->owned_floats % (size_t)d->dp;
@@ -137,26 +154,19 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
     }
     size_t mine = (size_t)d->counts[d->dp_rank];
     d->m = calloc(mine + 1, sizeof *d->m), d->v = calloc(mine + 1, sizeof *d->v);
-    if (!d->m || !d->v) {
+    if (d->shard == LT_SHARD_FSDP) d->ps = malloc((mine + 1) * sizeof *d->ps);
+    if (!d->m || !d->v || (d->shard == LT_SHARD_FSDP && !d->ps)) {
         lt_dist_free(d);
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for ZeRO-1's moments");
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %s's moments", lt_shard_name(d->shard));
+    }
+    if (d->shard == LT_SHARD_FSDP) { /* the weights start sharded: this rank's block, gathered before each step */
+        pack(d, m->params, d->flat);
+        memcpy(d->ps, d->flat + d->displs[d->dp_rank], mine * sizeof *d->ps);
+        d->released = true;
     }
     return LT_OK;
 }
 
-/* flat <-> buffer over the owned ranges */
-static void pack(const lt_dist *d, const float *buf, float *flat) {
-    for (int k = 0; k < d->n_ranges; k++) {
-        size_t n = d->range[k][1] - d->range[k][0];
-        memcpy(flat, buf + d->range[k][0], n * sizeof(float)), flat += n;
-    }
-}
-static void unpack(const lt_dist *d, const float *flat, float *buf) {
-    for (int k = 0; k < d->n_ranges; k++) {
-        size_t n = d->range[k][1] - d->range[k][0];
-        memcpy(buf + d->range[k][0], flat, n * sizeof(float)), flat += n;
-    }
-}
 /* Call fn(ctx, begin, end, flat_offset) for the buffer ranges of flat elements [lo, hi). */
 static void for_flat(const lt_dist *d, size_t lo, size_t hi, void (*fn)(void *, size_t, size_t, size_t), void *ctx) {
     size_t at = 0;
@@ -169,7 +179,7 @@ static void for_flat(const lt_dist *d, size_t lo, size_t hi, void (*fn)(void *, 
 
 lt_status lt_dist_take_moments(lt_dist *d, lt_adamw *opt, lt_error *err) {
     (void)err;
-    if (!d->zero1) return LT_OK;
+    if (!d->sharded) return LT_OK;
     pack(d, opt->m, d->flat);
     memcpy(d->m, d->flat + d->displs[d->dp_rank], (size_t)d->counts[d->dp_rank] * sizeof(float));
     pack(d, opt->v, d->flat);
@@ -210,7 +220,7 @@ void lt_dist_free(lt_dist *d) {
     if (!d) return;
     free(d->req), free(d->layer_posted), free(d->rep);
     free(d->mine), free(d->counted), free(d->range), free(d->counts), free(d->displs), free(d->flat), free(d->m),
-        free(d->v);
+        free(d->v), free(d->ps);
     memset(d, 0, sizeof *d);
 }
 
@@ -275,7 +285,7 @@ void lt_dist_set_device_grads(lt_dist *d, bool on) { d->device_grads = on; }
 lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
     lt_dist *d = ctx;
     const lt_llama *m = d->model;
-    if (d->zero1 || d->dp < 2 || !m || layer < d->l0 || layer >= d->l1 || d->layer_posted[layer]) return LT_OK;
+    if (d->sharded || d->dp < 2 || !m || layer < d->l0 || layer >= d->l1 || d->layer_posted[layer]) return LT_OK;
     size_t lo = SIZE_MAX, hi = 0;
     for (int i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].layer == layer && d->mine[i]) {
@@ -293,10 +303,10 @@ lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
 
 lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
     lt_status st = LT_OK;
-    if (d->zero1 && d->device_grads)
-        return lt_fail(err, LT_ERR_CONFIG, NULL, "%s: parallel.zero1 is not implemented for train.backend = cuda "
-                       "(device gradients)", lt_comm_who(d->comm));
-    if (d->zero1) { /* the TP and tied sums first (sums commute), then each DP rank its block */
+    if (d->sharded && d->device_grads)
+        return lt_fail(err, LT_ERR_CONFIG, NULL, "%s: parallel.shard = %s is not implemented for train.backend = cuda "
+                       "(device gradients)", lt_comm_who(d->comm), lt_shard_name(d->shard));
+    if (d->sharded) { /* the TP and tied sums first (sums commute), then each DP rank its block */
         st = reduce_tp_replicated(d, m, grads, err);
         if (st == LT_OK) st = reduce_tied(d, m, grads, err);
         if (st == LT_OK) pack(d, grads, d->flat);
@@ -332,7 +342,7 @@ lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_e
     return st;
 }
 
-/* ZeRO-1 helpers over this rank's block: the counted sum of squares, the clip, the update. */
+/* Sharding helpers over this rank's block: the counted sum of squares, the clip, the update. */
 typedef struct zctx {
     const lt_dist *d;
     const lt_llama *m;
@@ -363,13 +373,13 @@ static void z_adam(void *ctx, size_t b, size_t e, size_t f) {
     lt_adamw_update_range(z->o, z->m, z->params, z->grads, z->lr, z->oc, b, e, z->d->m + f, z->d->v + f);
 }
 
-/* lt_dist_clip on device gradients (lt_dist_set_device_grads; no ZeRO-1 there): the sum of
+/* lt_dist_clip on device gradients (lt_dist_set_device_grads; no sharding there): the sum of
  * squares of each counted tensor on the device, summed on the host in tensor order, the
  * pipeline's sum over MPI, and the owned tensors scaled on the device. */
 static lt_status device_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
                              lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
-    if (d->zero1) return lt_fail(err, LT_ERR_CONFIG, "parallel.zero1", "ZeRO-1 runs on the CPU backend only");
+    if (d->sharded) return lt_fail(err, LT_ERR_CONFIG, "parallel.shard", "parallel.shard runs on the CPU backend only");
     double sq = 0;
     lt_status st = LT_OK;
     for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
@@ -394,10 +404,10 @@ static lt_status device_clip(const lt_dist *d, const lt_llama *m, float *grads, 
 lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
                        lt_error *err) {
     double sq = 0;
-    size_t lo = d->zero1 ? (size_t)d->displs[d->dp_rank] : 0, hi = d->zero1 ? lo + (size_t)d->counts[d->dp_rank] : 0;
+    size_t lo = d->sharded ? (size_t)d->displs[d->dp_rank] : 0, hi = d->sharded ? lo + (size_t)d->counts[d->dp_rank] : 0;
     if (d->device_grads) /* the CUDA backend's gradients: its reductions, then the same scalars */
         return device_clip(d, m, grads, max_norm, norm, err);
-    if (d->zero1) { /* this rank's block; the blocks of every DP rank and stage make the whole */
+    if (d->sharded) { /* this rank's block; the blocks of every DP rank and stage make the whole */
         zctx z = {.d = d, .m = m, .grads = grads};
         for_flat(d, lo, hi, z_sq, &z);
         sq = z.sq;
@@ -409,14 +419,14 @@ lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double
             sq += n * n;
         }
     }
-    /* every stage's (and TP shard's) part once: ZeRO-1's blocks span the world */
-    lt_status st = lt_comm_allreduce(d->comm, d->zero1 ? LT_COMM_WORLD : LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64, false,
+    /* every stage's (and TP shard's) part once: the shards' blocks span the world */
+    lt_status st = lt_comm_allreduce(d->comm, d->sharded ? LT_COMM_WORLD : LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64, false,
                                      err);
-    if (st == LT_OK && !d->zero1 && d->tp > 1) st = lt_comm_allreduce(d->comm, LT_COMM_TP, &sq, 1, LT_COMM_F64, false, err);
+    if (st == LT_OK && !d->sharded && d->tp > 1) st = lt_comm_allreduce(d->comm, LT_COMM_TP, &sq, 1, LT_COMM_F64, false, err);
     if (st != LT_OK) return st;
     *norm = sqrt(sq);
     double coef = lt_clip_coef(*norm, max_norm);
-    if (coef < 1.0 && d->zero1) {
+    if (coef < 1.0 && d->sharded) {
         zctx z = {.d = d, .m = m, .grads = grads, .coef = (float)coef};
         for_flat(d, lo, hi, z_clip, &z);
     } else if (coef < 1.0) {
@@ -431,9 +441,9 @@ lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double
     return LT_OK;
 }
 
-lt_status lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads,
+lt_status lt_dist_adamw(lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads,
                         double lr, const lt_optim_config *oc, lt_error *err) {
-    if (!d->zero1) {
+    if (!d->sharded) {
         lt_adamw_step_tensors(o, m, params, grads, lr, oc, d->mine);
         return LT_OK;
     }
@@ -441,10 +451,61 @@ lt_status lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float 
     size_t lo = (size_t)d->displs[d->dp_rank], hi = lo + (size_t)d->counts[d->dp_rank];
     zctx z = {.d = d, .m = m, .params = params, .grads = (float *)grads, .o = o, .lr = lr, .oc = oc};
     for_flat(d, lo, hi, z_adam, &z);
-    pack(d, params, d->flat); /* every DP rank's updated block to every DP rank */
-    lt_status st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err);
+    pack(d, params, d->flat);
+    if (d->shard == LT_SHARD_FSDP) { /* the updated block kept; the whole gathered before the next use */
+        memcpy(d->ps, d->flat + lo, (hi - lo) * sizeof *d->ps);
+        d->released = true;
+        return LT_OK;
+    }
+    lt_status st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err); /* every DP rank's updated block */
     if (st == LT_OK) unpack(d, d->flat, params);
     return st;
+}
+
+/* Return the whole pages inside buf[0, n) to the system (they read as zeros after). */
+static lt_status release_pages(const lt_dist *d, float *buf, size_t n, const char *what, lt_error *err) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || !buf || n == 0) return LT_OK;
+    uintptr_t a = ((uintptr_t)buf + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+    uintptr_t b = ((uintptr_t)(buf + n)) / (uintptr_t)page * (uintptr_t)page;
+    if (b > a && madvise((void *)a, b - a, MADV_DONTNEED) != 0)
+        return lt_fail(err, LT_ERR_IO, NULL, "%s: releasing the %s between steps (madvise): %s", lt_comm_who(d->comm),
+                       what, strerror(errno));
+    return LT_OK;
+}
+
+lt_status lt_dist_release(lt_dist *d, const lt_llama *m, float *params, float *grads, lt_error *err) {
+    if (!d->sharded) return LT_OK;
+    if (d->device_grads)
+        return lt_fail(err, LT_ERR_CONFIG, "parallel.shard", "%s: parallel.shard = %s runs on the CPU backend only",
+                       lt_comm_who(d->comm), lt_shard_name(d->shard));
+    lt_status st = d->shard == LT_SHARD_ZERO1 ? LT_OK : release_pages(d, grads, m->n_params, "gradients", err);
+    if (st == LT_OK && d->shard == LT_SHARD_FSDP) { /* (its block is in ps since the update) */
+        st = release_pages(d, params, m->n_params, "weights", err);
+        d->released = true;
+    }
+    if (st == LT_OK) st = release_pages(d, d->flat, d->owned_floats, "scratch", err);
+    return st;
+}
+
+lt_status lt_dist_unshard(lt_dist *d, const lt_llama *m, float *params, lt_error *err) {
+    (void)m;
+    if (!d->released) return LT_OK;
+    memcpy(d->flat + d->displs[d->dp_rank], d->ps, (size_t)d->counts[d->dp_rank] * sizeof *d->ps);
+    lt_status st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err);
+    if (st == LT_OK) unpack(d, d->flat, params);
+    d->released = st != LT_OK;
+    return st;
+}
+
+double lt_dist_held_bytes(const lt_dist *d, size_t n_params) {
+    double n = (double)n_params, block = d->sharded ? (double)d->counts[d->dp_rank] : n, f = sizeof(float);
+    double moments = 2.0 * block * f; /* AdamW m and v: the fp32 weights are the master copy */
+    switch (d->shard) {
+    case LT_SHARD_FSDP: return moments + block * f; /* the weights' block */
+    case LT_SHARD_ZERO2: return moments + n * f;    /* the weights whole */
+    default: return moments + 2.0 * n * f;          /* the weights and the gradients whole */
+    }
 }
 
 lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, const float *buf, const lt_llama *full, float *whole,

@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "lib/error.h"             /* lt_status, lt_error */
+#include "plans/cost/cost.h"       /* lt_shard: the sharding modes the planner prices */
 #include "plans/strategies/plan.h" /* lt_step_plan */
 #include "train/dist/comm.h"       /* lt_comm */
 #include "train/model/model.h"     /* lt_llama */
@@ -42,12 +43,17 @@ typedef struct lt_dist {
     size_t (*range)[2];
     int n_ranges;
     size_t owned_floats;
-    /* ZeRO-1 (parallel.zero1): DP rank r updates flat elements [displs[r], displs[r] + counts[r])
-     * and holds only their AdamW moments (m, v); the others' come by all-gather */
-    bool zero1;
+    /* Sharded data parallelism (parallel.shard, plans/cost/cost.h lt_shard; off at dp = 1):
+     * DP rank r updates flat elements [displs[r], displs[r] + counts[r]) and holds only their
+     * AdamW moments (m, v); the others' come by all-gather. zero2 releases the gradients
+     * between steps, fsdp the weights too, keeping its block of them (ps) */
+    lt_shard shard;
+    bool sharded;         /* shard != none and dp > 1 */
     int *counts, *displs; /* [dp] */
     float *flat;          /* [owned_floats] scratch */
     float *m, *v;         /* [counts[dp_rank]] this rank's moments */
+    float *ps;            /* fsdp: [counts[dp_rank]] this rank's block of the weights */
+    bool released;        /* lt_dist_release ran, lt_dist_unshard not yet */
     /* the step's all-reduces in flight (posted layer by layer during the last backward) */
     lt_comm_req **req;
     size_t n_req, cap_req;
@@ -71,11 +77,11 @@ lt_status lt_dist_stage_layers(const lt_step_plan *p, int stage, int *l0, int *l
  * every pipeline: they must agree). Errors: LT_ERR_INPUT naming the step and stage when the
  * pipelines split the layers differently, LT_ERR_NOMEM. */
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
-                       bool zero1, lt_error *err);
-/* ZeRO-1: take this rank's shard of opt's (whole) moments, then free opt's arrays (opt->t
- * stays: the step count). Without ZeRO-1 a no-op. */
+                       lt_shard shard, lt_error *err);
+/* Sharded: take this rank's shard of opt's (whole) moments, then free opt's arrays (opt->t
+ * stays: the step count). Without sharding a no-op. */
 lt_status lt_dist_take_moments(lt_dist *d, lt_adamw *opt, lt_error *err);
-/* ZeRO-1: the whole moments of the owned tensors (every DP rank's shard, by all-gather)
+/* Sharded: the whole moments of the owned tensors (every DP rank's shard, by all-gather)
  * into out->m / out->v (new arrays of n_params floats; the rest zero) for a checkpoint.
  * Collective over the DP ranks of the stage. */
 lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_adamw *opt, lt_adamw *out,
@@ -90,7 +96,7 @@ lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *
 void lt_dist_free(lt_dist *d); /* NULL-safe; zeroed */
 
 /* Sum the owned tensors' gradients over the DP ranks (buckets of bucket_floats, all posted,
- * then waited), then the tied embedding over the first and last stage. ZeRO-1: the tied
+ * then waited), then the tied embedding over the first and last stage. Sharded (parallel.shard): the tied
  * sum first, then a reduce-scatter: only this rank's shard of grads is summed (and read
  * after). */
 lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_error *err);
@@ -98,14 +104,14 @@ lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_e
 /* Post the DP all-reduce of layer `layer`'s tensors now (their gradients are final: the
  * lt_exec_hooks.grads_final of lt_exec_step_rank, ctx = d after lt_dist_bind), so it runs
  * while the backward goes on; lt_dist_reduce_grads posts the rest and waits for all. Not
- * with ZeRO-1 (its reduce-scatter runs after the step). */
+ * when sharded (its reduce-scatter runs after the step). */
 lt_status lt_dist_layer_final(void *d, int layer, lt_error *err);
 /* Which gradient buffer lt_dist_layer_final reduces, for model m. */
 void lt_dist_bind(lt_dist *d, const lt_llama *m, float *grads);
 /* The CUDA backend: the gradient buffers given to lt_dist_bind, lt_dist_layer_final and
  * lt_dist_reduce_grads are device memory (fp32, the tensor table's layout), reduced with
  * lt_comm_dev_iallreduce in the same buckets and order as on the host (the communicator
- * must have a device attached). ZeRO-1 stays host-only: lt_dist_reduce_grads fails with
+ * must have a device attached). Sharding stays host-only: lt_dist_reduce_grads fails with
  * LT_ERR_CONFIG. Clipping and AdamW on the device are the backend's (kernels/cuda.h);
  * only their scalars cross ranks, over MPI. */
 void lt_dist_set_device_grads(lt_dist *d, bool on);
@@ -115,10 +121,27 @@ void lt_dist_set_device_grads(lt_dist *d, bool on);
 lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
                        lt_error *err);
 
-/* One AdamW step of the owned tensors (lt_adamw_step_tensors); ZeRO-1: of this rank's
- * shard, then the updated parameters all-gathered over the DP ranks. */
-lt_status lt_dist_adamw(const lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads,
+/* One AdamW step of the owned tensors (lt_adamw_step_tensors); sharded: of this rank's
+ * shard, then the updated parameters all-gathered over the DP ranks, except under fsdp:
+ * its block is kept and the whole is gathered before the next use (lt_dist_unshard). */
+lt_status lt_dist_adamw(lt_dist *d, lt_adamw *o, const lt_llama *m, float *params, const float *grads,
                         double lr, const lt_optim_config *oc, lt_error *err);
+
+/* Between steps (after the update and any checkpoint), sharded: the pages of the step's
+ * scratch go back to the system; zero2 and fsdp those of the whole gradients (grads, m's
+ * layout) too; fsdp keeps its block of the weights and returns the pages of their whole
+ * (params) as well (madvise MADV_DONTNEED: the buffers stay mapped and read as zeros).
+ * Without sharding a no-op. */
+lt_status lt_dist_release(lt_dist *d, const lt_llama *m, float *params, float *grads, lt_error *err);
+/* Before each step's first forward, and before a checkpoint: fsdp all-gathers the weights
+ * from the DP ranks' blocks into params (from lt_dist_init on, the weights are sharded and
+ * each update leaves the whole stale). Otherwise a no-op. Collective over the stage's DP
+ * ranks. */
+lt_status lt_dist_unshard(lt_dist *d, const lt_llama *m, float *params, lt_error *err);
+/* The model-state bytes this rank holds between steps (after lt_dist_release): weights,
+ * gradients and moments as the mode keeps them, of its n_params parameters; what
+ * lt_cost_model_states_held_bytes prices. */
+double lt_dist_held_bytes(const lt_dist *d, size_t n_params);
 
 /* Rank 0 receives into `whole` (a buffer laid out as the whole model `full`, tp = 1) the
  * owned tensors of every stage from its DP rank 0, every TP rank's shard in its place (the
