@@ -480,7 +480,8 @@ static lt_status held_model(train_loop *L, const lt_config *run_cfg, lt_error *e
     if (s == LT_OK) s = lt_cost_counts_from_config(&L->held, cfg, err);
     if (s != LT_OK) lt_error_prefix(err, "the cost model of the plans' config: ");
     if (s == LT_OK && L->held.shard != L->shard) {
-        const char *key = L->shard == LT_SHARD_ZERO1 && !strcmp(lt_config_get_string(run_cfg, "parallel", "shard"), "none") ? "zero1" : "shard";
+        bool old_key = L->shard == LT_SHARD_ZERO1 && !strcmp(lt_config_get_string(run_cfg, "parallel", "shard"), "none");
+        const char *key = old_key ? "zero1" : "shard";
         s = lt_fail(err, LT_ERR_CONFIG, lt_config_origin(run_cfg, "parallel", key),
                     "parallel.shard = %s, but the plans of %s were made for parallel.shard = %s", lt_shard_name(L->shard),
                     L->db_path, lt_shard_name(L->held.shard));
@@ -596,7 +597,8 @@ int train_command(lt_cli_ctx *ctx) {
     /* under a launcher: the rank's GPU, and NCCL attached for the gradient all-reduces */
     if (s == LT_OK) s = lt_cmd_open_backend_on(ctx, comm, &be, &err);
     if (s == LT_OK && be && comm && L.shard != LT_SHARD_NONE) {
-        const char *key = L.shard == LT_SHARD_ZERO1 && !strcmp(lt_config_get_string(ctx->config, "parallel", "shard"), "none") ? "zero1" : "shard";
+        bool old_key = L.shard == LT_SHARD_ZERO1 && !strcmp(lt_config_get_string(ctx->config, "parallel", "shard"), "none");
+        const char *key = old_key ? "zero1" : "shard";
         s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "parallel", key),
                     "parallel.shard = %s runs on the CPU backend only so far (train.backend = cuda keeps every model "
                     "state on the GPU)", lt_shard_name(L.shard));
