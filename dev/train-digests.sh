@@ -230,6 +230,8 @@ plan cp2 megatron 4 2 --set plan.hardware=cpu-c2 --set parallel.max_cp=4 --set p
   --set plan.context_len=4K --set plan.steps=1 --set plan.mem=2G
 [ "$(sqlite3 "$tmp/cp2.db" "SELECT min(cp) || ',' || max(cp) FROM pipelines")" = "2,2" ] ||
   die "the megatron plan on cpu-c2 at 4K context does not take cp 2 (pipelines: $(sqlite3 "$tmp/cp2.db" "SELECT group_concat(cp) FROM pipelines"))"
+# ZeRO-1 (the trainer runs a plan made for its parallel.shard only)
+plan zero1 slimpack 2 2 --set parallel.zero1=true
 
 # ---- trainer train --db
 n_runs=0
@@ -306,7 +308,7 @@ train one-infinipipe-s2 1 infinipipe-s2 2 2
 train one-recompute 1 recompute 2 2
 train one-dpmerge 1 dpmerge 4 2
 train one-cp2 1 cp2 4 2
-train one-zero1 1 slimpack-dp2-pp2 2 2 --set parallel.zero1=true
+train one-zero1 1 zero1 2 2 --set parallel.zero1=true
 
 log "over ranks (mpirun): dp x pp = 1x2, 2x1, 2x2, the DP-Merge group (4x2), static CP 2 (4x2), ZeRO-1 (2x2)"
 for s in gpipe seq1f1b; do train "mpi-1x2-$s" 2 "$s-dp1-pp2" 1 2; done
@@ -317,8 +319,8 @@ train mpi-2x2-infinipipe-s2 4 infinipipe-s2 2 2
 train mpi-2x2-recompute 4 recompute 2 2
 train mpi-4x2-dpmerge 8 dpmerge 4 2
 train mpi-4x2-cp2 8 cp2 4 2
-train mpi-2x2-zero1 4 slimpack-dp2-pp2 2 2 --set parallel.zero1=true
-grep -q 'ZeRO-1: each DP rank holds the AdamW moments of 1/2' "$tmp/run-mpi-2x2-zero1.err" ||
+train mpi-2x2-zero1 4 zero1 2 2 --set parallel.zero1=true
+grep -q 'parallel.shard = zero1: each DP rank holds the AdamW moments of 1/2' "$tmp/run-mpi-2x2-zero1.err" ||
   die "mpi-2x2-zero1: the trainer did not say it sharded the moments (ZeRO-1 not in effect?)" "$tmp/run-mpi-2x2-zero1.err"
 
 log "trainer check: one process and over 4 ranks"
