@@ -2,7 +2,8 @@
 # tests/train/dist.sh — the distributed engine (issue 18): the trainer as one MPI process per
 # (DP rank, stage), started by mpirun (the Slurm twin, srun --mpi=pmix inside sbatch, is in
 # tests/integration/slurm_cluster.sh).
-#   - each rank holds its own part (its stage's tensors, its TP shard): exactly the cost
+#   - each rank holds its own part (its stage's tensors, its TP shard), read or initialized
+#     as such (a damaged part file stops only the ranks of its stage): exactly the cost
 #     model's parameters of its stage (trainer check's model_states line, every oracle run);
 #   - the oracle across processes: plans of every strategy at (dp, pp) = (1, 2), (2, 1),
 #     (2, 2), (1, 4), a slimpack DP-Merge group (dp 4 x pp 2: ring K/V exchange and regrouped
@@ -300,6 +301,18 @@ if "${MPIRUN[@]}" 4 "$TRAINER" train "${T[@]}" --set plan.steps=30 --set train.s
   ok "a dp 2 x pp 2 checkpoint resumed by a dp 1 x pp 4 job: the parts re-shard over its four stages"
 else
   notok "resume on another layout" "$tmp/relayout.err"
+fi
+# a rank reads only the part files holding its tensors: with stage-1.bin damaged, the stage 1
+# ranks stop on it, naming it, and no stage 0 rank reads it
+mkdir -p "$tmp/partread" && cp -r "$tmp/straight/ckpt-00000025.d" "$tmp/partread/"
+pf=$tmp/partread/ckpt-00000025.d/stage-1.bin
+printf '\377' | dd of="$pf" bs=1 seek=$(($(stat -c %s "$pf") / 2)) conv=notrunc 2>/dev/null
+"${MPIRUN[@]}" 4 "$TRAINER" train "${F[@]}" --out "$tmp/partread" --resume >"$tmp/partread.out" 2>"$tmp/partread.err"
+if grep -q 'stage 1): damaged: its checksum does not match the manifest.s (.*stage-1.bin)' "$tmp/partread.err" &&
+   ! grep -q 'stage 0): damaged' "$tmp/partread.err"; then
+  ok "each rank reads its own part of a checkpoint: a damaged stage-1.bin stops the stage 1 ranks, not those of stage 0"
+else
+  notok "a rank reads only the part files of its stage" "$tmp/partread.err"
 fi
 
 echo "1..$n"

@@ -55,6 +55,16 @@ int lt_cmd_threads(const lt_cli_ctx *ctx);
  * when the config sets [model] keys, the checkpoint's dimensions must match them. */
 lt_status lt_cmd_load_model(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m, lt_adamw *opt, lt_ckpt_state *st,
                             lt_error *err);
+/* A launched rank's part of the model (lt_llama_create_stage's arguments). */
+typedef struct lt_cmd_part {
+    int tp, tp_rank, l0, l1;
+    bool first, last;
+} lt_cmd_part;
+/* lt_cmd_load_model for a rank's part: from a checkpoint in parts, only that part is read
+ * (lt_ckpt_dist_read_stage) and *is_part says so; any other checkpoint is read whole
+ * (*is_part false: the caller takes its part, lt_cmd_rank_part). part NULL: whole. */
+lt_status lt_cmd_load_part(const lt_cli_ctx *ctx, const char *ckpt, const lt_cmd_part *part, lt_llama *m,
+                           lt_adamw *opt, lt_ckpt_state *st, bool *is_part, lt_error *err);
 
 /* train.backend: NULL in *be for cpu; for cuda the rank's GPU (SLURM_LOCALID, else
  * OMPI_COMM_WORLD_LOCAL_RANK, else 0) opened (train/model/backend.h), or LT_ERR_CONFIG

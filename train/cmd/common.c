@@ -63,8 +63,17 @@ int lt_cmd_threads(const lt_cli_ctx *ctx) {
 /* The checkpoint's model, checked against the config's [model] when the config sets one. */
 lt_status lt_cmd_load_model(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m, lt_adamw *opt, lt_ckpt_state *st,
                             lt_error *err) {
+    bool is_part;
+    return lt_cmd_load_part(ctx, ckpt, NULL, m, opt, st, &is_part, err);
+}
+
+lt_status lt_cmd_load_part(const lt_cli_ctx *ctx, const char *ckpt, const lt_cmd_part *part, lt_llama *m,
+                           lt_adamw *opt, lt_ckpt_state *st, bool *is_part, lt_error *err) {
     lt_ckpt_state local;
-    lt_status s = lt_ckpt_read(ckpt, m, opt, st ? st : &local, err);
+    *is_part = part && lt_ckpt_is_dist(ckpt);
+    lt_status s = *is_part ? lt_ckpt_dist_read_stage(ckpt, part->tp, part->tp_rank, part->l0, part->l1, part->first,
+                                                     part->last, m, opt, st ? st : &local, err)
+                           : lt_ckpt_read(ckpt, m, opt, st ? st : &local, err);
     if (s != LT_OK) return s;
     static const char *const keys[] = {"preset", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab"};
     bool any = false;

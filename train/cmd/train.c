@@ -109,15 +109,16 @@ static char *checkpoint_dir(const lt_cli_ctx *ctx, const train_args *a) {
 
 /* The model, optimizer and state to start from: a resumed checkpoint, an --init one, or a
  * fresh initialization from the config. */
-static lt_status start_state(const lt_cli_ctx *ctx, const train_args *a, const char *dir, lt_llama *m, lt_adamw *opt,
-                             lt_ckpt_state *st, lt_error *err) {
+static lt_status start_state(const lt_cli_ctx *ctx, const train_args *a, const char *dir, const lt_cmd_part *part,
+                             lt_llama *m, lt_adamw *opt, lt_ckpt_state *st, bool *is_part, lt_error *err) {
     memset(st, 0, sizeof *st);
+    *is_part = false;
     if (a->resume) {
         char *latest = NULL;
         lt_status s = lt_ckpt_latest(dir, &latest, err);
         if (s != LT_OK) return s;
         if (latest) {
-            s = lt_cmd_load_model(ctx, latest, m, opt, st, err);
+            s = lt_cmd_load_part(ctx, latest, part, m, opt, st, is_part, err);
             if (s == LT_OK) LT_INFO("resuming from %s at step %" PRId64, latest, st->step);
             free(latest);
             return s;
@@ -137,12 +138,16 @@ static lt_status start_state(const lt_cli_ctx *ctx, const train_args *a, const c
     lt_status s;
     if (a->init) {
         lt_ckpt_state ignored;
-        s = lt_cmd_load_model(ctx, a->init, m, NULL, &ignored, err);
-    } else {
+        s = lt_cmd_load_part(ctx, a->init, part, m, NULL, &ignored, is_part, err);
+    } else { /* a part initialized alone holds the values of the whole's (lt_llama_init is layout-free) */
         lt_model_shape shape;
         s = lt_cmd_model_shape(ctx, &shape, err); /* no model named at all: a usage error */
-        if (s == LT_OK) s = lt_llama_create(m, &shape, err);
+        if (s == LT_OK && part)
+            s = lt_llama_create_stage(m, &shape, part->tp, part->tp_rank, part->l0, part->l1, part->first, part->last,
+                                      err);
+        else if (s == LT_OK) s = lt_llama_create(m, &shape, err);
         if (s == LT_OK) lt_llama_init(m, (uint64_t)seed);
+        *is_part = s == LT_OK && part;
     }
     if (s == LT_OK) s = lt_adamw_init(opt, m->n_params, err);
     return s;
@@ -433,6 +438,10 @@ static lt_status save(const train_loop *L, const char *dir, const lt_llama *m, c
         return s;
     }
     if (L->comm && !L->rank0) return LT_OK; /* no step ran: rank 0 writes the one file */
+    if (m->n_params != m->n_params_whole) { /* ... of a whole model only: the checkpoint it started from stands */
+        LT_INFO("no step ran: no checkpoint written (rank 0 holds its part only)");
+        return LT_OK;
+    }
     char *path = lt_ckpt_path(dir, st->step);
     if (!path) return lt_fail(err, LT_ERR_NOMEM, dir, "out of memory");
     lt_status s = lt_ckpt_write(path, m, opt, st, err);
@@ -536,6 +545,32 @@ static lt_status release(train_loop *L, lt_llama *m, float *grads, lt_error *err
     return s;
 }
 
+/* A launched CPU rank's part (its stage in the plans' first stored step: the engine never
+ * moves layers between stages), known before the model is read, so that only the part is
+ * read or initialized. */
+static lt_status stage_of_plans(const char *db, lt_comm *comm, lt_cmd_part *part, lt_error *err) {
+    const lt_comm_layout *l = lt_comm_layout_of(comm);
+    lt_store *store = NULL;
+    uint64_t *steps = NULL;
+    size_t n = 0;
+    lt_step_plan p;
+    lt_step_plan_init(&p);
+    lt_sample *src = NULL;
+    lt_status s = lt_store_open(&store, db, err);
+    if (s == LT_OK) s = lt_store_steps(store, &steps, &n, err);
+    if (s == LT_OK && n == 0) s = lt_fail(err, LT_ERR_INPUT, db, "the plan file holds no step");
+    if (s == LT_OK) s = lt_store_get_step(store, steps[0], &p, &src, err);
+    /* the layout first: a plan for another one is refused as such, not by its stage's layers */
+    if (s == LT_OK) s = lt_dist_check_layout(&p, l, err);
+    *part = (lt_cmd_part){.tp = l->tp > 0 ? l->tp : 1, .tp_rank = l->tp_rank, .first = l->stage == 0,
+                          .last = l->stage == l->pp - 1};
+    if (s == LT_OK) s = lt_dist_stage_layers(&p, l->stage, &part->l0, &part->l1, err);
+    free(src), free(steps);
+    lt_step_plan_free(&p);
+    lt_store_close(store);
+    return s;
+}
+
 /* --db: open the plans, check them against the model, list their steps. */
 static lt_status open_plans(const char *db, const lt_llama *m, int tp, const lt_config *cfg, train_loop *L,
                             lt_error *err) {
@@ -587,7 +622,12 @@ int train_command(lt_cli_ctx *ctx) {
     int threads = 1;
     s = lt_shard_from_config(ctx->config, &L.shard, &err);
     if (s == LT_OK) s = lt_mkdir_p(dir, 0777, &err);
-    if (s == LT_OK) s = start_state(ctx, &a, dir, &m, &opt, &st, &err);
+    /* a launched rank on the CPU reads or initializes its own part only */
+    const char *backend = lt_config_get_string(ctx->config, "train", "backend");
+    lt_cmd_part part;
+    bool parted = s == LT_OK && comm && a.db && (!backend || strcmp(backend, "cpu") == 0), is_part = false;
+    if (parted) s = stage_of_plans(a.db, comm, &part, &err);
+    if (s == LT_OK) s = start_state(ctx, &a, dir, parted ? &part : NULL, &m, &opt, &st, &is_part, &err);
     if (s == LT_OK) s = lt_docs_open(&L.docs, a.data, a.db ? 0 : lt_cmd_context_len(ctx), &err);
     if (s == LT_OK && lt_docs_count(L.docs) == 0) s = lt_fail(&err, LT_ERR_INPUT, a.data, "the dataprep output has no document");
     int tp = comm ? lt_comm_layout_of(comm)->tp : 1;
@@ -610,7 +650,15 @@ int train_command(lt_cli_ctx *ctx) {
     /* a rank (on the CPU) holds its own part only: its stage's tensors, its TP shard of them,
      * and their gradients and moments (the GPU keeps the whole model so far) */
     lt_tp_ops tpo;
-    if (s == LT_OK && comm && a.db && !be && st.step < stop) s = rank_part(&L, &m, &opt, &tpo, st.step, &err);
+    if (s == LT_OK && is_part) { /* read or initialized as this rank's part */
+        if (tp > 1) lt_dist_tp_ops(comm, &tpo), m.tp_ops = &tpo;
+        if (rank0)
+            LT_INFO("each rank holds its own part: rank 0 has %zu of the model's %zu parameters (stage 0's layers "
+                    "%d..%d%s), read or initialized as such", m.n_params, m.n_params_whole, m.l0, m.l1 - 1,
+                    m.tp > 1 ? ", its TP shard" : "");
+    } else if (s == LT_OK && comm && a.db && !be && st.step < stop) {
+        s = rank_part(&L, &m, &opt, &tpo, st.step, &err);
+    }
     if (s == LT_OK && comm && a.db) s = lt_llama_create_table(&L.table, &m.shape, tp, comm ? lt_comm_layout_of(comm)->tp_rank : 0, &err);
     L.be = be;
     /* the model to the GPU: fp32 master + bf16 copy, and the moments of a resumed run */

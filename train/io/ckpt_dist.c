@@ -12,7 +12,8 @@
  * dimensions, the training state (step, random stream, data position, AdamW t), the layout
  * it was written from, and per part its file, size and checksum. A directory without a
  * complete manifest is not a checkpoint (a job killed while writing one leaves only that).
- * Reading assembles the whole model from every part, whatever the layout reading it.
+ * Reading assembles the whole model from every part, whatever the layout reading it, or
+ * one rank's part (its stage, its TP shard) from the files that hold its tensors.
  */
 #include "train/io/ckpt.h"
 
@@ -264,25 +265,50 @@ lt_status lt_ckpt_dist_peek(const char *cdir, lt_ckpt_info *info, lt_error *err)
     return LT_OK;
 }
 
-lt_status lt_ckpt_dist_read(const char *cdir, lt_llama *m, lt_adamw *opt, lt_ckpt_state *st_out, lt_error *err) {
+/* Does part file `path` hold a tensor of m (its index list, read without the rest)? A file
+ * that cannot be read says yes: reading it in full reports why. */
+static bool part_has_any(const char *path, const lt_llama *m) {
+    FILE *f = fopen(path, "rb");
+    uint8_t h[40];
+    if (!f) return true;
+    bool any = fread(h, 1, sizeof h, f) != sizeof h || memcmp(h, PART_MAGIC, 8) != 0;
+    uint32_t n = any ? 0 : lt_get_le32(h + 16);
+    for (uint32_t i = 0; !any && i < n; i++) {
+        uint8_t b[4];
+        if (fread(b, 1, 4, f) != 4) any = true;
+        else any = lt_llama_tensor_by_index(m, (int)lt_get_le32(b)) != NULL;
+    }
+    fclose(f);
+    return any;
+}
+
+lt_status lt_ckpt_dist_read_stage(const char *cdir, int tp, int tp_rank, int l0, int l1, bool first, bool last,
+                                  lt_llama *m, lt_adamw *opt, lt_ckpt_state *st_out, lt_error *err) {
     memset(m, 0, sizeof *m);
     if (opt) memset(opt, 0, sizeof *opt);
     char *mp = manifest_path(cdir);
     manifest *mf = calloc(1, sizeof *mf);
+    lt_llama w = {0}; /* the whole model's table at tp 1: the parts' tensors by index */
     if (!mp || !mf) {
         free(mp), free(mf);
         return lt_fail(err, LT_ERR_NOMEM, cdir, "out of memory");
     }
     lt_status s = parse_manifest(mp, mf, err);
     free(mp);
-    if (s == LT_OK) s = lt_llama_create(m, &mf->shape, err);
-    if (s == LT_OK && m->n_params != mf->n_params)
+    if (s == LT_OK) s = lt_llama_create_table(&w, &mf->shape, 1, 0, err);
+    if (s == LT_OK && w.n_params_whole != mf->n_params)
         s = lt_fail(err, LT_ERR_INPUT, cdir, "the manifest says %" PRIu64 " parameters, its dimensions give %zu",
-                    mf->n_params, m->n_params);
+                    mf->n_params, w.n_params_whole);
+    if (s == LT_OK && l1 < 0) l1 = mf->shape.layers;
+    if (s == LT_OK) s = lt_llama_create_stage(m, &mf->shape, tp, tp_rank, l0, l1, first, last, err);
     if (s == LT_OK && opt) s = lt_adamw_init(opt, m->n_params, err);
     if (s == LT_OK && opt) opt->t = mf->has_opt ? mf->adam_t : 0;
-    bool *seen = s == LT_OK ? calloc((size_t)m->n_tensors, sizeof *seen) : NULL;
-    if (s == LT_OK && !seen) s = lt_fail(err, LT_ERR_NOMEM, cdir, "out of memory");
+    bool *seen = s == LT_OK ? calloc((size_t)m->n_tensors + 1, sizeof *seen) : NULL;
+    size_t most = 0; /* the largest whole tensor: the decoding buffer */
+    for (int t = 0; s == LT_OK && t < w.n_tensors; t++)
+        if ((size_t)w.tensors[t].rows * (size_t)w.tensors[t].cols > most) most = (size_t)w.tensors[t].rows * w.tensors[t].cols;
+    float *tmp = s == LT_OK ? malloc((most + 1) * sizeof *tmp) : NULL;
+    if (s == LT_OK && (!seen || !tmp)) s = lt_fail(err, LT_ERR_NOMEM, cdir, "out of memory");
     for (int k = 0; s == LT_OK && k < mf->n_parts; k++) {
         char *path = malloc(strlen(cdir) + 48);
         if (!path) {
@@ -290,6 +316,10 @@ lt_status lt_ckpt_dist_read(const char *cdir, lt_llama *m, lt_adamw *opt, lt_ckp
             break;
         }
         sprintf(path, "%s/%s", cdir, mf->part[k]);
+        if (!part_has_any(path, m)) { /* another stage's part: not read */
+            free(path);
+            continue;
+        }
         char *b;
         size_t len;
         s = lt_read_file(path, &b, &len, err);
@@ -304,11 +334,11 @@ lt_status lt_ckpt_dist_read(const char *cdir, lt_llama *m, lt_adamw *opt, lt_ckp
         size_t floats = 0;
         for (uint32_t i = 0; s == LT_OK && i < n; i++) {
             uint32_t t = lt_get_le32(idx + 4 * i);
-            if (t >= (uint32_t)m->n_tensors) s = lt_fail(err, LT_ERR_INPUT, path, "names tensor %u of %d", t, m->n_tensors);
-            else floats += (size_t)m->tensors[t].rows * (size_t)m->tensors[t].cols;
+            if (t >= (uint32_t)w.n_tensors) s = lt_fail(err, LT_ERR_INPUT, path, "names tensor %u of %d", t, w.n_tensors);
+            else floats += (size_t)w.tensors[t].rows * (size_t)w.tensors[t].cols;
         }
         size_t arrays = has_opt ? 3 : 1;
-        if (s == LT_OK && (lt_get_le64(p + 24) != m->n_params || 40 + 4 * (size_t)n + 4 * floats * arrays + 8 != len))
+        if (s == LT_OK && (lt_get_le64(p + 24) != w.n_params_whole || 40 + 4 * (size_t)n + 4 * floats * arrays + 8 != len))
             s = lt_fail(err, LT_ERR_INPUT, path, "its size does not match its tensors");
         if (s == LT_OK && opt && mf->has_opt && !has_opt)
             s = lt_fail(err, LT_ERR_INPUT, path, "has no optimizer moments, the manifest says it should");
@@ -316,16 +346,21 @@ lt_status lt_ckpt_dist_read(const char *cdir, lt_llama *m, lt_adamw *opt, lt_ckp
         for (size_t a = 0; s == LT_OK && a < arrays; a++)
             for (uint32_t i = 0; i < n; i++) {
                 uint32_t t = lt_get_le32(idx + 4 * i);
-                size_t c = (size_t)m->tensors[t].rows * (size_t)m->tensors[t].cols;
-                if (dst[a]) lt_get_le_floats(dst[a] + m->tensors[t].offset, q, c);
+                size_t c = (size_t)w.tensors[t].rows * (size_t)w.tensors[t].cols;
+                const lt_tensor_info *pt = lt_llama_tensor_by_index(m, (int)t);
+                if (pt && dst[a]) { /* this rank's shard of the whole tensor */
+                    lt_get_le_floats(tmp, q, c);
+                    lt_llama_shard_tensor(m, pt, m->tp_rank, tmp, dst[a] + pt->offset, false);
+                }
+                if (pt) seen[pt - m->tensors] = true;
                 q += 4 * c;
-                seen[t] = true;
             }
         free(b), free(path);
     }
     for (int t = 0; s == LT_OK && t < m->n_tensors; t++)
         if (!seen[t]) s = lt_fail(err, LT_ERR_INPUT, cdir, "no part holds tensor %s", m->tensors[t].name);
-    free(seen);
+    free(seen), free(tmp);
+    lt_llama_free(&w);
     if (s == LT_OK && st_out) *st_out = mf->st;
     free(mf);
     if (s != LT_OK) {
@@ -333,4 +368,8 @@ lt_status lt_ckpt_dist_read(const char *cdir, lt_llama *m, lt_adamw *opt, lt_ckp
         if (opt) lt_adamw_free(opt);
     }
     return s;
+}
+
+lt_status lt_ckpt_dist_read(const char *cdir, lt_llama *m, lt_adamw *opt, lt_ckpt_state *st_out, lt_error *err) {
+    return lt_ckpt_dist_read_stage(cdir, 1, 0, 0, -1, true, true, m, opt, st_out, err);
 }

@@ -207,25 +207,28 @@ size_t lt_llama_shard_floats(const lt_llama *m, const lt_tensor_info *t, int ran
            (size_t)(t->split == LT_SPLIT_COLS ? count : t->full_cols);
 }
 
-void lt_llama_shard_io(const lt_llama *m, const lt_tensor_info *t, int rank, const lt_llama *full, float *full_buf,
-                       float *shard, bool to_full) {
-    const lt_tensor_info *f = lt_llama_tensor_by_index(full, t->index);
-    if (!f) return; /* (full does not hold it: nothing to place) */
+void lt_llama_shard_tensor(const lt_llama *m, const lt_tensor_info *t, int rank, float *whole, float *shard,
+                           bool to_whole) {
     int first, count;
     lt_llama_shard_extent(m, t, rank, &first, &count);
     int rows = t->split == LT_SPLIT_ROWS ? count : t->full_rows, cols = t->split == LT_SPLIT_COLS ? count : t->full_cols;
-    float *base = full_buf + f->offset;
     if (t->split == LT_SPLIT_COLS) {
         for (int r = 0; r < rows; r++) {
-            float *w = base + (size_t)r * t->full_cols + first, *s = shard + (size_t)r * cols;
-            if (to_full) memcpy(w, s, (size_t)cols * sizeof *w);
+            float *w = whole + (size_t)r * t->full_cols + first, *s = shard + (size_t)r * cols;
+            if (to_whole) memcpy(w, s, (size_t)cols * sizeof *w);
             else memcpy(s, w, (size_t)cols * sizeof *w);
         }
         return;
     }
-    float *w = base + (t->split == LT_SPLIT_ROWS ? (size_t)first * (size_t)cols : 0);
-    if (to_full) memcpy(w, shard, (size_t)rows * (size_t)cols * sizeof *w);
+    float *w = whole + (t->split == LT_SPLIT_ROWS ? (size_t)first * (size_t)cols : 0);
+    if (to_whole) memcpy(w, shard, (size_t)rows * (size_t)cols * sizeof *w);
     else memcpy(shard, w, (size_t)rows * (size_t)cols * sizeof *w);
+}
+
+void lt_llama_shard_io(const lt_llama *m, const lt_tensor_info *t, int rank, const lt_llama *full, float *full_buf,
+                       float *shard, bool to_full) {
+    const lt_tensor_info *f = lt_llama_tensor_by_index(full, t->index);
+    if (f) lt_llama_shard_tensor(m, t, rank, full_buf + f->offset, shard, to_full); /* (else: nothing to place) */
 }
 
 void lt_llama_copy_shard(const lt_llama *full, const float *src, const lt_llama *part, float *dst) {

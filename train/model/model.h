@@ -145,6 +145,9 @@ size_t lt_llama_shard_floats(const lt_llama *m, const lt_tensor_info *t, int ran
  * part at tp = 1 (lt_llama_create_stage): a tensor it does not hold is skipped. */
 void lt_llama_shard_io(const lt_llama *m, const lt_tensor_info *t, int rank, const lt_llama *full, float *full_buf,
                        float *shard, bool to_full);
+/* The same for one tensor: `whole` holds tensor t whole (full_rows x full_cols floats). */
+void lt_llama_shard_tensor(const lt_llama *m, const lt_tensor_info *t, int rank, float *whole, float *shard,
+                           bool to_whole);
 
 /*
  * The collectives of a tensor-parallel group (lt_llama.tp_ops), over the group's tp ranks
