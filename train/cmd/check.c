@@ -288,19 +288,10 @@ static lt_status first_stage_layers(check_run *c, uint64_t step, int *l0, int *l
     return st;
 }
 
-/* The plans' cost model for counting (the config stored in c->store, the open plan file db;
- * no hardware profile, which the counts do not depend on and a compute node may lack), its
- * element size the CPU backend's. */
+/* The plans' cost model for counting, its element size the CPU backend's. */
 static lt_status check_cost_model(const char *db, check_run *c, lt_error *err) {
-    lt_run_info run = {0};
-    lt_config *cfg = lt_config_new();
-    lt_status st = cfg ? lt_store_run_info(c->store, &run, err) : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    if (st == LT_OK) st = lt_config_load_string(cfg, run.config ? run.config : "", db, err);
-    if (st == LT_OK) st = lt_cost_counts_from_config(&c->cm, cfg, err);
+    lt_status st = lt_cmd_plans_counts(c->store, db, &c->cm, err);
     if (st == LT_OK) c->cm.act_bytes = sizeof(float);
-    if (st != LT_OK) lt_error_prefix(err, "the cost model of the plans' config: ");
-    lt_run_info_free(&run);
-    lt_config_free(cfg);
     return st;
 }
 

@@ -18,6 +18,7 @@
 #include "train/dist/comm.h"   /* lt_comm */
 #include "train/model/model.h" /* lt_llama */
 #include "train/model/optim.h" /* lt_adamw */
+#include "plans/cost/cost.h"   /* lt_cost_model */
 #include "plans/store/store.h" /* lt_store, lt_step_plan, lt_sample */
 #include "train/io/docs.h"     /* lt_docs */
 
@@ -101,6 +102,10 @@ void lt_cmd_comm_fail(lt_comm *comm, const lt_error *err);
  * that they were built for this job's tensor parallelism tp (parallel.tp, naming both);
  * the store's errors otherwise. *store is set even on a failed check (lt_store_close it). */
 lt_status lt_cmd_open_plans(const char *db, const lt_llama *m, int tp, lt_store **store, lt_error *err);
+/* The cost model for counting (lt_cost_counts_from_config: no hardware profile, which the
+ * counts do not depend on and a compute node may lack) of the config stored in the open
+ * plan file `store` (`db` its path, for errors). */
+lt_status lt_cmd_plans_counts(lt_store *store, const char *db, lt_cost_model *cm, lt_error *err);
 /* The tokens of plan p's samples (out[i], malloc'd: the caller frees each), read from the
  * shards of `docs` by their sources src[i]; errors name the step, sample and source. */
 lt_status lt_cmd_load_plan_samples(lt_docs *docs, const lt_step_plan *p, const lt_sample *src, lt_train_sample *out,

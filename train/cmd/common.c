@@ -235,6 +235,18 @@ lt_status lt_cmd_open_plans(const char *db, const lt_llama *m, int tp, lt_store 
     return st;
 }
 
+lt_status lt_cmd_plans_counts(lt_store *store, const char *db, lt_cost_model *cm, lt_error *err) {
+    lt_run_info run = {0};
+    lt_config *cfg = lt_config_new();
+    lt_status st = cfg ? lt_store_run_info(store, &run, err) : lt_fail(err, LT_ERR_NOMEM, db, "out of memory");
+    if (st == LT_OK) st = lt_config_load_string(cfg, run.config ? run.config : "", db, err);
+    if (st == LT_OK) st = lt_cost_counts_from_config(cm, cfg, err);
+    if (st != LT_OK) lt_error_prefix(err, "the cost model of the plans' config: ");
+    lt_run_info_free(&run);
+    lt_config_free(cfg);
+    return st;
+}
+
 lt_status lt_cmd_load_plan_samples(lt_docs *docs, const lt_step_plan *p, const lt_sample *src, lt_train_sample *out,
                                    lt_error *err) {
     for (size_t i = 0; i < p->n_samples; i++) {

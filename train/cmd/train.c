@@ -457,24 +457,14 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Distributed: the whole model (and moments) replaced by this rank's part, its stage's
- * layers in stored step `step` (the engine does not move layers between stages). */
-static lt_status rank_part(train_loop *L, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, int64_t step, lt_error *err) {
-    lt_step_plan p;
-    lt_step_plan_init(&p);
-    lt_sample *src = NULL;
-    int l0 = 0, l1 = 0;
-    lt_status s = lt_store_get_step(L->store, L->steps[step], &p, &src, err);
-    /* the layout first: a plan for another one is refused as such, not by its stage's layers */
-    if (s == LT_OK) s = lt_dist_check_layout(&p, lt_comm_layout_of(L->comm), err);
-    if (s == LT_OK) s = lt_dist_stage_layers(&p, lt_comm_layout_of(L->comm)->stage, &l0, &l1, err);
-    free(src);
-    lt_step_plan_free(&p);
+/* Distributed: the whole model (and moments) replaced by this rank's part (stage_of_plans). */
+static lt_status rank_part(train_loop *L, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, const lt_cmd_part *part,
+                           lt_error *err) {
     size_t whole = m->n_params;
-    if (s == LT_OK) s = lt_cmd_rank_part(L->comm, m, opt, ops, l0, l1, err);
+    lt_status s = lt_cmd_rank_part(L->comm, m, opt, ops, part->l0, part->l1, err);
     if (s == LT_OK && L->rank0)
         LT_INFO("each rank holds its own part: rank 0 has %zu of the model's %zu parameters (stage 0's layers %d..%d%s)",
-                m->n_params, whole, l0, l1 - 1, m->tp > 1 ? ", its TP shard" : "");
+                m->n_params, whole, part->l0, part->l1 - 1, m->tp > 1 ? ", its TP shard" : "");
     return s;
 }
 
@@ -482,12 +472,7 @@ static lt_status rank_part(train_loop *L, lt_llama *m, lt_adamw *opt, lt_tp_ops 
  * bytes (fp32 weights and gradients, AdamW's two moments). The plans' shard mode must be
  * this run's: their memory check priced it. */
 static lt_status held_model(train_loop *L, const lt_config *run_cfg, lt_error *err) {
-    lt_run_info run = {0};
-    lt_config *cfg = lt_config_new();
-    lt_status s = cfg ? lt_store_run_info(L->store, &run, err) : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    if (s == LT_OK) s = lt_config_load_string(cfg, run.config ? run.config : "", L->db_path, err);
-    if (s == LT_OK) s = lt_cost_counts_from_config(&L->held, cfg, err);
-    if (s != LT_OK) lt_error_prefix(err, "the cost model of the plans' config: ");
+    lt_status s = lt_cmd_plans_counts(L->store, L->db_path, &L->held, err);
     if (s == LT_OK && L->held.shard != L->shard) {
         bool old_key = L->shard == LT_SHARD_ZERO1 && !strcmp(lt_config_get_string(run_cfg, "parallel", "shard"), "none");
         const char *key = old_key ? "zero1" : "shard";
@@ -497,8 +482,6 @@ static lt_status held_model(train_loop *L, const lt_config *run_cfg, lt_error *e
         lt_error_hint(err, "plan and train with the same parallel.shard: its memory is part of each plan");
     }
     if (s == LT_OK) L->held.weight_bytes = 4, L->held.grad_bytes = 4, L->held.optim_bytes = 8;
-    lt_run_info_free(&run);
-    lt_config_free(cfg);
     return s;
 }
 
@@ -656,8 +639,8 @@ int train_command(lt_cli_ctx *ctx) {
             LT_INFO("each rank holds its own part: rank 0 has %zu of the model's %zu parameters (stage 0's layers "
                     "%d..%d%s), read or initialized as such", m.n_params, m.n_params_whole, m.l0, m.l1 - 1,
                     m.tp > 1 ? ", its TP shard" : "");
-    } else if (s == LT_OK && comm && a.db && !be && st.step < stop) {
-        s = rank_part(&L, &m, &opt, &tpo, st.step, &err);
+    } else if (s == LT_OK && parted && !be && st.step < stop) { /* read whole (a single-file checkpoint) */
+        s = rank_part(&L, &m, &opt, &tpo, &part, &err);
     }
     if (s == LT_OK && comm && a.db) s = lt_llama_create_table(&L.table, &m.shape, tp, comm ? lt_comm_layout_of(comm)->tp_rank : 0, &err);
     L.be = be;
