@@ -101,7 +101,8 @@ int lt_cuda_gemm_cache_size(const lt_cuda *c);
 
 /* ---------------------------------------------------------------- elementwise families */
 /* embedding (kernels/embed.cu) */
-/* out[t] = wte[ids[t]]; ids is a device array. */
+/* out[t] = wte[ids[t]]; ids is a device array. ids[t] < 0: a token outside this
+ * tensor-parallel rank's vocabulary rows (train/cpu/embed.c): a zero row, no gradient. */
 lt_status lt_cuda_embed_forward(lt_cuda *c, lt_bf16 *out, const int32_t *ids, int T, const lt_bf16 *wte, int C,
                                 lt_error *err);
 /* dwte[ids[t]] += dout[t] (fp32 gradient), deterministic (no float atomics: the same
@@ -136,6 +137,24 @@ lt_status lt_cuda_swiglu_backward(lt_cuda *c, lt_bf16 *dgate, lt_bf16 *dup, cons
  * sums them (lt_cuda_sum_rows). */
 lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits, const int32_t *targets,
                                         int T, int V, float scale, float *row_loss, lt_error *err);
+/* The vocabulary-parallel cross-entropy (kernels/xent.cu; Megatron-LM's, Shoeybi et al. 2019
+ * 3), the twins of train/cpu/kernels.h's lt_xent_tp_max / _sums / _finish: logits are the
+ * bf16 [T, V] rows of this tensor-parallel rank's vocabulary rows [v0, v0 + V); rowmax [T]
+ * and sums [2T] fp32 device arrays, all-reduced over the TP group by the caller between
+ * the calls (rowmax: maximum; sums: sum); targets a device array (< 0: no prediction).
+ *   _max     rowmax[t] = the largest local logit of row t;
+ *   _sums    sums[t] = sum_v exp(l[t, v] - rowmax[t]) (rowmax: the group's), sums[T + t] =
+ *            the target's logit where this rank holds it, else 0;
+ *   _finish  row_loss[t] = log sums[t] + rowmax[t] - sums[T + t] (0 without a target), and
+ *            with dlogits (may equal logits; NULL: the losses only) dlogits = scale
+ *            (softmax - onehot) over the local rows. The host sums row_loss
+ *            (lt_cuda_sum_rows). */
+lt_status lt_cuda_xent_tp_max(lt_cuda *c, float *rowmax, const lt_bf16 *logits, int T, int V, lt_error *err);
+lt_status lt_cuda_xent_tp_sums(lt_cuda *c, float *sums, const lt_bf16 *logits, const float *rowmax,
+                               const int32_t *targets, int v0, int T, int V, lt_error *err);
+lt_status lt_cuda_xent_tp_finish(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits, const float *rowmax,
+                                 const float *sums, const int32_t *targets, int v0, int T, int V, float scale,
+                                 float *row_loss, lt_error *err);
 /* Sum of n fp32 device values, in double, read back to the host (synchronizes). */
 lt_status lt_cuda_sum_rows(lt_cuda *c, const float *x, size_t n, double *host_sum, lt_error *err);
 

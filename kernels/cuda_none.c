@@ -141,6 +141,22 @@ lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits, const lt_b
     (void)c, (void)dlogits, (void)logits, (void)targets, (void)T, (void)V, (void)scale, (void)row_loss;
     NO_CUDA(lt_cuda_xent_forward_backward);
 }
+lt_status lt_cuda_xent_tp_max(lt_cuda *c, float *rowmax, const lt_bf16 *logits, int T, int V, lt_error *err) {
+    (void)c, (void)rowmax, (void)logits, (void)T, (void)V;
+    NO_CUDA(lt_cuda_xent_tp_max);
+}
+lt_status lt_cuda_xent_tp_sums(lt_cuda *c, float *sums, const lt_bf16 *logits, const float *rowmax,
+                               const int32_t *targets, int v0, int T, int V, lt_error *err) {
+    (void)c, (void)sums, (void)logits, (void)rowmax, (void)targets, (void)v0, (void)T, (void)V;
+    NO_CUDA(lt_cuda_xent_tp_sums);
+}
+lt_status lt_cuda_xent_tp_finish(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits, const float *rowmax,
+                                 const float *sums, const int32_t *targets, int v0, int T, int V, float scale,
+                                 float *row_loss, lt_error *err) {
+    (void)c, (void)dlogits, (void)logits, (void)rowmax, (void)sums, (void)targets, (void)v0, (void)T, (void)V,
+        (void)scale, (void)row_loss;
+    NO_CUDA(lt_cuda_xent_tp_finish);
+}
 lt_status lt_cuda_sum_rows(lt_cuda *c, const float *x, size_t n, double *host_sum, lt_error *err) {
     (void)c, (void)x, (void)n;
     if (host_sum) *host_sum = 0.0;

@@ -10,8 +10,11 @@
  * same bits on every run — and equal to lt_embed_backward on the same (bf16-valued)
  * inputs.
  *
- * The ids are not range-checked (the vocabulary size is not an argument, as on the CPU):
- * the caller guarantees 0 <= ids[t] < V.
+ * An id < 0 is a token outside this tensor-parallel rank's vocabulary rows (the
+ * vocab-parallel embedding, train/model/pass.c): a zero row forward, no gradient. CUB sorts
+ * signed keys in signed order, so such tokens make the first runs, which add nothing. The
+ * ids are not range-checked above (the vocabulary size is not an argument, as on the CPU):
+ * the caller guarantees ids[t] < V.
  */
 #include <cub/cub.cuh> /* cub::DeviceRadixSort */
 
@@ -23,8 +26,12 @@ enum { EMBED_THREADS = 256 };
 template <bool VEC>
 __global__ void embed_forward_kernel(lt_bf16 *out, const int32_t *ids, const lt_bf16 *wte, int C) {
     size_t t = blockIdx.x;
-    const lt_bf16 *src = wte + (size_t)ids[t] * (size_t)C;
     lt_bf16 *dst = out + t * (size_t)C;
+    if (ids[t] < 0) { /* another TP rank's token: a zero row */
+        for (int c = threadIdx.x; c < C; c += blockDim.x) lt_st(dst + c, 0.0f);
+        return;
+    }
+    const lt_bf16 *src = wte + (size_t)ids[t] * (size_t)C;
     if (VEC) {
         for (int c = 8 * threadIdx.x; c < C; c += 8 * blockDim.x)
             *reinterpret_cast<int4 *>(dst + c) = *reinterpret_cast<const int4 *>(src + c);
@@ -45,6 +52,7 @@ __global__ void embed_backward_runs_kernel(float *dwte, const lt_bf16 *dout, con
                                            const int32_t *order, int T, int C) {
     int p = blockIdx.x;
     if (p > 0 && key[p] == key[p - 1]) return; /* not the start of a run */
+    if (key[p] < 0) return;                     /* another TP rank's tokens: no gradient here */
     int q = p + 1;
     while (q < T && key[q] == key[p]) q++;
     float *row = dwte + (size_t)key[p] * (size_t)C;

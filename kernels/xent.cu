@@ -16,6 +16,15 @@
  * logit is read by every thread before the block's first barrier. 8 logits per load when
  * V % 8 == 0 and the rows are 16-byte aligned. The per-row losses go to row_loss (fp32);
  * the host adds them with lt_cuda_sum_rows (deterministic).
+ *
+ * The vocabulary-parallel form (Megatron-LM's, Shoeybi et al. 2019 3; the twins of
+ * train/cpu/xent.c's lt_xent_tp_*): a tensor-parallel rank holds the logits of its
+ * vocabulary rows [v0, v0 + V) only, and the row statistics cross the group between three
+ * kernels, one block per row each: _max (the local row maximum), _sums (the exponentials'
+ * sum against the group's maximum, and the target's logit where this rank holds it), and
+ * _finish (the loss from the group's sums, and the gradient of the local columns). The
+ * block reductions are the same fixed-order merges as above (a max is a (max, 0) pair, a
+ * sum against a common maximum a (M, s) pair), so the result is the same bits every run.
  */
 #include <math.h>
 
@@ -135,6 +144,133 @@ extern "C" lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits,
     } else {
         LT_KERNEL(xent_kernel<false>, T, XENT_THREADS, c->stream)(dlogits, logits, targets, V, scale, row_loss);
         LT_LAUNCH_CHECK("xent_kernel");
+    }
+    return LT_OK;
+}
+
+/* ---------------------------------------------------------------- vocabulary-parallel */
+
+template <bool VEC>
+__global__ void __launch_bounds__(XENT_THREADS) xent_tp_max_kernel(float *rowmax, const lt_bf16 *logits, int V) {
+    const lt_bf16 *l = logits + (size_t)blockIdx.x * (size_t)V;
+    max_sum a = {-INFINITY, 0.0f};
+    if (VEC) {
+        for (int v = 8 * threadIdx.x; v < V; v += 8 * blockDim.x) {
+            lt_bf16x8 x = lt_ld8(l + v);
+#pragma unroll
+            for (int k = 0; k < 8; k++) a.m = fmaxf(a.m, x.v[k]);
+        }
+    } else {
+        for (int v = threadIdx.x; v < V; v += blockDim.x) a.m = fmaxf(a.m, lt_ld(l + v));
+    }
+    a = ms_block(a);
+    if (threadIdx.x == 0) rowmax[blockIdx.x] = a.m;
+}
+
+template <bool VEC>
+__global__ void __launch_bounds__(XENT_THREADS) xent_tp_sums_kernel(float *sums, const lt_bf16 *logits,
+                                                                    const float *rowmax, const int32_t *targets,
+                                                                    int v0, int T, int V) {
+    size_t t = blockIdx.x;
+    const lt_bf16 *l = logits + t * (size_t)V;
+    float M = rowmax[t];
+    max_sum a = {M, 0.0f}; /* every pair at the group's maximum: the merges add the sums */
+    if (VEC) {
+        for (int v = 8 * threadIdx.x; v < V; v += 8 * blockDim.x) {
+            lt_bf16x8 x = lt_ld8(l + v);
+#pragma unroll
+            for (int k = 0; k < 8; k++) a.s += expf(x.v[k] - M);
+        }
+    } else {
+        for (int v = threadIdx.x; v < V; v += blockDim.x) a.s += expf(lt_ld(l + v) - M);
+    }
+    a = ms_block(a);
+    if (threadIdx.x == 0) {
+        int target = targets[t], k = target - v0;
+        sums[t] = a.s;
+        sums[(size_t)T + t] = target >= 0 && k >= 0 && k < V ? lt_ld(l + k) : 0.0f;
+    }
+}
+
+/* In place is safe: a thread writes only the elements it read itself. */
+template <bool VEC>
+__global__ void __launch_bounds__(XENT_THREADS) xent_tp_finish_kernel(lt_bf16 *dlogits, const lt_bf16 *logits,
+                                                                      const float *rowmax, const float *sums,
+                                                                      const int32_t *targets, int v0, int T, int V,
+                                                                      float scale, float *row_loss) {
+    size_t t = blockIdx.x, off = t * (size_t)V;
+    const lt_bf16 *l = logits + off;
+    lt_bf16 *dl = dlogits != NULL ? dlogits + off : NULL;
+    int target = targets[t], k = target - v0;
+    if (target < 0) {
+        if (dl != NULL)
+            for (int v = threadIdx.x; v < V; v += blockDim.x) lt_st(dl + v, 0.0f);
+        if (threadIdx.x == 0) row_loss[t] = 0.0f;
+        return;
+    }
+    float M = rowmax[t], inv = 1.0f / sums[t];
+    if (threadIdx.x == 0) row_loss[t] = (float)(log((double)sums[t]) + (double)M - (double)sums[(size_t)T + t]);
+    if (dl == NULL) return;
+    if (VEC) {
+        for (int v = 8 * threadIdx.x; v < V; v += 8 * blockDim.x) {
+            lt_bf16x8 x = lt_ld8(l + v);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                float g = scale * (expf(x.v[j] - M) * inv);
+                x.v[j] = v + j == k ? g - scale : g;
+            }
+            lt_st8(dl + v, x);
+        }
+    } else {
+        for (int v = threadIdx.x; v < V; v += blockDim.x) {
+            float g = scale * (expf(lt_ld(l + v) - M) * inv);
+            lt_st(dl + v, v == k ? g - scale : g);
+        }
+    }
+}
+
+extern "C" lt_status lt_cuda_xent_tp_max(lt_cuda *c, float *rowmax, const lt_bf16 *logits, int T, int V,
+                                         lt_error *err) {
+    LT_CUDA_REQUIRE(T >= 0 && V > 0, "lt_cuda_xent_tp_max", "bad shape T=%d V=%d", T, V);
+    if (T == 0) return LT_OK;
+    if (V % 8 == 0 && lt_cuda_aligned16(logits)) {
+        LT_KERNEL(xent_tp_max_kernel<true>, T, XENT_THREADS, c->stream)(rowmax, logits, V);
+        LT_LAUNCH_CHECK("xent_tp_max_kernel<vec>");
+    } else {
+        LT_KERNEL(xent_tp_max_kernel<false>, T, XENT_THREADS, c->stream)(rowmax, logits, V);
+        LT_LAUNCH_CHECK("xent_tp_max_kernel");
+    }
+    return LT_OK;
+}
+
+extern "C" lt_status lt_cuda_xent_tp_sums(lt_cuda *c, float *sums, const lt_bf16 *logits, const float *rowmax,
+                                          const int32_t *targets, int v0, int T, int V, lt_error *err) {
+    LT_CUDA_REQUIRE(T >= 0 && V > 0 && v0 >= 0, "lt_cuda_xent_tp_sums", "bad shape T=%d V=%d v0=%d", T, V, v0);
+    if (T == 0) return LT_OK;
+    if (V % 8 == 0 && lt_cuda_aligned16(logits)) {
+        LT_KERNEL(xent_tp_sums_kernel<true>, T, XENT_THREADS, c->stream)(sums, logits, rowmax, targets, v0, T, V);
+        LT_LAUNCH_CHECK("xent_tp_sums_kernel<vec>");
+    } else {
+        LT_KERNEL(xent_tp_sums_kernel<false>, T, XENT_THREADS, c->stream)(sums, logits, rowmax, targets, v0, T, V);
+        LT_LAUNCH_CHECK("xent_tp_sums_kernel");
+    }
+    return LT_OK;
+}
+
+extern "C" lt_status lt_cuda_xent_tp_finish(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits, const float *rowmax,
+                                            const float *sums, const int32_t *targets, int v0, int T, int V,
+                                            float scale, float *row_loss, lt_error *err) {
+    LT_CUDA_REQUIRE(T >= 0 && V > 0 && v0 >= 0, "lt_cuda_xent_tp_finish", "bad shape T=%d V=%d v0=%d", T, V, v0);
+    LT_CUDA_REQUIRE(row_loss != NULL, "lt_cuda_xent_tp_finish", "row_loss is required");
+    if (T == 0) return LT_OK;
+    if (V % 8 == 0 && (dlogits == NULL || lt_cuda_aligned16(dlogits)) && lt_cuda_aligned16(logits)) {
+        LT_KERNEL(xent_tp_finish_kernel<true>, T, XENT_THREADS, c->stream)(dlogits, logits, rowmax, sums, targets, v0,
+                                                                           T, V, scale, row_loss);
+        LT_LAUNCH_CHECK("xent_tp_finish_kernel<vec>");
+    } else {
+        LT_KERNEL(xent_tp_finish_kernel<false>, T, XENT_THREADS, c->stream)(dlogits, logits, rowmax, sums, targets, v0,
+                                                                            T, V, scale, row_loss);
+        LT_LAUNCH_CHECK("xent_tp_finish_kernel");
     }
     return LT_OK;
 }

@@ -22,7 +22,14 @@
 #                      6. the ~1B Llama benchmark (bench/gpu/run.sh), planned with the profile
 #                         just measured: MFU against the GPU's bf16 dense peak (target >= 50 %),
 #                         the simulator's step-time error (target <= 5 %) and memory error
-#                         (target <= 2 %).
+#                         (target <= 2 %);
+#                      7. with two or more GPUs and mpirun: tensor parallelism over NCCL
+#                         (`trainer check` at tp 2, every rank's part on its GPU against one
+#                         CPU fp32 process) and zero1 at dp 2 (`train --db` 4 steps beside
+#                         shard none: the last losses within 1 %, the model-state bytes against
+#                         the cost model's). NCCL takes one
+#                         rank per GPU, so with one GPU these are reported as NEEDS 2 GPUS:
+#                         neither passed nor failed, counted apart.
 #                    A piece that does not exist yet is reported as MISSING, and the script
 #                    then exits 1: it never reports a check it could not run as passed.
 #   --prepare        on a machine with the CUDA toolkit (GPU or not): configure --with-cuda
@@ -40,7 +47,8 @@
 #   --quick          fewer trained steps in the 1B benchmark (a smoke run)
 #
 # Exit status: 0 every check ran and met its target; 1 a check failed, missed its target or
-# is MISSING; 2 bad usage; 3 no GPU (run mode) or no CUDA toolkit (--prepare).
+# is MISSING (a NEEDS 2 GPUS row is neither); 2 bad usage; 3 no GPU (run mode) or no CUDA
+# toolkit (--prepare).
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -52,7 +60,7 @@ while [ $# -gt 0 ]; do
     --build-dir) build=${2:?--build-dir needs a value}; shift 2 ;;
     --out) out=${2:?--out needs a value}; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0"; exit 0 ;;
     *) echo "gpu-check: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -143,10 +151,10 @@ esac
   echo "| --- | --- | --- |"
 } >>"$report"
 
-fails=0 missing=0 calibrated=""
+fails=0 missing=0 needs=0 calibrated=""
 row() { # row CHECK RESULT DETAIL
   echo "| $1 | $2 | $3 |" >>"$report"
-  case "$2" in PASS) ;; MISSING*) missing=$((missing + 1)) ;; *) fails=$((fails + 1)) ;; esac
+  case "$2" in PASS) ;; MISSING*) missing=$((missing + 1)) ;; NEEDS*) needs=$((needs + 1)) ;; *) fails=$((fails + 1)) ;; esac
   echo "gpu-check: $1: $2 ${3:+($3)}" >&2
 }
 cmds=()
@@ -341,6 +349,39 @@ else
   row "1B Llama benchmark" FAIL "$(last_out | grep -m1 -E 'error' || last_out | tail -1)"
 fi
 
+# ---------------------------------------------------------------- 7. two GPUs: tp 2, zero1 at dp 2
+n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [ "$n_gpus" -ge 2 ] && command -v mpirun >/dev/null 2>&1 && [ -f "$work/check.ini" ]; then
+  MPI2=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -n 2)
+  fresh
+  if run_logged "$build/plans/planner" build --config "$work/check.ini" --data "$work/data" --db "$work/tp2.db" \
+       --strategy slimpack --set parallel.tp=2 --set parallel.pp=1 &&
+     run_logged "${MPI2[@]}" "$build/train/trainer" check --config "$work/check.ini" --set parallel.tp=2 \
+       --db "$work/tp2.db" --data "$work/data"; then
+    row "trainer check on 2 GPUs, tp 2 (NCCL TP collectives, vocab-parallel cross-entropy)" PASS "$(last_out | tail -1)"
+  else
+    row "trainer check on 2 GPUs, tp 2" FAIL "$(last_out | grep -m1 -E 'error|max_rel' || echo failed)"
+  fi
+  fresh
+  z_ok=0
+  for mode in none zero1; do
+    run_logged "$build/plans/planner" build --config "$work/check.ini" --data "$work/data" --db "$work/z-$mode.db" \
+      --strategy megatron --set parallel.dp=2 --set parallel.shard=$mode --set plan.steps=4 &&
+    run_logged "${MPI2[@]}" "$build/train/trainer" train --config "$work/check.ini" --set parallel.dp=2 \
+      --set parallel.shard=$mode --db "$work/z-$mode.db" --data "$work/data" --out "$work/z-$mode" &&
+    z_ok=$((z_ok + 1))
+  done
+  l=($(last_out | sed -n 's/^step=4 loss=\([0-9.]*\).*/\1/p'))
+  if [ "$z_ok" = 2 ] && [ ${#l[@]} = 2 ] && last_out | grep -q 'gpu_states_rel_err' &&
+     awk -v a="${l[0]}" -v b="${l[1]}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 * a) }'; then
+    row "zero1 at dp 2 on 2 GPUs (train --db 4 steps)" PASS "loss at step 4: none ${l[0]}, zero1 ${l[1]}; $(last_out | grep -o -E '(gpu_states|dp_bytes)_rel_err=[0-9.e+-]*' | tr '\n' ' ')"
+  else
+    row "zero1 at dp 2 on 2 GPUs" FAIL "$(last_out | grep -m1 -E 'error' || echo failed)"
+  fi
+else
+  row "tp 2 and zero1 over NCCL" "NEEDS 2 GPUS" "$n_gpus GPU(s)$(command -v mpirun >/dev/null 2>&1 || echo ', no mpirun'): NCCL takes one rank per GPU"
+fi
+
 # ---------------------------------------------------------------- the commands
 {
   echo
@@ -350,7 +391,7 @@ fi
   printf '%s\n' "${cmds[@]}"
   echo '```'
   echo
-  echo "Summary: $fails failed or below target, $missing missing."
+  echo "Summary: $fails failed or below target, $missing missing, $needs needing more GPUs than this machine has."
 } >>"$report"
 rm -f "$log.cur" "$log.one"
 [ "$fails" -eq 0 ] && [ "$missing" -eq 0 ]

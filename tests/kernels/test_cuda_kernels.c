@@ -14,7 +14,8 @@
  *   kernel                 output             bound
  *   f32<->bf16, add        bf16               bit-exact (same fp32 op, same rounding)
  *   embed fwd              bf16 rows          bit-exact (a copy)
- *   embed bwd              dwte fp32          bit-exact (same adds in the same t order)
+ *   embed bwd              dwte fp32          bit-exact (same adds in the same t order); ids < 0
+ *                                             (another TP rank's tokens): zero rows, no gradient
  *   linear fwd / gemm      bf16 out           bf16 out, A = 2e-3 (fp32 sums of exact products, K <= 96)
  *   linear bwd dx          bf16 (+=)          bf16 out, A = 2e-3
  *   linear bwd dw          fp32 (+=)          |d| <= 1e-4 max|cpu| (fp32 accumulation order only)
@@ -27,6 +28,12 @@
  *   xent dlogits           bf16               bf16 out, A = 1e-3
  *   xent / sum_rows total  double             1e-4 relative
  *   xent, target >= V      loss, dlogits row  NaN (the other rows as above)
+ *   xent_tp (a TP group of 3 vocabulary slices in one process, the statistics combined on
+ *            the host as the group's all-reduces would): rowmax bit-exact (a max of the same
+ *            values); the summed row losses against lt_xent_forward_backward on the whole
+ *            rows 1e-4 relative, each slice's dlogits against those columns of the whole
+ *            dlogits bf16 out, A = 1e-3; a loss-only call leaves the logits and gives the
+ *            same row losses
  *   sum_squares            double             1e-5 relative (fp32 per block), and the same
  *                                             bits on a second run
  *   scale                  fp32               bit-exact
@@ -445,6 +452,7 @@ static void test_embed(void **state) {
         assert_non_null(ids);
         for (int t = 0; t < T; t++) ids[t] = (int32_t)(lt_rng_double(&r) * 10); /* ids repeat: runs */
         ids[T - 1] = V - 1;
+        for (int t = 0; t < T; t += 7) ids[t] = -1; /* another TP rank's tokens: zero rows, no gradient */
         float *wte = rand_bf16_values(&r, (size_t)V * C, -1, 1), *dout = rand_bf16_values(&r, (size_t)T * C, -1, 1);
         /* the sums must round for the order of the adds to show: full fp32 mantissas in
          * dwte, dout scaled by powers of two from 2^-8 to 2^8 (still bf16 values) */
@@ -636,6 +644,83 @@ static void test_xent(void **state) {
     }
 }
 
+/* The vocabulary-parallel cross-entropy: a group of G ranks simulated in one process, each
+ * holding the columns [v0, v0 + Vr) of the whole [T, V] logits; the statistics the group
+ * all-reduces (the maximum, then the sums) combined on the host between the kernels. */
+static void test_xent_tp(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 79);
+    enum { T = 19, G = 3 };
+    const int vocabs[] = {48 * G, 1001}; /* every slice vector-wide; slices of 334, 334, 333 (scalar) */
+    for (int k = 0; k < 2; k++) {
+        int V = vocabs[k];
+        size_t n = (size_t)T * V;
+        float *l = rand_bf16_values(&r, n, -8, 8), *rdl = fbuf(n);
+        int32_t tg[T];
+        for (int t = 0; t < T; t++) tg[t] = (int32_t)(lt_rng_double(&r) * V);
+        tg[2] = -1, tg[T - 1] = -1, tg[5] = 0, tg[6] = V - 1; /* no prediction; the ends of the vocabulary */
+        const float scale = 1.0f / 17.0f;
+        double rtotal = lt_xent_forward_backward(rdl, l, tg, T, V, scale, NULL);
+        int32_t *d_tg = up_i32(tg, (size_t)T);
+        lt_bf16 *d_l[G];
+        float *d_max[G], *d_sums[G], *d_loss[G];
+        int v0[G], vr[G];
+        float gmax[T], gsums[2 * T];
+        for (int t = 0; t < T; t++) gmax[t] = -INFINITY, gsums[t] = 0.0f, gsums[T + t] = 0.0f;
+        for (int g = 0; g < G; g++) {
+            v0[g] = g * (V / G) + (g < V % G ? g : V % G);
+            vr[g] = V / G + (g < V % G);
+            float *slice = fbuf((size_t)T * vr[g]);
+            for (int t = 0; t < T; t++) memcpy(slice + (size_t)t * vr[g], l + (size_t)t * V + v0[g], (size_t)vr[g] * 4);
+            d_l[g] = up_bf16(slice, (size_t)T * vr[g]);
+            d_max[g] = dalloc((size_t)T * 4), d_sums[g] = dalloc((size_t)2 * T * 4), d_loss[g] = dalloc((size_t)T * 4);
+            OK(lt_cuda_xent_tp_max(g_cuda, d_max[g], d_l[g], T, vr[g], err));
+            float *mx = down_f32(d_max[g], (size_t)T), ref[T];
+            lt_xent_tp_max(ref, slice, T, vr[g]);
+            expect_bits("xent_tp_max", mx, ref, (size_t)T);
+            for (int t = 0; t < T; t++) gmax[t] = fmaxf(gmax[t], mx[t]); /* the group's maximum all-reduce */
+            free(slice), free(mx);
+        }
+        float *d_gmax = up_f32(gmax, (size_t)T);
+        for (int g = 0; g < G; g++) {
+            OK(lt_cuda_xent_tp_sums(g_cuda, d_sums[g], d_l[g], d_gmax, d_tg, v0[g], T, vr[g], err));
+            float *sm = down_f32(d_sums[g], (size_t)2 * T);
+            for (int t = 0; t < 2 * T; t++) gsums[t] += sm[t]; /* the group's sum all-reduce */
+            free(sm);
+        }
+        float *d_gsums = up_f32(gsums, (size_t)2 * T);
+        double total = 0.0, loss_t[T];
+        for (int t = 0; t < T; t++) loss_t[t] = 0.0;
+        for (int g = 0; g < G; g++) {
+            size_t ng = (size_t)T * vr[g];
+            /* the losses alone first: the logits unchanged, the same row losses after */
+            OK(lt_cuda_xent_tp_finish(g_cuda, NULL, d_l[g], d_gmax, d_gsums, d_tg, v0[g], T, vr[g], scale, d_loss[g], err));
+            float *only = down_f32(d_loss[g], (size_t)T), *before = down_bf16(d_l[g], ng);
+            OK(lt_cuda_xent_tp_finish(g_cuda, d_l[g], d_l[g], d_gmax, d_gsums, d_tg, v0[g], T, vr[g], scale, d_loss[g],
+                                      err)); /* in place */
+            float *loss = down_f32(d_loss[g], (size_t)T), *dl = down_bf16(d_l[g], ng), *want = fbuf(ng);
+            expect_bits("xent_tp loss-only row losses", only, loss, (size_t)T);
+            for (int t = 0; t < T; t++) memcpy(want + (size_t)t * vr[g], rdl + (size_t)t * V + v0[g], (size_t)vr[g] * 4);
+            expect_close("xent_tp dlogits (a slice)", dl, want, ng, BF16_REL, 1e-3);
+            for (int t = 0; t < T; t++) {
+                if (tg[t] < 0) assert_true(loss[t] == 0.0f);
+                loss_t[t] = loss[t]; /* every rank computes the row's whole loss from the group's sums */
+            }
+            float *l_slice = fbuf(ng);
+            for (int t = 0; t < T; t++) memcpy(l_slice + (size_t)t * vr[g], l + (size_t)t * V + v0[g], (size_t)vr[g] * 4);
+            expect_bits("xent_tp logits after a loss-only call", before, l_slice, ng);
+            free(only), free(before), free(loss), free(dl), free(want), free(l_slice);
+        }
+        for (int t = 0; t < T; t++) total += loss_t[t];
+        if (!(fabs(total - rtotal) <= 1e-4 * fabs(rtotal))) fail_msg("xent_tp total: gpu %.12g cpu %.12g", total, rtotal);
+        for (int g = 0; g < G; g++) dfree(d_l[g]), dfree(d_max[g]), dfree(d_sums[g]), dfree(d_loss[g]);
+        dfree(d_tg), dfree(d_gmax), dfree(d_gsums);
+        free(l), free(rdl);
+    }
+}
+
 /* A target outside the vocabulary (a caller's broken contract the kernel cannot report)
  * poisons the row: NaN loss and NaN gradient, so the step's loss shows it; the other
  * rows are unaffected. */
@@ -745,6 +830,7 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_xent),
+        cmocka_unit_test(test_xent_tp),
         cmocka_unit_test(test_xent_target_out_of_range_is_nan),
         cmocka_unit_test(test_sum_squares_and_scale),
         cmocka_unit_test(test_adamw_matches_cpu_bit_for_bit),

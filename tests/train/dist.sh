@@ -239,6 +239,16 @@ elif grep -q "parallel.shard = fsdp, but the plans of .*t22.db were made for par
 else
   notok "the refusal of plans made for another parallel.shard names both" "$tmp/mis.err"
 fi
+# the GPU shards with zero1 only (Megatron's distributed optimizer): zero2 is refused by name
+# before any GPU is opened
+if "${MPIRUN[@]}" 4 "$TRAINER" train "${T[@]}" --set parallel.dp=2 --set parallel.pp=2 --set parallel.shard=zero2 \
+     --set train.backend=cuda --db "$tmp/zero2.db" --out "$tmp/gz" >"$tmp/gz.out" 2>"$tmp/gz.err"; then
+  notok "train --db refuses parallel.shard = zero2 with train.backend = cuda" "$tmp/gz.out"
+elif grep -q "parallel.shard = zero2 runs on the CPU backend only; train.backend = cuda shards with zero1" "$tmp/gz.err"; then
+  ok "train --db refuses parallel.shard = zero2 with train.backend = cuda by name, before opening a GPU"
+else
+  notok "the refusal of zero2 on the GPU names the key" "$tmp/gz.err"
+fi
 
 # ---- faults: SIGKILL one rank mid-run, then --resume; SIGUSR2
 F=("${T[@]}" --set plan.steps=30 --set train.steps=30 --set train.checkpoint_every=5 --set parallel.dp=2

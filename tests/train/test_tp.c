@@ -178,7 +178,8 @@ static void check_tp(int tp, int kv_heads, int tied) {
     for (int r = 0; r < tp; r++) {
         memset(&run[r], 0, sizeof run[r]);
         run[r].ctx = (rank_ctx){&g, r};
-        run[r].ops = (lt_tp_ops){&run[r].ctx, t_all_gather, t_reduce_scatter, t_all_reduce};
+        run[r].ops = (lt_tp_ops){.ctx = &run[r].ctx, .all_gather = t_all_gather, .reduce_scatter = t_reduce_scatter,
+                                 .all_reduce = t_all_reduce}; /* (no posted form: the blocking path) */
         lt_status st = lt_llama_create_tp(&run[r].m, &s, tp, r, &err);
         if (st != LT_OK) fail_msg("%s", err.what);
         run[r].m.tp_ops = &run[r].ops;

@@ -198,13 +198,13 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         c->dist_ready = st == LT_OK;
         lt_exec_hooks hooks = {.ctx = &c->dist, .grads_final = lt_dist_layer_final}; /* as train --db */
         float *g = dev ? c->dg : c->gr; /* the GPU's: fp32 device gradients, downloaded once reduced */
-        if (dev) c->be->zero(c->be, c->dg, c->m.n_params * sizeof(float));
+        if (dev) c->be->zero(c->be, c->dg, c->xm->n_params * sizeof(float));
         if (c->gr != c->ga) memset(c->gr, 0, c->xm->n_params * sizeof(float));
         if (st == LT_OK) lt_dist_bind(&c->dist, c->xm, g);
         if (st == LT_OK) lt_dist_set_device_grads(&c->dist, dev);
         if (st == LT_OK) st = lt_exec_step_rank(rm, &p, smp, dev ? &c->vg : &c->vr, &es, c->pool, c->comm, &hooks, err);
         if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, c->xm, g, err);
-        if (st == LT_OK && dev) st = c->be->to_host(c->be, c->ga, c->dg, c->m.n_params * sizeof(float), err);
+        if (st == LT_OK && dev) st = c->be->to_host(c->be, c->gr, c->dg, c->xm->n_params * sizeof(float), err);
         if (st == LT_OK) st = lt_dist_gather(&c->dist, c->xm, c->gr, &c->m, c->ga, err);
         if (st == LT_OK && c->xm->tp > 1) { /* the planner's TP pricing against the bytes sent */
             double want = predicted_tp_bytes(c, &p), e[2] = {0, 0};
@@ -347,20 +347,11 @@ int check_command(lt_cli_ctx *ctx) {
             c.tbe = lt_backend_cpu_bf16();
     }
     if (st == LT_OK) st = load_or_init(ctx, ckpt, &c.m, &err);
-    if (st == LT_OK && c.be) { /* the same model on the GPU: its struct, another backend */
-        c.mg = c.m;
-        st = lt_backend_cuda_upload(c.be, &c.mg, &err);
-        if (st == LT_OK) st = lt_backend_cuda_grads(c.be, c.m.n_params, &c.dg, &err);
-        if (st == LT_OK && !(c.hg = malloc(c.m.n_params * sizeof(float))))
-            st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for the GPU's gradients");
-    }
     c.xm = &c.m;
     int tp = c.comm ? lt_comm_layout_of(c.comm)->tp : 1;
-    if (st == LT_OK && tp > 1 && c.be)
-        st = lt_fail(&err, LT_ERR_CONFIG, "[parallel]", "parallel.tp > 1 runs on the CPU backends only so far");
     if (st == LT_OK) st = lt_cmd_open_plans(db, &c.m, tp, &c.store, &err);
     if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
-    if (st == LT_OK && c.comm && !c.be && n_steps > 0) { /* the rank's part: its stage, its TP shard */
+    if (st == LT_OK && c.comm && n_steps > 0) { /* the rank's part: its stage, its TP shard */
         int l0 = 0, l1 = 0;
         st = first_stage_layers(&c, steps[0], &l0, &l1, &err);
         if (st == LT_OK) st = lt_llama_create_stage(&c.mp, &c.m.shape, tp, lt_comm_layout_of(c.comm)->tp_rank, l0, l1,
@@ -370,9 +361,16 @@ int check_command(lt_cli_ctx *ctx) {
         if (st == LT_OK) st = check_cost_model(db, &c, &err);
         if (st == LT_OK) {
             lt_llama_copy_shard(&c.m, c.m.params, &c.mp, c.mp.params);
-            if (tp > 1) lt_dist_tp_ops(c.comm, &c.tpo), c.mp.tp_ops = &c.tpo;
+            if (tp > 1) lt_dist_tp_ops(c.comm, c.be != NULL, &c.tpo), c.mp.tp_ops = &c.tpo; /* (the GPU's: NCCL) */
             c.xm = &c.mp;
         }
+    }
+    if (st == LT_OK && c.be) { /* the executed model (whole, or the rank's part) on the GPU: its struct, another backend */
+        c.mg = *c.xm;
+        st = lt_backend_cuda_upload(c.be, &c.mg, &err);
+        if (st == LT_OK) st = lt_backend_cuda_grads(c.be, c.xm->n_params, &c.dg, &err);
+        if (st == LT_OK && !(c.hg = malloc(c.m.n_params * sizeof(float))))
+            st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for the GPU's gradients");
     }
     /* the test backend's model: the executed model's struct (m, or the rank's part) on
      * cpu-bf16; it shares that model's arrays and is never freed itself */
@@ -393,7 +391,7 @@ int check_command(lt_cli_ctx *ctx) {
         lt_llama_views_of(c.xm, c.gr, c.lv + 3 * c.m.shape.layers, &c.vr);
         lt_llama_views_of(&c.m, c.gb, c.lv + c.m.shape.layers, &c.vb);
         if (c.gc) lt_llama_views_of(&c.m, c.gc, c.lv + 2 * c.m.shape.layers, &c.vc);
-        if (c.dg) lt_llama_views_of(&c.m, c.dg, c.lv + 2 * c.m.shape.layers, &c.vg); /* (gc: distributed only) */
+        if (c.dg) lt_llama_views_of(c.xm, c.dg, c.lv + 2 * c.m.shape.layers, &c.vg); /* (gc: distributed only) */
     }
     /* each rank's part against the cost model's parameters of its stage (lt_cost_stage_params:
      * its layers, the vocab-parallel embedding and head at V / tp rows, the replicated norms) */

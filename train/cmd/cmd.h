@@ -90,8 +90,8 @@ lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err);
  * opt's whole moments, when opt is non-NULL) by this rank's part of them: its stage's
  * layers [l0, l1) (the embedding on the first stage, the final norm and LM head on the
  * last), each tensor its TP rank's shard (lt_llama_create_stage, lt_llama_copy_shard);
- * with tp > 1 its collectives `ops` over comm's TP group (lt_dist_tp_ops; ops must outlive
- * m). A no-op with comm = NULL. */
+ * with tp > 1 its collectives `ops` over comm's TP group (lt_dist_tp_ops, over NCCL when
+ * comm has a device attached; ops must outlive m). A no-op with comm = NULL. */
 lt_status lt_cmd_rank_part(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, int l0, int l1, lt_error *err);
 /* A distributed rank's error: printed with the rank's coordinates, then the job ends
  * (lt_comm_abort, exit status 1). A no-op with comm = NULL. */

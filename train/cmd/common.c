@@ -176,7 +176,7 @@ lt_status lt_cmd_rank_part(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops 
         lt_adamw_free(opt);
         *opt = po;
     }
-    if (l->tp > 1) lt_dist_tp_ops(comm, ops), part.tp_ops = ops;
+    if (l->tp > 1) lt_dist_tp_ops(comm, lt_comm_has_device(comm), ops), part.tp_ops = ops; /* (the GPU's: NCCL) */
     lt_llama_free(m);
     *m = part;
     return LT_OK;

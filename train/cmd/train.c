@@ -189,7 +189,8 @@ typedef struct train_loop {
     bool dist_ready, rank0;
     lt_shard shard;     /* parallel.shard */
     lt_cost_model held; /* counts only, the CPU trainer's bytes: model states between steps */
-    bool held_shown;
+    bool held_shown, gpu_states_shown;
+    bool gpu_sharded; /* train.backend = cuda with parallel.shard = zero1 at dp > 1 */
     double dp_worst; /* the DP bytes each step sent against lt_cost_dp_bytes: largest error */
     int dp_steps;
     lt_adamw *opt; /* the optimizer (sharded: it hands its moments to dist) */
@@ -387,13 +388,15 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
          * gradients, AdamW's two moments: over dp with ZeRO-1; on the GPU also the bf16 copy
          * the kernels read, 2 bytes more), what the planner prices. On the GPU the meter
          * counts the passes' device allocations in device bytes (2 per bf16 element). */
-        double peak = 0, per_param = L->be ? 10.0 : 8.0;
+        /* the CPU: fp32 weights and gradients, 8 bytes of moments; the GPU: the bf16 copy and
+         * fp32 gradients, 12 bytes of fp32 master and moments (sharded by zero1) */
+        double peak = 0, per_param = L->be ? 6.0 : 8.0, optim = L->be ? 12.0 : 8.0;
         for (int g = 0; L->rank0 && g < es.n_stages; g++) {
             double zdp = L->comm && L->dist.sharded ? (double)L->dist.dp : 1.0;
             /* fsdp: the block of the weights kept beside their gathered whole (lt_cost_model_states_bytes) */
             double block = L->comm && L->dist.shard == LT_SHARD_FSDP ? 4.0 / zdp : 0.0;
             const lt_llama *tm = L->table.n_tensors ? &L->table : L->m; /* every stage's tensors */
-            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(tm, &p, g) * (per_param + 8.0 / zdp + block));
+            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(tm, &p, g) * (per_param + optim / zdp + block));
             if ((double)es.stage_peak_bytes[g] > peak) peak = (double)es.stage_peak_bytes[g];
         }
         r->predicted_peak = p.peak_mem, r->measured_peak = peak;
@@ -468,9 +471,11 @@ static lt_status rank_part(train_loop *L, lt_llama *m, lt_adamw *opt, lt_tp_ops 
     return s;
 }
 
-/* The plans' cost model for counting (lt_cost_counts_from_config) with the CPU trainer's
- * bytes (fp32 weights and gradients, AdamW's two moments). The plans' shard mode must be
- * this run's: their memory check priced it. */
+/* The plans' cost model for counting (lt_cost_counts_from_config) with this trainer's bytes:
+ * on the CPU fp32 weights and gradients, AdamW's two moments; on the GPU (train.backend =
+ * cuda) the bf16 copy, fp32 gradients, and 12 bytes of fp32 master and moments (the GPU
+ * profiles' weight_bytes, grad_bytes, optim_bytes). The plans' shard mode must be this
+ * run's: their memory check priced it. */
 static lt_status held_model(train_loop *L, const lt_config *run_cfg, lt_error *err) {
     lt_status s = lt_cmd_plans_counts(L->store, L->db_path, &L->held, err);
     if (s == LT_OK && L->held.shard != L->shard) {
@@ -481,7 +486,9 @@ static lt_status held_model(train_loop *L, const lt_config *run_cfg, lt_error *e
                     L->db_path, lt_shard_name(L->held.shard));
         lt_error_hint(err, "plan and train with the same parallel.shard: its memory is part of each plan");
     }
-    if (s == LT_OK) L->held.weight_bytes = 4, L->held.grad_bytes = 4, L->held.optim_bytes = 8;
+    const char *backend = lt_config_get_string(run_cfg, "train", "backend");
+    bool gpu = backend && strcmp(backend, "cuda") == 0;
+    if (s == LT_OK) L->held.weight_bytes = gpu ? 2 : 4, L->held.grad_bytes = 4, L->held.optim_bytes = gpu ? 12 : 8;
     return s;
 }
 
@@ -516,7 +523,7 @@ static double resident_bytes(void) {
 /* Between steps: what the shard mode releases (lt_dist_release); the first time, rank 0's
  * model-state bytes then against the cost model's (lt_cost_model_states_held_bytes). */
 static lt_status release(train_loop *L, lt_llama *m, float *grads, lt_error *err) {
-    bool show = L->dist.sharded && !L->held_shown && L->rank0 && L->held.pp;
+    bool show = L->dist.sharded && !L->held_shown && L->rank0 && L->held.pp && !L->be; /* (the GPU's: gpu_states) */
     double rss0 = show ? resident_bytes() : 0;
     lt_status s = lt_dist_release(&L->dist, m, m->params, grads, err);
     if (s != LT_OK || !show) return s;
@@ -526,6 +533,28 @@ static lt_status release(train_loop *L, lt_llama *m, float *grads, lt_error *err
             "held_rel_err=%.3e; its resident memory fell by %.0f bytes releasing the step's buffers",
             lt_shard_name(L->dist.shard), held, want, want > 0 ? fabs(held - want) / want : 1.0, rss0 - resident_bytes());
     return s;
+}
+
+/* The GPU's fp32 master (and, unsharded, its moments) back to the host before a checkpoint;
+ * zero1: the master's DP blocks gathered (lt_dist_download), the moments' gathered by save. */
+static lt_status download(train_loop *L, lt_llama *m, lt_adamw *opt, lt_error *err) {
+    if (!L->be) return LT_OK;
+    if (L->gpu_sharded) return lt_dist_download(&L->dist, m, err); /* (no step yet: the host copy is the start) */
+    lt_status s = lt_backend_cuda_download(L->be, m, err);
+    if (s == LT_OK) s = lt_backend_cuda_download_moments(L->be, opt, err);
+    return s;
+}
+
+/* After the first step on the GPU: rank 0's model-state bytes allocated on its device (the
+ * bf16 copy, the gradients, the fp32 master and moments whole or its zero1 block) against
+ * the cost model's (lt_cost_model_states_bytes of its stage). */
+static void gpu_states(train_loop *L) {
+    L->gpu_states_shown = true;
+    if (!L->held.pp) return;
+    double have = (double)lt_backend_cuda_states_bytes(L->be), want = lt_cost_model_states_bytes(&L->held, 0);
+    LT_INFO("model states on the GPU (parallel.shard = %s): rank 0 allocated %.0f bytes, the cost model %.0f; "
+            "gpu_states_rel_err=%.3e", lt_shard_name(L->dist.shard), have, want,
+            want > 0 ? fabs(have - want) / want : 1.0);
 }
 
 /* A launched CPU rank's part (its stage in the plans' first stored step: the engine never
@@ -605,10 +634,9 @@ int train_command(lt_cli_ctx *ctx) {
     int threads = 1;
     s = lt_shard_from_config(ctx->config, &L.shard, &err);
     if (s == LT_OK) s = lt_mkdir_p(dir, 0777, &err);
-    /* a launched rank on the CPU reads or initializes its own part only */
-    const char *backend = lt_config_get_string(ctx->config, "train", "backend");
+    /* a launched rank reads or initializes its own part only */
     lt_cmd_part part;
-    bool parted = s == LT_OK && comm && a.db && (!backend || strcmp(backend, "cpu") == 0), is_part = false;
+    bool parted = s == LT_OK && comm && a.db, is_part = false;
     if (parted) s = stage_of_plans(a.db, comm, &part, &err);
     if (s == LT_OK) s = start_state(ctx, &a, dir, parted ? &part : NULL, &m, &opt, &st, &is_part, &err);
     if (s == LT_OK) s = lt_docs_open(&L.docs, a.data, a.db ? 0 : lt_cmd_context_len(ctx), &err);
@@ -617,43 +645,47 @@ int train_command(lt_cli_ctx *ctx) {
     if (s == LT_OK && a.db) s = open_plans(a.db, &m, tp, ctx->config, &L, &err);
     if (s == LT_OK && a.db && (int64_t)L.n_steps < stop) stop = (int64_t)L.n_steps; /* every stored step, no more */
     if (s == LT_OK && a.db && rank0) s = lt_metrics_trim(dir, st.step, &err); /* a resumed run logs its redone steps again */
+    /* the GPU shards with zero1 only: zero2 and fsdp release whole buffers between steps,
+     * which the device's allocation-once memory (the arena, the states) does not do */
+    const char *backend = lt_config_get_string(ctx->config, "train", "backend");
+    if (s == LT_OK && backend && !strcmp(backend, "cuda") && comm && L.shard != LT_SHARD_NONE &&
+        L.shard != LT_SHARD_ZERO1)
+        s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "parallel", "shard"),
+                    "parallel.shard = %s runs on the CPU backend only; train.backend = cuda shards with zero1",
+                    lt_shard_name(L.shard));
     /* under a launcher: the rank's GPU, and NCCL attached for the gradient all-reduces */
     if (s == LT_OK) s = lt_cmd_open_backend_on(ctx, comm, &be, &err);
-    if (s == LT_OK && be && comm && L.shard != LT_SHARD_NONE) {
-        bool old_key = L.shard == LT_SHARD_ZERO1 && !strcmp(lt_config_get_string(ctx->config, "parallel", "shard"), "none");
-        const char *key = old_key ? "zero1" : "shard";
-        s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "parallel", key),
-                    "parallel.shard = %s runs on the CPU backend only so far (train.backend = cuda keeps every model "
-                    "state on the GPU)", lt_shard_name(L.shard));
-        lt_error_hint(&err, "set parallel.shard = none with train.backend = cuda");
-    }
-    if (s == LT_OK && be && tp > 1)
-        s = lt_fail(&err, LT_ERR_CONFIG, lt_config_origin(ctx->config, "parallel", "tp"),
-                    "parallel.tp = %d runs on the CPU backend only so far (train.backend = cpu)", tp);
-    /* a rank (on the CPU) holds its own part only: its stage's tensors, its TP shard of them,
-     * and their gradients and moments (the GPU keeps the whole model so far) */
+    int dp = comm ? lt_comm_layout_of(comm)->dp : 1;
+    bool gpu_sharded = be && comm && a.db && L.shard == LT_SHARD_ZERO1 && dp > 1;
+    L.gpu_sharded = gpu_sharded;
+    /* a rank holds its own part only: its stage's tensors, its TP shard of them, and their
+     * gradients and moments, on the CPU or on its GPU */
     lt_tp_ops tpo;
     if (s == LT_OK && is_part) { /* read or initialized as this rank's part */
-        if (tp > 1) lt_dist_tp_ops(comm, &tpo), m.tp_ops = &tpo;
+        if (tp > 1) lt_dist_tp_ops(comm, be != NULL, &tpo), m.tp_ops = &tpo;
         if (rank0)
             LT_INFO("each rank holds its own part: rank 0 has %zu of the model's %zu parameters (stage 0's layers "
                     "%d..%d%s), read or initialized as such", m.n_params, m.n_params_whole, m.l0, m.l1 - 1,
                     m.tp > 1 ? ", its TP shard" : "");
-    } else if (s == LT_OK && parted && !be && st.step < stop) { /* read whole (a single-file checkpoint) */
+    } else if (s == LT_OK && parted && st.step < stop) { /* read whole (a single-file checkpoint) */
         s = rank_part(&L, &m, &opt, &tpo, &part, &err);
     }
     if (s == LT_OK && comm && a.db) s = lt_llama_create_table(&L.table, &m.shape, tp, comm ? lt_comm_layout_of(comm)->tp_rank : 0, &err);
     L.be = be;
-    /* the model to the GPU: fp32 master + bf16 copy, and the moments of a resumed run */
-    if (s == LT_OK && be) s = lt_backend_cuda_upload(be, &m, &err);
-    if (s == LT_OK && be) s = lt_backend_cuda_upload_moments(be, &opt, &err);
+    /* the model to the GPU: fp32 master + bf16 copy, and the moments of a resumed run;
+     * zero1: the bf16 copy only (padded to the DP blocks), master and moments being the
+     * DP ranks' blocks (lt_dist_init, lt_dist_take_moments) */
+    size_t dev_floats = lt_dist_device_floats(&m, gpu_sharded ? dp : 1, gpu_sharded ? L.shard : LT_SHARD_NONE);
+    if (s == LT_OK && gpu_sharded) s = lt_backend_cuda_upload_sharded(be, &m, dev_floats, &err);
+    if (s == LT_OK && be && !gpu_sharded) s = lt_backend_cuda_upload(be, &m, &err);
+    if (s == LT_OK && be && !gpu_sharded) s = lt_backend_cuda_upload_moments(be, &opt, &err);
     if (s == LT_OK) s = lt_cpu_init(lt_cmd_threads(ctx), &L.pool, &threads, &err);
     if (s == LT_OK) {
         L.samples = calloc((size_t)batch_docs, sizeof *L.samples);
         L.tokens = calloc((size_t)batch_docs, sizeof *L.tokens);
         L.slices = calloc((size_t)batch_docs, sizeof *L.slices);
         L.units = calloc((size_t)batch_docs, sizeof *L.units);
-        if (be) s = lt_backend_cuda_grads(be, m.n_params, &grads, &err); /* fp32 gradients on the device */
+        if (be) s = lt_backend_cuda_grads(be, dev_floats, &grads, &err); /* fp32 gradients on the device */
         else grads = calloc(m.n_params, sizeof *grads);
         glv = calloc((size_t)m.shape.layers, sizeof *glv);
         if (s == LT_OK && (!L.samples || !L.tokens || !L.slices || !L.units || !grads || !glv))
@@ -681,14 +713,16 @@ int train_command(lt_cli_ctx *ctx) {
         step_result r = {0};
         double lr = lt_lr_at(&oc, st.step);
         double dp_sent = dp_bytes(comm);
-        if (be) be->zero(be, grads, m.n_params * sizeof *grads);
+        if (be) be->zero(be, grads, dev_floats * sizeof *grads);
         else memset(grads, 0, m.n_params * sizeof *grads);
         s = a.db ? plan_step(&L, &st, &r, &err) : whole_step(&L, &st, &r, &err);
         if (s != LT_OK) break;
         double norm;
         if (be && L.comm) { /* each stage its tensors on its GPU; the norm's scalars over MPI */
             s = lt_dist_clip(&L.dist, &m, grads, oc.grad_clip, &norm, &err);
-            if (s == LT_OK) s = lt_backend_cuda_adamw_tensors(be, &m, grads, lr, ++opt.t, &oc, L.dist.mine, &err);
+            if (s == LT_OK && gpu_sharded) s = lt_dist_adamw(&L.dist, &opt, &m, m.params, grads, lr, &oc, &err);
+            else if (s == LT_OK) s = lt_backend_cuda_adamw_tensors(be, &m, grads, lr, ++opt.t, &oc, L.dist.mine, &err);
+            if (s == LT_OK && L.rank0 && !L.gpu_states_shown) gpu_states(&L);
             if (s != LT_OK) break;
         } else if (be) { /* clipping and AdamW on the device (fp32 master, m, v; the bf16 copy rewritten) */
             s = lt_backend_cuda_clip(be, grads, m.n_params, oc.grad_clip, &norm, &err);
@@ -703,7 +737,7 @@ int train_command(lt_cli_ctx *ctx) {
             norm = lt_clip_grads(grads, m.n_params, oc.grad_clip);
             lt_adamw_step(&opt, &m, m.params, grads, lr, &oc);
         }
-        if (L.dist_ready && L.held.pp && !be) dp_check(&L, dp_bytes(comm) - dp_sent); /* (NCCL's are not counted) */
+        if (L.dist_ready && L.held.pp) dp_check(&L, dp_bytes(comm) - dp_sent); /* (MPI's or NCCL's) */
         st.step++;
         double dt = now_s() - t0;
         double loss = r.n_predicted > 0 ? r.loss_sum / (double)r.n_predicted : 0;
@@ -732,8 +766,7 @@ int train_command(lt_cli_ctx *ctx) {
             break;
         }
         if (s == LT_OK && every > 0 && st.step % every == 0 && st.step < stop) {
-            if (be) s = lt_backend_cuda_download(be, &m, &err); /* checkpoints: the fp32 master */
-            if (be && s == LT_OK) s = lt_backend_cuda_download_moments(be, &opt, &err);
+            s = download(&L, &m, &opt, &err); /* the GPU's fp32 master (and moments) for the checkpoint */
             if (s == LT_OK && L.dist_ready) s = lt_dist_unshard(&L.dist, &m, m.params, &err); /* fsdp */
             if (s == LT_OK) s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
             if (s == LT_OK && a.db && rank0) s = lt_metrics_svg(dir, &err);
@@ -744,8 +777,7 @@ int train_command(lt_cli_ctx *ctx) {
     if (s == LT_OK && L.dp_steps > 0)
         LT_INFO("DP traffic against the cost model over %d steps: dp_bytes_rel_err=%.3e (the largest)", L.dp_steps,
                 L.dp_worst);
-    if (s == LT_OK && be) s = lt_backend_cuda_download(be, &m, &err);
-    if (s == LT_OK && be) s = lt_backend_cuda_download_moments(be, &opt, &err);
+    if (s == LT_OK) s = download(&L, &m, &opt, &err);
     if (s == LT_OK) s = save(&L, dir, &m, &opt, &st, (int)keep, &err);
     if (s == LT_OK && a.db && rank0) s = lt_metrics_svg(dir, &err);
     if (s == LT_OK && preempted && rank0)

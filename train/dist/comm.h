@@ -139,14 +139,18 @@ lt_status lt_comm_iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t 
  * over the group: lt_comm_allreduce with LT_COMM_TP. */
 lt_status lt_comm_tp_allgather(lt_comm *c, void *buf, size_t block, size_t whole, lt_error *err);
 lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, size_t whole, lt_error *err);
+/* The reduce-scatter posted (waited with lt_comm_wait; NULL *req: nothing to wait for, the
+ * group being one rank): the sum lands at buf[0..n) (MPI's in-place form), the caller moves
+ * it to block tp_rank (lt_comm_tp_reduce_scatter does). */
+lt_status lt_comm_tp_ireduce_scatter(lt_comm *c, float *buf, size_t n, size_t whole, lt_comm_req **req, lt_error *err);
 
 /* The bytes this rank has sent in each kind of collective since the communicator was made
  * (a step's: the difference across it), counted as a ring algorithm sends them over a group
  * of k ranks: (k - 1) / k of the data of an all-gather or a reduce-scatter (for TP its
  * `whole`, without the blocks' padding), 2 (k - 1) / k of an all-reduce's buffer. The TP
  * kinds are what the cost model's TP term prices (plans/cost/cost.h lt_cost_tp_bytes), the
- * DP kinds its gradient synchronisation (lt_cost_dp_bytes: host memory only; NCCL's device
- * all-reduces are not counted). */
+ * DP kinds its gradient synchronisation (lt_cost_dp_bytes), on host and device buffers alike
+ * (MPI and NCCL). */
 typedef enum lt_comm_bytes_kind {
     LT_COMM_BYTES_TP_ALLGATHER,
     LT_COMM_BYTES_TP_REDUCE_SCATTER,
@@ -259,6 +263,22 @@ lt_status lt_comm_dev_irecv(lt_comm *c, int peer, void *buf, size_t bytes, const
 lt_status lt_comm_dev_iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
                                  const char *what, lt_comm_req **req, lt_error *err);
 lt_status lt_comm_dev_allreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
+                                lt_error *err);
+/* Tensor parallelism on device buffers (NCCL: the TP communicator and its own stream),
+ * with lt_comm_tp_allgather's and lt_comm_tp_reduce_scatter's in-place conventions and byte
+ * counts; the reduce-scatter sums elements of es bytes (2: bf16, as NCCL sums them; 4:
+ * fp32). Blocking: they return when the collective is done (polled with the deadline), so
+ * the compute stream may read the result at once. A world of one, or tp = 1: nothing. */
+lt_status lt_comm_dev_tp_allgather(lt_comm *c, void *buf, size_t block, size_t whole, lt_error *err);
+lt_status lt_comm_dev_tp_reduce_scatter(lt_comm *c, void *buf, size_t n, size_t es, size_t whole, lt_error *err);
+/* ... posted (lt_comm_wait), the result in block tp_rank as NCCL leaves it. */
+lt_status lt_comm_dev_tp_ireduce_scatter(lt_comm *c, void *buf, size_t n, size_t es, size_t whole, lt_comm_req **req,
+                                         lt_error *err);
+/* Sharded data parallelism on device buffers: an in-place all-gather (gather; elements of
+ * es bytes) or fp32 sum reduce-scatter over the DP ranks of this stage, over dp equal
+ * blocks of `count` elements (DP rank r's block r). `whole`: the bytes of the data without
+ * the blocks' padding, counted as lt_comm_bytes' DP kinds. Blocking, as above. */
+lt_status lt_comm_dev_dp_blocks(lt_comm *c, bool gather, void *buf, size_t count, size_t es, size_t whole,
                                 lt_error *err);
 /* lt_comm_ring_allgather on device buffers (mine and all on the device; bytes and the
  * member list on the host): G - 1 hops, each one ncclSend to the next member and one

@@ -90,6 +90,12 @@ void lt_comm_nccl_detach(lt_comm *c);
 
 /* ... and the posted forms of the ring all-gather and the exchange of comm.h's device calls
  * (lt_comm_dev_ring_allgather, lt_comm_dev_exchange: comm_mpi.c waits for *req). */
+/* An in-place all-gather (gather) or sum reduce-scatter over the equal `count`-element
+ * blocks of buf (elements of es bytes; a reduce-scatter's 2: bf16, 4: fp32) among the TP
+ * ranks of this stage (group LT_COMM_TP, on the TP stream) or the DP ranks (LT_COMM_DP, on
+ * the communication stream), block r being rank r's (comm.h's in-place conventions). */
+lt_status lt_comm_nccl_blocks(lt_comm *c, lt_comm_group group, bool gather, void *buf, size_t count, size_t es,
+                              lt_comm_req **req, lt_error *err);
 lt_status lt_comm_nccl_ring_allgather(lt_comm *c, const int *members, int G, int me, const void *mine,
                                       const size_t *bytes, void *all, lt_comm_req **req, lt_error *err);
 lt_status lt_comm_nccl_exchange(lt_comm *c, const int *members, int G, int me, const void *const *send,

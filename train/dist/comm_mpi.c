@@ -390,26 +390,33 @@ lt_status lt_comm_tp_allgather(lt_comm *c, void *buf, size_t block, size_t whole
     return LT_OK;
 }
 
-lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, size_t whole, lt_error *err) {
+lt_status lt_comm_tp_ireduce_scatter(lt_comm *c, float *buf, size_t n, size_t whole, lt_comm_req **req, lt_error *err) {
+    *req = NULL;
     c->bytes[LT_COMM_BYTES_TP_REDUCE_SCATTER] += (double)whole * (c->l.tp - 1) / c->l.tp;
 #ifdef HAVE_MPI
     if (c->l.distributed && c->l.tp > 1) {
         if (n > INT_MAX) return lt_fail(err, LT_ERR_INPUT, NULL, "%s: a reduce-scatter block of %zu elements", c->who, n);
-        lt_comm_req *req;
-        lt_status st = new_req(&req, -1, "a reduce-scatter over the TP ranks of this stage", err);
+        lt_status st = new_req(req, -1, "a reduce-scatter over the TP ranks of this stage", err);
         if (st != LT_OK) return st;
         /* in place, MPI leaves the sum of block tp_rank at the start of buf */
-        if (MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->tpc, &req->r) != MPI_SUCCESS) {
-            free(req);
+        if (MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->tpc, &(*req)->r) != MPI_SUCCESS) {
+            free(*req), *req = NULL;
             return lt_fail(err, LT_ERR_IO, NULL, "%s: a reduce-scatter over the TP ranks failed", c->who);
         }
-        st = lt_comm_wait(c, &req, err);
-        if (st == LT_OK && c->l.tp_rank > 0) memmove(buf + (size_t)c->l.tp_rank * n, buf, n * sizeof *buf);
-        return st;
+        return LT_OK;
     }
 #endif
     (void)buf, (void)n, (void)err;
     return LT_OK;
+}
+
+lt_status lt_comm_tp_reduce_scatter(lt_comm *c, float *buf, size_t n, size_t whole, lt_error *err) {
+    lt_comm_req *req;
+    lt_status st = lt_comm_tp_ireduce_scatter(c, buf, n, whole, &req, err);
+    bool posted = req != NULL;
+    if (st == LT_OK) st = lt_comm_wait(c, &req, err);
+    if (st == LT_OK && posted && c->l.tp_rank > 0) memmove(buf + (size_t)c->l.tp_rank * n, buf, n * sizeof *buf);
+    return st;
 }
 
 /* a DP collective's data, counts[0..dp), in bytes as a ring sends it: (dp - 1) / dp */
@@ -633,6 +640,38 @@ lt_status lt_comm_dev_allreduce(lt_comm *c, lt_comm_group group, void *buf, size
                                 lt_error *err) {
     lt_comm_req *req;
     lt_status st = lt_comm_dev_iallreduce(c, group, buf, n, t, max, NULL, &req, err);
+    return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
+}
+
+lt_status lt_comm_dev_tp_allgather(lt_comm *c, void *buf, size_t block, size_t whole, lt_error *err) {
+    if (c->l.tp < 2) return LT_OK;
+    c->bytes[LT_COMM_BYTES_TP_ALLGATHER] += (double)whole * (c->l.tp - 1) / c->l.tp;
+    lt_comm_req *req;
+    lt_status st = lt_comm_nccl_blocks(c, LT_COMM_TP, true, buf, block, 1, &req, err);
+    return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
+}
+
+lt_status lt_comm_dev_tp_ireduce_scatter(lt_comm *c, void *buf, size_t n, size_t es, size_t whole, lt_comm_req **req,
+                                         lt_error *err) {
+    *req = NULL;
+    if (c->l.tp < 2) return LT_OK;
+    c->bytes[LT_COMM_BYTES_TP_REDUCE_SCATTER] += (double)whole * (c->l.tp - 1) / c->l.tp;
+    return lt_comm_nccl_blocks(c, LT_COMM_TP, false, buf, n, es, req, err);
+}
+
+lt_status lt_comm_dev_tp_reduce_scatter(lt_comm *c, void *buf, size_t n, size_t es, size_t whole, lt_error *err) {
+    lt_comm_req *req;
+    lt_status st = lt_comm_dev_tp_ireduce_scatter(c, buf, n, es, whole, &req, err);
+    return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
+}
+
+lt_status lt_comm_dev_dp_blocks(lt_comm *c, bool gather, void *buf, size_t count, size_t es, size_t whole,
+                                lt_error *err) {
+    if (c->l.dp < 2) return LT_OK;
+    c->bytes[gather ? LT_COMM_BYTES_DP_ALLGATHER : LT_COMM_BYTES_DP_REDUCE_SCATTER] +=
+        (double)whole * (c->l.dp - 1) / c->l.dp;
+    lt_comm_req *req;
+    lt_status st = lt_comm_nccl_blocks(c, LT_COMM_DP, gather, buf, count, es, &req, err);
     return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
 }
 

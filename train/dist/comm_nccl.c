@@ -47,6 +47,8 @@ struct lt_comm_nccl {
     cudaStream_t compute, comm;
     cudaEvent_t ready;                 /* re-recorded on the compute stream before each call (rule 1) */
     ncclComm_t world, dp, pipe, tied;  /* NULL in a world of one; tied NULL off the end stages */
+    ncclComm_t tp;                     /* the TP ranks of this (DP rank, stage); NULL with tp = 1 */
+    cudaStream_t tp_stream;            /* its own stream (the TP collectives of a pass) */
     /* the stage channels (comm.h): [side][way], side 0 = the stage before, 1 = the stage
      * after, way 0 = to it, 1 = from it; each a two-rank communicator (the lower stage is
      * its rank 0) with its own stream; NULL where there is no such neighbour */
@@ -99,7 +101,7 @@ void lt_comm_nccl_abort(lt_comm *c) {
     struct lt_comm_nccl *n = c->nccl;
     n->aborted = true;
     ncclComm_t *cs[] = {&n->chan[0][0], &n->chan[0][1], &n->chan[1][0], &n->chan[1][1], /* the splits */
-                        &n->tied, &n->pipe, &n->dp, &n->world}; /* ... before their parent */
+                        &n->tp, &n->tied, &n->pipe, &n->dp, &n->world}; /* ... before their parent */
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         if (*cs[i]) ncclCommAbort(*cs[i]), *cs[i] = NULL;
 }
@@ -108,13 +110,14 @@ static void destroy_streams(struct lt_comm_nccl *n) {
     for (int a = 0; a < 2; a++)
         for (int b = 0; b < 2; b++)
             if (n->chan_stream[a][b]) cudaStreamDestroy(n->chan_stream[a][b]), n->chan_stream[a][b] = NULL;
+    if (n->tp_stream) cudaStreamDestroy(n->tp_stream), n->tp_stream = NULL;
 }
 
 void lt_comm_nccl_finalize(lt_comm *c) {
     if (!c || !c->nccl) return;
     struct lt_comm_nccl *n = c->nccl;
     ncclComm_t *cs[] = {&n->chan[0][0], &n->chan[0][1], &n->chan[1][0], &n->chan[1][1],
-                        &n->tied, &n->pipe, &n->dp, &n->world};
+                        &n->tp, &n->tied, &n->pipe, &n->dp, &n->world};
     for (size_t i = 0; i < sizeof cs / sizeof cs[0] && !n->aborted; i++) {
         if (!*cs[i]) continue;
         lt_error err;
@@ -226,6 +229,13 @@ lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_B
     if (st == LT_OK)
         st = split(c, end ? l->dp_rank * tp + t : NCCL_SPLIT_NOCOLOR, l->stage, &n->tied, "the first and last stages",
                    err);
+    /* the TP group: the tp neighbouring ranks of one (DP rank, stage), in TP rank order
+     * (comm_mpi.c's MPI split), with its own stream */
+    if (st == LT_OK && tp > 1)
+        st = split(c, l->dp_rank * l->pp + l->stage, t, &n->tp, "the TP ranks of each stage", err);
+    cudaError_t te;
+    if (st == LT_OK && n->tp && (te = cudaStreamCreateWithFlags(&n->tp_stream, cudaStreamNonBlocking)) != cudaSuccess)
+        st = cuda_failed(c, te, "creating the TP stream", err);
     /* the stage channels: pairs (s, s + 1) with s of parity p, one communicator per way;
      * each split gives a rank at most one pair, so four splits make every channel */
     for (int p = 0; st == LT_OK && l->pp > 1 && p < 2; p++)
@@ -393,7 +403,8 @@ lt_status lt_comm_nccl_stage(lt_comm *c, bool send, int stage, void *buf, size_t
 
 static const char *group_name(lt_comm_group g) {
     return g == LT_COMM_DP ? "the DP ranks of this stage" : g == LT_COMM_PIPELINE ? "the stages of this pipeline"
-                           : g == LT_COMM_TIED ? "the first and last stage" : "every rank";
+                           : g == LT_COMM_TIED ? "the first and last stage"
+                           : g == LT_COMM_TP   ? "the TP ranks of this stage" : "every rank";
 }
 
 lt_status lt_comm_dev_iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
@@ -403,16 +414,57 @@ lt_status lt_comm_dev_iallreduce(lt_comm *c, lt_comm_group group, void *buf, siz
     if (st != LT_OK) return st;
     struct lt_comm_nccl *nc = c->nccl;
     if (!nc->world) return done_req(req); /* a world of one: the sum (or maximum) is the value */
+    if (group == LT_COMM_TP && c->l.tp < 2) return done_req(req); /* a group of one */
+    /* counted as the host's (lt_comm_bytes): a ring's 2 (k - 1) / k of the buffer */
+    size_t es = t == LT_COMM_F32 ? 4 : 8;
+    if (group == LT_COMM_TP && c->l.tp > 1)
+        c->bytes[LT_COMM_BYTES_TP_ALLREDUCE] += (double)n * (double)es * 2.0 * (c->l.tp - 1) / c->l.tp;
+    if (group == LT_COMM_DP && c->l.dp > 1)
+        c->bytes[LT_COMM_BYTES_DP_ALLREDUCE] += (double)n * (double)es * 2.0 * (c->l.dp - 1) / c->l.dp;
     ncclComm_t g = group == LT_COMM_DP ? nc->dp : group == LT_COMM_PIPELINE ? nc->pipe
-                 : group == LT_COMM_TIED ? nc->tied : nc->world;
+                 : group == LT_COMM_TIED ? nc->tied : group == LT_COMM_TP ? nc->tp : nc->world;
     if (!g) return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s is not in %s", c->who, group_name(group));
+    cudaStream_t s = group == LT_COMM_TP ? nc->tp_stream : nc->comm;
     ncclDataType_t dt = t == LT_COMM_F32 ? ncclFloat32 : t == LT_COMM_F64 ? ncclFloat64 : ncclInt64;
     char w[160];
     snprintf(w, sizeof w, "%s (device all-reduce over %s)", what ? what : max ? "a maximum" : "a sum",
              group_name(group));
-    st = after_compute(c, err);
-    if (st == LT_OK) st = settle(c, g, ncclAllReduce(buf, buf, n, dt, max ? ncclMax : ncclSum, g, nc->comm), w, err);
-    if (st == LT_OK) st = new_dev_req(c, g, -1, w, req, err);
+    st = after_compute_on(c, s, err);
+    if (st == LT_OK) st = settle(c, g, ncclAllReduce(buf, buf, n, dt, max ? ncclMax : ncclSum, g, s), w, err);
+    if (st == LT_OK) st = new_req_on(c, s, g, -1, w, req, err);
+    return st;
+}
+
+/* In place over the equal blocks of a group of k ranks (this one rank r of it): NCCL's
+ * in-place forms, all-gather with sendbuff = recvbuff + r * count, reduce-scatter with
+ * recvbuff = sendbuff + r * count (count elements a block). */
+lt_status lt_comm_nccl_blocks(lt_comm *c, lt_comm_group group, bool gather, void *buf, size_t count, size_t es,
+                              lt_comm_req **req, lt_error *err) {
+    *req = NULL;
+    lt_status st = usable(c, err);
+    if (st != LT_OK) return st;
+    struct lt_comm_nccl *nc = c->nccl;
+    bool tp = group == LT_COMM_TP;
+    int k = tp ? c->l.tp : c->l.dp, r = tp ? c->l.tp_rank : c->l.dp_rank;
+    if (k < 2 || count == 0) return done_req(req);
+    ncclComm_t g = tp ? nc->tp : group == LT_COMM_DP ? nc->dp : NULL;
+    if (!g) return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: no %s communicator for a block collective", c->who,
+                           group_name(group));
+    if (!gather && es != 2 && es != 4)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: a reduce-scatter of %zu-byte elements", c->who, es);
+    cudaStream_t s = tp ? nc->tp_stream : nc->comm;
+    char w[160];
+    snprintf(w, sizeof w, "%s over %s", gather ? "an all-gather" : "a reduce-scatter", group_name(group));
+    char *b = buf;
+    st = after_compute_on(c, s, err);
+    ncclResult_t rc;
+    if (gather) /* bytes: any element type */
+        rc = ncclAllGather(b + (size_t)r * count * es, b, count * es, ncclUint8, g, s);
+    else
+        rc = ncclReduceScatter(b, b + (size_t)r * count * es, count, es == 2 ? ncclBfloat16 : ncclFloat32, ncclSum, g,
+                               s);
+    if (st == LT_OK) st = settle(c, g, rc, w, err);
+    if (st == LT_OK) st = new_req_on(c, s, g, -1, w, req, err);
     return st;
 }
 
@@ -530,6 +582,12 @@ lt_status lt_comm_dev_irecv(lt_comm *c, int peer, void *buf, size_t bytes, const
 lt_status lt_comm_dev_iallreduce(lt_comm *c, lt_comm_group group, void *buf, size_t n, lt_comm_dtype t, bool max,
                                  const char *what, lt_comm_req **req, lt_error *err) {
     (void)group, (void)buf, (void)n, (void)t, (void)max, (void)what;
+    *req = NULL;
+    return no_cuda(c, err);
+}
+lt_status lt_comm_nccl_blocks(lt_comm *c, lt_comm_group group, bool gather, void *buf, size_t count, size_t es,
+                              lt_comm_req **req, lt_error *err) {
+    (void)group, (void)gather, (void)buf, (void)count, (void)es;
     *req = NULL;
     return no_cuda(c, err);
 }

@@ -86,6 +86,53 @@ static void unpack(const lt_dist *d, const float *flat, float *buf) {
         memcpy(buf + d->range[k][0], flat, n * sizeof(float)), flat += n;
     }
 }
+size_t lt_dist_device_floats(const lt_llama *m, int dp, lt_shard shard) {
+    if (dp < 2 || shard == LT_SHARD_NONE) return m->n_params;
+    return (m->n_params + (size_t)dp - 1) / (size_t)dp * (size_t)dp;
+}
+
+/* lt_dist_init's sharded layout on the GPU: the part's parameters (every one owned: one
+ * range from 0) in dp equal blocks; this rank's fp32 master and moments of its block on the
+ * device (taken from the host by lt_dist_take_moments). */
+static lt_status device_shards(lt_dist *d, const lt_llama *m, lt_error *err) {
+    if (d->shard != LT_SHARD_ZERO1) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_CONFIG, "parallel.shard", "parallel.shard = %s runs on the CPU backend only; "
+                       "train.backend = cuda shards with zero1 (the gradients' and weights' buffers stay whole on "
+                       "the GPU through a step)", lt_shard_name(d->shard));
+    }
+    if (d->n_ranges != 1 || d->range[0][0] != 0 || d->owned_floats != m->n_params) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: a sharded GPU rank holds its stage's part only (it holds %zu "
+                       "parameters, owns %zu)", lt_comm_who(d->comm), m->n_params, d->owned_floats);
+    }
+    size_t n = m->n_params;
+    d->block = lt_dist_device_floats(m, d->dp, d->shard) / (size_t)d->dp;
+    d->counts = calloc((size_t)d->dp, sizeof *d->counts), d->displs = calloc((size_t)d->dp, sizeof *d->displs);
+    d->flat = malloc((n + 1) * sizeof *d->flat);
+    if (!d->counts || !d->displs || !d->flat || d->block > (size_t)INT32_MAX || n > (size_t)INT32_MAX) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for zero1's shards");
+    }
+    for (int r = 0; r < d->dp; r++) {
+        size_t b = (size_t)r * d->block, e = b + d->block < n ? b + d->block : n;
+        d->displs[r] = (int)(b < n ? b : n), d->counts[r] = (int)(e > b ? e - b : 0);
+    }
+    size_t mine = (size_t)d->counts[d->dp_rank];
+    d->m = calloc(mine + 1, sizeof *d->m), d->v = calloc(mine + 1, sizeof *d->v); /* (checkpoints' staging) */
+    lt_backend *be = (lt_backend *)lt_backend_of(m);
+    lt_status st = d->m && d->v ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for zero1's moments");
+    if (st == LT_OK) st = lt_backend_cuda_grads(be, mine, &d->dmaster, err);
+    if (st == LT_OK) st = lt_backend_cuda_grads(be, mine, &d->dm, err);
+    if (st == LT_OK) st = lt_backend_cuda_grads(be, mine, &d->dv, err);
+    if (st == LT_OK) {
+        d->be = be;
+        st = be->from_host(be, d->dmaster, m->params + d->displs[d->dp_rank], mine * sizeof(float), err);
+    }
+    if (st != LT_OK) lt_dist_free(d);
+    return st;
+}
+
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
                        lt_shard shard, lt_error *err) {
     memset(d, 0, sizeof *d);
@@ -135,12 +182,14 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
     }
     d->shard = d->dp > 1 ? shard : LT_SHARD_NONE;
     d->sharded = d->shard != LT_SHARD_NONE;
+    d->device_grads = !lt_backend_of(m)->host;
     d->layer_posted = calloc((size_t)m->shape.layers + 1, sizeof *d->layer_posted);
     if (!d->layer_posted) {
         lt_dist_free(d);
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     }
     if (!d->sharded) return LT_OK;
+    if (d->device_grads) return device_shards(d, m, err);
     d->counts = calloc((size_t)d->dp, sizeof *d->counts), d->displs = calloc((size_t)d->dp, sizeof *d->displs);
     d->flat = malloc(d->owned_floats * sizeof *d->flat);
     if (!d->counts || !d->displs || !d->flat || d->owned_floats > (size_t)INT32_MAX) {
@@ -178,8 +227,16 @@ static void for_flat(const lt_dist *d, size_t lo, size_t hi, void (*fn)(void *, 
 }
 
 lt_status lt_dist_take_moments(lt_dist *d, lt_adamw *opt, lt_error *err) {
-    (void)err;
     if (!d->sharded) return LT_OK;
+    if (d->dmaster) { /* the GPU: this rank's block of the moments to the device */
+        size_t lo = (size_t)d->displs[d->dp_rank], n = (size_t)d->counts[d->dp_rank];
+        lt_status st = d->be->from_host(d->be, d->dm, opt->m + lo, n * sizeof(float), err);
+        if (st == LT_OK) st = d->be->from_host(d->be, d->dv, opt->v + lo, n * sizeof(float), err);
+        if (st != LT_OK) return st;
+        free(opt->m), free(opt->v);
+        opt->m = opt->v = NULL;
+        return LT_OK;
+    }
     pack(d, opt->m, d->flat);
     memcpy(d->m, d->flat + d->displs[d->dp_rank], (size_t)d->counts[d->dp_rank] * sizeof(float));
     pack(d, opt->v, d->flat);
@@ -194,6 +251,10 @@ lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_a
     memset(out, 0, sizeof *out);
     lt_status st = lt_adamw_init(out, m->n_params, err);
     out->t = opt->t;
+    size_t mine_n = (size_t)d->counts[d->dp_rank] * sizeof(float);
+    if (st == LT_OK && d->dmaster) /* the GPU's blocks to the host first */
+        st = d->be->to_host(d->be, d->m, d->dm, mine_n, err);
+    if (st == LT_OK && d->dmaster) st = d->be->to_host(d->be, d->v, d->dv, mine_n, err);
     const float *mine[2] = {d->m, d->v};
     float *dst[2] = {out->m, out->v};
     for (int a = 0; st == LT_OK && a < 2; a++) {
@@ -218,6 +279,11 @@ lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *
 
 void lt_dist_free(lt_dist *d) {
     if (!d) return;
+    if (d->be) {
+        lt_backend_cuda_free_grads(d->be, d->dmaster);
+        lt_backend_cuda_free_grads(d->be, d->dm);
+        lt_backend_cuda_free_grads(d->be, d->dv);
+    }
     free(d->req), free(d->layer_posted), free(d->rep);
     free(d->mine), free(d->counted), free(d->range), free(d->counts), free(d->displs), free(d->flat), free(d->m),
         free(d->v), free(d->ps);
@@ -237,9 +303,23 @@ static lt_status reduce_tied(const lt_dist *d, const lt_llama *m, float *grads, 
  * all-reduce (Megatron-LM's all-reduce of the sequence-parallel LayerNorm gradients). */
 static lt_status reduce_tp_replicated(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
     if (d->tp < 2 || d->rep_floats == 0) return LT_OK;
-    if (d->device_grads)
-        return lt_fail(err, LT_ERR_CONFIG, "[parallel]", "%s: parallel.tp > 1 runs on the CPU backend only so far",
-                       lt_comm_who(d->comm));
+    if (d->device_grads) { /* on the device: one all-reduce per tensor in place (the norms: small), posted, then waited */
+        lt_comm_req **req = calloc((size_t)m->n_tensors + 1, sizeof *req);
+        if (!req) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        lt_status st = LT_OK;
+        int n = 0;
+        for (int i = 0; st == LT_OK && i < m->n_tensors; i++)
+            if (d->mine[i] && m->tensors[i].split == LT_SPLIT_NONE)
+                st = lt_comm_dev_iallreduce(d->comm, LT_COMM_TP, grads + m->tensors[i].offset,
+                                            (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols, LT_COMM_F32, false,
+                                            "a replicated tensor's gradient", &req[n++], err);
+        for (int k = 0; k < n; k++) {
+            lt_status s2 = st == LT_OK ? lt_comm_wait(d->comm, &req[k], err) : LT_OK;
+            if (st == LT_OK) st = s2;
+        }
+        free(req); /* (after a failure the job ends: the requests left are abandoned, as lt_comm_wait's) */
+        return st;
+    }
     float *p = d->rep;
     for (int i = 0; i < m->n_tensors; i++)
         if (d->mine[i] && m->tensors[i].split == LT_SPLIT_NONE) {
@@ -303,9 +383,13 @@ lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
 
 lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
     lt_status st = LT_OK;
-    if (d->sharded && d->device_grads)
-        return lt_fail(err, LT_ERR_CONFIG, NULL, "%s: parallel.shard = %s is not implemented for train.backend = cuda "
-                       "(device gradients)", lt_comm_who(d->comm), lt_shard_name(d->shard));
+    if (d->sharded && d->device_grads) { /* the TP and tied sums, then NCCL's in-place reduce-scatter of the blocks */
+        st = reduce_tp_replicated(d, m, grads, err);
+        if (st == LT_OK) st = reduce_tied(d, m, grads, err);
+        if (st == LT_OK)
+            st = lt_comm_dev_dp_blocks(d->comm, false, grads, d->block, sizeof(float), m->n_params * sizeof(float), err);
+        return st;
+    }
     if (d->sharded) { /* the TP and tied sums first (sums commute), then each DP rank its block */
         st = reduce_tp_replicated(d, m, grads, err);
         if (st == LT_OK) st = reduce_tied(d, m, grads, err);
@@ -379,24 +463,33 @@ static void z_adam(void *ctx, size_t b, size_t e, size_t f) {
 static lt_status device_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
                              lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
-    if (d->sharded) return lt_fail(err, LT_ERR_CONFIG, "parallel.shard", "parallel.shard runs on the CPU backend only");
+    /* sharded: this rank's block [lo, hi) of each tensor (the blocks of every DP rank, TP
+     * rank and stage make the whole); else the tensors whole */
+    size_t lo = d->sharded ? (size_t)d->displs[d->dp_rank] : 0;
+    size_t hi = d->sharded ? lo + (size_t)d->counts[d->dp_rank] : SIZE_MAX;
     double sq = 0;
     lt_status st = LT_OK;
     for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
         if (!d->counted[i]) continue;
         const lt_tensor_info *t = &m->tensors[i];
+        size_t b = t->offset, e = b + (size_t)t->rows * (size_t)t->cols;
+        b = b > lo ? b : lo, e = e < hi ? e : hi;
         double one = 0;
-        st = lt_backend_cuda_sum_squares(be, grads + t->offset, (size_t)t->rows * (size_t)t->cols, &one, err);
+        if (b < e) st = lt_backend_cuda_sum_squares(be, grads + b, e - b, &one, err);
         sq += one;
     }
-    if (st == LT_OK) st = lt_comm_allreduce(d->comm, LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64, false, err);
+    if (st == LT_OK) st = lt_comm_allreduce(d->comm, d->sharded ? LT_COMM_WORLD : LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64,
+                                            false, err);
+    if (st == LT_OK && !d->sharded && d->tp > 1) st = lt_comm_allreduce(d->comm, LT_COMM_TP, &sq, 1, LT_COMM_F64, false, err);
     if (st != LT_OK) return st;
     *norm = sqrt(sq);
     double coef = lt_clip_coef(*norm, max_norm);
     for (int i = 0; coef < 1.0 && st == LT_OK && i < m->n_tensors; i++) {
         if (!d->mine[i]) continue;
         const lt_tensor_info *t = &m->tensors[i];
-        st = lt_backend_cuda_scale(be, grads + t->offset, (size_t)t->rows * (size_t)t->cols, (float)coef, err);
+        size_t b = t->offset, e = b + (size_t)t->rows * (size_t)t->cols;
+        b = b > lo ? b : lo, e = e < hi ? e : hi;
+        if (b < e) st = lt_backend_cuda_scale(be, grads + b, e - b, (float)coef, err);
     }
     return st;
 }
@@ -449,6 +542,13 @@ lt_status lt_dist_adamw(lt_dist *d, lt_adamw *o, const lt_llama *m, float *param
     }
     o->t++;
     size_t lo = (size_t)d->displs[d->dp_rank], hi = lo + (size_t)d->counts[d->dp_rank];
+    if (d->dmaster) { /* the GPU: the block's update writes its bf16 copy, which the DP ranks all-gather */
+        lt_status st = lt_backend_cuda_adamw_block(d->be, m, grads, lo, hi, d->dmaster, d->dm, d->dv, lr, o->t, oc, err);
+        if (st == LT_OK)
+            st = lt_comm_dev_dp_blocks(d->comm, true, lt_backend_cuda_weights16(d->be), d->block, sizeof(lt_bf16),
+                                       m->n_params * sizeof(lt_bf16), err);
+        return st;
+    }
     zctx z = {.d = d, .m = m, .params = params, .grads = (float *)grads, .o = o, .lr = lr, .oc = oc};
     for_flat(d, lo, hi, z_adam, &z);
     pack(d, params, d->flat);
@@ -475,10 +575,7 @@ static lt_status release_pages(const lt_dist *d, float *buf, size_t n, const cha
 }
 
 lt_status lt_dist_release(lt_dist *d, const lt_llama *m, float *params, float *grads, lt_error *err) {
-    if (!d->sharded) return LT_OK;
-    if (d->device_grads)
-        return lt_fail(err, LT_ERR_CONFIG, "parallel.shard", "%s: parallel.shard = %s runs on the CPU backend only",
-                       lt_comm_who(d->comm), lt_shard_name(d->shard));
+    if (!d->sharded || d->dmaster) return LT_OK; /* (the GPU shards zero1 only: nothing to release) */
     lt_status st = d->shard == LT_SHARD_ZERO1 ? LT_OK : release_pages(d, grads, m->n_params, "gradients", err);
     if (st == LT_OK && d->shard == LT_SHARD_FSDP) { /* (its block is in ps since the update) */
         st = release_pages(d, params, m->n_params, "weights", err);
@@ -495,6 +592,15 @@ lt_status lt_dist_unshard(lt_dist *d, const lt_llama *m, float *params, lt_error
     lt_status st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err);
     if (st == LT_OK) unpack(d, d->flat, params);
     d->released = st != LT_OK;
+    return st;
+}
+
+lt_status lt_dist_download(const lt_dist *d, lt_llama *m, lt_error *err) {
+    if (!d->dmaster) return LT_OK;
+    size_t mine = (size_t)d->counts[d->dp_rank];
+    lt_status st = d->be->to_host(d->be, d->flat + d->displs[d->dp_rank], d->dmaster, mine * sizeof(float), err);
+    if (st == LT_OK) st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err);
+    if (st == LT_OK) memcpy(m->params, d->flat, m->n_params * sizeof(float)); /* (the part: one range from 0) */
     return st;
 }
 
@@ -611,29 +717,105 @@ static lt_status tp_all_gather(void *ctx, void *all, size_t block, size_t whole,
     return lt_comm_tp_allgather(ctx, all, block, whole, err);
 }
 
-/* fp32 elements in place; bf16 ones (the cpu-bf16 test backend's, host memory) widened to
- * fp32, summed, and rounded back once, as NCCL's bf16 reduce-scatter sums */
-static lt_status tp_reduce_scatter(void *ctx, void *all, size_t n, size_t es, size_t whole, lt_error *err) {
-    if (es == sizeof(float)) return lt_comm_tp_reduce_scatter(ctx, all, n, whole, err);
-    if (es != 2)
-        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: a TP reduce-scatter of %zu-byte elements", lt_comm_who(ctx), es);
-    int tp = lt_comm_layout_of(ctx)->tp, r = lt_comm_layout_of(ctx)->tp_rank;
-    size_t total = n * (size_t)tp;
-    float *f = malloc((total ? total : 1) * sizeof *f);
-    if (!f) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a TP reduce-scatter");
-    uint16_t *b = all;
-    for (size_t i = 0; i < total; i++) f[i] = lt_bf16_to_f32(b[i]);
-    lt_status st = lt_comm_tp_reduce_scatter(ctx, f, n, whole, err);
-    for (size_t i = 0; st == LT_OK && i < n; i++) b[(size_t)r * n + i] = lt_bf16_from_f32(f[(size_t)r * n + i]);
-    free(f);
+/* A posted reduce-scatter on host memory: fp32 elements in place; bf16 ones (the cpu-bf16
+ * test backend's) widened to fp32, summed, and rounded back once at the end, as NCCL's bf16
+ * reduce-scatter sums. */
+typedef struct tp_pending {
+    lt_comm_req *req;
+    float *f;    /* the fp32 elements reduced (all itself for fp32) */
+    uint16_t *b; /* bf16: the caller's block array */
+    size_t n;
+} tp_pending;
+
+static lt_status tp_wait(void *ctx, void *pending, lt_error *err) {
+    tp_pending *p = pending;
+    int r = lt_comm_layout_of(ctx)->tp_rank;
+    bool posted = p->req != NULL;
+    lt_status st = lt_comm_wait(ctx, &p->req, err);
+    /* MPI leaves the sum at the start of the buffer (lt_comm_tp_ireduce_scatter) */
+    const float *sum = posted ? p->f : p->f + (size_t)r * p->n;
+    if (st == LT_OK && p->b)
+        for (size_t i = 0; i < p->n; i++) p->b[(size_t)r * p->n + i] = lt_bf16_from_f32(sum[i]);
+    else if (st == LT_OK && sum != p->f + (size_t)r * p->n)
+        memmove(p->f + (size_t)r * p->n, sum, p->n * sizeof *p->f);
+    if (p->b) free(p->f);
+    free(p);
     return st;
+}
+
+static lt_status tp_reduce_scatter_post(void *ctx, void *all, size_t n, size_t es, size_t whole, void **pending,
+                                        lt_error *err) {
+    *pending = NULL;
+    if (es != sizeof(float) && es != 2)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: a TP reduce-scatter of %zu-byte elements", lt_comm_who(ctx), es);
+    tp_pending *p = calloc(1, sizeof *p);
+    size_t total = n * (size_t)lt_comm_layout_of(ctx)->tp;
+    if (p && es == 2) { /* (cpu-bf16) */
+        p->b = all;
+        p->f = malloc((total ? total : 1) * sizeof *p->f);
+        for (size_t i = 0; p->f && i < total; i++) p->f[i] = lt_bf16_to_f32(p->b[i]);
+    } else if (p) {
+        p->f = all;
+    }
+    if (!p || !p->f) {
+        if (p && p->b) free(p->f);
+        free(p);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a TP reduce-scatter");
+    }
+    p->n = n;
+    lt_status st = lt_comm_tp_ireduce_scatter(ctx, p->f, n, whole, &p->req, err);
+    if (st != LT_OK) {
+        if (p->b) free(p->f);
+        free(p);
+        return st;
+    }
+    *pending = p;
+    return LT_OK;
+}
+
+static lt_status tp_reduce_scatter(void *ctx, void *all, size_t n, size_t es, size_t whole, lt_error *err) {
+    void *p;
+    lt_status st = tp_reduce_scatter_post(ctx, all, n, es, whole, &p, err);
+    return st == LT_OK ? tp_wait(ctx, p, err) : st;
 }
 
 static lt_status tp_all_reduce(void *ctx, float *buf, size_t n, bool max, lt_error *err) {
     return lt_comm_allreduce(ctx, LT_COMM_TP, buf, n, LT_COMM_F32, max, err);
 }
 
-void lt_dist_tp_ops(lt_comm *c, lt_tp_ops *ops) {
-    *ops = (lt_tp_ops){.ctx = c, .all_gather = tp_all_gather, .reduce_scatter = tp_reduce_scatter,
-                       .all_reduce = tp_all_reduce};
+/* ... on device memory, over NCCL */
+static lt_status tp_dev_all_gather(void *ctx, void *all, size_t block, size_t whole, lt_error *err) {
+    return lt_comm_dev_tp_allgather(ctx, all, block, whole, err);
+}
+
+static lt_status tp_dev_reduce_scatter(void *ctx, void *all, size_t n, size_t es, size_t whole, lt_error *err) {
+    return lt_comm_dev_tp_reduce_scatter(ctx, all, n, es, whole, err);
+}
+
+static lt_status tp_dev_all_reduce(void *ctx, float *buf, size_t n, bool max, lt_error *err) {
+    return lt_comm_dev_allreduce(ctx, LT_COMM_TP, buf, n, LT_COMM_F32, max, err);
+}
+
+static lt_status tp_dev_reduce_scatter_post(void *ctx, void *all, size_t n, size_t es, size_t whole, void **pending,
+                                            lt_error *err) {
+    lt_comm_req *req = NULL;
+    lt_status st = lt_comm_dev_tp_ireduce_scatter(ctx, all, n, es, whole, &req, err);
+    *pending = req;
+    return st;
+}
+
+static lt_status tp_dev_wait(void *ctx, void *pending, lt_error *err) {
+    lt_comm_req *req = pending;
+    return lt_comm_wait(ctx, &req, err);
+}
+
+void lt_dist_tp_ops(lt_comm *c, bool device, lt_tp_ops *ops) {
+    if (device)
+        *ops = (lt_tp_ops){.ctx = c, .all_gather = tp_dev_all_gather, .reduce_scatter = tp_dev_reduce_scatter,
+                           .all_reduce = tp_dev_all_reduce, .reduce_scatter_post = tp_dev_reduce_scatter_post,
+                           .wait = tp_dev_wait};
+    else
+        *ops = (lt_tp_ops){.ctx = c, .all_gather = tp_all_gather, .reduce_scatter = tp_reduce_scatter,
+                           .all_reduce = tp_all_reduce, .reduce_scatter_post = tp_reduce_scatter_post,
+                           .wait = tp_wait};
 }

@@ -5,8 +5,7 @@
  * first and the last stage, the global gradient norm and clipping, the AdamW update of the
  * owned tensors, and gathering tensors to rank 0 (the oracle, checkpoints' manifests).
  *
- * A rank's model is its part (lt_llama_create_stage; on the CUDA backend still the whole
- * model): its stage's tensors, the layers its plan ops run, the embedding on the first
+ * A rank's model is its part (lt_llama_create_stage): its stage's tensors, the layers its plan ops run, the embedding on the first
  * stage, the final norm and LM head on the last, each its TP rank's shard; a tied embedding
  * lives on both ends, updated identically from the same summed gradient (Megatron's
  * embedding group). Of a whole model a stage owns only those tensors; the others are stale
@@ -61,6 +60,13 @@ typedef struct lt_dist {
     float *grads;         /* the buffer they reduce */
     bool device_grads;    /* grads are device memory: the reductions go over NCCL */
     const lt_llama *model;
+    /* sharded on the GPU (zero1 only: Megatron's distributed optimizer): dp equal blocks of
+     * `block` floats (the last ones padded; counts / displs above are their unpadded parts),
+     * this rank's fp32 master and moments of its block on the device; the gradients and the
+     * bf16 copy are device buffers of dp x block elements (lt_dist_device_floats) */
+    size_t block;
+    float *dmaster, *dm, *dv;
+    struct lt_backend *be; /* ... their backend */
 } lt_dist;
 
 /* The plan's layout (DP ranks, counting a static CP pipeline's members, x stages) against
@@ -108,13 +114,23 @@ lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_e
 lt_status lt_dist_layer_final(void *d, int layer, lt_error *err);
 /* Which gradient buffer lt_dist_layer_final reduces, for model m. */
 void lt_dist_bind(lt_dist *d, const lt_llama *m, float *grads);
-/* The CUDA backend: the gradient buffers given to lt_dist_bind, lt_dist_layer_final and
- * lt_dist_reduce_grads are device memory (fp32, the tensor table's layout), reduced with
- * lt_comm_dev_iallreduce in the same buckets and order as on the host (the communicator
- * must have a device attached). Sharding stays host-only: lt_dist_reduce_grads fails with
- * LT_ERR_CONFIG. Clipping and AdamW on the device are the backend's (kernels/cuda.h);
- * only their scalars cross ranks, over MPI. */
+/* The CUDA backend (a model whose backend is not host memory, seen by lt_dist_init): the
+ * gradient buffers given to lt_dist_bind, lt_dist_layer_final and lt_dist_reduce_grads are
+ * device memory (fp32, the tensor table's layout), reduced with lt_comm_dev_iallreduce in
+ * the same buckets and order as on the host (the communicator must have a device
+ * attached). Clipping and AdamW on the device are the backend's (kernels/cuda.h); only
+ * their scalars cross ranks, over MPI. Sharded, zero1 only: the gradients reduce-scattered
+ * over NCCL in equal blocks, each DP rank's block updated with its own fp32 master and
+ * moments, the bf16 copy all-gathered (lt_backend_cuda_upload_sharded); zero2 and fsdp are
+ * refused by lt_dist_init (LT_ERR_CONFIG). */
 void lt_dist_set_device_grads(lt_dist *d, bool on);
+/* The elements the device gradient buffer and bf16 copy need for model m on this rank's
+ * layout and shard mode (dp x the block when sharded on the GPU, else n_params): what
+ * train/cmd allocates before lt_dist_init. */
+size_t lt_dist_device_floats(const lt_llama *m, int dp, lt_shard shard);
+/* Device sharded: the fp32 master whole into m->params (each DP rank's block, gathered over
+ * MPI), for a checkpoint. Collective over the stage's DP ranks. Otherwise a no-op. */
+lt_status lt_dist_download(const lt_dist *d, lt_llama *m, lt_error *err);
 
 /* The global L2 norm of the gradients (every owned tensor once, summed over the stages) and
  * torch's clip_grad_norm_ with max_norm (<= 0: only measure) on the owned tensors. */
@@ -158,8 +174,9 @@ lt_status lt_dist_gather(const lt_dist *d, const lt_llama *m, const float *buf, 
 lt_status lt_dist_tp_assemble(const lt_dist *d, const lt_llama *m, const float *buf, const lt_llama *full,
                               float *whole, lt_error *err);
 
-/* The tensor-parallel collectives of model.h (lt_tp_ops) over c's TP group (host memory,
- * fp32): how the executor's model shard talks to its group. */
-void lt_dist_tp_ops(lt_comm *c, lt_tp_ops *ops);
+/* The tensor-parallel collectives of model.h (lt_tp_ops) over c's TP group: how the
+ * executor's model shard talks to its group. Host memory over MPI, or with `device` device
+ * memory over NCCL (lt_comm_dev_tp_*). */
+void lt_dist_tp_ops(lt_comm *c, bool device, lt_tp_ops *ops);
 
 #endif /* LT_TRAIN_DIST_H */

@@ -155,7 +155,25 @@ lt_status lt_backend_cuda_upload(lt_backend *be, struct lt_llama *m, lt_error *e
 lt_status lt_backend_cuda_download(lt_backend *be, struct lt_llama *m, lt_error *err);
 lt_status lt_backend_cuda_upload_moments(lt_backend *be, const struct lt_adamw *opt, lt_error *err);
 lt_status lt_backend_cuda_download_moments(lt_backend *be, struct lt_adamw *opt, lt_error *err);
-/* A zeroed fp32 device gradient buffer of n floats (map it with lt_llama_views_of). */
+/* Sharded data parallelism (parallel.zero1 on the GPU, Megatron's distributed optimizer):
+ * only the bf16 copy the kernels read goes to the device, in a buffer of n_alloc >= n_params
+ * elements (the DP shards' padding, zeros); the fp32 master and the moments are the DP
+ * ranks' blocks (train/dist), never whole on the device. m->params stays the host copy. */
+lt_status lt_backend_cuda_upload_sharded(lt_backend *be, struct lt_llama *m, size_t n_alloc, lt_error *err);
+/* The device bf16 copy (m's layout): what a sharded update writes and all-gathers. */
+lt_bf16 *lt_backend_cuda_weights16(const lt_backend *be);
+/* AdamW of the parameters [lo, hi) of m's layout (decay per tensor, as lt_backend_cuda_adamw)
+ * with the block's own fp32 master and moments (element k of the range at [k - lo]); the
+ * bf16 copy of [lo, hi) is rewritten. Queued on the compute stream. */
+lt_status lt_backend_cuda_adamw_block(lt_backend *be, const struct lt_llama *m, const float *grads, size_t lo, size_t hi,
+                                      float *master, float *mom1, float *mom2, double lr, int64_t t,
+                                      const struct lt_optim_config *oc, lt_error *err);
+/* The model-state bytes allocated on the device so far: the bf16 copy, the fp32 master and
+ * the moments where held whole, and every lt_backend_cuda_grads buffer (the gradients, a
+ * sharded rank's blocks): what the cost model's model-state bytes price. */
+size_t lt_backend_cuda_states_bytes(const lt_backend *be);
+/* A zeroed fp32 device buffer of n floats: the gradients (map it with lt_llama_views_of),
+ * or a sharded rank's blocks of master and moments. Counted in lt_backend_cuda_states_bytes. */
 lt_status lt_backend_cuda_grads(lt_backend *be, size_t n, float **grads, lt_error *err);
 void lt_backend_cuda_free_grads(lt_backend *be, float *grads);
 /* train/model/optim.h's lt_clip_grads and lt_adamw_step on the device (t: the step count after

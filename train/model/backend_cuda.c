@@ -50,8 +50,9 @@ typedef struct cuda_state {
     /* the model on the device (lt_backend_cuda_upload) */
     const float *host_params; /* m->params: weight views are offsets into it */
     size_t n_params;
-    lt_bf16 *w16;
-    float *master, *mom1, *mom2;
+    lt_bf16 *w16;                 /* n_params, or more (lt_backend_cuda_upload_sharded's padding) */
+    float *master, *mom1, *mom2;  /* NULL when sharded (the DP shards hold them) */
+    size_t states_bytes;          /* model-state bytes allocated (lt_backend_cuda_states_bytes) */
 } cuda_state;
 
 static cuda_state *state_of(const lt_backend *be) { return (cuda_state *)be->ctx; }
@@ -318,6 +319,31 @@ static double cu_xent(const lt_backend *be, void *dlogits, const void *logits, c
     return sum;
 }
 
+/* The vocabulary-parallel cross-entropy (kernels/cuda.h lt_cuda_xent_tp_*): the statistics
+ * stay on the device; the pass all-reduces them over the TP group in between. */
+static void cu_xent_tp_max(const lt_backend *be, float *rowmax, const void *logits, int T, int V) {
+    cuda_state *s = state_of(be);
+    RUN(s, lt_cuda_xent_tp_max(s->cu, rowmax, logits, T, V, &e_));
+}
+
+static void cu_xent_tp_sums(const lt_backend *be, float *sums, const void *logits, const float *rowmax,
+                            const int32_t *targets, int v0, int T, int V) {
+    cuda_state *s = state_of(be);
+    const int32_t *d = stage_ints(s, targets, T);
+    if (d) RUN(s, lt_cuda_xent_tp_sums(s->cu, sums, logits, rowmax, d, v0, T, V, &e_));
+}
+
+static double cu_xent_tp_finish(const lt_backend *be, void *dlogits, const void *logits, const float *rowmax,
+                                const float *sums, const int32_t *targets, int v0, int T, int V, float scale) {
+    cuda_state *s = state_of(be);
+    double sum = 0;
+    const int32_t *d = stage_ints(s, targets, T);
+    if (!d || !grow(s, (void **)&s->row_loss, &s->row_loss_cap, (size_t)(T > 0 ? T : 1) * sizeof(float))) return 0;
+    RUN(s, lt_cuda_xent_tp_finish(s->cu, dlogits, logits, rowmax, sums, d, v0, T, V, scale, s->row_loss, &e_));
+    RUN(s, lt_cuda_sum_rows(s->cu, s->row_loss, (size_t)T, &sum, &e_));
+    return sum;
+}
+
 /* ---------------------------------------------------------------- open, model, optimizer */
 
 lt_status lt_backend_cuda_open(lt_backend **out, int device, lt_error *err) {
@@ -341,6 +367,7 @@ lt_status lt_backend_cuda_open(lt_backend **out, int device, lt_error *err) {
         .rope_forward = cu_rope_forward, .rope_backward = cu_rope_backward,
         .attention_forward = cu_attention_forward, .attention_backward = cu_attention_backward,
         .swiglu_forward = cu_swiglu_forward, .swiglu_backward = cu_swiglu_backward, .xent = cu_xent,
+        .xent_tp_max = cu_xent_tp_max, .xent_tp_sums = cu_xent_tp_sums, .xent_tp_finish = cu_xent_tp_finish,
     };
     *out = &s->be;
     return LT_OK;
@@ -392,8 +419,12 @@ size_t lt_backend_cuda_peak(const lt_backend *be) {
 /* The moments on the device, zeroed when new. */
 static lt_status moments(cuda_state *s, size_t n, lt_error *err) {
     if (s->mom1) return LT_OK;
+    if (!s->master)
+        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "whole AdamW moments for a model uploaded sharded (its DP "
+                       "shards hold them)");
     lt_status st = lt_cuda_malloc(s->cu, (void **)&s->mom1, n * sizeof(float), err);
     if (st == LT_OK) st = lt_cuda_malloc(s->cu, (void **)&s->mom2, n * sizeof(float), err);
+    if (st == LT_OK) s->states_bytes += 2 * n * sizeof(float);
     if (st == LT_OK) st = lt_cuda_memset(s->cu, s->mom1, 0, n * sizeof(float), err);
     if (st == LT_OK) st = lt_cuda_memset(s->cu, s->mom2, 0, n * sizeof(float), err);
     return st;
@@ -406,6 +437,7 @@ lt_status lt_backend_cuda_upload(lt_backend *be, lt_llama *m, lt_error *err) {
         lt_status st = lt_cuda_malloc(s->cu, (void **)&s->master, n * sizeof(float), err);
         if (st == LT_OK) st = lt_cuda_malloc(s->cu, (void **)&s->w16, n * sizeof(lt_bf16), err);
         if (st != LT_OK) return st;
+        s->states_bytes += n * (sizeof(float) + sizeof(lt_bf16));
     } else if (s->n_params != n) {
         return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "a model of %zu parameters uploaded over one of %zu", n,
                        s->n_params);
@@ -416,6 +448,48 @@ lt_status lt_backend_cuda_upload(lt_backend *be, lt_llama *m, lt_error *err) {
     if (st == LT_OK) st = lt_cuda_f32_to_bf16(s->cu, s->w16, s->master, n, err);
     if (st == LT_OK) st = lt_cuda_sync(s->cu, err);
     if (st == LT_OK) m->backend = be;
+    return st;
+}
+
+lt_status lt_backend_cuda_upload_sharded(lt_backend *be, lt_llama *m, size_t n_alloc, lt_error *err) {
+    cuda_state *s = state_of(be);
+    size_t n = m->n_params;
+    if (s->w16 || n_alloc < n)
+        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "a sharded upload of %zu parameters into %zu (%s)", n,
+                       n_alloc, s->w16 ? "a model is on the device already" : "too few");
+    /* the bf16 copy made on the host and sent once: no fp32 whole ever on the device */
+    lt_bf16 *h = malloc((n_alloc ? n_alloc : 1) * sizeof *h);
+    if (!h) return lt_fail(err, LT_ERR_NOMEM, "cuda backend", "out of memory for the bf16 copy of %zu parameters", n);
+    for (size_t i = 0; i < n_alloc; i++) h[i] = i < n ? lt_bf16_from_f32(m->params[i]) : 0;
+    lt_status st = lt_cuda_malloc(s->cu, (void **)&s->w16, n_alloc * sizeof(lt_bf16), err);
+    if (st == LT_OK) st = lt_cuda_copy_h2d(s->cu, s->w16, h, n_alloc * sizeof(lt_bf16), err);
+    free(h);
+    if (st != LT_OK) return st;
+    s->states_bytes += n_alloc * sizeof(lt_bf16);
+    s->n_params = n;
+    s->host_params = m->params;
+    m->backend = be;
+    return LT_OK;
+}
+
+lt_bf16 *lt_backend_cuda_weights16(const lt_backend *be) { return state_of(be)->w16; }
+
+size_t lt_backend_cuda_states_bytes(const lt_backend *be) { return state_of(be)->states_bytes; }
+
+lt_status lt_backend_cuda_adamw_block(lt_backend *be, const lt_llama *m, const float *grads, size_t lo, size_t hi,
+                                      float *master, float *mom1, float *mom2, double lr, int64_t t,
+                                      const lt_optim_config *oc, lt_error *err) {
+    cuda_state *s = state_of(be);
+    lt_status st = LT_OK;
+    /* per tensor piece: decay on matrices only (train/model/optim.h's two parameter groups) */
+    for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
+        const lt_tensor_info *ti = &m->tensors[i];
+        size_t b = ti->offset, e = b + (size_t)ti->rows * (size_t)ti->cols;
+        b = b > lo ? b : lo, e = e < hi ? e : hi;
+        if (b >= e) continue;
+        st = lt_cuda_adamw(s->cu, master + (b - lo), s->w16 + b, grads + b, mom1 + (b - lo), mom2 + (b - lo), e - b, lr,
+                           oc->beta1, oc->beta2, oc->eps, ti->rows > 1 ? oc->weight_decay : 0.0, t, err);
+    }
     return st;
 }
 
@@ -450,6 +524,7 @@ lt_status lt_backend_cuda_grads(lt_backend *be, size_t n, float **grads, lt_erro
     cuda_state *s = state_of(be);
     lt_status st = lt_cuda_malloc(s->cu, (void **)grads, (n ? n : 1) * sizeof(float), err);
     if (st == LT_OK) st = lt_cuda_memset(s->cu, *grads, 0, n * sizeof(float), err);
+    if (st == LT_OK) s->states_bytes += n * sizeof(float);
     return st;
 }
 

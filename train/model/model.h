@@ -160,15 +160,25 @@ void lt_llama_shard_tensor(const lt_llama *m, const lt_tensor_info *t, int rank,
  *   reduce_scatter  in place: `all` holds tp blocks of n elements; afterwards block
  *                   tp_rank holds the sum over the ranks of their block tp_rank (the other
  *                   blocks are left undefined);
- *   all_reduce      n fp32 elements of buf, summed (or the maximum with `max`).
- * The executor implements them over its communicator (train/exec); tests in one process
- * with threads.
+ *   all_reduce      n fp32 elements of buf, summed (or the maximum with `max`);
+ *   reduce_scatter_post, wait (optional: NULL where the ops have none) the reduce-scatter
+ *                   posted, returning at once with *pending, and finished by wait(pending):
+ *                   `all` is the collective's until then. The backward posts the
+ *                   sequence-parallel reduce-scatter of a column-parallel GEMM's input
+ *                   gradient and computes the weight gradients while it runs (Megatron-LM's
+ *                   overlap of the input-gradient communication with the weight-gradient
+ *                   GEMM).
+ * The distributed engine implements them over its communicator (train/dist: MPI, NCCL);
+ * tests in one process with threads.
  */
 typedef struct lt_tp_ops {
     void *ctx;
     lt_status (*all_gather)(void *ctx, void *all, size_t block, size_t whole, lt_error *err);
     lt_status (*reduce_scatter)(void *ctx, void *all, size_t n, size_t es, size_t whole, lt_error *err);
     lt_status (*all_reduce)(void *ctx, float *buf, size_t n, bool max, lt_error *err);
+    lt_status (*reduce_scatter_post)(void *ctx, void *all, size_t n, size_t es, size_t whole, void **pending,
+                                     lt_error *err);
+    lt_status (*wait)(void *ctx, void *pending, lt_error *err);
 } lt_tp_ops;
 void lt_llama_free(lt_llama *m); /* NULL-safe; m is zeroed */
 

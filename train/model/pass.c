@@ -479,17 +479,38 @@ static lt_status sp_gather(const lt_llama *m, const lt_acts *a, void *full, cons
 }
 
 /* local[Tl, width] = the sum over the ranks of their partial `full` [T, width] rows that
- * are this rank's SP rows (elements of es bytes). */
-static lt_status sp_reduce_scatter(const lt_llama *m, const lt_acts *a, void *local, const void *full, size_t width,
-                                   size_t es, void *pad, lt_error *err) {
+ * are this rank's SP rows (elements of es bytes), in two halves so that work independent of
+ * it runs while the group sums: _post puts the rows into the block array and posts the
+ * collective (*pending: for _finish; NULL where the ops have no posted form and it ran at
+ * once), _finish waits for it and takes this rank's rows. */
+static lt_status sp_reduce_scatter_post(const lt_llama *m, const lt_acts *a, const void *full, size_t width, size_t es,
+                                        void *pad, void **pending, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
     size_t w = width * es, block = (size_t)a->N * w;
+    *pending = NULL;
     be->zero(be, pad, block * (size_t)m->tp);
     for (int r = 0; r < a->T; r++)
         be->copy(be, (char *)pad + (size_t)a->slot[r] * w, (const char *)full + (size_t)r * w, w);
-    lt_status st = m->tp_ops->reduce_scatter(m->tp_ops->ctx, pad, (size_t)a->N * width, es, (size_t)a->T * w, err);
+    const lt_tp_ops *o = m->tp_ops;
+    if (o->reduce_scatter_post && o->wait)
+        return o->reduce_scatter_post(o->ctx, pad, (size_t)a->N * width, es, (size_t)a->T * w, pending, err);
+    return o->reduce_scatter(o->ctx, pad, (size_t)a->N * width, es, (size_t)a->T * w, err);
+}
+
+static lt_status sp_reduce_scatter_finish(const lt_llama *m, const lt_acts *a, void *local, size_t width, size_t es,
+                                          void *pad, void *pending, lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    size_t w = width * es, block = (size_t)a->N * w;
+    lt_status st = pending ? m->tp_ops->wait(m->tp_ops->ctx, pending, err) : LT_OK;
     if (st == LT_OK) be->copy(be, local, (char *)pad + (size_t)m->tp_rank * block, (size_t)a->Tl * w);
     return st;
+}
+
+static lt_status sp_reduce_scatter(const lt_llama *m, const lt_acts *a, void *local, const void *full, size_t width,
+                                   size_t es, void *pad, lt_error *err) {
+    void *pending;
+    lt_status st = sp_reduce_scatter_post(m, a, full, width, es, pad, &pending, err);
+    return st == LT_OK ? sp_reduce_scatter_finish(m, a, local, width, es, pad, pending, err) : st;
 }
 
 /* Bytes of the [tp, N] block array of a set's [*, C] rows. */
@@ -809,10 +830,29 @@ static lt_status gather_c(const lt_llama *m, const lt_acts *a, bwd_scratch *s, c
     return sp_gather(m, a, s->full, local, (size_t)m->shape.hidden * lt_backend_of(m)->act_bytes, s->pad, err);
 }
 
-/* s->dn = this rank's SP rows of the group's summed s->part; tp = 1: s->part is s->dn. */
-static lt_status scatter_dn(const lt_llama *m, const lt_acts *a, bwd_scratch *s, lt_error *err) {
-    if (m->tp == 1) return LT_OK;
-    return sp_reduce_scatter(m, a, s->dn, s->part, (size_t)m->shape.hidden, lt_backend_of(m)->act_bytes, s->pad, err);
+/* The input gradient of column-parallel GEMMs and their weight gradients (the n projections
+ * of `full`, the normed input, to dy[i] by w[i] of OUT[i] rows, into g[i]): s->dn = this
+ * rank's SP rows of the group's summed input gradient s->part. Tensor-parallel, the
+ * reduce-scatter runs while the weight gradients are computed (Megatron-LM's overlap: the
+ * input gradient first, its collective posted, the dW GEMMs, then the wait); tp = 1: s->part
+ * is s->dn, each GEMM's backward in one call. */
+static lt_status column_backward(const lt_llama *m, const lt_acts *a, bwd_scratch *s, const float *full, int n,
+                                 float *const *g, const void *const *dy, const float *const *w, const int *out,
+                                 lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    int T = a->T, C = m->shape.hidden;
+    size_t es = be->act_bytes;
+    be->zero(be, s->part, (size_t)T * C * es);
+    if (m->tp == 1) {
+        for (int i = 0; i < n; i++) be->linear_backward(be, s->part, g[i], dy[i], full, WEIGHT(w[i]), T, C, out[i]);
+        return LT_OK;
+    }
+    for (int i = 0; i < n; i++) be->linear_backward(be, s->part, NULL, dy[i], full, WEIGHT(w[i]), T, C, out[i]);
+    void *pending = NULL;
+    lt_status st = sp_reduce_scatter_post(m, a, s->part, (size_t)C, es, s->pad, &pending, err);
+    if (st != LT_OK) return st;
+    for (int i = 0; i < n; i++) be->linear_backward(be, NULL, g[i], dy[i], full, WEIGHT(w[i]), T, C, out[i]);
+    return sp_reduce_scatter_finish(m, a, s->dn, (size_t)C, es, s->pad, pending, err);
 }
 
 /* Layer l backward, second half first: the MLP and the attention (its dK/dV added into the
@@ -834,10 +874,11 @@ static lt_status layer_post_backward(const lt_llama *m, const lt_train_unit *u, 
     be->linear_backward(be, s->dact, G->wdown, full, L->act, WEIGHT(W->wdown), d.T, d.F, d.C);
     be->swiglu_backward(be, s->dgate, s->dup, s->dact, L->gate, L->up, TF, pool);
     if ((st = gather_c(m, a, s, L->n2, &full, err)) != LT_OK) return st;
-    be->zero(be, s->part, (size_t)d.T * d.C * es);
-    be->linear_backward(be, s->part, G->wgate, s->dgate, full, WEIGHT(W->wgate), d.T, d.C, d.F);
-    be->linear_backward(be, s->part, G->wup, s->dup, full, WEIGHT(W->wup), d.T, d.C, d.F);
-    if ((st = scatter_dn(m, a, s, err)) != LT_OK) return st;
+    float *const mg[2] = {G->wgate, G->wup};
+    const void *const mdy[2] = {s->dgate, s->dup};
+    const float *const mw[2] = {W->wgate, W->wup};
+    const int mout[2] = {d.F, d.F};
+    if ((st = column_backward(m, a, s, full, 2, mg, mdy, mw, mout, err)) != LT_OK) return st;
     be->rmsnorm_backward(be, s->dx, G->mlp_norm, s->dn, L->x2, WEIGHT(W->mlp_norm), L->rstd2, d.Tl, d.C,
                          pool); /* dx = d x2 */
     /* attention branch: x2 = x + o(attention(rope(q(n1)), rope(k(n1)), v(n1))), n1 = rmsnorm(x) */
@@ -869,11 +910,11 @@ static lt_status layer_pre_backward(const lt_llama *m, const lt_train_unit *u, l
     const float *full;
     lt_status st = gather_c(m, a, s, L->n1, &full, err);
     if (st != LT_OK) return st;
-    be->zero(be, s->part, (size_t)d.T * d.C * be->act_bytes);
-    be->linear_backward(be, s->part, G->wq, s->dq, full, WEIGHT(W->wq), d.T, d.C, d.qd);
-    be->linear_backward(be, s->part, G->wk, s->dk, full, WEIGHT(W->wk), d.T, d.C, d.kvd);
-    be->linear_backward(be, s->part, G->wv, s->dv, full, WEIGHT(W->wv), d.T, d.C, d.kvd);
-    if ((st = scatter_dn(m, a, s, err)) != LT_OK) return st;
+    float *const ag[3] = {G->wq, G->wk, G->wv};
+    const void *const ady[3] = {s->dq, s->dk, s->dv};
+    const float *const aw[3] = {W->wq, W->wk, W->wv};
+    const int aout[3] = {d.qd, d.kvd, d.kvd};
+    if ((st = column_backward(m, a, s, full, 3, ag, ady, aw, aout, err)) != LT_OK) return st;
     be->rmsnorm_backward(be, s->dx, G->attn_norm, s->dn, L->x, WEIGHT(W->attn_norm), L->rstd1, d.Tl, d.C,
                          pool); /* dx = d x */
     return LT_OK;
