@@ -186,7 +186,8 @@ fi
 # Sharded data parallelism (parallel.shard): zero1, through its older key parallel.zero1,
 # keeps the moments of half its stage's tensors on each DP rank: the same parameters, and a
 # run stopped after step 6 and resumed ends with the same parts. zero2 (no gradients between
-# steps) and fsdp (half the weights between steps, all-gathered before each step) train
+# steps) and fsdp (half the weights between steps, all-gathered layer by layer as the step
+# first needs them, the next layer prefetched) train
 # bit-identically to zero1, fsdp resumed too; each reports its model states between steps
 # against the cost model's and its resident memory falling as it releases them
 plan z22 slimpack 2 2 --set plan.steps=10 --set parallel.zero1=true
@@ -204,7 +205,9 @@ else
   notok "ZeRO-1: the same training, resumable (difference '$d')" "$tmp/z.err" "$tmp/zr.err"
 fi
 # rank 0's resident memory fell by (bytes) releasing the step's buffers, per mode
-fell() { sed -n 's/.*held_rel_err=0\.000e+00; its resident memory fell by \([0-9]*\) bytes.*/\1/p' "$1" | head -1; }
+# (zero1 holds every buffer it had: the collectives run in place, no scratch, so its fall is
+# about 0 and may be a page or two below)
+fell() { sed -n 's/.*held_rel_err=0\.000e+00; its resident memory fell by \(-\{0,1\}[0-9]*\) bytes.*/\1/p' "$1" | head -1; }
 for mode in zero2 fsdp; do
   plan "$mode" slimpack 2 2 --set plan.steps=10 --set parallel.shard=$mode
   S=("${T[@]}" --set parallel.dp=2 --set parallel.pp=2 --set parallel.shard=$mode --db "$tmp/$mode.db")
@@ -215,7 +218,7 @@ for mode in zero2 fsdp; do
   fi
   f0=$(fell "$tmp/z.err") f=$(fell "$tmp/$mode.err")
   if same_parts "$tmp/z" "$tmp/$mode" && { [ $mode != fsdp ] || same_parts "$tmp/z" "$tmp/fr"; } &&
-     [ -n "$f0" ] && [ -n "$f" ] && [ "$f0" -gt 0 ] && [ "$f" -gt "$f0" ]; then
+     [ -n "$f0" ] && [ -n "$f" ] && [ "$f" -gt 1000000 ] && [ "$f" -gt "$f0" ]; then
     ok "parallel.shard = $mode: the parameters of zero1 bit for bit$([ $mode = fsdp ] && echo ', resumed too'); model states between steps as the cost model's, resident memory falling by $f bytes (zero1: $f0)"
   else
     notok "parallel.shard = $mode trains as zero1 and releases more (fell '$f', zero1 '$f0')" "$tmp/$mode.err" "$tmp/fr.err"

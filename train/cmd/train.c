@@ -356,8 +356,10 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
                                                           : "");
             L->dist_ready = s == LT_OK;
         }
-        lt_exec_hooks hooks = {.ctx = &L->dist, .grads_final = lt_dist_layer_final};
-        if (s == LT_OK) s = lt_dist_unshard(&L->dist, L->m, L->m->params, err); /* fsdp: the weights whole */
+        lt_exec_hooks hooks = {.ctx = &L->dist, .grads_final = lt_dist_layer_final,
+                               .weights_needed = L->dist.per_layer ? lt_dist_layer_weights : NULL};
+        /* fsdp: the weights outside the layers now, each layer's as it is first needed */
+        if (s == LT_OK) s = lt_dist_step_begin(&L->dist, L->m, L->m->params, err);
         if (s == LT_OK) lt_dist_bind(&L->dist, L->m, L->grads);
         if (s == LT_OK) lt_dist_set_device_grads(&L->dist, L->be != NULL); /* NCCL all-reduces, bucketed */
         if (s == LT_OK) s = lt_exec_step_rank(L->m, &p, smp, L->g, &es, L->pool, L->comm, &hooks, err);

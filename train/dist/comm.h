@@ -166,7 +166,14 @@ double lt_comm_bytes(const lt_comm *c, lt_comm_bytes_kind k);
  * contiguous in buf): reduce-scatter leaves the sum of this rank's block at buf[0..counts[me]);
  * all-gather fills every block of buf from its owner's buf[displ[me]...] (in place). */
 lt_status lt_comm_reduce_scatter_dp(lt_comm *c, float *buf, const int *counts, lt_error *err);
+/* The reduce-scatter posted (lt_comm_wait; `what` names it in timeouts): counts may hold
+ * zeros (a range of the buffer that misses some ranks' blocks). */
+lt_status lt_comm_ireduce_scatter_dp(lt_comm *c, float *buf, const int *counts, const char *what, lt_comm_req **req,
+                                     lt_error *err);
 lt_status lt_comm_allgather_dp(lt_comm *c, float *buf, const int *counts, const int *displs, lt_error *err);
+/* The all-gather posted (lt_comm_wait); counts may hold zeros. */
+lt_status lt_comm_iallgather_dp(lt_comm *c, float *buf, const int *counts, const int *displs, const char *what,
+                                lt_comm_req **req, lt_error *err);
 
 /* Ring exchange among the G world ranks members[0..G) (this rank is members[me]):
  * every member contributes `mine` (bytes[me] bytes) and receives every member's block into

@@ -426,41 +426,55 @@ static double dp_ring_bytes(const lt_comm *c, const int *counts) {
     return c->l.dp > 1 ? n * sizeof(float) * (c->l.dp - 1) / c->l.dp : 0.0;
 }
 
-lt_status lt_comm_reduce_scatter_dp(lt_comm *c, float *buf, const int *counts, lt_error *err) {
+lt_status lt_comm_ireduce_scatter_dp(lt_comm *c, float *buf, const int *counts, const char *what, lt_comm_req **req,
+                                     lt_error *err) {
+    *req = NULL;
     c->bytes[LT_COMM_BYTES_DP_REDUCE_SCATTER] += dp_ring_bytes(c, counts);
 #ifdef HAVE_MPI
     if (c->l.distributed) {
-        lt_comm_req *req;
-        lt_status st = new_req(&req, -1, "the ZeRO-1 gradient reduce-scatter over the DP ranks of this stage", err);
+        lt_status st = new_req(req, -1, what ? what : "a gradient reduce-scatter over the DP ranks of this stage", err);
         if (st != LT_OK) return st;
-        if (MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, c->dp, &req->r) != MPI_SUCCESS) {
-            free(req);
+        if (MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, c->dp, &(*req)->r) != MPI_SUCCESS) {
+            free(*req), *req = NULL;
             return lt_fail(err, LT_ERR_IO, NULL, "%s: a reduce-scatter failed", c->who);
         }
-        return lt_comm_wait(c, &req, err);
+        return LT_OK;
     }
 #endif
     (void)c, (void)buf, (void)counts, (void)err;
     return LT_OK;
 }
 
-lt_status lt_comm_allgather_dp(lt_comm *c, float *buf, const int *counts, const int *displs, lt_error *err) {
+lt_status lt_comm_reduce_scatter_dp(lt_comm *c, float *buf, const int *counts, lt_error *err) {
+    lt_comm_req *req;
+    lt_status st = lt_comm_ireduce_scatter_dp(c, buf, counts, NULL, &req, err);
+    return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
+}
+
+lt_status lt_comm_iallgather_dp(lt_comm *c, float *buf, const int *counts, const int *displs, const char *what,
+                                lt_comm_req **req, lt_error *err) {
+    *req = NULL;
     c->bytes[LT_COMM_BYTES_DP_ALLGATHER] += dp_ring_bytes(c, counts);
 #ifdef HAVE_MPI
     if (c->l.distributed) {
-        lt_comm_req *req;
-        lt_status st = new_req(&req, -1, "the ZeRO-1 all-gather over the DP ranks of this stage", err);
+        lt_status st = new_req(req, -1, what ? what : "a weight all-gather over the DP ranks of this stage", err);
         if (st != LT_OK) return st;
-        if (MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, c->dp, &req->r) !=
+        if (MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, c->dp, &(*req)->r) !=
             MPI_SUCCESS) {
-            free(req);
+            free(*req), *req = NULL;
             return lt_fail(err, LT_ERR_IO, NULL, "%s: an all-gather failed", c->who);
         }
-        return lt_comm_wait(c, &req, err);
+        return LT_OK;
     }
 #endif
     (void)c, (void)buf, (void)counts, (void)displs, (void)err;
     return LT_OK;
+}
+
+lt_status lt_comm_allgather_dp(lt_comm *c, float *buf, const int *counts, const int *displs, lt_error *err) {
+    lt_comm_req *req;
+    lt_status st = lt_comm_iallgather_dp(c, buf, counts, displs, NULL, &req, err);
+    return st == LT_OK ? lt_comm_wait(c, &req, err) : st;
 }
 
 lt_status lt_comm_ring_allgather(lt_comm *c, const int *members, int G, int me, const void *mine, const size_t *bytes,

@@ -109,8 +109,8 @@ static lt_status device_shards(lt_dist *d, const lt_llama *m, lt_error *err) {
     size_t n = m->n_params;
     d->block = lt_dist_device_floats(m, d->dp, d->shard) / (size_t)d->dp;
     d->counts = calloc((size_t)d->dp, sizeof *d->counts), d->displs = calloc((size_t)d->dp, sizeof *d->displs);
-    d->flat = malloc((n + 1) * sizeof *d->flat);
-    if (!d->counts || !d->displs || !d->flat || d->block > (size_t)INT32_MAX || n > (size_t)INT32_MAX) {
+    d->inplace = true;
+    if (!d->counts || !d->displs || d->block > (size_t)INT32_MAX || n > (size_t)INT32_MAX) {
         lt_dist_free(d);
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for zero1's shards");
     }
@@ -131,6 +131,17 @@ static lt_status device_shards(lt_dist *d, const lt_llama *m, lt_error *err) {
     }
     if (st != LT_OK) lt_dist_free(d);
     return st;
+}
+
+/* The flat run of buf's owned elements: buf itself in place, else packed into d->flat
+ * (flat_done writes it back). */
+static float *flat_of(const lt_dist *d, float *buf) {
+    if (d->inplace) return buf;
+    pack(d, buf, d->flat);
+    return d->flat;
+}
+static void flat_done(const lt_dist *d, const float *flat, float *buf) {
+    if (!d->inplace) unpack(d, flat, buf);
 }
 
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
@@ -191,8 +202,16 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
     if (!d->sharded) return LT_OK;
     if (d->device_grads) return device_shards(d, m, err);
     d->counts = calloc((size_t)d->dp, sizeof *d->counts), d->displs = calloc((size_t)d->dp, sizeof *d->displs);
-    d->flat = malloc(d->owned_floats * sizeof *d->flat);
-    if (!d->counts || !d->displs || !d->flat || d->owned_floats > (size_t)INT32_MAX) {
+    d->inplace = d->n_ranges == 1 && d->range[0][0] == 0; /* (always for a rank's part) */
+    if (!d->inplace) d->flat = malloc((d->owned_floats + 1) * sizeof *d->flat);
+    d->per_layer = d->inplace && shard == LT_SHARD_FSDP;
+    d->ag_layer = -1;
+    if (d->per_layer) {
+        d->whole = calloc((size_t)m->shape.layers + 1, sizeof *d->whole);
+        d->ag_counts = calloc((size_t)d->dp, sizeof *d->ag_counts), d->ag_displs = calloc((size_t)d->dp, sizeof *d->ag_displs);
+    }
+    if (!d->counts || !d->displs || (!d->inplace && !d->flat) || (d->per_layer && (!d->whole || !d->ag_counts ||
+        !d->ag_displs)) || d->owned_floats > (size_t)INT32_MAX) {
         lt_dist_free(d);
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %s's shards", lt_shard_name(d->shard));
     }
@@ -209,8 +228,8 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %s's moments", lt_shard_name(d->shard));
     }
     if (d->shard == LT_SHARD_FSDP) { /* the weights start sharded: this rank's block, gathered before each step */
-        pack(d, m->params, d->flat);
-        memcpy(d->ps, d->flat + d->displs[d->dp_rank], mine * sizeof *d->ps);
+        const float *w = flat_of(d, m->params);
+        memcpy(d->ps, w + d->displs[d->dp_rank], mine * sizeof *d->ps);
         d->released = true;
     }
     return LT_OK;
@@ -237,10 +256,8 @@ lt_status lt_dist_take_moments(lt_dist *d, lt_adamw *opt, lt_error *err) {
         opt->m = opt->v = NULL;
         return LT_OK;
     }
-    pack(d, opt->m, d->flat);
-    memcpy(d->m, d->flat + d->displs[d->dp_rank], (size_t)d->counts[d->dp_rank] * sizeof(float));
-    pack(d, opt->v, d->flat);
-    memcpy(d->v, d->flat + d->displs[d->dp_rank], (size_t)d->counts[d->dp_rank] * sizeof(float));
+    memcpy(d->m, flat_of(d, opt->m) + d->displs[d->dp_rank], (size_t)d->counts[d->dp_rank] * sizeof(float));
+    memcpy(d->v, flat_of(d, opt->v) + d->displs[d->dp_rank], (size_t)d->counts[d->dp_rank] * sizeof(float));
     free(opt->m), free(opt->v);
     opt->m = opt->v = NULL;
     return LT_OK;
@@ -258,9 +275,10 @@ lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_a
     const float *mine[2] = {d->m, d->v};
     float *dst[2] = {out->m, out->v};
     for (int a = 0; st == LT_OK && a < 2; a++) {
-        memcpy(d->flat + d->displs[d->dp_rank], mine[a], (size_t)d->counts[d->dp_rank] * sizeof(float));
-        st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err);
-        if (st == LT_OK) unpack(d, d->flat, dst[a]);
+        float *f = d->inplace ? dst[a] : d->flat;
+        memcpy(f + d->displs[d->dp_rank], mine[a], (size_t)d->counts[d->dp_rank] * sizeof(float));
+        st = lt_comm_allgather_dp(d->comm, f, d->counts, d->displs, err);
+        if (st == LT_OK) flat_done(d, f, dst[a]);
     }
     if (st != LT_OK) lt_adamw_free(out);
     return st;
@@ -284,7 +302,8 @@ void lt_dist_free(lt_dist *d) {
         lt_backend_cuda_free_grads(d->be, d->dm);
         lt_backend_cuda_free_grads(d->be, d->dv);
     }
-    free(d->req), free(d->layer_posted), free(d->rep);
+    free(d->req), free(d->layer_posted), free(d->rep), free(d->rs_move), free(d->rs_counts);
+    free(d->whole), free(d->ag_counts), free(d->ag_displs), free(d->ag_req);
     free(d->mine), free(d->counted), free(d->range), free(d->counts), free(d->displs), free(d->flat), free(d->m),
         free(d->v), free(d->ps);
     memset(d, 0, sizeof *d);
@@ -301,7 +320,16 @@ static lt_status reduce_tied(const lt_dist *d, const lt_llama *m, float *grads, 
 /* Tensor parallelism: the gradients of the tensors every TP rank holds whole (the norms,
  * each rank's sum over its sequence-parallel rows) summed over the group, packed into one
  * all-reduce (Megatron-LM's all-reduce of the sequence-parallel LayerNorm gradients). */
-static lt_status reduce_tp_replicated(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
+/* Which replicated tensors: `layer` >= 0 that layer's, -1 every one outside the layers
+ * posted already (lt_dist_layer_final, sharded). */
+static bool rep_wanted(const lt_dist *d, const lt_llama *m, int i, int layer) {
+    const lt_tensor_info *t = &m->tensors[i];
+    if (!d->mine[i] || t->split != LT_SPLIT_NONE) return false;
+    if (layer >= 0) return t->layer == layer;
+    return t->layer < 0 || !d->layer_posted[t->layer];
+}
+
+static lt_status reduce_tp_replicated(const lt_dist *d, const lt_llama *m, float *grads, int layer, lt_error *err) {
     if (d->tp < 2 || d->rep_floats == 0) return LT_OK;
     if (d->device_grads) { /* on the device: one all-reduce per tensor in place (the norms: small), posted, then waited */
         lt_comm_req **req = calloc((size_t)m->n_tensors + 1, sizeof *req);
@@ -309,7 +337,7 @@ static lt_status reduce_tp_replicated(const lt_dist *d, const lt_llama *m, float
         lt_status st = LT_OK;
         int n = 0;
         for (int i = 0; st == LT_OK && i < m->n_tensors; i++)
-            if (d->mine[i] && m->tensors[i].split == LT_SPLIT_NONE)
+            if (rep_wanted(d, m, i, layer))
                 st = lt_comm_dev_iallreduce(d->comm, LT_COMM_TP, grads + m->tensors[i].offset,
                                             (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols, LT_COMM_F32, false,
                                             "a replicated tensor's gradient", &req[n++], err);
@@ -322,14 +350,16 @@ static lt_status reduce_tp_replicated(const lt_dist *d, const lt_llama *m, float
     }
     float *p = d->rep;
     for (int i = 0; i < m->n_tensors; i++)
-        if (d->mine[i] && m->tensors[i].split == LT_SPLIT_NONE) {
+        if (rep_wanted(d, m, i, layer)) {
             size_t n = (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
             memcpy(p, grads + m->tensors[i].offset, n * sizeof *p), p += n;
         }
-    lt_status st = lt_comm_allreduce(d->comm, LT_COMM_TP, d->rep, d->rep_floats, LT_COMM_F32, false, err);
+    lt_status st = p > d->rep ? lt_comm_allreduce(d->comm, LT_COMM_TP, d->rep, (size_t)(p - d->rep), LT_COMM_F32, false,
+                                                  err)
+                              : LT_OK;
     p = d->rep;
     for (int i = 0; st == LT_OK && i < m->n_tensors; i++)
-        if (d->mine[i] && m->tensors[i].split == LT_SPLIT_NONE) {
+        if (rep_wanted(d, m, i, layer)) {
             size_t n = (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
             memcpy(grads + m->tensors[i].offset, p, n * sizeof *p), p += n;
         }
@@ -362,18 +392,176 @@ static lt_status post_range(lt_dist *d, float *grads, size_t lo0, size_t hi, lt_
 void lt_dist_bind(lt_dist *d, const lt_llama *m, float *grads) { d->model = m, d->grads = grads; }
 void lt_dist_set_device_grads(lt_dist *d, bool on) { d->device_grads = on; }
 
-lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
-    lt_dist *d = ctx;
-    const lt_llama *m = d->model;
-    if (d->sharded || d->dp < 2 || !m || layer < d->l0 || layer >= d->l1 || d->layer_posted[layer]) return LT_OK;
-    size_t lo = SIZE_MAX, hi = 0;
+/* Sharded, in place: the per-rank counts (and displacements from lo, displs non-NULL) of
+ * buffer floats [lo, hi), each DP rank's share being the range's intersection with its
+ * block; this rank's is [*at, *at + *n). */
+static void range_counts(const lt_dist *d, size_t lo, size_t hi, int *counts, int *displs, size_t *at, size_t *n) {
+    *at = lo, *n = 0;
+    for (int r = 0; r < d->dp; r++) {
+        size_t b = (size_t)d->displs[r], e = b + (size_t)d->counts[r];
+        b = b > lo ? b : lo, e = e < hi ? e : hi;
+        if (e < b) e = b;
+        counts[r] = (int)(e - b);
+        if (displs) displs[r] = (int)(b > hi ? hi - lo : b - lo);
+        if (r == d->dp_rank) *at = b, *n = e - b;
+    }
+}
+
+/* The buffer range [*lo, *hi) of layer l's owned tensors (empty: *lo >= *hi). */
+static void layer_range(const lt_dist *d, const lt_llama *m, int layer, size_t *lo, size_t *hi) {
+    *lo = SIZE_MAX, *hi = 0;
     for (int i = 0; i < m->n_tensors; i++)
         if (m->tensors[i].layer == layer && d->mine[i]) {
             size_t b = m->tensors[i].offset, e = b + (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
-            lo = b < lo ? b : lo, hi = e > hi ? e : hi;
+            *lo = b < *lo ? b : *lo, *hi = e > *hi ? e : *hi;
         }
-    d->layer_posted[layer] = true;
-    lt_status st = lo < hi ? post_range(d, d->grads, lo, hi, err) : LT_OK;
+}
+
+/* fsdp per layer: post the all-gather of params [lo, hi) (this rank's piece from its block
+ * first), as d->ag_req. */
+static lt_status post_ag(lt_dist *d, float *params, size_t lo, size_t hi, const char *what, lt_error *err) {
+    size_t at, n;
+    range_counts(d, lo, hi, d->ag_counts, d->ag_displs, &at, &n);
+    memcpy(params + at, d->ps + (at - (size_t)d->displs[d->dp_rank]), n * sizeof *params);
+    return lt_comm_iallgather_dp(d->comm, params + lo, d->ag_counts, d->ag_displs, what, &d->ag_req, err);
+}
+
+/* fsdp per layer: every layer up to `layer` whole (the one in flight waited, the others
+ * posted and waited in layer order), then the next one's posted (the prefetch). */
+static lt_status gather_through(lt_dist *d, const lt_llama *m, float *params, int layer, lt_error *err) {
+    lt_status st = LT_OK;
+    char what[96];
+    for (int l = d->l0; st == LT_OK && l <= layer && l < d->l1; l++) {
+        if (d->whole[l]) continue;
+        size_t lo, hi;
+        layer_range(d, m, l, &lo, &hi);
+        snprintf(what, sizeof what, "the weights of layer %d (all-gather over the DP ranks of stage %d)", l, d->stage);
+        if (d->ag_layer != l && lo < hi) st = post_ag(d, params, lo, hi, what, err);
+        if (st == LT_OK) st = lt_comm_wait(d->comm, &d->ag_req, err);
+        d->ag_layer = -1;
+        d->whole[l] = st == LT_OK;
+    }
+    int next = layer + 1;
+    if (st == LT_OK && next >= d->l0 && next < d->l1 && !d->whole[next] && d->ag_layer < 0) {
+        size_t lo, hi;
+        layer_range(d, m, next, &lo, &hi);
+        snprintf(what, sizeof what, "the weights of layer %d (all-gather over the DP ranks of stage %d)", next, d->stage);
+        if (lo < hi) st = post_ag(d, params, lo, hi, what, err);
+        if (st == LT_OK) d->ag_layer = lo < hi ? next : -1;
+        if (st == LT_OK && lo >= hi) d->whole[next] = true;
+    }
+    bool all = true;
+    for (int l = d->l0; l < d->l1; l++) all = all && d->whole[l];
+    d->layers_pending = st != LT_OK || !all;
+    return st;
+}
+
+lt_status lt_dist_layer_weights(void *ctx, int layer, lt_error *err) {
+    lt_dist *d = ctx;
+    if (!d->layers_pending || layer < d->l0 || layer >= d->l1 || d->whole[layer]) return LT_OK;
+    return gather_through(d, d->model, d->model->params, layer, err);
+}
+
+lt_status lt_dist_step_begin(lt_dist *d, const lt_llama *m, float *params, lt_error *err) {
+    if (!d->released) return LT_OK;
+    if (!d->per_layer) return lt_dist_unshard(d, m, params, err);
+    /* the tensors outside the layers now, in runs (in table order on every DP rank) */
+    lt_status st = LT_OK;
+    for (int i = 0; st == LT_OK && i < m->n_tensors;) {
+        if (!d->mine[i] || m->tensors[i].layer >= 0) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j + 1 < m->n_tensors && d->mine[j + 1] && m->tensors[j + 1].layer < 0) j++;
+        size_t lo = m->tensors[i].offset, hi = m->tensors[j].offset + (size_t)m->tensors[j].rows * (size_t)m->tensors[j].cols;
+        st = post_ag(d, params, lo, hi, "the weights outside the layers (all-gather over the DP ranks)", err);
+        if (st == LT_OK) st = lt_comm_wait(d->comm, &d->ag_req, err);
+        i = j + 1;
+    }
+    memset(d->whole, 0, (size_t)m->shape.layers * sizeof *d->whole);
+    d->released = false, d->layers_pending = true, d->ag_layer = -1;
+    if (st == LT_OK) st = gather_through(d, m, params, d->l0 - 1, err); /* posts the first layer's */
+    return st;
+}
+
+/* Sharded, in place: post the DP reduce-scatter of buffer floats [lo, hi): DP rank r
+ * receives the sum of the range's intersection with its block, at grads + lo (MPI's
+ * in-place form), moved to its place once waited (sharded_rest). */
+static lt_status post_rs(lt_dist *d, float *grads, size_t lo, size_t hi, lt_error *err) {
+    if (d->n_req == d->cap_req) {
+        size_t cap = d->cap_req ? 2 * d->cap_req : 16;
+        lt_comm_req **t = realloc(d->req, cap * sizeof *t);
+        if (t) d->req = t;
+        size_t (*mv)[3] = t ? realloc(d->rs_move, cap * sizeof *mv) : NULL;
+        if (mv) d->rs_move = mv;
+        int *cn = mv ? realloc(d->rs_counts, cap * (size_t)d->dp * sizeof *cn) : NULL;
+        if (!t || !mv || !cn) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        d->rs_counts = cn, d->cap_req = cap;
+    }
+    int *counts = d->rs_counts + d->n_req * (size_t)d->dp;
+    size_t at, n;
+    range_counts(d, lo, hi, counts, NULL, &at, &n);
+    char what[96];
+    snprintf(what, sizeof what, "gradient reduce-scatter %zu of stage %d", d->n_req, d->stage);
+    lt_status st = lt_comm_ireduce_scatter_dp(d->comm, grads + lo, counts, what, &d->req[d->n_req], err);
+    if (st == LT_OK) {
+        d->rs_move[d->n_req][0] = lo, d->rs_move[d->n_req][1] = at, d->rs_move[d->n_req][2] = n;
+        d->n_req++;
+    }
+    return st;
+}
+
+/* lt_dist_reduce_grads, sharded in place: the TP sums of the replicated tensors and the tied
+ * embedding's sum not done yet, the reduce-scatter of every owned range not posted during
+ * the backward (runs of tensors outside the posted layers), then every one waited and its
+ * block moved where it belongs (the rest of grads is stale: never read). */
+static lt_status sharded_rest(lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
+    lt_status st = d->layers_pending ? gather_through(d, m, m->params, d->l1 - 1, err) : LT_OK;
+    if (st == LT_OK) st = reduce_tp_replicated(d, m, grads, -1, err);
+    if (st == LT_OK) st = reduce_tied(d, m, grads, err);
+    for (int i = 0; st == LT_OK && i < m->n_tensors;) {
+        const lt_tensor_info *t = &m->tensors[i];
+        if (!d->mine[i] || (t->layer >= 0 && d->layer_posted[t->layer])) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j + 1 < m->n_tensors && d->mine[j + 1] &&
+               !(m->tensors[j + 1].layer >= 0 && d->layer_posted[m->tensors[j + 1].layer]))
+            j++;
+        st = post_rs(d, grads, t->offset, m->tensors[j].offset + (size_t)m->tensors[j].rows * (size_t)m->tensors[j].cols,
+                     err);
+        i = j + 1;
+    }
+    for (size_t k = 0; k < d->n_req; k++) {
+        lt_status s2 = st == LT_OK ? lt_comm_wait(d->comm, &d->req[k], err) : LT_OK;
+        if (st == LT_OK) st = s2;
+        if (st == LT_OK) memmove(grads + d->rs_move[k][1], grads + d->rs_move[k][0], d->rs_move[k][2] * sizeof *grads);
+    }
+    d->n_req = 0;
+    memset(d->layer_posted, 0, (size_t)m->shape.layers * sizeof *d->layer_posted);
+    return st;
+}
+
+lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
+    lt_dist *d = ctx;
+    const lt_llama *m = d->model;
+    if (d->dp < 2 || !m || layer < d->l0 || layer >= d->l1 || d->layer_posted[layer]) return LT_OK;
+    if (d->sharded && (!d->inplace || d->device_grads)) return LT_OK; /* (one reduce-scatter after the step) */
+    size_t lo, hi;
+    layer_range(d, m, layer, &lo, &hi);
+    lt_status st = LT_OK;
+    if (d->sharded) { /* the layer's TP sums first (sums commute), then its reduce-scatter */
+        /* (fsdp: every all-gather of the step before any reduce-scatter, on every DP rank) */
+        if (d->layers_pending) st = gather_through(d, m, m->params, d->l1 - 1, err);
+        if (st == LT_OK) st = reduce_tp_replicated(d, m, d->grads, layer, err);
+        d->layer_posted[layer] = true;
+        if (st == LT_OK && lo < hi) st = post_rs(d, d->grads, lo, hi, err);
+    } else {
+        d->layer_posted[layer] = true;
+        st = lo < hi ? post_range(d, d->grads, lo, hi, err) : LT_OK;
+    }
     for (size_t k = 0; st == LT_OK && k < d->n_req; k++) { /* let the earlier ones progress (MPI moves them in its calls) */
         bool done;
         st = lt_comm_test(d->comm, &d->req[k], &done, err);
@@ -384,20 +572,21 @@ lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
 lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
     lt_status st = LT_OK;
     if (d->sharded && d->device_grads) { /* the TP and tied sums, then NCCL's in-place reduce-scatter of the blocks */
-        st = reduce_tp_replicated(d, m, grads, err);
+        st = reduce_tp_replicated(d, m, grads, -1, err);
         if (st == LT_OK) st = reduce_tied(d, m, grads, err);
         if (st == LT_OK)
             st = lt_comm_dev_dp_blocks(d->comm, false, grads, d->block, sizeof(float), m->n_params * sizeof(float), err);
         return st;
     }
+    if (d->sharded && d->inplace) return sharded_rest(d, m, grads, err);
     if (d->sharded) { /* the TP and tied sums first (sums commute), then each DP rank its block */
-        st = reduce_tp_replicated(d, m, grads, err);
+        st = reduce_tp_replicated(d, m, grads, -1, err);
         if (st == LT_OK) st = reduce_tied(d, m, grads, err);
-        if (st == LT_OK) pack(d, grads, d->flat);
-        if (st == LT_OK) st = lt_comm_reduce_scatter_dp(d->comm, d->flat, d->counts, err);
+        float *f = st == LT_OK ? flat_of(d, grads) : NULL;
+        if (st == LT_OK) st = lt_comm_reduce_scatter_dp(d->comm, f, d->counts, err);
         if (st == LT_OK) /* the summed block back where it belongs */
-            memmove(d->flat + d->displs[d->dp_rank], d->flat, (size_t)d->counts[d->dp_rank] * sizeof(float));
-        if (st == LT_OK) unpack(d, d->flat, grads); /* (the other blocks are stale: never read) */
+            memmove(f + d->displs[d->dp_rank], f, (size_t)d->counts[d->dp_rank] * sizeof(float));
+        if (st == LT_OK) flat_done(d, f, grads); /* (the other blocks are stale: never read) */
         return st;
     }
     if (d->dp > 1) { /* what the last backward did not post: runs of owned tensors, last first */
@@ -422,7 +611,7 @@ lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_e
         memset(d->layer_posted, 0, (size_t)m->shape.layers * sizeof *d->layer_posted);
     }
     if (st == LT_OK) st = reduce_tied(d, m, grads, err);
-    if (st == LT_OK) st = reduce_tp_replicated(d, m, grads, err);
+    if (st == LT_OK) st = reduce_tp_replicated(d, m, grads, -1, err);
     return st;
 }
 
@@ -551,14 +740,14 @@ lt_status lt_dist_adamw(lt_dist *d, lt_adamw *o, const lt_llama *m, float *param
     }
     zctx z = {.d = d, .m = m, .params = params, .grads = (float *)grads, .o = o, .lr = lr, .oc = oc};
     for_flat(d, lo, hi, z_adam, &z);
-    pack(d, params, d->flat);
+    float *f = flat_of(d, params);
     if (d->shard == LT_SHARD_FSDP) { /* the updated block kept; the whole gathered before the next use */
-        memcpy(d->ps, d->flat + lo, (hi - lo) * sizeof *d->ps);
+        memcpy(d->ps, f + lo, (hi - lo) * sizeof *d->ps);
         d->released = true;
         return LT_OK;
     }
-    lt_status st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err); /* every DP rank's updated block */
-    if (st == LT_OK) unpack(d, d->flat, params);
+    lt_status st = lt_comm_allgather_dp(d->comm, f, d->counts, d->displs, err); /* every DP rank's updated block */
+    if (st == LT_OK) flat_done(d, f, params);
     return st;
 }
 
@@ -581,16 +770,17 @@ lt_status lt_dist_release(lt_dist *d, const lt_llama *m, float *params, float *g
         st = release_pages(d, params, m->n_params, "weights", err);
         d->released = true;
     }
-    if (st == LT_OK) st = release_pages(d, d->flat, d->owned_floats, "scratch", err);
+    if (st == LT_OK && !d->inplace) st = release_pages(d, d->flat, d->owned_floats, "scratch", err);
     return st;
 }
 
 lt_status lt_dist_unshard(lt_dist *d, const lt_llama *m, float *params, lt_error *err) {
-    (void)m;
+    if (d->layers_pending) return gather_through(d, m, params, d->l1 - 1, err);
     if (!d->released) return LT_OK;
-    memcpy(d->flat + d->displs[d->dp_rank], d->ps, (size_t)d->counts[d->dp_rank] * sizeof *d->ps);
-    lt_status st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err);
-    if (st == LT_OK) unpack(d, d->flat, params);
+    float *f = d->inplace ? params : d->flat;
+    memcpy(f + d->displs[d->dp_rank], d->ps, (size_t)d->counts[d->dp_rank] * sizeof *d->ps);
+    lt_status st = lt_comm_allgather_dp(d->comm, f, d->counts, d->displs, err);
+    if (st == LT_OK) flat_done(d, f, params);
     d->released = st != LT_OK;
     return st;
 }
@@ -598,9 +788,9 @@ lt_status lt_dist_unshard(lt_dist *d, const lt_llama *m, float *params, lt_error
 lt_status lt_dist_download(const lt_dist *d, lt_llama *m, lt_error *err) {
     if (!d->dmaster) return LT_OK;
     size_t mine = (size_t)d->counts[d->dp_rank];
-    lt_status st = d->be->to_host(d->be, d->flat + d->displs[d->dp_rank], d->dmaster, mine * sizeof(float), err);
-    if (st == LT_OK) st = lt_comm_allgather_dp(d->comm, d->flat, d->counts, d->displs, err);
-    if (st == LT_OK) memcpy(m->params, d->flat, m->n_params * sizeof(float)); /* (the part: one range from 0) */
+    /* (in place: the part's owned elements are m->params itself) */
+    lt_status st = d->be->to_host(d->be, m->params + d->displs[d->dp_rank], d->dmaster, mine * sizeof(float), err);
+    if (st == LT_OK) st = lt_comm_allgather_dp(d->comm, m->params, d->counts, d->displs, err);
     return st;
 }
 

@@ -49,13 +49,25 @@ typedef struct lt_dist {
     lt_shard shard;
     bool sharded;         /* shard != none and dp > 1 */
     int *counts, *displs; /* [dp] */
-    float *flat;          /* [owned_floats] scratch */
+    bool inplace;         /* the owned elements are one range from 0 (a rank's part): the
+                             collectives run on the buffers themselves, no scratch */
+    float *flat;          /* [owned_floats] scratch, where not inplace */
     float *m, *v;         /* [counts[dp_rank]] this rank's moments */
     float *ps;            /* fsdp: [counts[dp_rank]] this rank's block of the weights */
     bool released;        /* lt_dist_release ran, lt_dist_unshard not yet */
     /* the step's all-reduces in flight (posted layer by layer during the last backward) */
     lt_comm_req **req;
     size_t n_req, cap_req;
+    size_t (*rs_move)[3]; /* sharded, per req: the range's start, this rank's place and count */
+    int *rs_counts;       /* sharded, per req: [dp] the range's per-rank counts (MPI reads them
+                             until the request completes) */
+    /* fsdp in place: the weights gathered layer by layer as the step first needs them
+     * (lt_dist_layer_weights), the next layer's all-gather posted meanwhile */
+    bool per_layer, layers_pending;
+    bool *whole;          /* [layers] layer l's weights whole this step */
+    lt_comm_req *ag_req;  /* the all-gather in flight, of layer ag_layer (-1: none) */
+    int ag_layer;
+    int *ag_counts, *ag_displs; /* [dp] its counts and displacements */
     bool *layer_posted;   /* [layers] */
     float *grads;         /* the buffer they reduce */
     bool device_grads;    /* grads are device memory: the reductions go over NCCL */
@@ -109,8 +121,10 @@ lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_e
 
 /* Post the DP all-reduce of layer `layer`'s tensors now (their gradients are final: the
  * lt_exec_hooks.grads_final of lt_exec_step_rank, ctx = d after lt_dist_bind), so it runs
- * while the backward goes on; lt_dist_reduce_grads posts the rest and waits for all. Not
- * when sharded (its reduce-scatter runs after the step). */
+ * while the backward goes on; lt_dist_reduce_grads posts the rest and waits for all.
+ * Sharded on the CPU: the layer's replicated tensors summed over the TP group first, then
+ * its reduce-scatter posted (each DP rank receiving the layer range's intersection with its
+ * block). Sharded on the GPU: nothing (one reduce-scatter after the step). */
 lt_status lt_dist_layer_final(void *d, int layer, lt_error *err);
 /* Which gradient buffer lt_dist_layer_final reduces, for model m. */
 void lt_dist_bind(lt_dist *d, const lt_llama *m, float *grads);
@@ -149,11 +163,20 @@ lt_status lt_dist_adamw(lt_dist *d, lt_adamw *o, const lt_llama *m, float *param
  * (params) as well (madvise MADV_DONTNEED: the buffers stay mapped and read as zeros).
  * Without sharding a no-op. */
 lt_status lt_dist_release(lt_dist *d, const lt_llama *m, float *params, float *grads, lt_error *err);
-/* Before each step's first forward, and before a checkpoint: fsdp all-gathers the weights
- * from the DP ranks' blocks into params (from lt_dist_init on, the weights are sharded and
- * each update leaves the whole stale). Otherwise a no-op. Collective over the stage's DP
- * ranks. */
+/* Before a checkpoint and at the end of a run: fsdp all-gathers the weights from the DP
+ * ranks' blocks into params (from lt_dist_init on, the weights are sharded and each update
+ * leaves the whole stale), waiting for any layer still in flight. Otherwise a no-op.
+ * Collective over the stage's DP ranks. */
 lt_status lt_dist_unshard(lt_dist *d, const lt_llama *m, float *params, lt_error *err);
+/* Before each step's first forward: fsdp gathers the tensors outside the layers (the
+ * embedding, the final norm and head) now and posts the all-gather of the stage's first
+ * layer; each layer's weights are then waited for as a pass first needs them
+ * (lt_dist_layer_weights, the lt_exec_hooks.weights_needed of lt_exec_step_rank, ctx = d),
+ * which posts the next layer's (FSDP2's prefetch, one layer ahead, in layer order on every
+ * DP rank). Without per-layer gathering (not in place) the weights are gathered whole
+ * here; without fsdp a no-op. */
+lt_status lt_dist_step_begin(lt_dist *d, const lt_llama *m, float *params, lt_error *err);
+lt_status lt_dist_layer_weights(void *d, int layer, lt_error *err);
 /* The model-state bytes this rank holds between steps (after lt_dist_release): weights,
  * gradients and moments as the mode keeps them, of its n_params parameters; what
  * lt_cost_model_states_held_bytes prices. */

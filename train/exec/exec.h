@@ -118,11 +118,14 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
  * hooks (may be NULL): grads_final(layer) is called as soon as a layer's parameter
  * gradients on this rank are final for the step (during the stage's last B op, layer by
  * layer from the top), so the DP all-reduce of each layer overlaps the backward of the
- * layers below it.
+ * layers below it; weights_needed(layer) (may be NULL) before any pass reads layer l's
+ * weights (every F, FK and B op, recompute included), so fsdp gathers a layer's weights as
+ * it is first needed and prefetches the next.
  */
 typedef struct lt_exec_hooks {
     void *ctx;
     lt_status (*grads_final)(void *ctx, int layer, lt_error *err);
+    lt_status (*weights_needed)(void *ctx, int layer, lt_error *err);
 } lt_exec_hooks;
 lt_status lt_exec_step_rank(const lt_llama *m, const lt_step_plan *p, const lt_train_sample *samples,
                             const lt_llama_views *grads, lt_exec_stats *stats, lt_pool *pool, lt_comm *comm,

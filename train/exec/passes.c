@@ -51,7 +51,7 @@ lt_status exec_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     exec_ring ring;
     lt_cp_hooks hk;
     exec_ring_hooks(pr, v, &ring, &hk);
-    const lt_cp_hooks *hooks = hk.kv_ready ? &hk : NULL;
+    const lt_cp_hooks *hooks = hk.kv_ready || hk.weights ? &hk : NULL;
     lt_train_unit *cu = calloc((size_t)G, sizeof *cu);
     lt_acts *ca = calloc((size_t)G, sizeof *ca), *cs = calloc((size_t)G, sizeof *cs);
     const float **cin = calloc((size_t)G, sizeof *cin);
@@ -172,8 +172,9 @@ lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     lt_cp_hooks hf = ring, hb = ring; /* the recompute's passes, the range's backward */
     if (pr->eh && v == pr->last_b) hf.layer_done = hb.layer_done = final_layer;
     if (gather) hb.layer_begin = gather_layer;
-    const lt_cp_hooks *kvh = ring.kv_ready ? &ring : NULL, *hfp = hf.kv_ready || hf.layer_done ? &hf : NULL;
-    const lt_cp_hooks *hbp = hb.kv_ready || hb.layer_done || hb.layer_begin ? &hb : NULL;
+    const lt_cp_hooks *kvh = ring.kv_ready || ring.weights ? &ring : NULL;
+    const lt_cp_hooks *hfp = hf.kv_ready || hf.layer_done || hf.weights ? &hf : NULL;
+    const lt_cp_hooks *hbp = hb.kv_ready || hb.layer_done || hb.layer_begin || hb.weights ? &hb : NULL;
     if (st == LT_OK && R > 0) st = members_forward(pr, &pa, cu, n, cx, cr, kvh, NULL, err);
     for (int i = 0; st == LT_OK && R > 0 && i < n; i++) {
         size_t TC = (size_t)lt_unit_sp_rows(pr->m, &cu[i]) * C; /* [*, C]: this rank's SP rows */

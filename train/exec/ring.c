@@ -143,8 +143,15 @@ static lt_status dkv_ready(void *ctx, int l, lt_error *err) {
     return st;
 }
 
+/* lt_cp_hooks.weights: the engine's (lt_exec_hooks.weights_needed). */
+static lt_status weights(void *ctx, int l, lt_error *err) {
+    const exec_ring *x = ctx;
+    return x->pr->eh->weights_needed(x->pr->eh->ctx, l, err);
+}
+
 void exec_ring_hooks(pipe_run *pr, uint32_t v, exec_ring *ctx, lt_cp_hooks *h) {
     *ctx = (exec_ring){.pr = pr, .o = &pr->ops[v]};
     *h = (lt_cp_hooks){.ctx = ctx};
     if (pr->comm && ctx->o->G > 1) h->kv_ready = kv_ready, h->dkv_begin = dkv_begin, h->dkv_ready = dkv_ready;
+    if (pr->eh && pr->eh->weights_needed) h->weights = weights;
 }

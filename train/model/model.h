@@ -457,7 +457,10 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
  *                 layer l may be filled now (window sets, lt_acts_alloc_window);
  *   layer_done(l) backward, after every local member's backward of layer l: its parameter
  *                 gradients are complete for this call (the engine starts their DP
- *                 all-reduce after a stage's last backward: overlap with the layers below).
+ *                 all-reduce after a stage's last backward: overlap with the layers below);
+ *   weights(l)    forward and backward, before anything of layer l reads its weights: they
+ *                 must be whole by its return (fsdp's per-layer all-gather, the next
+ *                 layer's prefetched meanwhile).
  * NULL hooks: every member is local (the one-process executor); a NULL entry is skipped.
  */
 typedef struct lt_cp_hooks {
@@ -467,6 +470,7 @@ typedef struct lt_cp_hooks {
     lt_status (*dkv_begin)(void *ctx, int layer, lt_error *err);
     lt_status (*dkv_ready)(void *ctx, int layer, lt_error *err);
     lt_status (*layer_done)(void *ctx, int layer, lt_error *err);
+    lt_status (*weights)(void *ctx, int layer, lt_error *err);
 } lt_cp_hooks;
 
 lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,

@@ -769,6 +769,7 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
      * A backend's failure (a GPU launch) is kept by the backend and read after each layer,
      * before a hook hands its buffers to another process. */
     for (int l = pass->l0; st == LT_OK && l < pass->l1; l++) {
+        if (hooks && hooks->weights && (st = hooks->weights(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; st == LT_OK && g < G; g++) st = layer_pre_forward(m, &u[g], kv, &a[g], l, &s[g], pool, err);
         if (st != LT_OK || (st = be->check(be, err)) != LT_OK) break;
         if (hooks && hooks->kv_ready && (st = hooks->kv_ready(hooks->ctx, l, err)) != LT_OK) break;
@@ -988,6 +989,7 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
     /* per layer in lockstep, the forward's mirror: every member's attention backward before
      * any member reads its own K/V rows' gradients */
     for (int l = pass->l1 - 1; st == LT_OK && l >= pass->l0; l--) {
+        if (hooks && hooks->weights && (st = hooks->weights(hooks->ctx, l, err)) != LT_OK) break;
         if (hooks && hooks->layer_begin && (st = hooks->layer_begin(hooks->ctx, l, err)) != LT_OK) break;
         if (hooks && hooks->dkv_begin && (st = hooks->dkv_begin(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; st == LT_OK && g < G; g++)
