@@ -29,11 +29,14 @@
  *   xent / sum_rows total  double             1e-4 relative
  *   xent, target >= V      loss, dlogits row  NaN (the other rows as above)
  *   xent_tp (a TP group of 3 vocabulary slices in one process, the statistics combined on
- *            the host as the group's all-reduces would): rowmax bit-exact (a max of the same
- *            values); the summed row losses against lt_xent_forward_backward on the whole
- *            rows 1e-4 relative, each slice's dlogits against those columns of the whole
- *            dlogits bf16 out, A = 1e-3; a loss-only call leaves the logits and gives the
- *            same row losses
+ *            the host as the group's all-reduces would; a target in every slice):
+ *            rowmax bit-exact (a max of the same values); sums vs lt_xent_tp_sums: the exp
+ *            sums 1e-5 relative (fp32 vs the CPU's double), the target logits bit-exact;
+ *            the row losses (the same bits on every rank) and their total against
+ *            lt_xent_forward_backward on the whole rows 1e-4 relative, each rank's total
+ *            against lt_xent_tp_finish 1e-4 relative; each slice's dlogits against those
+ *            columns of the whole dlogits and against lt_xent_tp_finish's bf16 out,
+ *            A = 1e-3; a loss-only call leaves the logits and gives the same row losses
  *   sum_squares            double             1e-5 relative (fp32 per block), and the same
  *                                             bits on a second run
  *   scale                  fp32               bit-exact
@@ -661,38 +664,54 @@ static void test_xent_tp(void **state) {
         int32_t tg[T];
         for (int t = 0; t < T; t++) tg[t] = (int32_t)(lt_rng_double(&r) * V);
         tg[2] = -1, tg[T - 1] = -1, tg[5] = 0, tg[6] = V - 1; /* no prediction; the ends of the vocabulary */
+        int border = V / G + (V % G > 0); /* where slice 1 begins (the slices below) */
+        tg[7] = V / 2, tg[8] = border - 1, tg[9] = border; /* the middle slice; either side of a border */
         const float scale = 1.0f / 17.0f;
+        /* the whole rows on the CPU: per row (the row losses), then together (the total) */
+        double rloss[T];
+        for (int t = 0; t < T; t++)
+            rloss[t] = lt_xent_forward_backward(rdl + (size_t)t * V, l + (size_t)t * V, &tg[t], 1, V, scale, NULL);
         double rtotal = lt_xent_forward_backward(rdl, l, tg, T, V, scale, NULL);
         int32_t *d_tg = up_i32(tg, (size_t)T);
         lt_bf16 *d_l[G];
         float *d_max[G], *d_sums[G], *d_loss[G];
         int v0[G], vr[G];
-        float gmax[T], gsums[2 * T];
+        float gmax[T], gsums[2 * T], *slice[G];
         for (int t = 0; t < T; t++) gmax[t] = -INFINITY, gsums[t] = 0.0f, gsums[T + t] = 0.0f;
         for (int g = 0; g < G; g++) {
             v0[g] = g * (V / G) + (g < V % G ? g : V % G);
             vr[g] = V / G + (g < V % G);
-            float *slice = fbuf((size_t)T * vr[g]);
-            for (int t = 0; t < T; t++) memcpy(slice + (size_t)t * vr[g], l + (size_t)t * V + v0[g], (size_t)vr[g] * 4);
-            d_l[g] = up_bf16(slice, (size_t)T * vr[g]);
+            slice[g] = fbuf((size_t)T * vr[g]);
+            for (int t = 0; t < T; t++)
+                memcpy(slice[g] + (size_t)t * vr[g], l + (size_t)t * V + v0[g], (size_t)vr[g] * 4);
+            d_l[g] = up_bf16(slice[g], (size_t)T * vr[g]);
             d_max[g] = dalloc((size_t)T * 4), d_sums[g] = dalloc((size_t)2 * T * 4), d_loss[g] = dalloc((size_t)T * 4);
             OK(lt_cuda_xent_tp_max(g_cuda, d_max[g], d_l[g], T, vr[g], err));
             float *mx = down_f32(d_max[g], (size_t)T), ref[T];
-            lt_xent_tp_max(ref, slice, T, vr[g]);
+            lt_xent_tp_max(ref, slice[g], T, vr[g]);
             expect_bits("xent_tp_max", mx, ref, (size_t)T);
             for (int t = 0; t < T; t++) gmax[t] = fmaxf(gmax[t], mx[t]); /* the group's maximum all-reduce */
-            free(slice), free(mx);
+            free(mx);
         }
         float *d_gmax = up_f32(gmax, (size_t)T);
+        int held[T]; /* how many ranks hold row t's target: exactly one when it has one */
+        for (int t = 0; t < T; t++) held[t] = 0;
         for (int g = 0; g < G; g++) {
             OK(lt_cuda_xent_tp_sums(g_cuda, d_sums[g], d_l[g], d_gmax, d_tg, v0[g], T, vr[g], err));
-            float *sm = down_f32(d_sums[g], (size_t)2 * T);
+            float *sm = down_f32(d_sums[g], (size_t)2 * T), ref[2 * T];
+            lt_xent_tp_sums(ref, slice[g], gmax, tg, v0[g], T, vr[g]);
+            /* the exponentials' sums: fp32 block sums vs the CPU's double; the target's
+             * logit: a copy */
+            expect_close("xent_tp_sums (exp sums)", sm, ref, (size_t)T, 1e-5, 0.0);
+            expect_bits("xent_tp_sums (target logits)", sm + T, ref + T, (size_t)T);
+            for (int t = 0; t < T; t++) held[t] += tg[t] >= v0[g] && tg[t] < v0[g] + vr[g];
             for (int t = 0; t < 2 * T; t++) gsums[t] += sm[t]; /* the group's sum all-reduce */
             free(sm);
         }
+        for (int t = 0; t < T; t++) assert_int_equal(held[t], tg[t] >= 0 ? 1 : 0);
         float *d_gsums = up_f32(gsums, (size_t)2 * T);
-        double total = 0.0, loss_t[T];
-        for (int t = 0; t < T; t++) loss_t[t] = 0.0;
+        double total = 0.0;
+        float loss_t[T]; /* rank 0's row losses; every rank's must be the same bits */
         for (int g = 0; g < G; g++) {
             size_t ng = (size_t)T * vr[g];
             /* the losses alone first: the logits unchanged, the same row losses after */
@@ -704,18 +723,31 @@ static void test_xent_tp(void **state) {
             expect_bits("xent_tp loss-only row losses", only, loss, (size_t)T);
             for (int t = 0; t < T; t++) memcpy(want + (size_t)t * vr[g], rdl + (size_t)t * V + v0[g], (size_t)vr[g] * 4);
             expect_close("xent_tp dlogits (a slice)", dl, want, ng, BF16_REL, 1e-3);
+            /* the CPU twin on the same slice and the same group statistics */
+            float *rdl_g = fbuf(ng);
+            double rsum = lt_xent_tp_finish(rdl_g, slice[g], gmax, gsums, tg, v0[g], T, vr[g], scale), sum = 0.0;
+            expect_close("xent_tp dlogits vs lt_xent_tp_finish", dl, rdl_g, ng, BF16_REL, 1e-3);
             for (int t = 0; t < T; t++) {
-                if (tg[t] < 0) assert_true(loss[t] == 0.0f);
-                loss_t[t] = loss[t]; /* every rank computes the row's whole loss from the group's sums */
+                /* every rank computes the row's whole loss from the group's sums */
+                if (g == 0) loss_t[t] = loss[t];
+                else if (memcmp(&loss_t[t], &loss[t], sizeof(float)) != 0)
+                    fail_msg("xent_tp row %d loss: rank %d %.9g, rank 0 %.9g", t, g, (double)loss[t], (double)loss_t[t]);
+                if (tg[t] < 0) {
+                    assert_true(loss[t] == 0.0f);
+                    for (int v = 0; v < vr[g]; v++) assert_true(dl[(size_t)t * vr[g] + v] == 0.0f);
+                } else if (!(fabs((double)loss[t] - rloss[t]) <= 1e-4 * fabs(rloss[t]) + 1e-6)) {
+                    fail_msg("xent_tp row %d loss (rank %d): gpu %.9g cpu %.9g", t, g, (double)loss[t], rloss[t]);
+                }
+                sum += loss[t];
             }
-            float *l_slice = fbuf(ng);
-            for (int t = 0; t < T; t++) memcpy(l_slice + (size_t)t * vr[g], l + (size_t)t * V + v0[g], (size_t)vr[g] * 4);
-            expect_bits("xent_tp logits after a loss-only call", before, l_slice, ng);
-            free(only), free(before), free(loss), free(dl), free(want), free(l_slice);
+            if (!(fabs(sum - rsum) <= 1e-4 * fabs(rsum)))
+                fail_msg("xent_tp rank %d: gpu %.12g lt_xent_tp_finish %.12g", g, sum, rsum);
+            expect_bits("xent_tp logits after a loss-only call", before, slice[g], ng);
+            free(only), free(before), free(loss), free(dl), free(want), free(rdl_g);
         }
         for (int t = 0; t < T; t++) total += loss_t[t];
         if (!(fabs(total - rtotal) <= 1e-4 * fabs(rtotal))) fail_msg("xent_tp total: gpu %.12g cpu %.12g", total, rtotal);
-        for (int g = 0; g < G; g++) dfree(d_l[g]), dfree(d_max[g]), dfree(d_sums[g]), dfree(d_loss[g]);
+        for (int g = 0; g < G; g++) dfree(d_l[g]), dfree(d_max[g]), dfree(d_sums[g]), dfree(d_loss[g]), free(slice[g]);
         dfree(d_tg), dfree(d_gmax), dfree(d_gsums);
         free(l), free(rdl);
     }
