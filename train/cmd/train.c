@@ -390,13 +390,12 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
          * gradients, AdamW's two moments: over dp with ZeRO-1; on the GPU also the bf16 copy
          * the kernels read, 2 bytes more), what the planner prices. On the GPU the meter
          * counts the passes' device allocations in device bytes (2 per bf16 element). */
-        /* the CPU: fp32 weights and gradients, 8 bytes of moments; the GPU: the bf16 copy and
-         * fp32 gradients, 12 bytes of fp32 master and moments (sharded by zero1) */
-        double peak = 0, per_param = L->be ? 6.0 : 8.0, optim = L->be ? 12.0 : 8.0;
+        /* this trainer's bytes a parameter (held_model: the CPU's or the GPU's) */
+        double peak = 0, per_param = L->held.weight_bytes + L->held.grad_bytes, optim = L->held.optim_bytes;
         for (int g = 0; L->rank0 && g < es.n_stages; g++) {
             double zdp = L->comm && L->dist.sharded ? (double)L->dist.dp : 1.0;
             /* fsdp: the block of the weights kept beside their gathered whole (lt_cost_model_states_bytes) */
-            double block = L->comm && L->dist.shard == LT_SHARD_FSDP ? 4.0 / zdp : 0.0;
+            double block = L->comm && L->dist.shard == LT_SHARD_FSDP ? L->held.weight_bytes / zdp : 0.0;
             const lt_llama *tm = L->table.n_tensors ? &L->table : L->m; /* every stage's tensors */
             es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(tm, &p, g) * (per_param + optim / zdp + block));
             if ((double)es.stage_peak_bytes[g] > peak) peak = (double)es.stage_peak_bytes[g];
@@ -559,7 +558,7 @@ static void gpu_states(train_loop *L) {
             want > 0 ? fabs(have - want) / want : 1.0);
 }
 
-/* A launched CPU rank's part (its stage in the plans' first stored step: the engine never
+/* A launched rank's part (its stage in the plans' first stored step: the engine never
  * moves layers between stages), known before the model is read, so that only the part is
  * read or initialized. */
 static lt_status stage_of_plans(const char *db, lt_comm *comm, lt_cmd_part *part, lt_error *err) {

@@ -407,6 +407,23 @@ static void range_counts(const lt_dist *d, size_t lo, size_t hi, int *counts, in
     }
 }
 
+/* Owned tensors outside the layers (layers false) or outside the layers posted already
+ * (layers true: lt_dist_layer_final's, sharded): the next run of such tensors from tensor
+ * i on, as the buffer range [*lo, *hi); returns the index after it (n_tensors: none left,
+ * the range empty). */
+static int next_run(const lt_dist *d, const lt_llama *m, int i, bool layers, size_t *lo, size_t *hi) {
+#define RUN_WANTED(k) \
+    (d->mine[k] && (m->tensors[k].layer < 0 || (layers && !d->layer_posted[m->tensors[k].layer])))
+    *lo = *hi = 0;
+    while (i < m->n_tensors && !RUN_WANTED(i)) i++;
+    if (i == m->n_tensors) return i;
+    int j = i;
+    while (j + 1 < m->n_tensors && RUN_WANTED(j + 1)) j++;
+#undef RUN_WANTED
+    *lo = m->tensors[i].offset, *hi = m->tensors[j].offset + (size_t)m->tensors[j].rows * (size_t)m->tensors[j].cols;
+    return j + 1;
+}
+
 /* The buffer range [*lo, *hi) of layer l's owned tensors (empty: *lo >= *hi). */
 static void layer_range(const lt_dist *d, const lt_llama *m, int layer, size_t *lo, size_t *hi) {
     *lo = SIZE_MAX, *hi = 0;
@@ -467,17 +484,10 @@ lt_status lt_dist_step_begin(lt_dist *d, const lt_llama *m, float *params, lt_er
     if (!d->per_layer) return lt_dist_unshard(d, m, params, err);
     /* the tensors outside the layers now, in runs (in table order on every DP rank) */
     lt_status st = LT_OK;
-    for (int i = 0; st == LT_OK && i < m->n_tensors;) {
-        if (!d->mine[i] || m->tensors[i].layer >= 0) {
-            i++;
-            continue;
-        }
-        int j = i;
-        while (j + 1 < m->n_tensors && d->mine[j + 1] && m->tensors[j + 1].layer < 0) j++;
-        size_t lo = m->tensors[i].offset, hi = m->tensors[j].offset + (size_t)m->tensors[j].rows * (size_t)m->tensors[j].cols;
+    size_t lo, hi;
+    for (int i = next_run(d, m, 0, false, &lo, &hi); st == LT_OK && lo < hi; i = next_run(d, m, i, false, &lo, &hi)) {
         st = post_ag(d, params, lo, hi, "the weights outside the layers (all-gather over the DP ranks)", err);
         if (st == LT_OK) st = lt_comm_wait(d->comm, &d->ag_req, err);
-        i = j + 1;
     }
     memset(d->whole, 0, (size_t)m->shape.layers * sizeof *d->whole);
     d->released = false, d->layers_pending = true, d->ag_layer = -1;
@@ -520,20 +530,9 @@ static lt_status sharded_rest(lt_dist *d, const lt_llama *m, float *grads, lt_er
     lt_status st = d->layers_pending ? gather_through(d, m, m->params, d->l1 - 1, err) : LT_OK;
     if (st == LT_OK) st = reduce_tp_replicated(d, m, grads, -1, err);
     if (st == LT_OK) st = reduce_tied(d, m, grads, err);
-    for (int i = 0; st == LT_OK && i < m->n_tensors;) {
-        const lt_tensor_info *t = &m->tensors[i];
-        if (!d->mine[i] || (t->layer >= 0 && d->layer_posted[t->layer])) {
-            i++;
-            continue;
-        }
-        int j = i;
-        while (j + 1 < m->n_tensors && d->mine[j + 1] &&
-               !(m->tensors[j + 1].layer >= 0 && d->layer_posted[m->tensors[j + 1].layer]))
-            j++;
-        st = post_rs(d, grads, t->offset, m->tensors[j].offset + (size_t)m->tensors[j].rows * (size_t)m->tensors[j].cols,
-                     err);
-        i = j + 1;
-    }
+    size_t lo, hi;
+    for (int i = next_run(d, m, 0, true, &lo, &hi); st == LT_OK && lo < hi; i = next_run(d, m, i, true, &lo, &hi))
+        st = post_rs(d, grads, lo, hi, err);
     for (size_t k = 0; k < d->n_req; k++) {
         lt_status s2 = st == LT_OK ? lt_comm_wait(d->comm, &d->req[k], err) : LT_OK;
         if (st == LT_OK) st = s2;

@@ -562,15 +562,11 @@ lt_status lt_backend_cuda_adamw(lt_backend *be, const lt_llama *m, const float *
 lt_status lt_backend_cuda_adamw_tensors(lt_backend *be, const lt_llama *m, const float *grads, double lr, int64_t t,
                                         const lt_optim_config *oc, const bool *mine, lt_error *err) {
     cuda_state *s = state_of(be);
-    size_t n = m->n_params;
-    lt_status st = moments(s, n, err);
-    /* per tensor: decay on matrices only (train/model/optim.h's two parameter groups) */
+    lt_status st = moments(s, m->n_params, err);
     for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
         if (mine && !mine[i]) continue; /* another stage's tensor: stale here, never read */
-        const lt_tensor_info *ti = &m->tensors[i];
-        size_t o = ti->offset, len = (size_t)ti->rows * (size_t)ti->cols;
-        st = lt_cuda_adamw(s->cu, s->master + o, s->w16 + o, grads + o, s->mom1 + o, s->mom2 + o, len, lr, oc->beta1,
-                           oc->beta2, oc->eps, ti->rows > 1 ? oc->weight_decay : 0.0, t, err);
+        size_t o = m->tensors[i].offset, e = o + (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+        st = lt_backend_cuda_adamw_block(be, m, grads, o, e, s->master + o, s->mom1 + o, s->mom2 + o, lr, t, oc, err);
     }
     if (st == LT_OK) st = lt_cuda_sync(s->cu, err);
     return st;
