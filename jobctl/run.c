@@ -127,7 +127,8 @@ static char *job_prefix_of(const char *name) {
     return p;
 }
 
-/* SHA-256 over "section.key=value\n" of every key with a value, in schema order. */
+/* SHA-256 over "section.key=value\n" of every key with a value, in schema order, then the
+ * [source.NAME] sections' keys in the order the names were first given. */
 static void config_hash(const lt_config *cfg, char hex[65]) {
     size_t n;
     const lt_config_key *k = lt_config_schema(&n);
@@ -142,6 +143,23 @@ static void config_hash(const lt_config *cfg, char hex[65]) {
         lt_sha256_update(&h, "=", 1);
         lt_sha256_update(&h, v, strlen(v));
         lt_sha256_update(&h, "\n", 1);
+    }
+    /* the named sections ([source.NAME]), each key with a value, as source.NAME.key=value */
+    size_t ns = lt_config_n_named(cfg, "source");
+    for (size_t s = 0; s < ns; s++) {
+        char sec[80];
+        snprintf(sec, sizeof sec, "source.%s", lt_config_named(cfg, "source", s));
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(k[i].section, "source") != 0) continue;
+            const char *v = lt_config_get_string(cfg, sec, k[i].key);
+            if (!v) continue;
+            lt_sha256_update(&h, sec, strlen(sec));
+            lt_sha256_update(&h, ".", 1);
+            lt_sha256_update(&h, k[i].key, strlen(k[i].key));
+            lt_sha256_update(&h, "=", 1);
+            lt_sha256_update(&h, v, strlen(v));
+            lt_sha256_update(&h, "\n", 1);
+        }
     }
     lt_sha256_final_hex(&h, hex);
 }

@@ -49,10 +49,16 @@ typedef struct cfg_value {
     long line;         /* its line in that file */
 } cfg_value;
 
+/* Named sections ([source.NAME]): the schema holds the keys of the template section
+ * ("source", flagged `named`); each name given in a config gets its own copy of those
+ * keys' slots, appended after the schema's: values[count + inst * tmpl_n + j] is key
+ * tmpl_first + j of instance inst. One template section exists today (lt_config_sections). */
 struct lt_config {
     size_t count;      /* = number of schema entries; values[i] belongs to schema[i] */
-    cfg_value *values;
+    cfg_value *values; /* count + n_inst * tmpl_n entries */
     unsigned loads;    /* file loads so far (load ids start at 1) */
+    size_t n_inst;     /* named instances of the template section, in the order first given */
+    char **inst;       /* their names */
 };
 
 /* ------------------------------------------------------------------ small helpers */
@@ -69,12 +75,85 @@ static size_t key_index(const char *section, const char *key) {
     return SIZE_MAX;
 }
 
+/* The template section's name and its keys' range in the schema (first, count). */
+static const char *template_section(size_t *first, size_t *count) {
+    size_t nsec, n;
+    const lt_config_section *secs = lt_config_sections(&nsec);
+    const lt_config_key *s = lt_config_schema(&n);
+    for (size_t i = 0; i < nsec; i++) {
+        if (!secs[i].named) continue;
+        size_t f = SIZE_MAX, c = 0;
+        for (size_t k = 0; k < n; k++)
+            if (strcmp(s[k].section, secs[i].name) == 0) {
+                if (f == SIZE_MAX) f = k;
+                c++;
+            }
+        *first = f;
+        *count = c;
+        return secs[i].name;
+    }
+    *first = *count = 0;
+    return NULL;
+}
+
+/* Whether `name` is a valid instance name: 1..48 of [a-z0-9_-], starting with a letter. */
+static bool instance_name_ok(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n > 48 || !(name[0] >= 'a' && name[0] <= 'z')) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+    }
+    return true;
+}
+
+/* "source.web" -> the template's name matched and the instance name "web" (NULL when
+ * `section` is not TEMPLATE.NAME). */
+static const char *instance_of(const char *section) {
+    size_t f, c;
+    const char *t = template_section(&f, &c);
+    if (t == NULL || section == NULL) return NULL;
+    size_t tl = strlen(t);
+    if (strncmp(section, t, tl) != 0 || section[tl] != '.') return NULL;
+    return section + tl + 1;
+}
+
+static size_t instance_find(const lt_config *cfg, const char *name) {
+    for (size_t i = 0; i < cfg->n_inst; i++)
+        if (strcmp(cfg->inst[i], name) == 0) return i;
+    return SIZE_MAX;
+}
+
+/* The value slot index of section.key in cfg (schema keys and named instances alike), or
+ * SIZE_MAX; *schema_idx receives the schema entry that describes it. */
+static size_t slot_index(const lt_config *cfg, const char *section, const char *key, size_t *schema_idx) {
+    const char *inst = instance_of(section);
+    if (inst == NULL) {
+        size_t idx = key_index(section, key);
+        *schema_idx = idx;
+        return idx;
+    }
+    size_t f, c;
+    const char *t = template_section(&f, &c);
+    size_t k = key_index(t, key), i = instance_find(cfg, inst);
+    *schema_idx = k;
+    if (k == SIZE_MAX || i == SIZE_MAX) return SIZE_MAX;
+    return cfg->count + i * c + (k - f);
+}
+
+static size_t total_slots(const lt_config *cfg) {
+    size_t f, c;
+    template_section(&f, &c);
+    return cfg->count + cfg->n_inst * c;
+}
+
 static bool section_exists(const char *name) {
     size_t n;
     const lt_config_section *s = lt_config_sections(&n);
     for (size_t i = 0; i < n; i++)
-        if (strcmp(s[i].name, name) == 0) return true;
-    return false;
+        if (strcmp(s[i].name, name) == 0) return !s[i].named;
+    const char *inst = instance_of(name);
+    return inst != NULL && instance_name_ok(inst);
 }
 
 /* `text` shortened for a message: at most 60 bytes, "..." marking a cut. */
@@ -92,7 +171,7 @@ static void list_sections(char *buf, size_t cap) {
     const lt_config_section *s = lt_config_sections(&n);
     buf[0] = '\0';
     for (size_t i = 0; i < n && used < cap; i++) {
-        int w = snprintf(buf + used, cap - used, "%s[%s]", i ? " " : "", s[i].name);
+        int w = snprintf(buf + used, cap - used, "%s[%s%s]", i ? " " : "", s[i].name, s[i].named ? ".NAME" : "");
         if (w < 0) break;
         used += (size_t)w;
     }
@@ -316,6 +395,14 @@ static lt_status parse_value(const lt_config_key *k, const char *raw, typed_valu
 /* ------------------------------------------------------------------ unknown names */
 
 static lt_status unknown_section(const char *section, const char *where, lt_error *err) {
+    size_t tf, tc;
+    const char *tmpl = template_section(&tf, &tc);
+    char tab[64];
+    if (tmpl && (strcmp(section, tmpl) == 0 || instance_of(section))) {
+        lt_fail(err, LT_ERR_CONFIG, where, "section [%s] needs a name: [%s.NAME]", abbrev(section, tab), tmpl);
+        lt_error_hint(err, "NAME is 1 to 48 of a-z 0-9 _ -, starting with a letter, e.g. [%s.web]", tmpl);
+        return LT_ERR_CONFIG;
+    }
     size_t n, best = SIZE_MAX;
     const lt_config_section *s = lt_config_sections(&n);
     const char *near = NULL;
@@ -384,22 +471,85 @@ static void values_free(cfg_value *values, size_t count) {
     free(values);
 }
 
+/* Free what a config owns (its values and instance names), not the struct. */
+static void state_free(lt_config *cfg) {
+    values_free(cfg->values, total_slots(cfg));
+    for (size_t i = 0; i < cfg->n_inst; i++) free(cfg->inst[i]);
+    free(cfg->inst);
+    cfg->values = NULL;
+    cfg->inst = NULL;
+    cfg->n_inst = 0;
+}
+
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
-static cfg_value *values_clone(const lt_config *cfg) {
-    cfg_value *copy = calloc(cfg->count ? cfg->count : 1, sizeof *copy);
-    if (copy == NULL) return NULL;
-    for (size_t i = 0; i < cfg->count; i++) {
+/* A deep copy of cfg's values and instances into *dst (its other fields copied too);
+ * false when out of memory (dst then owns nothing). */
+static bool state_clone(const lt_config *cfg, lt_config *dst) {
+    *dst = *cfg;
+    dst->values = NULL;
+    dst->inst = NULL;
+    dst->n_inst = 0;
+    size_t total = total_slots(cfg);
+    cfg_value *copy = calloc(total ? total : 1, sizeof *copy);
+    char **names = calloc(cfg->n_inst ? cfg->n_inst : 1, sizeof *names);
+    if (copy == NULL || names == NULL) {
+        free(copy);
+        free(names);
+        return false;
+    }
+    for (size_t i = 0; i < total; i++) {
         const cfg_value *v = &cfg->values[i];
         copy[i] = *v;
         copy[i].raw = dup_or_null(v->raw);
         copy[i].origin = dup_or_null(v->origin);
         if ((v->raw && !copy[i].raw) || (v->origin && !copy[i].origin)) {
             values_free(copy, i + 1);
-            return NULL;
+            free(names);
+            return false;
         }
     }
-    return copy;
+    for (size_t i = 0; i < cfg->n_inst; i++) {
+        if ((names[i] = strdup(cfg->inst[i])) == NULL) {
+            values_free(copy, total);
+            for (size_t j = 0; j < i; j++) free(names[j]);
+            free(names);
+            return false;
+        }
+    }
+    dst->values = copy;
+    dst->inst = names;
+    dst->n_inst = cfg->n_inst;
+    return true;
+}
+
+static lt_status set_common(lt_config *cfg, const char *section, const char *key, const char *value,
+                            origin_kind kind, const char *origin, const char *where, unsigned load_id, long line,
+                            lt_error *err);
+
+/* Add instance `name` of the template section (its keys at their defaults). */
+static lt_status instance_add(lt_config *cfg, const char *section, const char *name, const char *where,
+                              lt_error *err) {
+    size_t f, c;
+    template_section(&f, &c);
+    size_t total = total_slots(cfg);
+    cfg_value *values = realloc(cfg->values, (total + c) * sizeof *values);
+    if (values == NULL) return lt_fail(err, LT_ERR_NOMEM, where, "out of memory adding [%s]", section);
+    memset(values + total, 0, c * sizeof *values);
+    cfg->values = values;
+    char **inst = realloc(cfg->inst, (cfg->n_inst + 1) * sizeof *inst);
+    if (inst == NULL) return lt_fail(err, LT_ERR_NOMEM, where, "out of memory adding [%s]", section);
+    cfg->inst = inst;
+    if ((cfg->inst[cfg->n_inst] = strdup(name)) == NULL)
+        return lt_fail(err, LT_ERR_NOMEM, where, "out of memory adding [%s]", section);
+    cfg->n_inst++;
+    for (size_t j = 0; j < c; j++) {
+        const lt_config_key *k = schema_at(f + j);
+        if (k->def == NULL) continue;
+        lt_status st = set_common(cfg, section, k->key, k->def, ORIGIN_DEFAULT, NULL, "default", 0, 0, err);
+        if (st != LT_OK) return st;
+    }
+    return LT_OK;
 }
 
 /*
@@ -427,10 +577,19 @@ static lt_status set_common(lt_config *cfg, const char *section, const char *key
         return LT_ERR_CONFIG;
     }
     if (!section_exists(section)) return unknown_section(section, where, err);
-    size_t idx = key_index(section, key);
-    if (idx == SIZE_MAX) return unknown_key(section, key, where, err);
+    size_t kidx, idx = slot_index(cfg, section, key, &kidx);
+    if (kidx == SIZE_MAX) {
+        size_t tf, tc;
+        const char *tmpl = instance_of(section) ? template_section(&tf, &tc) : NULL;
+        return unknown_key(tmpl ? tmpl : section, key, where, err);
+    }
+    if (idx == SIZE_MAX) { /* a new named section */
+        lt_status st = instance_add(cfg, section, instance_of(section), where, err);
+        if (st != LT_OK) return st;
+        idx = slot_index(cfg, section, key, &kidx);
+    }
 
-    const lt_config_key *k = schema_at(idx);
+    const lt_config_key *k = schema_at(kidx);
     cfg_value *slot = &cfg->values[idx];
     if (load_id != 0 && slot->load_id == load_id) {
         lt_fail(err, LT_ERR_CONFIG, where,
@@ -485,9 +644,11 @@ lt_config *lt_config_new(void) {
         free(cfg);
         return NULL;
     }
+    size_t tf, tc;
+    template_section(&tf, &tc);
     for (size_t i = 0; i < n; i++) {
         const lt_config_key *k = schema_at(i);
-        if (k->def == NULL) continue;
+        if (k->def == NULL || (i >= tf && i < tf + tc)) continue; /* template keys: per instance */
         if (set_common(cfg, k->section, k->key, k->def, ORIGIN_DEFAULT, NULL, "default", 0, 0,
                        NULL) != LT_OK) {
             lt_config_free(cfg);
@@ -499,8 +660,18 @@ lt_config *lt_config_new(void) {
 
 void lt_config_free(lt_config *cfg) {
     if (cfg == NULL) return;
-    values_free(cfg->values, cfg->count);
+    state_free(cfg);
     free(cfg);
+}
+
+size_t lt_config_n_named(const lt_config *cfg, const char *section) {
+    size_t f, c;
+    const char *t = template_section(&f, &c);
+    return cfg && t && section && strcmp(section, t) == 0 ? cfg->n_inst : 0;
+}
+
+const char *lt_config_named(const lt_config *cfg, const char *section, size_t i) {
+    return i < lt_config_n_named(cfg, section) ? cfg->inst[i] : NULL;
 }
 
 lt_status lt_config_set_value(lt_config *cfg, const char *section, const char *key,
@@ -535,7 +706,7 @@ lt_status lt_config_set(lt_config *cfg, const char *assignment, lt_error *err) {
     copy[eq - assignment] = '\0';
     char *name = lt_trim(copy);
     char *value = lt_trim(copy + (eq - assignment) + 1);
-    char *dot = strchr(name, '.');
+    char *dot = strrchr(name, '.'); /* the key follows the last dot: source.web.input */
     lt_status st;
     if (dot == NULL || dot == name || dot[1] == '\0') {
         char vab[64];
@@ -699,11 +870,8 @@ static int on_entry(void *user, const char *section, const char *name, const cha
 }
 
 static lt_status load_stream(lt_config *cfg, load_ctx *c) {
-    cfg_value *scratch = values_clone(cfg);
-    if (scratch == NULL)
-        return lt_fail(c->err, LT_ERR_NOMEM, c->name, "out of memory loading config");
-    lt_config work = *cfg;
-    work.values = scratch;
+    lt_config work;
+    if (!state_clone(cfg, &work)) return lt_fail(c->err, LT_ERR_NOMEM, c->name, "out of memory loading config");
     c->cfg = &work;
     c->load_id = ++cfg->loads;
 
@@ -759,11 +927,13 @@ static lt_status load_stream(lt_config *cfg, load_ctx *c) {
             c->err, "a line is a [section] header, key = value, or a comment starting with ; or #");
     }
     if (st != LT_OK) {
-        values_free(scratch, cfg->count);
+        state_free(&work);
         return st;
     }
-    values_free(cfg->values, cfg->count);
-    cfg->values = scratch;
+    state_free(cfg);
+    cfg->values = work.values;
+    cfg->inst = work.inst;
+    cfg->n_inst = work.n_inst;
     return LT_OK;
 }
 
@@ -800,13 +970,13 @@ lt_status lt_config_load_string(lt_config *cfg, const char *text, const char *na
 /* The value slot of section.key if it exists and has type `type`; else fills err. */
 static const cfg_value *typed_slot(const lt_config *cfg, const char *section, const char *key,
                                    lt_config_type type, lt_status *st, lt_error *err) {
-    size_t idx = cfg ? key_index(section, key) : SIZE_MAX;
+    size_t kidx = SIZE_MAX, idx = cfg ? slot_index(cfg, section, key, &kidx) : SIZE_MAX;
     if (idx == SIZE_MAX) {
         *st = lt_fail(err, LT_ERR_INTERNAL, NULL, "no config key %s.%s",
                       section ? section : "(null)", key ? key : "(null)");
         return NULL;
     }
-    const lt_config_key *k = schema_at(idx);
+    const lt_config_key *k = schema_at(kidx);
     if (k->type != type) {
         *st = lt_fail(err, LT_ERR_INTERNAL, NULL, "config key %s.%s is of type %s, not %s", section,
                       key, lt_config_type_name(k->type), lt_config_type_name(type));
@@ -824,7 +994,7 @@ static const cfg_value *typed_slot(const lt_config *cfg, const char *section, co
 }
 
 const char *lt_config_get_string(const lt_config *cfg, const char *section, const char *key) {
-    size_t idx = cfg ? key_index(section, key) : SIZE_MAX;
+    size_t kidx, idx = cfg ? slot_index(cfg, section, key, &kidx) : SIZE_MAX;
     return idx == SIZE_MAX ? NULL : cfg->values[idx].raw;
 }
 
@@ -865,38 +1035,42 @@ bool lt_config_is_set(const lt_config *cfg, const char *section, const char *key
 }
 
 const char *lt_config_origin(const lt_config *cfg, const char *section, const char *key) {
-    size_t idx = cfg ? key_index(section, key) : SIZE_MAX;
+    size_t kidx, idx = cfg ? slot_index(cfg, section, key, &kidx) : SIZE_MAX;
     if (idx == SIZE_MAX) return NULL;
     const cfg_value *v = &cfg->values[idx];
     return v->kind == ORIGIN_DEFAULT ? "default" : v->origin;
 }
 
+static bool value_equal(const lt_config_key *k, const cfg_value *x, const cfg_value *y);
+
 bool lt_config_equal(const lt_config *a, const lt_config *b) {
-    if (a == NULL || b == NULL || a->count != b->count) return a == b;
-    for (size_t i = 0; i < a->count; i++) {
-        const cfg_value *x = &a->values[i], *y = &b->values[i];
-        if ((x->raw == NULL) != (y->raw == NULL)) return false;
-        if (x->raw == NULL) continue;
-        switch (schema_at(i)->type) {
-        case LT_CONFIG_STRING:
-        case LT_CONFIG_ENUM:
-            if (strcmp(x->raw, y->raw) != 0) return false;
-            break;
-        case LT_CONFIG_INT:
-            if (x->v.i != y->v.i) return false;
-            break;
-        case LT_CONFIG_SIZE:
-            if (x->v.u != y->v.u) return false;
-            break;
-        case LT_CONFIG_DOUBLE:
-            if (x->v.d != y->v.d) return false;
-            break;
-        case LT_CONFIG_BOOL:
-            if (x->v.b != y->v.b) return false;
-            break;
-        }
+    if (a == NULL || b == NULL || a->count != b->count || a->n_inst != b->n_inst) return a == b;
+    for (size_t i = 0; i < a->count; i++)
+        if (!value_equal(schema_at(i), &a->values[i], &b->values[i])) return false;
+    size_t f, c;
+    template_section(&f, &c);
+    for (size_t i = 0; i < a->n_inst; i++) { /* instances by name: their order does not matter */
+        size_t j = instance_find(b, a->inst[i]);
+        if (j == SIZE_MAX) return false;
+        for (size_t k = 0; k < c; k++)
+            if (!value_equal(schema_at(f + k), &a->values[a->count + i * c + k], &b->values[b->count + j * c + k]))
+                return false;
     }
     return true;
+}
+
+static bool value_equal(const lt_config_key *k, const cfg_value *x, const cfg_value *y) {
+    if ((x->raw == NULL) != (y->raw == NULL)) return false;
+    if (x->raw == NULL) return true;
+    switch (k->type) {
+    case LT_CONFIG_STRING:
+    case LT_CONFIG_ENUM: return strcmp(x->raw, y->raw) == 0;
+    case LT_CONFIG_INT: return x->v.i == y->v.i;
+    case LT_CONFIG_SIZE: return x->v.u == y->v.u;
+    case LT_CONFIG_DOUBLE: return x->v.d == y->v.d;
+    case LT_CONFIG_BOOL: return x->v.b == y->v.b;
+    }
+    return false;
 }
 
 /* ------------------------------------------------------------------ dumping */
@@ -972,7 +1146,25 @@ char *lt_config_dump_string(const lt_config *cfg) {
     const lt_config_section *secs = lt_config_sections(&nsec);
     sb_puts(&b, "; longtail configuration: the effective values, loadable with --config\n");
     sb_puts(&b, "; (each value's origin follows it; \"; key =\" marks a key without a value)\n");
+    size_t tf, tc;
+    template_section(&tf, &tc);
     for (size_t s = 0; s < nsec; s++) {
+        if (secs[s].named) { /* each instance as [TEMPLATE.NAME] */
+            if (cfg->n_inst == 0) {
+                sb_puts(&b, "\n; [");
+                sb_puts(&b, secs[s].name);
+                sb_puts(&b, ".NAME]: none\n");
+            }
+            for (size_t i = 0; i < cfg->n_inst; i++) {
+                sb_puts(&b, "\n[");
+                sb_puts(&b, secs[s].name);
+                sb_puts(&b, ".");
+                sb_puts(&b, cfg->inst[i]);
+                sb_puts(&b, "]\n");
+                for (size_t k = 0; k < tc; k++) dump_key(&b, schema_at(tf + k), &cfg->values[cfg->count + i * tc + k]);
+            }
+            continue;
+        }
         sb_puts(&b, "\n[");
         sb_puts(&b, secs[s].name);
         sb_puts(&b, "]\n");

@@ -85,6 +85,8 @@ typedef struct lt_config_key {
 typedef struct lt_config_section {
     const char *name;
     const char *help;
+    bool named; /* a template: a config gives it as [NAME.INSTANCE], any number of times
+                   ([source.web], [source.code]); each instance has the section's keys */
 } lt_config_section;
 
 /* The whole schema, in its order (grouped by section, sections in lt_config_sections
@@ -164,6 +166,15 @@ lt_status lt_config_get_double(const lt_config *cfg, const char *section, const 
                                double *out, lt_error *err);
 lt_status lt_config_get_bool(const lt_config *cfg, const char *section, const char *key,
                              bool *out, lt_error *err);
+
+/* Named sections. A template section (lt_config_section.named: "source") is given as
+ * [source.NAME] (NAME: 1..48 of a-z 0-9 _ -, starting with a letter), in files and as
+ * --set source.NAME.key=VALUE; each NAME has its own copy of the section's keys, at their
+ * defaults until set. Every getter above takes "source.NAME" as its section. A plain
+ * [source] is an error asking for a name. The dump writes each instance as its own
+ * section; lt_config_equal compares instances by name. */
+size_t lt_config_n_named(const lt_config *cfg, const char *section);                 /* instances given */
+const char *lt_config_named(const lt_config *cfg, const char *section, size_t i); /* NAME, in the order first given */
 
 /* Whether section.key has a value (false for keys not in the schema). */
 bool lt_config_is_set(const lt_config *cfg, const char *section, const char *key);

@@ -17,13 +17,14 @@
 #include <string.h>
 
 static const lt_config_section sections[] = {
-    {"run", "the run as a whole: its name, output root and log level"},
-    {"data", "dataprep: corpus input, tokenizer and sharding"},
-    {"model", "the model shape: a preset and/or explicit dimensions"},
-    {"parallel", "the parallel layout: data, pipeline, tensor and DP-Merge degrees"},
-    {"plan", "planner: batch sampling, strategy, hardware profile and memory cap"},
-    {"train", "trainer: optimizer, backend and checkpoints"},
-    {"slurm", "jobctl: Slurm resources and sbatch options"},
+    {"run", "the run as a whole: its name, output root and log level", false},
+    {"data", "dataprep: corpus input, tokenizer and sharding", false},
+    {"source", "a named corpus source, [source.NAME]: its files, format, text field and mixture weight", true},
+    {"model", "the model shape: a preset and/or explicit dimensions", false},
+    {"parallel", "the parallel layout: data, pipeline, tensor and DP-Merge degrees", false},
+    {"plan", "planner: batch sampling, strategy, hardware profile and memory cap", false},
+    {"train", "trainer: optimizer, backend and checkpoints", false},
+    {"slurm", "jobctl: Slurm resources and sbatch options", false},
 };
 
 /* One line per key. Arguments: section, key, default (NULL = unset), [range | choices], help */
@@ -55,6 +56,17 @@ static const lt_config_key schema[] = {
     INT("data", "zstd_level", "1", "1", "19",
         "zstd compression level of the token shards (3: shards ~8 % smaller for ~1.3x the compression CPU)"),
     BOOL("data", "allow_damaged", "false", "keep going with exit 0 when an input file is damaged (truncated, corrupt, unclosed)"),
+    DBL("data", "max_skipped_share", "0.01", "0", "1",
+        "a task fails when more than this share of its records is skipped (bad JSON, missing field ...), unless allow_damaged"),
+    DBL("data", "holdout", "0", "0", "0.5",
+        "share of each source's documents reserved for validation: never sampled for training (chosen from plan.seed)"),
+
+    /* [source.NAME]: one instance per named source (the sampler mixes them by weight) */
+    STR("source", "input", NULL, "the source's corpus files: whitespace-separated paths, directories or globs"),
+    ENUM("source", "format", "auto", "auto wet jsonl wikixml parquet", "input format of the source's files"),
+    STR("source", "field", NULL, "JSONL member or parquet column holding the text; unset: data.field"),
+    DBL("source", "weight", "1", "0", NULL, "mixture weight: the source's share of each step's tokens is weight / sum of weights"),
+    DBL("source", "holdout", NULL, "0", "0.5", "share of the source's documents reserved for validation; unset: data.holdout"),
 
     /* [model] */
     STR("model", "preset", NULL, "a named model shape (e.g. tiny, llama-7b, llama-13b); the keys below override its fields"),

@@ -16,7 +16,7 @@ APT_PACKAGES=(
   build-essential autoconf automake libtool pkg-config git ca-certificates
   # libraries found by configure
   libzstd-dev libsqlite3-dev coinor-libcbc-dev libinih-dev zlib1g-dev libbz2-dev
-  libexpat1-dev libpcre2-dev libcmocka-dev libxxhash-dev
+  libexpat1-dev libpcre2-dev libcmocka-dev libxxhash-dev libsnappy-dev
   # CBLAS GEMMs of the trainer's CPU kernels
   libopenblas-dev
   # MPI (CPU ranks) and the process-management interface srun uses
@@ -36,7 +36,7 @@ APT_PACKAGES=(
 # torch (autodiff reference of the trainer's gradients) and transformers + safetensors
 # (the Hugging Face checkpoint interop) are pinned so CI installs them once and keeps them.
 PIP_PACKAGES=(numpy tiktoken==0.14.0 unicodedata2==16.0.0 torch==2.15.0 transformers==5.24.0
-  safetensors==0.8.0)
+  safetensors==0.8.0 tokenizers==0.23.3 pyarrow==26.0.1)
 
 do_apt=1
 do_python=1

@@ -162,9 +162,9 @@ static void test_schema_well_formed(void **state) {
     size_t nsec, n;
     const lt_config_section *secs = lt_config_sections(&nsec);
     const lt_config_key *keys = lt_config_schema(&n);
-    static const char *expected_sections[] = {"run",  "data",  "model", "parallel",
+    static const char *expected_sections[] = {"run",  "data",  "source", "model", "parallel",
                                               "plan", "train", "slurm"};
-    assert_int_equal(nsec, 7);
+    assert_int_equal(nsec, 8);
     for (size_t i = 0; i < nsec; i++) {
         assert_string_equal(secs[i].name, expected_sections[i]);
         assert_true(secs[i].help != NULL && secs[i].help[0] != '\0');
@@ -212,6 +212,7 @@ static void test_schema_well_formed(void **state) {
     lt_config *cfg = lt_config_new();
     assert_non_null(cfg);
     for (size_t i = 0; i < n; i++) {
+        if (strcmp(keys[i].section, "source") == 0) continue; /* per [source.NAME]: test_named_sections */
         const char *v = lt_config_get_string(cfg, keys[i].section, keys[i].key);
         if (keys[i].def == NULL)
             assert_null(v);
@@ -547,25 +548,25 @@ static void test_long_value_line_and_nul(void **state) {
 
 static void test_unknown_section(void **state) {
     (void)state;
-    static const char all[] = "sections: [run] [data] [model] [parallel] [plan] [train] [slurm]";
+    static const char all[] = "sections: [run] [data] [source.NAME] [model] [parallel] [plan] [train] [slurm]";
     static const struct {
         const char *text, *what, *hint;
         int line;
     } cases[] = {
         {"[plna]\nsteps = 1\n", "unknown section [plna]",
-         "did you mean [plan]? sections: [run] [data] [model] [parallel] [plan] [train] [slurm]",
+         "did you mean [plan]? sections: [run] [data] [source.NAME] [model] [parallel] [plan] [train] [slurm]",
          1},
         /* an unknown section without keys is still an error */
         {"[run]\nname = x\n\n[plna]\n", "unknown section [plna]",
-         "did you mean [plan]? sections: [run] [data] [model] [parallel] [plan] [train] [slurm]",
+         "did you mean [plan]? sections: [run] [data] [source.NAME] [model] [parallel] [plan] [train] [slurm]",
          4},
         {"[Plan]\n", "unknown section [Plan]",
-         "did you mean [plan]? sections: [run] [data] [model] [parallel] [plan] [train] [slurm]",
+         "did you mean [plan]? sections: [run] [data] [source.NAME] [model] [parallel] [plan] [train] [slurm]",
          1},
         {"; x\n[zzz]\nsteps = 1\n", "unknown section [zzz]", all, 2},
         {"[]\n", "unknown section []", all, 1},
         {"[ plan ]\n", "unknown section [ plan ]",
-         "did you mean [plan]? sections: [run] [data] [model] [parallel] [plan] [train] [slurm]",
+         "did you mean [plan]? sections: [run] [data] [source.NAME] [model] [parallel] [plan] [train] [slurm]",
          1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -815,7 +816,7 @@ static void test_set_bad_forms(void **state) {
         {"plan.nodes=2", LT_ERR_CONFIG, "unknown key 'nodes' in section [plan]",
          "--set plan.nodes=2", "did you mean 'slurm.nodes'?"},
         {"plna.steps=1", LT_ERR_CONFIG, "unknown section [plna]", "--set plna.steps=1",
-         "did you mean [plan]? sections: [run] [data] [model] [parallel] [plan] [train] [slurm]"},
+         "did you mean [plan]? sections: [run] [data] [source.NAME] [model] [parallel] [plan] [train] [slurm]"},
         {"plan.mem=eighty", LT_ERR_CONFIG, "invalid size 'eighty' for plan.mem",
          "--set plan.mem=eighty", size_hint},
         {"plan.context_len=99999999999T", LT_ERR_CONFIG,
@@ -849,6 +850,75 @@ static void test_set_bad_forms(void **state) {
     assert_string_equal(before, after);
     free(before);
     free(after);
+    lt_config_free(cfg);
+}
+
+/* [source.NAME]: instances of the template section, each with its own keys, in files and
+ * --set, dumped as their own sections and loaded back equal; a plain [source], a bad name
+ * and an unknown key are errors. */
+static void test_named_sections(void **state) {
+    (void)state;
+    lt_config *cfg = lt_config_new();
+    assert_non_null(cfg);
+    assert_int_equal(lt_config_n_named(cfg, "source"), 0);
+    lt_error e;
+    char *path;
+    lt_status st = load_text(cfg,
+                             "[source.web]\ninput = cc/*.wet.gz\nweight = 67\n\n[source.code]\n"
+                             "input = gh.jsonl\nfield = code\nweight = 4.5\n[source.web]\nformat = wet\n",
+                             &e, &path);
+    remove_temp(path);
+    assert_int_equal(st, LT_OK);
+    assert_int_equal(lt_config_n_named(cfg, "source"), 2);
+    assert_string_equal(lt_config_named(cfg, "source", 0), "web");
+    assert_string_equal(lt_config_named(cfg, "source", 1), "code");
+    assert_null(lt_config_named(cfg, "source", 2));
+    assert_int_equal(lt_config_n_named(cfg, "data"), 0);
+    assert_string_equal(lt_config_get_string(cfg, "source.web", "input"), "cc/*.wet.gz");
+    assert_string_equal(lt_config_get_string(cfg, "source.web", "format"), "wet");
+    assert_string_equal(lt_config_get_string(cfg, "source.code", "format"), "auto"); /* default */
+    assert_null(lt_config_get_string(cfg, "source.web", "field"));                 /* unset */
+    double w = 0;
+    assert_int_equal(lt_config_get_double(cfg, "source.code", "weight", &w, NULL), LT_OK);
+    assert_true(w == 4.5);
+    assert_int_equal(lt_config_set(cfg, "source.code.weight=9", &e), LT_OK);
+    assert_int_equal(lt_config_get_double(cfg, "source.code", "weight", &w, NULL), LT_OK);
+    assert_true(w == 9);
+    assert_string_equal(lt_config_origin(cfg, "source.code", "weight"), "--set");
+    assert_int_equal(lt_config_set(cfg, "source.wiki.input=wiki.xml.bz2", &e), LT_OK); /* a new one */
+    assert_int_equal(lt_config_n_named(cfg, "source"), 3);
+    assert_int_equal(lt_config_get_double(cfg, "source.wiki", "weight", &w, NULL), LT_OK);
+    assert_true(w == 1); /* the template's default */
+
+    /* dump and load back: equal, and a different weight is not */
+    char *text = lt_config_dump_string(cfg);
+    assert_non_null(strstr(text, "\n[source.code]\ninput = gh.jsonl"));
+    lt_config *back = lt_config_new();
+    assert_int_equal(lt_config_load_string(back, text, "dump", &e), LT_OK);
+    assert_true(lt_config_equal(cfg, back));
+    assert_int_equal(lt_config_set(back, "source.wiki.weight=2", &e), LT_OK);
+    assert_false(lt_config_equal(cfg, back));
+    free(text);
+    lt_config_free(back);
+
+    /* errors; a failed load leaves the instances as they were */
+    static const struct {
+        const char *text, *what;
+    } bad[] = {
+        {"[source]\ninput = x\n", "section [source] needs a name: [source.NAME]"},
+        {"[source.Web]\ninput = x\n", "section [source.Web] needs a name: [source.NAME]"},
+        {"[source.]\ninput = x\n", "section [source.] needs a name: [source.NAME]"},
+        {"[source.new]\ninput = x\nwieght = 2\n", "unknown key 'wieght' in section [source]"},
+        {"[source.new]\nweight = -1\n", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        st = load_text(cfg, bad[i].text, &e, &path);
+        remove_temp(path);
+        assert_int_equal(st, LT_ERR_CONFIG);
+        if (bad[i].what && strcmp(e.what, bad[i].what) != 0) fail_msg("case %zu: what = '%s'", i, e.what);
+        assert_int_equal(lt_config_n_named(cfg, "source"), 3);
+    }
+    assert_int_equal(lt_config_set(cfg, "source.new.wieght=2", &e), LT_ERR_CONFIG);
     lt_config_free(cfg);
 }
 
@@ -922,6 +992,10 @@ static const char expected_dump[] =
         "frame_size = 1M                         ; default\n"
         "zstd_level = 1                          ; default\n"
         "allow_damaged = false                   ; default\n"
+        "max_skipped_share = 0.01                ; default\n"
+        "holdout = 0                             ; default\n"
+        "\n"
+        "; [source.NAME]: none\n"
         "\n"
         "[model]\n"
         "preset = tiny                           ; env LONGTAIL_PRESET\n"
@@ -1161,8 +1235,9 @@ static void test_demo_config_loads(void **state) {
     const lt_config_section *secs = lt_config_sections(&nsec);
     for (size_t i = 0; i < nsec; i++) {
         char header[64];
-        snprintf(header, sizeof header, "\n[%s]\n", secs[i].name);
-        if (strstr(text, header) == NULL) fail_msg("etc/longtail.ini has no [%s]", secs[i].name);
+        snprintf(header, sizeof header, secs[i].named ? "\n; [%s." : "\n[%s]\n", secs[i].name);
+        if (strstr(text, header) == NULL && !(secs[i].named && strstr(text, header + 2) != NULL))
+            fail_msg("etc/longtail.ini has no [%s]", secs[i].name);
     }
     free(text);
     free(path);
@@ -1249,6 +1324,7 @@ int main(void) {
         cmocka_unit_test(test_set_overrides_file),
         cmocka_unit_test(test_set_bad_forms),
         cmocka_unit_test(test_set_value_origin),
+        cmocka_unit_test(test_named_sections),
         cmocka_unit_test(test_dump_exact_text),
         cmocka_unit_test(test_dump_reload_round_trip),
         cmocka_unit_test(test_dump_to_stream),
