@@ -167,7 +167,29 @@ lt_status lt_jsonl_decode_line(lt_jsonl_reader *jr, char id[32], lt_reader_core 
         return st;
     }
     if (val == NULL) {
-        lt_reader_skip(core, where, LT_SKIP_MISSING_FIELD, "no member '%s'", field);
+        /* name what the record holds, so that the run's error can suggest the field: the
+         * members, and the one whose string value is longest (a skip is the slow path) */
+        char members[160] = "", longest[48] = "";
+        size_t used = 0, best = 0;
+        lt_jv *root = NULL;
+        if (lt_json_parse(line->text, n, &root, NULL) == LT_OK && root->type == LT_JV_OBJECT) {
+            for (size_t i = 0; i < root->n && used + 1 < sizeof members; i++) {
+                int w = snprintf(members + used, sizeof members - used, "%s%.40s", i ? ", " : "", root->keys[i]);
+                if (w < 0) break;
+                used += (size_t)w < sizeof members - used ? (size_t)w : sizeof members - used - 1;
+                if (root->items[i].type == LT_JV_STRING && root->items[i].len > best &&
+                    strlen(root->keys[i]) < sizeof longest) {
+                    best = root->items[i].len;
+                    snprintf(longest, sizeof longest, "%s", root->keys[i]);
+                }
+            }
+        }
+        lt_jv_free(root);
+        if (longest[0])
+            lt_reader_skip(core, where, LT_SKIP_MISSING_FIELD, "no member '%s' (members: %s; longest string: %s)",
+                           field, members, longest);
+        else
+            lt_reader_skip(core, where, LT_SKIP_MISSING_FIELD, "no member '%s' (members: %s)", field, members);
         return LT_OK;
     }
     snprintf(id, 32, "line=%" PRIu64, line->line_no);

@@ -72,9 +72,23 @@
 
 /* ------------------------------------------------------------------ settings */
 
+/* A named source ([source.NAME]) or the unnamed data.input (name ""): what its files are
+ * read with. Every source is tokenized with the run's one encoding. */
+typedef struct run_source {
+    const char *name;
+    lt_format format;
+    const char *field;
+} run_source;
+
 typedef struct run_settings {
     lt_strlist inputs;    /* all inputs, sorted */
+    uint32_t *input_src;  /* per input: its source (index into sources) */
     lt_strlist files;     /* this task's: inputs[task::num_tasks] */
+    uint32_t *file_src;   /* per task file: its source */
+    run_source *sources;
+    size_t n_sources;
+    bool named;           /* some source has a name: the outputs record them */
+    double max_skipped_share;
     const char *out_dir;
     uint32_t task, num_tasks;
     int threads;
@@ -222,7 +236,7 @@ typedef struct file_reader {
     pthread_t thread;
     size_t inflight, budget; /* bytes of its batches not yet written; its share (under pl->mu) */
     skip_list pending_skips; /* bad records it found, not yet attached to a batch */
-    lt_line_decoder *dec;    /* to decode line batches when it is well ahead (reader_help) */
+    lt_line_decoder **decs;  /* one per source: to decode line batches when it is well ahead (reader_help) */
     struct batch *decoding;
     double cpu_decode;
 } file_reader;
@@ -357,8 +371,9 @@ static void on_line_skip(void *ctx, const char *where, lt_skip_reason reason, co
 
 /* Decode a line batch into documents, in place (a worker's job): the documents replace the
  * lines in docs[], their texts go to dtext, which then becomes the batch's text. */
-static void batch_decode_lines(batch *b, const pipeline *pl, lt_line_decoder *dec) {
+static void batch_decode_lines(batch *b, const pipeline *pl, lt_line_decoder *const *decs) {
     const char *path = pl->rs->files.items[b->file];
+    lt_line_decoder *dec = decs[pl->rs->file_src[b->file]]; /* the file's source's field */
     size_t out = 0, empty = batch_put_str(b, "");
     b->dtext_len = 0;
     for (size_t i = 0; i < b->n_docs; i++) {
@@ -476,7 +491,7 @@ static batch *pipeline_take_work(pipeline *pl) {
 static void reader_decode(file_reader *rd, batch *b) {
     double c0 = thread_cpu_s();
     rd->decoding = b;
-    batch_decode_lines(b, rd->pl, rd->dec);
+    batch_decode_lines(b, rd->pl, rd->decs);
     rd->decoding = NULL;
     rd->cpu_decode += thread_cpu_s() - c0;
 }
@@ -589,7 +604,10 @@ static void record_skip(pipeline *pl, const char *where, lt_skip_reason reason, 
 static lt_status read_file(pipeline *pl, file_reader *rd, uint32_t fi, lt_error *err) {
     const char *path = pl->rs->files.items[fi];
     file_result *fr = &pl->results[fi];
+    const run_source *src = &pl->rs->sources[pl->rs->file_src[fi]];
     lt_reader_opts ropts = pl->ropts;
+    ropts.format = src->format;
+    ropts.field = src->field;
     ropts.skip_ctx = rd;
     lt_reader *r = NULL;
     lt_status st = lt_reader_open(&r, path, &ropts, err);
@@ -683,16 +701,35 @@ static lt_status read_file(pipeline *pl, file_reader *rd, uint32_t fi, lt_error 
     return st;
 }
 
+/* A line decoder per source (each with its source's field), reporting skips to the batch
+ * *decoding points to. */
+static lt_line_decoder **line_decoders_new(const pipeline *pl, batch **decoding) {
+    const run_settings *rs = pl->rs;
+    lt_line_decoder **decs = lt_calloc_check(rs->n_sources, sizeof *decs);
+    for (size_t i = 0; i < rs->n_sources; i++) {
+        lt_reader_opts o = pl->ropts;
+        o.format = rs->sources[i].format;
+        o.field = rs->sources[i].field;
+        o.on_skip = on_line_skip;
+        o.skip_ctx = decoding;
+        decs[i] = lt_line_decoder_new(&o);
+    }
+    return decs;
+}
+
+static void line_decoders_free(const pipeline *pl, lt_line_decoder **decs) {
+    if (!decs) return;
+    for (size_t i = 0; i < pl->rs->n_sources; i++) lt_line_decoder_free(decs[i]);
+    free(decs);
+}
+
 static void *reader_main(void *arg) {
     file_reader *rd = arg;
     pipeline *pl = rd->pl;
     lt_status st = LT_OK;
     lt_error err;
     lt_error_clear(&err);
-    lt_reader_opts dopts = pl->ropts;
-    dopts.on_skip = on_line_skip;
-    dopts.skip_ctx = &rd->decoding;
-    rd->dec = lt_line_decoder_new(&dopts);
+    rd->decs = line_decoders_new(pl, &rd->decoding);
     for (;;) {
         pthread_mutex_lock(&pl->mu);
         size_t fi = pl->abort ? pl->rs->files.count : pl->next_file++;
@@ -713,8 +750,8 @@ static void *reader_main(void *arg) {
         pthread_mutex_unlock(&pl->mu);
         if (st != LT_OK) break;
     }
-    lt_line_decoder_free(rd->dec);
-    rd->dec = NULL;
+    line_decoders_free(pl, rd->decs);
+    rd->decs = NULL;
     pthread_mutex_lock(&pl->mu);
     pl->cpu_readers += thread_cpu_s() - rd->cpu_decode;
     pl->cpu_decode += rd->cpu_decode;
@@ -730,10 +767,7 @@ static void *worker_main(void *arg) {
     lt_tok_scratch *scratch = lt_tok_scratch_new();
     if (!scratch) lt_malloc_check(SIZE_MAX); /* reports out of memory and exits */
     batch *decoding = NULL; /* the batch whose lines are being decoded: skips go to it */
-    lt_reader_opts ropts = pl->ropts;
-    ropts.on_skip = on_line_skip;
-    ropts.skip_ctx = &decoding;
-    lt_line_decoder *dec = lt_line_decoder_new(&ropts);
+    lt_line_decoder **decs = line_decoders_new(pl, &decoding);
     double cpu_decode = 0, cpu_tokenize = 0;
     for (;;) {
         pthread_mutex_lock(&pl->mu);
@@ -745,7 +779,7 @@ static void *worker_main(void *arg) {
         double c0 = thread_cpu_s();
         if (b->lines) {
             decoding = b;
-            batch_decode_lines(b, pl, dec);
+            batch_decode_lines(b, pl, decs);
             decoding = NULL;
         }
         double c1 = thread_cpu_s();
@@ -758,7 +792,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&pl->mu);
     }
     lt_tok_scratch_free(scratch);
-    lt_line_decoder_free(dec);
+    line_decoders_free(pl, decs);
     pthread_mutex_lock(&pl->mu);
     pl->cpu_decode += cpu_decode;
     pl->cpu_tokenize += cpu_tokenize;
@@ -854,6 +888,21 @@ static void settings_json(lt_json *j, const run_settings *rs, const lt_tokenizer
     lt_json_string(j, lt_format_name(rs->format));
     lt_json_key(j, "field");
     lt_json_string(j, rs->field);
+    if (rs->named) { /* [source.NAME] sections: how each source's files are read */
+        lt_json_key(j, "sources");
+        lt_json_array_begin(j);
+        for (size_t i = 0; i < rs->n_sources; i++) {
+            lt_json_object_begin(j);
+            lt_json_key(j, "name");
+            lt_json_string(j, rs->sources[i].name);
+            lt_json_key(j, "format");
+            lt_json_string(j, lt_format_name(rs->sources[i].format));
+            lt_json_key(j, "field");
+            lt_json_string(j, rs->sources[i].field);
+            lt_json_object_end(j);
+        }
+        lt_json_array_end(j);
+    }
     lt_json_key(j, "max_doc_bytes");
     lt_json_uint(j, rs->max_doc_bytes);
     lt_json_key(j, "eos");
@@ -870,6 +919,10 @@ static void settings_json(lt_json *j, const run_settings *rs, const lt_tokenizer
         lt_json_string(j, rs->files.items[i]);
         lt_json_key(j, "bytes");
         lt_json_uint(j, res[i].size);
+        if (rs->named) {
+            lt_json_key(j, "source");
+            lt_json_string(j, rs->sources[rs->file_src[i]].name);
+        }
         lt_json_object_end(j);
     }
     lt_json_array_end(j);
@@ -961,6 +1014,40 @@ static void stats_json(lt_json *j, const pipeline *pl, const run_settings *rs, c
     lt_json_uint(j, damaged);
     lt_json_key(j, "max_document_tokens");
     lt_json_uint(j, tot->max_doc_tokens);
+    if (rs->named) { /* per source: this task's share of it */
+        lt_json_key(j, "sources");
+        lt_json_array_begin(j);
+        for (size_t k = 0; k < rs->n_sources; k++) {
+            uint64_t files = 0, docs = 0, tokens = 0, recs = 0, skips = 0, bytes = 0;
+            for (size_t i = 0; i < rs->files.count; i++) {
+                if (rs->file_src[i] != k) continue;
+                const file_result *fr = &pl->results[i];
+                files++;
+                docs += fr->stats.docs;
+                tokens += fr->tokens;
+                recs += fr->stats.records;
+                bytes += fr->stats.text_bytes;
+                for (int r = 0; r < LT_SKIP_N_REASONS; r++) skips += fr->stats.skipped[r];
+            }
+            lt_json_object_begin(j);
+            lt_json_key(j, "name");
+            lt_json_string(j, rs->sources[k].name);
+            lt_json_key(j, "files");
+            lt_json_uint(j, files);
+            lt_json_key(j, "records");
+            lt_json_uint(j, recs);
+            lt_json_key(j, "documents");
+            lt_json_uint(j, docs);
+            lt_json_key(j, "tokens");
+            lt_json_uint(j, tokens);
+            lt_json_key(j, "text_bytes");
+            lt_json_uint(j, bytes);
+            lt_json_key(j, "skipped");
+            lt_json_uint(j, skips);
+            lt_json_object_end(j);
+        }
+        lt_json_array_end(j);
+    }
     lt_json_key(j, "length_histogram");
     lt_json_array_begin(j);
     for (size_t b = 0; b < HIST_BUCKETS; b++) {
@@ -986,6 +1073,10 @@ static void stats_json(lt_json *j, const pipeline *pl, const run_settings *rs, c
         lt_json_object_begin(j);
         lt_json_key(j, "path");
         lt_json_string(j, rs->files.items[i]);
+        if (rs->named) {
+            lt_json_key(j, "source");
+            lt_json_string(j, rs->sources[rs->file_src[i]].name);
+        }
         lt_json_key(j, "bytes");
         lt_json_uint(j, fr->size);
         lt_json_key(j, "format");
@@ -1093,10 +1184,10 @@ static lt_status check_done(const char *done_path, const lt_json *settings, done
         *out = DONE_OTHER;
         snprintf(diff, diff_size, "settings");
         static const char *const keys[] = {"task", "num_tasks", "encoding", "vocab_sha256", "format", "field",
-                                           "max_doc_bytes", "eos", "frame_size", "zstd_level", "inputs"};
+                                           "sources", "max_doc_bytes", "eos", "frame_size", "zstd_level", "inputs"};
         for (size_t k = 0; os && k < sizeof keys / sizeof keys[0]; k++) {
             const lt_jv *a = lt_jv_get(os, keys[k]), *b = lt_jv_get(cur, keys[k]);
-            if (!a || !b || !lt_jv_equal(a, b)) {
+            if ((!a) != (!b) || (a && !lt_jv_equal(a, b))) {
                 snprintf(diff, diff_size, "%s", keys[k]);
                 break;
             }
@@ -1108,6 +1199,96 @@ static lt_status check_done(const char *done_path, const lt_json *settings, done
 }
 
 /* ------------------------------------------------------------------ the task */
+
+/* The hint for a file whose records all miss the field: from the first skip message of
+ * the file, which names the record's members and its longest string (reader_jsonl.c). */
+static void field_hint(const pipeline *pl, const run_settings *rs, size_t fi, char *hint, size_t cap) {
+    const char *path = rs->files.items[fi], *msg = NULL;
+    size_t pl_len = strlen(path);
+    for (size_t i = 0; i < pl->n_examples && !msg; i++)
+        if (strncmp(pl->examples[i].where, path, pl_len) == 0 && pl->examples[i].where[pl_len] == ':') msg = pl->examples[i].message;
+    hint[0] = '\0';
+    if (!msg) return;
+    const char *members = strstr(msg, "(members: "), *longest = strstr(msg, "longest string: ");
+    if (!members) return;
+    members += strlen("(members: ");
+    size_t mlen = strcspn(members, ";)");
+    const char *name = rs->sources[rs->file_src[fi]].name;
+    if (longest) {
+        longest += strlen("longest string: ");
+        size_t llen = strcspn(longest, ")");
+        if (name[0])
+            snprintf(hint, cap, "records have members %.*s: set field = %.*s for source %s", (int)mlen, members,
+                     (int)llen, longest, name);
+        else
+            snprintf(hint, cap, "records have members %.*s: set data.field = %.*s (or --field %.*s)", (int)mlen,
+                     members, (int)llen, longest, (int)llen, longest);
+    } else {
+        snprintf(hint, cap, "records have members %.*s: name the text member with %s", (int)mlen, members,
+                 name[0] ? "the source's field" : "data.field");
+    }
+}
+
+/* What a task read must be worth keeping: no file whose records were all skipped, no
+ * source without a document, at most max_skipped_share of the records skipped. Each
+ * problem is reported; the status names the first. */
+static lt_status check_yield(const pipeline *pl, const run_settings *rs, lt_error *err) {
+    lt_status st = LT_OK;
+    size_t problems = 0;
+    uint64_t records = 0, skipped = 0, by_reason[LT_SKIP_N_REASONS] = {0};
+    for (size_t i = 0; i < rs->files.count; i++) {
+        const file_result *fr = &pl->results[i];
+        uint64_t sk = 0;
+        int top = 0;
+        for (int r = 0; r < LT_SKIP_N_REASONS; r++) {
+            sk += fr->stats.skipped[r];
+            by_reason[r] += fr->stats.skipped[r];
+            if (fr->stats.skipped[r] > fr->stats.skipped[top]) top = r;
+        }
+        records += fr->stats.records;
+        skipped += sk;
+        if (!fr->read || fr->damaged || fr->stats.docs > 0 || sk == 0) continue;
+        char hint[LT_ERROR_HINT_MAX];
+        field_hint(pl, rs, i, hint, sizeof hint);
+        const char *name = rs->sources[rs->file_src[i]].name;
+        lt_report(rs->files.items[i], hint[0] ? hint : NULL,
+                  "no document: all %" PRIu64 " records were skipped (%" PRIu64 " %s)%s%s", sk,
+                  fr->stats.skipped[top], lt_skip_reason_key((lt_skip_reason)top), name[0] ? ", source " : "", name);
+        problems++;
+    }
+    for (size_t k = 0; k < rs->n_sources; k++) {
+        uint64_t files = 0, docs = 0;
+        for (size_t i = 0; i < rs->files.count; i++)
+            if (rs->file_src[i] == k) {
+                files++;
+                docs += pl->results[i].stats.docs;
+            }
+        if (files == 0 || docs > 0 || !rs->sources[k].name[0]) continue;
+        char hint[128];
+        snprintf(hint, sizeof hint, "check its input, format and field in [source.%s]", rs->sources[k].name);
+        lt_report(rs->out_dir, hint, "source %s has no document in this task's %" PRIu64 " file%s",
+                  rs->sources[k].name, files, files == 1 ? "" : "s");
+        problems++;
+    }
+    if (problems) {
+        st = lt_fail(err, LT_ERR_INPUT, rs->out_dir, "%zu input problem%s (above); the task is not marked done", problems,
+                     problems == 1 ? "" : "s");
+        lt_error_hint(err, "the task's stats.json lists the skipped records; data.allow_damaged keeps the task anyway");
+    }
+    if (st == LT_OK && records > 0 && (double)skipped > rs->max_skipped_share * (double)records) {
+        int top = 0;
+        for (int r = 1; r < LT_SKIP_N_REASONS; r++)
+            if (by_reason[r] > by_reason[top]) top = r;
+        st = lt_fail(err, LT_ERR_INPUT, rs->out_dir,
+                     "%" PRIu64 " of %" PRIu64 " records skipped (%.2f %%, most %s), more than data.max_skipped_share "
+                     "(%.2f %%)",
+                     skipped, records, 100.0 * (double)skipped / (double)records, lt_skip_reason_key((lt_skip_reason)top),
+                     100.0 * rs->max_skipped_share);
+        lt_error_hint(err, "the task's stats.json lists the first skipped records; raise data.max_skipped_share or set "
+                           "data.allow_damaged to keep the task");
+    }
+    return st;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -1235,7 +1416,8 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
     }
     for (size_t i = 0; i < rs->files.count && st == LT_OK; i++) {
         uint32_t idx;
-        st = lt_shard_writer_add_file(w, rs->files.items[i], pl.results[i].size, &idx, err);
+        st = lt_shard_writer_add_source_file(w, rs->files.items[i], pl.results[i].size,
+                                             rs->sources[rs->file_src[i]].name, &idx, err);
     }
 
     LT_INFO("task %" PRIu32 " of %" PRIu32 ": %zu of %zu input file%s (%.1f MB), %s, %d tokenizer thread%s -> %s",
@@ -1359,6 +1541,7 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
         st = write_json_file(stats_path, &j, stats_sha, &stats_bytes, err);
         lt_json_free(&j);
     }
+    if (st == LT_OK && !rs->allow_damaged) st = check_yield(&pl, rs, err);
     if (st == LT_OK && n_damaged && !rs->allow_damaged) {
         /* The documents before the damage are in the shard, but the task is not done. */
         for (size_t i = 0; i < rs->files.count; i++)
@@ -1503,6 +1686,90 @@ static void split_words(const char *s, lt_strlist *out) {
     }
 }
 
+typedef struct tagged_path {
+    const char *path;
+    uint32_t src;
+} tagged_path;
+
+static int cmp_tagged_path(const void *a, const void *b) {
+    const tagged_path *x = a, *y = b;
+    int c = strcmp(x->path, y->path);
+    return c ? c : (x->src > y->src) - (x->src < y->src);
+}
+
+/* The run's sources and its sorted input list, each input tagged with its source: the
+ * unnamed one (--input, or data.input; format and field from the options or [data]) when it
+ * has inputs, then each [source.NAME] in the order the config names them. A file in two
+ * sources is an error, and so is a named source without a file. */
+static lt_status gather_sources(run_settings *rs, const lt_config *cfg, const lt_strlist *unnamed, size_t n_named,
+                                lt_error *err) {
+    rs->sources = lt_calloc_check(n_named + 1, sizeof *rs->sources);
+    lt_strlist all = LT_STRLIST_INIT;
+    uint32_t *all_src = NULL;
+    size_t n_all = 0;
+    lt_status st = LT_OK;
+    for (size_t k = 0; k <= n_named && st == LT_OK; k++) {
+        lt_strlist words = LT_STRLIST_INIT, files = LT_STRLIST_INIT;
+        run_source src = {"", rs->format, rs->field};
+        char sec[80] = "data";
+        if (k == 0) {
+            for (size_t i = 0; i < unnamed->count; i++) lt_strlist_push(&words, unnamed->items[i]);
+        } else {
+            src.name = lt_config_named(cfg, "source", k - 1);
+            snprintf(sec, sizeof sec, "source.%s", src.name);
+            split_words(lt_config_get_string(cfg, sec, "input"), &words);
+            const char *f = lt_config_get_string(cfg, sec, "format"), *fld = lt_config_get_string(cfg, sec, "field");
+            if (lt_format_parse(f ? f : "auto", &src.format) != LT_OK)
+                st = lt_fail(err, LT_ERR_CONFIG, sec, "unknown format '%.40s'", f);
+            if (fld) src.field = fld;
+            if (st == LT_OK && words.count == 0) {
+                st = lt_fail(err, LT_ERR_CONFIG, lt_config_origin(cfg, sec, "weight"), "[%s] has no input", sec);
+                lt_error_hint(err, "give its files: input = PATH... under [%s]", sec);
+            }
+        }
+        if (st == LT_OK && words.count > 0) {
+            st = lt_glob_inputs((const char *const *)words.items, words.count, &files, err);
+            if (st != LT_OK) {
+                lt_error_prefix(err, "%s%s: ", k ? "source " : "", k ? src.name : "data.input");
+                if (!err->hint[0]) lt_error_hint(err, "inputs are files, directories, globs or @LISTFILE");
+            }
+        }
+        if (st == LT_OK && words.count > 0) {
+            uint32_t idx = (uint32_t)rs->n_sources;
+            rs->sources[rs->n_sources++] = src;
+            all_src = lt_realloc_check(all_src, (n_all + files.count + 1) * sizeof *all_src);
+            for (size_t i = 0; i < files.count; i++) {
+                lt_strlist_push(&all, files.items[i]);
+                all_src[n_all++] = idx;
+            }
+        }
+        lt_strlist_free(&words);
+        lt_strlist_free(&files);
+    }
+    for (size_t i = 0; i < rs->n_sources; i++) rs->named |= rs->sources[i].name[0] != '\0';
+    /* sorted by path (the task split's order), each path once */
+    tagged_path *order = lt_malloc_check((n_all ? n_all : 1) * sizeof *order);
+    for (size_t i = 0; i < n_all; i++) order[i] = (tagged_path){all.items[i], all_src[i]};
+    qsort(order, n_all, sizeof *order, cmp_tagged_path);
+    rs->input_src = lt_malloc_check((n_all ? n_all : 1) * sizeof *rs->input_src);
+    for (size_t i = 0; st == LT_OK && i < n_all; i++) {
+        const char *path = order[i].path;
+        if (i > 0 && strcmp(path, order[i - 1].path) == 0) {
+            const char *a = rs->sources[order[i - 1].src].name, *b = rs->sources[order[i].src].name;
+            st = lt_fail(err, LT_ERR_CONFIG, path, "the file belongs to two sources: %s and %s", a[0] ? a : "data.input",
+                         b[0] ? b : "data.input");
+            lt_error_hint(err, "each file belongs to one source: narrow the inputs' globs");
+            break;
+        }
+        rs->input_src[rs->inputs.count] = order[i].src;
+        lt_strlist_push(&rs->inputs, path);
+    }
+    free(order);
+    free(all_src);
+    lt_strlist_free(&all);
+    return st;
+}
+
 int run_command(lt_cli_ctx *ctx) {
     run_settings rs;
     memset(&rs, 0, sizeof rs);
@@ -1539,8 +1806,12 @@ int run_command(lt_cli_ctx *ctx) {
     lt_error err;
     lt_error_clear(&err);
     const lt_config *cfg = ctx->config;
+    /* --input: one unnamed source; else data.input (unnamed, if set) and the [source.NAME]s */
+    const bool cli_inputs = args.count > 0;
+    const size_t n_named = cli_inputs ? 0 : lt_config_n_named(cfg, "source");
     if (!rc && args.count == 0) split_words(lt_config_get_string(cfg, "data", "input"), &args);
-    if (!rc && args.count == 0) rc = lt_cli_usage(ctx, "no input: give --input PATH... (or data.input in the config)");
+    if (!rc && args.count == 0 && n_named == 0)
+        rc = lt_cli_usage(ctx, "no input: give --input PATH... (or data.input, or [source.NAME] sections, in the config)");
     /* format, field, encoding */
     if (!format) format = lt_config_get_string(cfg, "data", "format");
     if (!rc && lt_format_parse(format ? format : "auto", &rs.format) != LT_OK) {
@@ -1620,17 +1891,19 @@ int run_command(lt_cli_ctx *ctx) {
         else if (strcmp(eos_s, "append") == 0) rs.eos = LT_EOS_APPEND;
         else rc = lt_cli_usage(ctx, "--eos is none or append");
     }
-    /* the input list and this task's share */
+    if (!rc) lt_config_get_double(cfg, "data", "max_skipped_share", &rs.max_skipped_share, NULL);
+    /* the sources, the input list and this task's share */
     lt_status st = LT_OK;
     if (!rc) {
-        st = lt_glob_inputs((const char *const *)args.items, args.count, &rs.inputs, &err);
-        if (st != LT_OK) {
-            if (!err.hint[0]) lt_error_hint(&err, "inputs are files, directories, globs or @LISTFILE");
-            rc = lt_error_exit(&err);
-        }
+        st = gather_sources(&rs, cfg, &args, n_named, &err);
+        if (st != LT_OK) rc = lt_error_exit(&err);
     }
     if (!rc) {
-        for (size_t i = rs.task; i < rs.inputs.count; i += rs.num_tasks) lt_strlist_push(&rs.files, rs.inputs.items[i]);
+        rs.file_src = lt_calloc_check(rs.inputs.count / rs.num_tasks + 1, sizeof *rs.file_src);
+        for (size_t i = rs.task; i < rs.inputs.count; i += rs.num_tasks) {
+            rs.file_src[rs.files.count] = rs.input_src[i];
+            lt_strlist_push(&rs.files, rs.inputs.items[i]);
+        }
         if (rs.files.count == 0)
             LT_WARN("task %" PRIu32 " of %" PRIu32 " has no input file (%zu inputs): it writes an empty shard",
                     rs.task, rs.num_tasks, rs.inputs.count);
@@ -1640,6 +1913,9 @@ int run_command(lt_cli_ctx *ctx) {
     lt_strlist_free(&args);
     lt_strlist_free(&rs.inputs);
     lt_strlist_free(&rs.files);
+    free(rs.input_src);
+    free(rs.file_src);
+    free(rs.sources);
     free(out_default);
     return rc;
 }

@@ -22,7 +22,7 @@
  * Index, task-IIIII.index (all integers little-endian; every section 8-byte aligned):
  *   offset size
  *     0     8  magic "LTIDX\0v1"
- *     8     4  version (LT_INDEX_VERSION = 1)
+ *     8     4  version (LT_INDEX_VERSION = 2; version 1 is read too: see files)
  *    12     4  header size (256)
  *    16     4  token_width (2 or 4)
  *    20     4  n_vocab
@@ -35,7 +35,10 @@
  *              doc_offsets  u64[n_docs + 1]: first token of each document, then n_tokens
  *              doc_sources  per document {u32 file, u32 flags, u64 id, u64 name}
  *                           (id and name are offsets into the string table)
- *              files        per input file {u64 path (string offset), u64 size}
+ *              files        per input file {u64 path (string offset), u64 size, u64 source}:
+ *                           source is the string offset of the file's named source
+ *                           ([source.NAME]; "" = the unnamed data.input); version 1
+ *                           entries are {path, size} only (16 bytes), their source ""
  *              frames       per frame {u64 offset, u64 size, u64 first_doc, u64 n_docs,
  *                           u64 first_token, u64 n_tokens} (= lt_index_frame)
  *              strings      NUL-terminated strings; byte 0 is NUL (the empty string,
@@ -84,7 +87,8 @@
 #define IDX_HEADER_BYTES 256u
 #define IDX_TRAILER_BYTES 32u
 #define IDX_SOURCE_BYTES 24u
-#define IDX_FILE_BYTES 16u
+#define IDX_FILE_BYTES 24u    /* version 2 */
+#define IDX_FILE_BYTES_V1 16u /* version 1: no source */
 #define IDX_FRAME_BYTES 48u
 #define IDX_NSECTIONS 5
 #define OFF_VERSION 8
@@ -141,7 +145,7 @@ typedef struct doc_source {
 } doc_source;
 
 typedef struct file_entry {
-    uint64_t path, size;
+    uint64_t path, size, source;
 } file_entry;
 
 typedef struct frame_entry {
@@ -319,12 +323,18 @@ static lt_status writer_break(lt_shard_writer *w, lt_status st, lt_error *err) {
 
 lt_status lt_shard_writer_add_file(lt_shard_writer *w, const char *path, uint64_t size, uint32_t *file_idx,
                                    lt_error *err) {
+    return lt_shard_writer_add_source_file(w, path, size, "", file_idx, err);
+}
+
+lt_status lt_shard_writer_add_source_file(lt_shard_writer *w, const char *path, uint64_t size, const char *source,
+                                          uint32_t *file_idx, lt_error *err) {
     if (w->broken) return writer_broken(w, err);
     if (w->finished) return lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "add_file after finish");
     if (w->n_files >= UINT32_MAX) return lt_fail(err, LT_ERR_INTERNAL, w->shard_path, "too many input files");
     w->files = grow(w->files, &w->files_cap, w->n_files + 1, sizeof *w->files);
     w->files[w->n_files].path = add_string(w, path);
     w->files[w->n_files].size = size;
+    w->files[w->n_files].source = source && source[0] ? add_string(w, source) : 0;
     *file_idx = (uint32_t)w->n_files++;
     return LT_OK;
 }
@@ -764,6 +774,7 @@ static lt_status write_index(lt_shard_writer *w, lt_atomic_file *af, uint8_t ind
     OUT_RECORDS(&o, w->n_files, IDX_FILE_BYTES, {
         lt_put_le64(p, w->files[i].path);
         lt_put_le64(p + 8, w->files[i].size);
+        lt_put_le64(p + 16, w->files[i].source);
     });
     out_pad8(&o);
     OUT_RECORDS(&o, w->n_frames, IDX_FRAME_BYTES, {
@@ -890,6 +901,8 @@ struct lt_index {
     size_t size;
     lt_shard_meta meta;
     uint64_t n_docs, n_tokens, n_frames, n_files, shard_bytes;
+    uint32_t version;
+    uint64_t file_bytes; /* bytes of a files entry: IDX_FILE_BYTES, or IDX_FILE_BYTES_V1 for version 1 */
     const uint8_t *doc_offsets, *sources, *files, *frames;
     const char *strings;
     uint64_t strings_bytes;
@@ -915,6 +928,8 @@ static lt_status validate_header(lt_index *ix, lt_error *err) {
         return st;
     }
     if (version == 0) return BAD("index.version is 0");
+    ix->version = version;
+    ix->file_bytes = version == 1 ? IDX_FILE_BYTES_V1 : IDX_FILE_BYTES;
     if (size < (uint64_t)IDX_HEADER_BYTES + IDX_TRAILER_BYTES)
         return BAD("index truncated: %" PRIu64 " bytes, less than the header and trailer (%u)", size,
                    IDX_HEADER_BYTES + IDX_TRAILER_BYTES);
@@ -955,7 +970,7 @@ static lt_status validate_header(lt_index *ix, lt_error *err) {
         return BAD("index.n_docs %" PRIu64 " is too large for a file of %" PRIu64 " bytes", ix->n_docs, size);
     if (ix->n_frames > size / IDX_FRAME_BYTES)
         return BAD("index.n_frames %" PRIu64 " is too large for a file of %" PRIu64 " bytes", ix->n_frames, size);
-    if (ix->n_files > size / IDX_FILE_BYTES || ix->n_files > UINT32_MAX)
+    if (ix->n_files > size / ix->file_bytes || ix->n_files > UINT32_MAX)
         return BAD("index.n_files %" PRIu64 " is too large for a file of %" PRIu64 " bytes", ix->n_files, size);
     if (ix->n_docs > 0 && ix->n_frames == 0) return BAD("index.n_frames is 0 but index.n_docs is %" PRIu64, ix->n_docs);
     if (ix->n_frames > ix->n_docs)
@@ -969,7 +984,7 @@ static lt_status validate_header(lt_index *ix, lt_error *err) {
         if (m[i] != 0) return BAD("index.reserved byte %zu is not zero", i);
 
     const uint64_t expect_bytes[IDX_NSECTIONS] = {8 * (ix->n_docs + 1), IDX_SOURCE_BYTES * ix->n_docs,
-                                                  IDX_FILE_BYTES * ix->n_files, IDX_FRAME_BYTES * ix->n_frames, 0};
+                                                  ix->file_bytes * ix->n_files, IDX_FRAME_BYTES * ix->n_frames, 0};
     const uint64_t body_end = size - IDX_TRAILER_BYTES;
     uint64_t pos = IDX_HEADER_BYTES;
     const uint8_t *sec[IDX_NSECTIONS];
@@ -1027,9 +1042,12 @@ static lt_status validate_body(lt_index *ix, lt_error *err) {
             return BAD("index.doc_sources[%" PRIu64 "].%s is outside index.strings", d,
                        id >= ix->strings_bytes ? "id" : "name");
     }
-    for (uint64_t f = 0; f < ix->n_files; f++)
-        if (lt_get_le64(ix->files + IDX_FILE_BYTES * f) >= ix->strings_bytes)
+    for (uint64_t f = 0; f < ix->n_files; f++) {
+        if (lt_get_le64(ix->files + ix->file_bytes * f) >= ix->strings_bytes)
             return BAD("index.files[%" PRIu64 "].path is outside index.strings", f);
+        if (ix->version >= 2 && lt_get_le64(ix->files + ix->file_bytes * f + 16) >= ix->strings_bytes)
+            return BAD("index.files[%" PRIu64 "].source is outside index.strings", f);
+    }
     uint64_t coff = 0, doc = 0;
     for (uint64_t i = 0; i < ix->n_frames; i++) {
         const uint8_t *p = ix->frames + IDX_FRAME_BYTES * i;
@@ -1147,12 +1165,17 @@ uint32_t lt_index_n_files(const lt_index *ix) { return (uint32_t)ix->n_files; }
 
 const char *lt_index_file_path(const lt_index *ix, uint32_t file) {
     LT_CHECK(file < ix->n_files);
-    return ix->strings + lt_get_le64(ix->files + IDX_FILE_BYTES * file);
+    return ix->strings + lt_get_le64(ix->files + ix->file_bytes * file);
+}
+
+const char *lt_index_file_source(const lt_index *ix, uint32_t file) {
+    LT_CHECK(file < ix->n_files);
+    return ix->version >= 2 ? ix->strings + lt_get_le64(ix->files + ix->file_bytes * file + 16) : "";
 }
 
 uint64_t lt_index_file_size(const lt_index *ix, uint32_t file) {
     LT_CHECK(file < ix->n_files);
-    return lt_get_le64(ix->files + IDX_FILE_BYTES * file + 8);
+    return lt_get_le64(ix->files + ix->file_bytes * file + 8);
 }
 
 uint64_t lt_index_n_frames(const lt_index *ix) { return ix->n_frames; }

@@ -38,7 +38,7 @@
 
 #include "lib/error.h" /* lt_status, lt_error */
 
-#define LT_INDEX_VERSION 1
+#define LT_INDEX_VERSION 2 /* 2: each input file records its named source; 1 is still read */
 #define LT_SHARD_FRAME_BYTES_DEFAULT (1u << 20)
 
 typedef enum lt_eos_policy { LT_EOS_NONE = 0, LT_EOS_APPEND = 1 } lt_eos_policy;
@@ -82,6 +82,10 @@ lt_status lt_shard_writer_set_threads(lt_shard_writer *w, int n, lt_error *err);
 /* Register an input file (in task order); returns its index for add_doc. */
 lt_status lt_shard_writer_add_file(lt_shard_writer *w, const char *path, uint64_t size, uint32_t *file_idx,
                                    lt_error *err);
+/* The same for a file of named source `source` ([source.NAME]; "" = the unnamed data.input):
+ * every document of the file belongs to it (lt_index_file_source). */
+lt_status lt_shard_writer_add_source_file(lt_shard_writer *w, const char *path, uint64_t size, const char *source,
+                                          uint32_t *file_idx, lt_error *err);
 /* Append one document's ids (the EOS id is appended here when meta->eos says so). */
 lt_status lt_shard_writer_add_doc(lt_shard_writer *w, uint32_t file_idx, const char *id, const char *name,
                                   uint32_t flags, const uint32_t *ids, size_t n, lt_error *err);
@@ -119,6 +123,9 @@ void lt_index_doc_source(const lt_index *ix, uint64_t doc, lt_index_source *out)
 uint32_t lt_index_n_files(const lt_index *ix);
 const char *lt_index_file_path(const lt_index *ix, uint32_t file);
 uint64_t lt_index_file_size(const lt_index *ix, uint32_t file);
+/* The named source of input file `file` ("" for the unnamed data.input, and for every file
+ * of a version 1 index). A document's source is its file's. */
+const char *lt_index_file_source(const lt_index *ix, uint32_t file);
 uint64_t lt_index_n_frames(const lt_index *ix);
 void lt_index_frame_get(const lt_index *ix, uint64_t frame, lt_index_frame *out);
 uint64_t lt_index_frame_of_doc(const lt_index *ix, uint64_t doc); /* binary search */

@@ -44,7 +44,40 @@ check "encode: unknown --pretokenizer" 2 "" "auto or pcre2" \
 # ------------------------------------------------------------------ dataprep run and the tools
 D="$tmp/dp"
 printf '{"text": "Hello world"}\n{"text": "second doc"}\n{"oops": 1}\n' >"$tmp/in.jsonl"
-RUN=(run --vocab-dir "$V" --encoding cl100k_base --threads 1)
+# one record in three is skipped here: above the default data.max_skipped_share (1 %)
+check "run: more skipped records than max_skipped_share fail" 1 "" "1 of 3 records skipped \(33.33 %, most missing_field\), more than data.max_skipped_share \(1.00 %\)" \
+  -- run --vocab-dir "$V" --encoding cl100k_base --threads 1 --out "$tmp/share" --input "$tmp/in.jsonl"
+n=$((n + 1))
+if [ ! -e "$tmp/share/task-00000.done" ]; then echo "ok $n - $PROG: run: ... and the task is not marked done"
+else echo "not ok $n - $PROG: run: ... and the task is not marked done"; fails=$((fails + 1)); fi
+# Named sources ([source.NAME]): a source whose every record lacks its field is an error with
+# a hint from what the records hold; with the right field each document records its source.
+printf '{"code": "int main() { return 0; }", "repo_name": "a/b", "size": 31}\n%.0s' 1 2 3 >"$tmp/gh.jsonl"
+printf '{"text": "web page one"}\n{"text": "web page two"}\n' >"$tmp/web.jsonl"
+printf '[data]\nencoding = cl100k_base\n[source.web]\ninput = %s\nweight = 3\n[source.github]\ninput = %s\nweight = 1\n' \
+  "$tmp/web.jsonl" "$tmp/gh.jsonl" >"$tmp/mix.ini"
+check "run: a source without documents names the file and suggests the field" 1 "" \
+  "hint: records have members code, repo_name, size: set field = code for source github" \
+  -- run --config "$tmp/mix.ini" --vocab-dir "$V" --threads 1 --out "$tmp/mix1"
+check "run: ... and says the source has no document" 1 "" "source github has no document in this task's 1 file" \
+  -- run --config "$tmp/mix.ini" --vocab-dir "$V" --threads 1 --out "$tmp/mix1"
+check "run: named sources" 0 "" "task 0 of 1: 5 documents" \
+  -- run --config "$tmp/mix.ini" --vocab-dir "$V" --threads 1 --out "$tmp/mix2" --set source.github.field=code
+n=$((n + 1))
+if python3 - "$tmp/mix2/task-00000.stats.json" >"$tmp/py" 2>&1 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+got = {s["name"]: (s["files"], s["documents"]) for s in d["sources"]}
+assert got == {"web": (1, 2), "github": (1, 3)}, got
+assert [f["source"] for f in d["files"]] == ["github", "web"], d["files"]
+assert {s["name"]: s["field"] for s in d["settings"]["sources"]} == {"web": "text", "github": "code"}
+PY
+then echo "ok $n - $PROG: run: stats count documents per source"
+else echo "not ok $n - $PROG: run: stats count documents per source"; sed 's/^/# /' "$tmp/py"; fails=$((fails + 1)); fi
+printf '[source.web]\ninput = %s\n[source.dup]\ninput = %s\n' "$tmp/web.jsonl" "$tmp/web.jsonl" >"$tmp/dup.ini"
+check "run: a file in two sources" 2 "" "the file belongs to two sources: web and dup" \
+  -- run --config "$tmp/dup.ini" --vocab-dir "$V" --threads 1 --out "$tmp/mix3"
+RUN=(run --vocab-dir "$V" --encoding cl100k_base --threads 1 --set data.max_skipped_share=0.5)
 check "run: a JSONL file" 0 "" "task 0 of 1: 2 documents" -- "${RUN[@]}" --out "$D" --input "$tmp/in.jsonl"
 check "run: the skipped record is named file:line" 0 "" "in.jsonl:3.*missing_field" \
   -- "${RUN[@]}" --out "$tmp/out2" --input "$tmp/in.jsonl"

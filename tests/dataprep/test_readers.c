@@ -814,7 +814,7 @@ static void test_jsonl_skip_reasons(void **state) {
     const char *in = "{\"text\": \"good line one\"}\n"
                      "{\"text\": \"unterminated \n"
                      "{not json}\n"
-                     "{\"notext\": 1}\n"
+                     "{\"notext\": 1, \"code\": \"int x;\", \"path\": \"a.c\"}\n"
                      "{\"text\": \"invalid utf8 \xFF\xFE here\"}\n"
                      "{\"text\": 42}\n"
                      "\n"
@@ -838,11 +838,11 @@ static void test_jsonl_skip_reasons(void **state) {
     } want[] = {
         {"m.jsonl:2", LT_SKIP_BAD_JSON, "unterminated string (column 10)"},
         {"m.jsonl:3", LT_SKIP_BAD_JSON, "(column 2)"},
-        {"m.jsonl:4", LT_SKIP_MISSING_FIELD, "no member 'text'"},
+        {"m.jsonl:4", LT_SKIP_MISSING_FIELD, "no member 'text' (members: notext, code, path; longest string: code)"},
         {"m.jsonl:6", LT_SKIP_NOT_STRING, "is a number"},
         {"m.jsonl:8", LT_SKIP_BAD_JSON, "(column 1)"},
         {"m.jsonl:9", LT_SKIP_NOT_STRING, "is an object"},
-        {"m.jsonl:10", LT_SKIP_MISSING_FIELD, "no member 'text'"},
+        {"m.jsonl:10", LT_SKIP_MISSING_FIELD, "no member 'text' (members: nested)"},
     };
     assert_int_equal(res->skips.n, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < res->skips.n; i++) {
