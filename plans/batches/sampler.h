@@ -57,6 +57,7 @@
 #ifndef LT_SAMPLER_H
 #define LT_SAMPLER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -91,6 +92,17 @@ void lt_corpus_free(lt_corpus *c); /* NULL-safe */
 uint32_t lt_corpus_n_tasks(const lt_corpus *c);
 uint64_t lt_corpus_n_docs(const lt_corpus *c);    /* all tasks */
 uint64_t lt_corpus_n_tokens(const lt_corpus *c);  /* sum of the lengths */
+/* Named sources: a dataprep directory made with [source.NAME] sections records each
+ * document's (its input file's, dataprep/shard.h); "" is the unnamed data.input, the only
+ * source of a lengths file or of an older directory. Sources are numbered in the order
+ * first met (tasks ascending, files in index order). */
+uint32_t lt_corpus_n_sources(const lt_corpus *c);
+const char *lt_corpus_source_name(const lt_corpus *c, uint32_t src); /* "" = unnamed */
+uint32_t lt_corpus_doc_source(const lt_corpus *c, uint64_t doc);
+/* Give the documents sources (tests; a lengths corpus): src[n_docs] indexes names[n_names].
+ * LT_ERR_INPUT for an index out of range. */
+lt_status lt_corpus_set_sources(lt_corpus *c, const uint32_t *src, const char *const *names, uint32_t n_names,
+                                lt_error *err);
 int64_t lt_corpus_doc_len(const lt_corpus *c, uint64_t doc); /* doc: corpus index, < n_docs */
 /* The task and the document within the task of corpus document `doc` (< n_docs). */
 void lt_corpus_doc_ref(const lt_corpus *c, uint64_t doc, uint32_t *task, uint64_t *task_doc);
@@ -114,11 +126,25 @@ typedef enum lt_sample_policy {
 lt_status lt_sample_policy_parse(const char *name, const char *where, lt_sample_policy *out, lt_error *err);
 const char *lt_sample_policy_name(lt_sample_policy p); /* "truncate", "split", "?" */
 
+/* One [source.NAME] of the config: its mixture weight and held-out share. */
+typedef struct lt_source_weight {
+    const char *name;
+    double weight;  /* >= 0; 0 = never sampled */
+    double holdout; /* share of its documents held out; < 0 = the config's holdout */
+} lt_source_weight;
+
 typedef struct lt_sampler_config {
     int64_t context_len;     /* plan.context_len: tokens per sample, >= 1 */
     int64_t global_batch;    /* plan.global_batch: samples per step, 1 <= B <= n_samples */
     uint64_t seed;           /* plan.seed */
     lt_sample_policy policy; /* plan.sample_policy */
+    double holdout;          /* data.holdout: share of each source's documents held out (0 = none) */
+    /* [source.NAME] weights (read by lt_sampler_create only, not kept). With n_sources > 0
+     * and a corpus whose documents record named sources, the sampler MIXES the sources
+     * (see "Mixtures" below); otherwise one stream runs over all samples as described
+     * above. The unnamed source "" (data.input), when the corpus has one, weighs 1. */
+    const lt_source_weight *sources;
+    size_t n_sources;
 } lt_sampler_config;
 
 /* One sample: a token range of one document. */
@@ -160,6 +186,32 @@ lt_status lt_sampler_step_lengths(lt_sampler *s, uint64_t t, int64_t *lengths, l
  * epoch. Pure arithmetic (no shuffling); same overflow rule as lt_sampler_step. */
 lt_status lt_sampler_step_epochs(const lt_sampler *s, uint64_t t, uint64_t *first, uint64_t *last,
                                  size_t *n_first, lt_error *err);
+
+/* ---- held-out documents ------------------------------------------------------------
+ * Document d (not empty) is held out, for validation, when u_d < h, its source's holdout
+ * share (lt_source_weight.holdout, else cfg.holdout), with u_d uniform in [0, 1) from
+ * split(split(lt_rng_seed(seed), "holdout"), d): the same documents for the same seed,
+ * whatever global_batch or the strategy. Held-out documents give no sample (sample ids
+ * number the others). They are listed in ascending u_d: a shuffled order. */
+uint64_t lt_sampler_n_heldout(const lt_sampler *s);
+/* Held-out document i (< n_heldout) as a sample: its first min(len, context_len) tokens,
+ * offset 0, id UINT64_MAX (it is in no step). */
+void lt_sampler_heldout(const lt_sampler *s, uint64_t i, lt_sample *out);
+
+/* ---- mixtures ----------------------------------------------------------------------
+ * With a mixture (lt_sampler_mixes), step t's samples come from the sources in shares of
+ * TOKENS: each source draws from its own epochs (a permutation of its samples per epoch,
+ * stream split(sampler, "mix" + source index) then split(., epoch)), and each slot of a
+ * step goes to the source furthest below its share so far, argmax_s (w_s T - t_s) with
+ * w_s its normalized weight, T the tokens drawn in all and t_s by s (ties: the lower
+ * index). A source that runs out starts its next epoch (lt_sampler_source_epoch); a
+ * sample already in the step is passed over and opens the next step, so a step never
+ * holds a sample twice and every epoch of a source is trained whole. Deterministic from
+ * the seed; steps depend on all before them, so asking for an earlier step than the last
+ * one recomputes from step 0 (ask in order). lt_sampler_step_epochs is an error then. */
+bool lt_sampler_mixes(const lt_sampler *s);
+/* The epoch source `src` (corpus numbering) is in after the last step computed. */
+uint64_t lt_sampler_source_epoch(const lt_sampler *s, uint32_t src);
 
 /* ---- the samples view's `source` ---------------------------------------------------- */
 

@@ -83,6 +83,8 @@ static lt_status effective_config(const lt_cli_ctx *ctx, const build_args *a, co
     return LT_OK;
 }
 
+#define MIX_RANGES 4 /* the realized shares are reported per quarter of the steps planned */
+
 typedef struct build_state {
     lt_store *store;
     lt_progress *progress;
@@ -90,6 +92,11 @@ typedef struct build_state {
     /* totals over the steps planned now */
     size_t planned;
     double sum_time_s, sum_bubble, max_peak, sum_solve_ms;
+    /* tokens per source in each of MIX_RANGES step ranges (a mixture's realized shares) */
+    const lt_corpus *corpus;
+    size_t n_todo;
+    double *src_tokens; /* [MIX_RANGES][n_src], NULL without a mixture */
+    uint64_t range_first[MIX_RANGES], range_last[MIX_RANGES];
 } build_state;
 
 static lt_status store_step(void *ctx, const lt_planned_step *ps, lt_error *err) {
@@ -106,9 +113,60 @@ static lt_status store_step(void *ctx, const lt_planned_step *ps, lt_error *err)
     b->sum_bubble += p->bubble_ratio;
     b->sum_solve_ms += p->solve_ms;
     if (p->peak_mem > b->max_peak) b->max_peak = p->peak_mem;
+    if (b->src_tokens) {
+        size_t r = (b->planned - 1) * MIX_RANGES / b->n_todo, ns = lt_corpus_n_sources(b->corpus);
+        if (b->range_last[r] == 0 && b->range_first[r] == 0) b->range_first[r] = ps->step + 1;
+        b->range_last[r] = ps->step + 1; /* 1-based here, so that 0 means none */
+        for (size_t i = 0; i < ps->n_samples; i++)
+            b->src_tokens[r * ns + lt_corpus_doc_source(b->corpus, ps->samples[i].corpus_doc)] +=
+                (double)ps->samples[i].length;
+    }
     lt_progress_add(b->progress, 1);
     lt_progress_add_extra(b->progress, 0, ps->n_samples);
     return LT_OK;
+}
+
+/* The realized token shares of a mixture per step range, against the weights, and each
+ * source's epoch after the last step (a source past epoch 0 repeats its data). */
+static void report_mixture(const build_state *b, const lt_sampler_config *sc, lt_sampler *sampler,
+                           uint64_t last_step) {
+    size_t ns = lt_corpus_n_sources(b->corpus);
+    double wsum = 0;
+    for (size_t k = 0; k < ns; k++) {
+        const char *name = lt_corpus_source_name(b->corpus, (uint32_t)k);
+        for (size_t i = 0; i < sc->n_sources; i++)
+            if (strcmp(sc->sources[i].name, name) == 0) wsum += sc->sources[i].weight;
+        if (!name[0]) wsum += 1;
+    }
+    lt_sample *tmp = lt_malloc_check((size_t)sc->global_batch * sizeof *tmp);
+    lt_error e;
+    bool epochs = lt_sampler_step(sampler, last_step, tmp, &e) == LT_OK;
+    free(tmp);
+    for (size_t r = 0; r < MIX_RANGES; r++) {
+        if (b->range_last[r] == 0) continue;
+        double tot = 0;
+        for (size_t k = 0; k < ns; k++) tot += b->src_tokens[r * ns + k];
+        fprintf(stderr, "planner: source shares of the tokens, steps %" PRIu64 "-%" PRIu64 ":", b->range_first[r] - 1,
+                b->range_last[r] - 1);
+        for (size_t k = 0; k < ns; k++) {
+            const char *name = lt_corpus_source_name(b->corpus, (uint32_t)k);
+            double w = name[0] ? 0 : 1;
+            for (size_t i = 0; i < sc->n_sources; i++)
+                if (strcmp(sc->sources[i].name, name) == 0) w = sc->sources[i].weight;
+            fprintf(stderr, " %s %.1f %% (weight %.1f %%)", name[0] ? name : "data", tot > 0 ? 100 * b->src_tokens[r * ns + k] / tot : 0,
+                    wsum > 0 ? 100 * w / wsum : 0);
+        }
+        fputc('\n', stderr);
+    }
+    if (epochs) {
+        fprintf(stderr, "planner: epoch of each source after step %" PRIu64 ":", last_step);
+        for (size_t k = 0; k < ns; k++) {
+            const char *name = lt_corpus_source_name(b->corpus, (uint32_t)k);
+            uint64_t ep = lt_sampler_source_epoch(sampler, (uint32_t)k);
+            fprintf(stderr, " %s %" PRIu64 "%s", name[0] ? name : "data", ep, ep ? " (repeated)" : "");
+        }
+        fputc('\n', stderr);
+    }
 }
 
 /* Fill the run description (strings borrowed from cfg, or static; freed by nobody). */
@@ -152,7 +210,7 @@ int build_command(lt_cli_ctx *ctx) {
     if (st != LT_OK) return fail(&err, st);
 
     lt_plan_config pc;
-    lt_sampler_config sc;
+    lt_sampler_config sc = {0};
     lt_corpus *corpus = NULL;
     lt_sampler *sampler = NULL;
     lt_strategies *planner = NULL;
@@ -211,6 +269,18 @@ int build_command(lt_cli_ctx *ctx) {
     b.db = a.db;
     b.progress = lt_progress_start_opts("plan", n_todo, "steps", &po);
     lt_progress_extra(b.progress, 0, "samples", 1.0);
+    if (sc.n_sources > 0 && !lt_sampler_mixes(sampler) && !a.quiet)
+        fprintf(stderr, "planner: warning: the config names sources but %s records none (a lengths file, or shards "
+                        "made without [source.NAME]): one stream over all samples, the weights unused\n",
+                a.data ? a.data : a.lengths);
+    if (lt_sampler_mixes(sampler) && n_todo > 0) {
+        b.corpus = corpus;
+        b.n_todo = n_todo;
+        b.src_tokens = lt_calloc_check(MIX_RANGES * lt_corpus_n_sources(corpus), sizeof *b.src_tokens);
+    }
+    if (!a.quiet && lt_sampler_n_heldout(sampler))
+        fprintf(stderr, "planner: %" PRIu64 " documents held out for validation (data.holdout), never sampled\n",
+                lt_sampler_n_heldout(sampler));
     lt_strategy strat = pc.strategy;
     st = lt_plan_steps(corpus, &sc, &pc, &strat, 1, todo, n_todo, threads, store_step, &b, &err);
     lt_progress_finish(b.progress);
@@ -219,6 +289,7 @@ int build_command(lt_cli_ctx *ctx) {
     store = NULL;
     if (st != LT_OK) goto out;
 
+    if (b.src_tokens && !a.quiet) report_mixture(&b, &sc, sampler, todo[n_todo - 1]);
     if (b.planned) {
         double n = (double)b.planned;
         printf("%s: %zu steps planned with %s (%zu kept); predicted %.1f ms/step, bubble %.3f, peak %.1f GiB per "
@@ -232,9 +303,11 @@ int build_command(lt_cli_ctx *ctx) {
 out:
     if (store) lt_store_abort(store);
     free(todo);
+    free(b.src_tokens);
     free(config_text);
     lt_strategies_free(planner);
     lt_sampler_free(sampler);
+    planner_sampler_config_clear(&sc);
     lt_corpus_free(corpus);
     lt_config_free(owned);
     if (st != LT_OK) return fail(&err, st);

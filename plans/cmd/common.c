@@ -43,7 +43,33 @@ lt_status planner_sampler_config(const lt_config *cfg, const lt_plan_config *pc,
     sc->context_len = pc->context_len;
     st = lt_sample_policy_parse(lt_config_get_string(cfg, "plan", "sample_policy"), "plan.sample_policy",
                                 &sc->policy, err);
-    return st == LT_OK ? LT_OK : LT_ERR_CONFIG;
+    if (st != LT_OK) return LT_ERR_CONFIG;
+    if ((st = lt_config_get_double(cfg, "data", "holdout", &sc->holdout, err)) != LT_OK) return st;
+    /* [source.NAME]: weights and holdouts (names borrowed from cfg) */
+    size_t n = lt_config_n_named(cfg, "source");
+    if (n > 0) {
+        lt_source_weight *w = lt_calloc_check(n, sizeof *w);
+        for (size_t i = 0; i < n; i++) {
+            char sec[80];
+            w[i].name = lt_config_named(cfg, "source", i);
+            snprintf(sec, sizeof sec, "source.%s", w[i].name);
+            w[i].holdout = -1;
+            if (lt_config_is_set(cfg, sec, "holdout")) lt_config_get_double(cfg, sec, "holdout", &w[i].holdout, NULL);
+            if ((st = lt_config_get_double(cfg, sec, "weight", &w[i].weight, err)) != LT_OK) {
+                free(w);
+                return st;
+            }
+        }
+        sc->sources = w;
+        sc->n_sources = n;
+    }
+    return LT_OK;
+}
+
+void planner_sampler_config_clear(lt_sampler_config *sc) {
+    free((void *)sc->sources);
+    sc->sources = NULL;
+    sc->n_sources = 0;
 }
 
 lt_status planner_load_corpus(const char *data, const char *lengths, lt_corpus **out, lt_error *err) {

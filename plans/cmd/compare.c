@@ -248,7 +248,7 @@ int compare_command(lt_cli_ctx *ctx) {
     lt_error err;
     lt_error_clear(&err);
     lt_plan_config pc;
-    lt_sampler_config sc;
+    lt_sampler_config sc = {0};
     lt_corpus *corpus = NULL;
     uint64_t *steps = NULL;
     lt_strategy *strategies = lt_calloc_check(n, sizeof *strategies);
@@ -343,6 +343,7 @@ out:
     free(res);
     free(strategies);
     free(steps);
+    planner_sampler_config_clear(&sc);
     lt_corpus_free(corpus);
     return rc;
 }

@@ -544,7 +544,7 @@ int layout_command(lt_cli_ctx *ctx) {
     candidate one = {.tp = 1, .pp = 1, .dp = 1, .shard = 0};
     lt_status st = planner_config_copy(ctx, &cfg, &err);
     if (st == LT_OK) st = layout_plan_config(cfg, &one, a.hardware_dir, &base, &err);
-    lt_sampler_config sc;
+    lt_sampler_config sc = {0};
     if (st == LT_OK) st = planner_sampler_config(ctx->config, &base, &sc, &err);
     if (st == LT_OK) st = planner_load_corpus(NULL, a.lengths, &corpus, &err);
     if (st == LT_OK) st = lt_sampler_create(&sampler, corpus, &sc, &err); /* global_batch against the corpus */
@@ -586,6 +586,7 @@ out:
     free(rank);
     free(cs.v);
     free(steps);
+    planner_sampler_config_clear(&sc);
     lt_corpus_free(corpus);
     lt_config_free(cfg);
     return rc;

@@ -50,10 +50,12 @@ int planner_parse_strategies(const lt_cli_ctx *ctx, const char *option, const ch
 
 /* The corpus of --data DIR (a dataprep output) or, when data is NULL, --lengths FILE. */
 lt_status planner_load_corpus(const char *data, const char *lengths, lt_corpus **out, lt_error *err);
-/* The sampler settings of a config: plan.global_batch, plan.seed, plan.sample_policy and
- * pc->context_len. */
+/* The sampler settings of a config: plan.global_batch, plan.seed, plan.sample_policy,
+ * pc->context_len, data.holdout and the [source.NAME] weights (an array this allocates:
+ * planner_sampler_config_clear frees it; the names stay cfg's). */
 lt_status planner_sampler_config(const lt_config *cfg, const lt_plan_config *pc, lt_sampler_config *sc,
                                  lt_error *err);
+void planner_sampler_config_clear(lt_sampler_config *sc);
 
 /* A copy of ctx's effective config in *out (free it with lt_config_free), for a command to
  * change keys of (lt_config_set_value) without touching ctx's. The values are ctx's; their

@@ -774,6 +774,193 @@ static int teardown(void **state) {
     return lt_test_tmpdir_remove(tmp_root);
 }
 
+/* ---- mixtures and held-out documents ---------------------------------------------------
+ * Expected values come from the contract, not from sampler.c: the weights (shares of
+ * tokens), distinct samples per step, whole epochs per source, determinism. */
+
+/* 3 sources: "web" (docs of 50..149 tokens), "code" (200..299), "wiki" (10..59), and
+ * a few of each; documents interleaved. */
+static lt_corpus *three_sources(size_t per) {
+    int64_t *len = malloc(3 * per * sizeof *len);
+    uint32_t *src = malloc(3 * per * sizeof *src);
+    assert_true(len && src);
+    lt_rng r;
+    lt_rng_seed(&r, 99);
+    for (size_t i = 0; i < 3 * per; i++) {
+        src[i] = (uint32_t)(i % 3);
+        int64_t base = src[i] == 0 ? 50 : src[i] == 1 ? 200 : 10;
+        len[i] = base + (int64_t)lt_rng_below(&r, src[i] == 2 ? 50 : 100);
+    }
+    lt_corpus *c = corpus_of(len, 3 * per);
+    static const char *const names[] = {"web", "code", "wiki"};
+    lt_error err;
+    assert_int_equal(lt_corpus_set_sources(c, src, names, 3, &err), LT_OK);
+    free(len);
+    free(src);
+    return c;
+}
+
+static void test_mixture_shares_and_epochs(void **state) {
+    (void)state;
+    lt_corpus *c = three_sources(40);
+    const lt_source_weight w[] = {{"web", 6, -1}, {"code", 3, -1}, {"wiki", 1, -1}};
+    lt_sampler_config cfg = {.context_len = 1000, .global_batch = 16, .seed = 7, .policy = LT_SAMPLE_TRUNCATE,
+                             .sources = w, .n_sources = 3};
+    lt_sampler *s = NULL;
+    lt_error err;
+    assert_int_equal(lt_sampler_create(&s, c, &cfg, &err), LT_OK);
+    assert_true(lt_sampler_mixes(s));
+    const uint64_t n = lt_sampler_n_samples(s), T = 300;
+    uint64_t *count = calloc(n, sizeof *count);
+    double tok[3] = {0};
+    lt_sample out[16], again[16];
+    for (uint64_t t = 0; t < T; t++) {
+        assert_int_equal(lt_sampler_step(s, t, out, &err), LT_OK);
+        for (int i = 0; i < 16; i++) {
+            for (int j = 0; j < i; j++)
+                if (out[i].id == out[j].id) fail_msg("step %" PRIu64 " holds sample %" PRIu64 " twice", t, out[i].id);
+            count[out[i].id]++;
+            tok[lt_corpus_doc_source(c, out[i].corpus_doc)] += (double)out[i].length;
+        }
+    }
+    double total = tok[0] + tok[1] + tok[2];
+    const double want[3] = {0.6, 0.3, 0.1};
+    for (int k = 0; k < 3; k++)
+        if (tok[k] / total < want[k] - 0.01 || tok[k] / total > want[k] + 0.01)
+            fail_msg("source %d: %.4f of the tokens, weight %.2f", k, tok[k] / total, want[k]);
+    /* whole epochs per source: the counts of one source's samples differ by at most 1 */
+    for (int k = 0; k < 3; k++) {
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (uint64_t id = 0; id < n; id++) {
+            lt_sample smp;
+            lt_sampler_sample(s, id, &smp);
+            if (lt_corpus_doc_source(c, smp.corpus_doc) != (uint32_t)k) continue;
+            if (count[id] < lo) lo = count[id];
+            if (count[id] > hi) hi = count[id];
+        }
+        if (hi - lo > 1) fail_msg("source %d: samples drawn %" PRIu64 " to %" PRIu64 " times", k, lo, hi);
+        assert_true(lt_sampler_source_epoch(s, (uint32_t)k) >= lo);
+    }
+    assert_true(lt_sampler_source_epoch(s, 0) > 0); /* web is small for its weight: repeated */
+    /* out of order and from a second sampler: the same steps */
+    assert_int_equal(lt_sampler_step(s, 5, out, &err), LT_OK);
+    lt_sampler *s2 = NULL;
+    assert_int_equal(lt_sampler_create(&s2, c, &cfg, &err), LT_OK);
+    assert_int_equal(lt_sampler_step(s2, 5, again, &err), LT_OK);
+    for (int i = 0; i < 16; i++) assert_int_equal(out[i].id, again[i].id);
+    cfg.seed = 8;
+    lt_sampler *s3 = NULL;
+    assert_int_equal(lt_sampler_create(&s3, c, &cfg, &err), LT_OK);
+    assert_int_equal(lt_sampler_step(s3, 5, again, &err), LT_OK);
+    int same = 0;
+    for (int i = 0; i < 16; i++) same += out[i].id == again[i].id;
+    assert_true(same < 16);
+    uint64_t e0, e1;
+    size_t n0;
+    assert_int_equal(lt_sampler_step_epochs(s, 0, &e0, &e1, &n0, &err), LT_ERR_USAGE);
+    free(count);
+    lt_sampler_free(s);
+    lt_sampler_free(s2);
+    lt_sampler_free(s3);
+    lt_corpus_free(c);
+}
+
+static void test_mixture_weight_zero_and_errors(void **state) {
+    (void)state;
+    lt_corpus *c = three_sources(10);
+    lt_error err;
+    lt_sampler *s = NULL;
+    const lt_source_weight w0[] = {{"web", 1, -1}, {"code", 0, -1}, {"wiki", 1, -1}};
+    lt_sampler_config cfg = {.context_len = 1000, .global_batch = 8, .seed = 1, .policy = LT_SAMPLE_TRUNCATE,
+                             .sources = w0, .n_sources = 3};
+    assert_int_equal(lt_sampler_create(&s, c, &cfg, &err), LT_OK);
+    lt_sample out[8];
+    for (uint64_t t = 0; t < 20; t++) {
+        assert_int_equal(lt_sampler_step(s, t, out, &err), LT_OK);
+        for (int i = 0; i < 8; i++) assert_int_not_equal(lt_corpus_doc_source(c, out[i].corpus_doc), 1);
+    }
+    lt_sampler_free(s);
+    /* a source of the corpus the config does not name */
+    const lt_source_weight w1[] = {{"web", 1, -1}, {"wiki", 1, -1}};
+    cfg.sources = w1;
+    cfg.n_sources = 2;
+    assert_int_equal(lt_sampler_create(&s, c, &cfg, &err), LT_ERR_CONFIG);
+    assert_non_null(strstr(err.what, "the corpus holds source code, which the config does not name"));
+    /* a weighted source the corpus does not hold */
+    const lt_source_weight w2[] = {{"web", 1, -1}, {"code", 1, -1}, {"wiki", 1, -1}, {"books", 2, -1}};
+    cfg.sources = w2;
+    cfg.n_sources = 4;
+    assert_int_equal(lt_sampler_create(&s, c, &cfg, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "source books has weight 2 but no sample"));
+    /* more samples per step than the weighted sources hold */
+    cfg.sources = w0;
+    cfg.n_sources = 3;
+    cfg.global_batch = 21;
+    assert_int_equal(lt_sampler_create(&s, c, &cfg, &err), LT_ERR_USAGE);
+    assert_non_null(strstr(err.what, "larger than the 20 samples of the weighted sources"));
+    lt_corpus_free(c);
+}
+
+static void test_holdout(void **state) {
+    (void)state;
+    lt_corpus *c = three_sources(400); /* 1200 documents */
+    const lt_source_weight w[] = {{"web", 1, -1}, {"code", 1, 0.0}, {"wiki", 1, 0.5}};
+    lt_sampler_config cfg = {.context_len = 1000, .global_batch = 32, .seed = 3, .policy = LT_SAMPLE_TRUNCATE,
+                             .holdout = 0.1, .sources = w, .n_sources = 3};
+    lt_sampler *s = NULL;
+    lt_error err;
+    assert_int_equal(lt_sampler_create(&s, c, &cfg, &err), LT_OK);
+    uint64_t nh = lt_sampler_n_heldout(s), per[3] = {0};
+    bool *held = calloc(1200, sizeof *held);
+    for (uint64_t i = 0; i < nh; i++) {
+        lt_sample smp;
+        lt_sampler_heldout(s, i, &smp);
+        assert_int_equal(smp.id, UINT64_MAX);
+        assert_int_equal(smp.offset, 0);
+        assert_int_equal(smp.length, lt_corpus_doc_len(c, smp.corpus_doc));
+        assert_false(held[smp.corpus_doc]);
+        held[smp.corpus_doc] = true;
+        per[lt_corpus_doc_source(c, smp.corpus_doc)]++;
+    }
+    /* binomial(400, p): within 5 standard deviations */
+    if (per[0] < 20 || per[0] > 70) fail_msg("web: %" PRIu64 " of 400 held out at 0.1", per[0]);
+    assert_int_equal(per[1], 0);
+    if (per[2] < 150 || per[2] > 250) fail_msg("wiki: %" PRIu64 " of 400 held out at 0.5", per[2]);
+    assert_int_equal(lt_sampler_n_samples(s), 1200 - nh);
+    lt_sample out[32];
+    for (uint64_t t = 0; t < 60; t++) {
+        assert_int_equal(lt_sampler_step(s, t, out, &err), LT_OK);
+        for (int i = 0; i < 32; i++)
+            if (held[out[i].corpus_doc]) fail_msg("step %" PRIu64 " trains held-out document %" PRIu64, t, out[i].corpus_doc);
+    }
+    /* the same documents, in the same order, whatever the batch; without sources too */
+    lt_sampler_config cfg2 = cfg;
+    cfg2.global_batch = 5;
+    lt_sampler *s2 = NULL;
+    assert_int_equal(lt_sampler_create(&s2, c, &cfg2, &err), LT_OK);
+    assert_int_equal(lt_sampler_n_heldout(s2), nh);
+    for (uint64_t i = 0; i < nh; i++) {
+        lt_sample a, b;
+        lt_sampler_heldout(s, i, &a);
+        lt_sampler_heldout(s2, i, &b);
+        assert_int_equal(a.corpus_doc, b.corpus_doc);
+    }
+    lt_sampler_free(s2);
+    lt_corpus *plain = counting_corpus(500);
+    lt_sampler_config cfg3 = {.context_len = 1000, .global_batch = 8, .seed = 3, .policy = LT_SAMPLE_TRUNCATE,
+                              .holdout = 0.2};
+    assert_int_equal(lt_sampler_create(&s2, plain, &cfg3, &err), LT_OK);
+    assert_false(lt_sampler_mixes(s2));
+    nh = lt_sampler_n_heldout(s2);
+    if (nh < 60 || nh > 140) fail_msg("%" PRIu64 " of 500 held out at 0.2", nh);
+    assert_int_equal(lt_sampler_n_samples(s2), 500 - nh);
+    lt_sampler_free(s2);
+    lt_corpus_free(plain);
+    free(held);
+    lt_sampler_free(s);
+    lt_corpus_free(c);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 6 && argc <= 7 && strcmp(argv[1], "--bench") == 0) return bench(argc, argv);
     if (argc >= 2) {
@@ -797,6 +984,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_dataprep_directory),
         cmocka_unit_test(test_source_round_trip),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_mixture_shares_and_epochs),
+        cmocka_unit_test(test_mixture_weight_zero_and_errors),
+        cmocka_unit_test(test_holdout),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
