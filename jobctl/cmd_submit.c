@@ -65,6 +65,7 @@ static int submit_run(const jc_run *r, sqlite3 *db, unsigned mask, bool dry_run,
     lt_error err;
     int rc = 0;
     if (!parsable && !dry_run) printf("run %s (%s)\n", r->id, r->dir);
+    if (!parsable && !dry_run && r->array_note[0]) printf("  note: %s\n", r->array_note);
     for (int s = 0; s < JC_NSTAGES && rc == 0; s++) {
         const char *name = jc_stage_name((jc_stage)s);
         if (act[s] == ACT_DONE) {
@@ -94,6 +95,7 @@ static int submit_run(const jc_run *r, sqlite3 *db, unsigned mask, bool dry_run,
         if (asprintf(&rel, "scripts/%s.sbatch", name) < 0 || asprintf(&path, "%s/%s", r->dir, rel) < 0)
             lt_die("out of memory");
         if (dry_run) {
+            if (s == JC_DATAPREP && r->array_note[0]) printf("# ==== note: %s\n", r->array_note);
             printf("# ==== %s: cd %s && sbatch --parsable%s%s %s\n", name, "RUN_DIR", dep[0] ? " --dependency=" : "",
                    dep[0] ? dep : "", rel);
             fputs(text, stdout);
@@ -162,6 +164,31 @@ static int parse_args(const lt_cli_ctx *ctx, submit_args *a, bool run_cmd) {
     return 0;
 }
 
+/* Slurm refuses an array larger than the cluster's MaxArraySize (Common Crawl alone is
+ * ~90,000 WET files): without data.num_tasks the files are grouped into at most that many
+ * tasks (dataprep's task I takes files I, I + N, ...), and the dry run says so; an explicit
+ * data.num_tasks above it is an error. */
+static lt_status fit_array(jc_run *r, const lt_config *cfg, lt_error *err) {
+    int max = jc_slurm_max_array_size();
+    const char *from = "MaxArraySize of scontrol show config";
+    if (max <= 0) {
+        max = 1001;
+        from = "Slurm's default MaxArraySize; scontrol did not answer";
+    }
+    if (r->n_tasks <= max) return LT_OK;
+    if (lt_config_is_set(cfg, "data", "num_tasks")) {
+        lt_status st = lt_fail(err, LT_ERR_CONFIG, lt_config_origin(cfg, "data", "num_tasks"),
+                               "data.num_tasks = %d is more than the cluster's array limit of %d tasks (%s)", r->n_tasks,
+                               max, from);
+        lt_error_hint(err, "lower data.num_tasks, or leave it unset to group the input files into %d tasks", max);
+        return st;
+    }
+    snprintf(r->array_note, sizeof r->array_note, "%d input files grouped into %d dataprep tasks (%s: %d)", r->n_inputs,
+             max, from, max);
+    r->n_tasks = max;
+    return LT_OK;
+}
+
 /* A new run of the config (or the same run again): its directory, journal and lock. */
 static int with_new_run(const lt_cli_ctx *ctx, const submit_args *a, const char *mode,
                         int (*body)(const jc_run *, sqlite3 *, const submit_args *, unsigned)) {
@@ -175,6 +202,7 @@ static int with_new_run(const lt_cli_ctx *ctx, const submit_args *a, const char 
         st = lt_fail(&err, LT_ERR_USAGE, NULL, "sbatch is not on PATH: this machine cannot submit Slurm jobs");
         lt_error_hint(&err, "run the pipeline here with 'jobctl run --local'");
     }
+    if (st == LT_OK && strcmp(mode, "slurm") == 0) st = fit_array(&r, ctx->config, &err);
     if (st != LT_OK) {
         jc_run_free(&r);
         return lt_error_exit(&err);

@@ -171,14 +171,10 @@ static int64_t get_int(const lt_config *cfg, const char *s, const char *k, int64
 }
 
 /* Input files of data.input (whitespace-separated), resolved against cwd. */
-static lt_status count_inputs(const lt_config *cfg, const char *cwd, int *count, lt_error *err) {
-    const char *in = lt_config_get_string(cfg, "data", "input");
-    if (!in || !*in) {
-        lt_fail(err, LT_ERR_CONFIG, lt_config_origin(cfg, "data", "input"), "data.input names no input");
-        lt_error_hint(err, "set data.input to the corpus files, directories or globs");
-        return LT_ERR_CONFIG;
-    }
-    lt_strlist words = LT_STRLIST_INIT, files = LT_STRLIST_INIT;
+/* The files of one whitespace-separated input list (data.input or source.NAME.input), its
+ * relative paths resolved against cwd, added to *files. */
+static lt_status glob_list(const char *in, const char *cwd, lt_strlist *files, lt_error *err) {
+    lt_strlist words = LT_STRLIST_INIT;
     for (const char *p = in; *p;) {
         while (*p == ' ' || *p == '\t') p++;
         const char *e = p;
@@ -193,11 +189,36 @@ static lt_status count_inputs(const lt_config *cfg, const char *cwd, int *count,
         }
         p = e;
     }
-    lt_status st = lt_glob_inputs((const char *const *)words.items, words.count, &files, err);
-    if (st == LT_OK && files.count == 0) st = lt_fail(err, LT_ERR_INPUT, in, "data.input holds no input file");
-    if (st == LT_OK) *count = (int)files.count;
-    else lt_error_prefix(err, "data.input: ");
-    lt_strlist_free(&words), lt_strlist_free(&files);
+    lt_status st = lt_glob_inputs((const char *const *)words.items, words.count, files, err);
+    lt_strlist_free(&words);
+    return st;
+}
+
+/* The input files of data.input and of every [source.NAME] (dataprep's input list). */
+static lt_status count_inputs(const lt_config *cfg, const char *cwd, int *count, lt_error *err) {
+    const char *in = lt_config_get_string(cfg, "data", "input");
+    size_t ns = lt_config_n_named(cfg, "source");
+    if ((!in || !*in) && ns == 0) {
+        lt_fail(err, LT_ERR_CONFIG, lt_config_origin(cfg, "data", "input"), "data.input names no input");
+        lt_error_hint(err, "set data.input to the corpus files, directories or globs, or give [source.NAME] sections");
+        return LT_ERR_CONFIG;
+    }
+    size_t total = 0;
+    lt_status st = LT_OK;
+    for (size_t k = 0; k <= ns && st == LT_OK; k++) {
+        char sec[80] = "data";
+        if (k > 0) snprintf(sec, sizeof sec, "source.%s", lt_config_named(cfg, "source", k - 1));
+        const char *list = lt_config_get_string(cfg, sec, "input");
+        if (k == 0 && (!list || !*list)) continue;
+        lt_strlist files = LT_STRLIST_INIT;
+        st = list ? glob_list(list, cwd, &files, err) : LT_OK;
+        if (st == LT_OK && files.count == 0)
+            st = lt_fail(err, LT_ERR_INPUT, list ? list : sec, "%s.input holds no input file", sec);
+        if (st != LT_OK && err->what[0] && !strstr(err->what, ".input holds")) lt_error_prefix(err, "%s.input: ", sec);
+        total += files.count;
+        lt_strlist_free(&files);
+    }
+    if (st == LT_OK) *count = total > INT_MAX ? INT_MAX : (int)total;
     return st;
 }
 

@@ -56,6 +56,7 @@ typedef struct jc_run {
     char hash[65];          /* SHA-256 of the effective values (origins aside) */
     int n_inputs;           /* input files (data.input) */
     int n_tasks;            /* dataprep tasks */
+    char array_note[200];   /* why n_tasks is not one per input file (a cluster's MaxArraySize), or "" */
     int ranks;              /* trainer processes: parallel.dp x parallel.pp x parallel.tp */
     int tp;                 /* parallel.tp: each node holds whole TP groups */
     int64_t plan_steps;     /* plan.steps */

@@ -3,6 +3,7 @@
  */
 #include "jobctl/slurm.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,24 @@ static void push_state(jc_task_state **v, size_t *n, size_t *cap, const char *ta
     snprintf(t->state, sizeof t->state, "%s", state);
     snprintf(t->reason, sizeof t->reason, "%s", reason);
     t->exit_code = code;
+}
+
+int jc_slurm_parse_max_array_size(const char *text) {
+    const char *p = text ? strstr(text, "MaxArraySize") : NULL;
+    if (!p) return 0;
+    p += strlen("MaxArraySize");
+    while (*p == ' ' || *p == '\t' || *p == '=') p++;
+    long v = strtol(p, NULL, 10);
+    return v > 0 && v < INT_MAX ? (int)v : 0;
+}
+
+int jc_slurm_max_array_size(void) {
+    char *const argv[] = {"scontrol", "show", "config", NULL};
+    char *out = NULL;
+    int status = 1, n = 0;
+    if (jc_run_capture(argv, NULL, &out, NULL, &status, NULL) == LT_OK && status == 0) n = jc_slurm_parse_max_array_size(out);
+    free(out);
+    return n;
 }
 
 static bool accounting(void) {

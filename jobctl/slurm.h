@@ -14,6 +14,12 @@
 /* Whether the Slurm client tools are here (sbatch in PATH). */
 bool jc_slurm_available(void);
 
+/* The cluster's MaxArraySize (`scontrol show config`: array task ids run 0..N-1), or 0 when
+ * scontrol does not answer. */
+int jc_slurm_max_array_size(void);
+/* The number in "MaxArraySize = N" of a `scontrol show config` text, or 0 (tests). */
+int jc_slurm_parse_max_array_size(const char *text);
+
 /* `sbatch --parsable [--dependency=DEP] SCRIPT` run in directory `cwd`: *job_id is the
  * new job's id. A failing sbatch is LT_ERR_IO carrying its message. */
 lt_status jc_sbatch(const char *cwd, const char *script, const char *dependency, char job_id[64], lt_error *err);

@@ -197,6 +197,24 @@ EOF
 chmod +x "$slurm"/*
 export FAKE_DIR=$tmp/fakestate
 mkdir -p "$FAKE_DIR"
+# MaxArraySize: more input files than the cluster allows array tasks are grouped into that
+# many tasks (and the dry run says so); an explicit data.num_tasks above it is refused.
+# The files of data.input and of every [source.NAME] count.
+arr=$tmp/fakearray
+mkdir -p "$arr" "$tmp/many"
+printf '#!/usr/bin/env bash\n[ "$1 $2" = "show config" ] && echo "MaxArraySize            = 2"\n' >"$arr/scontrol"
+chmod +x "$arr/scontrol"
+for i in 1 2 3 4 5; do echo '{"text":"x"}' >"$tmp/many/f$i.jsonl"; done
+printf '[run]\nname = many\n[data]\ninput = %s/many/f1.jsonl %s/many/f2.jsonl\n[source.more]\ninput = %s/many/f[345].jsonl\n' \
+  "$tmp" "$tmp" "$tmp" >"$tmp/many.ini"
+PATH=$arr:$PATH "$BIN" submit --config "$tmp/many.ini" --dry-run --run-dir "$tmp/many-run" >"$tmp/many.out" 2>"$tmp/many.err"
+[ $? = 0 ] && grep -q '^# ==== note: 5 input files grouped into 2 dataprep tasks (MaxArraySize of scontrol show config: 2)' "$tmp/many.out" &&
+  grep -q '^#SBATCH --array=0-1$' "$tmp/many.out" && grep -q -- '--num-tasks 2 ' "$tmp/many.out"
+result "more input files than MaxArraySize: grouped into that many tasks, said in the dry run" $? "$tmp/many.out" "$tmp/many.err"
+PATH=$arr:$PATH "$BIN" submit --config "$tmp/many.ini" --dry-run --run-dir "$tmp/many-run" --set data.num_tasks=3 \
+  >"$tmp/many2.out" 2>"$tmp/many2.err"
+[ $? = 2 ] && grep -q "data.num_tasks = 3 is more than the cluster's array limit of 2 tasks" "$tmp/many2.err"
+result "data.num_tasks above MaxArraySize is refused" $? "$tmp/many2.err"
 cat >"$tmp/s.ini" <<EOF
 [run]
 name = fake
