@@ -230,7 +230,10 @@ void lt_profile_print_table(const lt_profile *p, FILE *out) {
 
 /* ================================================================ JSON */
 
-void lt_profile_json(const lt_profile *p, lt_json *j) {
+void lt_profile_json(const lt_profile *p, lt_json *j) { lt_profile_json_sources(p, NULL, NULL, 0, j); }
+
+void lt_profile_json_sources(const lt_profile *p, const lt_profile *src, const char *const *names, size_t n_src,
+                             lt_json *j) {
     lt_json_object_begin(j);
     lt_json_key(j, "model");
     lt_json_string(j, p->model);
@@ -272,9 +275,9 @@ void lt_profile_json(const lt_profile *p, lt_json *j) {
     lt_json_key(j, "stats");
     lt_json_object_begin(j);
     if (p->documents == 0) {
-        static const char *const names[] = {"mean", "median", "p90", "p99", "max"};
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-            lt_json_key(j, names[i]);
+        static const char *const stat_names[] = {"mean", "median", "p90", "p99", "max"};
+        for (size_t i = 0; i < sizeof stat_names / sizeof stat_names[0]; i++) {
+            lt_json_key(j, stat_names[i]);
             lt_json_null(j);
         }
     } else {
@@ -290,7 +293,35 @@ void lt_profile_json(const lt_profile *p, lt_json *j) {
         lt_json_uint(j, p->max);
     }
     lt_json_object_end(j);
+    if (n_src > 0) {
+        lt_json_key(j, "sources");
+        lt_json_array_begin(j);
+        for (size_t i = 0; i < n_src; i++) {
+            lt_json_object_begin(j);
+            lt_json_key(j, "name");
+            lt_json_string(j, names[i]);
+            lt_json_key(j, "profile");
+            lt_profile_json(&src[i], j);
+            lt_json_object_end(j);
+        }
+        lt_json_array_end(j);
+    }
     lt_json_object_end(j);
+}
+
+void lt_profile_print_sources(const lt_profile *all, const lt_profile *src, const char *const *names, size_t n_src,
+                              FILE *out) {
+    char d[32], t[32];
+    fprintf(out, "by source:\n%-16s %15s %8s %19s %8s %11s %8s %10s %10s\n", "source", "documents", "%docs", "tokens",
+            "%tokens", "fwd FLOPs", "%FLOPs", "mean", "p99");
+    for (size_t i = 0; i < n_src; i++) {
+        const lt_profile *p = &src[i];
+        fprintf(out, "%-16.16s %15s %7.2f%% %19s %7.2f%% %11.3e %7.2f%% %10.1f %10llu\n",
+                names[i][0] ? names[i] : "(data.input)", fmt_grouped(d, sizeof d, p->documents),
+                all->documents ? 100.0 * (double)p->documents / (double)all->documents : 0,
+                fmt_grouped(t, sizeof t, p->tokens), all->tokens ? 100.0 * (double)p->tokens / (double)all->tokens : 0,
+                p->flops, all->flops > 0 ? 100.0 * p->flops / all->flops : 0, p->mean, (unsigned long long)p->p99);
+    }
 }
 
 /* ================================================================ SVG */
@@ -325,6 +356,7 @@ static void xml_text(FILE *out, const char *s) {
 /* Layout (pixels). The plot area spans [PLOT_X0, PLOT_X1] x [PLOT_YT, PLOT_YB]. */
 #define SVG_W 900
 #define SVG_H 520
+#define SRC_ROW_H 36 /* the by-source panel: pixels per source */
 #define PLOT_X0 90.0
 #define PLOT_X1 880.0
 #define PLOT_YT 90.0
@@ -364,13 +396,62 @@ static void svg_bar(FILE *out, const lt_profile_bucket *bk, size_t b, size_t s, 
 }
 
 lt_status lt_profile_svg(const lt_profile *p, const char *title, FILE *out, lt_error *err) {
-    if (p == NULL || out == NULL) return lt_fail(err, LT_ERR_INTERNAL, NULL, "lt_profile_svg: NULL argument");
+    return lt_profile_svg_sources(p, NULL, NULL, 0, title, out, err);
+}
+
+/* The "by source" panel below the chart: a row per source, three horizontal bars (% of the
+ * documents, tokens and forward FLOPs of the whole corpus) on a linear 0..100 % axis. */
+static void svg_sources(FILE *out, const lt_profile *all, const lt_profile *src, const char *const *names, size_t n,
+                        double y0) {
+    char a[48], b2[48], c[48], hb[48];
+    fprintf(out, "<text x=\"%d\" y=\"%s\" text-anchor=\"middle\" font-size=\"14\" font-weight=\"bold\">"
+                 "by source: share of the corpus (%%)</text>\n",
+            SVG_W / 2, fmt_fixed(a, sizeof a, y0, 1));
+    const double x0 = 170.0, x1 = PLOT_X1, row = SRC_ROW_H;
+    for (int k = 0; k <= 4; k++) { /* gridlines at 0, 25, ..., 100 % */
+        double x = x0 + (x1 - x0) * k / 4.0;
+        fprintf(out, "<line x1=\"%s\" x2=\"%s\" y1=\"%s\" y2=\"%s\" stroke=\"#dddddd\"/>",
+                fmt_fixed(a, sizeof a, x, 1), fmt_fixed(b2, sizeof b2, x, 1), fmt_fixed(c, 24, y0 + 12, 1),
+                fmt_fixed(c + 24, sizeof c - 24, y0 + 16 + row * (double)n, 1));
+        fprintf(out, "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\">%d%%</text>\n", fmt_fixed(a, sizeof a, x, 1),
+                fmt_fixed(b2, sizeof b2, y0 + 30 + row * (double)n, 1), 25 * k);
+    }
+    for (size_t i = 0; i < n; i++) {
+        double y = y0 + 16 + row * (double)i;
+        fprintf(out, "<text x=\"%s\" y=\"%s\" text-anchor=\"end\" dominant-baseline=\"middle\">",
+                fmt_fixed(a, sizeof a, x0 - 8, 1), fmt_fixed(b2, sizeof b2, y + row / 2, 1));
+        xml_text(out, names[i][0] ? names[i] : "(data.input)");
+        fputs("</text>\n", out);
+        double share[3] = {all->documents ? 100.0 * (double)src[i].documents / (double)all->documents : 0,
+                           all->tokens ? 100.0 * (double)src[i].tokens / (double)all->tokens : 0,
+                           all->flops > 0 ? 100.0 * src[i].flops / all->flops : 0};
+        for (size_t s = 0; s < 3; s++) {
+            double w = (x1 - x0) * share[s] / 100.0;
+            fprintf(out, "<rect class=\"srcbar\" data-source=\"");
+            xml_text(out, names[i]);
+            fprintf(out, "\" data-share=\"%s\" data-of=\"%s\" x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" "
+                         "fill=\"%s\"><title>",
+                    fmt_fixed(a, sizeof a, share[s], 4), svg_series[s].metric, fmt_fixed(b2, sizeof b2, x0, 1),
+                    fmt_fixed(c, 24, y + 2 + (row - 4) / 3.0 * (double)s, 2),
+                    fmt_fixed(c + 24, sizeof c - 24, w < 0.5 && share[s] > 0 ? 0.5 : w, 2),
+                    fmt_fixed(hb, sizeof hb, (row - 4) / 3.0 - 1, 2), svg_series[s].color);
+            xml_text(out, names[i]);
+            fprintf(out, ": %s%% of the %s</title></rect>\n", fmt_fixed(a, sizeof a, share[s], 2), svg_series[s].noun);
+        }
+    }
+}
+
+lt_status lt_profile_svg_sources(const lt_profile *p, const lt_profile *src, const char *const *names, size_t n_src,
+                                 const char *title, FILE *out, lt_error *err) {
+    if (p == NULL || out == NULL || (n_src > 0 && (src == NULL || names == NULL)))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "lt_profile_svg: NULL argument");
     char a[48], b2[48];
+    const int H = SVG_H + (n_src > 0 ? 60 + SRC_ROW_H * (int)n_src : 0);
     fprintf(out, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                  "font-family=\"sans-serif\" font-size=\"12\">\n",
-            SVG_W, SVG_H, SVG_W, SVG_H);
-    fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", SVG_W, SVG_H);
+            SVG_W, H, SVG_W, H);
+    fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", SVG_W, H);
 
     /* title and totals */
     fprintf(out, "<text x=\"%d\" y=\"26\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">", SVG_W / 2);
@@ -441,6 +522,7 @@ lt_status lt_profile_svg(const lt_profile *p, const char *title, FILE *out, lt_e
     if (p->documents == 0)
         fprintf(out, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\" font-size=\"16\">no documents</text>\n",
                 (PLOT_X0 + PLOT_X1) / 2, (PLOT_YT + PLOT_YB) / 2);
+    if (n_src > 0) svg_sources(out, p, src, names, n_src, SVG_H + 10);
     fputs("</svg>\n", out);
     if (fflush(out) != 0 || ferror(out)) return lt_fail(err, LT_ERR_IO, NULL, "writing the SVG failed");
     return LT_OK;

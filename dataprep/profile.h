@@ -100,6 +100,14 @@ void lt_profile_print_table(const lt_profile *p, FILE *out);
  *    "stats": {"mean", "median", "p90", "p99", "max"}}   (each stat null when N == 0)
  */
 void lt_profile_json(const lt_profile *p, lt_json *j);
+/* The same object with, when n_src > 0, a member "sources": [{"name": NAME ("" = the
+ * unnamed data.input), "profile": {the profile of its documents, as above}}, ...]. */
+void lt_profile_json_sources(const lt_profile *p, const lt_profile *src, const char *const *names, size_t n_src,
+                             lt_json *j);
+/* A "by source" table: per source its documents, tokens and forward FLOPs, each also as a
+ * share of the whole corpus (`all`), and its mean and p99 length. */
+void lt_profile_print_sources(const lt_profile *all, const lt_profile *src, const char *const *names, size_t n_src,
+                              FILE *out);
 
 /*
  * A standalone SVG document (900 x 520): per bucket three bars side by side — % documents,
@@ -114,5 +122,13 @@ void lt_profile_json(const lt_profile *p, lt_json *j);
  * Returns LT_ERR_IO when writing to `out` failed.
  */
 lt_status lt_profile_svg(const lt_profile *p, const char *title, FILE *out, lt_error *err);
+
+/* The same chart with, below it, a "by source" panel when n_src > 0: per source (src[i],
+ * the profile of source names[i]'s documents; "" = the unnamed data.input) three horizontal
+ * bars, its share of the corpus's documents, tokens and forward FLOPs (0..100 %), each
+ *     <rect class="srcbar" data-source=NAME data-of="documents|tokens|flops" data-share=PCT>
+ * (not "bar": the chart's contract above holds). The SVG grows by 60 + 36 n_src pixels. */
+lt_status lt_profile_svg_sources(const lt_profile *p, const lt_profile *src, const char *const *names, size_t n_src,
+                                 const char *title, FILE *out, lt_error *err);
 
 #endif /* LT_PROFILE_H */

@@ -74,6 +74,21 @@ assert {s["name"]: s["field"] for s in d["settings"]["sources"]} == {"web": "tex
 PY
 then echo "ok $n - $PROG: run: stats count documents per source"
 else echo "not ok $n - $PROG: run: stats count documents per source"; sed 's/^/# /' "$tmp/py"; fails=$((fails + 1)); fi
+check "profile: a table by source" 0 "^github +3 +60.00%" "" -- profile --model llama-7b "$tmp/mix2"
+n=$((n + 1))
+if "$BIN" profile --model llama-7b --json --svg "$tmp/mix.svg" "$tmp/mix2" >"$tmp/prof.json" 2>"$tmp/prof.err" &&
+   python3 - "$tmp/prof.json" "$tmp/mix.svg" >"$tmp/py" 2>&1 <<'PY'
+import json, sys, xml.dom.minidom as md
+d = json.load(open(sys.argv[1]))
+src = {s["name"]: s["profile"] for s in d["sources"]}
+assert {k: v["documents"] for k, v in src.items()} == {"github": 3, "web": 2}, src
+assert sum(v["tokens"] for v in src.values()) == d["tokens"]
+bars = [e for e in md.parse(sys.argv[2]).getElementsByTagName("rect") if e.getAttribute("class") == "srcbar"]
+share = {(b.getAttribute("data-source"), b.getAttribute("data-of")): float(b.getAttribute("data-share")) for b in bars}
+assert len(bars) == 6 and abs(share[("github", "documents")] - 60.0) < 1e-6, share
+PY
+then echo "ok $n - $PROG: profile --json and --svg: each source's profile and share"
+else echo "not ok $n - $PROG: profile --json and --svg: each source's profile and share"; sed 's/^/# /' "$tmp/py" "$tmp/prof.err"; fails=$((fails + 1)); fi
 printf '[source.web]\ninput = %s\n[source.dup]\ninput = %s\n' "$tmp/web.jsonl" "$tmp/web.jsonl" >"$tmp/dup.ini"
 check "run: a file in two sources" 2 "" "the file belongs to two sources: web and dup" \
   -- run --config "$tmp/dup.ini" --vocab-dir "$V" --threads 1 --out "$tmp/mix3"
