@@ -311,6 +311,7 @@ typedef struct mix_source {
 } mix_source;
 
 typedef struct mixture {
+    bool pooled;        /* one source holding every sample (a token budget without sources) */
     uint32_t n_src;
     mix_source *src;
     uint64_t next_step; /* the state is at the start of this step */
@@ -423,6 +424,11 @@ static const uint64_t *epoch_perm(lt_sampler *s, uint64_t e) {
     return sl->perm;
 }
 
+/* The mixture source of sample `id` (its corpus source; 0 when pooled). */
+static uint32_t mix_source_of(const lt_sampler *s, uint64_t id) {
+    return s->mix->pooled ? 0 : lt_corpus_doc_source(s->corpus, s->sample_doc[id]);
+}
+
 /* Tokens of sample `id`. */
 static int64_t sample_length(const lt_sampler *s, uint64_t id) {
     uint64_t d = s->sample_doc[id];
@@ -482,12 +488,19 @@ static bool mix_next(mixture *m, mix_source *ms, uint32_t mark, uint64_t *out) {
     return false;
 }
 
-/* Draw step m->next_step into ids[B] and move the state past it. */
-static void mix_fill(lt_sampler *s, uint64_t *ids) {
+/* Draw step m->next_step into ids[] (at most B) and move the state past it; returns its
+ * number of samples: B, or with a token budget (plan.global_batch_tokens) as many as fill
+ * it: a sample that would pass the budget is put back (it opens the next step) once the
+ * step holds min_step_samples. */
+static uint64_t mix_fill(lt_sampler *s, uint64_t *ids) {
     mixture *m = s->mix;
     const uint32_t mark = (uint32_t)(m->next_step % UINT32_MAX) + 1;
+    const int64_t budget = s->cfg.global_batch_tokens;
+    const uint64_t min_n = s->cfg.min_step_samples > 1 ? (uint64_t)s->cfg.min_step_samples : 1;
+    int64_t step_tokens = 0;
     bool *out_of = lt_calloc_check(m->n_src, sizeof *out_of);
-    for (uint64_t slot = 0; slot < s->B;) {
+    uint64_t slot = 0;
+    while (slot < s->B) {
         int64_t best = -1;
         double best_v = 0;
         for (uint32_t k = 0; k < m->n_src; k++) {
@@ -499,6 +512,7 @@ static void mix_fill(lt_sampler *s, uint64_t *ids) {
                 best_v = v;
             }
         }
+        if (best < 0 && budget > 0) break; /* every sample is in the step already */
         LT_CHECK(best >= 0); /* B <= the samples of the drawn sources (lt_sampler_create) */
         mix_source *ms = &m->src[best];
         uint64_t id;
@@ -506,14 +520,27 @@ static void mix_fill(lt_sampler *s, uint64_t *ids) {
             out_of[best] = true;
             continue;
         }
+        int64_t len = sample_length(s, id);
+        if (budget > 0 && slot >= min_n && step_tokens + len > budget) { /* it opens the next step */
+            if (ms->n_def == ms->def_cap) {
+                ms->def_cap = ms->def_cap ? 2 * ms->def_cap : 16;
+                ms->deferred = lt_realloc_check(ms->deferred, ms->def_cap * sizeof *ms->deferred);
+            }
+            memmove(ms->deferred + 1, ms->deferred, ms->n_def * sizeof *ms->deferred);
+            ms->deferred[0] = id;
+            ms->n_def++;
+            break;
+        }
         m->stamp[id] = mark;
         ids[slot++] = id;
-        double len = (double)sample_length(s, id);
-        ms->tokens += len;
-        m->total += len;
+        step_tokens += len;
+        ms->tokens += (double)len;
+        m->total += (double)len;
+        if (budget > 0 && step_tokens >= budget && slot >= min_n) break;
     }
     free(out_of);
     m->next_step++;
+    return slot;
 }
 
 static void mix_free(mixture *m) {
@@ -546,17 +573,23 @@ static bool wants_mixture(const lt_corpus *c, const lt_sampler_config *cfg) {
 }
 
 /* Build the mixture of sampler s (samples counted, sample_doc filled). */
-static lt_status mix_create(lt_sampler *s, lt_error *err) {
+static lt_status mix_create(lt_sampler *s, bool pooled, lt_error *err) {
     const lt_corpus *c = s->corpus;
     const lt_sampler_config *cfg = &s->cfg;
     mixture *m = lt_calloc_check(1, sizeof *m);
-    m->n_src = c->n_src;
-    m->src = lt_calloc_check(c->n_src, sizeof *m->src);
+    m->pooled = pooled;
+    m->n_src = pooled ? 1 : c->n_src;
+    m->src = lt_calloc_check(m->n_src, sizeof *m->src);
     s->mix = m;
     double wsum = 0;
     uint64_t drawable = 0;
-    for (uint64_t id = 0; id < s->n; id++) m->src[lt_corpus_doc_source(c, s->sample_doc[id])].n++;
-    for (uint32_t k = 0; k < c->n_src; k++) {
+    for (uint64_t id = 0; id < s->n; id++) m->src[mix_source_of(s, id)].n++;
+    for (uint32_t k = 0; k < m->n_src && pooled; k++) {
+        m->src[k].w = 1;
+        wsum = 1;
+        drawable = s->n;
+    }
+    for (uint32_t k = 0; k < c->n_src && !pooled; k++) {
         const char *name = c->src_name[k];
         const lt_source_weight *w = config_source(cfg, name);
         if (!w) {
@@ -571,7 +604,7 @@ static lt_status mix_create(lt_sampler *s, lt_error *err) {
             drawable += m->src[k].n;
         }
     }
-    for (size_t i = 0; i < cfg->n_sources; i++) {
+    for (size_t i = 0; i < cfg->n_sources && !pooled; i++) {
         uint32_t k = 0;
         while (k < c->n_src && strcmp(c->src_name[k], cfg->sources[i].name) != 0) k++;
         if (cfg->sources[i].weight > 0 && (k == c->n_src || m->src[k].n == 0)) {
@@ -590,7 +623,7 @@ static lt_status mix_create(lt_sampler *s, lt_error *err) {
         lt_error_hint(err, "a step holds distinct samples: lower plan.global_batch, or give more data");
         return st;
     }
-    for (uint32_t k = 0; k < c->n_src; k++) {
+    for (uint32_t k = 0; k < m->n_src; k++) {
         mix_source *ms = &m->src[k];
         ms->w /= wsum;
         ms->ids = lt_malloc_check((ms->n ? ms->n : 1) * sizeof *ms->ids);
@@ -599,7 +632,7 @@ static lt_status mix_create(lt_sampler *s, lt_error *err) {
         lt_rng_split(&ms->stream, &s->stream, MIX_STREAM + k);
     }
     for (uint64_t id = 0; id < s->n; id++) {
-        mix_source *ms = &m->src[lt_corpus_doc_source(c, s->sample_doc[id])];
+        mix_source *ms = &m->src[mix_source_of(s, id)];
         ms->ids[ms->n++] = id;
     }
     m->stamp = lt_malloc_check((s->n ? s->n : 1) * sizeof *m->stamp);
@@ -734,8 +767,8 @@ lt_status lt_sampler_create(lt_sampler **out, const lt_corpus *corpus, const lt_
             for (uint64_t id = first[d]; id < first[d + 1]; id++) s->sample_doc[id] = d;
         /* positions of step t end at (t + 1) * B; the epoch arithmetic adds up to N more */
         s->max_step = (UINT64_MAX - n) / s->B - 1;
-        if (wants_mixture(corpus, cfg)) {
-            st = mix_create(s, err);
+        if (wants_mixture(corpus, cfg) || cfg->global_batch_tokens > 0) {
+            st = mix_create(s, !wants_mixture(corpus, cfg), err);
         } else {
             for (int k = 0; k < 2; k++) s->slot[k].perm = lt_malloc_check(n * sizeof *s->slot[k].perm);
             s->tail = lt_malloc_check(s->B * sizeof *s->tail);
@@ -766,7 +799,7 @@ void lt_sampler_free(lt_sampler *s) {
     free(s);
 }
 
-bool lt_sampler_mixes(const lt_sampler *s) { return s->mix != NULL; }
+bool lt_sampler_mixes(const lt_sampler *s) { return s->mix != NULL && !s->mix->pooled; }
 
 uint64_t lt_sampler_source_epoch(const lt_sampler *s, uint32_t src) {
     if (!s->mix || src >= s->mix->n_src) return 0;
@@ -823,14 +856,22 @@ lt_status lt_sampler_step_epochs(const lt_sampler *s, uint64_t t, uint64_t *firs
 }
 
 /* The sample ids of step t into ids[B]. */
-static lt_status step_ids(lt_sampler *s, uint64_t t, uint64_t *ids, lt_error *err) {
+static lt_status step_ids(lt_sampler *s, uint64_t t, uint64_t *ids, lt_error *err);
+
+/* The sample ids of step t into ids[B]; *n of them (B unless a token budget). */
+static lt_status step_ids_n(lt_sampler *s, uint64_t t, uint64_t *ids, uint64_t *n, lt_error *err) {
+    *n = s->B;
     if (s->mix) {
         lt_status st = check_step(s, t, err);
         if (st != LT_OK) return st;
         if (t < s->mix->next_step) mix_reset(s); /* out of order: walk again from step 0 */
-        while (s->mix->next_step <= t) mix_fill(s, ids);
+        while (s->mix->next_step <= t) *n = mix_fill(s, ids);
         return LT_OK;
     }
+    return step_ids(s, t, ids, err);
+}
+
+static lt_status step_ids(lt_sampler *s, uint64_t t, uint64_t *ids, lt_error *err) {
     uint64_t e0, e1;
     size_t n0;
     lt_status st = lt_sampler_step_epochs(s, t, &e0, &e1, &n0, err);
@@ -845,17 +886,30 @@ static lt_status step_ids(lt_sampler *s, uint64_t t, uint64_t *ids, lt_error *er
     return LT_OK;
 }
 
+lt_status lt_sampler_step_n(lt_sampler *s, uint64_t t, lt_sample *out, size_t *n, lt_error *err) {
+    uint64_t *ids = lt_malloc_check(s->B * sizeof *ids), k = 0;
+    lt_status st = step_ids_n(s, t, ids, &k, err);
+    for (uint64_t i = 0; st == LT_OK && i < k; i++) lt_sampler_sample(s, ids[i], &out[i]);
+    *n = st == LT_OK ? (size_t)k : 0;
+    free(ids);
+    return st;
+}
+
 lt_status lt_sampler_step(lt_sampler *s, uint64_t t, lt_sample *out, lt_error *err) {
+    if (s->cfg.global_batch_tokens > 0)
+        return lt_fail(err, LT_ERR_USAGE, NULL, "a token budget gives steps of varying size: lt_sampler_step_n");
     uint64_t *ids = lt_malloc_check(s->B * sizeof *ids);
-    lt_status st = step_ids(s, t, ids, err);
+    lt_status st = step_ids_n(s, t, ids, &(uint64_t){0}, err);
     for (uint64_t i = 0; st == LT_OK && i < s->B; i++) lt_sampler_sample(s, ids[i], &out[i]);
     free(ids);
     return st;
 }
 
 lt_status lt_sampler_step_lengths(lt_sampler *s, uint64_t t, int64_t *lengths, lt_error *err) {
+    if (s->cfg.global_batch_tokens > 0)
+        return lt_fail(err, LT_ERR_USAGE, NULL, "a token budget gives steps of varying size: lt_sampler_step_n");
     uint64_t *ids = lt_malloc_check(s->B * sizeof *ids);
-    lt_status st = step_ids(s, t, ids, err);
+    lt_status st = step_ids_n(s, t, ids, &(uint64_t){0}, err);
     for (uint64_t i = 0; st == LT_OK && i < s->B; i++) lengths[i] = sample_length(s, ids[i]);
     free(ids);
     return st;

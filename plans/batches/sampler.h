@@ -145,6 +145,11 @@ typedef struct lt_sampler_config {
      * above. The unnamed source "" (data.input), when the corpus has one, weighs 1. */
     const lt_source_weight *sources;
     size_t n_sources;
+    /* plan.global_batch_tokens: > 0 fills each step to at most that many tokens instead of
+     * global_batch samples ("Token budget" below); global_batch is then the most samples a
+     * step may hold, and min_step_samples (e.g. parallel.dp) the fewest */
+    int64_t global_batch_tokens;
+    int64_t min_step_samples;
 } lt_sampler_config;
 
 /* One sample: a token range of one document. */
@@ -176,6 +181,15 @@ void lt_sampler_sample(const lt_sampler *s, uint64_t id, lt_sample *out);
 /* The B = global_batch samples of step t, in position order, into out[B]. LT_ERR_USAGE
  * when t is so large that its positions overflow 64 bits. */
 lt_status lt_sampler_step(lt_sampler *s, uint64_t t, lt_sample *out, lt_error *err);
+
+/* Step t with a token budget (or without: then n = B): its *n samples into out[B].
+ * Token budget: the samples are drawn one at a time (as a mixture draws them, below, one
+ * pooled source without named sources) until the step holds global_batch_tokens tokens;
+ * the sample that would pass the budget is not taken (it opens the next step) once the
+ * step holds min_step_samples (>= 1) samples, and a step holds at most global_batch. So a
+ * step's tokens lie within (budget - context_len, budget] unless a sample alone exceeds it.
+ * lt_sampler_step and lt_sampler_step_lengths refuse a sampler with a budget. */
+lt_status lt_sampler_step_n(lt_sampler *s, uint64_t t, lt_sample *out, size_t *n, lt_error *err);
 
 /* The lengths of step t's samples, in the same order, into lengths[B] (what the
  * strategies consume). */

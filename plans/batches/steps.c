@@ -20,6 +20,7 @@ typedef enum { SLOT_EMPTY = 0, SLOT_READY = 1 } slot_state;
 typedef struct slot {
     slot_state state;
     lt_sample *samples;   /* [B] */
+    size_t n;             /* samples of the step (B unless a token budget) */
     int64_t *lengths;     /* [B] */
     lt_step_plan *plans;  /* [n_strategies] */
     lt_status *status;    /* [n_strategies] */
@@ -63,12 +64,12 @@ int lt_plan_steps_threads(int threads) {
  * for a sampling failure (fatal); a strategy's failure is recorded in the slot. */
 static lt_status plan_one(const shared *sh, worker *w, size_t i, slot *s, lt_error *err) {
     uint64_t step = sh->steps[i];
-    lt_status st = lt_sampler_step(w->sampler, step, s->samples, err);
+    lt_status st = lt_sampler_step_n(w->sampler, step, s->samples, &s->n, err);
     if (st != LT_OK) return st;
-    for (size_t j = 0; j < sh->batch; j++) s->lengths[j] = s->samples[j].length;
+    for (size_t j = 0; j < s->n; j++) s->lengths[j] = s->samples[j].length;
     for (size_t k = 0; k < sh->n_strategies; k++) {
         lt_error_clear(&s->errors[k]);
-        s->status[k] = lt_strategies_plan_step(w->planners[k], sh->strategies[k], step, s->lengths, sh->batch,
+        s->status[k] = lt_strategies_plan_step(w->planners[k], sh->strategies[k], step, s->lengths, s->n,
                                             &s->plans[k], &s->errors[k]);
     }
     return LT_OK;
@@ -181,7 +182,7 @@ lt_status lt_plan_steps(const lt_corpus *corpus, const lt_sampler_config *sc, co
         for (size_t i = 0; i < n_steps && st == LT_OK; i++) {
             slot *s = &sh.slots[0];
             if ((st = plan_one(&sh, &workers[0], i, s, err)) != LT_OK) break;
-            lt_planned_step ps = {steps[i], i, sh.batch, s->samples, s->status, s->errors, s->plans};
+            lt_planned_step ps = {steps[i], i, s->n, s->samples, s->status, s->errors, s->plans};
             st = cb(cb_ctx, &ps, err);
         }
     } else if (st == LT_OK) {
@@ -203,7 +204,7 @@ lt_status lt_plan_steps(const lt_corpus *corpus, const lt_sampler_config *sc, co
             bool failed = sh.failed;
             pthread_mutex_unlock(&sh.mu);
             if (failed || started == 0) break;
-            lt_planned_step ps = {steps[i], i, sh.batch, s->samples, s->status, s->errors, s->plans};
+            lt_planned_step ps = {steps[i], i, s->n, s->samples, s->status, s->errors, s->plans};
             st = cb(cb_ctx, &ps, err);
             pthread_mutex_lock(&sh.mu);
             s->state = SLOT_EMPTY;

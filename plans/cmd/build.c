@@ -140,7 +140,8 @@ static void report_mixture(const build_state *b, const lt_sampler_config *sc, lt
     }
     lt_sample *tmp = lt_malloc_check((size_t)sc->global_batch * sizeof *tmp);
     lt_error e;
-    bool epochs = lt_sampler_step(sampler, last_step, tmp, &e) == LT_OK;
+    size_t got;
+    bool epochs = lt_sampler_step_n(sampler, last_step, tmp, &got, &e) == LT_OK;
     free(tmp);
     for (size_t r = 0; r < MIX_RANGES; r++) {
         if (b->range_last[r] == 0) continue;
@@ -278,6 +279,10 @@ int build_command(lt_cli_ctx *ctx) {
         b.n_todo = n_todo;
         b.src_tokens = lt_calloc_check(MIX_RANGES * lt_corpus_n_sources(corpus), sizeof *b.src_tokens);
     }
+    if (!a.quiet && sc.global_batch_tokens > 0)
+        fprintf(stderr, "planner: each step filled to at most %" PRId64 " tokens (plan.global_batch_tokens), %" PRId64
+                        " to %" PRId64 " samples\n",
+                sc.global_batch_tokens, sc.min_step_samples > 1 ? sc.min_step_samples : (int64_t)1, sc.global_batch);
     if (!a.quiet && lt_sampler_n_heldout(sampler))
         fprintf(stderr, "planner: %" PRIu64 " documents held out for validation (data.holdout), never sampled\n",
                 lt_sampler_n_heldout(sampler));

@@ -45,6 +45,14 @@ lt_status planner_sampler_config(const lt_config *cfg, const lt_plan_config *pc,
                                 &sc->policy, err);
     if (st != LT_OK) return LT_ERR_CONFIG;
     if ((st = lt_config_get_double(cfg, "data", "holdout", &sc->holdout, err)) != LT_OK) return st;
+    if (lt_config_is_set(cfg, "plan", "global_batch_tokens")) {
+        uint64_t tok = 0;
+        if ((st = lt_config_get_size(cfg, "plan", "global_batch_tokens", &tok, err)) != LT_OK) return st;
+        sc->global_batch_tokens = tok > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)tok;
+        int64_t dp = 1;
+        lt_config_get_int(cfg, "parallel", "dp", &dp, NULL);
+        sc->min_step_samples = dp; /* every DP rank gets a sample */
+    }
     /* [source.NAME]: weights and holdouts (names borrowed from cfg) */
     size_t n = lt_config_n_named(cfg, "source");
     if (n > 0) {

@@ -260,7 +260,7 @@ static void test_schema_contract_keys(void **state) {
     }
     assert_string_equal(lt_config_find_key("plan", "strategy")->choices,
                         "megatron gpipe seq1f1b chunkflow infinipipe slimpack auto");
-    assert_string_equal(lt_config_find_key("data", "format")->choices, "auto wet jsonl wikixml");
+    assert_string_equal(lt_config_find_key("data", "format")->choices, "auto wet jsonl wikixml parquet");
     assert_string_equal(lt_config_find_key("run", "log_level")->choices, "error warn info debug");
     assert_string_equal(lt_config_find_key("train", "backend")->choices, "cpu cuda");
 }
@@ -598,7 +598,7 @@ static void test_unknown_key(void **state) {
          "did you mean 'plan.context_len'?"},
         /* nothing close: the keys of the section */
         {"[plan]\nzzzzzz = 1\n", "unknown key 'zzzzzz' in section [plan]",
-         "keys of [plan]: strategy global_batch context_len hardware mem seed steps sample_policy chunk_size chunkflow_k seq1f1b_slices infinipipe_slices micropacks dp_merge_margin milp_time_limit milp_gap milp_max_nodes"},
+         "keys of [plan]: strategy global_batch global_batch_tokens context_len hardware mem seed steps sample_policy chunk_size chunkflow_k seq1f1b_slices infinipipe_slices micropacks dp_merge_margin milp_time_limit milp_gap milp_max_nodes"},
         {"[parallel]\nx = 1\n", "unknown key 'x' in section [parallel]",
          "keys of [parallel]: dp pp tp max_cp shard zero1"},
     };
@@ -1020,6 +1020,7 @@ static const char expected_dump[] =
         "[plan]\n"
         "strategy = megatron                     ; from x.ini:2\n"
         "; global_batch =\n"
+        "; global_batch_tokens =\n"
         "context_len = 4K                        ; --set\n"
         "hardware = h200                         ; default\n"
         "; mem =\n"

@@ -961,6 +961,51 @@ static void test_holdout(void **state) {
     lt_corpus_free(c);
 }
 
+static void test_token_budget(void **state) {
+    (void)state;
+    lt_corpus *c = counting_corpus(300); /* lengths 1..300 */
+    const int64_t C = 128, budget = 1000;
+    lt_sampler_config cfg = {.context_len = C, .global_batch = 64, .seed = 11, .policy = LT_SAMPLE_TRUNCATE,
+                             .global_batch_tokens = budget, .min_step_samples = 2};
+    lt_sampler *s = NULL;
+    lt_error err;
+    assert_int_equal(lt_sampler_create(&s, c, &cfg, &err), LT_OK);
+    assert_false(lt_sampler_mixes(s));
+    const uint64_t n = lt_sampler_n_samples(s);
+    uint64_t *count = calloc(n, sizeof *count), drawn = 0;
+    lt_sample out[64], again[64];
+    size_t k, k2;
+    for (uint64_t t = 0; t < 200; t++) {
+        assert_int_equal(lt_sampler_step_n(s, t, out, &k, &err), LT_OK);
+        assert_true(k >= 2 && k <= 64);
+        int64_t tok = 0;
+        for (size_t i = 0; i < k; i++) {
+            tok += out[i].length;
+            count[out[i].id]++;
+            for (size_t j = 0; j < i; j++) assert_int_not_equal(out[i].id, out[j].id);
+        }
+        drawn += k;
+        if (tok > budget || tok <= budget - C) fail_msg("step %" PRIu64 ": %" PRId64 " tokens, budget %" PRId64, t, tok, budget);
+    }
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (uint64_t id = 0; id < n; id++) {
+        lo = count[id] < lo ? count[id] : lo;
+        hi = count[id] > hi ? count[id] : hi;
+    }
+    if (hi - lo > 1) fail_msg("samples drawn %" PRIu64 " to %" PRIu64 " times in %" PRIu64 " draws", lo, hi, drawn);
+    assert_int_equal(lt_sampler_step_n(s, 7, out, &k, &err), LT_OK); /* out of order: the same */
+    lt_sampler *s2 = NULL;
+    assert_int_equal(lt_sampler_create(&s2, c, &cfg, &err), LT_OK);
+    assert_int_equal(lt_sampler_step_n(s2, 7, again, &k2, &err), LT_OK);
+    assert_int_equal(k, k2);
+    for (size_t i = 0; i < k; i++) assert_int_equal(out[i].id, again[i].id);
+    assert_int_equal(lt_sampler_step(s, 0, out, &err), LT_ERR_USAGE);
+    free(count);
+    lt_sampler_free(s);
+    lt_sampler_free(s2);
+    lt_corpus_free(c);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 6 && argc <= 7 && strcmp(argv[1], "--bench") == 0) return bench(argc, argv);
     if (argc >= 2) {
@@ -987,6 +1032,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_mixture_shares_and_epochs),
         cmocka_unit_test(test_mixture_weight_zero_and_errors),
         cmocka_unit_test(test_holdout),
+        cmocka_unit_test(test_token_budget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
