@@ -90,7 +90,9 @@ static const lt_config_key schema[] = {
 
     /* [plan] */
     ENUM("plan", "strategy", "slimpack", "megatron gpipe seq1f1b chunkflow infinipipe slimpack auto", "scheduling strategy; auto = best predicted per batch"),
-    INT("plan", "global_batch", NULL, "1", NULL, "samples per step (over all DP ranks)"),
+    INT("plan", "global_batch", NULL, "1", NULL, "samples per step (over all DP ranks); with global_batch_tokens the most a step holds"),
+    SIZE("plan", "global_batch_tokens", NULL, "1", NULL,
+         "tokens per step: the sampler fills each step to at most this many (at least parallel.dp samples); unset: global_batch samples"),
     SIZE("plan", "context_len", NULL, "1", NULL, "tokens per sample; longer documents are truncated to this"),
     STR("plan", "hardware", "h200", "hardware profile (peak FLOP/s, memory, efficiency curve)"),
     SIZE("plan", "mem", NULL, "1", NULL, "per-GPU memory cap in bytes; unset: the hardware profile's memory"),
