@@ -85,6 +85,7 @@ typedef struct run_settings {
     uint32_t *input_src;  /* per input: its source (index into sources) */
     lt_strlist files;     /* this task's: inputs[task::num_tasks] */
     uint32_t *file_src;   /* per task file: its source */
+    uint32_t *file_rg;    /* per task file: Parquet row groups [file_rg[2i], file_rg[2i+1]); NULL: whole files */
     run_source *sources;
     size_t n_sources;
     bool named;           /* some source has a name: the outputs record them */
@@ -609,6 +610,10 @@ static lt_status read_file(pipeline *pl, file_reader *rd, uint32_t fi, lt_error 
     ropts.format = src->format;
     ropts.field = src->field;
     ropts.skip_ctx = rd;
+    if (pl->rs->file_rg) {
+        ropts.rg_begin = pl->rs->file_rg[2 * fi];
+        ropts.rg_end = pl->rs->file_rg[2 * fi + 1];
+    }
     lt_reader *r = NULL;
     lt_status st = lt_reader_open(&r, path, &ropts, err);
     if (st != LT_OK) {
@@ -922,6 +927,13 @@ static void settings_json(lt_json *j, const run_settings *rs, const lt_tokenizer
         if (rs->named) {
             lt_json_key(j, "source");
             lt_json_string(j, rs->sources[rs->file_src[i]].name);
+        }
+        if (rs->file_rg) { /* a Parquet file split by row groups: this task's share */
+            lt_json_key(j, "row_groups");
+            lt_json_array_begin(j);
+            lt_json_uint(j, rs->file_rg[2 * i]);
+            lt_json_uint(j, rs->file_rg[2 * i + 1]);
+            lt_json_array_end(j);
         }
         lt_json_object_end(j);
     }
@@ -1770,6 +1782,74 @@ static lt_status gather_sources(run_settings *rs, const lt_config *cfg, const lt
     return st;
 }
 
+/* Whether `path` is a Parquet file: its first 4 bytes are "PAR1" (a Parquet file is never
+ * compressed as a whole). */
+static bool is_parquet(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char head[4] = {0};
+    bool yes = f && fread(head, 1, 4, f) == 4 && memcmp(head, "PAR1", 4) == 0;
+    if (f) fclose(f);
+    return yes;
+}
+
+/* With fewer input files than tasks, whole files would leave tasks idle: the work is cut
+ * into units, a Parquet file's row groups one unit each and any other file one unit, and
+ * task I takes the I-th of N contiguous runs of them, [I U / N, (I+1) U / N) - so each
+ * task reads whole row groups, of few files. Without a Parquet file nothing changes
+ * (rs->file_rg stays NULL: the [I::N] split). Only the footers are read, and only when
+ * files < tasks. */
+static lt_status split_row_groups(run_settings *rs, lt_error *err) {
+    size_t nf = rs->inputs.count;
+    uint32_t *groups = lt_calloc_check(nf ? nf : 1, sizeof *groups);
+    bool any = false;
+    uint64_t units = 0;
+    for (size_t i = 0; i < nf; i++) {
+        groups[i] = 1;
+        lt_format f = rs->sources[rs->input_src[i]].format;
+        if (f == LT_FMT_PARQUET || (f == LT_FMT_AUTO && is_parquet(rs->inputs.items[i]))) {
+            uint64_t rows;
+            lt_status st = lt_parquet_row_groups(rs->inputs.items[i], &groups[i], &rows, err);
+            if (st != LT_OK) {
+                free(groups);
+                return st;
+            }
+            any = true;
+        }
+        units += groups[i];
+    }
+    if (!any) {
+        free(groups);
+        return LT_OK;
+    }
+    uint64_t lo = units * rs->task / rs->num_tasks, hi = units * (rs->task + 1) / rs->num_tasks, u = 0;
+    /* a Parquet file without row groups is no unit: the last task takes it whole (its
+     * footer still checked, its stats still counted) */
+    rs->file_src = lt_calloc_check(nf + 1, sizeof *rs->file_src);
+    rs->file_rg = lt_calloc_check(2 * (nf + 1), sizeof *rs->file_rg);
+    for (size_t i = 0; i < nf; i++) {
+        uint64_t b = u > lo ? u : lo, e = u + groups[i] < hi ? u + groups[i] : hi;
+        if (b < e) { /* this task's units of file i: its row groups [b - u, e - u) */
+            size_t k = rs->files.count;
+            rs->file_src[k] = rs->input_src[i];
+            rs->file_rg[2 * k] = (uint32_t)(b - u);
+            rs->file_rg[2 * k + 1] = (uint32_t)(e - u);
+            lt_strlist_push(&rs->files, rs->inputs.items[i]);
+        }
+        else if (groups[i] == 0 && rs->task + 1 == rs->num_tasks) {
+            size_t k = rs->files.count;
+            rs->file_src[k] = rs->input_src[i];
+            rs->file_rg[2 * k] = rs->file_rg[2 * k + 1] = 0; /* [0, to the last): none */
+            lt_strlist_push(&rs->files, rs->inputs.items[i]);
+        }
+        u += groups[i];
+    }
+    LT_INFO("%zu input file%s for %" PRIu32 " tasks: Parquet files split by row groups (%" PRIu64 " units); task %" PRIu32
+            " takes units [%" PRIu64 ", %" PRIu64 ")",
+            nf, nf == 1 ? "" : "s", rs->num_tasks, units, rs->task, lo, hi);
+    free(groups);
+    return LT_OK;
+}
+
 int run_command(lt_cli_ctx *ctx) {
     run_settings rs;
     memset(&rs, 0, sizeof rs);
@@ -1898,12 +1978,18 @@ int run_command(lt_cli_ctx *ctx) {
         st = gather_sources(&rs, cfg, &args, n_named, &err);
         if (st != LT_OK) rc = lt_error_exit(&err);
     }
-    if (!rc) {
+    if (!rc && rs.inputs.count < rs.num_tasks) {
+        st = split_row_groups(&rs, &err); /* fewer files than tasks: Parquet files by row groups */
+        if (st != LT_OK) rc = lt_error_exit(&err);
+    }
+    if (!rc && !rs.file_rg) {
         rs.file_src = lt_calloc_check(rs.inputs.count / rs.num_tasks + 1, sizeof *rs.file_src);
         for (size_t i = rs.task; i < rs.inputs.count; i += rs.num_tasks) {
             rs.file_src[rs.files.count] = rs.input_src[i];
             lt_strlist_push(&rs.files, rs.inputs.items[i]);
         }
+    }
+    if (!rc) {
         if (rs.files.count == 0)
             LT_WARN("task %" PRIu32 " of %" PRIu32 " has no input file (%zu inputs): it writes an empty shard",
                     rs.task, rs.num_tasks, rs.inputs.count);
@@ -1915,6 +2001,7 @@ int run_command(lt_cli_ctx *ctx) {
     lt_strlist_free(&rs.files);
     free(rs.input_src);
     free(rs.file_src);
+    free(rs.file_rg);
     free(rs.sources);
     free(out_default);
     return rc;
