@@ -29,7 +29,7 @@ static const lt_cli_command commands[] = {
      "                       scanner (same ids; for checking)\n",
      encode_command},
     {"run",
-     "--input PATH... --encoding NAME --out DIR [--format auto|wet|jsonl|wikixml] [--field KEY]\n"
+     "--input PATH... --encoding NAME --out DIR [--format auto|wet|jsonl|wikixml|parquet] [--field KEY]\n"
      "        [--task-id I --num-tasks N] [--threads T] [--eos none|append] [--force] [--allow-damaged]",
      "tokenize task I of N of a corpus into a zstd token shard, an index and stats",
      "Task I of N takes the files [I::N] of the sorted input list (files, directories, globs,\n"

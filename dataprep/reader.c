@@ -3,8 +3,8 @@
  * and detection, opening the decompressing source, and what every document gets whatever
  * its format — UTF-8 repair, truncation at a code point boundary, the statistics.
  *
- * The backends (reader_wet.c, reader_jsonl.c, reader_wikixml.c) only frame records (and
- * report the records they skip through reader_skip.c, below them and this file); they
+ * The backends (reader_wet.c, reader_jsonl.c, reader_wikixml.c, reader_parquet.c) only frame
+ * records (and report the records they skip through reader_skip.c, below them and this file); they
  * hand back raw bytes, which may be invalid UTF-8 and longer than the cap (by at most a few
  * bytes when they streamed the rest away: then they set orig_bytes). Here the document is
  * repaired and cut in one pass so that the rule is the same for all formats:
@@ -61,12 +61,13 @@ const char *lt_format_name(lt_format f) {
     case LT_FMT_WET: return "wet";
     case LT_FMT_JSONL: return "jsonl";
     case LT_FMT_WIKIXML: return "wikixml";
+    case LT_FMT_PARQUET: return "parquet";
     }
     return "unknown";
 }
 
 lt_status lt_format_parse(const char *name, lt_format *out) {
-    static const lt_format all[] = {LT_FMT_AUTO, LT_FMT_WET, LT_FMT_JSONL, LT_FMT_WIKIXML};
+    static const lt_format all[] = {LT_FMT_AUTO, LT_FMT_WET, LT_FMT_JSONL, LT_FMT_WIKIXML, LT_FMT_PARQUET};
     for (size_t i = 0; name != NULL && i < sizeof all / sizeof all[0]; i++) {
         if (strcmp(name, lt_format_name(all[i])) == 0) {
             *out = all[i];
@@ -85,6 +86,7 @@ const char *lt_skip_reason_key(lt_skip_reason r) {
     case LT_SKIP_BAD_RECORD: return "bad_record";
     case LT_SKIP_LENGTH_OVERRUN: return "length_overrun";
     case LT_SKIP_BAD_PAGE: return "bad_page";
+    case LT_SKIP_NULL_VALUE: return "null_value";
     case LT_SKIP_N_REASONS: break;
     }
     return "unknown";
@@ -113,12 +115,15 @@ static lt_format detect_by_name(const char *path) {
     if (ends_with(base, n, ".wet") || ends_with(base, n, ".warc")) return LT_FMT_WET;
     if (ends_with(base, n, ".xml")) return LT_FMT_WIKIXML;
     if (ends_with(base, n, ".jsonl") || ends_with(base, n, ".json")) return LT_FMT_JSONL;
+    if (ends_with(base, n, ".parquet")) return LT_FMT_PARQUET;
     return LT_FMT_AUTO;
 }
 
 lt_format lt_format_detect(const char *path, const char *head, size_t head_len) {
     size_t i = 0;
     if (head != NULL) {
+        /* Parquet's magic (parquet-format README.md "File Format"): never after a BOM */
+        if (head_len >= 4 && memcmp(head, "PAR1", 4) == 0) return LT_FMT_PARQUET;
         if (head_len >= 3 && memcmp(head, "\xEF\xBB\xBF", 3) == 0) i = 3; /* UTF-8 BOM */
         while (i < head_len && (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' || head[i] == '\n')) i++;
         if (i < head_len) {
@@ -137,14 +142,15 @@ static const lt_reader_backend *backend_for(lt_format f) {
     case LT_FMT_WET: return &lt_reader_backend_wet;
     case LT_FMT_JSONL: return &lt_reader_backend_jsonl;
     case LT_FMT_WIKIXML: return &lt_reader_backend_wikixml;
+    case LT_FMT_PARQUET: return &lt_reader_backend_parquet;
     case LT_FMT_AUTO: break;
     }
     return NULL;
 }
 
-/* Take ownership of `src` (closed on failure). */
-static lt_status reader_start(lt_reader **out, lt_src *src, const char *path, const lt_reader_opts *opts,
-                              lt_error *err) {
+/* Take ownership of `src` (closed on failure). mem: lt_reader_open_mem's buffer (or NULL). */
+static lt_status reader_start(lt_reader **out, lt_src *src, const char *path, const void *mem, size_t mem_len,
+                              const lt_reader_opts *opts, lt_error *err) {
     lt_reader *r = lt_calloc_check(1, sizeof *r);
     if (opts != NULL) r->opts = *opts;
     r->field = lt_strdup_check(r->opts.field != NULL ? r->opts.field : "text");
@@ -155,6 +161,8 @@ static lt_status reader_start(lt_reader **out, lt_src *src, const char *path, co
     r->core.opts = &r->opts;
     r->core.stats = &r->stats;
     r->core.path = r->path;
+    r->core.mem = mem;
+    r->core.mem_len = mem_len;
 
     lt_status st = LT_OK;
     r->format = r->opts.format;
@@ -165,10 +173,18 @@ static lt_status reader_start(lt_reader **out, lt_src *src, const char *path, co
         r->format = lt_format_detect(path, head, got);
         if (r->format == LT_FMT_AUTO) {
             st = lt_fail(err, LT_ERR_INPUT, path, "cannot tell the format of this file");
-            lt_error_hint(err, "it does not start like WET (WARC/), JSONL ({) or wiki XML (<) and its name "
-                               "does not end in .wet, .jsonl, .json or .xml; pass --format wet|jsonl|wikixml");
+            lt_error_hint(err, "it does not start like Parquet (PAR1), WET (WARC/), JSONL ({) or wiki XML (<) and "
+                               "its name does not end in .parquet, .wet, .jsonl, .json or .xml; pass --format "
+                               "parquet|wet|jsonl|wikixml");
             goto fail;
         }
+    }
+    if (r->format == LT_FMT_PARQUET && lt_src_codec(src) != LT_CODEC_NONE) {
+        /* read by offset from the file itself: a compressed whole cannot be */
+        st = lt_fail(err, LT_ERR_INPUT, path, "a Parquet file compressed as a whole (%s)",
+                     lt_codec_name(lt_src_codec(src)));
+        lt_error_hint(err, "decompress it first; Parquet compresses its pages itself (snappy, zstd, gzip)");
+        goto fail;
     }
     r->backend = backend_for(r->format);
     if (r->backend == NULL) {
@@ -191,7 +207,7 @@ lt_status lt_reader_open(lt_reader **out, const char *path, const lt_reader_opts
     lt_src *src;
     lt_status st = lt_src_open(&src, path, err);
     if (st != LT_OK) return st;
-    return reader_start(out, src, path, opts, err);
+    return reader_start(out, src, path, NULL, 0, opts, err);
 }
 
 lt_status lt_reader_open_mem(lt_reader **out, const void *data, size_t len, const char *name,
@@ -200,7 +216,7 @@ lt_status lt_reader_open_mem(lt_reader **out, const void *data, size_t len, cons
     lt_src *src;
     lt_status st = lt_src_open_mem(&src, data, len, name, err);
     if (st != LT_OK) return st;
-    return reader_start(out, src, name ? name : "", opts, err);
+    return reader_start(out, src, name ? name : "", data != NULL ? data : "", len, opts, err);
 }
 
 void lt_reader_close(lt_reader *r) {

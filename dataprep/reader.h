@@ -12,9 +12,14 @@
  *   wikixml  MediaWiki pages-articles XML (plain/.bz2 multistream); namespace 0 pages
  *            that are not redirects; wikitext converted to plain text (dataprep/wikitext.h);
  *            locator id = "page=ID", name = the page title.
- * LT_FMT_AUTO decides from the decompressed content's first bytes ("WARC/" -> wet, "<" ->
- * wikixml, "{" or whitespace then "{" -> jsonl) and falls back to the file name
- * (.wet, .xml, .jsonl/.json); lt_format_detect() says which and why.
+ *   parquet  Apache Parquet (never compressed as a whole; its pages may be): the string
+ *            column opts.field of every row group (or of [rg_begin, rg_end)); a row is a
+ *            record, a null value a skipped one (null_value); locator id = "row=N"
+ *            (1-based in the file), name empty. Read by offset (the footer is at the end),
+ *            not through lt_src (dataprep/parquet.h).
+ * LT_FMT_AUTO decides from the decompressed content's first bytes ("PAR1" -> parquet,
+ * "WARC/" -> wet, "<" -> wikixml, "{" or whitespace then "{" -> jsonl) and falls back to
+ * the file name (.parquet, .wet, .xml, .jsonl/.json); lt_format_detect() says which and why.
  *
  * Every document returned is valid UTF-8: invalid bytes are replaced by U+FFFD per maximal
  * invalid subsequence (Python's errors="replace"), counted in doc->utf8_replacements.
@@ -43,9 +48,9 @@
 #include "dataprep/source.h" /* lt_src */
 #include "lib/error.h"       /* lt_status, lt_error */
 
-typedef enum lt_format { LT_FMT_AUTO, LT_FMT_WET, LT_FMT_JSONL, LT_FMT_WIKIXML } lt_format;
+typedef enum lt_format { LT_FMT_AUTO, LT_FMT_WET, LT_FMT_JSONL, LT_FMT_WIKIXML, LT_FMT_PARQUET } lt_format;
 
-const char *lt_format_name(lt_format f);                  /* "auto", "wet", "jsonl", "wikixml" */
+const char *lt_format_name(lt_format f);                  /* "auto", "wet", "jsonl", "wikixml", "parquet" */
 lt_status lt_format_parse(const char *name, lt_format *out); /* inverse; LT_ERR_USAGE if unknown */
 
 /* Decide the format of a stream from its first decompressed bytes `head` and the file
@@ -61,6 +66,7 @@ typedef enum lt_skip_reason {
     LT_SKIP_BAD_RECORD,    /* "bad_record": malformed WARC header / record framing */
     LT_SKIP_LENGTH_OVERRUN,/* "length_overrun": Content-Length beyond the next record/EOF */
     LT_SKIP_BAD_PAGE,      /* "bad_page": a wiki <page> without id or text */
+    LT_SKIP_NULL_VALUE,    /* "null_value": a Parquet row whose column value is null */
     LT_SKIP_N_REASONS
 } lt_skip_reason;
 const char *lt_skip_reason_key(lt_skip_reason r);
@@ -69,11 +75,14 @@ typedef void (*lt_skip_fn)(void *ctx, const char *where, lt_skip_reason reason, 
 
 typedef struct lt_reader_opts {
     lt_format format;     /* LT_FMT_AUTO: detect per file */
-    const char *field;    /* JSONL text member; NULL = "text" */
+    const char *field;    /* JSONL text member, Parquet column; NULL = "text" */
     size_t max_doc_bytes; /* truncation cap (data.max_doc_bytes); 0 = 64 MiB.  A JSONL line
                              longer than 2 x max_doc_bytes + 1 MiB is skipped (line_too_long) */
     lt_skip_fn on_skip;   /* may be NULL */
     void *skip_ctx;
+    uint32_t rg_begin, rg_end; /* Parquet: read row groups [rg_begin, rg_end) only (rg_end 0:
+                                  to the last); rows keep their numbers in the file. A split
+                                  comes from lt_parquet_row_groups(); other formats ignore it */
 } lt_reader_opts;
 
 typedef struct lt_doc {
@@ -117,6 +126,11 @@ const lt_reader_stats *lt_reader_get_stats(const lt_reader *r);
 const lt_src *lt_reader_source(const lt_reader *r);   /* progress: raw offset / size */
 void lt_reader_close(lt_reader *r);                    /* NULL-safe */
 
+/* A Parquet file's row groups and rows, from its footer only (to split a file between
+ * tasks by whole row groups: lt_reader_opts.rg_begin/rg_end). A damaged footer is
+ * LT_ERR_INPUT, an unreadable file LT_ERR_IO. (dataprep/reader_parquet.c) */
+lt_status lt_parquet_row_groups(const char *path, uint32_t *n_groups, uint64_t *n_rows, lt_error *err);
+
 /* ---- record-parallel decoding (JSONL) ------------------------------------------------
  * A JSONL line is a record on its own, so the thread that owns the reader need only cut the
  * stream into lines (a memchr), while turning a line into a document (JSON decoding,
@@ -158,6 +172,9 @@ typedef struct lt_reader_core {
     const lt_reader_opts *opts;
     lt_reader_stats *stats;
     const char *path;         /* for messages */
+    const void *mem;          /* lt_reader_open_mem's buffer, NULL for a file: for a backend that
+                                 reads by offset (parquet) rather than through src */
+    size_t mem_len;
 } lt_reader_core;
 
 /* A backend yields raw documents (text may be invalid UTF-8 and longer than the cap only
@@ -177,6 +194,7 @@ typedef struct lt_reader_backend {
 extern const lt_reader_backend lt_reader_backend_wet;     /* dataprep/reader_wet.c */
 extern const lt_reader_backend lt_reader_backend_jsonl;   /* dataprep/reader_jsonl.c */
 extern const lt_reader_backend lt_reader_backend_wikixml; /* dataprep/reader_wikixml.c */
+extern const lt_reader_backend lt_reader_backend_parquet; /* dataprep/reader_parquet.c */
 
 /* The JSONL backend's two steps (reader_jsonl.c): cut the next line of the backend state,
  * decode a line with a JSON reader and an id buffer of the caller's (any thread). */

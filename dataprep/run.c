@@ -221,6 +221,7 @@ typedef struct file_result {
     bool damaged;
     char damage_where[LT_ERROR_WHERE_MAX];
     char damage_what[LT_ERROR_WHAT_MAX];
+    char damage_hint[LT_ERROR_HINT_MAX]; /* the reader's hint, if any (a Parquet column to read) */
     uint64_t tokens;               /* filled by the writer */
 } file_result;
 
@@ -617,10 +618,11 @@ static lt_status read_file(pipeline *pl, file_reader *rd, uint32_t fi, lt_error 
     lt_reader *r = NULL;
     lt_status st = lt_reader_open(&r, path, &ropts, err);
     if (st != LT_OK) {
-        if (st == LT_ERR_INPUT) { /* cannot tell the format, not compressed as named, ... */
+        if (st == LT_ERR_INPUT) { /* cannot tell the format, not compressed as named, no such column ... */
             fr->damaged = true;
             snprintf(fr->damage_where, sizeof fr->damage_where, "%s", err->where[0] ? err->where : path);
             snprintf(fr->damage_what, sizeof fr->damage_what, "%s", err->what);
+            snprintf(fr->damage_hint, sizeof fr->damage_hint, "%s", err->hint);
             lt_error_clear(err);
             return LT_OK;
         }
@@ -1242,8 +1244,9 @@ static void field_hint(const pipeline *pl, const run_settings *rs, size_t fi, ch
 }
 
 /* What a task read must be worth keeping: no file whose records were all skipped, no
- * source without a document, at most max_skipped_share of the records skipped. Each
- * problem is reported; the status names the first. */
+ * source without a document, at most max_skipped_share of the records skipped (Parquet
+ * nulls, text that is missing rather than broken, do not count there). Each problem is
+ * reported; the status names the first. */
 static lt_status check_yield(const pipeline *pl, const run_settings *rs, lt_error *err) {
     lt_status st = LT_OK;
     size_t problems = 0;
@@ -1258,7 +1261,7 @@ static lt_status check_yield(const pipeline *pl, const run_settings *rs, lt_erro
             if (fr->stats.skipped[r] > fr->stats.skipped[top]) top = r;
         }
         records += fr->stats.records;
-        skipped += sk;
+        skipped += sk - fr->stats.skipped[LT_SKIP_NULL_VALUE]; /* a null is missing text, not a bad record */
         if (!fr->read || fr->damaged || fr->stats.docs > 0 || sk == 0) continue;
         char hint[LT_ERROR_HINT_MAX];
         field_hint(pl, rs, i, hint, sizeof hint);
@@ -1289,6 +1292,7 @@ static lt_status check_yield(const pipeline *pl, const run_settings *rs, lt_erro
     }
     if (st == LT_OK && records > 0 && (double)skipped > rs->max_skipped_share * (double)records) {
         int top = 0;
+        by_reason[LT_SKIP_NULL_VALUE] = 0;
         for (int r = 1; r < LT_SKIP_N_REASONS; r++)
             if (by_reason[r] > by_reason[top]) top = r;
         st = lt_fail(err, LT_ERR_INPUT, rs->out_dir,
@@ -1558,7 +1562,8 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
         /* The documents before the damage are in the shard, but the task is not done. */
         for (size_t i = 0; i < rs->files.count; i++)
             if (pl.results[i].damaged)
-                lt_report(pl.results[i].damage_where, NULL, "damaged input: %s", pl.results[i].damage_what);
+                lt_report(pl.results[i].damage_where, pl.results[i].damage_hint[0] ? pl.results[i].damage_hint : NULL,
+                          "damaged input: %s", pl.results[i].damage_what);
         st = lt_fail(err, LT_ERR_INPUT, rs->out_dir,
                      "%zu damaged input file%s; the documents before the damage are in the shard, the task is not "
                      "marked done",
@@ -1895,7 +1900,7 @@ int run_command(lt_cli_ctx *ctx) {
     /* format, field, encoding */
     if (!format) format = lt_config_get_string(cfg, "data", "format");
     if (!rc && lt_format_parse(format ? format : "auto", &rs.format) != LT_OK) {
-        rc = lt_cli_usage(ctx, "unknown --format '%.100s' (auto, wet, jsonl or wikixml)", format);
+        rc = lt_cli_usage(ctx, "unknown --format '%.100s' (auto, wet, jsonl, wikixml or parquet)", format);
     }
     if (!rs.field) rs.field = lt_config_get_string(cfg, "data", "field");
     if (!rs.field) rs.field = "text";

@@ -43,8 +43,8 @@ static const lt_config_key schema[] = {
 
     /* [data] */
     STR("data", "input", NULL, "corpus files: whitespace-separated paths, directories or globs"),
-    ENUM("data", "format", "auto", "auto wet jsonl wikixml", "input format; auto decides from each file's name and content"),
-    STR("data", "field", "text", "JSONL field holding the document text"),
+    ENUM("data", "format", "auto", "auto wet jsonl wikixml parquet", "input format; auto decides from each file's name and content"),
+    STR("data", "field", "text", "JSONL field or Parquet column holding the document text"),
     STR("data", "encoding", "cl100k_base", "tokenizer: NAME.tiktoken + NAME.json found in the vocab search path"),
     STR("data", "vocab_dir", NULL, "directory searched first for encoding files (then $LONGTAIL_VOCAB_DIR, then the installed data)"),
     STR("data", "out_dir", NULL, "where shards, index and stats go; unset: WORK_DIR/NAME/data"),

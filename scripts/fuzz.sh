@@ -6,7 +6,7 @@
 #
 # TARGETs: fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode
 # fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware fuzz_planstore
-# fuzz_safetensors fuzz_slurm (default: all). Each target is compiled
+# fuzz_safetensors fuzz_slurm fuzz_parquet (default: all). Each target is compiled
 # with clang (-fsanitize=fuzzer,address,undefined) into DIR (default _build/fuzz, or
 # $LONGTAIL_FUZZ_BUILD_DIR), then
 #   default     fuzzed for N seconds (default 30) on DIR/corpus/TARGET, a copy of the seeds
@@ -25,11 +25,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALL_TARGETS=(fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode
   fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware fuzz_planstore
-  fuzz_safetensors fuzz_slurm)
+  fuzz_safetensors fuzz_slurm fuzz_parquet)
 
 TOKENIZER_SOURCES="dataprep/tokenizer.c dataprep/pretok.c dataprep/unicode_tables.c lib/json.c \
 lib/error.c lib/files.c lib/strlist.c lib/sha256.c lib/log.c"
 READER_SOURCES="dataprep/reader.c dataprep/reader_wet.c dataprep/reader_jsonl.c dataprep/reader_wikixml.c dataprep/reader_skip.c \
+dataprep/reader_parquet.c dataprep/parquet.c dataprep/parquet_thrift.c \
 dataprep/wikitext.c dataprep/source.c lib/json.c lib/error.c"
 # The library sources each target links (relative to ROOT).
 target_sources() {
@@ -40,7 +41,7 @@ target_sources() {
     fuzz_jsondoc) echo "lib/json.c lib/error.c tests/testutil.c" ;;
     fuzz_pretok) echo "dataprep/pretok.c dataprep/unicode_tables.c lib/json.c lib/error.c" ;;
     fuzz_vocab | fuzz_encode) echo "$TOKENIZER_SOURCES" ;;
-    fuzz_wet | fuzz_jsonl_reader | fuzz_wikixml) echo "$READER_SOURCES" ;;
+    fuzz_wet | fuzz_jsonl_reader | fuzz_wikixml | fuzz_parquet) echo "$READER_SOURCES" ;;
     fuzz_wikitext) echo "dataprep/wikitext.c lib/error.c" ;;
     fuzz_index) echo "dataprep/shard.c lib/error.c lib/files.c lib/sha256.c lib/strlist.c" ;;
     fuzz_hardware) echo "plans/cost/hardware.c plans/batches/lengths.c lib/error.c lib/strutil.c lib/files.c lib/strlist.c" ;;
@@ -60,6 +61,7 @@ target_max_len() {
     fuzz_config) echo 12000 ;;
     fuzz_vocab) echo 8192 ;;
     fuzz_encode) echo 16384 ;;
+    fuzz_parquet) echo 16384 ;;
     *) echo 4096 ;;
   esac
 }
@@ -150,7 +152,7 @@ build_target() {
       fi
       read -r -a extra <<<"$(pkg-config --cflags --libs libpcre2-8) -DLT_FUZZ_VOCAB_DIR=\"$ROOT/data/vocab\" -lpthread"
       ;;
-    fuzz_wet | fuzz_jsonl_reader | fuzz_wikixml) extra=(-lz -lzstd -lbz2 -lexpat) ;;
+    fuzz_wet | fuzz_jsonl_reader | fuzz_wikixml | fuzz_parquet) extra=(-lz -lzstd -lbz2 -lexpat -lsnappy) ;;
     fuzz_index) extra=(-lzstd -lxxhash -lpthread) ;;
     fuzz_planstore)
       # store.c includes buildconfig.h (configure's) for PACKAGE_VERSION: a stand-in

@@ -404,7 +404,13 @@ def test_bad(tmp):
 
     rc, err, st, _ = one("empty.jsonl")
     check(rc == 0 and st["documents"] == 0, "bad empty.jsonl: rc %d" % rc)
+    # 4 of its 8 records (one blank) are bad: more than data.max_skipped_share (1 %) fails the task ...
     rc, err, st, out = one("mixed-lines.jsonl")
+    check(rc == 1 and "4 of 8 records skipped" in err and "max_skipped_share" in err
+          and not os.path.exists(os.path.join(out, "task-00000.done")),
+          "bad mixed-lines: over max_skipped_share: rc %d, %s" % (rc, err[-300:]))
+    # ... and with the share raised, the good records are kept
+    rc, err, st, out = one("mixed-lines.jsonl", "--set", "data.max_skipped_share=0.9")
     lines = open(os.path.join(bad, "mixed-lines.jsonl"), "rb").read().split(b"\n")
     good = len(jsonl_docs(os.path.join(bad, "mixed-lines.jsonl"), "text"))
     nonblank = sum(1 for l in lines if l.strip())

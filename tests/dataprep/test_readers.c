@@ -970,15 +970,16 @@ static void test_jsonl_compressed_and_damaged(void **state) {
 static void test_format_names_and_keys(void **state) {
     (void)state;
     lt_format f;
-    const lt_format all[] = {LT_FMT_AUTO, LT_FMT_WET, LT_FMT_JSONL, LT_FMT_WIKIXML};
-    for (size_t i = 0; i < 4; i++) {
+    const lt_format all[] = {LT_FMT_AUTO, LT_FMT_WET, LT_FMT_JSONL, LT_FMT_WIKIXML, LT_FMT_PARQUET};
+    for (size_t i = 0; i < 5; i++) {
         assert_int_equal(lt_format_parse(lt_format_name(all[i]), &f), LT_OK);
         assert_int_equal(f, all[i]);
     }
     assert_int_equal(lt_format_parse("json", &f), LT_ERR_USAGE);
     assert_int_equal(lt_format_parse(NULL, &f), LT_ERR_USAGE);
     const char *keys[] = {"bad_json", "missing_field", "field_not_string", "line_too_long",
-                          "bad_record", "length_overrun", "bad_page"};
+                          "bad_record", "length_overrun", "bad_page", "null_value"};
+    assert_int_equal(sizeof keys / sizeof keys[0], LT_SKIP_N_REASONS);
     for (int r = 0; r < LT_SKIP_N_REASONS; r++) assert_string_equal(lt_skip_reason_key((lt_skip_reason)r), keys[r]);
 }
 
@@ -990,6 +991,10 @@ static void test_detection(void **state) {
     assert_int_equal(lt_format_detect("x", "{\"a\":1}", 7), LT_FMT_JSONL);
     assert_int_equal(lt_format_detect("x", " \r\n\t{", 5), LT_FMT_JSONL);
     assert_int_equal(lt_format_detect("x", "\xEF\xBB\xBF{", 4), LT_FMT_JSONL);
+    assert_int_equal(lt_format_detect("x", "PAR1\x15\x04", 6), LT_FMT_PARQUET);
+    assert_int_equal(lt_format_detect("x.jsonl", "PAR1", 4), LT_FMT_PARQUET); /* content first */
+    assert_int_equal(lt_format_detect("x", " PAR1", 5), LT_FMT_AUTO);        /* the magic is at byte 0 */
+    assert_int_equal(lt_format_detect("d/train-00000-of-00002.parquet", "", 0), LT_FMT_PARQUET);
     assert_int_equal(lt_format_detect("x", "hello", 5), LT_FMT_AUTO);
     assert_int_equal(lt_format_detect("x", "", 0), LT_FMT_AUTO);
     assert_int_equal(lt_format_detect(NULL, NULL, 0), LT_FMT_AUTO);
