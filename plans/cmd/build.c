@@ -170,6 +170,32 @@ static void report_mixture(const build_state *b, const lt_sampler_config *sc, lt
     }
 }
 
+/* The documents' named sources as ranges of each task's documents (plans-schema.md,
+ * source_ranges): the runs of one source in corpus order, cut at task boundaries. */
+static lt_status store_sources(lt_store *store, const lt_corpus *c, lt_error *err) {
+    lt_store_source_range *r = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t nd = lt_corpus_n_docs(c);
+    for (uint64_t d = 0; d < nd; d++) {
+        uint32_t task, src = lt_corpus_doc_source(c, d);
+        uint64_t doc;
+        lt_corpus_doc_ref(c, d, &task, &doc);
+        const char *name = lt_corpus_source_name(c, src);
+        if (n > 0 && r[n - 1].task == task && r[n - 1].doc_end == doc && r[n - 1].source == name) {
+            r[n - 1].doc_end++;
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            r = lt_realloc_check(r, cap * sizeof *r);
+        }
+        r[n++] = (lt_store_source_range){task, doc, doc + 1, name};
+    }
+    lt_status st = lt_store_put_sources(store, r, n, err);
+    free(r);
+    return st;
+}
+
 /* Fill the run description (strings borrowed from cfg, or static; freed by nobody). */
 static void run_info_of(lt_run_info *r, const lt_config *cfg, const lt_plan_config *pc, const lt_strategies *pl,
                         char *config_text, char *fingerprint, const char *input, const lt_sampler_config *sc,
@@ -245,6 +271,7 @@ int build_command(lt_cli_ctx *ctx) {
     run_info_of(&run, cfg, &pc, planner, config_text, fingerprint, a.data ? a.data : a.lengths, &sc,
                 lt_sampler_n_samples(sampler));
     if ((st = lt_store_begin(&store, a.db, &run, !a.no_timings, &err)) != LT_OK) goto out;
+    if ((st = store_sources(store, corpus, &err)) != LT_OK) goto out;
 
     /* Resume: plan only the steps the file does not hold yet. */
     todo = lt_malloc_check((size_t)steps * sizeof *todo);

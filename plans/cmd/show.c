@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "lib/cli.h"              /* lt_cli_ctx, lt_cli_option_value, lt_cli_usage */
+#include "lib/config.h"           /* lt_config_load_string: the run's stored config */
+#include "lib/model.h"            /* lt_model_from_config, lt_model_forward_flops */
 #include "lib/log.h"              /* lt_log_enabled */
 #include "lib/progress.h"         /* lt_progress_* */
 #include "lib/strutil.h"          /* lt_parse_int64 */
@@ -49,6 +51,55 @@ static int parse_args(lt_cli_ctx *ctx, show_args *a, bool show) {
     return 0;
 }
 
+/* The step's samples, tokens and forward FLOPs (the run's model, from its stored config) of
+ * each named source, when the run's documents have more than one source or a named one. */
+static lt_status print_sources(lt_store *st, uint64_t step, const lt_step_plan *plan, const lt_sample *samples,
+                               lt_error *err) {
+    char **names = NULL;
+    uint32_t *src = NULL;
+    size_t n_names = 0, n = 0;
+    lt_status s = lt_store_sample_sources(st, step, &names, &n_names, &src, &n, err);
+    if (s != LT_OK) return s;
+    bool named = n_names > 1 || (n_names == 1 && names[0][0]);
+    lt_model_shape m;
+    bool have_model = false;
+    lt_run_info run;
+    if (named && n == plan->n_samples && lt_store_run_info(st, &run, NULL) == LT_OK) {
+        lt_config *cfg = lt_config_new();
+        have_model = cfg && lt_config_load_string(cfg, run.config, "the run's config", NULL) == LT_OK &&
+                     lt_model_from_config(cfg, NULL, &m, NULL) == LT_OK;
+        lt_config_free(cfg);
+        lt_run_info_free(&run);
+    }
+    if (named && n == plan->n_samples) {
+        double tot_tok = 0, tot_fl = 0;
+        double *tok = lt_calloc_check(n_names, sizeof *tok), *fl = lt_calloc_check(n_names, sizeof *fl);
+        uint64_t *cnt = lt_calloc_check(n_names, sizeof *cnt);
+        for (size_t i = 0; i < n; i++) {
+            double len = (double)samples[i].length, f = have_model ? lt_model_forward_flops(&m, len) : 0;
+            cnt[src[i]]++;
+            tok[src[i]] += len;
+            fl[src[i]] += f;
+            tot_tok += len;
+            tot_fl += f;
+        }
+        printf("sources of step %" PRIu64 ":\n", step);
+        for (size_t k = 0; k < n_names; k++) {
+            printf("  %-16s %6" PRIu64 " samples %12.0f tokens (%5.1f %%)", names[k][0] ? names[k] : "(data.input)",
+                   cnt[k], tok[k], tot_tok > 0 ? 100.0 * tok[k] / tot_tok : 0.0);
+            if (have_model) printf(" %11.3e fwd FLOPs (%5.1f %%)", fl[k], tot_fl > 0 ? 100.0 * fl[k] / tot_fl : 0.0);
+            printf("\n");
+        }
+        free(tok);
+        free(fl);
+        free(cnt);
+    }
+    for (size_t k = 0; k < n_names; k++) free(names[k]);
+    free(names);
+    free(src);
+    return LT_OK;
+}
+
 int show_command(lt_cli_ctx *ctx) {
     show_args a;
     int rc = parse_args(ctx, &a, true);
@@ -70,6 +121,7 @@ int show_command(lt_cli_ctx *ctx) {
     if (s == LT_OK) s = lt_store_get_step(st, (uint64_t)step, &plan, &samples, &err);
     if (s == LT_OK) {
         lt_plan_print(stdout, &plan, samples, (int)width);
+        s = print_sources(st, (uint64_t)step, &plan, samples, &err);
         if (fflush(stdout) != 0 || ferror(stdout)) s = lt_fail(&err, LT_ERR_IO, "stdout", "cannot write the plan");
     }
     free(samples);

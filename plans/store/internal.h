@@ -12,6 +12,7 @@
  *                over the target), open / close, the run row; the prepared statements
  *                and the error helpers the files above share
  *   measured.c   the trainer's measured times (lt_store_put_measured)
+ *   sources.c    the documents' named sources (lt_store_put_sources, lt_store_sample_sources)
  *   config.c     whether a stored run is the run a build resumes (the configs compared)
  *   schema.c     the tables and views, their migrations, the schema version check
  */

@@ -199,13 +199,39 @@ static const char schema_v4[] =
     "ALTER TABLE dp_merges ADD COLUMN reason TEXT NOT NULL DEFAULT 'flops'\n"
     "  CHECK (reason = 'flops' OR reason = 'memory');\n";
 
+/* Version 5 (issue 32, named sources mixed by weight): source_ranges, the documents of
+ * each named source ([source.NAME]; '' the unnamed data.input) as ranges [doc_begin,
+ * doc_end) of a dataprep task, written once per run; sample_sources gives each sample of
+ * a step its source (the range holding its document: an index seek on the key), and
+ * step_sources the samples and tokens of each source in each step. */
+static const char schema_v5[] =
+    "CREATE TABLE source_ranges (\n"
+    "  run_id INTEGER NOT NULL,\n"
+    "  task INTEGER NOT NULL CHECK (task >= 0),\n"
+    "  doc_begin INTEGER NOT NULL CHECK (doc_begin >= 0),\n"
+    "  doc_end INTEGER NOT NULL CHECK (doc_end > doc_begin),\n"
+    "  source TEXT NOT NULL,\n"
+    "  PRIMARY KEY (run_id, task, doc_begin),\n"
+    "  FOREIGN KEY (run_id) REFERENCES runs (run_id)\n"
+    ") STRICT, WITHOUT ROWID;\n"
+    "CREATE VIEW sample_sources AS\n"
+    "  SELECT s.run_id, s.step, s.idx, s.sample_id, s.length, s.dp_rank, s.task, s.doc,\n"
+    "         (SELECT r.source FROM source_ranges AS r\n"
+    "          WHERE r.run_id = s.run_id AND r.task = s.task AND r.doc_begin <= s.doc AND r.doc_end > s.doc\n"
+    "          ORDER BY r.doc_begin DESC LIMIT 1) AS source\n"
+    "  FROM step_samples AS s;\n"
+    "CREATE VIEW step_sources AS\n"
+    "  SELECT run_id, step, source, count(*) AS n_samples, sum(length) AS n_tokens\n"
+    "  FROM sample_sources GROUP BY run_id, step, source;\n";
+
 /* Migration 0 (to version 1) does nothing, migration 1 creates the version-2 schema,
- * migration 2 adds version 3's column and migration 3 version 4's: a new file runs all
- * four. Files of versions 1 to 3 are refused before lt_db_open would migrate them
+ * migrations 2, 3 and 4 add versions 3, 4 and 5: a new file runs them all. Files of
+ * versions 1 to 4 are refused before lt_db_open would migrate them
  * (store_check_schema_version). */
-#define PLAN_SCHEMA_VERSION 4
+#define PLAN_SCHEMA_VERSION 5
 static const char retired_v1[] = "-- version 1: refused, not migrated (store_check_schema_version)\n";
-static const char *const plan_migrations[PLAN_SCHEMA_VERSION] = {retired_v1, schema_v2, schema_v3, schema_v4};
+static const char *const plan_migrations[PLAN_SCHEMA_VERSION] = {retired_v1, schema_v2, schema_v3, schema_v4,
+                                                                 schema_v5};
 
 const lt_db_schema store_plan_schema = {
     LT_PLAN_DB_APPLICATION_ID,
@@ -223,9 +249,9 @@ static bool pragma_value(sqlite3 *db, const char *sql, int *out) {
     return ok;
 }
 
-/* Refuse a plan file of an older schema before lt_db_open would migrate it (versions 1-3:
+/* Refuse a plan file of an older schema before lt_db_open would migrate it (versions 1-4:
  * version-1 files have no unit cp, backward partitions or DP-Merge groups, version 2 no loss
- * denominator, version 3 no DP-Merge reason), and no migration (a build is
+ * denominator, version 3 no DP-Merge reason, version 4 no sources), and no migration (a build is
  * cheap to redo, a half-understood plan is not). LT_ERR_VERSION naming path. Anything else
  * (no file, not SQLite, another application_id, a newer version) is lt_db_open's to report. */
 lt_status store_check_schema_version(const char *path, lt_error *err) {

@@ -137,6 +137,23 @@ lt_status lt_store_has_step(lt_store *st, uint64_t step, bool *has, lt_error *er
  * journal: after it only lt_store_abort is left (lt_store_commit refuses). */
 lt_status lt_store_put_step(lt_store *st, const lt_step_plan *p, const lt_sample *samples, lt_error *err);
 
+/* The named sources of the run's documents ([source.NAME]; "" = the unnamed data.input):
+ * each range [doc_begin, doc_end) of a dataprep task belongs to `source` (table
+ * source_ranges; docs/plans-schema.md). Written once per build; a resumed build writes
+ * the same ranges again (replaced). */
+typedef struct lt_store_source_range {
+    uint32_t task;
+    uint64_t doc_begin, doc_end;
+    const char *source;
+} lt_store_source_range;
+lt_status lt_store_put_sources(lt_store *st, const lt_store_source_range *r, size_t n, lt_error *err);
+
+/* The source of each sample of stored step `step`, in sample order: *src[i] indexes
+ * *names (malloc'd strings, "" when no range holds the document); free each name, then
+ * *names and *src. */
+lt_status lt_store_sample_sources(lt_store *st, uint64_t step, char ***names, size_t *n_names, uint32_t **src,
+                                  size_t *n_samples, lt_error *err);
+
 /* Commit, sync, rename over the target; frees st (also on error, after removing the
  * temporary file). */
 lt_status lt_store_commit(lt_store *st, lt_error *err);

@@ -16,6 +16,9 @@ $top_builddir/dataprep/dataprep); LONGTAIL_SHARED (default $top_srcdir/../shared
   rowgroups   one Parquet file of 7 row groups over N = 3 tasks (fewer files than tasks):
               each task reads whole row groups, together every row exactly once, in order;
               over N = 1 the same documents
+  planner     planner build over those sources: the source views (sample_sources,
+              step_sources) agree with the documents' sources, the token shares follow the
+              weights, `planner show` breaks a step down by source
   no_docs     a source whose records all miss its field: exit 1, the hint names the member
 
 Exit status: 0 pass, 1 fail, 77 skip (pyarrow, tiktoken or the shared folder missing).
@@ -135,6 +138,47 @@ def test_sources(tmp, enc):
     got = {s["name"]: s["documents"] for s in stats["sources"]}
     check(got == {k: len(v) for k, v in by.items()}, "stats per source: %s" % got)
     print("ok sources: %s" % {k: len(v) for k, v in by.items()}, flush=True)
+    test_planner(tmp, ini, out, src_of)
+
+
+def test_planner(tmp, ini, data, src_of):
+    """planner build over the three sources: the plan file's source views (read here with
+    Python's sqlite3) agree with each sample's document as `dataprep cat` locates it; the
+    realized token shares follow the weights (web 5 : code 1 : books 1); `planner show`
+    breaks a step down by source."""
+    import sqlite3
+    planner = os.environ.get("LONGTAIL_PLANNER") or os.path.join(BUILDDIR, "plans", "planner")
+    db = os.path.join(tmp, "mix.db")
+    env = dict(os.environ, LONGTAIL_HARDWARE_DIR=os.path.join(SRCDIR, "etc", "hardware"))
+    cmd = [planner, "build", "--config", ini, "--data", data, "--db", db, "--steps", "60", "--threads", "1",
+           "--set", "plan.global_batch=8", "--set", "plan.context_len=512", "--set", "plan.strategy=megatron",
+           "--set", "model.preset=tiny", "--set", "data.holdout=0.1"]
+    p = subprocess.run(cmd, capture_output=True, env=env)
+    err = p.stderr.decode()
+    if not check(p.returncode == 0, "planner build: exit %d\n%s" % (p.returncode, err[-2000:])):
+        return
+    check("source shares of the tokens" in err and "epoch of each source" in err, "planner build reports shares")
+    docs = cat(data)
+    src_by_doc = {(d["task"], d["doc"]): src_of.get(d["source"].rsplit("#", 1)[0]) for d in docs}
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT step, task, doc, length, source FROM sample_sources").fetchall()
+    check(len(rows) == 60 * 8, "sample_sources: %d rows" % len(rows))
+    bad = [r for r in rows if src_by_doc.get((r[1], r[2])) != r[4]]
+    check(not bad, "sample_sources: %d samples with another source than their document's, e.g. %s" % (len(bad), bad[:2]))
+    tok = {}
+    for r in rows:
+        tok[r[4]] = tok.get(r[4], 0) + r[3]
+    total = sum(tok.values())
+    for name, w in (("web", 5 / 7), ("code", 1 / 7), ("books", 1 / 7)):
+        check(abs(tok.get(name, 0) / total - w) < 0.03, "share of %s: %.3f, weight %.3f" % (name, tok.get(name, 0) / total, w))
+    agg = con.execute("SELECT step, sum(n_samples), sum(n_tokens) FROM step_sources GROUP BY step").fetchall()
+    summ = dict((r[0], (r[1], r[2])) for r in con.execute("SELECT step, n_samples, n_tokens FROM step_summary"))
+    check(all(summ[a[0]] == (a[1], a[2]) for a in agg) and len(agg) == 60, "step_sources adds up to step_summary")
+    sh = subprocess.run([planner, "show", "--db", db, "--step", "3"], capture_output=True, env=env)
+    out = sh.stdout.decode()
+    check(sh.returncode == 0 and "sources of step 3:" in out and "fwd FLOPs" in out, "planner show: by source\n" + out[-500:])
+    con.close()
+    print("ok planner: shares %s" % {k: round(v / total, 3) for k, v in tok.items()}, flush=True)
 
 
 def test_rowgroups(tmp):

@@ -731,7 +731,7 @@ static void test_views_columns(void **state) {
     }
     /* the file's identity and table options */
     assert_int_equal(query_int(db, "PRAGMA application_id"), LT_PLAN_DB_APPLICATION_ID);
-    assert_int_equal(query_int(db, "PRAGMA user_version"), 4);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 5);
     /* version 3: the loss denominator, stored and in step_summary, equal to sum(length - 1) */
     assert_int_equal(query_int(db, "SELECT count(*) FROM steps AS t WHERE n_predicted <> (SELECT sum(length - 1) "
                                    "FROM step_samples AS s WHERE s.run_id = t.run_id AND s.step = t.step)"),
@@ -2416,7 +2416,7 @@ static void test_old_schema(void **state) {
     assert_int_equal(lt_store_open(&st, path, &err), LT_ERR_VERSION);
     assert_null(st);
     assert_string_equal(err.what, "the plan database was built by an older planner (schema version 3, this planner's "
-                                  "is 4); rebuild it");
+                                  "is 5); rebuild it");
     expect_refusal(path, NULL, NULL, LT_ERR_VERSION, "built by an older planner");
     new_path(path, sizeof path, "v1");
     write_file(path, 2, false);
@@ -2427,7 +2427,7 @@ static void test_old_schema(void **state) {
     assert_int_equal(lt_store_open(&st, path, &err), LT_ERR_VERSION);
     assert_null(st);
     assert_string_equal(err.what, "the plan database was built by an older planner (schema version 1, this planner's "
-                                  "is 4); rebuild it");
+                                  "is 5); rebuild it");
     assert_string_equal(err.where, path);
     assert_non_null(strstr(err.hint, "rerun 'planner build'"));
     expect_refusal(path, NULL, NULL, LT_ERR_VERSION, "built by an older planner");
@@ -2704,6 +2704,62 @@ static int teardown(void **state) {
     return lt_test_tmpdir_remove(tmp_root);
 }
 
+/* Version 5: the documents' named sources. The ranges written at build time give each
+ * sample its source (the view sample_sources and lt_store_sample_sources agree, a sample
+ * outside every range has none), step_sources adds up to the step, a resumed build may
+ * write the ranges again. */
+static void test_sources(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "sources");
+    char *cfg = config_text(NULL);
+    lt_run_info run = test_run(cfg);
+    lt_store *st;
+    lt_error err;
+    assert_int_equal(lt_store_begin(&st, path, &run, false, &err), LT_OK);
+    put_steps(st, 0, 2);
+    /* every sample's (task, doc) of step 0, to cut ranges around them */
+    const lt_store_source_range bad = {0, 5, 5, "x"};
+    assert_int_equal(lt_store_put_sources(st, &bad, 1, &err), LT_ERR_INTERNAL);
+    lt_store_abort(st);
+    assert_int_equal(lt_store_begin(&st, path, &run, false, &err), LT_OK);
+    put_steps(st, 0, 2);
+    const lt_store_source_range r[] = {{0, 0, 3, "web"}, {0, 3, 1000000, "code"}, {1, 0, 1000000, "wiki"}};
+    assert_int_equal(lt_store_put_sources(st, r, 3, &err), LT_OK);
+    assert_int_equal(lt_store_put_sources(st, r, 3, &err), LT_OK); /* again: replaced */
+    assert_int_equal(lt_store_commit(st, &err), LT_OK);
+    free(cfg);
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    lt_step_plan plan;
+    lt_step_plan_init(&plan);
+    lt_sample *smp = NULL;
+    assert_int_equal(lt_store_get_step(st, 1, &plan, &smp, &err), LT_OK);
+    char **names;
+    uint32_t *src;
+    size_t nn, n;
+    assert_int_equal(lt_store_sample_sources(st, 1, &names, &nn, &src, &n, &err), LT_OK);
+    assert_int_equal(n, plan.n_samples);
+    for (size_t i = 0; i < n; i++) {
+        const char *want = smp[i].task == 1 ? "wiki" : smp[i].doc < 3 ? "web" : "code";
+        if (smp[i].task > 1) want = "";
+        assert_string_equal(names[src[i]], want);
+    }
+    for (size_t k = 0; k < nn; k++) free(names[k]);
+    free(names);
+    free(src);
+    free(smp);
+    lt_step_plan_free(&plan);
+    lt_store_close(st);
+    sqlite3 *db = open_raw(path);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM source_ranges"), 3);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM (SELECT step, sum(n_samples) AS n, sum(n_tokens) AS t "
+                                   "FROM step_sources GROUP BY step) AS a JOIN step_summary AS b USING (step) "
+                                   "WHERE a.n = b.n_samples AND a.t = b.n_tokens"),
+                     2);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM sample_sources WHERE source IS NULL AND task <= 1"), 0);
+    sqlite3_close(db);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 3 && argc <= 5 && strcmp(argv[1], "--bench") == 0) return bench(argc, argv);
     if (argc >= 2) {
@@ -2736,6 +2792,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_asym_validate_rules),
         cmocka_unit_test(test_asym_corrupt_rows),
         cmocka_unit_test(test_old_schema),
+        cmocka_unit_test(test_sources),
         cmocka_unit_test(test_asym_print),
         cmocka_unit_test(test_asym_plan_valid), /* needs the asymmetric simulator (plans/schedule/sim.c) */
     };
