@@ -92,6 +92,10 @@ lt_status lt_cuda_linear_forward(lt_cuda *c, lt_bf16 *out, const lt_bf16 *x, con
  * wanted). */
 lt_status lt_cuda_linear_backward(lt_cuda *c, lt_bf16 *dx, float *dw, const lt_bf16 *dout, const lt_bf16 *x,
                                   const lt_bf16 *w, int T, int IN, int OUT, lt_error *err);
+/* A linear layer's bias (kernels/gemm.cu; lt_bias_forward / _backward): y[T,n] += b (bf16,
+ * fp32 math); db[n] += the column sums of dy (fp32, deterministic: fixed-order partials). */
+lt_status lt_cuda_bias_forward(lt_cuda *c, lt_bf16 *y, const lt_bf16 *b, int T, int n, lt_error *err);
+lt_status lt_cuda_bias_backward(lt_cuda *c, float *db, const lt_bf16 *dy, int T, int n, lt_error *err);
 /* The benchmark's plain GEMM: C[M,N] = A[M,K] B[N,K]^T, bf16 in and out (the shape of a
  * linear forward). */
 lt_status lt_cuda_gemm_bf16(lt_cuda *c, lt_bf16 *C, const lt_bf16 *A, const lt_bf16 *B, int M, int N, int K,
@@ -117,12 +121,13 @@ lt_status lt_cuda_rmsnorm_forward(lt_cuda *c, lt_bf16 *out, float *rstd, const l
 lt_status lt_cuda_rmsnorm_backward(lt_cuda *c, lt_bf16 *dx, float *dw, const lt_bf16 *dout, const lt_bf16 *x,
                                    const lt_bf16 *w, const float *rstd, int T, int C, lt_error *err);
 
-/* RoPE (kernels/rope.cu): as lt_rope_forward / _backward, in place; pos is a device array.
- * The angles are computed in fp32 exactly as the CPU reference does. */
-lt_status lt_cuda_rope_forward(lt_cuda *c, lt_bf16 *x, const int32_t *pos, int T, int n_heads, int hd, float theta,
-                               lt_error *err);
+/* RoPE (kernels/rope.cu): as lt_rope_forward / _backward, in place; pos is a device array,
+ * inv_freq the HOST array of hd/2 inverse frequencies (lt_model_rope_inv_freq; passed to the
+ * kernel by value), so the angles are the CPU reference's. */
+lt_status lt_cuda_rope_forward(lt_cuda *c, lt_bf16 *x, const int32_t *pos, int T, int n_heads, int hd,
+                               const float *inv_freq, lt_error *err);
 lt_status lt_cuda_rope_backward(lt_cuda *c, lt_bf16 *dx, const int32_t *pos, int T, int n_heads, int hd,
-                                float theta, lt_error *err);
+                                const float *inv_freq, lt_error *err);
 
 /* SwiGLU (kernels/swiglu.cu): as lt_swiglu_forward / _backward. */
 lt_status lt_cuda_swiglu_forward(lt_cuda *c, lt_bf16 *out, const lt_bf16 *gate, const lt_bf16 *up, size_t n,

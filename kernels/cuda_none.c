@@ -116,15 +116,23 @@ lt_status lt_cuda_rmsnorm_backward(lt_cuda *c, lt_bf16 *dx, float *dw, const lt_
     (void)c, (void)dx, (void)dw, (void)dout, (void)x, (void)w, (void)rstd, (void)T, (void)C;
     NO_CUDA(lt_cuda_rmsnorm_backward);
 }
-lt_status lt_cuda_rope_forward(lt_cuda *c, lt_bf16 *x, const int32_t *pos, int T, int n_heads, int hd, float theta,
-                               lt_error *err) {
-    (void)c, (void)x, (void)pos, (void)T, (void)n_heads, (void)hd, (void)theta;
+lt_status lt_cuda_rope_forward(lt_cuda *c, lt_bf16 *x, const int32_t *pos, int T, int n_heads, int hd,
+                               const float *inv_freq, lt_error *err) {
+    (void)c, (void)x, (void)pos, (void)T, (void)n_heads, (void)hd, (void)inv_freq;
     NO_CUDA(lt_cuda_rope_forward);
 }
 lt_status lt_cuda_rope_backward(lt_cuda *c, lt_bf16 *dx, const int32_t *pos, int T, int n_heads, int hd,
-                                float theta, lt_error *err) {
-    (void)c, (void)dx, (void)pos, (void)T, (void)n_heads, (void)hd, (void)theta;
+                                const float *inv_freq, lt_error *err) {
+    (void)c, (void)dx, (void)pos, (void)T, (void)n_heads, (void)hd, (void)inv_freq;
     NO_CUDA(lt_cuda_rope_backward);
+}
+lt_status lt_cuda_bias_forward(lt_cuda *c, lt_bf16 *y, const lt_bf16 *b, int T, int n, lt_error *err) {
+    (void)c, (void)y, (void)b, (void)T, (void)n;
+    NO_CUDA(lt_cuda_bias_forward);
+}
+lt_status lt_cuda_bias_backward(lt_cuda *c, float *db, const lt_bf16 *dy, int T, int n, lt_error *err) {
+    (void)c, (void)db, (void)dy, (void)T, (void)n;
+    NO_CUDA(lt_cuda_bias_backward);
 }
 lt_status lt_cuda_swiglu_forward(lt_cuda *c, lt_bf16 *out, const lt_bf16 *gate, const lt_bf16 *up, size_t n,
                                  lt_error *err) {

@@ -15,6 +15,11 @@
  * alignment class of each pointer: cuBLASLt's heuristic assumes 256-byte aligned
  * pointers unless told otherwise, so the alignment we promise it is part of the key).
  * A shape seen before costs a linear scan of a few dozen keys and no heuristic call.
+ *
+ * A linear layer's bias (Qwen2's q/k/v_proj; train/cpu/linear.c's lt_bias_*) is two small
+ * kernels at the end: y[t, j] += b[j] (fp32 math, bf16 out), and db[j] += sum_t dy[t, j]
+ * made deterministic as kernels/rmsnorm.cu's dw: a fixed chunk of rows per 32 columns into
+ * partials[R][n] (R depends on T only), then each column's R partials added in order.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -179,4 +184,65 @@ extern "C" lt_status lt_cuda_gemm_bf16(lt_cuda *c, lt_bf16 *C, const lt_bf16 *A,
                                        int K, lt_error *err) {
     CHECK_DIMS("lt_cuda_gemm_bf16", M, K, N);
     return gemm(c, 1, 0, N, M, K, B, K, A, K, C, N, 0, 0, err);
+}
+
+/* ---------------------------------------------------------------- bias */
+
+enum { BIAS_THREADS = 256, BIAS_COLS = 32, BIAS_ROWS = 8, BIAS_MAX_CHUNKS = 128, BIAS_ROWS_PER_CHUNK = 64 };
+
+__global__ void bias_forward_kernel(lt_bf16 *y, const lt_bf16 *b, size_t total, int n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x)
+        lt_st(y + i, lt_ld(y + i) + lt_ld(b + i % (size_t)n));
+}
+
+/* Block (bx, by): columns bx*32 .. +32, rows [T by / R, T (by+1) / R); thread (tx, ty) sums
+ * rows ty, ty+8, ... of column bx*32+tx; the 8 sums are added in ty order. */
+__global__ void bias_grad_partial_kernel(float *partial, const lt_bf16 *dy, int T, int n) {
+    __shared__ float sh[BIAS_ROWS][BIAS_COLS + 1];
+    int j = blockIdx.x * BIAS_COLS + threadIdx.x;
+    int R = gridDim.y;
+    int t0 = (int)((int64_t)T * blockIdx.y / R), t1 = (int)((int64_t)T * (blockIdx.y + 1) / R);
+    float s = 0.0f;
+    if (j < n)
+        for (int t = t0 + threadIdx.y; t < t1; t += BIAS_ROWS) s += lt_ld(dy + (size_t)t * (size_t)n + (size_t)j);
+    sh[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < n) {
+        float total = 0.0f;
+        for (int k = 0; k < BIAS_ROWS; k++) total += sh[k][threadIdx.x];
+        partial[(size_t)blockIdx.y * (size_t)n + (size_t)j] = total;
+    }
+}
+
+__global__ void bias_grad_finish_kernel(float *db, const float *partial, int R, int n) {
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    float s = 0.0f;
+    for (int r = 0; r < R; r++) s += partial[(size_t)r * (size_t)n + (size_t)j];
+    db[j] += s;
+}
+
+extern "C" lt_status lt_cuda_bias_forward(lt_cuda *c, lt_bf16 *y, const lt_bf16 *b, int T, int n, lt_error *err) {
+    LT_CUDA_REQUIRE(T >= 0 && n > 0, "lt_cuda_bias_forward", "bad shape T=%d n=%d", T, n);
+    if (T == 0) return LT_OK;
+    size_t total = (size_t)T * (size_t)n;
+    LT_KERNEL(bias_forward_kernel, lt_cuda_blocks(c, total, BIAS_THREADS), BIAS_THREADS, c->stream)(y, b, total, n);
+    LT_LAUNCH_CHECK("bias_forward_kernel");
+    return LT_OK;
+}
+
+extern "C" lt_status lt_cuda_bias_backward(lt_cuda *c, float *db, const lt_bf16 *dy, int T, int n, lt_error *err) {
+    LT_CUDA_REQUIRE(T >= 0 && n > 0, "lt_cuda_bias_backward", "bad shape T=%d n=%d", T, n);
+    if (T == 0) return LT_OK;
+    int R = (T + BIAS_ROWS_PER_CHUNK - 1) / BIAS_ROWS_PER_CHUNK; /* a function of T only: deterministic */
+    if (R > BIAS_MAX_CHUNKS) R = BIAS_MAX_CHUNKS;
+    void *partial = NULL;
+    lt_status st = lt_cuda_scratch(c, (size_t)R * (size_t)n * sizeof(float), &partial, err);
+    if (st != LT_OK) return st;
+    dim3 grid((unsigned)((n + BIAS_COLS - 1) / BIAS_COLS), (unsigned)R), block(BIAS_COLS, BIAS_ROWS);
+    LT_KERNEL(bias_grad_partial_kernel, grid, block, c->stream)((float *)partial, dy, T, n);
+    LT_LAUNCH_CHECK("bias_grad_partial_kernel");
+    LT_KERNEL(bias_grad_finish_kernel, (unsigned)((n + 255) / 256), 256, c->stream)(db, (const float *)partial, R, n);
+    LT_LAUNCH_CHECK("bias_grad_finish_kernel");
+    return LT_OK;
 }

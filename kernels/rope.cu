@@ -1,14 +1,15 @@
 /*
  * kernels/rope.cu — rotary position embedding in place on bf16 [T, n_heads*hd] rows, the
  * twin of train/cpu/rope.c (Hugging Face rotate_half: element i pairs with i + hd/2):
- *   angle = pos[t] * inv_freq[i], inv_freq[i] = 1 / theta^(2i/hd)
+ *   angle = pos[t] * inv_freq[i], inv_freq the model's (lt_model_rope_inv_freq, lib/model.h:
+ *   1 / theta^(2i/hd), or Llama 3.1's scaled frequencies)
  *   forward   x[i] <- x[i] cos - x[i+hd/2] sin,  x[i+hd/2] <- x[i+hd/2] cos + x[i] sin
  *   backward  the same with sin negated (the transpose).
  *
- * inv_freq is computed on the host with the same float expression as the CPU reference
- * (powf from the same libm) and passed to the kernel by value, so the angles are the
- * CPU's bit for bit; cos/sin are CUDA's accurate cosf/sinf (not the fast intrinsics:
- * angles reach pos ~ 10^5 radians, where __sinf is useless). One thread per (row, i):
+ * inv_freq is computed once on the host (the array the CPU reference reads too) and
+ * passed to the kernel by value, so the angles are the CPU's bit for bit; cos/sin are
+ * CUDA's accurate cosf/sinf (not the fast intrinsics: angles reach pos ~ 10^5 radians,
+ * where __sinf is useless). One thread per (row, i):
  * the pair's cos/sin are computed once and applied to every head
  * (dev/cuda/rope.cu, version 2).
  */
@@ -39,17 +40,14 @@ __global__ void rope_kernel(lt_bf16 *x, const int32_t *pos, int T, int n_heads, 
     }
 }
 
-static lt_status rope(lt_cuda *c, lt_bf16 *x, const int32_t *pos, int T, int n_heads, int hd, float theta,
+static lt_status rope(lt_cuda *c, lt_bf16 *x, const int32_t *pos, int T, int n_heads, int hd, const float *inv_freq,
                       float sign, const char *fn, lt_error *err) {
-    LT_CUDA_REQUIRE(T >= 0 && n_heads > 0 && hd > 0 && hd % 2 == 0 && hd / 2 <= ROPE_MAX_HALF, fn,
-                    "bad shape T=%d n_heads=%d hd=%d (hd must be even and at most %d)", T, n_heads, hd,
-                    2 * ROPE_MAX_HALF);
+    LT_CUDA_REQUIRE(T >= 0 && n_heads > 0 && hd > 0 && hd % 2 == 0 && hd / 2 <= ROPE_MAX_HALF && inv_freq, fn,
+                    "bad shape T=%d n_heads=%d hd=%d (hd must be even and at most %d) or no frequencies", T, n_heads,
+                    hd, 2 * ROPE_MAX_HALF);
     if (T == 0) return LT_OK;
     rope_freqs f;
-    for (int i = 0; i < hd / 2; i++) {
-        float e = (float)(2 * i) / (float)hd; /* exactly train/cpu/rope.c's expression */
-        f.inv_freq[i] = 1.0f / powf(theta, e);
-    }
+    for (int i = 0; i < hd / 2; i++) f.inv_freq[i] = inv_freq[i];
     for (int i = hd / 2; i < ROPE_MAX_HALF; i++) f.inv_freq[i] = 0.0f;
     size_t n = (size_t)T * (size_t)(hd / 2);
     unsigned blocks = (unsigned)((n + ROPE_THREADS - 1) / ROPE_THREADS); /* T*256/256 fits unsigned */
@@ -59,11 +57,11 @@ static lt_status rope(lt_cuda *c, lt_bf16 *x, const int32_t *pos, int T, int n_h
 }
 
 extern "C" lt_status lt_cuda_rope_forward(lt_cuda *c, lt_bf16 *x, const int32_t *pos, int T, int n_heads, int hd,
-                                          float theta, lt_error *err) {
-    return rope(c, x, pos, T, n_heads, hd, theta, 1.0f, "lt_cuda_rope_forward", err);
+                                          const float *inv_freq, lt_error *err) {
+    return rope(c, x, pos, T, n_heads, hd, inv_freq, 1.0f, "lt_cuda_rope_forward", err);
 }
 
 extern "C" lt_status lt_cuda_rope_backward(lt_cuda *c, lt_bf16 *dx, const int32_t *pos, int T, int n_heads, int hd,
-                                           float theta, lt_error *err) {
-    return rope(c, dx, pos, T, n_heads, hd, theta, -1.0f, "lt_cuda_rope_backward", err);
+                                           const float *inv_freq, lt_error *err) {
+    return rope(c, dx, pos, T, n_heads, hd, inv_freq, -1.0f, "lt_cuda_rope_backward", err);
 }

@@ -79,6 +79,13 @@ static const lt_config_key schema[] = {
     DBL("model", "rope_theta", "10000", "1", NULL, "RoPE base frequency (Llama 2: 10000, Llama 3: 500000)"),
     DBL("model", "norm_eps", "1e-5", "1e-12", "1", "RMSNorm epsilon"),
     BOOL("model", "tie_embeddings", "false", "the LM head shares the token embedding matrix"),
+    ENUM("model", "family", "llama", "llama mistral qwen2",
+         "architecture family: llama and mistral are the same model (export writes the model_type), qwen2 adds Q/K/V biases"),
+    ENUM("model", "rope_scaling", "none", "none llama3", "RoPE frequency scaling: none, or llama3 (Llama 3.1+, the rope_* keys below)"),
+    DBL("model", "rope_factor", "8", "1e-6", NULL, "llama3 RoPE scaling: factor slowing the long wavelengths"),
+    DBL("model", "rope_low_freq_factor", "1", "1e-6", NULL, "llama3 RoPE scaling: wavelengths above original_max_pos / this are scaled"),
+    DBL("model", "rope_high_freq_factor", "4", "1e-6", NULL, "llama3 RoPE scaling: wavelengths below original_max_pos / this are kept"),
+    INT("model", "rope_original_max_pos", "8192", "1", NULL, "llama3 RoPE scaling: the context the model was pretrained with"),
 
     /* [parallel] */
     INT("parallel", "dp", "1", "1", NULL, "data-parallel ranks"),

@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,27 +45,28 @@
  *              intermediate_size, vocab_size 152064); SwiGLU, GQA.
  */
 static const lt_model_shape presets[] = {
-    /* name           layers hidden heads kv  ffn    vocab   gated (rope_theta, norm_eps, tied: defaults) */
-    {"tiny",          4,     256,   4,    4,  1024,  100277, 1, 0, 0, 0},
-    {"nano",          2,     64,    4,    2,  192,   100277, 1, 0, 0, 0},
-    {"small",         8,     256,   8,    4,  704,   32000,  1, 0, 0, 0},
+    /* name           layers hidden heads kv  ffn    vocab   gated (rope_theta, norm_eps, tied: defaults), family
+     *                (Qwen2.5: Q/K/V biases), RoPE scaling (none) */
+    {"tiny",          4,     256,   4,    4,  1024,  100277, 1, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
+    {"nano",          2,     64,    4,    2,  192,   100277, 1, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
+    {"small",         8,     256,   8,    4,  704,   32000,  1, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
     /* SlimPack Table 3 */
-    {"llama-7b",      32,    4096,  32,   32, 11008, 32000,  1, 0, 0, 0},
-    {"llama-13b",     40,    5120,  40,   40, 13824, 32000,  1, 0, 0, 0},
-    {"llama-70b",     80,    8192,  64,   8,  28672, 32000,  1, 0, 0, 0},
-    {"llama-150b",    96,    12288, 96,   8,  32768, 32000,  1, 0, 0, 0},
+    {"llama-7b",      32,    4096,  32,   32, 11008, 32000,  1, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
+    {"llama-13b",     40,    5120,  40,   40, 13824, 32000,  1, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
+    {"llama-70b",     80,    8192,  64,   8,  28672, 32000,  1, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
+    {"llama-150b",    96,    12288, 96,   8,  32768, 32000,  1, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
     /* InfiniPipe 5.1 GPT-series (dims assumed, see above); gpt-7b = HelixPipe Table 3 7B */
-    {"gpt-7b",        32,    4096,  32,   32, 16384, 50257,  0, 0, 0, 0},
-    {"gpt-13b",       40,    5120,  40,   40, 20480, 50257,  0, 0, 0, 0},
-    {"gpt-30b",       48,    7168,  56,   56, 28672, 50257,  0, 0, 0, 0},
+    {"gpt-7b",        32,    4096,  32,   32, 16384, 50257,  0, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
+    {"gpt-13b",       40,    5120,  40,   40, 20480, 50257,  0, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
+    {"gpt-30b",       48,    7168,  56,   56, 28672, 50257,  0, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
     /* published Qwen2.5 configs */
-    {"qwen2.5-7b",    28,    3584,  28,   4,  18944, 152064, 1, 0, 0, 0},
-    {"qwen2.5-14b",   48,    5120,  40,   8,  13824, 152064, 1, 0, 0, 0},
-    {"qwen2.5-32b",   64,    5120,  40,   8,  27648, 152064, 1, 0, 0, 0},
-    {"qwen2.5-72b",   80,    8192,  64,   8,  29568, 152064, 1, 0, 0, 0},
+    {"qwen2.5-7b",    28,    3584,  28,   4,  18944, 152064, 1, 0, 0, 0, LT_FAMILY_QWEN2, LT_ROPE_NONE, 0, 0, 0, 0},
+    {"qwen2.5-14b",   48,    5120,  40,   8,  13824, 152064, 1, 0, 0, 0, LT_FAMILY_QWEN2, LT_ROPE_NONE, 0, 0, 0, 0},
+    {"qwen2.5-32b",   64,    5120,  40,   8,  27648, 152064, 1, 0, 0, 0, LT_FAMILY_QWEN2, LT_ROPE_NONE, 0, 0, 0, 0},
+    {"qwen2.5-72b",   80,    8192,  64,   8,  29568, 152064, 1, 0, 0, 0, LT_FAMILY_QWEN2, LT_ROPE_NONE, 0, 0, 0, 0},
     /* HelixPipe Table 3 (ffn and vocab assumed, see above) */
-    {"gpt-1.3b",      24,    2048,  16,   16, 8192,  50257,  0, 0, 0, 0},
-    {"gpt-3b",        16,    4096,  32,   32, 16384, 50257,  0, 0, 0, 0},
+    {"gpt-1.3b",      24,    2048,  16,   16, 8192,  50257,  0, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
+    {"gpt-3b",        16,    4096,  32,   32, 16384, 50257,  0, 0, 0, 0, LT_FAMILY_LLAMA, LT_ROPE_NONE, 0, 0, 0, 0},
 };
 
 #define N_PRESETS (sizeof presets / sizeof presets[0])
@@ -113,7 +115,68 @@ lt_status lt_model_validate(const lt_model_shape *m, lt_error *err) {
         snprintf(what, sizeof what, "gated_ffn must be 0 or 1, got %d", m->gated_ffn);
         return invalid(m, err, what);
     }
+    if (!lt_model_family_name(m->family)) {
+        snprintf(what, sizeof what, "unknown model family %d", m->family);
+        return invalid(m, err, what);
+    }
+    if (m->rope_scaling != LT_ROPE_NONE && m->rope_scaling != LT_ROPE_LLAMA3) {
+        snprintf(what, sizeof what, "unknown RoPE scaling %d", m->rope_scaling);
+        return invalid(m, err, what);
+    }
+    if (m->rope_scaling == LT_ROPE_LLAMA3 &&
+        !(isfinite(m->rope_factor) && m->rope_factor > 0 && isfinite(m->rope_low_freq_factor) &&
+          m->rope_low_freq_factor > 0 && isfinite(m->rope_high_freq_factor) &&
+          m->rope_high_freq_factor > m->rope_low_freq_factor && m->rope_original_max_pos > 0)) {
+        snprintf(what, sizeof what,
+                 "llama3 RoPE scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor and "
+                 "original_max_pos > 0 (got %g, %g, %g, %d)",
+                 m->rope_factor, m->rope_low_freq_factor, m->rope_high_freq_factor, m->rope_original_max_pos);
+        return invalid(m, err, what);
+    }
     return LT_OK;
+}
+
+/* ------------------------------------------------------------------ families and RoPE */
+
+static const char *const FAMILY_NAMES[LT_N_FAMILIES] = {"llama", "mistral", "qwen2"};
+
+const char *lt_model_family_name(int family) {
+    return family >= 0 && family < LT_N_FAMILIES ? FAMILY_NAMES[family] : NULL;
+}
+
+int lt_model_family_of(const char *name) {
+    for (int f = 0; name && f < LT_N_FAMILIES; f++)
+        if (strcmp(name, FAMILY_NAMES[f]) == 0) return f;
+    return -1;
+}
+
+int lt_model_qkv_bias(const lt_model_shape *m) { return m->family == LT_FAMILY_QWEN2; }
+
+/* transformers' _compute_default_rope_parameters and _compute_llama3_parameters
+ * (modeling_rope_utils.py) in fp32, operation for operation: torch evaluates a float32
+ * tensor against a Python number in float32, so the scalars are rounded to float first. */
+void lt_model_rope_inv_freq(const lt_model_shape *m, int head_dim, float *inv_freq) {
+    float theta = (float)lt_model_rope_theta(m);
+    for (int i = 0; i < head_dim / 2; i++) {
+        float e = (float)(2 * i) / (float)head_dim;
+        inv_freq[i] = 1.0f / powf(theta, e);
+    }
+    if (m->rope_scaling != LT_ROPE_LLAMA3) return;
+    double old_len = m->rope_original_max_pos;
+    float factor = (float)m->rope_factor, low = (float)m->rope_low_freq_factor;
+    float low_wavelen = (float)(old_len / m->rope_low_freq_factor);
+    float high_wavelen = (float)(old_len / m->rope_high_freq_factor);
+    float span = (float)(m->rope_high_freq_factor - m->rope_low_freq_factor);
+    for (int i = 0; i < head_dim / 2; i++) {
+        float f = inv_freq[i];
+        float wavelen = (float)(2.0 * M_PI) / f;
+        if (wavelen > low_wavelen) {
+            inv_freq[i] = f / factor; /* long wavelengths: slowed by the factor */
+        } else if (!(wavelen < high_wavelen)) { /* between: interpolated */
+            float smooth = ((float)old_len / wavelen - low) / span;
+            inv_freq[i] = (1.0f - smooth) * f / factor + smooth * f;
+        } /* short wavelengths: kept */
+    }
 }
 
 /* ------------------------------------------------------------------ encodings */
@@ -289,6 +352,26 @@ lt_status lt_model_from_config(const lt_config *cfg, const char *name_override, 
     if (lt_config_is_set(cfg, "model", "tie_embeddings") &&
         lt_config_get_bool(cfg, "model", "tie_embeddings", &tie, err) == LT_OK)
         m->tie_embeddings = tie ? 1 : 0;
+    /* family and RoPE scaling: a preset's unless set (the schema checked the names) */
+    const char *family = lt_config_is_set(cfg, "model", "family") ? lt_config_get_string(cfg, "model", "family") : NULL;
+    if (family && lt_model_family_of(family) >= 0) m->family = lt_model_family_of(family);
+    const char *scaling =
+        lt_config_is_set(cfg, "model", "rope_scaling") ? lt_config_get_string(cfg, "model", "rope_scaling") : NULL;
+    if (scaling && strcmp(scaling, "none") == 0) m->rope_scaling = LT_ROPE_NONE;
+    if (scaling && strcmp(scaling, "llama3") == 0) {
+        int64_t orig = 0;
+        m->rope_scaling = LT_ROPE_LLAMA3;
+        lt_status gs = lt_config_get_double(cfg, "model", "rope_factor", &m->rope_factor, err);
+        if (gs == LT_OK) gs = lt_config_get_double(cfg, "model", "rope_low_freq_factor", &m->rope_low_freq_factor, err);
+        if (gs == LT_OK)
+            gs = lt_config_get_double(cfg, "model", "rope_high_freq_factor", &m->rope_high_freq_factor, err);
+        if (gs == LT_OK) gs = lt_config_get_int(cfg, "model", "rope_original_max_pos", &orig, err);
+        if (gs != LT_OK) return gs;
+        if (orig > INT_MAX)
+            return lt_fail(err, LT_ERR_CONFIG, lt_config_origin(cfg, "model", "rope_original_max_pos"),
+                           "model.rope_original_max_pos = %" PRId64 " is too large (at most %d)", orig, INT_MAX);
+        m->rope_original_max_pos = (int)orig;
+    }
     return lt_model_validate(m, err);
 }
 
@@ -328,5 +411,6 @@ int lt_fused_head_rows(int vocab) {
 double lt_model_params(const lt_model_shape *m) {
     double h = m->hidden;
     double per_layer = layer_matrix_params(m) + 2.0 * h; /* + attention and MLP norm weights */
+    if (lt_model_qkv_bias(m)) per_layer += h + 2.0 * (double)(m->hidden / m->heads) * m->kv_heads; /* Q/K/V biases */
     return (double)m->layers * per_layer + h /* final norm */ + 2.0 * h * (double)m->vocab;
 }

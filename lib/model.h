@@ -50,7 +50,40 @@ typedef struct lt_model_shape {
     double rope_theta;  /* RoPE base (Llama 2: 10000, Llama 3: 500000) */
     double norm_eps;    /* RMSNorm epsilon */
     int tie_embeddings; /* 1: the LM head is the embedding matrix */
+    /* The families of published checkpoints the trainer continues from (train/io/hf.c; 0 =
+     * plain Llama, what presets are): */
+    int family;        /* LT_FAMILY_*: Llama, Mistral (Llama's architecture under another name,
+                          full attention), Qwen2 (Llama plus Q/K/V biases) */
+    int rope_scaling;  /* LT_ROPE_NONE, or LT_ROPE_LLAMA3 (Llama 3.1's frequency scaling, whose
+                          parameters follow: lt_model_rope_inv_freq) */
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_pos; /* the context the scaled model was pretrained with */
 } lt_model_shape;
+
+enum { LT_FAMILY_LLAMA = 0, LT_FAMILY_MISTRAL = 1, LT_FAMILY_QWEN2 = 2, LT_N_FAMILIES = 3 };
+enum { LT_ROPE_NONE = 0, LT_ROPE_LLAMA3 = 1 };
+
+/* The Hugging Face model_type of a family ("llama", "mistral", "qwen2"; NULL out of range),
+ * and the family of such a name (-1 when none). */
+const char *lt_model_family_name(int family);
+int lt_model_family_of(const char *name);
+
+/* 1 when the Q/K/V projections have biases (Qwen2: q_proj, k_proj and v_proj carry a bias,
+ * o_proj none), else 0. */
+int lt_model_qkv_bias(const lt_model_shape *m);
+
+/*
+ * RoPE's inverse frequencies inv_freq[0 .. head_dim/2) of a shape, in fp32 exactly as
+ * transformers computes them (modeling_rope_utils.py, the default and the "llama3" rope
+ * types), so the CPU and GPU kernels rotate by the same angles pos * inv_freq[i]:
+ *   inv_freq[i] = 1 / theta^(2i / head_dim)
+ * and with LT_ROPE_LLAMA3 (Llama 3.1, "factor", "low_freq_factor", "high_freq_factor",
+ * "original_max_position_embeddings" = L): with wavelen = 2 pi / inv_freq[i], a wavelength
+ * above L / low_freq_factor is slowed by `factor`, one below L / high_freq_factor is kept,
+ * one between is interpolated: s = (L / wavelen - low) / (high - low),
+ * inv_freq[i] <- (1 - s) inv_freq[i] / factor + s inv_freq[i].
+ */
+void lt_model_rope_inv_freq(const lt_model_shape *m, int head_dim, float *inv_freq);
 
 /* The RoPE base and RMSNorm epsilon of a shape, defaults (10000, 1e-5) applied. */
 double lt_model_rope_theta(const lt_model_shape *m);
@@ -71,7 +104,8 @@ const lt_model_shape *lt_model_preset_at(size_t i);
  * dimension: llama-7b (the smallest model of the SlimPack evaluation). The config's
  * dimensions are ignored when name_override is given. m->name is the preset's name, or
  * "custom" when a dimension was set. model.rope_theta, model.norm_eps and
- * model.tie_embeddings fill the trainer's fields (also under a name override).
+ * model.tie_embeddings fill the trainer's fields (also under a name override), as do
+ * model.family and model.rope_scaling with its model.rope_* parameters.
  *
  * The vocabulary is the data's: unless the config sets model.vocab (and a name override
  * does not ignore it), m->vocab is the size of data.encoding (lt_encoding_n_vocab, with
@@ -106,9 +140,11 @@ lt_status lt_model_from_config(const lt_config *cfg, const char *name_override, 
  */
 lt_status lt_encoding_n_vocab(const char *name, const char *vocab_dir, int *n_vocab, lt_error *err);
 
-/* LT_OK when every dimension is positive, heads divides hidden, kv_heads divides heads
- * and gated_ffn is 0 or 1; else LT_ERR_CONFIG naming the first broken rule (WHERE is
- * "[model]", the hint names the preset when there is one). */
+/* LT_OK when every dimension is positive, heads divides hidden, kv_heads divides heads,
+ * gated_ffn is 0 or 1, family and rope_scaling are known and llama3 scaling has positive
+ * factors with low_freq_factor < high_freq_factor and a positive original context; else
+ * LT_ERR_CONFIG naming the first broken rule (WHERE is "[model]", the hint names the preset
+ * when there is one). */
 lt_status lt_model_validate(const lt_model_shape *m, lt_error *err);
 
 /* Forward FLOPs of one causal sequence of `tokens` tokens (formula above); 0 for
@@ -123,9 +159,10 @@ double lt_model_forward_flops_attention(const lt_model_shape *m, double tokens);
 /*
  * Parameter count: the input embedding (vocab x hidden), per layer the QKV, output and
  * MLP matrices plus two norm weight vectors (2 hidden), a final norm (hidden), and an
- * UNTIED LM head (hidden x vocab). Biases (Qwen's QKV bias, GPT's) and learned position
- * embeddings are left out, as in HelixPipe Table 1. GPT-style models usually tie the LM
- * head to the embedding: for them this counts vocab x hidden more than the model has.
+ * UNTIED LM head (hidden x vocab), and Qwen2's Q/K/V biases (hidden + 2 kv_dim per layer).
+ * GPT's biases and learned position embeddings are left out, as in HelixPipe Table 1.
+ * GPT-style models usually tie the LM head to the embedding: for them this counts vocab x
+ * hidden more than the model has.
  */
 double lt_model_params(const lt_model_shape *m);
 

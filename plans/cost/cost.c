@@ -351,7 +351,8 @@ double lt_cost_kv_bytes_per_token(const lt_cost_model *cm) {
 double lt_cost_layer_params(const lt_cost_model *cm) {
     double h = hidden(cm);
     return h * (hq(cm) + 2.0 * kv_local(cm)) + hq(cm) * h + ffn_mats(cm) * h * (double)cm->model.ffn / cm->tp +
-           2.0 * h; /* + the two norm weights, replicated over TP */
+           2.0 * h /* + the two norm weights, replicated over TP */
+           + (lt_model_qkv_bias(&cm->model) ? hq(cm) + 2.0 * kv_local(cm) : 0.0); /* Qwen2's Q/K/V biases, split like their rows */
 }
 
 double lt_cost_stage_params(const lt_cost_model *cm, int stage) {

@@ -22,7 +22,11 @@
  *   rmsnorm fwd out        bf16               bf16 out, A = 1e-3; rstd fp32: 1e-4 relative
  *   rmsnorm bwd dx         bf16 (+=)          bf16 out, A = 4e-3 (r g w - k x cancels)
  *   rmsnorm bwd dw         fp32 (+=)          |d| <= 1e-4 max|cpu|
- *   rope fwd / bwd         bf16               bf16 out, A = 1e-3 (same angles; CUDA cosf/sinf <= 2 ulp)
+ *   rope fwd / bwd         bf16               bf16 out, A = 1e-3 (same angles; CUDA cosf/sinf <= 2 ulp),
+ *                                             with plain and Llama 3.1 (llama3-scaled) frequencies
+ *   bias fwd               bf16               bf16 out, A = 1e-3
+ *   bias bwd db            fp32 (+=)          |d| <= 1e-5 max|cpu| (summation order only), and the
+ *                                             same bits on a second run (deterministic)
  *   swiglu fwd / bwd       bf16               bf16 out, A = 1e-3 (CUDA expf <= 2 ulp)
  *   xent row loss          fp32               1e-4 relative (fp32 online sums vs the CPU's double)
  *   xent dlogits           bf16               bf16 out, A = 1e-3
@@ -525,6 +529,46 @@ static void test_rmsnorm(void **state) {
     }
 }
 
+/* ---------------------------------------------------------------- bias (Qwen2's Q/K/V) */
+
+static void test_bias(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 53);
+    /* n not a multiple of the 32-column blocks; T over several 64-row chunks */
+    const int T = 300, n = 72;
+    size_t tn = (size_t)T * n;
+    float *y = rand_bf16_values(&r, tn, -1, 1), *b = rand_bf16_values(&r, (size_t)n, -2, 2);
+    float *dy = rand_bf16_values(&r, tn, -1, 1), *db0 = rand_bf16_values(&r, (size_t)n, -1, 1);
+    lt_bf16 *d_y = up_bf16(y, tn), *d_b = up_bf16(b, (size_t)n), *d_dy = up_bf16(dy, tn);
+    float *ref = fbuf(tn);
+    memcpy(ref, y, tn * 4);
+    OK(lt_cuda_bias_forward(g_cuda, d_y, d_b, T, n, err));
+    lt_bias_forward(ref, b, T, n);
+    float *got = down_bf16(d_y, tn);
+    expect_close("bias_forward", got, ref, tn, BF16_REL, 1e-3);
+    /* db += column sums, onto a nonzero gradient; twice: the same bits */
+    float *rdb = fbuf((size_t)n);
+    memcpy(rdb, db0, (size_t)n * 4);
+    lt_bias_backward(rdb, dy, T, n);
+    float *gdb[2];
+    for (int k = 0; k < 2; k++) {
+        float *d_db = up_f32(db0, (size_t)n);
+        OK(lt_cuda_bias_backward(g_cuda, d_db, d_dy, T, n, err));
+        gdb[k] = down_f32(d_db, (size_t)n);
+        dfree(d_db);
+    }
+    expect_close("bias_backward db", gdb[0], rdb, (size_t)n, 0.0, 1e-5);
+    expect_bits("bias_backward db (second run)", gdb[1], gdb[0], (size_t)n);
+    lt_error e;
+    lt_error_clear(&e);
+    assert_int_not_equal(lt_cuda_bias_forward(g_cuda, d_y, d_b, T, 0, &e), LT_OK);
+    assert_non_null(strstr(e.where, "lt_cuda_bias_forward"));
+    free(y), free(b), free(dy), free(db0), free(ref), free(got), free(rdb), free(gdb[0]), free(gdb[1]);
+    dfree(d_y), dfree(d_b), dfree(d_dy);
+}
+
 /* ---------------------------------------------------------------- RoPE */
 
 static void test_rope(void **state) {
@@ -538,26 +582,37 @@ static void test_rope(void **state) {
     for (int t = 0; t < T; t++) pos[t] = t < 20 ? t : 3000 + 37 * t; /* a slice deep in its sample */
     float *x = rand_bf16_values(&r, n, -1, 1);
     int32_t *d_pos = up_i32(pos, (size_t)T);
-    for (int dir = 0; dir < 2; dir++) {
+    /* the plain frequencies (theta 10000) and Llama 3.1's scaled ones (theta 500000, factor
+     * 8, low 1, high 4, original context 64: every one of the three bands at hd 64) */
+    lt_model_shape plain = {.rope_theta = 10000.0};
+    lt_model_shape llama3 = {.rope_theta = 500000.0, .rope_scaling = LT_ROPE_LLAMA3, .rope_factor = 8.0,
+                             .rope_low_freq_factor = 1.0, .rope_high_freq_factor = 4.0, .rope_original_max_pos = 64};
+    float freqs[2][32];
+    lt_model_rope_inv_freq(&plain, hd, freqs[0]);
+    lt_model_rope_inv_freq(&llama3, hd, freqs[1]);
+    for (int dir = 0; dir < 4; dir++) {
+        const float *f = freqs[dir / 2];
         lt_bf16 *d_x = up_bf16(x, n);
         float *ref = fbuf(n);
         memcpy(ref, x, n * 4);
-        if (dir == 0) {
-            OK(lt_cuda_rope_forward(g_cuda, d_x, d_pos, T, nh, hd, 10000.0f, err));
-            lt_rope_forward(ref, pos, T, nh, hd, 10000.0f, NULL);
+        if (dir % 2 == 0) {
+            OK(lt_cuda_rope_forward(g_cuda, d_x, d_pos, T, nh, hd, f, err));
+            lt_rope_forward(ref, pos, T, nh, hd, f, NULL);
         } else {
-            OK(lt_cuda_rope_backward(g_cuda, d_x, d_pos, T, nh, hd, 10000.0f, err));
-            lt_rope_backward(ref, pos, T, nh, hd, 10000.0f, NULL);
+            OK(lt_cuda_rope_backward(g_cuda, d_x, d_pos, T, nh, hd, f, err));
+            lt_rope_backward(ref, pos, T, nh, hd, f, NULL);
         }
         float *got = down_bf16(d_x, n);
-        expect_close(dir == 0 ? "rope_forward" : "rope_backward", got, ref, n, BF16_REL, 1e-3);
+        static const char *const what[] = {"rope_forward", "rope_backward", "rope_forward (llama3)",
+                                           "rope_backward (llama3)"};
+        expect_close(what[dir], got, ref, n, BF16_REL, 1e-3);
         free(ref), free(got);
         dfree(d_x);
     }
     /* an odd head dimension is refused by name, not run */
     lt_error err;
     lt_error_clear(&err);
-    assert_int_not_equal(lt_cuda_rope_forward(g_cuda, NULL, d_pos, T, nh, 63, 10000.0f, &err), LT_OK);
+    assert_int_not_equal(lt_cuda_rope_forward(g_cuda, NULL, d_pos, T, nh, 63, freqs[0], &err), LT_OK);
     assert_non_null(strstr(err.where, "lt_cuda_rope_forward"));
     free(x);
     dfree(d_pos);
@@ -860,6 +915,7 @@ int main(void) {
         cmocka_unit_test(test_embed),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_bias),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_xent_tp),

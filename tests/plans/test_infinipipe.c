@@ -404,7 +404,7 @@ static void test_grouping_matches_brute_force(void **state) {
 
 /* A 4-layer model with llama-13b's width: pp 2 gives 2 layers per stage, so that every C of
  * a small pipeline can be enumerated. */
-static const lt_model_shape four_layers = {"four", 4, 5120, 40, 40, 13824, 32000, 1, 0, 0, 0};
+static const lt_model_shape four_layers = {"four", 4, 5120, 40, 40, 13824, 32000, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 
 /* The rows again, from the op list (the windows of Eq. 7 read directly: after each F that
  * a B follows, the units forwarded and not backwarded on that stage), compared with

@@ -140,7 +140,7 @@ static lt_hardware hand_hw(int gpus_per_node, const char *attention) {
 }
 
 /* 4 layers, h = 64, 4 heads (hd 16, K/V 64 wide), GELU MLP of 128, vocab 100. */
-static const lt_model_shape hand_model = {"hand", 4, 64, 4, 4, 128, 100, 0, 0, 0, 0};
+static const lt_model_shape hand_model = {"hand", 4, 64, 4, 4, 128, 100, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
 
 static lt_cost_model hand_cm(int gpus_per_node, int dp, int cp, const char *attention) {
     lt_hardware hw = hand_hw(gpus_per_node, attention);

@@ -48,6 +48,8 @@ check_tp() {
 for s in megatron seq1f1b slimpack; do oracle_tp "$s-pp2-tp2" "$s" 1 2 2 "$s, pp 2 x tp 2"; done
 oracle_tp tp-dp2-pp2-tp2 slimpack 2 2 2 "slimpack, dp 2 x pp 2 x tp 2"
 oracle_tp tp4 megatron 1 1 4 "megatron, tp 4 (4 K/V heads, 1 per rank)" --set model.kv_heads=4
+oracle_tp qwen2-pp2-tp2 megatron 1 2 2 "qwen2 (Q/K/V biases) + llama3 RoPE, pp 2 x tp 2" --set model.family=qwen2 \
+  --set model.rope_scaling=llama3 --set model.rope_original_max_pos=64
 oracle_tp tp-cf-fk chunkflow 1 2 2 "chunkflow with FK ops, pp 2 x tp 2" --set plan.chunk_size=32 --set plan.chunkflow_k=1
 oracle_tp tp-merge slimpack 2 1 2 "slimpack, a DP-Merge group of 2 x tp 2 (each TP rank rings its heads' K/V)" \
   --set parallel.max_cp=2 --set plan.global_batch=8 --set plan.context_len=4K --set plan.steps=1

@@ -30,11 +30,31 @@ to test, default $top_builddir/train/trainer).
       |ours - theirs| / max |theirs|) on two samples of 37 and 300 tokens (the second
       crosses the attention kernel's tiles), for: the untied and the tied export of (a),
       and the f32 and tied imports of (b) (rope_theta 500000, rms_norm_eps 1e-6).
+  (f) the families users continue from, each a nano model built with transformers' own
+      config class (random weights, torch seeded, saved with save_pretrained):
+        llama3   LlamaConfig with rope_type "llama3" (factor 8, low 1, high 4, original
+                 context 1024: the head's 8 frequencies fall in all three bands);
+        mistral  MistralConfig, sliding_window null;
+        qwen2    Qwen2Config (Q/K/V biases, no o_proj bias), tied embeddings.
+      Each: `trainer import`; the logits as in (e) within 1e-5 relative; every parameter
+      gradient of the mean loss (parity_tool run: a sample whole and a sample in two slices
+      with KV context) against torch autograd of the same loss in float64, per tensor max
+      |ours - theirs| <= 3e-5 max |theirs| (the Q/K/V biases' gradients among them; fp32
+      against fp64 with these N(0, 0.5) weights reaches ~1.1e-5 on a norm weight, whose
+      gradient sums every row);
+      `trainer export` writes a directory AutoModelForCausalLM.from_pretrained loads without
+      missing or unexpected keys, as the same architecture and model_type, with the same
+      RoPE settings, the same tensors exactly and logits equal to the original model's.
+      The transformers-4 layout of llama3 (rope_theta and "rope_scaling" at the top level)
+      imports to the same checkpoint bytes as transformers-5's "rope_parameters". Refused
+      by name: a mistral whose sliding_window is below max_position_embeddings, a qwen2
+      with use_sliding_window, a rope_type other than default/llama3.
 
 Output: TAP-style lines ("ok N - ...", "not ok N - ..."). Exit status: 0 pass, 1 fail,
 77 skip (torch, transformers or safetensors missing, or the trainer not built).
 """
 import base64
+import copy
 import json
 import os
 import shutil
@@ -271,9 +291,12 @@ def check_refusals(tmp, export_dir):
         ok = p.returncode == 1 and p.stderr.startswith("trainer: error: ") and all(n in p.stderr for n in needles)
         report(ok, "import refuses %s (exit 1, message names it)" % name, "exit %d\n%s" % (p.returncode, p.stderr))
 
-    refused("another model_type", variant("type", lambda c: c.update(model_type="mistral")), "model_type", "mistral")
-    refused("RoPE scaling", variant("rope", lambda c: c.update(rope_scaling={"rope_type": "llama3", "factor": 8.0})),
-            "RoPE scaling", "llama3")
+    refused("another model_type", variant("type", lambda c: c.update(model_type="gemma")), "model_type", "gemma")
+    refused("RoPE scaling", variant("rope", lambda c: c.update(rope_scaling={"rope_type": "yarn", "factor": 8.0})),
+            "RoPE scaling", "yarn")
+    refused("llama3 scaling without its parameters",
+            variant("rope3", lambda c: c.update(rope_scaling={"rope_type": "llama3", "factor": 8.0})),
+            "llama3", "low_freq_factor")
     refused("attention biases", variant("bias", lambda c: c.update(attention_bias=True)), "attention_bias")
     refused("a missing tensor",
             variant("missing", edit_tensors=lambda t: t.pop("model.layers.1.mlp.down_proj.weight")),
@@ -335,6 +358,173 @@ def check_all_logits(tmp):
         check_logits(tmp, model, os.path.join(tmp, "import-%s.bin" % tag), "%s import" % tag)
 
 
+# ---------------------------------------------------------------- (f) llama3, mistral, qwen2
+
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 1024}
+GRAD_TOL = 3e-5  # fp32 against fp64 (see (f) above)
+
+
+def family_model(family, seed):
+    """A nano model of `family` from transformers' own config class, random weights."""
+    common = dict(NANO, rms_norm_eps=1e-6, max_position_embeddings=4096)
+    rope = "rope_parameters" if TF_MAJOR >= 5 else "rope_scaling"
+    if family == "llama3":
+        if TF_MAJOR >= 5:
+            cfg = transformers.LlamaConfig(**common, rope_parameters=dict(LLAMA3_ROPE, rope_theta=500000.0))
+        else:
+            cfg = transformers.LlamaConfig(**common, rope_theta=500000.0, rope_scaling=dict(LLAMA3_ROPE))
+        cls = transformers.LlamaForCausalLM
+    elif family == "mistral":
+        kw = {rope: {"rope_type": "default", "rope_theta": 1000000.0}} if TF_MAJOR >= 5 else {"rope_theta": 1e6}
+        cfg = transformers.MistralConfig(**common, sliding_window=None, **kw)
+        cls = transformers.MistralForCausalLM
+    else:
+        kw = {rope: {"rope_type": "default", "rope_theta": 1000000.0}} if TF_MAJOR >= 5 else {"rope_theta": 1e6}
+        cfg = transformers.Qwen2Config(**common, tie_word_embeddings=True, use_sliding_window=False, **kw)
+        cls = transformers.Qwen2ForCausalLM
+    torch.manual_seed(seed)
+    model = cls(cfg).to(torch.float32)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.5)
+    return model
+
+
+def run_parity(tmp, what, spec_extra, cmd="run"):
+    out = os.path.join(tmp, "%s-%s" % (cmd, what))
+    os.makedirs(out)
+    spec = os.path.join(out, "spec.json")
+    with open(spec, "w") as f:
+        json.dump(dict({"model": {}, "threads": 2, "optim": {"steps": 0}}, **spec_extra), f)
+    p = subprocess.run([PARITY_TOOL, cmd, spec, out], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("parity_tool %s (%s): exit %d\n%s%s" % (cmd, what, p.returncode, p.stdout, p.stderr))
+    return out, p.stdout
+
+
+def check_grads(tmp, model, ckpt, what):
+    """Every parameter gradient of the mean loss against torch autograd (float64)."""
+    import numpy as np
+    V = model.config.vocab_size
+    g = torch.Generator().manual_seed(9)
+    samples = [torch.randint(0, V, (n,), generator=g) for n in (37, 100)]
+    units = [[[0, 0, 37]], [[1, 0, 60]], [[1, 60, 100]]]  # the second sample in two slices (KV context)
+    out, _ = run_parity(tmp, what, {"ckpt": ckpt, "samples": [s.tolist() for s in samples], "units": units})
+    _, layout = run_parity(tmp, what + "-layout", {"ckpt": ckpt}, "layout")
+    ref = copy.deepcopy(model).to(torch.float64)
+    ref.zero_grad()
+    N = sum(len(s) - 1 for s in samples)
+    loss = sum(torch.nn.functional.cross_entropy(ref(s[None]).logits[0][:-1], s[1:], reduction="sum")
+               for s in samples) / N
+    loss.backward()
+    params = dict(ref.named_parameters())
+    grads = np.fromfile(os.path.join(out, "grads.bin"), dtype="<f4").astype(np.float64)
+    off, worst, bad, names = 0, 0.0, [], []
+    for line in layout.split("\n"):
+        if not line.strip():
+            continue
+        name, rows, cols = line.split()
+        n = int(rows) * int(cols)
+        want = params[name].grad.numpy().reshape(-1)
+        rel = np.abs(grads[off:off + n] - want).max() / max(np.abs(want).max(), 1e-30)
+        worst = max(worst, rel)
+        if not rel <= GRAD_TOL:
+            bad.append("%s rel %.3e" % (name, rel))
+        names.append(name)
+        off += n
+    report(off == grads.size and not bad,
+           "every parameter gradient == torch autograd's, %s (%d tensors, worst rel %.2e)" % (what, len(names), worst),
+           "\n".join(bad) or "%d floats of %d" % (off, grads.size))
+    if "qwen2" in what:
+        biases = [n for n in names if n.endswith("_proj.bias")]
+        report(len(biases) == 3 * model.config.num_hidden_layers and not any("o_proj" in n for n in biases),
+               "the gradients include every q/k/v_proj bias and no o_proj bias (%s)" % what, biases)
+
+
+def check_family(tmp, family, seed):
+    model = family_model(family, seed).eval()
+    src = os.path.join(tmp, "fam-" + family)
+    model.save_pretrained(src, safe_serialization=True)
+    ckpt = os.path.join(tmp, "fam-%s.bin" % family)
+    out, err = trainer("import", "--hf", src, "--out", ckpt)
+    report(out.startswith("wrote %s: " % ckpt), "import of a %s model" % family, out + err)
+    check_logits(tmp, model, ckpt, "%s import" % family)
+    check_grads(tmp, model, ckpt, "%s import" % family)
+    exp = os.path.join(tmp, "fam-%s-export" % family)
+    trainer("export", ckpt, "--hf", exp)
+    back, info = transformers.AutoModelForCausalLM.from_pretrained(exp, output_loading_info=True,
+                                                                   **{DTYPE_KW: torch.float32})
+    problems = {k: v for k, v in info.items() if v and k != "error_msgs"} if isinstance(info, dict) else {}
+    report(not problems and type(back) is type(model) and back.config.model_type == model.config.model_type,
+           "transformers loads the %s export as %s without missing/unexpected keys" % (family, type(model).__name__),
+           (type(back).__name__, back.config.model_type, problems))
+    want_rope = getattr(model.config, "rope_parameters", None) or getattr(model.config, "rope_scaling", None)
+    got_rope = getattr(back.config, "rope_parameters", None) or getattr(back.config, "rope_scaling", None)
+    report(want_rope == got_rope and bool(back.config.tie_word_embeddings) == bool(model.config.tie_word_embeddings),
+           "the %s export keeps the RoPE settings and the tying" % family, (want_rope, got_rope))
+    bad, missing, extra = mismatches(model.state_dict(), back.state_dict())
+    report(not bad and not missing and not extra, "the %s export's tensors equal the original's exactly" % family,
+           "differ: %s\nmissing: %s\nextra: %s" % (bad, missing, extra))
+    g = torch.Generator().manual_seed(11)
+    s = torch.randint(0, model.config.vocab_size, (300,), generator=g)
+    with torch.no_grad():
+        same = torch.equal(model(s[None]).logits, back.eval()(s[None]).logits)
+    report(same, "the %s export's logits equal the original model's" % family)
+    return src, ckpt
+
+
+def check_families(tmp):
+    srcs = {}
+    for i, family in enumerate(("llama3", "mistral", "qwen2")):
+        srcs[family] = check_family(tmp, family, 300 + i)
+    # llama3 in transformers 4's layout: rope_theta and rope_scaling at the top level
+    src, ckpt = srcs["llama3"]
+    d = os.path.join(tmp, "fam-llama3-v4")
+    shutil.copytree(src, d)
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    c.pop("rope_parameters", None)
+    c["rope_theta"] = 500000.0
+    c["rope_scaling"] = dict(LLAMA3_ROPE)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(c, f)
+    v4 = os.path.join(tmp, "fam-llama3-v4.bin")
+    trainer("import", "--hf", d, "--out", v4)
+    with open(ckpt, "rb") as f1, open(v4, "rb") as f2:
+        report(f1.read() == f2.read(), "llama3 in transformers 4's rope_scaling layout imports to the same checkpoint")
+
+    def refused(name, src, edit, *needles):
+        d = os.path.join(tmp, "bad-fam-" + name)
+        shutil.copytree(src, d)
+        with open(os.path.join(d, "config.json")) as f:
+            c = json.load(f)
+        edit(c)
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(c, f)
+        p = subprocess.run([TRAINER, "import", "--hf", d, "--out", os.path.join(tmp, "x.bin")],
+                           capture_output=True, text=True)
+        ok = p.returncode == 1 and p.stderr.startswith("trainer: error: ") and all(n in p.stderr for n in needles)
+        report(ok, "import refuses %s (exit 1, message names it)" % name, "exit %d\n%s" % (p.returncode, p.stderr))
+
+    refused("a mistral sliding window", srcs["mistral"][0], lambda c: c.update(sliding_window=512),
+            "sliding_window", "512", "sliding-window attention")
+    d = os.path.join(tmp, "fam-mistral-wide")
+    shutil.copytree(srcs["mistral"][0], d)
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    c["sliding_window"] = 4096  # covers max_position_embeddings: full attention
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(c, f)
+    p = subprocess.run([TRAINER, "import", "--hf", d, "--out", os.path.join(tmp, "y.bin")],
+                       capture_output=True, text=True)
+    report(p.returncode == 0, "a mistral whose sliding_window covers max_position_embeddings imports", p.stderr)
+    refused("a qwen2 sliding window", srcs["qwen2"][0],
+            lambda c: c.update(use_sliding_window=True, sliding_window=256, max_window_layers=1,
+                               layer_types=["full_attention", "sliding_attention"]),
+            "sliding_attention", "sliding-window attention")
+
+
 def main():
     keep = "--keep" in sys.argv[1:]
     if not os.access(TRAINER, os.X_OK):
@@ -347,6 +537,7 @@ def main():
         check_roundtrip(tmp, ckpt, export_dir)
         check_refusals(tmp, export_dir)
         check_all_logits(tmp)
+        check_families(tmp)
     except Exception as e:  # a trainer failure or a crash of the checks: a failure, with the reason
         report(False, "the checks ran to the end", "%s: %s" % (type(e).__name__, e))
     finally:

@@ -42,20 +42,30 @@
 
 #define BF16_TOL 3e-2 /* measured worst: 1.9e-2 (k_proj, its dK accumulated in bf16 context rows) */
 
-static void make_model(lt_llama *m, int tied, const lt_backend *be) {
+/* qwen2: a Qwen2 model (Q/K/V biases) with llama3-scaled RoPE frequencies */
+static void make_model_family(lt_llama *m, int tied, bool qwen2, const lt_backend *be) {
     lt_model_shape s = *lt_model_preset("nano");
     s.vocab = 61;
     s.tie_embeddings = tied;
+    if (qwen2) {
+        s.family = LT_FAMILY_QWEN2;
+        s.rope_theta = 500000.0;
+        s.rope_scaling = LT_ROPE_LLAMA3;
+        s.rope_factor = 8.0, s.rope_low_freq_factor = 1.0, s.rope_high_freq_factor = 4.0;
+        s.rope_original_max_pos = 1024;
+    }
     lt_error err;
     assert_int_equal(lt_llama_create(m, &s, &err), LT_OK);
     lt_rng r;
     lt_rng_seed(&r, 99);
     for (size_t i = 0; i < m->n_params; i++) m->params[i] = (float)(0.1 * lt_rng_normal(&r));
-    for (int t = 0; t < m->n_tensors; t++)
-        if (m->tensors[t].rows == 1)
+    for (int t = 0; t < m->n_tensors; t++) /* norm weights around 1 (biases stay around 0) */
+        if (m->tensors[t].rows == 1 && !strstr(m->tensors[t].name, ".bias"))
             for (int c = 0; c < m->tensors[t].cols; c++) m->params[m->tensors[t].offset + c] += 1.0f;
     m->backend = be;
 }
+
+static void make_model(lt_llama *m, int tied, const lt_backend *be) { make_model_family(m, tied, false, be); }
 
 enum { N_SAMPLES = 4 };
 static const int lengths[N_SAMPLES] = {11, 5, 37, 1};
@@ -156,10 +166,11 @@ static void bf16_rounding(void **state) {
 static void bf16_gradients_near_fp32(void **state) {
     (void)state;
     make_batch();
-    for (int tied = 0; tied <= 1; tied++) {
+    for (int variant = 0; variant <= 2; variant++) { /* untied, tied, tied Qwen2 (biases, llama3 RoPE) */
+        int tied = variant >= 1;
         lt_llama m32, m16;
-        make_model(&m32, tied, NULL);
-        make_model(&m16, tied, lt_backend_cpu_bf16());
+        make_model_family(&m32, tied, variant == 2, NULL);
+        make_model_family(&m16, tied, variant == 2, lt_backend_cpu_bf16());
         size_t n = m32.n_params;
         float *ref = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
         assert_true(ref && g);
@@ -179,8 +190,8 @@ static void bf16_gradients_near_fp32(void **state) {
             double l = grads_of(&m16, cases[c].u, cases[c].n_units, cases[c].cut, g);
             const char *worst = "";
             double rel = worst_tensor_rel(&m16, g, ref, &worst);
-            print_message("cpu-bf16 %s (tied %d): loss %.6f vs fp32 %.6f, worst tensor %s rel %.2e\n", cases[c].what,
-                          tied, l, l_ref, worst, rel);
+            print_message("cpu-bf16 %s (tied %d%s): loss %.6f vs fp32 %.6f, worst tensor %s rel %.2e\n",
+                          cases[c].what, tied, variant == 2 ? ", qwen2" : "", l, l_ref, worst, rel);
             assert_true(fabs(l - l_ref) <= 1e-2 * fabs(l_ref));
             assert_true(rel <= BF16_TOL);
             assert_true(rel > 0); /* bf16 storage changed something: the emulation is on */

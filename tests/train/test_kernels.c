@@ -31,6 +31,7 @@
 
 #include <cmocka.h>
 
+#include "lib/model.h"      /* lt_model_rope_inv_freq */
 #include "lib/rng.h"        /* lt_rng: seeded test data */
 #include "lib/threadpool.h" /* lt_pool */
 #include "train/cpu/simd.h" /* lt_vexpf */
@@ -257,14 +258,21 @@ typedef struct {
     const int32_t *pos;
     float *x, *y;
     const float *w;
+    const float *inv_freq;
 } rope_fd;
 
 static double rope_L(void *arg) {
     rope_fd *c = arg;
     size_t n = (size_t)c->T * c->nh * c->hd;
     memcpy(c->y, c->x, n * sizeof *c->y);
-    lt_rope_forward(c->y, c->pos, c->T, c->nh, c->hd, 10000.0f, NULL);
+    lt_rope_forward(c->y, c->pos, c->T, c->nh, c->hd, c->inv_freq, NULL);
     return weighted_sum(c->w, c->y, n);
+}
+
+/* The plain inverse frequencies of base theta (lt_model_rope_inv_freq without scaling). */
+static void plain_inv_freq(float theta, int hd, float *f) {
+    lt_model_shape s = {.rope_theta = theta};
+    lt_model_rope_inv_freq(&s, hd, f);
 }
 
 static void test_rope(void **state) {
@@ -272,10 +280,12 @@ static void test_rope(void **state) {
     enum { T = 7, NH = 2, HD = 8, N = T * NH * HD };
     const int32_t pos[T] = {0, 1, 2, 5, 17, 300, 4095};
     const float theta = 10000.0f;
+    float freq[HD / 2];
+    plain_inv_freq(theta, HD, freq);
     lt_rng r;
     lt_rng_seed(&r, 5);
     float *x = rand_buf(&r, N, -1, 1), *y = copy_buf(x, N);
-    lt_rope_forward(y, pos, T, NH, HD, theta, NULL);
+    lt_rope_forward(y, pos, T, NH, HD, freq, NULL);
     /* position 0: identity, bit for bit */
     assert_memory_equal(y, x, NH * HD * sizeof(float));
     /* the rotation written out, angles in double */
@@ -292,16 +302,65 @@ static void test_rope(void **state) {
             }
     /* backward is the inverse rotation */
     float *z = copy_buf(y, N);
-    lt_rope_backward(z, pos, T, NH, HD, theta, NULL);
+    lt_rope_backward(z, pos, T, NH, HD, freq, NULL);
     for (int i = 0; i < N; i++) assert_float_equal(z[i], x[i], 1e-6);
 
     /* and the gradient of the forward */
     float *w = rand_buf(&r, N, -1, 1), *g = copy_buf(w, N);
-    lt_rope_backward(g, pos, T, NH, HD, theta, NULL);
-    rope_fd ctx = {T, NH, HD, pos, x, y, w};
+    lt_rope_backward(g, pos, T, NH, HD, freq, NULL);
+    rope_fd ctx = {T, NH, HD, pos, x, y, w, freq};
     fd_input in[] = {{"x", x, g, N}};
     fd_check("rope", rope_L, &ctx, in, 1);
     free(x), free(y), free(z), free(w), free(g);
+}
+
+/* Llama 3.1's scaled frequencies (lib/model.h) against the rule written out in double
+ * (Meta's reference apply_scaling: wavelengths above L / low slowed by `factor`, below
+ * L / high kept, between interpolated); the fp32 operation order of transformers that
+ * lt_model_rope_inv_freq follows is checked end to end by tests/train/hf_reference.py. */
+static void test_rope_llama3_frequencies(void **state) {
+    (void)state;
+    enum { HD = 128 };
+    lt_model_shape s = {.rope_theta = 500000.0, .rope_scaling = LT_ROPE_LLAMA3, .rope_factor = 8.0,
+                        .rope_low_freq_factor = 1.0, .rope_high_freq_factor = 4.0, .rope_original_max_pos = 8192};
+    float f[HD / 2], plain[HD / 2];
+    lt_model_rope_inv_freq(&s, HD, f);
+    plain_inv_freq(500000.0f, HD, plain);
+    int kept = 0, slowed = 0, between = 0;
+    for (int i = 0; i < HD / 2; i++) {
+        double base = 1.0 / pow(500000.0, 2.0 * i / HD), wavelen = 2.0 * M_PI / base, want;
+        if (wavelen < 8192.0 / 4.0) {
+            want = base, kept++;
+            assert_memory_equal(&f[i], &plain[i], sizeof(float)); /* untouched, bit for bit */
+        } else if (wavelen > 8192.0 / 1.0) {
+            want = base / 8.0, slowed++;
+        } else {
+            double smooth = (8192.0 / wavelen - 1.0) / (4.0 - 1.0);
+            want = (1.0 - smooth) * base / 8.0 + smooth * base, between++;
+        }
+        assert_float_equal(f[i], want, 1e-6 * want);
+    }
+    assert_true(kept > 0 && slowed > 0 && between > 0); /* every band is exercised */
+    /* no scaling: the plain frequencies */
+    s.rope_scaling = LT_ROPE_NONE;
+    lt_model_rope_inv_freq(&s, HD, f);
+    assert_memory_equal(f, plain, sizeof f);
+}
+
+/* A bias: y += b per row; db += column sums. */
+static void test_bias(void **state) {
+    (void)state;
+    enum { T = 5, N = 3 };
+    float y[T * N], b[N] = {1.5f, -2.0f, 0.25f}, db[N] = {1.0f, 0.0f, -1.0f};
+    for (int i = 0; i < T * N; i++) y[i] = (float)i;
+    lt_bias_forward(y, b, T, N);
+    for (int i = 0; i < T * N; i++) assert_float_equal(y[i], (float)i + b[i % N], 0.0);
+    lt_bias_backward(db, y, T, N);
+    for (int j = 0; j < N; j++) {
+        double s = j == 0 ? 1.0 : j == 1 ? 0.0 : -1.0;
+        for (int t = 0; t < T; t++) s += y[t * N + j];
+        assert_float_equal(db[j], s, 1e-5);
+    }
 }
 
 /* ---------------------------------------------------------------- attention */
@@ -673,12 +732,13 @@ static void test_threads_bit_identical(void **state) {
     /* RoPE: the T x C buffer as 5 heads of 30 */
     int32_t pos[T];
     for (int t = 0; t < T; t++) pos[t] = (t * 7) % 23;
-    float *y0 = copy_buf(x, T * C), *y1 = copy_buf(x, T * C);
-    lt_rope_forward(y0, pos, T, 5, 30, 500000.0f, NULL);
-    lt_rope_forward(y1, pos, T, 5, 30, 500000.0f, pool);
+    float *y0 = copy_buf(x, T * C), *y1 = copy_buf(x, T * C), freq30[15];
+    plain_inv_freq(500000.0f, 30, freq30);
+    lt_rope_forward(y0, pos, T, 5, 30, freq30, NULL);
+    lt_rope_forward(y1, pos, T, 5, 30, freq30, pool);
     assert_memory_equal(y0, y1, T * C * sizeof(float));
-    lt_rope_backward(y0, pos, T, 5, 30, 500000.0f, NULL);
-    lt_rope_backward(y1, pos, T, 5, 30, 500000.0f, pool);
+    lt_rope_backward(y0, pos, T, 5, 30, freq30, NULL);
+    lt_rope_backward(y1, pos, T, 5, 30, freq30, pool);
     assert_memory_equal(y0, y1, T * C * sizeof(float));
     free(y0), free(y1), free(x), free(g), free(dout);
 
@@ -756,6 +816,8 @@ int main(void) {
         cmocka_unit_test(test_linear_forward_naive),
         cmocka_unit_test(test_linear_grad),
         cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_rope_llama3_frequencies),
+        cmocka_unit_test(test_bias),
         cmocka_unit_test(test_attention_grad_context),
         cmocka_unit_test(test_attention_grad_aliasing),
         cmocka_unit_test(test_attention_context_equals_whole),

@@ -213,6 +213,55 @@ static void tensor_table(void **state) {
     lt_llama_free(&t);
 }
 
+/* Qwen2: the three Q/K/V biases after each layer's Llama tensors (a model without them keeps
+ * its table, init and checkpoints), [1, out] vectors, initialized to 0, viewed as bq/bk/bv;
+ * the parameter counts agree (lib/model.h's lt_model_params, the model's own). */
+static void qwen2_bias_tensors(void **state) {
+    (void)state;
+    lt_model_shape s = test_shape();
+    s.family = LT_FAMILY_QWEN2;
+    lt_llama m, plain;
+    lt_error err;
+    assert_int_equal(lt_llama_create(&m, &s, &err), LT_OK);
+    make_model(&plain, 0);
+    size_t C = (size_t)s.hidden, kvd = (size_t)s.kv_heads * (C / (size_t)s.heads);
+    assert_int_equal(m.n_tensors, 3 + 12 * s.layers);
+    assert_int_equal(m.n_params, plain.n_params + (size_t)s.layers * (C + 2 * kvd));
+    assert_int_equal(m.n_params, m.n_params_whole);
+    s.tie_embeddings = 0;
+    assert_float_equal(lt_model_params(&s), (double)m.n_params, 0.5); /* untied: the formula's case */
+    static const char *const want[12] = {"input_layernorm.weight", "self_attn.q_proj.weight",
+                                         "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                                         "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+                                         "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                                         "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"};
+    for (int l = 0; l < s.layers; l++)
+        for (int i = 0; i < 12; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, want[i]);
+            assert_string_equal(m.tensors[1 + 12 * l + i].name, name);
+        }
+    const lt_tensor_info *bq = lt_llama_find_tensor(&m, "model.layers.1.self_attn.q_proj.bias");
+    const lt_tensor_info *bk = lt_llama_find_tensor(&m, "model.layers.1.self_attn.k_proj.bias");
+    assert_non_null(bq);
+    assert_non_null(bk);
+    assert_int_equal(bq->rows, 1);
+    assert_int_equal(bq->cols, (int)C);
+    assert_int_equal(bk->cols, (int)kvd);
+    assert_ptr_equal(m.w.layer[1].bq, m.params + bq->offset);
+    assert_ptr_equal(m.w.layer[1].bk, m.params + bk->offset);
+    assert_null(plain.w.layer[1].bq);
+    /* layer 0's Llama tensors draw the same init as a model without biases (their places
+     * in the table are the same); the biases start at 0 */
+    lt_llama_init(&m, 5);
+    lt_llama_init(&plain, 5);
+    const lt_tensor_info *wq = lt_llama_find_tensor(&m, "model.layers.0.self_attn.q_proj.weight");
+    assert_memory_equal(m.params + wq->offset, plain.w.layer[0].wq, (size_t)wq->rows * wq->cols * sizeof(float));
+    for (int j = 0; j < bq->cols; j++) assert_true(m.w.layer[1].bq[j] == 0.0f);
+    lt_llama_free(&m);
+    lt_llama_free(&plain);
+}
+
 static void init_is_deterministic(void **state) {
     (void)state;
     lt_model_shape s = test_shape();
@@ -430,6 +479,7 @@ static void gelu_models_refused(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tensor_table),
+        cmocka_unit_test(qwen2_bias_tensors),
         cmocka_unit_test(init_is_deterministic),
         cmocka_unit_test(labels_and_bad_units),
         cmocka_unit_test(split_three_ways_same_gradients),

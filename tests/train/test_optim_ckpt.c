@@ -29,6 +29,7 @@
 #include "tests/testutil.h"
 
 #include "lib/config.h"
+#include "lib/files.h" /* lt_read_file */
 #include "lib/model.h"
 #include "lib/rng.h"
 #include "train/io/ckpt.h"
@@ -319,6 +320,57 @@ static void spit(const char *path, const uint8_t *b, size_t n) {
     fclose(f);
 }
 
+/* A Qwen2 model with llama3 RoPE scaling is written as version 2 (a 320-byte header) and
+ * read back with its family and scaling; damage to the extension is caught by its checksum. */
+static void test_ckpt_v2_families(void **state) {
+    (void)state;
+    lt_model_shape s = *lt_model_preset("nano");
+    s.vocab = 64;
+    s.family = LT_FAMILY_QWEN2;
+    s.rope_scaling = LT_ROPE_LLAMA3;
+    s.rope_factor = 8.0, s.rope_low_freq_factor = 1.0, s.rope_high_freq_factor = 4.0;
+    s.rope_original_max_pos = 8192;
+    lt_llama m, r;
+    lt_error err;
+    assert_int_equal(lt_llama_create(&m, &s, &err), LT_OK);
+    lt_llama_init(&m, 3);
+    m.w.layer[0].bq[1] = 0.5f;
+    lt_ckpt_state st;
+    memset(&st, 0, sizeof st);
+    char path[320];
+    path_in(path, sizeof path, "qwen2.bin");
+    assert_int_equal(lt_ckpt_write(path, &m, NULL, &st, &err), LT_OK);
+    uint8_t *b = NULL;
+    size_t n = 0;
+    assert_int_equal(lt_read_file(path, (char **)&b, &n, &err), LT_OK);
+    assert_int_equal(n, LT_CKPT_HEADER_BYTES_V2 + 4 * m.n_params);
+    assert_int_equal(b[8], 2);   /* version */
+    assert_int_equal(b[12], 64); /* header bytes 320 = 0x140, little-endian */
+    assert_int_equal(b[13], 1);
+    assert_int_equal(lt_ckpt_read(path, &r, NULL, NULL, &err), LT_OK);
+    assert_int_equal(r.shape.family, LT_FAMILY_QWEN2);
+    assert_int_equal(r.shape.rope_scaling, LT_ROPE_LLAMA3);
+    assert_float_equal(r.shape.rope_factor, 8.0, 0);
+    assert_float_equal(r.shape.rope_low_freq_factor, 1.0, 0);
+    assert_float_equal(r.shape.rope_high_freq_factor, 4.0, 0);
+    assert_int_equal(r.shape.rope_original_max_pos, 8192);
+    assert_int_equal(r.n_params, m.n_params);
+    assert_memory_equal(r.params, m.params, m.n_params * sizeof(float));
+    assert_memory_equal(r.rope_inv_freq, m.rope_inv_freq, (size_t)m.head_dim / 2 * sizeof(float));
+    lt_llama_free(&r);
+    /* a byte of the extension flipped: the header is damaged */
+    b[264] ^= 0x01;
+    path_in(path, sizeof path, "qwen2-bad.bin");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+    assert_int_not_equal(lt_ckpt_read(path, &r, NULL, NULL, &err), LT_OK);
+    assert_non_null(strstr(err.what, "checksum"));
+    free(b);
+    lt_llama_free(&m);
+}
+
 static void put64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
@@ -373,8 +425,12 @@ static void test_ckpt_damage(void **state) {
     c[3] = 'X';
     expect_bad(c, n, LT_ERR_INPUT, "not a trainer checkpoint", "LTCKPT01", NULL);
     FRESH();
-    put32(c + 8, 2);
-    expect_bad(c, n, LT_ERR_VERSION, "version 2", "newer", NULL);
+    put32(c + 8, 3);
+    expect_bad(c, n, LT_ERR_VERSION, "version 3", "newer", NULL);
+    FRESH();
+    put32(c + 8, 2); /* version 2 with version 1's header size */
+    reseal_header(c);
+    expect_bad(c, n, LT_ERR_INPUT, "invalid checkpoint header", "version 2", NULL);
     FRESH();
     expect_bad(c, 100, LT_ERR_INPUT, "truncated", NULL);
     char want[64];
@@ -517,7 +573,7 @@ int main(void) {
         cmocka_unit_test(test_lr_schedule),    cmocka_unit_test(test_optim_config),
         cmocka_unit_test(test_clip),           cmocka_unit_test(test_adamw_steps),
         cmocka_unit_test(test_ckpt_roundtrip), cmocka_unit_test(test_ckpt_damage),
-        cmocka_unit_test(test_ckpt_dir),
+        cmocka_unit_test(test_ckpt_dir),        cmocka_unit_test(test_ckpt_v2_families),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,7 +6,8 @@
  * model's within 1e-5 (the replicated norms' gradients summed over the ranks, as the
  * trainer's TP all-reduce will). The batch has sliced samples (K/V context across units)
  * and units whose tokens tp does not divide; the vocabulary (61) is not a multiple of tp.
- * Also: the layout-independent init, the shard copy, the refusals of lt_llama_create_tp,
+ * A Qwen2 model (Q/K/V biases, column-parallel like their weights) with llama3-scaled RoPE
+ * likewise. Also: the layout-independent init, the shard copy, the refusals of lt_llama_create_tp,
  * rows kept (lt_acts_keep_rows) on a TP rank giving the rows of its SP split, and a
  * pipeline stage's part (lt_llama_create_stage).
  */
@@ -159,10 +160,19 @@ static void *run_rank(void *arg) {
     return NULL;
 }
 
-/* The whole model's step against tp ranks' (threads): loss and gradients within 1e-5. */
-static void check_tp(int tp, int kv_heads, int tied) {
+/* The whole model's step against tp ranks' (threads): loss and gradients within 1e-5.
+ * qwen2: a Qwen2 model (Q/K/V biases, split like their weights' rows) with Llama 3.1's
+ * scaled RoPE frequencies. */
+static void check_tp_family(int tp, int kv_heads, int tied, bool qwen2) {
     make_batch();
     lt_model_shape s = shape_of(kv_heads, tied);
+    if (qwen2) {
+        s.family = LT_FAMILY_QWEN2;
+        s.rope_theta = 500000.0;
+        s.rope_scaling = LT_ROPE_LLAMA3;
+        s.rope_factor = 8.0, s.rope_low_freq_factor = 1.0, s.rope_high_freq_factor = 4.0;
+        s.rope_original_max_pos = 1024;
+    }
     lt_error err;
     lt_llama full;
     assert_int_equal(lt_llama_create(&full, &s, &err), LT_OK);
@@ -224,6 +234,13 @@ static void check_tp(int tp, int kv_heads, int tied) {
     for (int r = 0; r < tp; r++) free(run[r].grads), lt_llama_free(&run[r].m);
     free(ref);
     lt_llama_free(&full);
+}
+
+static void check_tp(int tp, int kv_heads, int tied) { check_tp_family(tp, kv_heads, tied, false); }
+
+static void test_tp2_qwen2(void **state) {
+    (void)state;
+    check_tp_family(2, 2, 1, true);
 }
 
 static void test_tp2_gqa(void **state) {
@@ -424,6 +441,7 @@ static void test_stage_parts(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tp2_gqa),          cmocka_unit_test(test_tp2_tied),
+        cmocka_unit_test(test_tp2_qwen2),
         cmocka_unit_test(test_tp4),              cmocka_unit_test(test_init_layout_free),
         cmocka_unit_test(test_refusals),         cmocka_unit_test(test_keep_rows_sp),
         cmocka_unit_test(test_stage_parts),

@@ -59,7 +59,8 @@ void lt_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x
                          const float *rstd, int T, int C, lt_pool *pool);
 
 /* ---------------------------------------------------------------- linear (linear.c) */
-/* out[T,OUT] = x[T,IN] W^T, W is [OUT,IN]. No bias (Llama has none). One cblas_sgemm. */
+/* out[T,OUT] = x[T,IN] W^T, W is [OUT,IN]. No bias (Llama has none; Qwen2's Q/K/V biases
+ * are lt_bias_forward after it). One cblas_sgemm. */
 void lt_linear_forward(float *out, const float *x, const float *w, int T, int IN, int OUT);
 /* dx[T,IN] += dout W; dw[OUT,IN] += dout^T x. Either of dx, dw may be NULL (not wanted). */
 void lt_linear_backward(float *dx, float *dw, const float *dout, const float *x, const float *w, int T,
@@ -71,19 +72,27 @@ void lt_linear_backward(float *dx, float *dw, const float *dout, const float *x,
  * calls running at the same time on several threads would each add their own time. */
 void lt_linear_timing(bool on);
 double lt_linear_seconds(void);
+/* A linear layer's bias (Qwen2's q/k/v_proj, torch.nn.Linear's y = x W^T + b):
+ * forward y[t, j] += b[j]; backward db[j] += sum over t of dy[t, j] (the column sums,
+ * summed over t in row order, fp32). */
+void lt_bias_forward(float *y, const float *b, int T, int n);
+void lt_bias_backward(float *db, const float *dy, int T, int n);
 
 /* ---------------------------------------------------------------- RoPE (rope.c) */
 /* Rotary position embedding, Hugging Face `rotate_half` convention, in place on x[T, n*hd]:
- * for head j, i < hd/2, angle a = pos[t] * inv_freq[i] with inv_freq[i] = 1 / theta^(2i/hd):
+ * for head j, i < hd/2, angle a = pos[t] * inv_freq[i] with the model's inverse frequencies
+ * inv_freq[0 .. hd/2) (lt_model_rope_inv_freq, lib/model.h: 1 / theta^(2i/hd), or Llama 3.1's
+ * scaled ones):
  *   x[i]        <- x[i] cos a - x[i+hd/2] sin a
  *   x[i+hd/2]   <- x[i+hd/2] cos a + x[i] sin a
  * computed in fp32 the way transformers' LlamaRotaryEmbedding does (inv_freq, the angle
  * and cos/sin in float), so logits match a `transformers` model. pos[t] is the token's
  * absolute position in its sample (a slice starting at token b has positions b, b+1, ...). */
-void lt_rope_forward(float *x, const int32_t *pos, int T, int n_heads, int hd, float theta, lt_pool *pool);
+void lt_rope_forward(float *x, const int32_t *pos, int T, int n_heads, int hd, const float *inv_freq, lt_pool *pool);
 /* The transpose (rotation by -a), in place on dx: the gradient of the input from the
  * gradient of the output. Not "+=": it transforms a buffer the caller owns. */
-void lt_rope_backward(float *dx, const int32_t *pos, int T, int n_heads, int hd, float theta, lt_pool *pool);
+void lt_rope_backward(float *dx, const int32_t *pos, int T, int n_heads, int hd, const float *inv_freq,
+                      lt_pool *pool);
 
 /* ---------------------------------------------------------------- attention (attention.c) */
 /*

@@ -1,7 +1,8 @@
 /*
- * train/cpu/linear.c — the bias-free linear layer of Llama (torch.nn.Linear with the
- * Hugging Face [out, in] weight layout): y = x W^T; backward dx += dy W, dW += dy^T x.
- * Each is one cblas_sgemm (OpenBLAS; its own threads, not the lt_pool).
+ * train/cpu/linear.c — the linear layer (torch.nn.Linear with the Hugging Face [out, in]
+ * weight layout): y = x W^T; backward dx += dy W, dW += dy^T x. Each is one cblas_sgemm
+ * (OpenBLAS; its own threads, not the lt_pool). Llama's layers have no bias; Qwen2's Q/K/V
+ * projections add one (lt_bias_forward / _backward, plain loops: O(T n)).
  *
  * lt_linear_timing (train/cpu/kernels.h) times the sgemm calls for bench/trainer; off, it costs
  * one relaxed atomic load per call.
@@ -59,4 +60,18 @@ void lt_linear_backward(float *dx, float *dw, const float *dout, const float *x,
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, T, 1.0f, dout, OUT, x, IN, 1.0f, dw,
                     IN);
     timing_stop(t0);
+}
+
+void lt_bias_forward(float *y, const float *b, int T, int n) {
+    for (int t = 0; t < T; t++) {
+        float *row = y + (size_t)t * (size_t)n;
+        for (int j = 0; j < n; j++) row[j] += b[j];
+    }
+}
+
+void lt_bias_backward(float *db, const float *dy, int T, int n) {
+    for (int t = 0; t < T; t++) {
+        const float *row = dy + (size_t)t * (size_t)n;
+        for (int j = 0; j < n; j++) db[j] += row[j];
+    }
 }

@@ -1,8 +1,10 @@
 /*
  * train/cpu/rope.c — rotary position embedding (Su et al. 2021, RoFormer) in the
  * Hugging Face Llama form: `rotate_half` pairs element i with i + hd/2, and the angles are
- * computed in fp32 exactly as transformers' LlamaRotaryEmbedding does:
- *   inv_freq[i] = 1 / theta^((2i)/hd), angle = pos * inv_freq[i], c = cos(angle), s = sin(angle)
+ * computed in fp32 exactly as transformers' LlamaRotaryEmbedding does, from the model's
+ * inverse frequencies (lt_model_rope_inv_freq, lib/model.h: 1 / theta^((2i)/hd), or Llama
+ * 3.1's scaled ones):
+ *   angle = pos * inv_freq[i], c = cos(angle), s = sin(angle)
  *   x[i] <- x[i] c - x[i+hd/2] s,   x[i+hd/2] <- x[i+hd/2] c + x[i] s.
  * The backward applies the transpose (rotation by -angle). Threaded over rows; a row's
  * cos/sin are computed once and applied to all of its heads.
@@ -15,7 +17,7 @@ typedef struct {
     float *x;
     const int32_t *pos;
     int n_heads, hd;
-    float theta;
+    const float *inv_freq; /* [hd / 2] */
     float sign; /* +1 forward, -1 backward (the sine flips) */
 } rope_ctx;
 
@@ -24,9 +26,7 @@ static void rope_row(size_t t, void *arg) {
     int half = a->hd / 2;
     float *row = a->x + t * (size_t)a->n_heads * a->hd;
     for (int i = 0; i < half; i++) {
-        float e = (float)(2 * i) / (float)a->hd;
-        float inv_freq = 1.0f / powf(a->theta, e);
-        float angle = (float)a->pos[t] * inv_freq;
+        float angle = (float)a->pos[t] * a->inv_freq[i];
         float c = cosf(angle), s = a->sign * sinf(angle);
         for (int h = 0; h < a->n_heads; h++) {
             float *xh = row + (size_t)h * a->hd;
@@ -37,12 +37,13 @@ static void rope_row(size_t t, void *arg) {
     }
 }
 
-void lt_rope_forward(float *x, const int32_t *pos, int T, int n_heads, int hd, float theta, lt_pool *pool) {
-    rope_ctx a = {.x = x, .pos = pos, .n_heads = n_heads, .hd = hd, .theta = theta, .sign = 1.0f};
+void lt_rope_forward(float *x, const int32_t *pos, int T, int n_heads, int hd, const float *inv_freq, lt_pool *pool) {
+    rope_ctx a = {.x = x, .pos = pos, .n_heads = n_heads, .hd = hd, .inv_freq = inv_freq, .sign = 1.0f};
     lt_kernel_for(pool, (size_t)T, rope_row, &a);
 }
 
-void lt_rope_backward(float *dx, const int32_t *pos, int T, int n_heads, int hd, float theta, lt_pool *pool) {
-    rope_ctx a = {.x = dx, .pos = pos, .n_heads = n_heads, .hd = hd, .theta = theta, .sign = -1.0f};
+void lt_rope_backward(float *dx, const int32_t *pos, int T, int n_heads, int hd, const float *inv_freq,
+                      lt_pool *pool) {
+    rope_ctx a = {.x = dx, .pos = pos, .n_heads = n_heads, .hd = hd, .inv_freq = inv_freq, .sign = -1.0f};
     lt_kernel_for(pool, (size_t)T, rope_row, &a);
 }

@@ -47,7 +47,20 @@ enum {
     OFF_PARAMS_HASH = 224,
     OFF_MOMENTS_HASH = 232,
     OFF_HEADER_HASH = 248,
+    /* version 2 */
+    OFF_FAMILY = 256,
+    OFF_ROPE_SCALING = 260,
+    OFF_ROPE_FACTOR = 264,
+    OFF_ROPE_LOW = 272,
+    OFF_ROPE_HIGH = 280,
+    OFF_ROPE_ORIG = 288,
+    OFF_V2_HASH = 312,
 };
+
+/* Does the model need version 2's fields (ckpt.h)? */
+static bool needs_v2(const lt_model_shape *s) {
+    return s->family != LT_FAMILY_LLAMA || s->rope_scaling != LT_ROPE_NONE;
+}
 
 #define DAMAGED_HINT "the file is damaged; resume from an earlier checkpoint (train.keep_checkpoints are kept)"
 
@@ -112,13 +125,17 @@ static bool read_floats(FILE *f, float *x, size_t n) {
 
 /* ------------------------------------------------------------------ writer */
 
-static void encode_header(uint8_t h[LT_CKPT_HEADER_BYTES], const lt_llama *m, const lt_adamw *opt,
-                          const lt_ckpt_state *st, uint64_t params_hash, uint64_t moments_hash) {
-    memset(h, 0, LT_CKPT_HEADER_BYTES);
-    memcpy(h + OFF_MAGIC, LT_CKPT_MAGIC, 8);
-    lt_put_le32(h + OFF_VERSION, LT_CKPT_VERSION);
-    lt_put_le32(h + OFF_HEADER_BYTES, LT_CKPT_HEADER_BYTES);
+/* The header (h: LT_CKPT_HEADER_BYTES_V2 bytes); returns its length, 256 (version 1) or
+ * 320 (version 2). */
+static size_t encode_header(uint8_t h[LT_CKPT_HEADER_BYTES_V2], const lt_llama *m, const lt_adamw *opt,
+                            const lt_ckpt_state *st, uint64_t params_hash, uint64_t moments_hash) {
     const lt_model_shape *s = &m->shape;
+    bool v2 = needs_v2(s);
+    size_t bytes = v2 ? LT_CKPT_HEADER_BYTES_V2 : LT_CKPT_HEADER_BYTES;
+    memset(h, 0, LT_CKPT_HEADER_BYTES_V2);
+    memcpy(h + OFF_MAGIC, LT_CKPT_MAGIC, 8);
+    lt_put_le32(h + OFF_VERSION, v2 ? 2u : 1u);
+    lt_put_le32(h + OFF_HEADER_BYTES, (uint32_t)bytes);
     if (s->name) {
         size_t nl = strlen(s->name);
         memcpy(h + OFF_NAME, s->name, nl < NAME_BYTES - 1 ? nl : NAME_BYTES - 1);
@@ -141,6 +158,18 @@ static void encode_header(uint8_t h[LT_CKPT_HEADER_BYTES], const lt_llama *m, co
     lt_put_le64(h + OFF_PARAMS_HASH, params_hash);
     lt_put_le64(h + OFF_MOMENTS_HASH, moments_hash);
     lt_put_le64(h + OFF_HEADER_HASH, XXH64(h, OFF_HEADER_HASH, 0));
+    if (v2) {
+        lt_put_le32(h + OFF_FAMILY, (uint32_t)s->family);
+        lt_put_le32(h + OFF_ROPE_SCALING, (uint32_t)s->rope_scaling);
+        if (s->rope_scaling == LT_ROPE_LLAMA3) {
+            lt_put_le_f64(h + OFF_ROPE_FACTOR, s->rope_factor);
+            lt_put_le_f64(h + OFF_ROPE_LOW, s->rope_low_freq_factor);
+            lt_put_le_f64(h + OFF_ROPE_HIGH, s->rope_high_freq_factor);
+            lt_put_le32(h + OFF_ROPE_ORIG, (uint32_t)s->rope_original_max_pos);
+        }
+        lt_put_le64(h + OFF_V2_HASH, XXH64(h + LT_CKPT_HEADER_BYTES, OFF_V2_HASH - LT_CKPT_HEADER_BYTES, 0));
+    }
+    return bytes;
 }
 
 lt_status lt_ckpt_write(const char *path, const lt_llama *m, const lt_adamw *opt, const lt_ckpt_state *st,
@@ -148,15 +177,15 @@ lt_status lt_ckpt_write(const char *path, const lt_llama *m, const lt_adamw *opt
     if (opt && opt->n != m->n_params)
         return lt_fail(err, LT_ERR_INTERNAL, path, "optimizer state of %zu parameters for a model of %zu", opt->n,
                        m->n_params);
-    uint8_t h[LT_CKPT_HEADER_BYTES];
+    uint8_t h[LT_CKPT_HEADER_BYTES_V2];
     uint64_t ph = hash_arrays(m->params, NULL, m->n_params);
     uint64_t mh = opt ? hash_arrays(opt->m, opt->v, opt->n) : 0;
-    encode_header(h, m, opt, st, ph, mh);
+    size_t hbytes = encode_header(h, m, opt, st, ph, mh);
 
     lt_atomic_file af;
     lt_status s = lt_atomic_open(&af, path, err);
     if (s != LT_OK) return s;
-    bool ok = fwrite(h, 1, sizeof h, af.fp) == sizeof h && write_floats(af.fp, m->params, m->n_params);
+    bool ok = fwrite(h, 1, hbytes, af.fp) == hbytes && write_floats(af.fp, m->params, m->n_params);
     if (ok && opt) ok = write_floats(af.fp, opt->m, opt->n) && write_floats(af.fp, opt->v, opt->n);
     if (!ok) {
         int e = errno;
@@ -182,7 +211,7 @@ static uint64_t shape_params(const lt_model_shape *s) {
     uint64_t C = (uint64_t)s->hidden, F = (uint64_t)s->ffn, V = (uint64_t)s->vocab;
     uint64_t hd = C / (uint64_t)s->heads;
     uint64_t qd = hd * (uint64_t)s->heads, kvd = hd * (uint64_t)s->kv_heads;
-    uint64_t per_layer = 2 * C + qd * C + 2 * kvd * C + C * qd + 3 * F * C;
+    uint64_t per_layer = 2 * C + qd * C + 2 * kvd * C + C * qd + 3 * F * C + (lt_model_qkv_bias(s) ? qd + 2 * kvd : 0);
     return V * C + (uint64_t)s->layers * per_layer + C + (s->tie_embeddings ? 0 : V * C);
 }
 
@@ -205,8 +234,9 @@ static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_err
         goto fail;
     }
     hd->file_bytes = (uint64_t)sb.st_size;
-    uint8_t h[LT_CKPT_HEADER_BYTES];
-    size_t got = fread(h, 1, sizeof h, f);
+    uint8_t h[LT_CKPT_HEADER_BYTES_V2];
+    memset(h, 0, sizeof h);
+    size_t got = fread(h, 1, LT_CKPT_HEADER_BYTES, f);
     if (got < 8 || memcmp(h, LT_CKPT_MAGIC, 8) != 0) {
         st = lt_fail(err, LT_ERR_INPUT, path, "not a trainer checkpoint (the file does not start with \"%s\")",
                      LT_CKPT_MAGIC);
@@ -227,20 +257,26 @@ static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_err
         lt_error_hint(err, "read it with the longtail version that wrote it, or a newer one");
         goto fail;
     }
-    if (version == 0 || lt_get_le32(h + OFF_HEADER_BYTES) != LT_CKPT_HEADER_BYTES) {
+    uint32_t hbytes = version == 2 ? LT_CKPT_HEADER_BYTES_V2 : LT_CKPT_HEADER_BYTES;
+    if (version == 0 || lt_get_le32(h + OFF_HEADER_BYTES) != hbytes) {
         st = lt_fail(err, LT_ERR_INPUT, path, "invalid checkpoint header (version %" PRIu32 ", header bytes %" PRIu32
-                     ", expected %d and %d)", version, lt_get_le32(h + OFF_HEADER_BYTES), LT_CKPT_VERSION,
-                     LT_CKPT_HEADER_BYTES);
+                     ", expected version 1 with %d or 2 with %d)", version, lt_get_le32(h + OFF_HEADER_BYTES),
+                     LT_CKPT_HEADER_BYTES, LT_CKPT_HEADER_BYTES_V2);
         lt_error_hint(err, DAMAGED_HINT);
         goto fail;
     }
-    if (got < sizeof h) {
-        st = lt_fail(err, LT_ERR_INPUT, path, "truncated checkpoint: expected at least %d bytes, the file has %" PRIu64,
-                     LT_CKPT_HEADER_BYTES, hd->file_bytes);
+    if (got == LT_CKPT_HEADER_BYTES && hbytes > LT_CKPT_HEADER_BYTES)
+        got += fread(h + LT_CKPT_HEADER_BYTES, 1, hbytes - LT_CKPT_HEADER_BYTES, f);
+    if (got < hbytes) {
+        st = lt_fail(err, LT_ERR_INPUT, path,
+                     "truncated checkpoint: expected at least %" PRIu32 " bytes, the file has %" PRIu64, hbytes,
+                     hd->file_bytes);
         lt_error_hint(err, DAMAGED_HINT);
         goto fail;
     }
-    if (lt_get_le64(h + OFF_HEADER_HASH) != XXH64(h, OFF_HEADER_HASH, 0)) {
+    if (lt_get_le64(h + OFF_HEADER_HASH) != XXH64(h, OFF_HEADER_HASH, 0) ||
+        (version == 2 &&
+         lt_get_le64(h + OFF_V2_HASH) != XXH64(h + LT_CKPT_HEADER_BYTES, OFF_V2_HASH - LT_CKPT_HEADER_BYTES, 0))) {
         st = lt_fail(err, LT_ERR_INPUT, path, "checkpoint header checksum mismatch: the header is damaged");
         lt_error_hint(err, DAMAGED_HINT);
         goto fail;
@@ -264,6 +300,14 @@ static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_err
     s->gated_ffn = dims[7];
     s->rope_theta = lt_get_le_f64(h + OFF_ROPE_THETA);
     s->norm_eps = lt_get_le_f64(h + OFF_NORM_EPS);
+    if (version == 2) { /* (version 1: zeros, a Llama without RoPE scaling) */
+        s->family = (int)(int32_t)lt_get_le32(h + OFF_FAMILY);
+        s->rope_scaling = (int)(int32_t)lt_get_le32(h + OFF_ROPE_SCALING);
+        s->rope_factor = lt_get_le_f64(h + OFF_ROPE_FACTOR);
+        s->rope_low_freq_factor = lt_get_le_f64(h + OFF_ROPE_LOW);
+        s->rope_high_freq_factor = lt_get_le_f64(h + OFF_ROPE_HIGH);
+        s->rope_original_max_pos = (int)(int32_t)lt_get_le32(h + OFF_ROPE_ORIG);
+    }
     lt_error verr;
     if (lt_model_validate(s, &verr) != LT_OK) {
         st = lt_fail(err, LT_ERR_INPUT, path, "invalid model dimensions in the checkpoint: %s", verr.what);
@@ -317,7 +361,7 @@ static lt_status read_header(const char *path, header *hd, FILE **fp_out, lt_err
         goto fail;
     }
     /* 64-bit size arithmetic: n_params of any valid int dimensions is far below 2^60 */
-    uint64_t expect = LT_CKPT_HEADER_BYTES + 4 * in->n_params * (has_opt ? 3 : 1);
+    uint64_t expect = hbytes + 4 * in->n_params * (has_opt ? 3 : 1);
     if (hd->file_bytes < expect) {
         st = lt_fail(err, LT_ERR_INPUT, path,
                      "truncated checkpoint: expected %" PRIu64 " bytes (%" PRIu64 " parameters%s), the file has %" PRIu64,

@@ -3,12 +3,12 @@
  * where training stands (step, random stream, data position) and the parameters, with or
  * without the AdamW moments, so a run resumes bit-exact.
  *
- * File layout (version 1; every number little-endian; docs/trainer.md "Checkpoint format"):
+ * File layout (versions 1 and 2; every number little-endian; docs/trainer.md "Checkpoint format"):
  *
  *   offset size
  *        0    8  magic "LTCKPT01"
- *        8    4  u32 version (1)
- *       12    4  u32 header bytes (256: the parameters start there)
+ *        8    4  u32 version (1, or 2: see below)
+ *       12    4  u32 header bytes (256, version 2: 320; the parameters start there)
  *       16   32  model name, NUL-padded ("nano", "custom", ...)
  *       48   32  i32 layers, hidden, heads, kv_heads, ffn, vocab, tie_embeddings, gated_ffn
  *       80    8  f64 rope_theta
@@ -29,8 +29,21 @@
  *      248    8  u64 XXH64 (seed 0) of header bytes [0, 248)
  *      256       params[n_params] f32, then (has_optimizer) m[n_params] f32, v[n_params] f32
  *
+ * Version 2 (written only for a model of another family than Llama or with RoPE scaling, so
+ * a plain Llama checkpoint stays version 1, readable by older trainers) has 64 more header
+ * bytes, the parameters starting at 320:
+ *      256    4  u32 family (lib/model.h LT_FAMILY_*: 0 llama, 1 mistral, 2 qwen2)
+ *      260    4  u32 rope_scaling (0 none, 1 llama3)
+ *      264    8  f64 rope_factor           \
+ *      272    8  f64 rope_low_freq_factor   | llama3 scaling (0 without)
+ *      280    8  f64 rope_high_freq_factor  |
+ *      288    4  i32 rope_original_max_pos /
+ *      292   20  reserved, 0
+ *      312    8  u64 XXH64 (seed 0) of header bytes [256, 312)
+ * A version 1 file reads as family llama without RoPE scaling.
+ *
  * The parameters come in the tensor table's order (train/model/model.h), the file's size is
- * exactly 256 + 4 n_params (1 + 2 has_optimizer). Two payload checksums, not one, so that
+ * exactly header bytes + 4 n_params (1 + 2 has_optimizer). Two payload checksums, not one, so that
  * eval and generate read the parameters without reading (and hashing) the moments.
  *
  * Writing goes to a hidden temporary, fsync'ed and renamed (lib/files.h): a checkpoint is
@@ -55,8 +68,9 @@
 #include "train/model/optim.h" /* lt_adamw */
 
 #define LT_CKPT_MAGIC "LTCKPT01"
-#define LT_CKPT_VERSION 1
-#define LT_CKPT_HEADER_BYTES 256
+#define LT_CKPT_VERSION 2
+#define LT_CKPT_HEADER_BYTES 256    /* version 1's header (and version 2's first part) */
+#define LT_CKPT_HEADER_BYTES_V2 320 /* version 2's */
 
 /* Where training stands, besides parameters and moments. */
 typedef struct lt_ckpt_state {

@@ -145,6 +145,10 @@ lt_status lt_ckpt_dist_write(const lt_dist *d, const char *dir, const lt_llama *
                 sh->name ? sh->name : "custom", sh->layers, sh->hidden, sh->heads, sh->kv_heads, sh->ffn, sh->vocab);
             PUT("tie_embeddings = %d\ngated_ffn = %d\nrope_theta = %.17g\nnorm_eps = %.17g\n", sh->tie_embeddings,
                 sh->gated_ffn, sh->rope_theta, sh->norm_eps);
+            /* lib/model.h's family and RoPE scaling (absent in older manifests: llama, none) */
+            PUT("family = %d\nrope_scaling = %d\nrope_factor = %.17g\nrope_low_freq_factor = %.17g\n"
+                "rope_high_freq_factor = %.17g\nrope_original_max_pos = %d\n", sh->family, sh->rope_scaling,
+                sh->rope_factor, sh->rope_low_freq_factor, sh->rope_high_freq_factor, sh->rope_original_max_pos);
             PUT("n_params = %zu\nhas_optimizer = %d\nadam_t = %" PRId64 "\n", m->n_params_whole, opt ? 1 : 0,
                 opt ? opt->t : 0);
             PUT("data_pos = %" PRIu64 "\ndata_epoch = %" PRIu64 "\n", st->data_pos, st->data_epoch);
@@ -221,6 +225,12 @@ static lt_status parse_manifest(const char *path, manifest *mf, lt_error *err) {
         else if (!strcmp(key, "gated_ffn")) mf->shape.gated_ffn = iv;
         else if (!strcmp(key, "rope_theta")) mf->shape.rope_theta = strtod(val, NULL);
         else if (!strcmp(key, "norm_eps")) mf->shape.norm_eps = strtod(val, NULL);
+        else if (!strcmp(key, "family")) mf->shape.family = iv;
+        else if (!strcmp(key, "rope_scaling")) mf->shape.rope_scaling = iv;
+        else if (!strcmp(key, "rope_factor")) mf->shape.rope_factor = strtod(val, NULL);
+        else if (!strcmp(key, "rope_low_freq_factor")) mf->shape.rope_low_freq_factor = strtod(val, NULL);
+        else if (!strcmp(key, "rope_high_freq_factor")) mf->shape.rope_high_freq_factor = strtod(val, NULL);
+        else if (!strcmp(key, "rope_original_max_pos")) mf->shape.rope_original_max_pos = iv;
         else if (!strcmp(key, "n_params")) mf->n_params = strtoull(val, NULL, 10), have |= 4;
         else if (!strcmp(key, "has_optimizer")) mf->has_opt = iv;
         else if (!strcmp(key, "adam_t")) mf->adam_t = strtoll(val, NULL, 10);

@@ -1,11 +1,13 @@
 /*
- * train/io/hf.c — Hugging Face LlamaForCausalLM directories: export and import (train/io/hf.h).
+ * train/io/hf.c — Hugging Face LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM
+ * directories: export and import (train/io/hf.h).
  *
- * config.json keys follow transformers' LlamaConfig. Import reads both spellings of the
- * RoPE base: "rope_theta" (transformers 4) and "rope_parameters": {"rope_theta", "rope_type"}
- * (transformers 5); export writes the first, which every version reads. Defaults for
- * absent keys are LlamaConfig's (num_key_value_heads = num_attention_heads, rms_norm_eps
- * 1e-6, rope_theta 10000, tie_word_embeddings false).
+ * config.json keys follow transformers' LlamaConfig, MistralConfig and Qwen2Config. Import
+ * reads both spellings of the RoPE settings: "rope_theta" with "rope_scaling": {"rope_type"
+ * (or "type"), "factor", ...} (transformers 4) and "rope_parameters": {"rope_theta",
+ * "rope_type", "factor", ...} (transformers 5); export writes the first, which every version
+ * reads. Defaults for absent keys are LlamaConfig's (num_key_value_heads =
+ * num_attention_heads, rms_norm_eps 1e-6, rope_theta 10000, tie_word_embeddings false).
  */
 #include "train/io/hf.h"
 
@@ -43,6 +45,10 @@ static bool file_exists(const char *path) {
 
 /* ------------------------------------------------------------------ export */
 
+/* The architecture class of each family (lib/model.h's LT_FAMILY_* order). */
+static const char *const ARCHITECTURES[LT_N_FAMILIES] = {"LlamaForCausalLM", "MistralForCausalLM",
+                                                         "Qwen2ForCausalLM"};
+
 static char *config_json(const lt_llama *m, int64_t max_pos) {
     const lt_model_shape *s = &m->shape;
     lt_json j;
@@ -50,10 +56,10 @@ static char *config_json(const lt_llama *m, int64_t max_pos) {
     lt_json_object_begin(&j);
     lt_json_key(&j, "architectures");
     lt_json_array_begin(&j);
-    lt_json_string(&j, "LlamaForCausalLM");
+    lt_json_string(&j, ARCHITECTURES[s->family]);
     lt_json_array_end(&j);
-    lt_json_key(&j, "model_type");
-    lt_json_string(&j, "llama");
+    lt_json_key(&j, "model_type"); /* the family the model was imported as (or model.family) */
+    lt_json_string(&j, lt_model_family_name(s->family));
     struct { const char *key; int64_t v; } ints[] = {
         {"hidden_size", s->hidden},         {"intermediate_size", s->ffn},
         {"num_attention_heads", s->heads},  {"num_key_value_heads", s->kv_heads},
@@ -69,15 +75,41 @@ static char *config_json(const lt_llama *m, int64_t max_pos) {
     lt_json_key(&j, "rope_theta");
     lt_json_double(&j, lt_model_rope_theta(s));
     lt_json_key(&j, "rope_scaling");
-    lt_json_null(&j);
+    if (s->rope_scaling == LT_ROPE_LLAMA3) {
+        lt_json_object_begin(&j);
+        lt_json_key(&j, "rope_type");
+        lt_json_string(&j, "llama3");
+        lt_json_key(&j, "factor");
+        lt_json_double(&j, s->rope_factor);
+        lt_json_key(&j, "low_freq_factor");
+        lt_json_double(&j, s->rope_low_freq_factor);
+        lt_json_key(&j, "high_freq_factor");
+        lt_json_double(&j, s->rope_high_freq_factor);
+        lt_json_key(&j, "original_max_position_embeddings");
+        lt_json_int(&j, s->rope_original_max_pos);
+        lt_json_object_end(&j);
+    } else {
+        lt_json_null(&j);
+    }
     lt_json_key(&j, "tie_word_embeddings");
     lt_json_bool(&j, s->tie_embeddings != 0);
     lt_json_key(&j, "hidden_act");
     lt_json_string(&j, "silu");
-    lt_json_key(&j, "attention_bias");
-    lt_json_bool(&j, false);
-    lt_json_key(&j, "mlp_bias");
-    lt_json_bool(&j, false);
+    if (s->family == LT_FAMILY_LLAMA) { /* LlamaConfig's bias switches (Qwen2's are built in) */
+        lt_json_key(&j, "attention_bias");
+        lt_json_bool(&j, false);
+        lt_json_key(&j, "mlp_bias");
+        lt_json_bool(&j, false);
+    } else { /* full attention everywhere: no sliding window */
+        if (s->family == LT_FAMILY_QWEN2) {
+            lt_json_key(&j, "use_sliding_window");
+            lt_json_bool(&j, false);
+            lt_json_key(&j, "max_window_layers");
+            lt_json_int(&j, s->layers);
+        }
+        lt_json_key(&j, "sliding_window");
+        lt_json_null(&j);
+    }
     lt_json_key(&j, "attention_dropout");
     lt_json_double(&j, 0.0);
     lt_json_key(&j, "initializer_range");
@@ -183,17 +215,43 @@ static lt_status get_pos_double(const lt_jv *obj, const char *key, double def, d
 static lt_status require_false(const lt_jv *doc, const char *key, const char *what, const char *path, lt_error *err) {
     const lt_jv *v = lt_jv_get(doc, key);
     if (!v || v->type == LT_JV_NULL || (v->type == LT_JV_BOOL && !v->boolean)) return LT_OK;
-    return config_error(path, err, "the trainer implements Llama without biases (Llama 2/3); this model cannot be "
-                                   "imported", "\"%s\" is %s: the model has %s", key,
+    return config_error(path, err, "the trainer implements Llama without biases (Llama 2/3) and Qwen2's Q/K/V "
+                                   "biases only; this model cannot be imported", "\"%s\" is %s: the model has %s", key,
                         v->type == LT_JV_BOOL ? "true" : lt_jv_type_name(v->type), what);
 }
 
-/* RoPE settings: rope_scaling (transformers 4) and rope_parameters (5) must be absent or
- * of rope_type "default"; theta from either place. */
-static lt_status rope_of(const lt_jv *doc, double *theta, const char *path, lt_error *err) {
+/* llama3 scaling's parameters from the rope_scaling / rope_parameters object v: every one
+ * required (transformers' _compute_llama3_parameters reads them all). */
+static lt_status llama3_of(const lt_jv *v, const char *key, lt_model_shape *s, const char *path, lt_error *err) {
+    static const char *const need[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings"};
+    for (size_t i = 0; i < 4; i++) {
+        const lt_jv *x = lt_jv_get(v, need[i]);
+        if (!x || x->type == LT_JV_NULL)
+            return config_error(path, err, "llama3 RoPE scaling names factor, low_freq_factor, high_freq_factor and "
+                                           "original_max_position_embeddings",
+                                "\"%s\" has rope_type 'llama3' but no \"%s\"", key, need[i]);
+    }
+    lt_status st = get_pos_double(v, "factor", 0, &s->rope_factor, path, err);
+    if (st == LT_OK) st = get_pos_double(v, "low_freq_factor", 0, &s->rope_low_freq_factor, path, err);
+    if (st == LT_OK) st = get_pos_double(v, "high_freq_factor", 0, &s->rope_high_freq_factor, path, err);
+    if (st == LT_OK) st = get_dim(v, "original_max_position_embeddings", -1, &s->rope_original_max_pos, path, err);
+    if (st != LT_OK) return st;
+    if (!(s->rope_low_freq_factor < s->rope_high_freq_factor))
+        return config_error(path, err, NULL, "\"%s\": low_freq_factor %g is not below high_freq_factor %g", key,
+                            s->rope_low_freq_factor, s->rope_high_freq_factor);
+    s->rope_scaling = LT_ROPE_LLAMA3;
+    return LT_OK;
+}
+
+/* RoPE settings: rope_scaling (transformers 4) and rope_parameters (5) are absent, of
+ * rope_type "default" or of rope_type "llama3" (Llama 3.1's scaled frequencies); theta from
+ * either place. Another rope_type is refused by name. */
+static lt_status rope_of(const lt_jv *doc, lt_model_shape *s, const char *path, lt_error *err) {
     static const char *const keys[] = {"rope_scaling", "rope_parameters"};
-    *theta = 10000.0;
-    lt_status st = get_pos_double(doc, "rope_theta", 10000.0, theta, path, err);
+    s->rope_theta = 10000.0;
+    s->rope_scaling = LT_ROPE_NONE;
+    lt_status st = get_pos_double(doc, "rope_theta", 10000.0, &s->rope_theta, path, err);
     if (st != LT_OK) return st;
     for (size_t i = 0; i < 2; i++) {
         const lt_jv *v = lt_jv_get(doc, keys[i]);
@@ -204,13 +262,56 @@ static lt_status rope_of(const lt_jv *doc, double *theta, const char *path, lt_e
         const lt_jv *type = lt_jv_get(v, "rope_type");
         if (!type) type = lt_jv_get(v, "type");
         const char *name = type && type->type == LT_JV_STRING ? type->text : NULL;
-        if (!name || strcmp(name, "default") != 0)
+        if (name && strcmp(name, "llama3") == 0) {
+            if ((st = llama3_of(v, keys[i], s, path, err)) != LT_OK) return st;
+        } else if (!name || strcmp(name, "default") != 0) {
             return config_error(path, err,
-                                "the trainer implements plain RoPE (no scaling); import a model without rope scaling",
+                                "the trainer implements plain RoPE and Llama 3.1's \"llama3\" scaling; other RoPE "
+                                "scalings (linear, dynamic, yarn, longrope) cannot be imported",
                                 "\"%s\" sets RoPE scaling (rope_type '%.40s')", keys[i], name ? name : "?");
-        if (i == 1 && (st = get_pos_double(v, "rope_theta", *theta, theta, path, err)) != LT_OK) return st;
+        }
+        if (i == 1 && (st = get_pos_double(v, "rope_theta", s->rope_theta, &s->rope_theta, path, err)) != LT_OK)
+            return st;
     }
     return LT_OK;
+}
+
+/* Sliding-window attention is not implemented: refuse a Mistral whose sliding_window is
+ * smaller than its max_position_embeddings (a window covering the whole context is full
+ * attention), and a Qwen2 that turns it on (use_sliding_window with such a window below
+ * max_window_layers of its layers, or layer_types naming "sliding_attention"). */
+static lt_status sliding_window_of(const lt_jv *doc, int family, int layers, int64_t max_pos, const char *path,
+                                   lt_error *err) {
+    static const char *const hint = "sliding-window attention is not implemented: the trainer imports Mistral and "
+                                    "Qwen2 models whose attention is full (sliding_window null, or at least "
+                                    "max_position_embeddings)";
+    if (family == LT_FAMILY_LLAMA) return LT_OK;
+    const lt_jv *types = lt_jv_get(doc, "layer_types");
+    for (size_t i = 0; types && types->type == LT_JV_ARRAY && i < types->n; i++) {
+        const lt_jv *t = &types->items[i];
+        if (t->type == LT_JV_STRING && strcmp(t->text, "full_attention") != 0)
+            return config_error(path, err, hint, "layer_types[%zu] is \"%.40s\": layer %zu uses %s", i, t->text, i,
+                                t->text);
+    }
+    if (family == LT_FAMILY_QWEN2) {
+        const lt_jv *use = lt_jv_get(doc, "use_sliding_window");
+        if (!use || use->type != LT_JV_BOOL || !use->boolean) return LT_OK; /* Qwen2Config: off */
+        int mwl = 0;
+        lt_status st = get_dim(doc, "max_window_layers", 28, &mwl, path, err);
+        if (st != LT_OK) return st;
+        if (mwl >= layers) return LT_OK; /* no layer slides */
+    }
+    const lt_jv *sw = lt_jv_get(doc, "sliding_window");
+    if (!sw || sw->type == LT_JV_NULL) return LT_OK;
+    int64_t w;
+    if (!lt_jv_int64(sw, &w) || w < 1)
+        return config_error(path, err, NULL, "\"sliding_window\" must be a positive integer or null");
+    if (max_pos > 0 && w >= max_pos) return LT_OK; /* the window covers the whole context */
+    if (max_pos <= 0)
+        return config_error(path, err, hint, "sliding_window is %" PRId64 " and max_position_embeddings is absent: "
+                            "the model uses sliding-window attention", w);
+    return config_error(path, err, hint, "sliding_window is %" PRId64 ", below max_position_embeddings %" PRId64
+                        ": the model uses sliding-window attention", w, max_pos);
 }
 
 static lt_status read_config(const char *dir, lt_model_shape *s, int64_t *max_pos, lt_error *err) {
@@ -236,10 +337,13 @@ static lt_status read_config(const char *dir, lt_model_shape *s, int64_t *max_po
         goto out;
     }
     const lt_jv *mt = lt_jv_get(doc, "model_type");
-    if (!mt || mt->type != LT_JV_STRING || strcmp(mt->text, "llama") != 0) {
+    int family = mt && mt->type == LT_JV_STRING ? lt_model_family_of(mt->text) : -1;
+    if (family < 0) {
         st = config_error(path, err,
-                          "the trainer runs Llama models (LlamaForCausalLM); other architectures cannot be imported",
-                          "model_type is %s%.60s%s, expected \"llama\"", mt && mt->type == LT_JV_STRING ? "\"" : "",
+                          "the trainer runs Llama-architecture models (LlamaForCausalLM, MistralForCausalLM, "
+                          "Qwen2ForCausalLM); other architectures cannot be imported",
+                          "model_type is %s%.60s%s, expected \"llama\", \"mistral\" or \"qwen2\"",
+                          mt && mt->type == LT_JV_STRING ? "\"" : "",
                           mt ? (mt->type == LT_JV_STRING ? mt->text : lt_jv_type_name(mt->type)) : "missing",
                           mt && mt->type == LT_JV_STRING ? "\"" : "");
         goto out;
@@ -247,6 +351,7 @@ static lt_status read_config(const char *dir, lt_model_shape *s, int64_t *max_po
     memset(s, 0, sizeof *s);
     s->name = "custom";
     s->gated_ffn = 1;
+    s->family = family; /* qwen2: Q/K/V biases (lt_model_qkv_bias) */
     if ((st = get_dim(doc, "num_hidden_layers", -1, &s->layers, path, err)) != LT_OK ||
         (st = get_dim(doc, "hidden_size", -1, &s->hidden, path, err)) != LT_OK ||
         (st = get_dim(doc, "num_attention_heads", -1, &s->heads, path, err)) != LT_OK ||
@@ -255,7 +360,7 @@ static lt_status read_config(const char *dir, lt_model_shape *s, int64_t *max_po
         (st = get_dim(doc, "vocab_size", -1, &s->vocab, path, err)) != LT_OK)
         goto out;
     if ((st = get_pos_double(doc, "rms_norm_eps", 1e-6, &s->norm_eps, path, err)) != LT_OK) goto out;
-    if ((st = rope_of(doc, &s->rope_theta, path, err)) != LT_OK) goto out;
+    if ((st = rope_of(doc, s, path, err)) != LT_OK) goto out;
     if ((st = require_false(doc, "attention_bias", "biases in the attention projections", path, err)) != LT_OK ||
         (st = require_false(doc, "mlp_bias", "biases in the MLP", path, err)) != LT_OK)
         goto out;
@@ -285,6 +390,7 @@ static lt_status read_config(const char *dir, lt_model_shape *s, int64_t *max_po
     *max_pos = 0;
     if ((st = get_dim(doc, "max_position_embeddings", 0, &mp, path, err)) != LT_OK) goto out;
     *max_pos = mp;
+    if ((st = sliding_window_of(doc, family, s->layers, mp, path, err)) != LT_OK) goto out;
     lt_error verr;
     if (lt_model_validate(s, &verr) != LT_OK) {
         st = config_error(path, err, NULL, "the model's dimensions are invalid: %s", verr.what);

@@ -1,7 +1,9 @@
 /*
  * train/io/hf.h — the model as a Hugging Face model directory (transformers'
- * LlamaForCausalLM): export for use elsewhere, import to start training from published
- * weights.
+ * LlamaForCausalLM, MistralForCausalLM without a sliding window, Qwen2ForCausalLM): export
+ * for use elsewhere, import to start training from published weights. The family
+ * (model_type) and Llama 3.1's "llama3" RoPE scaling are read into the model's shape and
+ * written back by export.
  *
  * A directory holds config.json (the architecture) and the weights as model.safetensors,
  * or as shards listed by model.safetensors.index.json ({"weight_map": {tensor: file}}).
@@ -11,8 +13,9 @@
  *
  * Export writes F32 (exact). Import reads F32, F16 and BF16 (widened exactly) and refuses
  * what the trainer's model does not implement, naming it: another model_type, RoPE scaling
- * (rope_scaling / rope_parameters with a rope_type other than "default"), attention or MLP
- * biases, an activation other than SiLU, a head_dim other than hidden / heads. Every tensor
+ * other than llama3 (rope_scaling / rope_parameters with a rope_type other than "default"
+ * and "llama3"), sliding-window attention (a sliding_window below max_position_embeddings),
+ * Llama's attention or MLP biases, an activation other than SiLU, a head_dim other than hidden / heads. Every tensor
  * of the table must be there with its shape (the first missing or misshaped one is named)
  * and finite; others (e.g. rotary_emb.inv_freq of old exports, a tied lm_head.weight) are
  * ignored and reported in lt_hf_import_info.

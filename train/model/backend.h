@@ -93,10 +93,15 @@ struct lt_backend {
     void (*linear_forward)(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN, int OUT);
     void (*linear_backward)(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x, const void *w,
                             int T, int IN, int OUT);
+    /* a linear layer's bias (Qwen2's Q/K/V): y[T, n] += b (b from `weight`); db[n] += column
+     * sums of dy (fp32, a parameter gradient) */
+    void (*bias_forward)(const lt_backend *be, void *y, const void *b, int T, int n);
+    void (*bias_backward)(const lt_backend *be, float *db, const void *dy, int T, int n);
+    /* host_inv_freq: the model's [hd / 2] inverse frequencies (lt_llama.rope_inv_freq, host) */
     void (*rope_forward)(const lt_backend *be, void *x, const int32_t *host_pos, int T, int n_heads, int hd,
-                         float theta, lt_pool *pool);
+                         const float *host_inv_freq, lt_pool *pool);
     void (*rope_backward)(const lt_backend *be, void *dx, const int32_t *host_pos, int T, int n_heads, int hd,
-                          float theta, lt_pool *pool);
+                          const float *host_inv_freq, lt_pool *pool);
     /* segments: train/cpu/kernels.h's, their k/v/dk/dv backend pointers of act_bytes elements */
     void (*attention_forward)(const lt_backend *be, void *out, float *lse, const void *q, const lt_attn_segment *segs,
                               int n_segs, int T, int nh, int nkv, int hd, lt_pool *pool);

@@ -92,13 +92,19 @@ static void f32_linear_backward(const lt_backend *be, void *dx, float *dw, const
                                 const void *w, int T, int IN, int OUT) {
     (void)be, lt_linear_backward(dx, dw, dout, x, w, T, IN, OUT);
 }
-static void f32_rope_forward(const lt_backend *be, void *x, const int32_t *pos, int T, int nh, int hd, float theta,
-                             lt_pool *pool) {
-    (void)be, lt_rope_forward(x, pos, T, nh, hd, theta, pool);
+static void f32_bias_forward(const lt_backend *be, void *y, const void *b, int T, int n) {
+    (void)be, lt_bias_forward(y, b, T, n);
 }
-static void f32_rope_backward(const lt_backend *be, void *dx, const int32_t *pos, int T, int nh, int hd, float theta,
-                              lt_pool *pool) {
-    (void)be, lt_rope_backward(dx, pos, T, nh, hd, theta, pool);
+static void f32_bias_backward(const lt_backend *be, float *db, const void *dy, int T, int n) {
+    (void)be, lt_bias_backward(db, dy, T, n);
+}
+static void f32_rope_forward(const lt_backend *be, void *x, const int32_t *pos, int T, int nh, int hd,
+                             const float *inv_freq, lt_pool *pool) {
+    (void)be, lt_rope_forward(x, pos, T, nh, hd, inv_freq, pool);
+}
+static void f32_rope_backward(const lt_backend *be, void *dx, const int32_t *pos, int T, int nh, int hd,
+                              const float *inv_freq, lt_pool *pool) {
+    (void)be, lt_rope_backward(dx, pos, T, nh, hd, inv_freq, pool);
 }
 static void f32_attention_forward(const lt_backend *be, void *out, float *lse, const void *q,
                                   const lt_attn_segment *segs, int n_segs, int T, int nh, int nkv, int hd,
@@ -145,6 +151,7 @@ static const lt_backend cpu_f32 = {
     .embed_forward = f32_embed_forward, .embed_backward = f32_embed_backward,
     .rmsnorm_forward = f32_rmsnorm_forward, .rmsnorm_backward = f32_rmsnorm_backward,
     .linear_forward = f32_linear_forward, .linear_backward = f32_linear_backward,
+    .bias_forward = f32_bias_forward, .bias_backward = f32_bias_backward,
     .rope_forward = f32_rope_forward, .rope_backward = f32_rope_backward,
     .attention_forward = f32_attention_forward, .attention_backward = f32_attention_backward,
     .swiglu_forward = f32_swiglu_forward, .swiglu_backward = f32_swiglu_backward, .xent = f32_xent,
@@ -274,20 +281,33 @@ static void bf16_linear_backward(const lt_backend *be, void *dx, float *dw, cons
     if (ok() && df && xf) lt_linear_backward(dxf, dw, df, xf, w, T, IN, OUT);
     narrow(dx, dxf, (size_t)T * IN), free(df), free(xf);
 }
-static void bf16_rope(void *x, const int32_t *pos, int T, int nh, int hd, float theta, lt_pool *pool, bool fwd) {
+static void bf16_bias_forward(const lt_backend *be, void *y, const void *b, int T, int n) {
+    (void)be;
+    float *yf = widen(y, (size_t)T * n);
+    if (yf) lt_bias_forward(yf, b, T, n);
+    narrow(y, yf, (size_t)T * n);
+}
+static void bf16_bias_backward(const lt_backend *be, float *db, const void *dy, int T, int n) {
+    (void)be;
+    float *df = widen(dy, (size_t)T * n);
+    if (df) lt_bias_backward(db, df, T, n);
+    free(df);
+}
+static void bf16_rope(void *x, const int32_t *pos, int T, int nh, int hd, const float *inv_freq, lt_pool *pool,
+                      bool fwd) {
     size_t n = (size_t)T * (size_t)nh * (size_t)hd;
     float *f = widen(x, n);
-    if (f && fwd) lt_rope_forward(f, pos, T, nh, hd, theta, pool);
-    if (f && !fwd) lt_rope_backward(f, pos, T, nh, hd, theta, pool);
+    if (f && fwd) lt_rope_forward(f, pos, T, nh, hd, inv_freq, pool);
+    if (f && !fwd) lt_rope_backward(f, pos, T, nh, hd, inv_freq, pool);
     narrow(x, f, n);
 }
-static void bf16_rope_forward(const lt_backend *be, void *x, const int32_t *pos, int T, int nh, int hd, float theta,
-                              lt_pool *pool) {
-    (void)be, bf16_rope(x, pos, T, nh, hd, theta, pool, true);
+static void bf16_rope_forward(const lt_backend *be, void *x, const int32_t *pos, int T, int nh, int hd,
+                              const float *inv_freq, lt_pool *pool) {
+    (void)be, bf16_rope(x, pos, T, nh, hd, inv_freq, pool, true);
 }
-static void bf16_rope_backward(const lt_backend *be, void *dx, const int32_t *pos, int T, int nh, int hd, float theta,
-                               lt_pool *pool) {
-    (void)be, bf16_rope(dx, pos, T, nh, hd, theta, pool, false);
+static void bf16_rope_backward(const lt_backend *be, void *dx, const int32_t *pos, int T, int nh, int hd,
+                               const float *inv_freq, lt_pool *pool) {
+    (void)be, bf16_rope(dx, pos, T, nh, hd, inv_freq, pool, false);
 }
 
 /* The segments' context buffers widened: segments of one sample share their buffers (the
@@ -435,6 +455,7 @@ static const lt_backend cpu_bf16 = {
     .embed_forward = bf16_embed_forward, .embed_backward = bf16_embed_backward,
     .rmsnorm_forward = bf16_rmsnorm_forward, .rmsnorm_backward = bf16_rmsnorm_backward,
     .linear_forward = bf16_linear_forward, .linear_backward = bf16_linear_backward,
+    .bias_forward = bf16_bias_forward, .bias_backward = bf16_bias_backward,
     .rope_forward = bf16_rope_forward, .rope_backward = bf16_rope_backward,
     .attention_forward = bf16_attention_forward, .attention_backward = bf16_attention_backward,
     .swiglu_forward = bf16_swiglu_forward, .swiglu_backward = bf16_swiglu_backward, .xent = bf16_xent,

@@ -239,20 +239,30 @@ static void cu_linear_backward(const lt_backend *be, void *dx, float *dw, const 
     RUN(s, lt_cuda_linear_backward(s->cu, dx, dw, dout, x, w, T, IN, OUT, &e_));
 }
 
-static void cu_rope_forward(const lt_backend *be, void *x, const int32_t *pos, int T, int nh, int hd, float theta,
-                            lt_pool *pool) {
+static void cu_bias_forward(const lt_backend *be, void *y, const void *b, int T, int n) {
     cuda_state *s = state_of(be);
-    (void)pool;
-    const int32_t *d = stage_ints(s, pos, T);
-    if (d) RUN(s, lt_cuda_rope_forward(s->cu, x, d, T, nh, hd, theta, &e_));
+    RUN(s, lt_cuda_bias_forward(s->cu, y, b, T, n, &e_));
 }
 
-static void cu_rope_backward(const lt_backend *be, void *dx, const int32_t *pos, int T, int nh, int hd, float theta,
-                             lt_pool *pool) {
+static void cu_bias_backward(const lt_backend *be, float *db, const void *dy, int T, int n) {
+    cuda_state *s = state_of(be);
+    RUN(s, lt_cuda_bias_backward(s->cu, db, dy, T, n, &e_));
+}
+
+static void cu_rope_forward(const lt_backend *be, void *x, const int32_t *pos, int T, int nh, int hd,
+                            const float *inv_freq, lt_pool *pool) {
     cuda_state *s = state_of(be);
     (void)pool;
     const int32_t *d = stage_ints(s, pos, T);
-    if (d) RUN(s, lt_cuda_rope_backward(s->cu, dx, d, T, nh, hd, theta, &e_));
+    if (d) RUN(s, lt_cuda_rope_forward(s->cu, x, d, T, nh, hd, inv_freq, &e_));
+}
+
+static void cu_rope_backward(const lt_backend *be, void *dx, const int32_t *pos, int T, int nh, int hd,
+                             const float *inv_freq, lt_pool *pool) {
+    cuda_state *s = state_of(be);
+    (void)pool;
+    const int32_t *d = stage_ints(s, pos, T);
+    if (d) RUN(s, lt_cuda_rope_backward(s->cu, dx, d, T, nh, hd, inv_freq, &e_));
 }
 
 /* The pass's segments (train/cpu/kernels.h) as kernels/cuda.h's: the same fields, bf16 pointers. */
@@ -364,6 +374,7 @@ lt_status lt_backend_cuda_open(lt_backend **out, int device, lt_error *err) {
         .weight = cu_weight, .embed_forward = cu_embed_forward, .embed_backward = cu_embed_backward,
         .rmsnorm_forward = cu_rmsnorm_forward, .rmsnorm_backward = cu_rmsnorm_backward,
         .linear_forward = cu_linear_forward, .linear_backward = cu_linear_backward,
+        .bias_forward = cu_bias_forward, .bias_backward = cu_bias_backward,
         .rope_forward = cu_rope_forward, .rope_backward = cu_rope_backward,
         .attention_forward = cu_attention_forward, .attention_backward = cu_attention_backward,
         .swiglu_forward = cu_swiglu_forward, .swiglu_backward = cu_swiglu_backward, .xent = cu_xent,

@@ -31,6 +31,15 @@ static size_t add_tensor(lt_tensor_info *t, int *n, int index, const char *name,
     return offset + (size_t)ti->rows * (size_t)ti->cols;
 }
 
+/* Tensors of one layer in the table: the 9 of Llama (HF order), then Qwen2's three Q/K/V
+ * biases (after the matrices, so a model without biases has the same table, init streams
+ * and checkpoints as before). */
+#define LLAMA_TENSORS_PER_LAYER 9
+#define MAX_TENSORS_PER_LAYER 12
+static int tensors_per_layer(const lt_model_shape *s) {
+    return lt_model_qkv_bias(s) ? MAX_TENSORS_PER_LAYER : LLAMA_TENSORS_PER_LAYER;
+}
+
 /* Does m hold the tensor of `layer` (-1: embedding when `embed`, else the final norm or LM
  * head)? */
 static bool holds(const lt_llama *m, int layer, bool embed) {
@@ -54,6 +63,8 @@ static size_t build_table(const lt_llama *m, lt_tensor_info *t, int *n) {
         off = add_tensor(t, n, idx, "model.embed_tokens.weight", -1, V, C, vsplit, m->vocab0, m->vocab_l, off);
     idx++;
     for (int l = 0; l < s->layers; l++) {
+        /* a Q/K/V bias is a [1, out] vector split like its weight's rows: by columns, the
+         * same heads as the weight's shard (column-parallel) */
         struct { const char *suffix; int rows, cols, split, first, count; } per[] = {
             {"input_layernorm.weight", 1, C, LT_SPLIT_NONE, 0, 0},
             {"self_attn.q_proj.weight", qd, C, LT_SPLIT_ROWS, r * qdl, qdl},
@@ -64,8 +75,11 @@ static size_t build_table(const lt_llama *m, lt_tensor_info *t, int *n) {
             {"mlp.gate_proj.weight", F, C, LT_SPLIT_ROWS, r * m->ffn_l, m->ffn_l},
             {"mlp.up_proj.weight", F, C, LT_SPLIT_ROWS, r * m->ffn_l, m->ffn_l},
             {"mlp.down_proj.weight", C, F, LT_SPLIT_COLS, r * m->ffn_l, m->ffn_l},
+            {"self_attn.q_proj.bias", 1, qd, LT_SPLIT_COLS, r * qdl, qdl},
+            {"self_attn.k_proj.bias", 1, kvd, LT_SPLIT_COLS, r * kvdl, kvdl},
+            {"self_attn.v_proj.bias", 1, kvd, LT_SPLIT_COLS, r * kvdl, kvdl},
         };
-        for (size_t i = 0; i < sizeof per / sizeof per[0]; i++, idx++) {
+        for (size_t i = 0; i < (size_t)tensors_per_layer(s); i++, idx++) {
             if (!holds(m, l, false)) continue;
             snprintf(name, sizeof name, "model.layers.%d.%s", l, per[i].suffix);
             off = add_tensor(t, n, idx, name, l, per[i].rows, per[i].cols, m->tp > 1 ? per[i].split : LT_SPLIT_NONE,
@@ -79,7 +93,6 @@ static size_t build_table(const lt_llama *m, lt_tensor_info *t, int *n) {
     return off;
 }
 
-#define TENSORS_PER_LAYER 9
 
 /* Rank `rank`'s rows of `whole` vocabulary rows over tp ranks: balanced, the first
  * whole mod tp ranks one more. */
@@ -164,18 +177,21 @@ lt_status lt_llama_create_stage(lt_llama *m, const lt_model_shape *shape, int tp
                        shape->layers);
     }
     m->l0 = l0, m->l1 = l1, m->has_embed = first, m->has_head = last;
-    int max_tensors = 3 + TENSORS_PER_LAYER * shape->layers;
+    int max_tensors = 3 + tensors_per_layer(shape) * shape->layers;
     m->tensors = calloc((size_t)max_tensors, sizeof *m->tensors);
     m->layer_store = calloc((size_t)shape->layers * 2, sizeof *m->layer_store);
-    if (!m->tensors || !m->layer_store) {
+    m->rope_inv_freq = calloc((size_t)m->head_dim / 2, sizeof *m->rope_inv_freq);
+    if (!m->tensors || !m->layer_store || !m->rope_inv_freq) {
         lt_llama_free(m);
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the model's tensor table");
     }
+    lt_model_rope_inv_freq(&m->shape, m->head_dim, m->rope_inv_freq);
     m->n_params = build_table(m, m->tensors, &m->n_tensors);
     { /* the whole model's floats: every tensor, whole */
         size_t C = (size_t)shape->hidden, F = (size_t)shape->ffn, V = (size_t)shape->vocab;
         size_t qd = (size_t)shape->heads * (size_t)m->head_dim, kvd = (size_t)shape->kv_heads * (size_t)m->head_dim;
         size_t layer = 2 * C + qd * C + 2 * kvd * C + C * qd + 3 * F * C;
+        if (lt_model_qkv_bias(shape)) layer += qd + 2 * kvd; /* Q/K/V biases */
         m->n_params_whole = V * C * (shape->tie_embeddings ? 1u : 2u) + (size_t)shape->layers * layer + C;
     }
     m->params = calloc(m->n_params ? m->n_params : 1, sizeof(float));
@@ -241,6 +257,7 @@ void lt_llama_free(lt_llama *m) {
     if (!m) return;
     free(m->tensors);
     free(m->layer_store);
+    free(m->rope_inv_freq);
     free(m->params);
     memset(m, 0, sizeof *m);
 }
@@ -249,17 +266,17 @@ void lt_llama_views_of(const lt_llama *m, float *buf, lt_layer_views *layer_view
     memset(out, 0, sizeof *out);
     memset(layer_views, 0, (size_t)m->shape.layers * sizeof *layer_views);
     out->layer = layer_views;
-    int after = 1 + TENSORS_PER_LAYER * m->shape.layers;
+    int per = tensors_per_layer(&m->shape), after = 1 + per * m->shape.layers;
     for (int i = 0; buf && i < m->n_tensors; i++) { /* the held tensors; the others stay NULL */
         const lt_tensor_info *t = &m->tensors[i];
         float *p = buf + t->offset;
         if (t->index == 0) {
             out->embed = p;
         } else if (t->index < after) {
-            lt_layer_views *v = &layer_views[(t->index - 1) / TENSORS_PER_LAYER];
-            float **slot[TENSORS_PER_LAYER] = {&v->attn_norm, &v->wq, &v->wk, &v->wv, &v->wo,
-                                               &v->mlp_norm, &v->wgate, &v->wup, &v->wdown};
-            *slot[(t->index - 1) % TENSORS_PER_LAYER] = p;
+            lt_layer_views *v = &layer_views[(t->index - 1) / per];
+            float **slot[MAX_TENSORS_PER_LAYER] = {&v->attn_norm, &v->wq, &v->wk, &v->wv, &v->wo, &v->mlp_norm,
+                                                   &v->wgate, &v->wup, &v->wdown, &v->bq, &v->bk, &v->bv};
+            *slot[(t->index - 1) % per] = p;
         } else if (t->index == after) {
             out->final_norm = p;
         } else {
@@ -284,8 +301,9 @@ void lt_llama_init(lt_llama *m, uint64_t seed) {
     for (int i = 0; i < m->n_tensors; i++) {
         const lt_tensor_info *t = &m->tensors[i];
         float *p = m->params + t->offset;
-        if (t->full_rows == 1) { /* norm weights */
-            for (int j = 0; j < t->cols; j++) p[j] = 1.0f;
+        if (t->full_rows == 1) { /* norm weights 1, biases 0 */
+            float v = strstr(t->name, ".bias") ? 0.0f : 1.0f;
+            for (int j = 0; j < t->cols; j++) p[j] = v;
             continue;
         }
         lt_rng r;

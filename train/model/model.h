@@ -8,7 +8,10 @@
  *   per layer:  x += o_proj(attention(rope(q_proj(n)), rope(k_proj(n)), v_proj(n)))  n = rmsnorm(x)
  *               x += down_proj(silu(gate_proj(n)) * up_proj(n))                       n = rmsnorm(x)
  *   logits = lm_head(rmsnorm(x))          (lm_head = embed_tokens when tied)
- * GQA (kv_heads <= heads), RoPE with `rotate_half` at absolute positions, no biases.
+ * GQA (kv_heads <= heads), RoPE with `rotate_half` at absolute positions (its frequencies
+ * optionally scaled as Llama 3.1's), no biases — except Qwen2's (shape.family), whose q_proj,
+ * k_proj and v_proj add a bias (before RoPE): q = n Wq^T + bq. Mistral without a sliding
+ * window is this model too.
  *
  * Parameters live in ONE contiguous fp32 buffer in a fixed order (the tensor table below,
  * also the order of checkpoints and of the Hugging Face export); gradients and optimizer
@@ -66,6 +69,7 @@ enum { LT_SPLIT_NONE = 0, LT_SPLIT_ROWS = 1, LT_SPLIT_COLS = 2 };
 typedef struct lt_layer_views {
     float *attn_norm;          /* [C]           input_layernorm */
     float *wq, *wk, *wv, *wo;  /* [qd,C] [kvd,C] [kvd,C] [C,qd] */
+    float *bq, *bk, *bv;       /* [qd] [kvd] [kvd] Q/K/V biases (Qwen2); NULL without */
     float *mlp_norm;           /* [C]           post_attention_layernorm */
     float *wgate, *wup, *wdown;/* [F,C] [F,C] [C,F] */
 } lt_layer_views;
@@ -80,6 +84,7 @@ typedef struct lt_llama_views {
 typedef struct lt_llama {
     lt_model_shape shape; /* dims; rope_theta / norm_eps / tie_embeddings resolved (> 0) */
     int head_dim;         /* hidden / heads */
+    float *rope_inv_freq; /* [head_dim / 2] RoPE's inverse frequencies (lt_model_rope_inv_freq) */
     size_t n_params;      /* floats in the parameter buffer */
     size_t n_params_whole; /* ... of the whole model (every tensor whole: tp = 1, every stage) */
     int n_tensors;
@@ -90,8 +95,8 @@ typedef struct lt_llama {
     /* Tensor parallelism with sequence parallelism (Megatron-LM, Shoeybi et al. 2019 3;
      * Korthikanti et al. 2022 4.2.2): this rank is rank tp_rank of a tp-way group and holds
      * its shard of every matrix: Q/K/V and gate/up by output rows (column-parallel: heads
-     * and MLP columns split), O and down by input columns (row-parallel), the embedding and
-     * LM head by vocabulary rows (vocab-parallel); the norms are replicated. K/V heads are
+     * and MLP columns split; Qwen2's Q/K/V biases with their rows), O and down by input
+     * columns (row-parallel), the embedding and LM head by vocabulary rows (vocab-parallel); the norms are replicated. K/V heads are
      * split, never replicated: kv_heads must be a multiple of tp. tp = 1: the whole model. */
     int tp, tp_rank;
     int heads_l, kv_heads_l, ffn_l; /* this rank's heads, K/V heads, MLP columns */

@@ -629,7 +629,7 @@ static lt_status layer_pre_forward(const lt_llama *m, const lt_train_unit *u, lt
     dims d = dims_of(m, a->T, a->Tl);
     lt_layer_acts *L = &a->layer[l - a->l0];
     const lt_layer_views *W = &m->w.layer[l];
-    float theta = (float)m->shape.rope_theta, eps = (float)m->shape.norm_eps;
+    float eps = (float)m->shape.norm_eps;
     be->rmsnorm_forward(be, L->n1, L->rstd1, L->x, WEIGHT(W->attn_norm), d.Tl, d.C, eps, pool);
     const float *n1 = L->n1;
     if (m->tp > 1) {
@@ -640,8 +640,13 @@ static lt_status layer_pre_forward(const lt_llama *m, const lt_train_unit *u, lt
     be->linear_forward(be, L->q, n1, WEIGHT(W->wq), d.T, d.C, d.qd);
     be->linear_forward(be, s->kbuf, n1, WEIGHT(W->wk), d.T, d.C, d.kvd);
     be->linear_forward(be, s->vbuf, n1, WEIGHT(W->wv), d.T, d.C, d.kvd);
-    be->rope_forward(be, L->q, a->pos, d.T, d.nh, d.hd, theta, pool);
-    be->rope_forward(be, s->kbuf, a->pos, d.T, d.nkv, d.hd, theta, pool);
+    if (W->bq) { /* Qwen2: q/k/v = n Wq^T + b before RoPE (this TP rank's heads' biases) */
+        be->bias_forward(be, L->q, WEIGHT(W->bq), d.T, d.qd);
+        be->bias_forward(be, s->kbuf, WEIGHT(W->bk), d.T, d.kvd);
+        be->bias_forward(be, s->vbuf, WEIGHT(W->bv), d.T, d.kvd);
+    }
+    be->rope_forward(be, L->q, a->pos, d.T, d.nh, d.hd, m->rope_inv_freq, pool);
+    be->rope_forward(be, s->kbuf, a->pos, d.T, d.nkv, d.hd, m->rope_inv_freq, pool);
     ctx_rows(u, kv, l, 0, s->kbuf, true);
     ctx_rows(u, kv, l, 1, s->vbuf, true);
     return LT_OK;
@@ -903,11 +908,15 @@ static lt_status layer_pre_backward(const lt_llama *m, const lt_train_unit *u, l
     lt_layer_acts *L = &a->layer[l - a->l0];
     const lt_layer_views *W = &m->w.layer[l];
     const lt_layer_views *G = &grads->layer[l];
-    float theta = (float)m->shape.rope_theta;
     ctx_rows(u, kv, l, 2, s->dk, false);
     ctx_rows(u, kv, l, 3, s->dv, false);
-    be->rope_backward(be, s->dq, a->pos, d.T, d.nh, d.hd, theta, pool);
-    be->rope_backward(be, s->dk, a->pos, d.T, d.nkv, d.hd, theta, pool);
+    be->rope_backward(be, s->dq, a->pos, d.T, d.nh, d.hd, m->rope_inv_freq, pool);
+    be->rope_backward(be, s->dk, a->pos, d.T, d.nkv, d.hd, m->rope_inv_freq, pool);
+    if (W->bq) { /* the biases' gradients: column sums over every row (the rank's heads: no TP sum) */
+        be->bias_backward(be, G->bq, s->dq, d.T, d.qd);
+        be->bias_backward(be, G->bk, s->dk, d.T, d.kvd);
+        be->bias_backward(be, G->bv, s->dv, d.T, d.kvd);
+    }
     const float *full;
     lt_status st = gather_c(m, a, s, L->n1, &full, err);
     if (st != LT_OK) return st;
