@@ -30,6 +30,7 @@ static const lt_db_schema journal_schema = {
     "longtail run journal",
     journal_migrations,
     (int)(sizeof journal_migrations / sizeof journal_migrations[0]),
+    0, /* a read-only open wants the current version */
 };
 
 lt_status jc_lock_run(const char *dir, int *fd, lt_error *err) {

@@ -87,6 +87,17 @@ static lt_status migrate(sqlite3 *db, const lt_db_schema *schema, int from, lt_e
     return LT_OK;
 }
 
+int lt_db_has_table(sqlite3 *db, const char *name) {
+    sqlite3_stmt *q = NULL;
+    int yes = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_schema WHERE name = ?1", -1, &q, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+        yes = sqlite3_step(q) == SQLITE_ROW;
+    }
+    sqlite3_finalize(q);
+    return yes;
+}
+
 lt_status lt_db_open(sqlite3 **out, const char *path, const lt_db_schema *schema, int flags,
                      lt_error *err) {
     *out = NULL;
@@ -132,6 +143,8 @@ lt_status lt_db_open(sqlite3 **out, const char *path, const lt_db_schema *schema
                      "%s has schema version %d, newer than this program's %d", schema->name,
                      version, schema->count);
         lt_error_hint(err, "it was written by a newer longtail; upgrade to read it");
+    } else if (version < schema->count && readonly && !fresh && schema->min_read > 0 && version >= schema->min_read) {
+        st = LT_OK; /* read as it is: the reader checks for the later tables (lt_db_has_table) */
     } else if (version < schema->count && readonly) {
         st = lt_fail(err, LT_ERR_VERSION, path,
                      "%s has schema version %d and needs migrating to %d", schema->name,

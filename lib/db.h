@@ -12,7 +12,8 @@
  * Refusals (LT_ERR_VERSION, naming the path):
  *   - application_id is another program's (or another longtail file kind's);
  *   - user_version is newer than this code knows (hint: upgrade longtail);
- *   - a read-only open of a file that needs migrating (hint: open it read-write once).
+ *   - a read-only open of a file that needs migrating (hint: open it read-write once), unless
+ *     the schema's min_read accepts its version as it is.
  * A non-SQLite file is LT_ERR_INPUT; open/IO failures LT_ERR_IO.
  *
  * Pragmas on every open: foreign_keys=ON, busy_timeout=10 s, synchronous=FULL (our plan
@@ -35,6 +36,9 @@ typedef struct lt_db_schema {
     const char *name;              /* e.g. "longtail plan database" */
     const char *const *migrations; /* migrations[i]: SQL taking version i to i+1 */
     int count;                     /* number of migrations = current schema version */
+    int min_read;                  /* a read-only open accepts files of versions min_read..count - 1
+                                      as they are (0: only the current version); the reader then
+                                      checks for what the later migrations add (lt_db_has_table) */
 } lt_db_schema;
 
 enum {
@@ -47,6 +51,9 @@ enum {
 lt_status lt_db_open(sqlite3 **out, const char *path, const lt_db_schema *schema, int flags,
                      lt_error *err);
 
+/* Whether the database has a table or view named `name` (a file of an older version,
+ * opened as it is, may lack what later migrations add). */
+int lt_db_has_table(sqlite3 *db, const char *name);
 /* Close; NULL-safe. Reports nothing (statements must be finalized first). */
 void lt_db_close(sqlite3 *db);
 

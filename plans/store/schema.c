@@ -226,9 +226,13 @@ static const char schema_v5[] =
 
 /* Migration 0 (to version 1) does nothing, migration 1 creates the version-2 schema,
  * migrations 2, 3 and 4 add versions 3, 4 and 5: a new file runs them all. Files of
- * versions 1 to 4 are refused before lt_db_open would migrate them
- * (store_check_schema_version). */
+ * versions 1 to 3 are refused before lt_db_open would migrate them
+ * (store_check_schema_version). A version-4 file is still a plan file: its plans are
+ * complete, only the sources are missing (they were all the unnamed data.input then).
+ * A reader opens it as it is (PLAN_READ_VERSION; the source functions answer "no
+ * sources"), a resumed build migrates it (the ranges are then written). */
 #define PLAN_SCHEMA_VERSION 5
+#define PLAN_READ_VERSION 4
 static const char retired_v1[] = "-- version 1: refused, not migrated (store_check_schema_version)\n";
 static const char *const plan_migrations[PLAN_SCHEMA_VERSION] = {retired_v1, schema_v2, schema_v3, schema_v4,
                                                                  schema_v5};
@@ -238,6 +242,7 @@ const lt_db_schema store_plan_schema = {
     "longtail plan database",
     plan_migrations,
     (int)(sizeof plan_migrations / sizeof plan_migrations[0]),
+    PLAN_READ_VERSION,
 };
 
 /* One integer PRAGMA of an open database; false when it cannot be read. */
@@ -249,9 +254,10 @@ static bool pragma_value(sqlite3 *db, const char *sql, int *out) {
     return ok;
 }
 
-/* Refuse a plan file of an older schema before lt_db_open would migrate it (versions 1-4:
+/* Refuse a plan file of an older schema before lt_db_open would migrate it (versions 1-3:
  * version-1 files have no unit cp, backward partitions or DP-Merge groups, version 2 no loss
- * denominator, version 3 no DP-Merge reason, version 4 no sources), and no migration (a build is
+ * denominator, version 3 no DP-Merge reason; version 4, without sources, is read as it is
+ * and migrated by a resumed build), and no migration (a build is
  * cheap to redo, a half-understood plan is not). LT_ERR_VERSION naming path. Anything else
  * (no file, not SQLite, another application_id, a newer version) is lt_db_open's to report. */
 lt_status store_check_schema_version(const char *path, lt_error *err) {
@@ -261,7 +267,7 @@ lt_status store_check_schema_version(const char *path, lt_error *err) {
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK)
         known = pragma_value(db, "PRAGMA application_id", &app) && pragma_value(db, "PRAGMA user_version", &version);
     sqlite3_close(db);
-    if (!known || app != LT_PLAN_DB_APPLICATION_ID || version < 1 || version >= PLAN_SCHEMA_VERSION) return LT_OK;
+    if (!known || app != LT_PLAN_DB_APPLICATION_ID || version < 1 || version >= PLAN_READ_VERSION) return LT_OK;
     lt_fail(err, LT_ERR_VERSION, path,
             "the plan database was built by an older planner (schema version %d, this planner's is %d); rebuild it",
             version, PLAN_SCHEMA_VERSION);

@@ -41,6 +41,7 @@ lt_status lt_store_sample_sources(lt_store *st, uint64_t step, char ***names, si
     *names = NULL;
     *src = NULL;
     *n_names = *n_samples = 0;
+    if (!lt_db_has_table(st->db, "sample_sources")) return LT_OK; /* a version-4 file: no sources */
     sqlite3_stmt *q = NULL;
     lt_status s = lt_db_prepare(st->db,
                                 "SELECT idx, coalesce(source, '') FROM sample_sources WHERE run_id = ?1 AND step = ?2 "

@@ -24,8 +24,8 @@ static const char *const migrations[] = {
     "CREATE VIEW step_view AS SELECT step, n, note FROM step;",
 };
 
-static const lt_db_schema schema_v2 = {APP_ID, "test database", migrations, 2};
-static const lt_db_schema schema_v3 = {APP_ID, "test database", migrations, 3};
+static const lt_db_schema schema_v2 = {APP_ID, "test database", migrations, 2, 0};
+static const lt_db_schema schema_v3 = {APP_ID, "test database", migrations, 3, 0};
 
 static char path[64];
 
@@ -105,6 +105,16 @@ static void test_readonly_open_of_old_file_is_refused(void **state) {
     lt_db_close(db);
     assert_int_equal(lt_db_open(&db, old, &schema_v3, LT_DB_READONLY, &err), LT_ERR_VERSION);
     assert_non_null(strstr(err.what, "needs migrating to 3"));
+    /* a schema whose readers accept version 2 as it is: opened, not migrated */
+    static const lt_db_schema lenient = {APP_ID, "test database", migrations, 3, 2};
+    assert_int_equal(lt_db_open(&db, old, &lenient, LT_DB_READONLY, &err), LT_OK);
+    assert_int_equal(query_int(db, "PRAGMA user_version"), 2);
+    assert_true(lt_db_has_table(db, "step"));
+    assert_false(lt_db_has_table(db, "step_view"));
+    lt_db_close(db);
+    /* ... but not an older one */
+    static const lt_db_schema strict3 = {APP_ID, "test database", migrations, 3, 3};
+    assert_int_equal(lt_db_open(&db, old, &strict3, LT_DB_READONLY, &err), LT_ERR_VERSION);
     unlink(old);
 }
 
@@ -158,7 +168,7 @@ static void test_failing_migration_rolls_back(void **state) {
         "CREATE TABLE a (x INTEGER) STRICT;",
         "CREATE TABLE b (y INTEGER) STRICT; INSERT INTO no_such_table VALUES (1);",
     };
-    static const lt_db_schema bad_schema = {APP_ID, "test database", bad, 2};
+    static const lt_db_schema bad_schema = {APP_ID, "test database", bad, 2, 0};
     char p2[80];
     snprintf(p2, sizeof p2, "%s-bad", path);
     sqlite3 *db;

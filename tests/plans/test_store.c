@@ -2707,7 +2707,7 @@ static int teardown(void **state) {
 /* Version 5: the documents' named sources. The ranges written at build time give each
  * sample its source (the view sample_sources and lt_store_sample_sources agree, a sample
  * outside every range has none), step_sources adds up to the step, a resumed build may
- * write the ranges again. */
+ * write the ranges again; a version-4 file (no sources) still reads and shows. */
 static void test_sources(void **state) {
     (void)state;
     char path[256];
@@ -2757,7 +2757,22 @@ static void test_sources(void **state) {
                                    "WHERE a.n = b.n_samples AND a.t = b.n_tokens"),
                      2);
     assert_int_equal(query_int(db, "SELECT count(*) FROM sample_sources WHERE source IS NULL AND task <= 1"), 0);
+    /* a version-4 file (before sources) still reads: its plans, and no sources */
+    exec_raw(db, "DROP VIEW step_sources; DROP VIEW sample_sources; DROP TABLE source_ranges; PRAGMA user_version = 4;");
     sqlite3_close(db);
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    lt_step_plan_init(&plan);
+    assert_int_equal(lt_store_get_step(st, 1, &plan, NULL, &err), LT_OK);
+    assert_int_equal(lt_store_sample_sources(st, 1, &names, &nn, &src, &n, &err), LT_OK);
+    assert_int_equal(nn, 0);
+    assert_int_equal(n, 0);
+    lt_step_plan_free(&plan);
+    lt_store_close(st);
+    char *out, *errtext;
+    assert_int_equal(run_planner(&out, &errtext, "show", "--db", path, "--step", "1", NULL), 0);
+    assert_null(strstr(out, "sources of step"));
+    free(out);
+    free(errtext);
 }
 
 int main(int argc, char **argv) {
