@@ -32,6 +32,8 @@ typedef struct jc_stage_view {
     int tasks, tasks_done, tasks_running, tasks_pending; /* dataprep */
     int64_t steps, steps_done;                           /* plan: planned; train: trained */
     double loss, tok_s;                                  /* train: the last step's */
+    double val_loss;     /* train: the last validation loss (train.eval_every) ... */
+    int64_t val_step;    /* ... at this step; -1 when none */
     bool complete;       /* by the outputs */
 } jc_stage_view;
 

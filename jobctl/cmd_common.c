@@ -118,7 +118,8 @@ void jc_view_stages(const jc_run *r, sqlite3 *db, jc_stage_view v[JC_NSTAGES]) {
     v[JC_PLAN].steps = r->plan_steps;
     v[JC_PLAN].steps_done = jc_steps_planned(r);
     v[JC_TRAIN].steps = r->train_steps;
-    v[JC_TRAIN].steps_done = jc_steps_trained(r, &v[JC_TRAIN].loss, &v[JC_TRAIN].tok_s);
+    v[JC_TRAIN].steps_done = jc_steps_trained(r, &v[JC_TRAIN].loss, &v[JC_TRAIN].tok_s, &v[JC_TRAIN].val_loss,
+                                              &v[JC_TRAIN].val_step);
 }
 
 bool jc_view_active(const jc_stage_view *v) { return v->has_job && !jc_state_final(v->state); }

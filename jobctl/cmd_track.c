@@ -37,6 +37,8 @@ static void progress_text(jc_stage s, const jc_stage_view *v, char *buf, size_t 
     } else {
         n = snprintf(buf, cap, "step %lld/%lld", (long long)v->steps_done, (long long)v->steps);
         if (v->steps_done > 0) n += snprintf(buf + n, cap - (size_t)n, ", loss %.4f, %.0f tok/s", v->loss, v->tok_s);
+        if (s == JC_TRAIN && v->val_step >= 0 && (size_t)n < cap)
+            n += snprintf(buf + n, cap - (size_t)n, ", val %.4f at step %lld", v->val_loss, (long long)v->val_step);
     }
     if (v->reason[0] && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, " (%s)", v->reason);
 }
@@ -84,6 +86,10 @@ static void print_json(const jc_open_run *o, const jc_stage_view *v) {
         if (s == JC_TRAIN && v[s].steps_done > 0) {
             lt_json_key(&j, "loss"), lt_json_double(&j, v[s].loss);
             lt_json_key(&j, "tok_s"), lt_json_double(&j, v[s].tok_s);
+        }
+        if (s == JC_TRAIN && v[s].val_step >= 0) { /* train.eval_every: the last validation loss */
+            lt_json_key(&j, "val_loss"), lt_json_double(&j, v[s].val_loss);
+            lt_json_key(&j, "val_step"), lt_json_int(&j, v[s].val_step);
         }
         lt_json_object_end(&j);
     }

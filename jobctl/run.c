@@ -394,26 +394,42 @@ int64_t jc_steps_planned(const jc_run *r) {
     return n;
 }
 
-int64_t jc_steps_trained(const jc_run *r, double *loss, double *tok_s) {
+int64_t jc_steps_trained(const jc_run *r, double *loss, double *tok_s, double *val_loss, int64_t *val_step) {
     char *path = path_join(r->train, "metrics.jsonl"), *text = NULL;
     size_t len = 0;
     int64_t step = 0;
+    bool have_step = false, have_val = val_loss == NULL;
     if (loss) *loss = 0;
     if (tok_s) *tok_s = 0;
+    if (val_loss) *val_loss = 0, *val_step = -1;
     if (lt_read_file(path, &text, &len, NULL) == LT_OK) {
-        /* the last complete line */
+        /* the lines from the end: the last step line (a "loss") and the last validation line
+         * (a "val_loss", train.eval_every), which may follow it */
         while (len > 0 && text[len - 1] == '\n') text[--len] = '\0';
-        char *last = strrchr(text, '\n');
-        last = last ? last + 1 : text;
-        lt_jv *v = NULL;
-        if (*last && lt_json_parse(last, strlen(last), &v, NULL) == LT_OK) {
-            lt_jv_int64(lt_jv_get(v, "step"), &step);
-            const lt_jv *l = lt_jv_get(v, "loss"), *t = lt_jv_get(v, "tokens"), *s = lt_jv_get(v, "seconds");
-            if (loss && l && l->type == LT_JV_NUMBER) *loss = strtod(l->text, NULL);
-            if (tok_s && t && s && t->type == LT_JV_NUMBER && s->type == LT_JV_NUMBER && strtod(s->text, NULL) > 0)
-                *tok_s = strtod(t->text, NULL) / strtod(s->text, NULL);
+        while (len > 0 && !(have_step && have_val)) {
+            char *last = strrchr(text, '\n');
+            char *line = last ? last + 1 : text;
+            lt_jv *v = NULL;
+            if (*line && lt_json_parse(line, strlen(line), &v, NULL) == LT_OK) {
+                const lt_jv *l = lt_jv_get(v, "loss"), *vl = lt_jv_get(v, "val_loss");
+                if (!have_step && l && l->type == LT_JV_NUMBER) {
+                    have_step = true;
+                    lt_jv_int64(lt_jv_get(v, "step"), &step);
+                    const lt_jv *t = lt_jv_get(v, "tokens"), *s = lt_jv_get(v, "seconds");
+                    if (loss) *loss = strtod(l->text, NULL);
+                    if (tok_s && t && s && t->type == LT_JV_NUMBER && s->type == LT_JV_NUMBER &&
+                        strtod(s->text, NULL) > 0)
+                        *tok_s = strtod(t->text, NULL) / strtod(s->text, NULL);
+                } else if (!have_val && vl && vl->type == LT_JV_NUMBER) {
+                    have_val = true;
+                    *val_loss = strtod(vl->text, NULL);
+                    lt_jv_int64(lt_jv_get(v, "step"), val_step);
+                }
+            }
+            lt_jv_free(v);
+            len = (size_t)(line - text);
+            if (last) *last = '\0', len = (size_t)(last - text);
         }
-        lt_jv_free(v);
     }
     free(text), free(path);
     return step;
@@ -423,7 +439,7 @@ bool jc_stage_complete(const jc_run *r, jc_stage s) {
     switch (s) {
     case JC_DATAPREP: return jc_tasks_done(r, NULL) == r->n_tasks;
     case JC_PLAN: return jc_steps_planned(r) >= r->plan_steps;
-    case JC_TRAIN: return jc_steps_trained(r, NULL, NULL) >= r->train_steps;
+    case JC_TRAIN: return jc_steps_trained(r, NULL, NULL, NULL, NULL) >= r->train_steps;
     default: return false;
     }
 }

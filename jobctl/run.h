@@ -93,8 +93,10 @@ lt_status jc_run_create_dirs(const jc_run *r, lt_error *err);
 int jc_tasks_done(const jc_run *r, bool *done);
 /* Steps stored in plans.db (0 when it does not exist yet). */
 int64_t jc_steps_planned(const jc_run *r);
-/* The trainer's last metrics line: step (0 when none), loss and tokens/s of that step. */
-int64_t jc_steps_trained(const jc_run *r, double *loss, double *tok_s);
+/* The trainer's last step line of metrics.jsonl: step (0 when none), loss and tokens/s of
+ * that step; when val_loss is non-NULL, the last validation line's loss (train.eval_every)
+ * and its step (*val_step; -1 when the file has none). */
+int64_t jc_steps_trained(const jc_run *r, double *loss, double *tok_s, double *val_loss, int64_t *val_step);
 /* Whether the stage's outputs are complete. */
 bool jc_stage_complete(const jc_run *r, jc_stage s);
 

@@ -317,6 +317,13 @@ int build_command(lt_cli_ctx *ctx) {
     st = lt_plan_steps(corpus, &sc, &pc, &strat, 1, todo, n_todo, threads, store_step, &b, &err);
     lt_progress_finish(b.progress);
     if (st != LT_OK) goto out;
+    /* the held-out documents (data.holdout), in the plans' transaction (docs/plans-schema.md) */
+    size_t n_held = (size_t)lt_sampler_n_heldout(sampler);
+    lt_sample *held = lt_calloc_check(n_held + 1, sizeof *held);
+    for (size_t i = 0; i < n_held; i++) lt_sampler_heldout(sampler, i, &held[i]);
+    st = lt_store_put_heldout(store, held, n_held, &err);
+    free(held);
+    if (st != LT_OK) goto out;
     st = lt_store_commit(store, &err);
     store = NULL;
     if (st != LT_OK) goto out;

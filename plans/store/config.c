@@ -22,7 +22,7 @@
 
 /* One "key = value" of a lt_config_dump text; value NULL for "; key =" (no value). */
 typedef struct cfg_entry {
-    char section[32];
+    char section[64]; /* "source." + a name of up to 48 */
     char key[64];
     char *value;
 } cfg_entry;
@@ -41,16 +41,21 @@ static void cfg_list_free(cfg_list *l) {
 static bool is_key_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; }
 
 /* Whether the plan-relevant part of the config holds section.key: [model], [parallel] and
- * [plan] except plan.steps (resuming to more steps is the point of resuming). */
+ * [plan] except plan.steps (resuming to more steps is the point of resuming), the
+ * held-out shares data.holdout and [source.NAME] holdout, and the sources' weights. */
 static bool plan_relevant(const char *section, const char *key) {
     if (strcmp(section, "plan") == 0) return strcmp(key, "steps") != 0;
+    /* the held-out documents: steps planned with another set could sample a held-out one;
+     * the mixture's weights: the steps depend on every step before them */
+    if (strncmp(section, "source.", 7) == 0) return strcmp(key, "holdout") == 0 || strcmp(key, "weight") == 0;
+    if (strcmp(key, "holdout") == 0) return strcmp(section, "data") == 0;
     return strcmp(section, "model") == 0 || strcmp(section, "parallel") == 0;
 }
 
 /* Parse the plan-relevant entries of a dump, values without their "; origin" comments. */
 static void cfg_parse(const char *text, cfg_list *out) {
     memset(out, 0, sizeof *out);
-    char section[32] = "";
+    char section[64] = "";
     const char *p = text ? text : "";
     while (*p) {
         const char *eol = strchr(p, '\n');

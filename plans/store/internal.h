@@ -13,6 +13,7 @@
  *                and the error helpers the files above share
  *   measured.c   the trainer's measured times (lt_store_put_measured)
  *   sources.c    the documents' named sources (lt_store_put_sources, lt_store_sample_sources)
+ *   heldout.c    the held-out documents (lt_store_put_heldout, lt_store_heldout)
  *   config.c     whether a stored run is the run a build resumes (the configs compared)
  *   schema.c     the tables and views, their migrations, the schema version check
  */

@@ -35,6 +35,8 @@
  *         (plans/schedule/schedule.h), each pass's units numbered from 0; cp the unit's cp, 0 stored
  *         as 1 (both mean no DP-Merge) and read back as 1; slice the row's position in the
  *         slice table of its pass (slices, or bslices for 'B'), so the tables round-trip
+ *   heldout(run_id, idx, task, doc, length)    the documents held out for validation
+ *         (data.holdout), created by lt_store_put_heldout when missing (heldout.c)
  *   dp_merges(run_id, step, idx, sample_id, dp_rank, cp)
  *         a row per DP-Merge group (lt_dp_merge): idx the sample (lt_dp_merge.sample),
  *         sample_id the sampler's, dp_rank the dp_rank of its first pipeline, cp its size
@@ -114,7 +116,7 @@ typedef struct lt_store lt_store;
  * temporary before the checks (the copy is deleted on refusal); an empty PATH counts as a new
  * file. A PATH in a missing directory is LT_ERR_IO naming PATH. The comparison: the values
  * (not their "; origin" comments; "256K" = "262144") of every key of [model], [parallel] and
- * [plan] but plan.steps, then the fingerprint, strategy, sample_policy and tuning. */
+ * [plan] but plan.steps, data.holdout and every [source.NAME] holdout, then the fingerprint, strategy, sample_policy and tuning. */
 lt_status lt_store_begin(lt_store **out, const char *path, const lt_run_info *run, bool timings, lt_error *err);
 
 /* Whether step `step` is already stored (resume skips it). */
@@ -153,6 +155,20 @@ lt_status lt_store_put_sources(lt_store *st, const lt_store_source_range *r, siz
  * *names and *src. */
 lt_status lt_store_sample_sources(lt_store *st, uint64_t step, char ***names, size_t *n_names, uint32_t **src,
                                   size_t *n_samples, lt_error *err);
+
+/* The held-out documents of the run (data.holdout; plans/batches/sampler.h
+ * lt_sampler_heldout), docs[0..n) in the sampler's held-out order, each a document's start
+ * (offset 0, length = min(its length, context_len)): table heldout (created here when
+ * missing; docs/plans-schema.md "Held-out documents"), its rows replaced, in the plans'
+ * transaction. n = 0 leaves the table empty: "no held-out set" rather than "an older
+ * planner". LT_ERR_INTERNAL for a document that is not a start of at least one token. */
+lt_status lt_store_put_heldout(lt_store *st, const lt_sample *docs, size_t n, lt_error *err);
+
+/* The held-out documents: *present false (and *n 0) when the file has no table heldout (a
+ * plan file of a planner before data.holdout); else *docs (malloc'd, free() it; NULL when
+ * *n == 0) in idx order as samples (task, doc, offset 0, length; id UINT64_MAX, corpus_doc 0).
+ * LT_ERR_INPUT naming the file for rows that do not number 0, 1, ... or hold bad values. */
+lt_status lt_store_heldout(lt_store *st, bool *present, lt_sample **docs, size_t *n, lt_error *err);
 
 /* Commit, sync, rename over the target; frees st (also on error, after removing the
  * temporary file). */

@@ -311,4 +311,12 @@ result "resume redoes only the task without its marker, to the same bytes" $? "$
 "$BIN" logs loc "${L[@]}" --stage train >"$tmp/logs.out" 2>&1
 grep -q "lt-loc-train_local.out <==" "$tmp/logs.out" && grep -q '^step=3 ' "$tmp/logs.out"
 result "logs --stage train prints the trainer's log" $? "$tmp/logs.out"
+# the trainer's validation loss (train.eval_every: a val_loss line after the step's line,
+# tests/train/validation.sh makes real ones): status shows the last one beside the step's loss
+echo '{"step":3,"val_loss":4.25,"val_tokens":10,"val_docs":2}' >>"$tmp/runs/loc/train/metrics.jsonl"
+"$BIN" status loc "${L[@]}" >"$tmp/val.st" 2>&1
+"$BIN" status loc "${L[@]}" --format json >"$tmp/val.json" 2>&1
+grep -Eq '^train +local-[0-9]+ +COMPLETED +step 3/3, loss [0-9.]+, [0-9]+ tok/s, val 4.2500 at step 3' "$tmp/val.st" &&
+  grep -q '"val_loss":4.25,"val_step":3' "$tmp/val.json"
+result "status: the last validation loss beside the last step's loss" $? "$tmp/val.st" "$tmp/val.json"
 finish

@@ -2775,6 +2775,75 @@ static void test_sources(void **state) {
     free(errtext);
 }
 
+/* The held-out documents (data.holdout): written in the plans' transaction, read back in
+ * their order with the view heldout_sources naming their source; a resumed build writes
+ * them again (replaced, not added); a document that is not a start is refused; a file
+ * without the table (an earlier planner) reads as no held-out set, not as an error. */
+static void test_heldout(void **state) {
+    (void)state;
+    char path[256];
+    new_path(path, sizeof path, "heldout");
+    char *cfg = config_text(NULL);
+    lt_run_info run = test_run(cfg);
+    lt_store *st;
+    lt_error err;
+    const lt_sample held[] = {
+        {.id = UINT64_MAX, .task = 0, .doc = 7, .length = 50},
+        {.id = UINT64_MAX, .task = 1, .doc = 2, .length = 1},
+        {.id = UINT64_MAX, .task = 0, .doc = 1, .length = 300},
+    };
+    const lt_sample piece = {.id = UINT64_MAX, .task = 0, .doc = 9, .offset = 100, .length = 20};
+    assert_int_equal(lt_store_begin(&st, path, &run, false, &err), LT_OK);
+    put_steps(st, 0, 1);
+    assert_int_equal(lt_store_put_heldout(st, &piece, 1, &err), LT_ERR_INTERNAL);
+    const lt_store_source_range r[] = {{0, 0, 5, "web"}, {0, 5, 100, "code"}};
+    assert_int_equal(lt_store_put_sources(st, r, 2, &err), LT_OK);
+    assert_int_equal(lt_store_put_heldout(st, held, 3, &err), LT_OK);
+    assert_int_equal(lt_store_put_heldout(st, held, 3, &err), LT_OK); /* again: replaced */
+    assert_int_equal(lt_store_commit(st, &err), LT_OK);
+    free(cfg);
+
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    bool present = false;
+    lt_sample *got = NULL;
+    size_t n = 0;
+    assert_int_equal(lt_store_heldout(st, &present, &got, &n, &err), LT_OK);
+    assert_true(present);
+    assert_int_equal(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(got[i].task, held[i].task);
+        assert_int_equal(got[i].doc, held[i].doc);
+        assert_int_equal(got[i].length, held[i].length);
+        assert_int_equal(got[i].offset, 0);
+        assert_true(got[i].id == UINT64_MAX);
+    }
+    free(got);
+    lt_store_close(st);
+    sqlite3 *db = open_raw(path);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM heldout"), 3);
+    assert_int_equal(query_int(db, "SELECT count(*) FROM heldout_sources WHERE (idx = 0 AND source = 'code') OR "
+                                   "(idx = 1 AND source IS NULL) OR (idx = 2 AND source = 'web')"),
+                     3);
+    /* rows that do not number 0, 1, ...: named */
+    exec_raw(db, "UPDATE heldout SET idx = 5 WHERE idx = 1;");
+    sqlite3_close(db);
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    assert_int_equal(lt_store_heldout(st, &present, &got, &n, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "table heldout"));
+    assert_int_equal(n, 0);
+    lt_store_close(st);
+    /* a file of an earlier planner: no table, no held-out set */
+    db = open_raw(path);
+    exec_raw(db, "DROP VIEW heldout_sources; DROP TABLE heldout;");
+    sqlite3_close(db);
+    assert_int_equal(lt_store_open(&st, path, &err), LT_OK);
+    assert_int_equal(lt_store_heldout(st, &present, &got, &n, &err), LT_OK);
+    assert_false(present);
+    assert_int_equal(n, 0);
+    assert_null(got);
+    lt_store_close(st);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 3 && argc <= 5 && strcmp(argv[1], "--bench") == 0) return bench(argc, argv);
     if (argc >= 2) {
@@ -2808,6 +2877,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_asym_corrupt_rows),
         cmocka_unit_test(test_old_schema),
         cmocka_unit_test(test_sources),
+        cmocka_unit_test(test_heldout),
         cmocka_unit_test(test_asym_print),
         cmocka_unit_test(test_asym_plan_valid), /* needs the asymmetric simulator (plans/schedule/sim.c) */
     };

@@ -37,6 +37,17 @@ int check_command(lt_cli_ctx *ctx);     /* train/cmd/check.c */
 /* trainer calibrate --out FILE.ini: a hardware profile of this machine (train/cmd/calibrate.c) */
 int calibrate_command(lt_cli_ctx *ctx);
 
+/* ------------------------------------------------------------------ the loss over documents (train/cmd/eval.c) */
+
+/* The summed next-token loss (*loss_sum) and predicted tokens (*predicted) of model m (its
+ * whole layers, on its backend) over the documents src[i], i = part, part + parts, ... < n
+ * (0 <= part < parts: one DP rank's share), each read from the shards of `docs` as tokens
+ * [offset, offset + length) and run as one unit: whole-document causal attention, no
+ * gradient. `trainer eval` and the validation loss of `trainer train` (train.eval_every)
+ * both use it. Errors name the document. */
+lt_status lt_cmd_docs_loss(const lt_llama *m, lt_docs *docs, const lt_sample *src, size_t n, int part, int parts,
+                           lt_pool *pool, double *loss_sum, int64_t *predicted, lt_error *err);
+
 /* ------------------------------------------------------------------ shared (train/cmd/common.c) */
 
 /* The seed of parameter initialization and of the training stream: train.seed, else

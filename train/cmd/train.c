@@ -8,6 +8,21 @@
  *               epoch), each truncated at plan.context_len and run as its own unit.
  * Either way the loss is normalized by the step's predicted tokens (train/model/model.h), then
  * global-norm clipping, the warmup + cosine learning rate and AdamW (train/model/optim.h).
+ * With --db the schedule's length is the stored steps: train.steps (else plan.steps) may be
+ * fewer (the run stops there, where the cosine ends) but not more (refused: a schedule
+ * longer than the plans would never decay to train.min_lr); with neither key set it is the
+ * stored step count.
+ *
+ * Validation (--db, train.eval_every = N > 0): before the first step, every N steps and
+ * after the last one, the mean next-token loss over the first train.eval_docs held-out
+ * documents of the plan file (data.holdout; lt_store_heldout), each whole from its start,
+ * no gradient, with the current weights (lt_cmd_docs_loss, the code of `trainer eval
+ * --heldout`): `val=` on the step's progress line (a line `step=0 val=...` before the first
+ * step), a validation line in metrics.jsonl, the second curve of loss.svg. Under a launcher
+ * the documents are split over the DP ranks (document i on DP rank i mod dp) and the sums
+ * all-reduced; that needs whole models on the ranks: parallel.pp = 1, parallel.tp = 1 and
+ * parallel.shard other than fsdp, else eval_every > 0 is refused by name. A plan file
+ * without held-out documents (an older planner, or data.holdout = 0) is refused too.
  *
  * Checkpoints go to --out DIR (else train.checkpoint_dir, else WORK_DIR/NAME/checkpoints)
  * every train.checkpoint_every steps and at the end, the newest train.keep_checkpoints
@@ -197,6 +212,10 @@ typedef struct train_loop {
     lt_backend *be; /* train.backend = cuda: the GPU (NULL: the CPU fp32 reference) */
     lt_llama table; /* distributed: the whole model's tensor table (no parameters), at this
                        rank's tp: every stage's parameter count for the measured memory */
+    /* validation (train.eval_every > 0, --db): the held-out documents scored */
+    int64_t eval_every;
+    lt_sample *val_docs;
+    size_t n_val;
 } train_loop;
 
 /* The exit status of a run stopped by SIGUSR2 after its checkpoint (EX_TEMPFAIL): jobctl
@@ -595,6 +614,81 @@ static lt_status open_plans(const char *db, const lt_llama *m, int tp, const lt_
     return s;
 }
 
+/* --db: the schedule's length against the stored steps (the file's comment). */
+static lt_status schedule_of_plans(const lt_config *cfg, lt_optim_config *oc, const train_loop *L, lt_error *err) {
+    bool train_set = lt_config_is_set(cfg, "train", "steps");
+    if (!train_set && !lt_config_is_set(cfg, "plan", "steps")) {
+        oc->total_steps = (int64_t)L->n_steps;
+        return LT_OK;
+    }
+    if (oc->total_steps <= (int64_t)L->n_steps) return LT_OK;
+    const char *key = train_set ? "train.steps" : "plan.steps (train.steps unset)";
+    lt_fail(err, LT_ERR_CONFIG, lt_config_origin(cfg, train_set ? "train" : "plan", "steps"),
+            "%s = %" PRId64 " is more than the %zu steps stored in %s: the cosine schedule would never reach "
+            "train.min_lr", key, oc->total_steps, L->n_steps, L->db_path);
+    lt_error_hint(err, "set train.steps = %zu (or fewer), or plan the missing steps (planner build with plan.steps = %"
+                  PRId64 " resumes the file)", L->n_steps, oc->total_steps);
+    return LT_ERR_CONFIG;
+}
+
+/* train.eval_every and train.eval_docs, and with eval_every > 0 the held-out documents of the
+ * plan file into L->val_docs (the file's comment: what is refused). */
+static lt_status eval_setup(const lt_config *cfg, const train_args *a, train_loop *L, lt_error *err) {
+    int64_t docs = 32;
+    L->eval_every = 0;
+    lt_config_get_int(cfg, "train", "eval_every", &L->eval_every, NULL);
+    lt_config_get_int(cfg, "train", "eval_docs", &docs, NULL);
+    if (L->eval_every <= 0) return LT_OK;
+    const char *where = lt_config_origin(cfg, "train", "eval_every");
+    if (!a->db) {
+        lt_fail(err, LT_ERR_CONFIG, where, "train.eval_every = %" PRId64 " scores the plan file's held-out documents: "
+                "it needs --db PLANS", L->eval_every);
+        lt_error_hint(err, "set train.eval_every = 0 for --whole");
+        return LT_ERR_CONFIG;
+    }
+    if (L->comm) {
+        const lt_comm_layout *l = lt_comm_layout_of(L->comm);
+        if (l->pp > 1 || l->tp > 1 || L->shard == LT_SHARD_FSDP) {
+            lt_fail(err, LT_ERR_CONFIG, where, "train.eval_every = %" PRId64 " under a launcher needs a whole model on "
+                    "every rank (parallel.pp = 1, parallel.tp = 1, parallel.shard not fsdp); this job has pp = %d, tp = "
+                    "%d, shard = %s", L->eval_every, l->pp, l->tp, lt_shard_name(L->shard));
+            lt_error_hint(err, "set train.eval_every = 0 and score the checkpoints with 'trainer eval --ckpt CKPT --db "
+                          "PLANS --heldout --data DIR'");
+            return LT_ERR_CONFIG;
+        }
+    }
+    bool present = false;
+    lt_status s = lt_store_heldout(L->store, &present, &L->val_docs, &L->n_val, err);
+    if (s == LT_OK && (!present || L->n_val == 0)) {
+        s = lt_fail(err, LT_ERR_CONFIG, where, "train.eval_every = %" PRId64 ", but %s holds %s", L->eval_every,
+                    L->db_path, present ? "no held-out document (built with data.holdout = 0)"
+                                        : "no held-out set (built by a planner before data.holdout)");
+        lt_error_hint(err, "rebuild the plans with data.holdout > 0 (e.g. 0.01), or set train.eval_every = 0");
+    }
+    if (s == LT_OK && (int64_t)L->n_val > docs) L->n_val = (size_t)docs;
+    return s;
+}
+
+/* The validation loss of the current weights (eval_setup's documents): *val the mean, *tokens
+ * its denominator. Collective under a launcher: every rank calls it at the same step. */
+static lt_status validation(train_loop *L, double *val, int64_t *tokens, lt_error *err) {
+    int part = 0, parts = 1;
+    if (L->comm) part = lt_comm_layout_of(L->comm)->dp_rank, parts = lt_comm_layout_of(L->comm)->dp;
+    double sum[2] = {0, 0};
+    int64_t predicted = 0;
+    lt_status s = lt_cmd_docs_loss(L->m, L->docs, L->val_docs, L->n_val, part, parts, L->pool, &sum[0], &predicted,
+                                   err);
+    sum[1] = (double)predicted;
+    if (s == LT_OK && L->comm) s = lt_comm_allreduce(L->comm, LT_COMM_WORLD, sum, 2, LT_COMM_F64, false, err);
+    if (s == LT_OK && !(sum[1] > 0)) {
+        s = lt_fail(err, LT_ERR_INPUT, L->db_path, "none of the %zu held-out documents scored has 2 tokens or more",
+                    L->n_val);
+        lt_error_hint(err, "raise train.eval_docs or data.holdout");
+    }
+    if (s == LT_OK) *val = sum[0] / sum[1], *tokens = (int64_t)sum[1];
+    return s;
+}
+
 int train_command(lt_cli_ctx *ctx) {
     train_args a;
     int rc = parse(ctx, &a);
@@ -644,8 +738,12 @@ int train_command(lt_cli_ctx *ctx) {
     if (s == LT_OK && lt_docs_count(L.docs) == 0) s = lt_fail(&err, LT_ERR_INPUT, a.data, "the dataprep output has no document");
     int tp = comm ? lt_comm_layout_of(comm)->tp : 1;
     if (s == LT_OK && a.db) s = open_plans(a.db, &m, tp, ctx->config, &L, &err);
+    if (s == LT_OK && a.db) s = schedule_of_plans(ctx->config, &oc, &L, &err);
+    if (s == LT_OK && a.db && a.steps == 0) stop = oc.total_steps;
     if (s == LT_OK && a.db && (int64_t)L.n_steps < stop) stop = (int64_t)L.n_steps; /* every stored step, no more */
-    if (s == LT_OK && a.db && rank0) s = lt_metrics_trim(dir, st.step, &err); /* a resumed run logs its redone steps again */
+    if (s == LT_OK) s = eval_setup(ctx->config, &a, &L, &err);
+    /* a resumed run logs its redone steps again (from step 0: its validation at step 0 too) */
+    if (s == LT_OK && a.db && rank0) s = lt_metrics_trim(dir, st.step > 0 ? st.step : -1, &err);
     /* the GPU shards with zero1 only: zero2 and fsdp release whole buffers between steps,
      * which the device's allocation-once memory (the arena, the states) does not do */
     const char *backend = lt_config_get_string(ctx->config, "train", "backend");
@@ -709,6 +807,16 @@ int train_command(lt_cli_ctx *ctx) {
     if (s == LT_OK) lt_llama_views_of(&m, grads, glv, &g);
     L.g = &g, L.grads = grads;
     bool preempted = false;
+    double val = 0;
+    int64_t val_tokens = 0;
+    if (s == LT_OK && L.n_val && st.step == 0 && stop > 0) { /* the starting point (a resumed run logged it) */
+        s = validation(&L, &val, &val_tokens, &err);
+        if (s == LT_OK && rank0) {
+            printf("step=0 val=%.6f val_tokens=%" PRId64 " val_docs=%zu\n", val, val_tokens, L.n_val);
+            fflush(stdout);
+            s = lt_metrics_append_val(dir, 0, val, val_tokens, (int64_t)L.n_val, &err);
+        }
+    }
     while (s == LT_OK && st.step < stop) {
         double t0 = now_s();
         step_result r = {0};
@@ -742,12 +850,17 @@ int train_command(lt_cli_ctx *ctx) {
         st.step++;
         double dt = now_s() - t0;
         double loss = r.n_predicted > 0 ? r.loss_sum / (double)r.n_predicted : 0;
+        /* validation every eval_every steps and after the last (not part of the step's time) */
+        bool evaluated = L.n_val && (st.step % L.eval_every == 0 || st.step == stop);
+        if (evaluated && (s = validation(&L, &val, &val_tokens, &err)) != LT_OK) break;
+        char val_text[64] = "";
+        if (evaluated) snprintf(val_text, sizeof val_text, " val=%.6f", val);
         if (!rank0) {
         } else if (a.db) {
             printf("step=%" PRId64 " loss=%.6f lr=%.4e grad_norm=%.4f tokens=%" PRId64 " tok/s=%.0f plan_step=%" PRIu64
-                   " predicted_ms=%.3f measured_ms=%.1f\n",
+                   " predicted_ms=%.3f measured_ms=%.1f%s\n",
                    st.step, loss, lr, norm, r.tokens, dt > 0 ? (double)r.tokens / dt : 0.0, r.plan_step,
-                   r.predicted_ms, dt * 1e3);
+                   r.predicted_ms, dt * 1e3, val_text);
             if (be) /* the GPU: the plan's memory model against the device meter, per step */
                 printf("step=%" PRId64 " predicted_peak_gib=%.3f measured_peak_gib=%.3f (the largest stage, model "
                        "states included)\n", st.step, r.predicted_peak / 1073741824.0, r.measured_peak / 1073741824.0);
@@ -755,6 +868,7 @@ int train_command(lt_cli_ctx *ctx) {
                                   .tokens = r.tokens, .n_predicted = r.n_predicted, .seconds = dt,
                                   .predicted_ms = r.predicted_ms};
             s = lt_metrics_append(dir, &row, &err);
+            if (s == LT_OK && evaluated) s = lt_metrics_append_val(dir, st.step, val, val_tokens, (int64_t)L.n_val, &err);
         } else {
             printf("step=%" PRId64 " loss=%.6f lr=%.4e grad_norm=%.4f tokens=%" PRId64 " tok/s=%.0f\n", st.step, loss,
                    lr, norm, r.tokens, dt > 0 ? (double)r.tokens / dt : 0.0);
@@ -787,7 +901,7 @@ int train_command(lt_cli_ctx *ctx) {
     batch_clear(&L);
     if (be) lt_backend_cuda_free_grads(be, grads);
     else free(grads);
-    free(L.samples), free(L.tokens), free(L.slices), free(L.units), free(glv), free(L.steps);
+    free(L.samples), free(L.tokens), free(L.slices), free(L.units), free(glv), free(L.steps), free(L.val_docs);
     lt_store_close(L.store);
     lt_pool_destroy(L.pool);
     lt_docs_close(L.docs);

@@ -47,9 +47,11 @@ static const lt_cli_command commands[] = {
      "(F32, F16 or BF16, widened exactly); refuses RoPE scaling, biases and non-Llama models by name.\n"
      "Writes the parameters only (step 0). Prints: wrote CKPT: MODEL NPARAMS parameters\n",
      hf_import_command},
-    {"eval", "--ckpt CKPT --data DIR [--docs N]", "mean next-token loss of a checkpoint over whole documents",
+    {"eval", "--ckpt CKPT --data DIR [--docs N] [--db PLANS --heldout]", "mean next-token loss of a checkpoint over whole documents",
      "Scores the first N documents (default 100) of a dataprep output, each whole (truncated at\n"
-     "plan.context_len), in `dataprep cat` order. Last line: loss=L tokens=T (T = predicted tokens).\n",
+     "plan.context_len), in `dataprep cat` order. With --db PLANS --heldout: the first N held-out\n"
+     "documents of the plan file (data.holdout), in its order, read from DIR: what `trainer train`'s\n"
+     "validation loss (train.eval_every) scores. Last line: loss=L tokens=T (T = predicted tokens).\n",
      eval_command},
     {"generate", "--ckpt CKPT --encoding NAME --prompt TEXT [--max-tokens N] [--temperature T] [--seed S]",
      "text from a checkpoint (KV cache; temperature 0 = greedy)",
