@@ -5,7 +5,8 @@
 
 static const lt_cli_command commands[] = {
     {"encode",
-     "(--encoding NAME [--vocab-dir DIR] | --vocab FILE.tiktoken [--pattern NAME|FILE.json])\n"
+     "(--encoding NAME [--vocab-dir DIR] | --vocab FILE.tiktoken [--pattern NAME|FILE.json] |\n"
+     "         --tokenizer tokenizer.json)\n"
      "        [--jsonl [--field KEY]] [--allowed-special all|TEXT,...] [--pretokenizer auto|pcre2] [FILE...]",
      "print the token ids of documents, one line per document",
      "Without --jsonl each FILE (or standard input, or '-') is one document; with --jsonl each\n"
@@ -25,6 +26,9 @@ static const lt_cli_command commands[] = {
      "  --pattern P          with --vocab: a known encoding's pattern and special tokens\n"
      "                       (cl100k_base, o200k_base, r50k_base) or a NAME.json sidecar;\n"
      "                       default: the .json next to FILE\n"
+     "  --tokenizer FILE     a Hugging Face tokenizer.json (byte-level BPE; default\n"
+     "                       data.tokenizer): ids as tokenizers' encode(text,\n"
+     "                       add_special_tokens=False), every added token matched\n"
      "  --pretokenizer pcre2 split with the generic PCRE2 engine instead of the hand-written\n"
      "                       scanner (same ids; for checking)\n",
      encode_command},

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dataprep/dataprep.h"  /* encode_command */
+#include "dataprep/hf_tokenizer.h" /* lt_hf_tokenizer_load */
 #include "dataprep/tokenizer.h" /* lt_tokenizer_* */
 #include "lib/config.h"         /* lt_config_get_string */
 #include "lib/files.h"          /* lt_read_file */
@@ -155,7 +156,7 @@ static lt_status encode_jsonl(encoder *e, const char *path, const char *field, l
 
 int encode_command(lt_cli_ctx *ctx) {
     const char *encoding = NULL, *vocab_dir = NULL, *vocab = NULL, *pattern = NULL, *field = NULL,
-               *allowed = NULL, *engine_name = "auto";
+               *allowed = NULL, *engine_name = "auto", *hf = NULL;
     bool jsonl = false;
     char **files = lt_calloc_check((size_t)ctx->argc + 1, sizeof *files);
     size_t nfiles = 0;
@@ -166,6 +167,7 @@ int encode_command(lt_cli_ctx *ctx) {
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--vocab-dir", &missing))) vocab_dir = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--vocab", &missing))) vocab = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--pattern", &missing))) pattern = v;
+        else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--tokenizer", &missing))) hf = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--field", &missing))) field = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--allowed-special", &missing))) allowed = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--pretokenizer", &missing))) engine_name = v;
@@ -179,7 +181,8 @@ int encode_command(lt_cli_ctx *ctx) {
         } else files[nfiles++] = ctx->argv[i];
     }
     int rc = 0;
-    if (encoding && vocab) rc = lt_cli_usage(ctx, "give --encoding NAME or --vocab FILE, not both");
+    if (hf && (encoding || vocab)) rc = lt_cli_usage(ctx, "give --tokenizer FILE alone, without --encoding or --vocab");
+    else if (encoding && vocab) rc = lt_cli_usage(ctx, "give --encoding NAME or --vocab FILE, not both");
     else if (pattern && !vocab) rc = lt_cli_usage(ctx, "--pattern goes with --vocab FILE.tiktoken");
     else if (field && !jsonl) rc = lt_cli_usage(ctx, "--field goes with --jsonl");
     lt_pretok_engine engine = LT_PRETOK_ENGINE_AUTO;
@@ -190,7 +193,8 @@ int encode_command(lt_cli_ctx *ctx) {
         free(files);
         return rc;
     }
-    if (!encoding && !vocab) encoding = lt_config_get_string(ctx->config, "data", "encoding");
+    if (!encoding && !vocab && !hf) hf = lt_config_get_string(ctx->config, "data", "tokenizer");
+    if (!encoding && !vocab && !hf) encoding = lt_config_get_string(ctx->config, "data", "encoding");
     if (!vocab_dir) vocab_dir = lt_config_get_string(ctx->config, "data", "vocab_dir");
     if (!field) field = lt_config_get_string(ctx->config, "data", "field");
     if (!field) field = "text";
@@ -198,7 +202,8 @@ int encode_command(lt_cli_ctx *ctx) {
     lt_error err;
     lt_error_clear(&err);
     encoder e = {0};
-    lt_status st = vocab ? lt_tokenizer_load(&e.tok, vocab, pattern, engine, &err)
+    lt_status st = hf      ? lt_hf_tokenizer_load(&e.tok, hf, engine, &err)
+                   : vocab ? lt_tokenizer_load(&e.tok, vocab, pattern, engine, &err)
                          : lt_tokenizer_load_encoding(&e.tok, encoding, vocab_dir, engine, &err);
     if (st == LT_OK && allowed) st = lt_tokenizer_set_allowed_special(e.tok, allowed, &err);
     if (st == LT_OK && !(e.scratch = lt_tok_scratch_new())) st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory");

@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "dataprep/dataprep.h"  /* run_command */
+#include "dataprep/hf_tokenizer.h" /* lt_hf_tokenizer_load (data.tokenizer) */
 #include "dataprep/profile.h"   /* lt_profile_bucket_* (the length histogram) */
 #include "dataprep/reader.h"    /* lt_reader_* */
 #include "dataprep/shard.h"     /* lt_shard_writer_*, lt_task_path */
@@ -97,6 +98,7 @@ typedef struct run_settings {
     const char *field;
     uint64_t max_doc_bytes;
     const char *encoding, *vocab_dir;
+    const char *tokenizer; /* data.tokenizer: a tokenizer.json, used instead of encoding when set */
     lt_eos_policy eos;
     int zstd_level;
     uint64_t frame_bytes;
@@ -1351,7 +1353,8 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
     if (stale) LT_INFO("removed %zu temporary file%s left by an interrupted run", stale, stale == 1 ? "" : "s");
 
     lt_tokenizer *tok = NULL;
-    st = lt_tokenizer_load_encoding(&tok, rs->encoding, rs->vocab_dir, LT_PRETOK_ENGINE_AUTO, err);
+    st = rs->tokenizer ? lt_hf_tokenizer_load(&tok, rs->tokenizer, LT_PRETOK_ENGINE_AUTO, err)
+                       : lt_tokenizer_load_encoding(&tok, rs->encoding, rs->vocab_dir, LT_PRETOK_ENGINE_AUTO, err);
     if (st != LT_OK) return st;
     double t_loaded = now_s();
 
@@ -1904,6 +1907,7 @@ int run_command(lt_cli_ctx *ctx) {
     }
     if (!rs.field) rs.field = lt_config_get_string(cfg, "data", "field");
     if (!rs.field) rs.field = "text";
+    if (!rs.encoding) rs.tokenizer = lt_config_get_string(cfg, "data", "tokenizer"); /* --encoding wins */
     if (!rs.encoding) rs.encoding = lt_config_get_string(cfg, "data", "encoding");
     if (!rs.vocab_dir) rs.vocab_dir = lt_config_get_string(cfg, "data", "vocab_dir");
     if (!rc && !rs.encoding) rc = lt_cli_usage(ctx, "no encoding: give --encoding NAME (or data.encoding)");

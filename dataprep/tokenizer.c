@@ -103,6 +103,7 @@ struct lt_tokenizer {
     bool any_allowed;
     lt_pretok_kind kind;
     lt_regex *re;
+    bool split_gaps; /* lt_tokenizer_set_split_gaps */
 };
 
 /* Per-thread memo of recently merged pieces (real text repeats its words: in English
@@ -739,6 +740,9 @@ static lt_status encode_ordinary(const lt_tokenizer *tok, lt_tok_scratch *s, con
         bool found;
         size_t ms, me;
         if ((st = lt_regex_next(tok->re, s->rs, t, len, pos, &found, &ms, &me, err)) != LT_OK) return st;
+        if (!found) ms = me = len;
+        /* tokenizers' Split (Isolated) keeps the text between matches as pieces; tiktoken drops it */
+        if (tok->split_gaps && ms > pos && (st = encode_piece(tok, s, t + pos, ms - pos, o, err)) != LT_OK) return st;
         if (!found) break;
         if ((st = encode_piece(tok, s, t + ms, me - ms, o, err)) != LT_OK) return st;
         pos = me;
@@ -898,6 +902,7 @@ const char *lt_tokenizer_engine(const lt_tokenizer *tok) {
 }
 
 void lt_tokenizer_set_char_start(lt_tokenizer *tok, bool on) { tok->bytes_only = !on; }
+void lt_tokenizer_set_split_gaps(lt_tokenizer *tok, bool on) { tok->split_gaps = on; }
 
 int64_t lt_tokenizer_special_id(const lt_tokenizer *tok, const char *text) {
     for (size_t k = 0; k < tok->n_special; k++)
@@ -1189,11 +1194,9 @@ static void build_chars(lt_tokenizer *tok) {
 }
 
 /* Parse the rank file into tok->pool/off/slots/byte_rank (and build_chars' tables). */
-static lt_status load_ranks(lt_tokenizer *tok, const char *path, lt_error *err) {
-    char *data;
-    size_t size;
-    lt_status st = lt_read_file(path, &data, &size, err);
-    if (st != LT_OK) return st;
+/* Parse rank-file text data[0..size) (taken: freed here); `path` names it in errors. */
+static lt_status parse_ranks(lt_tokenizer *tok, const char *path, char *data, size_t size, lt_error *err) {
+    lt_status st = LT_OK;
     lt_sha256_hex(data, size, tok->sha256);
     char msg[160];
     unsigned char *stage = lt_malloc_check(size + 4);
@@ -1315,6 +1318,14 @@ static lt_status load_ranks(lt_tokenizer *tok, const char *path, lt_error *err) 
     free(rl);
     free(stage);
     return st;
+}
+
+static lt_status load_ranks(lt_tokenizer *tok, const char *path, lt_error *err) {
+    char *data;
+    size_t size;
+    lt_status st = lt_read_file(path, &data, &size, err);
+    if (st != LT_OK) return st;
+    return parse_ranks(tok, path, data, size, err);
 }
 
 static lt_status add_special(lt_tokenizer *tok, const char *text, size_t len, int64_t id, const char *where,
@@ -1450,6 +1461,39 @@ lt_status lt_tokenizer_load(lt_tokenizer **out, const char *vocab_path, const ch
     }
     free(pat);
     free(sidecar);
+    if (st != LT_OK) {
+        lt_tokenizer_free(tok);
+        return st;
+    }
+    *out = tok;
+    return LT_OK;
+}
+
+lt_status lt_tokenizer_build(lt_tokenizer **out, const char *name, const char *where, char *rank_text,
+                             size_t size, const char *pattern, const lt_tok_special_def *specials,
+                             size_t n_specials, const char *sha256_hex, lt_pretok_engine engine, lt_error *err) {
+    *out = NULL;
+    static _Atomic uint64_t serials;
+    lt_tokenizer *tok = lt_calloc_check(1, sizeof *tok);
+    tok->serial = ++serials + (UINT64_C(1) << 62); /* apart from lt_tokenizer_load's serials */
+    tok->name = lt_strdup_check(name);
+    tok->vocab_path = lt_strdup_check(where);
+    lt_status st = parse_ranks(tok, where, rank_text, size, err);
+    tok->n_vocab = tok->n_ranks;
+    if (st == LT_OK && sha256_hex && strlen(sha256_hex) == LT_SHA256_HEX_LEN) memcpy(tok->sha256, sha256_hex, LT_SHA256_HEX_LEN + 1);
+    for (size_t k = 0; st == LT_OK && k < n_specials; k++)
+        st = add_special(tok, specials[k].text, specials[k].len, specials[k].id, where, err);
+    if (st == LT_OK) {
+        tok->kind = engine == LT_PRETOK_ENGINE_PCRE2 ? LT_PRETOK_REGEX : lt_pretok_recognize(pattern);
+        if (tok->kind == LT_PRETOK_REGEX) {
+            st = lt_regex_compile(&tok->re, pattern, err);
+            if (st != LT_OK && st != LT_ERR_NOMEM) { /* the file's pattern is input, not usage */
+                st = LT_ERR_INPUT;
+                if (err) err->status = st;
+            }
+            if (st != LT_OK) lt_error_prefix(err, "pre-tokenizer regex of %s: ", where);
+        }
+    }
     if (st != LT_OK) {
         lt_tokenizer_free(tok);
         return st;

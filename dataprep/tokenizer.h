@@ -46,6 +46,22 @@ lt_status lt_tokenizer_load(lt_tokenizer **out, const char *vocab_path, const ch
 lt_status lt_tokenizer_load_encoding(lt_tokenizer **out, const char *name, const char *vocab_dir,
                                      lt_pretok_engine engine, lt_error *err);
 
+/* A special token for lt_tokenizer_build: its text[0..len) and id (>= the ranks). */
+typedef struct lt_tok_special_def {
+    const char *text;
+    size_t len;
+    uint32_t id;
+} lt_tok_special_def;
+
+/* Build a tokenizer from rank-file text made in memory (rank_text[0..size), in the
+ * .tiktoken format, TAKEN: freed here), a pattern text and special tokens: the loader of
+ * other formats (dataprep/hf_tokenizer.h) converts to this. `where` names the source in
+ * errors; `sha256_hex` (64 hex digits, or NULL for the text's own) is what
+ * lt_tokenizer_vocab_sha256 reports. Validation as lt_tokenizer_load. */
+lt_status lt_tokenizer_build(lt_tokenizer **out, const char *name, const char *where, char *rank_text,
+                             size_t size, const char *pattern, const lt_tok_special_def *specials,
+                             size_t n_specials, const char *sha256_hex, lt_pretok_engine engine, lt_error *err);
+
 void lt_tokenizer_free(lt_tokenizer *tok);
 
 const char *lt_tokenizer_name(const lt_tokenizer *tok);     /* "cl100k_base" or the file's stem */
@@ -67,6 +83,12 @@ lt_status lt_tokenizer_set_allowed_special(lt_tokenizer *tok, const char *list, 
  * default, true) or always from bytes (false): for the tests that compare the two and for
  * benchmarks. Like lt_tokenizer_set_allowed_special, before the tokenizer is shared. */
 void lt_tokenizer_set_char_start(lt_tokenizer *tok, bool on);
+
+/* Whether text that no match of the pattern covers is encoded as a piece of its own
+ * (true: tokenizers' Split with behavior Isolated) or dropped (false, the default:
+ * tiktoken's find_iter). Only the PCRE2 engine can leave such text: the known patterns
+ * cover every character. Before the tokenizer is shared. */
+void lt_tokenizer_set_split_gaps(lt_tokenizer *tok, bool on);
 
 lt_tok_scratch *lt_tok_scratch_new(void); /* NULL when out of memory */
 void lt_tok_scratch_free(lt_tok_scratch *scratch);

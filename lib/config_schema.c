@@ -46,6 +46,7 @@ static const lt_config_key schema[] = {
     ENUM("data", "format", "auto", "auto wet jsonl wikixml parquet", "input format; auto decides from each file's name and content"),
     STR("data", "field", "text", "JSONL field or Parquet column holding the document text"),
     STR("data", "encoding", "cl100k_base", "tokenizer: NAME.tiktoken + NAME.json found in the vocab search path"),
+    STR("data", "tokenizer", NULL, "a Hugging Face tokenizer.json (byte-level BPE); overrides data.encoding"),
     STR("data", "vocab_dir", NULL, "directory searched first for encoding files (then $LONGTAIL_VOCAB_DIR, then the installed data)"),
     STR("data", "out_dir", NULL, "where shards, index and stats go; unset: WORK_DIR/NAME/data"),
     INT("data", "num_tasks", NULL, "1", NULL, "dataprep tasks (Slurm array size); unset: SLURM_ARRAY_TASK_COUNT, else 1"),

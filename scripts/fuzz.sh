@@ -6,7 +6,7 @@
 #
 # TARGETs: fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode
 # fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware fuzz_planstore
-# fuzz_safetensors fuzz_slurm fuzz_parquet (default: all). Each target is compiled
+# fuzz_safetensors fuzz_slurm fuzz_parquet fuzz_hftok (default: all). Each target is compiled
 # with clang (-fsanitize=fuzzer,address,undefined) into DIR (default _build/fuzz, or
 # $LONGTAIL_FUZZ_BUILD_DIR), then
 #   default     fuzzed for N seconds (default 30) on DIR/corpus/TARGET, a copy of the seeds
@@ -25,7 +25,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ALL_TARGETS=(fuzz_config fuzz_jsonl fuzz_numbers fuzz_jsondoc fuzz_pretok fuzz_vocab fuzz_encode
   fuzz_wet fuzz_jsonl_reader fuzz_wikixml fuzz_wikitext fuzz_index fuzz_hardware fuzz_planstore
-  fuzz_safetensors fuzz_slurm fuzz_parquet)
+  fuzz_safetensors fuzz_slurm fuzz_parquet fuzz_hftok)
 
 TOKENIZER_SOURCES="dataprep/tokenizer.c dataprep/pretok.c dataprep/unicode_tables.c lib/json.c \
 lib/error.c lib/files.c lib/strlist.c lib/sha256.c lib/log.c"
@@ -41,6 +41,7 @@ target_sources() {
     fuzz_jsondoc) echo "lib/json.c lib/error.c tests/testutil.c" ;;
     fuzz_pretok) echo "dataprep/pretok.c dataprep/unicode_tables.c lib/json.c lib/error.c" ;;
     fuzz_vocab | fuzz_encode) echo "$TOKENIZER_SOURCES" ;;
+    fuzz_hftok) echo "$TOKENIZER_SOURCES dataprep/hf_tokenizer.c" ;;
     fuzz_wet | fuzz_jsonl_reader | fuzz_wikixml | fuzz_parquet) echo "$READER_SOURCES" ;;
     fuzz_wikitext) echo "dataprep/wikitext.c lib/error.c" ;;
     fuzz_index) echo "dataprep/shard.c lib/error.c lib/files.c lib/sha256.c lib/strlist.c" ;;
@@ -62,6 +63,7 @@ target_max_len() {
     fuzz_vocab) echo 8192 ;;
     fuzz_encode) echo 16384 ;;
     fuzz_parquet) echo 16384 ;;
+    fuzz_hftok) echo 16384 ;;
     *) echo 4096 ;;
   esac
 }
@@ -145,7 +147,7 @@ build_target() {
     read -r -a extra <<<"$(pkg-config --cflags --libs inih)"
   fi
   case "$t" in
-    fuzz_pretok | fuzz_vocab | fuzz_encode)
+    fuzz_pretok | fuzz_vocab | fuzz_encode | fuzz_hftok)
       if ! pkg-config --exists libpcre2-8 2>/dev/null; then
         printf 'SKIP: fuzz %s (libpcre2-8 not found by pkg-config; Debian: apt-get install libpcre2-dev)\n' "$t"
         return 2

@@ -983,6 +983,7 @@ static const char expected_dump[] =
         "format = auto                           ; default\n"
         "field = text                            ; default\n"
         "encoding = cl100k_base                  ; default\n"
+        "; tokenizer =\n"
         "; vocab_dir =\n"
         "; out_dir =\n"
         "; num_tasks =\n"
