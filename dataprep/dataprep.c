@@ -55,7 +55,7 @@ static const lt_cli_command commands[] = {
      "Also from the config: data.max_doc_bytes (truncation cap), data.frame_size,\n"
      "data.zstd_level.\n",
      run_command},
-    {"cat", "DIR [--task I] [--doc N] [--vocab-dir DIR]",
+    {"cat", "DIR [--task I] [--doc N] [--vocab-dir DIR] [--tokenizer FILE.json]",
      "print documents of an output directory as JSON lines, decoded",
      "One JSON object per document, in order: {\"task\":I,\"doc\":N,\"source\":\"FILE#ID\",\n"
      "\"name\":URI-or-title (when known),\"tokens\":COUNT,\"text\":TEXT}. ID is line=N (JSONL),\n"

@@ -9,8 +9,11 @@
 #include <string.h>
 
 #include "dataprep/dataset.h"
-#include "lib/files.h" /* lt_read_file */
-#include "lib/json.h"  /* lt_json_parse */
+#include "dataprep/hf_tokenizer.h" /* lt_hf_tokenizer_load */
+#include "dataprep/tokenizer.h"    /* lt_tokenizer_load_encoding, lt_tokenizer_vocab_sha256 */
+#include "lib/files.h"             /* lt_read_file */
+#include "lib/json.h"              /* lt_json_parse */
+#include "lib/sha256.h"            /* lt_sha256_digest_hex */
 
 /* "task-00012.done" -> 12 */
 static bool done_name(const char *name, uint32_t *task) {
@@ -134,4 +137,45 @@ void lt_dataset_close(lt_dataset *ds) {
     free(ds->tasks);
     free(ds->dir);
     free(ds);
+}
+
+lt_status lt_dataset_tokenizer(const lt_dataset *ds, uint32_t task, const char *vocab_dir, const char *tokenizer_json,
+                               lt_tokenizer **out, lt_error *err) {
+    *out = NULL;
+    const lt_dataset_task *tk = &ds->tasks[task];
+    LT_CHECK(task < ds->num_tasks && tk->index);
+    const lt_shard_meta *m = lt_index_meta(tk->index);
+    char *recorded = NULL;
+    if (!tokenizer_json) { /* the tokenizer.json the run recorded, if any */
+        char *text;
+        size_t len;
+        lt_error e;
+        if (lt_read_file(tk->stats_path, &text, &len, &e) == LT_OK) {
+            lt_jv *v = NULL;
+            if (lt_json_parse(text, len, &v, NULL) == LT_OK) {
+                const lt_jv *t = lt_jv_get(lt_jv_get(v, "settings"), "tokenizer");
+                if (t && t->type == LT_JV_STRING) recorded = lt_strdup_check(t->text);
+            }
+            lt_jv_free(v);
+            free(text);
+        }
+        tokenizer_json = recorded;
+    }
+    lt_status st = tokenizer_json ? lt_hf_tokenizer_load(out, tokenizer_json, LT_PRETOK_ENGINE_AUTO, err)
+                                  : lt_tokenizer_load_encoding(out, m->encoding, vocab_dir, LT_PRETOK_ENGINE_AUTO, err);
+    if (st == LT_OK) {
+        char hex[LT_SHA256_HEX_LEN + 1];
+        lt_sha256_digest_hex(m->vocab_sha256, hex);
+        if (strcmp(hex, lt_tokenizer_vocab_sha256(*out)) != 0) {
+            st = lt_fail(err, LT_ERR_INPUT, tk->index_path,
+                         "the shards were made with another %s vocabulary (sha256 %.12s..., found %.12s...)",
+                         m->encoding, hex, lt_tokenizer_vocab_sha256(*out));
+            lt_error_hint(err, tokenizer_json ? "give the tokenizer.json the shards were made with (--tokenizer FILE)"
+                                              : "point --vocab-dir at the vocabulary the shards were made with");
+            lt_tokenizer_free(*out);
+            *out = NULL;
+        }
+    }
+    free(recorded);
+    return st;
 }

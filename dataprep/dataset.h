@@ -30,6 +30,14 @@ typedef struct lt_dataset {
 } lt_dataset;
 
 lt_status lt_dataset_open(lt_dataset **out, const char *dir, int64_t want_task, lt_error *err);
+
+/* The tokenizer task `task` (opened) was made with: `tokenizer_json` when given (--tokenizer,
+ * data.tokenizer), else the tokenizer.json its stats record (settings.tokenizer, a run made
+ * with data.tokenizer), else its encoding found in vocab_dir or the vocab search path; it
+ * must be the vocabulary the shards record (SHA-256), else LT_ERR_INPUT with a hint. */
+struct lt_tokenizer;
+lt_status lt_dataset_tokenizer(const lt_dataset *ds, uint32_t task, const char *vocab_dir, const char *tokenizer_json,
+                               struct lt_tokenizer **out, lt_error *err);
 void lt_dataset_close(lt_dataset *ds); /* NULL-safe */
 
 #endif /* LT_DATAPREP_DATASET_H */

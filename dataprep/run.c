@@ -893,6 +893,10 @@ static void settings_json(lt_json *j, const run_settings *rs, const lt_tokenizer
     lt_json_string(j, lt_tokenizer_name(tok));
     lt_json_key(j, "vocab_sha256");
     lt_json_string(j, lt_tokenizer_vocab_sha256(tok));
+    if (rs->tokenizer) { /* a tokenizer.json: where the tools find it again (dataset.h) */
+        lt_json_key(j, "tokenizer");
+        lt_json_string(j, rs->tokenizer);
+    }
     lt_json_key(j, "format");
     lt_json_string(j, lt_format_name(rs->format));
     lt_json_key(j, "field");
@@ -1412,9 +1416,11 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
     snprintf(meta.encoding, sizeof meta.encoding, "%s", lt_tokenizer_name(tok));
     meta.eos = rs->eos;
     if (rs->eos == LT_EOS_APPEND) {
+        /* tiktoken's and GPT-2's / Qwen2's end-of-text, else Llama 3's */
         int64_t id = lt_tokenizer_special_id(tok, "<|endoftext|>");
+        if (id < 0) id = lt_tokenizer_special_id(tok, "<|end_of_text|>");
         if (id < 0) {
-            st = lt_fail(err, LT_ERR_CONFIG, "data.eos", "encoding %s has no <|endoftext|> token to append",
+            st = lt_fail(err, LT_ERR_CONFIG, "data.eos", "tokenizer %s has no <|endoftext|> or <|end_of_text|> token to append",
                          lt_tokenizer_name(tok));
             goto out_paths;
         }

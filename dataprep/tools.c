@@ -27,7 +27,7 @@
 
 /* Common arguments: DIR, --task I, --doc N, --vocab-dir D. Returns 0 or an exit code. */
 typedef struct tool_args {
-    const char *dir, *vocab_dir;
+    const char *dir, *vocab_dir, *tokenizer;
     int64_t task, doc;
 } tool_args;
 
@@ -43,6 +43,8 @@ static int parse_tool_args(lt_cli_ctx *ctx, bool allow_task, bool allow_doc, too
             if (lt_parse_int64(v, &ta->doc) != LT_OK || ta->doc < 0) return lt_cli_usage(ctx, "--doc wants an integer >= 0");
         } else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--vocab-dir", &missing))) {
             ta->vocab_dir = v;
+        } else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--tokenizer", &missing))) {
+            ta->tokenizer = v;
         } else if (missing) {
             return lt_cli_usage(ctx, "option '%.200s' needs a value", a);
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -55,6 +57,7 @@ static int parse_tool_args(lt_cli_ctx *ctx, bool allow_task, bool allow_doc, too
     }
     if (!ta->dir) return lt_cli_usage(ctx, "which directory? give DIR (a dataprep run --out directory)");
     if (!ta->vocab_dir) ta->vocab_dir = lt_config_get_string(ctx->config, "data", "vocab_dir");
+    if (!ta->tokenizer) ta->tokenizer = lt_config_get_string(ctx->config, "data", "tokenizer");
     return 0;
 }
 
@@ -134,17 +137,8 @@ int cat_command(lt_cli_ctx *ctx) {
         if (!tk->index) continue;
         const lt_shard_meta *m = lt_index_meta(tk->index);
         if (!tok) {
-            st = lt_tokenizer_load_encoding(&tok, m->encoding, ta.vocab_dir, LT_PRETOK_ENGINE_AUTO, &err);
+            st = lt_dataset_tokenizer(ds, t, ta.vocab_dir, ta.tokenizer, &tok, &err);
             if (st != LT_OK) break;
-            char hex[LT_SHA256_HEX_LEN + 1];
-            lt_sha256_digest_hex(m->vocab_sha256, hex);
-            if (strcmp(hex, lt_tokenizer_vocab_sha256(tok)) != 0) {
-                st = lt_fail(&err, LT_ERR_INPUT, tk->index_path,
-                             "the shards were made with another %s vocabulary (sha256 %.12s..., found %.12s...)",
-                             m->encoding, hex, lt_tokenizer_vocab_sha256(tok));
-                lt_error_hint(&err, "point --vocab-dir at the vocabulary the shards were made with");
-                break;
-            }
             m0 = m;
         } else if (memcmp(m->vocab_sha256, m0->vocab_sha256, 32) != 0) {
             st = lt_fail(&err, LT_ERR_INPUT, tk->index_path, "tasks of this directory use different vocabularies");

@@ -233,6 +233,44 @@ def refuse(name, j, expect, tmp):
         log("ok: refuse %s: %s" % (name, err.strip().splitlines()[0][:160]))
 
 
+def run_and_cat(path, texts, tmp):
+    """`dataprep run` with data.tokenizer: the shard holds the tokenizers library's ids
+    (plus Llama 3's <|end_of_text|> with data.eos = append), and `dataprep cat` finds the
+    tokenizer.json again from the run's stats (no --tokenizer) and gives the texts back."""
+    from tokenizers import Tokenizer
+    hf = Tokenizer.from_file(path)
+    inp = os.path.join(tmp, "docs.jsonl")
+    with open(inp, "w", encoding="utf-8") as f:
+        for t in texts:
+            if t.strip():
+                f.write(json.dumps({"text": t}) + "\n")
+    kept = [json.loads(l)["text"] for l in open(inp, encoding="utf-8")]
+    out = os.path.join(tmp, "run-hf")
+    p = subprocess.run([BIN, "run", "--set", "data.tokenizer=" + path, "--eos", "append", "--threads", "1",
+                        "--out", out, "--input", inp], capture_output=True)
+    if p.returncode != 0:
+        log("FAIL: dataprep run with data.tokenizer: exit %d %s" % (p.returncode, p.stderr.decode()[-800:]))
+        failures.append("run")
+        return
+    c = subprocess.run([BIN, "cat", out], capture_output=True)
+    if c.returncode != 0:
+        log("FAIL: dataprep cat of a data.tokenizer run: %s" % c.stderr.decode()[-500:])
+        failures.append("cat")
+        return
+    rows = [json.loads(l) for l in c.stdout.decode().splitlines()]
+    eos = hf.token_to_id("<|end_of_text|>")
+    lengths = [int(x) for x in subprocess.run([BIN, "lengths", out], capture_output=True).stdout.split()]
+    want = [len(hf.encode(t, add_special_tokens=False).ids) + 1 for t in kept]
+    if [r["text"] for r in rows] != [t + "<|end_of_text|>" for t in kept] and [r["text"] for r in rows] != kept:
+        log("FAIL: dataprep cat: texts differ from the input")
+        failures.append("cat texts")
+    elif lengths != want or eos is None:
+        log("FAIL: shard lengths with EOS differ from tokenizers' + 1: %s vs %s" % (lengths[:5], want[:5]))
+        failures.append("lengths")
+    else:
+        log("ok run + cat with data.tokenizer (%d documents, EOS id %d)" % (len(rows), eos))
+
+
 def main():
     if not os.access(BIN, os.X_OK):
         log("FAIL: %s is not an executable program" % BIN)
@@ -248,6 +286,7 @@ def main():
         cl = from_tiktoken(tmp)
         compare("cl100k as tokenizer.json", cl, texts, tmp)
         tiktoken_agrees(cl, [t for t in texts if "<|" not in t], tmp)
+        run_and_cat(paths["llama3"], docs[:40], tmp)
         base = json.load(open(paths["qwen2"], encoding="utf-8"))
         j = dict(base); j["normalizer"] = {"type": "NFC"}
         refuse("nfc", j, "normalizer NFC", tmp)

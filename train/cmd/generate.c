@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataprep/tokenizer.h" /* lt_tokenizer_* */
+#include "dataprep/hf_tokenizer.h" /* lt_hf_tokenizer_load: --tokenizer tokenizer.json */
+#include "dataprep/tokenizer.h"    /* lt_tokenizer_* */
 #include "lib/cli.h"            /* lt_cli_option_value */
 #include "lib/log.h"            /* LT_WARN */
 #include "lib/rng.h"            /* lt_rng */
@@ -37,7 +38,7 @@ static int32_t pick(const float *logits, int V, double temperature, lt_rng *r) {
 }
 
 typedef struct gen_args {
-    const char *ckpt, *encoding, *prompt, *vocab_dir;
+    const char *ckpt, *encoding, *prompt, *vocab_dir, *tokenizer;
     long long max_tokens, seed;
     double temperature;
 } gen_args;
@@ -54,6 +55,7 @@ static int parse(lt_cli_ctx *ctx, gen_args *a) {
         else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--encoding", &missing))) a->encoding = v;
         else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--prompt", &missing))) a->prompt = v;
         else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--vocab-dir", &missing))) a->vocab_dir = v;
+        else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--tokenizer", &missing))) a->tokenizer = v;
         else if ((v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--max-tokens", &missing))) {
             a->max_tokens = strtoll(v, &end, 10);
             if (*end || a->max_tokens < 0 || a->max_tokens > 1000000)
@@ -70,7 +72,9 @@ static int parse(lt_cli_ctx *ctx, gen_args *a) {
         else return lt_cli_usage(ctx, "unexpected argument '%.200s'", ctx->argv[i]);
     }
     if (!a->ckpt) return lt_cli_usage(ctx, "which model? give --ckpt CKPT");
-    if (!a->encoding) return lt_cli_usage(ctx, "which tokenizer? give --encoding NAME (e.g. cl100k_base)");
+    if (!a->encoding && !a->tokenizer && !a->vocab_dir) a->tokenizer = lt_config_get_string(ctx->config, "data", "tokenizer");
+    if (!a->encoding && !a->tokenizer)
+        return lt_cli_usage(ctx, "which tokenizer? give --encoding NAME (e.g. cl100k_base) or --tokenizer FILE.json");
     if (!a->prompt) return lt_cli_usage(ctx, "give --prompt TEXT");
     return 0;
 }
@@ -168,10 +172,11 @@ int generate_command(lt_cli_ctx *ctx) {
     if (st != LT_OK) return lt_error_exit(&err);
     lt_tokenizer *tok = NULL;
     lt_pool *pool = NULL;
-    st = lt_tokenizer_load_encoding(&tok, a.encoding, a.vocab_dir, LT_PRETOK_ENGINE_AUTO, &err);
+    st = a.encoding ? lt_tokenizer_load_encoding(&tok, a.encoding, a.vocab_dir, LT_PRETOK_ENGINE_AUTO, &err)
+                    : lt_hf_tokenizer_load(&tok, a.tokenizer, LT_PRETOK_ENGINE_AUTO, &err);
     if (st == LT_OK && lt_tokenizer_n_vocab(tok) > (uint32_t)m.shape.vocab)
-        LT_WARN("encoding %s has %u ids, the model's vocabulary %d: prompts with larger ids are refused", a.encoding,
-                    lt_tokenizer_n_vocab(tok), m.shape.vocab);
+        LT_WARN("tokenizer %s has %u ids, the model's vocabulary %d: prompts with larger ids are refused",
+                lt_tokenizer_name(tok), lt_tokenizer_n_vocab(tok), m.shape.vocab);
     if (st == LT_OK) st = lt_cmd_backend(ctx, &err);
     if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &pool, NULL, &err);
     if (st == LT_OK) st = generate(&a, &m, tok, pool, stdout, &err);

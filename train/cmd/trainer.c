@@ -53,7 +53,7 @@ static const lt_cli_command commands[] = {
      "documents of the plan file (data.holdout), in its order, read from DIR: what `trainer train`'s\n"
      "validation loss (train.eval_every) scores. Last line: loss=L tokens=T (T = predicted tokens).\n",
      eval_command},
-    {"generate", "--ckpt CKPT --encoding NAME --prompt TEXT [--max-tokens N] [--temperature T] [--seed S]",
+    {"generate", "--ckpt CKPT (--encoding NAME | --tokenizer FILE.json) --prompt TEXT [--max-tokens N] [--temperature T] [--seed S]",
      "text from a checkpoint (KV cache; temperature 0 = greedy)",
      "Prints the prompt followed by up to N (default 64) generated tokens, decoded; stops early at\n"
      "<|endoftext|>. --temperature 0 (default) picks the most likely token; T > 0 samples from\n"
