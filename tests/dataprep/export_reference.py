@@ -196,7 +196,7 @@ def check_encoding(tmp, encoding, eos, files):
         width = 2 if ix["n_vocab"] <= 65536 else 4
         lens = np.diff(ix["doc_offsets"].astype(np.int64)).tolist()
         want_lens = [len(d) + (eos == "append") for d in docs]
-        tap(ix["version"] == 1 and ix["header_size"] == 256 and ix["token_width"] == width and ix["sha_ok"]
+        tap(ix["version"] == 2 and ix["header_size"] == 256 and ix["token_width"] == width and ix["sha_ok"]
             and ix["encoding"] == encoding and ix["eos_policy"] == (1 if eos == "append" else 0)
             and (eos != "append" or ix["eos_id"] == eot) and ix["task_id"] == t and ix["num_tasks"] == 2
             and lens == want_lens and ix["n_tokens"] == sum(want_lens),
