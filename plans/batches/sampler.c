@@ -806,6 +806,11 @@ uint64_t lt_sampler_source_epoch(const lt_sampler *s, uint32_t src) {
     return s->mix->src[src].epoch;
 }
 
+double lt_sampler_source_weight(const lt_sampler *s, uint32_t src) {
+    if (!s->mix || s->mix->pooled || src >= s->mix->n_src) return 0;
+    return s->mix->src[src].w;
+}
+
 uint64_t lt_sampler_n_heldout(const lt_sampler *s) { return s->n_held; }
 
 void lt_sampler_heldout(const lt_sampler *s, uint64_t i, lt_sample *out) {

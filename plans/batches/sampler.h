@@ -226,6 +226,8 @@ void lt_sampler_heldout(const lt_sampler *s, uint64_t i, lt_sample *out);
 bool lt_sampler_mixes(const lt_sampler *s);
 /* The epoch source `src` (corpus numbering) is in after the last step computed. */
 uint64_t lt_sampler_source_epoch(const lt_sampler *s, uint32_t src);
+/* Source `src`'s normalized weight (its share of the tokens; 0 without a mixture). */
+double lt_sampler_source_weight(const lt_sampler *s, uint32_t src);
 
 /* ---- the samples view's `source` ---------------------------------------------------- */
 

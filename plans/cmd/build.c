@@ -131,13 +131,6 @@ static lt_status store_step(void *ctx, const lt_planned_step *ps, lt_error *err)
 static void report_mixture(const build_state *b, const lt_sampler_config *sc, lt_sampler *sampler,
                            uint64_t last_step) {
     size_t ns = lt_corpus_n_sources(b->corpus);
-    double wsum = 0;
-    for (size_t k = 0; k < ns; k++) {
-        const char *name = lt_corpus_source_name(b->corpus, (uint32_t)k);
-        for (size_t i = 0; i < sc->n_sources; i++)
-            if (strcmp(sc->sources[i].name, name) == 0) wsum += sc->sources[i].weight;
-        if (!name[0]) wsum += 1;
-    }
     lt_sample *tmp = lt_malloc_check((size_t)sc->global_batch * sizeof *tmp);
     lt_error e;
     size_t got;
@@ -151,11 +144,9 @@ static void report_mixture(const build_state *b, const lt_sampler_config *sc, lt
                 b->range_last[r] - 1);
         for (size_t k = 0; k < ns; k++) {
             const char *name = lt_corpus_source_name(b->corpus, (uint32_t)k);
-            double w = name[0] ? 0 : 1;
-            for (size_t i = 0; i < sc->n_sources; i++)
-                if (strcmp(sc->sources[i].name, name) == 0) w = sc->sources[i].weight;
-            fprintf(stderr, " %s %.1f %% (weight %.1f %%)", name[0] ? name : "data", tot > 0 ? 100 * b->src_tokens[r * ns + k] / tot : 0,
-                    wsum > 0 ? 100 * w / wsum : 0);
+            fprintf(stderr, " %s %.1f %% (weight %.1f %%)", name[0] ? name : "data",
+                    tot > 0 ? 100 * b->src_tokens[r * ns + k] / tot : 0,
+                    100 * lt_sampler_source_weight(sampler, (uint32_t)k));
         }
         fputc('\n', stderr);
     }
