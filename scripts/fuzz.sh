@@ -50,7 +50,7 @@ target_sources() {
 plans/store/write.c plans/store/read.c plans/store/checks.c plans/store/measured.c plans/store/validate.c plans/strategies/plan.c plans/schedule/schedule.c plans/schedule/generators.c \
 plans/schedule/sim.c plans/schedule/deps.c plans/cost/cost.c plans/cost/hardware.c lib/db.c lib/error.c lib/files.c lib/strutil.c lib/strlist.c lib/config.c \
 lib/config_schema.c lib/model.c lib/log.c plans/batches/sampler.c plans/batches/lengths.c dataprep/dataset.c dataprep/shard.c lib/rng.c \
-lib/sha256.c lib/json.c" ;;
+lib/sha256.c lib/json.c dataprep/tokenizer.c dataprep/pretok.c dataprep/unicode_tables.c dataprep/hf_tokenizer.c" ;;
     fuzz_safetensors) echo "train/io/safetensors.c lib/bf16.c lib/json.c lib/error.c lib/files.c lib/strlist.c" ;;
     fuzz_slurm) echo "jobctl/slurm.c jobctl/proc.c lib/strutil.c lib/error.c" ;;
     *) return 1 ;;
@@ -160,7 +160,8 @@ build_target() {
       # store.c includes buildconfig.h (configure's) for PACKAGE_VERSION: a stand-in
       mkdir -p "$BUILD_DIR/include"
       printf '#define PACKAGE_VERSION "fuzz"\n' >"$BUILD_DIR/include/buildconfig.h"
-      extra=(-I"$BUILD_DIR/include" -lsqlite3 -lzstd -lxxhash -lm -lpthread $(pkg-config --cflags --libs inih 2>/dev/null))
+      # dataset.c opens the run's tokenizer (lt_dataset_tokenizer): the tokenizer's sources and PCRE2
+      extra=(-I"$BUILD_DIR/include" -lsqlite3 -lzstd -lxxhash -lm -lpthread $(pkg-config --cflags --libs inih libpcre2-8 2>/dev/null))
       ;;
   esac
   local abs=()
