@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +112,59 @@ int64_t lt_plan_predicted_tokens(const int64_t *lengths, size_t n) {
 int64_t lt_slice_predicted_tokens(int64_t begin, int64_t end, int64_t length) {
     if (end <= begin) return 0;
     return end - begin - (end >= length ? 1 : 0);
+}
+
+lt_status lt_plan_scoring(lt_step_plan *p, const int64_t *lengths, size_t n, int dp, int pp, int layers,
+                          lt_error *err) {
+    lt_step_plan_init(p);
+    if (dp < 1 || pp < 1 || layers < pp)
+        return lt_fail(err, LT_ERR_USAGE, NULL, "a scoring plan of %d pipelines x %d stages over %d layers", dp, pp,
+                       layers);
+    for (size_t i = 0; i < n; i++)
+        if (lengths[i] < 2 || lengths[i] > INT32_MAX)
+            return lt_fail(err, LT_ERR_INPUT, NULL, "scoring document %zu has %" PRId64 " tokens (2 to 2^31 - 1 are "
+                           "scored)", i, lengths[i]);
+    p->n_samples = n;
+    p->pp = pp;
+    p->n_ranks = (size_t)dp;
+    p->lengths = malloc((n + 1) * sizeof *p->lengths);
+    p->sample_rank = malloc((n + 1) * sizeof *p->sample_rank);
+    p->ranks = calloc((size_t)dp, sizeof *p->ranks);
+    if (!p->lengths || !p->sample_rank || !p->ranks) {
+        lt_step_plan_free(p);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a scoring plan of %zu documents", n);
+    }
+    if (n) memcpy(p->lengths, lengths, n * sizeof *lengths);
+    p->n_predicted = lt_plan_predicted_tokens(lengths, n);
+    snprintf(p->params, sizeof p->params, "scoring");
+    lt_status st = LT_OK;
+    for (int d = 0; st == LT_OK && d < dp; d++) {
+        lt_rank_plan *r = &p->ranks[d];
+        r->dp_rank = d, r->cp = 1;
+        st = lt_schedule_init(&r->sched, pp, layers, err);
+        if (st != LT_OK) {
+            p->n_ranks = (size_t)d; /* (the ones initialized, for lt_step_plan_free) */
+            break;
+        }
+        size_t units = 0;
+        for (size_t i = (size_t)d; i < n; i += (size_t)dp) {
+            p->sample_rank[i] = d;
+            uint32_t sl = lt_schedule_add_slice(&r->sched, (int32_t)i, 0, lengths[i]);
+            lt_schedule_add_unit(&r->sched, sl, 1);
+            units++;
+        }
+        for (int s = 0; s < pp; s++)
+            for (size_t u = 0; u < units; u++) lt_schedule_add_stage_op(&r->sched, s, LT_OP_F, (uint32_t)u, 0);
+        /* predicted starts: unit u on stage s at u + s (op ids stage-major, as lt_sim's) */
+        r->ops = calloc(units * (size_t)pp + 1, sizeof *r->ops);
+        if (!r->ops) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a scoring plan of %zu documents", n);
+        for (int s = 0; r->ops && s < pp; s++)
+            for (size_t u = 0; u < units; u++)
+                r->ops[(size_t)s * units + u] = (lt_plan_op){.start_s = (double)(u + (size_t)s),
+                                                             .finish_s = (double)(u + (size_t)s + 1)};
+    }
+    if (st != LT_OK) lt_step_plan_free(p);
+    return st;
 }
 
 /* ---------------------------------------------------------------- DP-Merge lockstep */

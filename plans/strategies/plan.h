@@ -181,6 +181,21 @@ int64_t lt_plan_predicted_tokens(const int64_t *lengths, size_t n);
 int64_t lt_slice_predicted_tokens(int64_t begin, int64_t end, int64_t length);
 void lt_step_plan_free(lt_step_plan *p); /* NULL-safe; leaves it as lt_step_plan_init does */
 
+/*
+ * A scoring plan (the validation loss of train.eval_every): documents lengths[0..n) (each 2
+ * tokens or more) run forward with no gradient by dp pipelines of pp stages over `layers`
+ * layers, so that a model spread over pipeline stages and tensor-parallel ranks scores them
+ * where it lives, through the executor (train/exec/exec.h, grads = NULL). Document i goes to
+ * pipeline i mod dp as one unit of one slice (whole-document causal attention); each stage
+ * runs an F over its layer block (lt_schedule_stage_layers, the split every strategy uses)
+ * for each of its pipeline's units in order; no B. Predicted starts are unit + stage
+ * (units of time, not seconds: they only order the ops, as a pipeline's fill does). A
+ * pipeline may hold no document (n < dp). p is initialized here; LT_ERR_USAGE for a layout
+ * no model has, LT_ERR_INPUT for a document of fewer than 2 tokens, LT_ERR_NOMEM.
+ */
+lt_status lt_plan_scoring(lt_step_plan *p, const int64_t *lengths, size_t n, int dp, int pp, int layers,
+                          lt_error *err);
+
 /* ---------------------------------------------------------------- DP-Merge lockstep
  * (docs/plans-schema.md, "Lockstep"; docs/simulator.md, "DP-Merge groups"; issue 16.)
  * On each stage the ops of a group's members over the group's units (unit cp > 1 holding

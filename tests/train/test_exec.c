@@ -19,6 +19,11 @@
  *     empty shard), with recompute (bit-identical, fewer bytes), the asymmetric schedule
  *     under CP 2 with and without recompute, and sample 2's units DP-merged over 2: zigzag
  *     shards in per-layer lockstep, within 1e-5 of whole;
+ *   - a scoring plan (lt_plan_scoring, the validation loss: forward only, grads = NULL) of the
+ *     three samples at dp 1 and 2, pp 1 and 2: the loss equals every sample run whole
+ *     without gradients (lt_llama_step_units) within 1e-6, no token backwarded, a K/V
+ *     context without gradients; a B op in a plan run without gradients, and a scoring
+ *     document of one token, are refused;
  *   - refusals, naming the step: a unit no op forwards (tokens not processed once), a plan
  *     whose samples have other lengths, backward ops out of FILO order (a deadlock), a
  *     recompute count that differs between a B and its F.
@@ -421,6 +426,54 @@ static void test_refusals(void **state) {
     expect_refusal(f, &p, "recomputes another number of layers");
 }
 
+/* A scoring plan: forward only, every layout gives the loss of the samples run whole. */
+static void test_scoring(void **state) {
+    fixture *f = *state;
+    lt_train_slice whole[NS];
+    lt_train_unit units[NS];
+    for (int i = 0; i < NS; i++) {
+        whole[i] = (lt_train_slice){.sample = i, .begin = 0, .end = LEN[i]};
+        units[i] = (lt_train_unit){.slices = &whole[i], .n_slices = 1};
+    }
+    lt_batch b = {.samples = f->smp, .n_samples = NS};
+    double want = 0;
+    assert_int_equal(lt_llama_step_units(&f->m, &b, units, NS, 0.0f, NULL, NULL, &want, f->pool, NULL), LT_OK);
+    int64_t len[NS];
+    for (int i = 0; i < NS; i++) len[i] = LEN[i];
+    for (int dp = 1; dp <= 2; dp++)
+        for (int pp = 1; pp <= 2; pp++) {
+            lt_step_plan p;
+            lt_error err;
+            assert_int_equal(lt_plan_scoring(&p, len, NS, dp, pp, LAYERS, &err), LT_OK);
+            assert_int_equal(p.n_predicted, f->n_predicted);
+            lt_exec_stats es;
+            lt_status st = lt_exec_step(&f->m, &p, f->smp, NULL, &es, f->pool, &err);
+            if (st != LT_OK) fail_msg("dp %d pp %d: %s", dp, pp, err.what);
+            assert_int_equal(es.n_predicted, f->n_predicted);
+            assert_int_equal(es.ops_run, (size_t)(NS * pp));
+            if (fabs(es.loss_sum - want) > 1e-6 * fabs(want))
+                fail_msg("dp %d pp %d: loss %.9g, whole %.9g", dp, pp, es.loss_sum, want);
+            lt_exec_stats_free(&es);
+            /* a B op in it is refused: a plan run without gradients has only F ops */
+            if (dp == 1 && pp == 2) {
+                lt_schedule_add_stage_op(&p.ranks[0].sched, 1, LT_OP_B, 0, 0);
+                st = lt_exec_step(&f->m, &p, f->smp, NULL, &es, f->pool, &err);
+                lt_exec_stats_free(&es);
+                assert_int_equal(st, LT_ERR_INPUT);
+                if (!strstr(err.what, "not an F, in a plan run without gradients"))
+                    fail_msg("B in a scoring plan: '%s'", err.what);
+            }
+            lt_step_plan_free(&p);
+        }
+    /* a document of one token predicts nothing: not a scoring document */
+    lt_step_plan p;
+    lt_error err;
+    int64_t one[2] = {5, 1};
+    assert_int_equal(lt_plan_scoring(&p, one, 2, 1, 1, LAYERS, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "scoring document 1 has 1 tokens"));
+    assert_int_equal(lt_plan_scoring(&p, one, 1, 1, 5, LAYERS, &err), LT_ERR_USAGE);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_symmetric_and_recompute),
@@ -428,6 +481,7 @@ int main(void) {
         cmocka_unit_test(test_asymmetric_memory),
         cmocka_unit_test(test_two_pipelines),
         cmocka_unit_test(test_context_parallel),
+        cmocka_unit_test(test_scoring),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -8,8 +8,8 @@
 # 0 equal to `trainer eval --heldout` of the initial checkpoint over the same documents, and
 # the second curve of loss.svg. Refusals: eval_every > 0 on plans without held-out
 # documents, and train.steps longer than the stored steps (the cosine schedule would never
-# reach min_lr); a shorter train.steps stops there. With MPI: dp 2 over mpirun gives one
-# process's validation losses, pp 2 is refused by name. About 20 s on 2 cores. Emits TAP.
+# reach min_lr); a shorter train.steps stops there. With MPI: dp 2 with fsdp and pp 2 x tp 2
+# over mpirun give one process's validation losses. About 30 s on 2 cores. Emits TAP.
 : "${top_srcdir:?}" "${top_builddir:?}"
 DATAPREP=$top_builddir/dataprep/dataprep
 PLANNER=$top_builddir/plans/planner
@@ -167,35 +167,52 @@ if "$TRAINER" train "${T[@]}" --set train.steps=3 --set train.eval_every=0 --db 
 else
   notok "train.steps = 3 of 5 stored" "$tmp/r3.out"
 fi
-# under a launcher (when the build has MPI): dp 2 splits the documents over the DP ranks and
-# gives one process's validation losses; pp 2 (no whole model on a rank) is refused by name
+# under a launcher (when the build has MPI): the validation runs as a forward-only scoring plan
+# of the job's layout (document i on DP rank i mod dp), so every layout gives one process's
+# validation losses: dp 2 with fsdp (the weights the update leaves sharded are gathered first:
+# stale ones would score the step before), and pp 2 x tp 2 on 4 ranks (each stage's layers on
+# its ranks, each TP rank its heads) against one process running the pp 2 plans
+same_vals() { # A B: the same count of val= figures, each within 1e-5
+  [ -n "$1" ] && [ "$(echo "$1" | wc -w)" = "$(echo "$2" | wc -w)" ] &&
+    paste <(echo "$1" | tr ' ' '\n' | sed '/^$/d') <(echo "$2" | tr ' ' '\n' | sed '/^$/d') |
+    awk '{ sub(/val=/, "", $1); sub(/val=/, "", $2); d = $1 - $2; if (d > 1e-5 || d < -1e-5) bad = 1 } END { exit bad }'
+}
+vals() { grep -o 'val=[0-9.]*' "$1" | tr '\n' ' '; }
 if grep -q '^#define HAVE_MPI 1' "$top_builddir/buildconfig.h" 2>/dev/null && command -v mpirun >/dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
   export OMPI_MCA_btl_vader_single_copy_mechanism=none
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-  D=("${T[@]}" --set parallel.dp=2 --set train.threads=1 --set train.eval_every=4 --steps 4)
-  if "$PLANNER" build "${T[@]}" --set parallel.dp=2 --data "$tmp/data" --db "$tmp/d2.db" >"$tmp/d2.plan" 2>&1 &&
+  D=("${T[@]}" --set parallel.dp=2 --set parallel.shard=fsdp --set train.threads=1 --set train.eval_every=4 --steps 4)
+  if "$PLANNER" build "${T[@]}" --set parallel.dp=2 --set parallel.shard=fsdp --data "$tmp/data" --db "$tmp/d2.db" \
+       >"$tmp/d2.plan" 2>&1 &&
      "$TRAINER" train "${D[@]}" --db "$tmp/d2.db" --data "$tmp/data" --init "$tmp/init.ckpt" --out "$tmp/d2one" \
        >"$tmp/d2one.out" 2>&1 &&
      mpirun -n 2 "$TRAINER" train "${D[@]}" --db "$tmp/d2.db" --data "$tmp/data" --init "$tmp/init.ckpt" \
        --out "$tmp/d2mpi" >"$tmp/d2mpi.out" 2>"$tmp/d2mpi.err"; then
-    a=$(grep -o 'val=[0-9.]*' "$tmp/d2one.out" | tr '\n' ' ')
-    b=$(grep -o 'val=[0-9.]*' "$tmp/d2mpi.out" | tr '\n' ' ')
-    if [ -n "$a" ] && [ "$(echo "$a" | wc -w)" = 2 ] && [ "$a" = "$b" ]; then
-      ok "dp 2 over mpirun: the validation losses of one process ($b)"
+    a=$(vals "$tmp/d2one.out") b=$(vals "$tmp/d2mpi.out")
+    if [ "$(echo "$a" | wc -w)" = 2 ] && same_vals "$a" "$b"; then
+      ok "dp 2, parallel.shard = fsdp, over mpirun: the validation losses of one process ($b)"
     else
-      notok "dp 2 over mpirun: '$b', one process '$a'" "$tmp/d2one.out" "$tmp/d2mpi.out"
+      notok "dp 2 fsdp over mpirun: '$b', one process '$a'" "$tmp/d2one.out" "$tmp/d2mpi.out"
     fi
   else
-    notok "dp 2 over mpirun with eval_every" "$tmp/d2.plan" "$tmp/d2one.out" "$tmp/d2mpi.err"
+    notok "dp 2 fsdp over mpirun with eval_every" "$tmp/d2.plan" "$tmp/d2one.out" "$tmp/d2mpi.err"
   fi
-  "$PLANNER" build "${T[@]}" --set parallel.pp=2 --data "$tmp/data" --db "$tmp/pp2.db" >"$tmp/pp2.plan" 2>&1
-  mpirun -n 2 "$TRAINER" train "${T[@]}" --set parallel.pp=2 --set train.threads=1 --db "$tmp/pp2.db" \
-    --data "$tmp/data" --out "$tmp/pp2" >"$tmp/pp2.out" 2>"$tmp/pp2.err"
-  if [ $? != 0 ] && grep -q 'needs a whole model on every rank.*pp = 2' "$tmp/pp2.err"; then
-    ok "pp 2 over mpirun with eval_every > 0: refused by name"
+  P=("${T[@]}" --set parallel.pp=2 --set train.threads=1)
+  if "$PLANNER" build "${P[@]}" --data "$tmp/data" --db "$tmp/pp2.db" >"$tmp/pp2.plan" 2>&1 &&
+     "$PLANNER" build "${P[@]}" --set parallel.tp=2 --data "$tmp/data" --db "$tmp/pt.db" >>"$tmp/pp2.plan" 2>&1 &&
+     "$TRAINER" train "${P[@]}" --db "$tmp/pp2.db" --data "$tmp/data" --init "$tmp/init.ckpt" --out "$tmp/pp2one" \
+       >"$tmp/pp2one.out" 2>&1 &&
+     mpirun -n 4 "$TRAINER" train "${P[@]}" --set parallel.tp=2 --db "$tmp/pt.db" --data "$tmp/data" \
+       --init "$tmp/init.ckpt" --out "$tmp/ptmpi" >"$tmp/ptmpi.out" 2>"$tmp/ptmpi.err"; then
+    a=$(vals "$tmp/pp2one.out") b=$(vals "$tmp/ptmpi.out")
+    if [ "$(echo "$a" | wc -w)" = 4 ] && same_vals "$a" "$b" && same_vals "$(echo "$b" | cut -d' ' -f1)" "val=$v0"; then
+      ok "pp 2 x tp 2 over mpirun (4 ranks): the validation losses of one process at pp 2 ($b), step 0 = trainer eval"
+    else
+      notok "pp 2 x tp 2 over mpirun: '$b', one process '$a', step 0 '$v0'" "$tmp/pp2one.out" "$tmp/ptmpi.out"
+    fi
   else
-    notok "pp 2 over mpirun with eval_every > 0 refused" "$tmp/pp2.err"
+    notok "pp 2 x tp 2 over mpirun with eval_every" "$tmp/pp2.plan" "$tmp/pp2one.out" "$tmp/ptmpi.err"
   fi
 fi
 echo "1..$n"

@@ -18,11 +18,12 @@
  * documents of the plan file (data.holdout; lt_store_heldout), each whole from its start,
  * no gradient, with the current weights (lt_cmd_docs_loss, the code of `trainer eval
  * --heldout`): `val=` on the step's progress line (a line `step=0 val=...` before the first
- * step), a validation line in metrics.jsonl, the second curve of loss.svg. Under a launcher
- * the documents are split over the DP ranks (document i on DP rank i mod dp) and the sums
- * all-reduced; that needs whole models on the ranks: parallel.pp = 1, parallel.tp = 1 and
- * parallel.shard other than fsdp, else eval_every > 0 is refused by name. A plan file
- * without held-out documents (an older planner, or data.holdout = 0) is refused too.
+ * step), a validation line in metrics.jsonl, the second curve of loss.svg. The documents
+ * run through the plan executor as a forward-only scoring plan (lt_plan_scoring) of the
+ * job's layout: document i on DP rank i mod dp, each stage's layers on its ranks, each TP
+ * rank its heads, so every layout and shard mode scores its model where it lives (fsdp
+ * gathers its weights first, as for a checkpoint). A plan file without held-out documents
+ * (an older planner, or data.holdout = 0) is refused.
  *
  * Checkpoints go to --out DIR (else train.checkpoint_dir, else WORK_DIR/NAME/checkpoints)
  * every train.checkpoint_every steps and at the end, the newest train.keep_checkpoints
@@ -216,6 +217,7 @@ typedef struct train_loop {
     int64_t eval_every;
     lt_sample *val_docs;
     size_t n_val;
+    int eval_dp, eval_pp; /* the scoring plan's layout: the job's, or in one process the plans' */
 } train_loop;
 
 /* The exit status of a run stopped by SIGUSR2 after its checkpoint (EX_TEMPFAIL): jobctl
@@ -647,15 +649,18 @@ static lt_status eval_setup(const lt_config *cfg, const train_args *a, train_loo
         return LT_ERR_CONFIG;
     }
     if (L->comm) {
-        const lt_comm_layout *l = lt_comm_layout_of(L->comm);
-        if (l->pp > 1 || l->tp > 1 || L->shard == LT_SHARD_FSDP) {
-            lt_fail(err, LT_ERR_CONFIG, where, "train.eval_every = %" PRId64 " under a launcher needs a whole model on "
-                    "every rank (parallel.pp = 1, parallel.tp = 1, parallel.shard not fsdp); this job has pp = %d, tp = "
-                    "%d, shard = %s", L->eval_every, l->pp, l->tp, lt_shard_name(L->shard));
-            lt_error_hint(err, "set train.eval_every = 0 and score the checkpoints with 'trainer eval --ckpt CKPT --db "
-                          "PLANS --heldout --data DIR'");
-            return LT_ERR_CONFIG;
-        }
+        L->eval_dp = lt_comm_layout_of(L->comm)->dp, L->eval_pp = lt_comm_layout_of(L->comm)->pp;
+    } else { /* one process: the pipelines of the stored plans (the first step's layout) */
+        lt_step_plan p;
+        lt_step_plan_init(&p);
+        lt_sample *src = NULL;
+        lt_status s = L->n_steps ? lt_store_get_step(L->store, L->steps[0], &p, &src, err) : LT_OK;
+        L->eval_dp = 0, L->eval_pp = p.pp > 0 ? p.pp : 1;
+        for (size_t r = 0; r < p.n_ranks; r++) L->eval_dp += p.ranks[r].cp > 1 ? p.ranks[r].cp : 1;
+        if (L->eval_dp < 1) L->eval_dp = 1;
+        free(src);
+        lt_step_plan_free(&p);
+        if (s != LT_OK) return s;
     }
     bool present = false;
     lt_status s = lt_store_heldout(L->store, &present, &L->val_docs, &L->n_val, err);
@@ -670,22 +675,50 @@ static lt_status eval_setup(const lt_config *cfg, const train_args *a, train_loo
 }
 
 /* The validation loss of the current weights (eval_setup's documents): *val the mean, *tokens
- * its denominator. Collective under a launcher: every rank calls it at the same step. */
+ * its denominator. The documents of 2 tokens or more go through the executor as a scoring
+ * plan (lt_plan_scoring: forward only, document i on pipeline i mod dp), so the model is
+ * scored where it lives, whatever the layout: its stages on their ranks, each TP rank its
+ * heads. fsdp first gathers the weights the update left sharded (as a checkpoint does).
+ * Collective under a launcher: every rank calls it at the same step. */
 static lt_status validation(train_loop *L, double *val, int64_t *tokens, lt_error *err) {
-    int part = 0, parts = 1;
-    if (L->comm) part = lt_comm_layout_of(L->comm)->dp_rank, parts = lt_comm_layout_of(L->comm)->dp;
-    double sum[2] = {0, 0};
-    int64_t predicted = 0;
-    lt_status s = lt_cmd_docs_loss(L->m, L->docs, L->val_docs, L->n_val, part, parts, L->pool, &sum[0], &predicted,
-                                   err);
-    sum[1] = (double)predicted;
-    if (s == LT_OK && L->comm) s = lt_comm_allreduce(L->comm, LT_COMM_WORLD, sum, 2, LT_COMM_F64, false, err);
-    if (s == LT_OK && !(sum[1] > 0)) {
+    size_t n = 0;
+    int64_t *len = calloc(L->n_val + 1, sizeof *len);
+    size_t *which = calloc(L->n_val + 1, sizeof *which);
+    lt_train_sample *smp = calloc(L->n_val + 1, sizeof *smp);
+    lt_status s = len && which && smp ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (size_t i = 0; s == LT_OK && i < L->n_val; i++) {
+        if (L->val_docs[i].length > INT32_MAX)
+            s = lt_fail(err, LT_ERR_INPUT, L->db_path, "held-out document %zu (task=%" PRIu32 ",doc=%" PRIu64 "): %" PRId64
+                        " tokens", i, L->val_docs[i].task, L->val_docs[i].doc, L->val_docs[i].length);
+        else if (L->val_docs[i].length >= 2) /* (shorter ones predict nothing) */
+            which[n] = i, len[n++] = L->val_docs[i].length;
+    }
+    if (s == LT_OK && n == 0) {
         s = lt_fail(err, LT_ERR_INPUT, L->db_path, "none of the %zu held-out documents scored has 2 tokens or more",
                     L->n_val);
         lt_error_hint(err, "raise train.eval_docs or data.holdout");
     }
-    if (s == LT_OK) *val = sum[0] / sum[1], *tokens = (int64_t)sum[1];
+    lt_step_plan p;
+    lt_step_plan_init(&p);
+    if (s == LT_OK) s = lt_plan_scoring(&p, len, n, L->eval_dp, L->eval_pp, L->m->shape.layers, err);
+    for (size_t k = 0; s == LT_OK && k < n; k++) {
+        const lt_sample *d = &L->val_docs[which[k]];
+        int32_t *t = NULL;
+        s = lt_docs_get_piece(L->docs, d->task, d->doc, d->offset, d->length, &t, err);
+        if (s != LT_OK)
+            lt_error_prefix(err, "held-out document %zu (task=%" PRIu32 ",doc=%" PRIu64 "): ", which[k], d->task, d->doc);
+        smp[k] = (lt_train_sample){.tokens = t, .len = (int)d->length};
+    }
+    if (s == LT_OK && L->dist_ready) s = lt_dist_unshard(&L->dist, L->m, L->m->params, err); /* fsdp */
+    lt_exec_stats es = {0};
+    if (s == LT_OK && L->comm) s = lt_exec_step_rank(L->m, &p, smp, NULL, &es, L->pool, L->comm, NULL, err);
+    else if (s == LT_OK) s = lt_exec_step(L->m, &p, smp, NULL, &es, L->pool, err);
+    if (s == LT_OK) *val = es.loss_sum / (double)es.n_predicted, *tokens = es.n_predicted;
+    else lt_error_prefix(err, "validation: ");
+    lt_exec_stats_free(&es);
+    for (size_t k = 0; smp && k < n; k++) free((void *)smp[k].tokens);
+    free(smp), free(which), free(len);
+    lt_step_plan_free(&p);
     return s;
 }
 

@@ -97,7 +97,12 @@ void lt_exec_stats_free(lt_exec_stats *stats);
  * n_predicted against the plan, a unit with an empty slice, a HelixPipe layer part (not
  * executable yet), the dependency graph (lt_deps_build) and its order (a cycle is a
  * deadlock); during the run: every token of every sample forwarded (F) and backwarded (B)
- * exactly once on every stage. Errors: LT_ERR_INPUT naming the step, pipeline (dp_rank),
+ * exactly once on every stage.
+ * grads == NULL runs the plan without gradients (a scoring plan, plans/strategies/plan.h
+ * lt_plan_scoring: the validation loss): every op must be an F (else refused by name), the
+ * loss is summed but no head gradient made, the K/V context has no gradients and a sample's
+ * K/V on a stage go after its last F there; every token forwarded once on every stage, none
+ * backwarded. Errors: LT_ERR_INPUT naming the step, pipeline (dp_rank),
  * stage and op, or the sample; LT_ERR_NOMEM. *stats is overwritten (its op_times are new:
  * lt_exec_stats_free them, also after an error).
  */
@@ -114,7 +119,7 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
  * (lt_cp_hooks). Its gradients (this stage's parameters, this pipeline's samples) are added
  * into grads; the DP reduction is the caller's (train/dist/dist.h). stats: loss_sum, the token
  * checks, stage_peak_bytes and act_bytes_peak are totals over every rank (all ranks call
- * this for the same step); op_times are this rank's. The plan's DP x PP must be the job's.
+ * this for the same step); op_times are this rank's. grads == NULL: as lt_exec_step's. The plan's DP x PP must be the job's.
  * hooks (may be NULL): grads_final(layer) is called as soon as a layer's parameter
  * gradients on this rank are final for the step (during the stage's last B op, layer by
  * layer from the top), so the DP all-reduce of each layer overlaps the backward of the

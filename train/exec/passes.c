@@ -79,7 +79,7 @@ lt_status exec_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     }
     lt_pass pass = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers && with_loss,
                     .meter = &pr->meter};
-    pass.loss_scale = pass.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    pass.loss_scale = pass.head && pr->grads ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f; /* (no gradient: 0) */
     double loss = 0;
     if (st == LT_OK) st = members_forward(pr, &pass, cu, n, cin, ca, hooks, &loss, err);
     for (int i = 0; ca && i < n; i++) o->acts[o->active[i]] = ca[i]; /* (released with the op, also after an error) */

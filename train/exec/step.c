@@ -24,6 +24,8 @@ static lt_status check_ops(pipe_run *pr, lt_error *err) {
         const lt_op *op = pr->deps.op[v];
         if (op->part != LT_PART_ALL)
             return exec_op_error(pr, v, err, "runs a part of a layer (HelixPipe): not executable yet");
+        if (!pr->grads && op->kind != LT_OP_F)
+            return exec_op_error(pr, v, err, "is not an F, in a plan run without gradients (a scoring plan)");
         if (op->layer_end > (uint32_t)pr->m->shape.layers || op->layer_begin >= op->layer_end)
             return exec_op_error(pr, v, err, "its layer range is outside the model");
         size_t n;
@@ -96,9 +98,11 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     pr->kv_last = calloc((size_t)pr->p->pp * ns_all + 1, sizeof *pr->kv_last);
     if (st == LT_OK && !pr->kv_last) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (size_t i = 0; st == LT_OK && i < (size_t)pr->p->pp * ns_all; i++) pr->kv_last[i] = LT_DEP_NONE;
+    /* the op after which a sample's K/V on a stage go: its last B, or without gradients its last F */
+    uint8_t frees_kv = pr->grads ? LT_OP_B : LT_OP_F;
     for (size_t i = 0; st == LT_OK && i < n; i++) {
         uint32_t v = order[i];
-        if (!run[v] || pr->deps.op[v]->kind != LT_OP_B) continue;
+        if (!run[v] || pr->deps.op[v]->kind != frees_kv) continue;
         size_t nsl;
         const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, pr->deps.op[v], &nsl);
         for (size_t k = 0; k < nsl; k++) pr->kv_last[(size_t)pr->deps.stage[v] * ns_all + (size_t)sl[k].sample] = v;
@@ -120,7 +124,7 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             double start = exec_now() - pr->t0;
             pr->cur_stage = (int)pr->deps.stage[v];
             st = b ? exec_backward(pr, v, err) : exec_forward(pr, v, err);
-            if (st == LT_OK && b) { /* a sample whose last backward on this stage this was: its K/V go */
+            if (st == LT_OK && pr->deps.op[v]->kind == frees_kv) { /* a sample's last on this stage: its K/V go */
                 size_t nsl;
                 const lt_op *op = pr->deps.op[v];
                 const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, op, &nsl);
@@ -204,7 +208,7 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
         if (st != LT_OK) return st;
     }
     lt_kvctx kv;
-    lt_status st = lt_kvctx_init(&kv, m, &b, true, err);
+    lt_status st = lt_kvctx_init(&kv, m, &b, grads != NULL, err);
     if (st != LT_OK) return st;
     size_t cells = (size_t)p->pp * p->n_samples;
     int64_t *f_tokens = calloc(cells, sizeof *f_tokens), *b_tokens = calloc(cells, sizeof *b_tokens);
@@ -251,14 +255,15 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
         if (st == LT_OK) st = lt_comm_allreduce(comm, LT_COMM_WORLD, b_tokens, cells, LT_COMM_I64, false, err);
         if (st == LT_OK) st = lt_comm_allreduce(comm, LT_COMM_WORLD, &stats->loss_sum, 1, LT_COMM_F64, false, err);
     }
-    /* every token once forward and once backward on every stage (DESIGN.md "Lossless") */
+    /* every token once forward and once backward on every stage (DESIGN.md "Lossless"); without
+     * gradients once forward and never backward */
     for (size_t c = 0; st == LT_OK && c < cells; c++) {
         size_t i = c % p->n_samples;
         int stage = (int)(c / p->n_samples);
-        if (f_tokens[c] != p->lengths[i] || b_tokens[c] != p->lengths[i])
+        if (f_tokens[c] != p->lengths[i] || b_tokens[c] != (grads ? p->lengths[i] : 0))
             st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu, sample %zu (%lld tokens), stage %d: %lld tokens forwarded "
-                         "and %lld backwarded, not each token once", step, i, (long long)p->lengths[i], stage,
-                         (long long)f_tokens[c], (long long)b_tokens[c]);
+                         "and %lld backwarded, not each token once%s", step, i, (long long)p->lengths[i], stage,
+                         (long long)f_tokens[c], (long long)b_tokens[c], grads ? "" : " forward");
     }
     stats->seconds = exec_now() - pr.t0;
     if (comm)
