@@ -5,7 +5,11 @@
  * any split of the layers into stages gives the same loss and gradients; threads change
  * nothing; a forward's rows kept (lt_acts_keep_rows) and a backward's activations filled
  * one layer at a time into a window set give the same rows and bit-identical gradients;
- * what a pass and a KV context report to a meter (lt_meter) is what they allocate.
+ * what a pass and a KV context report to a meter (lt_meter) is what they allocate;
+ * HelixPipe's layer parts (lt_llama_forward_part / lt_llama_backward_part: pre-attention,
+ * attention with the QKV linear, post-attention), each layer of each unit in its own
+ * activations, give bit-identical loss and gradients to whole layers, on sliced units, tied
+ * or not, layer-major or unit-major.
  * PyTorch parity of the same model is tests/train/torch_parity.py.
  */
 #include <math.h>
@@ -162,6 +166,97 @@ static void layer_split_same_gradients(void **state) {
     assert_memory_equal(g1, g2, m.n_params * sizeof(float));
     free(g1), free(g2);
     lt_llama_free(&m);
+}
+
+/* Loss and gradients of the batch split into `units`, every layer of every unit run as
+ * HelixPipe's three parts, each (unit, layer) in its own single-layer activations: forward
+ * PRE, ATTN, POST (unit-major, or layer-major with the units in order inside a layer), then
+ * backward POST, ATTN, PRE in the reverse order (FILO over a sample's slices). */
+static double grads_by_parts(const lt_llama *m, const lt_train_unit *units, int n_units, bool layer_major,
+                             lt_pool *pool, float *gbuf) {
+    lt_error err;
+    memset(gbuf, 0, m->n_params * sizeof(float));
+    lt_layer_views lv[8];
+    lt_llama_views g;
+    lt_llama_views_of(m, gbuf, lv, &g);
+    float scale = (float)(1.0 / (double)lt_batch_predicted_tokens(&batch));
+    int L = m->shape.layers;
+    lt_kvctx kv;
+    assert_int_equal(lt_kvctx_init(&kv, m, &batch, true, &err), LT_OK);
+    lt_acts a[8][8];
+    lt_part_grads pg[8][8];
+    double loss = 0;
+    for (int k = 0; k < n_units * L; k++) {
+        int i = layer_major ? k % n_units : k / L, l = layer_major ? k / n_units : k % L;
+        assert_int_equal(lt_acts_alloc(&a[i][l], m, &batch, &units[i], l, l + 1, l == L - 1, &err), LT_OK);
+        for (int part = LT_LAYER_PRE; part <= LT_LAYER_POST; part++) {
+            lt_pass p = {.l0 = l, .l1 = l + 1, .embed = l == 0 && part == LT_LAYER_PRE,
+                         .head = l == L - 1 && part == LT_LAYER_POST, .loss_scale = scale};
+            double ls = 0;
+            lt_status st = lt_llama_forward_part(m, &p, (lt_layer_part)part, &units[i], l ? a[i][l - 1].out : NULL, &kv,
+                                                 &a[i][l], &g, &ls, pool, &err);
+            if (st != LT_OK) fail_msg("forward part %d of layer %d, unit %d: %s", part, l, i, err.what);
+            loss += ls;
+        }
+    }
+    for (int k = n_units * L - 1; k >= 0; k--) {
+        int i = layer_major ? k % n_units : k / L, l = layer_major ? k / n_units : k % L;
+        assert_int_equal(lt_part_grads_alloc(&pg[i][l], m, &a[i][l], &err), LT_OK);
+        for (int part = LT_LAYER_POST; part >= LT_LAYER_PRE; part--) {
+            lt_pass p = {.l0 = l, .l1 = l + 1, .embed = l == 0 && part == LT_LAYER_PRE,
+                         .head = l == L - 1 && part == LT_LAYER_POST, .loss_scale = scale};
+            /* POST's dout: the next layer's input gradient (its PRE's din: pg dres of layer l + 1
+             * holds d x of that layer once its PRE ran, added into din = a zeroed buffer here) */
+            const float *dout = l + 1 < L ? pg[i][l + 1].dres : NULL;
+            float *din = NULL;
+            if (part == LT_LAYER_PRE && l > 0) din = pg[i][l].dn1; /* (reused: PRE is dn1's last reader) */
+            lt_status st;
+            if (din) { /* din += d x: a fresh buffer for it */
+                size_t TC = (size_t)a[i][l].Tl * (size_t)m->shape.hidden;
+                float *d = calloc(TC, sizeof(float));
+                assert_non_null(d);
+                st = lt_llama_backward_part(m, &p, (lt_layer_part)part, &units[i], dout, &kv, &a[i][l], &g,
+                                            &pg[i][l], d, pool, &err);
+                memcpy(pg[i][l].dres, d, TC * sizeof(float)); /* dres now d x: layer l - 1's dout */
+                free(d);
+            } else {
+                st = lt_llama_backward_part(m, &p, (lt_layer_part)part, &units[i], dout, &kv, &a[i][l], &g, &pg[i][l],
+                                            NULL, pool, &err);
+            }
+            if (st != LT_OK) fail_msg("backward part %d of layer %d, unit %d: %s", part, l, i, err.what);
+        }
+        if (l + 1 < L) lt_part_grads_free(&pg[i][l + 1]);
+        if (l == 0) lt_part_grads_free(&pg[i][0]);
+    }
+    for (int i = 0; i < n_units; i++)
+        for (int l = 0; l < L; l++) lt_acts_free(&a[i][l]);
+    lt_kvctx_free(&kv);
+    return loss;
+}
+
+static void layer_parts_same_gradients(void **state) {
+    (void)state;
+    make_batch();
+    for (int tied = 0; tied <= 1; tied++) {
+        lt_llama m;
+        make_model(&m, tied);
+        float *g1 = malloc(m.n_params * sizeof(float)), *g2 = malloc(m.n_params * sizeof(float));
+        assert_non_null(g1);
+        assert_non_null(g2);
+        lt_train_unit u_sliced[] = {{sliced_a, 2}, {sliced_b, 3}, {sliced_c, 2}, {sliced_d, 2}};
+        double l1 = grads_of(&m, u_sliced, 4, m.shape.layers, NULL, g1);
+        for (int lm = 0; lm <= 1; lm++) {
+            double l2 = grads_by_parts(&m, u_sliced, 4, lm, NULL, g2);
+            if (l1 != l2) fail_msg("tied %d, layer-major %d: loss %.9g by parts, %.9g whole", tied, lm, l2, l1);
+            if (memcmp(g1, g2, m.n_params * sizeof(float)))
+                fail_msg("tied %d, layer-major %d: gradients differ by %.3g (rel)", tied, lm, max_rel(g2, g1, m.n_params));
+        }
+        double norm = 0;
+        for (size_t i = 0; i < m.n_params; i++) norm += (double)g2[i] * g2[i];
+        assert_true(norm > 1e-6);
+        free(g1), free(g2);
+        lt_llama_free(&m);
+    }
 }
 
 /* A 2-thread pool gives bit-identical loss and gradients. */
@@ -484,6 +579,7 @@ int main(void) {
         cmocka_unit_test(labels_and_bad_units),
         cmocka_unit_test(split_three_ways_same_gradients),
         cmocka_unit_test(layer_split_same_gradients),
+        cmocka_unit_test(layer_parts_same_gradients),
         cmocka_unit_test(threads_change_nothing),
         cmocka_unit_test(rows_kept_and_windows),
         cmocka_unit_test(working_memory_metered),

@@ -487,6 +487,47 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
                                   const lt_llama_views *grads, const lt_cp_hooks *hooks, float *const *din,
                                   lt_pool *pool, lt_error *err);
 
+/*
+ * HelixPipe's attention-parallel partition (HelixPipe 4.2): one part of one layer l of unit
+ * u, so that the three parts of a layer can run on different pipeline stages. With the QKV
+ * linear moved into the attention part, as the paper does to send the QKV input rather than
+ * Q, K and V across the pre-attention / attention boundary:
+ *   PRE   x = the embedding (pass->embed) or `in` (the previous layer's output), n1 =
+ *         rmsnorm(x)                                   -> the attention part needs n1; x
+ *                                                         passes on to the post part
+ *   ATTN  q/k/v = n1 W (+ biases), RoPE, the unit's K/V rows into kv, att = attention
+ *   POST  x2 = x + att Wo, out = x2 + MLP(rmsnorm(x2)) (acts->out); with pass->head the LM
+ *         head (loss, fused head gradients as lt_llama_forward's)
+ * Composing PRE, ATTN, POST (forward), then POST, ATTN, PRE (backward) of every layer is
+ * lt_llama_forward / lt_llama_backward of the layer, the same kernels in the same order (the
+ * gradients are bit-identical). pass->l1 = pass->l0 + 1 = l + 1; `a` is allocated for (u, l,
+ * l + 1, head) and shared by the three parts (in one process; a stage of a distributed run
+ * holds the fields its part reads). The values are numbered as the plan's lt_op_part.
+ * Backward: what crosses the parts lives in `pg` (lt_part_grads_alloc for a): POST turns
+ * dout (or the head's dnf_in) into dres = d x2 and datt; ATTN turns datt into dn1 (adding the
+ * unit's dK/dV into kv, reading its own rows' complete gradients as lt_llama_backward does:
+ * FILO over a sample's slices); PRE adds the norm's gradient to dres, the gradient of x: into
+ * the embedding's gradients (pass->embed) or added into din.
+ */
+typedef enum lt_layer_part { LT_LAYER_PRE = 1, LT_LAYER_ATTN = 2, LT_LAYER_POST = 3 } lt_layer_part;
+typedef struct lt_part_grads {
+    float *dres; /* SP [Tl, C] the residual stream's gradient */
+    float *dn1;  /* SP [Tl, C] the first norm's output gradient */
+    float *datt; /* [T, qd] the attention output's gradient (this TP rank's heads) */
+    float *buf;  /* the one allocation behind them (the backend's memory) */
+    size_t bytes;
+    const struct lt_backend *be;
+} lt_part_grads;
+size_t lt_part_grads_bytes(const lt_llama *m, const lt_acts *a);
+lt_status lt_part_grads_alloc(lt_part_grads *g, const lt_llama *m, const lt_acts *a, lt_error *err);
+void lt_part_grads_free(lt_part_grads *g); /* NULL-buffer-safe; g is zeroed */
+lt_status lt_llama_forward_part(const lt_llama *m, const lt_pass *pass, lt_layer_part part, const lt_train_unit *u,
+                                const float *in, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
+                                double *loss_sum, lt_pool *pool, lt_error *err);
+lt_status lt_llama_backward_part(const lt_llama *m, const lt_pass *pass, lt_layer_part part, const lt_train_unit *u,
+                                 const float *dout, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
+                                 const lt_part_grads *pg, float *din, lt_pool *pool, lt_error *err);
+
 /* Convenience for tests, eval and the --whole trainer: forward (and with grads != NULL,
  * backward) of a whole batch split into units, through all layers in one process: forward
  * units in order, backward units in reverse order. Returns the summed loss in *loss_sum

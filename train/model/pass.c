@@ -621,16 +621,26 @@ typedef struct fwd_scratch {
     size_t bytes; /* of the buffers (told to the pass's meter) */
 } fwd_scratch;
 
-/* Layer l, first half: n1 = rmsnorm(x), q/k/v projections, RoPE, the unit's K/V rows into the
+/* Layer l's pieces (the whole layer is norm1, qkv, then, after every member's K/V are in the
+ * context, attention and o_mlp; HelixPipe's parts, lt_llama_forward_part: PRE = norm1, ATTN =
+ * qkv + attention, POST = o_mlp, as HelixPipe 4.2 moves the QKV linear to the attention). */
+
+/* n1 = rmsnorm(x) (SP rows). */
+static void norm1_forward(const lt_llama *m, lt_acts *a, int l, lt_pool *pool) {
+    const lt_backend *be = lt_backend_of(m);
+    lt_layer_acts *L = &a->layer[l - a->l0];
+    be->rmsnorm_forward(be, L->n1, L->rstd1, L->x, WEIGHT(m->w.layer[l].attn_norm), a->Tl, m->shape.hidden,
+                        (float)m->shape.norm_eps, pool);
+}
+
+/* q/k/v projections of n1 (every row gathered under TP), RoPE, the unit's K/V rows into the
  * context (where every later query of the sample, in any unit or member, reads them). */
-static lt_status layer_pre_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
-                                   fwd_scratch *s, lt_pool *pool, lt_error *err) {
+static lt_status qkv_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
+                             fwd_scratch *s, lt_pool *pool, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
     dims d = dims_of(m, a->T, a->Tl);
     lt_layer_acts *L = &a->layer[l - a->l0];
     const lt_layer_views *W = &m->w.layer[l];
-    float eps = (float)m->shape.norm_eps;
-    be->rmsnorm_forward(be, L->n1, L->rstd1, L->x, WEIGHT(W->attn_norm), d.Tl, d.C, eps, pool);
     const float *n1 = L->n1;
     if (m->tp > 1) {
         lt_status st = sp_gather(m, a, s->full, L->n1, (size_t)d.C * be->act_bytes, s->pad, err);
@@ -652,6 +662,13 @@ static lt_status layer_pre_forward(const lt_llama *m, const lt_train_unit *u, lt
     return LT_OK;
 }
 
+/* Layer l, first half: norm1 and qkv. */
+static lt_status layer_pre_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
+                                   fwd_scratch *s, lt_pool *pool, lt_error *err) {
+    norm1_forward(m, a, l, pool);
+    return qkv_forward(m, u, kv, a, l, s, pool, err);
+}
+
 /* A row-parallel GEMM's output into s->tmp (SP rows): out = x W^T over every row, summed
  * over the group into this rank's rows (tp = 1: straight into tmp). */
 static lt_status row_parallel(const lt_llama *m, const lt_acts *a, fwd_scratch *s, const float *x, const float *w,
@@ -662,9 +679,18 @@ static lt_status row_parallel(const lt_llama *m, const lt_acts *a, fwd_scratch *
     return m->tp > 1 ? sp_reduce_scatter(m, a, s->tmp, s->part, (size_t)C, be->act_bytes, s->pad, err) : LT_OK;
 }
 
-/* Layer l, second half: attention over the context, output projection, residual, MLP. */
-static lt_status layer_post_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
-                                    fwd_scratch *s, lt_pool *pool, lt_error *err) {
+/* The attention of the unit's queries over the context: att, lse. */
+static void attention_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
+                              fwd_scratch *s, lt_pool *pool) {
+    const lt_backend *be = lt_backend_of(m);
+    dims d = dims_of(m, a->T, a->Tl);
+    lt_layer_acts *L = &a->layer[l - a->l0];
+    segments_of(u, kv, l, s->segs);
+    be->attention_forward(be, L->att, L->lse, L->q, s->segs, u->n_slices, d.T, d.nh, d.nkv, d.hd, pool);
+}
+
+/* Output projection, residual, MLP: the layer's output (the next layer's x, or a->out). */
+static lt_status o_mlp_forward(const lt_llama *m, lt_acts *a, int l, fwd_scratch *s, lt_pool *pool, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
     dims d = dims_of(m, a->T, a->Tl);
     size_t TC = (size_t)d.Tl * d.C;
@@ -672,8 +698,6 @@ static lt_status layer_post_forward(const lt_llama *m, const lt_train_unit *u, l
     const lt_layer_views *W = &m->w.layer[l];
     float *next = l + 1 < a->l1 ? a->layer[l + 1 - a->l0].x : a->out;
     float eps = (float)m->shape.norm_eps;
-    segments_of(u, kv, l, s->segs);
-    be->attention_forward(be, L->att, L->lse, L->q, s->segs, u->n_slices, d.T, d.nh, d.nkv, d.hd, pool);
     lt_status st = row_parallel(m, a, s, L->att, WEIGHT(W->wo), d.qd, err);
     if (st != LT_OK) return st;
     be->add(be, L->x2, L->x, s->tmp, TC);
@@ -689,6 +713,13 @@ static lt_status layer_post_forward(const lt_llama *m, const lt_train_unit *u, l
     if ((st = row_parallel(m, a, s, L->act, WEIGHT(W->wdown), d.F, err)) != LT_OK) return st;
     be->add(be, next, L->x2, s->tmp, TC);
     return LT_OK;
+}
+
+/* Layer l, second half: attention over the context, then o_mlp. */
+static lt_status layer_post_forward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
+                                    fwd_scratch *s, lt_pool *pool, lt_error *err) {
+    attention_forward(m, u, kv, a, l, s, pool);
+    return o_mlp_forward(m, a, l, s, pool, err);
 }
 
 /* The pass's part of a model: its layers (and embedding, head) held; tensor parallelism
@@ -722,6 +753,38 @@ static lt_status embed_forward(const lt_llama *m, lt_acts *a, float *x, fwd_scra
     return sp_reduce_scatter(m, a, x, s->part, (size_t)m->shape.hidden, be->act_bytes, s->pad, err);
 }
 
+/* A member's forward scratch (fwd_scratch), told to the pass's meter. */
+static lt_status fwd_scratch_alloc(const lt_llama *m, const lt_pass *pass, const lt_train_unit *u, const lt_acts *a,
+                                   fwd_scratch *s, lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    size_t es = be->act_bytes;
+    bool tp = m->tp > 1;
+    dims d = dims_of(m, a->T, a->Tl);
+    size_t TK = (size_t)d.T * d.kvd, TC = (size_t)d.Tl * d.C, FC = tp ? (size_t)d.T * d.C : 0;
+    size_t PB = tp ? tp_pad_bytes(m, a) : 0;
+    memset(s, 0, sizeof *s);
+    s->kbuf = be->alloc(be, (TK ? TK : 1) * es, false), s->vbuf = be->alloc(be, (TK ? TK : 1) * es, false);
+    s->tmp = be->alloc(be, (TC ? TC : 1) * es, false);
+    if (tp) {
+        s->full = be->alloc(be, (FC ? FC : 1) * es, false), s->part = be->alloc(be, (FC ? FC : 1) * es, false);
+        s->pad = be->alloc(be, PB ? PB : es, false);
+    }
+    s->segs = malloc(((size_t)u->n_slices + 1) * sizeof *s->segs);
+    if (!s->kbuf || !s->vbuf || !s->tmp || !s->segs || (tp && (!s->full || !s->part || !s->pad)))
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's forward (%s)", d.T, be->name);
+    s->bytes = (2 * (TK ? TK : 1) + (TC ? TC : 1)) * es + (tp ? 2 * (FC ? FC : 1) * es + (PB ? PB : es) : 0);
+    held(pass, s->bytes);
+    return LT_OK;
+}
+
+static void fwd_scratch_free(const lt_llama *m, const lt_pass *pass, fwd_scratch *s) {
+    const lt_backend *be = lt_backend_of(m);
+    if (s->bytes) let_go(pass, s->bytes);
+    be->free(be, s->kbuf), be->free(be, s->vbuf), be->free(be, s->tmp), free(s->segs);
+    if (m->tp > 1) be->free(be, s->full), be->free(be, s->part), be->free(be, s->pad);
+    memset(s, 0, sizeof *s);
+}
+
 lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                                  int G, const float *const *in, lt_kvctx *kv, lt_acts *a,
                                  const lt_llama_views *grads, const lt_cp_hooks *hooks, double *loss_sum,
@@ -742,27 +805,9 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "a head with a loss gradient needs gradient buffers");
     const lt_backend *be = lt_backend_of(m);
     size_t es = be->act_bytes;
-    bool tp = m->tp > 1;
     fwd_scratch *s = calloc((size_t)G, sizeof *s);
     st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    for (int g = 0; st == LT_OK && g < G; g++) {
-        dims d = dims_of(m, a[g].T, a[g].Tl);
-        size_t TK = (size_t)d.T * d.kvd, TC = (size_t)d.Tl * d.C, FC = tp ? (size_t)d.T * d.C : 0;
-        size_t PB = tp ? tp_pad_bytes(m, &a[g]) : 0;
-        s[g].kbuf = be->alloc(be, (TK ? TK : 1) * es, false), s[g].vbuf = be->alloc(be, (TK ? TK : 1) * es, false);
-        s[g].tmp = be->alloc(be, (TC ? TC : 1) * es, false);
-        if (tp) {
-            s[g].full = be->alloc(be, (FC ? FC : 1) * es, false), s[g].part = be->alloc(be, (FC ? FC : 1) * es, false);
-            s[g].pad = be->alloc(be, PB ? PB : es, false);
-        }
-        s[g].segs = malloc(((size_t)u[g].n_slices + 1) * sizeof *s[g].segs);
-        if (!s[g].kbuf || !s[g].vbuf || !s[g].tmp || !s[g].segs || (tp && (!s[g].full || !s[g].part || !s[g].pad))) {
-            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's forward (%s)", d.T, be->name);
-            break;
-        }
-        s[g].bytes = (2 * (TK ? TK : 1) + (TC ? TC : 1)) * es + (tp ? 2 * (FC ? FC : 1) * es + (PB ? PB : es) : 0);
-        held(pass, s[g].bytes);
-    }
+    for (int g = 0; st == LT_OK && g < G; g++) st = fwd_scratch_alloc(m, pass, &u[g], &a[g], &s[g], err);
     for (int g = 0; st == LT_OK && g < G; g++) {
         size_t TC = (size_t)a[g].Tl * (size_t)m->shape.hidden;
         float *x = a[g].l1 > a[g].l0 ? a[g].layer[0].x : a[g].out;
@@ -781,11 +826,7 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
         for (int g = 0; st == LT_OK && g < G; g++) st = layer_post_forward(m, &u[g], kv, &a[g], l, &s[g], pool, err);
         if (st != LT_OK || (st = be->check(be, err)) != LT_OK) break;
     }
-    for (int g = 0; s && g < G; g++) {
-        if (s[g].bytes) let_go(pass, s[g].bytes);
-        be->free(be, s[g].kbuf), be->free(be, s[g].vbuf), be->free(be, s[g].tmp), free(s[g].segs);
-        if (tp) be->free(be, s[g].full), be->free(be, s[g].part), be->free(be, s[g].pad);
-    }
+    for (int g = 0; s && g < G; g++) fwd_scratch_free(m, pass, &s[g]);
     free(s);
     double total = 0;
     for (int g = 0; st == LT_OK && pass->head && g < G; g++) {
@@ -861,11 +902,13 @@ static lt_status column_backward(const lt_llama *m, const lt_acts *a, bwd_scratc
     return sp_reduce_scatter_finish(m, a, s->dn, (size_t)C, es, s->pad, pending, err);
 }
 
-/* Layer l backward, second half first: the MLP and the attention (its dK/dV added into the
- * context's gradient buffers for every key the unit's queries saw). dx: d(layer output) in,
- * d x2 out; dq filled. */
-static lt_status layer_post_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
-                                     const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool, lt_error *err) {
+/* Layer l backward, in the forward's pieces reversed (HelixPipe's parts,
+ * lt_llama_backward_part: POST = o_mlp, ATTN = attention + qkv, PRE = norm1). */
+
+/* The MLP and the output projection: dx holds d(layer output) in and d x2 out (the residual
+ * stream's gradient); datt = the attention output's gradient. */
+static lt_status o_mlp_backward(const lt_llama *m, lt_acts *a, const lt_llama_views *grads, int l, bwd_scratch *s,
+                                lt_pool *pool, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
     dims d = dims_of(m, a->T, a->Tl);
     size_t es = be->act_bytes, TF = (size_t)d.T * d.F;
@@ -887,22 +930,39 @@ static lt_status layer_post_backward(const lt_llama *m, const lt_train_unit *u, 
     if ((st = column_backward(m, a, s, full, 2, mg, mdy, mw, mout, err)) != LT_OK) return st;
     be->rmsnorm_backward(be, s->dx, G->mlp_norm, s->dn, L->x2, WEIGHT(W->mlp_norm), L->rstd2, d.Tl, d.C,
                          pool); /* dx = d x2 */
-    /* attention branch: x2 = x + o(attention(rope(q(n1)), rope(k(n1)), v(n1))), n1 = rmsnorm(x) */
+    /* x2 = x + o(att): the output projection's backward */
     if ((st = gather_c(m, a, s, s->dx, &full, err)) != LT_OK) return st;
-    be->zero(be, s->dq, lt_backend_span(be, (size_t)d.T * d.qd, es) * 2); /* dq, datt */
+    be->zero(be, s->datt, lt_backend_span(be, (size_t)d.T * d.qd, es));
     be->linear_backward(be, s->datt, G->wo, full, L->att, WEIGHT(W->wo), d.T, d.qd, d.C);
-    segments_of(u, kv, l, s->segs);
-    be->attention_backward(be, s->dq, s->datt, L->att, L->lse, L->q, s->segs, u->n_slices, d.T, d.nh, d.nkv, d.hd,
-                           pool);
     return LT_OK;
 }
 
-/* Layer l backward, first half: the unit's own K/V rows' gradients (complete once every
- * query that saw them ran its attention backward: later slices before, FILO; the other
- * members of a group before, lockstep), RoPE, the projections, the norm. dx: d x2 in,
- * d x (the layer's input) out. */
-static lt_status layer_pre_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
-                                    const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool, lt_error *err) {
+/* The attention's backward: dq from datt, the unit's queries' dK/dV added into the context's
+ * gradient buffers for every key they saw. */
+static void attention_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a, int l,
+                               bwd_scratch *s, lt_pool *pool) {
+    const lt_backend *be = lt_backend_of(m);
+    dims d = dims_of(m, a->T, a->Tl);
+    lt_layer_acts *L = &a->layer[l - a->l0];
+    be->zero(be, s->dq, lt_backend_span(be, (size_t)d.T * d.qd, be->act_bytes));
+    segments_of(u, kv, l, s->segs);
+    be->attention_backward(be, s->dq, s->datt, L->att, L->lse, L->q, s->segs, u->n_slices, d.T, d.nh, d.nkv, d.hd,
+                           pool);
+}
+
+/* Layer l backward, second half first: o_mlp and the attention. */
+static lt_status layer_post_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
+                                     const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool, lt_error *err) {
+    lt_status st = o_mlp_backward(m, a, grads, l, s, pool, err);
+    if (st == LT_OK) attention_backward(m, u, kv, a, l, s, pool);
+    return st;
+}
+
+/* The unit's own K/V rows' gradients (complete once every query that saw them ran its
+ * attention backward: later slices before, FILO; the other members of a group before,
+ * lockstep), RoPE, the biases, the projections: dn = the normed input's gradient (SP rows). */
+static lt_status qkv_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
+                              const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
     dims d = dims_of(m, a->T, a->Tl);
     lt_layer_acts *L = &a->layer[l - a->l0];
@@ -924,10 +984,24 @@ static lt_status layer_pre_backward(const lt_llama *m, const lt_train_unit *u, l
     const void *const ady[3] = {s->dq, s->dk, s->dv};
     const float *const aw[3] = {W->wq, W->wk, W->wv};
     const int aout[3] = {d.qd, d.kvd, d.kvd};
-    if ((st = column_backward(m, a, s, full, 3, ag, ady, aw, aout, err)) != LT_OK) return st;
-    be->rmsnorm_backward(be, s->dx, G->attn_norm, s->dn, L->x, WEIGHT(W->attn_norm), L->rstd1, d.Tl, d.C,
-                         pool); /* dx = d x */
-    return LT_OK;
+    return column_backward(m, a, s, full, 3, ag, ady, aw, aout, err);
+}
+
+/* The first norm: dx (d x2 in) += its gradient through rmsnorm = d x, the layer input's. */
+static void norm1_backward(const lt_llama *m, lt_acts *a, const lt_llama_views *grads, int l, bwd_scratch *s,
+                           lt_pool *pool) {
+    const lt_backend *be = lt_backend_of(m);
+    lt_layer_acts *L = &a->layer[l - a->l0];
+    be->rmsnorm_backward(be, s->dx, grads->layer[l].attn_norm, s->dn, L->x, WEIGHT(m->w.layer[l].attn_norm), L->rstd1,
+                         a->Tl, m->shape.hidden, pool); /* dx = d x */
+}
+
+/* Layer l backward, first half: qkv and norm1. dx: d x2 in, d x (the layer's input) out. */
+static lt_status layer_pre_backward(const lt_llama *m, const lt_train_unit *u, lt_kvctx *kv, lt_acts *a,
+                                    const lt_llama_views *grads, int l, bwd_scratch *s, lt_pool *pool, lt_error *err) {
+    lt_status st = qkv_backward(m, u, kv, a, grads, l, s, pool, err);
+    if (st == LT_OK) norm1_backward(m, a, grads, l, s, pool);
+    return st;
 }
 
 /* A member's embedding gradient from dx (its SP rows): every row gathered under TP, each
@@ -948,6 +1022,44 @@ static lt_status embed_backward(const lt_llama *m, lt_acts *a, const lt_llama_vi
     return st;
 }
 
+/* A member's backward scratch (bwd_scratch, one allocation), told to the pass's meter. */
+static lt_status bwd_scratch_alloc(const lt_llama *m, const lt_pass *pass, const lt_train_unit *u, const lt_acts *a,
+                                   bwd_scratch *s, lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    size_t es = be->act_bytes;
+    bool tp = m->tp > 1;
+    dims d = dims_of(m, a->T, a->Tl);
+    /* each array's bytes, aligned (on the fp32 backend: its floats x 4, no padding) */
+    size_t TC = lt_backend_span(be, (size_t)d.Tl * d.C, es), TQ = lt_backend_span(be, (size_t)d.T * d.qd, es);
+    size_t TF = lt_backend_span(be, (size_t)d.T * d.F, es), TK = lt_backend_span(be, (size_t)d.T * d.kvd, es);
+    size_t FC = tp ? lt_backend_span(be, (size_t)d.T * d.C, es) : 0;
+    size_t PB = tp ? lt_backend_span(be, tp_pad_bytes(m, a), 1) : 0;
+    size_t total = TC * 2 + TQ * 2 + TF * 3 + TK * 2 + FC * 2 + PB;
+    memset(s, 0, sizeof *s);
+    s->buf = be->alloc(be, total ? total : es, false);
+    s->segs = malloc(((size_t)u->n_slices + 1) * sizeof *s->segs);
+    if (!s->buf || !s->segs) {
+        be->free(be, s->buf), free(s->segs);
+        memset(s, 0, sizeof *s);
+        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's backward (%s)", d.T, be->name);
+    }
+    s->bytes = total ? total : es;
+    held(pass, s->bytes);
+    s->dx = s->buf, s->dn = at(s->dx, TC), s->dq = at(s->dn, TC), s->datt = at(s->dq, TQ);
+    s->dact = at(s->datt, TQ), s->dgate = at(s->dact, TF), s->dup = at(s->dgate, TF);
+    s->dk = at(s->dup, TF), s->dv = at(s->dk, TK);
+    if (tp) s->full = at(s->dv, TK), s->part = at(s->full, FC), s->pad = at(s->part, FC);
+    else s->full = s->dx, s->part = s->dn;
+    return LT_OK;
+}
+
+static void bwd_scratch_free(const lt_llama *m, const lt_pass *pass, bwd_scratch *s) {
+    const lt_backend *be = lt_backend_of(m);
+    if (s->bytes) let_go(pass, s->bytes);
+    be->free(be, s->buf), free(s->segs);
+    memset(s, 0, sizeof *s);
+}
+
 lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                                   int G, const float *const *dout, lt_kvctx *kv, lt_acts *a,
                                   const lt_llama_views *grads, const lt_cp_hooks *hooks, float *const *din,
@@ -966,34 +1078,14 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
     if (st != LT_OK) return st;
     const lt_backend *be = lt_backend_of(m);
     size_t es = be->act_bytes;
-    bool tp = m->tp > 1;
     bwd_scratch *s = calloc((size_t)G, sizeof *s);
     st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     for (int g = 0; st == LT_OK && g < G; g++) /* dK/dV at the sample's first backward over these layers */
         for (int i = 0; st == LT_OK && i < u[g].n_slices; i++)
             st = lt_kvctx_reserve_grad(kv, u[g].slices[i].sample, pass->l0, pass->l1, err);
     for (int g = 0; st == LT_OK && g < G; g++) {
-        dims d = dims_of(m, a[g].T, a[g].Tl);
-        /* each array's bytes, aligned (on the fp32 backend: its floats x 4, no padding) */
-        size_t TC = lt_backend_span(be, (size_t)d.Tl * d.C, es), TQ = lt_backend_span(be, (size_t)d.T * d.qd, es);
-        size_t TF = lt_backend_span(be, (size_t)d.T * d.F, es), TK = lt_backend_span(be, (size_t)d.T * d.kvd, es);
-        size_t FC = tp ? lt_backend_span(be, (size_t)d.T * d.C, es) : 0;
-        size_t PB = tp ? lt_backend_span(be, tp_pad_bytes(m, &a[g]), 1) : 0;
-        size_t total = TC * 2 + TQ * 2 + TF * 3 + TK * 2 + FC * 2 + PB;
-        s[g].buf = be->alloc(be, total ? total : es, false);
-        s[g].segs = malloc(((size_t)u[g].n_slices + 1) * sizeof *s[g].segs);
-        if (!s[g].buf || !s[g].segs) {
-            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's backward (%s)", d.T, be->name);
-            break;
-        }
-        s[g].bytes = total ? total : es;
-        held(pass, s[g].bytes);
-        s[g].dx = s[g].buf, s[g].dn = at(s[g].dx, TC), s[g].dq = at(s[g].dn, TC), s[g].datt = at(s[g].dq, TQ);
-        s[g].dact = at(s[g].datt, TQ), s[g].dgate = at(s[g].dact, TF), s[g].dup = at(s[g].dgate, TF);
-        s[g].dk = at(s[g].dup, TF), s[g].dv = at(s[g].dk, TK);
-        if (tp) s[g].full = at(s[g].dv, TK), s[g].part = at(s[g].full, FC), s[g].pad = at(s[g].part, FC);
-        else s[g].full = s[g].dx, s[g].part = s[g].dn;
-        be->copy(be, s[g].dx, pass->head ? a[g].dnf_in : dout[g], (size_t)d.Tl * d.C * es);
+        st = bwd_scratch_alloc(m, pass, &u[g], &a[g], &s[g], err);
+        if (st == LT_OK) be->copy(be, s[g].dx, pass->head ? a[g].dnf_in : dout[g], (size_t)a[g].Tl * m->shape.hidden * es);
     }
     /* per layer in lockstep, the forward's mirror: every member's attention backward before
      * any member reads its own K/V rows' gradients */
@@ -1016,10 +1108,7 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
         else be->accumulate(be, din[g], s[g].dx, TC);
     }
     if (st == LT_OK) st = be->check(be, err);
-    for (int g = 0; s && g < G; g++) {
-        let_go(pass, s[g].bytes);
-        be->free(be, s[g].buf), free(s[g].segs);
-    }
+    for (int g = 0; s && g < G; g++) bwd_scratch_free(m, pass, &s[g]);
     free(s);
     return st;
 }
@@ -1029,6 +1118,119 @@ lt_status lt_llama_backward(const lt_llama *m, const lt_pass *pass, const lt_bat
                             float *din, lt_pool *pool, lt_error *err) {
     if (!pass->head && !dout) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a non-head pass needs dout");
     return lt_llama_backward_group(m, pass, b, u, 1, &dout, kv, a, grads, NULL, &din, pool, err);
+}
+
+/* ---------------------------------------------------------------- HelixPipe's parts
+ * (train/model/model.h lt_llama_forward_part): the pieces of a layer above, one part a call. */
+
+/* The checks of a part pass: one layer, acts of that layer, the embedding with PRE only and
+ * the head with POST only. */
+static lt_status part_check(const lt_llama *m, const lt_pass *pass, lt_layer_part part, const lt_acts *a,
+                            lt_error *err) {
+    if (part < LT_LAYER_PRE || part > LT_LAYER_POST)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "layer part %d: not pre, attention or post", (int)part);
+    if (pass->l1 != pass->l0 + 1 || a->l0 != pass->l0 || a->l1 != pass->l1 || a->window || (pass->head && !a->dnf_in))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a layer part's pass is one layer, its activations that layer's");
+    if ((pass->embed && part != LT_LAYER_PRE) || (pass->head && part != LT_LAYER_POST))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "the embedding goes with a pre-attention part, the head with a "
+                       "post-attention one");
+    return check_tp(m, pass, err);
+}
+
+lt_status lt_llama_forward_part(const lt_llama *m, const lt_pass *pass, lt_layer_part part, const lt_train_unit *u,
+                                const float *in, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
+                                double *loss_sum, lt_pool *pool, lt_error *err) {
+    lt_status st = part_check(m, pass, part, a, err);
+    if (st != LT_OK) return st;
+    if (pass->head && pass->loss_scale > 0 && !grads)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a head with a loss gradient needs gradient buffers");
+    if (part == LT_LAYER_PRE && !pass->embed && !in)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a pre-attention part without the embedding needs its input");
+    const lt_backend *be = lt_backend_of(m);
+    int l = pass->l0;
+    for (int i = 0; part == LT_LAYER_ATTN && st == LT_OK && i < u->n_slices; i++)
+        st = lt_kvctx_reserve(kv, u->slices[i].sample, l, l + 1, err);
+    fwd_scratch s = {0};
+    if (st == LT_OK && (part != LT_LAYER_PRE || (pass->embed && m->tp > 1))) st = fwd_scratch_alloc(m, pass, u, a, &s, err);
+    if (st == LT_OK && part == LT_LAYER_PRE) { /* x = the embedding or the input, n1 = rmsnorm(x) */
+        if (pass->embed) st = embed_forward(m, a, a->layer[0].x, &s, err);
+        else be->copy(be, a->layer[0].x, in, (size_t)a->Tl * (size_t)m->shape.hidden * be->act_bytes);
+        if (st == LT_OK) norm1_forward(m, a, l, pool);
+    } else if (st == LT_OK && part == LT_LAYER_ATTN) { /* the QKV linear moved here (HelixPipe 4.2) */
+        st = qkv_forward(m, u, kv, a, l, &s, pool, err);
+        if (st == LT_OK) attention_forward(m, u, kv, a, l, &s, pool);
+    } else if (st == LT_OK) {
+        st = o_mlp_forward(m, a, l, &s, pool, err);
+    }
+    if (st == LT_OK) st = be->check(be, err);
+    fwd_scratch_free(m, pass, &s);
+    if (st == LT_OK && pass->head) st = head_forward(m, pass, a, grads, NULL, pool, err);
+    if (st == LT_OK && loss_sum) *loss_sum = pass->head ? a->loss_sum : 0;
+    return st;
+}
+
+size_t lt_part_grads_bytes(const lt_llama *m, const lt_acts *a) {
+    const lt_backend *be = lt_backend_of(m);
+    size_t es = be->act_bytes, TC = lt_backend_span(be, (size_t)a->Tl * (size_t)m->shape.hidden, es);
+    return 2 * TC + lt_backend_span(be, (size_t)a->T * (size_t)m->heads_l * (size_t)m->head_dim, es);
+}
+
+lt_status lt_part_grads_alloc(lt_part_grads *g, const lt_llama *m, const lt_acts *a, lt_error *err) {
+    const lt_backend *be = lt_backend_of(m);
+    size_t es = be->act_bytes, TC = lt_backend_span(be, (size_t)a->Tl * (size_t)m->shape.hidden, es);
+    memset(g, 0, sizeof *g);
+    g->bytes = lt_part_grads_bytes(m, a);
+    g->buf = be->alloc(be, g->bytes ? g->bytes : es, true);
+    if (!g->buf) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's part gradients", a->T);
+    g->be = be;
+    g->dres = g->buf, g->dn1 = at(g->buf, TC), g->datt = at(g->buf, 2 * TC);
+    return LT_OK;
+}
+
+void lt_part_grads_free(lt_part_grads *g) {
+    if (g->buf) g->be->free(g->be, g->buf);
+    memset(g, 0, sizeof *g);
+}
+
+lt_status lt_llama_backward_part(const lt_llama *m, const lt_pass *pass, lt_layer_part part, const lt_train_unit *u,
+                                 const float *dout, lt_kvctx *kv, lt_acts *a, const lt_llama_views *grads,
+                                 const lt_part_grads *pg, float *din, lt_pool *pool, lt_error *err) {
+    lt_status st = part_check(m, pass, part, a, err);
+    if (st != LT_OK) return st;
+    if (pass->head && !(pass->loss_scale > 0))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward through a head that ran without a loss gradient");
+    if (!kv->with_grad) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward needs a KV context with gradients");
+    if (part == LT_LAYER_POST && !pass->head && !dout)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a post-attention part's backward needs dout");
+    if (part == LT_LAYER_PRE && !pass->embed && !din)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "a pre-attention part's backward without the embedding needs din");
+    if (!pg || !pg->buf) return lt_fail(err, LT_ERR_INTERNAL, NULL, "a layer part's backward needs its part gradients");
+    const lt_backend *be = lt_backend_of(m);
+    int l = pass->l0;
+    size_t TC = (size_t)a->Tl * (size_t)m->shape.hidden;
+    for (int i = 0; part == LT_LAYER_ATTN && st == LT_OK && i < u->n_slices; i++)
+        st = lt_kvctx_reserve_grad(kv, u->slices[i].sample, l, l + 1, err);
+    bwd_scratch s;
+    memset(&s, 0, sizeof s);
+    if (st == LT_OK) st = bwd_scratch_alloc(m, pass, u, a, &s, err);
+    if (st == LT_OK) { /* what crosses the parts lives in pg (with tp = 1 full and part alias dx and dn) */
+        s.dx = pg->dres, s.dn = pg->dn1, s.datt = pg->datt;
+        if (m->tp == 1) s.full = s.dx, s.part = s.dn;
+    }
+    if (st == LT_OK && part == LT_LAYER_POST) { /* dres = d x2, datt */
+        be->copy(be, s.dx, pass->head ? a->dnf_in : dout, TC * be->act_bytes);
+        st = o_mlp_backward(m, a, grads, l, &s, pool, err);
+    } else if (st == LT_OK && part == LT_LAYER_ATTN) { /* dn1 (dres passes by) */
+        attention_backward(m, u, kv, a, l, &s, pool);
+        st = qkv_backward(m, u, kv, a, grads, l, &s, pool, err);
+    } else if (st == LT_OK) { /* d x = dres + the norm's; the embedding's gradient, or din */
+        norm1_backward(m, a, grads, l, &s, pool);
+        if (pass->embed) st = embed_backward(m, a, grads, &s, err);
+        else be->accumulate(be, din, s.dx, TC);
+    }
+    if (st == LT_OK) st = be->check(be, err);
+    bwd_scratch_free(m, pass, &s);
+    return st;
 }
 
 lt_status lt_llama_step_units(const lt_llama *m, const lt_batch *b, const lt_train_unit *units, int n_units,
