@@ -74,6 +74,8 @@ typedef struct op_state {
     kept_rows *kept;   /* [G] F / FK: which rows of acts / x_in are still held */
     float **din;       /* [G] B with layer_begin > 0: the gradient of its input */
     size_t din_bytes;  /* bytes of din's buffers held here */
+    lt_part_grads pg;   /* HelixPipe: a post-attention B's part gradients, read by the layer's
+                           attention and pre-attention B and freed by the latter */
     uint32_t refs;      /* readers still to run of the op's buffers */
     uint32_t path_refs; /* ... of them, the model-path readers (the next stage's op) */
 } op_state;
@@ -93,7 +95,9 @@ typedef struct pipe_run {
     size_t *live_stage, *peak_stage; /* [pp] the same per stage of the pipeline */
     int cur_stage;                   /* the stage of the op running */
     lt_meter meter;                  /* the KV context's and the passes' allocations into live */
-    int64_t *f_tokens, *b_tokens;    /* [pp x n_samples] tokens through each stage, per sample */
+    int64_t *f_tokens, *b_tokens;    /* [n_pos x n_samples] tokens through each place, per sample */
+    int n_pos;                       /* places counted: the stages (pp), or with HelixPipe's layer
+                                        parts each (layer, part) position (3 x layers) */
     lt_exec_stats *stats;
     double t0; /* the step's start (exec_now) */
     size_t cap_times;
@@ -115,7 +119,7 @@ typedef struct pipe_run {
      * order stage t sends; chan_next[t] the first not yet posted */
     uint32_t **chan;
     size_t *chan_n, *chan_next;
-    uint32_t *kv_last;       /* [pp x n_samples] the last B op over a sample on a stage: after
+    uint32_t *kv_last;       /* [layers x n_samples] the last B op over a sample at a layer: after
                                 it the sample's K/V context of the stage's layers is freed */
     const lt_exec_hooks *eh; /* distributed: told when a layer's gradients are final */
     uint32_t last_b;         /* ... after this op (the stage's last B), or LT_DEP_NONE */
@@ -146,8 +150,11 @@ void exec_untrack(pipe_run *pr, size_t bytes, int stage);
 lt_meter exec_meter(pipe_run *pr);
 /* lt_cp_hooks.layer_done of the stage's last B op (ctx = pr): the layer's gradients are final. */
 lt_status exec_final_layer(void *ctx, int layer, lt_error *err);
-/* Tokens of each member shard through `stage`, per sample, into counts. */
-void exec_count_tokens(pipe_run *pr, int64_t *counts, int stage, const lt_train_unit *u, int n);
+/* Tokens of each member shard through place `at` (exec_place_of), per sample, into counts. */
+void exec_count_tokens(pipe_run *pr, int64_t *counts, int at, const lt_train_unit *u, int n);
+/* The place op v's tokens count at: its stage, or for HelixPipe's layer part its position
+ * 3 x layer + part - 1 (pr->n_pos). */
+int exec_place_of(const pipe_run *pr, uint32_t v);
 /* Free what op v holds (its members' buffers), uncounting them. */
 void exec_release(pipe_run *pr, uint32_t v);
 /* After B op v: forward op f (an LT_DEP_ACT predecessor that other backward ops still read)
@@ -209,6 +216,10 @@ void exec_transfers_free(pipe_run *pr);
 
 /* ---------------------------------------------------------------- passes.c */
 
+/* Op v (F / FK, B): a whole-layer op through the model's group passes, or one of HelixPipe's
+ * layer parts (op->part != LT_PART_ALL: lt_llama_forward_part / lt_llama_backward_part; a
+ * group of one, in one process; the layer's activations live in its pre-attention F's state,
+ * its part gradients in its post-attention B's). */
 lt_status exec_forward(pipe_run *pr, uint32_t v, lt_error *err);
 lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err);
 

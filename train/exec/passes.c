@@ -34,13 +34,125 @@ static lt_status members_forward(pipe_run *pr, const lt_pass *pass, const lt_tra
     return st;
 }
 
+/* ---------------------------------------------------------------- HelixPipe's layer parts
+ * (HelixPipe 4.2: the pre-attention of layer l, its attention, its post-attention, each an op
+ * that may run on its own stage). In one process the three parts of (unit, layer) share one
+ * set of single-layer activations, made by the pre-attention F and freed when its B has run
+ * (the last of the layer's readers: its B follows the layer's attention and post-attention
+ * B, and every op of layer l + 1); the gradients that cross the parts in the backward live in
+ * the post-attention B's state until the pre-attention B has read them. */
+
+/* The part op's layer activations: those of the pre-attention F of its (unit, layer),
+ * reached over the model path (a B through its F), or NULL. */
+static lt_acts *part_acts(pipe_run *pr, uint32_t v) {
+    if (pr->deps.op[v]->kind == LT_OP_B) v = exec_pred_of_kind(&pr->deps, v, LT_DEP_ACT);
+    while (v != LT_DEP_NONE && pr->deps.op[v]->part != LT_PART_PRE) v = exec_pred_of_kind(&pr->deps, v, LT_DEP_PATH);
+    if (v == LT_DEP_NONE || !pr->ops[v].acts || pr->ops[v].acts[0].T == 0) return NULL;
+    return &pr->ops[v].acts[0];
+}
+
+/* The pass of a part op of layer l: the embedding with the first pre-attention, the head (a
+ * loss and, with gradients, its scale) with the last post-attention. */
+static lt_pass part_pass(pipe_run *pr, const lt_op *op) {
+    int l = (int)op->layer_begin, L = pr->m->shape.layers;
+    lt_pass p = {.l0 = l, .l1 = l + 1, .embed = l == 0 && op->part == LT_PART_PRE,
+                 .head = l == L - 1 && op->part == LT_PART_POST, .meter = &pr->meter};
+    p.loss_scale = p.head && pr->grads ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
+    return p;
+}
+
+/* The checks every part op passes (what is not executable yet, refused by name). */
+static lt_status part_check(pipe_run *pr, uint32_t v, lt_error *err) {
+    const lt_op *op = pr->deps.op[v];
+    if (pr->ops[v].G != 1) return exec_op_error(pr, v, err, "a layer part (HelixPipe) in a context-parallel group");
+    if (op->kind == LT_OP_FK) return exec_op_error(pr, v, err, "a K/V-only forward of a layer part");
+    if (op->layer_end != op->layer_begin + 1) return exec_op_error(pr, v, err, "a layer part spans more than one layer");
+    if (exec_recompute_of(op) > 0)
+        return exec_op_error(pr, v, err, "recomputes a layer part (HelixPipe 4.4.1): not executable yet");
+    return LT_OK;
+}
+
+static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
+    op_state *o = &pr->ops[v];
+    const lt_op *op = pr->deps.op[v];
+    int l = (int)op->layer_begin, L = pr->m->shape.layers;
+    lt_status st = part_check(pr, v, err);
+    if (st != LT_OK) return st;
+    uint32_t from = exec_pred_of_kind(&pr->deps, v, LT_DEP_PATH);
+    const float *in = NULL;
+    lt_acts *a;
+    if (op->part == LT_PART_PRE) { /* the layer's activations start here */
+        if (l > 0) {
+            const lt_acts *prev = from == LT_DEP_NONE ? NULL : part_acts(pr, from);
+            if (!prev) return exec_op_error(pr, v, err, "no input from the layer before");
+            in = prev->out;
+        }
+        st = lt_acts_alloc(&o->acts[0], pr->m, pr->b, &o->u[0], l, l + 1, l == L - 1, err);
+        exec_track(pr, o->acts[0].bytes);
+        if (st != LT_OK) return st;
+        a = &o->acts[0];
+    } else if (!(a = from == LT_DEP_NONE ? NULL : part_acts(pr, from))) {
+        return exec_op_error(pr, v, err, "no activations of its layer's earlier parts");
+    }
+    lt_pass pass = part_pass(pr, op);
+    double loss = 0;
+    st = lt_llama_forward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], in, pr->kv, a, pr->grads, &loss,
+                               pr->pool, err);
+    if (st == LT_OK && pass.head) pr->stats->loss_sum += loss;
+    if (st == LT_OK) exec_count_tokens(pr, pr->f_tokens, exec_place_of(pr, v), &o->u[0], 1);
+    return st;
+}
+
+static lt_status part_backward(pipe_run *pr, uint32_t v, lt_error *err) {
+    op_state *o = &pr->ops[v];
+    const lt_op *op = pr->deps.op[v];
+    int l = (int)op->layer_begin;
+    lt_status st = part_check(pr, v, err);
+    if (st != LT_OK) return st;
+    lt_acts *a = part_acts(pr, v);
+    if (!a) return exec_op_error(pr, v, err, "no activations of its forward");
+    lt_pass pass = part_pass(pr, op);
+    uint32_t from = exec_pred_of_kind(&pr->deps, v, LT_DEP_PATH);
+    /* the part gradients: made by the post-attention B, reached from the others over the path */
+    uint32_t owner = v;
+    while (owner != LT_DEP_NONE && pr->deps.op[owner]->part != LT_PART_POST)
+        owner = exec_pred_of_kind(&pr->deps, owner, LT_DEP_PATH);
+    if (owner == LT_DEP_NONE) return exec_op_error(pr, v, err, "no post-attention backward before it");
+    lt_part_grads *pg = &pr->ops[owner].pg;
+    const float *dout = NULL;
+    if (op->part == LT_PART_POST) {
+        if (!pass.head && (from == LT_DEP_NONE || !(dout = pr->ops[from].din[0])))
+            return exec_op_error(pr, v, err, "no gradient from the layer after");
+        if ((st = lt_part_grads_alloc(pg, pr->m, a, err)) != LT_OK) return st;
+        exec_track(pr, pg->bytes);
+    } else if (!pg->buf) {
+        return exec_op_error(pr, v, err, "no part gradients from its post-attention backward");
+    }
+    float *din = NULL;
+    if (op->part == LT_PART_PRE && l > 0) { /* held until the layer before's post-attention B read it */
+        size_t bytes = (size_t)a->Tl * (size_t)pr->m->shape.hidden * exec_be(pr)->act_bytes;
+        if (!(din = o->din[0] = exec_be(pr)->alloc(exec_be(pr), bytes, true)))
+            return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-byte input gradient", bytes);
+        o->din_bytes += bytes, exec_track(pr, bytes);
+    }
+    st = lt_llama_backward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], dout, pr->kv, a, pr->grads, pg, din,
+                                pr->pool, err);
+    if (op->part == LT_PART_PRE) { /* the part gradients' last reader */
+        exec_untrack(pr, pg->bytes, (int)pr->deps.stage[owner]);
+        lt_part_grads_free(pg);
+    }
+    if (st == LT_OK) exec_count_tokens(pr, pr->b_tokens, exec_place_of(pr, v), &o->u[0], 1);
+    return st;
+}
+
 /* F or FK op v: each member's shard through the op's layers; the activations kept in
  * ops[v].acts. With R > 0 the first R layers run with scratch activations and each member
  * keeps only their input (x_in). */
 lt_status exec_forward(pipe_run *pr, uint32_t v, lt_error *err) {
+    if (pr->deps.op[v]->part != LT_PART_ALL) return part_forward(pr, v, err);
     op_state *o = &pr->ops[v];
     const lt_op *op = pr->deps.op[v];
-    int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers, G = o->G, n = o->n_active;
+    int layers = pr->m->shape.layers, G = o->G, n = o->n_active;
     bool with_loss = op->kind == LT_OP_F;
     int l0 = (int)op->layer_begin, l1 = (int)op->layer_end, R = exec_recompute_of(op);
     uint32_t from = LT_DEP_NONE;
@@ -88,7 +200,7 @@ lt_status exec_forward(pipe_run *pr, uint32_t v, lt_error *err) {
         lt_acts_free(&cs[i]);
     }
     if (st == LT_OK && pass.head) pr->stats->loss_sum += loss;
-    if (st == LT_OK && with_loss) exec_count_tokens(pr, pr->f_tokens, stage, cu, n);
+    if (st == LT_OK && with_loss) exec_count_tokens(pr, pr->f_tokens, exec_place_of(pr, v), cu, n);
     free(cu), free(ca), free(cs), free(cin);
     return st;
 }
@@ -119,9 +231,10 @@ static lt_status final_layer(void *ctx, int l, lt_error *err) { return exec_fina
  * set: one layer's copy is live beside the backward's own scratch); with recompute R > 0,
  * first the forward of the first R layers again from the kept inputs. */
 lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err) {
+    if (pr->deps.op[v]->part != LT_PART_ALL) return part_backward(pr, v, err);
     op_state *o = &pr->ops[v];
     const lt_op *op = pr->deps.op[v];
-    int stage = (int)pr->deps.stage[v], layers = pr->m->shape.layers, G = o->G, n = o->n_active;
+    int layers = pr->m->shape.layers, G = o->G, n = o->n_active;
     int l0 = (int)op->layer_begin, l1 = (int)op->layer_end, R = exec_recompute_of(op);
     lt_pass pb = {.l0 = l0 + R, .l1 = l1, .embed = l0 + R == 0, .head = l1 == layers, .meter = &pr->meter};
     pb.loss_scale = pb.head ? (float)(1.0 / (double)pr->p->n_predicted) : 0.0f;
@@ -197,7 +310,7 @@ lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     if (st == LT_OK && R > 0 && (n > 0 || hfp))
         st = lt_llama_backward_group(pr->m, &pa, pr->b, cu, n, (const float *const *)cmid, pr->kv, cr, pr->grads, hfp,
                                      l0 > 0 ? cdin : NULL, pr->pool, err);
-    if (st == LT_OK) exec_count_tokens(pr, pr->b_tokens, stage, cu, n);
+    if (st == LT_OK) exec_count_tokens(pr, pr->b_tokens, exec_place_of(pr, v), cu, n);
     for (int i = 0; cu && cr && i < n; i++) {
         exec_untrack(pr, cr[i].bytes, pr->cur_stage);
         lt_acts_free(&cr[i]);

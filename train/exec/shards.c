@@ -215,6 +215,7 @@ void exec_ops_free(pipe_run *pr) {
         free(o->rows), free(o->n_rows);
         free(o->sl), free(o->u), free(o->active), free(o->ranks), free(o->kv_sample), free(o->kv_end);
         free(o->acts), free(o->x_in), free(o->x_bytes), free(o->kept), free(o->din);
+        lt_part_grads_free(&o->pg); /* left after an error (else its pre-attention B freed it) */
     }
     free(pr->ops);
     pr->ops = NULL;

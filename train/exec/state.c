@@ -82,11 +82,17 @@ lt_status exec_final_layer(void *ctx, int layer, lt_error *err) {
     return pr->eh->grads_final(pr->eh->ctx, layer, err);
 }
 
-void exec_count_tokens(pipe_run *pr, int64_t *counts, int stage, const lt_train_unit *u, int n) {
+void exec_count_tokens(pipe_run *pr, int64_t *counts, int at, const lt_train_unit *u, int n) {
     for (int g = 0; g < n; g++)
         for (int i = 0; i < u[g].n_slices; i++)
-            counts[(size_t)stage * pr->p->n_samples + (size_t)u[g].slices[i].sample] +=
+            counts[(size_t)at * pr->p->n_samples + (size_t)u[g].slices[i].sample] +=
                 u[g].slices[i].end - u[g].slices[i].begin;
+}
+
+int exec_place_of(const pipe_run *pr, uint32_t v) {
+    const lt_op *op = pr->deps.op[v];
+    if (op->part == LT_PART_ALL) return (int)pr->deps.stage[v];
+    return 3 * (int)op->layer_begin + (int)op->part - 1;
 }
 
 static void kept_free(kept_rows *k) {
@@ -112,7 +118,7 @@ void exec_release(pipe_run *pr, uint32_t v) {
         kept_free(&o->kept[g]);
     }
     if (o->din_bytes) exec_untrack(pr, o->din_bytes, stage);
-    o->din_bytes = 0;
+    o->din_bytes = 0; /* (o->pg is not the op's readers' but its layer's pre-attention B's to free) */
 }
 
 /* ---------------------------------------------------------------- rows a backward consumed */

@@ -5,6 +5,7 @@
  */
 #include <limits.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +23,11 @@ static bool skipped(const pipe_run *pr, uint32_t v) {
 static lt_status check_ops(pipe_run *pr, lt_error *err) {
     for (uint32_t v = 0; v < pr->deps.n_ops; v++) {
         const lt_op *op = pr->deps.op[v];
-        if (op->part != LT_PART_ALL)
-            return exec_op_error(pr, v, err, "runs a part of a layer (HelixPipe): not executable yet");
+        if (op->part != LT_PART_ALL && pr->comm)
+            return exec_op_error(pr, v, err, "runs a part of a layer (HelixPipe): the distributed engine does not run "
+                                 "layer parts yet (one process does: trainer check, train without a launcher)");
+        if ((op->part != LT_PART_ALL) != (pr->n_pos != pr->p->pp))
+            return exec_op_error(pr, v, err, "mixes layer parts (HelixPipe) and whole layers in one step");
         if (!pr->grads && op->kind != LT_OP_F)
             return exec_op_error(pr, v, err, "is not an F, in a plan run without gradients (a scoring plan)");
         if (op->layer_end > (uint32_t)pr->m->shape.layers || op->layer_begin >= op->layer_end)
@@ -95,9 +99,10 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     for (size_t i = 0; st == LT_OK && pr->comm && i < n; i++)
         if (exec_local(pr, order[i]) && pr->deps.op[order[i]]->kind == LT_OP_B) pr->last_b = order[i];
     size_t ns_all = pr->p->n_samples;
-    pr->kv_last = calloc((size_t)pr->p->pp * ns_all + 1, sizeof *pr->kv_last);
+    size_t kv_cells = (size_t)pr->m->shape.layers * ns_all;
+    pr->kv_last = calloc(kv_cells + 1, sizeof *pr->kv_last);
     if (st == LT_OK && !pr->kv_last) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    for (size_t i = 0; st == LT_OK && i < (size_t)pr->p->pp * ns_all; i++) pr->kv_last[i] = LT_DEP_NONE;
+    for (size_t i = 0; st == LT_OK && i < kv_cells; i++) pr->kv_last[i] = LT_DEP_NONE;
     /* the op after which a sample's K/V on a stage go: its last B, or without gradients its last F */
     uint8_t frees_kv = pr->grads ? LT_OP_B : LT_OP_F;
     for (size_t i = 0; st == LT_OK && i < n; i++) {
@@ -105,7 +110,9 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
         if (!run[v] || pr->deps.op[v]->kind != frees_kv) continue;
         size_t nsl;
         const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, pr->deps.op[v], &nsl);
-        for (size_t k = 0; k < nsl; k++) pr->kv_last[(size_t)pr->deps.stage[v] * ns_all + (size_t)sl[k].sample] = v;
+        for (size_t k = 0; k < nsl; k++)
+            for (uint32_t l = pr->deps.op[v]->layer_begin; l < pr->deps.op[v]->layer_end; l++)
+                pr->kv_last[(size_t)l * ns_all + (size_t)sl[k].sample] = v;
     }
     uint32_t next_local = 0; /* distributed: position in order of the next op of this stage */
     for (size_t i = 0; st == LT_OK && i < n; i++) {
@@ -124,13 +131,14 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             double start = exec_now() - pr->t0;
             pr->cur_stage = (int)pr->deps.stage[v];
             st = b ? exec_backward(pr, v, err) : exec_forward(pr, v, err);
-            if (st == LT_OK && pr->deps.op[v]->kind == frees_kv) { /* a sample's last on this stage: its K/V go */
+            if (st == LT_OK && pr->deps.op[v]->kind == frees_kv) { /* a sample's last at a layer: its K/V go */
                 size_t nsl;
                 const lt_op *op = pr->deps.op[v];
                 const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, op, &nsl);
                 for (size_t k = 0; k < nsl; k++)
-                    if (pr->kv_last[(size_t)pr->deps.stage[v] * ns_all + (size_t)sl[k].sample] == v)
-                        (void)lt_kvctx_release(pr->kv, sl[k].sample, (int)op->layer_begin, (int)op->layer_end);
+                    for (uint32_t l = op->layer_begin; l < op->layer_end; l++)
+                        if (pr->kv_last[(size_t)l * ns_all + (size_t)sl[k].sample] == v)
+                            (void)lt_kvctx_release(pr->kv, sl[k].sample, (int)l, (int)l + 1);
             }
             pr->stats->ops_run++;
             if (st == LT_OK) st = record_time(pr, v, start, err);
@@ -207,14 +215,21 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
         if (st == LT_OK) st = lt_comm_barrier(comm, err); /* the step starts together (op times share a zero) */
         if (st != LT_OK) return st;
     }
+    /* the places each token goes through once: the stages, or HelixPipe's (layer, part) positions */
+    bool parts = false;
+    for (size_t r = 0; r < p->n_ranks && !parts; r++)
+        for (int g = 0; g < p->ranks[r].sched.stages && !parts; g++)
+            for (size_t i = 0; i < p->ranks[r].sched.stage[g].n && !parts; i++)
+                parts = p->ranks[r].sched.stage[g].ops[i].part != LT_PART_ALL;
+    int n_pos = parts ? 3 * m->shape.layers : p->pp;
     lt_kvctx kv;
     lt_status st = lt_kvctx_init(&kv, m, &b, grads != NULL, err);
     if (st != LT_OK) return st;
-    size_t cells = (size_t)p->pp * p->n_samples;
+    size_t cells = (size_t)n_pos * p->n_samples;
     int64_t *f_tokens = calloc(cells, sizeof *f_tokens), *b_tokens = calloc(cells, sizeof *b_tokens);
     if (!f_tokens || !b_tokens) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     pipe_run pr = {.m = m, .p = p, .b = &b, .grads = grads, .kv = &kv, .pool = pool, .f_tokens = f_tokens,
-                   .b_tokens = b_tokens, .stats = stats, .t0 = exec_now(), .comm = comm, .eh = eh};
+                   .b_tokens = b_tokens, .stats = stats, .t0 = exec_now(), .comm = comm, .eh = eh, .n_pos = n_pos};
     if (lay) pr.my_dp = lay->dp_rank, pr.my_stage = lay->stage;
     double tp0 = comm ? lt_comm_bytes(comm, LT_COMM_BYTES_TP_ALLGATHER) + lt_comm_bytes(comm, LT_COMM_BYTES_TP_REDUCE_SCATTER)
                       : 0;
@@ -257,12 +272,16 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
     }
     /* every token once forward and once backward on every stage (DESIGN.md "Lossless"); without
      * gradients once forward and never backward */
+    static const char *const part_names[3] = {"pre-attention", "attention", "post-attention"};
     for (size_t c = 0; st == LT_OK && c < cells; c++) {
         size_t i = c % p->n_samples;
-        int stage = (int)(c / p->n_samples);
+        int at = (int)(c / p->n_samples);
+        char where[64];
+        if (parts) snprintf(where, sizeof where, "layer %d's %s", at / 3, part_names[at % 3]);
+        else snprintf(where, sizeof where, "stage %d", at);
         if (f_tokens[c] != p->lengths[i] || b_tokens[c] != (grads ? p->lengths[i] : 0))
-            st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu, sample %zu (%lld tokens), stage %d: %lld tokens forwarded "
-                         "and %lld backwarded, not each token once%s", step, i, (long long)p->lengths[i], stage,
+            st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu, sample %zu (%lld tokens), %s: %lld tokens forwarded "
+                         "and %lld backwarded, not each token once%s", step, i, (long long)p->lengths[i], where,
                          (long long)f_tokens[c], (long long)b_tokens[c], grads ? "" : " forward");
     }
     stats->seconds = exec_now() - pr.t0;
