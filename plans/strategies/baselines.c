@@ -840,6 +840,7 @@ static lt_status plan_auto(lt_strategies *p, uint64_t step, const int64_t *lengt
     lt_status first_st = LT_OK;
     for (int si = 0; si < LT_STRATEGY_AUTO; si++) {
         lt_strategy s = (lt_strategy)si;
+        if (s == LT_STRATEGY_HELIXPIPE) continue; /* not yet: the distributed engine does not run its layer parts */
         lt_error e;
         lt_error_clear(&e);
         lt_status st = plan_one(p, s, step, lengths, n, &trial, &e);
@@ -896,6 +897,7 @@ lt_status lt_strategies_plan_step(lt_strategies *p, lt_strategy s, uint64_t step
     case LT_STRATEGY_CHUNKFLOW:
     case LT_STRATEGY_INFINIPIPE:
     case LT_STRATEGY_SLIMPACK:
+    case LT_STRATEGY_HELIXPIPE:
     case LT_STRATEGY_AUTO: break;
     default: return lt_fail(err, LT_ERR_USAGE, NULL, "unknown strategy %d", (int)s);
     }
@@ -928,6 +930,9 @@ static lt_status plan_one(lt_strategies *p, lt_strategy s, uint64_t step, const 
     case LT_STRATEGY_INFINIPIPE:
         st = p->ip ? LT_OK : lt_infinipipe_create(&p->ip, &p->pc, err);
         if (st == LT_OK) st = lt_infinipipe_plan(p->ip, step, lengths, n, out, err);
+        break;
+    case LT_STRATEGY_HELIXPIPE:
+        st = lt_helixpipe_plan(&p->pc, &p->sim, &p->ctx, &p->pack, step, lengths, n, out, err);
         break;
     case LT_STRATEGY_SLIMPACK:
         st = p->sp ? LT_OK : lt_slimpack_create(&p->sp, &p->pc, err);

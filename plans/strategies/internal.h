@@ -19,6 +19,7 @@
 #include "lib/error.h"               /* lt_status, lt_error */
 #include "plans/cost/cost.h"         /* lt_cost_model, lt_cost_sim_ctx */
 #include "plans/strategies/milp.h"   /* lt_milp_status, lt_milp_options */
+#include "plans/strategies/packing.h" /* lt_packing */
 #include "plans/strategies/plan.h"   /* lt_step_plan, lt_plan_config */
 #include "plans/schedule/schedule.h" /* lt_schedule */
 #include "plans/schedule/sim.h"      /* lt_sim */
@@ -99,5 +100,10 @@ void lt_slimpack_free(lt_slimpack *sp); /* NULL-safe */
  * cp DP ranks each); DP-Merge groups g pipelines, CP degree g x cp <= max_cp. */
 lt_status lt_slimpack_plan(lt_slimpack *sp, uint64_t step, const int64_t *lengths, size_t n, int cp,
                            lt_step_plan *out, lt_error *err);
+
+/* HelixPipe (plans/strategies/helixpipe.c; HelixPipe 4.2-4.4): with the planner's scratch
+ * (sim, ctx, packing). Errors as lt_strategies_plan_step. */
+lt_status lt_helixpipe_plan(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ctx *ctx, lt_packing *pack,
+                            uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out, lt_error *err);
 
 #endif /* LT_STRATEGY_INT_H */

@@ -12,7 +12,7 @@
 #include "plans/schedule/sim.h" /* lt_sim_run_group, LT_SIM_SOLO */
 
 static const char *const strategy_names[LT_STRATEGY_COUNT] = {
-    "megatron", "gpipe", "seq1f1b", "chunkflow", "infinipipe", "slimpack", "auto",
+    "megatron", "gpipe", "seq1f1b", "chunkflow", "infinipipe", "slimpack", "helixpipe", "auto",
 };
 
 const char *lt_strategy_name(lt_strategy s) {
@@ -35,7 +35,7 @@ lt_status lt_strategy_parse(const char *name, const char *where, lt_strategy *ou
         }
     }
     lt_fail(err, LT_ERR_USAGE, where, "unknown strategy '%s'", name ? name : "");
-    lt_error_hint(err, "strategies: megatron gpipe seq1f1b chunkflow infinipipe slimpack auto");
+    lt_error_hint(err, "strategies: megatron gpipe seq1f1b chunkflow infinipipe slimpack helixpipe auto");
     return LT_ERR_USAGE;
 }
 

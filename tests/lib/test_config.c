@@ -259,7 +259,7 @@ static void test_schema_contract_keys(void **state) {
         assert_int_equal(k->type, need[i].type);
     }
     assert_string_equal(lt_config_find_key("plan", "strategy")->choices,
-                        "megatron gpipe seq1f1b chunkflow infinipipe slimpack auto");
+                        "megatron gpipe seq1f1b chunkflow infinipipe slimpack helixpipe auto");
     assert_string_equal(lt_config_find_key("data", "format")->choices, "auto wet jsonl wikixml parquet");
     assert_string_equal(lt_config_find_key("run", "log_level")->choices, "error warn info debug");
     assert_string_equal(lt_config_find_key("train", "backend")->choices, "cpu cuda");
@@ -479,12 +479,12 @@ static void test_bad_values(void **state) {
          "booleans are true/false, yes/no, on/off or 1/0"},
         {"[plan]\nstrategy = slimpak\n", "invalid choice 'slimpak' for plan.strategy",
          "did you mean 'slimpack'? choices: megatron gpipe seq1f1b chunkflow infinipipe slimpack "
-         "auto"},
+         "helixpipe auto"},
         {"[plan]\nstrategy = Megatron\n", "invalid choice 'Megatron' for plan.strategy",
          "did you mean 'megatron'? choices: megatron gpipe seq1f1b chunkflow infinipipe slimpack "
-         "auto"},
+         "helixpipe auto"},
         {"[plan]\nstrategy = zero-bubble\n", "invalid choice 'zero-bubble' for plan.strategy",
-         "choices: megatron gpipe seq1f1b chunkflow infinipipe slimpack auto"},
+         "choices: megatron gpipe seq1f1b chunkflow infinipipe slimpack helixpipe auto"},
         {"[run]\nlog_level = warning\n", "invalid choice 'warning' for run.log_level",
          "choices: error warn info debug"},
         {"[run]\nname = a\x01z\n", "invalid value for run.name: it contains a control character",
@@ -833,7 +833,7 @@ static void test_set_bad_forms(void **state) {
          "--set data.input=;b", "remove the blank before the ';'"},
         {"plan.strategy=fast", LT_ERR_CONFIG, "invalid choice 'fast' for plan.strategy",
          "--set plan.strategy=fast",
-         "choices: megatron gpipe seq1f1b chunkflow infinipipe slimpack auto"},
+         "choices: megatron gpipe seq1f1b chunkflow infinipipe slimpack helixpipe auto"},
     };
     lt_config *cfg = lt_config_new();
     char *before = lt_config_dump_string(cfg);

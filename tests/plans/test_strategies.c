@@ -760,7 +760,7 @@ static void test_usage_and_input_errors(void **state) {
     lt_error err;
     int64_t len[3] = {100, 8192, 5};
     assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_COUNT, 0, len, 3, &plan, &err), LT_ERR_USAGE);
-    assert_string_equal(err.what, "unknown strategy 7");
+    assert_string_equal(err.what, "unknown strategy 8");
     len[2] = 8193;
     assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_MEGATRON, 7, len, 3, &plan, &err), LT_ERR_INPUT);
     assert_non_null(strstr(err.what, "step 7: sample 2 has 8193 tokens"));
@@ -1007,6 +1007,87 @@ static void test_chunkflow_recompute_fallback(void **state) {
  * faster (relative 1e-9; a strategy over the memory cap is skipped); the runner-up is
  * another strategy, no faster than auto's pick and the fastest of the rest. MILPs without a
  * time limit: a solve stopped by the clock would depend on the machine's speed. */
+/* ---------------------------------------------------------------- helixpipe */
+
+/* helixpipe (HelixPipe 4.2-4.4.1) on every corpus: valid plans (lt_plan_validate), the
+ * megatron deal of best-fit-decreasing bins, every pipeline's micro-batches a multiple of
+ * 2 pp with every op a layer part, recomputation (without attention) only where the plan
+ * says so, and the same plan from a fresh planner; a short step split into micro-batches by slicing; a cap nothing fits. */
+static void test_helixpipe_plans(void **state) {
+    (void)state;
+    NEED_HW();
+    NEED_LENGTHS();
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 32768, 8, 80); /* (at 64K stage 0 needs ~95 GiB without zero1) */
+    pc.strategy = LT_STRATEGY_HELIXPIPE;
+    int64_t lengths[512];
+    lt_step_plan a, b;
+    lt_step_plan_init(&a);
+    lt_step_plan_init(&b);
+    lt_error err;
+    size_t *bin_of = malloc(512 * sizeof *bin_of);
+    assert_non_null(bin_of);
+    int recomputed = 0;
+    for (size_t f = 0; f < sizeof corpora / sizeof corpora[0]; f++) {
+        corpus_steps cs = open_steps(corpora[f], pc.context_len);
+        step_lengths(&cs, 5, lengths);
+        lt_strategies *p1 = planner_of(&pc), *p2 = planner_of(&pc);
+        if (lt_strategies_plan_step(p1, LT_STRATEGY_HELIXPIPE, 5, lengths, 512, &a, &err) != LT_OK)
+            fail_msg("%s: %s", corpora[f], err.what);
+        if (lt_plan_validate(&a, pc.cm.mem_cap, &err) != LT_OK) fail_msg("%s: lt_plan_validate: %s", corpora[f], err.what);
+        assert_int_equal(a.strategy, LT_STRATEGY_HELIXPIPE);
+        assert_int_equal(a.n_ranks, (size_t)pc.cm.dp);
+        ref_bfd(lengths, 512, pc.context_len, bin_of);
+        for (size_t i = 0; i < 512; i++) assert_int_equal(a.sample_rank[i], (int)(bin_of[i] % (size_t)pc.cm.dp));
+        long folds = param_of(a.params, "folds"), rc = param_of(a.params, "recompute");
+        assert_true(folds == 1 || folds == 2);
+        assert_true(param_of(a.params, "rounds") >= 1);
+        recomputed += rc == 1;
+        for (size_t r = 0; r < a.n_ranks; r++) {
+            const lt_schedule *s = &a.ranks[r].sched;
+            assert_int_equal(s->n_units % (size_t)(2 * pc.cm.pp), 0);
+            for (int g = 0; g < s->stages; g++)
+                for (size_t i = 0; i < s->stage[g].n; i++) {
+                    const lt_op *op = &s->stage[g].ops[i];
+                    assert_int_not_equal(op->part, LT_PART_ALL);
+                    if (!rc) assert_int_equal(op->recompute_layers, 0); /* (rc: some pipelines recompute) */
+                    if (op->part == LT_PART_ATTN) assert_int_equal(op->recompute_layers, 0);
+                }
+        }
+        if (lt_strategies_plan_step(p2, LT_STRATEGY_HELIXPIPE, 5, lengths, 512, &b, &err) != LT_OK)
+            fail_msg("second planner: %s", err.what);
+        assert_plans_equal(&a, &b);
+        lt_strategies_free(p1), lt_strategies_free(p2);
+        close_steps(&cs);
+    }
+    print_message("helixpipe: %d of %zu corpora recompute\n", recomputed, sizeof corpora / sizeof corpora[0]);
+    /* one pipeline, 2 samples, pp 4: 8 micro-batches, the samples cut into slices in token order */
+    lt_plan_config one = config_of("llama-7b", 1, 4, 1, 32768, 1, 80);
+    one.strategy = LT_STRATEGY_HELIXPIPE; /* (the baselines' tuning may fail under the cap below) */
+    lt_strategies *p = planner_of(&one);
+    int64_t two[2] = {30000, 100};
+    if (lt_strategies_plan_step(p, LT_STRATEGY_HELIXPIPE, 1, two, 2, &a, &err) != LT_OK) fail_msg("%s", err.what);
+    if (lt_plan_validate(&a, one.cm.mem_cap, &err) != LT_OK) fail_msg("lt_plan_validate: %s", err.what);
+    const lt_schedule *s = &a.ranks[0].sched;
+    assert_int_equal(s->n_units, 8);
+    int64_t next[2] = {0, 0};
+    for (size_t u = 0; u < s->n_units; u++)
+        for (uint32_t k = 0; k < s->units[u].n_slices; k++) {
+            const lt_slice *sl = &s->slices[s->units[u].first_slice + k];
+            assert_int_equal(sl->begin, next[sl->sample]); /* in token order, no gap */
+            next[sl->sample] = sl->end;
+        }
+    assert_int_equal(next[0], 30000), assert_int_equal(next[1], 100);
+    /* a cap nothing fits: the memory error names the step */
+    lt_strategies_free(p);
+    one.cm.mem_cap = 1e6;
+    p = planner_of(&one);
+    assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_HELIXPIPE, 1, two, 2, &a, &err), LT_ERR_INPUT);
+    assert_non_null(strstr(err.what, "step 1"));
+    lt_strategies_free(p);
+    free(bin_of);
+    lt_step_plan_free(&a), lt_step_plan_free(&b);
+}
+
 static void test_auto_is_the_fastest_on_every_corpus(void **state) {
     (void)state;
     NEED_HW();
@@ -1029,6 +1110,8 @@ static void test_auto_is_the_fastest_on_every_corpus(void **state) {
             bool ok[LT_STRATEGY_AUTO];
             lt_error err;
             for (int s = 0; s < LT_STRATEGY_AUTO; s++) {
+                ok[s] = false;
+                if (s == LT_STRATEGY_HELIXPIPE) continue; /* not among auto's candidates yet (baselines.c) */
                 lt_status st = lt_strategies_plan_step(p, (lt_strategy)s, step, lengths, 512, &alone, &err);
                 ok[s] = st == LT_OK;
                 if (st == LT_ERR_INPUT) continue; /* over the memory cap */
@@ -1084,6 +1167,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_chunkflow_grid_picks_the_fastest_fitting_pair),
         cmocka_unit_test(test_chunkflow_memory_error),
         cmocka_unit_test(test_chunkflow_recompute_fallback),
+        cmocka_unit_test(test_helixpipe_plans),
         cmocka_unit_test(test_auto_is_the_fastest_on_every_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

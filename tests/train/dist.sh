@@ -18,7 +18,8 @@
 #     --resume from the last complete checkpoint (a half-written one, parts without a
 #     manifest, is ignored) ends with the same parts as an uninterrupted run; SIGUSR2
 #     stops after the step with a checkpoint and exit status 75, --resume finishes the same;
-#   - layout errors: a world that is not dp x pp, a plan for another layout;
+#   - layout errors: a world that is not dp x pp, a plan for another layout; helixpipe's
+#     layer-part ops (one process runs them: tests/train/oracle.sh) refused by name;
 #   - tensor parallelism (parallel.tp): tests/train/dist_tp.sh, on the same setup
 #     (tests/train/dist_common.sh);
 #   - the cpu-bf16 test backend (2-byte elements, the GPU's host logic): megatron, seq1f1b,
@@ -87,6 +88,18 @@ elif grep -q 'was planned for 2 DP ranks x 2 stages; this job runs 1 x 4' "$tmp/
   ok "a plan for dp 2 x pp 2 on a dp 1 x pp 4 job: refused by the ranks, naming both layouts"
 else
   notok "a plan for another layout refused with a clear reason" "$tmp/l4.err"
+fi
+
+# HelixPipe's layer parts: the distributed engine does not run them yet, and says so
+if ! plan hx-dp1-pp2 helixpipe 1 2; then
+  notok "planner build helixpipe, dp 1, pp 2" "$tmp/hx-dp1-pp2.plan"
+elif "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --db "$tmp/hx-dp1-pp2.db" \
+       --data "$tmp/data" >"$tmp/hx.out" 2>"$tmp/hx.err"; then
+  notok "helixpipe plans over mpirun refused (exit 0)" "$tmp/hx.out"
+elif grep -q 'the distributed engine does not run layer parts yet' "$tmp/hx.err"; then
+  ok "helixpipe plans over 2 ranks: refused by name (layer parts run in one process so far)"
+else
+  notok "helixpipe plans over mpirun refused with a clear reason" "$tmp/hx.err"
 fi
 
 # srun -n 4 without an MPI plugin (its environment without PMIx): refused, not run 4 times

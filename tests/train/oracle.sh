@@ -76,7 +76,7 @@ oracle() {
 
 for layout in "1 2" "2 1" "2 2" "1 4" "4 1"; do
   set -- $layout
-  for s in megatron gpipe seq1f1b chunkflow infinipipe slimpack auto; do
+  for s in megatron gpipe seq1f1b chunkflow infinipipe slimpack helixpipe auto; do
     name="$s-dp$1-pp$2"
     if plan "$name" "$s" "$1" "$2"; then oracle "$name" "$s, dp $1, pp $2"
     else notok "planner build $s, dp $1, pp $2" "$tmp/$name.plan"; fi

@@ -22,8 +22,8 @@
  *   - HelixPipe (4.2, 4.3): the attention-parallel partition's layer-part ops of the naive and
  *     two-fold FILO schedules (lt_sched_helixpipe_folds) over 2 and 4 stages, on four
  *     micro-batches (sample 2 sliced in two with K/V context): within 1e-5 of whole, every
- *     (layer, part) position forwarded and backwarded once; recompute on a part and the
- *     distributed engine refused by name (not executable yet);
+ *     (layer, part) position forwarded and backwarded once; with recomputation without
+ *     attention (4.4.1) bit-identical;
  *   - a scoring plan (lt_plan_scoring, the validation loss: forward only, grads = NULL) of the
  *     three samples at dp 1 and 2, pp 1 and 2: the loss equals every sample run whole
  *     without gradients (lt_llama_step_units) within 1e-6, no token backwarded, a K/V
@@ -456,17 +456,26 @@ static void test_helixpipe(void **state) {
         double rel = max_rel(f, f->got, f->ref);
         if (rel > 1e-5) fail_msg("%d stages, %d folds: gradients %.3g from whole", P, folds, rel);
         assert_int_equal(es.ops_run, lt_schedule_n_ops(&r->sched));
-        /* recomputation without attention (4.4.1) is not executable yet: refused by name */
-        if (k == 0) {
-            for (size_t i = 0; i < r->sched.stage[0].n; i++)
-                if (r->sched.stage[0].ops[i].part == LT_PART_POST) r->sched.stage[0].ops[i].recompute_layers = 1;
-            for (size_t i = 0; i < r->sched.stage[1].n; i++)
-                if (r->sched.stage[1].ops[i].part == LT_PART_POST) r->sched.stage[1].ops[i].recompute_layers = 1;
-            expect_refusal(f, &p, "recomputes a layer part (HelixPipe 4.4.1): not executable yet");
-        } else {
-            lt_step_plan_free(&p);
-        }
+        lt_step_plan_free(&p);
+        /* with recomputation without attention (4.4.1): the same gradients */
+        r = plan_one_rank(&p);
+        p.pp = P;
+        lt_schedule_free(&r->sched);
+        assert_int_equal(lt_schedule_init(&r->sched, P, LAYERS, NULL), LT_OK);
+        lt_schedule_add_slice(&r->sched, 0, 0, 20), lt_schedule_add_unit(&r->sched, 0, 1);
+        lt_schedule_add_slice(&r->sched, 1, 0, 7), lt_schedule_add_unit(&r->sched, 1, 1);
+        lt_schedule_add_slice(&r->sched, 2, 0, 15), lt_schedule_add_unit(&r->sched, 2, 1);
+        lt_schedule_add_slice(&r->sched, 2, 15, 45), lt_schedule_add_unit(&r->sched, 3, 1);
+        assert_int_equal(lt_sched_helixpipe_folds(&r->sched, NULL, 4, folds, 1, &err), LT_OK);
+        free(r->ops);
+        r->ops = calloc(lt_schedule_n_ops(&r->sched) + 1, sizeof *r->ops);
+        assert_non_null(r->ops);
+        run_plan(f, &p, f->got2, &f->vgot2, &es);
+        assert_memory_equal(f->got2, f->got, f->m.n_params * sizeof(float));
+        lt_step_plan_free(&p);
     }
+    /* layer parts under the distributed engine are refused by name: checked in
+     * tests/train/dist.sh (this test runs in one process) */
 }
 
 /* A scoring plan: forward only, every layout gives the loss of the samples run whole. */

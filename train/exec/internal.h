@@ -219,7 +219,7 @@ void exec_transfers_free(pipe_run *pr);
 /* Op v (F / FK, B): a whole-layer op through the model's group passes, or one of HelixPipe's
  * layer parts (op->part != LT_PART_ALL: lt_llama_forward_part / lt_llama_backward_part; a
  * group of one, in one process; the layer's activations live in its pre-attention F's state,
- * its part gradients in its post-attention B's). */
+ * its part gradients in its post-attention B's; a part's recompute runs as keeping). */
 lt_status exec_forward(pipe_run *pr, uint32_t v, lt_error *err);
 lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err);
 

@@ -1,0 +1,260 @@
+/*
+ * plans/strategies/helixpipe.c — the helixpipe strategy (HelixPipe 4.2, 4.3, 4.4.1): the
+ * attention-parallel partition with the two-fold FILO schedule, over micro-batches of packed
+ * samples.
+ *
+ * A step's samples are packed best-fit decreasing into micro-batches of plan.context_len
+ * tokens (the megatron baseline's packing), dealt round-robin over the dp pipelines (no
+ * context parallelism). The two-fold FILO schedule admits loops of 2p micro-batches
+ * (HelixPipe 4.3: uniform batches, m a multiple of 2p); the rest of a step is handled by
+ * splitting micro-batches until each pipeline's count is a multiple of 2p: the costliest
+ * micro-batch (forward FLOPs of one layer, cost.h) is split in two, its samples shared out
+ * (the longest first, each to the lighter half) when it holds several, or its one sample cut
+ * into two slices of equal forward cost with K/V context (the later slice attending to the
+ * earlier one's keys and values, as seq1f1b's pieces do) when it holds one. So no micro-batch
+ * is padded and no sample dropped; the price is smaller micro-batches where a pipeline has few,
+ * which the simulator prices (more per-op overhead, shorter attention per op). A sample of one
+ * token cannot be cut: a pipeline whose micro-batches cannot reach the multiple (fewer tokens
+ * than 2p) runs the naive FILO schedule (one micro-batch a slot, m a multiple of p) or, failing
+ * that too, is refused by name.
+ *
+ * Memory: the FILO schedule keeps every micro-batch of a loop sequence in flight (HelixPipe
+ * Table 2: activation memory grows with m), so a pipeline whose step does not fit plan.mem
+ * runs in rounds: consecutive groups of whole loops, each a complete FILO schedule (every
+ * forward, then every backward) appended after the previous one on every stage, a round
+ * never splitting a sample's slices. Per pipeline the fastest fitting choice among the round
+ * sizes (the whole step first), of the two-fold schedule and of the naive one (loops of p
+ * micro-batches: half the two-fold's smallest round), and, for each, without recomputation, else with
+ * "recomputation without attention" (4.4.1: the pre- and post-attention parts keep only their
+ * inputs, the attention its inputs and outputs); when none fits, the smallest rounds with
+ * recomputation, and the memory check of lt_plan_finish names the step. More rounds cost a
+ * fill and drain each: the simulator prices them.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/error.h"                /* lt_fail */
+#include "plans/strategies/internal.h"
+#include "plans/strategies/packing.h" /* lt_pack_best_fit_decreasing, lt_split_equal_cost */
+
+/* A micro-batch being formed: slices [first, first + n) of the pipeline's slice list. */
+typedef struct hx_slice {
+    int32_t sample;
+    int64_t begin, end;
+} hx_slice;
+
+typedef struct hx_pipe {
+    hx_slice *sl;    /* slices, micro-batch by micro-batch */
+    size_t n_sl, cap_sl;
+    size_t *mb;      /* [n_mb + 1] micro-batch b = sl[mb[b] .. mb[b + 1]) */
+    size_t n_mb, cap_mb;
+} hx_pipe;
+
+static void push_slice(hx_pipe *h, int32_t sample, int64_t begin, int64_t end) {
+    if (h->n_sl == h->cap_sl) {
+        h->cap_sl = h->cap_sl ? 2 * h->cap_sl : 16;
+        h->sl = lt_realloc_check(h->sl, h->cap_sl * sizeof *h->sl);
+    }
+    h->sl[h->n_sl++] = (hx_slice){sample, begin, end};
+}
+
+static void close_mb(hx_pipe *h) {
+    if (h->n_mb + 2 > h->cap_mb) {
+        h->cap_mb = h->cap_mb ? 2 * h->cap_mb : 16;
+        h->mb = lt_realloc_check(h->mb, h->cap_mb * sizeof *h->mb);
+    }
+    if (h->n_mb == 0) h->mb[0] = 0;
+    h->mb[++h->n_mb] = h->n_sl;
+}
+
+/* One layer's forward FLOPs of a slice (GEMMs + causal attention over its context). */
+static double slice_cost(const lt_cost_model *cm, const hx_slice *s) {
+    double t = (double)(s->end - s->begin);
+    return lt_cost_linear_flops(cm, LT_PART_ALL, t) + lt_cost_attention_flops(cm, (double)s->begin, (double)s->end);
+}
+
+static double mb_cost(const lt_cost_model *cm, const hx_pipe *h, size_t b) {
+    double c = 0;
+    for (size_t i = h->mb[b]; i < h->mb[b + 1]; i++) c += slice_cost(cm, &h->sl[i]);
+    return c;
+}
+
+/* Split micro-batch b in two (the file comment), keeping the order of the others: the two
+ * halves take b's place. Returns false when b cannot be split (one slice of one token). */
+static bool split_mb(const lt_cost_model *cm, hx_pipe *h, size_t b) {
+    size_t lo = h->mb[b], hi = h->mb[b + 1], n = hi - lo;
+    if (n == 1 && h->sl[lo].end - h->sl[lo].begin < 2) return false;
+    hx_slice *old = lt_malloc_check(n * sizeof *old);
+    memcpy(old, h->sl + lo, n * sizeof *old);
+    hx_slice *a = lt_malloc_check((n + 1) * sizeof *a), *z = lt_malloc_check((n + 1) * sizeof *z);
+    size_t na = 0, nz = 0;
+    if (n == 1) { /* one slice: two of equal forward cost, the later attending to the earlier's K/V */
+        int64_t len = old[0].end - old[0].begin, cuts[3];
+        /* the slice as a document of its own: its context's attention is the same in both
+         * halves' share, so the cut of equal cost over [0, len) is taken (a close enough split) */
+        lt_split_equal_cost(&len, 1, lt_cost_linear_flops(cm, LT_PART_ALL, 1.0), lt_cost_attention_flops(cm, 0.0, 1.0),
+                            2, cuts);
+        a[na++] = (hx_slice){old[0].sample, old[0].begin, old[0].begin + cuts[1]};
+        z[nz++] = (hx_slice){old[0].sample, old[0].begin + cuts[1], old[0].end};
+    } else { /* several: longest-processing-time first into the lighter half, then each half in
+                the original order (a sample's slices stay in token order) */
+        size_t *idx = lt_malloc_check(n * sizeof *idx);
+        bool *in_a = lt_calloc_check(n, sizeof *in_a);
+        for (size_t i = 0; i < n; i++) idx[i] = i;
+        for (size_t i = 1; i < n; i++) /* by decreasing cost, ties by position (insertion sort: n is small) */
+            for (size_t j = i; j > 0 && slice_cost(cm, &old[idx[j]]) > slice_cost(cm, &old[idx[j - 1]]); j--) {
+                size_t t = idx[j];
+                idx[j] = idx[j - 1], idx[j - 1] = t;
+            }
+        double ca = 0, cz = 0;
+        for (size_t i = 0; i < n; i++) {
+            double c = slice_cost(cm, &old[idx[i]]);
+            if (ca <= cz) in_a[idx[i]] = true, ca += c;
+            else cz += c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (in_a[i]) a[na++] = old[i];
+            else z[nz++] = old[i];
+        }
+        free(idx), free(in_a);
+    }
+    /* rebuild: the halves in b's place (n slices become na + nz = n or n + 1) */
+    size_t grow = na + nz - n;
+    for (size_t g = 0; g < grow; g++) push_slice(h, 0, 0, 0); /* room */
+    memmove(h->sl + hi + grow, h->sl + hi, (h->n_sl - grow - hi) * sizeof *h->sl);
+    memcpy(h->sl + lo, a, na * sizeof *a);
+    memcpy(h->sl + lo + na, z, nz * sizeof *z);
+    close_mb(h); /* one more micro-batch: shift the boundaries after b */
+    for (size_t k = h->n_mb; k > b + 1; k--) h->mb[k] = h->mb[k - 1] + grow;
+    h->mb[b + 1] = lo + na;
+    free(old), free(a), free(z);
+    return true;
+}
+
+/* Split the costliest splittable micro-batch until the count is a multiple of `mult` (or 0).
+ * Returns false when no micro-batch can be split further. */
+static bool reach_multiple(const lt_cost_model *cm, hx_pipe *h, size_t mult) {
+    while (h->n_mb % mult != 0) {
+        size_t best = SIZE_MAX;
+        double best_c = -1;
+        for (size_t b = 0; b < h->n_mb; b++) {
+            size_t lo = h->mb[b];
+            if (h->mb[b + 1] - lo == 1 && h->sl[lo].end - h->sl[lo].begin < 2) continue;
+            double c = mb_cost(cm, h, b);
+            if (c > best_c) best_c = c, best = b;
+        }
+        if (best == SIZE_MAX || !split_mb(cm, h, best)) return false;
+    }
+    return true;
+}
+
+/* May a round end before micro-batch b (no sample's slices on both sides)? A sample cut into
+ * slices sits in adjacent micro-batches of one slice each (split_mb), so b - 1 and b tell. */
+static bool cuttable(const hx_pipe *h, size_t b) {
+    if (b == 0 || b >= h->n_mb) return true;
+    for (size_t i = h->mb[b - 1]; i < h->mb[b]; i++)
+        for (size_t j = h->mb[b]; j < h->mb[b + 1]; j++)
+            if (h->sl[i].sample == h->sl[j].sample) return false;
+    return true;
+}
+
+/* Schedule s (its units the micro-batches of h, in order) as rounds of about `per` micro-batches
+ * (a multiple of `block` = folds x p), each a whole FILO schedule appended after the previous
+ * one on every stage, a round ending only where no sample spans the cut (a sample's slices
+ * share one round: their K/V and dK/dV order stays inside it). Returns the rounds made. */
+static size_t build_rounds(lt_schedule *s, const hx_pipe *h, size_t block, size_t per, int folds, int rc,
+                           uint32_t *order, lt_error *err, lt_status *st) {
+    for (int g = 0; g < s->stages; g++) s->stage[g].n = 0;
+    size_t rounds = 0;
+    for (size_t start = 0; *st == LT_OK && start < h->n_mb; rounds++) {
+        size_t end = start + per < h->n_mb ? start + per : h->n_mb;
+        while (end < h->n_mb && !cuttable(h, end)) end += block;
+        *st = lt_sched_helixpipe_folds(s, order + start, end - start, folds, rc, err);
+        start = end;
+    }
+    return rounds;
+}
+
+lt_status lt_helixpipe_plan(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ctx *ctx, lt_packing *pack,
+                            uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out, lt_error *err) {
+    const lt_cost_model *cm = &pc->cm;
+    int P = cm->pp, dp = cm->dp;
+    lt_status st = lt_plan_start(pc, out, LT_STRATEGY_HELIXPIPE, step, lengths, n, (size_t)dp, 1, err);
+    if (st != LT_OK) return st;
+    lt_pack_best_fit_decreasing(pack, lengths, n, pc->context_len);
+    hx_pipe *hp = lt_calloc_check((size_t)dp, sizeof *hp);
+    for (size_t b = 0; b < pack->n_bins; b++) {
+        int r = (int)(b % (size_t)dp); /* the deal: bins round-robin, in creation order */
+        for (size_t i = pack->bin_start[b]; i < pack->bin_start[b + 1]; i++) {
+            uint32_t s = pack->members[i];
+            out->sample_rank[s] = r;
+            push_slice(&hp[r], (int32_t)s, 0, lengths[s]);
+        }
+        close_mb(&hp[r]);
+    }
+    int folds_used = 2, rc_used = 0;
+    size_t rounds_used = 0;
+    uint32_t *order = NULL;
+    for (int r = 0; st == LT_OK && r < dp; r++) {
+        hx_pipe *h = &hp[r];
+        int folds = 2;
+        if (h->n_mb > 0 && !reach_multiple(cm, h, (size_t)(2 * P))) { /* (splits kept: naive FILO needs a multiple of p) */
+            folds = 1;
+            if (!reach_multiple(cm, h, (size_t)P))
+                st = lt_fail(err, LT_ERR_INPUT, NULL, "step %" PRIu64 ", pipeline %d: %zu micro-batches of too few tokens "
+                             "for HelixPipe's FILO schedule over %d stages (it needs a multiple of %d)", step, r,
+                             h->n_mb, P, P);
+        }
+        if (st != LT_OK) break;
+        lt_schedule *s = &out->ranks[r].sched;
+        for (size_t b = 0; b < h->n_mb; b++) {
+            uint32_t first = (uint32_t)s->n_slices;
+            for (size_t i = h->mb[b]; i < h->mb[b + 1]; i++) lt_schedule_add_slice(s, h->sl[i].sample, h->sl[i].begin, h->sl[i].end);
+            lt_schedule_add_unit(s, first, (uint32_t)(h->mb[b + 1] - h->mb[b]));
+        }
+        order = lt_realloc_check(order, (h->n_mb + 1) * sizeof *order);
+        for (size_t b = 0; b < h->n_mb; b++) order[b] = (uint32_t)b;
+        /* FILO holds every micro-batch of a round in flight (HelixPipe Table 2: memory grows
+         * with m): the fastest fitting (folds, round size, recompute), the two-fold schedule
+         * and the whole step as one round first; none fitting: the naive FILO's smallest
+         * rounds (p micro-batches) with recompute, whose memory error lt_plan_finish reports */
+        double best_t = -1;
+        size_t best_per = (size_t)P;
+        int best_rc = 1, best_folds = 1;
+        for (int fo = folds; st == LT_OK && fo >= 1; fo--) {
+            size_t block = (size_t)fo * (size_t)P, blocks = h->n_mb / block;
+            for (size_t k = blocks; st == LT_OK && k >= 1; k--) {
+                if (k < blocks && (blocks + k - 1) / k == (blocks + k) / (k + 1)) continue; /* same rounds as k + 1 */
+                for (int rc = 0; st == LT_OK && rc <= 1; rc++) {
+                    build_rounds(s, h, block, k * block, fo, rc, order, err, &st);
+                    if (st == LT_OK) st = lt_plan_simulate(sim, ctx, cm, s, NULL, err);
+                    if (st != LT_OK || lt_plan_max_peak(sim) > cm->mem_cap) continue;
+                    if (best_t < 0 || sim->step_time < best_t)
+                        best_t = sim->step_time, best_per = k * block, best_rc = rc, best_folds = fo;
+                    break; /* (recompute only adds time where no recompute fits) */
+                }
+            }
+        }
+        if (st == LT_OK && h->n_mb > 0) {
+            size_t rounds = build_rounds(s, h, (size_t)best_folds * (size_t)P, best_per, best_folds, best_rc, order, err,
+                                         &st);
+            if (rounds > rounds_used) rounds_used = rounds;
+            if (best_rc > rc_used) rc_used = best_rc;
+            if (best_folds < folds_used) folds_used = best_folds;
+        }
+    }
+    free(order);
+    for (int r = 0; st == LT_OK && r < dp; r++) st = lt_plan_finish_rank(sim, ctx, cm, &out->ranks[r], err);
+    size_t mbs = 0;
+    for (int r = 0; r < dp; r++) {
+        mbs += hp[r].n_mb;
+        free(hp[r].sl), free(hp[r].mb);
+    }
+    free(hp);
+    if (st != LT_OK) return st;
+    snprintf(out->params, sizeof out->params, "folds=%d recompute=%d rounds=%zu microbatches=%zu", folds_used, rc_used,
+             rounds_used, mbs);
+    return lt_plan_finish(pc, out, lt_plan_max_dp_sync(cm), err);
+}
