@@ -203,13 +203,16 @@ static double linear_flops(const lt_cost_model *cm, int cp, lt_op_part part, dou
     double h = hidden(cm);
     /* HelixPipe Table 1: QKV linear 6bsh^2 (MHA), O linear 2bsh^2, MLP 8bsh^2 x 2 (GPT) */
     tokens /= cp; /* context parallelism: each GPU of the CP group holds tokens / c */
-    double pre = 2.0 * tokens * h * (hq(cm) + 2.0 * kv_local(cm));
+    double qkv = 2.0 * tokens * h * (hq(cm) + 2.0 * kv_local(cm));
     double post = 2.0 * tokens * (hq(cm) * h + ffn_mats(cm) * h * (double)cm->model.ffn / cm->tp);
+    /* HelixPipe 4.2: the QKV linear runs in the attention part (its input and weights cross
+     * the pre-attention / attention boundary instead of Q, K and V); the pre-attention part is
+     * the norm, no GEMM */
     switch (part) {
-    case LT_PART_ALL: return pre + post;
-    case LT_PART_PRE: return pre;
+    case LT_PART_ALL: return qkv + post;
+    case LT_PART_PRE: return 0.0;
     case LT_PART_POST: return post;
-    case LT_PART_ATTN: return 0.0;
+    case LT_PART_ATTN: return qkv;
     }
     return 0.0;
 }
@@ -332,8 +335,8 @@ double lt_cost_act_elems(const lt_cost_model *cm, lt_op_part part, bool recomput
         /* norm input, QKV input, Q, K, V, attention output, norm input, MLP input, MLP
          * intermediates (HelixPipe Table 1: 16h for GPT); recomputed: the layer input */
         return recomputed ? q : 6.0 * q + kv_here + mlp;
-    case LT_PART_PRE: return recomputed ? q : 2.0 * q;
-    case LT_PART_ATTN: return recomputed ? q + kv_here : 2.0 * q + kv_here;
+    case LT_PART_PRE: return q; /* the norm's input (recomputed: the same input, kept) */
+    case LT_PART_ATTN: return recomputed ? 2.0 * q + kv_here : 3.0 * q + kv_here; /* QKV input, Q, K, V, output */
     case LT_PART_POST: return recomputed ? 2.0 * q : 3.0 * q + mlp;
     }
     return 0.0;
@@ -446,8 +449,8 @@ double lt_cost_dp_bytes(const lt_cost_model *cm, int stage) {
 static int part_collectives(lt_op_part part, bool backward) {
     switch (part) {
     case LT_PART_ALL: return backward ? 6 : 4;
-    case LT_PART_PRE: return backward ? 2 : 1;
-    case LT_PART_ATTN: return 0;
+    case LT_PART_PRE: return 0;
+    case LT_PART_ATTN: return backward ? 2 : 1; /* (the QKV linear's: HelixPipe 4.2 moves it here) */
     case LT_PART_POST: return backward ? 4 : 3;
     }
     return 0;
@@ -475,18 +478,29 @@ double lt_cost_tp_bytes(const lt_cost_model *cm, const lt_slice *slices, size_t 
 }
 
 /* Elements per token (per GPU) an op sends along the model path: forward outputs, backward
- * input gradients. PRE sends Q, K, V and the residual; ATTN the attention output and the
- * residual (HelixPipe 4.2: 2bsh); whole layers and POST the hidden state. */
+ * input gradients. HelixPipe 4.2: across both boundaries of the attention part two hidden
+ * states travel (2bsh): forward, PRE sends the QKV linear's input and the residual, ATTN the
+ * attention output and the residual; backward, their gradients; whole layers and POST the
+ * hidden state (and PRE's backward the layer input's gradient). */
 static double out_elems(const lt_cost_model *cm, const lt_op *op) {
-    double q = hq(cm), kv = 2.0 * kv_local(cm);
+    double q = hq(cm);
     bool fwd = op->kind != LT_OP_B;
     switch ((lt_op_part)op->part) {
     case LT_PART_ALL: return q;
-    case LT_PART_PRE: return fwd ? 2.0 * q + kv : q;
-    case LT_PART_ATTN: return fwd ? 2.0 * q : 2.0 * q + kv;
+    case LT_PART_PRE: return fwd ? 2.0 * q : q;
+    case LT_PART_ATTN: return 2.0 * q;
     case LT_PART_POST: return fwd ? q : 2.0 * q;
     }
     return 0.0;
+}
+
+/* Bytes an op sends besides its tokens' (HelixPipe 4.2: "transfers the QKV linear
+ * parameters along with its input", 3h^2 for MHA): a PRE F sends the QKV weights of its layers
+ * (this GPU's share) to the attention, whose B returns their gradients. */
+static double out_weight_bytes(const lt_cost_model *cm, const lt_op *op) {
+    bool carries = (op->part == LT_PART_PRE && op->kind != LT_OP_B) || (op->part == LT_PART_ATTN && op->kind == LT_OP_B);
+    if (!carries) return 0.0;
+    return (double)op_layers(op) * hidden(cm) * (hq(cm) + 2.0 * kv_local(cm)) * cm->act_bytes;
 }
 
 /* ------------------------------------------------------------------ ops */
@@ -618,7 +632,7 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
 
     /* P2P payload: nothing after the model's end (forward) or before its start (backward) */
     bool edge = backward ? op_starts_model(op) : head;
-    if (!edge) out->cost.out_bytes = local * out_elems(cm, op) * cm->act_bytes;
+    if (!edge) out->cost.out_bytes = local * out_elems(cm, op) * cm->act_bytes + out_weight_bytes(cm, op);
 }
 
 void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv, const lt_op *op,

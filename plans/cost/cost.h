@@ -7,7 +7,7 @@
  *
  * FLOPs (multiply-add = 2), per GPU, forward, per layer (InfiniPipe 3.1.2 Eq. 1; SlimPack
  * 2.1.1; HelixPipe Table 1), h = hidden, kv = key/value width, f = ffn, V = vocab, t = TP:
- *   pre-attention  (norm + QKV projection)    2 T h (h + 2 kv) / t (K/V heads replicate
+ *   QKV projection                            2 T h (h + 2 kv) / t (K/V heads replicate
  *                                             once t > kv_heads)
  *   attention core (QK^T and AV, causal)      2 h (end^2 - begin^2) / t per slice [begin, end)
  *   post-attention (output projection + MLP)  2 T (h h + m h f) / t,  m = 3 SwiGLU / 2 GELU
@@ -26,6 +26,11 @@
  * head (the profile's logit_bytes = 0: the CPU trainer's, llm.c's way) computes its backward
  * during the F over the model's end, so that F carries the head's forward + backward and the
  * B over the end none of it (FLOPs and time).
+ * HelixPipe's layer parts (plans/schedule/schedule.h lt_op_part) split a layer as the trainer
+ * runs them (train/model/model.h lt_llama_forward_part): PRE the first norm (no GEMM), ATTN
+ * the QKV projection and the attention core (HelixPipe 4.2 moves the QKV linear to the
+ * attention, sending its input and weights, 2bsh + 3h^2, instead of Q, K and V), POST the
+ * output projection and the MLP.
  *
  * Memory per GPU (bf16 activations, flash attention: no T^2 term; Korthikanti et al. /
  * HelixPipe Table 1: 16 h elements per token per GPT layer; TP with sequence parallelism
@@ -176,7 +181,8 @@ lt_status lt_cost_model_set_cp(lt_cost_model *cm, int cp, lt_error *err);
  * attention with load-balanced causal chunks gives every GPU the same share of the causal
  * attention work). */
 
-/* Forward GEMM FLOPs of one layer's `part` for `tokens` tokens (ALL = PRE + POST; ATTN: 0). */
+/* Forward GEMM FLOPs of one layer's `part` for `tokens` tokens (ALL = ATTN + POST: the QKV
+ * projection in ATTN, the rest in POST; PRE: 0). */
 double lt_cost_linear_flops(const lt_cost_model *cm, lt_op_part part, double tokens);
 /* Forward attention FLOPs of one layer for the slice [begin, end): 2 h (end^2 - begin^2) / (t c). */
 double lt_cost_attention_flops(const lt_cost_model *cm, double begin, double end);
@@ -209,8 +215,9 @@ double lt_cost_executed_flops(const lt_cost_model *cm, const lt_op_flops *f, lt_
  * (2 x ceil(kv_heads / t) heads; Megatron replicates K/V heads when t exceeds them), mlp = 3f/t
  * SwiGLU (gate and up outputs, down input) or 2f/t GELU:
  *   ALL   full 6hq + kv2 + mlp (16h for GPT at t = 1: HelixPipe Table 1); recomputed: hq
- *   PRE   full 2hq (norm input, QKV input); recomputed hq
- *   ATTN  full 2hq + kv2 (Q, K, V, output); recomputed hq + kv2 (Q, K, V)
+ *   PRE   hq (the norm's input), recomputed or not
+ *   ATTN  full 3hq + kv2 (QKV input, Q, K, V, output: HelixPipe 4.2 moves the QKV linear
+ *         here); recomputed 2hq + kv2 (its input and output, 4.4.1; K and V stay)
  *   POST  full 3hq + mlp (attention output, norm input, MLP input, MLP intermediates);
  *         recomputed 2hq (attention output, residual)
  * kv_separate: the slice's K and V are held as kv_bytes instead (no kv2 here). */
