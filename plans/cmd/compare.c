@@ -24,7 +24,11 @@
  *                collectives and the exposed CP ring included;
  *   cv_bwd       the same for B ops over the backward units (an asymmetric schedule's
  *                bunits, else the units), recompute_layers 0;
- *   merges       DP-Merge groups (SlimPack 4.1.1) summed over the steps.
+ *   merges       DP-Merge groups (SlimPack 4.1.1) summed over the steps;
+ *   x_bound      the mean predicted step time over the mean of the steps' lower bounds
+ *                (lt_cost_step_bound, docs/strategies.md "The lower bound": the step's
+ *                compute spread over every GPU, no bubble, no exposed communication): how far
+ *                from any schedule's best the strategy is ("1.08x" = 8 % to win at most).
  * Under the table, for auto, a line counting the strategies it picked over the steps.
  */
 #include <inttypes.h>
@@ -90,6 +94,8 @@ typedef struct compare_state {
     strat_result *res;
     size_t n;
     const lt_cost_model *cm; /* the run's, cp = 1 */
+    int64_t context_len;
+    double *bound;           /* [n_steps] each step's lower bound (lt_cost_step_bound) */
     lt_cost_sim_ctx cost;    /* the simulator's bridge, prepared per pipeline */
     double *times;           /* scratch: unit times of a step */
     size_t cap_times;
@@ -148,6 +154,11 @@ static lt_status step_unit_cv(compare_state *c, const lt_step_plan *p, lt_op_kin
 
 static lt_status collect(void *ctx, const lt_planned_step *ps, lt_error *err) {
     compare_state *c = ctx;
+    for (size_t k = 0; k < c->n; k++) /* the step's bound, from the lengths of any plan of it */
+        if (ps->status[k] == LT_OK) {
+            c->bound[ps->index] = lt_cost_step_bound(c->cm, ps->plans[k].lengths, ps->plans[k].n_samples, c->context_len);
+            break;
+        }
     for (size_t k = 0; k < c->n; k++) {
         strat_result *r = &c->res[k];
         if (ps->status[k] != LT_OK) {
@@ -275,10 +286,14 @@ int compare_command(lt_cli_ctx *ctx) {
     if (!a.quiet)
         fprintf(stderr, "planner: comparing %zu strateg%s over %" PRId64 " steps of %" PRId64 " samples <= %" PRId64
                 " tokens from %s\n", n, n == 1 ? "y" : "ies", n_steps, sc.global_batch, sc.context_len, a.lengths);
-    compare_state cs = {res, n, &pc.cm, {0}, NULL, 0};
+    compare_state cs = {res, n, &pc.cm, pc.context_len, lt_calloc_check((size_t)n_steps, sizeof(double)), {0}, NULL, 0};
     st = lt_plan_steps(corpus, &sc, &pc, strategies, n, steps, (size_t)n_steps, (int)a.threads, collect, &cs, &err);
     lt_cost_sim_ctx_free(&cs.cost);
     free(cs.times);
+    double bound = 0;
+    for (int64_t t = 0; t < n_steps; t++) bound += cs.bound[t];
+    bound = n_steps ? bound / (double)n_steps : 0;
+    free(cs.bound);
     if (st != LT_OK) goto out;
 
     size_t ns = (size_t)n_steps;
@@ -293,8 +308,8 @@ int compare_command(lt_cli_ctx *ctx) {
     if (tsv)
         printf("strategy\tpredicted_ms\tbubble_ratio\tpeak_mem_bytes\tspeedup_vs_megatron\tplan_ms_per_step\n");
     else
-        printf("%-11s %13s %8s %14s %9s %14s %12s %7s %7s %7s  %s\n", "strategy", "predicted_ms", "bubble",
-               "peak_mem_GiB", "speedup", "plan_ms/step", "plan_ms_p50", "cv_fwd", "cv_bwd", "merges",
+        printf("%-11s %13s %8s %14s %9s %8s %14s %12s %7s %7s %7s  %s\n", "strategy", "predicted_ms", "bubble",
+               "peak_mem_GiB", "speedup", "x_bound", "plan_ms/step", "plan_ms_p50", "cv_fwd", "cv_bwd", "merges",
                "choices (last step)");
     int failures = 0;
     for (size_t k = 0; k < n; k++) {
@@ -312,9 +327,10 @@ int compare_command(lt_cli_ctx *ctx) {
             printf("%s\t%.3f\t%.4f\t%.0f\t%.3f\t%.3f\n", name, 1e3 * t, mean(r->bubble, ns), max_of(r->peak, ns),
                    speedup, mean(r->solve_ms, ns));
         else
-            printf("%-11s %13.1f %8.3f %14.1f %8.2fx %14.2f %12.2f %7.3f %7.3f %7zu  %s\n", name, 1e3 * t,
-                   mean(r->bubble, ns), max_of(r->peak, ns) / 1073741824.0, speedup, mean(r->solve_ms, ns),
-                   median(r->solve_ms, ns), mean(r->cv_fwd, ns), mean(r->cv_bwd, ns), r->merges, r->params);
+            printf("%-11s %13.1f %8.3f %14.1f %8.2fx %7.2fx %14.2f %12.2f %7.3f %7.3f %7zu  %s\n", name, 1e3 * t,
+                   mean(r->bubble, ns), max_of(r->peak, ns) / 1073741824.0, speedup, bound > 0 ? t / bound : NAN,
+                   mean(r->solve_ms, ns), median(r->solve_ms, ns), mean(r->cv_fwd, ns), mean(r->cv_bwd, ns),
+                   r->merges, r->params);
     }
     for (size_t k = 0; k < n && !tsv; k++)
         if (res[k].shown && !res[k].failed && res[k].strategy == LT_STRATEGY_AUTO) print_picks(&res[k]);

@@ -818,3 +818,51 @@ void lt_cost_sim_ctx_free(lt_cost_sim_ctx *ctx) {
     free(ctx->battn_eff);
     memset(ctx, 0, sizeof *ctx);
 }
+
+/* ------------------------------------------------------------------ the step's lower bound */
+
+/* The best fraction of curve c for at most `tokens` tokens: its largest point there, or its
+ * value at `tokens` (the curve is linear between points, so the maximum is one of them). */
+static double best_efficiency(const lt_efficiency_curve *c, double tokens) {
+    double best = lt_hardware_efficiency(c, tokens);
+    for (int i = 0; i < c->n; i++)
+        if (c->tokens[i] <= tokens && c->fraction[i] > best) best = c->fraction[i];
+    return best;
+}
+
+/* The fewest layers of a stage of `ls` layers that a sample of T tokens alone in flight must
+ * recompute to fit the cap on the fullest stage (ls if even that does not fit: context
+ * parallelism then, whose compute is the same). */
+static int forced_recompute(const lt_cost_model *cm, double T, int ls) {
+    double states = 0;
+    for (int s = 0; s < cm->pp; s++) {
+        double b = lt_cost_model_states_bytes(cm, s);
+        if (b > states) states = b;
+    }
+    double full = lt_cost_act_bytes_per_token(cm, LT_PART_ALL, false, false);
+    double kept = lt_cost_act_bytes_per_token(cm, LT_PART_ALL, true, false);
+    for (int r = 0; r < ls; r++)
+        if (states + cm->reserved_bytes + T * ((ls - r) * full + r * kept) <= cm->mem_cap) return r;
+    return ls;
+}
+
+double lt_cost_step_bound(const lt_cost_model *cm, const int64_t *lengths, size_t n, int64_t context_len) {
+    double peak = cm->hw.peak_flops, L = (double)cm->model.layers;
+    double eg = best_efficiency(&cm->hw.gemm, (double)context_len);
+    double eh = cm->hw.head.n > 0 ? best_efficiency(&cm->hw.head, (double)context_len) : eg;
+    int ls = (cm->model.layers + cm->pp - 1) / cm->pp;
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        double T = (double)lengths[i];
+        if (!(T > 0)) continue;
+        double ea = lt_hardware_efficiency(&cm->hw.attention, T);
+        double lin = L * linear_flops(cm, 1, LT_PART_ALL, T) / (peak * eg); /* one forward, seconds */
+        double head = head_flops(cm, 1, T) / (peak * eh);
+        double att = L * attention_flops(cm, 1, 0.0, T) / (peak * ea);
+        double fwd = lin + head + att;
+        double bwd = cm->bwd_gemm_time_factor * (lin + head) + cm->bwd_attn_time_factor * att;
+        double rc = (double)forced_recompute(cm, T, ls) * cm->pp / L * (lin + att);
+        total += fwd + bwd + rc;
+    }
+    return total / ((double)cm->dp * cm->pp);
+}

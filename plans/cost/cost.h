@@ -354,4 +354,20 @@ typedef struct lt_cost_sim_ctx {
 lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_model *cm, const lt_schedule *s);
 void lt_cost_sim_ctx_free(lt_cost_sim_ctx *ctx);
 
+/*
+ * The lower bound of a step's time (docs/strategies.md "The lower bound"): the step's compute
+ * spread evenly over the dp x pp TP groups, with no bubble and no exposed communication (no TP
+ * collective, CP ring, P2P transfer or DP synchronisation):
+ *   sum over samples of [ forward + backward + forced recompute ] / (dp x pp),
+ * each sample's forward through every layer and the head priced as the cost model prices it
+ * at cp = 1 (per GPU of a TP group: FLOPs / t), its GEMMs (and head) at the best efficiency of
+ * the profile's curves up to context_len tokens (packing can do no better), its attention at
+ * the efficiency of its own length; the backward by the profile's time factors; the forced
+ * recompute: the fewest layers r of the fullest stage (ceil(L / pp) layers) with which the
+ * sample alone in flight fits the cap (model states of the fullest stage, the reserved bytes,
+ * its activations), each of the pp stages re-running r layers' forward (r = all when even that
+ * does not fit: context parallelism, whose compute is the same). Seconds.
+ */
+double lt_cost_step_bound(const lt_cost_model *cm, const int64_t *lengths, size_t n, int64_t context_len);
+
 #endif /* LT_COST_H */

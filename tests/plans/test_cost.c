@@ -2055,6 +2055,40 @@ static void test_ring_carries_the_context(void **state) {
     lt_schedule_free(&s);
 }
 
+/* The step's lower bound (lt_cost_step_bound): additive over samples, divided by the GPUs'
+ * TP groups (dp x pp), the GEMMs at the profile's best efficiency (a packed 100-token sample
+ * costs no more per token than a 4K one: the curve's best up to the context), and the
+ * recompute a tight cap forces added (more with a tighter cap, capped at every layer). */
+static void test_step_bound(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    lt_cost_model one = model_on("llama-7b", "h200", 1, 1, 1), two = model_on("llama-7b", "h200", 1, 1, 2);
+    lt_cost_model pp4 = model_on("llama-7b", "h200", 4, 1, 1);
+    int64_t a[2] = {4096, 100}, b[1] = {30000}, ab[3] = {4096, 100, 30000};
+    double ba = lt_cost_step_bound(&one, a, 2, 32768), bb = lt_cost_step_bound(&one, b, 1, 32768);
+    assert_true(ba > 0 && bb > 0);
+    assert_rel_close(lt_cost_step_bound(&one, ab, 3, 32768), ba + bb, 1e-14);
+    assert_rel_close(lt_cost_step_bound(&two, ab, 3, 32768) * 2, ba + bb, 1e-14);
+    assert_rel_close(lt_cost_step_bound(&pp4, a, 2, 32768) * 4, ba, 1e-14); /* (80 GiB: nothing forced) */
+    /* GEMMs at the best efficiency up to the context: a 100-token sample's linear time per
+     * token is the 4K sample's (attention aside: it grows with the length) */
+    int64_t s100 = 100, s200 = 200;
+    double t100 = lt_cost_step_bound(&one, &s100, 1, 32768), t200 = lt_cost_step_bound(&one, &s200, 1, 32768);
+    assert_true(t200 < 2.0 * t100 * 1.01 && t200 > 2.0 * t100 * 0.99);
+    /* a tight cap forces recompute: more time; the tightest, every layer (then no more) */
+    lt_cost_model tight = one, tighter = one, none = one;
+    double states = lt_cost_model_states_bytes(&one, 0) + one.reserved_bytes;
+    int64_t c[1] = {4096}; /* 17 GB of activations without recompute: fits 80 GiB */
+    double full = 4096 * 32 * lt_cost_act_bytes_per_token(&one, LT_PART_ALL, false, false);
+    tight.mem_cap = states + 0.5 * full, tighter.mem_cap = states + 0.2 * full, none.mem_cap = 1.0;
+    double bc = lt_cost_step_bound(&one, c, 1, 32768), bt = lt_cost_step_bound(&tight, c, 1, 32768);
+    double btt = lt_cost_step_bound(&tighter, c, 1, 32768), bn = lt_cost_step_bound(&none, c, 1, 32768);
+    if (!(bc < bt && bt < btt && btt < bn)) fail_msg("bounds %.6g %.6g %.6g %.6g do not grow", bc, bt, btt, bn);
+    lt_cost_model none2 = none;
+    none2.mem_cap = 0.5;
+    assert_rel_close(lt_cost_step_bound(&none2, c, 1, 32768), bn, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shipped_profiles_load_and_are_sane),
@@ -2090,6 +2124,7 @@ int main(void) {
         cmocka_unit_test(test_interior_backward_cut_keeps_kv),
         cmocka_unit_test(test_trainer_working_memory_priced),
         cmocka_unit_test(test_ring_carries_the_context),
+        cmocka_unit_test(test_step_bound),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

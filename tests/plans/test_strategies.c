@@ -1035,6 +1035,7 @@ static void test_helixpipe_plans(void **state) {
             fail_msg("%s: %s", corpora[f], err.what);
         if (lt_plan_validate(&a, pc.cm.mem_cap, &err) != LT_OK) fail_msg("%s: lt_plan_validate: %s", corpora[f], err.what);
         assert_int_equal(a.strategy, LT_STRATEGY_HELIXPIPE);
+        assert_true(a.time_s >= lt_cost_step_bound(&pc.cm, lengths, 512, pc.context_len));
         assert_int_equal(a.n_ranks, (size_t)pc.cm.dp);
         ref_bfd(lengths, 512, pc.context_len, bin_of);
         for (size_t i = 0; i < 512; i++) assert_int_equal(a.sample_rank[i], (int)(bin_of[i] % (size_t)pc.cm.dp));
@@ -1118,6 +1119,11 @@ static void test_auto_is_the_fastest_on_every_corpus(void **state) {
                 if (st != LT_OK) fail_msg("%s step %" PRIu64 " %s: %s", corpora[f], step,
                                           lt_strategy_name((lt_strategy)s), err.what);
                 time_of[s] = alone.time_s;
+                /* no plan beats the step's lower bound (lt_cost_step_bound) */
+                double bound = lt_cost_step_bound(&pc.cm, lengths, 512, pc.context_len);
+                if (!(alone.time_s >= bound))
+                    fail_msg("%s step %" PRIu64 " %s: %.6f s under the lower bound %.6f s", corpora[f], step,
+                             lt_strategy_name((lt_strategy)s), alone.time_s, bound);
             }
             if (lt_strategies_plan_step(p, LT_STRATEGY_AUTO, step, lengths, 512, &a, &err) != LT_OK)
                 fail_msg("%s step %" PRIu64 " auto: %s", corpora[f], step, err.what);
