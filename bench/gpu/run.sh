@@ -148,7 +148,7 @@ if "preset" in m:  # nano (lib/model.c): 2 layers, hidden 64, 4 heads, 2 KV head
     L, H, nh, nkv, F = 2, 64, 4, 2, 192
 else:
     L, H, nh, nkv, F = (int(m[k]) for k in ("layers", "hidden", "heads", "kv_heads", "ffn"))
-V = int(m["vocab"])
+V = int(m.get("vocab", 50257))  # model.vocab defaults to data.encoding's size: r50k_base, 50257
 hd = H // nh
 mat = L * (H * H + 2 * H * nkv * hd + H * H + 3 * H * F) + V * H  # q, k, v, o, MLP; LM head
 db = sqlite3.connect(out + "/plans.db")

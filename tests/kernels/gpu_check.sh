@@ -2,6 +2,11 @@
 # tests/kernels/gpu_check.sh — scripts/gpu-check.sh on a machine without a GPU stops at
 # once with exit status 3 and a clear "no GPU" message (and a report saying nothing was
 # checked), never pretending; bad usage is exit 2; bench/gpu/run.sh refuses bad usage.
+# Then its run mode with a stand-in GPU (an `nvidia-smi` that lists an H100) and a stand-in
+# build (--build-dir: shell scripts in place of the programs): OUT receives only its four
+# files, a step that hangs is cut by its limit and reported TIMEOUT while the next steps
+# run, a spent --budget marks the remaining steps NOT RUN (deadline), a SIGTERM leaves a
+# finished report and no process behind, and no check that does not exist is reported.
 # Skipped on a machine with a GPU (there the script does its real work: docs/gpu.md).
 # Emits TAP.
 : "${top_srcdir:?}"
@@ -56,5 +61,170 @@ bash "$top_srcdir/bench/gpu/run.sh" --steps 3 >"$tmp/bench.out" 2>"$tmp/bench.er
 rc=$?
 if [ "$rc" = 2 ] && grep -q "give --build-dir DIR" "$tmp/bench.err"; then ok "bench/gpu/run.sh without --build-dir: exit 2"
 else notok "bench/gpu/run.sh without --build-dir: exit 2 (rc=$rc)" "$tmp/bench.err"; fi
+
+# ---------------------------------------------------------------- a stand-in GPU and build
+sbin=$tmp/bin-gpu fake=$tmp/fake-build
+mkdir -p "$sbin" "$fake"/{train,plans,dataprep,tests/kernels,tests/train,bench/gpu,dev/cuda} "$tmp/tmpdir"
+cat >"$sbin/nvidia-smi" <<'SH'
+#!/bin/sh
+case "$*" in
+  -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-x)" ;;
+  *query-gpu=name*) echo "NVIDIA H100 80GB HBM3" ;;
+  *query-gpu=memory.total*) echo "81559 MiB" ;;
+  *query-gpu=driver_version*) echo "550.54.15" ;;
+  *) echo "stand-in nvidia-smi: $*" ;;
+esac
+SH
+echo '#define HAVE_CUDA 1' >"$fake/buildconfig.h"
+seq 100 50 1500 >"$fake/lengths.txt"
+# standin FILE LINE...: a shell script of these lines
+standin() { local f=$1; shift; { echo '#!/bin/sh'; printf '%s\n' "$@"; } >"$f"; chmod +x "$f"; }
+# a program that hangs when STANDIN_HANG names a folder (its pid written there first)
+hang='if [ -n "${STANDIN_HANG:-}" ]; then echo $$ >"$STANDIN_HANG/$(basename "$0").pid"; exec sleep 1000; fi'
+# arg NAME ARGS...: the value of option NAME in ARGS
+arg='arg() { n=$1; shift; while [ $# -gt 1 ]; do [ "$1" = "$n" ] && { echo "$2"; return; }; shift; done; }'
+standin "$fake/tests/kernels/test_cuda_hang" "$hang" 'echo "1..2"; echo "ok 1 - stand-in"; echo "ok 2 - stand-in"'
+for t in tests/kernels/test_cuda_kernels tests/kernels/test_gpu_probe tests/train/test_comm_device; do
+  standin "$fake/$t" 'echo "1..1"; echo "ok 1 - stand-in"'
+done
+standin "$fake/bench/gpu/bench_kernels" 'echo "attn_tflops=420.0 gemm_tflops=640.0 ratio=0.656"'
+standin "$fake/dev/cuda/rmsnorm" 'echo "v1 ok"; echo "v1 0.1 ms"'
+# a chatty program: 3.2 MB of output, of which gpu-check.log keeps 512 KiB
+standin "$fake/dev/cuda/gemm" 'yes "v1 0.1 ms timing" | head -n 200000' 'echo "v1 ok"'
+cat >"$fake/dataprep/dataprep" <<SH
+#!/bin/sh
+$arg
+mkdir -p "\$(arg --out "\$@")"
+SH
+# the planner's database and the trainer's metrics: what bench/gpu/run.sh reads
+cat >"$fake/plans/planner" <<SH
+#!/bin/sh
+$arg
+db=\$(arg --db "\$@") steps=\$(arg --steps "\$@")
+python3 - "\$db" "\${steps:-2}" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.execute("CREATE TABLE plan_slices (step, sample_id, tok_begin, tok_end, pass)")
+db.execute("CREATE TABLE step_summary (step, peak_mem_bytes)")
+db.execute("CREATE TABLE step_measured (step, peak_bytes)")
+for s in range(int(sys.argv[2])):
+    db.execute("INSERT INTO plan_slices VALUES (?, 0, 0, 8192, 'F')", (s,))
+    db.execute("INSERT INTO step_summary VALUES (?, 1000)", (s,))
+    db.execute("INSERT INTO step_measured VALUES (?, 1000)", (s,))
+db.commit()
+PY
+SH
+cat >"$fake/train/trainer" <<SH
+#!/bin/sh
+$arg
+cmd=\$1; shift
+case \$cmd in
+  calibrate) $hang
+    printf '[hardware]\\nname = stand-in\\n' >"\$(arg --out "\$@")" ;;
+  check) echo "trainer check: max_rel_err=0.001 (stand-in)" ;;
+  train) out=\$(arg --out "\$@") steps=\$(arg --steps "\$@"); mkdir -p "\$out"
+    for s in \$(seq 1 "\${steps:-2}"); do
+      echo "{\\"step\\": \$s, \\"plan_step\\": \$((s - 1)), \\"seconds\\": 0.1, \\"tokens\\": 8192, \\"predicted_ms\\": 100}"
+    done >"\$out/metrics.jsonl" ;;
+esac
+SH
+chmod +x "$sbin/nvidia-smi" "$fake/dataprep/dataprep" "$fake/plans/planner" "$fake/train/trainer"
+
+# gpucheck NAME ARGS...: the run mode on the stand-ins, OUT=$tmp/out-NAME; rc in $rc, the
+# seconds it took in $secs
+gpucheck() {
+  local name=$1; shift
+  local t0=$SECONDS
+  OUT="$tmp/out-$name" TMPDIR="$tmp/tmpdir" PATH="$sbin:$PATH" bash "$SCRIPT" --build-dir "$fake" "$@" \
+    >"$tmp/$name.out" 2>"$tmp/$name.err"
+  rc=$? secs=$((SECONDS - t0))
+}
+# out_ok NAME FILE...: OUT holds exactly FILE..., plain files, under 1 MiB in all
+out_ok() {
+  local dir=$tmp/out-$1; shift
+  [ "$(cd "$dir" && find . -mindepth 1 | sed 's|^\./||' | sort | tr '\n' ' ')" = "$(printf '%s\n' "$@" | sort | tr '\n' ' ')" ] &&
+    [ "$(du -sk "$dir" | cut -f1)" -lt 1024 ]
+}
+has_row() { grep -q -F "| $2 | $3 |" "$tmp/out-$1/report.md"; } # has_row NAME CHECK RESULT
+gone() { for f in "$@"; do [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && { kill "$(cat "$f")"; return 1; }; done; return 0; }
+
+# (a) a whole run: OUT holds the four files only, under 1 MiB (a 3.2 MB output is cut to
+# 512 KiB in the log); the work folder is gone; (d) no row for a program that does not exist
+gpucheck all
+if out_ok all report.md gpu-check.log results.tsv h100.ini && [ -z "$(ls -A "$tmp/tmpdir")" ] &&
+   has_row all tests/kernels/test_cuda_hang PASS && has_row all "attention fwd+bwd vs cuBLASLt GEMM" PASS &&
+   has_row all "trainer calibrate (cuda) -> h100.ini" PASS && has_row all "trainer check on the GPU (slimpack, small)" PASS &&
+   has_row all dev/cuda/gemm PASS && has_row all "tp 2 and zero1 over NCCL" "NEEDS 2 GPUS" &&
+   grep -q '^Summary: ' "$tmp/out-all/report.md" && [ "$(wc -l <"$tmp/out-all/results.tsv")" -ge 12 ] &&
+   grep -q '^\[gpu-check: .* bytes cut' "$tmp/out-all/gpu-check.log"; then
+  ok "a run on a stand-in GPU: OUT holds report.md, gpu-check.log, results.tsv, h100.ini only (the work in \$TMPDIR, removed)"
+else
+  notok "a run on a stand-in GPU: OUT holds report.md, gpu-check.log, results.tsv, h100.ini only (rc=$rc)" \
+    "$tmp/all.err" "$tmp/out-all/report.md"
+  ls -laR "$tmp/out-all" "$tmp/tmpdir" | sed 's/^/# /'
+fi
+if ! grep -q -E 'test_cuda_step|MISSING' "$tmp/out-all/report.md"; then ok "no MISSING row (no test_cuda_step)"
+else notok "no MISSING row (no test_cuda_step)" "$tmp/out-all/report.md"; fi
+if grep -q -E '^\| 1B Llama (benchmark|MFU)' "$tmp/out-all/report.md" && ! grep -q 'NOT RUN' "$tmp/out-all/report.md"; then
+  ok "the 1B benchmark ran and every step has its row (none NOT RUN)"
+else notok "the 1B benchmark ran and every step has its row (none NOT RUN)" "$tmp/out-all/report.md"; fi
+
+# (b) a test program and calibrate hang: each is stopped at its limit, reported TIMEOUT with
+# the limit, and the next steps run; no process is left
+mkdir -p "$tmp/hang"
+STANDIN_HANG=$tmp/hang gpucheck hang --limit tests=3 --limit calibrate=2
+if [ "$rc" = 1 ] && [ "$secs" -lt 25 ] && out_ok hang report.md gpu-check.log results.tsv &&
+   grep -q -F '| tests/kernels/test_cuda_hang | TIMEOUT | stopped after 3 s' "$tmp/out-hang/report.md" &&
+   grep -q -F "| trainer calibrate (cuda) -> h100.ini | TIMEOUT | stopped after 2 s, the step's limit (step 'calibrate')" \
+     "$tmp/out-hang/report.md" &&
+   has_row hang tests/kernels/test_cuda_kernels PASS && has_row hang tests/kernels/test_gpu_probe PASS &&
+   has_row hang "trainer check on the GPU (slimpack, small)" PASS && has_row hang dev/cuda/rmsnorm PASS &&
+   grep -q '^Summary: .*(2 timed out)' "$tmp/out-hang/report.md" &&
+   [ -f "$tmp/hang/test_cuda_hang.pid" ] && [ -f "$tmp/hang/trainer.pid" ] &&
+   gone "$tmp/hang/test_cuda_hang.pid" "$tmp/hang/trainer.pid"; then
+  ok "a hanging step is stopped at its limit (TIMEOUT, exit 1) and the next steps run (${secs} s)"
+else
+  notok "a hanging step is stopped at its limit (TIMEOUT, exit 1) and the next steps run (rc=$rc, ${secs} s)" \
+    "$tmp/hang.err" "$tmp/out-hang/report.md"
+fi
+
+# (c) a --budget spent during the first test: it is cut at what is left, the rest NOT RUN
+rm -f "$tmp/hang"/*.pid
+STANDIN_HANG=$tmp/hang gpucheck budget --budget 6 --limit tests=4
+if [ "$rc" = 1 ] && [ "$secs" -lt 15 ] && out_ok budget report.md gpu-check.log results.tsv &&
+   has_row budget tests/kernels/test_cuda_hang TIMEOUT &&
+   has_row budget tests/kernels/test_gpu_probe "NOT RUN (deadline)" &&
+   has_row budget "attention fwd+bwd vs cuBLASLt GEMM" "NOT RUN (deadline)" &&
+   grep -q -F '| 1B Llama benchmark (4 steps, 8K units, megatron packing) | NOT RUN (deadline) |' "$tmp/out-budget/report.md" &&
+   has_row budget "trainer calibrate (cuda) -> h100.ini" "NOT RUN (deadline)" &&
+   has_row budget dev/cuda/rmsnorm "NOT RUN (deadline)" &&
+   [ "$(grep -c '| PASS |' "$tmp/out-budget/report.md")" = 1 ] && gone "$tmp/hang/test_cuda_hang.pid"; then
+  ok "a spent --budget: the steps after it are NOT RUN (deadline), none passed, exit 1 (${secs} s)"
+else
+  notok "a spent --budget: the steps after it are NOT RUN (deadline), none passed, exit 1 (rc=$rc, ${secs} s)" \
+    "$tmp/budget.err" "$tmp/out-budget/report.md"
+fi
+
+# a SIGTERM during a step: the step's process is stopped, the report finished with a STOPPED row
+rm -f "$tmp/hang"/*.pid
+STANDIN_HANG=$tmp/hang OUT="$tmp/out-term" TMPDIR="$tmp/tmpdir" PATH="$sbin:$PATH" \
+  bash "$SCRIPT" --build-dir "$fake" >"$tmp/term.out" 2>"$tmp/term.err" &
+pid=$!
+for _ in $(seq 100); do [ -s "$tmp/hang/test_cuda_hang.pid" ] && break; sleep 0.1; done
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+if [ "$rc" = 143 ] && grep -q -F '| tests/kernels/test_cuda_hang | STOPPED | signal SIGTERM arrived:' "$tmp/out-term/report.md" &&
+   grep -q '^Summary: ' "$tmp/out-term/report.md" && out_ok term report.md gpu-check.log results.tsv &&
+   [ -z "$(ls -A "$tmp/tmpdir")" ] && sleep 0.5 && gone "$tmp/hang/test_cuda_hang.pid"; then
+  ok "SIGTERM during a step: exit 143, the step stopped, the report finished (STOPPED, Summary)"
+else
+  notok "SIGTERM during a step: exit 143, the step stopped, the report finished (rc=$rc)" \
+    "$tmp/term.err" "$tmp/out-term/report.md"
+fi
+
+bad=$(OUT="$tmp/out-usage2" bash "$SCRIPT" --limit nosuch=3 2>&1 >/dev/null; echo "rc=$?")
+if grep -q "unknown step 'nosuch'" <<<"$bad" && grep -q 'rc=2' <<<"$bad"; then ok "--limit with an unknown step: exit 2, named"
+else notok "--limit with an unknown step: exit 2, named ($bad)"; fi
 
 echo "1..$n"
