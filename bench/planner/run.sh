@@ -12,7 +12,7 @@
 #      as Markdown tables.
 #
 # Usage: bench/planner/run.sh [BUILD_DIR]   (default _build/default; `make` there first)
-# Env:   STEPS, THREADS, COMPARE_STEPS, STRATEGIES (default: all seven strategies),
+# Env:   STEPS, THREADS, COMPARE_STEPS, STRATEGIES (default: all eight strategies),
 #        LENGTHS_DIR (default ../shared/lengths), PARTS ("build compare", either or both),
 #        OUT (output directory, default bench/planner/out).
 set -eu
@@ -23,7 +23,7 @@ planner=$build/plans/planner
 STEPS=${STEPS:-10000}
 THREADS=${THREADS:-0}
 COMPARE_STEPS=${COMPARE_STEPS:-20}
-STRATEGIES=${STRATEGIES:-megatron,gpipe,seq1f1b,chunkflow,infinipipe,slimpack,auto}
+STRATEGIES=${STRATEGIES:-megatron,gpipe,seq1f1b,chunkflow,infinipipe,slimpack,helixpipe,auto}
 LENGTHS_DIR=${LENGTHS_DIR:-$top/../shared/lengths}
 PARTS=${PARTS:-build compare}
 OUT=${OUT:-$top/bench/planner/out}

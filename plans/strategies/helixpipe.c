@@ -3,9 +3,11 @@
  * attention-parallel partition with the two-fold FILO schedule, over micro-batches of packed
  * samples.
  *
- * A step's samples are packed best-fit decreasing into micro-batches of plan.context_len
- * tokens (the megatron baseline's packing), dealt round-robin over the dp pipelines (no
- * context parallelism). The two-fold FILO schedule admits loops of 2p micro-batches
+ * A step's samples are packed best-fit decreasing into micro-batches (the megatron baseline's
+ * packing) of lt_helixpipe_capacity tokens: the step's tokens over dp x 2p x k (k two-fold
+ * loops a pipeline, so short-sample steps fill every pipeline), at least the longest sample,
+ * at most plan.context_len; dealt round-robin over the dp pipelines (no context
+ * parallelism). The plan is made for k = 1, 2, 4 and the fastest kept. The two-fold FILO schedule admits loops of 2p micro-batches
  * (HelixPipe 4.3: uniform batches, m a multiple of 2p); the rest of a step is handled by
  * splitting micro-batches until each pipeline's count is a multiple of 2p: the costliest
  * micro-batch (forward FLOPs of one layer, cost.h) is split in two, its samples shared out
@@ -150,6 +152,17 @@ static bool reach_multiple(const lt_cost_model *cm, hx_pipe *h, size_t mult) {
     return true;
 }
 
+int64_t lt_helixpipe_capacity(const int64_t *lengths, size_t n, int dp, int pp, int loops, int64_t context_len) {
+    int64_t total = 0, longest = 1, per = 2 * (int64_t)dp * pp * loops;
+    for (size_t i = 0; i < n; i++) {
+        total += lengths[i];
+        if (lengths[i] > longest) longest = lengths[i];
+    }
+    int64_t want = (total + per - 1) / per;
+    if (want < longest) want = longest;
+    return want < context_len ? want : context_len;
+}
+
 /* May a round end before micro-batch b (no sample's slices on both sides)? A sample cut into
  * slices sits in adjacent micro-batches of one slice each (split_mb), so b - 1 and b tell. */
 static bool cuttable(const hx_pipe *h, size_t b) {
@@ -177,13 +190,15 @@ static size_t build_rounds(lt_schedule *s, const hx_pipe *h, size_t block, size_
     return rounds;
 }
 
-lt_status lt_helixpipe_plan(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ctx *ctx, lt_packing *pack,
-                            uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out, lt_error *err) {
+/* The plan with micro-batches of `capacity` tokens (the file comment). */
+static lt_status plan_with(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ctx *ctx, lt_packing *pack,
+                           uint64_t step, const int64_t *lengths, size_t n, int64_t capacity, lt_step_plan *out,
+                           lt_error *err) {
     const lt_cost_model *cm = &pc->cm;
     int P = cm->pp, dp = cm->dp;
     lt_status st = lt_plan_start(pc, out, LT_STRATEGY_HELIXPIPE, step, lengths, n, (size_t)dp, 1, err);
     if (st != LT_OK) return st;
-    lt_pack_best_fit_decreasing(pack, lengths, n, pc->context_len);
+    lt_pack_best_fit_decreasing(pack, lengths, n, capacity);
     hx_pipe *hp = lt_calloc_check((size_t)dp, sizeof *hp);
     for (size_t b = 0; b < pack->n_bins; b++) {
         int r = (int)(b % (size_t)dp); /* the deal: bins round-robin, in creation order */
@@ -257,4 +272,47 @@ lt_status lt_helixpipe_plan(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_c
     snprintf(out->params, sizeof out->params, "folds=%d recompute=%d rounds=%zu microbatches=%zu", folds_used, rc_used,
              rounds_used, mbs);
     return lt_plan_finish(pc, out, lt_plan_max_dp_sync(cm), err);
+}
+
+lt_status lt_helixpipe_plan(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ctx *ctx, lt_packing *pack,
+                            uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out, lt_error *err) {
+    /* the fastest plan over micro-batch sizes of 1, 2 and 4 two-fold loops a pipeline (more
+     * micro-batches: a smaller share of fill and drain, more in flight); the first error when
+     * none plans (ties: the larger micro-batches) */
+    lt_step_plan trial;
+    lt_step_plan_init(&trial);
+    lt_error first;
+    lt_status first_st = LT_OK;
+    bool have = false;
+    int64_t tried[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        int64_t cap = lt_helixpipe_capacity(lengths, n, pc->cm.dp, pc->cm.pp, 1 << k, pc->context_len);
+        if ((k > 0 && cap == tried[k - 1]) || (k > 1 && cap == tried[k - 2])) continue; /* (the longest sample decides) */
+        tried[k] = cap;
+        lt_error e;
+        lt_status st = plan_with(pc, sim, ctx, pack, step, lengths, n, cap, &trial, &e);
+        if (st == LT_ERR_INTERNAL || st == LT_ERR_NOMEM) {
+            lt_step_plan_free(&trial), lt_step_plan_free(out);
+            if (err) *err = e;
+            return st;
+        }
+        if (st != LT_OK) {
+            if (first_st == LT_OK) first_st = st, first = e;
+            lt_step_plan_free(&trial);
+            continue;
+        }
+        if (!have || trial.time_s < out->time_s) {
+            lt_step_plan_free(out);
+            *out = trial;
+            lt_step_plan_init(&trial);
+            have = true;
+        } else {
+            lt_step_plan_free(&trial);
+        }
+    }
+    if (!have) {
+        if (err) *err = first;
+        return first_st;
+    }
+    return LT_OK;
 }

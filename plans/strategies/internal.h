@@ -105,5 +105,8 @@ lt_status lt_slimpack_plan(lt_slimpack *sp, uint64_t step, const int64_t *length
  * (sim, ctx, packing). Errors as lt_strategies_plan_step. */
 lt_status lt_helixpipe_plan(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ctx *ctx, lt_packing *pack,
                             uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out, lt_error *err);
+/* Its micro-batch capacity for `loops` two-fold loops a pipeline: ceil(tokens / (dp x 2 pp x
+ * loops)), at least the longest sample, at most context_len. */
+int64_t lt_helixpipe_capacity(const int64_t *lengths, size_t n, int dp, int pp, int loops, int64_t context_len);
 
 #endif /* LT_STRATEGY_INT_H */

@@ -31,6 +31,7 @@
 #include "plans/cost/hardware.h"
 #include "plans/strategies/packing.h"
 #include "plans/strategies/plan.h"
+#include "plans/strategies/internal.h" /* lt_helixpipe_capacity */
 #include "plans/batches/sampler.h"
 #include "plans/schedule/schedule.h"
 #include "plans/schedule/sim.h"
@@ -1010,7 +1011,7 @@ static void test_chunkflow_recompute_fallback(void **state) {
 /* ---------------------------------------------------------------- helixpipe */
 
 /* helixpipe (HelixPipe 4.2-4.4.1) on every corpus: valid plans (lt_plan_validate), the
- * megatron deal of best-fit-decreasing bins, every pipeline's micro-batches a multiple of
+ * deal of best-fit-decreasing bins (lt_helixpipe_capacity), every pipeline's micro-batches a multiple of
  * 2 pp with every op a layer part, recomputation (without attention) only where the plan
  * says so, and the same plan from a fresh planner; a short step split into micro-batches by slicing; a cap nothing fits. */
 static void test_helixpipe_plans(void **state) {
@@ -1037,8 +1038,20 @@ static void test_helixpipe_plans(void **state) {
         assert_int_equal(a.strategy, LT_STRATEGY_HELIXPIPE);
         assert_true(a.time_s >= lt_cost_step_bound(&pc.cm, lengths, 512, pc.context_len));
         assert_int_equal(a.n_ranks, (size_t)pc.cm.dp);
-        ref_bfd(lengths, 512, pc.context_len, bin_of);
-        for (size_t i = 0; i < 512; i++) assert_int_equal(a.sample_rank[i], (int)(bin_of[i] % (size_t)pc.cm.dp));
+        /* the deal: best-fit-decreasing bins of the step's tokens over dp x 2 pp x k (at least
+         * the longest sample, at most the context), round-robin, for one of k = 1, 2, 4 */
+        int64_t total = 0, longest = 0;
+        for (size_t i = 0; i < 512; i++) total += lengths[i], longest = lengths[i] > longest ? lengths[i] : longest;
+        bool dealt = false;
+        for (int k = 1; k <= 4 && !dealt; k *= 2) {
+            int64_t cap = (total + 2 * 8 * 4 * k - 1) / (2 * 8 * 4 * k);
+            cap = cap < longest ? longest : cap > pc.context_len ? pc.context_len : cap;
+            assert_int_equal(lt_helixpipe_capacity(lengths, 512, 8, 4, k, pc.context_len), cap);
+            ref_bfd(lengths, 512, cap, bin_of);
+            dealt = true;
+            for (size_t i = 0; i < 512 && dealt; i++) dealt = a.sample_rank[i] == (int)(bin_of[i] % (size_t)pc.cm.dp);
+        }
+        assert_true(dealt);
         long folds = param_of(a.params, "folds"), rc = param_of(a.params, "recompute");
         assert_true(folds == 1 || folds == 2);
         assert_true(param_of(a.params, "rounds") >= 1);
