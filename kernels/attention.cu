@@ -780,18 +780,42 @@ static inline int padded_hd(int hd) {
 /* ---------------------------------------------------------------- launches */
 #ifndef LT_ATTENTION_EMULATE
 
-/* The forward over n_segs device segments (qblk0 filled, total query blocks q_blocks > 0). */
+/* What a launch function last launched (or was about to), for the report of the debug mode
+ * LONGTAIL_CUDA_SYNC (kernels/cuda_common.cuh): the kernel, its grid, THREADS threads a
+ * block, its dynamic shared memory. */
+struct launch_note {
+    const char *kernel;
+    dim3 grid;
+    size_t smem;
+};
+
+/* Keep what is about to be launched in *at (when given). */
+static inline void note_launch(launch_note *at, const char *kernel, dim3 grid, size_t smem) {
+    if (at != nullptr) *at = launch_note{kernel, grid, smem};
+}
+
+/* A launch's error; with `sync` (the debug mode) the stream's once the launch has run. */
+static inline cudaError_t launched(cudaStream_t st, bool sync) {
+    cudaError_t rc = cudaGetLastError();
+    if (rc == cudaSuccess && sync) rc = cudaStreamSynchronize(st);
+    return rc;
+}
+
+/* The forward over n_segs device segments (qblk0 filled, total query blocks q_blocks > 0).
+ * at / sync: the debug mode's (above); the benchmarks leave them out. */
 template <int HD>
 cudaError_t launch_forward(cudaStream_t st, uint16_t *out, float *lse, const uint16_t *q, const seg *segs,
-                           int n_segs, int q_blocks, int nh, int nkv, int hd) {
+                           int n_segs, int q_blocks, int nh, int nkv, int hd, launch_note *at = nullptr,
+                           bool sync = false) {
     constexpr int BK = tiles<HD>::FWD_BK;
     const size_t sm = fwd_smem<HD, BK>();
+    const dim3 grid((unsigned)q_blocks, (unsigned)nh);
+    note_launch(at, "fwd_kernel", grid, sm);
     cudaError_t rc = cudaFuncSetAttribute(fwd_kernel<HD, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (rc != cudaSuccess) return rc;
     const float scale = 1.0f / sqrtf((float)hd);
-    fwd_kernel<HD, BK><<<dim3((unsigned)q_blocks, (unsigned)nh), THREADS, sm, st>>>(out, lse, q, segs, n_segs, nh,
-                                                                                   nkv, hd, scale * LOG2E);
-    return cudaGetLastError();
+    fwd_kernel<HD, BK><<<grid, THREADS, sm, st>>>(out, lse, q, segs, n_segs, nh, nkv, hd, scale * LOG2E);
+    return launched(st, sync);
 }
 
 /* The backward: D, then dQ and dK/dV (independent of each other, both after D). */
@@ -799,28 +823,34 @@ template <int HD>
 cudaError_t launch_backward(cudaStream_t st, uint16_t *dq, const uint16_t *dout, const uint16_t *out,
                             const float *lse, const uint16_t *q, float *D, size_t T, const seg *segs, int n_segs,
                             int q_blocks, const group *groups, int n_groups, int k_blocks, int nh, int nkv,
-                            int hd) {
+                            int hd, launch_note *at = nullptr, bool sync = false) {
     constexpr int DQ_BK = tiles<HD>::DQ_BK, BQ = tiles<HD>::DKDV_BQ;
     const float scale = 1.0f / sqrtf((float)hd);
     const size_t rows_heads = T * (size_t)nh;
-    dot_kernel<HD><<<(unsigned)((rows_heads + WARPS - 1) / WARPS), THREADS, 0, st>>>(D, dout, out, rows_heads, hd);
-    cudaError_t rc = cudaGetLastError();
+    const dim3 dot_grid((unsigned)((rows_heads + WARPS - 1) / WARPS));
+    note_launch(at, "dot_kernel", dot_grid, 0);
+    dot_kernel<HD><<<dot_grid, THREADS, 0, st>>>(D, dout, out, rows_heads, hd);
+    cudaError_t rc = launched(st, sync);
     if (rc != cudaSuccess) return rc;
 
     const size_t sm_dq = fwd_smem<HD, DQ_BK>();
+    const dim3 dq_grid((unsigned)q_blocks, (unsigned)nh);
+    note_launch(at, "dq_kernel", dq_grid, sm_dq);
     rc = cudaFuncSetAttribute(dq_kernel<HD, DQ_BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm_dq);
     if (rc != cudaSuccess) return rc;
-    dq_kernel<HD, DQ_BK><<<dim3((unsigned)q_blocks, (unsigned)nh), THREADS, sm_dq, st>>>(
-        dq, dout, lse, D, q, segs, n_segs, nh, nkv, hd, scale, scale * LOG2E);
-    rc = cudaGetLastError();
+    dq_kernel<HD, DQ_BK><<<dq_grid, THREADS, sm_dq, st>>>(dq, dout, lse, D, q, segs, n_segs, nh, nkv, hd, scale,
+                                                          scale * LOG2E);
+    rc = launched(st, sync);
     if (rc != cudaSuccess) return rc;
 
     const size_t sm_kv = dkdv_smem<HD, BQ>();
+    const dim3 kv_grid((unsigned)k_blocks, (unsigned)nkv);
+    note_launch(at, "dkdv_kernel", kv_grid, sm_kv);
     rc = cudaFuncSetAttribute(dkdv_kernel<HD, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm_kv);
     if (rc != cudaSuccess) return rc;
-    dkdv_kernel<HD, BQ><<<dim3((unsigned)k_blocks, (unsigned)nkv), THREADS, sm_kv, st>>>(
-        dout, lse, D, q, segs, groups, n_groups, nh, nkv, hd, scale, scale * LOG2E);
-    return cudaGetLastError();
+    dkdv_kernel<HD, BQ><<<kv_grid, THREADS, sm_kv, st>>>(dout, lse, D, q, segs, groups, n_groups, nh, nkv, hd, scale,
+                                                          scale * LOG2E);
+    return launched(st, sync);
 }
 
 #endif /* LT_ATTENTION_EMULATE */
@@ -854,6 +884,7 @@ static const char *plan_build(plan *p, const lt_cuda_attn_segment *in, int n_in,
     if (nh <= 0 || nkv <= 0 || nh % nkv != 0) return "nh must be a positive multiple of nkv";
     if (T < 0 || n_in < 0 || (n_in > 0 && in == NULL)) return "negative T or n_segs, or NULL segments";
     if (n_in == 0) return NULL;
+    /* pageable on purpose: plan_upload frees them right after its cudaMemcpyAsync (see there) */
     p->segs = (seg *)malloc((size_t)n_in * sizeof(seg));
     p->groups = (group *)malloc((size_t)n_in * sizeof(group));
     int *owner = (int *)malloc((size_t)n_in * sizeof(int));
@@ -941,8 +972,16 @@ static lt_status plan_upload(lt_cuda *c, const plan *p, size_t extra, seg **dseg
     *dsegs = (seg *)base;
     *dgroups = (group *)((char *)base + sb);
     if (dextra != NULL) *dextra = (char *)base + sb + gb;
-    /* pageable source: the call returns once the host buffer has been staged, so the plan
-     * may be freed right after */
+    /* The source is PAGEABLE (plan_build's malloc) and the callers free it as soon as this
+     * returns. Safe: the DMA engine cannot read pageable memory, so the runtime stages such
+     * a copy through its own pinned buffer and returns once the pageable bytes are copied
+     * there (CUDA Runtime API, "API synchronization behavior": pageable host-to-device copies
+     * return once "the pageable buffer has been copied to the staging memory"; the Async
+     * forms "might be synchronous" for pageable memory, the staging being that part). It
+     * would NOT be safe from pinned memory (cudaMallocHost / cudaHostAlloc /
+     * cudaHostRegister): that copy is truly asynchronous and its source must live until the
+     * stream has run it (an event, or the next lt_cuda_sync). Keep plan_build's lists on
+     * malloc, or move the free after such a wait. */
     LT_CUDA_CHECK(cudaMemcpyAsync(*dsegs, p->segs, (size_t)p->n_segs * sizeof(seg), cudaMemcpyHostToDevice, c->stream));
     LT_CUDA_CHECK(
         cudaMemcpyAsync(*dgroups, p->groups, (size_t)p->n_groups * sizeof(group), cudaMemcpyHostToDevice, c->stream));
@@ -950,6 +989,18 @@ static lt_status plan_upload(lt_cuda *c, const plan *p, size_t extra, seg **dseg
 }
 
 static bool misaligned(const void *p) { return ((uintptr_t)p & 15u) != 0; }
+
+/* The debug mode's report (LONGTAIL_CUDA_SYNC: the stream synchronized after each kernel):
+ * the error under the kernel that made it, with its launch shape. */
+static lt_status launch_failed(lt_error *err, cudaError_t rc, const launch_note *at, int HD, const char *call) {
+    lt_fail(err, LT_ERR_INTERNAL, NULL,
+            "CUDA error %s (%s) in %s<%d> of %s, grid (%u, %u, %u), block %d, %zu bytes of dynamic shared memory",
+            cudaGetErrorName(rc), cudaGetErrorString(rc), at->kernel ? at->kernel : "?", HD, call, at->grid.x,
+            at->grid.y, at->grid.z, THREADS, at->smem);
+    lt_error_hint(err, "LONGTAIL_CUDA_SYNC is set: the stream was synchronized after every kernel, so the failure is "
+                       "this launch's (or a copy's queued since the kernel before)");
+    return LT_ERR_INTERNAL;
+}
 
 extern "C" lt_status lt_cuda_attention_forward(lt_cuda *c, lt_bf16 *out, float *lse, const lt_bf16 *q,
                                                const lt_cuda_attn_segment *segs, int n_segs, int T, int nh, int nkv,
@@ -978,11 +1029,16 @@ extern "C" lt_status lt_cuda_attention_forward(lt_cuda *c, lt_bf16 *out, float *
     lt_status st = plan_upload(c, &p, 0, &dsegs, &dgroups, NULL, err);
     if (st == LT_OK) {
         const int HD = padded_hd(hd);
+        launch_note at{}, *atp = c->sync_each ? &at : nullptr; /* the debug mode's (LONGTAIL_CUDA_SYNC) */
         cudaError_t rc =
-            HD == 32   ? launch_forward<32>(c->stream, out, lse, q, dsegs, p.n_segs, p.q_blocks, nh, nkv, hd)
-            : HD == 64 ? launch_forward<64>(c->stream, out, lse, q, dsegs, p.n_segs, p.q_blocks, nh, nkv, hd)
-                       : launch_forward<128>(c->stream, out, lse, q, dsegs, p.n_segs, p.q_blocks, nh, nkv, hd);
-        if (rc != cudaSuccess) st = lt_cuda_fail_rt(err, rc, "launch of attention forward", __FILE__, __LINE__);
+            HD == 32   ? launch_forward<32>(c->stream, out, lse, q, dsegs, p.n_segs, p.q_blocks, nh, nkv, hd, atp,
+                                            c->sync_each)
+            : HD == 64 ? launch_forward<64>(c->stream, out, lse, q, dsegs, p.n_segs, p.q_blocks, nh, nkv, hd, atp,
+                                            c->sync_each)
+                       : launch_forward<128>(c->stream, out, lse, q, dsegs, p.n_segs, p.q_blocks, nh, nkv, hd, atp,
+                                             c->sync_each);
+        if (rc != cudaSuccess && atp != nullptr) st = launch_failed(err, rc, &at, HD, "attention forward");
+        else if (rc != cudaSuccess) st = lt_cuda_fail_rt(err, rc, "launch of attention forward", __FILE__, __LINE__);
     }
     plan_free(&p);
     return st;
@@ -1018,14 +1074,19 @@ extern "C" lt_status lt_cuda_attention_backward(lt_cuda *c, lt_bf16 *dq, const l
     if (st == LT_OK) {
         const int HD = padded_hd(hd);
         float *D = (float *)dD;
+        launch_note at{}, *atp = c->sync_each ? &at : nullptr; /* the debug mode's (LONGTAIL_CUDA_SYNC) */
         cudaError_t rc =
             HD == 32   ? launch_backward<32>(c->stream, dq, dout, out, lse, q, D, (size_t)T, dsegs, p.n_segs,
-                                             p.q_blocks, dgroups, p.n_groups, p.k_blocks, nh, nkv, hd)
+                                             p.q_blocks, dgroups, p.n_groups, p.k_blocks, nh, nkv, hd, atp,
+                                             c->sync_each)
             : HD == 64 ? launch_backward<64>(c->stream, dq, dout, out, lse, q, D, (size_t)T, dsegs, p.n_segs,
-                                             p.q_blocks, dgroups, p.n_groups, p.k_blocks, nh, nkv, hd)
+                                             p.q_blocks, dgroups, p.n_groups, p.k_blocks, nh, nkv, hd, atp,
+                                             c->sync_each)
                        : launch_backward<128>(c->stream, dq, dout, out, lse, q, D, (size_t)T, dsegs, p.n_segs,
-                                              p.q_blocks, dgroups, p.n_groups, p.k_blocks, nh, nkv, hd);
-        if (rc != cudaSuccess) st = lt_cuda_fail_rt(err, rc, "launch of attention backward", __FILE__, __LINE__);
+                                              p.q_blocks, dgroups, p.n_groups, p.k_blocks, nh, nkv, hd, atp,
+                                              c->sync_each);
+        if (rc != cudaSuccess && atp != nullptr) st = launch_failed(err, rc, &at, HD, "attention backward");
+        else if (rc != cudaSuccess) st = lt_cuda_fail_rt(err, rc, "launch of attention backward", __FILE__, __LINE__);
     }
     plan_free(&p);
     return st;

@@ -6,6 +6,7 @@
  * device arrays, the residual add and the gradient accumulate (bf16 in and out, fp32
  * arithmetic), and the deterministic sum of fp32 rows returned to the host.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,26 @@ lt_status lt_cuda_fail_blas(lt_error *err, cublasStatus_t rc, const char *call, 
                    (int)rc, call, base_name(file), line);
 }
 
+/* ---------------------------------------------------------------- LONGTAIL_CUDA_SYNC */
+
+thread_local lt_cuda_shape lt_cuda_last_shape;
+
+lt_status lt_cuda_sync_check(lt_cuda *c, lt_error *err, const char *file, int line, const char *fmt, ...) {
+    cudaError_t rc = cudaStreamSynchronize(c->stream);
+    if (rc == cudaSuccess) rc = cudaGetLastError();
+    if (rc == cudaSuccess) return LT_OK;
+    char what[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    lt_fail(err, LT_ERR_INTERNAL, NULL, "CUDA error %s (%s) in %s, launched at kernels/%s:%d", cudaGetErrorName(rc),
+            cudaGetErrorString(rc), what, base_name(file), line);
+    lt_error_hint(err, "LONGTAIL_CUDA_SYNC is set: the stream was synchronized after every kernel, so the failure is "
+                       "this launch's (or a copy's queued since the kernel before)");
+    return LT_ERR_INTERNAL;
+}
+
 /* ---------------------------------------------------------------- open / close */
 
 extern "C" lt_status lt_cuda_open(lt_cuda **out, int device, lt_error *err) {
@@ -60,6 +81,8 @@ extern "C" lt_status lt_cuda_open(lt_cuda **out, int device, lt_error *err) {
     lt_cuda *c = (lt_cuda *)calloc(1, sizeof *c);
     if (c == NULL) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the CUDA context");
     c->device = device;
+    const char *sync = getenv("LONGTAIL_CUDA_SYNC"); /* the debug mode (kernels/cuda_common.cuh) */
+    c->sync_each = sync != NULL && *sync != '\0' && strcmp(sync, "0") != 0;
     lt_status st = LT_OK;
 #define OPEN_TRY(call)                                                              \
     do {                                                                            \

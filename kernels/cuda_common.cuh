@@ -52,6 +52,7 @@ struct lt_cuda {
     size_t scratch_bytes;
     double *reduce;                /* [LT_CUDA_REDUCE_SLOTS + 1] doubles: block partials, then the sum */
     double *host_sum;              /* pinned host double the sum is copied to */
+    bool sync_each;                /* LONGTAIL_CUDA_SYNC: synchronize and check after every launch */
 };
 
 /*
@@ -96,12 +97,41 @@ lt_status lt_cuda_fail_blas(lt_error *err, cublasStatus_t rc, const char *call, 
         if (lt_rc_ != CUBLAS_STATUS_SUCCESS) return lt_cuda_fail_blas(err, lt_rc_, #call, __FILE__, __LINE__); \
     } while (0)
 
+/*
+ * The debug mode LONGTAIL_CUDA_SYNC=1 (docs/gpu.md; read by lt_cuda_open into c->sync_each).
+ * CUDA reports an execution error (an illegal address, a trap) at the next call that
+ * synchronizes, and keeps it sticky: by default it surfaces under whatever call came later,
+ * another kernel's name included. In the debug mode every launch (LT_LAUNCH_CHECK, the
+ * attention kernels, cuBLASLt's matmul, CUB's sort) is followed by lt_cuda_sync_check: the
+ * compute stream is synchronized and an error is reported under that launch, WHAT naming
+ * it and its shape (printf-formatted only on failure). Slow; off by default, where nothing
+ * synchronizes (LT_KERNEL only notes the shape it launches with: two stores).
+ */
+lt_status lt_cuda_sync_check(lt_cuda *c, lt_error *err, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* The grid and block LT_KERNEL last launched with on this thread (the debug mode's report). */
+struct lt_cuda_shape {
+    dim3 grid, block;
+};
+extern thread_local lt_cuda_shape lt_cuda_last_shape;
+static inline dim3 lt_cuda_grid(dim3 g) { return lt_cuda_last_shape.grid = g; }
+static inline dim3 lt_cuda_block(dim3 b) { return lt_cuda_last_shape.block = b; }
+
 /* After a launch: a bad configuration (grid, shared memory) shows up here, naming the
- * kernel; execution errors surface at the next lt_cuda_sync (kernels/cuda.h). */
+ * kernel; execution errors surface at the next lt_cuda_sync (kernels/cuda.h), or here with
+ * the launch's shape in the debug mode. Needs the context `c` in scope. */
 #define LT_LAUNCH_CHECK(kernel_name)                                                    \
     do {                                                                                \
         cudaError_t lt_rc_ = cudaGetLastError();                                        \
         if (lt_rc_ != cudaSuccess) return lt_cuda_fail_rt(err, lt_rc_, "launch of " kernel_name, __FILE__, __LINE__); \
+        if (c->sync_each) {                                                             \
+            const lt_cuda_shape lt_sh_ = lt_cuda_last_shape;                            \
+            lt_status lt_st_ = lt_cuda_sync_check(c, err, __FILE__, __LINE__, "%s, grid (%u, %u, %u), block (%u, %u, %u)", \
+                                                  kernel_name, lt_sh_.grid.x, lt_sh_.grid.y, lt_sh_.grid.z, \
+                                                  lt_sh_.block.x, lt_sh_.block.y, lt_sh_.block.z); \
+            if (lt_st_ != LT_OK) return lt_st_;                                         \
+        }                                                                               \
     } while (0)
 
 /* Argument checks of the wrappers: LT_ERR_INTERNAL (a caller's broken contract) naming
@@ -117,11 +147,12 @@ lt_status lt_cuda_fail_blas(lt_error *err, cublasStatus_t rc, const char *call, 
  * shared memory. Written as a macro so that dev/cuda/emu_kernels (the kernels run on the
  * CPU with g++, one std::thread per CUDA thread, to check index math and barriers where
  * no GPU exists) can compile the same source: there LT_CUDA_EMULATE is defined and the
- * launch runs the grid on the host. */
+ * launch runs the grid on the host. The grid and block pass through lt_cuda_grid /
+ * lt_cuda_block, which keep them for the debug mode's report (LT_LAUNCH_CHECK). */
 #ifdef LT_CUDA_EMULATE
-#define LT_KERNEL(kernel, grid, block, stream) lt_emu::launcher(kernel, (grid), (block))
+#define LT_KERNEL(kernel, grid, block, stream) lt_emu::launcher(kernel, lt_cuda_grid(grid), lt_cuda_block(block))
 #else
-#define LT_KERNEL(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
+#define LT_KERNEL(kernel, grid, block, stream) kernel<<<lt_cuda_grid(grid), lt_cuda_block(block), 0, (stream)>>>
 #endif
 
 /* ---------------------------------------------------------------- launch sizes */

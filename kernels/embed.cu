@@ -99,6 +99,10 @@ extern "C" lt_status lt_cuda_embed_backward(lt_cuda *c, float *dwte, const lt_bf
     /* LSD radix sort: stable, so equal ids keep t ascending */
     LT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, ids, key_out, order_in, order_out, T, 0, 32,
                                                   c->stream));
+    if (c->sync_each) { /* the debug mode LONGTAIL_CUDA_SYNC (kernels/cuda_common.cuh) */
+        st = lt_cuda_sync_check(c, err, __FILE__, __LINE__, "cub::DeviceRadixSort::SortPairs of %d ids", T);
+        if (st != LT_OK) return st;
+    }
     LT_KERNEL(embed_backward_runs_kernel, T, EMBED_THREADS, c->stream)(dwte, dout, key_out, order_out, T, C);
     LT_LAUNCH_CHECK("embed_backward_runs_kernel");
     return LT_OK;

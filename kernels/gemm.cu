@@ -158,6 +158,10 @@ static lt_status gemm(lt_cuda *c, int transa, int transb, int64_t m, int64_t n, 
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     LT_CUBLAS_CHECK(cublasLtMatmul(c->lt, p->desc, &alpha, A, p->a, B, p->b, &beta, D, p->d, D, p->d, &p->algo,
                                    c->workspace, LT_CUDA_WORKSPACE_BYTES, c->stream));
+    if (c->sync_each) /* the debug mode LONGTAIL_CUDA_SYNC (kernels/cuda_common.cuh) */
+        return lt_cuda_sync_check(c, err, __FILE__, __LINE__, "cublasLtMatmul m=%lld n=%lld k=%lld (op %c%c, D %s%s)",
+                                  (long long)m, (long long)n, (long long)k, transa ? 'T' : 'N', transb ? 'T' : 'N',
+                                  d_f32 ? "fp32" : "bf16", accumulate ? ", accumulating" : "");
     return LT_OK;
 }
 

@@ -195,7 +195,8 @@ static int used_rows(const attn_case *tc, int s) {
 
 /* Largest |gpu - ref| relative to the largest |ref - base| over the rows where `use` is
  * set (NULL: all), width `w`; base NULL means 0. The gpu side is bf16. Rows where use is
- * 0 must keep `base_bits` bit for bit (counted in *touched). */
+ * 0 must keep `base_bits` bit for bit (counted in *touched). NaN when a compared gpu value
+ * is NaN (fmax would skip it: a kernel that reads or leaves memory nobody wrote must fail). */
 static double grad_err(const lt_bf16 *gpu, const float *ref, const float *base, const lt_bf16 *base_bits,
                        const char *use, size_t rows, size_t w, size_t *touched) {
     double worst = 0.0, scale = 1e-30;
@@ -207,7 +208,8 @@ static double grad_err(const lt_bf16 *gpu, const float *ref, const float *base, 
             }
             double b = base != NULL ? base[i] : 0.0;
             scale = fmax(scale, fabs(ref[i] - b));
-            worst = fmax(worst, fabs((double)lt_bf16_to_f32(gpu[i]) - ref[i]));
+            double d = fabs((double)lt_bf16_to_f32(gpu[i]) - ref[i]);
+            worst = isnan(d) || isnan(worst) ? NAN : fmax(worst, d);
         }
     return worst / scale;
 }
@@ -289,7 +291,8 @@ static void run_case(lt_cuda *c, const attn_case *tc, uint64_t seed) {
     for (int t = 0; t < T; t++)
         for (int h = 0; in[t] && h < nh; h++) {
             size_t i = (size_t)t * nh + h;
-            e_lse = fmax(e_lse, fabs(glse[i] - lse[i]) / fmax(1.0, fabs(lse[i])));
+            double e = fabs(glse[i] - lse[i]) / fmax(1.0, fabs(lse[i]));
+            e_lse = isnan(e) || isnan(e_lse) ? NAN : fmax(e_lse, e); /* NaN sticks */
         }
     printf("# %s: forward out err %.2e (tol %.0e), lse err %.2e (tol %.0e)\n", tc->name, e_out, TOL_OUT, e_lse,
            TOL_LSE);

@@ -5,6 +5,8 @@
  * layout, row copies, window sets, lt_acts_keep_rows, pack/unpack, the K/V context's rows,
  * the fused head's row blocks, the meter's byte counts) runs here without a GPU. Checked:
  *   - bf16 rounding (nearest even, NaN kept);
+ *   - LONGTAIL_POISON (on in the test suite): fresh non-zeroed buffers of both CPU backends
+ *     read as NaN, so every pass test here reads no memory it never wrote;
  *   - gradients and loss of a batch whole / packed / sliced (KV context) and over two
  *     stages agree with the fp32 reference within a bf16 tolerance: per tensor,
  *     ||g_bf16 - g_fp32|| <= BF16_TOL ||g_fp32|| (BF16_TOL = 3e-2; measured 1.9e-2 at
@@ -20,6 +22,8 @@
  *     reference's gradients within BF16_TOL, and so does the same plan as a static
  *     context-parallel pipeline of 2 and 3 members in one process (cp 3: a member's shard
  *     empty), whose group moves its rows and kept inputs in 2-byte elements;
+ *   - an allocation failure's error carries the backend's reason where it keeps one (the
+ *     CUDA arena's, here a stand-in: lt_backend_nomem);
  *   - the CUDA backend where it cannot open: LT_ERR_CONFIG with the reason.
  */
 #include <math.h>
@@ -145,6 +149,10 @@ static double worst_tensor_rel(const lt_llama *m, const float *a, const float *b
             d2 += d * d, b2 += (double)b[ti->offset + i] * b[ti->offset + i];
         }
         double r = b2 > 0 ? sqrt(d2 / b2) : sqrt(d2);
+        if (isnan(r)) { /* a NaN gradient (`r > w` would skip it) fails every `<=` check */
+            *worst = ti->name;
+            return NAN;
+        }
         if (r > w) w = r, *worst = ti->name;
     }
     return w;
@@ -351,7 +359,12 @@ static void bf16_meter_and_logits(void **state) {
     assert_int_equal(c.peak, kv_bytes + (fwd > head ? fwd : head));
     /* logits come back as fp32 near the reference's (bf16: about 3 significant digits) */
     double d = 0, s = 0;
-    for (size_t i = 0; i < T * V; i++) d = fmax(d, fabs((double)lg[i] - lg32[i])), s = fmax(s, fabs((double)lg32[i]));
+    size_t nans = 0; /* (fmax skips them) */
+    for (size_t i = 0; i < T * V; i++) {
+        d = fmax(d, fabs((double)lg[i] - lg32[i])), s = fmax(s, fabs((double)lg32[i]));
+        if (isnan(lg[i])) nans++;
+    }
+    assert_int_equal(nans, 0);
     print_message("cpu-bf16 logits: max |diff| %.3e of max |logit| %.3e; loss %.6f vs %.6f\n", d, s, loss, loss32);
     assert_true(s > 0 && d <= 3e-2 * s);
     assert_true(fabs(loss - loss32) <= 1e-2 * fabs(loss32));
@@ -451,6 +464,67 @@ static void bf16_executor_near_fp32(void **state) {
     lt_llama_free(&m32), lt_llama_free(&m16);
 }
 
+/* LONGTAIL_POISON (set by the test suite, Makefile.am): a fresh buffer not asked zeroed
+ * reads as NaN on both CPU backends, in fp32 and in bf16, and a zeroed one as zeros, so a
+ * pass that reads what it never wrote fails in these tests as it would on the GPU's reused
+ * arena. Fails when the suite's environment lost the switch, so it cannot silently stop. */
+static void fresh_buffers_poisoned(void **state) {
+    (void)state;
+    const char *v = getenv("LONGTAIL_POISON");
+    if (!v || strcmp(v, "1") != 0)
+        fail_msg("LONGTAIL_POISON is not 1 here: the test suite sets it (Makefile.am AM_TESTS_ENVIRONMENT); "
+                 "run this program by hand with LONGTAIL_POISON=1");
+    enum { N = 37 }; /* odd: no size the allocator rounds to */
+    const lt_backend *bes[] = {lt_backend_cpu(), lt_backend_cpu_bf16()};
+    for (int b = 0; b < 2; b++) {
+        const lt_backend *be = bes[b];
+        void *p = be->alloc(be, N * be->act_bytes, false), *z = be->alloc(be, N * be->act_bytes, true);
+        float f[N];
+        assert_true(p && z);
+        lt_error err;
+        assert_int_equal(be->to_host_f32(be, f, p, N, &err), LT_OK);
+        for (int i = 0; i < N; i++) assert_true(isnan(f[i]));
+        assert_int_equal(be->to_host_f32(be, f, z, N, &err), LT_OK);
+        for (int i = 0; i < N; i++) assert_true(f[i] == 0.0f);
+        be->free(be, p), be->free(be, z);
+    }
+}
+
+/* A backend that keeps an allocation failure's reason, as the CUDA arena does. */
+static bool kept_reason = true;
+static bool reason_stub(const lt_backend *be, lt_error *why) {
+    (void)be;
+    bool had = kept_reason;
+    if (had && why) {
+        lt_fail(why, LT_ERR_NOMEM, NULL, "the device arena cannot hold 512 bytes for a pass buffer: 256 of its 1024 "
+                                         "bytes are free");
+        lt_error_hint(why, "lower plan.mem");
+    }
+    kept_reason = false;
+    return had;
+}
+
+/* lt_backend_nomem: the caller's WHAT, then the backend's reason (taken once) with its
+ * hint; on the CPU (no reason kept) the caller's WHAT alone. */
+static void nomem_carries_the_backends_reason(void **state) {
+    (void)state;
+    lt_error err;
+    assert_int_equal(lt_backend_nomem(lt_backend_cpu(), &err, "kv context", "out of memory for %d rows", 7),
+                     LT_ERR_NOMEM);
+    assert_string_equal(err.what, "out of memory for 7 rows");
+    assert_string_equal(err.where, "kv context");
+    lt_backend arena = *lt_backend_cpu();
+    arena.alloc_failure = reason_stub;
+    assert_int_equal(lt_backend_nomem(&arena, &err, NULL, "out of memory for a %d-token unit", 9), LT_ERR_NOMEM);
+    assert_string_equal(err.what, "out of memory for a 9-token unit: the device arena cannot hold 512 bytes for a "
+                                  "pass buffer: 256 of its 1024 bytes are free");
+    assert_string_equal(err.hint, "lower plan.mem");
+    /* taken: the next failure without a reason says only what it was for */
+    assert_int_equal(lt_backend_nomem(&arena, &err, NULL, "out of memory"), LT_ERR_NOMEM);
+    assert_string_equal(err.what, "out of memory");
+    assert_string_equal(err.hint, "");
+}
+
 /* The CUDA backend where it cannot open (a build without CUDA, or no device): LT_ERR_CONFIG
  * with lt_cuda_open's reason and nothing opened; on a machine with a GPU it opens (and the
  * rest is scripts/gpu-check.sh's). */
@@ -475,6 +549,8 @@ static void cuda_backend_refuses_without_device(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bf16_rounding),
+        cmocka_unit_test(fresh_buffers_poisoned),
+        cmocka_unit_test(nomem_carries_the_backends_reason),
         cmocka_unit_test(bf16_gradients_near_fp32),
         cmocka_unit_test(bf16_rows_windows_and_kept_rows),
         cmocka_unit_test(bf16_meter_and_logits),

@@ -106,10 +106,12 @@ static double grads_of(const lt_llama *m, const lt_train_unit *units, int n_unit
     return loss;
 }
 
+/* max |a - b| / max |b|; NaN when any element is (so that the `<=` checks fail on it) */
 static double max_rel(const float *a, const float *b, size_t n) {
     double diff = 0, scale = 1e-30;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - b[i]);
+        if (isnan(d)) return NAN;
         if (d > diff) diff = d;
         if (fabs(b[i]) > scale) scale = fabs(b[i]);
     }

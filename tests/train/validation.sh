@@ -172,10 +172,11 @@ fi
 # validation losses: dp 2 with fsdp (the weights the update leaves sharded are gathered first:
 # stale ones would score the step before), and pp 2 x tp 2 on 4 ranks (each stage's layers on
 # its ranks, each TP rank its heads) against one process running the pp 2 plans
-same_vals() { # A B: the same count of val= figures, each within 1e-5
+same_vals() { # A B: the same count of val= figures, each a number (not nan: vals gives "val=") within 1e-5
   [ -n "$1" ] && [ "$(echo "$1" | wc -w)" = "$(echo "$2" | wc -w)" ] &&
     paste <(echo "$1" | tr ' ' '\n' | sed '/^$/d') <(echo "$2" | tr ' ' '\n' | sed '/^$/d') |
-    awk '{ sub(/val=/, "", $1); sub(/val=/, "", $2); d = $1 - $2; if (d > 1e-5 || d < -1e-5) bad = 1 } END { exit bad }'
+    awk '{ sub(/val=/, "", $1); sub(/val=/, "", $2); d = $1 - $2
+           if ($1 == "" || $2 == "" || d > 1e-5 || d < -1e-5) bad = 1 } END { exit bad }'
 }
 vals() { grep -o 'val=[0-9.]*' "$1" | tr '\n' ' '; }
 if grep -q '^#define HAVE_MPI 1' "$top_builddir/buildconfig.h" 2>/dev/null && command -v mpirun >/dev/null; then

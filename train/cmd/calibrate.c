@@ -251,7 +251,7 @@ static void layer_bench_free(layer_bench *lb) {
 static void *to_backend(const lt_backend *be, const float *host, size_t n, lt_error *err) {
     void *d = be->alloc(be, lt_backend_span(be, n, be->act_bytes), false);
     if (!d) {
-        lt_fail(err, LT_ERR_NOMEM, NULL, "out of %s memory for %zu activations", be->name, n);
+        lt_backend_nomem(be, err, NULL, "out of %s memory for %zu activations", be->name, n);
         return NULL;
     }
     if (be->from_host_f32(be, d, host, n, err) != LT_OK) {
@@ -287,7 +287,7 @@ static lt_status layer_bench_init(layer_bench *lb, const lt_llama *m, const lt_l
         if (lb->in) lb->dout = to_backend(lb->be, hdout, TC, err);
         if (lb->dout) {
             lb->din = lb->be->alloc(lb->be, lt_backend_span(lb->be, TC, lb->be->act_bytes), true);
-            if (!lb->din) lt_fail(err, LT_ERR_NOMEM, NULL, "out of %s memory for a %d-token layer", lb->be->name, T);
+            if (!lb->din) lt_backend_nomem(lb->be, err, NULL, "out of %s memory for a %d-token layer", lb->be->name, T);
         }
         free(hin), free(hdout);
         if (!lb->din) {
@@ -414,8 +414,8 @@ static lt_status attn_bench_init(attn_bench *ab, const lt_llama *m, int T, lt_po
     size_t es = be->act_bytes, nq = ab->nq, nk = ab->nk;
     char *d = be->alloc(be, (4 * nq + 4 * nk) * es, true);
     float *dl = be->alloc(be, (size_t)T * ab->nh * sizeof(float), true);
-    lt_status st = d && dl ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of %s memory for a %d-token attention",
-                                             be->name, T);
+    lt_status st = d && dl ? LT_OK : lt_backend_nomem(be, err, NULL, "out of %s memory for a %d-token attention",
+                                                      be->name, T);
     /* device layout: q, out, dq, dout (nq each), k, v, dk, dv (nk each) */
     if (st == LT_OK) st = be->from_host_f32(be, d, ab->q, nq, err);
     if (st == LT_OK) st = be->from_host_f32(be, d + 3 * nq * es, ab->dout, nq, err);
@@ -572,8 +572,8 @@ static lt_status measure_gpu_memory(const lt_backend *be, links *l, lt_error *er
     if (!a || !b) {
         if (a) be->free(be, a);
         if (b) be->free(be, b);
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of device memory for the %zu MiB copy buffers",
-                       GPU_HBM_BYTES >> 20);
+        return lt_backend_nomem(be, err, NULL, "out of device memory for the %zu MiB copy buffers",
+                                GPU_HBM_BYTES >> 20);
     }
     double best = INFINITY;
     for (int i = 0; st == LT_OK && i < 6; i++) { /* copy 0: the warm-up */

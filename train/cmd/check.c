@@ -61,11 +61,15 @@ static lt_status parse_steps(const char *text, uint64_t **steps, size_t *n, lt_e
     return lt_fail(err, LT_ERR_USAGE, "--steps", "'%.100s' is not a comma-separated list of step numbers", text);
 }
 
-/* max |a - b| / max |b| over a tensor (the absolute difference when b is all zero). */
+/* max |a - b| / max |b| over a tensor (the absolute difference when b is all zero); NaN when
+ * any element is (fmax would skip it, and a gradient that read memory nobody wrote, NaN
+ * under LONGTAIL_POISON, would pass). */
 static double rel_err(const float *a, const float *b, size_t n) {
     double diff = 0, scale = 0;
     for (size_t i = 0; i < n; i++) {
-        diff = fmax(diff, fabs((double)a[i] - (double)b[i]));
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (isnan(d)) return NAN;
+        diff = fmax(diff, d);
         scale = fmax(scale, fabs((double)b[i]));
     }
     return scale > 0 ? diff / scale : diff;
@@ -248,6 +252,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
             const lt_tensor_info *ti = &c->m.tensors[t];
             size_t n = (size_t)ti->rows * (size_t)ti->cols;
             double e = bf16 ? rel_norm(c->ga + ti->offset, c->gb + ti->offset, n) : rel_err(c->ga + ti->offset, c->gb + ti->offset, n);
+            if (isnan(e)) e = INFINITY; /* a NaN gradient is the worst */
             printf("step=%" PRIu64 " tensor=%s rel_err=%.3e\n", step, ti->name, e);
             if (e > worst || t == 0) worst = e, worst_name = ti->name;
         }

@@ -135,7 +135,7 @@ static lt_status part_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     if (op->part == LT_PART_PRE && l > 0) { /* held until the layer before's post-attention B read it */
         size_t bytes = (size_t)a->Tl * (size_t)pr->m->shape.hidden * exec_be(pr)->act_bytes;
         if (!(din = o->din[0] = exec_be(pr)->alloc(exec_be(pr), bytes, true)))
-            return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-byte input gradient", bytes);
+            return lt_backend_nomem(exec_be(pr), err, NULL, "out of memory for a %zu-byte input gradient", bytes);
         o->din_bytes += bytes, exec_track(pr, bytes);
     }
     st = lt_llama_backward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], dout, pr->kv, a, pr->grads, pg, din,
@@ -185,7 +185,8 @@ lt_status exec_forward(pipe_run *pr, uint32_t v, lt_error *err) {
         for (int i = 0; st == LT_OK && from != LT_DEP_NONE && i < n; i++) {
             int g = o->active[i];
             size_t bytes = (size_t)lt_unit_sp_rows(pr->m, &cu[i]) * C * be->act_bytes; /* this rank's SP rows */
-            if (!(o->x_in[g] = be->alloc(be, bytes ? bytes : 1, false))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+            if (!(o->x_in[g] = be->alloc(be, bytes ? bytes : 1, false)))
+                st = lt_backend_nomem(be, err, NULL, "out of memory for a %zu-byte kept input", bytes);
             else be->copy(be, o->x_in[g], cin[i], bytes), o->x_bytes[g] = bytes, exec_track(pr, bytes);
         }
         lt_pass pa = {.l0 = l0, .l1 = l0 + R, .embed = l0 == 0, .meter = &pr->meter};
@@ -265,7 +266,8 @@ lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err) {
         if (!pb.head && !(cdout[i] = pr->ops[from].din[g])) {
             st = exec_op_error(pr, v, err, "no gradient from the stage after");
         } else if (gather) { /* the kept inputs' rows and a window over the range */
-            if (want_x && !(xs[i] = be->alloc(be, TC * es, false))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+            if (want_x && !(xs[i] = be->alloc(be, TC * es, false)))
+                st = lt_backend_nomem(be, err, NULL, "out of memory for a %zu-byte kept input", TC * es);
             else if (want_x) exec_track(pr, TC * es);
             if (st == LT_OK) st = lt_acts_alloc_window(&ca[i], pr->m, pr->b, &cu[i], l0 + R, l1, pb.head, err);
             exec_track(pr, ca[i].bytes);
@@ -294,13 +296,13 @@ lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     if (st == LT_OK && R > 0) st = members_forward(pr, &pa, cu, n, cx, cr, kvh, NULL, err);
     for (int i = 0; st == LT_OK && R > 0 && i < n; i++) {
         size_t TC = (size_t)lt_unit_sp_rows(pr->m, &cu[i]) * C; /* [*, C]: this rank's SP rows */
-        if (!(cmid[i] = be->alloc(be, TC * es, true))) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a gradient");
+        if (!(cmid[i] = be->alloc(be, TC * es, true))) st = lt_backend_nomem(be, err, NULL, "out of memory for a gradient");
         else exec_track(pr, TC * es);
     }
     for (int i = 0; st == LT_OK && l0 > 0 && i < n; i++) { /* held until the stage before has read it (release) */
         size_t TC = (size_t)lt_unit_sp_rows(pr->m, &cu[i]) * C; /* [*, C]: this rank's SP rows */
         if (!(cdin[i] = o->din[o->active[i]] = be->alloc(be, TC * es, true)))
-            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-element input gradient", TC);
+            st = lt_backend_nomem(be, err, NULL, "out of memory for a %zu-element input gradient", TC);
         else o->din_bytes += TC * es, exec_track(pr, TC * es);
     }
     if (st == LT_OK)

@@ -42,7 +42,7 @@ static lt_status kv_pack(exec_ring *x, int l, bool grads, lt_error *err, char **
         total += bytes[j];
     }
     *mine = be->alloc(be, bytes[gu->me] ? bytes[gu->me] : 1, false), *all = be->alloc(be, total ? total : 1, false);
-    if (!*mine || !*all) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the K/V exchange");
+    if (!*mine || !*all) return lt_backend_nomem(be, err, NULL, "out of memory for the K/V exchange");
     x->packed = bytes[gu->me] + total;
     exec_track(x->pr, x->packed);
     char *p = *mine;

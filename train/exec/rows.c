@@ -45,7 +45,7 @@ static lt_status exchange_rows(pipe_run *pr, uint32_t v, int lo, int hi, bool he
         if (g == me || cnt == 0) continue;
         sbytes[g] = cnt * row_floats * sizeof(float);
         float *q = send[g] = be->alloc(be, sbytes[g], false);
-        if (!q) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu rows to send", cnt);
+        if (!q) st = lt_backend_nomem(be, err, NULL, "out of memory for %zu rows to send", cnt);
         else exec_track(pr, sbytes[g]);
         for (size_t i = 0; st == LT_OK && i < n; i++) {
             if (rs[i].h != me) continue;
@@ -61,7 +61,7 @@ static lt_status exchange_rows(pipe_run *pr, uint32_t v, int lo, int hi, bool he
     }
     for (int h = 0; st == LT_OK && h < G; h++) {
         if (rbytes[h] > 0 && !(recv[h] = be->alloc(be, rbytes[h], false)))
-            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the rows to receive");
+            st = lt_backend_nomem(be, err, NULL, "out of memory for the rows to receive");
         if (recv[h]) exec_track(pr, rbytes[h]), *recv_bytes += rbytes[h];
     }
     if (st == LT_OK) st = be->check(be, err);

@@ -85,13 +85,14 @@ static lt_status post_one(pipe_run *pr, uint32_t w, int t, lt_error *err) {
         return LT_OK;
     }
     if (bytes == 0) { /* tokens, none of them this TP rank's: an empty input, nothing sent */
-        if (!(pr->recv_buf[w] = be->alloc(be, 1, false))) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+        if (!(pr->recv_buf[w] = be->alloc(be, 1, false)))
+            return lt_backend_nomem(be, err, NULL, "out of memory for an empty transfer");
         pr->recv_bytes[w] = 1;
         exec_track(pr, 1);
         return LT_OK;
     }
     if (!(pr->recv_buf[w] = be->alloc(be, bytes, false)))
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %zu-byte transfer", bytes);
+        return lt_backend_nomem(be, err, NULL, "out of memory for a %zu-byte transfer", bytes);
     pr->recv_bytes[w] = bytes;
     exec_track(pr, bytes);
     char what[160];

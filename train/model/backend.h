@@ -31,7 +31,13 @@
  * Errors: kernels on the CPU cannot fail; launches on a GPU can. So the ops return nothing
  * and a backend keeps the FIRST failure (CUDA's own sticky-error model): `check` reports it
  * (LT_OK on the CPU), and the pass calls it after every layer and before it returns.
- * Allocation returns NULL on failure (the caller names what it was allocating).
+ * Allocation returns NULL on failure; the caller names what it was allocating with
+ * lt_backend_nomem, which adds the backend's own reason where it keeps one (the CUDA
+ * arena's: the bytes asked, the bytes free, its size).
+ *
+ * Fresh memory: an alloc not asked zeroed holds garbage on the GPU (arena blocks are
+ * reused); the CPU backends fill it with NaN under LONGTAIL_POISON (on in the test suite,
+ * docs/testing.md), so a pass that reads what it never wrote fails the tests.
  *
  * Conventions of every kernel op: train/cpu/kernels.h's (forward writes, backward ADDS).
  */
@@ -60,6 +66,9 @@ struct lt_backend {
 
     /* ---- memory */
     void *(*alloc)(const lt_backend *be, size_t bytes, bool zeroed); /* NULL: out of memory */
+    /* the reason the last failed alloc gave, into *why (may be NULL: dropped) and cleared;
+     * false when none is kept. NULL on the CPU backends (malloc gives no reason). */
+    bool (*alloc_failure)(const lt_backend *be, lt_error *why);
     void (*free)(const lt_backend *be, void *p);                      /* NULL-safe */
     void (*zero)(const lt_backend *be, void *p, size_t bytes);
     /* bytes from src to dst, both backend memory; the ranges may overlap (memmove) */
@@ -133,6 +142,12 @@ const lt_backend *lt_backend_cpu(void);
 /* The test backend: host memory, bf16 storage (see above). Its sticky error is kept in a
  * process-wide slot (an emulation for tests: one user at a time). */
 const lt_backend *lt_backend_cpu_bf16(void);
+
+/* LT_ERR_NOMEM for an alloc of `be` that returned NULL, as lt_fail(err, LT_ERR_NOMEM, where,
+ * fmt, ...) followed by ": " and the backend's reason when it kept one (be->alloc_failure,
+ * taken), whose hint it carries: what the caller was allocating and why it did not fit. */
+lt_status lt_backend_nomem(const lt_backend *be, lt_error *err, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* ---------------------------------------------------------------- the CUDA backend
  * (train/model/backend_cuda.c; in every build: without CUDA, open fails with kernels/cuda.h's

@@ -12,6 +12,8 @@
 #include "train/model/backend.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,9 +22,22 @@
 
 /* ---------------------------------------------------------------- shared host memory ops */
 
+/* LONGTAIL_POISON set and not "0" (the test suite sets it, Makefile.am; docs/testing.md):
+ * fresh buffers not asked zeroed are filled with 0xFF bytes, a NaN in fp32 (0xFFFFFFFF) and
+ * in bf16 (0xFFFF). malloc's fresh pages read as zeros where the GPU's reused arena blocks
+ * hold garbage, so without it a pass that reads what it never wrote passes on the CPU by
+ * luck; with it that read shows as NaN. Read at every allocation (tests may set it). */
+static bool poisoning(void) {
+    const char *v = getenv("LONGTAIL_POISON");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 static void *host_alloc(const lt_backend *be, size_t bytes, bool zeroed) {
     (void)be;
-    return zeroed ? calloc(bytes ? bytes : 1, 1) : malloc(bytes ? bytes : 1);
+    if (zeroed) return calloc(bytes ? bytes : 1, 1);
+    void *p = malloc(bytes ? bytes : 1);
+    if (p && poisoning()) memset(p, 0xFF, bytes ? bytes : 1);
+    return p;
 }
 static void host_free(const lt_backend *be, void *p) { (void)be, free(p); }
 static void host_zero(const lt_backend *be, void *p, size_t bytes) { (void)be, memset(p, 0, bytes); }
@@ -162,6 +177,20 @@ const lt_backend *lt_backend_cpu(void) { return &cpu_f32; }
 
 const lt_backend *lt_backend_of(const lt_llama *m) { return m && m->backend ? m->backend : &cpu_f32; }
 
+/* every backend's (train/model/backend.h) */
+lt_status lt_backend_nomem(const lt_backend *be, lt_error *err, const char *where, const char *fmt, ...) {
+    char what[LT_ERROR_WHAT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    lt_error why;
+    if (!be || !be->alloc_failure || !be->alloc_failure(be, &why)) return lt_fail(err, LT_ERR_NOMEM, where, "%s", what);
+    lt_fail(err, LT_ERR_NOMEM, where, "%s: %s", what, why.what);
+    if (why.hint[0]) lt_error_hint(err, "%s", why.hint);
+    return LT_ERR_NOMEM;
+}
+
 /* ---------------------------------------------------------------- bf16 storage (tests) */
 
 /* The emulation's first failure (an allocation of a widened copy): its sticky error. */
@@ -188,11 +217,13 @@ static void narrow(void *p, float *f, size_t n) {
     free(f);
 }
 
-/* A widened output that the kernel only writes: no need to read the old values. */
+/* A widened output that the kernel only writes: no need to read the old values (poisoned
+ * like a fresh buffer, so an element the kernel leaves unwritten shows as NaN here too). */
 static float *scratch(const void *p, size_t n) {
     if (!p) return NULL;
     float *f = malloc((n ? n : 1) * sizeof(float));
     if (!f) bf16_failed = LT_ERR_NOMEM;
+    else if (poisoning()) memset(f, 0xFF, (n ? n : 1) * sizeof(float));
     return f;
 }
 

@@ -41,6 +41,8 @@ typedef struct cuda_state {
     void *arena_base;
     lt_status failed; /* the first failure of an op (sticky), its message in first */
     lt_error first;
+    bool alloc_failed; /* the last failed alloc's reason, until lt_backend_nomem takes it */
+    lt_error alloc_why;
     int32_t *ints; /* device staging for host int arrays */
     size_t ints_cap;
     float *row_loss; /* xent's per-row losses */
@@ -104,9 +106,20 @@ static void *cu_alloc(const lt_backend *be, size_t bytes, bool zeroed) {
     lt_error e;
     lt_status st = s->arena ? lt_arena_alloc(s->arena, bytes, "a pass buffer", &p, &e)
                             : lt_cuda_malloc(s->cu, &p, bytes ? bytes : 1, &e);
-    if (st != LT_OK) return NULL; /* the caller names what it was allocating */
+    if (st != LT_OK) { /* the caller names what it was allocating, lt_backend_nomem adds why */
+        s->alloc_failed = true, s->alloc_why = e;
+        return NULL;
+    }
     if (zeroed) RUN(s, lt_cuda_memset(s->cu, p, 0, bytes, &e_));
     return p;
+}
+
+static bool cu_alloc_failure(const lt_backend *be, lt_error *why) {
+    cuda_state *s = state_of(be);
+    bool had = s->alloc_failed;
+    if (had && why) *why = s->alloc_why;
+    s->alloc_failed = false;
+    return had;
 }
 
 static void cu_free(const lt_backend *be, void *p) {
@@ -367,7 +380,7 @@ lt_status lt_backend_cuda_open(lt_backend **out, int device, lt_error *err) {
     }
     s->be = (lt_backend){
         .name = "cuda", .act_bytes = 2, .align = LT_ARENA_ALIGN, .host = false, .ctx = s,
-        .alloc = cu_alloc, .free = cu_free, .zero = cu_zero, .copy = cu_copy,
+        .alloc = cu_alloc, .alloc_failure = cu_alloc_failure, .free = cu_free, .zero = cu_zero, .copy = cu_copy,
         .to_host = cu_to_host, .from_host = cu_from_host, .to_host_f32 = cu_to_host_f32,
         .from_host_f32 = cu_from_host_f32, .check = cu_check, .add = cu_add, .accumulate = cu_accumulate,
         .sum_blocks = cu_sum_blocks,

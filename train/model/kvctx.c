@@ -49,8 +49,8 @@ static lt_status reserve(lt_kvctx *c, int sample, int l0, int l1, bool grad, lt_
     for (int l = l0 < 0 ? 0 : l0; l < l1 && l < c->layers; l++) {
         if (a[l]) continue;
         if (!(a[l] = c->be->alloc(c->be, 2 * per + es, true)))
-            return lt_fail(err, LT_ERR_NOMEM, "kv context", "out of memory for sample %d's %s (%d tokens, layer %d)",
-                           sample, grad ? "dK/dV" : "K/V", s->len, l);
+            return lt_backend_nomem(c->be, err, "kv context", "out of memory for sample %d's %s (%d tokens, layer %d)",
+                                    sample, grad ? "dK/dV" : "K/V", s->len, l);
         b[l] = (float *)((char *)a[l] + per); /* one allocation per layer: a[l] owns it */
         if (c->meter) c->meter->add(c->meter->ctx, 2 * per);
     }

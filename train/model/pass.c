@@ -163,8 +163,8 @@ static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, co
     a->layer = calloc((size_t)(l1 - l0 > 0 ? l1 - l0 : 1), sizeof *a->layer);
     if (!a->buf || !a->ibuf || (spbytes && !a->ibuf_sp) || !a->layer) {
         lt_acts_free(a);
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the activations of a %d-token unit (%.1f MiB on %s)",
-                       T, (double)total / 1048576.0, be->name);
+        return lt_backend_nomem(be, err, NULL, "out of memory for the activations of a %d-token unit (%.1f MiB on %s)",
+                                T, (double)total / 1048576.0, be->name);
     }
     a->bytes = total + ibytes + spbytes;
     lay_out(a, &d, head);
@@ -388,6 +388,8 @@ lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *
     } else if ((fb = be->alloc(be, total, false))) {
         be->copy(be, fb, a->buf, total);
         be->free(be, a->buf);
+    } else if (be->alloc_failure) {
+        be->alloc_failure(be, NULL); /* not an error (the whole block is kept): its reason dropped */
     }
     int32_t *ib = realloc(a->ibuf, (size_t)n * 3 * sizeof(int32_t));
     int32_t *sb = a->ibuf_sp ? realloc(a->ibuf_sp, (size_t)n * 2 * sizeof(int32_t)) : NULL;
@@ -564,7 +566,7 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
     if (!nf || !rstd || !logits || (grad && !dnf) || !nff || (grad && !dnff) || (tp && (!pad || !stats))) {
         be->free(be, nf), be->free(be, rstd), be->free(be, logits), be->free(be, dnf);
         if (tp) be->free(be, nff), be->free(be, dnff), be->free(be, pad), be->free(be, stats);
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the LM head of a %d-token unit (%s)", d.T, be->name);
+        return lt_backend_nomem(be, err, NULL, "out of memory for the LM head of a %d-token unit (%s)", d.T, be->name);
     }
     size_t bytes = (TC * (grad ? 2u : 1u) + (size_t)block * (size_t)d.V) * es + (size_t)d.Tl * sizeof(float);
     if (tp) bytes += FC * es * (grad ? 2u : 1u) + pad_bytes + stat_bytes;
@@ -771,7 +773,7 @@ static lt_status fwd_scratch_alloc(const lt_llama *m, const lt_pass *pass, const
     }
     s->segs = malloc(((size_t)u->n_slices + 1) * sizeof *s->segs);
     if (!s->kbuf || !s->vbuf || !s->tmp || !s->segs || (tp && (!s->full || !s->part || !s->pad)))
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's forward (%s)", d.T, be->name);
+        return lt_backend_nomem(be, err, NULL, "out of memory for a %d-token unit's forward (%s)", d.T, be->name);
     s->bytes = (2 * (TK ? TK : 1) + (TC ? TC : 1)) * es + (tp ? 2 * (FC ? FC : 1) * es + (PB ? PB : es) : 0);
     held(pass, s->bytes);
     return LT_OK;
@@ -1041,7 +1043,7 @@ static lt_status bwd_scratch_alloc(const lt_llama *m, const lt_pass *pass, const
     if (!s->buf || !s->segs) {
         be->free(be, s->buf), free(s->segs);
         memset(s, 0, sizeof *s);
-        return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's backward (%s)", d.T, be->name);
+        return lt_backend_nomem(be, err, NULL, "out of memory for a %d-token unit's backward (%s)", d.T, be->name);
     }
     s->bytes = total ? total : es;
     held(pass, s->bytes);
@@ -1181,7 +1183,7 @@ lt_status lt_part_grads_alloc(lt_part_grads *g, const lt_llama *m, const lt_acts
     memset(g, 0, sizeof *g);
     g->bytes = lt_part_grads_bytes(m, a);
     g->buf = be->alloc(be, g->bytes ? g->bytes : es, true);
-    if (!g->buf) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a %d-token unit's part gradients", a->T);
+    if (!g->buf) return lt_backend_nomem(be, err, NULL, "out of memory for a %d-token unit's part gradients", a->T);
     g->be = be;
     g->dres = g->buf, g->dn1 = at(g->buf, TC), g->datt = at(g->buf, 2 * TC);
     return LT_OK;
