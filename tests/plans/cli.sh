@@ -221,15 +221,16 @@ else
 fi
 # The table's balance and DP-Merge columns (docs/strategies.md) and auto's picks; the TSV keeps
 # the contract's six columns whatever the strategies.
-check "compare table: plan_ms_p50, cv_fwd, cv_bwd and merges columns" 0 \
-  "^strategy +predicted_ms +bubble +peak_mem_GiB +speedup +plan_ms/step +plan_ms_p50 +cv_fwd +cv_bwd +merges +choices" "" \
+check "compare table: x_bound, plan_ms_p50, cv_fwd, cv_bwd and merges columns" 0 \
+  "^strategy +predicted_ms +bubble +peak_mem_GiB +speedup +x_bound +plan_ms/step +plan_ms_p50 +cv_fwd +cv_bwd +merges +choices" "" \
   -- compare --config "$PAPER" --set plan.context_len=64K --set plan.milp_time_limit=0 --lengths "$tmp/cc.txt" \
   --strategies megatron,slimpack,auto --steps 2
 n=$((n + 1))
-# megatron: 0 merges; every row: p50 > 0, CVs in [0, 1), merges a count; auto: as fast as
-# slimpack or faster, and its picks add up to the 2 steps.
-rows=$(awk '$1 ~ /^(megatron|slimpack|auto)$/ && $7 > 0 && $8 >= 0 && $8 < 1 && $9 >= 0 && $9 < 1 && $10 ~ /^[0-9]+$/ { print $1 }' "$tmp/out" | tr '\n' ' ')
-mmerges=$(awk '$1 == "megatron" { print $10 }' "$tmp/out")
+# megatron: 0 merges; every row: its time at least its lower bound (x_bound >= 1.00x), p50 > 0,
+# CVs in [0, 1), merges a count; auto: as fast as slimpack or faster, and its picks add up to
+# the 2 steps.
+rows=$(awk '$1 ~ /^(megatron|slimpack|auto)$/ && $6 ~ /x$/ && $6 + 0 >= 1 && $8 > 0 && $9 >= 0 && $9 < 1 && $10 >= 0 && $10 < 1 && $11 ~ /^[0-9]+$/ { print $1 }' "$tmp/out" | tr '\n' ' ')
+mmerges=$(awk '$1 == "megatron" { print $11 }' "$tmp/out")
 faster=$(awk '$1 == "slimpack" { s = $2 } $1 == "auto" { a = $2 } END { print (a != "" && a + 0 <= s + 0) ? "yes" : "no" }' "$tmp/out")
 picks=$(awk '/^auto picked: / { sub(/^auto picked: /, ""); k = split($0, p, ", "); for (i = 1; i <= k; i++) { split(p[i], w, " "); t += w[2] } print t }' "$tmp/out")
 if [ "$rows" = "megatron slimpack auto " ] && [ "$mmerges" = 0 ] && [ "$faster" = yes ] && [ "$picks" = 2 ]; then
