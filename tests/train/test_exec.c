@@ -434,6 +434,26 @@ static void test_refusals(void **state) {
     expect_refusal(f, &p, "recomputes another number of layers");
 }
 
+/* One pipeline of P stages over four micro-batches (samples 0 and 1 whole, sample 2 in two
+ * slices with K/V context) in HelixPipe's `folds`-fold FILO schedule, with recompute or not;
+ * predictions all 0 (ties: op id order). */
+static lt_rank_plan *helix_plan(lt_step_plan *p, int P, int folds, int recompute) {
+    lt_rank_plan *r = plan_one_rank(p);
+    p->pp = P;
+    lt_schedule_free(&r->sched);
+    assert_int_equal(lt_schedule_init(&r->sched, P, LAYERS, NULL), LT_OK);
+    lt_schedule_add_slice(&r->sched, 0, 0, 20), lt_schedule_add_unit(&r->sched, 0, 1);
+    lt_schedule_add_slice(&r->sched, 1, 0, 7), lt_schedule_add_unit(&r->sched, 1, 1);
+    lt_schedule_add_slice(&r->sched, 2, 0, 15), lt_schedule_add_unit(&r->sched, 2, 1);
+    lt_schedule_add_slice(&r->sched, 2, 15, 45), lt_schedule_add_unit(&r->sched, 3, 1);
+    lt_error err;
+    assert_int_equal(lt_sched_helixpipe_folds(&r->sched, NULL, 4, folds, recompute, &err), LT_OK);
+    free(r->ops);
+    r->ops = calloc(lt_schedule_n_ops(&r->sched) + 1, sizeof *r->ops);
+    assert_non_null(r->ops);
+    return r;
+}
+
 /* HelixPipe's schedules: layer-part ops, one process. */
 static void test_helixpipe(void **state) {
     fixture *f = *state;
@@ -441,19 +461,7 @@ static void test_helixpipe(void **state) {
     for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; k++) {
         int P = layouts[k][0], folds = layouts[k][1];
         lt_step_plan p;
-        lt_rank_plan *r = plan_one_rank(&p);
-        p.pp = P;
-        lt_schedule_free(&r->sched);
-        assert_int_equal(lt_schedule_init(&r->sched, P, LAYERS, NULL), LT_OK);
-        lt_schedule_add_slice(&r->sched, 0, 0, 20), lt_schedule_add_unit(&r->sched, 0, 1);
-        lt_schedule_add_slice(&r->sched, 1, 0, 7), lt_schedule_add_unit(&r->sched, 1, 1);
-        lt_schedule_add_slice(&r->sched, 2, 0, 15), lt_schedule_add_unit(&r->sched, 2, 1);
-        lt_schedule_add_slice(&r->sched, 2, 15, 45), lt_schedule_add_unit(&r->sched, 3, 1);
-        lt_error err;
-        assert_int_equal(lt_sched_helixpipe_folds(&r->sched, NULL, 4, folds, 0, &err), LT_OK);
-        free(r->ops);
-        r->ops = calloc(lt_schedule_n_ops(&r->sched) + 1, sizeof *r->ops); /* ties: op id order */
-        assert_non_null(r->ops);
+        lt_rank_plan *r = helix_plan(&p, P, folds, 0);
         lt_exec_stats es;
         run_plan(f, &p, f->got, &f->vgot, &es);
         double rel = max_rel(f, f->got, f->ref);
@@ -461,18 +469,7 @@ static void test_helixpipe(void **state) {
         assert_int_equal(es.ops_run, lt_schedule_n_ops(&r->sched));
         lt_step_plan_free(&p);
         /* with recomputation without attention (4.4.1): the same gradients */
-        r = plan_one_rank(&p);
-        p.pp = P;
-        lt_schedule_free(&r->sched);
-        assert_int_equal(lt_schedule_init(&r->sched, P, LAYERS, NULL), LT_OK);
-        lt_schedule_add_slice(&r->sched, 0, 0, 20), lt_schedule_add_unit(&r->sched, 0, 1);
-        lt_schedule_add_slice(&r->sched, 1, 0, 7), lt_schedule_add_unit(&r->sched, 1, 1);
-        lt_schedule_add_slice(&r->sched, 2, 0, 15), lt_schedule_add_unit(&r->sched, 2, 1);
-        lt_schedule_add_slice(&r->sched, 2, 15, 45), lt_schedule_add_unit(&r->sched, 3, 1);
-        assert_int_equal(lt_sched_helixpipe_folds(&r->sched, NULL, 4, folds, 1, &err), LT_OK);
-        free(r->ops);
-        r->ops = calloc(lt_schedule_n_ops(&r->sched) + 1, sizeof *r->ops);
-        assert_non_null(r->ops);
+        helix_plan(&p, P, folds, 1);
         run_plan(f, &p, f->got2, &f->vgot2, &es);
         assert_memory_equal(f->got2, f->got, f->m.n_params * sizeof(float));
         lt_step_plan_free(&p);
