@@ -143,6 +143,13 @@ size_t lt_schedule_n_ops(const lt_schedule *s) {
     return n;
 }
 
+bool lt_schedule_has_parts(const lt_schedule *s) {
+    for (int i = 0; i < s->stages; i++)
+        for (size_t k = 0; k < s->stage[i].n; k++)
+            if (s->stage[i].ops[k].part != LT_PART_ALL) return true;
+    return false;
+}
+
 /* A slice's (sample, index) for sorting slices by sample, then table order. */
 typedef struct slice_key {
     int32_t sample;

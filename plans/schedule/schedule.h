@@ -84,8 +84,8 @@ typedef enum lt_op_kind {
 /* The part of a layer an op runs (HelixPipe 4.2 attention-parallel partition). */
 typedef enum lt_op_part {
     LT_PART_ALL = 0,  /* whole layers [layer_begin, layer_end) */
-    LT_PART_PRE = 1,  /* norm + QKV projection of layer layer_begin (layer_end = layer_begin + 1) */
-    LT_PART_ATTN = 2, /* the attention core of layer layer_begin */
+    LT_PART_PRE = 1,  /* the first norm of layer layer_begin (layer_end = layer_begin + 1) */
+    LT_PART_ATTN = 2, /* its QKV projection and attention core (4.2 moves the QKV linear here) */
     LT_PART_POST = 3, /* output projection + MLP of layer layer_begin */
 } lt_op_part;
 
@@ -201,6 +201,8 @@ int64_t lt_schedule_unit_tokens(const lt_schedule *s, uint32_t u);
 int64_t lt_schedule_op_tokens(const lt_schedule *s, const lt_op *op);
 /* Total ops over all stages. */
 size_t lt_schedule_n_ops(const lt_schedule *s);
+/* Does any op run a part of a layer (HelixPipe's attention-parallel partition)? */
+bool lt_schedule_has_parts(const lt_schedule *s);
 
 /* The slice indices sorted by sample, then table order (= token order within a sample):
  * a new array of n_slices entries (at least one allocated), free() it. */

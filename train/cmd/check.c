@@ -112,6 +112,10 @@ typedef struct check_run {
      * fp32 references by relative norm within GPU_TOLERANCE; NULL: the CPU fp32 executor */
     const lt_backend *tbe;
     lt_llama mt; /* m's struct with tbe as its backend (the same parameters) */
+    /* HelixPipe's plans (layer parts) under a launcher: every rank runs the whole model's
+     * copy, its gradients of the parts it runs summed over every rank (the stages' ownership
+     * of the helix's parts is not built: see docs/strategies.md "helixpipe") */
+    bool helix;
 } check_run;
 
 /* The GPU's relative error: bf16 activations and K/V (train/model/backend.h), fp32 gradients. */
@@ -197,7 +201,18 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     const lt_llama *rm = c->tbe ? &c->mt : dev ? &c->mg : c->xm;
     bool bf16 = c->tbe || dev; /* compared by relative norm within GPU_TOLERANCE */
     if (st == LT_OK && !c->comm) st = lt_exec_step(rm, &p, smp, &c->va, &es, c->pool, err);
-    if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
+    if (st == LT_OK && c->comm && c->helix) { /* this rank's ops on the whole model, the sum over every rank */
+        float *g = dev ? c->dg : c->ga;
+        if (dev) c->be->zero(c->be, c->dg, c->m.n_params * sizeof(float));
+        st = lt_exec_step_rank(rm, &p, smp, dev ? &c->vg : &c->va, &es, c->pool, c->comm, NULL, err);
+        if (st == LT_OK && dev) st = c->be->to_host(c->be, c->ga, g, c->m.n_params * sizeof(float), err);
+        if (st == LT_OK) st = lt_comm_allreduce(c->comm, LT_COMM_WORLD, c->ga, c->m.n_params, LT_COMM_F32, false, err);
+        int64_t kv = es.kv_transfers;
+        if (st == LT_OK) st = lt_comm_allreduce(c->comm, LT_COMM_WORLD, &kv, 1, LT_COMM_I64, false, err);
+        if (st == LT_OK && rank0)
+            printf("step=%" PRIu64 " helix kv_transfers=%" PRId64 " (a sample's K/V or dK/dV sent between attention "
+                   "stages, every rank)\n", step, kv);
+    } else if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
         st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, c->xm, &p, 25, LT_SHARD_NONE, err);
         c->dist_ready = st == LT_OK;
         lt_exec_hooks hooks = {.ctx = &c->dist, .grads_final = lt_dist_layer_final}; /* as train --db */
@@ -221,6 +236,8 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
                        "reduce-scatters against the cost model's; the worst rank's error)\n",
                        step, es.tp_bytes, want, e[0]);
         }
+    }
+    if (c->comm) { /* the ranks' gradients against one process running the whole plan */
         lt_exec_stats one = {0};
         memset(c->gc, 0, c->m.n_params * sizeof(float));
         if (st == LT_OK && rank0) st = lt_exec_step(&c->m, &p, smp, &c->vc, &one, c->pool, err);
@@ -287,7 +304,8 @@ static lt_status first_stage_layers(check_run *c, uint64_t step, int *l0, int *l
     lt_status st = lt_store_get_step(c->store, step, &p, &src, err);
     /* the layout first: a plan for another one is refused as such, not by its stage's layers */
     if (st == LT_OK) st = lt_dist_check_layout(&p, lt_comm_layout_of(c->comm), err);
-    if (st == LT_OK) st = lt_dist_stage_layers(&p, lt_comm_layout_of(c->comm)->stage, l0, l1, err);
+    for (size_t r = 0; st == LT_OK && r < p.n_ranks; r++) c->helix |= lt_schedule_has_parts(&p.ranks[r].sched);
+    if (st == LT_OK && !c->helix) st = lt_dist_stage_layers(&p, lt_comm_layout_of(c->comm)->stage, l0, l1, err);
     free(src);
     lt_step_plan_free(&p);
     return st;
@@ -359,12 +377,15 @@ int check_command(lt_cli_ctx *ctx) {
     if (st == LT_OK && c.comm && n_steps > 0) { /* the rank's part: its stage, its TP shard */
         int l0 = 0, l1 = 0;
         st = first_stage_layers(&c, steps[0], &l0, &l1, &err);
-        if (st == LT_OK) st = lt_llama_create_stage(&c.mp, &c.m.shape, tp, lt_comm_layout_of(c.comm)->tp_rank, l0, l1,
+        if (st == LT_OK && c.helix && tp > 1)
+            st = lt_fail(&err, LT_ERR_CONFIG, "parallel.tp", "HelixPipe's plans run at tp = 1 (layer parts with "
+                         "tensor parallelism are not built)");
+        if (st == LT_OK && !c.helix) st = lt_llama_create_stage(&c.mp, &c.m.shape, tp, lt_comm_layout_of(c.comm)->tp_rank, l0, l1,
                                                     lt_comm_layout_of(c.comm)->stage == 0,
                                                     lt_comm_layout_of(c.comm)->stage == lt_comm_layout_of(c.comm)->pp - 1,
                                                     &err);
-        if (st == LT_OK) st = check_cost_model(db, &c, &err);
-        if (st == LT_OK) {
+        if (st == LT_OK && !c.helix) st = check_cost_model(db, &c, &err);
+        if (st == LT_OK && !c.helix) {
             lt_llama_copy_shard(&c.m, c.m.params, &c.mp, c.mp.params);
             if (tp > 1) lt_dist_tp_ops(c.comm, c.be != NULL, &c.tpo), c.mp.tp_ops = &c.tpo; /* (the GPU's: NCCL) */
             c.xm = &c.mp;

@@ -95,9 +95,10 @@ _Noreturn void lt_comm_abort(lt_comm *c, int code, const char *what);
 
 /* ---------------------------------------------------------------- stage-to-stage transfers
  *
- * The activations (forward) and gradients (backward) between the neighbouring stages of
- * one pipeline (the executor's). Each ordered pair of neighbours is a CHANNEL (this rank to
- * stage s, stage s to this rank), and a channel's transfers match in the order they are
+ * The activations (forward) and gradients (backward) between the stages of one pipeline
+ * (the executor's): neighbouring stages, and with HelixPipe's helix any two (on the host;
+ * the GPU's channels join neighbours only). Each ordered pair of stages is a CHANNEL (this
+ * rank to stage s, stage s to this rank), and a channel's transfers match in the order they are
  * posted: there are no tags, so the receiver posts its receives in the order the sender
  * posts its sends. That is NCCL's rule (a point-to-point call waits on its stream for the
  * peer's matching call), and the MPI path keeps it too (one tag for every transfer of a
@@ -107,7 +108,8 @@ _Noreturn void lt_comm_abort(lt_comm *c, int code, const char *what);
  * early from one neighbour does not hold up a send to the other (ORDERING RULES 3 below).
  *
  * Post a send / receive of `bytes` bytes to / from stage `stage` of this rank's pipeline
- * (stage = this stage +- 1, else LT_ERR_INTERNAL). device: buf is a device buffer (NCCL,
+ * (another stage, else LT_ERR_INTERNAL; with `device` this stage +- 1, else LT_ERR_CONFIG
+ * naming the limit). device: buf is a device buffer (NCCL,
  * after lt_comm_attach_device), else host memory (MPI). The buffer stays untouched until
  * the request completes. `what` (copied) names the transfer in timeout messages. */
 lt_status lt_comm_stage_isend(lt_comm *c, int stage, const void *buf, size_t bytes, bool device, const char *what,

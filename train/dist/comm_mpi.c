@@ -269,9 +269,13 @@ static lt_status stage_xfer(lt_comm *c, bool send, int stage, void *buf, size_t 
                             const char *what, lt_comm_req **req, lt_error *err) {
     *req = NULL;
     if (!what) what = "a stage transfer";
-    if (stage < 0 || stage >= c->l.pp || (stage != c->l.stage - 1 && stage != c->l.stage + 1))
-        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: %s with stage %d: the stage channels join neighbouring "
-                       "stages (%d stages)", c->who, what, stage, c->l.pp);
+    if (stage < 0 || stage >= c->l.pp || stage == c->l.stage)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: %s with stage %d: not another stage of the pipeline (%d "
+                       "stages)", c->who, what, stage, c->l.pp);
+    if (device && stage != c->l.stage - 1 && stage != c->l.stage + 1)
+        return lt_fail(err, LT_ERR_CONFIG, NULL, "%s: %s with stage %d: on the GPU the stage channels join "
+                       "neighbouring stages only (HelixPipe's helix at more than 2 stages sends between any two: "
+                       "not built for NCCL; run it on the CPU or at pipeline.stages = 2)", c->who, what, stage);
     if (device) return lt_comm_nccl_stage(c, send, stage, buf, bytes, what, req, err);
     int peer = lt_comm_rank_of(c, c->l.dp_rank, stage);
 #ifdef HAVE_MPI

@@ -24,6 +24,13 @@ static bool is_embed(const lt_llama *m, const lt_tensor_info *t) {
 /* The layers plan p runs on `stage` (the same in every pipeline), or an error. */
 lt_status lt_dist_stage_layers(const lt_step_plan *p, int stage, int *l0, int *l1, lt_error *err) {
     *l0 = -1, *l1 = -1;
+    for (size_t r = 0; r < p->n_ranks; r++)
+        if (lt_schedule_has_parts(&p->ranks[r].sched))
+            return lt_fail(err, LT_ERR_CONFIG, NULL, "step %llu is a HelixPipe plan (layer parts): a stage runs parts "
+                           "of every layer, and the stages' ownership of the helix's parts (each weight updated on "
+                           "one stage, the QKV weights sent to the attention stages) is not built, so the "
+                           "distributed trainer cannot train it; `trainer check` runs it over ranks and `trainer "
+                           "train` in one process (no launcher)", (unsigned long long)p->step);
     for (size_t r = 0; r < p->n_ranks; r++) {
         const lt_schedule *s = &p->ranks[r].sched;
         int a = INT32_MAX, b = -1;

@@ -88,7 +88,9 @@ typedef struct lt_dist {
 lt_status lt_dist_check_layout(const lt_step_plan *p, const lt_comm_layout *l, lt_error *err);
 
 /* The layers [*l0, *l1) plan p runs on `stage` (the same in every pipeline), or
- * LT_ERR_INPUT naming the step and stage when the pipelines split the layers differently. */
+ * LT_ERR_INPUT naming the step and stage when the pipelines split the layers differently;
+ * LT_ERR_CONFIG for a HelixPipe plan (layer parts: no stage holds a range of layers, and
+ * the ownership of the helix's parts is not built). */
 lt_status lt_dist_stage_layers(const lt_step_plan *p, int stage, int *l0, int *l1, lt_error *err);
 
 /* The ownership of this rank's stage from plan p (the layers of its ops on that stage in

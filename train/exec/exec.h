@@ -81,6 +81,9 @@ typedef struct lt_exec_stats {
                                  start / finish in seconds from the step's start (the ops of all
                                  pipelines one after another: this process runs them serially) */
     size_t n_op_times;
+    int64_t kv_transfers;  /* distributed: this rank's sends of a sample's K/V or dK/dV to
+                              another stage (HelixPipe's attention of two slices of a sample
+                              on two stages: train/exec/transfers.c) */
     double tp_bytes;       /* distributed with tensor parallelism: the bytes this rank sent in the
                               step's TP all-gathers and reduce-scatters (train/dist/comm.h
                               lt_comm_bytes: what plans/cost/cost.h lt_cost_tp_bytes prices) */

@@ -74,8 +74,13 @@ typedef struct op_state {
     kept_rows *kept;   /* [G] F / FK: which rows of acts / x_in are still held */
     float **din;       /* [G] B with layer_begin > 0: the gradient of its input */
     size_t din_bytes;  /* bytes of din's buffers held here */
-    lt_part_grads pg;   /* HelixPipe: a post-attention B's part gradients, read by the layer's
-                           attention and pre-attention B and freed by the latter */
+    lt_part_grads pg;   /* HelixPipe: the part gradients of its (unit, layer) on this process,
+                           made by its first B here (the post-attention, or the one that
+                           received them) and freed by its last */
+    /* HelixPipe's layer parts across processes (transfers.c): the two tensors received from
+     * another stage until the op unpacks them (rx), and the two it sends, packed (tx) */
+    float *rx, *tx;
+    size_t rx_bytes, tx_bytes;
     uint32_t refs;      /* readers still to run of the op's buffers */
     uint32_t path_refs; /* ... of them, the model-path readers (the next stage's op) */
 } op_state;
@@ -105,18 +110,23 @@ typedef struct pipe_run {
      * pipeline; model-path edges between stages are transfers */
     lt_comm *comm;
     int my_dp, my_stage;
-    lt_comm_req **recv_req; /* [n_ops] local op v: the receive of its p2p input, once posted */
-    float **recv_buf;       /* [n_ops] ... into this buffer (backend memory) */
-    size_t *recv_bytes;     /* [n_ops] its bytes once posted (SIZE_MAX: nothing comes); 0: not yet */
+    /* the transfers into local ops, one per predecessor edge that is one (transfers.c: the
+     * model path between stages; HelixPipe's K/V and dK/dV between attention stages),
+     * indexed by the edge's place in deps.pred */
+    lt_comm_req **recv_req; /* [edges] the receive, once posted */
+    float **recv_buf;       /* [edges] ... into this buffer (backend memory) */
+    size_t *recv_bytes;     /* [edges] its bytes once posted (SIZE_MAX: nothing comes); 0: not yet */
     uint32_t *sends_of;     /* [n_ops] sends still reading op v's buffers */
     struct pending_send {
         uint32_t v;
         lt_comm_req *req;
+        void *own;        /* a buffer packed for the send, freed when it completes (NULL: v's) */
+        size_t own_bytes;
     } *sends;
     size_t n_sends, cap_sends;
     /* the stage channels' receive order (train/dist/comm.h: a channel's transfers match in
-     * posting order): chan[t][0..chan_n[t]) the local ops that receive from stage t, in the
-     * order stage t sends; chan_next[t] the first not yet posted */
+     * posting order): chan[t][0..chan_n[t]) the edges (as recv_req) that receive from stage
+     * t, in the order stage t sends; chan_next[t] the first not yet posted */
     uint32_t **chan;
     size_t *chan_n, *chan_next;
     uint32_t *kv_last;       /* [layers x n_samples] the last B op over a sample at a layer: after
@@ -199,13 +209,21 @@ lt_status exec_gather_rows(pipe_run *pr, uint32_t v, int lo, int hi, bool head, 
 
 /* ---------------------------------------------------------------- transfers.c */
 
-/* Each channel's receives (pr->chan), from the order every stage runs its ops. */
+/* The receive state and each channel's receives (pr->chan), from the order every stage
+ * runs its ops. */
 lt_status exec_chan_build(pipe_run *pr, const uint32_t *order, lt_error *err);
+/* A layer part's transfer (HelixPipe 4.2) into op v (in) or out of it: its bytes, *first
+ * those of its first tensor (the residual stream x, or its gradient), the second being n1
+ * (dn1) across the pre-attention | attention boundary, att (datt) across attention |
+ * post-attention. 0 when v has none that way (in one process: never). */
+size_t exec_part_xfer_bytes(const pipe_run *pr, uint32_t v, bool in, size_t *first);
 /* Post the receive of local op v's input (after every receive its channel delivers earlier). */
 lt_status exec_post_recv(pipe_run *pr, uint32_t v, lt_error *err);
-/* Wait for v's input and put it where the op reads its predecessor's output. */
+/* Wait for v's inputs and put each where the op reads it: a predecessor's output (a layer
+ * part's in ops[v].rx), a sample's K/V or dK/dV in the context. */
 lt_status exec_take_recv(pipe_run *pr, uint32_t v, lt_error *err);
-/* Post the sends of local op v's output to the stages that read it. */
+/* Post the sends of local op v's outputs to the stages that read them (a layer part's
+ * packed in ops[v].tx, which the sends take over). */
 lt_status exec_send_outputs(pipe_run *pr, uint32_t v, lt_error *err);
 /* Complete the sends that are done (all of them with `all`), releasing what they read. */
 lt_status exec_poll_sends(pipe_run *pr, bool all, lt_error *err);

@@ -36,17 +36,41 @@ static lt_status members_forward(pipe_run *pr, const lt_pass *pass, const lt_tra
 
 /* ---------------------------------------------------------------- HelixPipe's layer parts
  * (HelixPipe 4.2: the pre-attention of layer l, its attention, its post-attention, each an op
- * that may run on its own stage). In one process the three parts of (unit, layer) share one
- * set of single-layer activations, made by the pre-attention F and freed when its B has run
- * (the last of the layer's readers: its B follows the layer's attention and post-attention
- * B, and every op of layer l + 1); the gradients that cross the parts in the backward live in
- * the post-attention B's state until the pre-attention B has read them. */
+ * that may run on its own stage). The parts of (unit, layer) that run in one process share
+ * one set of single-layer activations, made by the first of them there: the pre-attention F,
+ * or the part that received the layer's tensors from another stage (the residual stream
+ * and the QKV linear's input, or the attention output: exec_part_xfer_bytes), freed when its
+ * B has run (the last of the layer's readers there). Likewise the gradients that cross the
+ * parts in the backward (lt_part_grads) live with the first B of the layer there (the
+ * post-attention, or the one that received them) until the last has read them or sent them
+ * on. In one process every part is local: the pre-attention F and the post-attention B. */
 
-/* The part op's layer activations: those of the pre-attention F of its (unit, layer),
- * reached over the model path (a B through its F), or NULL. */
-static lt_acts *part_acts(pipe_run *pr, uint32_t v) {
+/* Is v's model-path predecessor another layer part of its layer in this process? */
+static bool part_pred_here(const pipe_run *pr, uint32_t v, uint32_t *from) {
+    *from = exec_pred_of_kind(&pr->deps, v, LT_DEP_PATH);
+    return *from != LT_DEP_NONE && exec_local(pr, *from) &&
+           pr->deps.op[*from]->layer_begin == pr->deps.op[v]->layer_begin;
+}
+
+/* The op whose state holds the activations of v's (unit, layer) here: back along the model
+ * path (a B from its F) while the part before runs here. */
+static uint32_t acts_owner(const pipe_run *pr, uint32_t v) {
     if (pr->deps.op[v]->kind == LT_OP_B) v = exec_pred_of_kind(&pr->deps, v, LT_DEP_ACT);
-    while (v != LT_DEP_NONE && pr->deps.op[v]->part != LT_PART_PRE) v = exec_pred_of_kind(&pr->deps, v, LT_DEP_PATH);
+    uint32_t from;
+    while (v != LT_DEP_NONE && pr->deps.op[v]->part != LT_PART_PRE && part_pred_here(pr, v, &from)) v = from;
+    return v;
+}
+
+/* ... and the one holding its part gradients (B ops). */
+static uint32_t grads_owner(const pipe_run *pr, uint32_t v) {
+    uint32_t from;
+    while (pr->deps.op[v]->part != LT_PART_POST && part_pred_here(pr, v, &from)) v = from;
+    return v;
+}
+
+/* The part op's layer activations here, or NULL. */
+static lt_acts *part_acts(pipe_run *pr, uint32_t v) {
+    v = acts_owner(pr, v);
     if (v == LT_DEP_NONE || !pr->ops[v].acts || pr->ops[v].acts[0].T == 0) return NULL;
     return &pr->ops[v].acts[0];
 }
@@ -68,10 +92,44 @@ static lt_status part_check(pipe_run *pr, uint32_t v, lt_error *err) {
     if (op->kind == LT_OP_FK) return exec_op_error(pr, v, err, "a K/V-only forward of a layer part");
     if (op->layer_end != op->layer_begin + 1) return exec_op_error(pr, v, err, "a layer part spans more than one layer");
     /* recomputation without attention (HelixPipe 4.4.1, recompute_layers = 1 on the pre- and
-     * post-attention parts): in one process the layer's activations are shared by its parts
-     * and kept whole until its pre-attention B, so a recomputing part runs as one that keeps
-     * them (the same gradients: a recomputed forward is bit-identical); the memory it would
-     * save shows as measured above predicted (lt_exec_stats.stage_peak_bytes) */
+     * post-attention parts): the layer's activations here are kept whole until its last B,
+     * so a recomputing part runs as one that keeps them (the same gradients: a recomputed
+     * forward is bit-identical); the memory it would save shows as measured above predicted
+     * (lt_exec_stats.stage_peak_bytes) */
+    return LT_OK;
+}
+
+/* A layer part's two tensors between a buffer (the transfer's: first, then second) and
+ * where the op keeps them: out of (pack) or into (!pack) a and b. */
+static void part_xfer(const lt_backend *be, void *buf, size_t first, size_t total, void *a, void *b, bool pack) {
+    if (pack) be->copy(be, buf, a, first), be->copy(be, (char *)buf + first, b, total - first);
+    else be->copy(be, a, buf, first), be->copy(be, b, (char *)buf + first, total - first);
+}
+
+/* Pack what part op v sends to another stage (the first tensor a, the second b) into its tx. */
+static lt_status part_pack(pipe_run *pr, uint32_t v, void *a, void *b, lt_error *err) {
+    op_state *o = &pr->ops[v];
+    const lt_backend *be = exec_be(pr);
+    size_t first, bytes = exec_part_xfer_bytes(pr, v, false, &first);
+    if (bytes == 0) return LT_OK; /* its successor runs here */
+    if (!(o->tx = be->alloc(be, bytes, false)))
+        return lt_backend_nomem(be, err, NULL, "out of memory for a %zu-byte layer part transfer", bytes);
+    o->tx_bytes = bytes;
+    exec_track(pr, bytes);
+    part_xfer(be, o->tx, first, bytes, a, b, true);
+    return LT_OK;
+}
+
+/* Unpack what part op v received (its rx) into a and b, and free it. */
+static lt_status part_unpack(pipe_run *pr, uint32_t v, void *a, void *b, lt_error *err) {
+    op_state *o = &pr->ops[v];
+    const lt_backend *be = exec_be(pr);
+    size_t first, bytes = exec_part_xfer_bytes(pr, v, true, &first);
+    if (!o->rx || bytes != o->rx_bytes) return exec_op_error(pr, v, err, "no input from the stage before");
+    part_xfer(be, o->rx, first, bytes, a, b, false);
+    exec_untrack(pr, o->rx_bytes, pr->cur_stage);
+    be->free(be, o->rx);
+    o->rx = NULL, o->rx_bytes = 0;
     return LT_OK;
 }
 
@@ -84,17 +142,21 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     uint32_t from = exec_pred_of_kind(&pr->deps, v, LT_DEP_PATH);
     const float *in = NULL;
     lt_acts *a;
-    if (op->part == LT_PART_PRE) { /* the layer's activations start here */
-        if (l > 0) {
-            const lt_acts *prev = from == LT_DEP_NONE ? NULL : part_acts(pr, from);
-            if (!prev) return exec_op_error(pr, v, err, "no input from the layer before");
-            in = prev->out;
-        }
+    if (op->part == LT_PART_PRE && l > 0) { /* the layer before's output, made here */
+        const lt_acts *prev = from == LT_DEP_NONE || !exec_local(pr, from) ? NULL : part_acts(pr, from);
+        if (!prev) return exec_op_error(pr, v, err, "no input from the layer before");
+        in = prev->out;
+    }
+    if (acts_owner(pr, v) == v) { /* the layer's activations here start with this part */
         st = lt_acts_alloc(&o->acts[0], pr->m, pr->b, &o->u[0], l, l + 1, l == L - 1, err);
         exec_track(pr, o->acts[0].bytes);
         if (st != LT_OK) return st;
         a = &o->acts[0];
-    } else if (!(a = from == LT_DEP_NONE ? NULL : part_acts(pr, from))) {
+        lt_layer_acts *la = &a->layer[0];
+        if (op->part == LT_PART_ATTN) st = part_unpack(pr, v, la->x, la->n1, err);
+        else if (op->part == LT_PART_POST) st = part_unpack(pr, v, la->x, la->att, err);
+        if (st != LT_OK) return st;
+    } else if (!(a = part_acts(pr, v))) {
         return exec_op_error(pr, v, err, "no activations of its layer's earlier parts");
     }
     lt_pass pass = part_pass(pr, op);
@@ -102,6 +164,8 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     st = lt_llama_forward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], in, pr->kv, a, pr->grads, &loss,
                                pr->pool, err);
     if (st == LT_OK && pass.head) pr->stats->loss_sum += loss;
+    if (st == LT_OK && op->part != LT_PART_POST) /* to another stage: x and n1, or x and att */
+        st = part_pack(pr, v, a->layer[0].x, op->part == LT_PART_PRE ? a->layer[0].n1 : a->layer[0].att, err);
     if (st == LT_OK) exec_count_tokens(pr, pr->f_tokens, exec_place_of(pr, v), &o->u[0], 1);
     return st;
 }
@@ -116,18 +180,17 @@ static lt_status part_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     if (!a) return exec_op_error(pr, v, err, "no activations of its forward");
     lt_pass pass = part_pass(pr, op);
     uint32_t from = exec_pred_of_kind(&pr->deps, v, LT_DEP_PATH);
-    /* the part gradients: made by the post-attention B, reached from the others over the path */
-    uint32_t owner = v;
-    while (owner != LT_DEP_NONE && pr->deps.op[owner]->part != LT_PART_POST)
-        owner = exec_pred_of_kind(&pr->deps, owner, LT_DEP_PATH);
-    if (owner == LT_DEP_NONE) return exec_op_error(pr, v, err, "no post-attention backward before it");
+    uint32_t owner = grads_owner(pr, v);
     lt_part_grads *pg = &pr->ops[owner].pg;
     const float *dout = NULL;
-    if (op->part == LT_PART_POST) {
-        if (!pass.head && (from == LT_DEP_NONE || !(dout = pr->ops[from].din[0])))
-            return exec_op_error(pr, v, err, "no gradient from the layer after");
+    if (op->part == LT_PART_POST && !pass.head && (from == LT_DEP_NONE || !(dout = pr->ops[from].din[0])))
+        return exec_op_error(pr, v, err, "no gradient from the layer after");
+    if (owner == v) { /* the part gradients here start with this part: made, or received (dres and datt, or dn1) */
         if ((st = lt_part_grads_alloc(pg, pr->m, a, err)) != LT_OK) return st;
         exec_track(pr, pg->bytes);
+        if (op->part == LT_PART_ATTN) st = part_unpack(pr, v, pg->dres, pg->datt, err);
+        else if (op->part == LT_PART_PRE) st = part_unpack(pr, v, pg->dres, pg->dn1, err);
+        if (st != LT_OK) return st;
     } else if (!pg->buf) {
         return exec_op_error(pr, v, err, "no part gradients from its post-attention backward");
     }
@@ -140,7 +203,12 @@ static lt_status part_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     }
     st = lt_llama_backward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], dout, pr->kv, a, pr->grads, pg, din,
                                 pr->pool, err);
-    if (op->part == LT_PART_PRE) { /* the part gradients' last reader */
+    bool sent = false;
+    if (st == LT_OK && op->part != LT_PART_PRE) { /* to another stage: dres and datt, or dres and dn1 */
+        st = part_pack(pr, v, pg->dres, op->part == LT_PART_POST ? pg->datt : pg->dn1, err);
+        sent = o->tx != NULL;
+    }
+    if (op->part == LT_PART_PRE || sent) { /* the part gradients' last reader here */
         exec_untrack(pr, pg->bytes, (int)pr->deps.stage[owner]);
         lt_part_grads_free(pg);
     }

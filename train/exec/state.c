@@ -118,7 +118,10 @@ void exec_release(pipe_run *pr, uint32_t v) {
         kept_free(&o->kept[g]);
     }
     if (o->din_bytes) exec_untrack(pr, o->din_bytes, stage);
-    o->din_bytes = 0; /* (o->pg is not the op's readers' but its layer's pre-attention B's to free) */
+    o->din_bytes = 0;
+    if (o->rx) exec_untrack(pr, o->rx_bytes, stage), be->free(be, o->rx);
+    if (o->tx) exec_untrack(pr, o->tx_bytes, stage), be->free(be, o->tx);
+    o->rx = o->tx = NULL, o->rx_bytes = o->tx_bytes = 0; /* (o->pg is not the op's readers' but its layer's pre-attention B's to free) */
 }
 
 /* ---------------------------------------------------------------- rows a backward consumed */

@@ -23,9 +23,16 @@ static bool skipped(const pipe_run *pr, uint32_t v) {
 static lt_status check_ops(pipe_run *pr, lt_error *err) {
     for (uint32_t v = 0; v < pr->deps.n_ops; v++) {
         const lt_op *op = pr->deps.op[v];
-        if (op->part != LT_PART_ALL && pr->comm)
-            return exec_op_error(pr, v, err, "runs a part of a layer (HelixPipe): the distributed engine does not run "
-                                 "layer parts yet (one process does: trainer check, train without a launcher)");
+        if (op->part != LT_PART_ALL && pr->comm && pr->m->tp > 1)
+            return exec_op_error(pr, v, err, "runs a part of a layer (HelixPipe) with tensor parallelism: not built "
+                                 "(HelixPipe plans run at parallel.tp = 1)");
+        size_t np;
+        const lt_dep *pd = lt_deps_preds(&pr->deps, v, &np);
+        for (size_t k = 0; op->part != LT_PART_ALL && pr->comm && k < np; k++)
+            if (pd[k].p2p && pr->deps.op[pd[k].op]->layer_begin != op->layer_begin)
+                return exec_op_error(pr, v, err, "takes a layer part's input from another layer on another stage: "
+                                     "the helix keeps a layer's post-attention and the next layer's pre-attention "
+                                     "on one stage (HelixPipe 4.2), and only the parts of one layer cross stages");
         if ((op->part != LT_PART_ALL) != (pr->n_pos != pr->p->pp))
             return exec_op_error(pr, v, err, "mixes layer parts (HelixPipe) and whole layers in one step");
         if (!pr->grads && op->kind != LT_OP_F)
@@ -73,15 +80,7 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     uint32_t *order = malloc((n + 1) * sizeof *order);
     bool *run = calloc(n + 1, sizeof *run);
     if (st == LT_OK && (!order || !run)) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
-    if (st == LT_OK && pr->comm) {
-        pr->recv_req = calloc(n + 1, sizeof *pr->recv_req);
-        pr->recv_buf = calloc(n + 1, sizeof *pr->recv_buf);
-        pr->recv_bytes = calloc(n + 1, sizeof *pr->recv_bytes);
-        pr->sends_of = calloc(n + 1, sizeof *pr->sends_of);
-        if (!pr->recv_req || !pr->recv_buf || !pr->recv_bytes || !pr->sends_of)
-            st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %zu ops", n);
-        pr->cur_stage = pr->my_stage;
-    }
+    if (pr->comm) pr->cur_stage = pr->my_stage;
     if (st == LT_OK) st = exec_order(&pr->deps, pr->r, pr->p->step, order, err);
     for (uint32_t v = 0; st == LT_OK && v < n; v++) run[v] = exec_local(pr, v) && !skipped(pr, v);
     if (st == LT_OK) st = exec_ops_setup(pr, run, err);
@@ -131,19 +130,20 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             double start = exec_now() - pr->t0;
             pr->cur_stage = (int)pr->deps.stage[v];
             st = b ? exec_backward(pr, v, err) : exec_forward(pr, v, err);
-            if (st == LT_OK && pr->deps.op[v]->kind == frees_kv) { /* a sample's last at a layer: its K/V go */
-                size_t nsl;
-                const lt_op *op = pr->deps.op[v];
-                const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, op, &nsl);
-                for (size_t k = 0; k < nsl; k++)
-                    for (uint32_t l = op->layer_begin; l < op->layer_end; l++)
-                        if (pr->kv_last[(size_t)l * ns_all + (size_t)sl[k].sample] == v)
-                            (void)lt_kvctx_release(pr->kv, sl[k].sample, (int)l, (int)l + 1);
-            }
             pr->stats->ops_run++;
             if (st == LT_OK) st = record_time(pr, v, start, err);
         }
+        /* (the sends first: they may pack a sample's dK/dV from the context) */
         if (st == LT_OK && pr->comm) st = exec_send_outputs(pr, v, err);
+        if (st == LT_OK && run[v] && pr->deps.op[v]->kind == frees_kv) { /* a sample's last at a layer: its K/V go */
+            size_t nsl;
+            const lt_op *op = pr->deps.op[v];
+            const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, op, &nsl);
+            for (size_t k = 0; k < nsl; k++)
+                for (uint32_t l = op->layer_begin; l < op->layer_end; l++)
+                    if (pr->kv_last[(size_t)l * ns_all + (size_t)sl[k].sample] == v)
+                        (void)lt_kvctx_release(pr->kv, sl[k].sample, (int)l, (int)l + 1);
+        }
         /* sends completed by now (their receiver may have run long since: this op waited for
          * its input) release what they read before the drops below look at them */
         if (st == LT_OK && pr->comm) st = exec_poll_sends(pr, false, err);
@@ -217,10 +217,7 @@ static lt_status exec_step(const lt_llama *m, const lt_step_plan *p, const lt_tr
     }
     /* the places each token goes through once: the stages, or HelixPipe's (layer, part) positions */
     bool parts = false;
-    for (size_t r = 0; r < p->n_ranks && !parts; r++)
-        for (int g = 0; g < p->ranks[r].sched.stages && !parts; g++)
-            for (size_t i = 0; i < p->ranks[r].sched.stage[g].n && !parts; i++)
-                parts = p->ranks[r].sched.stage[g].ops[i].part != LT_PART_ALL;
+    for (size_t r = 0; r < p->n_ranks && !parts; r++) parts = lt_schedule_has_parts(&p->ranks[r].sched);
     int n_pos = parts ? 3 * m->shape.layers : p->pp;
     lt_kvctx kv;
     lt_status st = lt_kvctx_init(&kv, m, &b, grads != NULL, err);

@@ -107,3 +107,31 @@ size_t lt_kvctx_bytes(const lt_kvctx *c) {
     }
     return bytes;
 }
+
+size_t lt_kvctx_rows_bytes(const lt_kvctx *c, int rows) {
+    return 2 * (size_t)(rows > 0 ? rows : 0) * (size_t)c->kvd * c->be->act_bytes;
+}
+
+lt_status lt_kvctx_rows(lt_kvctx *c, int sample, int l, int rows, bool grad, bool to_ctx, void *buf, lt_error *err) {
+    if (sample < 0 || sample >= c->n_samples || l < 0 || l >= c->layers || rows < 0 || rows > c->s[sample].len)
+        return lt_fail(err, LT_ERR_INTERNAL, "kv context", "rows [0, %d) of sample %d, layer %d: outside the context",
+                       rows, sample, l);
+    lt_status st = LT_OK;
+    if (to_ctx) st = grad ? lt_kvctx_reserve_grad(c, sample, l, l + 1, err) : lt_kvctx_reserve(c, sample, l, l + 1, err);
+    if (st != LT_OK) return st;
+    lt_kv_sample *s = &c->s[sample];
+    float *k = s->k ? (grad ? s->dk[l] : s->k[l]) : NULL, *v = s->k ? (grad ? s->dv[l] : s->v[l]) : NULL;
+    if (!k) return lt_fail(err, LT_ERR_INTERNAL, "kv context", "sample %d's %s of layer %d were never made", sample,
+                           grad ? "dK/dV" : "K/V", l);
+    const lt_backend *be = c->be;
+    size_t n = (size_t)rows * (size_t)c->kvd, bytes = n * be->act_bytes;
+    char *half = (char *)buf + bytes;
+    if (!to_ctx) {
+        be->copy(be, buf, k, bytes), be->copy(be, half, v, bytes);
+    } else if (grad) {
+        be->accumulate(be, k, buf, n), be->accumulate(be, v, half, n);
+    } else {
+        be->copy(be, k, buf, bytes), be->copy(be, v, half, bytes);
+    }
+    return LT_OK;
+}
