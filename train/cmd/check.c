@@ -112,9 +112,8 @@ typedef struct check_run {
      * fp32 references by relative norm within GPU_TOLERANCE; NULL: the CPU fp32 executor */
     const lt_backend *tbe;
     lt_llama mt; /* m's struct with tbe as its backend (the same parameters) */
-    /* HelixPipe's plans (layer parts) under a launcher: every rank runs the whole model's
-     * copy, its gradients of the parts it runs summed over every rank (the stages' ownership
-     * of the helix's parts is not built: see docs/strategies.md "helixpipe") */
+    /* HelixPipe's plans (layer parts) under a launcher: every rank holds the whole model,
+     * each tensor owned by its part's stage (train/dist/dist.h lt_dist.helix) */
     bool helix;
 } check_run;
 
@@ -201,18 +200,7 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
     const lt_llama *rm = c->tbe ? &c->mt : dev ? &c->mg : c->xm;
     bool bf16 = c->tbe || dev; /* compared by relative norm within GPU_TOLERANCE */
     if (st == LT_OK && !c->comm) st = lt_exec_step(rm, &p, smp, &c->va, &es, c->pool, err);
-    if (st == LT_OK && c->comm && c->helix) { /* this rank's ops on the whole model, the sum over every rank */
-        float *g = dev ? c->dg : c->ga;
-        if (dev) c->be->zero(c->be, c->dg, c->m.n_params * sizeof(float));
-        st = lt_exec_step_rank(rm, &p, smp, dev ? &c->vg : &c->va, &es, c->pool, c->comm, NULL, err);
-        if (st == LT_OK && dev) st = c->be->to_host(c->be, c->ga, g, c->m.n_params * sizeof(float), err);
-        if (st == LT_OK) st = lt_comm_allreduce(c->comm, LT_COMM_WORLD, c->ga, c->m.n_params, LT_COMM_F32, false, err);
-        int64_t kv = es.kv_transfers;
-        if (st == LT_OK) st = lt_comm_allreduce(c->comm, LT_COMM_WORLD, &kv, 1, LT_COMM_I64, false, err);
-        if (st == LT_OK && rank0)
-            printf("step=%" PRIu64 " helix kv_transfers=%" PRId64 " (a sample's K/V or dK/dV sent between attention "
-                   "stages, every rank)\n", step, kv);
-    } else if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
+    if (st == LT_OK && c->comm) { /* this rank's ops, the DP sum, every stage's tensors to rank 0 */
         st = c->dist_ready ? lt_dist_check_plan(&c->dist, &p, err) : lt_dist_init(&c->dist, c->comm, c->xm, &p, 25, LT_SHARD_NONE, err);
         c->dist_ready = st == LT_OK;
         lt_exec_hooks hooks = {.ctx = &c->dist, .grads_final = lt_dist_layer_final}; /* as train --db */
@@ -225,6 +213,11 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
         if (st == LT_OK) st = lt_dist_reduce_grads(&c->dist, c->xm, g, err);
         if (st == LT_OK && dev) st = c->be->to_host(c->be, c->gr, c->dg, c->xm->n_params * sizeof(float), err);
         if (st == LT_OK) st = lt_dist_gather(&c->dist, c->xm, c->gr, &c->m, c->ga, err);
+        int64_t kv = es.kv_transfers; /* HelixPipe: a sample's K/V between attention stages */
+        if (st == LT_OK && c->helix) st = lt_comm_allreduce(c->comm, LT_COMM_WORLD, &kv, 1, LT_COMM_I64, false, err);
+        if (st == LT_OK && c->helix && rank0)
+            printf("step=%" PRIu64 " helix kv_transfers=%" PRId64 " (a sample's K/V or dK/dV sent between attention "
+                   "stages, every rank)\n", step, kv);
         if (st == LT_OK && c->xm->tp > 1) { /* the planner's TP pricing against the bytes sent */
             double want = predicted_tp_bytes(c, &p), e[2] = {0, 0};
             if (want >= 0) e[0] = want > 0 ? fabs(es.tp_bytes - want) / want : es.tp_bytes, e[1] = 1;
@@ -305,7 +298,7 @@ static lt_status first_stage_layers(check_run *c, uint64_t step, int *l0, int *l
     /* the layout first: a plan for another one is refused as such, not by its stage's layers */
     if (st == LT_OK) st = lt_dist_check_layout(&p, lt_comm_layout_of(c->comm), err);
     for (size_t r = 0; st == LT_OK && r < p.n_ranks; r++) c->helix |= lt_schedule_has_parts(&p.ranks[r].sched);
-    if (st == LT_OK && !c->helix) st = lt_dist_stage_layers(&p, lt_comm_layout_of(c->comm)->stage, l0, l1, err);
+    if (st == LT_OK) st = lt_dist_stage_layers(&p, lt_comm_layout_of(c->comm)->stage, l0, l1, err);
     free(src);
     lt_step_plan_free(&p);
     return st;
@@ -377,15 +370,13 @@ int check_command(lt_cli_ctx *ctx) {
     if (st == LT_OK && c.comm && n_steps > 0) { /* the rank's part: its stage, its TP shard */
         int l0 = 0, l1 = 0;
         st = first_stage_layers(&c, steps[0], &l0, &l1, &err);
-        if (st == LT_OK && c.helix && tp > 1)
-            st = lt_fail(&err, LT_ERR_CONFIG, "parallel.tp", "HelixPipe's plans run at tp = 1 (layer parts with "
-                         "tensor parallelism are not built)");
-        if (st == LT_OK && !c.helix) st = lt_llama_create_stage(&c.mp, &c.m.shape, tp, lt_comm_layout_of(c.comm)->tp_rank, l0, l1,
-                                                    lt_comm_layout_of(c.comm)->stage == 0,
-                                                    lt_comm_layout_of(c.comm)->stage == lt_comm_layout_of(c.comm)->pp - 1,
+        if (st == LT_OK) st = lt_llama_create_stage(&c.mp, &c.m.shape, tp, lt_comm_layout_of(c.comm)->tp_rank, l0, l1,
+                                                    c.helix || lt_comm_layout_of(c.comm)->stage == 0,
+                                                    c.helix || lt_comm_layout_of(c.comm)->stage ==
+                                                                   lt_comm_layout_of(c.comm)->pp - 1,
                                                     &err);
-        if (st == LT_OK && !c.helix) st = check_cost_model(db, &c, &err);
-        if (st == LT_OK && !c.helix) {
+        if (st == LT_OK) st = check_cost_model(db, &c, &err);
+        if (st == LT_OK) {
             lt_llama_copy_shard(&c.m, c.m.params, &c.mp, c.mp.params);
             if (tp > 1) lt_dist_tp_ops(c.comm, c.be != NULL, &c.tpo), c.mp.tp_ops = &c.tpo; /* (the GPU's: NCCL) */
             c.xm = &c.mp;
@@ -421,7 +412,10 @@ int check_command(lt_cli_ctx *ctx) {
     }
     /* each rank's part against the cost model's parameters of its stage (lt_cost_stage_params:
      * its layers, the vocab-parallel embedding and head at V / tp rows, the replicated norms) */
-    if (st == LT_OK && c.xm == &c.mp) {
+    if (st == LT_OK && c.xm == &c.mp && c.helix && rank0)
+        printf("model_states: HelixPipe: every rank holds the whole model's %zu parameters (each tensor owned by its "
+               "part's stage)\n", c.mp.n_params);
+    if (st == LT_OK && c.xm == &c.mp && !c.helix) {
         double want = lt_cost_stage_params(&c.cm, lt_comm_layout_of(c.comm)->stage);
         double held[1] = {(double)c.mp.n_params}, e[1] = {0};
         /* the TP group's largest part (ranks below V mod tp hold one vocabulary row more) */

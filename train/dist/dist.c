@@ -25,12 +25,10 @@ static bool is_embed(const lt_llama *m, const lt_tensor_info *t) {
 lt_status lt_dist_stage_layers(const lt_step_plan *p, int stage, int *l0, int *l1, lt_error *err) {
     *l0 = -1, *l1 = -1;
     for (size_t r = 0; r < p->n_ranks; r++)
-        if (lt_schedule_has_parts(&p->ranks[r].sched))
-            return lt_fail(err, LT_ERR_CONFIG, NULL, "step %llu is a HelixPipe plan (layer parts): a stage runs parts "
-                           "of every layer, and the stages' ownership of the helix's parts (each weight updated on "
-                           "one stage, the QKV weights sent to the attention stages) is not built, so the "
-                           "distributed trainer cannot train it; `trainer check` runs it over ranks and `trainer "
-                           "train` in one process (no launcher)", (unsigned long long)p->step);
+        if (lt_schedule_has_parts(&p->ranks[r].sched)) { /* HelixPipe: every stage holds every layer (lt_dist.helix) */
+            *l0 = 0, *l1 = p->ranks[r].sched.layers;
+            return LT_OK;
+        }
     for (size_t r = 0; r < p->n_ranks; r++) {
         const lt_schedule *s = &p->ranks[r].sched;
         int a = INT32_MAX, b = -1;
@@ -151,6 +149,50 @@ static void flat_done(const lt_dist *d, const float *flat, float *buf) {
     if (!d->inplace) unpack(d, flat, buf);
 }
 
+/* Is tensor t of layer l (t->layer = l >= 0) one the pre-attention part reads: the first
+ * norm, Q/K/V and their biases (4.2 sends the QKV weights from the pre-attention's stage)? */
+static bool pre_attention_tensor(const lt_llama *m, const lt_tensor_info *t) {
+    const lt_layer_views *w = &m->w.layer[t->layer];
+    const float *at = m->params + t->offset;
+    return at == w->attn_norm || at == w->wq || at == w->wk || at == w->wv || (w->bq && (at == w->bq || at == w->bk ||
+                                                                                        at == w->bv));
+}
+
+/* HelixPipe (lt_dist.helix): the stage of each tensor's part in plan p into d->mine /
+ * d->counted (every pipeline must place the parts alike). */
+static lt_status helix_owners(lt_dist *d, const lt_llama *m, const lt_step_plan *p, lt_error *err) {
+    int L = m->shape.layers;
+    int *at = malloc(((size_t)L * 2 + 1) * sizeof *at); /* [l][0]: pre-attention's stage, [l][1]: post-attention's */
+    if (!at) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    for (int i = 0; i < 2 * L; i++) at[i] = -1;
+    lt_status st = LT_OK;
+    for (size_t r = 0; st == LT_OK && r < p->n_ranks; r++)
+        for (int g = 0; st == LT_OK && g < p->ranks[r].sched.stages; g++)
+            for (size_t k = 0; st == LT_OK && k < p->ranks[r].sched.stage[g].n; k++) {
+                const lt_op *op = &p->ranks[r].sched.stage[g].ops[k];
+                if ((op->part != LT_PART_PRE && op->part != LT_PART_POST) || (int)op->layer_begin >= L) continue;
+                int *slot = &at[2 * op->layer_begin + (op->part == LT_PART_POST)];
+                if (*slot >= 0 && *slot != g)
+                    st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu: layer %u's %s-attention runs on stages %d and %d: "
+                                 "the engine needs one place for each part's weights", (unsigned long long)p->step,
+                                 op->layer_begin, op->part == LT_PART_PRE ? "pre" : "post", *slot, g);
+                *slot = g;
+            }
+    for (int i = 0; st == LT_OK && i < 2 * L; i++)
+        if (at[i] < 0)
+            st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu: no op runs layer %d's %s-attention",
+                         (unsigned long long)p->step, i / 2, i % 2 ? "post" : "pre");
+    for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
+        const lt_tensor_info *t = &m->tensors[i];
+        int owner = t->layer >= 0 ? at[2 * t->layer + !pre_attention_tensor(m, t)]
+                    : is_embed(m, t) ? at[0] /* the embedding: layer 0's pre-attention */
+                                     : at[2 * L - 1]; /* final norm, LM head: the last post-attention */
+        d->mine[i] = d->counted[i] = owner == d->stage;
+    }
+    free(at);
+    return st;
+}
+
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
                        lt_shard shard, lt_error *err) {
     memset(d, 0, sizeof *d);
@@ -171,9 +213,25 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     }
     bool first = d->stage == 0, last = d->stage == d->pp - 1;
+    for (size_t r = 0; r < p->n_ranks; r++) d->helix |= lt_schedule_has_parts(&p->ranks[r].sched);
+    if (d->helix) { /* the whole model here, each tensor owned by its part's stage */
+        if (m->n_params != m->n_params_whole || d->tp > 1 || (d->dp > 1 && shard != LT_SHARD_NONE) ||
+            !lt_backend_of(m)->host) {
+            lt_dist_free(d);
+            return lt_fail(err, LT_ERR_CONFIG, NULL, "step %llu is a HelixPipe plan (layer parts): the distributed "
+                           "trainer runs it on the CPU with the whole model on every rank, parallel.tp = 1 and "
+                           "parallel.shard = none (%s)", (unsigned long long)p->step,
+                           d->tp > 1 ? "parallel.tp > 1" : !lt_backend_of(m)->host ? "not on the GPU"
+                           : m->n_params != m->n_params_whole ? "a rank's part" : "parallel.shard");
+        }
+        if ((st = helix_owners(d, m, p, err)) != LT_OK) {
+            lt_dist_free(d);
+            return st;
+        }
+    }
     /* a tied embedding counts in the norm once: on the first stage; a tensor replicated over
      * the TP group (the norms) once: on TP rank 0 */
-    for (int i = 0; i < m->n_tensors; i++) {
+    for (int i = 0; !d->helix && i < m->n_tensors; i++) {
         const lt_tensor_info *t = &m->tensors[i];
         d->mine[i] = owns(m, t, d->l0, d->l1, first, last);
         d->counted[i] = d->mine[i] && (!is_embed(m, t) || first) && (t->split != LT_SPLIT_NONE || d->tp_rank == 0);
@@ -553,7 +611,7 @@ static lt_status sharded_rest(lt_dist *d, const lt_llama *m, float *grads, lt_er
 lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
     lt_dist *d = ctx;
     const lt_llama *m = d->model;
-    if (d->dp < 2 || !m || layer < d->l0 || layer >= d->l1 || d->layer_posted[layer]) return LT_OK;
+    if (d->helix || d->dp < 2 || !m || layer < d->l0 || layer >= d->l1 || d->layer_posted[layer]) return LT_OK;
     if (d->sharded && (!d->inplace || d->device_grads)) return LT_OK; /* (one reduce-scatter after the step) */
     size_t lo, hi;
     layer_range(d, m, layer, &lo, &hi);
@@ -575,8 +633,22 @@ lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
     return st;
 }
 
+/* Sum buf[0, n) over `group` in place, in buckets of d->bucket_floats. */
+static lt_status allreduce_buckets(const lt_dist *d, lt_comm_group group, float *buf, size_t n, lt_error *err) {
+    lt_status st = LT_OK;
+    for (size_t lo = 0; st == LT_OK && lo < n; lo += d->bucket_floats)
+        st = lt_comm_allreduce(d->comm, group, buf + lo, n - lo < d->bucket_floats ? n - lo : d->bucket_floats,
+                               LT_COMM_F32, false, err);
+    return st;
+}
+
 lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
     lt_status st = LT_OK;
+    if (d->helix && d->device_grads)
+        return lt_fail(err, LT_ERR_CONFIG, "train.backend", "HelixPipe's plans run distributed on the CPU only (their "
+                       "gradient sums and weight exchange over NCCL are not built)");
+    if (d->helix) /* every stage's share of every tensor (a layer's Q/K/V on every attention stage), every DP rank's */
+        return allreduce_buckets(d, LT_COMM_WORLD, grads, m->n_params, err);
     if (d->sharded && d->device_grads) { /* the TP and tied sums, then NCCL's in-place reduce-scatter of the blocks */
         st = reduce_tp_replicated(d, m, grads, -1, err);
         if (st == LT_OK) st = reduce_tied(d, m, grads, err);
@@ -733,7 +805,13 @@ lt_status lt_dist_adamw(lt_dist *d, lt_adamw *o, const lt_llama *m, float *param
                         double lr, const lt_optim_config *oc, lt_error *err) {
     if (!d->sharded) {
         lt_adamw_step_tensors(o, m, params, grads, lr, oc, d->mine);
-        return LT_OK;
+        if (!d->helix) return LT_OK;
+        /* HelixPipe: each tensor from its owner to the pipeline's other stages (the others
+         * zeroed, then summed: the owner's bits, as a broadcast; the paper sends the QKV
+         * weights with the activations, 4.2) */
+        for (int i = 0; i < m->n_tensors; i++)
+            if (!d->mine[i]) memset(params + m->tensors[i].offset, 0, (size_t)m->tensors[i].rows * m->tensors[i].cols * sizeof(float));
+        return allreduce_buckets(d, LT_COMM_PIPELINE, params, m->n_params, err);
     }
     o->t++;
     size_t lo = (size_t)d->displs[d->dp_rank], hi = lo + (size_t)d->counts[d->dp_rank];

@@ -71,6 +71,15 @@ typedef struct lt_dist {
     bool *layer_posted;   /* [layers] */
     float *grads;         /* the buffer they reduce */
     bool device_grads;    /* grads are device memory: the reductions go over NCCL */
+    /* HelixPipe's plans (layer parts: a stage runs the pre- and post-attention of some
+     * layers and the attention of any): every rank holds the whole model (a shortcut: the
+     * stages' ownership as a part model is not built), each tensor owned (updated, counted,
+     * checkpointed) by the stage of its part (HelixPipe 4.2: the first norm and Q/K/V by the
+     * pre-attention's, the rest by the post-attention's, the embedding with layer 0's
+     * pre-attention, the head with the last post-attention); the gradients summed over
+     * every rank after the step (no per-layer posting), the updated tensors sent from their
+     * owners to the pipeline's other stages. CPU, tp = 1, shard = none. */
+    bool helix;
     const lt_llama *model;
     /* sharded on the GPU (zero1 only: Megatron's distributed optimizer): dp equal blocks of
      * `block` floats (the last ones padded; counts / displs above are their unpadded parts),
@@ -89,8 +98,7 @@ lt_status lt_dist_check_layout(const lt_step_plan *p, const lt_comm_layout *l, l
 
 /* The layers [*l0, *l1) plan p runs on `stage` (the same in every pipeline), or
  * LT_ERR_INPUT naming the step and stage when the pipelines split the layers differently;
- * LT_ERR_CONFIG for a HelixPipe plan (layer parts: no stage holds a range of layers, and
- * the ownership of the helix's parts is not built). */
+ * for a HelixPipe plan (layer parts) every layer (lt_dist.helix). */
 lt_status lt_dist_stage_layers(const lt_step_plan *p, int stage, int *l0, int *l1, lt_error *err);
 
 /* The ownership of this rank's stage from plan p (the layers of its ops on that stage in
