@@ -51,6 +51,7 @@ enum {
     Q_INS_MERGE,
     Q_STEP_LIST,
     Q_STEP_RANGE,
+    Q_STEP_STRATEGY_COUNT,
     Q_GET_STEP,
     Q_GET_PIPELINES,
     Q_GET_STAGES,

@@ -34,6 +34,18 @@ lt_status lt_store_steps(lt_store *st, uint64_t **steps, size_t *n, lt_error *er
     return s;
 }
 
+lt_status lt_store_count_strategy(lt_store *st, const char *strategy, int64_t *n, lt_error *err) {
+    *n = 0;
+    sqlite3_stmt *q;
+    lt_status s = store_query(st, Q_STEP_STRATEGY_COUNT, &q, err);
+    if (s != LT_OK) return s;
+    sqlite3_bind_text(q, 2, strategy, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW) *n = sqlite3_column_int64(q, 0);
+    else s = lt_db_fail(st->db, err, "cannot read table steps");
+    sqlite3_reset(q);
+    return s;
+}
+
 /* LT_ERR_INPUT for step `step` not stored, with the stored range as the hint. */
 lt_status store_not_stored(lt_store *st, uint64_t step, lt_error *err) {
     sqlite3_stmt *q;

@@ -43,6 +43,7 @@ static const char *const query_sql[Q_COUNT] = {
                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [Q_STEP_LIST] = "SELECT step FROM steps WHERE run_id = ?1 ORDER BY step",
     [Q_STEP_RANGE] = "SELECT min(step), max(step), count(*) FROM steps WHERE run_id = ?1",
+    [Q_STEP_STRATEGY_COUNT] = "SELECT count(*) FROM steps WHERE run_id = ?1 AND strategy = ?2",
     [Q_GET_STEP] = "SELECT strategy, n_samples, n_tokens, predicted_ms, bubble_ratio, peak_mem_bytes, solve_ms, "
                    "params, solver_status, runner_up, runner_up_ms, n_predicted FROM steps WHERE run_id = ?1 AND step = ?2",
     [Q_GET_PIPELINES] = "SELECT dp_rank, cp, predicted_ms FROM pipelines WHERE run_id = ?1 AND step = ?2 "

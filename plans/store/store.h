@@ -189,6 +189,9 @@ lt_status lt_store_run_info(lt_store *st, lt_run_info *out, lt_error *err);
  * *n == 0). */
 lt_status lt_store_steps(lt_store *st, uint64_t **steps, size_t *n, lt_error *err);
 
+/* How many stored steps strategy `strategy` (its name, lt_strategy_name) planned. */
+lt_status lt_store_count_strategy(lt_store *st, const char *strategy, int64_t *n, lt_error *err);
+
 /* Read step `step` back into *out (freed first) and, when samples != NULL, its samples into
  * a malloc'd array *samples[out->n_samples]. LT_ERR_INPUT when the step is not stored (hint:
  * the stored range) or its rows are inconsistent (naming the table and row; for an op list

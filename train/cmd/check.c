@@ -297,8 +297,11 @@ static lt_status first_stage_layers(check_run *c, uint64_t step, int *l0, int *l
     lt_status st = lt_store_get_step(c->store, step, &p, &src, err);
     /* the layout first: a plan for another one is refused as such, not by its stage's layers */
     if (st == LT_OK) st = lt_dist_check_layout(&p, lt_comm_layout_of(c->comm), err);
-    for (size_t r = 0; st == LT_OK && r < p.n_ranks; r++) c->helix |= lt_schedule_has_parts(&p.ranks[r].sched);
     if (st == LT_OK) st = lt_dist_stage_layers(&p, lt_comm_layout_of(c->comm)->stage, l0, l1, err);
+    int64_t helix = 0; /* any HelixPipe step (auto may mix them with others): the whole model (lt_dist.helix) */
+    if (st == LT_OK) st = lt_store_count_strategy(c->store, lt_strategy_name(LT_STRATEGY_HELIXPIPE), &helix, err);
+    c->helix = helix > 0 && lt_comm_layout_of(c->comm)->pp > 1;
+    if (c->helix) *l0 = 0, *l1 = c->m.shape.layers;
     free(src);
     lt_step_plan_free(&p);
     return st;

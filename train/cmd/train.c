@@ -599,8 +599,10 @@ static lt_status stage_of_plans(const char *db, lt_comm *comm, lt_cmd_part *part
     *part = (lt_cmd_part){.tp = l->tp > 0 ? l->tp : 1, .tp_rank = l->tp_rank, .first = l->stage == 0,
                           .last = l->stage == l->pp - 1};
     if (s == LT_OK) s = lt_dist_stage_layers(&p, l->stage, &part->l0, &part->l1, err);
-    for (size_t r = 0; s == LT_OK && r < p.n_ranks; r++) /* HelixPipe: the whole model (lt_dist.helix) */
-        if (lt_schedule_has_parts(&p.ranks[r].sched)) part->first = part->last = true;
+    int64_t helix = 0; /* any HelixPipe step (auto may mix them with others): the whole model (lt_dist.helix) */
+    if (s == LT_OK) s = lt_store_count_strategy(store, lt_strategy_name(LT_STRATEGY_HELIXPIPE), &helix, err);
+    if (s == LT_OK && helix > 0 && l->pp > 1)
+        part->l0 = 0, part->l1 = p.ranks[0].sched.layers, part->first = part->last = true;
     free(src), free(steps);
     lt_step_plan_free(&p);
     lt_store_close(store);

@@ -158,39 +158,18 @@ static bool pre_attention_tensor(const lt_llama *m, const lt_tensor_info *t) {
                                                                                         at == w->bv));
 }
 
-/* HelixPipe (lt_dist.helix): the stage of each tensor's part in plan p into d->mine /
- * d->counted (every pipeline must place the parts alike). */
-static lt_status helix_owners(lt_dist *d, const lt_llama *m, const lt_step_plan *p, lt_error *err) {
-    int L = m->shape.layers;
-    int *at = malloc(((size_t)L * 2 + 1) * sizeof *at); /* [l][0]: pre-attention's stage, [l][1]: post-attention's */
-    if (!at) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    for (int i = 0; i < 2 * L; i++) at[i] = -1;
-    lt_status st = LT_OK;
-    for (size_t r = 0; st == LT_OK && r < p->n_ranks; r++)
-        for (int g = 0; st == LT_OK && g < p->ranks[r].sched.stages; g++)
-            for (size_t k = 0; st == LT_OK && k < p->ranks[r].sched.stage[g].n; k++) {
-                const lt_op *op = &p->ranks[r].sched.stage[g].ops[k];
-                if ((op->part != LT_PART_PRE && op->part != LT_PART_POST) || (int)op->layer_begin >= L) continue;
-                int *slot = &at[2 * op->layer_begin + (op->part == LT_PART_POST)];
-                if (*slot >= 0 && *slot != g)
-                    st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu: layer %u's %s-attention runs on stages %d and %d: "
-                                 "the engine needs one place for each part's weights", (unsigned long long)p->step,
-                                 op->layer_begin, op->part == LT_PART_PRE ? "pre" : "post", *slot, g);
-                *slot = g;
-            }
-    for (int i = 0; st == LT_OK && i < 2 * L; i++)
-        if (at[i] < 0)
-            st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu: no op runs layer %d's %s-attention",
-                         (unsigned long long)p->step, i / 2, i % 2 ? "post" : "pre");
-    for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
+/* HelixPipe (lt_dist.helix): each tensor owned by the stage the helix puts its part on
+ * (HelixPipe 4.2: layer l's pre-attention on stage l mod p, its post-attention with layer
+ * l + 1's pre-attention on (l + 1) mod p), into d->mine / d->counted. */
+static void helix_owners(lt_dist *d, const lt_llama *m) {
+    int L = m->shape.layers, p = d->pp;
+    for (int i = 0; i < m->n_tensors; i++) {
         const lt_tensor_info *t = &m->tensors[i];
-        int owner = t->layer >= 0 ? at[2 * t->layer + !pre_attention_tensor(m, t)]
-                    : is_embed(m, t) ? at[0] /* the embedding: layer 0's pre-attention */
-                                     : at[2 * L - 1]; /* final norm, LM head: the last post-attention */
+        int owner = t->layer >= 0 ? (t->layer + !pre_attention_tensor(m, t)) % p
+                    : is_embed(m, t) ? 0 /* the embedding: layer 0's pre-attention */
+                                     : L % p; /* final norm, LM head: the last post-attention */
         d->mine[i] = d->counted[i] = owner == d->stage;
     }
-    free(at);
-    return st;
 }
 
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
@@ -213,22 +192,23 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     }
     bool first = d->stage == 0, last = d->stage == d->pp - 1;
-    for (size_t r = 0; r < p->n_ranks; r++) d->helix |= lt_schedule_has_parts(&p->ranks[r].sched);
-    if (d->helix) { /* the whole model here, each tensor owned by its part's stage */
-        if (m->n_params != m->n_params_whole || d->tp > 1 || (d->dp > 1 && shard != LT_SHARD_NONE) ||
-            !lt_backend_of(m)->host) {
-            lt_dist_free(d);
-            return lt_fail(err, LT_ERR_CONFIG, NULL, "step %llu is a HelixPipe plan (layer parts): the distributed "
-                           "trainer runs it on the CPU with the whole model on every rank, parallel.tp = 1 and "
-                           "parallel.shard = none (%s)", (unsigned long long)p->step,
-                           d->tp > 1 ? "parallel.tp > 1" : !lt_backend_of(m)->host ? "not on the GPU"
-                           : m->n_params != m->n_params_whole ? "a rank's part" : "parallel.shard");
-        }
-        if ((st = helix_owners(d, m, p, err)) != LT_OK) {
-            lt_dist_free(d);
-            return st;
-        }
+    bool parts = false;
+    for (size_t r = 0; r < p->n_ranks; r++) parts |= lt_schedule_has_parts(&p->ranks[r].sched);
+    /* the whole model on a rank of a pipeline: a run with HelixPipe's plans (train/cmd) */
+    d->helix = d->pp > 1 && m->l0 == 0 && m->l1 == m->shape.layers && m->has_embed && m->has_head;
+    if (parts && !d->helix) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "step %llu is a HelixPipe plan (layer parts): every rank needs the "
+                       "whole model", (unsigned long long)p->step);
     }
+    if (d->helix && (d->tp > 1 || (d->dp > 1 && shard != LT_SHARD_NONE) || !lt_backend_of(m)->host)) {
+        lt_dist_free(d);
+        return lt_fail(err, LT_ERR_CONFIG, NULL, "HelixPipe's plans (layer parts) run distributed on the CPU with the "
+                       "whole model on every rank, parallel.tp = 1 and parallel.shard = none (here %s)",
+                       d->tp > 1 ? "parallel.tp > 1" : !lt_backend_of(m)->host ? "on the GPU" : "parallel.shard");
+    }
+    d->l0 = d->helix ? 0 : d->l0, d->l1 = d->helix ? m->shape.layers : d->l1;
+    if (d->helix) helix_owners(d, m);
     /* a tied embedding counts in the norm once: on the first stage; a tensor replicated over
      * the TP group (the norms) once: on TP rank 0 */
     for (int i = 0; !d->helix && i < m->n_tensors; i++) {
@@ -353,7 +333,7 @@ lt_status lt_dist_check_plan(const lt_dist *d, const lt_step_plan *p, lt_error *
     int l0, l1;
     lt_status st = lt_dist_check_layout(p, lt_comm_layout_of(d->comm), err);
     if (st == LT_OK) st = lt_dist_stage_layers(p, d->stage, &l0, &l1, err);
-    if (st == LT_OK && (l0 != d->l0 || l1 != d->l1))
+    if (st == LT_OK && !d->helix && (l0 != d->l0 || l1 != d->l1)) /* (helix: every layer held, any plan runs) */
         st = lt_fail(err, LT_ERR_INPUT, NULL, "step %llu puts layers %d..%d on stage %d, which holds layers %d..%d: the "
                      "engine does not move layers between stages", (unsigned long long)p->step, l0, l1 - 1, d->stage,
                      d->l0, d->l1 - 1);

@@ -71,14 +71,16 @@ typedef struct lt_dist {
     bool *layer_posted;   /* [layers] */
     float *grads;         /* the buffer they reduce */
     bool device_grads;    /* grads are device memory: the reductions go over NCCL */
-    /* HelixPipe's plans (layer parts: a stage runs the pre- and post-attention of some
-     * layers and the attention of any): every rank holds the whole model (a shortcut: the
-     * stages' ownership as a part model is not built), each tensor owned (updated, counted,
-     * checkpointed) by the stage of its part (HelixPipe 4.2: the first norm and Q/K/V by the
-     * pre-attention's, the rest by the post-attention's, the embedding with layer 0's
-     * pre-attention, the head with the last post-attention); the gradients summed over
-     * every rank after the step (no per-layer posting), the updated tensors sent from their
-     * owners to the pipeline's other stages. CPU, tp = 1, shard = none. */
+    /* A run with HelixPipe's plans (layer parts: a stage runs the pre- and post-attention of
+     * some layers and the attention of any), seen as a model holding every layer on a rank
+     * of a pipeline (pp > 1): every rank holds the whole model (a shortcut: the stages' own
+     * parts of the helix as a part model are not built), each tensor owned (updated,
+     * counted, checkpointed) by the stage the helix puts its part on (HelixPipe 4.2: layer
+     * l's first norm and Q/K/V by stage l mod pp, its output projection and MLP by (l + 1)
+     * mod pp, the embedding by stage 0, the final norm and head by layers mod pp); the
+     * gradients summed over every rank after the step (no per-layer posting), the updated
+     * tensors sent from their owners to the pipeline's other stages. Any plan of the run
+     * executes on it (auto mixes strategies). CPU, tp = 1, shard = none. */
     bool helix;
     const lt_llama *model;
     /* sharded on the GPU (zero1 only: Megatron's distributed optimizer): dp equal blocks of

@@ -97,8 +97,8 @@ void lt_exec_stats_free(lt_exec_stats *stats);
  * (p->lengths[i] of them). The parameter gradients of the whole step (every pipeline, the
  * sum a DP all-reduce would give) are ADDED into grads, scaled by 1 / p->n_predicted.
  * Checks before running: the plan's layers and stages against m, the samples' lengths and
- * n_predicted against the plan, a unit with an empty slice, a HelixPipe layer part (not
- * executable yet), the dependency graph (lt_deps_build) and its order (a cycle is a
+ * n_predicted against the plan, a unit with an empty slice, a plan mixing HelixPipe layer
+ * parts and whole layers, the dependency graph (lt_deps_build) and its order (a cycle is a
  * deadlock); during the run: every token of every sample forwarded (F) and backwarded (B)
  * exactly once on every stage.
  * grads == NULL runs the plan without gradients (a scoring plan, plans/strategies/plan.h
@@ -119,7 +119,8 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
  * order as lt_exec_step. Inputs from the neighbouring stages arrive as point-to-point
  * transfers (the receive of the next op posted before the current op runs), outputs leave
  * as non-blocking sends; a group's K/V and dK/dV go round its members' ring per layer
- * (lt_cp_hooks). Its gradients (this stage's parameters, this pipeline's samples) are added
+ * (lt_cp_hooks). HelixPipe's layer parts run on the stages their ops name, a part's two
+ * tensors and a sample's K/V between attention stages moved alike (train/exec/transfers.c). Its gradients (this stage's parameters, this pipeline's samples) are added
  * into grads; the DP reduction is the caller's (train/dist/dist.h). stats: loss_sum, the token
  * checks, stage_peak_bytes and act_bytes_peak are totals over every rank (all ranks call
  * this for the same step); op_times are this rank's. grads == NULL: as lt_exec_step's. The plan's DP x PP must be the job's.

@@ -15,7 +15,8 @@
  *   ring.c       the K/V and dK/dV exchange of a group spread over processes (lt_cp_hooks)
  *   rows.c       a backward's rows gathered from the forwards that hold them (and, spread
  *                over processes, exchanged between the members)
- *   transfers.c  stage-to-stage transfers of the distributed engine
+ *   transfers.c  the transfers between processes: the model path between stages (a
+ *                layer part's two tensors), a sample's K/V between attention stages
  *   passes.c     the F / FK and B ops: the model's group passes over the members
  *   step.c       a step: checks, the pipelines, the totals (train/exec/exec.h)
  */
