@@ -74,6 +74,19 @@ extern "C" lt_status lt_cuda_sum_squares(lt_cuda *c, const float *g, size_t n, d
     return lt_cuda_finish_sum(c, blocks, host_sum, err);
 }
 
+extern "C" lt_status lt_cuda_sum_squares_into(lt_cuda *c, const float *g, size_t n, int slot, bool first,
+                                               lt_error *err) {
+    LT_CUDA_REQUIRE(slot >= 0 && slot < LT_CUDA_SUM_SLOTS, "lt_cuda_sum_squares_into", "no sum slot %d", slot);
+    unsigned blocks = lt_cuda_sum_blocks(n);
+    if (n == 0) { /* the sum 0: stage 2 over one zero partial */
+        LT_CUDA_CHECK(cudaMemsetAsync(c->reduce, 0, sizeof(double), c->stream));
+    } else {
+        LT_KERNEL(sum_squares_partial_kernel, blocks, LT_CUDA_SUM_THREADS, c->stream)(c->reduce, g, n);
+        LT_LAUNCH_CHECK("sum_squares_partial_kernel");
+    }
+    return lt_cuda_finish_sum_into(c, blocks, slot, first, err);
+}
+
 extern "C" lt_status lt_cuda_scale(lt_cuda *c, float *g, size_t n, float s, lt_error *err) {
     if (n == 0) return LT_OK;
     LT_KERNEL(scale_kernel, lt_cuda_blocks(c, n, ADAMW_THREADS), ADAMW_THREADS, c->stream)(g, n, s);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/arena.h"         /* lt_arena_alloc, lt_arena_free: the scratch with an arena */
 #include "kernels/cuda_common.cuh" /* lt_cuda, LT_CUDA_CHECK, lt_ld/lt_st, lt_block_sum */
 
 /* ---------------------------------------------------------------- errors */
@@ -96,6 +97,8 @@ extern "C" lt_status lt_cuda_open(lt_cuda **out, int device, lt_error *err) {
     OPEN_TRY(cudaMalloc(&c->workspace, LT_CUDA_WORKSPACE_BYTES));
     OPEN_TRY(cudaMalloc((void **)&c->reduce, (LT_CUDA_REDUCE_SLOTS + 1) * sizeof(double)));
     OPEN_TRY(cudaMallocHost((void **)&c->host_sum, sizeof(double)));
+    OPEN_TRY(cudaMalloc((void **)&c->sums, LT_CUDA_SUM_SLOTS * sizeof(double)));
+    OPEN_TRY(cudaEventCreateWithFlags(&c->upload_done, cudaEventDisableTiming));
 #undef OPEN_TRY
     {
         cublasStatus_t b = cublasLtCreate(&c->lt);
@@ -119,9 +122,12 @@ extern "C" void lt_cuda_close(lt_cuda *c) {
     lt_cuda_gemm_cache_free(c);
     if (c->lt != NULL) cublasLtDestroy(c->lt);
     cudaFree(c->workspace);
-    cudaFree(c->scratch);
+    if (!c->scratch_in_arena) cudaFree(c->scratch); /* an arena block goes with its arena */
     cudaFree(c->reduce);
+    cudaFree(c->sums);
     if (c->host_sum != NULL) cudaFreeHost(c->host_sum);
+    if (c->staging != NULL) cudaFreeHost(c->staging);
+    if (c->upload_done != NULL) cudaEventDestroy(c->upload_done);
     if (c->stream != NULL) cudaStreamDestroy(c->stream);
     if (c->comm_stream != NULL) cudaStreamDestroy(c->comm_stream);
     free(c);
@@ -131,7 +137,10 @@ extern "C" int lt_cuda_device(const lt_cuda *c) { return c->device; }
 extern "C" void *lt_cuda_stream(const lt_cuda *c) { return (void *)c->stream; }
 extern "C" void *lt_cuda_comm_stream(const lt_cuda *c) { return (void *)c->comm_stream; }
 
+extern "C" void lt_cuda_get_counts(const lt_cuda *c, lt_cuda_counts *out) { *out = c->counts; }
+
 extern "C" lt_status lt_cuda_sync(lt_cuda *c, lt_error *err) {
+    c->counts.syncs++;
     LT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
     LT_CUDA_CHECK(cudaGetLastError());
     return LT_OK;
@@ -160,12 +169,14 @@ extern "C" lt_status lt_cuda_malloc(lt_cuda *c, void **p, size_t bytes, lt_error
                        bytes, (double)bytes / 1048576.0, c->device, cudaGetErrorString(rc), (double)fr / 1048576.0,
                        (double)tot / 1048576.0);
     }
+    c->counts.allocs++;
     return LT_OK;
 }
 
 extern "C" void lt_cuda_free(lt_cuda *c, void *p) {
-    (void)c;
-    if (p != NULL) cudaFree(p);
+    if (p == NULL) return;
+    c->counts.frees++;
+    cudaFree(p);
 }
 
 lt_status lt_cuda_scratch(lt_cuda *c, size_t bytes, void **dev, lt_error *err) {
@@ -173,16 +184,78 @@ lt_status lt_cuda_scratch(lt_cuda *c, size_t bytes, void **dev, lt_error *err) {
         *dev = c->scratch;
         return LT_OK;
     }
-    /* Work queued earlier may still read the old buffer: let it finish before freeing. */
-    LT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
-    cudaFree(c->scratch);
+    size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes; /* at least 1 MiB: few regrowths */
+    lt_status st = LT_OK;
+    if (c->scratch_in_arena) { /* back to the arena: handed out again only to later work on this stream */
+        st = lt_arena_free(c->arena, c->scratch, err);
+    } else if (c->scratch != NULL) {
+        /* Work queued earlier may still read the old buffer: let it finish before freeing. */
+        c->counts.syncs++;
+        LT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
+        lt_cuda_free(c, c->scratch);
+    }
     c->scratch = NULL;
     c->scratch_bytes = 0;
-    size_t want = bytes < ((size_t)1 << 20) ? ((size_t)1 << 20) : bytes; /* at least 1 MiB: few regrowths */
-    lt_status st = lt_cuda_malloc(c, &c->scratch, want, err);
+    c->scratch_in_arena = false;
+    if (st != LT_OK) return st;
+    if (c->arena != NULL) {
+        st = lt_arena_alloc(c->arena, want, "the kernels' scratch buffer", &c->scratch, err);
+        c->scratch_in_arena = st == LT_OK;
+    } else {
+        st = lt_cuda_malloc(c, &c->scratch, want, err);
+    }
     if (st != LT_OK) return st;
     c->scratch_bytes = want;
     *dev = c->scratch;
+    return LT_OK;
+}
+
+extern "C" void lt_cuda_use_arena(lt_cuda *c, lt_arena *arena) {
+    if (c->scratch_in_arena) { /* the old arena's block back to it; the next use takes one anew */
+        lt_error e;
+        (void)lt_arena_free(c->arena, c->scratch, &e);
+        c->scratch = NULL, c->scratch_bytes = 0, c->scratch_in_arena = false;
+    }
+    c->arena = arena;
+}
+
+/* ---------------------------------------------------------------- uploads */
+
+extern "C" lt_status lt_cuda_reserve_upload(lt_cuda *c, size_t bytes, lt_error *err) {
+    if (bytes <= c->staging_bytes) return LT_OK;
+    if (c->upload_pending) { /* the copy out of the old buffer must have run before it is freed */
+        c->counts.waits++;
+        LT_CUDA_CHECK(cudaEventSynchronize(c->upload_done));
+        c->upload_pending = false;
+    }
+    if (c->staging != NULL) cudaFreeHost(c->staging), c->counts.frees++;
+    c->staging = NULL, c->staging_bytes = 0;
+    size_t want = bytes < ((size_t)64 << 10) ? ((size_t)64 << 10) : bytes;
+    LT_CUDA_CHECK(cudaMallocHost(&c->staging, want));
+    c->counts.allocs++;
+    c->staging_bytes = want;
+    return LT_OK;
+}
+
+extern "C" lt_status lt_cuda_upload(lt_cuda *c, void *dst, const void *host_src, size_t bytes, lt_error *err) {
+    if (bytes == 0) return LT_OK;
+    c->counts.uploads++;
+    if (c->upload_pending) { /* the previous copy out of the staging buffer: waited for only if it has not run */
+        cudaError_t q = cudaEventQuery(c->upload_done);
+        if (q == cudaErrorNotReady) {
+            c->counts.waits++;
+            LT_CUDA_CHECK(cudaEventSynchronize(c->upload_done));
+        } else if (q != cudaSuccess) {
+            return lt_cuda_fail_rt(err, q, "cudaEventQuery", __FILE__, __LINE__);
+        }
+        c->upload_pending = false;
+    }
+    lt_status st = lt_cuda_reserve_upload(c, bytes, err);
+    if (st != LT_OK) return st;
+    memcpy(c->staging, host_src, bytes);
+    LT_CUDA_CHECK(cudaMemcpyAsync(dst, c->staging, bytes, cudaMemcpyHostToDevice, c->stream));
+    LT_CUDA_CHECK(cudaEventRecord(c->upload_done, c->stream));
+    c->upload_pending = true;
     return LT_OK;
 }
 
@@ -202,6 +275,7 @@ extern "C" lt_status lt_cuda_copy_d2d(lt_cuda *c, void *dst, const void *src, si
  * the host buffer may be reused (h2d) or read (d2h). */
 extern "C" lt_status lt_cuda_copy_h2d(lt_cuda *c, void *dst, const void *host_src, size_t bytes, lt_error *err) {
     if (bytes == 0) return LT_OK;
+    c->counts.syncs++;
     LT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream));
     LT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
     return LT_OK;
@@ -209,6 +283,7 @@ extern "C" lt_status lt_cuda_copy_h2d(lt_cuda *c, void *dst, const void *host_sr
 
 extern "C" lt_status lt_cuda_copy_d2h(lt_cuda *c, void *host_dst, const void *src, size_t bytes, lt_error *err) {
     if (bytes == 0) return LT_OK;
+    c->counts.syncs++;
     LT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
     LT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
     return LT_OK;
@@ -317,6 +392,16 @@ __global__ void sum_partials_kernel(double *partial, int n_partial) {
     if (threadIdx.x == 0) partial[n_partial] = s;
 }
 
+/* Stage 2 into a kept sum: the same s, stored (first) or added to *acc (one thread: the
+ * additions in launch order). */
+__global__ void sum_partials_into_kernel(const double *partial, int n_partial, double *acc, int first) {
+    __shared__ double sh[LT_BLOCK_SUM_SHARED];
+    double s = 0.0;
+    for (int i = threadIdx.x; i < n_partial; i += blockDim.x) s += partial[i];
+    s = lt_block_sum(s, sh);
+    if (threadIdx.x == 0) *acc = first ? s : *acc + s;
+}
+
 /* Blocks of a deterministic sum over n items: a function of n alone (not of the device). */
 unsigned lt_cuda_sum_blocks(size_t n) {
     size_t b = (n + (size_t)LT_CUDA_SUM_THREADS * 16 - 1) / ((size_t)LT_CUDA_SUM_THREADS * 16);
@@ -329,6 +414,23 @@ lt_status lt_cuda_finish_sum(lt_cuda *c, unsigned blocks, double *host_sum, lt_e
     LT_KERNEL(sum_partials_kernel, 1, 1024, c->stream)(c->reduce, (int)blocks);
     LT_LAUNCH_CHECK("sum_partials_kernel");
     LT_CUDA_CHECK(cudaMemcpyAsync(c->host_sum, c->reduce + blocks, sizeof(double), cudaMemcpyDeviceToHost, c->stream));
+    c->counts.syncs++;
+    LT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    *host_sum = *c->host_sum;
+    return LT_OK;
+}
+
+lt_status lt_cuda_finish_sum_into(lt_cuda *c, unsigned blocks, int slot, bool first, lt_error *err) {
+    LT_KERNEL(sum_partials_into_kernel, 1, 1024, c->stream)(c->reduce, (int)blocks, c->sums + slot, first ? 1 : 0);
+    LT_LAUNCH_CHECK("sum_partials_into_kernel");
+    return LT_OK;
+}
+
+extern "C" lt_status lt_cuda_read_sum(lt_cuda *c, int slot, double *host_sum, lt_error *err) {
+    *host_sum = 0.0;
+    LT_CUDA_REQUIRE(slot >= 0 && slot < LT_CUDA_SUM_SLOTS, "lt_cuda_read_sum", "no sum slot %d", slot);
+    LT_CUDA_CHECK(cudaMemcpyAsync(c->host_sum, c->sums + slot, sizeof(double), cudaMemcpyDeviceToHost, c->stream));
+    c->counts.syncs++;
     LT_CUDA_CHECK(cudaStreamSynchronize(c->stream));
     *host_sum = *c->host_sum;
     return LT_OK;
@@ -341,4 +443,16 @@ extern "C" lt_status lt_cuda_sum_rows(lt_cuda *c, const float *x, size_t n, doub
     LT_KERNEL(sum_rows_partial_kernel, blocks, LT_CUDA_SUM_THREADS, c->stream)(c->reduce, x, n);
     LT_LAUNCH_CHECK("sum_rows_partial_kernel");
     return lt_cuda_finish_sum(c, blocks, host_sum, err);
+}
+
+extern "C" lt_status lt_cuda_sum_rows_into(lt_cuda *c, const float *x, size_t n, int slot, bool first, lt_error *err) {
+    LT_CUDA_REQUIRE(slot >= 0 && slot < LT_CUDA_SUM_SLOTS, "lt_cuda_sum_rows_into", "no sum slot %d", slot);
+    unsigned blocks = lt_cuda_sum_blocks(n);
+    if (n == 0) { /* the sum 0: stage 2 over one zero partial */
+        LT_CUDA_CHECK(cudaMemsetAsync(c->reduce, 0, sizeof(double), c->stream));
+    } else {
+        LT_KERNEL(sum_rows_partial_kernel, blocks, LT_CUDA_SUM_THREADS, c->stream)(c->reduce, x, n);
+        LT_LAUNCH_CHECK("sum_rows_partial_kernel");
+    }
+    return lt_cuda_finish_sum_into(c, blocks, slot, first, err);
 }

@@ -67,6 +67,34 @@ lt_status lt_cuda_copy_d2d(lt_cuda *c, void *dst, const void *src, size_t bytes,
 lt_status lt_cuda_copy_h2d(lt_cuda *c, void *dst, const void *host_src, size_t bytes, lt_error *err);
 lt_status lt_cuda_copy_d2h(lt_cuda *c, void *host_dst, const void *src, size_t bytes, lt_error *err);
 
+/* What the context did that costs a step host time, counted since open (tests check that a
+ * step's count is what its design says; the debug mode's waits, LONGTAIL_CUDA_SYNC, are not
+ * counted): waits for the compute stream (lt_cuda_sync, the host copies, a sum read back, a
+ * scratch regrowth without an arena), waits of an upload for the previous one's copy out of
+ * the pinned staging buffer (only when it has not run yet), device and pinned allocations and
+ * frees (cudaMalloc / cudaMallocHost, cudaFree / cudaFreeHost: cudaFree synchronizes the
+ * device), and uploads. */
+typedef struct lt_cuda_counts {
+    uint64_t syncs, waits, allocs, frees, uploads;
+} lt_cuda_counts;
+void lt_cuda_get_counts(const lt_cuda *c, lt_cuda_counts *out);
+
+/* Host bytes to device memory WITHOUT waiting for the stream: copied into the context's pinned
+ * staging buffer and queued on the compute stream (a cudaMemcpyAsync from pinned memory is
+ * truly asynchronous), so the host buffer may be reused on return and dst holds the bytes for
+ * every kernel queued after. The staging buffer is reused by the next upload once the copy
+ * out of it has run (an event; in a step long done). It grows when short (a pinned
+ * reallocation, counted): lt_cuda_reserve_upload sizes it before the first step. */
+lt_status lt_cuda_upload(lt_cuda *c, void *dst, const void *host_src, size_t bytes, lt_error *err);
+lt_status lt_cuda_reserve_upload(lt_cuda *c, size_t bytes, lt_error *err);
+
+/* The device arena (kernels/arena.h) the context's scratch buffer comes from (NULL: cudaMalloc,
+ * the default): with one, a scratch that must grow gives its block back to the arena and takes
+ * a larger one, without waiting and without cudaMalloc/cudaFree (stream order makes the reuse
+ * safe, as for every arena block). The arena outlives its use: set NULL before destroying it. */
+struct lt_arena;
+void lt_cuda_use_arena(lt_cuda *c, struct lt_arena *arena);
+
 /* Conversions of n elements on the device. */
 lt_status lt_cuda_f32_to_bf16(lt_cuda *c, lt_bf16 *dst, const float *src, size_t n, lt_error *err);
 lt_status lt_cuda_bf16_to_f32(lt_cuda *c, float *dst, const lt_bf16 *src, size_t n, lt_error *err);
@@ -85,13 +113,15 @@ lt_status lt_cuda_sum_blocks(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *src, int G
  * (cublasLtMatmulAlgoGetHeuristic) and its descriptors are cached per (shape,
  * transposes, types, beta != 0), so a shape seen before costs no heuristic call. */
 
-/* out[T,OUT] = x[T,IN] W^T (bf16 out); W is [OUT,IN]. */
+/* out[T,OUT] = x[T,IN] W^T (bf16 out); W is [OUT,IN]. out's rows are `ld` >= OUT elements
+ * apart (OUT: dense; the LM head's logits: V rounded up to a multiple of 64, so that rows
+ * stay 16-byte aligned for an odd V); columns [OUT, ld) are left untouched. */
 lt_status lt_cuda_linear_forward(lt_cuda *c, lt_bf16 *out, const lt_bf16 *x, const lt_bf16 *w, int T, int IN,
-                                 int OUT, lt_error *err);
+                                 int OUT, int ld, lt_error *err);
 /* dx[T,IN] += dout W (bf16, NULL: not wanted); dw[OUT,IN] += dout^T x (fp32, NULL: not
- * wanted). */
+ * wanted). dout's rows are `ld` >= OUT elements apart; its columns [OUT, ld) are not read. */
 lt_status lt_cuda_linear_backward(lt_cuda *c, lt_bf16 *dx, float *dw, const lt_bf16 *dout, const lt_bf16 *x,
-                                  const lt_bf16 *w, int T, int IN, int OUT, lt_error *err);
+                                  const lt_bf16 *w, int T, int IN, int OUT, int ld, lt_error *err);
 /* A linear layer's bias (kernels/gemm.cu; lt_bias_forward / _backward): y[T,n] += b (bf16,
  * fp32 math); db[n] += the column sums of dy (fp32, deterministic: fixed-order partials). */
 lt_status lt_cuda_bias_forward(lt_cuda *c, lt_bf16 *y, const lt_bf16 *b, int T, int n, lt_error *err);
@@ -138,13 +168,16 @@ lt_status lt_cuda_swiglu_backward(lt_cuda *c, lt_bf16 *dgate, lt_bf16 *dup, cons
 /* Cross-entropy (kernels/xent.cu): as lt_xent_forward_backward over bf16 logits [T,V]
  * (in place: dlogits may equal logits; NULL: the losses only), targets a device array
  * (< 0: no prediction; >= V: a NaN loss and gradient row, the caller's contract broken).
+ * Rows of logits and dlogits are `ld` >= V elements apart; the padding columns [V, ld) are
+ * neither read (they never count as logits) nor written.
  * The per-row losses go to `row_loss` (fp32 [T], 0 for rows without a target); the host
  * sums them (lt_cuda_sum_rows). */
 lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits, const int32_t *targets,
-                                        int T, int V, float scale, float *row_loss, lt_error *err);
+                                        int T, int V, int ld, float scale, float *row_loss, lt_error *err);
 /* The vocabulary-parallel cross-entropy (kernels/xent.cu; Megatron-LM's, Shoeybi et al. 2019
  * 3), the twins of train/cpu/kernels.h's lt_xent_tp_max / _sums / _finish: logits are the
- * bf16 [T, V] rows of this tensor-parallel rank's vocabulary rows [v0, v0 + V); rowmax [T]
+ * bf16 [T, V] rows (`ld` >= V elements apart, as above) of this tensor-parallel rank's
+ * vocabulary rows [v0, v0 + V); rowmax [T]
  * and sums [2T] fp32 device arrays, all-reduced over the TP group by the caller between
  * the calls (rowmax: maximum; sums: sum); targets a device array (< 0: no prediction).
  *   _max     rowmax[t] = the largest local logit of row t;
@@ -154,14 +187,24 @@ lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits, const lt_b
  *            with dlogits (may equal logits; NULL: the losses only) dlogits = scale
  *            (softmax - onehot) over the local rows. The host sums row_loss
  *            (lt_cuda_sum_rows). */
-lt_status lt_cuda_xent_tp_max(lt_cuda *c, float *rowmax, const lt_bf16 *logits, int T, int V, lt_error *err);
+lt_status lt_cuda_xent_tp_max(lt_cuda *c, float *rowmax, const lt_bf16 *logits, int T, int V, int ld, lt_error *err);
 lt_status lt_cuda_xent_tp_sums(lt_cuda *c, float *sums, const lt_bf16 *logits, const float *rowmax,
-                               const int32_t *targets, int v0, int T, int V, lt_error *err);
+                               const int32_t *targets, int v0, int T, int V, int ld, lt_error *err);
 lt_status lt_cuda_xent_tp_finish(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits, const float *rowmax,
-                                 const float *sums, const int32_t *targets, int v0, int T, int V, float scale,
+                                 const float *sums, const int32_t *targets, int v0, int T, int V, int ld, float scale,
                                  float *row_loss, lt_error *err);
 /* Sum of n fp32 device values, in double, read back to the host (synchronizes). */
 lt_status lt_cuda_sum_rows(lt_cuda *c, const float *x, size_t n, double *host_sum, lt_error *err);
+/* Sums kept on the device and read back once: the context holds LT_CUDA_SUM_SLOTS doubles;
+ * lt_cuda_sum_rows_into (kernels/context.cu) and lt_cuda_sum_squares_into (kernels/adamw.cu)
+ * compute the double lt_cuda_sum_rows / lt_cuda_sum_squares would return and store it in
+ * `slot` (first) or add it there, on the stream, without waiting; lt_cuda_read_sum copies
+ * the slot to the host (synchronizes). Additions run in call order, so the bits are those
+ * of the host's `total += sum` over the same calls, starting from the first. */
+enum { LT_CUDA_SUM_LOSS = 0, LT_CUDA_SUM_NORM = 1, LT_CUDA_SUM_SLOTS = 2 };
+lt_status lt_cuda_sum_rows_into(lt_cuda *c, const float *x, size_t n, int slot, bool first, lt_error *err);
+lt_status lt_cuda_sum_squares_into(lt_cuda *c, const float *g, size_t n, int slot, bool first, lt_error *err);
+lt_status lt_cuda_read_sum(lt_cuda *c, int slot, double *host_sum, lt_error *err);
 
 /* ---------------------------------------------------------------- optimizer (kernels/adamw.cu) */
 /* Sum of squares of n fp32 gradients, accumulated in fp32 per block and in double across

@@ -52,6 +52,14 @@ struct lt_cuda {
     size_t scratch_bytes;
     double *reduce;                /* [LT_CUDA_REDUCE_SLOTS + 1] doubles: block partials, then the sum */
     double *host_sum;              /* pinned host double the sum is copied to */
+    double *sums;                  /* [LT_CUDA_SUM_SLOTS] device doubles (lt_cuda_sum_rows_into) */
+    struct lt_arena *arena;        /* lt_cuda_use_arena: where the scratch comes from (NULL: cudaMalloc) */
+    bool scratch_in_arena;         /* the scratch is an arena block (never cudaFree'd) */
+    void *staging;                 /* pinned host buffer of lt_cuda_upload */
+    size_t staging_bytes;
+    cudaEvent_t upload_done;       /* recorded after the last upload's copy out of staging */
+    bool upload_pending;           /* upload_done was recorded and not yet waited for */
+    lt_cuda_counts counts;         /* lt_cuda_get_counts */
     bool sync_each;                /* LONGTAIL_CUDA_SYNC: synchronize and check after every launch */
 };
 
@@ -61,7 +69,8 @@ struct lt_cuda {
  * The pointer is valid until the next lt_cuda_scratch call on the same context, and only
  * for work queued on c->stream (stream order is what makes reuse safe: a later kernel
  * reusing the buffer runs after the earlier one). Growing it synchronizes the stream
- * and reallocates; the buffer only grows. Not thread-safe (one context per thread).
+ * and reallocates, or with an arena (lt_cuda_use_arena) swaps arena blocks without waiting;
+ * the buffer only grows. Not thread-safe (one context per thread).
  */
 lt_status lt_cuda_scratch(lt_cuda *c, size_t bytes, void **dev, lt_error *err);
 
@@ -72,6 +81,8 @@ lt_status lt_cuda_scratch(lt_cuda *c, size_t bytes, void **dev, lt_error *err);
 enum { LT_CUDA_SUM_THREADS = 256 };
 unsigned lt_cuda_sum_blocks(size_t n);
 lt_status lt_cuda_finish_sum(lt_cuda *c, unsigned blocks, double *host_sum, lt_error *err);
+/* The second stage into c->sums[slot] (stored when first, else added), without waiting. */
+lt_status lt_cuda_finish_sum_into(lt_cuda *c, unsigned blocks, int slot, bool first, lt_error *err);
 
 /* The GEMM cache's destructor (kernels/gemm.cu), called by lt_cuda_close. */
 void lt_cuda_gemm_cache_free(lt_cuda *c);

@@ -28,6 +28,11 @@ void *lt_cuda_stream(const lt_cuda *c) { (void)c; return NULL; }
 void *lt_cuda_comm_stream(const lt_cuda *c) { (void)c; return NULL; }
 int lt_cuda_gemm_cache_size(const lt_cuda *c) { (void)c; return 0; }
 void lt_cuda_free(lt_cuda *c, void *p) { (void)c; (void)p; }
+void lt_cuda_get_counts(const lt_cuda *c, lt_cuda_counts *out) {
+    (void)c;
+    *out = (lt_cuda_counts){0};
+}
+void lt_cuda_use_arena(lt_cuda *c, struct lt_arena *arena) { (void)c, (void)arena; }
 
 /* Every other function: the arguments are unused, the answer is the same. */
 #define NO_CUDA(fn) return no_cuda(err, #fn)
@@ -82,13 +87,13 @@ lt_status lt_cuda_sum_blocks(lt_cuda *c, lt_bf16 *dst, const lt_bf16 *src, int G
     NO_CUDA(lt_cuda_sum_blocks);
 }
 lt_status lt_cuda_linear_forward(lt_cuda *c, lt_bf16 *out, const lt_bf16 *x, const lt_bf16 *w, int T, int IN,
-                                 int OUT, lt_error *err) {
-    (void)c, (void)out, (void)x, (void)w, (void)T, (void)IN, (void)OUT;
+                                 int OUT, int ld, lt_error *err) {
+    (void)c, (void)out, (void)x, (void)w, (void)T, (void)IN, (void)OUT, (void)ld;
     NO_CUDA(lt_cuda_linear_forward);
 }
 lt_status lt_cuda_linear_backward(lt_cuda *c, lt_bf16 *dx, float *dw, const lt_bf16 *dout, const lt_bf16 *x,
-                                  const lt_bf16 *w, int T, int IN, int OUT, lt_error *err) {
-    (void)c, (void)dx, (void)dw, (void)dout, (void)x, (void)w, (void)T, (void)IN, (void)OUT;
+                                  const lt_bf16 *w, int T, int IN, int OUT, int ld, lt_error *err) {
+    (void)c, (void)dx, (void)dw, (void)dout, (void)x, (void)w, (void)T, (void)IN, (void)OUT, (void)ld;
     NO_CUDA(lt_cuda_linear_backward);
 }
 lt_status lt_cuda_gemm_bf16(lt_cuda *c, lt_bf16 *C, const lt_bf16 *A, const lt_bf16 *B, int M, int N, int K,
@@ -145,24 +150,24 @@ lt_status lt_cuda_swiglu_backward(lt_cuda *c, lt_bf16 *dgate, lt_bf16 *dup, cons
     NO_CUDA(lt_cuda_swiglu_backward);
 }
 lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits, const int32_t *targets,
-                                        int T, int V, float scale, float *row_loss, lt_error *err) {
-    (void)c, (void)dlogits, (void)logits, (void)targets, (void)T, (void)V, (void)scale, (void)row_loss;
+                                        int T, int V, int ld, float scale, float *row_loss, lt_error *err) {
+    (void)c, (void)dlogits, (void)logits, (void)targets, (void)T, (void)V, (void)ld, (void)scale, (void)row_loss;
     NO_CUDA(lt_cuda_xent_forward_backward);
 }
-lt_status lt_cuda_xent_tp_max(lt_cuda *c, float *rowmax, const lt_bf16 *logits, int T, int V, lt_error *err) {
-    (void)c, (void)rowmax, (void)logits, (void)T, (void)V;
+lt_status lt_cuda_xent_tp_max(lt_cuda *c, float *rowmax, const lt_bf16 *logits, int T, int V, int ld, lt_error *err) {
+    (void)c, (void)rowmax, (void)logits, (void)T, (void)V, (void)ld;
     NO_CUDA(lt_cuda_xent_tp_max);
 }
 lt_status lt_cuda_xent_tp_sums(lt_cuda *c, float *sums, const lt_bf16 *logits, const float *rowmax,
-                               const int32_t *targets, int v0, int T, int V, lt_error *err) {
-    (void)c, (void)sums, (void)logits, (void)rowmax, (void)targets, (void)v0, (void)T, (void)V;
+                               const int32_t *targets, int v0, int T, int V, int ld, lt_error *err) {
+    (void)c, (void)sums, (void)logits, (void)rowmax, (void)targets, (void)v0, (void)T, (void)V, (void)ld;
     NO_CUDA(lt_cuda_xent_tp_sums);
 }
 lt_status lt_cuda_xent_tp_finish(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits, const float *rowmax,
-                                 const float *sums, const int32_t *targets, int v0, int T, int V, float scale,
+                                 const float *sums, const int32_t *targets, int v0, int T, int V, int ld, float scale,
                                  float *row_loss, lt_error *err) {
     (void)c, (void)dlogits, (void)logits, (void)rowmax, (void)sums, (void)targets, (void)v0, (void)T, (void)V,
-        (void)scale, (void)row_loss;
+        (void)ld, (void)scale, (void)row_loss;
     NO_CUDA(lt_cuda_xent_tp_finish);
 }
 lt_status lt_cuda_sum_rows(lt_cuda *c, const float *x, size_t n, double *host_sum, lt_error *err) {
@@ -185,4 +190,25 @@ lt_status lt_cuda_adamw(lt_cuda *c, float *master, lt_bf16 *bf16_copy, const flo
     (void)c, (void)master, (void)bf16_copy, (void)grad, (void)m, (void)v, (void)n, (void)lr, (void)beta1,
         (void)beta2, (void)eps, (void)decay, (void)t;
     NO_CUDA(lt_cuda_adamw);
+}
+lt_status lt_cuda_upload(lt_cuda *c, void *dst, const void *host_src, size_t bytes, lt_error *err) {
+    (void)c, (void)dst, (void)host_src, (void)bytes;
+    NO_CUDA(lt_cuda_upload);
+}
+lt_status lt_cuda_reserve_upload(lt_cuda *c, size_t bytes, lt_error *err) {
+    (void)c, (void)bytes;
+    NO_CUDA(lt_cuda_reserve_upload);
+}
+lt_status lt_cuda_sum_rows_into(lt_cuda *c, const float *x, size_t n, int slot, bool first, lt_error *err) {
+    (void)c, (void)x, (void)n, (void)slot, (void)first;
+    NO_CUDA(lt_cuda_sum_rows_into);
+}
+lt_status lt_cuda_sum_squares_into(lt_cuda *c, const float *g, size_t n, int slot, bool first, lt_error *err) {
+    (void)c, (void)g, (void)n, (void)slot, (void)first;
+    NO_CUDA(lt_cuda_sum_squares_into);
+}
+lt_status lt_cuda_read_sum(lt_cuda *c, int slot, double *host_sum, lt_error *err) {
+    (void)c, (void)slot;
+    if (host_sum) *host_sum = 0;
+    NO_CUDA(lt_cuda_read_sum);
 }

@@ -16,6 +16,12 @@
  * pointers unless told otherwise, so the alignment we promise it is part of the key).
  * A shape seen before costs a linear scan of a few dozen keys and no heuristic call.
  *
+ * Leading dimensions: every operand is dense (ld = its row length) but the LM head's
+ * logits, whose rows are ld = V rounded up to 64 elements apart (the `ld` of
+ * lt_cuda_linear_forward / _backward; train/model/pass.c's head): with V = 50257 (odd) a
+ * dense [T, V] D or B would be only 2-byte aligned from its second row on, and cuBLASLt
+ * falls back to its slow 2-byte-aligned kernels for the whole product.
+ *
  * A linear layer's bias (Qwen2's q/k/v_proj; train/cpu/linear.c's lt_bias_*) is two small
  * kernels at the end: y[t, j] += b[j] (fp32 math, bf16 out), and db[j] += sum_t dy[t, j]
  * made deterministic as kernels/rmsnorm.cu's dw: a fixed chunk of rows per 32 columns into
@@ -168,19 +174,28 @@ static lt_status gemm(lt_cuda *c, int transa, int transb, int64_t m, int64_t n, 
 #define CHECK_DIMS(fn, T, IN, OUT) \
     LT_CUDA_REQUIRE((T) >= 0 && (IN) >= 0 && (OUT) >= 0, fn, "negative shape T=%d IN=%d OUT=%d", (T), (IN), (OUT))
 
+#define CHECK_LD(fn, ld, OUT) \
+    LT_CUDA_REQUIRE((ld) >= (OUT) && (ld) >= 1, fn, "row stride ld=%d below OUT=%d", (ld), (OUT))
+
+/* ld: out's row stride (the LM head's padded logits rows; OUT for a dense [T, OUT]); the
+ * GEMM writes columns [0, OUT) of each row and never touches [OUT, ld). */
 extern "C" lt_status lt_cuda_linear_forward(lt_cuda *c, lt_bf16 *out, const lt_bf16 *x, const lt_bf16 *w, int T,
-                                            int IN, int OUT, lt_error *err) {
+                                            int IN, int OUT, int ld, lt_error *err) {
     CHECK_DIMS("lt_cuda_linear_forward", T, IN, OUT);
-    return gemm(c, 1, 0, OUT, T, IN, w, IN, x, IN, out, OUT, 0, 0, err);
+    CHECK_LD("lt_cuda_linear_forward", ld, OUT);
+    return gemm(c, 1, 0, OUT, T, IN, w, IN, x, IN, out, ld, 0, 0, err);
 }
 
+/* ld: dout's row stride; its columns [OUT, ld) are never read (k = OUT for dx, m = OUT
+ * rows of op(B) for dw). */
 extern "C" lt_status lt_cuda_linear_backward(lt_cuda *c, lt_bf16 *dx, float *dw, const lt_bf16 *dout,
-                                             const lt_bf16 *x, const lt_bf16 *w, int T, int IN, int OUT,
+                                             const lt_bf16 *x, const lt_bf16 *w, int T, int IN, int OUT, int ld,
                                              lt_error *err) {
     CHECK_DIMS("lt_cuda_linear_backward", T, IN, OUT);
+    CHECK_LD("lt_cuda_linear_backward", ld, OUT);
     lt_status st;
-    if (dx != NULL && (st = gemm(c, 0, 0, IN, T, OUT, w, IN, dout, OUT, dx, IN, 0, 1, err)) != LT_OK) return st;
-    if (dw != NULL && (st = gemm(c, 0, 1, IN, OUT, T, x, IN, dout, OUT, dw, IN, 1, 1, err)) != LT_OK) return st;
+    if (dx != NULL && (st = gemm(c, 0, 0, IN, T, OUT, w, IN, dout, ld, dx, IN, 0, 1, err)) != LT_OK) return st;
+    if (dw != NULL && (st = gemm(c, 0, 1, IN, OUT, T, x, IN, dout, ld, dw, IN, 1, 1, err)) != LT_OK) return st;
     return LT_OK;
 }
 

@@ -13,9 +13,13 @@
  * (the online softmax of Milakov & Gimelshein 2018, also FlashAttention's), the block
  * merges the (max, sum) pairs in a fixed order, then a second pass writes the gradient.
  * In place is safe: a thread writes only the elements it read itself, and the target's
- * logit is read by every thread before the block's first barrier. 8 logits per load when
- * V % 8 == 0 and the rows are 16-byte aligned. The per-row losses go to row_loss (fp32);
- * the host adds them with lt_cuda_sum_rows (deterministic).
+ * logit is read by every thread before the block's first barrier. Rows are `ld` elements
+ * apart (ld >= V): the LM head pads its logits rows to a multiple of 64 (train/model/pass.c,
+ * kernels/gemm.cu), and the columns [V, ld) are neither read nor written, so whatever they
+ * hold never reaches the max, the sum or the gradient. 8 logits per load when ld % 8 == 0
+ * and the rows are 16-byte aligned, the last V % 8 one at a time (V = 50257 keeps the
+ * 8-wide path). The per-row losses go to row_loss (fp32); the host adds them with
+ * lt_cuda_sum_rows (deterministic).
  *
  * The vocabulary-parallel form (Megatron-LM's, Shoeybi et al. 2019 3; the twins of
  * train/cpu/xent.c's lt_xent_tp_*): a tensor-parallel rank holds the logits of its
@@ -86,11 +90,18 @@ static __device__ max_sum ms_block(max_sum a) {
     return total;
 }
 
+/* The columns of a row a thread visits: VEC, 8 at a time over [0, V & ~7) (16-byte loads:
+ * the row starts at a multiple of 8 elements), then one at a time over the tail [V & ~7,
+ * V); scalar, one at a time over [0, V). Columns [V, ld) are padding (the LM head's rows,
+ * kernels/gemm.cu): never read, never written. */
+#define FOR_VEC(v, V) for (int v = 8 * (int)threadIdx.x; v < ((V) & ~7); v += 8 * (int)blockDim.x)
+#define FOR_TAIL(v, VEC, V) for (int v = ((VEC) ? ((V) & ~7) : 0) + (int)threadIdx.x; v < (V); v += (int)blockDim.x)
+
 template <bool VEC>
 __global__ void __launch_bounds__(XENT_THREADS) xent_kernel(lt_bf16 *dlogits, const lt_bf16 *logits,
-                                                            const int32_t *targets, int V, float scale,
+                                                            const int32_t *targets, int V, int ld, float scale,
                                                             float *row_loss) {
-    size_t off = (size_t)blockIdx.x * (size_t)V;
+    size_t off = (size_t)blockIdx.x * (size_t)ld;
     const lt_bf16 *l = logits + off;
     lt_bf16 *dl = dlogits != NULL ? dlogits + off : NULL; /* NULL: the loss only */
     int target = targets[blockIdx.x];
@@ -104,14 +115,13 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_kernel(lt_bf16 *dlogits, co
     float lt = bad ? NAN : lt_ld(l + target); /* read before any thread writes (barrier below) */
     max_sum a = {-INFINITY, 0.0f};
     if (VEC) {
-        for (int v = 8 * threadIdx.x; v < V; v += 8 * blockDim.x) {
+        FOR_VEC(v, V) {
             lt_bf16x8 x = lt_ld8(l + v);
 #pragma unroll
             for (int k = 0; k < 8; k++) ms_add(a, x.v[k]);
         }
-    } else {
-        for (int v = threadIdx.x; v < V; v += blockDim.x) ms_add(a, lt_ld(l + v));
     }
+    FOR_TAIL(v, VEC, V) ms_add(a, lt_ld(l + v));
     a = ms_block(a);
     float inv = 1.0f / a.s;
     if (threadIdx.x == 0) row_loss[blockIdx.x] = (float)(log((double)a.s) + (double)a.m - (double)lt);
@@ -119,30 +129,37 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_kernel(lt_bf16 *dlogits, co
     float g_target = scale * (p_target - 1.0f);
     if (dl == NULL) return;
     if (VEC) {
-        for (int v = 8 * threadIdx.x; v < V; v += 8 * blockDim.x) {
+        FOR_VEC(v, V) {
             lt_bf16x8 x = lt_ld8(l + v);
 #pragma unroll
             for (int k = 0; k < 8; k++)
                 x.v[k] = (v + k == target || bad) ? g_target : scale * (expf(x.v[k] - a.m) * inv);
             lt_st8(dl + v, x);
         }
-    } else {
-        for (int v = threadIdx.x; v < V; v += blockDim.x)
-            lt_st(dl + v, (v == target || bad) ? g_target : scale * (expf(lt_ld(l + v) - a.m) * inv));
     }
+    FOR_TAIL(v, VEC, V) lt_st(dl + v, (v == target || bad) ? g_target : scale * (expf(lt_ld(l + v) - a.m) * inv));
 }
 
+/* The 8-wide path: rows ld elements apart with ld % 8 == 0 and 16-byte aligned bases (V
+ * itself may be odd: its tail is read one at a time). */
+static bool xent_vec(int ld, const void *a, const void *b) {
+    return ld % 8 == 0 && (a == NULL || lt_cuda_aligned16(a)) && lt_cuda_aligned16(b);
+}
+
+#define CHECK_SHAPE(fn, T, V, ld)                                                                                 \
+    LT_CUDA_REQUIRE((T) >= 0 && (V) > 0 && (ld) >= (V), fn, "bad shape T=%d V=%d ld=%d (ld >= V)", (T), (V), (ld))
+
 extern "C" lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits,
-                                                   const int32_t *targets, int T, int V, float scale, float *row_loss,
-                                                   lt_error *err) {
-    LT_CUDA_REQUIRE(T >= 0 && V > 0, "lt_cuda_xent_forward_backward", "bad shape T=%d V=%d", T, V);
+                                                   const int32_t *targets, int T, int V, int ld, float scale,
+                                                   float *row_loss, lt_error *err) {
+    CHECK_SHAPE("lt_cuda_xent_forward_backward", T, V, ld);
     LT_CUDA_REQUIRE(row_loss != NULL, "lt_cuda_xent_forward_backward", "row_loss is required");
     if (T == 0) return LT_OK;
-    if (V % 8 == 0 && (dlogits == NULL || lt_cuda_aligned16(dlogits)) && lt_cuda_aligned16(logits)) {
-        LT_KERNEL(xent_kernel<true>, T, XENT_THREADS, c->stream)(dlogits, logits, targets, V, scale, row_loss);
+    if (xent_vec(ld, dlogits, logits)) {
+        LT_KERNEL(xent_kernel<true>, T, XENT_THREADS, c->stream)(dlogits, logits, targets, V, ld, scale, row_loss);
         LT_LAUNCH_CHECK("xent_kernel<vec>");
     } else {
-        LT_KERNEL(xent_kernel<false>, T, XENT_THREADS, c->stream)(dlogits, logits, targets, V, scale, row_loss);
+        LT_KERNEL(xent_kernel<false>, T, XENT_THREADS, c->stream)(dlogits, logits, targets, V, ld, scale, row_loss);
         LT_LAUNCH_CHECK("xent_kernel");
     }
     return LT_OK;
@@ -151,18 +168,18 @@ extern "C" lt_status lt_cuda_xent_forward_backward(lt_cuda *c, lt_bf16 *dlogits,
 /* ---------------------------------------------------------------- vocabulary-parallel */
 
 template <bool VEC>
-__global__ void __launch_bounds__(XENT_THREADS) xent_tp_max_kernel(float *rowmax, const lt_bf16 *logits, int V) {
-    const lt_bf16 *l = logits + (size_t)blockIdx.x * (size_t)V;
+__global__ void __launch_bounds__(XENT_THREADS) xent_tp_max_kernel(float *rowmax, const lt_bf16 *logits, int V,
+                                                                   int ld) {
+    const lt_bf16 *l = logits + (size_t)blockIdx.x * (size_t)ld;
     max_sum a = {-INFINITY, 0.0f};
     if (VEC) {
-        for (int v = 8 * threadIdx.x; v < V; v += 8 * blockDim.x) {
+        FOR_VEC(v, V) {
             lt_bf16x8 x = lt_ld8(l + v);
 #pragma unroll
             for (int k = 0; k < 8; k++) a.m = fmaxf(a.m, x.v[k]);
         }
-    } else {
-        for (int v = threadIdx.x; v < V; v += blockDim.x) a.m = fmaxf(a.m, lt_ld(l + v));
     }
+    FOR_TAIL(v, VEC, V) a.m = fmaxf(a.m, lt_ld(l + v));
     a = ms_block(a);
     if (threadIdx.x == 0) rowmax[blockIdx.x] = a.m;
 }
@@ -170,20 +187,19 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_tp_max_kernel(float *rowmax
 template <bool VEC>
 __global__ void __launch_bounds__(XENT_THREADS) xent_tp_sums_kernel(float *sums, const lt_bf16 *logits,
                                                                     const float *rowmax, const int32_t *targets,
-                                                                    int v0, int T, int V) {
+                                                                    int v0, int T, int V, int ld) {
     size_t t = blockIdx.x;
-    const lt_bf16 *l = logits + t * (size_t)V;
+    const lt_bf16 *l = logits + t * (size_t)ld;
     float M = rowmax[t];
     max_sum a = {M, 0.0f}; /* every pair at the group's maximum: the merges add the sums */
     if (VEC) {
-        for (int v = 8 * threadIdx.x; v < V; v += 8 * blockDim.x) {
+        FOR_VEC(v, V) {
             lt_bf16x8 x = lt_ld8(l + v);
 #pragma unroll
             for (int k = 0; k < 8; k++) a.s += expf(x.v[k] - M);
         }
-    } else {
-        for (int v = threadIdx.x; v < V; v += blockDim.x) a.s += expf(lt_ld(l + v) - M);
     }
+    FOR_TAIL(v, VEC, V) a.s += expf(lt_ld(l + v) - M);
     a = ms_block(a);
     if (threadIdx.x == 0) {
         int target = targets[t], k = target - v0;
@@ -197,8 +213,8 @@ template <bool VEC>
 __global__ void __launch_bounds__(XENT_THREADS) xent_tp_finish_kernel(lt_bf16 *dlogits, const lt_bf16 *logits,
                                                                       const float *rowmax, const float *sums,
                                                                       const int32_t *targets, int v0, int T, int V,
-                                                                      float scale, float *row_loss) {
-    size_t t = blockIdx.x, off = t * (size_t)V;
+                                                                      int ld, float scale, float *row_loss) {
+    size_t t = blockIdx.x, off = t * (size_t)ld;
     const lt_bf16 *l = logits + off;
     lt_bf16 *dl = dlogits != NULL ? dlogits + off : NULL;
     int target = targets[t], k = target - v0;
@@ -212,7 +228,7 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_tp_finish_kernel(lt_bf16 *d
     if (threadIdx.x == 0) row_loss[t] = (float)(log((double)sums[t]) + (double)M - (double)sums[(size_t)T + t]);
     if (dl == NULL) return;
     if (VEC) {
-        for (int v = 8 * threadIdx.x; v < V; v += 8 * blockDim.x) {
+        FOR_VEC(v, V) {
             lt_bf16x8 x = lt_ld8(l + v);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
@@ -221,55 +237,57 @@ __global__ void __launch_bounds__(XENT_THREADS) xent_tp_finish_kernel(lt_bf16 *d
             }
             lt_st8(dl + v, x);
         }
-    } else {
-        for (int v = threadIdx.x; v < V; v += blockDim.x) {
-            float g = scale * (expf(lt_ld(l + v) - M) * inv);
-            lt_st(dl + v, v == k ? g - scale : g);
-        }
+    }
+    FOR_TAIL(v, VEC, V) {
+        float g = scale * (expf(lt_ld(l + v) - M) * inv);
+        lt_st(dl + v, v == k ? g - scale : g);
     }
 }
 
-extern "C" lt_status lt_cuda_xent_tp_max(lt_cuda *c, float *rowmax, const lt_bf16 *logits, int T, int V,
+extern "C" lt_status lt_cuda_xent_tp_max(lt_cuda *c, float *rowmax, const lt_bf16 *logits, int T, int V, int ld,
                                          lt_error *err) {
-    LT_CUDA_REQUIRE(T >= 0 && V > 0, "lt_cuda_xent_tp_max", "bad shape T=%d V=%d", T, V);
+    CHECK_SHAPE("lt_cuda_xent_tp_max", T, V, ld);
     if (T == 0) return LT_OK;
-    if (V % 8 == 0 && lt_cuda_aligned16(logits)) {
-        LT_KERNEL(xent_tp_max_kernel<true>, T, XENT_THREADS, c->stream)(rowmax, logits, V);
+    if (xent_vec(ld, NULL, logits)) {
+        LT_KERNEL(xent_tp_max_kernel<true>, T, XENT_THREADS, c->stream)(rowmax, logits, V, ld);
         LT_LAUNCH_CHECK("xent_tp_max_kernel<vec>");
     } else {
-        LT_KERNEL(xent_tp_max_kernel<false>, T, XENT_THREADS, c->stream)(rowmax, logits, V);
+        LT_KERNEL(xent_tp_max_kernel<false>, T, XENT_THREADS, c->stream)(rowmax, logits, V, ld);
         LT_LAUNCH_CHECK("xent_tp_max_kernel");
     }
     return LT_OK;
 }
 
 extern "C" lt_status lt_cuda_xent_tp_sums(lt_cuda *c, float *sums, const lt_bf16 *logits, const float *rowmax,
-                                          const int32_t *targets, int v0, int T, int V, lt_error *err) {
-    LT_CUDA_REQUIRE(T >= 0 && V > 0 && v0 >= 0, "lt_cuda_xent_tp_sums", "bad shape T=%d V=%d v0=%d", T, V, v0);
+                                          const int32_t *targets, int v0, int T, int V, int ld, lt_error *err) {
+    CHECK_SHAPE("lt_cuda_xent_tp_sums", T, V, ld);
+    LT_CUDA_REQUIRE(v0 >= 0, "lt_cuda_xent_tp_sums", "bad vocabulary offset v0=%d", v0);
     if (T == 0) return LT_OK;
-    if (V % 8 == 0 && lt_cuda_aligned16(logits)) {
-        LT_KERNEL(xent_tp_sums_kernel<true>, T, XENT_THREADS, c->stream)(sums, logits, rowmax, targets, v0, T, V);
+    if (xent_vec(ld, NULL, logits)) {
+        LT_KERNEL(xent_tp_sums_kernel<true>, T, XENT_THREADS, c->stream)(sums, logits, rowmax, targets, v0, T, V, ld);
         LT_LAUNCH_CHECK("xent_tp_sums_kernel<vec>");
     } else {
-        LT_KERNEL(xent_tp_sums_kernel<false>, T, XENT_THREADS, c->stream)(sums, logits, rowmax, targets, v0, T, V);
+        LT_KERNEL(xent_tp_sums_kernel<false>, T, XENT_THREADS, c->stream)(sums, logits, rowmax, targets, v0, T, V,
+                                                                          ld);
         LT_LAUNCH_CHECK("xent_tp_sums_kernel");
     }
     return LT_OK;
 }
 
 extern "C" lt_status lt_cuda_xent_tp_finish(lt_cuda *c, lt_bf16 *dlogits, const lt_bf16 *logits, const float *rowmax,
-                                            const float *sums, const int32_t *targets, int v0, int T, int V,
+                                            const float *sums, const int32_t *targets, int v0, int T, int V, int ld,
                                             float scale, float *row_loss, lt_error *err) {
-    LT_CUDA_REQUIRE(T >= 0 && V > 0 && v0 >= 0, "lt_cuda_xent_tp_finish", "bad shape T=%d V=%d v0=%d", T, V, v0);
+    CHECK_SHAPE("lt_cuda_xent_tp_finish", T, V, ld);
+    LT_CUDA_REQUIRE(v0 >= 0, "lt_cuda_xent_tp_finish", "bad vocabulary offset v0=%d", v0);
     LT_CUDA_REQUIRE(row_loss != NULL, "lt_cuda_xent_tp_finish", "row_loss is required");
     if (T == 0) return LT_OK;
-    if (V % 8 == 0 && (dlogits == NULL || lt_cuda_aligned16(dlogits)) && lt_cuda_aligned16(logits)) {
+    if (xent_vec(ld, dlogits, logits)) {
         LT_KERNEL(xent_tp_finish_kernel<true>, T, XENT_THREADS, c->stream)(dlogits, logits, rowmax, sums, targets, v0,
-                                                                           T, V, scale, row_loss);
+                                                                           T, V, ld, scale, row_loss);
         LT_LAUNCH_CHECK("xent_tp_finish_kernel<vec>");
     } else {
         LT_KERNEL(xent_tp_finish_kernel<false>, T, XENT_THREADS, c->stream)(dlogits, logits, rowmax, sums, targets, v0,
-                                                                            T, V, scale, row_loss);
+                                                                            T, V, ld, scale, row_loss);
         LT_LAUNCH_CHECK("xent_tp_finish_kernel");
     }
     return LT_OK;

@@ -26,9 +26,15 @@
 #                     in $LONGTAIL_HARDWARE_DIR, default etc/hardware): scripts/gpu-check.sh
 #                     passes the profile `trainer calibrate` just measured
 #
-# The documents are the word "the" repeated (one r50k token each) to each length: the
-# benchmark times the model, not the text. Documents longer than 8K are truncated to the
-# context (plan.context_len = 8K), as the planner does.
+# The documents are real text cut to each length: the texts of the sample corpus
+# (data/sample: the mixed JSONL and the Common Crawl WET file, part of the working tree, so
+# on a GPU machine without network too) read as one stream of words in a cycle, each
+# document the next words until they hold n r50k tokens (each word's tokens counted with
+# `dataprep encode`; the document's own count differs a little where words join). Real
+# text, not one word repeated, because the kernels see the ids: a unit of one repeated token
+# made the embedding gradient one run of equal ids and the cross-entropy one target.
+# Documents longer than 8K are truncated to the context (plan.context_len = 8K), as the
+# planner does.
 #
 # MFU = model FLOPs / (measured seconds x peak), over the timed steps, where a sample of n
 # tokens costs 3 x its forward FLOPs (forward + a backward of twice the forward; recompute
@@ -83,11 +89,52 @@ export LONGTAIL_HARDWARE_DIR=${LONGTAIL_HARDWARE_DIR:-$ROOT/etc/hardware}
 
 mkdir -p "$out"
 rm -rf "$out/data" "$out/run" "$out/plans.db"
-# the corpus: one JSONL document per length, the word "the" n times
-head -n "$docs" "$lengths" | awk '
-  /^[0-9]+$/ { n = $1 > 8192 ? 8192 : $1; if (n < 1) n = 1
-               s = "the"; for (i = 1; i < n; i++) s = s " the"
-               printf "{\"text\":\"%s\"}\n", s }' >"$out/corpus.jsonl"
+# the corpus: one JSONL document per length, cut from the sample corpus's text (above)
+python3 - "$ROOT/data/sample" "$out/text.txt" <<'PY' || die "cannot read the sample corpus under $ROOT/data/sample"
+import glob, gzip, json, re, sys
+src, dst = sys.argv[1], sys.argv[2]
+texts = []
+for path in sorted(glob.glob(src + "/*.jsonl.gz")):  # {"text": ...} per line
+    with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+        texts += [json.loads(line).get("text", "") for line in f if line.strip()]
+for path in sorted(glob.glob(src + "/*.wet.gz")):  # WARC records: headers, a blank line, the text
+    raw = gzip.open(path, "rb").read().decode("utf-8", "replace").replace("\r\n", "\n")
+    for rec in re.split(r"^WARC/1\.0$", raw, flags=re.M):
+        head, _, body = rec.partition("\n\n")
+        if "WARC-Type: conversion" in head:
+            texts.append(body)
+text = "\n".join(t for t in texts if t.strip())
+if len(text.split()) < 1000:
+    sys.exit("too little text in " + src)
+open(dst, "w", encoding="utf-8").write(text)
+PY
+# the text's words (each with the whitespace before it, as r50k's pretokenizer cuts) and the
+# r50k tokens of each: a document takes words until it holds n tokens
+python3 -c '
+import json, re, sys
+for w in re.findall(r"\s*\S+", open(sys.argv[1], encoding="utf-8").read()):
+    print(json.dumps({"text": w}))
+' "$out/text.txt" >"$out/words.jsonl"
+"$build/dataprep/dataprep" encode --encoding r50k_base --vocab-dir "$ROOT/data/vocab" --jsonl "$out/words.jsonl" \
+  | awk '{ print NF }' >"$out/word_tokens.txt" || die "dataprep encode of the sample text failed"
+head -n "$docs" "$lengths" | python3 -c '
+import json, sys
+words = [json.loads(line)["text"] for line in open(sys.argv[1], encoding="utf-8")]
+ntok = [int(x) for x in open(sys.argv[2])]
+if len(ntok) != len(words) or sum(ntok) == 0:
+    sys.exit("dataprep encode gave %d token counts for %d words" % (len(ntok), len(words)))
+pos = 0
+for line in sys.stdin:
+    line = line.strip()
+    if not line.isdigit():
+        continue
+    n, have, doc = min(max(int(line), 1), 8192), 0, []
+    while have < n:
+        doc.append(words[pos])
+        have += ntok[pos]
+        pos = (pos + 1) % len(words)
+    print(json.dumps({"text": "".join(doc).lstrip()}))
+' "$out/words.jsonl" "$out/word_tokens.txt" >"$out/corpus.jsonl"
 [ -s "$out/corpus.jsonl" ] || die "no documents from $lengths"
 
 if [ "$model" = 1b ]; then

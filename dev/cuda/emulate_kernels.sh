@@ -23,6 +23,13 @@ for k in context gemm embed rmsnorm rope swiglu xent adamw; do
         -I"$src/dev/cuda/emu_kernels" -I"$src" -I"$build" -c "$src/kernels/$k.cu" -o "$out/$k.o"
     objs="$objs $out/$k.o"
 done
+# the host-side parts of libkernels.a the backend (train/model/backend_cuda.c) links: the
+# arena, and the attention's no-CUDA stand-ins (the emulated attention is
+# dev/cuda/attention_emulated.cpp's, a program of its own)
+for k in arena attention_none; do
+    ${CC:-cc} -std=gnu11 -O1 -g -I"$src" -I"$build" -c "$src/kernels/$k.c" -o "$out/$k.o"
+    objs="$objs $out/$k.o"
+done
 rm -f "$out/libkernels_emu.a"
 ar rcs "$out/libkernels_emu.a" $objs
 # the test's own link line, with the emulated kernels in place of libkernels.a and CUDA

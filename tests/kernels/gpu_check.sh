@@ -6,7 +6,10 @@
 # build (--build-dir: shell scripts in place of the programs): OUT receives only its four
 # files, a step that hangs is cut by its limit and reported TIMEOUT while the next steps
 # run, a spent --budget marks the remaining steps NOT RUN (deadline), a SIGTERM leaves a
-# finished report and no process behind, and no check that does not exist is reported.
+# finished report and no process behind, and no check that does not exist is reported. The
+# realistic shapes give a row per figure (a skipped length is NOT RUN); the sanitizer pass
+# with a stand-in compute-sanitizer that is clean, one that reports errors, one that refuses
+# the device, and none (the run with synchronized launches instead).
 # Skipped on a machine with a GPU (there the script does its real work: docs/gpu.md).
 # Emits TAP.
 : "${top_srcdir:?}"
@@ -87,13 +90,39 @@ standin "$fake/tests/kernels/test_cuda_hang" "$hang" 'echo "1..2"; echo "ok 1 - 
 for t in tests/kernels/test_cuda_kernels tests/kernels/test_gpu_probe tests/train/test_comm_device; do
   standin "$fake/$t" 'echo "1..1"; echo "ok 1 - stand-in"'
 done
-standin "$fake/bench/gpu/bench_kernels" 'echo "attn_tflops=420.0 gemm_tflops=640.0 ratio=0.656"'
+# the attention test: its environment in its output (the sanitizer pass's fallback sets it)
+standin "$fake/tests/kernels/test_cuda_attention" 'echo "1..2"; echo "ok 1 - stand-in"; echo "ok 2 - stand-in"' \
+  'echo "# sync=${LONGTAIL_CUDA_SYNC:-} blocking=${CUDA_LAUNCH_BLOCKING:-}"'
+# --shapes: the figure lines; STANDIN_SHAPES=skip: the longest attention skipped for time
+standin "$fake/bench/gpu/bench_kernels" 'if [ "${1:-}" != --shapes ]; then echo "attn_tflops=420.0 gemm_tflops=640.0 ratio=0.656"; exit 0; fi' \
+  'echo "layer_gemm name=wq T=8192 in=2048 out=2048 fwd_ms=0.050 bwd_ms=0.100 fwd_tflops=550.0 bwd_tflops=550.0"' \
+  'echo "layer_gemms T=8192 ms=2.000 tflops=560.0 (the seven linears, forward + backward)"' \
+  'echo "lm_head T=8192 V=50257 ld=50304 C=2048 block=166 gemm_fwd_ms=3.000 xent_ms=1.000 bwd_ms=6.000 ms=10.000 tflops=506.0 loss=10.9 ln_v=10.8249"' \
+  'for t in 8192 65536 131072; do echo "attention T=$t samples=1 nh=32 nkv=4 hd=64 runs=3 fwd_ms=1.0 bwd_ms=2.5 fwd_tflops=300.0 fwdbwd_tflops=290.0 out_rel_err=3.00e-03 lse_rel_err=1.00e-06"; done' \
+  'if [ "${STANDIN_SHAPES:-}" = skip ]; then echo "attention T=262144 samples=1 nh=32 nkv=4 hd=64 skipped=time (predicted 40.0 s a run, 12.0 s left)"; a=skipped' \
+  'else echo "attention T=262144 samples=1 nh=32 nkv=4 hd=64 runs=1 fwd_ms=9.0 bwd_ms=22.5 fwd_tflops=300.0 fwdbwd_tflops=290.0 out_rel_err=3.00e-03 lse_rel_err=1.00e-06"; a=290.0; fi' \
+  'echo "shapes: layer_gemm_tflops=560.0 lm_head_tflops=506.0 attn8k_tflops=290.0 attn64k_tflops=290.0 attn128k_tflops=290.0 attn256k_tflops=$a"'
+# stand-in compute-sanitizers (--tool TOOL --print-limit N PROGRAM): clean; memcheck reporting
+# errors (racecheck clean); one that refuses the device, as on a gVisor machine
+for kind in clean error refuse; do
+  mkdir -p "$tmp/san-$kind"
+  standin "$tmp/san-$kind/compute-sanitizer" 'tool=$2; prog=$5; echo "========= COMPUTE-SANITIZER"' \
+    "kind=$kind" \
+    'if [ $kind = refuse ]; then echo "========= Error: Device not supported"; echo "# skip: no CUDA device"; echo "========= ERROR SUMMARY: 1 error"; exit 1; fi' \
+    '"$prog"; rc=$?' \
+    'if [ $tool = racecheck ]; then echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"; exit $rc; fi' \
+    'if [ $kind = error ]; then echo "========= Invalid __global__ write of size 2 bytes"; echo "=========     at void dq_kernel<64>(Params)+0x1a0 in attention.cu:321"; echo "=========     by thread (5,0,0) in block (1,0,0)"; echo "========= ERROR SUMMARY: 3 errors"; exit $rc; fi' \
+    'echo "========= ERROR SUMMARY: 0 errors"; exit $rc'
+done
 standin "$fake/dev/cuda/rmsnorm" 'echo "v1 ok"; echo "v1 0.1 ms"'
 # a chatty program: 3.2 MB of output, of which gpu-check.log keeps 512 KiB
 standin "$fake/dev/cuda/gemm" 'yes "v1 0.1 ms timing" | head -n 200000' 'echo "v1 ok"'
+# encode: one token for each JSONL line of its last argument (the words bench/gpu/run.sh
+# counts to cut its documents); run: an output folder
 cat >"$fake/dataprep/dataprep" <<SH
 #!/bin/sh
 $arg
+if [ "\$1" = encode ]; then for f; do :; done; awk '{ print 1 }' "\$f"; exit 0; fi
 mkdir -p "\$(arg --out "\$@")"
 SH
 # the planner's database and the trainer's metrics: what bench/gpu/run.sh reads
@@ -135,7 +164,8 @@ chmod +x "$sbin/nvidia-smi" "$fake/dataprep/dataprep" "$fake/plans/planner" "$fa
 gpucheck() {
   local name=$1; shift
   local t0=$SECONDS
-  OUT="$tmp/out-$name" TMPDIR="$tmp/tmpdir" PATH="$sbin:$PATH" bash "$SCRIPT" --build-dir "$fake" "$@" \
+  OUT="$tmp/out-$name" TMPDIR="$tmp/tmpdir" PATH="$sbin:$PATH" \
+    LONGTAIL_COMPUTE_SANITIZER="${SANITIZER:-$tmp/san-clean/compute-sanitizer}" bash "$SCRIPT" --build-dir "$fake" "$@" \
     >"$tmp/$name.out" 2>"$tmp/$name.err"
   rc=$? secs=$((SECONDS - t0))
 }
@@ -155,6 +185,14 @@ if out_ok all report.md gpu-check.log results.tsv h100.ini && [ -z "$(ls -A "$tm
    has_row all tests/kernels/test_cuda_hang PASS && has_row all "attention fwd+bwd vs cuBLASLt GEMM" PASS &&
    has_row all "trainer calibrate (cuda) -> h100.ini" PASS && has_row all "trainer check on the GPU (slimpack, small)" PASS &&
    has_row all dev/cuda/gemm PASS && has_row all "tp 2 and zero1 over NCCL" "NEEDS 2 GPUS" &&
+   has_row all "1B layer GEMMs, forward + backward (8K unit)" PASS &&
+   has_row all "LM head + cross-entropy, V = 50257, padded rows (8K unit)" PASS &&
+   has_row all "attention fwd+bwd at T = 65536 (one causal sample)" PASS &&
+   has_row all "attention fwd+bwd at T = 262144 (one causal sample)" PASS &&
+   has_row all "compute-sanitizer --tool memcheck tests/kernels/test_cuda_attention" PASS &&
+   has_row all "compute-sanitizer --tool racecheck tests/kernels/test_cuda_attention" PASS &&
+   grep -q -F 'attention T=131072 samples=1 nh=32 nkv=4 hd=64 runs=3 fwd_ms=1.0' "$tmp/out-all/results.tsv" &&
+   [ "$rc" = 0 ] &&
    grep -q '^Summary: ' "$tmp/out-all/report.md" && [ "$(wc -l <"$tmp/out-all/results.tsv")" -ge 12 ] &&
    grep -q '^\[gpu-check: .* bytes cut' "$tmp/out-all/gpu-check.log"; then
   ok "a run on a stand-in GPU: OUT holds report.md, gpu-check.log, results.tsv, h100.ini only (the work in \$TMPDIR, removed)"
@@ -198,12 +236,51 @@ if [ "$rc" = 1 ] && [ "$secs" -lt 15 ] && out_ok budget report.md gpu-check.log 
    grep -q -F '| 1B Llama benchmark (4 steps, 8K units, megatron packing) | NOT RUN (deadline) |' "$tmp/out-budget/report.md" &&
    has_row budget "trainer calibrate (cuda) -> h100.ini" "NOT RUN (deadline)" &&
    has_row budget dev/cuda/rmsnorm "NOT RUN (deadline)" &&
-   [ "$(grep -c '| PASS |' "$tmp/out-budget/report.md")" = 1 ] && gone "$tmp/hang/test_cuda_hang.pid"; then
+   has_row budget "realistic shapes (bench_kernels --shapes: 1B layer GEMMs, LM head V = 50257, attention 8K-256K)" "NOT RUN (deadline)" &&
+   has_row budget "compute-sanitizer --tool memcheck tests/kernels/test_cuda_attention" "NOT RUN (deadline)" &&
+   has_row budget tests/kernels/test_cuda_attention PASS &&
+   [ "$(grep -c '| PASS |' "$tmp/out-budget/report.md")" = 2 ] && gone "$tmp/hang/test_cuda_hang.pid"; then
   ok "a spent --budget: the steps after it are NOT RUN (deadline), none passed, exit 1 (${secs} s)"
 else
   notok "a spent --budget: the steps after it are NOT RUN (deadline), none passed, exit 1 (rc=$rc, ${secs} s)" \
     "$tmp/budget.err" "$tmp/out-budget/report.md"
 fi
+
+# (e) the sanitizer reports errors: the memcheck row FAILs with the count and the first error
+# (its kernel), racecheck still runs and passes; a skipped attention length is NOT RUN
+SANITIZER=$tmp/san-error/compute-sanitizer STANDIN_SHAPES=skip gpucheck sanerr
+if [ "$rc" = 1 ] &&
+   grep -q -F '| compute-sanitizer --tool memcheck tests/kernels/test_cuda_attention | FAIL | 3 error(s) reported; the first: Invalid __global__ write of size 2 bytes at void dq_kernel<64>(Params)+0x1a0 in attention.cu:321 |' \
+     "$tmp/out-sanerr/report.md" &&
+   has_row sanerr "compute-sanitizer --tool racecheck tests/kernels/test_cuda_attention" PASS &&
+   grep -q -F '| attention fwd+bwd at T = 262144 (one causal sample) | NOT RUN (skipped) | attention T=262144 samples=1 nh=32 nkv=4 hd=64 skipped=time' \
+     "$tmp/out-sanerr/report.md" &&
+   has_row sanerr "attention fwd+bwd at T = 131072 (one causal sample)" PASS &&
+   grep -q '^Summary: 1 failed or below target (0 timed out), 0 missing, 1 not run,' "$tmp/out-sanerr/report.md"; then
+  ok "a sanitizer error: FAIL with the count and the first error, racecheck still runs; a skipped length is NOT RUN"
+else
+  notok "a sanitizer error: FAIL with the count and the first error, racecheck still runs; a skipped length is NOT RUN (rc=$rc)" \
+    "$tmp/sanerr.err" "$tmp/out-sanerr/report.md"
+fi
+
+# (f) no compute-sanitizer, and (g) one that refuses the device: the attention test runs once
+# with CUDA_LAUNCH_BLOCKING=1 LONGTAIL_CUDA_SYNC=1 instead, saying why
+for case in none refuse; do
+  san=none want="no compute-sanitizer (PATH, /usr/local/cuda, the CUDA wheels), so instead:"
+  [ "$case" = refuse ] && san=$tmp/san-refuse/compute-sanitizer \
+    want="compute-sanitizer ($san) refused the device here (Error: Device not supported), so instead:"
+  SANITIZER=$san gpucheck "san-$case"
+  if [ "$rc" = 0 ] &&
+     grep -q -F "| tests/kernels/test_cuda_attention with CUDA_LAUNCH_BLOCKING=1 LONGTAIL_CUDA_SYNC=1 | PASS | $want every launch synchronized: 0 CUDA errors, 2 tests pass |" \
+       "$tmp/out-san-$case/report.md" &&
+     ! grep -q '^| compute-sanitizer --tool' "$tmp/out-san-$case/report.md" &&
+     grep -q '^# sync=1 blocking=1$' "$tmp/out-san-$case/gpu-check.log"; then
+    ok "sanitizer $case: the attention test with synchronized launches instead, the reason in its row"
+  else
+    notok "sanitizer $case: the attention test with synchronized launches instead, the reason in its row (rc=$rc)" \
+      "$tmp/san-$case.err" "$tmp/out-san-$case/report.md"
+  fi
+done
 
 # a SIGTERM during a step: the step's process is stopped, the report finished with a STOPPED row
 rm -f "$tmp/hang"/*.pid

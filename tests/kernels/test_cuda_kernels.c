@@ -14,8 +14,11 @@
  *   kernel                 output             bound
  *   f32<->bf16, add        bf16               bit-exact (same fp32 op, same rounding)
  *   embed fwd              bf16 rows          bit-exact (a copy)
- *   embed bwd              dwte fp32          bit-exact (same adds in the same t order); ids < 0
- *                                             (another TP rank's tokens): zero rows, no gradient
+ *   embed bwd              dwte fp32          bit-exact for runs of <= 64 equal ids (same adds in
+ *                                             the same t order); ids < 0 (another TP rank's
+ *                                             tokens): zero rows, no gradient; longer runs
+ *                                             (pieces of 64 summed apart): 1e-5 of max|cpu|, and
+ *                                             the same bits on a second run
  *   linear fwd / gemm      bf16 out           bf16 out, A = 2e-3 (fp32 sums of exact products, K <= 96)
  *   linear bwd dx          bf16 (+=)          bf16 out, A = 2e-3
  *   linear bwd dw          fp32 (+=)          |d| <= 1e-4 max|cpu| (fp32 accumulation order only)
@@ -32,6 +35,10 @@
  *   xent dlogits           bf16               bf16 out, A = 1e-3
  *   xent / sum_rows total  double             1e-4 relative
  *   xent, target >= V      loss, dlogits row  NaN (the other rows as above)
+ *   LM head, rows ld apart the logits rows V rounded up to 64 apart (V = 203, 50257), the
+ *                          padding NaN: linear fwd / xent / xent_tp / linear bwd as above on
+ *                          the dense rows, the padding never written (still NaN) nor read
+ *                          (no NaN reaches a loss or gradient)
  *   xent_tp (a TP group of 3 vocabulary slices in one process, the statistics combined on
  *            the host as the group's all-reduces would; a target in every slice):
  *            rowmax bit-exact (a max of the same values); sums vs lt_xent_tp_sums: the exp
@@ -383,9 +390,9 @@ static void test_linear_matches_cpu_and_cache(void **state) {
         lt_bf16 *d_dx = up_bf16(dx0, nx);
         float *d_dw = up_f32(dw0, nw);
         int before = lt_cuda_gemm_cache_size(g_cuda);
-        OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, err));
+        OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, OUT, err));
         int after_one = lt_cuda_gemm_cache_size(g_cuda);
-        OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, err));
+        OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, OUT, err));
         assert_int_equal(lt_cuda_gemm_cache_size(g_cuda), after_one); /* a repeated shape costs no new plan */
         assert_true(after_one <= before + 1);
         float *out = down_bf16(d_out, no), *ref = fbuf(no);
@@ -397,7 +404,7 @@ static void test_linear_matches_cpu_and_cache(void **state) {
         float *cg = down_bf16(d_c, no);
         expect_close("gemm_bf16", cg, ref, no, BF16_REL, 2e-3);
         /* backward adds into dx (bf16) and dw (fp32) */
-        OK(lt_cuda_linear_backward(g_cuda, d_dx, d_dw, d_dout, d_x, d_w, T, IN, OUT, err));
+        OK(lt_cuda_linear_backward(g_cuda, d_dx, d_dw, d_dout, d_x, d_w, T, IN, OUT, OUT, err));
         int plans = lt_cuda_gemm_cache_size(g_cuda);
         float *rdx = fbuf(nx), *rdw = fbuf(nw);
         memcpy(rdx, dx0, nx * sizeof *rdx);
@@ -407,8 +414,8 @@ static void test_linear_matches_cpu_and_cache(void **state) {
         expect_close("linear_backward dx", gdx, rdx, nx, BF16_REL, 2e-3);
         expect_close("linear_backward dw", gdw, rdw, nw, 0.0, 1e-4);
         /* dx only, dw only: no new plans (same keys), and NULL means untouched */
-        OK(lt_cuda_linear_backward(g_cuda, NULL, d_dw, d_dout, d_x, d_w, T, IN, OUT, err));
-        OK(lt_cuda_linear_backward(g_cuda, d_dx, NULL, d_dout, d_x, d_w, T, IN, OUT, err));
+        OK(lt_cuda_linear_backward(g_cuda, NULL, d_dw, d_dout, d_x, d_w, T, IN, OUT, OUT, err));
+        OK(lt_cuda_linear_backward(g_cuda, d_dx, NULL, d_dout, d_x, d_w, T, IN, OUT, OUT, err));
         assert_int_equal(lt_cuda_gemm_cache_size(g_cuda), plans);
         free(x), free(w), free(dout), free(dx0), free(dw0), free(out), free(ref), free(cg), free(rdx), free(rdw);
         free(gdx), free(gdw);
@@ -431,11 +438,11 @@ static void test_linear_alignment_is_part_of_the_key(void **state) {
     void *base_x, *base_o;
     lt_bf16 *d_x = up_bf16(x, nx), *d_w = up_bf16(w, nw), *d_out = dalloc(no * 2);
     lt_bf16 *d_x1 = up_bf16_at(x, nx, 1, &base_x), *d_out1 = up_bf16_at(ref, no, 1, &base_o);
-    OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, err));
+    OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, OUT, err));
     int plans = lt_cuda_gemm_cache_size(g_cuda);
-    OK(lt_cuda_linear_forward(g_cuda, d_out1, d_x1, d_w, T, IN, OUT, err));
+    OK(lt_cuda_linear_forward(g_cuda, d_out1, d_x1, d_w, T, IN, OUT, OUT, err));
     assert_int_equal(lt_cuda_gemm_cache_size(g_cuda), plans + 1);
-    OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, err));
+    OK(lt_cuda_linear_forward(g_cuda, d_out, d_x, d_w, T, IN, OUT, OUT, err));
     assert_int_equal(lt_cuda_gemm_cache_size(g_cuda), plans + 1);
     float *got = down_bf16(d_out, no), *got1 = down_bf16(d_out1, no);
     expect_close("linear_forward (aligned)", got, ref, no, BF16_REL, 2e-3);
@@ -481,6 +488,72 @@ static void test_embed(void **state) {
         expect_bits("embed_backward", g, rg, (size_t)V * C);
         free(ids), free(wte), free(dout), free(dwte0), free(out), free(ref), free(g), free(rg);
         dfree(d_ids), dfree(d_wte), dfree(d_out), dfree(d_dout), dfree(d_dwte);
+    }
+}
+
+/* Long runs of one id (kernels/embed.cu: runs cut into pieces of 64 sorted tokens, the
+ * later pieces summed into partial rows added in piece order): a unit of one repeated id
+ * (300 tokens: 5 pieces), and mixes with runs of 64 tokens (one piece), 65 (two: the second
+ * of one token) and over 100, short runs and another TP rank's tokens (-1), over 64 columns
+ * and over 600 (two column chunks of 512, the second partial). Every row against the CPU
+ * within 1e-5 of the largest |dwte| (the grouping of a long run's fp32 adds), the rows of
+ * runs of <= 64 tokens bit-exact, and a second run from the same start the same bits. */
+static void test_embed_backward_long_runs(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 37);
+    enum { V = 20 };
+    const struct {
+        int T, C, mix;
+    } cases[] = {{300, 64, 0}, {330, 64, 1}, {260, 600, 1}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int T = cases[k].T, C = cases[k].C;
+        size_t nd = (size_t)T * C, nw = (size_t)V * C;
+        int32_t *ids = malloc((size_t)T * sizeof *ids);
+        assert_non_null(ids);
+        if (!cases[k].mix) {
+            for (int t = 0; t < T; t++) ids[t] = 7;
+        } else { /* 20 scattered tokens, 64 x id 5, 65 x id 6, the rest (> 100) id 3; shuffled */
+            int t = 0;
+            for (; t < 20; t++) {
+                int v = (int)(lt_rng_double(&r) * V);
+                ids[t] = t % 6 == 0 ? -1 : (v == 3 || v == 5 || v == 6 ? 0 : v);
+            }
+            for (int i = 0; i < 64; i++) ids[t++] = 5;
+            for (int i = 0; i < 65; i++) ids[t++] = 6;
+            while (t < T) ids[t++] = 3;
+            for (int i = T - 1; i > 0; i--) {
+                int j = (int)(lt_rng_double(&r) * (i + 1));
+                int32_t x = ids[i];
+                ids[i] = ids[j], ids[j] = x;
+            }
+        }
+        float *dout = rand_bf16_values(&r, nd, -1, 1), *dwte0 = fbuf(nw);
+        for (size_t i = 0; i < nw; i++) dwte0[i] = (float)(2.0 * lt_rng_double(&r) - 1.0);
+        int32_t *d_ids = up_i32(ids, (size_t)T);
+        lt_bf16 *d_dout = up_bf16(dout, nd);
+        float *d_dwte = up_f32(dwte0, nw);
+        OK(lt_cuda_embed_backward(g_cuda, d_dwte, d_dout, d_ids, T, C, err));
+        float *g = down_f32(d_dwte, nw);
+        OK(lt_cuda_copy_h2d(g_cuda, d_dwte, dwte0, nw * sizeof *dwte0, err));
+        OK(lt_cuda_embed_backward(g_cuda, d_dwte, d_dout, d_ids, T, C, err));
+        float *g2 = down_f32(d_dwte, nw), *rg = fbuf(nw);
+        expect_bits("embed_backward, a second run", g2, g, nw);
+        memcpy(rg, dwte0, nw * sizeof *rg);
+        lt_embed_backward(rg, dout, ids, T, C);
+        expect_close("embed_backward (long runs)", g, rg, nw, 0.0, 1e-5);
+        int count[V] = {0}, longest = 0;
+        for (int t = 0; t < T; t++)
+            if (ids[t] >= 0) count[ids[t]]++;
+        for (int v = 0; v < V; v++) {
+            if (count[v] > longest) longest = count[v];
+            if (count[v] <= 64) expect_bits("embed_backward (a run of <= 64 tokens)", g + (size_t)v * C,
+                                            rg + (size_t)v * C, (size_t)C);
+        }
+        assert_true(longest > 100);
+        free(ids), free(dout), free(dwte0), free(g), free(g2), free(rg);
+        dfree(d_ids), dfree(d_dout), dfree(d_dwte);
     }
 }
 
@@ -674,10 +747,10 @@ static void test_xent(void **state) {
         int32_t *d_tg = up_i32(tg, (size_t)T);
         float *d_loss = dalloc((size_t)T * 4);
         /* the loss alone first (dlogits NULL): the logits stay as they were */
-        OK(lt_cuda_xent_forward_backward(g_cuda, NULL, d_l, d_tg, T, V, scale, d_loss, err));
+        OK(lt_cuda_xent_forward_backward(g_cuda, NULL, d_l, d_tg, T, V, V, scale, d_loss, err));
         float *l_after = down_bf16(d_l, n), *loss_only = down_f32(d_loss, (size_t)T);
         expect_bits("xent logits after a loss-only call", l_after, l, n);
-        OK(lt_cuda_xent_forward_backward(g_cuda, d_l, d_l, d_tg, T, V, scale, d_loss, err)); /* in place */
+        OK(lt_cuda_xent_forward_backward(g_cuda, d_l, d_l, d_tg, T, V, V, scale, d_loss, err)); /* in place */
         float *dl = down_bf16(d_l, n), *loss = down_f32(d_loss, (size_t)T);
         double total = 0.0;
         OK(lt_cuda_sum_rows(g_cuda, d_loss, (size_t)T, &total, err));
@@ -741,7 +814,7 @@ static void test_xent_tp(void **state) {
                 memcpy(slice[g] + (size_t)t * vr[g], l + (size_t)t * V + v0[g], (size_t)vr[g] * 4);
             d_l[g] = up_bf16(slice[g], (size_t)T * vr[g]);
             d_max[g] = dalloc((size_t)T * 4), d_sums[g] = dalloc((size_t)2 * T * 4), d_loss[g] = dalloc((size_t)T * 4);
-            OK(lt_cuda_xent_tp_max(g_cuda, d_max[g], d_l[g], T, vr[g], err));
+            OK(lt_cuda_xent_tp_max(g_cuda, d_max[g], d_l[g], T, vr[g], vr[g], err));
             float *mx = down_f32(d_max[g], (size_t)T), ref[T];
             lt_xent_tp_max(ref, slice[g], T, vr[g]);
             expect_bits("xent_tp_max", mx, ref, (size_t)T);
@@ -752,7 +825,7 @@ static void test_xent_tp(void **state) {
         int held[T]; /* how many ranks hold row t's target: exactly one when it has one */
         for (int t = 0; t < T; t++) held[t] = 0;
         for (int g = 0; g < G; g++) {
-            OK(lt_cuda_xent_tp_sums(g_cuda, d_sums[g], d_l[g], d_gmax, d_tg, v0[g], T, vr[g], err));
+            OK(lt_cuda_xent_tp_sums(g_cuda, d_sums[g], d_l[g], d_gmax, d_tg, v0[g], T, vr[g], vr[g], err));
             float *sm = down_f32(d_sums[g], (size_t)2 * T), ref[2 * T];
             lt_xent_tp_sums(ref, slice[g], gmax, tg, v0[g], T, vr[g]);
             /* the exponentials' sums: fp32 block sums vs the CPU's double; the target's
@@ -770,10 +843,11 @@ static void test_xent_tp(void **state) {
         for (int g = 0; g < G; g++) {
             size_t ng = (size_t)T * vr[g];
             /* the losses alone first: the logits unchanged, the same row losses after */
-            OK(lt_cuda_xent_tp_finish(g_cuda, NULL, d_l[g], d_gmax, d_gsums, d_tg, v0[g], T, vr[g], scale, d_loss[g], err));
+            OK(lt_cuda_xent_tp_finish(g_cuda, NULL, d_l[g], d_gmax, d_gsums, d_tg, v0[g], T, vr[g], vr[g], scale,
+                                      d_loss[g], err));
             float *only = down_f32(d_loss[g], (size_t)T), *before = down_bf16(d_l[g], ng);
-            OK(lt_cuda_xent_tp_finish(g_cuda, d_l[g], d_l[g], d_gmax, d_gsums, d_tg, v0[g], T, vr[g], scale, d_loss[g],
-                                      err)); /* in place */
+            OK(lt_cuda_xent_tp_finish(g_cuda, d_l[g], d_l[g], d_gmax, d_gsums, d_tg, v0[g], T, vr[g], vr[g], scale,
+                                      d_loss[g], err)); /* in place */
             float *loss = down_f32(d_loss[g], (size_t)T), *dl = down_bf16(d_l[g], ng), *want = fbuf(ng);
             expect_bits("xent_tp loss-only row losses", only, loss, (size_t)T);
             for (int t = 0; t < T; t++) memcpy(want + (size_t)t * vr[g], rdl + (size_t)t * V + v0[g], (size_t)vr[g] * 4);
@@ -822,7 +896,7 @@ static void test_xent_target_out_of_range_is_nan(void **state) {
     lt_bf16 *d_l = up_bf16(l, (size_t)T * V);
     int32_t *d_tg = up_i32(tg, 2);
     float *d_loss = dalloc(2 * 4);
-    OK(lt_cuda_xent_forward_backward(g_cuda, d_l, d_l, d_tg, T, V, 0.5f, d_loss, err));
+    OK(lt_cuda_xent_forward_backward(g_cuda, d_l, d_l, d_tg, T, V, V, 0.5f, d_loss, err));
     float *dl = down_bf16(d_l, (size_t)T * V), *loss = down_f32(d_loss, 2);
     assert_true(isnan(loss[0]));
     for (int v = 0; v < V; v++) assert_true(isnan(dl[v]));
@@ -831,6 +905,109 @@ static void test_xent_target_out_of_range_is_nan(void **state) {
     expect_close("xent dlogits (valid row)", dl + V, rdl, (size_t)V, BF16_REL, 1e-3);
     free(l), free(rdl), free(dl), free(loss);
     dfree(d_l), dfree(d_tg), dfree(d_loss);
+}
+
+/* ---------------------------------------------------------------- the LM head's padded rows */
+
+/* Columns [V, ld) of T rows ld apart must still hold the padding's fill (bf16 `fill`: NaN,
+ * or a huge finite value that a read would put in a max or a sum); rows [0, V) copied
+ * densely into dense[T, V]. */
+static void padding_untouched(const char *what, const float *rows, float *dense, int T, int V, int ld,
+                              uint16_t fill) {
+    float want = lt_bf16_to_f32(fill);
+    for (int t = 0; t < T; t++) {
+        for (int v = V; v < ld; v++) {
+            float x = rows[(size_t)t * ld + v];
+            if (isnan(want) ? !isnan(x) : x != want)
+                fail_msg("%s: padding column %d of row %d written (%.9g)", what, v, t, (double)x);
+        }
+        memcpy(dense + (size_t)t * V, rows + (size_t)t * ld, (size_t)V * sizeof *dense);
+    }
+}
+
+/* The LM head with its logits rows ld = V rounded up to 64 elements apart (train/model/pass.c)
+ * and the padding NaN (then, for reads that skip a NaN, 0x7F7F: 3.4e38): the forward GEMM
+ * leaves the padding alone, the cross-entropy neither reads it (row losses and dlogits those
+ * of the dense rows on the CPU, 1e-4 relative and bf16 out, A = 1e-3) nor writes it, and the
+ * backward GEMMs do not read it (dx, dw as the CPU's on the dense dlogits); the same for the
+ * vocabulary-parallel kernels of a one-rank group. V = 203 (small and odd: 8-wide body,
+ * scalar tail) and GPT-2's 50257. */
+static void test_head_padded_rows(void **state) {
+    (void)state;
+    need_gpu();
+    lt_rng r;
+    lt_rng_seed(&r, 83);
+    enum { TMAX = 13, C = 32 };
+    const int vocabs[] = {203, 203, 50257, 50257}, rows[] = {TMAX, TMAX, 3, 3};
+    for (int k = 0; k < 4; k++) {
+        int V = vocabs[k], ld = (V + 63) / 64 * 64, T = rows[k], fill = k % 2 ? 0x7F : 0xFF;
+        uint16_t fill16 = (uint16_t)(fill << 8 | fill);
+        size_t nx = (size_t)T * C, nw = (size_t)V * C, nl = (size_t)T * ld, nd = (size_t)T * V;
+        float *x = rand_bf16_values(&r, nx, -1, 1), *w = rand_bf16_values(&r, nw, -1, 1);
+        float *dx0 = rand_bf16_values(&r, nx, -1, 1), *dw0 = rand_bf16_values(&r, nw, -1, 1);
+        int32_t tg[TMAX];
+        for (int t = 0; t < T; t++) tg[t] = (int32_t)(lt_rng_double(&r) * V);
+        tg[1] = -1, tg[T - 1] = V - 1; /* a row without a target; the last logit */
+        const float scale = 1.0f / 11.0f;
+        lt_bf16 *d_x = up_bf16(x, nx), *d_w = up_bf16(w, nw), *d_l = dalloc(nl * 2), *d_dx = up_bf16(dx0, nx);
+        int32_t *d_tg = up_i32(tg, (size_t)T);
+        float *d_loss = dalloc((size_t)T * 4), *d_dw = up_f32(dw0, nw);
+        float *d_max = dalloc((size_t)T * 4), *d_sums = dalloc((size_t)2 * T * 4);
+        /* the forward: only the V columns of each row written */
+        OK(lt_cuda_memset(g_cuda, d_l, fill, nl * 2, err)); /* bf16 0xFFFF (NaN) or 0x7F7F */
+        OK(lt_cuda_linear_forward(g_cuda, d_l, d_x, d_w, T, C, V, ld, err));
+        float *got = down_bf16(d_l, nl), *l = fbuf(nd), *ref = fbuf(nd);
+        padding_untouched("linear_forward (rows ld apart)", got, l, T, V, ld, fill16);
+        lt_linear_forward(ref, x, w, T, C, V);
+        expect_close("linear_forward (rows ld apart)", l, ref, nd, BF16_REL, 2e-3);
+        /* the cross-entropy against the CPU's on the same (dense) logits */
+        float *rdl = fbuf(nd), *rdx = fbuf(nx), *rdw = fbuf(nw);
+        double rloss[TMAX];
+        for (int t = 0; t < T; t++)
+            rloss[t] = lt_xent_forward_backward(rdl + (size_t)t * V, l + (size_t)t * V, &tg[t], 1, V, scale, NULL);
+        OK(lt_cuda_xent_forward_backward(g_cuda, NULL, d_l, d_tg, T, V, ld, scale, d_loss, err));
+        float *only = down_f32(d_loss, (size_t)T);
+        OK(lt_cuda_xent_forward_backward(g_cuda, d_l, d_l, d_tg, T, V, ld, scale, d_loss, err)); /* in place */
+        float *loss = down_f32(d_loss, (size_t)T), *gdl_rows = down_bf16(d_l, nl), *gdl = fbuf(nd);
+        expect_bits("xent loss-only row losses (rows ld apart)", only, loss, (size_t)T);
+        padding_untouched("xent dlogits (rows ld apart)", gdl_rows, gdl, T, V, ld, fill16);
+        for (int t = 0; t < T; t++)
+            if (!(fabs((double)loss[t] - rloss[t]) <= 1e-4 * fabs(rloss[t]) + 1e-6))
+                fail_msg("xent row %d loss (V %d, ld %d): gpu %.9g cpu %.9g", t, V, ld, (double)loss[t], rloss[t]);
+        expect_close("xent dlogits (rows ld apart)", gdl, rdl, nd, BF16_REL, 1e-3);
+        /* the backward through the padded dlogits (their NaN padding unread) against the
+         * CPU's on the GPU's dense bf16 dlogits */
+        OK(lt_cuda_linear_backward(g_cuda, d_dx, d_dw, d_l, d_x, d_w, T, C, V, ld, err));
+        memcpy(rdx, dx0, nx * sizeof *rdx), memcpy(rdw, dw0, nw * sizeof *rdw);
+        lt_linear_backward(rdx, rdw, gdl, x, w, T, C, V);
+        float *gdx = down_bf16(d_dx, nx), *gdw = down_f32(d_dw, nw);
+        expect_close("linear_backward dx (dout rows ld apart)", gdx, rdx, nx, BF16_REL, 2e-3);
+        expect_close("linear_backward dw (dout rows ld apart)", gdw, rdw, nw, 0.0, 1e-4);
+        /* the vocabulary-parallel kernels of a one-rank group on fresh padded logits */
+        OK(lt_cuda_memset(g_cuda, d_l, fill, nl * 2, err));
+        OK(lt_cuda_linear_forward(g_cuda, d_l, d_x, d_w, T, C, V, ld, err));
+        OK(lt_cuda_xent_tp_max(g_cuda, d_max, d_l, T, V, ld, err));
+        float *mx = down_f32(d_max, (size_t)T), rmx[TMAX], rsm[2 * TMAX];
+        lt_xent_tp_max(rmx, l, T, V);
+        expect_bits("xent_tp_max (rows ld apart)", mx, rmx, (size_t)T);
+        OK(lt_cuda_xent_tp_sums(g_cuda, d_sums, d_l, d_max, d_tg, 0, T, V, ld, err));
+        float *sm = down_f32(d_sums, (size_t)2 * T);
+        lt_xent_tp_sums(rsm, l, rmx, tg, 0, T, V);
+        expect_close("xent_tp_sums (rows ld apart)", sm, rsm, (size_t)T, 1e-5, 0.0);
+        expect_bits("xent_tp_sums target logits (rows ld apart)", sm + T, rsm + T, (size_t)T);
+        OK(lt_cuda_xent_tp_finish(g_cuda, d_l, d_l, d_max, d_sums, d_tg, 0, T, V, ld, scale, d_loss, err));
+        float *tloss = down_f32(d_loss, (size_t)T), *tdl_rows = down_bf16(d_l, nl), *tdl = fbuf(nd);
+        padding_untouched("xent_tp_finish dlogits (rows ld apart)", tdl_rows, tdl, T, V, ld, fill16);
+        for (int t = 0; t < T; t++)
+            if (!(fabs((double)tloss[t] - rloss[t]) <= 1e-4 * fabs(rloss[t]) + 1e-6))
+                fail_msg("xent_tp row %d loss (V %d, ld %d): gpu %.9g cpu %.9g", t, V, ld, (double)tloss[t], rloss[t]);
+        expect_close("xent_tp dlogits (rows ld apart)", tdl, rdl, nd, BF16_REL, 1e-3);
+        free(x), free(w), free(dx0), free(dw0), free(got), free(l), free(ref), free(rdl), free(rdx), free(rdw);
+        free(only), free(loss), free(gdl_rows), free(gdl), free(gdx), free(gdw), free(mx), free(sm), free(tloss);
+        free(tdl_rows), free(tdl);
+        dfree(d_x), dfree(d_w), dfree(d_l), dfree(d_dx), dfree(d_tg), dfree(d_loss), dfree(d_dw), dfree(d_max);
+        dfree(d_sums);
+    }
 }
 
 /* ---------------------------------------------------------------- optimizer */
@@ -904,6 +1081,104 @@ static void test_adamw_matches_cpu_bit_for_bit(void **state) {
     dfree(d_p), dfree(d_m), dfree(d_v), dfree(d_g), dfree(d_p16);
 }
 
+/* ---------------------------------------------------------------- the backend's step
+ * (train/model/backend_cuda.c over these kernels; under the emulation, its host logic on
+ * the CPU). A unit's ops as the pass queues them: the unit's ids, positions and targets
+ * bound once, the embedding, two layers' RoPE and RMSNorm (whose backward borrows the
+ * kernels' scratch), an overlapping copy, the head's cross-entropy in two row blocks, the
+ * loss taken once; then the gradient norm over three ranges. Step 1 may allocate (the
+ * scratch's first block, the pinned staging); step 2 must allocate and free nothing, upload
+ * once (the bound arrays) and wait three times (the loss, the pass's check, the norm),
+ * whatever the number of layers and blocks. The loss against the CPU's, the norm bit for
+ * bit against the per-range sums. */
+static void test_backend_step_waits_and_allocations(void **state) {
+    (void)state;
+    need_gpu();
+    lt_backend *be = NULL;
+    OK(lt_backend_cuda_open(&be, 0, err));
+    OK(lt_backend_cuda_reserve(be, (size_t)32 << 20, "the test", err));
+    enum { T = 40, V = 53, C = 16, NH = 2, HD = 8, BLOCK = 20 };
+    int ld = lt_backend_logits_ld(be, V);
+    lt_rng r;
+    lt_rng_seed(&r, 34);
+    int32_t ibuf[3 * T]; /* ids | positions | targets, as lt_acts lays them out */
+    for (int t = 0; t < T; t++) {
+        ibuf[t] = (int32_t)(lt_rng_double(&r) * V);
+        ibuf[T + t] = t;
+        ibuf[2 * T + t] = t % 7 == 3 ? -1 : (int32_t)(lt_rng_double(&r) * V);
+    }
+    float *hw = rand_bf16_values(&r, (size_t)V * C, -1, 1), *hl = rand_bf16_values(&r, (size_t)T * V, -3, 3);
+    float *hn = rand_bf16_values(&r, C, 0.5, 1.5), *hg = rand_bf16_values(&r, 1000, -1, 1);
+    float inv_freq[HD / 2];
+    for (int i = 0; i < HD / 2; i++) inv_freq[i] = (float)pow(10000.0, -2.0 * i / HD);
+    /* the step's buffers, from the arena, and their contents before the counting starts */
+    void *wte = be->alloc(be, (size_t)V * C * 2, false), *x = be->alloc(be, (size_t)T * C * 2, false);
+    void *nrm = be->alloc(be, (size_t)T * C * 2, false), *q = be->alloc(be, (size_t)T * NH * HD * 2, false);
+    void *w = be->alloc(be, (size_t)C * 2, false), *dx = be->alloc(be, (size_t)T * C * 2, true);
+    void *logits = be->alloc(be, (size_t)T * ld * 2, false);
+    float *rstd = be->alloc(be, (size_t)T * 4, false), *dw = be->alloc(be, (size_t)C * 4, true);
+    float *g = be->alloc(be, 1000 * 4, false);
+    assert_true(wte && x && nrm && q && w && dx && logits && rstd && dw && g);
+    OK(be->from_host_f32(be, wte, hw, (size_t)V * C, err));
+    OK(be->from_host_f32(be, w, hn, C, err));
+    OK(be->from_host(be, g, hg, 1000 * sizeof(float), err));
+    double cpu_loss = 0;
+    for (int b = 0; b < T; b += BLOCK) { /* the reference: each block's rows, dense */
+        float *dl = fbuf((size_t)BLOCK * V);
+        cpu_loss += lt_xent_forward_backward(dl, hl + (size_t)b * V, ibuf + 2 * T + b, BLOCK, V, 0.0f, NULL);
+        free(dl);
+    }
+    size_t off[3] = {0, 100, 700}, len[3] = {100, 500, 300};
+    double want_sq = 0;
+    for (int i = 0; i < 3; i++) {
+        double one = 0;
+        OK(lt_backend_cuda_sum_squares(be, g + off[i], len[i], &one, err));
+        want_sq += one;
+    }
+    lt_cuda_counts c0, c1;
+    for (int step = 1; step <= 2; step++) {
+        for (int t = 0; t < T; t++) /* the logits as the head's GEMM would leave them (rows ld apart) */
+            OK(be->from_host_f32(be, (char *)logits + (size_t)t * ld * 2, hl + (size_t)t * V, V, err));
+        lt_backend_cuda_counts(be, &c0);
+        be->bind_ints(be, ibuf, 3 * (size_t)T);
+        be->embed_forward(be, x, ibuf, T, wte, C);
+        for (int l = 0; l < 2; l++) {
+            be->rope_forward(be, q, ibuf + T, T, NH, HD, inv_freq, NULL);
+            be->rmsnorm_forward(be, nrm, rstd, x, w, T, C, 1e-5f, NULL);
+            be->rmsnorm_backward(be, dx, dw, nrm, x, w, rstd, T, C, NULL);
+            OK(be->poll(be, err));
+        }
+        be->copy(be, (char *)dx + 2 * C, dx, (size_t)(T - 2) * C * 2); /* overlapping: through a block */
+        double loss = 0;
+        for (int b = 0; b < T; b += BLOCK)
+            loss += be->xent(be, NULL, (char *)logits + (size_t)b * ld * 2, ibuf + 2 * T + b, BLOCK, V, ld, 0.0f, NULL);
+        assert_true(loss == 0.0); /* kept on the device ... */
+        loss += be->take_loss(be); /* ... until taken, once */
+        be->rope_backward(be, q, ibuf + T, T, NH, HD, inv_freq, NULL);
+        be->unbind_ints(be, ibuf);
+        OK(be->check(be, err));
+        double sq = 0;
+        OK(lt_backend_cuda_sum_squares_ranges(be, g, off, len, 3, &sq, err));
+        lt_backend_cuda_counts(be, &c1);
+        printf("# step %d: %llu waits for the stream, %llu upload(s), %llu upload waits, %llu allocations, %llu "
+               "frees; loss %.6f (cpu %.6f)\n", step, (unsigned long long)(c1.syncs - c0.syncs),
+               (unsigned long long)(c1.uploads - c0.uploads), (unsigned long long)(c1.waits - c0.waits),
+               (unsigned long long)(c1.allocs - c0.allocs), (unsigned long long)(c1.frees - c0.frees), loss, cpu_loss);
+        assert_true(fabs(loss - cpu_loss) <= 1e-4 * fabs(cpu_loss));
+        assert_true(sq == want_sq); /* the same additions in the same order */
+        if (step == 2) {
+            assert_int_equal(c1.allocs - c0.allocs, 0);
+            assert_int_equal(c1.frees - c0.frees, 0);
+            assert_int_equal(c1.uploads - c0.uploads, 1);
+            assert_int_equal(c1.syncs - c0.syncs, 3);
+        }
+    }
+    void *bufs[] = {wte, x, nrm, q, w, dx, logits, rstd, dw, g};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->free(be, bufs[i]);
+    free(hw), free(hl), free(hn), free(hg);
+    lt_backend_cuda_close(be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_host_bf16_conversions),
@@ -913,6 +1188,7 @@ int main(void) {
         cmocka_unit_test(test_linear_matches_cpu_and_cache),
         cmocka_unit_test(test_linear_alignment_is_part_of_the_key),
         cmocka_unit_test(test_embed),
+        cmocka_unit_test(test_embed_backward_long_runs),
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_bias),
@@ -920,8 +1196,10 @@ int main(void) {
         cmocka_unit_test(test_xent),
         cmocka_unit_test(test_xent_tp),
         cmocka_unit_test(test_xent_target_out_of_range_is_nan),
+        cmocka_unit_test(test_head_padded_rows),
         cmocka_unit_test(test_sum_squares_and_scale),
         cmocka_unit_test(test_adamw_matches_cpu_bit_for_bit),
+        cmocka_unit_test(test_backend_step_waits_and_allocations),
     };
     return cmocka_run_group_tests(tests, open_context, close_context);
 }

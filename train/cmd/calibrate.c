@@ -1151,6 +1151,7 @@ int calibrate_command(lt_cli_ctx *ctx) {
     if (st == LT_OK && be) { /* the model's bf16 copy and fp32 gradients on the device */
         st = lt_backend_cuda_upload(be, &m, &err);
         if (st == LT_OK) st = lt_backend_cuda_grads(be, m.n_params, &grads, &err);
+        if (st == LT_OK) st = lt_cmd_gpu_arena(be, LT_CMD_GPU_ARENA_SHARE, "trainer calibrate", &err);
     } else if (st == LT_OK) {
         grads = lt_calloc_check(m.n_params, sizeof *grads);
     }

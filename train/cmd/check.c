@@ -389,6 +389,7 @@ int check_command(lt_cli_ctx *ctx) {
         c.mg = *c.xm;
         st = lt_backend_cuda_upload(c.be, &c.mg, &err);
         if (st == LT_OK) st = lt_backend_cuda_grads(c.be, c.xm->n_params, &c.dg, &err);
+        if (st == LT_OK) st = lt_cmd_gpu_arena(c.be, LT_CMD_GPU_ARENA_SHARE, "trainer check", &err);
         if (st == LT_OK && !(c.hg = malloc(c.m.n_params * sizeof(float))))
             st = lt_fail(&err, LT_ERR_NOMEM, NULL, "out of memory for the GPU's gradients");
     }

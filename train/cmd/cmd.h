@@ -89,6 +89,13 @@ lt_status lt_cmd_open_backend(const lt_cli_ctx *ctx, struct lt_backend **be, lt_
  * before lt_backend_cuda_close (the NCCL communicators use the backend's streams). */
 struct lt_comm;
 lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, struct lt_comm *comm, struct lt_backend **be, lt_error *err);
+/* The device arena (lt_backend_cuda_reserve) of a GPU command without plan-based sizing
+ * (trainer check, calibrate): `share` of the device's free memory, taken once the model
+ * states are on it, so that no pass buffer is a cudaMalloc (and no free a cudaFree, which
+ * waits for the whole device) inside a step, as in train --db. The rest stays free for
+ * NCCL's buffers and the driver. `what` names the command in the error. */
+#define LT_CMD_GPU_ARENA_SHARE 0.85
+lt_status lt_cmd_gpu_arena(struct lt_backend *be, double share, const char *what, lt_error *err);
 /* For the commands that run on the CPU only (generate, calibrate): LT_OK for cpu; cuda is
  * LT_ERR_CONFIG with the reason it cannot open, or saying the command is CPU-only. */
 lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err);

@@ -130,6 +130,13 @@ lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, lt_comm *comm, lt_backen
     return LT_ERR_CONFIG;
 }
 
+lt_status lt_cmd_gpu_arena(lt_backend *be, double share, const char *what, lt_error *err) {
+    size_t free_b = 0, total_b = 0;
+    lt_status st = lt_backend_cuda_mem(be, &free_b, &total_b, err);
+    if (st == LT_OK) st = lt_backend_cuda_reserve(be, (size_t)((double)free_b * share), what, err);
+    return st;
+}
+
 lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err) {
     lt_backend *be;
     lt_status st = lt_cmd_open_backend(ctx, &be, err);

@@ -176,7 +176,10 @@ typedef struct step_result {
     int64_t tokens;       /* tokens of the step's samples */
     uint64_t plan_step;   /* --db: the stored step executed */
     double predicted_ms;  /* --db: the plan's predicted step time */
-    double predicted_peak, measured_peak; /* --db: the plan's peak bytes of a stage, the meter's (states added) */
+    double predicted_peak, measured_peak; /* --db: the plan's peak bytes of a stage; measured: the meter's with
+                                             the states counted (the CPU), the arena's peak + the states
+                                             allocated (the GPU) */
+    double device_used;                   /* the GPU: rank 0's device memory in use (cudaMemGetInfo) */
 } step_result;
 
 /* The loop's state and the batch source (--whole: docs; --db: store + docs). */
@@ -265,16 +268,33 @@ static lt_status whole_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt
     return s;
 }
 
+/* The working memory the planner leaves out, as a share of the arena: a layer's forward and
+ * backward scratch, the kernels' scratch buffer, the units' bound ids, fragmentation. */
+#define GPU_ARENA_SLACK 0.10
+#define GPU_ARENA_SLACK_MIN (256.0 * 1048576.0)
+
+/* The model-state bytes the plans priced for what this process holds (a rank: its stage;
+ * one process: every stage), which live outside the arena (allocated once at upload). */
+static double planned_states(const train_loop *L) {
+    const lt_comm_layout *lay = L->comm ? lt_comm_layout_of(L->comm) : NULL;
+    if (!L->held.pp) /* no stage table: the process's parameters at the trainer's bytes */
+        return (double)L->m->n_params * (L->held.weight_bytes + L->held.grad_bytes + L->held.optim_bytes);
+    if (lay) return lt_cost_model_states_bytes(&L->held, lay->stage);
+    double v = 0;
+    for (int g = 0; g < L->held.pp; g++) v += lt_cost_model_states_bytes(&L->held, g);
+    return v;
+}
+
 /* The device arena (kernels/arena.h; issue 20 "Memory"): one block per process that every
  * pass allocation of the run comes from (lt_backend_cuda_reserve), sized before the first
  * step from the plan's memory model: the largest predicted need over the steps this run
  * executes [from, to) (a rank: its stage's predicted peak; one process: a pipeline's stages
- * together), plus the fused head's logits block in the backend's elements (working memory
- * the planner leaves out). The prediction includes the model states, which live outside
- * the arena (allocated once at upload): their share is the margin for the other working
- * memory it leaves out (a layer's forward and backward scratch) and for fragmentation. A
- * plan that would not fit fails here, before any step, naming the stage, the predicted and
- * the free GiB; a step that outgrows the arena fails with the arena's LT_ERR_NOMEM. */
+ * together), less the model states the prediction includes (they live outside the arena:
+ * counted once, not twice, about 18 bytes a parameter), plus the fused head's logits block
+ * in the backend's elements and GPU_ARENA_SLACK of the activations (at least
+ * GPU_ARENA_SLACK_MIN) for the working memory the planner leaves out. A plan that would
+ * not fit fails here, before any step, naming the stage, the predicted and the free GiB; a
+ * step that outgrows the arena fails with the arena's LT_ERR_NOMEM. */
 static lt_status gpu_arena(train_loop *L, int64_t from, int64_t to, lt_error *err) {
     const lt_comm_layout *lay = L->comm ? lt_comm_layout_of(L->comm) : NULL;
     double need = 0, pred = 0;
@@ -310,7 +330,11 @@ static lt_status gpu_arena(train_loop *L, int64_t from, int64_t to, lt_error *er
         return lt_fail(err, LT_ERR_INPUT, L->db_path, "steps %lld..%lld predict no stage peak memory: the device "
                        "arena cannot be sized from them", (long long)from, (long long)to - 1);
     const lt_llama *m = L->m;
-    need = pred + (double)lt_fused_head_rows(m->shape.vocab) * (double)m->shape.vocab * (double)L->be->act_bytes;
+    double states = planned_states(L), acts = pred > states ? pred - states : 0.0;
+    double slack = acts * GPU_ARENA_SLACK > GPU_ARENA_SLACK_MIN ? acts * GPU_ARENA_SLACK : GPU_ARENA_SLACK_MIN;
+    need = acts + slack +
+           (double)lt_fused_head_rows(m->shape.vocab) * (double)lt_backend_logits_ld(L->be, m->shape.vocab) *
+               (double)L->be->act_bytes; /* the logits rows padded (train/model/pass.c's head) */
     char what[200];
     if (lay)
         snprintf(what, sizeof what, "stage %d of pipeline %d, plan step %llu (the largest of steps %lld..%lld)",
@@ -321,8 +345,9 @@ static lt_status gpu_arena(train_loop *L, int64_t from, int64_t to, lt_error *er
                  (long long)to - 1);
     s = lt_backend_cuda_reserve(L->be, (size_t)need, what, err);
     if (s == LT_OK && L->rank0)
-        LT_INFO("device arena: %.3f GiB (the plans' largest predicted need %.3f GiB + the head's logits block)",
-                need / 1073741824.0, pred / 1073741824.0);
+        LT_INFO("device arena: %.3f GiB (the plans' largest predicted need %.3f GiB less its model states %.3f GiB, "
+                "which live outside it, + %.3f GiB slack + the head's logits block)",
+                need / 1073741824.0, pred / 1073741824.0, states / 1073741824.0, slack / 1073741824.0);
     return s;
 }
 
@@ -352,6 +377,34 @@ static size_t merge_group_ops(lt_measured_op *t, size_t n) {
     return k + 1;
 }
 
+/* The GPU's measured peak of a step, per stage the largest of its ranks: the arena's peak
+ * since the step began (every pass buffer, the kernels' scratch, the bound ids) plus the
+ * model states as allocated (lt_backend_cuda_states_bytes), device memory both, not the
+ * host meter's count. One process holding a pipeline's stages has one arena for all: its
+ * measure is the whole, stored for a one-stage plan only (the meter's per stage stays
+ * otherwise). *device_used: rank 0's device memory in use, cudaMemGetInfo (the context,
+ * cuBLASLt's workspace and the arena's whole reservation included). */
+static lt_status gpu_measured(train_loop *L, lt_exec_stats *es, double *peak, double *device_used, lt_error *err) {
+    double mine = (double)lt_backend_cuda_peak(L->be) + (double)lt_backend_cuda_states_bytes(L->be);
+    size_t free_b = 0, total_b = 0;
+    lt_status s = lt_backend_cuda_mem(L->be, &free_b, &total_b, err);
+    if (s != LT_OK) return s;
+    *device_used = (double)(total_b - free_b);
+    int n = es->n_stages;
+    if (!L->comm && n != 1) return LT_OK;
+    double *v = calloc((size_t)n + 1, sizeof *v);
+    if (!v) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    int stage = L->comm ? lt_comm_layout_of(L->comm)->stage : 0;
+    if (stage < n) v[stage] = mine;
+    if (L->comm) s = lt_comm_allreduce(L->comm, LT_COMM_WORLD, v, (size_t)n, LT_COMM_F64, true, err);
+    for (int g = 0; s == LT_OK && L->rank0 && g < n; g++) {
+        es->stage_peak_bytes[g] = (size_t)v[g];
+        if (g == 0 || v[g] > *peak) *peak = v[g];
+    }
+    free(v);
+    return s;
+}
+
 /* --db: stored step number st->step of the plan file, executed, into the gradients. */
 static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_error *err) {
     uint64_t step = L->steps[st->step];
@@ -363,6 +416,7 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
     if (s == LT_OK && !(smp = calloc(p.n_samples + 1, sizeof *smp))) s = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
     if (s == LT_OK) s = lt_cmd_load_plan_samples(L->docs, &p, src, smp, err);
     lt_exec_stats es = {0};
+    if (L->be) lt_backend_cuda_reset_peak(L->be); /* the arena's peak of this step */
     if (s == LT_OK && L->comm) {
         if (L->dist_ready) {
             s = lt_dist_check_plan(&L->dist, &p, err);
@@ -421,6 +475,7 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
             es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(tm, &p, g) * (per_param + optim / zdp + block));
             if ((double)es.stage_peak_bytes[g] > peak) peak = (double)es.stage_peak_bytes[g];
         }
+        if (L->be) s = gpu_measured(L, &es, &peak, &r->device_used, err);
         r->predicted_peak = p.peak_mem, r->measured_peak = peak;
         if (L->rank0)
             s = lt_store_put_measured(L->db_path, step, times ? times : es.op_times, n_times, es.seconds, peak,
@@ -898,9 +953,11 @@ int train_command(lt_cli_ctx *ctx) {
                    " predicted_ms=%.3f measured_ms=%.1f%s\n",
                    st.step, loss, lr, norm, r.tokens, dt > 0 ? (double)r.tokens / dt : 0.0, r.plan_step,
                    r.predicted_ms, dt * 1e3, val_text);
-            if (be) /* the GPU: the plan's memory model against the device meter, per step */
-                printf("step=%" PRId64 " predicted_peak_gib=%.3f measured_peak_gib=%.3f (the largest stage, model "
-                       "states included)\n", st.step, r.predicted_peak / 1073741824.0, r.measured_peak / 1073741824.0);
+            if (be) /* the GPU: the plan's memory model against the arena's measured peak, per step */
+                printf("step=%" PRId64 " predicted_peak_gib=%.3f measured_peak_gib=%.3f device_used_gib=%.3f (the "
+                       "largest stage: its arena's peak + the model states allocated; rank 0's device memory in "
+                       "use)\n", st.step, r.predicted_peak / 1073741824.0, r.measured_peak / 1073741824.0,
+                       r.device_used / 1073741824.0);
             lt_metrics_row row = {.step = st.step, .plan_step = r.plan_step, .loss = loss, .lr = lr, .grad_norm = norm,
                                   .tokens = r.tokens, .n_predicted = r.n_predicted, .seconds = dt,
                                   .predicted_ms = r.predicted_ms};

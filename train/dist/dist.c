@@ -715,16 +715,20 @@ static lt_status device_clip(const lt_dist *d, const lt_llama *m, float *grads, 
     size_t lo = d->sharded ? (size_t)d->displs[d->dp_rank] : 0;
     size_t hi = d->sharded ? lo + (size_t)d->counts[d->dp_rank] : SIZE_MAX;
     double sq = 0;
-    lt_status st = LT_OK;
-    for (int i = 0; st == LT_OK && i < m->n_tensors; i++) {
+    /* every counted tensor's range summed on the device and read back once (one wait, not
+     * one a tensor), in tensor order: the bits of adding the tensors' sums one by one */
+    size_t *off = malloc(((size_t)m->n_tensors + 1) * 2 * sizeof *off), *len = off ? off + m->n_tensors + 1 : NULL;
+    if (!off) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for %d tensor ranges", m->n_tensors);
+    int n = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
         if (!d->counted[i]) continue;
         const lt_tensor_info *t = &m->tensors[i];
         size_t b = t->offset, e = b + (size_t)t->rows * (size_t)t->cols;
         b = b > lo ? b : lo, e = e < hi ? e : hi;
-        double one = 0;
-        if (b < e) st = lt_backend_cuda_sum_squares(be, grads + b, e - b, &one, err);
-        sq += one;
+        if (b < e) off[n] = b, len[n++] = e - b;
     }
+    lt_status st = lt_backend_cuda_sum_squares_ranges(be, grads, off, len, n, &sq, err);
+    free(off);
     if (st == LT_OK) st = lt_comm_allreduce(d->comm, d->sharded ? LT_COMM_WORLD : LT_COMM_PIPELINE, &sq, 1, LT_COMM_F64,
                                             false, err);
     if (st == LT_OK && !d->sharded && d->tp > 1) st = lt_comm_allreduce(d->comm, LT_COMM_TP, &sq, 1, LT_COMM_F64, false, err);

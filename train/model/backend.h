@@ -30,7 +30,8 @@
  *
  * Errors: kernels on the CPU cannot fail; launches on a GPU can. So the ops return nothing
  * and a backend keeps the FIRST failure (CUDA's own sticky-error model): `check` reports it
- * (LT_OK on the CPU), and the pass calls it after every layer and before it returns.
+ * (LT_OK on the CPU), waiting for the queued work; the pass reads it without waiting
+ * (`poll`) after every half layer and waits with `check` once, before it returns.
  * Allocation returns NULL on failure; the caller names what it was allocating with
  * lt_backend_nomem, which adds the backend's own reason where it keeps one (the CUDA
  * arena's: the bytes asked, the bytes free, its size).
@@ -61,6 +62,8 @@ struct lt_backend {
     const char *name;  /* "cpu", "cpu-bf16" (tests), "cuda" */
     size_t act_bytes;  /* bytes of one activation / K / V element: 4 (fp32) or 2 (bf16) */
     size_t align;      /* every array a pass lays out starts at a multiple of this (bytes) */
+    int logits_pad;    /* the LM head's logits rows are V rounded up to a multiple of this many
+                        * elements apart (lt_backend_logits_ld; 1: dense) */
     bool host;         /* buffers are host memory (memcpy-able by callers) */
     void *ctx;         /* the implementation's state */
 
@@ -82,6 +85,21 @@ struct lt_backend {
     lt_status (*from_host_f32)(const lt_backend *be, void *dst, const float *host_src, size_t n, lt_error *err);
     /* the first failure of an op so far (LT_OK: none); waits for queued work to finish */
     lt_status (*check)(const lt_backend *be, lt_error *err);
+    /* the same without waiting: the failures known so far (a GPU kernel's execution error
+     * shows only at the next check). What the pass reads between layers; NULL: check. */
+    lt_status (*poll)(const lt_backend *be, lt_error *err);
+
+    /* ---- per-unit host data (NULL on the CPU backends, whose ops read host arrays directly) */
+    /* [host, host + n) holds host int arrays that later ops name (host_ids, host_pos,
+     * host_targets) and that stay unchanged until unbind_ints(host): the backend copies them
+     * to its memory once (CUDA: one asynchronous upload a unit) and every op whose array
+     * lies inside the range reads that copy; other arrays are staged per op. */
+    void (*bind_ints)(const lt_backend *be, const int32_t *host, size_t n);
+    void (*unbind_ints)(const lt_backend *be, const int32_t *host);
+    /* backends that keep the cross-entropy's sums on the device (CUDA): xent and
+     * xent_tp_finish return 0 and add their sums there; take_loss returns what was added
+     * since the last take (one wait) and clears it. NULL: xent returns the sum itself. */
+    double (*take_loss)(const lt_backend *be);
 
     /* ---- elementwise on activation elements: dst = a + b (dst may alias a or b), dst += src */
     void (*add)(const lt_backend *be, void *dst, const void *a, const void *b, size_t n);
@@ -102,6 +120,13 @@ struct lt_backend {
     void (*linear_forward)(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN, int OUT);
     void (*linear_backward)(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x, const void *w,
                             int T, int IN, int OUT);
+    /* the same with the rows of out (forward) / dout (backward) `ld` >= OUT elements apart:
+     * the LM head's padded logits (lt_backend_logits_ld). The columns [OUT, ld) are padding:
+     * the forward never writes them, the backward never reads them. */
+    void (*linear_forward_ld)(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN, int OUT,
+                              int ld);
+    void (*linear_backward_ld)(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x,
+                               const void *w, int T, int IN, int OUT, int ld);
     /* a linear layer's bias (Qwen2's Q/K/V): y[T, n] += b (b from `weight`); db[n] += column
      * sums of dy (fp32, a parameter gradient) */
     void (*bias_forward)(const lt_backend *be, void *y, const void *b, int T, int n);
@@ -121,20 +146,34 @@ struct lt_backend {
     void (*swiglu_backward)(const lt_backend *be, void *dgate, void *dup, const void *dout, const void *gate,
                             const void *up, size_t n, lt_pool *pool);
     /* summed cross-entropy of the predicting rows (host_targets[t] >= 0); with dlogits,
-     * dlogits = scale (softmax - onehot), in place allowed (lt_xent_forward_backward) */
+     * dlogits = scale (softmax - onehot), in place allowed (lt_xent_forward_backward). Rows
+     * of (d)logits are `ld` >= V elements apart; columns [V, ld) are neither read nor written
+     * (whatever they hold never counts as a logit). */
     double (*xent)(const lt_backend *be, void *dlogits, const void *logits, const int32_t *host_targets, int T, int V,
-                   float scale, lt_pool *pool);
+                   int ld, float scale, lt_pool *pool);
 
     /* ---- tensor parallelism (NULL where the backend has none: the pass refuses tp > 1) */
     /* the vocab-parallel cross-entropy, train/cpu/kernels.h's lt_xent_tp_max / _sums /
-     * _finish (logits act_bytes elements of the local vocabulary rows [v0, v0 + V); rowmax,
-     * sums fp32 backend memory, reduced over the group by the caller in between) */
-    void (*xent_tp_max)(const lt_backend *be, float *rowmax, const void *logits, int T, int V);
+     * _finish (logits act_bytes elements of the local vocabulary rows [v0, v0 + V), rows
+     * `ld` >= V elements apart as for xent; rowmax, sums fp32 backend memory, reduced over
+     * the group by the caller in between) */
+    void (*xent_tp_max)(const lt_backend *be, float *rowmax, const void *logits, int T, int V, int ld);
     void (*xent_tp_sums)(const lt_backend *be, float *sums, const void *logits, const float *rowmax,
-                         const int32_t *host_targets, int v0, int T, int V);
+                         const int32_t *host_targets, int v0, int T, int V, int ld);
     double (*xent_tp_finish)(const lt_backend *be, void *dlogits, const void *logits, const float *rowmax,
-                             const float *sums, const int32_t *host_targets, int v0, int T, int V, float scale);
+                             const float *sums, const int32_t *host_targets, int v0, int T, int V, int ld, float scale);
 };
+
+/* The row stride (elements) of the LM head's logits for V vocabulary rows: V rounded up to
+ * be->logits_pad. 64 on the CUDA backend: with V = 50257 (odd) dense rows would leave
+ * every other row 2-byte aligned, and cuBLASLt and the cross-entropy would take their slow
+ * unaligned paths (kernels/gemm.cu); 64 on cpu-bf16 too, so that the tests run the padded
+ * layout; 1 (dense) on the fp32 reference. Only the logits block is padded: the head's
+ * weight stays [V, C], and checkpoints are unchanged. */
+static inline int lt_backend_logits_ld(const lt_backend *be, int V) {
+    int p = be->logits_pad > 1 ? be->logits_pad : 1;
+    return (V + p - 1) / p * p;
+}
 
 /* The CPU fp32 reference backend (static; never fails but for allocation). */
 const lt_backend *lt_backend_cpu(void);
@@ -165,8 +204,15 @@ lt_status lt_backend_cuda_mem(const lt_backend *be, size_t *free_bytes, size_t *
  * rank's stage) that every later pass allocation comes from. LT_ERR_CONFIG at `what`
  * (e.g. "stage 1 of plan step 3") when it exceeds the free memory, naming both in GiB. */
 lt_status lt_backend_cuda_reserve(lt_backend *be, size_t bytes, const char *what, lt_error *err);
-/* The arena's peak use so far (0 without an arena): the measured device peak. */
+/* The arena's peak use since the last reset (0 without an arena): the measured device peak
+ * of the passes' memory; lt_backend_cuda_reset_peak starts a new one (at each step). */
 size_t lt_backend_cuda_peak(const lt_backend *be);
+void lt_backend_cuda_reset_peak(lt_backend *be);
+/* What the backend's context did since it was opened (kernels/cuda.h lt_cuda_counts: waits
+ * for the stream, uploads, device allocations and frees): a step after the first should
+ * allocate and free nothing and wait a few times a unit (tests/kernels/test_cuda_kernels). */
+struct lt_cuda_counts;
+void lt_backend_cuda_counts(const lt_backend *be, struct lt_cuda_counts *out);
 /* The model to the device: the fp32 master and its bf16 copy (what the kernels read); sets
  * m->backend = be. The AdamW moments likewise (a resumed run's; zeroed on the device when
  * never uploaded). m->params and opt stay the host copies; the downloads bring master and
@@ -209,6 +255,11 @@ lt_status lt_backend_cuda_adamw(lt_backend *be, const struct lt_llama *m, const 
  * mine[i] (NULL: all), the others being another stage's. */
 void lt_backend_cuda_streams(const lt_backend *be, void **compute, void **comm);
 lt_status lt_backend_cuda_sum_squares(const lt_backend *be, const float *g, size_t n, double *sq, lt_error *err);
+/* The sum of squares of n ranges of device floats (g + off[i], len[i] floats each), summed on
+ * the device in range order and read back once (one wait): the bits of adding each range's
+ * lt_backend_cuda_sum_squares on the host in that order. */
+lt_status lt_backend_cuda_sum_squares_ranges(const lt_backend *be, const float *g, const size_t *off,
+                                             const size_t *len, int n, double *sq, lt_error *err);
 lt_status lt_backend_cuda_scale(const lt_backend *be, float *g, size_t n, float coef, lt_error *err);
 lt_status lt_backend_cuda_adamw_tensors(lt_backend *be, const struct lt_llama *m, const float *grads, double lr,
                                         int64_t t, const struct lt_optim_config *oc, const bool *mine, lt_error *err);

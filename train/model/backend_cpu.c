@@ -8,6 +8,8 @@
  *     arithmetic is the reference's, so what it checks is the HOST logic a bf16 backend
  *     needs (layouts, row moves, K/V rows, element sizes), and that gradients survive bf16
  *     storage within a bf16 tolerance; it says nothing about the GPU kernels themselves.
+ *     Its LM head logits rows are padded as the GPU's (logits_pad 64, the padding poisoned
+ *     under LONGTAIL_POISON), so the pass's padded layout runs in the tests.
  */
 #include "train/model/backend.h"
 
@@ -107,6 +109,21 @@ static void f32_linear_backward(const lt_backend *be, void *dx, float *dw, const
                                 const void *w, int T, int IN, int OUT) {
     (void)be, lt_linear_backward(dx, dw, dout, x, w, T, IN, OUT);
 }
+/* Rows ld apart: the reference keeps its logits dense (logits_pad 1), so ld > OUT only
+ * reaches it from a caller that pads itself; row by row, simple rather than fast. */
+static void f32_linear_forward_ld(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN,
+                                  int OUT, int ld) {
+    if (ld == OUT) return f32_linear_forward(be, out, x, w, T, IN, OUT);
+    for (int t = 0; t < T; t++)
+        lt_linear_forward((float *)out + (size_t)t * ld, (const float *)x + (size_t)t * IN, w, 1, IN, OUT);
+}
+static void f32_linear_backward_ld(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x,
+                                   const void *w, int T, int IN, int OUT, int ld) {
+    if (ld == OUT) return f32_linear_backward(be, dx, dw, dout, x, w, T, IN, OUT);
+    for (int t = 0; t < T; t++)
+        lt_linear_backward(dx ? (float *)dx + (size_t)t * IN : NULL, dw, (const float *)dout + (size_t)t * ld,
+                           (const float *)x + (size_t)t * IN, w, 1, IN, OUT);
+}
 static void f32_bias_forward(const lt_backend *be, void *y, const void *b, int T, int n) {
     (void)be, lt_bias_forward(y, b, T, n);
 }
@@ -139,33 +156,57 @@ static void f32_swiglu_backward(const lt_backend *be, void *dgate, void *dup, co
                                 const void *up, size_t n, lt_pool *pool) {
     (void)be, lt_swiglu_backward(dgate, dup, dout, gate, up, n, pool);
 }
+/* The cross-entropies over rows ld apart: dense (ld == V) in one call as before, else a row
+ * at a time (the reference's rows are dense; see f32_linear_forward_ld). */
 static double f32_xent(const lt_backend *be, void *dlogits, const void *logits, const int32_t *targets, int T, int V,
-                       float scale, lt_pool *pool) {
+                       int ld, float scale, lt_pool *pool) {
     (void)be;
-    return lt_xent_forward_backward(dlogits, logits, targets, T, V, scale, pool);
+    if (ld == V) return lt_xent_forward_backward(dlogits, logits, targets, T, V, scale, pool);
+    double loss = 0;
+    for (int t = 0; t < T; t++)
+        loss += lt_xent_forward_backward(dlogits ? (float *)dlogits + (size_t)t * ld : NULL,
+                                         (const float *)logits + (size_t)t * ld, targets + t, 1, V, scale, NULL);
+    return loss;
 }
 
-static void f32_xent_tp_max(const lt_backend *be, float *rowmax, const void *logits, int T, int V) {
-    (void)be, lt_xent_tp_max(rowmax, logits, T, V);
+static void f32_xent_tp_max(const lt_backend *be, float *rowmax, const void *logits, int T, int V, int ld) {
+    (void)be;
+    if (ld == V) return lt_xent_tp_max(rowmax, logits, T, V);
+    for (int t = 0; t < T; t++) lt_xent_tp_max(rowmax + t, (const float *)logits + (size_t)t * ld, 1, V);
 }
 static void f32_xent_tp_sums(const lt_backend *be, float *sums, const void *logits, const float *rowmax,
-                             const int32_t *targets, int v0, int T, int V) {
-    (void)be, lt_xent_tp_sums(sums, logits, rowmax, targets, v0, T, V);
+                             const int32_t *targets, int v0, int T, int V, int ld) {
+    (void)be;
+    if (ld == V) return lt_xent_tp_sums(sums, logits, rowmax, targets, v0, T, V);
+    for (int t = 0; t < T; t++) { /* sums of one row: [exp sum, target logit] */
+        float two[2];
+        lt_xent_tp_sums(two, (const float *)logits + (size_t)t * ld, rowmax + t, targets + t, v0, 1, V);
+        sums[t] = two[0], sums[(size_t)T + t] = two[1];
+    }
 }
 static double f32_xent_tp_finish(const lt_backend *be, void *dlogits, const void *logits, const float *rowmax,
-                                 const float *sums, const int32_t *targets, int v0, int T, int V, float scale) {
+                                 const float *sums, const int32_t *targets, int v0, int T, int V, int ld, float scale) {
     (void)be;
-    return lt_xent_tp_finish(dlogits, logits, rowmax, sums, targets, v0, T, V, scale);
+    if (ld == V) return lt_xent_tp_finish(dlogits, logits, rowmax, sums, targets, v0, T, V, scale);
+    double loss = 0;
+    for (int t = 0; t < T; t++) {
+        float two[2] = {sums[t], sums[(size_t)T + t]};
+        loss += lt_xent_tp_finish(dlogits ? (float *)dlogits + (size_t)t * ld : NULL,
+                                  (const float *)logits + (size_t)t * ld, rowmax + t, two, targets + t, v0, 1, V,
+                                  scale);
+    }
+    return loss;
 }
 
 static const lt_backend cpu_f32 = {
-    .name = "cpu", .act_bytes = sizeof(float), .align = sizeof(float), .host = true,
+    .name = "cpu", .act_bytes = sizeof(float), .align = sizeof(float), .logits_pad = 1, .host = true,
     .alloc = host_alloc, .free = host_free, .zero = host_zero, .copy = host_copy,
     .to_host = host_to_host, .from_host = host_to_host, .to_host_f32 = f32_to_f32, .from_host_f32 = f32_from_f32,
     .check = f32_check, .add = f32_add, .accumulate = f32_accumulate, .sum_blocks = f32_sum_blocks, .weight = host_weight,
     .embed_forward = f32_embed_forward, .embed_backward = f32_embed_backward,
     .rmsnorm_forward = f32_rmsnorm_forward, .rmsnorm_backward = f32_rmsnorm_backward,
     .linear_forward = f32_linear_forward, .linear_backward = f32_linear_backward,
+    .linear_forward_ld = f32_linear_forward_ld, .linear_backward_ld = f32_linear_backward_ld,
     .bias_forward = f32_bias_forward, .bias_backward = f32_bias_backward,
     .rope_forward = f32_rope_forward, .rope_backward = f32_rope_backward,
     .attention_forward = f32_attention_forward, .attention_backward = f32_attention_backward,
@@ -269,6 +310,33 @@ static void bf16_sum_blocks(const lt_backend *be, void *dst, const void *src, in
 /* every widened copy so far exists (else ops are skipped, the failure kept) */
 static bool ok(void) { return bf16_failed == LT_OK; }
 
+/* T rows of V bf16 elements, `ld` apart, widened into dense fp32 [T, V]: the padding
+ * columns [V, ld) of the LM head's logits are never read. */
+static float *widen_rows(const void *p, int T, int V, int ld) {
+    if (ld == V || !p) return widen(p, (size_t)T * (size_t)V);
+    size_t n = (size_t)T * (size_t)V;
+    float *f = malloc((n ? n : 1) * sizeof(float));
+    if (!f) {
+        bf16_failed = LT_ERR_NOMEM;
+        return NULL;
+    }
+    const uint16_t *b = p;
+    for (int t = 0; t < T; t++)
+        for (int v = 0; v < V; v++) f[(size_t)t * V + v] = lt_bf16_to_f32(b[(size_t)t * ld + v]);
+    return f;
+}
+
+/* Dense fp32 [T, V] rounded back into rows `ld` apart (the padding left as it was), f freed. */
+static void narrow_rows(void *p, float *f, int T, int V, int ld) {
+    if (ld == V) return narrow(p, f, (size_t)T * (size_t)V);
+    if (p && f) {
+        uint16_t *b = p;
+        for (int t = 0; t < T; t++)
+            for (int v = 0; v < V; v++) b[(size_t)t * ld + v] = lt_bf16_from_f32(f[(size_t)t * V + v]);
+    }
+    free(f);
+}
+
 static void bf16_embed_forward(const lt_backend *be, void *out, const int32_t *ids, int T, const void *wte, int C) {
     (void)be;
     size_t n = (size_t)T * (size_t)C;
@@ -298,19 +366,27 @@ static void bf16_rmsnorm_backward(const lt_backend *be, void *dx, float *dw, con
     if (dxf && df && xf) lt_rmsnorm_backward(dxf, dw, df, xf, w, rstd, T, C, pool);
     narrow(dx, dxf, n), free(df), free(xf);
 }
-static void bf16_linear_forward(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN,
-                                int OUT) {
+static void bf16_linear_forward_ld(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN,
+                                   int OUT, int ld) {
     (void)be;
     float *xf = widen(x, (size_t)T * IN), *o = scratch(out, (size_t)T * OUT);
     if (xf && o) lt_linear_forward(o, xf, w, T, IN, OUT);
-    narrow(out, o, (size_t)T * OUT), free(xf);
+    narrow_rows(out, o, T, OUT, ld), free(xf);
+}
+static void bf16_linear_backward_ld(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x,
+                                    const void *w, int T, int IN, int OUT, int ld) {
+    (void)be;
+    float *dxf = widen(dx, (size_t)T * IN), *df = widen_rows(dout, T, OUT, ld), *xf = widen(x, (size_t)T * IN);
+    if (ok() && df && xf) lt_linear_backward(dxf, dw, df, xf, w, T, IN, OUT);
+    narrow(dx, dxf, (size_t)T * IN), free(df), free(xf);
+}
+static void bf16_linear_forward(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN,
+                                int OUT) {
+    bf16_linear_forward_ld(be, out, x, w, T, IN, OUT, OUT);
 }
 static void bf16_linear_backward(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x,
                                  const void *w, int T, int IN, int OUT) {
-    (void)be;
-    float *dxf = widen(dx, (size_t)T * IN), *df = widen(dout, (size_t)T * OUT), *xf = widen(x, (size_t)T * IN);
-    if (ok() && df && xf) lt_linear_backward(dxf, dw, df, xf, w, T, IN, OUT);
-    narrow(dx, dxf, (size_t)T * IN), free(df), free(xf);
+    bf16_linear_backward_ld(be, dx, dw, dout, x, w, T, IN, OUT, OUT);
 }
 static void bf16_bias_forward(const lt_backend *be, void *y, const void *b, int T, int n) {
     (void)be;
@@ -440,52 +516,49 @@ static void bf16_swiglu_backward(const lt_backend *be, void *dgate, void *dup, c
     narrow(dgate, dg, n), narrow(dup, du, n), free(df), free(g), free(u);
 }
 static double bf16_xent(const lt_backend *be, void *dlogits, const void *logits, const int32_t *targets, int T, int V,
-                        float scale, lt_pool *pool) {
+                        int ld, float scale, lt_pool *pool) {
     (void)be;
-    size_t n = (size_t)T * (size_t)V;
-    float *l = widen(logits, n);
+    float *l = widen_rows(logits, T, V, ld);
     double loss = 0;
     if (l) loss = lt_xent_forward_backward(dlogits ? l : NULL, l, targets, T, V, scale, pool);
-    if (dlogits && l) narrow(dlogits, l, n);
+    if (dlogits && l) narrow_rows(dlogits, l, T, V, ld);
     else free(l);
     return loss;
 }
 
-static void bf16_xent_tp_max(const lt_backend *be, float *rowmax, const void *logits, int T, int V) {
+static void bf16_xent_tp_max(const lt_backend *be, float *rowmax, const void *logits, int T, int V, int ld) {
     (void)be;
-    size_t n = (size_t)T * (size_t)V;
-    float *l = widen(logits, n);
+    float *l = widen_rows(logits, T, V, ld);
     if (l) lt_xent_tp_max(rowmax, l, T, V);
     free(l);
 }
 static void bf16_xent_tp_sums(const lt_backend *be, float *sums, const void *logits, const float *rowmax,
-                              const int32_t *targets, int v0, int T, int V) {
+                              const int32_t *targets, int v0, int T, int V, int ld) {
     (void)be;
-    size_t n = (size_t)T * (size_t)V;
-    float *l = widen(logits, n);
+    float *l = widen_rows(logits, T, V, ld);
     if (l) lt_xent_tp_sums(sums, l, rowmax, targets, v0, T, V);
     free(l);
 }
 static double bf16_xent_tp_finish(const lt_backend *be, void *dlogits, const void *logits, const float *rowmax,
-                                  const float *sums, const int32_t *targets, int v0, int T, int V, float scale) {
+                                  const float *sums, const int32_t *targets, int v0, int T, int V, int ld, float scale) {
     (void)be;
-    size_t n = (size_t)T * (size_t)V;
-    float *l = widen(logits, n);
+    float *l = widen_rows(logits, T, V, ld);
     double loss = 0;
     if (l) loss = lt_xent_tp_finish(dlogits ? l : NULL, l, rowmax, sums, targets, v0, T, V, scale);
-    if (dlogits && l) narrow(dlogits, l, n);
+    if (dlogits && l) narrow_rows(dlogits, l, T, V, ld);
     else free(l);
     return loss;
 }
 
 static const lt_backend cpu_bf16 = {
-    .name = "cpu-bf16", .act_bytes = 2, .align = 16, .host = true,
+    .name = "cpu-bf16", .act_bytes = 2, .align = 16, .logits_pad = 64, .host = true,
     .alloc = host_alloc, .free = host_free, .zero = host_zero, .copy = host_copy,
     .to_host = host_to_host, .from_host = host_to_host, .to_host_f32 = bf16_to_f32, .from_host_f32 = bf16_from_f32,
     .check = bf16_check, .add = bf16_add, .accumulate = bf16_accumulate, .sum_blocks = bf16_sum_blocks, .weight = host_weight,
     .embed_forward = bf16_embed_forward, .embed_backward = bf16_embed_backward,
     .rmsnorm_forward = bf16_rmsnorm_forward, .rmsnorm_backward = bf16_rmsnorm_backward,
     .linear_forward = bf16_linear_forward, .linear_backward = bf16_linear_backward,
+    .linear_forward_ld = bf16_linear_forward_ld, .linear_backward_ld = bf16_linear_backward_ld,
     .bias_forward = bf16_bias_forward, .bias_backward = bf16_bias_backward,
     .rope_forward = bf16_rope_forward, .rope_backward = bf16_rope_backward,
     .attention_forward = bf16_attention_forward, .attention_backward = bf16_attention_backward,

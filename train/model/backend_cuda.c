@@ -12,16 +12,18 @@
  * tests/train/test_backend.c runs through the cpu-bf16 backend.
  *
  * Ordering: every op is queued on the context's compute stream (kernels/cuda.h); host
- * copies synchronize; `check` synchronizes the stream and reports the first failure (the
- * pass calls it after every half layer, before a hook may hand buffers to a communicator).
- * Host arrays (token ids, positions, targets) go to a device staging buffer with a
- * stream-ordered synchronous copy, so a later upload never overwrites ids a queued kernel
- * still reads.
+ * copies synchronize; `check` synchronizes the stream and reports the first failure, `poll`
+ * reports it without waiting (the pass polls after every half layer and checks once, at
+ * its end). Host arrays (token ids, positions, targets) reach the device by lt_cuda_upload
+ * (pinned staging, no wait): a unit's bound once for its pass (bind_ints), others staged
+ * into an op block per call. The cross-entropy's sums stay on the device until take_loss.
  *
  * Memory: with an arena (lt_backend_cuda_reserve: one cudaMalloc sized by the caller from
- * the plan's predicted peak) the pass's allocations are arena blocks, so a step never calls
- * cudaMalloc and the arena's peak is the measured device peak; without one they are plain
- * cudaMallocs. Parameters, master, moments and gradients are allocated once, outside it.
+ * the plan's predicted peak) the pass's allocations, the op blocks (staged ints, row
+ * losses, overlapping copies) and the kernels' scratch are arena blocks, so a step never
+ * calls cudaMalloc or cudaFree and the arena's peak is the measured device peak; without
+ * one they are plain cudaMallocs and kept buffers. Parameters, master, moments and
+ * gradients are allocated once, outside it. lt_backend_cuda_counts says what a step did.
  */
 #include "train/model/backend.h"
 
@@ -43,12 +45,21 @@ typedef struct cuda_state {
     lt_error first;
     bool alloc_failed; /* the last failed alloc's reason, until lt_backend_nomem takes it */
     lt_error alloc_why;
-    int32_t *ints; /* device staging for host int arrays */
+    /* without an arena, the kept op buffers (op_block) */
+    int32_t *ints; /* device staging for host int arrays outside a binding */
     size_t ints_cap;
     float *row_loss; /* xent's per-row losses */
     size_t row_loss_cap;
     void *tmp; /* overlapping copies go through it */
     size_t tmp_cap;
+    /* the units' host int arrays bound to device copies (bind_ints), a few at once */
+    struct ints_binding {
+        const int32_t *host;
+        size_t n;
+        int32_t *dev;
+    } *bound;
+    int n_bound, cap_bound;
+    bool loss_pending; /* the LT_CUDA_SUM_LOSS slot holds sums not yet taken (take_loss) */
     /* the model on the device (lt_backend_cuda_upload) */
     const float *host_params; /* m->params: weight views are offsets into it */
     size_t n_params;
@@ -87,15 +98,89 @@ static bool grow(cuda_state *s, void **p, size_t *cap, size_t bytes) {
     return st == LT_OK;
 }
 
-/* T host ints into the device staging buffer (stream-ordered: queued kernels that read the
- * previous contents run before the copy), or NULL after a failure (kept) */
-static const int32_t *stage_ints(cuda_state *s, const int32_t *host, int T) {
-    if (s->failed != LT_OK || !grow(s, (void **)&s->ints, &s->ints_cap, (size_t)(T > 0 ? T : 1) * sizeof(int32_t)))
-        return NULL;
+/* A device block of `bytes` for one op (staged ints, row losses, an overlapping copy): with
+ * an arena, an arena block that op_done gives back as soon as the op is queued (the arena
+ * hands it out again only to later work on the stream, which runs after the op: no wait and
+ * no cudaMalloc in a step); without one, the buffer *keep, kept and grown by reallocation.
+ * NULL after a failure (kept). */
+static void *op_block(cuda_state *s, void **keep, size_t *cap, size_t bytes) {
+    if (s->failed != LT_OK) return NULL;
+    if (!s->arena) return grow(s, keep, cap, bytes ? bytes : 1) ? *keep : NULL;
+    void *p = NULL;
     lt_error e;
-    lt_status st = lt_cuda_copy_h2d(s->cu, s->ints, host, (size_t)T * sizeof(int32_t), &e);
+    lt_status st = lt_arena_alloc(s->arena, bytes ? bytes : 1, "a kernel's staging buffer", &p, &e);
     note(s, st, &e);
-    return st == LT_OK ? s->ints : NULL;
+    return st == LT_OK ? p : NULL;
+}
+
+static void op_done(cuda_state *s, void *block) {
+    if (!s->arena || !block) return;
+    lt_error e;
+    note(s, lt_arena_free(s->arena, block, &e), &e);
+}
+
+/* T host ints as a device array: inside a bound range (bind_ints), its copy, uploaded once
+ * a unit; else staged into an op block (*block, for op_done) by an asynchronous upload
+ * (stream-ordered: queued kernels reading the block's earlier contents run before the
+ * copy). NULL after a failure (kept). */
+static const int32_t *stage_ints(cuda_state *s, const int32_t *host, int T, void **block) {
+    *block = NULL;
+    if (s->failed != LT_OK) return NULL;
+    for (int i = 0; i < s->n_bound; i++) {
+        const struct ints_binding *b = &s->bound[i];
+        if (host >= b->host && host + T <= b->host + b->n) return b->dev + (host - b->host);
+    }
+    int32_t *d = op_block(s, (void **)&s->ints, &s->ints_cap, (size_t)(T > 0 ? T : 1) * sizeof(int32_t));
+    if (!d) return NULL;
+    *block = d;
+    lt_error e;
+    lt_status st = lt_cuda_upload(s->cu, d, host, (size_t)T * sizeof(int32_t), &e);
+    note(s, st, &e);
+    return st == LT_OK ? d : NULL;
+}
+
+static void cu_bind_ints(const lt_backend *be, const int32_t *host, size_t n) {
+    cuda_state *s = state_of(be);
+    if (s->failed != LT_OK || n == 0) return;
+    if (s->n_bound == s->cap_bound) {
+        int cap = s->cap_bound ? 2 * s->cap_bound : 4;
+        struct ints_binding *b = realloc(s->bound, (size_t)cap * sizeof *b);
+        lt_error e;
+        if (!b) {
+            note(s, lt_fail(&e, LT_ERR_NOMEM, "cuda backend", "out of memory for %d bindings", cap), &e);
+            return;
+        }
+        s->bound = b, s->cap_bound = cap;
+    }
+    void *d = NULL;
+    lt_error e;
+    lt_status st = s->arena ? lt_arena_alloc(s->arena, n * sizeof(int32_t), "a unit's token ids, positions and targets",
+                                             &d, &e)
+                            : lt_cuda_malloc(s->cu, &d, n * sizeof(int32_t), &e);
+    if (st == LT_OK) st = lt_cuda_upload(s->cu, d, host, n * sizeof(int32_t), &e);
+    if (st != LT_OK) {
+        note(s, st, &e);
+        if (d && s->arena) (void)lt_arena_free(s->arena, d, &e);
+        else lt_cuda_free(s->cu, d);
+        return;
+    }
+    s->bound[s->n_bound++] = (struct ints_binding){.host = host, .n = n, .dev = d};
+}
+
+static void cu_unbind_ints(const lt_backend *be, const int32_t *host) {
+    cuda_state *s = state_of(be);
+    for (int i = 0; i < s->n_bound; i++) {
+        if (s->bound[i].host != host) continue;
+        void *d = s->bound[i].dev;
+        s->bound[i] = s->bound[--s->n_bound];
+        if (s->arena) { /* stream order: queued kernels still reading it run before its next user */
+            lt_error e;
+            note(s, lt_arena_free(s->arena, d, &e), &e);
+        } else {
+            lt_cuda_free(s->cu, d); /* cudaFree synchronizes */
+        }
+        return;
+    }
 }
 
 /* ---------------------------------------------------------------- memory */
@@ -145,9 +230,11 @@ static void cu_copy(const lt_backend *be, void *dst, const void *src, size_t byt
     if (dst == src || bytes == 0) return;
     const char *d = dst, *r = src;
     if (d < r + bytes && r < d + bytes) { /* overlap (lt_acts_keep_rows): through the scratch */
-        if (!grow(s, &s->tmp, &s->tmp_cap, bytes)) return;
-        RUN(s, lt_cuda_copy_d2d(s->cu, s->tmp, src, bytes, &e_));
-        RUN(s, lt_cuda_copy_d2d(s->cu, dst, s->tmp, bytes, &e_));
+        void *tmp = op_block(s, &s->tmp, &s->tmp_cap, bytes);
+        if (!tmp) return;
+        RUN(s, lt_cuda_copy_d2d(s->cu, tmp, src, bytes, &e_));
+        RUN(s, lt_cuda_copy_d2d(s->cu, dst, tmp, bytes, &e_));
+        op_done(s, tmp);
         return;
     }
     RUN(s, lt_cuda_copy_d2d(s->cu, dst, src, bytes, &e_));
@@ -176,6 +263,16 @@ static lt_status cu_from_host_f32(const lt_backend *be, void *dst, const float *
     for (size_t i = 0; i < n; i++) b[i] = lt_bf16_from_f32(host[i]);
     lt_status st = lt_cuda_copy_h2d(state_of(be)->cu, dst, b, n * sizeof *b, err);
     free(b);
+    return st;
+}
+
+/* The kept failure, reported once (the caller fails the step). */
+static lt_status cu_poll(const lt_backend *be, lt_error *err) {
+    cuda_state *s = state_of(be);
+    if (s->failed == LT_OK) return LT_OK;
+    lt_status st = s->failed;
+    if (err) *err = s->first;
+    s->failed = LT_OK;
     return st;
 }
 
@@ -217,14 +314,18 @@ static const void *cu_weight(const lt_backend *be, const lt_llama *m, const floa
 
 static void cu_embed_forward(const lt_backend *be, void *out, const int32_t *ids, int T, const void *wte, int C) {
     cuda_state *s = state_of(be);
-    const int32_t *d = stage_ints(s, ids, T);
+    void *blk;
+    const int32_t *d = stage_ints(s, ids, T, &blk);
     if (d) RUN(s, lt_cuda_embed_forward(s->cu, out, d, T, wte, C, &e_));
+    op_done(s, blk);
 }
 
 static void cu_embed_backward(const lt_backend *be, float *dwte, const void *dout, const int32_t *ids, int T, int C) {
     cuda_state *s = state_of(be);
-    const int32_t *d = stage_ints(s, ids, T);
+    void *blk;
+    const int32_t *d = stage_ints(s, ids, T, &blk);
     if (d) RUN(s, lt_cuda_embed_backward(s->cu, dwte, dout, d, T, C, &e_));
+    op_done(s, blk);
 }
 
 static void cu_rmsnorm_forward(const lt_backend *be, void *out, float *rstd, const void *x, const void *w, int T, int C,
@@ -241,15 +342,26 @@ static void cu_rmsnorm_backward(const lt_backend *be, void *dx, float *dw, const
     RUN(s, lt_cuda_rmsnorm_backward(s->cu, dx, dw, dout, x, w, rstd, T, C, &e_));
 }
 
-static void cu_linear_forward(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN, int OUT) {
+static void cu_linear_forward_ld(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN,
+                                 int OUT, int ld) {
     cuda_state *s = state_of(be);
-    RUN(s, lt_cuda_linear_forward(s->cu, out, x, w, T, IN, OUT, &e_));
+    RUN(s, lt_cuda_linear_forward(s->cu, out, x, w, T, IN, OUT, ld, &e_));
+}
+
+static void cu_linear_forward(const lt_backend *be, void *out, const void *x, const void *w, int T, int IN, int OUT) {
+    cu_linear_forward_ld(be, out, x, w, T, IN, OUT, OUT);
 }
 
 static void cu_linear_backward(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x,
                                const void *w, int T, int IN, int OUT) {
     cuda_state *s = state_of(be);
-    RUN(s, lt_cuda_linear_backward(s->cu, dx, dw, dout, x, w, T, IN, OUT, &e_));
+    RUN(s, lt_cuda_linear_backward(s->cu, dx, dw, dout, x, w, T, IN, OUT, OUT, &e_));
+}
+
+static void cu_linear_backward_ld(const lt_backend *be, void *dx, float *dw, const void *dout, const void *x,
+                                  const void *w, int T, int IN, int OUT, int ld) {
+    cuda_state *s = state_of(be);
+    RUN(s, lt_cuda_linear_backward(s->cu, dx, dw, dout, x, w, T, IN, OUT, ld, &e_));
 }
 
 static void cu_bias_forward(const lt_backend *be, void *y, const void *b, int T, int n) {
@@ -266,16 +378,20 @@ static void cu_rope_forward(const lt_backend *be, void *x, const int32_t *pos, i
                             const float *inv_freq, lt_pool *pool) {
     cuda_state *s = state_of(be);
     (void)pool;
-    const int32_t *d = stage_ints(s, pos, T);
+    void *blk;
+    const int32_t *d = stage_ints(s, pos, T, &blk);
     if (d) RUN(s, lt_cuda_rope_forward(s->cu, x, d, T, nh, hd, inv_freq, &e_));
+    op_done(s, blk);
 }
 
 static void cu_rope_backward(const lt_backend *be, void *dx, const int32_t *pos, int T, int nh, int hd,
                              const float *inv_freq, lt_pool *pool) {
     cuda_state *s = state_of(be);
     (void)pool;
-    const int32_t *d = stage_ints(s, pos, T);
+    void *blk;
+    const int32_t *d = stage_ints(s, pos, T, &blk);
     if (d) RUN(s, lt_cuda_rope_backward(s->cu, dx, d, T, nh, hd, inv_freq, &e_));
+    op_done(s, blk);
 }
 
 /* The pass's segments (train/cpu/kernels.h) as kernels/cuda.h's: the same fields, bf16 pointers. */
@@ -327,44 +443,65 @@ static void cu_swiglu_backward(const lt_backend *be, void *dgate, void *dup, con
     RUN(s, lt_cuda_swiglu_backward(s->cu, dgate, dup, dout, gate, up, n, &e_));
 }
 
+/* The rows' summed loss added on the device (lt_cuda_sum_rows_into: no wait); a unit's head
+ * reads the total once (take_loss), not once a row block. */
+static void add_loss(cuda_state *s, const float *rows, int T) {
+    if (!rows || s->failed != LT_OK) return;
+    RUN(s, lt_cuda_sum_rows_into(s->cu, rows, (size_t)T, LT_CUDA_SUM_LOSS, !s->loss_pending, &e_));
+    if (s->failed == LT_OK) s->loss_pending = true;
+}
+
+static double cu_take_loss(const lt_backend *be) {
+    cuda_state *s = state_of(be);
+    double sum = 0;
+    if (s->loss_pending) RUN(s, lt_cuda_read_sum(s->cu, LT_CUDA_SUM_LOSS, &sum, &e_));
+    s->loss_pending = false;
+    return s->failed == LT_OK ? sum : 0;
+}
+
 static double cu_xent(const lt_backend *be, void *dlogits, const void *logits, const int32_t *targets, int T, int V,
-                      float scale, lt_pool *pool) {
+                      int ld, float scale, lt_pool *pool) {
     cuda_state *s = state_of(be);
     (void)pool;
-    double sum = 0;
-    const int32_t *d = stage_ints(s, targets, T);
-    if (!d || !grow(s, (void **)&s->row_loss, &s->row_loss_cap, (size_t)(T > 0 ? T : 1) * sizeof(float))) return 0;
+    void *blk;
+    const int32_t *d = stage_ints(s, targets, T, &blk);
+    float *rows = d ? op_block(s, (void **)&s->row_loss, &s->row_loss_cap, (size_t)T * sizeof(float)) : NULL;
     /* without a gradient the kernel still writes dlogits: into the logits block, which the
      * head does not read again (in place is allowed) */
-    RUN(s, lt_cuda_xent_forward_backward(s->cu, dlogits ? dlogits : (lt_bf16 *)logits, logits, d, T, V,
-                                         dlogits ? scale : 0.0f, s->row_loss, &e_));
-    RUN(s, lt_cuda_sum_rows(s->cu, s->row_loss, (size_t)T, &sum, &e_));
-    return sum;
+    if (rows) RUN(s, lt_cuda_xent_forward_backward(s->cu, dlogits ? dlogits : (lt_bf16 *)logits, logits, d, T, V, ld,
+                                                   dlogits ? scale : 0.0f, rows, &e_));
+    add_loss(s, rows, T);
+    op_done(s, rows), op_done(s, blk);
+    return 0; /* the sum stays on the device until take_loss */
 }
 
 /* The vocabulary-parallel cross-entropy (kernels/cuda.h lt_cuda_xent_tp_*): the statistics
  * stay on the device; the pass all-reduces them over the TP group in between. */
-static void cu_xent_tp_max(const lt_backend *be, float *rowmax, const void *logits, int T, int V) {
+static void cu_xent_tp_max(const lt_backend *be, float *rowmax, const void *logits, int T, int V, int ld) {
     cuda_state *s = state_of(be);
-    RUN(s, lt_cuda_xent_tp_max(s->cu, rowmax, logits, T, V, &e_));
+    RUN(s, lt_cuda_xent_tp_max(s->cu, rowmax, logits, T, V, ld, &e_));
 }
 
 static void cu_xent_tp_sums(const lt_backend *be, float *sums, const void *logits, const float *rowmax,
-                            const int32_t *targets, int v0, int T, int V) {
+                            const int32_t *targets, int v0, int T, int V, int ld) {
     cuda_state *s = state_of(be);
-    const int32_t *d = stage_ints(s, targets, T);
-    if (d) RUN(s, lt_cuda_xent_tp_sums(s->cu, sums, logits, rowmax, d, v0, T, V, &e_));
+    void *blk;
+    const int32_t *d = stage_ints(s, targets, T, &blk);
+    if (d) RUN(s, lt_cuda_xent_tp_sums(s->cu, sums, logits, rowmax, d, v0, T, V, ld, &e_));
+    op_done(s, blk);
 }
 
 static double cu_xent_tp_finish(const lt_backend *be, void *dlogits, const void *logits, const float *rowmax,
-                                const float *sums, const int32_t *targets, int v0, int T, int V, float scale) {
+                                const float *sums, const int32_t *targets, int v0, int T, int V, int ld,
+                                float scale) {
     cuda_state *s = state_of(be);
-    double sum = 0;
-    const int32_t *d = stage_ints(s, targets, T);
-    if (!d || !grow(s, (void **)&s->row_loss, &s->row_loss_cap, (size_t)(T > 0 ? T : 1) * sizeof(float))) return 0;
-    RUN(s, lt_cuda_xent_tp_finish(s->cu, dlogits, logits, rowmax, sums, d, v0, T, V, scale, s->row_loss, &e_));
-    RUN(s, lt_cuda_sum_rows(s->cu, s->row_loss, (size_t)T, &sum, &e_));
-    return sum;
+    void *blk;
+    const int32_t *d = stage_ints(s, targets, T, &blk);
+    float *rows = d ? op_block(s, (void **)&s->row_loss, &s->row_loss_cap, (size_t)T * sizeof(float)) : NULL;
+    if (rows) RUN(s, lt_cuda_xent_tp_finish(s->cu, dlogits, logits, rowmax, sums, d, v0, T, V, ld, scale, rows, &e_));
+    add_loss(s, rows, T);
+    op_done(s, rows), op_done(s, blk);
+    return 0; /* the sum stays on the device until take_loss */
 }
 
 /* ---------------------------------------------------------------- open, model, optimizer */
@@ -379,14 +516,17 @@ lt_status lt_backend_cuda_open(lt_backend **out, int device, lt_error *err) {
         return st;
     }
     s->be = (lt_backend){
-        .name = "cuda", .act_bytes = 2, .align = LT_ARENA_ALIGN, .host = false, .ctx = s,
+        .name = "cuda", .act_bytes = 2, .align = LT_ARENA_ALIGN, .logits_pad = 64, .host = false, .ctx = s,
         .alloc = cu_alloc, .alloc_failure = cu_alloc_failure, .free = cu_free, .zero = cu_zero, .copy = cu_copy,
         .to_host = cu_to_host, .from_host = cu_from_host, .to_host_f32 = cu_to_host_f32,
-        .from_host_f32 = cu_from_host_f32, .check = cu_check, .add = cu_add, .accumulate = cu_accumulate,
+        .from_host_f32 = cu_from_host_f32, .check = cu_check, .poll = cu_poll,
+        .bind_ints = cu_bind_ints, .unbind_ints = cu_unbind_ints, .take_loss = cu_take_loss,
+        .add = cu_add, .accumulate = cu_accumulate,
         .sum_blocks = cu_sum_blocks,
         .weight = cu_weight, .embed_forward = cu_embed_forward, .embed_backward = cu_embed_backward,
         .rmsnorm_forward = cu_rmsnorm_forward, .rmsnorm_backward = cu_rmsnorm_backward,
         .linear_forward = cu_linear_forward, .linear_backward = cu_linear_backward,
+        .linear_forward_ld = cu_linear_forward_ld, .linear_backward_ld = cu_linear_backward_ld,
         .bias_forward = cu_bias_forward, .bias_backward = cu_bias_backward,
         .rope_forward = cu_rope_forward, .rope_backward = cu_rope_backward,
         .attention_forward = cu_attention_forward, .attention_backward = cu_attention_backward,
@@ -402,6 +542,10 @@ void lt_backend_cuda_close(lt_backend *be) {
     cuda_state *s = state_of(be);
     lt_error e;
     (void)lt_cuda_sync(s->cu, &e); /* nothing queued may still use what is freed below */
+    for (int i = 0; i < s->n_bound; i++)
+        if (!s->arena) lt_cuda_free(s->cu, s->bound[i].dev); /* (arena blocks go with it) */
+    free(s->bound);
+    lt_cuda_use_arena(s->cu, NULL); /* the scratch's block back before the arena goes */
     lt_arena_destroy(s->arena);
     lt_cuda_free(s->cu, s->arena_base);
     lt_cuda_free(s->cu, s->ints), lt_cuda_free(s->cu, s->row_loss), lt_cuda_free(s->cu, s->tmp);
@@ -431,14 +575,33 @@ lt_status lt_backend_cuda_reserve(lt_backend *be, size_t bytes, const char *what
     }
     st = lt_cuda_malloc(s->cu, &s->arena_base, bytes, err);
     if (st == LT_OK) st = lt_arena_create(&s->arena, s->arena_base, bytes, err);
-    if (st != LT_OK) lt_cuda_free(s->cu, s->arena_base), s->arena_base = NULL;
-    return st;
+    if (st != LT_OK) {
+        lt_cuda_free(s->cu, s->arena_base), s->arena_base = NULL;
+        return st;
+    }
+    /* from here on a step allocates nothing outside the arena: the kernels' scratch comes
+     * from it, the op buffers kept so far go (their users take arena blocks), and the
+     * pinned staging of the uploads is sized for a unit's ids, positions and targets at
+     * the arena's scale (a 256K-token unit: 3 MiB; it grows, counted, if ever short) */
+    lt_cuda_use_arena(s->cu, s->arena);
+    st = lt_cuda_sync(s->cu, err);
+    if (st != LT_OK) return st;
+    lt_cuda_free(s->cu, s->ints), lt_cuda_free(s->cu, s->row_loss), lt_cuda_free(s->cu, s->tmp);
+    s->ints = NULL, s->row_loss = NULL, s->tmp = NULL, s->ints_cap = s->row_loss_cap = s->tmp_cap = 0;
+    return lt_cuda_reserve_upload(s->cu, (size_t)3 << 20, err);
 }
 
 size_t lt_backend_cuda_peak(const lt_backend *be) {
     const cuda_state *s = state_of(be);
     return s->arena ? lt_arena_peak(s->arena) : 0;
 }
+
+void lt_backend_cuda_reset_peak(lt_backend *be) {
+    cuda_state *s = state_of(be);
+    if (s->arena) lt_arena_reset_peak(s->arena);
+}
+
+void lt_backend_cuda_counts(const lt_backend *be, lt_cuda_counts *out) { lt_cuda_get_counts(state_of(be)->cu, out); }
 
 /* The moments on the device, zeroed when new. */
 static lt_status moments(cuda_state *s, size_t n, lt_error *err) {
@@ -572,6 +735,18 @@ void lt_backend_cuda_streams(const lt_backend *be, void **compute, void **comm) 
 
 lt_status lt_backend_cuda_sum_squares(const lt_backend *be, const float *g, size_t n, double *sq, lt_error *err) {
     return lt_cuda_sum_squares(state_of(be)->cu, g, n, sq, err);
+}
+
+lt_status lt_backend_cuda_sum_squares_ranges(const lt_backend *be, const float *g, const size_t *off,
+                                             const size_t *len, int n, double *sq, lt_error *err) {
+    lt_cuda *cu = state_of(be)->cu;
+    lt_status st = LT_OK;
+    bool any = false;
+    *sq = 0;
+    for (int i = 0; st == LT_OK && i < n; i++)
+        if (len[i] > 0) st = lt_cuda_sum_squares_into(cu, g + off[i], len[i], LT_CUDA_SUM_NORM, !any, err), any = true;
+    if (st == LT_OK && any) st = lt_cuda_read_sum(cu, LT_CUDA_SUM_NORM, sq, err);
+    return st;
 }
 
 lt_status lt_backend_cuda_scale(const lt_backend *be, float *g, size_t n, float coef, lt_error *err) {

@@ -540,6 +540,9 @@ static int32_t *local_ids(const lt_llama *m, const lt_acts *a) {
  * its vocabulary rows, the cross-entropy's row maxima and sums are all-reduced over the
  * group (Megatron's vocab-parallel cross-entropy: no rank holds a whole row of logits), and
  * the final norm's input gradient, partial per rank, is reduce-scattered into SP rows.
+ * The logits block's rows are ld = V rounded up to the backend's logits_pad apart (64 on
+ * the GPU: an odd V such as GPT-2's 50257 would leave rows 2-byte aligned, the GEMMs and
+ * the cross-entropy on their slow paths); the padding columns are never written or read.
  */
 static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a, const lt_llama_views *grads,
                               float *logits_out, lt_pool *pool, lt_error *err) {
@@ -554,7 +557,8 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
     if (block < 1) block = 1;
     float *nf = be->alloc(be, (TC ? TC : 1) * es, false);
     float *rstd = be->alloc(be, (size_t)(d.Tl ? d.Tl : 1) * sizeof(float), false);
-    float *logits = be->alloc(be, (size_t)block * (size_t)d.V * es, false);
+    int ld = lt_backend_logits_ld(be, d.V); /* the logits rows' stride (padded) */
+    float *logits = be->alloc(be, (size_t)block * (size_t)ld * es, false);
     float *dnf = grad ? be->alloc(be, (TC ? TC : 1) * es, true) : NULL;
     /* tensor-parallel: every row's normed input, its partial gradient, the block array, the
      * cross-entropy's statistics (rowmax, sums, target logits) */
@@ -568,7 +572,7 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
         if (tp) be->free(be, nff), be->free(be, dnff), be->free(be, pad), be->free(be, stats);
         return lt_backend_nomem(be, err, NULL, "out of memory for the LM head of a %d-token unit (%s)", d.T, be->name);
     }
-    size_t bytes = (TC * (grad ? 2u : 1u) + (size_t)block * (size_t)d.V) * es + (size_t)d.Tl * sizeof(float);
+    size_t bytes = (TC * (grad ? 2u : 1u) + (size_t)block * (size_t)ld) * es + (size_t)d.Tl * sizeof(float);
     if (tp) bytes += FC * es * (grad ? 2u : 1u) + pad_bytes + stat_bytes;
     held(pass, bytes);
     be->rmsnorm_forward(be, nf, rstd, a->out, WEIGHT(m->w.final_norm), d.Tl, d.C, (float)m->shape.norm_eps, pool);
@@ -579,25 +583,28 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
         int rows = d.T - r0 < block ? d.T - r0 : block;
         const float *x = at(nff, (size_t)r0 * d.C * es);
         const int32_t *tg = a->targets + r0;
-        be->linear_forward(be, logits, x, WEIGHT(m->w.lm_head), rows, d.C, d.V);
-        if (logits_out) st = be->to_host_f32(be, logits_out + (size_t)r0 * d.V, logits, (size_t)rows * d.V, err);
+        be->linear_forward_ld(be, logits, x, WEIGHT(m->w.lm_head), rows, d.C, d.V, ld);
+        if (logits_out && ld == d.V)
+            st = be->to_host_f32(be, logits_out + (size_t)r0 * d.V, logits, (size_t)rows * d.V, err);
+        for (int r = 0; logits_out && ld != d.V && st == LT_OK && r < rows; r++) /* the padding left behind */
+            st = be->to_host_f32(be, logits_out + (size_t)(r0 + r) * d.V, at(logits, (size_t)r * ld * es), d.V, err);
         if (!tp) {
-            loss += be->xent(be, grad ? logits : NULL, logits, tg, rows, d.V, pass->loss_scale, pool);
+            loss += be->xent(be, grad ? logits : NULL, logits, tg, rows, d.V, ld, pass->loss_scale, pool);
         } else {
             float *rowmax = stats, *sums = stats + block;
-            be->xent_tp_max(be, rowmax, logits, rows, d.V);
+            be->xent_tp_max(be, rowmax, logits, rows, d.V, ld);
             if ((st = be->check(be, err)) == LT_OK) st = m->tp_ops->all_reduce(m->tp_ops->ctx, rowmax, (size_t)rows, true, err);
-            if (st == LT_OK) be->xent_tp_sums(be, sums, logits, rowmax, tg, m->vocab0, rows, d.V);
+            if (st == LT_OK) be->xent_tp_sums(be, sums, logits, rowmax, tg, m->vocab0, rows, d.V, ld);
             if (st == LT_OK && (st = be->check(be, err)) == LT_OK)
                 st = m->tp_ops->all_reduce(m->tp_ops->ctx, sums, 2 * (size_t)rows, false, err);
             if (st == LT_OK)
                 loss += be->xent_tp_finish(be, grad ? logits : NULL, logits, rowmax, sums, tg, m->vocab0, rows, d.V,
-                                           pass->loss_scale);
+                                           ld, pass->loss_scale);
         }
         for (int r = 0; r < rows; r++) predicting += tg[r] >= 0;
         if (st == LT_OK && grad)
-            be->linear_backward(be, at(dnff, (size_t)r0 * d.C * es), grads->lm_head, logits, x, WEIGHT(m->w.lm_head),
-                                rows, d.C, d.V);
+            be->linear_backward_ld(be, at(dnff, (size_t)r0 * d.C * es), grads->lm_head, logits, x,
+                                   WEIGHT(m->w.lm_head), rows, d.C, d.V, ld);
     }
     if (st == LT_OK && grad && tp) st = sp_reduce_scatter(m, a, dnf, dnff, (size_t)d.C, es, pad, err);
     if (st == LT_OK && grad) {
@@ -605,6 +612,7 @@ static lt_status head_forward(const lt_llama *m, const lt_pass *pass, lt_acts *a
         be->rmsnorm_backward(be, a->dnf_in, grads->final_norm, dnf, a->out, WEIGHT(m->w.final_norm), rstd, d.Tl, d.C,
                              pool);
     }
+    if (be->take_loss) loss += be->take_loss(be); /* kept on the device (the GPU): one read a unit */
     if (st == LT_OK) st = be->check(be, err);
     a->loss_sum = loss;
     a->n_predicting = predicting;
@@ -787,6 +795,24 @@ static void fwd_scratch_free(const lt_llama *m, const lt_pass *pass, fwd_scratch
     memset(s, 0, sizeof *s);
 }
 
+/* The members' ids, positions and targets (a->ibuf, unchanged during a pass) handed to the
+ * backend for the pass: on the GPU one upload a unit, read by every layer's RoPE and every
+ * head block, not one per call. */
+static void bind_rows(const lt_backend *be, const lt_acts *a, int G) {
+    for (int g = 0; be->bind_ints && g < G; g++) be->bind_ints(be, a[g].ibuf, 3 * (size_t)a[g].T);
+}
+
+static void unbind_rows(const lt_backend *be, const lt_acts *a, int G) {
+    for (int g = 0; be->unbind_ints && g < G; g++) be->unbind_ints(be, a[g].ibuf);
+}
+
+/* A backend's failures known so far, read between layers without waiting for the GPU (its
+ * check, which waits, ends each pass): a kernel's execution error shows at the pass's end,
+ * or at once under LONGTAIL_CUDA_SYNC=1. */
+static lt_status layer_status(const lt_backend *be, lt_error *err) {
+    return be->poll ? be->poll(be, err) : be->check(be, err);
+}
+
 lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const lt_batch *b, const lt_train_unit *u,
                                  int G, const float *const *in, lt_kvctx *kv, lt_acts *a,
                                  const lt_llama_views *grads, const lt_cp_hooks *hooks, double *loss_sum,
@@ -809,6 +835,7 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
     size_t es = be->act_bytes;
     fwd_scratch *s = calloc((size_t)G, sizeof *s);
     st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    bind_rows(be, a, G);
     for (int g = 0; st == LT_OK && g < G; g++) st = fwd_scratch_alloc(m, pass, &u[g], &a[g], &s[g], err);
     for (int g = 0; st == LT_OK && g < G; g++) {
         size_t TC = (size_t)a[g].Tl * (size_t)m->shape.hidden;
@@ -818,15 +845,17 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
     }
     /* per layer in lockstep: every member's K/V in the context before any member's attention
      * (context parallelism's K/V exchange, Megatron-LM CP / ring attention, in one process).
-     * A backend's failure (a GPU launch) is kept by the backend and read after each layer,
-     * before a hook hands its buffers to another process. */
+     * A backend's failure (a GPU launch) is kept by the backend and read after each half
+     * layer, before a hook hands its buffers to another process; without waiting: a device
+     * hook orders itself after the queued kernels (train/dist/comm.h), and the pass waits
+     * once, at its end (the head's check, or the one below). */
     for (int l = pass->l0; st == LT_OK && l < pass->l1; l++) {
         if (hooks && hooks->weights && (st = hooks->weights(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; st == LT_OK && g < G; g++) st = layer_pre_forward(m, &u[g], kv, &a[g], l, &s[g], pool, err);
-        if (st != LT_OK || (st = be->check(be, err)) != LT_OK) break;
+        if (st != LT_OK || (st = layer_status(be, err)) != LT_OK) break;
         if (hooks && hooks->kv_ready && (st = hooks->kv_ready(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; st == LT_OK && g < G; g++) st = layer_post_forward(m, &u[g], kv, &a[g], l, &s[g], pool, err);
-        if (st != LT_OK || (st = be->check(be, err)) != LT_OK) break;
+        if (st != LT_OK || (st = layer_status(be, err)) != LT_OK) break;
     }
     for (int g = 0; s && g < G; g++) fwd_scratch_free(m, pass, &s[g]);
     free(s);
@@ -835,6 +864,8 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
         st = head_forward(m, pass, &a[g], grads, NULL, pool, err);
         total += a[g].loss_sum;
     }
+    if (st == LT_OK && !pass->head) st = be->check(be, err);
+    unbind_rows(be, a, G);
     if (st == LT_OK && loss_sum) *loss_sum = total;
     return st;
 }
@@ -1082,6 +1113,7 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
     size_t es = be->act_bytes;
     bwd_scratch *s = calloc((size_t)G, sizeof *s);
     st = s || G == 0 ? LT_OK : lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    bind_rows(be, a, G);
     for (int g = 0; st == LT_OK && g < G; g++) /* dK/dV at the sample's first backward over these layers */
         for (int i = 0; st == LT_OK && i < u[g].n_slices; i++)
             st = lt_kvctx_reserve_grad(kv, u[g].slices[i].sample, pass->l0, pass->l1, err);
@@ -1097,11 +1129,11 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
         if (hooks && hooks->dkv_begin && (st = hooks->dkv_begin(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; st == LT_OK && g < G; g++)
             st = layer_post_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool, err);
-        if (st != LT_OK || (st = be->check(be, err)) != LT_OK) break;
+        if (st != LT_OK || (st = layer_status(be, err)) != LT_OK) break;
         if (hooks && hooks->dkv_ready && (st = hooks->dkv_ready(hooks->ctx, l, err)) != LT_OK) break;
         for (int g = 0; st == LT_OK && g < G; g++)
             st = layer_pre_backward(m, &u[g], kv, &a[g], grads, l, &s[g], pool, err);
-        if (st != LT_OK || (st = be->check(be, err)) != LT_OK) break;
+        if (st != LT_OK || (st = layer_status(be, err)) != LT_OK) break;
         if (hooks && hooks->layer_done && (st = hooks->layer_done(hooks->ctx, l, err)) != LT_OK) break;
     }
     for (int g = 0; st == LT_OK && g < G; g++) {
@@ -1110,6 +1142,7 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
         else be->accumulate(be, din[g], s[g].dx, TC);
     }
     if (st == LT_OK) st = be->check(be, err);
+    unbind_rows(be, a, G);
     for (int g = 0; s && g < G; g++) bwd_scratch_free(m, pass, &s[g]);
     free(s);
     return st;
@@ -1153,6 +1186,7 @@ lt_status lt_llama_forward_part(const lt_llama *m, const lt_pass *pass, lt_layer
     for (int i = 0; part == LT_LAYER_ATTN && st == LT_OK && i < u->n_slices; i++)
         st = lt_kvctx_reserve(kv, u->slices[i].sample, l, l + 1, err);
     fwd_scratch s = {0};
+    bind_rows(be, a, 1);
     if (st == LT_OK && (part != LT_LAYER_PRE || (pass->embed && m->tp > 1))) st = fwd_scratch_alloc(m, pass, u, a, &s, err);
     if (st == LT_OK && part == LT_LAYER_PRE) { /* x = the embedding or the input, n1 = rmsnorm(x) */
         if (pass->embed) st = embed_forward(m, a, a->layer[0].x, &s, err);
@@ -1167,6 +1201,7 @@ lt_status lt_llama_forward_part(const lt_llama *m, const lt_pass *pass, lt_layer
     if (st == LT_OK) st = be->check(be, err);
     fwd_scratch_free(m, pass, &s);
     if (st == LT_OK && pass->head) st = head_forward(m, pass, a, grads, NULL, pool, err);
+    unbind_rows(be, a, 1);
     if (st == LT_OK && loss_sum) *loss_sum = pass->head ? a->loss_sum : 0;
     return st;
 }
@@ -1214,6 +1249,7 @@ lt_status lt_llama_backward_part(const lt_llama *m, const lt_pass *pass, lt_laye
         st = lt_kvctx_reserve_grad(kv, u->slices[i].sample, l, l + 1, err);
     bwd_scratch s;
     memset(&s, 0, sizeof s);
+    bind_rows(be, a, 1);
     if (st == LT_OK) st = bwd_scratch_alloc(m, pass, u, a, &s, err);
     if (st == LT_OK) { /* what crosses the parts lives in pg (with tp = 1 full and part alias dx and dn) */
         s.dx = pg->dres, s.dn = pg->dn1, s.datt = pg->datt;
@@ -1231,6 +1267,7 @@ lt_status lt_llama_backward_part(const lt_llama *m, const lt_pass *pass, lt_laye
         else be->accumulate(be, din, s.dx, TC);
     }
     if (st == LT_OK) st = be->check(be, err);
+    unbind_rows(be, a, 1);
     bwd_scratch_free(m, pass, &s);
     return st;
 }
