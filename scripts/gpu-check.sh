@@ -19,17 +19,27 @@
 #                         MFU against the GPU's bf16 dense peak (target >= 50 %), the
 #                         simulator's step-time error (target <= 5 %) and memory error
 #                         (target <= 2 %);
-#                      4. `trainer calibrate` with train.backend = cuda (the 1B model's layer)
+#                      4. the shapes a long-context run meets (bench/gpu/bench_kernels
+#                         --shapes): the 1B layer's GEMMs and the LM head with its
+#                         cross-entropy at V = 50257 on an 8K unit, attention forward +
+#                         backward of one causal sample of 8K, 64K, 128K and 256K tokens
+#                         (checked against a host reference at two rows); a row per figure;
+#                      5. a sanitizer pass: tests/kernels/test_cuda_attention under
+#                         compute-sanitizer --tool memcheck, then --tool racecheck (any error
+#                         reported fails); without a compute-sanitizer ($LONGTAIL_COMPUTE_SANITIZER,
+#                         PATH, /usr/local/cuda, the CUDA wheels; `none`: do not look) or where it
+#                         refuses the device, once with CUDA_LAUNCH_BLOCKING=1 LONGTAIL_CUDA_SYNC=1;
+#                      6. `trainer calibrate` with train.backend = cuda (the 1B model's layer)
 #                         writing OUT/h100.ini or OUT/h200.ini;
-#                      5. `trainer check` (the oracle: the whole step on the GPU against the
+#                      7. `trainer check` (the oracle: the whole step on the GPU against the
 #                         CPU fp32 executor) with train.backend = cuda on a small model;
-#                      6. with two or more GPUs and mpirun: tensor parallelism over NCCL
+#                      8. with two or more GPUs and mpirun: tensor parallelism over NCCL
 #                         (`trainer check` at tp 2, every rank's part on its GPU against one
 #                         CPU fp32 process) and zero1 at dp 2 (`train --db` 4 steps beside
 #                         shard none: the last losses within 1 %, the model-state bytes against
 #                         the cost model's). NCCL takes one rank per GPU, so with one GPU these
 #                         are reported as NEEDS 2 GPUS: neither passed nor failed, counted apart;
-#                      7. the scratch kernel programs of dev/cuda that --prepare built (each
+#                      9. the scratch kernel programs of dev/cuda that --prepare built (each
 #                         checks its numbered versions against a CPU reference and times them;
 #                         nothing is compiled or emulated here).
 #                    Each step runs under `timeout` with its own limit (below), cut to what is
@@ -64,9 +74,10 @@
 #                    --quick run ends within about 8 minutes)
 #   --limit STEP=S   the limit of a step, in seconds (repeatable). STEP and default:
 #                    build 600 (configure + make, only without a build), tests 90 (each test
-#                    program), bench_kernels 90, bench1b 240 (600 with --full), calibrate 150,
-#                    check 120 (dataprep + planner + trainer check), two_gpu 180 (each row),
-#                    dev_cuda 60 (each program)
+#                    program), bench_kernels 90, bench1b 240 (600 with --full), shapes 90,
+#                    sanitizer 60 (each of memcheck, racecheck or the synchronized run),
+#                    calibrate 150, check 120 (dataprep + planner + trainer check), two_gpu 180
+#                    (each row), dev_cuda 60 (each program)
 #   --keep           keep the temporary work folder (its path is printed) for a look after
 #
 # Exit status: 0 every check ran and met its target; 1 a check failed, timed out, missed its
@@ -77,8 +88,8 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mode=run build="" carried="" out="${OUT:-$ROOT/_build/gpu-check-out}" quick=1 budget="" keep=0
 # the per-step limits in seconds (--limit STEP=S); the 1B benchmark's grows with --full
-declare -A LIMIT=([build]=600 [tests]=90 [bench_kernels]=90 [bench1b]=240 [calibrate]=150
-                  [check]=120 [two_gpu]=180 [dev_cuda]=60)
+declare -A LIMIT=([build]=600 [tests]=90 [bench_kernels]=90 [bench1b]=240 [shapes]=90 [sanitizer]=60
+                  [calibrate]=150 [check]=120 [two_gpu]=180 [dev_cuda]=60)
 declare -A user_limit=()
 usage_error() { echo "gpu-check: error: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -222,7 +233,7 @@ esac
 steps=12
 [ "$quick" = 1 ] && steps=4
 limits=""
-for key in build tests bench_kernels bench1b calibrate check two_gpu dev_cuda; do limits="$limits $key ${LIMIT[$key]} s,"; done
+for key in build tests bench_kernels bench1b shapes sanitizer calibrate check two_gpu dev_cuda; do limits="$limits $key ${LIMIT[$key]} s,"; done
 {
   echo "- device: $gpu_name, $gpu_mem, driver $driver ($n_gpus GPU(s))"
   echo "- bf16 dense peak: ${peak:-unknown for this GPU (MFU not judged)} TFLOP/s"
@@ -467,7 +478,118 @@ if step_begin bench1b "1B Llama benchmark ($steps steps, 8K units, megatron pack
   fi
 fi
 
-# ---------------------------------------------------------------- 4. calibrate
+# ---------------------------------------------------------------- 4. realistic shapes
+# The shapes a long-context run meets, each a few runs (bench/gpu/bench_kernels --shapes): the
+# 1B layer's GEMMs and the LM head at V = 50257 on an 8K unit, attention of one causal sample
+# of 8K to 256K tokens (checked against a host reference at two rows). The program keeps
+# within the seconds it is given (a longer attention is skipped when its predicted time does
+# not fit), ten seconds short of the step's limit; a row for each figure line it printed.
+shapes_rows() {
+  local l t
+  while IFS= read -r l; do
+    case "$l" in
+      layer_gemms\ *) row "1B layer GEMMs, forward + backward (8K unit)" PASS "$l" ;;
+      lm_head\ *) row "LM head + cross-entropy, V = 50257, padded rows (8K unit)" PASS "$l" ;;
+      attention\ *)
+        t=$(sed -n 's/^attention T=\([0-9]*\) .*/\1/p' <<<"$l")
+        case "$l" in
+          *skipped=*) row "attention fwd+bwd at T = $t (one causal sample)" "NOT RUN (skipped)" "$l" ;;
+          *) row "attention fwd+bwd at T = $t (one causal sample)" PASS "$l" ;;
+        esac ;;
+    esac
+  done < <(last_out | grep -E '^(layer_gemms|lm_head|attention) ')
+}
+shapes_name="realistic shapes (bench_kernels --shapes: 1B layer GEMMs, LM head V = 50257, attention 8K-256K)"
+if [ ! -x "$build/bench/gpu/bench_kernels" ]; then
+  row_now "$shapes_name" "MISSING" "bench/gpu/bench_kernels did not build"
+elif step_begin shapes "$shapes_name"; then
+  shapes_s=$(($(step_left) - 10))
+  [ "$shapes_s" -lt 5 ] && shapes_s=5
+  if run_logged "$build/bench/gpu/bench_kernels" --shapes "$shapes_s"; then
+    shapes_rows
+    last_out | grep -q '^shapes: ' || row "$shapes_name" FAIL "no 'shapes:' summary line; see gpu-check.log"
+  elif timed_out; then shapes_rows; row_timeout
+  else
+    shapes_rows
+    row "$shapes_name" FAIL "$(last_out | grep -m1 'error' || echo "exit status $last_rc")"
+  fi
+fi
+
+# ---------------------------------------------------------------- 5. a sanitizer pass
+# One GPU test program, the attention's (hand-written mma.sync / ldmatrix / cp.async kernels,
+# small shapes), under compute-sanitizer's memcheck (out-of-bounds and misaligned accesses,
+# API errors) and racecheck (shared-memory hazards), each with the `sanitizer` limit. Without
+# a compute-sanitizer, or where it refuses the device (some sandboxed machines: "Device not
+# supported"), the same program once with every launch synchronized instead
+# (CUDA_LAUNCH_BLOCKING=1, LONGTAIL_CUDA_SYNC=1: a kernel's error reported under its own name).
+# Any error reported is a FAIL, with the count and the first one in the row.
+# find_sanitizer: the compute-sanitizer to use, on stdout; 1 when there is none
+find_sanitizer() {
+  local p
+  case "${LONGTAIL_COMPUTE_SANITIZER:-}" in
+    none) return 1 ;;
+    ?*) [ -x "$LONGTAIL_COMPUTE_SANITIZER" ] && echo "$LONGTAIL_COMPUTE_SANITIZER"; return ;;
+  esac
+  for p in "$(command -v compute-sanitizer 2>/dev/null)" "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer" \
+           /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer \
+           "$py_nvidia"/nvidia/*/bin/compute-sanitizer "$py_nvidia"/nvidia/*/compute-sanitizer/compute-sanitizer; do
+    if [ -n "$p" ] && [ -f "$p" ] && [ -x "$p" ]; then echo "$p"; return 0; fi
+  done
+  return 1
+}
+# san_first: the first error compute-sanitizer reported in the step's output, with the
+# "at KERNEL" line after it
+san_first() {
+  last_out | awk '/^========= [^ ]/ && !/COMPUTE-SANITIZER|SUMMARY/ && !first { first = $0; next }
+                  first && /^========= +at / { print first " " substr($0, 11); done = 1; exit }
+                  END { if (first && !done) print first }' | sed 's/^========= //; s/  */ /g' | cut -c1-300
+}
+san_name=tests/kernels/test_cuda_attention san_prog=$build/tests/kernels/test_cuda_attention san_note=""
+if [ ! -x "$san_prog" ]; then
+  row_now "sanitizer pass ($san_name)" "MISSING" "no $san_name in the build"
+else
+  if san=$(find_sanitizer); then
+    for tool in memcheck racecheck; do
+      step_begin sanitizer "compute-sanitizer --tool $tool $san_name" || continue
+      run_logged env CMOCKA_MESSAGE_OUTPUT=TAP "$san" --tool "$tool" --print-limit 20 "$san_prog"
+      if timed_out; then row_timeout; continue; fi
+      if last_out | grep -q -i 'device not supported'; then
+        san_note="compute-sanitizer ($san) refused the device here ($(last_out | grep -m1 -i 'device not supported' |
+          sed 's/^========= //')), so instead: "
+        step_limit=0
+        echo "gpu-check: $step_name: the sanitizer cannot run on this machine; running with synchronized launches" >&2
+        break
+      fi
+      n_err=$(last_out | sed -n 's/.*ERROR SUMMARY: \([0-9][0-9]*\) error.*/\1/p' | tail -1)
+      n_race=$(last_out | sed -n 's/.*RACECHECK SUMMARY: .*(\([0-9][0-9]*\) error.*/\1/p' | tail -1)
+      race_sum=$(last_out | grep -m1 -o 'RACECHECK SUMMARY: .*' || true)
+      if [ -z "$n_err$n_race" ]; then
+        row "$step_name" FAIL "compute-sanitizer ended without its summary (exit status $last_rc): $(last_out | tail -1 | cut -c1-200)"
+      elif [ "${n_err:-0}" -gt 0 ] || [ "${n_race:-0}" -gt 0 ]; then
+        row "$step_name" FAIL "$((${n_err:-0} > ${n_race:-0} ? ${n_err:-0} : ${n_race:-0})) error(s) reported${race_sum:+ ($race_sum)}; the first: $(san_first)"
+      elif [ "$last_rc" != 0 ] || last_out | grep -q -E '^not ok|# SKIP'; then
+        row "$step_name" FAIL "no sanitizer error, but the test failed under it: $(last_out | grep -m1 -E '^not ok|# SKIP' || echo "exit status $last_rc")"
+      else
+        row "$step_name" PASS "0 errors${race_sum:+ ($race_sum)}; $(last_out | grep -c '^ok ') tests pass under it ($san)"
+      fi
+    done
+  else
+    san_note="no compute-sanitizer (PATH, /usr/local/cuda, the CUDA wheels), so instead: "
+  fi
+  if [ -n "$san_note" ] &&
+     step_begin sanitizer "$san_name with CUDA_LAUNCH_BLOCKING=1 LONGTAIL_CUDA_SYNC=1"; then
+    run_logged env CMOCKA_MESSAGE_OUTPUT=TAP CUDA_LAUNCH_BLOCKING=1 LONGTAIL_CUDA_SYNC=1 "$san_prog"
+    n_err=$(last_out | grep -c 'CUDA error')
+    if timed_out; then row_timeout
+    elif [ "$last_rc" = 0 ] && [ "$n_err" = 0 ] && ! last_out | grep -q '# SKIP'; then
+      row "$step_name" PASS "${san_note}every launch synchronized: 0 CUDA errors, $(last_out | grep -c '^ok ') tests pass"
+    else
+      row "$step_name" FAIL "${san_note}$n_err CUDA error(s); the first: $(last_out | grep -m1 -E 'CUDA error|^not ok|# SKIP' || echo "exit status $last_rc")"
+    fi
+  fi
+fi
+
+# ---------------------------------------------------------------- 6. calibrate
 if [ -z "$profile" ]; then
   row_now "trainer calibrate (cuda)" "NOT RUN" "no profile name for $gpu_name (h100 / h200)"
 elif step_begin calibrate "trainer calibrate (cuda) -> $profile.ini"; then
@@ -485,7 +607,7 @@ elif step_begin calibrate "trainer calibrate (cuda) -> $profile.ini"; then
   fi
 fi
 
-# ---------------------------------------------------------------- 5. trainer check (the whole step)
+# ---------------------------------------------------------------- 7. trainer check (the whole step)
 if step_begin check "trainer check on the GPU (slimpack, small)"; then
   if run_logged "$build/dataprep/dataprep" run --input "$ROOT/data/sample/mixed-0.jsonl.gz" --encoding r50k_base \
        --vocab-dir "$ROOT/data/vocab" --out "$work/data" -q; then
@@ -517,7 +639,7 @@ INI
   fi
 fi
 
-# ---------------------------------------------------------------- 6. two GPUs: tp 2, zero1 at dp 2
+# ---------------------------------------------------------------- 8. two GPUs: tp 2, zero1 at dp 2
 if [ "$n_gpus" -lt 2 ] || ! command -v mpirun >/dev/null 2>&1; then
   row_now "tp 2 and zero1 over NCCL" "NEEDS 2 GPUS" "$n_gpus GPU(s)$(command -v mpirun >/dev/null 2>&1 || echo ', no mpirun'): NCCL takes one rank per GPU"
 elif [ ! -f "$work/check.ini" ] || [ ! -d "$work/data" ]; then
@@ -556,7 +678,7 @@ else
   fi
 fi
 
-# ---------------------------------------------------------------- 7. dev/cuda scratch programs
+# ---------------------------------------------------------------- 9. dev/cuda scratch programs
 # Only what --prepare built and carried (nvcc and the OpenBLAS emulation have no place on the
 # device machine): each program checks every version against its CPU reference, exits 1 if
 # one fails, and prints the timings (kept in gpu-check.log).

@@ -103,7 +103,7 @@ standin "$fake/bench/gpu/bench_kernels" 'if [ "${1:-}" != --shapes ]; then echo 
   'else echo "attention T=262144 samples=1 nh=32 nkv=4 hd=64 runs=1 fwd_ms=9.0 bwd_ms=22.5 fwd_tflops=300.0 fwdbwd_tflops=290.0 out_rel_err=3.00e-03 lse_rel_err=1.00e-06"; a=290.0; fi' \
   'echo "shapes: layer_gemm_tflops=560.0 lm_head_tflops=506.0 attn8k_tflops=290.0 attn64k_tflops=290.0 attn128k_tflops=290.0 attn256k_tflops=$a"'
 # stand-in compute-sanitizers (--tool TOOL --print-limit N PROGRAM): clean; memcheck reporting
-# errors (racecheck clean); one that refuses the device, as on a gVisor machine
+# errors (racecheck clean); one that refuses the device, as on some sandboxed machines
 for kind in clean error refuse; do
   mkdir -p "$tmp/san-$kind"
   standin "$tmp/san-$kind/compute-sanitizer" 'tool=$2; prog=$5; echo "========= COMPUTE-SANITIZER"' \
