@@ -68,6 +68,24 @@ static uint32_t grads_owner(const pipe_run *pr, uint32_t v) {
     return v;
 }
 
+/* The parts of F op v's (unit, layer) that run here from v on (v owning the layer's
+ * activations): along the model path while the layer's next part runs here. */
+static unsigned parts_here(const pipe_run *pr, uint32_t v) {
+    unsigned parts = 0;
+    while (v != LT_DEP_NONE) {
+        parts |= 1u << pr->deps.op[v]->part;
+        size_t ns;
+        const lt_dep *s = lt_deps_succs(&pr->deps, v, &ns);
+        uint32_t next = LT_DEP_NONE;
+        for (size_t k = 0; k < ns && next == LT_DEP_NONE; k++)
+            if (s[k].kind == LT_DEP_PATH && pr->deps.op[s[k].op]->kind != LT_OP_B && exec_local(pr, s[k].op) &&
+                pr->deps.op[s[k].op]->layer_begin == pr->deps.op[v]->layer_begin)
+                next = s[k].op;
+        v = next;
+    }
+    return parts;
+}
+
 /* The part op's layer activations here, or NULL. */
 static lt_acts *part_acts(pipe_run *pr, uint32_t v) {
     v = acts_owner(pr, v);
@@ -99,34 +117,41 @@ static lt_status part_check(pipe_run *pr, uint32_t v, lt_error *err) {
     return LT_OK;
 }
 
-/* A layer part's two tensors between a buffer (the transfer's: first, then second) and
- * where the op keeps them: out of (pack) or into (!pack) a and b. */
-static void part_xfer(const lt_backend *be, void *buf, size_t first, size_t total, void *a, void *b, bool pack) {
-    if (pack) be->copy(be, buf, a, first), be->copy(be, (char *)buf + first, b, total - first);
-    else be->copy(be, a, buf, first), be->copy(be, b, (char *)buf + first, total - first);
-}
-
-/* Pack what part op v sends to another stage (the first tensor a, the second b) into its tx. */
+/* Pack what part op v sends to another stage (the first tensor a, the second b) into its tx
+ * (a NULL: the first is there already, passed through from what v received). */
 static lt_status part_pack(pipe_run *pr, uint32_t v, void *a, void *b, lt_error *err) {
     op_state *o = &pr->ops[v];
     const lt_backend *be = exec_be(pr);
     size_t first, bytes = exec_part_xfer_bytes(pr, v, false, &first);
     if (bytes == 0) return LT_OK; /* its successor runs here */
-    if (!(o->tx = be->alloc(be, bytes, false)))
+    if (!o->tx && !(o->tx = be->alloc(be, bytes, false)))
         return lt_backend_nomem(be, err, NULL, "out of memory for a %zu-byte layer part transfer", bytes);
-    o->tx_bytes = bytes;
-    exec_track(pr, bytes);
-    part_xfer(be, o->tx, first, bytes, a, b, true);
+    if (!o->tx_bytes) o->tx_bytes = bytes, exec_track(pr, bytes);
+    if (a) be->copy(be, o->tx, a, first);
+    be->copy(be, (char *)o->tx + first, b, bytes - first);
     return LT_OK;
 }
 
-/* Unpack what part op v received (its rx) into a and b, and free it. */
+/* Unpack what part op v received (its rx) into a and b, and free it. a NULL (an attention
+ * part whose layer's residual is kept on neither side here): the first tensor goes straight
+ * into the op's tx, passed on to the post-attention's stage. */
 static lt_status part_unpack(pipe_run *pr, uint32_t v, void *a, void *b, lt_error *err) {
     op_state *o = &pr->ops[v];
     const lt_backend *be = exec_be(pr);
     size_t first, bytes = exec_part_xfer_bytes(pr, v, true, &first);
     if (!o->rx || bytes != o->rx_bytes) return exec_op_error(pr, v, err, "no input from the stage before");
-    part_xfer(be, o->rx, first, bytes, a, b, false);
+    if (!a) { /* the residual passes through */
+        size_t out_first, out_bytes = exec_part_xfer_bytes(pr, v, false, &out_first);
+        if (out_bytes == 0 || out_first != first) return exec_op_error(pr, v, err, "keeps no residual and sends none");
+        if (!(o->tx = be->alloc(be, out_bytes, false)))
+            return lt_backend_nomem(be, err, NULL, "out of memory for a %zu-byte layer part transfer", out_bytes);
+        o->tx_bytes = out_bytes;
+        exec_track(pr, out_bytes);
+        be->copy(be, o->tx, o->rx, first);
+    } else {
+        be->copy(be, a, o->rx, first);
+    }
+    be->copy(be, b, (char *)o->rx + first, bytes - first);
     exec_untrack(pr, o->rx_bytes, pr->cur_stage);
     be->free(be, o->rx);
     o->rx = NULL, o->rx_bytes = 0;
@@ -147,8 +172,10 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
         if (!prev) return exec_op_error(pr, v, err, "no input from the layer before");
         in = prev->out;
     }
-    if (acts_owner(pr, v) == v) { /* the layer's activations here start with this part */
-        st = lt_acts_alloc(&o->acts[0], pr->m, pr->b, &o->u[0], l, l + 1, l == L - 1, err);
+    if (acts_owner(pr, v) == v) { /* the layer's activations here start with this part: those of its parts here */
+        unsigned parts = parts_here(pr, v);
+        st = lt_acts_alloc_parts(&o->acts[0], pr->m, pr->b, &o->u[0], l, l == L - 1 && (parts & (1u << LT_PART_POST)),
+                                 parts, err);
         exec_track(pr, o->acts[0].bytes);
         if (st != LT_OK) return st;
         a = &o->acts[0];
@@ -164,8 +191,9 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     st = lt_llama_forward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], in, pr->kv, a, pr->grads, &loss,
                                pr->pool, err);
     if (st == LT_OK && pass.head) pr->stats->loss_sum += loss;
-    if (st == LT_OK && op->part != LT_PART_POST) /* to another stage: x and n1, or x and att */
-        st = part_pack(pr, v, a->layer[0].x, op->part == LT_PART_PRE ? a->layer[0].n1 : a->layer[0].att, err);
+    if (st == LT_OK && op->part != LT_PART_POST) /* to another stage: x and n1, or x (if kept here) and att */
+        st = part_pack(pr, v, o->tx ? NULL : a->layer[0].x, op->part == LT_PART_PRE ? a->layer[0].n1 : a->layer[0].att,
+                       err);
     if (st == LT_OK) exec_count_tokens(pr, pr->f_tokens, exec_place_of(pr, v), &o->u[0], 1);
     return st;
 }

@@ -355,6 +355,8 @@ typedef struct lt_acts {
     int32_t *ibuf_sp;      /* ... and behind lrow and slot (NULL with tp = 1) */
     size_t bytes;          /* of buf and ibuf */
     bool window;           /* lt_acts_alloc_window: one layer's storage for every layer of the range */
+    unsigned parts;        /* lt_acts_alloc_parts: the layer parts whose arrays it keeps (1 << lt_layer_part
+                              bits); 0: every array */
     const struct lt_backend *be; /* whose memory buf is (train/model/backend.h); the model's backend */
 } lt_acts;
 
@@ -371,6 +373,14 @@ lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const 
 lt_status lt_acts_alloc_window(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0,
                                int l1, bool head, lt_error *err);
 void lt_acts_free(lt_acts *a);
+/* A set for HelixPipe's layer parts `parts` (bits 1 << lt_layer_part, below) of layer l in
+ * one process: only the arrays those parts keep for their backward (lt_llama_forward_part),
+ * the others NULL: the pre-attention its input x and the first norm's output and
+ * statistics; the attention the norm's output, Q, its output and log-sum-exps (K and V live in
+ * the context); the post-attention x, the attention output, the rest of the layer and `out`
+ * (and with `head` the head's dnf_in). Whole-layer passes refuse such a set. */
+lt_status lt_acts_alloc_parts(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l,
+                              bool head, unsigned parts, lt_error *err);
 
 /* Moving rows between sets (how an asymmetric backward unit, SlimPack 4.1.2, whose rows
  * come from several forward units, gets its activations). A ROW of layers [l0, l1) with or

@@ -52,25 +52,45 @@ static dims dims_of(const lt_llama *m, int T, int Tl) {
     return d;
 }
 
-/* Bytes one layer keeps (lt_layer_acts): activation elements of act_bytes, rstd and lse
- * fp32, each array aligned (on the fp32 backend with tp = 1: T C 4 floats + ..., no padding). */
-static size_t layer_bytes(const lt_backend *be, const dims *d) {
+/* The arrays a layer part keeps (lt_acts_alloc_parts), by lt_layer_part bit: the
+ * pre-attention its input and the first norm's output and statistics; the attention the
+ * norm's output (the QKV linear's input), Q, its output and log-sum-exps; the
+ * post-attention its inputs (the residual, the attention output) and the rest of the layer. */
+enum { KEEP_X = 1, KEEP_N1 = 2, KEEP_Q = 4, KEEP_ATT = 8, KEEP_POST = 16, KEEP_OUT = 32, KEEP_ALL = 63 };
+static unsigned kept_arrays(unsigned parts) {
+    if (!parts) return KEEP_ALL;
+    unsigned k = 0;
+    if (parts & (1u << LT_LAYER_PRE)) k |= KEEP_X | KEEP_N1;
+    if (parts & (1u << LT_LAYER_ATTN)) k |= KEEP_N1 | KEEP_Q | KEEP_ATT;
+    if (parts & (1u << LT_LAYER_POST)) k |= KEEP_X | KEEP_ATT | KEEP_POST | KEEP_OUT;
+    return k;
+}
+
+/* Bytes one layer keeps (lt_layer_acts; `keep`: kept_arrays): activation elements of
+ * act_bytes, rstd and lse fp32, each array aligned (on the fp32 backend with tp = 1: T C 4
+ * floats + ..., no padding). */
+static size_t layer_bytes(const lt_backend *be, const dims *d, unsigned keep) {
     size_t T = (size_t)d->T, Tl = (size_t)d->Tl, es = be->act_bytes;
-    return lt_backend_span(be, Tl * (size_t)d->C, es) * 4 + lt_backend_span(be, Tl, 4) * 2 +
-           lt_backend_span(be, T * (size_t)d->qd, es) * 2 + lt_backend_span(be, T * (size_t)d->nh, 4) +
-           lt_backend_span(be, T * (size_t)d->F, es) * 3;
+    size_t TC = lt_backend_span(be, Tl * (size_t)d->C, es), TR = lt_backend_span(be, Tl, 4);
+    size_t TQ = lt_backend_span(be, T * (size_t)d->qd, es);
+    return (keep & KEEP_X ? TC : 0) + (keep & KEEP_N1 ? TC + TR : 0) + (keep & KEEP_Q ? TQ : 0) +
+           (keep & KEEP_ATT ? TQ : 0) + (keep & KEEP_Q ? lt_backend_span(be, T * (size_t)d->nh, 4) : 0) +
+           (keep & KEEP_POST ? 2 * TC + TR + lt_backend_span(be, T * (size_t)d->F, es) * 3 : 0);
 }
 
 /* Where a set's arrays lie in a->buf / a->ibuf for a->T rows (a->Tl SP rows): every layer
  * of the range in order (a window set: one layer's storage that every layer of the range
- * shares), then out (not in a window set), then the head's dnf_in. Offsets in bytes (a->be's
- * element sizes and alignment). Returns the bytes of buf. */
+ * shares), then out (not in a window set), then the head's dnf_in; the arrays a->parts' layer
+ * parts do not keep are NULL. Offsets in bytes (a->be's element sizes and alignment).
+ * Returns the bytes of buf. */
 static size_t lay_out(lt_acts *a, const dims *d, bool head) {
     const lt_backend *be = a->be;
     size_t o = 0, T = (size_t)a->T, Tl = (size_t)a->Tl, es = be->act_bytes;
     size_t TC = lt_backend_span(be, Tl * d->C, es), TQ = lt_backend_span(be, T * d->qd, es);
     size_t TF = lt_backend_span(be, T * d->F, es), TR = lt_backend_span(be, Tl, 4);
     size_t TH = lt_backend_span(be, T * d->nh, 4);
+    unsigned k = kept_arrays(a->parts);
+#define TAKE(want, bytes) ((want) ? (o += (bytes), at(a->buf, o - (bytes))) : NULL)
     int stored = a->window ? 1 : a->l1 - a->l0;
     for (int l = 0; l < a->l1 - a->l0; l++) {
         lt_layer_acts *L = &a->layer[l];
@@ -78,21 +98,22 @@ static size_t lay_out(lt_acts *a, const dims *d, bool head) {
             *L = a->layer[0];
             continue;
         }
-        L->x = at(a->buf, o), o += TC;
-        L->n1 = at(a->buf, o), o += TC;
-        L->rstd1 = at(a->buf, o), o += TR;
-        L->q = at(a->buf, o), o += TQ;
-        L->att = at(a->buf, o), o += TQ;
-        L->lse = at(a->buf, o), o += TH;
-        L->x2 = at(a->buf, o), o += TC;
-        L->n2 = at(a->buf, o), o += TC;
-        L->rstd2 = at(a->buf, o), o += TR;
-        L->gate = at(a->buf, o), o += TF;
-        L->up = at(a->buf, o), o += TF;
-        L->act = at(a->buf, o), o += TF;
+        L->x = TAKE(k & KEEP_X, TC);
+        L->n1 = TAKE(k & KEEP_N1, TC);
+        L->rstd1 = TAKE(k & KEEP_N1, TR);
+        L->q = TAKE(k & KEEP_Q, TQ);
+        L->att = TAKE(k & KEEP_ATT, TQ);
+        L->lse = TAKE(k & KEEP_Q, TH);
+        L->x2 = TAKE(k & KEEP_POST, TC);
+        L->n2 = TAKE(k & KEEP_POST, TC);
+        L->rstd2 = TAKE(k & KEEP_POST, TR);
+        L->gate = TAKE(k & KEEP_POST, TF);
+        L->up = TAKE(k & KEEP_POST, TF);
+        L->act = TAKE(k & KEEP_POST, TF);
     }
-    a->out = a->window ? NULL : at(a->buf, o);
-    if (!a->window) o += TC;
+#undef TAKE
+    a->out = a->window || !(k & KEEP_OUT) ? NULL : at(a->buf, o);
+    if (!a->window && (k & KEEP_OUT)) o += TC;
     a->dnf_in = head ? at(a->buf, o) : NULL;
     if (head) o += TC;
     a->ids = a->ibuf;
@@ -137,7 +158,7 @@ int lt_unit_sp_rows(const lt_llama *m, const lt_train_unit *u) {
 }
 
 static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
-                            bool head, bool window, lt_error *err) {
+                            bool head, bool window, unsigned parts, lt_error *err) {
     memset(a, 0, sizeof *a);
     lt_status st = lt_unit_check(u, b, m->shape.vocab, err);
     if (st != LT_OK) return st;
@@ -148,14 +169,17 @@ static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, co
     dims d = dims_of(m, T, Tl);
     const lt_backend *be = lt_backend_of(m);
     int stored = window ? (l1 > l0 ? 1 : 0) : l1 - l0;
+    unsigned keep = kept_arrays(parts);
     size_t TCb = lt_backend_span(be, (size_t)Tl * (size_t)d.C, be->act_bytes); /* an SP [Tl, C] array's bytes */
-    size_t total = layer_bytes(be, &d) * (size_t)stored + TCb * ((window ? 0u : 1u) + (head ? 1u : 0u));
+    size_t total = layer_bytes(be, &d, keep) * (size_t)stored +
+                   TCb * ((window || !(keep & KEEP_OUT) ? 0u : 1u) + (head ? 1u : 0u));
     size_t ibytes = (size_t)T * 3 * sizeof(int32_t), spbytes = m->tp > 1 ? (size_t)T * 2 * sizeof(int32_t) : 0;
     a->T = T;
     a->Tl = Tl;
     a->l0 = l0;
     a->l1 = l1;
     a->window = window;
+    a->parts = parts;
     a->be = be;
     a->buf = be->alloc(be, total ? total : sizeof(float), false);
     a->ibuf = malloc(ibytes);
@@ -185,12 +209,21 @@ static lt_status acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, co
 
 lt_status lt_acts_alloc(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0, int l1,
                         bool head, lt_error *err) {
-    return acts_alloc(a, m, b, u, l0, l1, head, false, err);
+    return acts_alloc(a, m, b, u, l0, l1, head, false, 0, err);
 }
 
 lt_status lt_acts_alloc_window(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l0,
                                int l1, bool head, lt_error *err) {
-    return acts_alloc(a, m, b, u, l0, l1, head, true, err);
+    return acts_alloc(a, m, b, u, l0, l1, head, true, 0, err);
+}
+
+lt_status lt_acts_alloc_parts(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l,
+                              bool head, unsigned parts, lt_error *err) {
+    if (!parts || parts & ~((1u << LT_LAYER_PRE) | (1u << LT_LAYER_ATTN) | (1u << LT_LAYER_POST)))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "layer parts 0x%x: not a set of pre, attention and post", parts);
+    if (head && !(parts & (1u << LT_LAYER_POST)))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "the head goes with a post-attention part");
+    return acts_alloc(a, m, b, u, l, l + 1, head, false, parts, err);
 }
 
 /* One array of a set: its base, the bytes of one row (row r is at base + r w), and whether
@@ -822,7 +855,7 @@ lt_status lt_llama_forward_group(const lt_llama *m, const lt_pass *pass, const l
     lt_status st = check_tp(m, pass, err);
     if (st != LT_OK) return st;
     for (int g = 0; g < G; g++) {
-        if (a[g].l0 != pass->l0 || a[g].l1 != pass->l1 || (pass->head && !a[g].dnf_in) || a[g].window)
+        if (a[g].l0 != pass->l0 || a[g].l1 != pass->l1 || (pass->head && !a[g].dnf_in) || a[g].window || a[g].parts)
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "activations were allocated for another pass");
         for (int i = 0; i < u[g].n_slices; i++) {
             st = lt_kvctx_reserve(kv, u[g].slices[i].sample, pass->l0, pass->l1, err);
@@ -1106,6 +1139,7 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
         if (!pass->head && !(dout && dout[g])) return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a non-head pass needs dout");
         if (!pass->embed && !(din && din[g]))
             return lt_fail(err, LT_ERR_INTERNAL, NULL, "backward of a pass without embedding needs din");
+        if (a[g].parts) return lt_fail(err, LT_ERR_INTERNAL, NULL, "a whole-layer backward of a layer part's activations");
     }
     lt_status st = check_tp(m, pass, err);
     if (st != LT_OK) return st;
@@ -1166,6 +1200,9 @@ static lt_status part_check(const lt_llama *m, const lt_pass *pass, lt_layer_par
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "layer part %d: not pre, attention or post", (int)part);
     if (pass->l1 != pass->l0 + 1 || a->l0 != pass->l0 || a->l1 != pass->l1 || a->window || (pass->head && !a->dnf_in))
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "a layer part's pass is one layer, its activations that layer's");
+    if (a->parts && !(a->parts & (1u << part)))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "layer part %d with activations kept for parts 0x%x", (int)part,
+                       a->parts);
     if ((pass->embed && part != LT_LAYER_PRE) || (pass->head && part != LT_LAYER_POST))
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "the embedding goes with a pre-attention part, the head with a "
                        "post-attention one");
