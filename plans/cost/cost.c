@@ -365,9 +365,10 @@ double lt_cost_stage_params(const lt_cost_model *cm, int stage) {
     /* vocab-parallel: the largest shard, ceil(V / tp) rows (the trainer gives the first
      * V mod tp ranks one row more: lt_llama_create_tp) */
     double h = hidden(cm), vocab_part = (double)((cm->model.vocab + cm->tp - 1) / cm->tp) * h;
+    if (cm->whole_model) b = 0, e = (uint32_t)cm->model.layers;
     double p = (double)(e - b) * lt_cost_layer_params(cm);
-    if (stage == 0) p += vocab_part;                  /* input embedding */
-    if (stage == cm->head_stage) p += vocab_part + h; /* final norm + untied LM head */
+    if (stage == 0 || cm->whole_model) p += vocab_part;                  /* input embedding */
+    if (stage == cm->head_stage || cm->whole_model) p += vocab_part + h; /* final norm + untied LM head */
     return p;
 }
 

@@ -144,6 +144,10 @@ typedef struct lt_cost_model {
                                 between stages of one node is intra-node */
     int head_stage;          /* stage holding the LM head's weights: pp - 1 (HelixPipe puts
                                 the last post-attention, hence the head, on stage 0) */
+    bool whole_model;        /* every stage holds the whole model's states (the layers, the
+                                embedding, the final norm and head): HelixPipe as the trainer
+                                runs it over ranks (train/dist/dist.h lt_dist.helix); set by
+                                the helixpipe strategy on its copy */
     double reserved_bytes;   /* per GPU beyond model states and activations: CUDA context,
                                 NCCL buffers, cuBLAS workspace, allocator slack; 2 GiB
                                 [assumed] (the profile's reserved_gib: 0 on a CPU) */
@@ -231,7 +235,8 @@ double lt_cost_kv_bytes_per_token(const lt_cost_model *cm);
 /* Parameters per GPU of one transformer layer (matrices / t, norms replicated). */
 double lt_cost_layer_params(const lt_cost_model *cm);
 /* Parameters per GPU of stage `stage` under the uniform layer split (lt_schedule_stage_layers):
- * its layers, the embedding on stage 0, the final norm and LM head on head_stage. */
+ * its layers, the embedding on stage 0, the final norm and LM head on head_stage; with
+ * whole_model every stage's are the whole model's. */
 double lt_cost_stage_params(const lt_cost_model *cm, int stage);
 /* Model-state bytes of a stage during a step, its peak (docs/cost-model.md "Memory"):
  * params x (weight + grad + optim) with optim / dp under every sharded mode, and under fsdp

@@ -1162,6 +1162,9 @@ static void test_model_states_of_llama_7b(void **state) {
     /* HelixPipe puts the head on stage 0 */
     p4.head_stage = 0;
     assert_rel_close(lt_cost_stage_params(&p4, 0) - lt_cost_stage_params(&p4, 3), 2 * 4096.0 * 32000 + 4096, 1e-12);
+    /* whole_model (helixpipe as the trainer runs it): every stage holds all 6738415616 */
+    p4.whole_model = true;
+    for (int st = 0; st < 4; st++) assert_rel_close(lt_cost_model_states_bytes(&p4, st), 18 * 6738415616.0, 1e-14);
 }
 
 /*
