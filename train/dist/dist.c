@@ -61,9 +61,11 @@ size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage)
     int l0, l1;
     lt_error err;
     if (lt_dist_stage_layers(p, stage, &l0, &l1, &err) != LT_OK) return 0;
+    bool whole = false; /* HelixPipe: every stage holds the whole model (lt_dist.helix) */
+    for (size_t r = 0; r < p->n_ranks; r++) whole |= lt_schedule_has_parts(&p->ranks[r].sched);
     size_t n = 0;
     for (int i = 0; i < m->n_tensors; i++)
-        if (owns(m, &m->tensors[i], l0, l1, stage == 0, stage == p->pp - 1))
+        if (owns(m, &m->tensors[i], l0, l1, whole || stage == 0, whole || stage == p->pp - 1))
             n += (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
     return n;
 }

@@ -116,8 +116,9 @@ lt_status lt_dist_take_moments(lt_dist *d, lt_adamw *opt, lt_error *err);
  * Collective over the DP ranks of the stage. */
 lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_adamw *opt, lt_adamw *out,
                                  lt_error *err);
-/* Parameters stage `stage` of plan p owns (its layers; the embedding on the first stage; the
- * final norm and LM head on the last; a tied embedding on both ends), 0 on error. */
+/* Parameters stage `stage` of plan p holds (its layers; the embedding on the first stage; the
+ * final norm and LM head on the last; a tied embedding on both ends; a HelixPipe plan's: the
+ * whole model, lt_dist.helix), 0 on error. */
 size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage);
 
 /* LT_OK when plan p gives this stage the layers it owns (a later step must not move layers

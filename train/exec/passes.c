@@ -172,16 +172,27 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
         if (!prev) return exec_op_error(pr, v, err, "no input from the layer before");
         in = prev->out;
     }
+    /* the layer input x read where it is, not kept again: a pre-attention's is the layer
+     * before's output (held until this layer's pre-attention B has read it: its B runs
+     * before the layer before's); a post-attention alone here reads it from the transfer
+     * (its backward does not read x) */
+    bool x_in_place = (op->part == LT_PART_PRE && l > 0) || op->part == LT_PART_POST;
     if (acts_owner(pr, v) == v) { /* the layer's activations here start with this part: those of its parts here */
-        unsigned parts = parts_here(pr, v);
+        unsigned parts = parts_here(pr, v) | (x_in_place ? LT_ACTS_X_OUTSIDE : 0u);
         st = lt_acts_alloc_parts(&o->acts[0], pr->m, pr->b, &o->u[0], l, l == L - 1 && (parts & (1u << LT_PART_POST)),
                                  parts, err);
         exec_track(pr, o->acts[0].bytes);
         if (st != LT_OK) return st;
         a = &o->acts[0];
         lt_layer_acts *la = &a->layer[0];
+        if (op->part == LT_PART_PRE && l > 0) la->x = (float *)in;
         if (op->part == LT_PART_ATTN) st = part_unpack(pr, v, la->x, la->n1, err);
-        else if (op->part == LT_PART_POST) st = part_unpack(pr, v, la->x, la->att, err);
+        if (op->part == LT_PART_POST) { /* x stays in the received buffer until the forward has run */
+            size_t first, bytes = exec_part_xfer_bytes(pr, v, true, &first);
+            if (!o->rx || bytes != o->rx_bytes) return exec_op_error(pr, v, err, "no input from the stage before");
+            la->x = o->rx;
+            exec_be(pr)->copy(exec_be(pr), la->att, (char *)o->rx + first, bytes - first);
+        }
         if (st != LT_OK) return st;
     } else if (!(a = part_acts(pr, v))) {
         return exec_op_error(pr, v, err, "no activations of its layer's earlier parts");
@@ -190,6 +201,11 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     double loss = 0;
     st = lt_llama_forward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], in, pr->kv, a, pr->grads, &loss,
                                pr->pool, err);
+    if (o->rx && a->layer[0].x == o->rx) { /* a post-attention's x read from its transfer: done with it */
+        exec_untrack(pr, o->rx_bytes, pr->cur_stage);
+        exec_be(pr)->free(exec_be(pr), o->rx);
+        o->rx = NULL, o->rx_bytes = 0, a->layer[0].x = NULL;
+    }
     if (st == LT_OK && pass.head) pr->stats->loss_sum += loss;
     if (st == LT_OK && op->part != LT_PART_POST) /* to another stage: x and n1, or x (if kept here) and att */
         st = part_pack(pr, v, o->tx ? NULL : a->layer[0].x, op->part == LT_PART_PRE ? a->layer[0].n1 : a->layer[0].att,

@@ -381,6 +381,10 @@ void lt_acts_free(lt_acts *a);
  * (and with `head` the head's dnf_in). Whole-layer passes refuse such a set. */
 lt_status lt_acts_alloc_parts(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l,
                               bool head, unsigned parts, lt_error *err);
+/* ... with this bit in `parts`: the layer input x is not allocated; the caller points
+ * layer[0].x at a buffer that outlives the set's readers of it (the layer before's output,
+ * which a pre-attention part then reads in place, or a received transfer). */
+#define LT_ACTS_X_OUTSIDE 1u
 
 /* Moving rows between sets (how an asymmetric backward unit, SlimPack 4.1.2, whose rows
  * come from several forward units, gets its activations). A ROW of layers [l0, l1) with or

@@ -63,6 +63,7 @@ static unsigned kept_arrays(unsigned parts) {
     if (parts & (1u << LT_LAYER_PRE)) k |= KEEP_X | KEEP_N1;
     if (parts & (1u << LT_LAYER_ATTN)) k |= KEEP_N1 | KEEP_Q | KEEP_ATT;
     if (parts & (1u << LT_LAYER_POST)) k |= KEEP_X | KEEP_ATT | KEEP_POST | KEEP_OUT;
+    if (parts & LT_ACTS_X_OUTSIDE) k &= ~(unsigned)KEEP_X;
     return k;
 }
 
@@ -219,7 +220,8 @@ lt_status lt_acts_alloc_window(lt_acts *a, const lt_llama *m, const lt_batch *b,
 
 lt_status lt_acts_alloc_parts(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l,
                               bool head, unsigned parts, lt_error *err) {
-    if (!parts || parts & ~((1u << LT_LAYER_PRE) | (1u << LT_LAYER_ATTN) | (1u << LT_LAYER_POST)))
+    unsigned all = (1u << LT_LAYER_PRE) | (1u << LT_LAYER_ATTN) | (1u << LT_LAYER_POST);
+    if (!(parts & all) || parts & ~(all | LT_ACTS_X_OUTSIDE))
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "layer parts 0x%x: not a set of pre, attention and post", parts);
     if (head && !(parts & (1u << LT_LAYER_POST)))
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "the head goes with a post-attention part");
@@ -1227,7 +1229,7 @@ lt_status lt_llama_forward_part(const lt_llama *m, const lt_pass *pass, lt_layer
     if (st == LT_OK && (part != LT_LAYER_PRE || (pass->embed && m->tp > 1))) st = fwd_scratch_alloc(m, pass, u, a, &s, err);
     if (st == LT_OK && part == LT_LAYER_PRE) { /* x = the embedding or the input, n1 = rmsnorm(x) */
         if (pass->embed) st = embed_forward(m, a, a->layer[0].x, &s, err);
-        else be->copy(be, a->layer[0].x, in, (size_t)a->Tl * (size_t)m->shape.hidden * be->act_bytes);
+        else if (a->layer[0].x != in) be->copy(be, a->layer[0].x, in, (size_t)a->Tl * (size_t)m->shape.hidden * be->act_bytes);
         if (st == LT_OK) norm1_forward(m, a, l, pool);
     } else if (st == LT_OK && part == LT_LAYER_ATTN) { /* the QKV linear moved here (HelixPipe 4.2) */
         st = qkv_forward(m, u, kv, a, l, &s, pool, err);
