@@ -11,7 +11,7 @@
 #   4. make install DESTDIR=... and the installed programs answer --help/--version
 #   5. make distcheck (its check: the unit tests only; the system and Slurm tests ran in 2)
 #   6. fuzzing (scripts/fuzz.sh): every seed and past-crash input of each libFuzzer target,
-#      then each target fuzzed for $LONGTAIL_CI_FUZZ_SECONDS (default 20) seconds
+#      then each target fuzzed for $LONGTAIL_CI_FUZZ_SECONDS (default 10) seconds
 # Every test result (each cmocka case, each TAP line, each step above) is counted; the
 # last line is `N passed, N failed` (skips are listed above it, never counted as passed).
 set -uo pipefail
@@ -134,7 +134,7 @@ fuzz_tally() { # fuzz_tally ARGS...
   if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ "$f" = 0 ]; then record "fuzz $* (exit $rc)" 1; fi
 }
 fuzz_tally --regress
-fuzz_tally --seconds "${LONGTAIL_CI_FUZZ_SECONDS:-20}"
+fuzz_tally --seconds "${LONGTAIL_CI_FUZZ_SECONDS:-10}"
 
 step "summary"
 [ "$skipped" -gt 0 ] && echo "$skipped skipped (listed above; not counted as passed)"

@@ -237,8 +237,9 @@ void exec_transfers_free(pipe_run *pr);
 
 /* Op v (F / FK, B): a whole-layer op through the model's group passes, or one of HelixPipe's
  * layer parts (op->part != LT_PART_ALL: lt_llama_forward_part / lt_llama_backward_part; a
- * group of one, in one process; the layer's activations live in its pre-attention F's state,
- * its part gradients in its post-attention B's; a part's recompute runs as keeping). */
+ * group of one; the layer's activations here live in the state of its first F here, its
+ * part gradients in its first B's here; a recomputed post-attention keeps its inputs and
+ * runs its forward again before its backward, a recomputed pre-attention runs as keeping). */
 lt_status exec_forward(pipe_run *pr, uint32_t v, lt_error *err);
 lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err);
 

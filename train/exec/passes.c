@@ -69,11 +69,13 @@ static uint32_t grads_owner(const pipe_run *pr, uint32_t v) {
 }
 
 /* The parts of F op v's (unit, layer) that run here from v on (v owning the layer's
- * activations): along the model path while the layer's next part runs here. */
+ * activations): along the model path while the layer's next part runs here; with
+ * LT_ACTS_POST_RECOMPUTED when its post-attention is recomputed. */
 static unsigned parts_here(const pipe_run *pr, uint32_t v) {
     unsigned parts = 0;
     while (v != LT_DEP_NONE) {
         parts |= 1u << pr->deps.op[v]->part;
+        if (pr->deps.op[v]->part == LT_PART_POST && exec_recompute_of(pr->deps.op[v]) > 0) parts |= LT_ACTS_POST_RECOMPUTED;
         size_t ns;
         const lt_dep *s = lt_deps_succs(&pr->deps, v, &ns);
         uint32_t next = LT_DEP_NONE;
@@ -110,10 +112,10 @@ static lt_status part_check(pipe_run *pr, uint32_t v, lt_error *err) {
     if (op->kind == LT_OP_FK) return exec_op_error(pr, v, err, "a K/V-only forward of a layer part");
     if (op->layer_end != op->layer_begin + 1) return exec_op_error(pr, v, err, "a layer part spans more than one layer");
     /* recomputation without attention (HelixPipe 4.4.1, recompute_layers = 1 on the pre- and
-     * post-attention parts): the layer's activations here are kept whole until its last B,
-     * so a recomputing part runs as one that keeps them (the same gradients: a recomputed
-     * forward is bit-identical); the memory it would save shows as measured above predicted
-     * (lt_exec_stats.stage_peak_bytes) */
+     * post-attention parts): a recomputed post-attention keeps its inputs only and runs its
+     * forward again before its backward (part_backward); a recomputed pre-attention runs as
+     * one that keeps its arrays (the first norm's output, which the attention keeps anyway
+     * where it runs on the same stage, and its statistics) */
     return LT_OK;
 }
 
@@ -176,7 +178,8 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
      * before's output (held until this layer's pre-attention B has read it: its B runs
      * before the layer before's); a post-attention alone here reads it from the transfer
      * (its backward does not read x) */
-    bool x_in_place = (op->part == LT_PART_PRE && l > 0) || op->part == LT_PART_POST;
+    bool post_rc = op->part == LT_PART_POST && exec_recompute_of(op) > 0; /* (its recompute reads x) */
+    bool x_in_place = (op->part == LT_PART_PRE && l > 0) || (op->part == LT_PART_POST && !post_rc);
     if (acts_owner(pr, v) == v) { /* the layer's activations here start with this part: those of its parts here */
         unsigned parts = parts_here(pr, v) | (x_in_place ? LT_ACTS_X_OUTSIDE : 0u);
         st = lt_acts_alloc_parts(&o->acts[0], pr->m, pr->b, &o->u[0], l, l == L - 1 && (parts & (1u << LT_PART_POST)),
@@ -187,7 +190,8 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
         lt_layer_acts *la = &a->layer[0];
         if (op->part == LT_PART_PRE && l > 0) la->x = (float *)in;
         if (op->part == LT_PART_ATTN) st = part_unpack(pr, v, la->x, la->n1, err);
-        if (op->part == LT_PART_POST) { /* x stays in the received buffer until the forward has run */
+        if (op->part == LT_PART_POST && post_rc) st = part_unpack(pr, v, la->x, la->att, err);
+        else if (op->part == LT_PART_POST) { /* x stays in the received buffer until the forward has run */
             size_t first, bytes = exec_part_xfer_bytes(pr, v, true, &first);
             if (!o->rx || bytes != o->rx_bytes) return exec_op_error(pr, v, err, "no input from the stage before");
             la->x = o->rx;
@@ -199,8 +203,15 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     }
     lt_pass pass = part_pass(pr, op);
     double loss = 0;
-    st = lt_llama_forward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], in, pr->kv, a, pr->grads, &loss,
-                               pr->pool, err);
+    size_t scratch = 0; /* a recomputed post-attention's arrays, for this forward only */
+    if (post_rc) {
+        st = lt_acts_part_scratch(a, pr->m, true, &scratch, err);
+        exec_track(pr, scratch);
+    }
+    if (st == LT_OK)
+        st = lt_llama_forward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], in, pr->kv, a, pr->grads, &loss,
+                                   pr->pool, err);
+    if (post_rc) exec_untrack(pr, scratch, pr->cur_stage), lt_acts_part_scratch(a, pr->m, false, NULL, NULL);
     if (o->rx && a->layer[0].x == o->rx) { /* a post-attention's x read from its transfer: done with it */
         exec_untrack(pr, o->rx_bytes, pr->cur_stage);
         exec_be(pr)->free(exec_be(pr), o->rx);
@@ -245,8 +256,22 @@ static lt_status part_backward(pipe_run *pr, uint32_t v, lt_error *err) {
             return lt_backend_nomem(exec_be(pr), err, NULL, "out of memory for a %zu-byte input gradient", bytes);
         o->din_bytes += bytes, exec_track(pr, bytes);
     }
-    st = lt_llama_backward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], dout, pr->kv, a, pr->grads, pg, din,
-                                pr->pool, err);
+    /* a recomputed post-attention: its forward again from the kept inputs (without the
+     * head, whose gradients its forward made), the same arrays bit for bit */
+    bool post_rc = op->part == LT_PART_POST && exec_recompute_of(op) > 0;
+    size_t scratch = 0;
+    if (post_rc) {
+        lt_pass rp = pass;
+        rp.head = false, rp.loss_scale = 0;
+        st = lt_acts_part_scratch(a, pr->m, true, &scratch, err);
+        exec_track(pr, scratch);
+        if (st == LT_OK)
+            st = lt_llama_forward_part(pr->m, &rp, LT_LAYER_POST, &o->u[0], NULL, pr->kv, a, NULL, NULL, pr->pool, err);
+    }
+    if (st == LT_OK)
+        st = lt_llama_backward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], dout, pr->kv, a, pr->grads, pg,
+                                    din, pr->pool, err);
+    if (post_rc) exec_untrack(pr, scratch, pr->cur_stage), lt_acts_part_scratch(a, pr->m, false, NULL, NULL);
     bool sent = false;
     if (st == LT_OK && op->part != LT_PART_PRE) { /* to another stage: dres and datt, or dres and dn1 */
         st = part_pack(pr, v, pg->dres, op->part == LT_PART_POST ? pg->datt : pg->dn1, err);

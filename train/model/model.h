@@ -351,6 +351,8 @@ typedef struct lt_acts {
     double loss_sum;       /* head: summed cross-entropy of the unit's predicting rows */
     int n_predicting;      /* head: rows with a target */
     float *buf;            /* the single allocation behind the float arrays above */
+    float *scratch;        /* lt_acts_part_scratch: the recomputed post-attention's arrays, while held */
+    size_t scratch_bytes;
     int32_t *ibuf;         /* ... and behind ids, pos and targets */
     int32_t *ibuf_sp;      /* ... and behind lrow and slot (NULL with tp = 1) */
     size_t bytes;          /* of buf and ibuf */
@@ -383,8 +385,17 @@ lt_status lt_acts_alloc_parts(lt_acts *a, const lt_llama *m, const lt_batch *b, 
                               bool head, unsigned parts, lt_error *err);
 /* ... with this bit in `parts`: the layer input x is not allocated; the caller points
  * layer[0].x at a buffer that outlives the set's readers of it (the layer before's output,
- * which a pre-attention part then reads in place, or a received transfer). */
+ * which a pre-attention part then reads in place, or a received transfer; with
+ * LT_ACTS_POST_RECOMPUTED the post-attention's recompute reads it too). */
 #define LT_ACTS_X_OUTSIDE 1u
+/* ... with this bit: the post-attention part is recomputed (HelixPipe 4.4.1, recomputation
+ * without attention): the set keeps its inputs (x and the attention output) but not the rest
+ * of the layer (x2, n2, the MLP's arrays), which lt_acts_part_scratch holds while a forward
+ * or the recompute before its backward needs them. */
+#define LT_ACTS_POST_RECOMPUTED 16u
+/* The dropped arrays of a set with LT_ACTS_POST_RECOMPUTED in a buffer of their own (alloc),
+ * or that buffer freed (!alloc; NULL-safe); *bytes: the bytes held (0 after freeing). */
+lt_status lt_acts_part_scratch(lt_acts *a, const lt_llama *m, bool alloc, size_t *bytes, lt_error *err);
 
 /* Moving rows between sets (how an asymmetric backward unit, SlimPack 4.1.2, whose rows
  * come from several forward units, gets its activations). A ROW of layers [l0, l1) with or

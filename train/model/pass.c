@@ -64,6 +64,7 @@ static unsigned kept_arrays(unsigned parts) {
     if (parts & (1u << LT_LAYER_ATTN)) k |= KEEP_N1 | KEEP_Q | KEEP_ATT;
     if (parts & (1u << LT_LAYER_POST)) k |= KEEP_X | KEEP_ATT | KEEP_POST | KEEP_OUT;
     if (parts & LT_ACTS_X_OUTSIDE) k &= ~(unsigned)KEEP_X;
+    if (parts & LT_ACTS_POST_RECOMPUTED) k &= ~(unsigned)KEEP_POST;
     return k;
 }
 
@@ -221,7 +222,8 @@ lt_status lt_acts_alloc_window(lt_acts *a, const lt_llama *m, const lt_batch *b,
 lt_status lt_acts_alloc_parts(lt_acts *a, const lt_llama *m, const lt_batch *b, const lt_train_unit *u, int l,
                               bool head, unsigned parts, lt_error *err) {
     unsigned all = (1u << LT_LAYER_PRE) | (1u << LT_LAYER_ATTN) | (1u << LT_LAYER_POST);
-    if (!(parts & all) || parts & ~(all | LT_ACTS_X_OUTSIDE))
+    if (!(parts & all) || parts & ~(all | LT_ACTS_X_OUTSIDE | LT_ACTS_POST_RECOMPUTED) ||
+        ((parts & LT_ACTS_POST_RECOMPUTED) && !(parts & (1u << LT_LAYER_POST))))
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "layer parts 0x%x: not a set of pre, attention and post", parts);
     if (head && !(parts & (1u << LT_LAYER_POST)))
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "the head goes with a post-attention part");
@@ -436,8 +438,38 @@ lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *
     return LT_OK;
 }
 
+lt_status lt_acts_part_scratch(lt_acts *a, const lt_llama *m, bool alloc, size_t *bytes, lt_error *err) {
+    const lt_backend *be = a->be;
+    lt_layer_acts *L = a->layer;
+    if (!alloc) {
+        if (a->scratch) be->free(be, a->scratch);
+        a->scratch = NULL, a->scratch_bytes = 0;
+        L->x2 = L->n2 = L->rstd2 = L->gate = L->up = L->act = NULL;
+        if (bytes) *bytes = 0;
+        return LT_OK;
+    }
+    if (!(a->parts & LT_ACTS_POST_RECOMPUTED) || a->scratch)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "post-attention scratch for a set that keeps its arrays, or twice");
+    dims d = dims_of(m, a->T, a->Tl);
+    size_t es = be->act_bytes, TC = lt_backend_span(be, (size_t)a->Tl * (size_t)d.C, es);
+    size_t TR = lt_backend_span(be, (size_t)a->Tl, 4), TF = lt_backend_span(be, (size_t)a->T * (size_t)d.F, es);
+    size_t total = 2 * TC + TR + 3 * TF, o = 0;
+    if (!(a->scratch = be->alloc(be, total ? total : es, false)))
+        return lt_backend_nomem(be, err, NULL, "out of memory for a recomputed post-attention of %d tokens", a->T);
+    a->scratch_bytes = total;
+    L->x2 = at(a->scratch, o), o += TC;
+    L->n2 = at(a->scratch, o), o += TC;
+    L->rstd2 = at(a->scratch, o), o += TR;
+    L->gate = at(a->scratch, o), o += TF;
+    L->up = at(a->scratch, o), o += TF;
+    L->act = at(a->scratch, o);
+    if (bytes) *bytes = total;
+    return LT_OK;
+}
+
 void lt_acts_free(lt_acts *a) {
     if (!a) return;
+    if (a->be) a->be->free(a->be, a->scratch);
     if (a->be) a->be->free(a->be, a->buf);
     else free(a->buf);
     free(a->ibuf);
