@@ -138,7 +138,9 @@ static void test_every_strategy_on_every_corpus(void **state) {
         for (int s = 0; s < LT_STRATEGY_AUTO; s++) {
             lt_error err;
             lt_status st = lt_strategies_plan_step(p, (lt_strategy)s, step, lengths, 512, &plan, &err);
-            if (st != LT_OK && s == LT_STRATEGY_GPIPE) continue; /* may not fit (test_strategies) */
+            /* may not fit: gpipe (test_strategies), helixpipe (every stage holds the whole
+             * model's states, as the trainer runs it) */
+            if (st != LT_OK && (s == LT_STRATEGY_GPIPE || s == LT_STRATEGY_HELIXPIPE)) continue;
             if (st != LT_OK) fail_msg("%s %s: %s", corpora[f], lt_strategy_name((lt_strategy)s), err.what);
             validate_ok(&plan, pc.cm.mem_cap);
             assert_int_equal(plan.n_predicted, want);
