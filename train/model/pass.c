@@ -68,6 +68,13 @@ static unsigned kept_arrays(unsigned parts) {
     return k;
 }
 
+/* Bytes of a post-attention's arrays past its inputs: x2, n2, rstd2, gate, up, act. */
+static size_t post_bytes(const lt_backend *be, const dims *d) {
+    size_t es = be->act_bytes;
+    return 2 * lt_backend_span(be, (size_t)d->Tl * (size_t)d->C, es) + lt_backend_span(be, (size_t)d->Tl, 4) +
+           3 * lt_backend_span(be, (size_t)d->T * (size_t)d->F, es);
+}
+
 /* Bytes one layer keeps (lt_layer_acts; `keep`: kept_arrays): activation elements of
  * act_bytes, rstd and lse fp32, each array aligned (on the fp32 backend with tp = 1: T C 4
  * floats + ..., no padding). */
@@ -77,7 +84,7 @@ static size_t layer_bytes(const lt_backend *be, const dims *d, unsigned keep) {
     size_t TQ = lt_backend_span(be, T * (size_t)d->qd, es);
     return (keep & KEEP_X ? TC : 0) + (keep & KEEP_N1 ? TC + TR : 0) + (keep & KEEP_Q ? TQ : 0) +
            (keep & KEEP_ATT ? TQ : 0) + (keep & KEEP_Q ? lt_backend_span(be, T * (size_t)d->nh, 4) : 0) +
-           (keep & KEEP_POST ? 2 * TC + TR + lt_backend_span(be, T * (size_t)d->F, es) * 3 : 0);
+           (keep & KEEP_POST ? post_bytes(be, d) : 0);
 }
 
 /* Where a set's arrays lie in a->buf / a->ibuf for a->T rows (a->Tl SP rows): every layer
@@ -453,7 +460,7 @@ lt_status lt_acts_part_scratch(lt_acts *a, const lt_llama *m, bool alloc, size_t
     dims d = dims_of(m, a->T, a->Tl);
     size_t es = be->act_bytes, TC = lt_backend_span(be, (size_t)a->Tl * (size_t)d.C, es);
     size_t TR = lt_backend_span(be, (size_t)a->Tl, 4), TF = lt_backend_span(be, (size_t)a->T * (size_t)d.F, es);
-    size_t total = 2 * TC + TR + 3 * TF, o = 0;
+    size_t total = post_bytes(be, &d), o = 0;
     if (!(a->scratch = be->alloc(be, total ? total : es, false)))
         return lt_backend_nomem(be, err, NULL, "out of memory for a recomputed post-attention of %d tokens", a->T);
     a->scratch_bytes = total;
