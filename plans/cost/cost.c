@@ -466,8 +466,10 @@ int lt_cost_tp_collectives(const lt_cost_model *cm, const lt_op *op) {
                                 with the loss's backward, reduce-scatters their gradient */
         return nl * part_collectives(part, false) + (embed ? 1 : 0) + (op->kind == LT_OP_F && op_has_head(cm, op) ? 2 : 0);
     /* B: every layer's backward, the recomputed layers' forward again; the embedding's
-     * gradient gathered (and with recompute its forward's reduce-scatter again) */
-    return nl * part_collectives(part, true) + r * part_collectives(part, false) + (embed ? (r > 0 ? 2 : 1) : 0);
+     * gradient gathered (and with recompute its forward's reduce-scatter again, but for a
+     * recomputed pre-attention part, which runs as keeping its arrays: train/exec/passes.c) */
+    bool embed_again = r > 0 && part == LT_PART_ALL;
+    return nl * part_collectives(part, true) + r * part_collectives(part, false) + (embed ? (embed_again ? 2 : 1) : 0);
 }
 
 double lt_cost_tp_bytes(const lt_cost_model *cm, const lt_slice *slices, size_t n, const lt_op *op, int cp) {

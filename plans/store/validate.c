@@ -511,7 +511,8 @@ static lt_status check_predictions(const lt_step_plan *p, lt_error *err) {
  *   - the loss denominator: n_predicted == lt_plan_predicted_tokens(lengths);
  *   - recompute placement: an op's recompute_layers R names the FIRST R layers of its range,
  *     [layer_begin, layer_begin + R) (Megatron's block method; for a part op, R = 1 is the
- *     part). FK keeps no activations, so R = 0 there; a B recomputes exactly what its F
+ *     part; an attention part is never recomputed, HelixPipe 4.4.1: R = 0 there). FK keeps
+ *     no activations, so R = 0 there; a B recomputes exactly what its F
  *     kept only the inputs of, so every B has the R of each F it takes activations from
  *     (its LT_DEP_ACT edges of d, the graph of pipeline r). */
 static lt_status check_loss(const lt_step_plan *p, lt_error *err) {
@@ -531,6 +532,12 @@ static lt_status check_recompute(const lt_step_plan *p, size_t r, const lt_deps 
         if (op->kind == LT_OP_FK && op->recompute_layers != 0)
             return plan_fail(err, p, (long)r,
                              "stage %u, op %zu (%s): FK with recompute_layers %u (FK keeps no activations: 0)",
+                             d->stage[v], v - d->first_op[d->stage[v]], lt_op_name(op, name, sizeof name),
+                             op->recompute_layers);
+        if (op->part == LT_PART_ATTN && op->recompute_layers != 0) /* HelixPipe 4.4.1: recomputation without attention */
+            return plan_fail(err, p, (long)r,
+                             "stage %u, op %zu (%s): an attention part with recompute_layers %u (HelixPipe recomputes "
+                             "without attention, 4.4.1: 0)",
                              d->stage[v], v - d->first_op[d->stage[v]], lt_op_name(op, name, sizeof name),
                              op->recompute_layers);
         if (op->kind != LT_OP_B) continue;

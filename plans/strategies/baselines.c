@@ -825,7 +825,7 @@ static lt_status plan_chunkflow(lt_strategies *p, uint64_t step, const int64_t *
 static lt_status plan_one(lt_strategies *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
                           lt_step_plan *out, lt_error *err);
 
-/* auto: every other strategy plans the step (helixpipe only at tp = 1 without sharding);
+/* auto: every other strategy plans the step (helixpipe only without sharding);
  * the fastest plan under the memory cap is kept
  * (ties: the earlier strategy in enum order), with the second fastest as runner-up. A
  * strategy that cannot plan the step (over the cap, or an untuned baseline) is skipped;
@@ -841,10 +841,9 @@ static lt_status plan_auto(lt_strategies *p, uint64_t step, const int64_t *lengt
     lt_status first_st = LT_OK;
     for (int si = 0; si < LT_STRATEGY_AUTO; si++) {
         lt_strategy s = (lt_strategy)si;
-        /* helixpipe where the trainer runs its layer parts over ranks: tp = 1, no sharding
-         * (train/dist/dist.h lt_dist.helix) */
-        if (s == LT_STRATEGY_HELIXPIPE && (p->pc.cm.tp > 1 || (p->pc.cm.dp > 1 && p->pc.cm.shard != LT_SHARD_NONE)))
-            continue;
+        /* helixpipe where the trainer runs its layer parts over ranks: without sharding
+         * (train/dist/dist.h lt_dist.helix: every rank holds the whole model, its TP shard) */
+        if (s == LT_STRATEGY_HELIXPIPE && p->pc.cm.dp > 1 && p->pc.cm.shard != LT_SHARD_NONE) continue;
         lt_error e;
         lt_error_clear(&e);
         lt_status st = plan_one(p, s, step, lengths, n, &trial, &e);

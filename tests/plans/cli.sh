@@ -251,23 +251,27 @@ if [ "$(head -n 1 "$tmp/out")" = "$(printf 'strategy\tpredicted_ms\tbubble_ratio
 else
   echo "not ok $n - $PROG: compare --format tsv rows '$got'"; sed 's/^/# /' "$tmp/out"; fails=$((fails + 1))
 fi
-# auto considers helixpipe where the trainer runs its layer parts over ranks (tp = 1, no
+# auto considers helixpipe where the trainer runs its layer parts over ranks (any tp, no
 # sharding) and picks it where it wins: 64 equal 32K samples on the small model (hidden 256:
-# attention dominates, HelixPipe 3.1) over 4 stages; at tp 4 it is not a candidate
+# attention dominates, HelixPipe 3.1) over 4 stages, at tp 1 and tp 4; with parallel.shard
+# over 2 DP ranks it is not a candidate
 for i in $(seq 64); do echo 32768; done >"$tmp/uni32k.txt"
 HX=(compare --config "$PAPER" --set plan.context_len=32K --set parallel.tp=1 --set parallel.dp=1 --set parallel.pp=4
     --set plan.global_batch=64 --set model.preset=small --set plan.mem=400G --lengths "$tmp/uni32k.txt" --steps 1
     --threads 1)
 check "compare: auto picks helixpipe where it is the fastest (tp 1)" 0 "^auto picked: helixpipe 1$" "" \
   -- "${HX[@]}" --strategies megatron,slimpack,helixpipe,auto
+check "compare: auto picks helixpipe where it is the fastest (tp 4: each TP rank runs its shard of the parts)" 0 \
+  "^auto picked: helixpipe 1$" "" -- "${HX[@]}" --set parallel.tp=4 --strategies megatron,slimpack,helixpipe,auto
 n=$((n + 1)) # (helixpipe is still the fastest there: auto's pick is slower)
-"$BIN" "${HX[@]}" --set parallel.tp=4 --strategies megatron,slimpack,helixpipe,auto >"$tmp/out" 2>"$tmp/err"
+"$BIN" "${HX[@]}" --set parallel.tp=4 --set parallel.dp=2 --set parallel.shard=zero1 \
+  --strategies megatron,slimpack,helixpipe,auto >"$tmp/out" 2>"$tmp/err"
 got=$(awk '$1 == "helixpipe" { h = $2 } $1 == "auto" && $2 ~ /^[0-9]/ { a = $2 } /^auto picked: / { p = $3 }
   END { print (p != "helixpipe" && h + 0 < a + 0) ? "ok" : "picked " p ", helixpipe " h " ms, auto " a " ms" }' "$tmp/out")
 if [ "$got" = ok ]; then
-  echo "ok $n - $PROG: compare: at tp 4 auto does not consider helixpipe, the fastest there (its parts run at tp 1)"
+  echo "ok $n - $PROG: compare: with zero1 over 2 DP ranks auto does not consider helixpipe, the fastest there (its ranks hold the whole model)"
 else
-  echo "not ok $n - $PROG: compare at tp 4: $got"; sed 's/^/# /' "$tmp/out" "$tmp/err" | head -20; fails=$((fails + 1))
+  echo "not ok $n - $PROG: compare with zero1: $got"; sed 's/^/# /' "$tmp/out" "$tmp/err" | head -20; fails=$((fails + 1))
 fi
 check "compare without megatron still has a speedup column" 0 "^chunkflow +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+x" "" \
   -- compare --config "$PAPER" --set plan.context_len=64K --lengths "$tmp/cc.txt" --strategies chunkflow --steps 2

@@ -108,6 +108,24 @@ static void test_loss_and_recompute_refused(void **state) {
     }
     assert_true(found);
     assert_contains(validate_fail(&plan), "FK with recompute_layers 1 (FK keeps no activations: 0)");
+
+    /* helixpipe: its attention parts never recompute (HelixPipe 4.4.1); one that does is refused */
+    plan_ok(p, LT_STRATEGY_HELIXPIPE, 3, len, 4, &plan);
+    validate_ok(&plan, 0);
+    found = false;
+    for (size_t r = 0; r < plan.n_ranks && !found; r++) {
+        lt_schedule *c = &plan.ranks[r].sched;
+        for (int g = 0; g < c->stages && !found; g++)
+            for (size_t i = 0; i < c->stage[g].n && !found; i++)
+                if (c->stage[g].ops[i].part == LT_PART_ATTN && c->stage[g].ops[i].kind == LT_OP_F) {
+                    assert_int_equal(c->stage[g].ops[i].recompute_layers, 0);
+                    c->stage[g].ops[i].recompute_layers = 1;
+                    found = true;
+                }
+    }
+    assert_true(found);
+    assert_contains(validate_fail(&plan), "an attention part with recompute_layers 1 (HelixPipe recomputes without "
+                                          "attention, 4.4.1: 0)");
     lt_step_plan_free(&plan);
     lt_strategies_free(p);
 }

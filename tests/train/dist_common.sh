@@ -131,7 +131,8 @@ oracle() {
 }
 
 # force_recompute SRC DST: a copy of plans SRC.db as DST.db whose every F and B op
-# recomputes the first layer of its range
+# recomputes the first layer of its range (a layer part: itself, but for an attention part,
+# which HelixPipe never recomputes, 4.4.1)
 force_recompute() {
   cp "$tmp/$1.db" "$tmp/$2.db"
   "$PY" - "$tmp/$2.db" <<'PY' >"$tmp/rc.out" 2>&1
@@ -140,7 +141,7 @@ db = sqlite3.connect(sys.argv[1])
 for rowid, ops in db.execute("SELECT rowid, ops FROM stages").fetchall():
     ops = json.loads(ops)
     for op in ops:
-        if op[0] in (0, 2):  # F, B (not FK)
+        if op[0] in (0, 2) and not (len(op) > 8 and op[8] == 2):  # F, B (not FK), not an attention part
             op[2] = 1
     db.execute("UPDATE stages SET ops = ? WHERE rowid = ?", (json.dumps(ops, separators=(",", ":")), rowid))
 db.commit()

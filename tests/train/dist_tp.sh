@@ -10,6 +10,8 @@
 #   - the cpu-bf16 test backend at pp 2 x tp 2 and a DP-Merge group x tp 2;
 #   - 10 training steps at pp 2 x tp 2 as one process's at tp 1; a tp 2 checkpoint resumed
 #     on tp 2 (bit-exact) and on tp 1.
+#   - HelixPipe's layer parts at pp 2 x tp 2 and dp 2 x pp 2 x tp 2 (K/V between attention
+#     stages, recompute), and 4 training steps as one process's, resumed on tp 2 and tp 1.
 # Skipped (with the reason) when the build has no MPI. Emits TAP.
 . "$top_srcdir/tests/train/dist_common.sh"
 
@@ -60,6 +62,21 @@ oracle_tp tp-cp2 megatron 2 1 2 "megatron with static CP 2 x tp 2" --set plan.ha
 # every F and B op recomputing its first layer: the recomputed forward's collectives again
 force_recompute slimpack-pp2-tp2 tp-rc
 check_tp tp-rc 1 2 2 "slimpack, pp 2 x tp 2, every op recomputing one layer"
+# HelixPipe's layer parts at tp 2 (docs/trainer.md "HelixPipe layer parts"): each TP rank
+# runs its shard of every part, its sequence-parallel rows and its heads crossing the stages;
+# a sample's K/V rows (the rank's K/V heads) sent between attention stages, counted; every
+# rank holding its TP shard of the whole model (model_states against whole_model's)
+if plan hx-tp helixpipe 1 2 --set parallel.tp=2 --set plan.global_batch=3; then
+  check_tp hx-tp 1 2 2 "helixpipe, pp 2 x tp 2 (layer parts, a sample's slices attending on two stages)"
+  kv=$(awk '/ helix kv_transfers=/ { split($3, a, "="); s += a[2] } END { print s + 0 }' "$tmp/hx-tp.out")
+  if [ "$kv" -gt 0 ]; then ok "helixpipe at pp 2 x tp 2: K/V sent between attention stages ($kv transfers)"
+  else notok "helixpipe at pp 2 x tp 2 sends K/V between attention stages (kv_transfers=$kv)" "$tmp/hx-tp.out"; fi
+  force_recompute hx-tp hx-tp-rc
+  check_tp hx-tp-rc 1 2 2 "helixpipe, pp 2 x tp 2, every op recomputing (HelixPipe 4.4.1)"
+else
+  notok "planner build helixpipe, pp 2 x tp 2" "$tmp/hx-tp.plan"
+fi
+oracle_tp hx-dp2-tp2 helixpipe 2 2 2 "helixpipe, dp 2 x pp 2 x tp 2 (the sums over DP, then the stages)"
 # a plan for tp 2 on a job of tp 1, and a world that is not dp x pp x tp: refused by name
 if "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --db "$tmp/megatron-pp2-tp2.db" \
      --data "$tmp/data" >"$tmp/tpl.out" 2>"$tmp/tpl.err"; then
@@ -112,6 +129,34 @@ if cmp -s "$tmp/tp/ckpt-00000010.d/stage-0.bin" "$tmp/tpr/ckpt-00000010.d/stage-
   ok "a tp 2 checkpoint: resumed on tp 2 bit-exactly, on tp 1 within 1e-5 ($d1)"
 else
   notok "a tp 2 checkpoint resumed on tp 2 and tp 1 (difference '$d1')" "$tmp/tpr.err" "$tmp/tpr1.err"
+fi
+
+# HelixPipe at tp 2: 4 steps on pp 2 x tp 2 ranks give one process's parameters (its plans
+# at tp 1, the same batches); stopped after step 2, resumed on tp 2 bit-exactly and on tp 1
+# (2 ranks) within 1e-5
+HX1=("${T[@]}" --set plan.steps=4 --set train.steps=4 --set plan.global_batch=3 --set parallel.pp=2)
+HX2=("${HX1[@]}" --set parallel.tp=2 --db "$tmp/hxt2.db")
+if plan hxt1 helixpipe 1 2 --set plan.steps=4 --set plan.global_batch=3 &&
+   plan hxt2 helixpipe 1 2 --set plan.steps=4 --set plan.global_batch=3 --set parallel.tp=2; then
+  "$TRAINER" train "${HX1[@]}" --db "$tmp/hxt1.db" --out "$tmp/hx1" >"$tmp/hx1.out" 2>&1
+  "${MPIRUN[@]}" 4 "$TRAINER" train "${HX2[@]}" --out "$tmp/hx2" >"$tmp/hx2.out" 2>"$tmp/hx2.err"
+  "${MPIRUN[@]}" 4 "$TRAINER" train "${HX2[@]}" --set train.checkpoint_every=2 --steps 2 --out "$tmp/hxr" >/dev/null 2>&1
+  cp -r "$tmp/hxr" "$tmp/hxr1"
+  "${MPIRUN[@]}" 4 "$TRAINER" train "${HX2[@]}" --out "$tmp/hxr" --resume >"$tmp/hxr.out" 2>"$tmp/hxr.err"
+  "${MPIRUN[@]}" 2 "$TRAINER" train "${HX1[@]}" --db "$tmp/hxt1.db" --out "$tmp/hxr1" --resume >"$tmp/hxr1.out" 2>"$tmp/hxr1.err"
+  d=$(params_diff "$tmp/hx1/ckpt-00000004.bin" "$tmp/hx2/ckpt-00000004.d")
+  d1=$(params_diff "$tmp/hx2/ckpt-00000004.d" "$tmp/hxr1/ckpt-00000004.d")
+  if [ "$(grep -c '^step=' "$tmp/hx2.out")" = 4 ] && [ -n "$d" ] && awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' &&
+     cmp -s "$tmp/hx2/ckpt-00000004.d/stage-0.bin" "$tmp/hxr/ckpt-00000004.d/stage-0.bin" &&
+     cmp -s "$tmp/hx2/ckpt-00000004.d/stage-1.bin" "$tmp/hxr/ckpt-00000004.d/stage-1.bin" &&
+     [ -n "$d1" ] && awk -v d="$d1" 'BEGIN { exit !(d <= 1e-5) }'; then
+    ok "train --db of helixpipe plans on pp 2 x tp 2 ranks: as one process ($d), resumed on tp 2 bit-exactly, on tp 1 ($d1)"
+  else
+    notok "train --db of helixpipe plans on pp 2 x tp 2 (differences '$d', '$d1')" "$tmp/hx2.out" "$tmp/hx2.err" \
+      "$tmp/hxr.err" "$tmp/hxr1.err"
+  fi
+else
+  notok "planner build helixpipe for training at tp 1 and tp 2" "$tmp/hxt1.plan" "$tmp/hxt2.plan"
 fi
 
 

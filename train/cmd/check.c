@@ -416,11 +416,12 @@ int check_command(lt_cli_ctx *ctx) {
     }
     /* each rank's part against the cost model's parameters of its stage (lt_cost_stage_params:
      * its layers, the vocab-parallel embedding and head at V / tp rows, the replicated norms) */
-    if (st == LT_OK && c.xm == &c.mp && c.helix && rank0)
-        printf("model_states: HelixPipe: every rank holds the whole model's %zu parameters (each tensor owned by its "
-               "part's stage)\n", c.mp.n_params);
-    if (st == LT_OK && c.xm == &c.mp && !c.helix) {
-        double want = lt_cost_stage_params(&c.cm, lt_comm_layout_of(c.comm)->stage);
+    /* (HelixPipe: every rank holds the whole model, its TP shard of it; each tensor owned by
+     * its part's stage: lt_cost_model.whole_model) */
+    if (st == LT_OK && c.xm == &c.mp) {
+        lt_cost_model wm = c.cm;
+        wm.whole_model = c.helix;
+        double want = lt_cost_stage_params(&wm, lt_comm_layout_of(c.comm)->stage);
         double held[1] = {(double)c.mp.n_params}, e[1] = {0};
         /* the TP group's largest part (ranks below V mod tp hold one vocabulary row more) */
         st = lt_comm_allreduce(c.comm, LT_COMM_TP, held, 1, LT_COMM_F64, true, &err);
@@ -428,9 +429,11 @@ int check_command(lt_cli_ctx *ctx) {
         if (st == LT_OK) st = lt_comm_allreduce(c.comm, LT_COMM_WORLD, e, 1, LT_COMM_F64, true, &err);
         c.worst_params = e[0];
         if (st == LT_OK && rank0)
-            printf("model_states: rank 0 holds %zu of the model's %zu parameters (its stage's part, its TP shard; the "
+            printf("model_states: rank 0 holds %zu of the model's %zu parameters (%s, its TP shard; the "
                    "largest of its TP group %.0f), the cost model %.0f; params_rel_err=%.3e (the worst stage)\n",
-                   c.mp.n_params, c.m.n_params, held[0], want, e[0]);
+                   c.mp.n_params, c.m.n_params,
+                   c.helix ? "HelixPipe: the whole model, each tensor owned by its part's stage" : "its stage's part",
+                   held[0], want, e[0]);
     }
     for (size_t i = 0; st == LT_OK && i < n_steps; i++) st = check_step(&c, steps[i], &err);
     if (st == LT_OK && rank0 && c.comm && c.xm->tp > 1 && c.tp_compared > 0)

@@ -170,7 +170,10 @@ static void helix_owners(lt_dist *d, const lt_llama *m) {
         int owner = t->layer >= 0 ? (t->layer + !pre_attention_tensor(m, t)) % p
                     : is_embed(m, t) ? 0 /* the embedding: layer 0's pre-attention */
                                      : L % p; /* final norm, LM head: the last post-attention */
-        d->mine[i] = d->counted[i] = owner == d->stage;
+        d->mine[i] = owner == d->stage;
+        /* a tensor replicated over the TP group (the norms) counts on TP rank 0 */
+        d->counted[i] = d->mine[i] && (t->split != LT_SPLIT_NONE || d->tp_rank == 0);
+        if (d->mine[i] && d->tp > 1 && t->split == LT_SPLIT_NONE) d->rep_floats += (size_t)t->rows * (size_t)t->cols;
     }
 }
 
@@ -203,11 +206,11 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "step %llu is a HelixPipe plan (layer parts): every rank needs the "
                        "whole model", (unsigned long long)p->step);
     }
-    if (d->helix && (d->tp > 1 || (d->dp > 1 && shard != LT_SHARD_NONE) || !lt_backend_of(m)->host)) {
+    if (d->helix && ((d->dp > 1 && shard != LT_SHARD_NONE) || !lt_backend_of(m)->host)) {
         lt_dist_free(d);
         return lt_fail(err, LT_ERR_CONFIG, NULL, "HelixPipe's plans (layer parts) run distributed on the CPU with the "
-                       "whole model on every rank, parallel.tp = 1 and parallel.shard = none (here %s)",
-                       d->tp > 1 ? "parallel.tp > 1" : !lt_backend_of(m)->host ? "on the GPU" : "parallel.shard");
+                       "whole model (each TP rank its shard of it) on every rank and parallel.shard = none (here %s)",
+                       !lt_backend_of(m)->host ? "on the GPU" : "parallel.shard");
     }
     d->l0 = d->helix ? 0 : d->l0, d->l1 = d->helix ? m->shape.layers : d->l1;
     if (d->helix) helix_owners(d, m);
@@ -629,8 +632,15 @@ lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_e
     if (d->helix && d->device_grads)
         return lt_fail(err, LT_ERR_CONFIG, "train.backend", "HelixPipe's plans run distributed on the CPU only (their "
                        "gradient sums and weight exchange over NCCL are not built)");
-    if (d->helix) /* every stage's share of every tensor (a layer's Q/K/V on every attention stage), every DP rank's */
-        return allreduce_buckets(d, LT_COMM_WORLD, grads, m->n_params, err);
+    if (d->helix) { /* every stage's share of every tensor (a layer's Q/K/V on every attention stage), every DP rank's */
+        if (d->tp == 1) return allreduce_buckets(d, LT_COMM_WORLD, grads, m->n_params, err);
+        /* under TP the ranks of one TP rank: its DP ranks, then its stages (sums commute);
+         * then the replicated tensors' sums over the TP group, on their owner stage */
+        if (d->dp > 1) st = allreduce_buckets(d, LT_COMM_DP, grads, m->n_params, err);
+        if (st == LT_OK) st = allreduce_buckets(d, LT_COMM_PIPELINE, grads, m->n_params, err);
+        if (st == LT_OK) st = reduce_tp_replicated(d, m, grads, -1, err);
+        return st;
+    }
     if (d->sharded && d->device_grads) { /* the TP and tied sums, then NCCL's in-place reduce-scatter of the blocks */
         st = reduce_tp_replicated(d, m, grads, -1, err);
         if (st == LT_OK) st = reduce_tied(d, m, grads, err);

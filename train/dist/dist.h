@@ -80,7 +80,9 @@ typedef struct lt_dist {
      * mod pp, the embedding by stage 0, the final norm and head by layers mod pp); the
      * gradients summed over every rank after the step (no per-layer posting), the updated
      * tensors sent from their owners to the pipeline's other stages. Any plan of the run
-     * executes on it (auto mixes strategies). CPU, tp = 1, shard = none. */
+     * executes on it (auto mixes strategies). Under TP the same with this TP rank's shard of
+     * the whole model: the sums over its DP ranks and stages, then the replicated tensors'
+     * over TP. CPU, shard = none. */
     bool helix;
     const lt_llama *model;
     /* sharded on the GPU (zero1 only: Megatron's distributed optimizer): dp equal blocks of

@@ -111,6 +111,8 @@ static lt_status part_check(pipe_run *pr, uint32_t v, lt_error *err) {
     if (pr->ops[v].G != 1) return exec_op_error(pr, v, err, "a layer part (HelixPipe) in a context-parallel group");
     if (op->kind == LT_OP_FK) return exec_op_error(pr, v, err, "a K/V-only forward of a layer part");
     if (op->layer_end != op->layer_begin + 1) return exec_op_error(pr, v, err, "a layer part spans more than one layer");
+    if (op->part == LT_PART_ATTN && op->recompute_layers != 0)
+        return exec_op_error(pr, v, err, "a recomputed attention part (HelixPipe recomputes without attention, 4.4.1)");
     /* recomputation without attention (HelixPipe 4.4.1, recompute_layers = 1 on the pre- and
      * post-attention parts): a recomputed post-attention keeps its inputs only and runs its
      * forward again before its backward (part_backward); a recomputed pre-attention runs as

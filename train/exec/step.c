@@ -23,9 +23,6 @@ static bool skipped(const pipe_run *pr, uint32_t v) {
 static lt_status check_ops(pipe_run *pr, lt_error *err) {
     for (uint32_t v = 0; v < pr->deps.n_ops; v++) {
         const lt_op *op = pr->deps.op[v];
-        if (op->part != LT_PART_ALL && pr->comm && pr->m->tp > 1)
-            return exec_op_error(pr, v, err, "runs a part of a layer (HelixPipe) with tensor parallelism: not built "
-                                 "(HelixPipe plans run at parallel.tp = 1)");
         size_t np;
         const lt_dep *pd = lt_deps_preds(&pr->deps, v, &np);
         for (size_t k = 0; op->part != LT_PART_ALL && pr->comm && k < np; k++)

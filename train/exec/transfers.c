@@ -85,7 +85,9 @@ size_t exec_part_xfer_bytes(const pipe_run *pr, uint32_t v, bool in, size_t *fir
     if (upper != LT_PART_ATTN && upper != LT_PART_POST) return 0; /* across layers: refused (step.c) */
     const op_state *o = &pr->ops[v];
     size_t T = (size_t)lt_unit_tokens(&o->u[o->me]), es = exec_be(pr)->act_bytes;
-    size_t x = T * (size_t)pr->m->shape.hidden * es;
+    /* the residual stream and the QKV linear's input: this rank's sequence-parallel rows; the
+     * attention output: every token of this TP rank's heads */
+    size_t x = (size_t)lt_unit_sp_rows(pr->m, &o->u[o->me]) * (size_t)pr->m->shape.hidden * es;
     size_t second = upper == LT_PART_ATTN ? x : T * (size_t)pr->m->heads_l * (size_t)pr->m->head_dim * es;
     if (first) *first = x;
     return x + second;
