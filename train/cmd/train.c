@@ -854,7 +854,12 @@ int train_command(lt_cli_ctx *ctx) {
     lt_tp_ops tpo;
     if (s == LT_OK && is_part) { /* read or initialized as this rank's part */
         if (tp > 1) lt_dist_tp_ops(comm, be != NULL, &tpo), m.tp_ops = &tpo;
-        if (rank0)
+        bool whole = lt_comm_layout_of(comm)->pp > 1 && m.l0 == 0 && m.l1 == m.shape.layers; /* lt_dist.helix */
+        if (rank0 && whole)
+            LT_INFO("HelixPipe's plans: every rank holds the whole model (rank 0 has %zu of its %zu parameters%s), "
+                    "each tensor owned by its part's stage, read or initialized as such", m.n_params,
+                    m.n_params_whole, m.tp > 1 ? ", its TP shard" : "");
+        else if (rank0)
             LT_INFO("each rank holds its own part: rank 0 has %zu of the model's %zu parameters (stage 0's layers "
                     "%d..%d%s), read or initialized as such", m.n_params, m.n_params_whole, m.l0, m.l1 - 1,
                     m.tp > 1 ? ", its TP shard" : "");
