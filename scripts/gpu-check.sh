@@ -639,7 +639,7 @@ INI
   fi
 fi
 
-# ---------------------------------------------------------------- 8. two GPUs: tp 2, zero1 at dp 2
+# ---------------------------------------------------------------- 8. two GPUs: tp 2, zero1 at dp 2, helixpipe at pp 2
 if [ "$n_gpus" -lt 2 ] || ! command -v mpirun >/dev/null 2>&1; then
   row_now "tp 2 and zero1 over NCCL" "NEEDS 2 GPUS" "$n_gpus GPU(s)$(command -v mpirun >/dev/null 2>&1 || echo ', no mpirun'): NCCL takes one rank per GPU"
 elif [ ! -f "$work/check.ini" ] || [ ! -d "$work/data" ]; then
@@ -674,6 +674,17 @@ else
     elif timed_out; then row_timeout
     else
       row "$step_name" FAIL "$(last_out | grep -m1 -E 'error' || echo failed)"
+    fi
+  fi
+  if step_begin two_gpu "helixpipe at pp 2 on 2 GPUs (layer parts and K/V over the NCCL stage channels, trainer check)"; then
+    if run_logged "$build/plans/planner" build --config "$work/check.ini" --data "$work/data" --db "$work/hx.db" \
+         --strategy helixpipe --set parallel.pp=2 &&
+       run_logged "${MPI2[@]}" "$build/train/trainer" check --config "$work/check.ini" --set parallel.pp=2 \
+         --db "$work/hx.db" --data "$work/data"; then
+      row "$step_name" PASS "$(last_out | tail -1)"
+    elif timed_out; then row_timeout
+    else
+      row "$step_name" FAIL "$(last_out | grep -m1 -E 'error|max_rel' || echo failed)"
     fi
   fi
 fi

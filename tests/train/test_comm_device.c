@@ -25,7 +25,7 @@
 #include "kernels/cuda.h"         /* lt_cuda_open, lt_cuda_stream, lt_cuda_comm_stream, memory */
 #include "kernels/gpu.h"          /* lt_gpu_built, lt_gpu_device_count */
 #include "train/dist/comm.h"
-#include "train/dist/comm_impl.h" /* lt_comm_chan_colour */
+#include "train/dist/comm_impl.h" /* lt_comm_chan_rounds, lt_comm_chan_peer, lt_comm_chan_colour */
 
 static lt_comm *world_of_one(void) {
     lt_comm *c = NULL;
@@ -38,49 +38,43 @@ static lt_comm *world_of_one(void) {
 
 static bool have_gpu(char *why, size_t n) { return lt_gpu_device_count(why, n) > 0; }
 
-/* The stage channels' split colours (train/dist/comm_impl.h), over layouts up to dp 3 x pp 7:
- * in the two splits together, every pair of neighbouring stages of every pipeline has
- * exactly one colour, held by its two ranks and no other, the lower stage marked lower
- * (rank 0 of the pair); a rank is in at most one pair per split. This is the part of the
- * NCCL bootstrap that can be checked without NCCL: which ranks end up in which channel. */
+/* The stage channels' splits (train/dist/comm_impl.h), over layouts up to dp 3 x pp 9, for
+ * the neighbours and for any two stages (HelixPipe): in each round a stage's peer names it
+ * back (a rank is in at most one pair a round), over the rounds every wanted pair of stages
+ * (s, s + 1), or every pair with any_stage, comes exactly once and no other; each pair's
+ * colour is held by its two ranks and no other. This is the part of the NCCL bootstrap that
+ * can be checked without NCCL: which ranks end up in which channel. */
 static void test_stage_channel_colours(void **state) {
     (void)state;
-    for (int dp = 1; dp <= 3; dp++)
-        for (int pp = 1; pp <= 7; pp++) {
-            int world = dp * pp, pairs_seen = 0;
-            for (int parity = 0; parity < 2; parity++) {
-                int *members = calloc((size_t)world, sizeof *members); /* per colour: how many */
-                int *low = calloc((size_t)world, sizeof *low), *high = calloc((size_t)world, sizeof *high);
-                assert_non_null(members), assert_non_null(low), assert_non_null(high);
-                for (int r = 0; r < world; r++) {
-                    int d = r / pp, s = r % pp;
-                    bool lower = false;
-                    int c = lt_comm_chan_colour(d, s, pp, parity, &lower);
-                    if (c < 0) {
-                        /* no pair of this parity: only where neither (s - 1, s) nor (s, s + 1) has it */
-                        assert_false(s % 2 == parity && s + 1 < pp);
-                        assert_false(s >= 1 && (s - 1) % 2 == parity);
-                        continue;
+    for (int any = 0; any < 2; any++)
+        for (int dp = 1; dp <= 3; dp++)
+            for (int pp = 1; pp <= 9; pp++) {
+                int world = dp * pp, rounds = lt_comm_chan_rounds(pp, any);
+                int *seen = calloc((size_t)(pp * pp), sizeof *seen); /* per pair (lo, hi): rounds it came in */
+                int *colours = calloc((size_t)(world * pp + 1), sizeof *colours); /* per colour: members */
+                assert_non_null(seen), assert_non_null(colours);
+                if (pp < 2) assert_int_equal(rounds, 0);
+                for (int r = 0; r < rounds; r++)
+                    for (int g = 0; g < world; g++) {
+                        int d = g / pp, st = g % pp, peer = lt_comm_chan_peer(st, pp, r, any);
+                        if (peer < 0) continue;
+                        assert_in_range(peer, 0, pp - 1);
+                        assert_int_not_equal(peer, st);
+                        assert_int_equal(lt_comm_chan_peer(peer, pp, r, any), st); /* it names me back */
+                        if (!any) assert_int_equal(abs(peer - st), 1);
+                        int c = lt_comm_chan_colour(d, st, peer, pp);
+                        assert_int_equal(c, lt_comm_chan_colour(d, peer, st, pp));
+                        assert_in_range(c, 0, world * pp - 1);
+                        colours[c]++;
+                        if (st < peer) seen[st * pp + peer]++;
                     }
-                    assert_in_range(c, 0, world - 1);
-                    members[c]++;
-                    if (lower) low[c] = r + 1;
-                    else high[c] = r + 1;
-                }
-                for (int c = 0; c < world; c++) {
-                    if (!members[c]) continue;
-                    assert_int_equal(members[c], 2);
-                    assert_true(low[c] > 0 && high[c] > 0);
-                    int a = low[c] - 1, b = high[c] - 1;
-                    assert_int_equal(a / pp, b / pp);         /* one pipeline */
-                    assert_int_equal(b % pp, a % pp + 1);     /* neighbours, the lower one marked */
-                    assert_int_equal((a % pp) % 2, parity);   /* of this split's parity */
-                    pairs_seen++;
-                }
-                free(members), free(low), free(high);
+                for (int c = 0; c < world * pp; c++) /* a pair's colour: its two ranks, in its one round */
+                    assert_true(colours[c] == 0 || colours[c] == 2);
+                for (int lo = 0; lo < pp; lo++)
+                    for (int hi = lo + 1; hi < pp; hi++)
+                        assert_int_equal(seen[lo * pp + hi], any || hi == lo + 1 ? dp : 0);
+                free(seen), free(colours);
             }
-            assert_int_equal(pairs_seen, dp * (pp - 1)); /* every pair, once */
-        }
 }
 
 static void test_device_calls_need_an_attached_device(void **state) {
@@ -115,13 +109,13 @@ static void test_attach_failures_are_clean(void **state) {
         int n = lt_gpu_device_count(why, sizeof why);
         assert_int_equal(lt_comm_pick_device(c, &dev, &err), LT_OK);
         assert_true(dev >= 0 && dev < n);
-        assert_int_not_equal(lt_comm_attach_device(c, n + 7, NULL, NULL, &err), LT_OK);
+        assert_int_not_equal(lt_comm_attach_device(c, n + 7, NULL, NULL, false, &err), LT_OK);
         assert_non_null(strstr(err.what, "opening the device for NCCL"));
     } else {
         assert_int_equal(lt_comm_pick_device(c, &dev, &err), LT_ERR_CONFIG);
         assert_int_equal(dev, 0);
         assert_true(strstr(err.what, "no CUDA device") || strstr(err.what, "built without CUDA"));
-        assert_int_not_equal(lt_comm_attach_device(c, 0, NULL, NULL, &err), LT_OK);
+        assert_int_not_equal(lt_comm_attach_device(c, 0, NULL, NULL, false, &err), LT_OK);
         assert_true(err.what[0] != '\0');
     }
     assert_false(lt_comm_has_device(c)); /* nothing half-attached */
@@ -141,10 +135,10 @@ static void test_world_of_one_on_a_gpu(void **state) {
     assert_int_equal(lt_comm_pick_device(c, &dev, &err), LT_OK);
     lt_cuda *g = NULL;
     if (lt_cuda_open(&g, dev, &err) != LT_OK) fail_msg("lt_cuda_open: %s", err.what);
-    if (lt_comm_attach_device(c, dev, lt_cuda_stream(g), lt_cuda_comm_stream(g), &err) != LT_OK)
+    if (lt_comm_attach_device(c, dev, lt_cuda_stream(g), lt_cuda_comm_stream(g), false, &err) != LT_OK)
         fail_msg("attach: %s", err.what);
     assert_true(lt_comm_has_device(c));
-    assert_int_equal(lt_comm_attach_device(c, dev, lt_cuda_stream(g), lt_cuda_comm_stream(g), &err),
+    assert_int_equal(lt_comm_attach_device(c, dev, lt_cuda_stream(g), lt_cuda_comm_stream(g), false, &err),
                      LT_ERR_INTERNAL); /* once per communicator */
 
     enum { N = 1000 };

@@ -353,7 +353,9 @@ int check_command(lt_cli_ctx *ctx) {
     bool rank0 = !c.comm || lt_comm_layout_of(c.comm)->rank == 0;
     /* under a launcher: each rank's GPU, NCCL attached (the stage channels, the gradient
      * all-reduces and the context-parallel ring on the device, as in train --db) */
-    st = lt_cmd_open_backend_on(ctx, c.comm, &c.be, &err);
+    bool any_stage = false; /* HelixPipe's helix: the GPU's stage channels join any two stages */
+    if (st == LT_OK && c.comm && lt_comm_layout_of(c.comm)->distributed) st = lt_cmd_plans_helix(db, &any_stage, &err);
+    if (st == LT_OK) st = lt_cmd_open_backend_on(ctx, c.comm, any_stage, &c.be, &err);
     const char *tb = getenv("LONGTAIL_TEST_BACKEND");
     if (st == LT_OK && tb && tb[0]) {
         if (strcmp(tb, "cpu-bf16") != 0)

@@ -88,7 +88,13 @@ lt_status lt_cmd_open_backend(const lt_cli_ctx *ctx, struct lt_backend **be, lt_
  * (lt_comm_attach_device, collective over the world). The caller lt_comm_finalize's comm
  * before lt_backend_cuda_close (the NCCL communicators use the backend's streams). */
 struct lt_comm;
-lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, struct lt_comm *comm, struct lt_backend **be, lt_error *err);
+/* any_stage: the GPU's stage channels join any two stages (a run whose plans hold a HelixPipe
+ * step, lt_cmd_plans_helix), else neighbours only. */
+lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, struct lt_comm *comm, bool any_stage, struct lt_backend **be,
+                                 lt_error *err);
+/* Whether the plans of db hold a HelixPipe step (its helix sends between any two stages; a
+ * run with one holds the whole model on every rank, train/dist/dist.h lt_dist.helix). */
+lt_status lt_cmd_plans_helix(const char *db, bool *helix, lt_error *err);
 /* The device arena (lt_backend_cuda_reserve) of a GPU command without plan-based sizing
  * (trainer check, calibrate): `share` of the device's free memory, taken once the model
  * states are on it, so that no pass buffer is a cudaMalloc (and no free a cudaFree, which

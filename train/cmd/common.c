@@ -19,7 +19,7 @@
 #include "train/io/ckpt.h"       /* lt_ckpt_read, lt_ckpt_check_shape */
 #include "train/io/docs.h"       /* lt_docs_get_piece */
 #include "train/model/backend.h" /* lt_backend_cuda_open, _streams, _close */
-#include "plans/store/store.h"   /* lt_store_open, lt_store_run_info */
+#include "plans/store/store.h"   /* lt_store_open, lt_store_run_info, lt_store_count_strategy */
 
 /* ------------------------------------------------------------------ the config */
 
@@ -99,10 +99,22 @@ static int local_device(void) {
 }
 
 lt_status lt_cmd_open_backend(const lt_cli_ctx *ctx, lt_backend **be, lt_error *err) {
-    return lt_cmd_open_backend_on(ctx, NULL, be, err);
+    return lt_cmd_open_backend_on(ctx, NULL, false, be, err);
 }
 
-lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, lt_comm *comm, lt_backend **be, lt_error *err) {
+lt_status lt_cmd_plans_helix(const char *db, bool *helix, lt_error *err) {
+    *helix = false;
+    lt_store *store = NULL;
+    int64_t n = 0;
+    lt_status st = lt_store_open(&store, db, err);
+    if (st == LT_OK) st = lt_store_count_strategy(store, lt_strategy_name(LT_STRATEGY_HELIXPIPE), &n, err);
+    lt_store_close(store);
+    *helix = st == LT_OK && n > 0;
+    return st;
+}
+
+lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, lt_comm *comm, bool any_stage, lt_backend **be,
+                                 lt_error *err) {
     *be = NULL;
     const char *b = lt_config_get_string(ctx->config, "train", "backend");
     if (b == NULL || strcmp(b, "cpu") == 0) return LT_OK;
@@ -115,7 +127,7 @@ lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, lt_comm *comm, lt_backen
         /* NCCL beside MPI (train/dist/comm.h "device buffers"): collective over the world */
         void *compute, *comm_stream;
         lt_backend_cuda_streams(*be, &compute, &comm_stream);
-        lt_status st = lt_comm_attach_device(comm, device, compute, comm_stream, err);
+        lt_status st = lt_comm_attach_device(comm, device, compute, comm_stream, any_stage, err);
         if (st != LT_OK) {
             lt_backend_cuda_close(*be);
             *be = NULL;

@@ -845,7 +845,9 @@ int train_command(lt_cli_ctx *ctx) {
                     "parallel.shard = %s runs on the CPU backend only; train.backend = cuda shards with zero1",
                     lt_shard_name(L.shard));
     /* under a launcher: the rank's GPU, and NCCL attached for the gradient all-reduces */
-    if (s == LT_OK) s = lt_cmd_open_backend_on(ctx, comm, &be, &err);
+    bool any_stage = false; /* HelixPipe's helix: the GPU's stage channels join any two stages */
+    if (s == LT_OK && comm && a.db) s = lt_cmd_plans_helix(a.db, &any_stage, &err);
+    if (s == LT_OK) s = lt_cmd_open_backend_on(ctx, comm, any_stage, &be, &err);
     int dp = comm ? lt_comm_layout_of(comm)->dp : 1;
     bool gpu_sharded = be && comm && a.db && L.shard == LT_SHARD_ZERO1 && dp > 1;
     L.gpu_sharded = gpu_sharded;
@@ -928,6 +930,7 @@ int train_command(lt_cli_ctx *ctx) {
             s = lt_dist_clip(&L.dist, &m, grads, oc.grad_clip, &norm, &err);
             if (s == LT_OK && gpu_sharded) s = lt_dist_adamw(&L.dist, &opt, &m, m.params, grads, lr, &oc, &err);
             else if (s == LT_OK) s = lt_backend_cuda_adamw_tensors(be, &m, grads, lr, ++opt.t, &oc, L.dist.mine, &err);
+            if (s == LT_OK && !gpu_sharded) s = lt_dist_helix_weights(&L.dist, be, &m, &err); /* (HelixPipe) */
             if (s == LT_OK && L.rank0 && !L.gpu_states_shown) gpu_states(&L);
             if (s != LT_OK) break;
         } else if (be) { /* clipping and AdamW on the device (fp32 master, m, v; the bf16 copy rewritten) */

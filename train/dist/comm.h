@@ -96,8 +96,8 @@ _Noreturn void lt_comm_abort(lt_comm *c, int code, const char *what);
 /* ---------------------------------------------------------------- stage-to-stage transfers
  *
  * The activations (forward) and gradients (backward) between the stages of one pipeline
- * (the executor's): neighbouring stages, and with HelixPipe's helix any two (on the host;
- * the GPU's channels join neighbours only). Each ordered pair of stages is a CHANNEL (this
+ * (the executor's): neighbouring stages, and with HelixPipe's helix any two (on the GPU
+ * when attached with any_stage). Each ordered pair of stages is a CHANNEL (this
  * rank to stage s, stage s to this rank), and a channel's transfers match in the order they are
  * posted: there are no tags, so the receiver posts its receives in the order the sender
  * posts its sends. That is NCCL's rule (a point-to-point call waits on its stream for the
@@ -108,8 +108,9 @@ _Noreturn void lt_comm_abort(lt_comm *c, int code, const char *what);
  * early from one neighbour does not hold up a send to the other (ORDERING RULES 3 below).
  *
  * Post a send / receive of `bytes` bytes to / from stage `stage` of this rank's pipeline
- * (another stage, else LT_ERR_INTERNAL; with `device` this stage +- 1, else LT_ERR_CONFIG
- * naming the limit). device: buf is a device buffer (NCCL,
+ * (another stage, else LT_ERR_INTERNAL; with `device` and channels attached without
+ * any_stage, this stage +- 1, else LT_ERR_CONFIG naming the limit). device: buf is a
+ * device buffer (NCCL,
  * after lt_comm_attach_device), else host memory (MPI). The buffer stays untouched until
  * the request completes. `what` (copied) names the transfer in timeout messages. */
 lt_status lt_comm_stage_isend(lt_comm *c, int stage, const void *buf, size_t bytes, bool device, const char *what,
@@ -207,7 +208,11 @@ lt_status lt_comm_barrier(lt_comm *c, lt_error *err);
  * non-blocking: every NCCL call is polled against train.comm_timeout_s, so a dead peer is
  * an error, never a hang), and the DP, PIPELINE and TIED groups are ncclCommSplit's of it
  * with the colours and keys of the MPI splits (colour = stage, key = dp_rank; colour =
- * dp_rank, key = stage; the tied pair: colour dp_rank on the first and last stage).
+ * dp_rank, key = stage; the tied pair: colour dp_rank on the first and last stage). The
+ * stage channels are splits too, two a round of pairs of stages (train/dist/comm_impl.h
+ * lt_comm_chan_peer): two rounds for the neighbours, with any_stage (a run whose plans hold
+ * a HelixPipe step: its helix sends between any two stages) pp - 1 rounds (pp even; pp
+ * odd: pp) for every pair, 2 (pp - 1) two-rank communicators a rank.
  *
  * ORDERING RULES (the streams are the lt_cuda context's):
  *  1. Every device call first makes the communication stream wait for the work already
@@ -225,7 +230,7 @@ lt_status lt_comm_barrier(lt_comm *c, lt_error *err);
  *  3. NCCL has no tags: the sends and receives between two ranks on one communicator match
  *     in the order they are posted, and each NCCL point-to-point call blocks its stream
  *     until the peer posts the matching call. The stage channels therefore each have their
- *     own communicator and stream (one way between two neighbours), and their users post
+ *     own communicator and stream (one way between two stages), and their users post
  *     a channel's receives in its sender's order (train/exec/transfers.c). Other exchanges between
  *     two ranks that each receive from and send to the other at the same time post both
  *     in one lt_comm_dev_batch (ncclGroupStart/End), else each stream waits on its receive
@@ -246,7 +251,8 @@ lt_status lt_comm_pick_device(const lt_comm *c, int *device, lt_error *err);
  * use. Collective over the world. Once per communicator. The streams must outlive the
  * communicator: lt_comm_finalize (which destroys the NCCL communicators) before
  * lt_cuda_close. */
-lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, void *comm_stream, lt_error *err);
+lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, void *comm_stream, bool any_stage,
+                                lt_error *err);
 bool lt_comm_has_device(const lt_comm *c);
 
 /* One point-to-point transfer of a batch: send (or receive) `bytes` bytes of the device

@@ -35,16 +35,32 @@ struct lt_comm_req {
     char what[120];
 };
 
-/* The stage channels' splits (comm_nccl.c, lt_comm_attach_device): in split `parity` (0:
- * the pairs of stages (s, s + 1) with s even, 1: with s odd) the colour of the rank at
- * (dp_rank, stage) of a layout with pp stages, or -1 when it is in no pair of that parity
- * (the end stages); *lower: it is the pair's lower stage (its neighbour is stage + 1, and
- * with key = stage it is rank 0 of the pair's communicator). Each pair of a pipeline gets
- * one colour, shared by its two stages only (tests/train/test_comm_device.c). */
-static inline int lt_comm_chan_colour(int dp_rank, int stage, int pp, int parity, bool *lower) {
-    *lower = stage % 2 == parity && stage + 1 < pp;
-    bool upper = stage % 2 != parity && stage >= 1;
-    return *lower ? dp_rank * pp + stage : upper ? dp_rank * pp + stage - 1 : -1;
+/* The stage channels' splits (comm_nccl.c, lt_comm_attach_device): lt_comm_chan_rounds
+ * rounds of pairs of a pipeline's pp stages, each stage in at most one pair a round and
+ * every wanted pair in exactly one round. With any_stage (HelixPipe's helix sends between any
+ * two stages) every pair, by the circle method over n = pp rounded up to even positions
+ * (round r pairs r with position n - 1 and every other s with (2r - s) mod (n - 1); a stage
+ * paired with position pp, which does not exist, sits the round out): n - 1 rounds.
+ * Otherwise the neighbours (s, s + 1): round 0 those with s even, round 1 those with s odd.
+ * lt_comm_chan_peer: the stage paired with `stage` in round r, or -1; lt_comm_chan_colour:
+ * the split colour of the pair (stage, peer) of pipeline dp_rank, one per pair (the lower
+ * stage is rank 0 of its communicator with key = stage). tests/train/test_comm_device.c. */
+static inline int lt_comm_chan_rounds(int pp, bool any_stage) {
+    if (pp < 2) return 0;
+    return any_stage ? pp - 1 + pp % 2 : 2;
+}
+static inline int lt_comm_chan_peer(int stage, int pp, int round, bool any_stage) {
+    if (!any_stage) {
+        if (stage % 2 == round && stage + 1 < pp) return stage + 1;
+        return stage >= 1 && (stage - 1) % 2 == round ? stage - 1 : -1;
+    }
+    int m = pp - 1 + pp % 2; /* n - 1 */
+    int peer = stage == m ? round : stage == round ? m : ((2 * round - stage) % m + m) % m;
+    return peer < pp ? peer : -1;
+}
+static inline int lt_comm_chan_colour(int dp_rank, int stage, int peer, int pp) {
+    int lo = stage < peer ? stage : peer, hi = stage < peer ? peer : stage;
+    return (dp_rank * pp + lo) * pp + hi;
 }
 
 /* train/dist/comm_nccl.c, for comm_mpi.c's wait, test, abort and finalize: */
@@ -54,9 +70,9 @@ lt_status lt_comm_nccl_poll(lt_comm *c, const lt_comm_req *r, bool *done, lt_err
 /* Abort every NCCL communicator (a timeout or the job's abort): the GPU kernels waiting on
  * a dead peer return, later device calls fail. NULL-safe. */
 void lt_comm_nccl_abort(lt_comm *c);
-/* A stage channel's transfer on device memory (lt_comm_stage_isend / irecv with device;
- * stage is a neighbour, checked by the caller): NCCL on the channel's communicator and
- * stream. */
+/* A stage channel's transfer on device memory (lt_comm_stage_isend / irecv with device):
+ * NCCL on the channel's communicator and stream; LT_ERR_CONFIG naming the limit where the
+ * channels join neighbours only (attached without any_stage) and `stage` is not one. */
 lt_status lt_comm_nccl_stage(lt_comm *c, bool send, int stage, void *buf, size_t bytes, const char *what,
                              lt_comm_req **req, lt_error *err);
 /* Destroy a device request's event. */
@@ -83,8 +99,10 @@ lt_status lt_comm_nccl_open(lt_comm *c, int device, void *compute_stream, void *
 /* Rank 0: a new unique id into id; false when NCCL cannot make one. */
 bool lt_comm_nccl_unique_id(unsigned char id[LT_COMM_NCCL_ID_BYTES]);
 /* Join the world communicator of unique id `id`, then its splits (the DP, pipeline and tied
- * groups, the stage channels) and the channels' streams. */
-lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_BYTES], lt_error *err);
+ * groups, the stage channels: between neighbours, or with any_stage any two stages) and the
+ * channels' streams. */
+lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_BYTES], bool any_stage,
+                            lt_error *err);
 /* Undo lt_comm_nccl_open and a partial join: abort the communicators, free c->nccl. */
 void lt_comm_nccl_detach(lt_comm *c);
 

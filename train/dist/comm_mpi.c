@@ -272,10 +272,6 @@ static lt_status stage_xfer(lt_comm *c, bool send, int stage, void *buf, size_t 
     if (stage < 0 || stage >= c->l.pp || stage == c->l.stage)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: %s with stage %d: not another stage of the pipeline (%d "
                        "stages)", c->who, what, stage, c->l.pp);
-    if (device && stage != c->l.stage - 1 && stage != c->l.stage + 1)
-        return lt_fail(err, LT_ERR_CONFIG, NULL, "%s: %s with stage %d: on the GPU the stage channels join "
-                       "neighbouring stages only (HelixPipe's helix at more than 2 stages sends between any two: "
-                       "not built for NCCL; run it on the CPU or at pipeline.stages = 2)", c->who, what, stage);
     if (device) return lt_comm_nccl_stage(c, send, stage, buf, bytes, what, req, err);
     int peer = lt_comm_rank_of(c, c->l.dp_rank, stage);
 #ifdef HAVE_MPI
@@ -630,7 +626,8 @@ lt_status lt_comm_barrier(lt_comm *c, lt_error *err) {
 
 /* ---------------------------------------------------------------- the device half (NCCL) */
 
-lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, void *comm_stream, lt_error *err) {
+lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, void *comm_stream, bool any_stage,
+                                lt_error *err) {
     if (c->nccl) return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: a device is attached already", c->who);
     lt_status st = lt_comm_nccl_open(c, device, compute_stream, comm_stream, err);
     if (!c->nccl) return st; /* out of memory, or a build without CUDA */
@@ -648,7 +645,7 @@ lt_status lt_comm_attach_device(lt_comm *c, int device, void *compute_stream, vo
         if (st == LT_OK && !m.ok)
             st = lt_fail(err, LT_ERR_IO, NULL, "%s: rank 0 could not open its GPU or make an NCCL unique id",
                          c->who);
-        if (st == LT_OK) st = lt_comm_nccl_join(c, m.id, err);
+        if (st == LT_OK) st = lt_comm_nccl_join(c, m.id, any_stage, err);
     }
     if (st != LT_OK) lt_comm_nccl_detach(c);
     return st;

@@ -49,11 +49,14 @@ struct lt_comm_nccl {
     ncclComm_t world, dp, pipe, tied;  /* NULL in a world of one; tied NULL off the end stages */
     ncclComm_t tp;                     /* the TP ranks of this (DP rank, stage); NULL with tp = 1 */
     cudaStream_t tp_stream;            /* its own stream (the TP collectives of a pass) */
-    /* the stage channels (comm.h): [side][way], side 0 = the stage before, 1 = the stage
-     * after, way 0 = to it, 1 = from it; each a two-rank communicator (the lower stage is
-     * its rank 0) with its own stream; NULL where there is no such neighbour */
-    ncclComm_t chan[2][2];
-    cudaStream_t chan_stream[2][2];
+    /* the stage channels (comm.h): [stage][way] for each other stage of the pipeline, way 0
+     * = to it, 1 = from it; each a two-rank communicator (the lower stage is its rank 0) with
+     * its own stream; NULL where the channels do not join that stage (the neighbours only,
+     * unless any_stage: every stage, HelixPipe's helix). pp entries, NULL with pp = 1 */
+    ncclComm_t (*chan)[2];
+    cudaStream_t (*chan_stream)[2];
+    int n_chan;
+    bool any_stage;
     bool aborted;
 };
 
@@ -100,35 +103,49 @@ void lt_comm_nccl_abort(lt_comm *c) {
     if (!c || !c->nccl || c->nccl->aborted) return;
     struct lt_comm_nccl *n = c->nccl;
     n->aborted = true;
-    ncclComm_t *cs[] = {&n->chan[0][0], &n->chan[0][1], &n->chan[1][0], &n->chan[1][1], /* the splits */
-                        &n->tp, &n->tied, &n->pipe, &n->dp, &n->world}; /* ... before their parent */
+    for (int k = 0; n->chan && k < n->n_chan; k++) /* the splits ... */
+        for (int w = 0; w < 2; w++)
+            if (n->chan[k][w]) ncclCommAbort(n->chan[k][w]), n->chan[k][w] = NULL;
+    ncclComm_t *cs[] = {&n->tp, &n->tied, &n->pipe, &n->dp, &n->world}; /* ... before their parent */
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         if (*cs[i]) ncclCommAbort(*cs[i]), *cs[i] = NULL;
 }
 
 static void destroy_streams(struct lt_comm_nccl *n) {
-    for (int a = 0; a < 2; a++)
+    for (int a = 0; n->chan_stream && a < n->n_chan; a++)
         for (int b = 0; b < 2; b++)
             if (n->chan_stream[a][b]) cudaStreamDestroy(n->chan_stream[a][b]), n->chan_stream[a][b] = NULL;
     if (n->tp_stream) cudaStreamDestroy(n->tp_stream), n->tp_stream = NULL;
 }
 
+/* The channel tables and c->nccl freed (the communicators and streams gone already). */
+static void free_nccl(lt_comm *c) {
+    struct lt_comm_nccl *n = c->nccl;
+    if (n->ready) cudaEventDestroy(n->ready);
+    free(n->chan), free(n->chan_stream);
+    free(n);
+    c->nccl = NULL;
+}
+
 void lt_comm_nccl_finalize(lt_comm *c) {
     if (!c || !c->nccl) return;
     struct lt_comm_nccl *n = c->nccl;
-    ncclComm_t *cs[] = {&n->chan[0][0], &n->chan[0][1], &n->chan[1][0], &n->chan[1][1],
-                        &n->tp, &n->tied, &n->pipe, &n->dp, &n->world};
-    for (size_t i = 0; i < sizeof cs / sizeof cs[0] && !n->aborted; i++) {
+    int nc = 2 * n->n_chan + 5;
+    ncclComm_t **cs = calloc((size_t)nc, sizeof *cs); /* the channels, then the groups before their parent */
+    if (!cs) lt_comm_nccl_abort(c); /* (out of memory: abort rather than finalize) */
+    for (int k = 0; cs && k < n->n_chan; k++) cs[2 * k] = &n->chan[k][0], cs[2 * k + 1] = &n->chan[k][1];
+    ncclComm_t *groups[] = {&n->tp, &n->tied, &n->pipe, &n->dp, &n->world};
+    for (int i = 0; cs && i < 5; i++) cs[2 * n->n_chan + i] = groups[i];
+    for (int i = 0; cs && i < nc && !n->aborted; i++) {
         if (!*cs[i]) continue;
         lt_error err;
         /* flush what is queued (non-blocking: polled), then free; a failure aborts the rest */
         if (settle(c, *cs[i], ncclCommFinalize(*cs[i]), "finalize a communicator", &err) == LT_OK)
             ncclCommDestroy(*cs[i]), *cs[i] = NULL;
     }
+    free(cs);
     destroy_streams(n); /* (after an abort too: the aborted kernels have returned) */
-    if (n->ready) cudaEventDestroy(n->ready);
-    free(n);
-    c->nccl = NULL;
+    free_nccl(c);
 }
 
 void lt_comm_nccl_release(lt_comm_req *r) {
@@ -210,7 +227,8 @@ bool lt_comm_nccl_unique_id(unsigned char id[LT_COMM_NCCL_ID_BYTES]) {
     return ncclGetUniqueId((ncclUniqueId *)(void *)id) == ncclSuccess;
 }
 
-lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_BYTES], lt_error *err) {
+lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_BYTES], bool any_stage,
+                            lt_error *err) {
     struct lt_comm_nccl *n = c->nccl;
     ncclUniqueId uid;
     memcpy(&uid, id, sizeof uid);
@@ -236,23 +254,29 @@ lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_B
     cudaError_t te;
     if (st == LT_OK && n->tp && (te = cudaStreamCreateWithFlags(&n->tp_stream, cudaStreamNonBlocking)) != cudaSuccess)
         st = cuda_failed(c, te, "creating the TP stream", err);
-    /* the stage channels: pairs (s, s + 1) with s of parity p, one communicator per way;
-     * each split gives a rank at most one pair, so four splits make every channel */
-    for (int p = 0; st == LT_OK && l->pp > 1 && p < 2; p++)
+    /* the stage channels: the rounds of pairs of comm_impl.h (the neighbours, or with
+     * any_stage every pair), one communicator per pair and way; a round gives a rank at most
+     * one pair, so 2 x rounds splits make every channel */
+    n->any_stage = any_stage;
+    if (st == LT_OK && l->pp > 1) {
+        n->chan = calloc((size_t)l->pp, sizeof *n->chan);
+        n->chan_stream = calloc((size_t)l->pp, sizeof *n->chan_stream);
+        if (!n->chan || !n->chan_stream) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the stage channels");
+        else n->n_chan = l->pp;
+    }
+    for (int r = 0; st == LT_OK && r < lt_comm_chan_rounds(l->pp, any_stage); r++)
         for (int way = 0; st == LT_OK && way < 2; way++) {
-            bool lower; /* I am the pair's lower stage */
-            int colour = lt_comm_chan_colour(l->dp_rank, l->stage, l->pp, p, &lower);
-            bool upper = colour >= 0 && !lower;
-            colour = colour < 0 ? NCCL_SPLIT_NOCOLOR : colour * tp + t;
+            int peer = lt_comm_chan_peer(l->stage, l->pp, r, any_stage);
+            bool lower = peer > l->stage; /* I am the pair's lower stage (its rank 0) */
+            int colour = peer < 0 ? NCCL_SPLIT_NOCOLOR : lt_comm_chan_colour(l->dp_rank, l->stage, peer, l->pp) * tp + t;
             ncclComm_t x = NULL;
             st = split(c, colour, l->stage, &x, way == 0 ? "the forward stage channels" : "the backward stage "
                        "channels", err);
             /* way 0: the lower stage sends (activations), way 1: the upper sends (gradients) */
-            if (st == LT_OK && lower) n->chan[1][way == 0 ? 0 : 1] = x;
-            if (st == LT_OK && upper) n->chan[0][way == 0 ? 1 : 0] = x;
+            if (st == LT_OK && peer >= 0) n->chan[peer][lower == (way == 0) ? 0 : 1] = x;
         }
     cudaError_t e;
-    for (int a = 0; a < 2; a++)
+    for (int a = 0; a < n->n_chan; a++)
         for (int b = 0; b < 2; b++)
             if (st == LT_OK && n->chan[a][b] &&
                 (e = cudaStreamCreateWithFlags(&n->chan_stream[a][b], cudaStreamNonBlocking)) != cudaSuccess)
@@ -270,9 +294,7 @@ void lt_comm_nccl_detach(lt_comm *c) {
     if (!n) return;
     lt_comm_nccl_abort(c);
     destroy_streams(n);
-    if (n->ready) cudaEventDestroy(n->ready);
-    free(n);
-    c->nccl = NULL;
+    free_nccl(c);
 }
 
 /* ---------------------------------------------------------------- posting */
@@ -381,11 +403,18 @@ lt_status lt_comm_nccl_stage(lt_comm *c, bool send, int stage, void *buf, size_t
     *req = NULL;
     lt_status st = usable(c, err);
     if (st != LT_OK) return st;
-    int side = stage > c->l.stage; /* 0: the stage before, 1: the stage after */
+    int side = stage > c->l.stage; /* the peer's rank in the pair's communicator: the lower stage is 0 */
     struct lt_comm_nccl *n = c->nccl;
-    ncclComm_t nc = n->chan[side][send ? 0 : 1];
-    cudaStream_t s = n->chan_stream[side][send ? 0 : 1];
     int peer = (c->l.dp_rank * c->l.pp + stage) * c->l.tp + c->l.tp_rank;
+    if (stage < 0 || stage >= n->n_chan || stage == c->l.stage)
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: %s with stage %d: not another stage of the pipeline (%d "
+                       "stages)", c->who, what, stage, c->l.pp);
+    ncclComm_t nc = n->chan[stage][send ? 0 : 1];
+    cudaStream_t s = n->chan_stream[stage][send ? 0 : 1];
+    if (!nc && !n->any_stage)
+        return lt_fail(err, LT_ERR_CONFIG, NULL, "%s: %s with stage %d: the GPU's stage channels of this run join "
+                       "neighbouring stages only (they join any two when the plans hold a HelixPipe step)", c->who,
+                       what, stage);
     if (!nc)
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "%s: %s with rank %d: no stage channel (%d stages)", c->who, what,
                        peer, c->l.pp);
@@ -550,8 +579,9 @@ bool lt_comm_nccl_unique_id(unsigned char id[LT_COMM_NCCL_ID_BYTES]) {
     (void)id;
     return false;
 }
-lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_BYTES], lt_error *err) {
-    (void)id;
+lt_status lt_comm_nccl_join(lt_comm *c, const unsigned char id[LT_COMM_NCCL_ID_BYTES], bool any_stage,
+                            lt_error *err) {
+    (void)id, (void)any_stage;
     return no_cuda(c, err);
 }
 void lt_comm_nccl_detach(lt_comm *c) { (void)c; }

@@ -206,11 +206,10 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "step %llu is a HelixPipe plan (layer parts): every rank needs the "
                        "whole model", (unsigned long long)p->step);
     }
-    if (d->helix && ((d->dp > 1 && shard != LT_SHARD_NONE) || !lt_backend_of(m)->host)) {
+    if (d->helix && d->dp > 1 && shard != LT_SHARD_NONE) {
         lt_dist_free(d);
-        return lt_fail(err, LT_ERR_CONFIG, NULL, "HelixPipe's plans (layer parts) run distributed on the CPU with the "
-                       "whole model (each TP rank its shard of it) on every rank and parallel.shard = none (here %s)",
-                       !lt_backend_of(m)->host ? "on the GPU" : "parallel.shard");
+        return lt_fail(err, LT_ERR_CONFIG, "parallel.shard", "HelixPipe's plans (layer parts) run distributed with the "
+                       "whole model (each TP rank its shard of it) on every rank: parallel.shard = none");
     }
     d->l0 = d->helix ? 0 : d->l0, d->l1 = d->helix ? m->shape.layers : d->l1;
     if (d->helix) helix_owners(d, m);
@@ -618,8 +617,11 @@ lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
     return st;
 }
 
-/* Sum buf[0, n) over `group` in place, in buckets of d->bucket_floats. */
-static lt_status allreduce_buckets(const lt_dist *d, lt_comm_group group, float *buf, size_t n, lt_error *err) {
+/* Sum buf[0, n) over `group` in place, in buckets of d->bucket_floats (device memory: one
+ * NCCL all-reduce). */
+static lt_status allreduce_buckets(const lt_dist *d, lt_comm_group group, float *buf, size_t n, bool device,
+                                   lt_error *err) {
+    if (device) return lt_comm_dev_allreduce(d->comm, group, buf, n, LT_COMM_F32, false, err);
     lt_status st = LT_OK;
     for (size_t lo = 0; st == LT_OK && lo < n; lo += d->bucket_floats)
         st = lt_comm_allreduce(d->comm, group, buf + lo, n - lo < d->bucket_floats ? n - lo : d->bucket_floats,
@@ -629,15 +631,13 @@ static lt_status allreduce_buckets(const lt_dist *d, lt_comm_group group, float 
 
 lt_status lt_dist_reduce_grads(lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
     lt_status st = LT_OK;
-    if (d->helix && d->device_grads)
-        return lt_fail(err, LT_ERR_CONFIG, "train.backend", "HelixPipe's plans run distributed on the CPU only (their "
-                       "gradient sums and weight exchange over NCCL are not built)");
     if (d->helix) { /* every stage's share of every tensor (a layer's Q/K/V on every attention stage), every DP rank's */
-        if (d->tp == 1) return allreduce_buckets(d, LT_COMM_WORLD, grads, m->n_params, err);
+        bool dev = d->device_grads; /* (on the GPU over NCCL) */
+        if (d->tp == 1) return allreduce_buckets(d, LT_COMM_WORLD, grads, m->n_params, dev, err);
         /* under TP the ranks of one TP rank: its DP ranks, then its stages (sums commute);
          * then the replicated tensors' sums over the TP group, on their owner stage */
-        if (d->dp > 1) st = allreduce_buckets(d, LT_COMM_DP, grads, m->n_params, err);
-        if (st == LT_OK) st = allreduce_buckets(d, LT_COMM_PIPELINE, grads, m->n_params, err);
+        if (d->dp > 1) st = allreduce_buckets(d, LT_COMM_DP, grads, m->n_params, dev, err);
+        if (st == LT_OK) st = allreduce_buckets(d, LT_COMM_PIPELINE, grads, m->n_params, dev, err);
         if (st == LT_OK) st = reduce_tp_replicated(d, m, grads, -1, err);
         return st;
     }
@@ -807,7 +807,7 @@ lt_status lt_dist_adamw(lt_dist *d, lt_adamw *o, const lt_llama *m, float *param
          * weights with the activations, 4.2) */
         for (int i = 0; i < m->n_tensors; i++)
             if (!d->mine[i]) memset(params + m->tensors[i].offset, 0, (size_t)m->tensors[i].rows * m->tensors[i].cols * sizeof(float));
-        return allreduce_buckets(d, LT_COMM_PIPELINE, params, m->n_params, err);
+        return allreduce_buckets(d, LT_COMM_PIPELINE, params, m->n_params, false, err);
     }
     o->t++;
     size_t lo = (size_t)d->displs[d->dp_rank], hi = lo + (size_t)d->counts[d->dp_rank];
@@ -828,6 +828,20 @@ lt_status lt_dist_adamw(lt_dist *d, lt_adamw *o, const lt_llama *m, float *param
     }
     lt_status st = lt_comm_allgather_dp(d->comm, f, d->counts, d->displs, err); /* every DP rank's updated block */
     if (st == LT_OK) flat_done(d, f, params);
+    return st;
+}
+
+lt_status lt_dist_helix_weights(const lt_dist *d, lt_backend *be, const lt_llama *m, lt_error *err) {
+    if (!d->helix) return LT_OK;
+    float *master = lt_backend_cuda_master(be);
+    if (!master) return lt_fail(err, LT_ERR_INTERNAL, NULL, "HelixPipe's weights: no whole fp32 master on the device");
+    /* as lt_dist_adamw on the host: each tensor from its owner (the others zeroed, then summed
+     * over the pipeline's stages: the owner's bits), then the bf16 copy the kernels read */
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!d->mine[i])
+            be->zero(be, master + m->tensors[i].offset, (size_t)m->tensors[i].rows * m->tensors[i].cols * sizeof(float));
+    lt_status st = allreduce_buckets(d, LT_COMM_PIPELINE, master, m->n_params, true, err);
+    if (st == LT_OK) st = lt_backend_cuda_refresh16(be, m, err);
     return st;
 }
 

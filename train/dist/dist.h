@@ -82,7 +82,8 @@ typedef struct lt_dist {
      * tensors sent from their owners to the pipeline's other stages. Any plan of the run
      * executes on it (auto mixes strategies). Under TP the same with this TP rank's shard of
      * the whole model: the sums over its DP ranks and stages, then the replicated tensors'
-     * over TP. CPU, shard = none. */
+     * over TP. On the GPU the sums and the exchange go over NCCL (lt_dist_helix_weights).
+     * shard = none. */
     bool helix;
     const lt_llama *model;
     /* sharded on the GPU (zero1 only: Megatron's distributed optimizer): dp equal blocks of
@@ -165,6 +166,13 @@ lt_status lt_dist_download(const lt_dist *d, lt_llama *m, lt_error *err);
  * torch's clip_grad_norm_ with max_norm (<= 0: only measure) on the owned tensors. */
 lt_status lt_dist_clip(const lt_dist *d, const lt_llama *m, float *grads, double max_norm, double *norm,
                        lt_error *err);
+
+/* HelixPipe on the GPU (d->helix; the update of the owned tensors done on the device by
+ * lt_backend_cuda_adamw_tensors): each tensor's updated fp32 master from its owner to the
+ * pipeline's other stages over NCCL (the others zeroed, then summed: the owner's bits), then
+ * the bf16 copy rewritten from it. LT_OK at once outside a HelixPipe run. */
+struct lt_backend;
+lt_status lt_dist_helix_weights(const lt_dist *d, struct lt_backend *be, const lt_llama *m, lt_error *err);
 
 /* One AdamW step of the owned tensors (lt_adamw_step_tensors); sharded: of this rank's
  * shard, then the updated parameters all-gathered over the DP ranks, except under fsdp:

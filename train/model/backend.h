@@ -218,6 +218,11 @@ void lt_backend_cuda_counts(const lt_backend *be, struct lt_cuda_counts *out);
  * never uploaded). m->params and opt stay the host copies; the downloads bring master and
  * moments back into them (before a checkpoint: checkpoints keep their fp32 format). */
 lt_status lt_backend_cuda_upload(lt_backend *be, struct lt_llama *m, lt_error *err);
+/* The device fp32 master (m's layout; NULL when uploaded sharded), and the bf16 copy
+ * rewritten from it, queued on the compute stream (HelixPipe's weights exchanged between the
+ * stages as fp32, train/dist/dist.h lt_dist_helix_weights). */
+float *lt_backend_cuda_master(const lt_backend *be);
+lt_status lt_backend_cuda_refresh16(lt_backend *be, const struct lt_llama *m, lt_error *err);
 lt_status lt_backend_cuda_download(lt_backend *be, struct lt_llama *m, lt_error *err);
 lt_status lt_backend_cuda_upload_moments(lt_backend *be, const struct lt_adamw *opt, lt_error *err);
 lt_status lt_backend_cuda_download_moments(lt_backend *be, struct lt_adamw *opt, lt_error *err);

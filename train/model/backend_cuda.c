@@ -680,6 +680,15 @@ lt_status lt_backend_cuda_adamw_block(lt_backend *be, const lt_llama *m, const f
     return st;
 }
 
+float *lt_backend_cuda_master(const lt_backend *be) { return state_of(be)->master; }
+
+lt_status lt_backend_cuda_refresh16(lt_backend *be, const lt_llama *m, lt_error *err) {
+    cuda_state *s = state_of(be);
+    if (!s->master || s->n_params != m->n_params)
+        return lt_fail(err, LT_ERR_INTERNAL, "cuda backend", "no model of %zu parameters on the device", m->n_params);
+    return lt_cuda_f32_to_bf16(s->cu, s->w16, s->master, m->n_params, err);
+}
+
 lt_status lt_backend_cuda_download(lt_backend *be, lt_llama *m, lt_error *err) {
     cuda_state *s = state_of(be);
     if (!s->master || s->n_params != m->n_params)
