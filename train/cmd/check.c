@@ -298,10 +298,7 @@ static lt_status first_stage_layers(check_run *c, uint64_t step, int *l0, int *l
     /* the layout first: a plan for another one is refused as such, not by its stage's layers */
     if (st == LT_OK) st = lt_dist_check_layout(&p, lt_comm_layout_of(c->comm), err);
     if (st == LT_OK) st = lt_dist_stage_layers(&p, lt_comm_layout_of(c->comm)->stage, l0, l1, err);
-    int64_t helix = 0; /* any HelixPipe step (auto may mix them with others): the whole model (lt_dist.helix) */
-    if (st == LT_OK) st = lt_store_count_strategy(c->store, lt_strategy_name(LT_STRATEGY_HELIXPIPE), &helix, err);
-    c->helix = helix > 0 && lt_comm_layout_of(c->comm)->pp > 1;
-    if (c->helix) *l0 = 0, *l1 = c->m.shape.layers;
+    if (c->helix) *l0 = 0, *l1 = c->m.shape.layers; /* (any HelixPipe step, auto may mix them: lt_dist.helix) */
     free(src);
     lt_step_plan_free(&p);
     return st;
@@ -353,9 +350,10 @@ int check_command(lt_cli_ctx *ctx) {
     bool rank0 = !c.comm || lt_comm_layout_of(c.comm)->rank == 0;
     /* under a launcher: each rank's GPU, NCCL attached (the stage channels, the gradient
      * all-reduces and the context-parallel ring on the device, as in train --db) */
-    bool any_stage = false; /* HelixPipe's helix: the GPU's stage channels join any two stages */
-    if (st == LT_OK && c.comm && lt_comm_layout_of(c.comm)->distributed) st = lt_cmd_plans_helix(db, &any_stage, &err);
-    if (st == LT_OK) st = lt_cmd_open_backend_on(ctx, c.comm, any_stage, &c.be, &err);
+    /* (a run with a HelixPipe step: the whole model on every rank, the GPU's stage channels
+     * between any two stages) */
+    if (st == LT_OK && c.comm && lt_comm_layout_of(c.comm)->pp > 1) st = lt_cmd_plans_helix(db, &c.helix, &err);
+    if (st == LT_OK) st = lt_cmd_open_backend_on(ctx, c.comm, c.helix, &c.be, &err);
     const char *tb = getenv("LONGTAIL_TEST_BACKEND");
     if (st == LT_OK && tb && tb[0]) {
         if (strcmp(tb, "cpu-bf16") != 0)

@@ -71,6 +71,7 @@ lt_status lt_cmd_load_model(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m
 typedef struct lt_cmd_part {
     int tp, tp_rank, l0, l1;
     bool first, last;
+    bool helix; /* the plans hold a HelixPipe step: the whole model (train/dist/dist.h lt_dist.helix) */
 } lt_cmd_part;
 /* lt_cmd_load_model for a rank's part: from a checkpoint in parts, only that part is read
  * (lt_ckpt_dist_read_stage) and *is_part says so; any other checkpoint is read whole

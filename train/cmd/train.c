@@ -656,8 +656,8 @@ static lt_status stage_of_plans(const char *db, lt_comm *comm, lt_cmd_part *part
     if (s == LT_OK) s = lt_dist_stage_layers(&p, l->stage, &part->l0, &part->l1, err);
     int64_t helix = 0; /* any HelixPipe step (auto may mix them with others): the whole model (lt_dist.helix) */
     if (s == LT_OK) s = lt_store_count_strategy(store, lt_strategy_name(LT_STRATEGY_HELIXPIPE), &helix, err);
-    if (s == LT_OK && helix > 0 && l->pp > 1)
-        part->l0 = 0, part->l1 = p.ranks[0].sched.layers, part->first = part->last = true;
+    part->helix = s == LT_OK && helix > 0 && l->pp > 1;
+    if (part->helix) part->l0 = 0, part->l1 = p.ranks[0].sched.layers, part->first = part->last = true;
     free(src), free(steps);
     lt_step_plan_free(&p);
     lt_store_close(store);
@@ -845,9 +845,8 @@ int train_command(lt_cli_ctx *ctx) {
                     "parallel.shard = %s runs on the CPU backend only; train.backend = cuda shards with zero1",
                     lt_shard_name(L.shard));
     /* under a launcher: the rank's GPU, and NCCL attached for the gradient all-reduces */
-    bool any_stage = false; /* HelixPipe's helix: the GPU's stage channels join any two stages */
-    if (s == LT_OK && comm && a.db) s = lt_cmd_plans_helix(a.db, &any_stage, &err);
-    if (s == LT_OK) s = lt_cmd_open_backend_on(ctx, comm, any_stage, &be, &err);
+    /* (HelixPipe's helix: the GPU's stage channels join any two stages) */
+    if (s == LT_OK) s = lt_cmd_open_backend_on(ctx, comm, parted && part.helix, &be, &err);
     int dp = comm ? lt_comm_layout_of(comm)->dp : 1;
     bool gpu_sharded = be && comm && a.db && L.shard == LT_SHARD_ZERO1 && dp > 1;
     L.gpu_sharded = gpu_sharded;
@@ -856,8 +855,7 @@ int train_command(lt_cli_ctx *ctx) {
     lt_tp_ops tpo;
     if (s == LT_OK && is_part) { /* read or initialized as this rank's part */
         if (tp > 1) lt_dist_tp_ops(comm, be != NULL, &tpo), m.tp_ops = &tpo;
-        bool whole = lt_comm_layout_of(comm)->pp > 1 && m.l0 == 0 && m.l1 == m.shape.layers; /* lt_dist.helix */
-        if (rank0 && whole)
+        if (rank0 && parted && part.helix)
             LT_INFO("HelixPipe's plans: every rank holds the whole model (rank 0 has %zu of its %zu parameters%s), "
                     "each tensor owned by its part's stage, read or initialized as such", m.n_params,
                     m.n_params_whole, m.tp > 1 ? ", its TP shard" : "");

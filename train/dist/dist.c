@@ -160,21 +160,14 @@ static bool pre_attention_tensor(const lt_llama *m, const lt_tensor_info *t) {
                                                                                         at == w->bv));
 }
 
-/* HelixPipe (lt_dist.helix): each tensor owned by the stage the helix puts its part on
+/* HelixPipe (lt_dist.helix): the stage that owns tensor t, the one the helix puts its part on
  * (HelixPipe 4.2: layer l's pre-attention on stage l mod p, its post-attention with layer
- * l + 1's pre-attention on (l + 1) mod p), into d->mine / d->counted. */
-static void helix_owners(lt_dist *d, const lt_llama *m) {
+ * l + 1's pre-attention on (l + 1) mod p). */
+static int helix_owner(const lt_dist *d, const lt_llama *m, const lt_tensor_info *t) {
     int L = m->shape.layers, p = d->pp;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const lt_tensor_info *t = &m->tensors[i];
-        int owner = t->layer >= 0 ? (t->layer + !pre_attention_tensor(m, t)) % p
-                    : is_embed(m, t) ? 0 /* the embedding: layer 0's pre-attention */
-                                     : L % p; /* final norm, LM head: the last post-attention */
-        d->mine[i] = owner == d->stage;
-        /* a tensor replicated over the TP group (the norms) counts on TP rank 0 */
-        d->counted[i] = d->mine[i] && (t->split != LT_SPLIT_NONE || d->tp_rank == 0);
-        if (d->mine[i] && d->tp > 1 && t->split == LT_SPLIT_NONE) d->rep_floats += (size_t)t->rows * (size_t)t->cols;
-    }
+    return t->layer >= 0 ? (t->layer + !pre_attention_tensor(m, t)) % p
+           : is_embed(m, t) ? 0 /* the embedding: layer 0's pre-attention */
+                            : L % p; /* final norm, LM head: the last post-attention */
 }
 
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
@@ -212,12 +205,11 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
                        "whole model (each TP rank its shard of it) on every rank: parallel.shard = none");
     }
     d->l0 = d->helix ? 0 : d->l0, d->l1 = d->helix ? m->shape.layers : d->l1;
-    if (d->helix) helix_owners(d, m);
     /* a tied embedding counts in the norm once: on the first stage; a tensor replicated over
      * the TP group (the norms) once: on TP rank 0 */
-    for (int i = 0; !d->helix && i < m->n_tensors; i++) {
+    for (int i = 0; i < m->n_tensors; i++) {
         const lt_tensor_info *t = &m->tensors[i];
-        d->mine[i] = owns(m, t, d->l0, d->l1, first, last);
+        d->mine[i] = d->helix ? helix_owner(d, m, t) == d->stage : owns(m, t, d->l0, d->l1, first, last);
         d->counted[i] = d->mine[i] && (!is_embed(m, t) || first) && (t->split != LT_SPLIT_NONE || d->tp_rank == 0);
         if (d->mine[i] && d->tp > 1 && t->split == LT_SPLIT_NONE) d->rep_floats += (size_t)t->rows * (size_t)t->cols;
     }
