@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
                       .hidden_bytes = 2 * 5120.0,
                       .latency_s = 20e-6,
                       .bandwidth = 25e9};
-    lt_sim_costs model = {&mc, model_op_cost, model_p2p, model_base};
+    lt_sim_costs model = {.ctx = &mc, .op_cost = model_op_cost, .p2p_time = model_p2p, .base_bytes = model_base};
     double u[2], m[2];
     if (time_runs(&sim, &s, &unit, runs, u)) return 1;
     double unit_step = sim.step_time, unit_bubble = sim.bubble_ratio, unit_peak = sim.peak_mem[0];

@@ -754,8 +754,23 @@ static double sim_base_bytes(void *ctx, int stage) {
     return lt_cost_model_states_bytes(cm, stage) + cm->reserved_bytes;
 }
 
+/* The profile's contention (plans/schedule/sim.h, "Contention") and who shares a node: ranks
+ * ordered TP, PP, DP, so a stage's op runs on its tp ranks, on the node with those of
+ * max(1, min(dp, gpus_per_node / (tp x pp))) DP replicas (one pipeline's ranks fill a node
+ * before the next's begin), beside the other stages of stages_per_node. */
+static void with_contention(const lt_cost_model *cm, lt_sim_costs *c) {
+    c->contention = cm->hw.compute_contention;
+    int per_pipe = cm->tp * cm->pp, gpn = cm->hw.gpus_per_node;
+    int replicas = per_pipe > 0 && gpn >= per_pipe ? gpn / per_pipe : 1;
+    if (replicas > cm->dp) replicas = cm->dp;
+    c->lockstep = cm->tp * (replicas > 1 ? replicas : 1);
+    c->stages_per_node = cm->stages_per_node;
+}
+
 lt_sim_costs lt_cost_sim_costs(const lt_cost_model *cm) {
-    lt_sim_costs c = {(void *)(uintptr_t)cm, sim_op_cost, sim_p2p_time, sim_base_bytes};
+    lt_sim_costs c = {.ctx = (void *)(uintptr_t)cm, .op_cost = sim_op_cost, .p2p_time = sim_p2p_time,
+                      .base_bytes = sim_base_bytes};
+    with_contention(cm, &c);
     return c;
 }
 
@@ -809,7 +824,9 @@ lt_sim_costs lt_cost_sim_costs_prepared(lt_cost_sim_ctx *ctx, const lt_cost_mode
     ctx->attn_eff = table_attn_eff(cm, s->slices, s->n_slices, s->units, s->n_units);
     ctx->bkeeps_kv = table_keeps_kv(s->bslices, s->n_bslices, lt_schedule_bslices_by_sample(s));
     ctx->battn_eff = table_attn_eff(cm, s->bslices, s->n_bslices, s->bunits, s->n_bunits);
-    lt_sim_costs c = {ctx, prepared_op_cost, prepared_p2p_time, prepared_base_bytes};
+    lt_sim_costs c = {.ctx = ctx, .op_cost = prepared_op_cost, .p2p_time = prepared_p2p_time,
+                      .base_bytes = prepared_base_bytes};
+    with_contention(cm, &c);
     return c;
 }
 

@@ -331,8 +331,10 @@ void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const
 void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt_op *op, lt_op_estimate *out);
 
 /* The bridge to the simulator: op_cost = lt_cost_schedule_op's cost, p2p_time =
- * lt_cost_p2p_time, base_bytes = model states + reserved_bytes. ctx points to cm, which
- * must outlive the returned table. */
+ * lt_cost_p2p_time, base_bytes = model states + reserved_bytes; contention = the profile's
+ * compute_contention among the stages of a node (stages_per_node), each stage's ops run by
+ * lockstep = tp x the DP replicas of its node (ranks ordered TP, PP, DP: max(1, min(dp,
+ * gpus_per_node / (tp x pp)))). ctx points to cm, which must outlive the returned table. */
 lt_sim_costs lt_cost_sim_costs(const lt_cost_model *cm);
 
 /* The bridge for simulating one schedule many times (a planner's search): the K/V flags of

@@ -133,6 +133,7 @@ typedef enum key_kind {
     K_TEXT,    /* a string field */
     K_POSITIVE,/* a number > 0, times `scale` */
     K_NONNEG,  /* a number >= 0, times `scale` */
+    K_UNIT,    /* a number in [0, 1] */
     K_COUNT,   /* an integer >= 1 */
     K_CURVE,   /* an efficiency curve */
 } key_kind;
@@ -175,6 +176,8 @@ static const key_def keys[] = {
     {"bwd_gemm_factor", K_POSITIVE, false, 1, FIELD(bwd_gemm_factor), 0, NO_FLAG},
     {"bwd_attention_factor", K_POSITIVE, false, 1, FIELD(bwd_attention_factor), 0, NO_FLAG},
     {"head_efficiency", K_CURVE, false, 0, FIELD(head), 0, NO_FLAG},
+    /* optional: devices of a node slowing each other (default 0: none) */
+    {"compute_contention", K_UNIT, false, 1, FIELD(compute_contention), 0, NO_FLAG},
 };
 #undef FIELD
 #define N_KEYS (sizeof keys / sizeof keys[0])
@@ -221,14 +224,15 @@ static lt_status set_value(lt_hardware *hw, const key_def *k, const char *value,
         return LT_OK;
     case K_POSITIVE:
     case K_NONNEG:
+    case K_UNIT:
         if (lt_parse_double(value, &v) != LT_OK) {
             lt_fail(err, LT_ERR_CONFIG, where, "bad number '%.60s' for %s", value, k->name);
             lt_error_hint(err, "a decimal number such as 989 or 4.8e3, in the unit the key's name says");
             return LT_ERR_CONFIG;
         }
-        if (k->kind == K_POSITIVE ? !(v > 0) : !(v >= 0))
+        if (k->kind == K_POSITIVE ? !(v > 0) : k->kind == K_UNIT ? !(v >= 0 && v <= 1) : !(v >= 0))
             return lt_fail(err, LT_ERR_CONFIG, where, "%s = %.60s: must be %s", k->name, value,
-                           k->kind == K_POSITIVE ? "positive" : "at least 0");
+                           k->kind == K_POSITIVE ? "positive" : k->kind == K_UNIT ? "from 0 to 1" : "at least 0");
         *(double *)(void *)field = v * k->scale;
         if (k->given != NO_FLAG) *(bool *)(void *)((char *)hw + k->given) = true;
         return LT_OK;
@@ -401,6 +405,8 @@ lt_status lt_hardware_write(const lt_hardware *hw, const lt_hardware_notes *note
     if (hw->bwd_gemm_factor > 0) write_number(f, "bwd_gemm_factor", 4, hw->bwd_gemm_factor, n->bwd_gemm_factor);
     if (hw->bwd_attention_factor > 0)
         write_number(f, "bwd_attention_factor", 4, hw->bwd_attention_factor, n->bwd_attention_factor);
+    if (hw->compute_contention > 0)
+        write_number(f, "compute_contention", 4, hw->compute_contention, n->compute_contention);
     fputc('\n', f);
     write_curve(f, "gemm_efficiency", &hw->gemm, n->gemm_efficiency);
     write_curve(f, "attention_efficiency", &hw->attention, n->attention_efficiency);

@@ -52,6 +52,13 @@
  *   head_efficiency          a curve (below): the achieved fraction of peak of the LM head's
  *                            forward + backward (final norm, head GEMMs, loss) at TOKENS tokens;
  *                            absent, the head is priced on gemm_efficiency
+ *   compute_contention       how much slower a device computes while others of its node compute
+ *                            (0 to 1): its rate is 1 / (1 + c x k) with k devices of the node
+ *                            computing beside it (cores sharing caches, memory bandwidth and the
+ *                            clock: a CPU's). 0 (absent): the devices of a node do not slow each
+ *                            other (GPUs). trainer calibrate measures it under an MPI launcher
+ *                            (docs/cost-model.md, "Contention"); the simulator applies it
+ *                            (plans/schedule/sim.h, lt_sim_costs.contention)
  * An efficiency curve has 1 to LT_EFFICIENCY_MAX_POINTS points, tokens strictly increasing
  * and > 0, fractions in (0, 1]. Between points it is linear in log2(tokens); outside them it
  * is the nearest end point's fraction.
@@ -122,6 +129,8 @@ typedef struct lt_hardware {
     double bwd_gemm_factor;            /* backward / forward time of the GEMMs: 2 */
     double bwd_attention_factor;       /* backward / forward time of the attention: 2.5 */
     lt_efficiency_curve head;          /* the LM head's efficiency; n = 0: none (the GEMM curve) */
+    double compute_contention;         /* the rate 1 / (1 + c x k) beside k computing devices of
+                                          the node: 0 (none) unless the file says */
 } lt_hardware;
 
 /*
@@ -170,7 +179,7 @@ typedef struct lt_hardware_notes {
     const char *peak_bf16_tflops, *hbm_gib, *hbm_gbps, *gpus_per_node;
     const char *p2p_intra_gbps, *p2p_intra_latency_us, *p2p_inter_gbps, *p2p_inter_latency_us;
     const char *act_bytes, *weight_bytes, *grad_bytes, *optim_bytes, *logit_bytes, *reserved_gib;
-    const char *bwd_gemm_factor, *bwd_attention_factor;
+    const char *bwd_gemm_factor, *bwd_attention_factor, *compute_contention;
     const char *gemm_efficiency, *attention_efficiency, *head_efficiency;
 } lt_hardware_notes;
 
@@ -179,7 +188,7 @@ typedef struct lt_hardware_notes {
  * notes' comments (notes NULL: none). In order: the header; name (when set); description
  * (when set); an empty line; the required numbers; the optional ones hw sets as a profile
  * built in code sets them (act_bytes, weight_bytes, grad_bytes, optim_bytes, bwd_*_factor when
- * > 0; logit_bytes, reserved_gib when has_*); an empty line; gemm_efficiency,
+ * > 0; logit_bytes, reserved_gib when has_*; compute_contention when > 0); an empty line; gemm_efficiency,
  * attention_efficiency, and head_efficiency when it has points. Numbers carry the digits a
  * measurement has: peak_bf16_tflops and the curves' fractions %.6g, reserved_gib %.3g, the
  * others %.4g (a value read back is the value as written; tokens are whole numbers).

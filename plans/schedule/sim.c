@@ -29,6 +29,12 @@
 
 #define NONE UINT32_MAX
 
+/* Contention: another stage of the node starts (+1) or stops (-1) computing at `time`. */
+typedef struct busy_event {
+    double time;
+    int delta;
+} busy_event;
+
 /* A pending free of bytes held on one stage until an op of another stage ends. */
 typedef struct mem_free {
     double time, bytes;
@@ -55,6 +61,9 @@ typedef struct sim_priv {
     size_t cap_asym_ops;
     double *held;     /* [n_ops] an F's act + kv bytes not yet freed */
     uint32_t *takers; /* [n_ops] B ops yet to free a share of that F */
+    /* contention: the other stages' intervals over one op's span */
+    size_t cap_events;
+    struct busy_event *events;
     /* result arrays' capacities */
     size_t cap_res_ops, cap_res_stages;
 } sim_priv;
@@ -144,7 +153,7 @@ void lt_sim_free(lt_sim *sim) {
     if (p) {
         lt_deps_free(&p->deps);
         void *arrays[] = {p->cost, p->dur,  p->det,  p->cursor, p->stack,
-                          p->state, p->comm, p->heap, p->held,   p->takers};
+                          p->state, p->comm, p->heap, p->held,   p->takers, p->events};
         for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
         free(p);
     }
@@ -183,7 +192,7 @@ static void unit_op_cost(void *ctx, const lt_schedule *s, int stage, const lt_op
     out->act_bytes = op->kind == LT_OP_F ? 1 : 0;
 }
 
-lt_sim_costs lt_sim_unit_costs(void) { return (lt_sim_costs){NULL, unit_op_cost, NULL, NULL}; }
+lt_sim_costs lt_sim_unit_costs(void) { return (lt_sim_costs){.op_cost = unit_op_cost}; }
 
 /* ---- steps of a run ---- */
 
@@ -500,10 +509,99 @@ static lt_status finish_run(lt_sim *sim, const lt_schedule *s, const lt_sim_cost
     return LT_OK;
 }
 
+/* ---- contention (plans/schedule/sim.h, "Contention") ---- */
+
+static int cmp_event(const void *a, const void *b) {
+    const busy_event *x = a, *y = b;
+    return (x->time > y->time) - (x->time < y->time);
+}
+
+/* The first op among ids [lo, hi) of one stage finishing after t: finish times rise along a
+ * stage's ops (each starts after the previous one finishes). */
+static size_t first_after(const lt_sim *sim, size_t lo, size_t hi, double t) {
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sim->finish[mid] > t)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* The duration op v of stage st would have under the current times: its work w plus c x the
+ * integral over its span of k / (1 + c k), k the devices computing beside it. */
+static double contended_duration(lt_sim *sim, sim_priv *p, const lt_sim_costs *c, int st, size_t v) {
+    double a = sim->start[v], b = sim->finish[v], w = p->cost[v].time, cc = c->contention;
+    if (!(b > a) || !(w > 0)) return w;
+    int lockstep = c->lockstep > 1 ? c->lockstep : 1, spn = c->stages_per_node;
+    int q0 = spn > 0 ? st / spn * spn : 0, q1 = spn > 0 ? q0 + spn : sim->stages;
+    if (q1 > sim->stages) q1 = sim->stages;
+    size_t n = 0;
+    for (int q = q0; q < q1; q++) {
+        if (q == st) continue;
+        for (size_t u = first_after(sim, sim->first_op[q], sim->first_op[q + 1], a);
+             u < sim->first_op[q + 1] && sim->start[u] < b; u++) {
+            double lo = sim->start[u] > a ? sim->start[u] : a, hi = sim->finish[u] < b ? sim->finish[u] : b;
+            if (!(hi > lo)) continue;
+            if (n + 2 > p->cap_events) {
+                p->cap_events = next_cap(p->cap_events, n + 64);
+                RESIZE(p->events, p->cap_events);
+            }
+            p->events[n++] = (busy_event){lo, +1};
+            p->events[n++] = (busy_event){hi, -1};
+        }
+    }
+    if (n > 2) qsort(p->events, n, sizeof *p->events, cmp_event);
+    double t = a, integral = 0;
+    int busy = 0; /* other stages computing */
+    for (size_t i = 0; i <= n; i++) {
+        double next = i < n ? p->events[i].time : b;
+        double k = (double)(lockstep - 1) + (double)lockstep * busy;
+        integral += k / (1 + cc * k) * (next - t);
+        t = next;
+        if (i < n) busy += p->events[i].delta;
+    }
+    return w + cc * integral;
+}
+
+/* Durations under contention: recomputed from the latest times, then the longest path again,
+ * until none moves by more than 1e-9 of the step (at most 64 walks); busy from them. */
+static lt_status contend(lt_sim *sim, sim_priv *p, const lt_sim_costs *c, lt_error *err) {
+    size_t n = sim->n_ops;
+    double *next = lt_malloc_check((n ? n : 1) * sizeof *next);
+    lt_status st = LT_OK;
+    for (int walk = 0; walk < 64 && st == LT_OK; walk++) {
+        double step = 0, moved = 0;
+        for (size_t v = 0; v < n; v++)
+            if (sim->finish[v] > step) step = sim->finish[v];
+        for (int s = 0; s < sim->stages; s++)
+            for (size_t v = sim->first_op[s]; v < sim->first_op[s + 1]; v++) {
+                next[v] = contended_duration(sim, p, c, s, v);
+                double d = fabs(next[v] - p->dur[v]);
+                if (d > moved) moved = d;
+            }
+        if (!(moved > 1e-9 * step)) break;
+        memcpy(p->dur, next, n * sizeof *next);
+        st = longest_path(sim, p, n, err);
+    }
+    free(next);
+    for (int s = 0; s < sim->stages; s++) {
+        sim->busy[s] = 0;
+        for (size_t v = sim->first_op[s]; v < sim->first_op[s + 1]; v++) sim->busy[s] += p->dur[v];
+    }
+    return st;
+}
+
 lt_status lt_sim_run(lt_sim *sim, const lt_schedule *s, const lt_sim_costs *costs, lt_error *err) {
+    if (!(costs->contention >= 0 && costs->contention <= 1) || costs->lockstep < 0 || costs->stages_per_node < 0)
+        return lt_fail(err, LT_ERR_INPUT, "schedule",
+                       "cost model: contention %g (must be from 0 to 1), lockstep %d, stages per node %d (>= 0)",
+                       costs->contention, costs->lockstep, costs->stages_per_node);
     lt_status st = prepare_run(sim, s, costs, err);
     if (st) return st;
     if ((st = longest_path(sim, sim->priv, sim->n_ops, err))) return st;
+    if (costs->contention > 0 && (st = contend(sim, sim->priv, costs, err))) return st;
     return finish_run(sim, s, costs, err);
 }
 

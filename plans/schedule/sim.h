@@ -53,6 +53,17 @@
  * rules above. The forward units of each bunit come from lt_schedule_bunit_overlaps, once
  * per run.
  *
+ * Contention (lt_sim_costs.contention = c > 0; a CPU's cores sharing caches, memory bandwidth
+ * and the clock; 0 on GPUs): an op computes at the rate 1 / (1 + c x k(t)), k(t) the devices
+ * of its node computing beside it at time t: the lockstep - 1 others of its own stage, and
+ * lockstep for every other stage of the node busy at t (an op running). So an op of work w
+ * (its cost's time) lasts D with w = the integral over [start, start + D) of dt / (1 + c
+ * k(t)), i.e. D = w + c x integral of k / (1 + c k) dt: after the longest path, each op's
+ * duration is recomputed from the others' intervals and the longest path walked again, until
+ * no duration moves by more than 1e-9 of the step (at most 64 walks; k(t) is exact where it
+ * is piecewise constant, as between two ops' boundaries). busy is then the sum of these
+ * durations. A DP-Merge group (lt_sim_run_group) is priced without contention.
+ *
  * Costs come from an lt_sim_costs callback table, so the same simulator serves the unit-time
  * model of ChunkFlow Sec. 3 (lt_sim_unit_costs) and the real cost model (plans/cost/cost.h).
  *
@@ -94,6 +105,13 @@ typedef struct lt_sim_costs {
     double (*p2p_time)(void *ctx, int from, int to, double bytes);
     /* Base bytes of a stage (model states); NULL = 0. */
     double (*base_bytes)(void *ctx, int stage);
+    /* Contention (see "Contention" above): the devices of a node slow each other down by
+     * `contention` per device computing beside them (0: not at all, the default; at most 1);
+     * `lockstep` devices run each stage's ops together (its TP ranks and the DP replicas of
+     * the node; 0 means 1); stages_per_node consecutive stages share a node (0: all). */
+    double contention;
+    int lockstep;
+    int stages_per_node;
 } lt_sim_costs;
 
 /* The unit-time model (ChunkFlow Sec. 3, CONTRACTS.md `planner simulate`): an F or FK op

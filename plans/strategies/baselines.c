@@ -468,6 +468,16 @@ static double memo_base_bytes(void *ctx, int stage) {
     return cp->inner.base_bytes(cp->inner.ctx, stage);
 }
 
+/* The memo's callbacks with the inner table's contention. */
+static lt_sim_costs memo_costs(cf_pipe *cp) {
+    lt_sim_costs c = cp->inner;
+    c.ctx = cp;
+    c.op_cost = memo_op_cost;
+    c.p2p_time = memo_p2p_time;
+    c.base_bytes = memo_base_bytes;
+    return c;
+}
+
 /* Forget the memo (a new unit table or recompute depth). */
 static void memo_reset(cf_pipe *cp) {
     if (!cp->stage_class) {
@@ -613,7 +623,7 @@ static lt_status cf_evaluate(lt_strategies *p, cf_choice *c, const cf_choice *bo
         cf_pipe *cp = &p->cf[r];
         cf_prepare(p, r, c);
         cf_build_ops(&cp->sched, c->k, c->recompute);
-        lt_sim_costs costs = {cp, memo_op_cost, memo_p2p_time, memo_base_bytes};
+        lt_sim_costs costs = memo_costs(cp);
         if (bound && cf_time_bound(&costs, &cp->sched) + p->sync_1 > bound->time) return LT_OK;
         lt_status st = lt_sim_run(&p->sim, &cp->sched, &costs, err);
         if (st != LT_OK) {
@@ -652,7 +662,7 @@ static void cf_keep_best(lt_strategies *p) {
             cp->best_ops = lt_realloc_check(cp->best_ops, n_ops * sizeof *cp->best_ops);
             cp->cap_best = n_ops;
         }
-        lt_sim_costs costs = {cp, memo_op_cost, memo_p2p_time, memo_base_bytes};
+        lt_sim_costs costs = memo_costs(cp);
         size_t id = 0;
         for (int st = 0; st < s->stages; st++)
             for (size_t i = 0; i < s->stage[st].n; i++, id++) {

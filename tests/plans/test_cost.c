@@ -699,6 +699,46 @@ static void test_backward_time_factors_and_head_curve(void **state) {
     check_bad_profile(text, "bad head_efficiency", 11, NULL);
     profile_text(text, sizeof text, NULL, "bwd_gemm_factors = 2\n");
     check_bad_profile(text, "unknown key 'bwd_gemm_factors'", 11, "did you mean 'bwd_gemm_factor'?");
+    profile_text(text, sizeof text, NULL, "compute_contention = 1.5\n");
+    check_bad_profile(text, "compute_contention = 1.5: must be from 0 to 1", 11, NULL);
+    profile_text(text, sizeof text, NULL, "compute_contention = -0.1\n");
+    check_bad_profile(text, "compute_contention = -0.1: must be from 0 to 1", 11, NULL);
+}
+
+/* compute_contention: 0 when absent (GPUs); the bridge hands the simulator the profile's value,
+ * the devices running each stage's ops in lockstep (tp x the DP replicas of a node, ranks
+ * ordered TP, PP, DP) and the stages per node (gpus_per_node = 4 here). */
+static void test_contention_bridge(void **state) {
+    (void)state;
+    lt_hardware none = load_body("cnone", "act_bytes = 4\n");
+    lt_hardware some = load_body("csome", "act_bytes = 4\ncompute_contention = 0.07\n");
+    assert_true(none.compute_contention == 0);
+    assert_rel_close(some.compute_contention, 0.07, 0);
+    const lt_model_shape *m = lt_model_preset("small");
+    lt_error err;
+    lt_cost_model cm;
+    assert_int_equal(lt_cost_model_init(&cm, m, &none, 2, 1, 1, &err), LT_OK);
+    lt_sim_costs c = lt_cost_sim_costs(&cm);
+    assert_true(c.contention == 0);
+    /* {pp, tp, dp, lockstep, stages per node} */
+    static const int cases[][5] = {{2, 1, 1, 1, 4}, {2, 1, 2, 2, 4}, {2, 1, 4, 2, 4}, {2, 2, 1, 2, 2},
+                                   {2, 2, 2, 2, 2}, {4, 1, 2, 1, 4}, {1, 4, 2, 4, 1}, {8, 1, 1, 1, 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(lt_cost_model_init(&cm, m, &some, cases[i][0], cases[i][1], cases[i][2], &err), LT_OK);
+        c = lt_cost_sim_costs(&cm);
+        assert_rel_close(c.contention, 0.07, 0);
+        if (c.lockstep != cases[i][3] || c.stages_per_node != cases[i][4])
+            fail_msg("pp %d tp %d dp %d: lockstep %d, stages per node %d; want %d, %d", cases[i][0], cases[i][1],
+                     cases[i][2], c.lockstep, c.stages_per_node, cases[i][3], cases[i][4]);
+        lt_cost_sim_ctx ctx = {0};
+        lt_schedule s;
+        assert_int_equal(lt_schedule_init(&s, cases[i][0], m->layers, &err), LT_OK);
+        lt_sim_costs pc = lt_cost_sim_costs_prepared(&ctx, &cm, &s);
+        assert_true(pc.contention == c.contention && pc.lockstep == c.lockstep &&
+                    pc.stages_per_node == c.stages_per_node);
+        lt_cost_sim_ctx_free(&ctx);
+        lt_schedule_free(&s);
+    }
 }
 
 /* Every field of two profiles agrees: numbers within `rel`, curves point by point (tokens
@@ -709,11 +749,13 @@ static void assert_same_profile(const lt_hardware *got, const lt_hardware *want,
     const double g[] = {got->peak_flops, got->hbm_bytes, got->hbm_bytes_per_s, got->p2p_intra_bytes_per_s,
                         got->p2p_intra_latency_s, got->p2p_inter_bytes_per_s, got->p2p_inter_latency_s,
                         got->act_bytes, got->weight_bytes, got->grad_bytes, got->optim_bytes, got->logit_bytes,
-                        got->reserved_bytes, got->bwd_gemm_factor, got->bwd_attention_factor};
+                        got->reserved_bytes, got->bwd_gemm_factor, got->bwd_attention_factor,
+                        got->compute_contention};
     const double w[] = {want->peak_flops, want->hbm_bytes, want->hbm_bytes_per_s, want->p2p_intra_bytes_per_s,
                         want->p2p_intra_latency_s, want->p2p_inter_bytes_per_s, want->p2p_inter_latency_s,
                         want->act_bytes, want->weight_bytes, want->grad_bytes, want->optim_bytes, want->logit_bytes,
-                        want->reserved_bytes, want->bwd_gemm_factor, want->bwd_attention_factor};
+                        want->reserved_bytes, want->bwd_gemm_factor, want->bwd_attention_factor,
+                        want->compute_contention};
     for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) assert_rel_close(g[i], w[i], rel);
     assert_int_equal(got->gpus_per_node, want->gpus_per_node);
     assert_int_equal(got->has_logit_bytes, want->has_logit_bytes);
@@ -767,6 +809,7 @@ static void test_written_profile_reads_back(void **state) {
     hw.logit_bytes = 0, hw.has_logit_bytes = true;
     hw.reserved_bytes = 1.25 * GIB, hw.has_reserved_bytes = true;
     hw.bwd_gemm_factor = 2.137, hw.bwd_attention_factor = 2.61;
+    hw.compute_contention = 0.0712;
     hw.gemm = (lt_efficiency_curve){.n = 3, .tokens = {64, 1024, 65536}, .fraction = {0.123456, 0.5, 0.987654}};
     hw.attention = (lt_efficiency_curve){.n = 2, .tokens = {128, 8192}, .fraction = {0.0909091, 0.75}};
     hw.head = (lt_efficiency_curve){.n = 1, .tokens = {256}, .fraction = {0.264706}};
@@ -788,7 +831,8 @@ static void test_written_profile_reads_back(void **state) {
                              "description = a profile built in code; written, then read\n\n"
                              "peak_bf16_tflops = 123.456 ; [measured] the best rate\nhbm_gib = 7.5\n";
     if (strncmp(text, want_start, strlen(want_start)) != 0) fail_msg("the profile starts:\n%s", text);
-    assert_non_null(strstr(text, "\nreserved_gib = 1.25\nbwd_gemm_factor = 2.137\nbwd_attention_factor = 2.61\n\n"
+    assert_non_null(strstr(text, "\nreserved_gib = 1.25\nbwd_gemm_factor = 2.137\nbwd_attention_factor = 2.61\n"
+                                 "compute_contention = 0.0712\n\n"
                                  "; [measured] one point per token count\n"
                                  "gemm_efficiency = 64:0.123456, 1024:0.5, 65536:0.987654\n"
                                  "attention_efficiency = 128:0.0909091, 8192:0.75\nhead_efficiency = 256:0.264706\n"));
@@ -800,6 +844,7 @@ static void test_written_profile_reads_back(void **state) {
     bare.has_logit_bytes = bare.has_reserved_bytes = false;
     bare.logit_bytes = bare.reserved_bytes = 0;
     bare.bwd_gemm_factor = bare.bwd_attention_factor = 0;
+    bare.compute_contention = 0;
     bare.head.n = 0;
     bare.description[0] = '\0';
     back = write_and_load(&bare, NULL, "bare");
@@ -2101,6 +2146,7 @@ int main(void) {
         cmocka_unit_test(test_memory_terms_are_optional_profile_keys),
         cmocka_unit_test(test_fused_head_moves_its_backward_into_f),
         cmocka_unit_test(test_backward_time_factors_and_head_curve),
+        cmocka_unit_test(test_contention_bridge),
         cmocka_unit_test(test_written_profile_reads_back),
         cmocka_unit_test(test_efficiency_interpolates_in_log_tokens_and_clamps),
         cmocka_unit_test(test_lookup_order),

@@ -431,7 +431,7 @@ static void token_mem_cost(void *ctx, const lt_schedule *s, int stage, const lt_
 static void test_seq1f1b_filo_memory(void **state) {
     (void)state;
     lt_sim sim = {0};
-    const lt_sim_costs tok = {NULL, token_mem_cost, NULL, NULL};
+    const lt_sim_costs tok = {.op_cost = token_mem_cost};
     const int64_t len[] = {64, 64, 64, 64, 64, 64};
     lt_schedule whole;
     init(&whole, 4, 8);
@@ -636,7 +636,7 @@ static void test_helixpipe_structure(void **state) {
 /* Step and per-stage idle time of a HelixPipe schedule (or 1F1B when folds == 0). */
 static void helix_run(int P, int L, int folds, size_t m, int recompute, lt_sim *sim) {
     helix_ctx hc = {1, 3, 2, recompute != 0};
-    lt_sim_costs c = {&hc, helix_cost, NULL, NULL};
+    lt_sim_costs c = {.ctx = &hc, .op_cost = helix_cost};
     lt_schedule s;
     init(&s, P, L);
     helix_units(&s, m);
@@ -1154,7 +1154,7 @@ static void test_packflow_random(void **state) {
     lt_rng r;
     lt_rng_seed(&r, 20250913);
     lt_sim sim = {0};
-    const lt_sim_costs tok = {NULL, token_cost, NULL, NULL};
+    const lt_sim_costs tok = {.op_cost = token_cost};
     for (int trial = 0; trial < 300; trial++) {
         int P = 1 + (int)lt_rng_below(&r, 5);
         size_t n = 1 + (size_t)lt_rng_below(&r, 10);

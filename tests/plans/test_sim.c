@@ -138,7 +138,9 @@ static double fixed_p2p(void *ctx, int from, int to, double bytes) {
 
 static double fixed_base(void *ctx, int stage) { return ((const fixed_costs *)ctx)->base[stage]; }
 
-static lt_sim_costs fixed(fixed_costs *c) { return (lt_sim_costs){c, fixed_op_cost, fixed_p2p, fixed_base}; }
+static lt_sim_costs fixed(fixed_costs *c) {
+    return (lt_sim_costs){.ctx = c, .op_cost = fixed_op_cost, .p2p_time = fixed_p2p, .base_bytes = fixed_base};
+}
 
 static void assert_critical(const lt_sim *sim, const size_t *want, size_t n) {
     assert_int_equal(sim->n_critical, n);
@@ -542,7 +544,7 @@ static void test_slices_by_parts(void **state) {
      *       B1.attn [19,29)
      * F0 L1 waits F0.post; B0.post waits B1.post (dK/dV), B0.attn waits B1.attn (29). */
     lt_sim sim = {0};
-    lt_sim_costs c = {NULL, slice_op_cost, NULL, NULL};
+    lt_sim_costs c = {.op_cost = slice_op_cost};
     run_ok(&sim, &s, &c);
     static const double want0[14][2] = {{0, 1},   {1, 2},   {2, 12},  {12, 13}, {13, 14}, {14, 15}, {15, 16},
                                         {16, 17}, {17, 18}, {18, 19}, {19, 20}, {29, 30}, {30, 31}, {31, 32}};
@@ -632,7 +634,7 @@ static void test_kv_freed_by_other_stage(void **state) {
     lt_schedule_add_op(&s, 1, op);
     lt_sim sim = {0};
     double fk_time = 5;
-    lt_sim_costs c = {&fk_time, far_kv_cost, NULL, NULL};
+    lt_sim_costs c = {.ctx = &fk_time, .op_cost = far_kv_cost};
     run_ok(&sim, &s, &c);
     assert_op(&sim, 1, 1, 1, 3);
     assert_op(&sim, 0, 1, 5, 6);
@@ -810,7 +812,7 @@ static void test_asym_memory(void **state) {
     lt_schedule s;
     asym_schedule(&s);
     lt_sim sim = {0};
-    lt_sim_costs c = {NULL, token_bytes_cost, NULL, token_bytes_base};
+    lt_sim_costs c = {.op_cost = token_bytes_cost, .base_bytes = token_bytes_base};
     run_ok(&sim, &s, &c);
     assert_near(sim.step_time, 64);
     assert_near(sim.peak_mem[0], 124);
@@ -983,7 +985,7 @@ static void test_malformed(void **state) {
     lt_schedule_clear(&s);
     add_sample(&s, 0, 4);
     build_gpipe(&s, 1);
-    lt_sim_costs neg = {NULL, negative_time, NULL, NULL};
+    lt_sim_costs neg = {.op_cost = negative_time};
     assert_contains(run_fail(&sim, &s, &neg, &err), "time of B0@s0 is -1");
     lt_sim_costs nanc = uc;
     nanc.p2p_time = nan_p2p;
@@ -991,6 +993,84 @@ static void test_malformed(void **state) {
     /* after failures the same lt_sim still simulates */
     run_ok(&sim, &s, &uc);
     assert_near(sim.step_time, 4 + 4 + 8 + 8);
+    lt_sim_free(&sim);
+    lt_schedule_free(&s);
+}
+
+/* ---- contention (sim.h, "Contention"): rates worked out by hand from the fluid model ---- */
+
+/* Asserts op (stage, index) runs over [start, finish) within the fixed point's tolerance. */
+static void assert_op_near(const lt_sim *sim, int stage, size_t index, double start, double finish) {
+    size_t v = id_of(sim, stage, index);
+    if (fabs(sim->start[v] - start) > 1e-7 || fabs(sim->finish[v] - finish) > 1e-7)
+        fail_msg("op %zu of stage %d runs [%.12g, %.12g), want [%g, %g)", index, stage, sim->start[v], sim->finish[v],
+                 start, finish);
+}
+
+/* GPipe 2 x 2 in unit time (test_gpipe_2x2) with c = 0.1: two ops computing at once each run
+ * at 1 / 1.1. F1@s0 and F0@s1 both start at 1 with work 1: both end at 2.1; F1@s1 then runs
+ * alone [2.1, 3.1), B1@s1 [3.1, 5.1); B1@s0 and B0@s1, work 2 each, together [5.1, 7.3);
+ * B0@s0 alone [7.3, 9.3). Unequal micro-batches (1 and 2 tokens: F 1 and 2, B 2 and 4):
+ * F1@s0 (work 2) beside F0@s1 (work 1) from 1: F0@s1 ends at 2.1, when F1@s0 has done 1 of
+ * its 2, the rest alone: 3.1; F1@s1 [3.1, 5.1), B1@s1 [5.1, 9.1); B1@s0 (4) beside B0@s1 (2)
+ * from 9.1: B0@s1 ends at 11.3, B1@s0 has 2 left: 13.3; B0@s0 [13.3, 15.3). On two nodes
+ * (one stage per node) nothing changes; a stage's ops run by two devices in lockstep (its TP
+ * pair) run at 1 / 1.1 all along. */
+static void test_contention(void **state) {
+    (void)state;
+    lt_sim sim = {0};
+    lt_schedule s;
+    sched_init(&s, 2, 2);
+    add_sample(&s, 0, 1);
+    add_sample(&s, 1, 1);
+    build_gpipe(&s, 2);
+    lt_sim_costs c = lt_sim_unit_costs();
+    c.contention = 0.1;
+    run_ok(&sim, &s, &c);
+    assert_op_near(&sim, 0, 0, 0, 1);
+    assert_op_near(&sim, 0, 1, 1, 2.1);
+    assert_op_near(&sim, 1, 0, 1, 2.1);
+    assert_op_near(&sim, 1, 1, 2.1, 3.1);
+    assert_op_near(&sim, 1, 2, 3.1, 5.1);
+    assert_op_near(&sim, 0, 2, 5.1, 7.3);
+    assert_op_near(&sim, 1, 3, 5.1, 7.3);
+    assert_op_near(&sim, 0, 3, 7.3, 9.3);
+    assert_true(fabs(sim.step_time - 9.3) < 1e-7);
+    assert_true(fabs(sim.busy[0] - 6.3) < 1e-7 && fabs(sim.busy[1] - 6.3) < 1e-7);
+    /* one stage per node: no contention */
+    c.stages_per_node = 1;
+    run_ok(&sim, &s, &c);
+    assert_near(sim.step_time, 9);
+    assert_near(sim.busy[0], 6);
+    /* two devices per stage in lockstep, each stage on its own node: every op 1.1x */
+    c.lockstep = 2;
+    run_ok(&sim, &s, &c);
+    assert_true(fabs(sim.step_time - 9.9) < 1e-7);
+    lt_schedule_free(&s);
+
+    sched_init(&s, 2, 2);
+    add_sample(&s, 0, 1);
+    add_sample(&s, 1, 2);
+    build_gpipe(&s, 2);
+    c = lt_sim_unit_costs();
+    c.contention = 0.1;
+    run_ok(&sim, &s, &c);
+    assert_op_near(&sim, 0, 1, 1, 3.1);
+    assert_op_near(&sim, 1, 0, 1, 2.1);
+    assert_op_near(&sim, 1, 1, 3.1, 5.1);
+    assert_op_near(&sim, 1, 2, 5.1, 9.1);
+    assert_op_near(&sim, 1, 3, 9.1, 11.3);
+    assert_op_near(&sim, 0, 2, 9.1, 13.3);
+    assert_op_near(&sim, 0, 3, 13.3, 15.3);
+    /* out of range */
+    lt_error err;
+    c.contention = 1.5;
+    assert_contains(run_fail(&sim, &s, &c, &err), "contention 1.5");
+    c.contention = NAN;
+    assert_contains(run_fail(&sim, &s, &c, &err), "must be from 0 to 1");
+    c.contention = 0.1;
+    c.lockstep = -1;
+    assert_contains(run_fail(&sim, &s, &c, &err), "lockstep -1");
     lt_sim_free(&sim);
     lt_schedule_free(&s);
 }
@@ -1421,7 +1501,7 @@ static void test_random_schedules(void **state) {
     for (int iter = 0; iter < 300; iter++) {
         memset(r, 0, sizeof *r);
         build_random(r, &rng);
-        lt_sim_costs c = {r, rand_op_cost, rand_p2p, rand_base};
+        lt_sim_costs c = {.ctx = r, .op_cost = rand_op_cost, .p2p_time = rand_p2p, .base_bytes = rand_base};
         run_ok(&reused, &r->s, &c);
         check_random(r, &reused);
         /* a fresh lt_sim gives bit-identical results */
@@ -1570,6 +1650,7 @@ int main(void) {
         cmocka_unit_test(test_asym_deadlock_not_filo),
         cmocka_unit_test(test_asym_malformed),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_contention),
         cmocka_unit_test(test_tables),
         cmocka_unit_test(test_timeline),
         cmocka_unit_test(test_svg),
