@@ -121,8 +121,13 @@ elif ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" timeout 300 "${MPIRUN[@]}" 
        --set train.threads=1 --tokens 64 --repeat 1 --out "$tmp/mpi.ini" >"$tmp/mpi.out" 2>&1 &&
      [ "$(grep -c '^max_rel_err=' "$tmp/mpi.out")" = 1 ] &&
      grep -q '^p2p_intra_gbps = [0-9.e+-]* ; \[measured: .*MPI ping-pong of 64 MiB between ranks 0 and 1 (of 2)' \
-       "$tmp/mpi.ini"; then
-  echo "ok $n - $PROG: calibrate under mpirun: P2P from the ping-pong, one rank reports"
+       "$tmp/mpi.ini" &&
+     grep -q '^;   contention: the 64-token layer [0-9.]* ms alone, [0-9.]* ms with 2 ranks of the node at once' \
+       "$tmp/mpi.ini" &&
+     { grep -q '^;  *(medians of 3, alternating): compute_contention 0.0000 (not written: none measured)$' "$tmp/mpi.ini" ||
+       grep -q '^compute_contention = 0*\.[0-9]* ; \[measured: .*the 64-token layer .* with 2 ranks of the node' \
+         "$tmp/mpi.ini"; }; then
+  echo "ok $n - $PROG: calibrate under mpirun: P2P from the ping-pong, the compute contention, one rank reports"
 else
   echo "not ok $n - $PROG: calibrate under mpirun"; sed 's/^/# /' "$tmp/mpi.out" | head -20
 fi

@@ -137,6 +137,12 @@ typedef struct links {
     double p2p_inter_bytes_per_s, p2p_inter_latency_s; /* kept from the estimate (gpu_links_kept) */
     double reserved_bytes; /* device memory in use before the timing (context, cuBLASLt) */
     int gpus_per_node;
+    /* compute contention (MPI, two or more ranks on rank 0's node; the CPU): rank 0's layer
+     * timed alone and with every rank of its node timing it at once */
+    bool contention_measured;
+    int contention_ranks, contention_tokens, contention_rounds;
+    double alone_s, together_s; /* medians */
+    double contention;          /* (together / alone - 1) / (ranks - 1), clamped to [0, 1] */
 } links;
 
 static double now_s(void) {
@@ -218,6 +224,60 @@ static int parse_tokens(lt_cli_ctx *ctx, const char *text, int *tokens, int *n_o
 }
 
 /* ------------------------------------------------------------------ compute */
+
+/* What the timings run on: the model (the config's dimensions with 2 layers: layer 0 is
+ * timed, the second gives one layer's activation bytes; the head is timed on its own), the
+ * thread pool, the gradients (fp32, on the device with the CUDA backend be) and their views. */
+typedef struct bench_env {
+    lt_llama m;
+    lt_pool *pool;
+    int threads;
+    lt_backend *be; /* NULL: the CPU */
+    float *grads;
+    lt_layer_views *glv;
+    lt_llama_views g;
+} bench_env;
+
+/* The pool is made even when the model fails (bench_close frees what there is). */
+static lt_status bench_open(bench_env *e, const lt_model_shape *shape, uint64_t seed, int threads, lt_backend *be,
+                            lt_error *err) {
+    memset(e, 0, sizeof *e);
+    e->be = be;
+    e->threads = 1;
+    lt_model_shape s = *shape;
+    s.layers = 2;
+    lt_status st = lt_llama_create(&e->m, &s, err);
+    if (st == LT_OK) lt_llama_init(&e->m, seed);
+    if (st == LT_OK) st = lt_cpu_init(threads, &e->pool, &e->threads, err);
+    if (st == LT_OK && be) { /* the model's bf16 copy and fp32 gradients on the device */
+        st = lt_backend_cuda_upload(be, &e->m, err);
+        if (st == LT_OK) st = lt_backend_cuda_grads(be, e->m.n_params, &e->grads, err);
+        if (st == LT_OK) st = lt_cmd_gpu_arena(be, LT_CMD_GPU_ARENA_SHARE, "trainer calibrate", err);
+    } else if (st == LT_OK) {
+        e->grads = lt_calloc_check(e->m.n_params, sizeof *e->grads);
+    }
+    if (st == LT_OK) {
+        e->glv = lt_calloc_check((size_t)e->m.shape.layers, sizeof *e->glv);
+        lt_llama_views_of(&e->m, e->grads, e->glv, &e->g);
+    }
+    return st;
+}
+
+/* The model, its gradients and views (the pool stays: bench_close_pool). */
+static void bench_close_model(bench_env *e) {
+    if (e->be) lt_backend_cuda_free_grads(e->be, e->grads);
+    else free(e->grads);
+    e->grads = NULL;
+    free(e->glv);
+    e->glv = NULL;
+    lt_llama_free(&e->m);
+}
+
+static void bench_close(bench_env *e) {
+    bench_close_model(e);
+    lt_pool_destroy(e->pool);
+    e->pool = NULL;
+}
 
 /* One layer's forward + backward over the causal sample [0, T) (layer 0 of the 2-layer model
  * m), as the plan executor runs an F then a B: acts allocated, forward, backward, freed. */
@@ -652,10 +712,92 @@ static double pingpong_s(int rank, char *buf, int bytes, int iters, int rounds) 
 }
 #endif
 
+/* The contention run (measure_mpi): the layer of `tokens` tokens, `rounds` times alone and
+ * `rounds` times with every rank of the node at once, on a model of `shape` per rank. */
+typedef struct contention_job {
+    const lt_model_shape *shape;
+    uint64_t seed;
+    int threads, tokens, rounds;
+} contention_job;
+
+#ifdef HAVE_MPI
+/* Every rank's ok into one: false when any rank failed (no rank waits for a failed one).
+ * The wait sleeps between polls, as the trainer's waits do (train/dist/comm_mpi.c): a rank
+ * waiting here leaves its core idle (a spinning wait slows the timed rank as computing
+ * would). */
+static bool all_ok(bool ok) {
+    int mine = ok ? 1 : 0, all = 0, done = 0;
+    MPI_Request req;
+    MPI_Iallreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &req);
+    for (unsigned polls = 0;; polls++) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (done) break;
+        struct timespec ts = {0, polls > 64 ? 1000000 : 50000};
+        nanosleep(&ts, NULL);
+    }
+    return all == 1;
+}
+
+/* Compute contention (plans/cost/hardware.h compute_contention): rounds of rank 0 timing the
+ * layer alone (the others waiting) then every rank of rank 0's node timing it at once, the
+ * two alternating so that a slow spell of the machine falls on both; contention = (median
+ * together / median alone - 1) / (ranks of the node - 1), as the simulator's rate 1 / (1 +
+ * c k) gives for k = ranks - 1 devices beside it. Ranks of other nodes run the layer too (they
+ * do not count). A rank that cannot set up makes every rank skip it (a warning). */
+static void measure_contention(const contention_job *job, int rank, links *l) {
+    MPI_Comm node;
+    int node_ranks = 1;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &node_ranks);
+    MPI_Comm_free(&node);
+    MPI_Bcast(&node_ranks, 1, MPI_INT, 0, MPI_COMM_WORLD); /* rank 0's node */
+    if (node_ranks < 2) return;
+    lt_error err;
+    lt_error_clear(&err);
+    bench_env e;
+    layer_bench lb;
+    bool ok = bench_open(&e, job->shape, job->seed, job->threads, NULL, &err) == LT_OK;
+    bool lb_ok = ok && layer_bench_init(&lb, &e.m, &e.g, job->tokens, e.pool, &err) == LT_OK;
+    double *alone = lt_calloc_check((size_t)job->rounds, sizeof *alone);
+    double *together = lt_calloc_check((size_t)job->rounds, sizeof *together);
+    ok = all_ok(lb_ok);
+    for (int r = -1; ok && r < job->rounds; r++) { /* r = -1: the warm-up */
+        double f = 0, b = 0;
+        bool mine = true;
+        if (rank == 0) mine = layer_bench_run(&lb, &f, &b, &err) == LT_OK;
+        if (r >= 0) alone[r] = f + b;
+        if (!(ok = all_ok(mine))) break;
+        mine = layer_bench_run(&lb, &f, &b, &err) == LT_OK;
+        if (r >= 0) together[r] = f + b;
+        ok = all_ok(mine);
+    }
+    if (!ok && rank == 0)
+        LT_WARN("calibrate: compute contention not measured (a rank failed: %s)",
+                err.what[0] ? err.what : "not rank 0; its message is on its stderr");
+    if (!ok && rank != 0 && err.what[0]) LT_WARN("calibrate: rank %d: %s", rank, err.what);
+    if (ok && rank == 0) {
+        l->contention_measured = true;
+        l->contention_ranks = node_ranks;
+        l->contention_tokens = job->tokens;
+        l->contention_rounds = job->rounds;
+        l->alone_s = median(alone, job->rounds);
+        l->together_s = median(together, job->rounds);
+        double c = (l->together_s / l->alone_s - 1) / (node_ranks - 1);
+        l->contention = c > 1 ? 1 : c > 0 ? c : 0;
+        LT_INFO("calibrate: %d-token layer %.3f ms alone, %.3f ms with %d ranks at once: compute_contention %.4f",
+                job->tokens, l->alone_s * 1e3, l->together_s * 1e3, node_ranks, l->contention);
+    }
+    free(alone), free(together);
+    if (lb_ok) layer_bench_free(&lb);
+    bench_close(&e);
+}
+#endif
+
 /* Under an MPI launcher (a build with MPI): the ping-pong between ranks 0 and 1 into l
- * (with two or more ranks), *rank = this rank. MPI is finalized before returning: the rest
- * is rank 0's alone. Without MPI or a launcher: *rank = 0, nothing measured. */
-static lt_status measure_mpi(links *l, int *rank, lt_error *err) {
+ * (with two or more ranks), then, given a job, the compute contention of rank 0's node;
+ * *rank = this rank. MPI is finalized before returning: the rest is rank 0's alone. Without
+ * MPI or a launcher: *rank = 0, nothing measured. */
+static lt_status measure_mpi(links *l, int *rank, const contention_job *job, lt_error *err) {
     *rank = 0;
     l->mpi_ranks = 1;
     if (!launched_by_mpi()) return LT_OK;
@@ -672,10 +814,12 @@ static lt_status measure_mpi(links *l, int *rank, lt_error *err) {
         l->p2p_bytes_per_s = (double)P2P_BYTES / pingpong_s(*rank, buf, (int)P2P_BYTES, 5, 3);
         l->p2p_mpi = true;
         free(buf);
+        if (job) measure_contention(job, *rank, l);
     }
     MPI_Finalize();
 #else
     (void)err;
+    (void)job;
     LT_WARN("an MPI launcher started this trainer, but it was built without MPI: P2P is a memcpy in each process");
 #endif
     return LT_OK;
@@ -906,7 +1050,17 @@ static lt_status profile_header(const fit_info *fi, const rung *r, int n, const 
             fi->shape->ffn);
     fprintf(f, "  timing:   median of %d runs after a warm-up, per token count; 1-minute load average %.2f\n",
             a->repeat, fi->load[0]);
-    fprintf(f, "            before, %.2f after (a busy machine makes every number slower)\n\n", fi->load[1]);
+    fprintf(f, "            before, %.2f after (a busy machine makes every number slower)\n", fi->load[1]);
+    if (l->contention_measured)
+        fprintf(f, "  contention: the %d-token layer %.3f ms alone, %.3f ms with %d ranks of the node at once\n"
+                   "            (medians of %d, alternating): compute_contention %.4f%s\n\n",
+                l->contention_tokens, l->alone_s * 1e3, l->together_s * 1e3, l->contention_ranks,
+                l->contention_rounds, l->contention, l->contention > 0 ? "" : " (not written: none measured)");
+    else if (!l->gpu)
+        fprintf(f, "  contention: not measured (one rank on the node: `mpirun -n RANKS trainer calibrate` measures\n"
+                   "            compute_contention); the profile says the cores do not slow each other\n\n");
+    else
+        fprintf(f, "\n");
     fprintf(f, "peak_bf16_tflops is the best %s rate measured here (the GEMM part\n", l->gpu ? "bf16" : "fp32");
     fprintf(f, "of a layer, the attention or the LM head, whichever is fastest), so every fraction is at\n");
     fprintf(f, "most 1. Each curve point makes the cost model give back the measured time of one layer's\n");
@@ -937,6 +1091,7 @@ typedef struct profile_notes {
     char peak[NOTE_MAX], hbm_gib[NOTE_MAX], hbm_gbps[NOTE_MAX], gpus_per_node[NOTE_MAX];
     char p2p_intra_gbps[NOTE_MAX], p2p_intra_latency[NOTE_MAX], reserved[NOTE_MAX];
     char bwd_gemm[NOTE_MAX], bwd_attention[NOTE_MAX], gemm[NOTE_MAX], attention[NOTE_MAX], head[NOTE_MAX];
+    char contention[NOTE_MAX];
 } profile_notes;
 
 /* The fitted profile (the measured numbers as hw, where they come from as notes), written by
@@ -956,7 +1111,7 @@ static lt_status write_profile(const fit_info *fi, const rung *r, int n, const l
         .gpus_per_node = pn.gpus_per_node, .p2p_intra_gbps = pn.p2p_intra_gbps,
         .p2p_intra_latency_us = pn.p2p_intra_latency, .reserved_gib = pn.reserved,
         .bwd_gemm_factor = pn.bwd_gemm, .bwd_attention_factor = pn.bwd_attention,
-        .gemm_efficiency = pn.gemm, .attention_efficiency = pn.attention, .head_efficiency = pn.head};
+        .compute_contention = pn.contention, .gemm_efficiency = pn.gemm, .attention_efficiency = pn.attention, .head_efficiency = pn.head};
 
     hw.peak_flops = fi->peak;
     hw.hbm_bytes = l->hbm_bytes;
@@ -1033,6 +1188,13 @@ static lt_status write_profile(const fit_info *fi, const rung *r, int n, const l
              "%s backward / forward time of the GEMM part, the median over the token counts (the FLOP ratio is 2)", m);
     snprintf(pn.bwd_attention, sizeof pn.bwd_attention, "%s backward / forward time of the attention core, the median "
              "over the token counts (the FLOP ratio is 2.5)", m);
+    if (l->contention_measured) {
+        hw.compute_contention = l->contention; /* written when > 0 */
+        snprintf(pn.contention, sizeof pn.contention, "%s the %d-token layer %.2f ms alone, %.2f ms with %d ranks of "
+                 "the node at once (medians of %d, alternating): (%.4f - 1) / %d", m, l->contention_tokens,
+                 l->alone_s * 1e3, l->together_s * 1e3, l->contention_ranks, l->contention_rounds,
+                 l->together_s / l->alone_s, l->contention_ranks - 1);
+    }
     /* one point per token count: the fraction of the peak that gives back the measured time */
     for (int i = 0; i < n; i++) {
         hw.gemm.tokens[i] = hw.attention.tokens[i] = r[i].tokens;
@@ -1075,16 +1237,6 @@ static int default_ladder(int *tokens) {
     return n;
 }
 
-/* The model the layer runs in: the config's dimensions with 2 layers (layer 0 is timed, the
- * second gives one layer's activation bytes; the head is timed on its own). */
-static lt_status bench_model(const lt_model_shape *shape, uint64_t seed, lt_llama *m, lt_error *err) {
-    lt_model_shape s = *shape;
-    s.layers = 2;
-    lt_status st = lt_llama_create(m, &s, err);
-    if (st == LT_OK) lt_llama_init(m, seed);
-    return st;
-}
-
 int calibrate_command(lt_cli_ctx *ctx) {
     calib_args a;
     int rc = parse_args(ctx, &a);
@@ -1117,16 +1269,18 @@ int calibrate_command(lt_cli_ctx *ctx) {
     } else {
         unit_profile(hw, 2.0, 2.5); /* the shape checked before timing; refitted after */
         st = lt_cost_model_init(cm, &cshape, hw, 1, 1, 1, &err);
-        if (st == LT_OK) st = measure_mpi(&l, &rank, &err);
+        /* the CPU's compute contention at the ladder's largest count up to 1024 tokens */
+        contention_job job = {&shape, lt_cmd_seed(ctx), lt_cmd_threads(ctx), tokens[0], 2 * a.repeat + 1};
+        for (int i = 0; i < n_tokens && tokens[i] <= 1024; i++) job.tokens = tokens[i];
+        if (st == LT_OK) st = measure_mpi(&l, &rank, gpu ? NULL : &job, &err);
     }
-    if (st != LT_OK || rank != 0) { /* ranks other than 0 only took part in the ping-pong */
+    if (st != LT_OK || rank != 0) { /* ranks other than 0 only took part in the MPI measurements */
         free(hw), free(cm);
         return st != LT_OK ? lt_error_exit(&err) : 0;
     }
 
-    lt_llama m = {0};
-    lt_pool *pool = NULL;
-    int threads = 1;
+    bench_env e;
+    memset(&e, 0, sizeof e);
     lt_backend *be = NULL;
     if (gpu) {
         size_t free_b = 0, total_b = 0;
@@ -1143,22 +1297,8 @@ int calibrate_command(lt_cli_ctx *ctx) {
                                 "(scripts/gpu-check.sh runs it there); train.backend = cpu calibrates the CPU trainer");
         }
     }
-    if (st == LT_OK) st = bench_model(&shape, lt_cmd_seed(ctx), &m, &err);
-    if (st == LT_OK) st = lt_cpu_init(lt_cmd_threads(ctx), &pool, &threads, &err);
-    float *grads = NULL;
-    lt_layer_views *glv = NULL;
-    lt_llama_views g;
-    if (st == LT_OK && be) { /* the model's bf16 copy and fp32 gradients on the device */
-        st = lt_backend_cuda_upload(be, &m, &err);
-        if (st == LT_OK) st = lt_backend_cuda_grads(be, m.n_params, &grads, &err);
-        if (st == LT_OK) st = lt_cmd_gpu_arena(be, LT_CMD_GPU_ARENA_SHARE, "trainer calibrate", &err);
-    } else if (st == LT_OK) {
-        grads = lt_calloc_check(m.n_params, sizeof *grads);
-    }
-    if (st == LT_OK) {
-        glv = lt_calloc_check((size_t)m.shape.layers, sizeof *glv);
-        lt_llama_views_of(&m, grads, glv, &g);
-    }
+    if (st == LT_OK) st = bench_open(&e, &shape, lt_cmd_seed(ctx), lt_cmd_threads(ctx), be, &err);
+    int threads = e.threads;
     rung r[MAX_POINTS];
     int n = 0;
     trainer_bytes tb = {0};
@@ -1175,7 +1315,7 @@ int calibrate_command(lt_cli_ctx *ctx) {
         memset(x, 0, sizeof *x);
         x->tokens = tokens[i];
         double t0 = now_s();
-        st = time_rung(&m, &g, x->tokens, a.repeat, pool, x, &tb, &err);
+        st = time_rung(&e.m, &e.g, x->tokens, a.repeat, e.pool, x, &tb, &err);
         if (st != LT_OK) break;
         spent += now_s() - t0;
         split_parts(x);
@@ -1192,12 +1332,9 @@ int calibrate_command(lt_cli_ctx *ctx) {
     }
     /* the head at every measured count up to HEAD_TOKENS (at least the smallest) */
     for (int i = 0; st == LT_OK && i < n; i++)
-        if (i == 0 || r[i].tokens <= HEAD_TOKENS) st = time_head(&m, &g, r[i].tokens, a.repeat, pool, &r[i].head_s, &err);
-    if (be) lt_backend_cuda_free_grads(be, grads);
-    else free(grads);
-    free(glv);
-    lt_llama_free(&m);
-    if (st == LT_OK && !a.check) st = measure_memory(pool, threads, &l, &err);
+        if (i == 0 || r[i].tokens <= HEAD_TOKENS) st = time_head(&e.m, &e.g, r[i].tokens, a.repeat, e.pool, &r[i].head_s, &err);
+    bench_close_model(&e);
+    if (st == LT_OK && !a.check) st = measure_memory(e.pool, threads, &l, &err);
     if (st == LT_OK && !a.check && be) {
         st = measure_gpu_memory(be, &l, &err);
         /* the links between GPUs: kept from the estimate of the same name (etc/hardware), not
@@ -1216,7 +1353,7 @@ int calibrate_command(lt_cli_ctx *ctx) {
         free(est);
     }
     lt_backend_cuda_close(be);
-    lt_pool_destroy(pool);
+    lt_pool_destroy(e.pool);
 
     fit_info fi = {.a = &a, .ctx = ctx, .shape = &shape, .threads = threads, .load = {load_before, load_average()}};
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
