@@ -15,7 +15,9 @@
 #   --steps N        stored steps per strategy (default 6)
 #   --context C      plan.context_len (default 2048), --batch B plan.global_batch (default 8)
 #   --profile FILE   a hardware profile; default: `trainer calibrate` under mpirun -n 2 with
-#                    one thread per rank (OUT/cpu-calibrated.ini)
+#                    one thread per rank, the run's ranks on one node (--ranks-per-node: the
+#                    stages share the machine, so the profile's compute_contention applies
+#                    between them; OUT/cpu-calibrated.ini)
 #   --preset NAME    model preset (default small; vocab 50257, the corpus' r50k_base)
 #   --mpi-only       only the runs over MPI (the simulator's error), not the one-process peers
 #   --repeat R       run each strategy's MPI job R times (default 1), interleaved (megatron,
@@ -114,7 +116,8 @@ INI
 if [ -z "$PROFILE" ]; then
   PROFILE=$OUT/cpu-calibrated.ini
   log "trainer calibrate (mpirun -n 2, 1 thread each) -> $PROFILE"
-  mpirun -n 2 "$TRAINER" calibrate --config "$OUT/m.ini" --out "$PROFILE" >"$OUT/calibrate.out" 2>&1
+  mpirun -n 2 "$TRAINER" calibrate --config "$OUT/m.ini" --ranks-per-node "$RANKS" --out "$PROFILE" \
+    >"$OUT/calibrate.out" 2>&1
   tail -1 "$OUT/calibrate.out" >&2
 fi
 host="$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
