@@ -116,6 +116,7 @@ static const lt_config_key schema[] = {
     DBL("plan", "milp_time_limit", "0", "0", NULL, "seconds one MILP solve (CBC) may take before its fallback heuristic is used; 0 = no limit (plans then do not depend on the machine's speed)"),
     DBL("plan", "milp_gap", "0.001", "0", NULL, "relative optimality gap at which a MILP solve (CBC) stops; 0 = prove optimality"),
     INT("plan", "milp_max_nodes", "1000", "0", NULL, "branch-and-bound nodes one MILP solve (CBC) may explore: a deterministic effort cap; 0 = no limit"),
+    INT("plan", "mlp_chunk", "0", "0", NULL, "chunked MLP (HelixPipe 4.4.2): the MLP's intermediates and their gradients for at most N tokens of a unit at a time, in every backward and in a recomputed post-attention's forward (a lower peak, the same gradients within rounding), priced by the planner and run by the trainer; 0 = a unit's tokens at once"),
 
     /* [train] */
     DBL("train", "lr", "3e-4", "0", NULL, "peak learning rate"),

@@ -178,6 +178,8 @@ static lt_status from_config(lt_cost_model *cm, const lt_config *cfg, const char
     free(hw);
     if (st != LT_OK) return st;
     cm->shard = shard;
+    if ((st = config_int(cfg, "plan", "mlp_chunk", &cm->mlp_chunk, err)) != LT_OK) return st;
+    if (cm->mlp_chunk < 0) cm->mlp_chunk = 0;
     if (lt_config_is_set(cfg, "plan", "mem")) {
         uint64_t mem;
         if ((st = lt_config_get_size(cfg, "plan", "mem", &mem, err)) != LT_OK) return st;
@@ -244,6 +246,16 @@ static double head_flops(const lt_cost_model *cm, int cp, double tokens) {
 
 double lt_cost_head_flops(const lt_cost_model *cm, double tokens) { return head_flops(cm, cm->cp, tokens); }
 
+/* The MLP runs in chunks (lt_cost_model.mlp_chunk) for a unit of `tokens` per GPU. */
+static bool mlp_chunked(const lt_cost_model *cm, double tokens) {
+    return cm->mlp_chunk > 0 && (double)cm->mlp_chunk < tokens;
+}
+
+/* The down projection's FLOPs of the MLP for `tokens` tokens (per GPU at degree cp). */
+static double down_flops(const lt_cost_model *cm, int cp, double tokens) {
+    return tokens > 0 ? 2.0 * (tokens / cp) * hidden(cm) * (double)cm->model.ffn / cm->tp : 0.0;
+}
+
 /* Layers an op covers (1 for a part of a layer). */
 static double op_layers(const lt_op *op) {
     return op->layer_end > op->layer_begin ? (double)(op->layer_end - op->layer_begin) : 0.0;
@@ -287,7 +299,10 @@ static void op_flops(const lt_cost_model *cm, int cp, const lt_slice *slices, si
     out->head = op_has_head(cm, op) ? head_flops(cm, cp, tokens) : 0.0;
     out->linear = nl * lin + out->head;
     out->attention = nl * attn;
-    out->recompute_linear = r * lin;
+    /* a recomputed post-attention with a chunked MLP: its recompute stops after the MLP's
+     * norm and the backward remakes gate and up per chunk: all but the down projection */
+    bool partial = op->part == LT_PART_POST && mlp_chunked(cm, tokens / cp);
+    out->recompute_linear = r * (partial ? lin - down_flops(cm, cp, tokens) : lin);
     out->recompute_attention = r * attn;
 }
 
@@ -457,7 +472,7 @@ static int part_collectives(lt_op_part part, bool backward) {
     return 0;
 }
 
-int lt_cost_tp_collectives(const lt_cost_model *cm, const lt_op *op) {
+int lt_cost_tp_collectives(const lt_cost_model *cm, const lt_op *op, double tokens) {
     if (cm->tp <= 1) return 0;
     lt_op_part part = (lt_op_part)op->part;
     int nl = (int)op_layers(op), r = (int)op_recompute_layers(op);
@@ -469,13 +484,15 @@ int lt_cost_tp_collectives(const lt_cost_model *cm, const lt_op *op) {
      * gradient gathered (and with recompute its forward's reduce-scatter again, but for a
      * recomputed pre-attention part, which runs as keeping its arrays: train/exec/passes.c) */
     bool embed_again = r > 0 && part == LT_PART_ALL;
-    return nl * part_collectives(part, true) + r * part_collectives(part, false) + (embed ? (embed_again ? 2 : 1) : 0);
+    int again = part == LT_PART_POST && mlp_chunked(cm, tokens) ? 1 : part_collectives(part, false); /* (the
+                  chunked MLP's recompute: the output projection's reduce-scatter only) */
+    return nl * part_collectives(part, true) + r * again + (embed ? (embed_again ? 2 : 1) : 0);
 }
 
 double lt_cost_tp_bytes(const lt_cost_model *cm, const lt_slice *slices, size_t n, const lt_op *op, int cp) {
     double tokens = 0;
     for (size_t i = 0; i < n; i++) tokens += slice_tokens(&slices[i]);
-    int k = lt_cost_tp_collectives(cm, op);
+    int k = lt_cost_tp_collectives(cm, op, tokens / (cp > 1 ? cp : 1));
     if (k == 0) return 0.0;
     return k * (double)(cm->tp - 1) / cm->tp * (tokens / (cp > 1 ? cp : 1)) * hidden(cm) * cm->act_bytes;
 }
@@ -587,7 +604,7 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
             out->attention_time += f / (peak * eff);
         }
     }
-    out->tp_comm_time = lt_cost_tp_comm_time(cm, local, lt_cost_tp_collectives(cm, op));
+    out->tp_comm_time = lt_cost_tp_comm_time(cm, local, lt_cost_tp_collectives(cm, op, local));
     /* CP ring: forward one K/V pass per layer, backward two (K/V again, then dK/dV) plus the
      * forward pass of its recomputed layers; each pass carries the context's K/V with the
      * op's own (ring_tokens); hidden behind the attention it feeds */
@@ -629,9 +646,19 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
         out->cost.act_bytes = act;
     }
     if (!backward && attn) out->cost.kv_bytes = kv_tokens / cp * nl * lt_cost_kv_bytes_per_token(cm);
-    if (kind == LT_OP_F) out->cost.work_bytes = (r > 0 ? full_layer : 0.0) + logits;
+    /* a backward's gradients of one layer (the MLP's for a chunk's rows when chunked), and with
+     * recompute the recomputed layer's arrays (a post-attention's MLP arrays for a chunk's rows
+     * when chunked: lt_acts_part_scratch; a whole layer's recomputed forward keeps its rows) */
+    double grads = full_layer, recomputed = full_layer;
+    bool has_mlp = part == LT_PART_ALL || part == LT_PART_POST;
+    if (has_mlp && mlp_chunked(cm, local)) {
+        double dropped = (local - (double)cm->mlp_chunk) * mlp_elems(cm) * cm->act_bytes;
+        grads -= dropped;
+        if (part == LT_PART_POST) recomputed -= dropped;
+    }
+    if (kind == LT_OP_F) out->cost.work_bytes = (r > 0 ? recomputed : 0.0) + logits;
     else if (kind == LT_OP_FK) out->cost.work_bytes = full_layer + logits;
-    else out->cost.work_bytes = (r > 0 ? 2.0 : 1.0) * full_layer + window + logits;
+    else out->cost.work_bytes = grads + (r > 0 ? recomputed : 0.0) + window + logits;
 
     /* P2P payload: nothing after the model's end (forward) or before its start (backward) */
     bool edge = backward ? op_starts_model(op) : head;

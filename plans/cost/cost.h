@@ -153,6 +153,15 @@ typedef struct lt_cost_model {
                                 [assumed] (the profile's reserved_gib: 0 on a CPU) */
     double mem_cap;          /* per-GPU memory the planner may fill: plan.mem, else the
                                 profile's HBM */
+    int mlp_chunk;           /* the chunked MLP (HelixPipe 4.4.2; plan.mlp_chunk; 0: none): a unit
+                                of more tokens per GPU makes the MLP's intermediates and their
+                                gradients mlp_chunk rows at a time (train/model/model.h
+                                lt_llama.mlp_chunk), so its backward's working memory holds
+                                mlp_chunk rows of them, and a recomputed post-attention's
+                                (forward and recompute) too; that recompute stops after the
+                                MLP's norm and its backward remakes each chunk's gate and up:
+                                the down projection is not recomputed, nor its TP collectives
+                                (lt_cost_tp_collectives) */
 } lt_cost_model;
 
 /* Set up cm for model m (validated) on hardware hw with the given layout and the defaults
@@ -260,8 +269,10 @@ double lt_cost_p2p_time(const lt_cost_model *cm, int from, int to, double bytes)
 double lt_cost_tp_comm_time(const lt_cost_model *cm, double tokens, int collectives);
 /* The TP all-gathers and reduce-scatters of op (each of the op's tokens x h x act_bytes) as
  * the trainer runs them (cost.c part_collectives: per layer 4 forward, 6 backward, the
- * recomputed layers' forward again, the embedding's and the fused head's); 0 when tp = 1. */
-int lt_cost_tp_collectives(const lt_cost_model *cm, const lt_op *op);
+ * recomputed layers' forward again, the embedding's and the fused head's; a recomputed
+ * post-attention with a chunked MLP, more than mlp_chunk `tokens` per GPU, recomputes up to
+ * the MLP's norm only: 1); 0 when tp = 1. */
+int lt_cost_tp_collectives(const lt_cost_model *cm, const lt_op *op, double tokens);
 /* The bytes one TP rank sends in them, as a ring sends them: collectives x (tp - 1) / tp x
  * the op's tokens (over slices[0..n), per CP member: / cp) x h x act_bytes. What the
  * trainer's communicator counts (train/dist/comm.h lt_comm_bytes). */

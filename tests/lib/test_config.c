@@ -598,7 +598,7 @@ static void test_unknown_key(void **state) {
          "did you mean 'plan.context_len'?"},
         /* nothing close: the keys of the section */
         {"[plan]\nzzzzzz = 1\n", "unknown key 'zzzzzz' in section [plan]",
-         "keys of [plan]: strategy global_batch global_batch_tokens context_len hardware mem seed steps sample_policy chunk_size chunkflow_k seq1f1b_slices infinipipe_slices micropacks dp_merge_margin milp_time_limit milp_gap milp_max_nodes"},
+         "keys of [plan]: strategy global_batch global_batch_tokens context_len hardware mem seed steps sample_policy chunk_size chunkflow_k seq1f1b_slices infinipipe_slices micropacks dp_merge_margin milp_time_limit milp_gap milp_max_nodes mlp_chunk"},
         {"[parallel]\nx = 1\n", "unknown key 'x' in section [parallel]",
          "keys of [parallel]: dp pp tp max_cp shard zero1"},
     };
@@ -1043,6 +1043,7 @@ static const char expected_dump[] =
         "milp_time_limit = 0                     ; default\n"
         "milp_gap = 0.001                        ; default\n"
         "milp_max_nodes = 1000                   ; default\n"
+        "mlp_chunk = 0                           ; default\n"
         "\n"
         "[train]\n"
         "lr = 3e-4                               ; default\n"

@@ -705,6 +705,46 @@ static void test_backward_time_factors_and_head_curve(void **state) {
     check_bad_profile(text, "compute_contention = -0.1: must be from 0 to 1", 11, NULL);
 }
 
+/* The chunked MLP (HelixPipe 4.4.2, plan.mlp_chunk = c): for a unit of T > c tokens per GPU a
+ * backward's working memory holds c rows of the MLP's intermediates' gradients instead of T
+ * (3 ffn / tp elements per row), a recomputed post-attention's arrays too (its forward and
+ * its recompute), a whole layer's recompute not (it keeps its rows); a recomputed
+ * post-attention recomputes all but the down projection (2 T h ffn / tp FLOPs fewer) and,
+ * under TP, only the output projection's reduce-scatter again; units of at most c tokens
+ * are priced as without chunks. Worked from the element counts, not from the model. */
+static void test_chunked_mlp(void **state) {
+    (void)state;
+    NEED_SHIPPED();
+    for (int tp = 1; tp <= 2; tp++) {
+        lt_cost_model plain = model_on("llama-7b", "h200", 2, tp, 1), ch = plain;
+        ch.mlp_chunk = 512;
+        double T = 4096, e = plain.act_bytes, mlp = 3.0 * plain.model.ffn / tp;
+        double dropped = (T - 512) * mlp * e, down = 2.0 * T * plain.model.hidden * plain.model.ffn / tp;
+        lt_slice sl[1] = {{0, 0, 4096}}, small[1] = {{0, 0, 512}};
+        const lt_op ops[] = {op_of(LT_OP_B, LT_PART_POST, 3, 4, 1), op_of(LT_OP_B, LT_PART_POST, 3, 4, 0),
+                             op_of(LT_OP_F, LT_PART_POST, 3, 4, 1), op_of(LT_OP_B, LT_PART_ALL, 0, 2, 1),
+                             op_of(LT_OP_B, LT_PART_ATTN, 3, 4, 1), op_of(LT_OP_F, LT_PART_ALL, 0, 2, 0)};
+        /* {work bytes saved in dropped units, recompute FLOPs saved in down units, collectives fewer} */
+        /* (an F's recompute_linear is what its B will recompute: counted, not run by the F) */
+        const double want[][3] = {{2, 1, 2}, {1, 0, 0}, {1, 1, 0}, {1, 0, 0}, {0, 0, 0}, {0, 0, 0}};
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+            lt_op_estimate a, b, c, d;
+            lt_cost_op(&plain, sl, 1, NULL, &ops[k], &a);
+            lt_cost_op(&ch, sl, 1, NULL, &ops[k], &b);
+            assert_rel_close(a.cost.work_bytes - b.cost.work_bytes, want[k][0] * dropped, 1e-12);
+            assert_rel_close(a.flops.recompute_linear - b.flops.recompute_linear, want[k][1] * down, 1e-12);
+            int ka = lt_cost_tp_collectives(&plain, &ops[k], T), kb = lt_cost_tp_collectives(&ch, &ops[k], T);
+            assert_int_equal(ka - kb, tp > 1 ? (int)want[k][2] : 0);
+            assert_true(a.cost.act_bytes == b.cost.act_bytes); /* what an F keeps is not chunked */
+            /* a unit no longer than a chunk: as without chunks */
+            lt_cost_op(&plain, small, 1, NULL, &ops[k], &c);
+            lt_cost_op(&ch, small, 1, NULL, &ops[k], &d);
+            assert_memory_equal(&c.cost, &d.cost, sizeof c.cost);
+            assert_int_equal(lt_cost_tp_collectives(&ch, &ops[k], 512), lt_cost_tp_collectives(&plain, &ops[k], 512));
+        }
+    }
+}
+
 /* compute_contention: 0 when absent (GPUs); the bridge hands the simulator the profile's value,
  * the devices running each stage's ops in lockstep (tp x the DP replicas of a node, ranks
  * ordered TP, PP, DP) and the stages per node (gpus_per_node = 4 here). */
@@ -1322,7 +1362,7 @@ static void test_time_is_plausible(void **state) {
      * NVLink speed after one latency */
     double one = 8e-6 + 7.0 / 8 * 4096.0 * 4096 * 2 / 450e9;
     assert_rel_close(e8.tp_comm_time, (32 * 4 + 3) * one, 1e-12);
-    assert_int_equal(lt_cost_tp_collectives(&t8, &f), 32 * 4 + 3);
+    assert_int_equal(lt_cost_tp_collectives(&t8, &f, 1000), 32 * 4 + 3);
     assert_rel_close(lt_cost_tp_bytes(&t8, &s, 1, &f, 1), (32 * 4 + 3) * 7.0 / 8 * 4096.0 * 4096 * 2, 1e-15);
     /* the backward: 6 per layer (the output gradient gathered before each row-parallel GEMM,
      * the normed input gathered again, the input gradient reduce-scattered twice) and the
@@ -1334,7 +1374,7 @@ static void test_time_is_plausible(void **state) {
     b.recompute_layers = 32;
     lt_cost_op(&t8, &s, 1, NULL, &b, &b8);
     assert_rel_close(b8.tp_comm_time, (32 * 6 + 32 * 4 + 2) * one, 1e-12);
-    assert_int_equal(lt_cost_tp_collectives(&cm, &b), 0); /* tp = 1 */
+    assert_int_equal(lt_cost_tp_collectives(&cm, &b, 1000), 0); /* tp = 1 */
 }
 
 /* A slice's attention runs at the efficiency of the whole causal sequence with the same work,
@@ -2147,6 +2187,7 @@ int main(void) {
         cmocka_unit_test(test_fused_head_moves_its_backward_into_f),
         cmocka_unit_test(test_backward_time_factors_and_head_curve),
         cmocka_unit_test(test_contention_bridge),
+        cmocka_unit_test(test_chunked_mlp),
         cmocka_unit_test(test_written_profile_reads_back),
         cmocka_unit_test(test_efficiency_interpolates_in_log_tokens_and_clamps),
         cmocka_unit_test(test_lookup_order),

@@ -126,6 +126,17 @@ else
 fi
 if plan hx-dp2-pp2 helixpipe 2 2; then helix hx-dp2-pp2 2 2 "two pipelines"
 else notok "planner build helixpipe, dp 2, pp 2" "$tmp/hx-dp2-pp2.plan"; fi
+# the chunked MLP (HelixPipe 4.4.2, plan.mlp_chunk = 7: units of up to 128 tokens in chunks):
+# every op recomputing (a recomputed post-attention's MLP remade chunk by chunk in its
+# backward), and megatron's whole layers (their kept arrays read a chunk at a time)
+if plan hx-mc helixpipe 1 2 --set plan.global_batch=3 --set plan.mlp_chunk=7; then
+  force_recompute hx-mc hx-mc-rc
+  helix hx-mc-rc 1 2 "the MLP 7 rows at a time, every op recomputing" --set plan.global_batch=3
+else
+  notok "planner build helixpipe with plan.mlp_chunk" "$tmp/hx-mc.plan"
+fi
+if plan mg-mc megatron 2 2 --set plan.mlp_chunk=7; then oracle mg-mc 2 2 "megatron, dp 2 x pp 2, the MLP 7 rows at a time"
+else notok "planner build megatron with plan.mlp_chunk" "$tmp/mg-mc.plan"; fi
 if plan hx-dp1-pp4 helixpipe 1 4; then
   force_recompute hx-dp1-pp4 hx-dp1-pp4-rc
   helix hx-dp1-pp4-rc 1 4 "four stages (a part's input sent to any stage), every op recomputing"

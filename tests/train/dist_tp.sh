@@ -73,6 +73,14 @@ if plan hx-tp helixpipe 1 2 --set parallel.tp=2 --set plan.global_batch=3; then
   else notok "helixpipe at pp 2 x tp 2 sends K/V between attention stages (kv_transfers=$kv)" "$tmp/hx-tp.out"; fi
   force_recompute hx-tp hx-tp-rc
   check_tp hx-tp-rc 1 2 2 "helixpipe, pp 2 x tp 2, every op recomputing (HelixPipe 4.4.1)"
+  # the chunked MLP (HelixPipe 4.4.2, plan.mlp_chunk): 7 rows of the MLP's intermediates at a
+  # time; the recompute stops after the MLP's norm (its collectives as the cost model counts them)
+  if plan hx-tp-mc helixpipe 1 2 --set parallel.tp=2 --set plan.global_batch=3 --set plan.mlp_chunk=7; then
+    force_recompute hx-tp-mc hx-tp-mc-rc
+    check_tp hx-tp-mc-rc 1 2 2 "helixpipe, pp 2 x tp 2, every op recomputing, the MLP 7 rows at a time (4.4.2)"
+  else
+    notok "planner build helixpipe with plan.mlp_chunk, pp 2 x tp 2" "$tmp/hx-tp-mc.plan"
+  fi
 else
   notok "planner build helixpipe, pp 2 x tp 2" "$tmp/hx-tp.plan"
 fi

@@ -24,6 +24,8 @@
  *     micro-batches (sample 2 sliced in two with K/V context): within 1e-5 of whole, every
  *     (layer, part) position forwarded and backwarded once; with recomputation without
  *     attention (4.4.1) bit-identical;
+ *   - the chunked MLP (4.4.2, 8 rows at a time): whole layers, with recompute, and HelixPipe's
+ *     parts with recomputation without attention, within 1e-5 of whole, fewer bytes held;
  *   - a scoring plan (lt_plan_scoring, the validation loss: forward only, grads = NULL) of the
  *     three samples at dp 1 and 2, pp 1 and 2: the loss equals every sample run whole
  *     without gradients (lt_llama_step_units) within 1e-6, no token backwarded, a K/V
@@ -482,6 +484,33 @@ static void test_helixpipe(void **state) {
     /* layer parts over processes: tests/train/dist.sh (this test runs in one process) */
 }
 
+/* The chunked MLP (HelixPipe 4.4.2, lt_llama.mlp_chunk = 8: the 20- and 45-token units in
+ * chunks): megatron-like whole layers (kept arrays read a chunk at a time in the backward)
+ * and HelixPipe's parts with recomputation without attention (the post-attention's MLP
+ * remade chunk by chunk in its backward) give the gradients of every sample run whole within
+ * 1e-5, and hold fewer bytes at the peak than the same plans unchunked. */
+static void test_chunked_mlp(void **state) {
+    fixture *f = *state;
+    for (int k = 0; k < 3; k++) {
+        lt_step_plan p;
+        lt_exec_stats plain, chunked;
+        if (k == 0) one_pipeline(&p, false, 0, 0, false);
+        else if (k == 1) one_pipeline(&p, false, 1, 2, false);
+        else helix_plan(&p, 2, 1, 1);
+        run_plan(f, &p, f->got, &f->vgot, &plain);
+        f->m.mlp_chunk = 8;
+        run_plan(f, &p, f->got2, &f->vgot2, &chunked);
+        f->m.mlp_chunk = 0;
+        lt_step_plan_free(&p);
+        double rel = max_rel(f, f->got2, f->ref);
+        if (!(rel <= 1e-5)) fail_msg("plan %d: chunked gradients %.3g from whole", k, rel);
+        if (!(chunked.act_bytes_peak < plain.act_bytes_peak))
+            fail_msg("plan %d: %zu bytes at the peak in chunks, %zu without", k, chunked.act_bytes_peak,
+                     plain.act_bytes_peak);
+        assert_true(fabs(plain.loss_sum - chunked.loss_sum) <= 1e-6 * fabs(plain.loss_sum));
+    }
+}
+
 /* A scoring plan: forward only, every layout gives the loss of the samples run whole. */
 static void test_scoring(void **state) {
     fixture *f = *state;
@@ -538,6 +567,7 @@ int main(void) {
         cmocka_unit_test(test_two_pipelines),
         cmocka_unit_test(test_context_parallel),
         cmocka_unit_test(test_helixpipe),
+        cmocka_unit_test(test_chunked_mlp),
         cmocka_unit_test(test_scoring),
         cmocka_unit_test(test_refusals),
     };

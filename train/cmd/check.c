@@ -251,8 +251,11 @@ static lt_status check_step(check_run *c, uint64_t step, lt_error *err) {
             units[i] = (lt_train_unit){.slices = &whole[i], .n_slices = 1};
         }
         lt_batch b = {.samples = smp, .n_samples = (int)p.n_samples};
+        int chunk = c->m.mlp_chunk; /* the reference: every MLP row at once */
+        c->m.mlp_chunk = 0;
         st = lt_llama_step_units(&c->m, &b, units, (int)p.n_samples, (float)(1.0 / (double)p.n_predicted), &c->vb,
                                  NULL, &ref_loss, c->pool, err);
+        c->m.mlp_chunk = chunk;
         if (st == LT_OK && c->be && !c->comm) st = check_gpu(c, &p, smp, err);
     }
     if (st == LT_OK && rank0) {
@@ -370,6 +373,7 @@ int check_command(lt_cli_ctx *ctx) {
     int tp = c.comm ? lt_comm_layout_of(c.comm)->tp : 1;
     if (st == LT_OK) st = lt_cmd_open_plans(db, &c.m, tp, &c.store, &err);
     if (st == LT_OK && !steps_arg) st = lt_store_steps(c.store, &steps, &n_steps, &err);
+    if (st == LT_OK) st = check_cost_model(db, &c, &err);
     if (st == LT_OK && c.comm && n_steps > 0) { /* the rank's part: its stage, its TP shard */
         int l0 = 0, l1 = 0;
         st = first_stage_layers(&c, steps[0], &l0, &l1, &err);
@@ -378,13 +382,15 @@ int check_command(lt_cli_ctx *ctx) {
                                                     c.helix || lt_comm_layout_of(c.comm)->stage ==
                                                                    lt_comm_layout_of(c.comm)->pp - 1,
                                                     &err);
-        if (st == LT_OK) st = check_cost_model(db, &c, &err);
         if (st == LT_OK) {
             lt_llama_copy_shard(&c.m, c.m.params, &c.mp, c.mp.params);
             if (tp > 1) lt_dist_tp_ops(c.comm, c.be != NULL, &c.tpo), c.mp.tp_ops = &c.tpo; /* (the GPU's: NCCL) */
             c.xm = &c.mp;
         }
     }
+    /* the chunked MLP the plans were priced with (plan.mlp_chunk of their config; the GPU's and
+     * the test backend's model structs are copies) */
+    c.m.mlp_chunk = c.mp.mlp_chunk = c.cm.mlp_chunk;
     if (st == LT_OK && c.be) { /* the executed model (whole, or the rank's part) on the GPU: its struct, another backend */
         c.mg = *c.xm;
         st = lt_backend_cuda_upload(c.be, &c.mg, &err);

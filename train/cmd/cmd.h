@@ -62,6 +62,9 @@ lt_status lt_cmd_model_shape(const lt_cli_ctx *ctx, lt_model_shape *shape, lt_er
 int64_t lt_cmd_context_len(const lt_cli_ctx *ctx);
 /* train.threads (0 = one per CPU). */
 int lt_cmd_threads(const lt_cli_ctx *ctx);
+/* plan.mlp_chunk (0 = none) of the run's config: train --whole's lt_llama.mlp_chunk (a run of
+ * plans takes their config's, what the planner priced). */
+int lt_cmd_mlp_chunk(const lt_cli_ctx *ctx);
 
 /* Read checkpoint `ckpt` (moments into opt when non-NULL, state into st when non-NULL);
  * when the config sets [model] keys, the checkpoint's dimensions must match them. */

@@ -58,6 +58,12 @@ int lt_cmd_threads(const lt_cli_ctx *ctx) {
     return (int)t;
 }
 
+int lt_cmd_mlp_chunk(const lt_cli_ctx *ctx) {
+    int64_t c = 0;
+    if (lt_config_get_int(ctx->config, "plan", "mlp_chunk", &c, NULL) != LT_OK || c < 0) c = 0;
+    return c > INT32_MAX ? INT32_MAX : (int)c;
+}
+
 /* ------------------------------------------------------------------ the model and the backend */
 
 /* The checkpoint's model, checked against the config's [model] when the config sets one. */

@@ -867,6 +867,7 @@ int train_command(lt_cli_ctx *ctx) {
         s = rank_part(&L, &m, &opt, &tpo, &part, &err);
     }
     if (s == LT_OK && comm && a.db) s = lt_llama_create_table(&L.table, &m.shape, tp, comm ? lt_comm_layout_of(comm)->tp_rank : 0, &err);
+    m.mlp_chunk = a.db ? L.held.mlp_chunk : lt_cmd_mlp_chunk(ctx); /* the plans': what the planner priced */
     L.be = be;
     /* the model to the GPU: fp32 master + bf16 copy, and the moments of a resumed run;
      * zero1: the bf16 copy only (padded to the DP blocks), master and moments being the

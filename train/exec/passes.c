@@ -207,13 +207,13 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     double loss = 0;
     size_t scratch = 0; /* a recomputed post-attention's arrays, for this forward only */
     if (post_rc) {
-        st = lt_acts_part_scratch(a, pr->m, true, &scratch, err);
+        st = lt_acts_part_scratch(a, pr->m, true, false, &scratch, err);
         exec_track(pr, scratch);
     }
     if (st == LT_OK)
         st = lt_llama_forward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], in, pr->kv, a, pr->grads, &loss,
                                    pr->pool, err);
-    if (post_rc) exec_untrack(pr, scratch, pr->cur_stage), lt_acts_part_scratch(a, pr->m, false, NULL, NULL);
+    if (post_rc) exec_untrack(pr, scratch, pr->cur_stage), lt_acts_part_scratch(a, pr->m, false, false, NULL, NULL);
     if (o->rx && a->layer[0].x == o->rx) { /* a post-attention's x read from its transfer: done with it */
         exec_untrack(pr, o->rx_bytes, pr->cur_stage);
         exec_be(pr)->free(exec_be(pr), o->rx);
@@ -265,7 +265,7 @@ static lt_status part_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     if (post_rc) {
         lt_pass rp = pass;
         rp.head = false, rp.loss_scale = 0;
-        st = lt_acts_part_scratch(a, pr->m, true, &scratch, err);
+        st = lt_acts_part_scratch(a, pr->m, true, true, &scratch, err);
         exec_track(pr, scratch);
         if (st == LT_OK)
             st = lt_llama_forward_part(pr->m, &rp, LT_LAYER_POST, &o->u[0], NULL, pr->kv, a, NULL, NULL, pr->pool, err);
@@ -273,7 +273,7 @@ static lt_status part_backward(pipe_run *pr, uint32_t v, lt_error *err) {
     if (st == LT_OK)
         st = lt_llama_backward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], dout, pr->kv, a, pr->grads, pg,
                                     din, pr->pool, err);
-    if (post_rc) exec_untrack(pr, scratch, pr->cur_stage), lt_acts_part_scratch(a, pr->m, false, NULL, NULL);
+    if (post_rc) exec_untrack(pr, scratch, pr->cur_stage), lt_acts_part_scratch(a, pr->m, false, false, NULL, NULL);
     bool sent = false;
     if (st == LT_OK && op->part != LT_PART_PRE) { /* to another stage: dres and datt, or dres and dn1 */
         st = part_pack(pr, v, pg->dres, op->part == LT_PART_POST ? pg->datt : pg->dn1, err);

@@ -108,6 +108,12 @@ typedef struct lt_llama {
     int l0, l1;
     bool has_embed, has_head;
     const struct lt_tp_ops *tp_ops; /* the group's collectives (lt_tp_ops); NULL with tp = 1 */
+    /* The chunked MLP (HelixPipe 4.4.2; plan.mlp_chunk): the MLP's intermediates (gate, up,
+     * act and their gradients: 3 ffn per row each) are made for at most mlp_chunk rows of a
+     * unit at a time, in its backward always, in its forward where they are not kept (a
+     * recomputed post-attention's); 0: every row at once. The chunks' GEMMs sum the same
+     * products in another order: equal to the unchunked pass within rounding. */
+    int mlp_chunk;
     /* where the passes run (train/model/backend.h): NULL is the CPU fp32 reference. With another
      * backend, activations, K/V and the gradient views handed to the passes are that
      * backend's memory, and `params` stays the fp32 host copy (checkpoints, optimizer). */
@@ -352,6 +358,10 @@ typedef struct lt_acts {
     int n_predicting;      /* head: rows with a target */
     float *buf;            /* the single allocation behind the float arrays above */
     float *scratch;        /* lt_acts_part_scratch: the recomputed post-attention's arrays, while held */
+    int mlp_rows;          /* rows gate, up and act hold: T, or a chunk's (lt_llama.mlp_chunk) in the
+                              scratch of a recomputed post-attention */
+    bool mlp_in_backward;  /* the scratch is the recompute's before a backward that remakes the
+                              MLP's chunks itself: the forward stops after the MLP's norm */
     size_t scratch_bytes;
     int32_t *ibuf;         /* ... and behind ids, pos and targets */
     int32_t *ibuf_sp;      /* ... and behind lrow and slot (NULL with tp = 1) */
@@ -394,8 +404,14 @@ lt_status lt_acts_alloc_parts(lt_acts *a, const lt_llama *m, const lt_batch *b, 
  * or the recompute before its backward needs them. */
 #define LT_ACTS_POST_RECOMPUTED 16u
 /* The dropped arrays of a set with LT_ACTS_POST_RECOMPUTED in a buffer of their own (alloc),
- * or that buffer freed (!alloc; NULL-safe); *bytes: the bytes held (0 after freeing). */
-lt_status lt_acts_part_scratch(lt_acts *a, const lt_llama *m, bool alloc, size_t *bytes, lt_error *err);
+ * or that buffer freed (!alloc; NULL-safe); *bytes: the bytes held (0 after freeing). The
+ * MLP's arrays hold one chunk of rows when m->mlp_chunk is below the set's rows (the
+ * forward makes and drops them chunk by chunk); `for_backward` with such chunks: the
+ * recompute before a backward stops after the MLP's norm, and the backward remakes each
+ * chunk's gate, up and act before its gradients (the forward's GEMMs on the same rows: the
+ * same values). */
+lt_status lt_acts_part_scratch(lt_acts *a, const lt_llama *m, bool alloc, bool for_backward, size_t *bytes,
+                               lt_error *err);
 
 /* Moving rows between sets (how an asymmetric backward unit, SlimPack 4.1.2, whose rows
  * come from several forward units, gets its activations). A ROW of layers [l0, l1) with or

@@ -68,11 +68,15 @@ static unsigned kept_arrays(unsigned parts) {
     return k;
 }
 
-/* Bytes of a post-attention's arrays past its inputs: x2, n2, rstd2, gate, up, act. */
-static size_t post_bytes(const lt_backend *be, const dims *d) {
+/* Rows of the MLP's intermediates at a time for a unit of T rows (lt_llama.mlp_chunk). */
+static int mlp_rows(const lt_llama *m, int T) { return m->mlp_chunk > 0 && m->mlp_chunk < T ? m->mlp_chunk : T; }
+
+/* Bytes of a post-attention's arrays past its inputs: x2, n2, rstd2, and gate, up, act for
+ * `frows` rows (T, or a chunk's). */
+static size_t post_bytes(const lt_backend *be, const dims *d, int frows) {
     size_t es = be->act_bytes;
     return 2 * lt_backend_span(be, (size_t)d->Tl * (size_t)d->C, es) + lt_backend_span(be, (size_t)d->Tl, 4) +
-           3 * lt_backend_span(be, (size_t)d->T * (size_t)d->F, es);
+           3 * lt_backend_span(be, (size_t)frows * (size_t)d->F, es);
 }
 
 /* Bytes one layer keeps (lt_layer_acts; `keep`: kept_arrays): activation elements of
@@ -84,7 +88,7 @@ static size_t layer_bytes(const lt_backend *be, const dims *d, unsigned keep) {
     size_t TQ = lt_backend_span(be, T * (size_t)d->qd, es);
     return (keep & KEEP_X ? TC : 0) + (keep & KEEP_N1 ? TC + TR : 0) + (keep & KEEP_Q ? TQ : 0) +
            (keep & KEEP_ATT ? TQ : 0) + (keep & KEEP_Q ? lt_backend_span(be, T * (size_t)d->nh, 4) : 0) +
-           (keep & KEEP_POST ? post_bytes(be, d) : 0);
+           (keep & KEEP_POST ? post_bytes(be, d, d->T) : 0);
 }
 
 /* Where a set's arrays lie in a->buf / a->ibuf for a->T rows (a->Tl SP rows): every layer
@@ -121,6 +125,7 @@ static size_t lay_out(lt_acts *a, const dims *d, bool head) {
         L->act = TAKE(k & KEEP_POST, TF);
     }
 #undef TAKE
+    a->mlp_rows = a->T; /* (a recomputed post-attention's scratch: lt_acts_part_scratch) */
     a->out = a->window || !(k & KEEP_OUT) ? NULL : at(a->buf, o);
     if (!a->window && (k & KEEP_OUT)) o += TC;
     a->dnf_in = head ? at(a->buf, o) : NULL;
@@ -445,12 +450,14 @@ lt_status lt_acts_keep_rows(lt_acts *a, const int *rows, int n, const lt_llama *
     return LT_OK;
 }
 
-lt_status lt_acts_part_scratch(lt_acts *a, const lt_llama *m, bool alloc, size_t *bytes, lt_error *err) {
+lt_status lt_acts_part_scratch(lt_acts *a, const lt_llama *m, bool alloc, bool for_backward, size_t *bytes,
+                               lt_error *err) {
     const lt_backend *be = a->be;
     lt_layer_acts *L = a->layer;
     if (!alloc) {
         if (a->scratch) be->free(be, a->scratch);
         a->scratch = NULL, a->scratch_bytes = 0;
+        a->mlp_rows = a->T, a->mlp_in_backward = false;
         L->x2 = L->n2 = L->rstd2 = L->gate = L->up = L->act = NULL;
         if (bytes) *bytes = 0;
         return LT_OK;
@@ -459,11 +466,14 @@ lt_status lt_acts_part_scratch(lt_acts *a, const lt_llama *m, bool alloc, size_t
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "post-attention scratch for a set that keeps its arrays, or twice");
     dims d = dims_of(m, a->T, a->Tl);
     size_t es = be->act_bytes, TC = lt_backend_span(be, (size_t)a->Tl * (size_t)d.C, es);
-    size_t TR = lt_backend_span(be, (size_t)a->Tl, 4), TF = lt_backend_span(be, (size_t)a->T * (size_t)d.F, es);
-    size_t total = post_bytes(be, &d), o = 0;
+    int rows = mlp_rows(m, a->T);
+    size_t TR = lt_backend_span(be, (size_t)a->Tl, 4), TF = lt_backend_span(be, (size_t)rows * (size_t)d.F, es);
+    size_t total = post_bytes(be, &d, rows), o = 0;
     if (!(a->scratch = be->alloc(be, total ? total : es, false)))
         return lt_backend_nomem(be, err, NULL, "out of memory for a recomputed post-attention of %d tokens", a->T);
     a->scratch_bytes = total;
+    a->mlp_rows = rows;
+    a->mlp_in_backward = for_backward && rows < a->T;
     L->x2 = at(a->scratch, o), o += TC;
     L->n2 = at(a->scratch, o), o += TC;
     L->rstd2 = at(a->scratch, o), o += TR;
@@ -786,15 +796,32 @@ static lt_status o_mlp_forward(const lt_llama *m, lt_acts *a, int l, fwd_scratch
     if (st != LT_OK) return st;
     be->add(be, L->x2, L->x, s->tmp, TC);
     be->rmsnorm_forward(be, L->n2, L->rstd2, L->x2, WEIGHT(W->mlp_norm), d.Tl, d.C, eps, pool);
+    if (a->mlp_in_backward) return LT_OK; /* the backward remakes the MLP's chunks (lt_acts_part_scratch) */
     const float *n2 = L->n2;
     if (m->tp > 1) {
         if ((st = sp_gather(m, a, s->full, L->n2, (size_t)d.C * be->act_bytes, s->pad, err)) != LT_OK) return st;
         n2 = s->full;
     }
-    be->linear_forward(be, L->gate, n2, WEIGHT(W->wgate), d.T, d.C, d.F);
-    be->linear_forward(be, L->up, n2, WEIGHT(W->wup), d.T, d.C, d.F);
-    be->swiglu_forward(be, L->act, L->gate, L->up, (size_t)d.T * d.F, pool);
-    if ((st = row_parallel(m, a, s, L->act, WEIGHT(W->wdown), d.F, err)) != LT_OK) return st;
+    if (a->mlp_rows >= d.T) { /* every row at once */
+        be->linear_forward(be, L->gate, n2, WEIGHT(W->wgate), d.T, d.C, d.F);
+        be->linear_forward(be, L->up, n2, WEIGHT(W->wup), d.T, d.C, d.F);
+        be->swiglu_forward(be, L->act, L->gate, L->up, (size_t)d.T * d.F, pool);
+        if ((st = row_parallel(m, a, s, L->act, WEIGHT(W->wdown), d.F, err)) != LT_OK) return st;
+    } else { /* the chunked MLP (HelixPipe 4.4.2): a chunk's rows of the down projection's output
+                (every row under TP, summed over the group after the last chunk) */
+        size_t es = be->act_bytes;
+        float *down = m->tp > 1 ? s->part : s->tmp;
+        for (int r0 = 0; r0 < d.T; r0 += a->mlp_rows) {
+            int n = d.T - r0 < a->mlp_rows ? d.T - r0 : a->mlp_rows;
+            const float *x = at(n2, (size_t)r0 * d.C * es);
+            be->linear_forward(be, L->gate, x, WEIGHT(W->wgate), n, d.C, d.F);
+            be->linear_forward(be, L->up, x, WEIGHT(W->wup), n, d.C, d.F);
+            be->swiglu_forward(be, L->act, L->gate, L->up, (size_t)n * d.F, pool);
+            be->linear_forward(be, at(down, (size_t)r0 * d.C * es), L->act, WEIGHT(W->wdown), n, d.F, d.C);
+        }
+        if (m->tp > 1 && (st = sp_reduce_scatter(m, a, s->tmp, s->part, (size_t)d.C, es, s->pad, err)) != LT_OK)
+            return st;
+    }
     be->add(be, next, L->x2, s->tmp, TC);
     return LT_OK;
 }
@@ -969,6 +996,8 @@ lt_status lt_llama_forward(const lt_llama *m, const lt_pass *pass, const lt_batc
  * tp = 1 full is dx and part is dn. */
 typedef struct bwd_scratch {
     float *buf, *dx, *dn, *dq, *datt, *dact, *dgate, *dup, *dk, *dv, *full, *part, *pad;
+    float *full2; /* tensor-parallel with a chunked MLP: the gathered normed input beside the
+                     gathered gradient in full (every row; NULL otherwise) */
     lt_attn_segment *segs;
     size_t bytes; /* of buf (told to the pass's meter) */
 } bwd_scratch;
@@ -1026,15 +1055,48 @@ static lt_status o_mlp_backward(const lt_llama *m, lt_acts *a, const lt_llama_vi
     /* MLP branch: x_next = x2 + down(silu(gate(n2)) * up(n2)), n2 = rmsnorm(x2) */
     lt_status st = gather_c(m, a, s, s->dx, &full, err);
     if (st != LT_OK) return st;
-    be->zero(be, s->dact, lt_backend_span(be, TF, es) * 3); /* dact, dgate, dup */
-    be->linear_backward(be, s->dact, G->wdown, full, L->act, WEIGHT(W->wdown), d.T, d.F, d.C);
-    be->swiglu_backward(be, s->dgate, s->dup, s->dact, L->gate, L->up, TF, pool);
-    if ((st = gather_c(m, a, s, L->n2, &full, err)) != LT_OK) return st;
-    float *const mg[2] = {G->wgate, G->wup};
-    const void *const mdy[2] = {s->dgate, s->dup};
-    const float *const mw[2] = {W->wgate, W->wup};
-    const int mout[2] = {d.F, d.F};
-    if ((st = column_backward(m, a, s, full, 2, mg, mdy, mw, mout, err)) != LT_OK) return st;
+    int R = mlp_rows(m, d.T);
+    if (R >= d.T) { /* every row at once (the arrays the forward kept, or its recompute made) */
+        be->zero(be, s->dact, lt_backend_span(be, TF, es) * 3); /* dact, dgate, dup */
+        be->linear_backward(be, s->dact, G->wdown, full, L->act, WEIGHT(W->wdown), d.T, d.F, d.C);
+        be->swiglu_backward(be, s->dgate, s->dup, s->dact, L->gate, L->up, TF, pool);
+        if ((st = gather_c(m, a, s, L->n2, &full, err)) != LT_OK) return st;
+        float *const mg[2] = {G->wgate, G->wup};
+        const void *const mdy[2] = {s->dgate, s->dup};
+        const float *const mw[2] = {W->wgate, W->wup};
+        const int mout[2] = {d.F, d.F};
+        if ((st = column_backward(m, a, s, full, 2, mg, mdy, mw, mout, err)) != LT_OK) return st;
+    } else { /* the chunked MLP (HelixPipe 4.4.2): R rows of gate, up, act (kept, or remade here
+                from the normed input when the forward dropped them) and of their gradients at a
+                time; the normed input's gradient summed over the group after the last chunk */
+        const float *n2 = L->n2;
+        if (m->tp > 1) {
+            if ((st = sp_gather(m, a, s->full2, L->n2, (size_t)d.C * es, s->pad, err)) != LT_OK) return st;
+            n2 = s->full2;
+        }
+        bool kept = a->mlp_rows >= d.T;
+        be->zero(be, s->part, (size_t)d.T * d.C * es);
+        for (int r0 = 0; r0 < d.T; r0 += R) {
+            int n = d.T - r0 < R ? d.T - r0 : R;
+            size_t nf = (size_t)n * d.F, fo = kept ? (size_t)r0 * d.F * es : 0, co = (size_t)r0 * d.C * es;
+            const float *x = at(n2, co), *dy = at(full, co);
+            float *gate = at(L->gate, fo), *up = at(L->up, fo), *act = at(L->act, fo);
+            if (!kept) {
+                be->linear_forward(be, gate, x, WEIGHT(W->wgate), n, d.C, d.F);
+                be->linear_forward(be, up, x, WEIGHT(W->wup), n, d.C, d.F);
+                be->swiglu_forward(be, act, gate, up, nf, pool);
+            }
+            be->zero(be, s->dact, nf * es);
+            be->zero(be, s->dgate, nf * es);
+            be->zero(be, s->dup, nf * es);
+            be->linear_backward(be, s->dact, G->wdown, dy, act, WEIGHT(W->wdown), n, d.F, d.C);
+            be->swiglu_backward(be, s->dgate, s->dup, s->dact, gate, up, nf, pool);
+            be->linear_backward(be, at(s->part, co), G->wgate, s->dgate, x, WEIGHT(W->wgate), n, d.C, d.F);
+            be->linear_backward(be, at(s->part, co), G->wup, s->dup, x, WEIGHT(W->wup), n, d.C, d.F);
+        }
+        if (m->tp > 1 && (st = sp_reduce_scatter(m, a, s->dn, s->part, (size_t)d.C, es, s->pad, err)) != LT_OK)
+            return st;
+    }
     be->rmsnorm_backward(be, s->dx, G->mlp_norm, s->dn, L->x2, WEIGHT(W->mlp_norm), L->rstd2, d.Tl, d.C,
                          pool); /* dx = d x2 */
     /* x2 = x + o(att): the output projection's backward */
@@ -1138,10 +1200,12 @@ static lt_status bwd_scratch_alloc(const lt_llama *m, const lt_pass *pass, const
     dims d = dims_of(m, a->T, a->Tl);
     /* each array's bytes, aligned (on the fp32 backend: its floats x 4, no padding) */
     size_t TC = lt_backend_span(be, (size_t)d.Tl * d.C, es), TQ = lt_backend_span(be, (size_t)d.T * d.qd, es);
-    size_t TF = lt_backend_span(be, (size_t)d.T * d.F, es), TK = lt_backend_span(be, (size_t)d.T * d.kvd, es);
-    size_t FC = tp ? lt_backend_span(be, (size_t)d.T * d.C, es) : 0;
+    /* the MLP's gradients for a chunk's rows (lt_llama.mlp_chunk), or every row */
+    int R = mlp_rows(m, d.T);
+    size_t TF = lt_backend_span(be, (size_t)R * d.F, es), TK = lt_backend_span(be, (size_t)d.T * d.kvd, es);
+    size_t FC = tp ? lt_backend_span(be, (size_t)d.T * d.C, es) : 0, FC2 = tp && R < d.T ? FC : 0;
     size_t PB = tp ? lt_backend_span(be, tp_pad_bytes(m, a), 1) : 0;
-    size_t total = TC * 2 + TQ * 2 + TF * 3 + TK * 2 + FC * 2 + PB;
+    size_t total = TC * 2 + TQ * 2 + TF * 3 + TK * 2 + FC * 2 + FC2 + PB;
     memset(s, 0, sizeof *s);
     s->buf = be->alloc(be, total ? total : es, false);
     s->segs = malloc(((size_t)u->n_slices + 1) * sizeof *s->segs);
@@ -1155,7 +1219,8 @@ static lt_status bwd_scratch_alloc(const lt_llama *m, const lt_pass *pass, const
     s->dx = s->buf, s->dn = at(s->dx, TC), s->dq = at(s->dn, TC), s->datt = at(s->dq, TQ);
     s->dact = at(s->datt, TQ), s->dgate = at(s->dact, TF), s->dup = at(s->dgate, TF);
     s->dk = at(s->dup, TF), s->dv = at(s->dk, TK);
-    if (tp) s->full = at(s->dv, TK), s->part = at(s->full, FC), s->pad = at(s->part, FC);
+    if (tp) s->full = at(s->dv, TK), s->part = at(s->full, FC), s->full2 = FC2 ? at(s->part, FC) : NULL,
+            s->pad = at(s->part, FC + FC2);
     else s->full = s->dx, s->part = s->dn;
     return LT_OK;
 }
