@@ -802,26 +802,21 @@ static lt_status o_mlp_forward(const lt_llama *m, lt_acts *a, int l, fwd_scratch
         if ((st = sp_gather(m, a, s->full, L->n2, (size_t)d.C * be->act_bytes, s->pad, err)) != LT_OK) return st;
         n2 = s->full;
     }
-    if (a->mlp_rows >= d.T) { /* every row at once */
-        be->linear_forward(be, L->gate, n2, WEIGHT(W->wgate), d.T, d.C, d.F);
-        be->linear_forward(be, L->up, n2, WEIGHT(W->wup), d.T, d.C, d.F);
-        be->swiglu_forward(be, L->act, L->gate, L->up, (size_t)d.T * d.F, pool);
-        if ((st = row_parallel(m, a, s, L->act, WEIGHT(W->wdown), d.F, err)) != LT_OK) return st;
-    } else { /* the chunked MLP (HelixPipe 4.4.2): a chunk's rows of the down projection's output
-                (every row under TP, summed over the group after the last chunk) */
-        size_t es = be->act_bytes;
-        float *down = m->tp > 1 ? s->part : s->tmp;
-        for (int r0 = 0; r0 < d.T; r0 += a->mlp_rows) {
-            int n = d.T - r0 < a->mlp_rows ? d.T - r0 : a->mlp_rows;
-            const float *x = at(n2, (size_t)r0 * d.C * es);
-            be->linear_forward(be, L->gate, x, WEIGHT(W->wgate), n, d.C, d.F);
-            be->linear_forward(be, L->up, x, WEIGHT(W->wup), n, d.C, d.F);
-            be->swiglu_forward(be, L->act, L->gate, L->up, (size_t)n * d.F, pool);
-            be->linear_forward(be, at(down, (size_t)r0 * d.C * es), L->act, WEIGHT(W->wdown), n, d.F, d.C);
-        }
-        if (m->tp > 1 && (st = sp_reduce_scatter(m, a, s->tmp, s->part, (size_t)d.C, es, s->pad, err)) != LT_OK)
-            return st;
+    /* gate, up, act for mlp_rows rows at a time (every row, or the chunked MLP of HelixPipe
+     * 4.4.2): each chunk's rows of the down projection's output (every row under TP, summed
+     * over the group after the last chunk: row_parallel's reduce-scatter) */
+    size_t es = be->act_bytes;
+    float *down = m->tp > 1 ? s->part : s->tmp;
+    for (int r0 = 0; r0 < d.T; r0 += a->mlp_rows) {
+        int n = d.T - r0 < a->mlp_rows ? d.T - r0 : a->mlp_rows;
+        const float *x = at(n2, (size_t)r0 * d.C * es);
+        be->linear_forward(be, L->gate, x, WEIGHT(W->wgate), n, d.C, d.F);
+        be->linear_forward(be, L->up, x, WEIGHT(W->wup), n, d.C, d.F);
+        be->swiglu_forward(be, L->act, L->gate, L->up, (size_t)n * d.F, pool);
+        be->linear_forward(be, at(down, (size_t)r0 * d.C * es), L->act, WEIGHT(W->wdown), n, d.F, d.C);
     }
+    if (m->tp > 1 && (st = sp_reduce_scatter(m, a, s->tmp, s->part, (size_t)d.C, es, s->pad, err)) != LT_OK)
+        return st;
     be->add(be, next, L->x2, s->tmp, TC);
     return LT_OK;
 }
