@@ -38,6 +38,11 @@ __global__ void scale_kernel(float *g, size_t n, float s) {
         g[i] *= s;
 }
 
+__global__ void accumulate_f32_kernel(float *dst, const float *src, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] += src[i];
+}
+
 struct adamw_scalars {
     float decay, w1, b2, one_minus_b2, bc2_sqrt, eps, neg_step;
 };
@@ -91,6 +96,13 @@ extern "C" lt_status lt_cuda_scale(lt_cuda *c, float *g, size_t n, float s, lt_e
     if (n == 0) return LT_OK;
     LT_KERNEL(scale_kernel, lt_cuda_blocks(c, n, ADAMW_THREADS), ADAMW_THREADS, c->stream)(g, n, s);
     LT_LAUNCH_CHECK("scale_kernel");
+    return LT_OK;
+}
+
+extern "C" lt_status lt_cuda_accumulate_f32(lt_cuda *c, float *dst, const float *src, size_t n, lt_error *err) {
+    if (n == 0) return LT_OK;
+    LT_KERNEL(accumulate_f32_kernel, lt_cuda_blocks(c, n, ADAMW_THREADS), ADAMW_THREADS, c->stream)(dst, src, n);
+    LT_LAUNCH_CHECK("accumulate_f32_kernel");
     return LT_OK;
 }
 

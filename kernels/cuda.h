@@ -212,6 +212,8 @@ lt_status lt_cuda_read_sum(lt_cuda *c, int slot, double *host_sum, lt_error *err
 lt_status lt_cuda_sum_squares(lt_cuda *c, const float *g, size_t n, double *host_sum, lt_error *err);
 /* g[i] *= s. */
 lt_status lt_cuda_scale(lt_cuda *c, float *g, size_t n, float s, lt_error *err);
+/* dst[i] += src[i], fp32 (gradients). */
+lt_status lt_cuda_accumulate_f32(lt_cuda *c, float *dst, const float *src, size_t n, lt_error *err);
 /* AdamW over [begin, end) of the parameter buffer, the update of train/model/optim.c's
  * lt_adamw_update_range: t is the step after increment, decay the decoupled weight decay
  * of this range (0 for vectors), master/m/v fp32, and the bf16 copy written after. The

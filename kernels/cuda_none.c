@@ -184,6 +184,10 @@ lt_status lt_cuda_scale(lt_cuda *c, float *g, size_t n, float s, lt_error *err) 
     (void)c, (void)g, (void)n, (void)s;
     NO_CUDA(lt_cuda_scale);
 }
+lt_status lt_cuda_accumulate_f32(lt_cuda *c, float *dst, const float *src, size_t n, lt_error *err) {
+    (void)c, (void)dst, (void)src, (void)n;
+    NO_CUDA(lt_cuda_accumulate_f32);
+}
 lt_status lt_cuda_adamw(lt_cuda *c, float *master, lt_bf16 *bf16_copy, const float *grad, float *m, float *v,
                         size_t n, double lr, double beta1, double beta2, double eps, double decay, int64_t t,
                         lt_error *err) {

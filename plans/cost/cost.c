@@ -373,6 +373,13 @@ double lt_cost_layer_params(const lt_cost_model *cm) {
            + (lt_model_qkv_bias(&cm->model) ? hq(cm) + 2.0 * kv_local(cm) : 0.0); /* Qwen2's Q/K/V biases, split like their rows */
 }
 
+/* Parameters per GPU of layer l's pre-attention part (the first norm, Q/K/V and their
+ * biases): what HelixPipe sends with the QKV linear's input, but the norm (4.2). */
+static double qkv_params(const lt_cost_model *cm) {
+    return hidden(cm) * (hq(cm) + 2.0 * kv_local(cm)) +
+           (lt_model_qkv_bias(&cm->model) ? hq(cm) + 2.0 * kv_local(cm) : 0.0);
+}
+
 double lt_cost_stage_params(const lt_cost_model *cm, int stage) {
     if (stage < 0 || stage >= cm->pp) return 0.0;
     uint32_t b, e;
@@ -380,6 +387,14 @@ double lt_cost_stage_params(const lt_cost_model *cm, int stage) {
     /* vocab-parallel: the largest shard, ceil(V / tp) rows (the trainer gives the first
      * V mod tp ranks one row more: lt_llama_create_tp) */
     double h = hidden(cm), vocab_part = (double)((cm->model.vocab + cm->tp - 1) / cm->tp) * h;
+    if (cm->helix_parts && !cm->whole_model && cm->pp > 1) { /* HelixPipe's partition (4.2) */
+        double pre = qkv_params(cm) + h, post = lt_cost_layer_params(cm) - pre, p = 0;
+        for (int l = 0; l < cm->model.layers; l++) /* (the last layer's post-attention on stage 0) */
+            p += (l % cm->pp == stage ? pre : 0.0) + ((l + 1) % cm->model.layers % cm->pp == stage ? post : 0.0);
+        if (stage == 0) /* the embedding, the final norm and the head (a tied one: the embedding) */
+            p += (cm->model.tie_embeddings ? 1.0 : 2.0) * vocab_part + h;
+        return p;
+    }
     if (cm->whole_model) b = 0, e = (uint32_t)cm->model.layers;
     double p = (double)(e - b) * lt_cost_layer_params(cm);
     if (stage == 0 || cm->whole_model) p += vocab_part;                  /* input embedding */
@@ -516,11 +531,20 @@ static double out_elems(const lt_cost_model *cm, const lt_op *op) {
 
 /* Bytes an op sends besides its tokens' (HelixPipe 4.2: "transfers the QKV linear
  * parameters along with its input", 3h^2 for MHA): a PRE F sends the QKV weights of its layers
- * (this GPU's share) to the attention, whose B returns their gradients. */
+ * (this GPU's share, weight_bytes each) to the attention, whose B returns their gradients
+ * (grad_bytes each). */
 static double out_weight_bytes(const lt_cost_model *cm, const lt_op *op) {
     bool carries = (op->part == LT_PART_PRE && op->kind != LT_OP_B) || (op->part == LT_PART_ATTN && op->kind == LT_OP_B);
     if (!carries) return 0.0;
-    return (double)op_layers(op) * hidden(cm) * (hq(cm) + 2.0 * kv_local(cm)) * cm->act_bytes;
+    return (double)op_layers(op) * qkv_params(cm) * (op->kind == LT_OP_B ? cm->grad_bytes : cm->weight_bytes);
+}
+
+/* Does attention op op on `stage` (-1: not known) run on Q/K/V weights sent from its
+ * pre-attention's stage (helix_parts: layer l's are on stage l mod pp)? An unknown stage
+ * counts as away (the larger memory). */
+static bool qkv_sent(const lt_cost_model *cm, const lt_op *op, int stage) {
+    return cm->helix_parts && !cm->whole_model && cm->pp > 1 && op->part == LT_PART_ATTN &&
+           (stage < 0 || (int)(op->layer_begin % (uint32_t)cm->pp) != stage);
 }
 
 /* ------------------------------------------------------------------ ops */
@@ -573,7 +597,7 @@ static int unit_cp(const lt_cost_model *cm, const lt_unit *u) { return u->cp > 1
  * slice: the same values, looked up once). gathered: a B of an asymmetric schedule, whose
  * rows come from several forward units (lt_cost_schedule_op). */
 static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slices, size_t n, const bool *keeps_kv,
-                    const double *attn_eff, const lt_op *op, bool gathered, lt_op_estimate *out) {
+                    const double *attn_eff, const lt_op *op, bool gathered, int stage, lt_op_estimate *out) {
     memset(out, 0, sizeof *out);
     lt_op_kind kind = (lt_op_kind)op->kind;
     lt_op_part part = (lt_op_part)op->part;
@@ -643,6 +667,8 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
         /* the head keeps the final norm's and its own input and the loss's softmax
          * (logit_bytes per vocab entry: 4, fp32; 0 for a fused head) */
         if (head) act += local * (2.0 * hq(cm) * cm->act_bytes + vocab_local * cm->logit_bytes);
+        /* an attention away from its pre-attention's stage keeps the Q/K/V weights it came with */
+        if (qkv_sent(cm, op, stage)) act += nl * qkv_params(cm) * cm->weight_bytes;
         out->cost.act_bytes = act;
     }
     if (!backward && attn) out->cost.kv_bytes = kv_tokens / cp * nl * lt_cost_kv_bytes_per_token(cm);
@@ -659,6 +685,8 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
     if (kind == LT_OP_F) out->cost.work_bytes = (r > 0 ? recomputed : 0.0) + logits;
     else if (kind == LT_OP_FK) out->cost.work_bytes = full_layer + logits;
     else out->cost.work_bytes = grads + (r > 0 ? recomputed : 0.0) + window + logits;
+    /* ... whose backward makes their gradients into a buffer of its own, then sends them */
+    if (backward && qkv_sent(cm, op, stage)) out->cost.work_bytes += nl * qkv_params(cm) * cm->grad_bytes;
 
     /* P2P payload: nothing after the model's end (forward) or before its start (backward) */
     bool edge = backward ? op_starts_model(op) : head;
@@ -667,7 +695,7 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
 
 void lt_cost_op(const lt_cost_model *cm, const lt_slice *slices, size_t n, const bool *keeps_kv, const lt_op *op,
                 lt_op_estimate *out) {
-    cost_op(cm, cm->cp, slices, n, keeps_kv, NULL, op, false, out);
+    cost_op(cm, cm->cp, slices, n, keeps_kv, NULL, op, false, -1, out);
 }
 
 /* Whether slice table v[0..n) holds a later entry of entry g's sample (entries of one sample
@@ -735,8 +763,8 @@ typedef struct prepared_table {
  * (lt_schedule_op_slices: a B of an asymmetric schedule runs its bunit's bslices), the
  * keys/values flags and attention efficiencies of that slice table from `tab` (indexed by
  * slice) or, when NULL, found by scanning and looking up. */
-static void schedule_op(const lt_cost_model *cm, const lt_schedule *s, const prepared_table *tab, const lt_op *op,
-                        lt_op_estimate *out) {
+static void schedule_op(const lt_cost_model *cm, const lt_schedule *s, const prepared_table *tab, int stage,
+                        const lt_op *op, lt_op_estimate *out) {
     if (s->layers != cm->model.layers) /* a programming error: the head would be misplaced */
         lt_die("schedule of %d layers priced with a model of %d layers", s->layers, cm->model.layers);
     const lt_unit *u = lt_schedule_op_unit(s, op);
@@ -746,31 +774,30 @@ static void schedule_op(const lt_cost_model *cm, const lt_schedule *s, const pre
     int cp = unit_cp(cm, u);
     const double *ueff = tab ? tab->attn_eff + u->first_slice : NULL;
     if (tab) { /* the flags of every op's slices (a B's cost does not depend on them) */
-        cost_op(cm, cp, slices, n, tab->keeps_kv + u->first_slice, ueff, op, bwd_table, out);
+        cost_op(cm, cp, slices, n, tab->keeps_kv + u->first_slice, ueff, op, bwd_table, stage, out);
         return;
     }
     if (op->kind == LT_OP_B || !op_has_attention(op)) { /* keys/values only matter to forwards over attention */
-        cost_op(cm, cp, slices, n, NULL, ueff, op, bwd_table, out);
+        cost_op(cm, cp, slices, n, NULL, ueff, op, bwd_table, stage, out);
         return;
     }
     bool local[64] = {false};
     bool *keeps = n <= 64 ? local : lt_malloc_check(n * sizeof *keeps);
     for (size_t i = 0; i < n; i++)
         keeps[i] = has_later_slice(table, n_table, u->first_slice + i) || has_interior_bcut(s, &slices[i]);
-    cost_op(cm, cp, slices, n, keeps, ueff, op, false, out);
+    cost_op(cm, cp, slices, n, keeps, ueff, op, false, stage, out);
     if (keeps != local) free(keeps);
 }
 
 void lt_cost_schedule_op(const lt_cost_model *cm, const lt_schedule *s, const lt_op *op, lt_op_estimate *out) {
-    schedule_op(cm, s, NULL, op, out);
+    schedule_op(cm, s, NULL, -1, op, out);
 }
 
 /* ------------------------------------------------------------------ the simulator bridge */
 
 static void sim_op_cost(void *ctx, const lt_schedule *s, int stage, const lt_op *op, lt_op_cost *out) {
-    (void)stage;
     lt_op_estimate est;
-    schedule_op(ctx, s, NULL, op, &est);
+    schedule_op(ctx, s, NULL, stage, op, &est);
     *out = est.cost;
 }
 
@@ -803,13 +830,12 @@ lt_sim_costs lt_cost_sim_costs(const lt_cost_model *cm) {
 
 /* The prepared bridge: the same callbacks with an lt_cost_sim_ctx as context. */
 static void prepared_op_cost(void *ctx, const lt_schedule *s, int stage, const lt_op *op, lt_op_cost *out) {
-    (void)stage;
     const lt_cost_sim_ctx *c = ctx;
     lt_op_estimate est;
     bool fresh = s == c->s && s->n_slices == c->n_slices && s->n_bslices == c->n_bslices;
     prepared_table tab = {c->keeps_kv, c->attn_eff};
     if (s->asym && op->kind == LT_OP_B) tab = (prepared_table){c->bkeeps_kv, c->battn_eff};
-    schedule_op(c->cm, s, fresh ? &tab : NULL, op, &est);
+    schedule_op(c->cm, s, fresh ? &tab : NULL, stage, op, &est);
     *out = est.cost;
 }
 

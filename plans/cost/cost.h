@@ -144,10 +144,19 @@ typedef struct lt_cost_model {
                                 between stages of one node is intra-node */
     int head_stage;          /* stage holding the LM head's weights: pp - 1 (HelixPipe puts
                                 the last post-attention, hence the head, on stage 0) */
+    bool helix_parts;        /* HelixPipe's partition (4.2): a stage holds the states of the
+                                layer parts the helix puts on it (layer l's first norm and
+                                Q/K/V on stage l mod pp, its output projection, second norm
+                                and MLP on (l + 1) mod pp, the last layer's on 0), the
+                                embedding, final norm and head on stage 0; an attention away from
+                                its pre-attention's stage keeps the Q/K/V weights sent with
+                                its input until its backward, which makes their gradients
+                                (fp32) and sends them back (train/model/model.h
+                                lt_llama.helix_pp); set by the helixpipe strategy on its copy */
     bool whole_model;        /* every stage holds the whole model's states (the layers, the
-                                embedding, the final norm and head): HelixPipe as the trainer
-                                runs it over ranks (train/dist/dist.h lt_dist.helix); set by
-                                the helixpipe strategy on its copy */
+                                embedding, the final norm and head): a run whose plans mix
+                                HelixPipe's steps with other strategies' (auto), as the
+                                trainer runs it (train/dist/dist.h lt_dist.helix) */
     double reserved_bytes;   /* per GPU beyond model states and activations: CUDA context,
                                 NCCL buffers, cuBLAS workspace, allocator slack; 2 GiB
                                 [assumed] (the profile's reserved_gib: 0 on a CPU) */
@@ -245,7 +254,8 @@ double lt_cost_kv_bytes_per_token(const lt_cost_model *cm);
 double lt_cost_layer_params(const lt_cost_model *cm);
 /* Parameters per GPU of stage `stage` under the uniform layer split (lt_schedule_stage_layers):
  * its layers, the embedding on stage 0, the final norm and LM head on head_stage; with
- * whole_model every stage's are the whole model's. */
+ * helix_parts HelixPipe's part of the stage; with whole_model every stage's are the whole
+ * model's. */
 double lt_cost_stage_params(const lt_cost_model *cm, int stage);
 /* Model-state bytes of a stage during a step, its peak (docs/cost-model.md "Memory"):
  * params x (weight + grad + optim) with optim / dp under every sharded mode, and under fsdp

@@ -276,10 +276,10 @@ static lt_status plan_with(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ct
 
 lt_status lt_helixpipe_plan(const lt_plan_config *pc0, lt_sim *sim, lt_cost_sim_ctx *ctx, lt_packing *pack,
                             uint64_t step, const int64_t *lengths, size_t n, lt_step_plan *out, lt_error *err) {
-    /* priced as the trainer runs it over ranks: every stage holds the whole model's states
-     * (train/dist/dist.h lt_dist.helix) */
+    /* priced as the trainer runs it over ranks: each stage holds its parts' states and the
+     * Q/K/V weights its attentions are sent (lt_cost_model.helix_parts) */
     lt_plan_config hpc = *pc0;
-    hpc.cm.whole_model = hpc.cm.pp > 1;
+    hpc.cm.helix_parts = hpc.cm.pp > 1;
     const lt_plan_config *pc = &hpc;
     /* the fastest plan over micro-batch sizes of 1, 2 and 4 two-fold loops a pipeline (more
      * micro-batches: a smaller share of fill and drain, more in flight); the first error when

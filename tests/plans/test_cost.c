@@ -1247,7 +1247,29 @@ static void test_model_states_of_llama_7b(void **state) {
     /* HelixPipe puts the head on stage 0 */
     p4.head_stage = 0;
     assert_rel_close(lt_cost_stage_params(&p4, 0) - lt_cost_stage_params(&p4, 3), 2 * 4096.0 * 32000 + 4096, 1e-12);
-    /* whole_model (helixpipe as the trainer runs it): every stage holds all 6738415616 */
+    /* helix_parts (HelixPipe's partition, 4.2), by hand: a layer's pre-attention holds the first
+     * norm and Q/K/V, 3 x 4096^2 + 4096 = 50335744; its post-attention O, the second norm and
+     * the MLP, 4096^2 + 3 x 4096 x 11008 + 4096 = 152047616. At pp 4 every stage has 8 of
+     * each, stage 0 also the embedding and (32 mod 4 = 0) the head and final norm */
+    p4.head_stage = 3;
+    p4.helix_parts = true;
+    assert_rel_close(lt_cost_stage_params(&p4, 1), 8 * (50335744.0 + 152047616.0), 1e-15);
+    assert_rel_close(lt_cost_stage_params(&p4, 0), 8 * (50335744.0 + 152047616.0) + 2 * 4096.0 * 32000 + 4096, 1e-15);
+    sum = 0;
+    for (int st = 0; st < 4; st++) sum += lt_cost_stage_params(&p4, st);
+    assert_rel_close(sum, 6738415616.0, 1e-15);
+    /* pp 3: stage 2 has the pre-attentions of layers 2, 5, ..., 29 (10) and the
+     * post-attentions of 1, 4, ..., 28 (10: the last layer's, 31, is on stage 0 with the
+     * head); stage 0 the pre-attentions of 0, 3, ..., 30 (11), the post-attentions of 2, 5,
+     * ..., 29 and 31 (11), the embedding and head */
+    lt_cost_model p3 = model_on("llama-7b", "h200", 3, 1, 1);
+    p3.helix_parts = true;
+    assert_rel_close(lt_cost_stage_params(&p3, 2), 10 * (50335744.0 + 152047616.0), 1e-15);
+    assert_rel_close(lt_cost_stage_params(&p3, 0), 11 * (50335744.0 + 152047616.0) + 2 * 4096.0 * 32000 + 4096, 1e-15);
+    p3.model.tie_embeddings = 1; /* a tied head is the embedding, one tensor on stage 0 */
+    assert_rel_close(lt_cost_stage_params(&p3, 0), 11 * (50335744.0 + 152047616.0) + 4096.0 * 32000 + 4096, 1e-15);
+    /* whole_model (helixpipe mixed with other strategies' steps, as the trainer runs it):
+     * every stage holds all 6738415616 */
     p4.whole_model = true;
     for (int st = 0; st < 4; st++) assert_rel_close(lt_cost_model_states_bytes(&p4, st), 18 * 6738415616.0, 1e-14);
 }
@@ -1545,11 +1567,29 @@ static void test_sim_bridge_prices_ops(void **state) {
     assert_rel_close(att.out_bytes, 2048.0 * 2 * 4096 * 2, 1e-15);
     assert_rel_close(post.out_bytes, 2048 * 4096 * 2.0, 1e-15);
     assert_rel_close(pre.time + att.time + post.time, all.time, 1e-12);
-    /* a B of a part: gradients of its inputs go back */
+    /* a B of a part: gradients of its inputs go back, the QKV weights' in fp32 (grad_bytes 4)
+     * as the trainer makes them */
     p.kind = LT_OP_B;
     p.part = LT_PART_ATTN;
     costs.op_cost(costs.ctx, &s, 1, &p, &att);
-    assert_rel_close(att.out_bytes, pre.out_bytes, 1e-15);
+    assert_rel_close(att.out_bytes, 2048.0 * 2 * 4096 * 2 + 3.0 * 4096 * 4096 * 4, 1e-15);
+    /* HelixPipe's partition (helix_parts): layer 20's pre-attention is on stage 20 mod 2 = 0;
+     * an attention on stage 1 keeps the 3h^2 QKV weights it came with (bf16) from its F to
+     * its B, whose working memory holds their gradients (fp32); on stage 0 neither */
+    lt_op_cost away, here;
+    lt_op a = op_of(LT_OP_F, LT_PART_ATTN, 20, 21, 0);
+    a.unit = u0;
+    costs.op_cost(costs.ctx, &s, 1, &a, &att); /* (helix_parts off) */
+    cm.helix_parts = true;
+    costs.op_cost(costs.ctx, &s, 1, &a, &away);
+    costs.op_cost(costs.ctx, &s, 0, &a, &here);
+    assert_rel_close(away.act_bytes - att.act_bytes, 3.0 * 4096 * 4096 * 2, 1e-12);
+    assert_rel_close(here.act_bytes, att.act_bytes, 0);
+    a.kind = LT_OP_B;
+    costs.op_cost(costs.ctx, &s, 1, &a, &away);
+    costs.op_cost(costs.ctx, &s, 0, &a, &here);
+    assert_rel_close(away.work_bytes - here.work_bytes, 3.0 * 4096 * 4096 * 4, 1e-12);
+    cm.helix_parts = false;
     p.part = LT_PART_PRE;
     p.layer_begin = 0;
     p.layer_end = 1;

@@ -96,8 +96,10 @@ fi
 # attention output between stages (their gradients back), and where two slices of a sample
 # have their attention on two stages, the sample's K/V forward and its dK/dV back: global
 # batch 3 at pp 2 cuts a sample in two whose halves' attention runs on both stages (the
-# kv_transfers line; with those transfers left out the gradients are off by 0.7). Every
-# rank holds the whole model, each tensor owned by its part's stage (lt_dist.helix).
+# kv_transfers line; with those transfers left out the gradients are off by 0.7). Each rank
+# holds HelixPipe's part of its stage (lt_llama_helix_part; the model_states line: the cost
+# model's helix_parts exactly), the Q/K/V weights sent with the attention's input and their
+# gradients back.
 helix() { # NAME DP PP WHAT [TRAINER OPTIONS...]: the oracle, and K/V transfers counted
   local name=$1 dp=$2 pp=$3 what=$4; shift 4
   local ranks=$((dp * pp)) last kv
@@ -111,6 +113,7 @@ helix() { # NAME DP PP WHAT [TRAINER OPTIONS...]: the oracle, and K/V transfers 
   if [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=$ranks\ steps=2(\ backend=cpu-bf16)?$ ]] &&
      awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" -v b="${BASH_REMATCH[3]}" \
        'BEGIN { exit !(b == "" ? e <= 1e-4 && r <= 1e-5 : e <= 3e-2 && r <= 3e-2 && r > 1e-4) }' &&
+     grep -q "^model_states: .*HelixPipe's part of its stage.* params_rel_err=0.000e+00 " "$tmp/$name.out" &&
      { [ "${HELIX_KV:-0}" = 0 ] || [ "$kv" -gt 0 ]; }; then
     ok "helixpipe over $ranks ranks: $what ($last, kv_transfers=$kv)"
   else
@@ -137,16 +140,24 @@ else
 fi
 if plan mg-mc megatron 2 2 --set plan.mlp_chunk=7; then oracle mg-mc 2 2 "megatron, dp 2 x pp 2, the MLP 7 rows at a time"
 else notok "planner build megatron with plan.mlp_chunk" "$tmp/mg-mc.plan"; fi
+# three stages of four layers with a tied embedding: the last post-attention on stage 0 (4.2)
+# where (3 + 1) mod 3 = 1, so stage 0 holds layer 3's MLP, the head and the embedding as one
+if plan hx-pp3-tied helixpipe 1 3 --set model.tie_embeddings=true; then
+  helix hx-pp3-tied 1 3 "three stages, a tied embedding, the last post-attention on stage 0" \
+    --set model.tie_embeddings=true
+else
+  notok "planner build helixpipe, dp 1, pp 3, tied" "$tmp/hx-pp3-tied.plan"
+fi
 if plan hx-dp1-pp4 helixpipe 1 4; then
   force_recompute hx-dp1-pp4 hx-dp1-pp4-rc
   helix hx-dp1-pp4-rc 1 4 "four stages (a part's input sent to any stage), every op recomputing"
 else
   notok "planner build helixpipe, dp 1, pp 4" "$tmp/hx-dp1-pp4.plan"
 fi
-# train --db of HelixPipe plans over 2 ranks (lt_dist.helix: each tensor updated by its
-# part's stage, sent to the other): 4 steps equal one process's within 1e-5 (the ranks'
-# gradients are summed in another order), and a run stopped after step 2 and resumed ends
-# with the same parts, byte for byte
+# train --db of HelixPipe plans over 2 ranks (lt_dist.helix_parts: each rank its stage's
+# part, updated there): 4 steps equal one process's within 1e-5 (the Q/K/V gradients are
+# added in another order), and a run stopped after step 2 and resumed ends with the same
+# parts, byte for byte
 H=("${T[@]}" --set plan.steps=4 --set train.steps=4 --set plan.global_batch=3 --set parallel.pp=2 --db "$tmp/hx-t.db")
 if plan hx-t helixpipe 1 2 --set plan.steps=4 --set plan.global_batch=3; then
   "$TRAINER" train "${H[@]}" --out "$tmp/hx-one" >"$tmp/hx-one.out" 2>&1
@@ -155,6 +166,7 @@ if plan hx-t helixpipe 1 2 --set plan.steps=4 --set plan.global_batch=3; then
   "${MPIRUN[@]}" 2 "$TRAINER" train "${H[@]}" --out "$tmp/hx-r" --resume >"$tmp/hx-r.out" 2>"$tmp/hx-r.err"
   d=$(params_diff "$tmp/hx-one/ckpt-00000004.bin" "$tmp/hx-mpi/ckpt-00000004.d")
   if [ -n "$d" ] && awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' && [ "$(grep -c '^step=' "$tmp/hx-mpi.out")" = 4 ] &&
+     grep -q "(HelixPipe's part of stage 0: " "$tmp/hx-mpi.out" "$tmp/hx-mpi.err" &&
      cmp -s "$tmp/hx-mpi/ckpt-00000004.d/stage-0.bin" "$tmp/hx-r/ckpt-00000004.d/stage-0.bin" &&
      cmp -s "$tmp/hx-mpi/ckpt-00000004.d/stage-1.bin" "$tmp/hx-r/ckpt-00000004.d/stage-1.bin"; then
     ok "train --db of helixpipe plans on 2 ranks: 4 steps as one process's (relative difference $d), resumed bit-exactly"
@@ -164,6 +176,39 @@ if plan hx-t helixpipe 1 2 --set plan.steps=4 --set plan.global_batch=3; then
   fi
 else
   notok "planner build helixpipe for training, dp 1, pp 2" "$tmp/hx-t.plan"
+fi
+
+# plans that mix helixpipe's steps with another strategy's (auto may: here step 1 of a
+# helixpipe file replaced by megatron's step 1 of the same samples, with sqlite3): every rank
+# holds the whole model, each tensor owned by its part's stage (lt_dist.helix); the oracle,
+# and 2 training steps equal to one process's (the owners' tensors sent to the other stage)
+M=("${T[@]}" --set plan.steps=2 --set train.steps=2 --set plan.global_batch=3 --set parallel.pp=2 --db "$tmp/mix.db")
+if plan mix helixpipe 1 2 --set plan.steps=2 --set plan.global_batch=3 &&
+   plan mix-mg megatron 1 2 --set plan.steps=2 --set plan.global_batch=3; then
+  sql="ATTACH '$tmp/mix-mg.db' AS mg; BEGIN;"
+  for t in $(sqlite3 "$tmp/mix.db" "SELECT m.name FROM sqlite_master m JOIN pragma_table_info(m.name) p
+                                    WHERE m.type = 'table' AND p.name = 'step'"); do
+    sql="$sql DELETE FROM main.$t WHERE step = 1; INSERT INTO main.$t SELECT * FROM mg.$t WHERE step = 1;"
+  done
+  sqlite3 "$tmp/mix.db" "$sql COMMIT;"
+  "${MPIRUN[@]}" 2 "$TRAINER" check --config "$tmp/m.ini" --set parallel.pp=2 --set plan.global_batch=3 \
+    --db "$tmp/mix.db" --data "$tmp/data" >"$tmp/mix.out" 2>"$tmp/mix.err"
+  "$TRAINER" train "${M[@]}" --out "$tmp/mix-one" >"$tmp/mix-one.out" 2>&1
+  "${MPIRUN[@]}" 2 "$TRAINER" train "${M[@]}" --out "$tmp/mix-mpi" >"$tmp/mix-mpi.out" 2>"$tmp/mix-mpi.err"
+  d=$(params_diff "$tmp/mix-one/ckpt-00000002.bin" "$tmp/mix-mpi/ckpt-00000002.d")
+  last=$(tail -1 "$tmp/mix.out")
+  if [ "$(sqlite3 "$tmp/mix.db" "SELECT group_concat(strategy) FROM steps")" = helixpipe,megatron ] &&
+     [[ "$last" =~ ^max_rel_err=([0-9.e+-]+)\ rank_rel_err=([0-9.e+-]+)\ ranks=2\ steps=2$ ]] &&
+     awk -v e="${BASH_REMATCH[1]}" -v r="${BASH_REMATCH[2]}" 'BEGIN { exit !(e <= 1e-4 && r <= 1e-5) }' &&
+     grep -q '^model_states: .*the whole model.* params_rel_err=0.000e+00 ' "$tmp/mix.out" &&
+     [ -n "$d" ] && awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }'; then
+    ok "helixpipe mixed with megatron over 2 ranks: the whole model on each, the oracle ($last), 2 steps as one process's ($d)"
+  else
+    notok "helixpipe mixed with megatron over 2 ranks (last line '$last', difference '$d')" "$tmp/mix.out" \
+      "$tmp/mix.err" "$tmp/mix-mpi.err"
+  fi
+else
+  notok "planner build helixpipe and megatron for a mixed plan file" "$tmp/mix.plan" "$tmp/mix-mg.plan"
 fi
 
 # srun -n 4 without an MPI plugin (its environment without PMIx): refused, not run 4 times

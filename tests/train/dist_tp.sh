@@ -64,8 +64,9 @@ force_recompute slimpack-pp2-tp2 tp-rc
 check_tp tp-rc 1 2 2 "slimpack, pp 2 x tp 2, every op recomputing one layer"
 # HelixPipe's layer parts at tp 2 (docs/trainer.md "HelixPipe layer parts"): each TP rank
 # runs its shard of every part, its sequence-parallel rows and its heads crossing the stages;
-# a sample's K/V rows (the rank's K/V heads) sent between attention stages, counted; every
-# rank holding its TP shard of the whole model (model_states against whole_model's)
+# a sample's K/V rows (the rank's K/V heads) sent between attention stages, counted; each
+# rank holding its TP shard of HelixPipe's part of its stage, its shard of the Q/K/V weights
+# sent with the attention's input (model_states against the cost model's helix_parts)
 if plan hx-tp helixpipe 1 2 --set parallel.tp=2 --set plan.global_batch=3; then
   check_tp hx-tp 1 2 2 "helixpipe, pp 2 x tp 2 (layer parts, a sample's slices attending on two stages)"
   kv=$(awk '/ helix kv_transfers=/ { split($3, a, "="); s += a[2] } END { print s + 0 }' "$tmp/hx-tp.out")

@@ -443,13 +443,69 @@ static void test_stage_parts(void **state) {
     lt_llama_free(&full);
 }
 
+/* HelixPipe's parts (lt_llama_helix_part, HelixPipe 4.2): stage s holds layer l's first norm
+ * and Q/K/V where l mod p = s, its O, second norm and MLP where (l + 1) mod p = s (the last
+ * layer's on stage 0), the embedding, final norm and head on stage 0. The parts of p stages x
+ * tp 2 tile the whole model (the replicated norms counted once), lt_llama_helix_stage names
+ * the stage that holds each tensor, and a part pass on a stage without its weights is
+ * refused. */
+static void test_helix_parts(void **state) {
+    (void)state;
+    make_batch();
+    lt_error err;
+    for (int tied = 0; tied < 2; tied++)
+        for (int pp = 2; pp <= 3; pp++) {
+            lt_model_shape s = shape_of(4, tied); /* 2 layers: at pp 3, stage 2 holds nothing */
+            lt_llama full;
+            assert_int_equal(lt_llama_create(&full, &s, &err), LT_OK);
+            size_t total = 0;
+            for (int st = 0; st < pp; st++)
+                for (int r = 0; r < 2; r++) {
+                    lt_llama p;
+                    lt_llama_part held = lt_llama_helix_part(s.layers, st, pp);
+                    assert_int_equal(lt_llama_create_part(&p, &s, 2, r, &held, &err), LT_OK);
+                    for (int l = 0; l < s.layers; l++) {
+                        assert_true((p.w.layer[l].wq != NULL) == (l % pp == st));
+                        assert_true((p.w.layer[l].attn_norm != NULL) == (l % pp == st));
+                        int post = l == s.layers - 1 ? 0 : (l + 1) % pp;
+                        assert_true((p.w.layer[l].wo != NULL) == (post == st));
+                        assert_true((p.w.layer[l].wdown != NULL) == (post == st));
+                    }
+                    assert_true((p.w.lm_head != NULL) == (st == 0) && (p.w.embed != NULL) == (st == 0));
+                    for (int i = 0; i < p.n_tensors; i++) {
+                        const lt_tensor_info *t = &p.tensors[i];
+                        assert_int_equal(lt_llama_helix_stage(&p, t, pp), st);
+                        if (t->split != LT_SPLIT_NONE || r == 0) total += (size_t)t->rows * (size_t)t->cols;
+                    }
+                    if (st == 0 && r == 0) { /* layer 1's pre-attention is on stage 1: refused here */
+                        lt_acts a;
+                        assert_int_equal(lt_acts_alloc(&a, &p, &batch, &units[0], 1, 2, false, &err), LT_OK);
+                        float *in = calloc((size_t)a.T * 64, sizeof *in);
+                        assert_non_null(in);
+                        lt_pass pre = {.l0 = 1, .l1 = 2};
+                        assert_int_equal(lt_llama_forward_part(&p, &pre, LT_LAYER_PRE, &units[0], in, NULL, &a, NULL,
+                                                               NULL, NULL, &err),
+                                         LT_ERR_INTERNAL);
+                        assert_non_null(strstr(err.what, "pre-attention part of layer 1 on a model part without its "
+                                                         "weights"));
+                        free(in);
+                        lt_acts_free(&a);
+                    }
+                    lt_llama_free(&p);
+                }
+            if (total != full.n_params)
+                fail_msg("tied %d pp %d: the parts hold %zu of %zu parameters", tied, pp, total, full.n_params);
+            lt_llama_free(&full);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tp2_gqa),          cmocka_unit_test(test_tp2_tied),
         cmocka_unit_test(test_tp2_qwen2),
         cmocka_unit_test(test_tp4),              cmocka_unit_test(test_init_layout_free),
         cmocka_unit_test(test_refusals),         cmocka_unit_test(test_keep_rows_sp),
-        cmocka_unit_test(test_stage_parts),
+        cmocka_unit_test(test_stage_parts),      cmocka_unit_test(test_helix_parts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

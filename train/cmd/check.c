@@ -112,9 +112,11 @@ typedef struct check_run {
      * fp32 references by relative norm within GPU_TOLERANCE; NULL: the CPU fp32 executor */
     const lt_backend *tbe;
     lt_llama mt; /* m's struct with tbe as its backend (the same parameters) */
-    /* HelixPipe's plans (layer parts) under a launcher: every rank holds the whole model,
-     * each tensor owned by its part's stage (train/dist/dist.h lt_dist.helix) */
-    bool helix;
+    /* HelixPipe's plans (layer parts) under a launcher; helix_parts: every step one, each
+     * rank holds HelixPipe's part of its stage (lt_llama_helix_part), else (mixed with other
+     * strategies' steps) the whole model, each tensor owned by its part's stage
+     * (train/dist/dist.h lt_dist.helix) */
+    bool helix, helix_parts;
 } check_run;
 
 /* The GPU's relative error: bf16 activations and K/V (train/model/backend.h), fp32 gradients. */
@@ -301,7 +303,7 @@ static lt_status first_stage_layers(check_run *c, uint64_t step, int *l0, int *l
     /* the layout first: a plan for another one is refused as such, not by its stage's layers */
     if (st == LT_OK) st = lt_dist_check_layout(&p, lt_comm_layout_of(c->comm), err);
     if (st == LT_OK) st = lt_dist_stage_layers(&p, lt_comm_layout_of(c->comm)->stage, l0, l1, err);
-    if (c->helix) *l0 = 0, *l1 = c->m.shape.layers; /* (any HelixPipe step, auto may mix them: lt_dist.helix) */
+    if (c->helix) *l0 = 0, *l1 = c->m.shape.layers; /* (any HelixPipe step: its part, or the whole model) */
     free(src);
     lt_step_plan_free(&p);
     return st;
@@ -353,9 +355,9 @@ int check_command(lt_cli_ctx *ctx) {
     bool rank0 = !c.comm || lt_comm_layout_of(c.comm)->rank == 0;
     /* under a launcher: each rank's GPU, NCCL attached (the stage channels, the gradient
      * all-reduces and the context-parallel ring on the device, as in train --db) */
-    /* (a run with a HelixPipe step: the whole model on every rank, the GPU's stage channels
-     * between any two stages) */
-    if (st == LT_OK && c.comm && lt_comm_layout_of(c.comm)->pp > 1) st = lt_cmd_plans_helix(db, &c.helix, &err);
+    /* (a run with a HelixPipe step: the GPU's stage channels between any two stages) */
+    if (st == LT_OK && c.comm && lt_comm_layout_of(c.comm)->pp > 1)
+        st = lt_cmd_plans_helix(db, &c.helix, &c.helix_parts, &err);
     if (st == LT_OK) st = lt_cmd_open_backend_on(ctx, c.comm, c.helix, &c.be, &err);
     const char *tb = getenv("LONGTAIL_TEST_BACKEND");
     if (st == LT_OK && tb && tb[0]) {
@@ -377,11 +379,11 @@ int check_command(lt_cli_ctx *ctx) {
     if (st == LT_OK && c.comm && n_steps > 0) { /* the rank's part: its stage, its TP shard */
         int l0 = 0, l1 = 0;
         st = first_stage_layers(&c, steps[0], &l0, &l1, &err);
-        if (st == LT_OK) st = lt_llama_create_stage(&c.mp, &c.m.shape, tp, lt_comm_layout_of(c.comm)->tp_rank, l0, l1,
-                                                    c.helix || lt_comm_layout_of(c.comm)->stage == 0,
-                                                    c.helix || lt_comm_layout_of(c.comm)->stage ==
-                                                                   lt_comm_layout_of(c.comm)->pp - 1,
-                                                    &err);
+        const lt_comm_layout *lo = lt_comm_layout_of(c.comm);
+        lt_llama_part held = {.l0 = l0, .l1 = l1, .first = c.helix || lo->stage == 0,
+                              .last = c.helix || lo->stage == lo->pp - 1};
+        if (c.helix_parts) held = lt_llama_helix_part(c.m.shape.layers, lo->stage, lo->pp);
+        if (st == LT_OK) st = lt_llama_create_part(&c.mp, &c.m.shape, tp, lo->tp_rank, &held, &err);
         if (st == LT_OK) {
             lt_llama_copy_shard(&c.m, c.m.params, &c.mp, c.mp.params);
             if (tp > 1) lt_dist_tp_ops(c.comm, c.be != NULL, &c.tpo), c.mp.tp_ops = &c.tpo; /* (the GPU's: NCCL) */
@@ -422,11 +424,13 @@ int check_command(lt_cli_ctx *ctx) {
     }
     /* each rank's part against the cost model's parameters of its stage (lt_cost_stage_params:
      * its layers, the vocab-parallel embedding and head at V / tp rows, the replicated norms) */
-    /* (HelixPipe: every rank holds the whole model, its TP shard of it; each tensor owned by
+    /* (HelixPipe: each rank HelixPipe's part of its stage, lt_cost_model.helix_parts; mixed
+     * with other strategies' steps the whole model, its TP shard of it, each tensor owned by
      * its part's stage: lt_cost_model.whole_model) */
     if (st == LT_OK && c.xm == &c.mp) {
         lt_cost_model wm = c.cm;
-        wm.whole_model = c.helix;
+        wm.helix_parts = c.helix_parts;
+        wm.whole_model = c.helix && !c.helix_parts;
         double want = lt_cost_stage_params(&wm, lt_comm_layout_of(c.comm)->stage);
         double held[1] = {(double)c.mp.n_params}, e[1] = {0};
         /* the TP group's largest part (ranks below V mod tp hold one vocabulary row more) */
@@ -438,7 +442,10 @@ int check_command(lt_cli_ctx *ctx) {
             printf("model_states: rank 0 holds %zu of the model's %zu parameters (%s, its TP shard; the "
                    "largest of its TP group %.0f), the cost model %.0f; params_rel_err=%.3e (the worst stage)\n",
                    c.mp.n_params, c.m.n_params,
-                   c.helix ? "HelixPipe: the whole model, each tensor owned by its part's stage" : "its stage's part",
+                   c.helix_parts ? "HelixPipe's part of its stage"
+                   : c.helix     ? "HelixPipe mixed with other strategies: the whole model, each tensor owned by its "
+                                   "part's stage"
+                                 : "its stage's part",
                    held[0], want, e[0]);
     }
     for (size_t i = 0; st == LT_OK && i < n_steps; i++) st = check_step(&c, steps[i], &err);

@@ -70,11 +70,13 @@ int lt_cmd_mlp_chunk(const lt_cli_ctx *ctx);
  * when the config sets [model] keys, the checkpoint's dimensions must match them. */
 lt_status lt_cmd_load_model(const lt_cli_ctx *ctx, const char *ckpt, lt_llama *m, lt_adamw *opt, lt_ckpt_state *st,
                             lt_error *err);
-/* A launched rank's part of the model (lt_llama_create_stage's arguments). */
+/* A launched rank's part of the model (lt_llama_create_part's arguments). */
 typedef struct lt_cmd_part {
-    int tp, tp_rank, l0, l1;
-    bool first, last;
-    bool helix; /* the plans hold a HelixPipe step: the whole model (train/dist/dist.h lt_dist.helix) */
+    int tp, tp_rank;
+    lt_llama_part held; /* its stage's layers; HelixPipe's part of its stage (every step a
+                           HelixPipe plan); the whole model (auto mixes HelixPipe's steps with
+                           others': train/dist/dist.h lt_dist.helix) */
+    bool helix;         /* the plans hold a HelixPipe step (its helix sends between any two stages) */
 } lt_cmd_part;
 /* lt_cmd_load_model for a rank's part: from a checkpoint in parts, only that part is read
  * (lt_ckpt_dist_read_stage) and *is_part says so; any other checkpoint is read whole
@@ -96,9 +98,11 @@ struct lt_comm;
  * step, lt_cmd_plans_helix), else neighbours only. */
 lt_status lt_cmd_open_backend_on(const lt_cli_ctx *ctx, struct lt_comm *comm, bool any_stage, struct lt_backend **be,
                                  lt_error *err);
-/* Whether the plans of db hold a HelixPipe step (its helix sends between any two stages; a
- * run with one holds the whole model on every rank, train/dist/dist.h lt_dist.helix). */
-lt_status lt_cmd_plans_helix(const char *db, bool *helix, lt_error *err);
+/* Whether the plans of db hold a HelixPipe step (its helix sends between any two stages), and
+ * *parts whether every step is one: then each rank holds HelixPipe's part of its stage
+ * (lt_llama_helix_part); a run that mixes them with other strategies' steps (auto) holds the
+ * whole model on every rank (train/dist/dist.h lt_dist.helix). parts may be NULL. */
+lt_status lt_cmd_plans_helix(const char *db, bool *helix, bool *parts, lt_error *err);
 /* The device arena (lt_backend_cuda_reserve) of a GPU command without plan-based sizing
  * (trainer check, calibrate): `share` of the device's free memory, taken once the model
  * states are on it, so that no pass buffer is a cudaMalloc (and no free a cudaFree, which
@@ -115,12 +119,14 @@ lt_status lt_cmd_backend(const lt_cli_ctx *ctx, lt_error *err);
  * train.comm_timeout_s; *comm = NULL otherwise (one process runs every rank's ops). */
 lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err);
 /* A launched job's rank holds its own part only (DESIGN.md): replace the whole model m (and
- * opt's whole moments, when opt is non-NULL) by this rank's part of them: its stage's
- * layers [l0, l1) (the embedding on the first stage, the final norm and LM head on the
- * last), each tensor its TP rank's shard (lt_llama_create_stage, lt_llama_copy_shard);
+ * opt's whole moments, when opt is non-NULL) by this rank's part of them, `held` (its
+ * stage's layers, the embedding on the first stage, the final norm and LM head on the last;
+ * or HelixPipe's part of its stage), each tensor its TP rank's shard (lt_llama_create_part,
+ * lt_llama_copy_shard);
  * with tp > 1 its collectives `ops` over comm's TP group (lt_dist_tp_ops, over NCCL when
  * comm has a device attached; ops must outlive m). A no-op with comm = NULL. */
-lt_status lt_cmd_rank_part(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, int l0, int l1, lt_error *err);
+lt_status lt_cmd_rank_part(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, const lt_llama_part *held,
+                           lt_error *err);
 /* A distributed rank's error: printed with the rank's coordinates, then the job ends
  * (lt_comm_abort, exit status 1). A no-op with comm = NULL. */
 void lt_cmd_comm_fail(lt_comm *comm, const lt_error *err);

@@ -77,8 +77,8 @@ lt_status lt_cmd_load_part(const lt_cli_ctx *ctx, const char *ckpt, const lt_cmd
                            lt_adamw *opt, lt_ckpt_state *st, bool *is_part, lt_error *err) {
     lt_ckpt_state local;
     *is_part = part && lt_ckpt_is_dist(ckpt);
-    lt_status s = *is_part ? lt_ckpt_dist_read_stage(ckpt, part->tp, part->tp_rank, part->l0, part->l1, part->first,
-                                                     part->last, m, opt, st ? st : &local, err)
+    lt_status s = *is_part ? lt_ckpt_dist_read_stage(ckpt, part->tp, part->tp_rank, &part->held, m, opt,
+                                                     st ? st : &local, err)
                            : lt_ckpt_read(ckpt, m, opt, st ? st : &local, err);
     if (s != LT_OK) return s;
     static const char *const keys[] = {"preset", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab"};
@@ -108,14 +108,20 @@ lt_status lt_cmd_open_backend(const lt_cli_ctx *ctx, lt_backend **be, lt_error *
     return lt_cmd_open_backend_on(ctx, NULL, false, be, err);
 }
 
-lt_status lt_cmd_plans_helix(const char *db, bool *helix, lt_error *err) {
+lt_status lt_cmd_plans_helix(const char *db, bool *helix, bool *parts, lt_error *err) {
     *helix = false;
+    if (parts) *parts = false;
     lt_store *store = NULL;
     int64_t n = 0;
+    uint64_t *steps = NULL;
+    size_t n_steps = 0;
     lt_status st = lt_store_open(&store, db, err);
     if (st == LT_OK) st = lt_store_count_strategy(store, lt_strategy_name(LT_STRATEGY_HELIXPIPE), &n, err);
+    if (st == LT_OK) st = lt_store_steps(store, &steps, &n_steps, err);
     lt_store_close(store);
+    free(steps);
     *helix = st == LT_OK && n > 0;
+    if (parts) *parts = *helix && (size_t)n == n_steps;
     return st;
 }
 
@@ -181,13 +187,13 @@ lt_status lt_cmd_comm(const lt_cli_ctx *ctx, lt_comm **comm, lt_error *err) {
     return st;
 }
 
-lt_status lt_cmd_rank_part(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, int l0, int l1, lt_error *err) {
+lt_status lt_cmd_rank_part(lt_comm *comm, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, const lt_llama_part *held,
+                           lt_error *err) {
     const lt_comm_layout *l = comm ? lt_comm_layout_of(comm) : NULL;
     if (!l) return LT_OK;
     lt_llama part;
     lt_adamw po = {0};
-    lt_status st = lt_llama_create_stage(&part, &m->shape, l->tp, l->tp_rank, l0, l1, l->stage == 0,
-                                         l->stage == l->pp - 1, err);
+    lt_status st = lt_llama_create_part(&part, &m->shape, l->tp, l->tp_rank, held, err);
     if (st == LT_OK && opt) st = lt_adamw_init(&po, part.n_params, err);
     if (st != LT_OK) {
         lt_llama_free(&part);

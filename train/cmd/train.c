@@ -159,8 +159,7 @@ static lt_status start_state(const lt_cli_ctx *ctx, const train_args *a, const c
         lt_model_shape shape;
         s = lt_cmd_model_shape(ctx, &shape, err); /* no model named at all: a usage error */
         if (s == LT_OK && part)
-            s = lt_llama_create_stage(m, &shape, part->tp, part->tp_rank, part->l0, part->l1, part->first, part->last,
-                                      err);
+            s = lt_llama_create_part(m, &shape, part->tp, part->tp_rank, &part->held, err);
         else if (s == LT_OK) s = lt_llama_create(m, &shape, err);
         if (s == LT_OK) lt_llama_init(m, (uint64_t)seed);
         *is_part = s == LT_OK && part;
@@ -472,7 +471,7 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
             /* fsdp: the block of the weights kept beside their gathered whole (lt_cost_model_states_bytes) */
             double block = L->comm && L->dist.shard == LT_SHARD_FSDP ? L->held.weight_bytes / zdp : 0.0;
             const lt_llama *tm = L->table.n_tensors ? &L->table : L->m; /* every stage's tensors */
-            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(tm, &p, g) * (per_param + optim / zdp + block));
+            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(tm, &p, g, L->m->helix_pp > 0) * (per_param + optim / zdp + block));
             if ((double)es.stage_peak_bytes[g] > peak) peak = (double)es.stage_peak_bytes[g];
         }
         if (L->be) s = gpu_measured(L, &es, &peak, &r->device_used, err);
@@ -501,7 +500,9 @@ static lt_status save(const train_loop *L, const char *dir, const lt_llama *m, c
         lt_adamw fo = {0};
         bool assemble = L->dist.tp > 1 && L->dist.dp_rank == 0;
         if (s == LT_OK && assemble) /* the stage's tensors at tp = 1 */
-            s = lt_llama_create_stage(&full, &m->shape, 1, 0, m->l0, m->l1, m->has_embed, m->has_head, err);
+            s = lt_llama_create_part(&full, &m->shape, 1, 0, &(lt_llama_part){.l0 = m->l0, .l1 = m->l1,
+                                     .first = m->has_embed, .last = m->has_head, .helix_pp = m->helix_pp,
+                                     .helix_stage = m->helix_stage}, err);
         if (s == LT_OK && assemble) s = lt_adamw_init(&fo, full.n_params, err);
         if (s == LT_OK && assemble) {
             fo.t = o->t;
@@ -537,14 +538,27 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* What rank 0 holds, said once (of the model's `whole` parameters). */
+static void held_line(const lt_llama *m, size_t whole, const lt_cmd_part *part) {
+    const char *tp = m->tp > 1 ? ", its TP shard" : "";
+    if (m->helix_pp > 0)
+        LT_INFO("each rank holds its own part: rank 0 has %zu of the model's %zu parameters (HelixPipe's part of stage "
+                "0: the tensors of the layer parts the helix puts there%s; the Q/K/V weights of the others' layers "
+                "come with the activations)", m->n_params, whole, tp);
+    else if (part->helix)
+        LT_INFO("HelixPipe's plans mixed with other strategies' steps: every rank holds the whole model (rank 0 has "
+                "%zu of its %zu parameters%s), each tensor owned by its part's stage", m->n_params, whole, tp);
+    else
+        LT_INFO("each rank holds its own part: rank 0 has %zu of the model's %zu parameters (stage 0's layers "
+                "%d..%d%s)", m->n_params, whole, m->l0, m->l1 - 1, tp);
+}
+
 /* Distributed: the whole model (and moments) replaced by this rank's part (stage_of_plans). */
 static lt_status rank_part(train_loop *L, lt_llama *m, lt_adamw *opt, lt_tp_ops *ops, const lt_cmd_part *part,
                            lt_error *err) {
     size_t whole = m->n_params;
-    lt_status s = lt_cmd_rank_part(L->comm, m, opt, ops, part->l0, part->l1, err);
-    if (s == LT_OK && L->rank0)
-        LT_INFO("each rank holds its own part: rank 0 has %zu of the model's %zu parameters (stage 0's layers %d..%d%s)",
-                m->n_params, whole, part->l0, part->l1 - 1, m->tp > 1 ? ", its TP shard" : "");
+    lt_status s = lt_cmd_rank_part(L->comm, m, opt, ops, &part->held, err);
+    if (s == LT_OK && L->rank0) held_line(m, whole, part);
     return s;
 }
 
@@ -651,13 +665,16 @@ static lt_status stage_of_plans(const char *db, lt_comm *comm, lt_cmd_part *part
     if (s == LT_OK) s = lt_store_get_step(store, steps[0], &p, &src, err);
     /* the layout first: a plan for another one is refused as such, not by its stage's layers */
     if (s == LT_OK) s = lt_dist_check_layout(&p, l, err);
-    *part = (lt_cmd_part){.tp = l->tp > 0 ? l->tp : 1, .tp_rank = l->tp_rank, .first = l->stage == 0,
-                          .last = l->stage == l->pp - 1};
-    if (s == LT_OK) s = lt_dist_stage_layers(&p, l->stage, &part->l0, &part->l1, err);
-    int64_t helix = 0; /* any HelixPipe step (auto may mix them with others): the whole model (lt_dist.helix) */
+    *part = (lt_cmd_part){.tp = l->tp > 0 ? l->tp : 1, .tp_rank = l->tp_rank,
+                          .held = {.first = l->stage == 0, .last = l->stage == l->pp - 1}};
+    if (s == LT_OK) s = lt_dist_stage_layers(&p, l->stage, &part->held.l0, &part->held.l1, err);
+    /* HelixPipe: every step one, HelixPipe's part of the stage; mixed with other strategies'
+     * steps (auto), the whole model (lt_dist.helix) */
+    int64_t helix = 0;
     if (s == LT_OK) s = lt_store_count_strategy(store, lt_strategy_name(LT_STRATEGY_HELIXPIPE), &helix, err);
     part->helix = s == LT_OK && helix > 0 && l->pp > 1;
-    if (part->helix) part->l0 = 0, part->l1 = p.ranks[0].sched.layers, part->first = part->last = true;
+    if (part->helix && (size_t)helix == n) part->held = lt_llama_helix_part((int)p.ranks[0].sched.layers, l->stage, l->pp);
+    else if (part->helix) part->held = (lt_llama_part){.l0 = 0, .l1 = p.ranks[0].sched.layers, .first = true, .last = true};
     free(src), free(steps);
     lt_step_plan_free(&p);
     lt_store_close(store);
@@ -855,14 +872,7 @@ int train_command(lt_cli_ctx *ctx) {
     lt_tp_ops tpo;
     if (s == LT_OK && is_part) { /* read or initialized as this rank's part */
         if (tp > 1) lt_dist_tp_ops(comm, be != NULL, &tpo), m.tp_ops = &tpo;
-        if (rank0 && parted && part.helix)
-            LT_INFO("HelixPipe's plans: every rank holds the whole model (rank 0 has %zu of its %zu parameters%s), "
-                    "each tensor owned by its part's stage, read or initialized as such", m.n_params,
-                    m.n_params_whole, m.tp > 1 ? ", its TP shard" : "");
-        else if (rank0)
-            LT_INFO("each rank holds its own part: rank 0 has %zu of the model's %zu parameters (stage 0's layers "
-                    "%d..%d%s), read or initialized as such", m.n_params, m.n_params_whole, m.l0, m.l1 - 1,
-                    m.tp > 1 ? ", its TP shard" : "");
+        if (rank0) held_line(&m, m.n_params_whole, &part);
     } else if (s == LT_OK && parted && st.step < stop) { /* read whole (a single-file checkpoint) */
         s = rank_part(&L, &m, &opt, &tpo, &part, &err);
     }

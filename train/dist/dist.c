@@ -57,16 +57,20 @@ static bool owns(const lt_llama *m, const lt_tensor_info *t, int l0, int l1, boo
     return last; /* final norm, LM head */
 }
 
-size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage) {
+size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage, bool helix_parts) {
     int l0, l1;
     lt_error err;
     if (lt_dist_stage_layers(p, stage, &l0, &l1, &err) != LT_OK) return 0;
-    bool whole = false; /* HelixPipe: every stage holds the whole model (lt_dist.helix) */
-    for (size_t r = 0; r < p->n_ranks; r++) whole |= lt_schedule_has_parts(&p->ranks[r].sched);
+    bool parts = false; /* HelixPipe: its part of the stage, or (mixed) the whole model (lt_dist.helix) */
+    for (size_t r = 0; r < p->n_ranks; r++) parts |= lt_schedule_has_parts(&p->ranks[r].sched);
+    bool whole = parts && !helix_parts;
     size_t n = 0;
-    for (int i = 0; i < m->n_tensors; i++)
-        if (owns(m, &m->tensors[i], l0, l1, whole || stage == 0, whole || stage == p->pp - 1))
-            n += (size_t)m->tensors[i].rows * (size_t)m->tensors[i].cols;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const lt_tensor_info *t = &m->tensors[i];
+        bool held = parts && helix_parts ? lt_llama_helix_stage(m, t, p->pp) == stage
+                                         : owns(m, t, l0, l1, whole || stage == 0, whole || stage == p->pp - 1);
+        if (held) n += (size_t)t->rows * (size_t)t->cols;
+    }
     return n;
 }
 
@@ -151,24 +155,6 @@ static void flat_done(const lt_dist *d, const float *flat, float *buf) {
     if (!d->inplace) unpack(d, flat, buf);
 }
 
-/* Is tensor t of layer l (t->layer = l >= 0) one the pre-attention part reads: the first
- * norm, Q/K/V and their biases (4.2 sends the QKV weights from the pre-attention's stage)? */
-static bool pre_attention_tensor(const lt_llama *m, const lt_tensor_info *t) {
-    const lt_layer_views *w = &m->w.layer[t->layer];
-    const float *at = m->params + t->offset;
-    return at == w->attn_norm || at == w->wq || at == w->wk || at == w->wv || (w->bq && (at == w->bq || at == w->bk ||
-                                                                                        at == w->bv));
-}
-
-/* HelixPipe (lt_dist.helix): the stage that owns tensor t, the one the helix puts its part on
- * (HelixPipe 4.2: layer l's pre-attention on stage l mod p, its post-attention with layer
- * l + 1's pre-attention on (l + 1) mod p). */
-static int helix_owner(const lt_dist *d, const lt_llama *m, const lt_tensor_info *t) {
-    int L = m->shape.layers, p = d->pp;
-    return t->layer >= 0 ? (t->layer + !pre_attention_tensor(m, t)) % p
-           : is_embed(m, t) ? 0 /* the embedding: layer 0's pre-attention */
-                            : L % p; /* final norm, LM head: the last post-attention */
-}
 
 lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_plan *p, double bucket_mb,
                        lt_shard shard, lt_error *err) {
@@ -192,24 +178,29 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
     bool first = d->stage == 0, last = d->stage == d->pp - 1;
     bool parts = false;
     for (size_t r = 0; r < p->n_ranks; r++) parts |= lt_schedule_has_parts(&p->ranks[r].sched);
-    /* the whole model on a rank of a pipeline: a run with HelixPipe's plans (train/cmd) */
-    d->helix = d->pp > 1 && m->l0 == 0 && m->l1 == m->shape.layers && m->has_embed && m->has_head;
-    if (parts && !d->helix) {
+    /* HelixPipe's part of the stage (train/model/model.h lt_llama.helix_pp), or the whole
+     * model on a rank of a pipeline: a run mixing HelixPipe's plans with others' (train/cmd) */
+    d->helix_parts = d->pp > 1 && m->helix_pp == d->pp && m->helix_stage == d->stage;
+    d->helix = !d->helix_parts && d->pp > 1 && m->helix_pp == 0 && m->l0 == 0 && m->l1 == m->shape.layers &&
+               m->has_embed && m->has_head;
+    if (parts && !d->helix && !d->helix_parts) {
         lt_dist_free(d);
-        return lt_fail(err, LT_ERR_INTERNAL, NULL, "step %llu is a HelixPipe plan (layer parts): every rank needs the "
-                       "whole model", (unsigned long long)p->step);
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "step %llu is a HelixPipe plan (layer parts): every rank needs "
+                       "HelixPipe's part of its stage or the whole model", (unsigned long long)p->step);
     }
-    if (d->helix && d->dp > 1 && shard != LT_SHARD_NONE) {
+    if ((d->helix || d->helix_parts) && d->dp > 1 && shard != LT_SHARD_NONE) {
         lt_dist_free(d);
-        return lt_fail(err, LT_ERR_CONFIG, "parallel.shard", "HelixPipe's plans (layer parts) run distributed with the "
-                       "whole model (each TP rank its shard of it) on every rank: parallel.shard = none");
+        return lt_fail(err, LT_ERR_CONFIG, "parallel.shard", "HelixPipe's plans (layer parts) run distributed with "
+                       "parallel.shard = none (sharding HelixPipe's parts over the DP ranks is not built)");
     }
-    d->l0 = d->helix ? 0 : d->l0, d->l1 = d->helix ? m->shape.layers : d->l1;
+    d->l0 = d->helix || d->helix_parts ? 0 : d->l0, d->l1 = d->helix || d->helix_parts ? m->shape.layers : d->l1;
     /* a tied embedding counts in the norm once: on the first stage; a tensor replicated over
      * the TP group (the norms) once: on TP rank 0 */
     for (int i = 0; i < m->n_tensors; i++) {
         const lt_tensor_info *t = &m->tensors[i];
-        d->mine[i] = d->helix ? helix_owner(d, m, t) == d->stage : owns(m, t, d->l0, d->l1, first, last);
+        /* (HelixPipe's part: every tensor held, a tied embedding on two stages) */
+        d->mine[i] = d->helix ? lt_llama_helix_stage(m, t, d->pp) == d->stage
+                     : d->helix_parts ? true : owns(m, t, d->l0, d->l1, first, last);
         d->counted[i] = d->mine[i] && (!is_embed(m, t) || first) && (t->split != LT_SPLIT_NONE || d->tp_rank == 0);
         if (d->mine[i] && d->tp > 1 && t->split == LT_SPLIT_NONE) d->rep_floats += (size_t)t->rows * (size_t)t->cols;
     }
@@ -351,6 +342,7 @@ void lt_dist_free(lt_dist *d) {
 }
 
 static lt_status reduce_tied(const lt_dist *d, const lt_llama *m, float *grads, lt_error *err) {
+    if (d->helix_parts) return LT_OK; /* (HelixPipe's part: the embedding and the head both on stage 0) */
     if (d->pp > 1 && m->shape.tie_embeddings && (d->stage == 0 || d->stage == d->pp - 1))
         return (d->device_grads ? lt_comm_dev_allreduce : lt_comm_allreduce)(
             d->comm, LT_COMM_TIED, grads + (m->w.embed - m->params),
@@ -587,7 +579,9 @@ static lt_status sharded_rest(lt_dist *d, const lt_llama *m, float *grads, lt_er
 lt_status lt_dist_layer_final(void *ctx, int layer, lt_error *err) {
     lt_dist *d = ctx;
     const lt_llama *m = d->model;
-    if (d->helix || d->dp < 2 || !m || layer < d->l0 || layer >= d->l1 || d->layer_posted[layer]) return LT_OK;
+    /* (HelixPipe: after the step, a layer's Q/K/V gradients come from the attentions' stages) */
+    if (d->helix || d->helix_parts || d->dp < 2 || !m || layer < d->l0 || layer >= d->l1 || d->layer_posted[layer])
+        return LT_OK;
     if (d->sharded && (!d->inplace || d->device_grads)) return LT_OK; /* (one reduce-scatter after the step) */
     size_t lo, hi;
     layer_range(d, m, layer, &lo, &hi);

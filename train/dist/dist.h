@@ -71,20 +71,24 @@ typedef struct lt_dist {
     bool *layer_posted;   /* [layers] */
     float *grads;         /* the buffer they reduce */
     bool device_grads;    /* grads are device memory: the reductions go over NCCL */
-    /* A run with HelixPipe's plans (layer parts: a stage runs the pre- and post-attention of
-     * some layers and the attention of any), seen as a model holding every layer on a rank
-     * of a pipeline (pp > 1): every rank holds the whole model (a shortcut: the stages' own
-     * parts of the helix as a part model are not built), each tensor owned (updated,
-     * counted, checkpointed) by the stage the helix puts its part on (HelixPipe 4.2: layer
-     * l's first norm and Q/K/V by stage l mod pp, its output projection and MLP by (l + 1)
-     * mod pp, the embedding by stage 0, the final norm and head by layers mod pp); the
-     * gradients summed over every rank after the step (no per-layer posting), the updated
-     * tensors sent from their owners to the pipeline's other stages. Any plan of the run
-     * executes on it (auto mixes strategies). Under TP the same with this TP rank's shard of
-     * the whole model: the sums over its DP ranks and stages, then the replicated tensors'
-     * over TP. On the GPU the sums and the exchange go over NCCL (lt_dist_helix_weights).
-     * shard = none. */
+    /* A run whose plans mix HelixPipe's steps (layer parts: a stage runs the pre- and
+     * post-attention of some layers and the attention of any) with other strategies' (auto),
+     * seen as a model holding every layer on a rank of a pipeline (pp > 1): every rank holds
+     * the whole model, each tensor owned (updated, counted, checkpointed) by the stage the
+     * helix puts its part on (lt_llama_helix_stage); the gradients summed over every rank
+     * after the step (no per-layer posting), the updated tensors sent from their owners to
+     * the pipeline's other stages. Any plan of the run executes on it. Under TP the same with
+     * this TP rank's shard of the whole model: the sums over its DP ranks and stages, then
+     * the replicated tensors' over TP. On the GPU the sums and the exchange go over NCCL
+     * (lt_dist_helix_weights). shard = none. A run of HelixPipe's plans only holds its
+     * stage's part instead (helix_parts). */
     bool helix;
+    /* A run of HelixPipe's plans only: the rank holds HelixPipe's part of its stage
+     * (train/model/model.h lt_llama.helix_pp) and owns every tensor of it; the Q/K/V weights
+     * of the layers whose attention it runs without holding them come with the activations
+     * and their gradients go back (train/exec), so the step ends as any stage's: the sums
+     * over its DP ranks (a tied embedding and its head are both on stage 0). shard = none. */
+    bool helix_parts;
     const lt_llama *model;
     /* sharded on the GPU (zero1 only: Megatron's distributed optimizer): dp equal blocks of
      * `block` floats (the last ones padded; counts / displs above are their unpadded parts),
@@ -120,9 +124,10 @@ lt_status lt_dist_take_moments(lt_dist *d, lt_adamw *opt, lt_error *err);
 lt_status lt_dist_gather_moments(const lt_dist *d, const lt_llama *m, const lt_adamw *opt, lt_adamw *out,
                                  lt_error *err);
 /* Parameters stage `stage` of plan p holds (its layers; the embedding on the first stage; the
- * final norm and LM head on the last; a tied embedding on both ends; a HelixPipe plan's: the
- * whole model, lt_dist.helix), 0 on error. */
-size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage);
+ * final norm and LM head on the last; a tied embedding on both ends; a HelixPipe plan's:
+ * HelixPipe's part of the stage with helix_parts, lt_dist.helix_parts, else the whole model,
+ * lt_dist.helix), 0 on error. m: a table of the whole model (its TP rank's shapes). */
+size_t lt_dist_stage_params(const lt_llama *m, const lt_step_plan *p, int stage, bool helix_parts);
 
 /* LT_OK when plan p gives this stage the layers it owns (a later step must not move layers
  * between stages); else LT_ERR_INPUT naming the step. */

@@ -82,6 +82,11 @@ typedef struct op_state {
      * another stage until the op unpacks them (rx), and the two it sends, packed (tx) */
     float *rx, *tx;
     size_t rx_bytes, tx_bytes;
+    /* an attention F that received its layer's Q/K/V weights with its inputs (HelixPipe 4.2:
+     * this stage does not hold them): them, in the order of exec_qkv_tensors, until its B has
+     * run (backend memory of weight_bytes elements) */
+    void *wqkv;
+    size_t wqkv_bytes;
     uint32_t refs;      /* readers still to run of the op's buffers */
     uint32_t path_refs; /* ... of them, the model-path readers (the next stage's op) */
 } op_state;
@@ -216,8 +221,14 @@ lt_status exec_chan_build(pipe_run *pr, const uint32_t *order, lt_error *err);
 /* A layer part's transfer (HelixPipe 4.2) into op v (in) or out of it: its bytes, *first
  * those of its first tensor (the residual stream x, or its gradient), the second being n1
  * (dn1) across the pre-attention | attention boundary, att (datt) across attention |
- * post-attention. 0 when v has none that way (in one process: never). */
-size_t exec_part_xfer_bytes(const pipe_run *pr, uint32_t v, bool in, size_t *first);
+ * post-attention; across the pre-attention | attention boundary the layer's Q/K/V weights
+ * follow them (their gradients in the backward: *qkv their bytes, may be NULL), as the
+ * paper sends them. 0 when v has none that way (in one process: never). */
+size_t exec_part_xfer_bytes(const pipe_run *pr, uint32_t v, bool in, size_t *first, size_t *qkv);
+/* The Q/K/V tensors of a layer as HelixPipe's transfers carry them, in this order: the slots
+ * of their views in `lv` (the weights' or their gradients'), each one's elements on this TP
+ * rank in n; their count (3, or 6 with Q/K/V biases). */
+int exec_qkv_tensors(const lt_llama *m, lt_layer_views *lv, float **slot[6], size_t n[6]);
 /* Post the receive of local op v's input (after every receive its channel delivers earlier). */
 lt_status exec_post_recv(pipe_run *pr, uint32_t v, lt_error *err);
 /* Wait for v's inputs and put each where the op reads it: a predecessor's output (a layer

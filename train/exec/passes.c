@@ -15,6 +15,7 @@
  * of [l0 + R, l1) and of [l0, l0 + R).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "train/exec/internal.h"
 
@@ -121,31 +122,106 @@ static lt_status part_check(pipe_run *pr, uint32_t v, lt_error *err) {
     return LT_OK;
 }
 
-/* Pack what part op v sends to another stage (the first tensor a, the second b) into its tx
- * (a NULL: the first is there already, passed through from what v received). */
-static lt_status part_pack(pipe_run *pr, uint32_t v, void *a, void *b, lt_error *err) {
+/* ---------------------------------------------------------------- the Q/K/V weights sent
+ * HelixPipe sends the QKV linear's weights with its input from the pre-attention's stage,
+ * which holds them (4.2), to the attention's, and their gradients back: an attention F that
+ * receives them keeps them (wqkv) until its B has run, which makes their gradients into a
+ * buffer of its own and sends them with the input gradients; the pre-attention's B adds them
+ * into the stage's gradients. */
+
+/* The model (and gradient views, *g) attention op v of layer l runs with: pr->m's where the
+ * layer's Q/K/V are here; where its F received them, pr->m with layer l's Q/K/V views on
+ * them (and, dw non-NULL, the gradient views on dw, fp32). am holds the copies. */
+typedef struct attn_model {
+    lt_llama m;
+    lt_llama_views g;
+    lt_layer_views *lw; /* [2 x layers] the copies of the weights' and the gradients' layer views */
+} attn_model;
+
+static lt_status attn_model_of(pipe_run *pr, uint32_t v, float *dw, attn_model *am, const lt_llama **m,
+                               const lt_llama_views **g, lt_error *err) {
+    *m = pr->m, *g = pr->grads;
+    const op_state *f = &pr->ops[acts_owner(pr, v)];
+    if (pr->deps.op[v]->part != LT_PART_ATTN || !f->wqkv) return LT_OK;
+    int l = (int)pr->deps.op[v]->layer_begin, L = pr->m->shape.layers;
+    if (!(am->lw = malloc(2 * (size_t)L * sizeof *am->lw))) return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
+    am->m = *pr->m;
+    memcpy(am->lw, pr->m->w.layer, (size_t)L * sizeof *am->lw);
+    am->m.w.layer = am->lw;
+    float **slot[6];
+    size_t n[6], at = 0, wb = exec_be(pr)->weight_bytes;
+    int nt = exec_qkv_tensors(pr->m, &am->lw[l], slot, n);
+    for (int k = 0; k < nt; at += n[k] * wb, k++) *slot[k] = exec_at(f->wqkv, at);
+    *m = &am->m;
+    if (dw && pr->grads) {
+        am->g = *pr->grads;
+        memcpy(am->lw + L, pr->grads->layer, (size_t)L * sizeof *am->lw);
+        am->g.layer = am->lw + L;
+        exec_qkv_tensors(pr->m, &am->g.layer[l], slot, n);
+        for (int k = 0, e = 0; k < nt; e += (int)n[k], k++) *slot[k] = dw + e;
+        *g = &am->g;
+    }
+    return LT_OK;
+}
+
+/* Pack what part op v sends to another stage (the first tensor a, the second b, and across
+ * the pre-attention | attention boundary the Q/K/V weights: the model's, or the gradients in
+ * dw) into its tx (a NULL: the first is there already, passed through from what v received). */
+static lt_status part_pack(pipe_run *pr, uint32_t v, void *a, void *b, const float *dw, lt_error *err) {
     op_state *o = &pr->ops[v];
     const lt_backend *be = exec_be(pr);
-    size_t first, bytes = exec_part_xfer_bytes(pr, v, false, &first);
+    size_t first, qkv, bytes = exec_part_xfer_bytes(pr, v, false, &first, &qkv);
     if (bytes == 0) return LT_OK; /* its successor runs here */
     if (!o->tx && !(o->tx = be->alloc(be, bytes, false)))
         return lt_backend_nomem(be, err, NULL, "out of memory for a %zu-byte layer part transfer", bytes);
     if (!o->tx_bytes) o->tx_bytes = bytes, exec_track(pr, bytes);
     if (a) be->copy(be, o->tx, a, first);
-    be->copy(be, (char *)o->tx + first, b, bytes - first);
+    be->copy(be, (char *)o->tx + first, b, bytes - first - qkv);
+    if (qkv == 0) return LT_OK;
+    if (pr->deps.op[v]->kind == LT_OP_B) { /* the gradients, fp32 */
+        if (!dw) return exec_op_error(pr, v, err, "has no Q/K/V weight gradients to send");
+        be->copy(be, (char *)o->tx + (bytes - qkv), dw, qkv);
+        return LT_OK;
+    }
+    lt_layer_views lv = pr->m->w.layer[pr->deps.op[v]->layer_begin];
+    float **slot[6];
+    size_t n[6], at = bytes - qkv;
+    for (int k = 0, nt = exec_qkv_tensors(pr->m, &lv, slot, n); k < nt; at += n[k] * be->weight_bytes, k++) {
+        if (!*slot[k]) return exec_op_error(pr, v, err, "sends Q/K/V weights its stage does not hold");
+        be->copy(be, (char *)o->tx + at, be->weight(be, pr->m, *slot[k]), n[k] * be->weight_bytes);
+    }
     return LT_OK;
 }
 
-/* Unpack what part op v received (its rx) into a and b, and free it. a NULL (an attention
- * part whose layer's residual is kept on neither side here): the first tensor goes straight
- * into the op's tx, passed on to the post-attention's stage. */
+/* Unpack what part op v received (its rx) into a and b, and free it; the Q/K/V weights that
+ * follow them kept in v's wqkv (an attention F), or their gradients added into the layer's
+ * (a pre-attention B). a NULL (an attention part whose layer's residual is kept on neither
+ * side here): the first tensor goes straight into the op's tx, passed on to the
+ * post-attention's stage. */
 static lt_status part_unpack(pipe_run *pr, uint32_t v, void *a, void *b, lt_error *err) {
     op_state *o = &pr->ops[v];
     const lt_backend *be = exec_be(pr);
-    size_t first, bytes = exec_part_xfer_bytes(pr, v, true, &first);
+    size_t first, qkv, bytes = exec_part_xfer_bytes(pr, v, true, &first, &qkv);
     if (!o->rx || bytes != o->rx_bytes) return exec_op_error(pr, v, err, "no input from the stage before");
+    const char *w = (const char *)o->rx + (bytes - qkv);
+    if (qkv && pr->deps.op[v]->kind != LT_OP_B) { /* the weights, kept until the B has run */
+        if (!(o->wqkv = be->alloc(be, qkv, false)))
+            return lt_backend_nomem(be, err, NULL, "out of memory for %zu bytes of Q/K/V weights", qkv);
+        o->wqkv_bytes = qkv;
+        exec_track(pr, qkv);
+        be->copy(be, o->wqkv, w, qkv);
+    } else if (qkv) { /* their gradients, into the layer's */
+        if (!pr->grads) return exec_op_error(pr, v, err, "receives Q/K/V weight gradients without gradient buffers");
+        lt_layer_views lv = pr->grads->layer[pr->deps.op[v]->layer_begin];
+        float **slot[6];
+        size_t n[6];
+        for (int k = 0, nt = exec_qkv_tensors(pr->m, &lv, slot, n); k < nt; w += n[k] * sizeof(float), k++) {
+            if (!*slot[k]) return exec_op_error(pr, v, err, "receives Q/K/V weight gradients its stage does not hold");
+            be->accumulate_f32(be, *slot[k], (const float *)w, n[k]);
+        }
+    }
     if (!a) { /* the residual passes through */
-        size_t out_first, out_bytes = exec_part_xfer_bytes(pr, v, false, &out_first);
+        size_t out_first, out_bytes = exec_part_xfer_bytes(pr, v, false, &out_first, NULL);
         if (out_bytes == 0 || out_first != first) return exec_op_error(pr, v, err, "keeps no residual and sends none");
         if (!(o->tx = be->alloc(be, out_bytes, false)))
             return lt_backend_nomem(be, err, NULL, "out of memory for a %zu-byte layer part transfer", out_bytes);
@@ -155,7 +231,7 @@ static lt_status part_unpack(pipe_run *pr, uint32_t v, void *a, void *b, lt_erro
     } else {
         be->copy(be, a, o->rx, first);
     }
-    be->copy(be, b, (char *)o->rx + first, bytes - first);
+    be->copy(be, b, (char *)o->rx + first, bytes - first - qkv);
     exec_untrack(pr, o->rx_bytes, pr->cur_stage);
     be->free(be, o->rx);
     o->rx = NULL, o->rx_bytes = 0;
@@ -194,7 +270,7 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
         if (op->part == LT_PART_ATTN) st = part_unpack(pr, v, la->x, la->n1, err);
         if (op->part == LT_PART_POST && post_rc) st = part_unpack(pr, v, la->x, la->att, err);
         else if (op->part == LT_PART_POST) { /* x stays in the received buffer until the forward has run */
-            size_t first, bytes = exec_part_xfer_bytes(pr, v, true, &first);
+            size_t first, bytes = exec_part_xfer_bytes(pr, v, true, &first, NULL);
             if (!o->rx || bytes != o->rx_bytes) return exec_op_error(pr, v, err, "no input from the stage before");
             la->x = o->rx;
             exec_be(pr)->copy(exec_be(pr), la->att, (char *)o->rx + first, bytes - first);
@@ -210,9 +286,13 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
         st = lt_acts_part_scratch(a, pr->m, true, false, &scratch, err);
         exec_track(pr, scratch);
     }
+    attn_model am = {0};
+    const lt_llama *m;
+    const lt_llama_views *g;
+    if (st == LT_OK) st = attn_model_of(pr, v, NULL, &am, &m, &g, err);
     if (st == LT_OK)
-        st = lt_llama_forward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], in, pr->kv, a, pr->grads, &loss,
-                                   pr->pool, err);
+        st = lt_llama_forward_part(m, &pass, (lt_layer_part)op->part, &o->u[0], in, pr->kv, a, g, &loss, pr->pool, err);
+    free(am.lw);
     if (post_rc) exec_untrack(pr, scratch, pr->cur_stage), lt_acts_part_scratch(a, pr->m, false, false, NULL, NULL);
     if (o->rx && a->layer[0].x == o->rx) { /* a post-attention's x read from its transfer: done with it */
         exec_untrack(pr, o->rx_bytes, pr->cur_stage);
@@ -222,7 +302,7 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
     if (st == LT_OK && pass.head) pr->stats->loss_sum += loss;
     if (st == LT_OK && op->part != LT_PART_POST) /* to another stage: x and n1, or x (if kept here) and att */
         st = part_pack(pr, v, o->tx ? NULL : a->layer[0].x, op->part == LT_PART_PRE ? a->layer[0].n1 : a->layer[0].att,
-                       err);
+                       NULL, err);
     if (st == LT_OK) exec_count_tokens(pr, pr->f_tokens, exec_place_of(pr, v), &o->u[0], 1);
     return st;
 }
@@ -270,15 +350,31 @@ static lt_status part_backward(pipe_run *pr, uint32_t v, lt_error *err) {
         if (st == LT_OK)
             st = lt_llama_forward_part(pr->m, &rp, LT_LAYER_POST, &o->u[0], NULL, pr->kv, a, NULL, NULL, pr->pool, err);
     }
+    /* an attention whose Q/K/V came from another stage: their gradients into a buffer of its
+     * own, sent back with dres and dn1 */
+    float *dw = NULL;
+    size_t dw_bytes = 0;
+    if (st == LT_OK && op->part == LT_PART_ATTN && pr->ops[acts_owner(pr, v)].wqkv) {
+        exec_part_xfer_bytes(pr, v, false, NULL, &dw_bytes);
+        if (!(dw = exec_be(pr)->alloc(exec_be(pr), dw_bytes ? dw_bytes : 1, true)))
+            return lt_backend_nomem(exec_be(pr), err, NULL, "out of memory for %zu bytes of Q/K/V gradients", dw_bytes);
+        exec_track(pr, dw_bytes);
+    }
+    attn_model am = {0};
+    const lt_llama *m;
+    const lt_llama_views *g;
+    if (st == LT_OK) st = attn_model_of(pr, v, dw, &am, &m, &g, err);
     if (st == LT_OK)
-        st = lt_llama_backward_part(pr->m, &pass, (lt_layer_part)op->part, &o->u[0], dout, pr->kv, a, pr->grads, pg,
-                                    din, pr->pool, err);
+        st = lt_llama_backward_part(m, &pass, (lt_layer_part)op->part, &o->u[0], dout, pr->kv, a, g, pg, din, pr->pool,
+                                    err);
+    free(am.lw);
     if (post_rc) exec_untrack(pr, scratch, pr->cur_stage), lt_acts_part_scratch(a, pr->m, false, false, NULL, NULL);
     bool sent = false;
-    if (st == LT_OK && op->part != LT_PART_PRE) { /* to another stage: dres and datt, or dres and dn1 */
-        st = part_pack(pr, v, pg->dres, op->part == LT_PART_POST ? pg->datt : pg->dn1, err);
+    if (st == LT_OK && op->part != LT_PART_PRE) { /* to another stage: dres and datt, or dres and dn1 (and dW) */
+        st = part_pack(pr, v, pg->dres, op->part == LT_PART_POST ? pg->datt : pg->dn1, dw, err);
         sent = o->tx != NULL;
     }
+    if (dw) exec_untrack(pr, dw_bytes, pr->cur_stage), exec_be(pr)->free(exec_be(pr), dw);
     if (op->part == LT_PART_PRE || sent) { /* the part gradients' last reader here */
         exec_untrack(pr, pg->bytes, (int)pr->deps.stage[owner]);
         lt_part_grads_free(pg);

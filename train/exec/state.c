@@ -121,6 +121,8 @@ void exec_release(pipe_run *pr, uint32_t v) {
     o->din_bytes = 0;
     if (o->rx) exec_untrack(pr, o->rx_bytes, stage), be->free(be, o->rx);
     if (o->tx) exec_untrack(pr, o->tx_bytes, stage), be->free(be, o->tx);
+    if (o->wqkv) exec_untrack(pr, o->wqkv_bytes, stage), be->free(be, o->wqkv);
+    o->wqkv = NULL, o->wqkv_bytes = 0;
     o->rx = o->tx = NULL, o->rx_bytes = o->tx_bytes = 0; /* (o->pg is not the op's readers' but its layer's pre-attention B's to free) */
 }
 

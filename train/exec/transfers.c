@@ -69,9 +69,19 @@ static size_t pred_edge(const pipe_run *pr, uint32_t w, uint32_t u, uint8_t kind
 
 /* ---------------------------------------------------------------- what a transfer holds */
 
-size_t exec_part_xfer_bytes(const pipe_run *pr, uint32_t v, bool in, size_t *first) {
+int exec_qkv_tensors(const lt_llama *m, lt_layer_views *lv, float **slot[6], size_t n[6]) {
+    size_t C = (size_t)m->shape.hidden, qd = (size_t)m->heads_l * (size_t)m->head_dim,
+           kvd = (size_t)m->kv_heads_l * (size_t)m->head_dim;
+    float **s[6] = {&lv->wq, &lv->wk, &lv->wv, &lv->bq, &lv->bk, &lv->bv};
+    size_t e[6] = {qd * C, kvd * C, kvd * C, qd, kvd, kvd};
+    for (int k = 0; k < 6; k++) slot[k] = s[k], n[k] = e[k];
+    return lt_model_qkv_bias(&m->shape) ? 6 : 3;
+}
+
+size_t exec_part_xfer_bytes(const pipe_run *pr, uint32_t v, bool in, size_t *first, size_t *qkv) {
     const lt_op *op = pr->deps.op[v];
     if (first) *first = 0;
+    if (qkv) *qkv = 0;
     if (op->part == LT_PART_ALL || !pr->comm) return 0; /* (one process: every part here) */
     bool any = false; /* a model-path edge between stages that way */
     size_t n;
@@ -89,8 +99,17 @@ size_t exec_part_xfer_bytes(const pipe_run *pr, uint32_t v, bool in, size_t *fir
      * attention output: every token of this TP rank's heads */
     size_t x = (size_t)lt_unit_sp_rows(pr->m, &o->u[o->me]) * (size_t)pr->m->shape.hidden * es;
     size_t second = upper == LT_PART_ATTN ? x : T * (size_t)pr->m->heads_l * (size_t)pr->m->head_dim * es;
+    size_t w = 0; /* the Q/K/V weights (the backend's weight elements), their gradients fp32 */
+    if (upper == LT_PART_ATTN) {
+        lt_layer_views lv = {0};
+        float **slot[6];
+        size_t elems[6];
+        for (int k = 0, nt = exec_qkv_tensors(pr->m, &lv, slot, elems); k < nt; k++)
+            w += elems[k] * (fwd ? exec_be(pr)->weight_bytes : sizeof(float));
+    }
     if (first) *first = x;
-    return x + second;
+    if (qkv) *qkv = w;
+    return x + second + w;
 }
 
 /* The samples a K/V transfer between two attention parts carries: `later` holds slice j of
@@ -199,7 +218,7 @@ static lt_status post_one(pipe_run *pr, size_t e, int t, lt_error *err) {
     size_t bytes = (size_t)Tl * (size_t)pr->m->shape.hidden * be->act_bytes; /* this rank's SP rows */
     lt_status st = LT_OK;
     if (d->kind == LT_DEP_KV || d->kind == LT_DEP_DKV) st = kv_move(pr, d->op, w, d->kind, false, NULL, &bytes, err);
-    else if (pr->deps.op[w]->part != LT_PART_ALL) bytes = exec_part_xfer_bytes(pr, w, true, NULL);
+    else if (pr->deps.op[w]->part != LT_PART_ALL) bytes = exec_part_xfer_bytes(pr, w, true, NULL, NULL);
     if (st != LT_OK) return st;
     if (T == 0 || (bytes == 0 && d->kind != LT_DEP_PATH)) { /* nothing comes (its sender sends nothing either) */
         pr->recv_bytes[e] = SIZE_MAX;

@@ -140,12 +140,12 @@ char *lt_ckpt_dist_path(const char *dir, int64_t step);
 bool lt_ckpt_is_dist(const char *path);
 bool lt_ckpt_dist_complete(const char *path);
 lt_status lt_ckpt_dist_read(const char *path, lt_llama *m, lt_adamw *opt, lt_ckpt_state *st, lt_error *err);
-/* One rank's part of such a checkpoint (lt_llama_create_stage's arguments; l1 < 0: every
- * layer): only the part files holding one of its tensors are read (a file's index list is
- * read first), one at a time, and of each tensor only its TP shard is kept; m (and opt, if
+/* One rank's part of such a checkpoint (lt_llama_create_part's arguments; held->l1 < 0:
+ * every layer): only the part files holding one of its tensors are read (a file's index list
+ * is read first), one at a time, and of each tensor only its TP shard is kept; m (and opt, if
  * not NULL) are created. lt_ckpt_dist_read is this with the whole model (tp 1, every layer). */
-lt_status lt_ckpt_dist_read_stage(const char *path, int tp, int tp_rank, int l0, int l1, bool first, bool last,
-                                  lt_llama *m, lt_adamw *opt, lt_ckpt_state *st, lt_error *err);
+lt_status lt_ckpt_dist_read_stage(const char *path, int tp, int tp_rank, const lt_llama_part *held, lt_llama *m,
+                                  lt_adamw *opt, lt_ckpt_state *st, lt_error *err);
 lt_status lt_ckpt_dist_peek(const char *path, lt_ckpt_info *info, lt_error *err);
 /* The static name of preset `stored`, or "custom" (train/io/ckpt_dist.c; both formats use it). */
 const char *lt_ckpt_model_name(const char *stored);

@@ -292,8 +292,9 @@ static bool part_has_any(const char *path, const lt_llama *m) {
     return any;
 }
 
-lt_status lt_ckpt_dist_read_stage(const char *cdir, int tp, int tp_rank, int l0, int l1, bool first, bool last,
-                                  lt_llama *m, lt_adamw *opt, lt_ckpt_state *st_out, lt_error *err) {
+lt_status lt_ckpt_dist_read_stage(const char *cdir, int tp, int tp_rank, const lt_llama_part *held, lt_llama *m,
+                                  lt_adamw *opt, lt_ckpt_state *st_out, lt_error *err) {
+    lt_llama_part part = *held;
     memset(m, 0, sizeof *m);
     if (opt) memset(opt, 0, sizeof *opt);
     char *mp = manifest_path(cdir);
@@ -309,8 +310,8 @@ lt_status lt_ckpt_dist_read_stage(const char *cdir, int tp, int tp_rank, int l0,
     if (s == LT_OK && w.n_params_whole != mf->n_params)
         s = lt_fail(err, LT_ERR_INPUT, cdir, "the manifest says %" PRIu64 " parameters, its dimensions give %zu",
                     mf->n_params, w.n_params_whole);
-    if (s == LT_OK && l1 < 0) l1 = mf->shape.layers;
-    if (s == LT_OK) s = lt_llama_create_stage(m, &mf->shape, tp, tp_rank, l0, l1, first, last, err);
+    if (s == LT_OK && part.l1 < 0) part.l1 = mf->shape.layers;
+    if (s == LT_OK) s = lt_llama_create_part(m, &mf->shape, tp, tp_rank, &part, err);
     if (s == LT_OK && opt) s = lt_adamw_init(opt, m->n_params, err);
     if (s == LT_OK && opt) opt->t = mf->has_opt ? mf->adam_t : 0;
     bool *seen = s == LT_OK ? calloc((size_t)m->n_tensors + 1, sizeof *seen) : NULL;
@@ -381,5 +382,6 @@ lt_status lt_ckpt_dist_read_stage(const char *cdir, int tp, int tp_rank, int l0,
 }
 
 lt_status lt_ckpt_dist_read(const char *cdir, lt_llama *m, lt_adamw *opt, lt_ckpt_state *st_out, lt_error *err) {
-    return lt_ckpt_dist_read_stage(cdir, 1, 0, 0, -1, true, true, m, opt, st_out, err);
+    lt_llama_part whole = {.l0 = 0, .l1 = -1, .first = true, .last = true};
+    return lt_ckpt_dist_read_stage(cdir, 1, 0, &whole, m, opt, st_out, err);
 }

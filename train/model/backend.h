@@ -61,6 +61,8 @@ typedef struct lt_backend lt_backend;
 struct lt_backend {
     const char *name;  /* "cpu", "cpu-bf16" (tests), "cuda" */
     size_t act_bytes;  /* bytes of one activation / K / V element: 4 (fp32) or 2 (bf16) */
+    size_t weight_bytes; /* bytes of one element of what `weight` maps a view to: 4 on the CPU
+                          * backends (the fp32 parameters), 2 on CUDA (the bf16 copy) */
     size_t align;      /* every array a pass lays out starts at a multiple of this (bytes) */
     int logits_pad;    /* the LM head's logits rows are V rounded up to a multiple of this many
                         * elements apart (lt_backend_logits_ld; 1: dense) */
@@ -104,6 +106,8 @@ struct lt_backend {
     /* ---- elementwise on activation elements: dst = a + b (dst may alias a or b), dst += src */
     void (*add)(const lt_backend *be, void *dst, const void *a, const void *b, size_t n);
     void (*accumulate)(const lt_backend *be, void *dst, const void *src, size_t n);
+    /* dst += src on n fp32 elements (parameter gradients, on every backend) */
+    void (*accumulate_f32)(const lt_backend *be, float *dst, const float *src, size_t n);
     /* dst[i] = src[i] + src[stride + i] + ... + src[(G - 1) stride + i], summed in fp32 in
      * that order and rounded once to act_bytes elements (the context-parallel dK/dV sums:
      * the same bits on every backend of one element size); dst does not overlap src */

@@ -78,6 +78,9 @@ static void f32_accumulate(const lt_backend *be, void *dst, const void *src, siz
     const float *s = src;
     for (size_t i = 0; i < n; i++) d[i] += s[i];
 }
+static void f32_accumulate_f32(const lt_backend *be, float *dst, const float *src, size_t n) {
+    f32_accumulate(be, dst, src, n);
+}
 static void f32_sum_blocks(const lt_backend *be, void *dst, const void *src, int G, size_t stride, size_t n) {
     (void)be;
     float *d = dst;
@@ -199,10 +202,10 @@ static double f32_xent_tp_finish(const lt_backend *be, void *dlogits, const void
 }
 
 static const lt_backend cpu_f32 = {
-    .name = "cpu", .act_bytes = sizeof(float), .align = sizeof(float), .logits_pad = 1, .host = true,
+    .name = "cpu", .act_bytes = sizeof(float), .weight_bytes = sizeof(float), .align = sizeof(float), .logits_pad = 1, .host = true,
     .alloc = host_alloc, .free = host_free, .zero = host_zero, .copy = host_copy,
     .to_host = host_to_host, .from_host = host_to_host, .to_host_f32 = f32_to_f32, .from_host_f32 = f32_from_f32,
-    .check = f32_check, .add = f32_add, .accumulate = f32_accumulate, .sum_blocks = f32_sum_blocks, .weight = host_weight,
+    .check = f32_check, .add = f32_add, .accumulate = f32_accumulate, .accumulate_f32 = f32_accumulate_f32, .sum_blocks = f32_sum_blocks, .weight = host_weight,
     .embed_forward = f32_embed_forward, .embed_backward = f32_embed_backward,
     .rmsnorm_forward = f32_rmsnorm_forward, .rmsnorm_backward = f32_rmsnorm_backward,
     .linear_forward = f32_linear_forward, .linear_backward = f32_linear_backward,
@@ -551,10 +554,10 @@ static double bf16_xent_tp_finish(const lt_backend *be, void *dlogits, const voi
 }
 
 static const lt_backend cpu_bf16 = {
-    .name = "cpu-bf16", .act_bytes = 2, .align = 16, .logits_pad = 64, .host = true,
+    .name = "cpu-bf16", .act_bytes = 2, .weight_bytes = sizeof(float), .align = 16, .logits_pad = 64, .host = true,
     .alloc = host_alloc, .free = host_free, .zero = host_zero, .copy = host_copy,
     .to_host = host_to_host, .from_host = host_to_host, .to_host_f32 = bf16_to_f32, .from_host_f32 = bf16_from_f32,
-    .check = bf16_check, .add = bf16_add, .accumulate = bf16_accumulate, .sum_blocks = bf16_sum_blocks, .weight = host_weight,
+    .check = bf16_check, .add = bf16_add, .accumulate = bf16_accumulate, .accumulate_f32 = f32_accumulate_f32, .sum_blocks = bf16_sum_blocks, .weight = host_weight,
     .embed_forward = bf16_embed_forward, .embed_backward = bf16_embed_backward,
     .rmsnorm_forward = bf16_rmsnorm_forward, .rmsnorm_backward = bf16_rmsnorm_backward,
     .linear_forward = bf16_linear_forward, .linear_backward = bf16_linear_backward,

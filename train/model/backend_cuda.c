@@ -301,6 +301,11 @@ static void cu_accumulate(const lt_backend *be, void *dst, const void *src, size
     RUN(s, lt_cuda_accumulate(s->cu, dst, src, n, &e_));
 }
 
+static void cu_accumulate_f32(const lt_backend *be, float *dst, const float *src, size_t n) {
+    cuda_state *s = state_of(be);
+    RUN(s, lt_cuda_accumulate_f32(s->cu, dst, src, n, &e_));
+}
+
 static void cu_sum_blocks(const lt_backend *be, void *dst, const void *src, int G, size_t stride, size_t n) {
     cuda_state *s = state_of(be);
     RUN(s, lt_cuda_sum_blocks(s->cu, dst, src, G, stride, n, &e_));
@@ -309,6 +314,10 @@ static void cu_sum_blocks(const lt_backend *be, void *dst, const void *src, int 
 static const void *cu_weight(const lt_backend *be, const lt_llama *m, const float *view) {
     cuda_state *s = state_of(be);
     (void)m;
+    uintptr_t v = (uintptr_t)view, lo = (uintptr_t)s->host_params, hi = (uintptr_t)(s->host_params + s->n_params);
+    if (v < lo || v >= hi)
+        return view; /* not a view of the model's: weights in device memory already, bf16 (HelixPipe's Q/K/V
+                        from another stage, train/exec) */
     return s->w16 + (view - s->host_params); /* the same element of the bf16 device copy */
 }
 
@@ -516,12 +525,12 @@ lt_status lt_backend_cuda_open(lt_backend **out, int device, lt_error *err) {
         return st;
     }
     s->be = (lt_backend){
-        .name = "cuda", .act_bytes = 2, .align = LT_ARENA_ALIGN, .logits_pad = 64, .host = false, .ctx = s,
+        .name = "cuda", .act_bytes = 2, .weight_bytes = 2, .align = LT_ARENA_ALIGN, .logits_pad = 64, .host = false, .ctx = s,
         .alloc = cu_alloc, .alloc_failure = cu_alloc_failure, .free = cu_free, .zero = cu_zero, .copy = cu_copy,
         .to_host = cu_to_host, .from_host = cu_from_host, .to_host_f32 = cu_to_host_f32,
         .from_host_f32 = cu_from_host_f32, .check = cu_check, .poll = cu_poll,
         .bind_ints = cu_bind_ints, .unbind_ints = cu_unbind_ints, .take_loss = cu_take_loss,
-        .add = cu_add, .accumulate = cu_accumulate,
+        .add = cu_add, .accumulate = cu_accumulate, .accumulate_f32 = cu_accumulate_f32,
         .sum_blocks = cu_sum_blocks,
         .weight = cu_weight, .embed_forward = cu_embed_forward, .embed_backward = cu_embed_backward,
         .rmsnorm_forward = cu_rmsnorm_forward, .rmsnorm_backward = cu_rmsnorm_backward,

@@ -40,9 +40,21 @@ static int tensors_per_layer(const lt_model_shape *s) {
     return lt_model_qkv_bias(s) ? MAX_TENSORS_PER_LAYER : LLAMA_TENSORS_PER_LAYER;
 }
 
-/* Does m hold the tensor of `layer` (-1: embedding when `embed`, else the final norm or LM
- * head)? */
-static bool holds(const lt_llama *m, int layer, bool embed) {
+/* Is tensor `i` of a layer's (the per-layer table order below) one the pre-attention part
+ * reads: the first norm, Q/K/V and their biases (HelixPipe 4.2)? */
+static bool pre_attention(int i) { return i <= 3 || i >= LLAMA_TENSORS_PER_LAYER; }
+
+/* HelixPipe's stage of layer l's pre-attention (pre) or post-attention part, of L layers over
+ * p stages (4.2): l mod p, and (l + 1) mod p for the post-attention but the last layer's,
+ * which is on stage 0. */
+static int helix_stage(int l, bool pre, int L, int p) { return pre ? l % p : (l + 1) % L % p; }
+
+/* Does m hold tensor `i` of `layer` (layer -1: the embedding when `embed`, else the final
+ * norm or LM head)? A HelixPipe part holds the tensors of the parts the helix puts on its
+ * stage (helix_stage; lt_llama_part). */
+static bool holds(const lt_llama *m, int layer, int i, bool embed) {
+    if (layer >= 0 && m->helix_pp > 0)
+        return helix_stage(layer, pre_attention(i), m->shape.layers, m->helix_pp) == m->helix_stage;
     if (layer >= 0) return layer >= m->l0 && layer < m->l1;
     if (embed) return m->has_embed || (m->has_head && m->shape.tie_embeddings);
     return m->has_head;
@@ -59,7 +71,7 @@ static size_t build_table(const lt_llama *m, lt_tensor_info *t, int *n) {
     size_t off = 0;
     char name[64];
     *n = 0;
-    if (holds(m, -1, true))
+    if (holds(m, -1, 0, true))
         off = add_tensor(t, n, idx, "model.embed_tokens.weight", -1, V, C, vsplit, m->vocab0, m->vocab_l, off);
     idx++;
     for (int l = 0; l < s->layers; l++) {
@@ -80,15 +92,15 @@ static size_t build_table(const lt_llama *m, lt_tensor_info *t, int *n) {
             {"self_attn.v_proj.bias", 1, kvd, LT_SPLIT_COLS, r * kvdl, kvdl},
         };
         for (size_t i = 0; i < (size_t)tensors_per_layer(s); i++, idx++) {
-            if (!holds(m, l, false)) continue;
+            if (!holds(m, l, (int)i, false)) continue;
             snprintf(name, sizeof name, "model.layers.%d.%s", l, per[i].suffix);
             off = add_tensor(t, n, idx, name, l, per[i].rows, per[i].cols, m->tp > 1 ? per[i].split : LT_SPLIT_NONE,
                              per[i].first, per[i].count, off);
         }
     }
-    if (holds(m, -1, false)) off = add_tensor(t, n, idx, "model.norm.weight", -1, 1, C, LT_SPLIT_NONE, 0, 0, off);
+    if (holds(m, -1, 0, false)) off = add_tensor(t, n, idx, "model.norm.weight", -1, 1, C, LT_SPLIT_NONE, 0, 0, off);
     idx++;
-    if (!s->tie_embeddings && holds(m, -1, false))
+    if (!s->tie_embeddings && holds(m, -1, 0, false))
         off = add_tensor(t, n, idx, "lm_head.weight", -1, V, C, vsplit, m->vocab0, m->vocab_l, off);
     return off;
 }
@@ -153,6 +165,27 @@ const lt_tensor_info *lt_llama_tensor_by_index(const lt_llama *m, int index) {
 
 lt_status lt_llama_create_stage(lt_llama *m, const lt_model_shape *shape, int tp, int rank, int l0, int l1, bool first,
                                 bool last, lt_error *err) {
+    lt_llama_part part = {.l0 = l0, .l1 = l1, .first = first, .last = last};
+    return lt_llama_create_part(m, shape, tp, rank, &part, err);
+}
+
+bool lt_llama_pre_attention_tensor(const lt_llama *m, const lt_tensor_info *t) {
+    return t->layer >= 0 && pre_attention((t->index - 1) % tensors_per_layer(&m->shape));
+}
+
+int lt_llama_helix_stage(const lt_llama *m, const lt_tensor_info *t, int pp) {
+    if (t->layer >= 0) return helix_stage(t->layer, lt_llama_pre_attention_tensor(m, t), m->shape.layers, pp);
+    return 0; /* the embedding (layer 0's pre-attention), the final norm and head (the last post-attention) */
+}
+
+lt_llama_part lt_llama_helix_part(int layers, int stage, int pp) {
+    return (lt_llama_part){.l0 = 0, .l1 = layers, .first = stage == 0, .last = stage == 0,
+                           .helix_pp = pp, .helix_stage = stage};
+}
+
+lt_status lt_llama_create_part(lt_llama *m, const lt_model_shape *shape, int tp, int rank, const lt_llama_part *part,
+                               lt_error *err) {
+    int l0 = part->l0, l1 = part->l1;
     memset(m, 0, sizeof *m);
     lt_status st = lt_model_validate(shape, err);
     if (st != LT_OK) return st;
@@ -176,7 +209,12 @@ lt_status lt_llama_create_stage(lt_llama *m, const lt_model_shape *shape, int tp
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "a part of layers [%d, %d) of a %d-layer model", l0, l1,
                        shape->layers);
     }
-    m->l0 = l0, m->l1 = l1, m->has_embed = first, m->has_head = last;
+    if (part->helix_pp < 0 || (part->helix_pp > 0 && (part->helix_stage < 0 || part->helix_stage >= part->helix_pp))) {
+        memset(m, 0, sizeof *m);
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "HelixPipe stage %d of %d", part->helix_stage, part->helix_pp);
+    }
+    m->l0 = l0, m->l1 = l1, m->has_embed = part->first, m->has_head = part->last;
+    m->helix_pp = part->helix_pp, m->helix_stage = part->helix_stage;
     int max_tensors = 3 + tensors_per_layer(shape) * shape->layers;
     m->tensors = calloc((size_t)max_tensors, sizeof *m->tensors);
     m->layer_store = calloc((size_t)shape->layers * 2, sizeof *m->layer_store);

@@ -107,6 +107,14 @@ typedef struct lt_llama {
      * model's table) and the views of the others are NULL. */
     int l0, l1;
     bool has_embed, has_head;
+    /* A HelixPipe part (helix_pp > 0, lt_llama_helix_part): of every layer l, the tensors of
+     * the parts the helix puts on stage helix_stage of helix_pp (HelixPipe 4.2): the first
+     * norm and Q/K/V (with their biases) where l mod p is the stage, the output projection,
+     * the second norm and the MLP where (l + 1) mod p is (the last layer's: on stage 0, with
+     * the final norm and head); l0 = 0, l1 = layers. The attention
+     * part of a layer whose Q/K/V it does not hold runs on the ones its pre-attention's stage
+     * sends (train/exec). 0: the layers [l0, l1) whole. */
+    int helix_pp, helix_stage;
     const struct lt_tp_ops *tp_ops; /* the group's collectives (lt_tp_ops); NULL with tp = 1 */
     /* The chunked MLP (HelixPipe 4.4.2; plan.mlp_chunk): the MLP's intermediates (gate, up,
      * act and their gradients: 3 ffn per row each) are made for at most mlp_chunk rows of a
@@ -134,6 +142,27 @@ lt_status lt_llama_create_tp(lt_llama *m, const lt_model_shape *shape, int tp, i
  * it (LT_ERR_INTERNAL). l0 = 0, l1 = layers, first, last: lt_llama_create_tp. */
 lt_status lt_llama_create_stage(lt_llama *m, const lt_model_shape *shape, int tp, int rank, int l0, int l1, bool first,
                                 bool last, lt_error *err);
+/* Which tensors of the model a rank holds: layers [l0, l1) (every tensor of them), with
+ * `first` the embedding, with `last` the final norm and LM head (and a tied embedding); with
+ * helix_pp > 0 HelixPipe's stage helix_stage of helix_pp instead of [l0, l1) (lt_llama
+ * helix_pp). */
+typedef struct lt_llama_part {
+    int l0, l1;
+    bool first, last;
+    int helix_pp, helix_stage;
+} lt_llama_part;
+/* lt_llama_create_stage for any part. */
+lt_status lt_llama_create_part(lt_llama *m, const lt_model_shape *shape, int tp, int rank, const lt_llama_part *part,
+                               lt_error *err);
+/* HelixPipe's part of stage `stage` of a pp-stage pipeline (HelixPipe 4.2): the parts' tensors
+ * the helix puts there; the embedding (layer 0's pre-attention), the last layer's
+ * post-attention, the final norm and head on stage 0. */
+lt_llama_part lt_llama_helix_part(int layers, int stage, int pp);
+/* Is tensor t (of any table of m's shape) one of a layer's pre-attention part (the first
+ * norm, Q/K/V and their biases)? */
+bool lt_llama_pre_attention_tensor(const lt_llama *m, const lt_tensor_info *t);
+/* The stage HelixPipe's partition puts tensor t on (lt_llama_helix_part). */
+int lt_llama_helix_stage(const lt_llama *m, const lt_tensor_info *t, int pp);
 /* The tensor table of lt_llama_create_tp without the parameters (m->params NULL): the
  * shapes and shard extents of TP rank `rank`, to place another rank's shards. */
 lt_status lt_llama_create_table(lt_llama *m, const lt_model_shape *shape, int tp, int rank, lt_error *err);

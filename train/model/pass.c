@@ -1307,6 +1307,11 @@ static lt_status part_check(const lt_llama *m, const lt_pass *pass, lt_layer_par
     if ((pass->embed && part != LT_LAYER_PRE) || (pass->head && part != LT_LAYER_POST))
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "the embedding goes with a pre-attention part, the head with a "
                        "post-attention one");
+    const lt_layer_views *W = &m->w.layer[pass->l0]; /* (a HelixPipe part holds some parts' tensors only) */
+    if (!(part == LT_LAYER_PRE ? W->attn_norm : part == LT_LAYER_ATTN ? W->wq : W->wo))
+        return lt_fail(err, LT_ERR_INTERNAL, NULL, "the %s part of layer %d on a model part without its weights",
+                       part == LT_LAYER_PRE ? "pre-attention" : part == LT_LAYER_ATTN ? "attention" : "post-attention",
+                       pass->l0);
     return check_tp(m, pass, err);
 }
 
