@@ -852,7 +852,7 @@ static lt_status plan_auto(lt_strategies *p, uint64_t step, const int64_t *lengt
     for (int si = 0; si < LT_STRATEGY_AUTO; si++) {
         lt_strategy s = (lt_strategy)si;
         /* helixpipe where the trainer runs its layer parts over ranks: without sharding
-         * (train/dist/dist.h lt_dist.helix: every rank holds the whole model, its TP shard) */
+         * (train/dist/dist.h lt_dist.helix_parts, lt_dist.helix: sharding a part is not built) */
         if (s == LT_STRATEGY_HELIXPIPE && p->pc.cm.dp > 1 && p->pc.cm.shard != LT_SHARD_NONE) continue;
         lt_error e;
         lt_error_clear(&e);
