@@ -184,6 +184,9 @@ typedef struct step_result {
 /* The loop's state and the batch source (--whole: docs; --db: store + docs). */
 typedef struct train_loop {
     const lt_llama *m;
+    bool helix_parts;  /* every stored step a HelixPipe plan: a rank of a launched run holds its
+                          stage's part (lt_cmd_plans_helix), what a stage's measured model
+                          states count, in one process too */
     lt_llama_views *g; /* gradient views */
     float *grads;      /* ... of this buffer */
     double bucket_mb;  /* train.bucket_mb */
@@ -471,7 +474,7 @@ static lt_status plan_step(train_loop *L, lt_ckpt_state *st, step_result *r, lt_
             /* fsdp: the block of the weights kept beside their gathered whole (lt_cost_model_states_bytes) */
             double block = L->comm && L->dist.shard == LT_SHARD_FSDP ? L->held.weight_bytes / zdp : 0.0;
             const lt_llama *tm = L->table.n_tensors ? &L->table : L->m; /* every stage's tensors */
-            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(tm, &p, g, L->m->helix_pp > 0) * (per_param + optim / zdp + block));
+            es.stage_peak_bytes[g] += (size_t)((double)lt_dist_stage_params(tm, &p, g, L->helix_parts) * (per_param + optim / zdp + block));
             if ((double)es.stage_peak_bytes[g] > peak) peak = (double)es.stage_peak_bytes[g];
         }
         if (L->be) s = gpu_measured(L, &es, &peak, &r->device_used, err);
@@ -687,6 +690,8 @@ static lt_status open_plans(const char *db, const lt_llama *m, int tp, const lt_
     L->db_path = db;
     lt_status s = lt_cmd_open_plans(db, m, tp, &L->store, err);
     if (s == LT_OK) s = lt_store_steps(L->store, &L->steps, &L->n_steps, err);
+    bool any_helix;
+    if (s == LT_OK) s = lt_cmd_plans_helix(db, &any_helix, &L->helix_parts, err);
     if (s == LT_OK) s = held_model(L, cfg, err);
     if (s == LT_OK && L->n_steps == 0) s = lt_fail(err, LT_ERR_INPUT, db, "the plan file holds no step");
     return s;
