@@ -366,18 +366,17 @@ double lt_cost_kv_bytes_per_token(const lt_cost_model *cm) {
     return 2.0 * (2.0 * kv_local(cm)) * cm->act_bytes;
 }
 
-double lt_cost_layer_params(const lt_cost_model *cm) {
-    double h = hidden(cm);
-    return h * (hq(cm) + 2.0 * kv_local(cm)) + hq(cm) * h + ffn_mats(cm) * h * (double)cm->model.ffn / cm->tp +
-           2.0 * h /* + the two norm weights, replicated over TP */
-           + (lt_model_qkv_bias(&cm->model) ? hq(cm) + 2.0 * kv_local(cm) : 0.0); /* Qwen2's Q/K/V biases, split like their rows */
-}
-
-/* Parameters per GPU of layer l's pre-attention part (the first norm, Q/K/V and their
- * biases): what HelixPipe sends with the QKV linear's input, but the norm (4.2). */
+/* Parameters per GPU of a layer's Q/K/V weights and biases: its pre-attention part but the
+ * first norm, what HelixPipe sends with the QKV linear's input (4.2). */
 static double qkv_params(const lt_cost_model *cm) {
     return hidden(cm) * (hq(cm) + 2.0 * kv_local(cm)) +
-           (lt_model_qkv_bias(&cm->model) ? hq(cm) + 2.0 * kv_local(cm) : 0.0);
+           (lt_model_qkv_bias(&cm->model) ? hq(cm) + 2.0 * kv_local(cm) : 0.0); /* Qwen2's biases, split like their rows */
+}
+
+double lt_cost_layer_params(const lt_cost_model *cm) {
+    double h = hidden(cm);
+    return qkv_params(cm) + hq(cm) * h + ffn_mats(cm) * h * (double)cm->model.ffn / cm->tp +
+           2.0 * h; /* + the two norm weights, replicated over TP */
 }
 
 double lt_cost_stage_params(const lt_cost_model *cm, int stage) {

@@ -673,10 +673,10 @@ static lt_status stage_of_plans(const char *db, lt_comm *comm, lt_cmd_part *part
     if (s == LT_OK) s = lt_dist_stage_layers(&p, l->stage, &part->held.l0, &part->held.l1, err);
     /* HelixPipe: every step one, HelixPipe's part of the stage; mixed with other strategies'
      * steps (auto), the whole model (lt_dist.helix) */
-    int64_t helix = 0;
-    if (s == LT_OK) s = lt_store_count_strategy(store, lt_strategy_name(LT_STRATEGY_HELIXPIPE), &helix, err);
-    part->helix = s == LT_OK && helix > 0 && l->pp > 1;
-    if (part->helix && (size_t)helix == n) part->held = lt_llama_helix_part((int)p.ranks[0].sched.layers, l->stage, l->pp);
+    bool helix = false, parts = false;
+    if (s == LT_OK) s = lt_cmd_plans_helix(db, &helix, &parts, err);
+    part->helix = s == LT_OK && helix && l->pp > 1;
+    if (part->helix && parts) part->held = lt_llama_helix_part((int)p.ranks[0].sched.layers, l->stage, l->pp);
     else if (part->helix) part->held = (lt_llama_part){.l0 = 0, .l1 = p.ranks[0].sched.layers, .first = true, .last = true};
     free(src), free(steps);
     lt_step_plan_free(&p);

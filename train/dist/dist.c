@@ -198,9 +198,9 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
      * the TP group (the norms) once: on TP rank 0 */
     for (int i = 0; i < m->n_tensors; i++) {
         const lt_tensor_info *t = &m->tensors[i];
-        /* (HelixPipe's part: every tensor held, a tied embedding on two stages) */
+        /* (HelixPipe's part: every tensor it holds is its own) */
         d->mine[i] = d->helix ? lt_llama_helix_stage(m, t, d->pp) == d->stage
-                     : d->helix_parts ? true : owns(m, t, d->l0, d->l1, first, last);
+                              : d->helix_parts || owns(m, t, d->l0, d->l1, first, last);
         d->counted[i] = d->mine[i] && (!is_embed(m, t) || first) && (t->split != LT_SPLIT_NONE || d->tp_rank == 0);
         if (d->mine[i] && d->tp > 1 && t->split == LT_SPLIT_NONE) d->rep_floats += (size_t)t->rows * (size_t)t->cols;
     }
