@@ -675,6 +675,12 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
      * recompute the recomputed layer's arrays (a post-attention's MLP arrays for a chunk's rows
      * when chunked: lt_acts_part_scratch; a whole layer's recomputed forward keeps its rows) */
     double grads = full_layer, recomputed = full_layer;
+    /* a layer part's backward holds the part gradients (lt_part_grads: the residual's, the first
+     * norm's output's and the attention output's, 3q) beside its own arrays: an attention's dQ,
+     * dK and dV; a pre-attention's input gradient for the layer before (none at layer 0, whose
+     * goes to the embedding); a post-attention's the MLP's, as its activations count them */
+    if (backward && part == LT_PART_ATTN) grads = local * (4.0 * hq(cm) + 2.0 * kv_local(cm)) * cm->act_bytes;
+    if (backward && part == LT_PART_PRE) grads = local * (op->layer_begin > 0 ? 4.0 : 3.0) * hq(cm) * cm->act_bytes;
     bool has_mlp = part == LT_PART_ALL || part == LT_PART_POST;
     if (has_mlp && mlp_chunked(cm, local)) {
         double dropped = (local - (double)cm->mlp_chunk) * mlp_elems(cm) * cm->act_bytes;

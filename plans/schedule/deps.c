@@ -628,6 +628,46 @@ const lt_dep *lt_deps_succs(const lt_deps *d, size_t id, size_t *n) {
     return d->succ + d->succ_off[id];
 }
 
+bool lt_deps_transfer(const lt_deps *d, size_t id, const lt_dep *list, size_t k) {
+    const lt_dep *e = &list[k];
+    bool t = e->p2p || ((e->kind == LT_DEP_KV || e->kind == LT_DEP_DKV) && e->stage != d->stage[id] &&
+                        d->op[id]->part == LT_PART_ATTN && d->op[e->op]->part == LT_PART_ATTN);
+    for (size_t j = 0; t && j < k; j++) /* the first edge to its op of its kind carries it */
+        if (list[j].op == e->op && list[j].kind == e->kind) t = false;
+    return t;
+}
+
+size_t lt_deps_channels(const lt_deps *d, uint32_t *off, uint32_t *edges, uint32_t *post) {
+    size_t P = (size_t)d->stages;
+    uint32_t *at = lt_calloc_check(P * P + 1, sizeof *at);
+    memset(off, 0, (P * P + 1) * sizeof *off);
+    for (int pass = 0; pass < 2; pass++) { /* count, then fill: senders' ops in id order */
+        for (size_t u = 0; u < d->n_ops; u++) {
+            size_t ns;
+            const lt_dep *s = lt_deps_succs(d, u, &ns);
+            for (size_t k = 0; k < ns; k++) {
+                if (!lt_deps_transfer(d, u, s, k)) continue;
+                size_t c = (size_t)s[k].stage * P + d->stage[u];
+                if (pass == 0) {
+                    off[c + 1]++;
+                    continue;
+                }
+                uint32_t w = s[k].op, e = d->pred_off[w];
+                while (e < d->pred_off[w + 1] && !(d->pred[e].op == u && d->pred[e].kind == s[k].kind)) e++;
+                edges[at[c]] = e; /* (the graph lists both ends of every edge) */
+                post[at[c]++] = s[k].index > 0 ? s[k].index - 1 : 0;
+            }
+        }
+        if (pass == 0)
+            for (size_t c = 0; c < P * P; c++) off[c + 1] += off[c], at[c] = off[c];
+    }
+    for (size_t c = 0; c < P * P; c++) /* in channel order: the least want at or after each */
+        for (uint32_t k = off[c + 1]; k-- > off[c] + 1;)
+            if (post[k] < post[k - 1]) post[k - 1] = post[k];
+    free(at);
+    return off[P * P];
+}
+
 const char *lt_dep_kind_name(lt_dep_kind k) {
     static const char *const names[] = {"model path", "activations", "slice keys/values", "slice key/value gradients",
                                         "stage order"};

@@ -114,6 +114,32 @@ void lt_deps_op_at(const lt_deps *d, size_t id, int *stage, size_t *index);
 const lt_dep *lt_deps_preds(const lt_deps *d, size_t id, size_t *n);
 const lt_dep *lt_deps_succs(const lt_deps *d, size_t id, size_t *n);
 
+/*
+ * Transfers: what an executor sends and receives between its stages. Every p2p edge, and a
+ * K/V (dK/dV) edge between two attention parts (LT_PART_ATTN) on different stages (HelixPipe
+ * places micro-batch i's attention of layer l on stage (l + i + 1) mod p, 4.2: the sample's
+ * keys and values follow it). Several edges between the same two ops of one kind (units that
+ * share several sliced samples) are one transfer, carried on the first of them.
+ * lt_deps_transfer: is list[k] (op id's predecessors or successors) such a transfer.
+ *
+ * Channels: the transfers from stage `from` to stage `to` match in the order `from` sends
+ * them: its ops in order, each op's successors in order. The receiver posts (and allocates
+ * the buffer of) each receive at the start of the op before the op reading it (the stage's
+ * first op: at its own start), to overlap the transfer with that op, and in channel order, so
+ * a receive read late is posted early when a receive after it on its channel is read early:
+ * post[k] = the least over j >= k of want[j], want[j] = max(0, index of j's reader - 1).
+ * lt_deps_channels gives every channel at once: channel (from, to) is entries
+ * [off[to * stages + from], off[to * stages + from + 1]) of edges (each transfer's
+ * predecessor-edge index into d->pred, at the receiving op) and post (the index in `to`'s op
+ * list of the op at whose start it is posted); off has stages^2 + 1 entries, edges and post
+ * room for one per predecessor edge. Returns the number of transfers. The trainer posts its
+ * receives by it (train/exec/transfers.c) and the simulator holds their buffers by it
+ * (plans/schedule/sim.h, "Transfer buffers"). O(ops + edges + stages^2); aborts on
+ * allocation failure.
+ */
+bool lt_deps_transfer(const lt_deps *d, size_t id, const lt_dep *list, size_t k);
+size_t lt_deps_channels(const lt_deps *d, uint32_t *off, uint32_t *edges, uint32_t *post);
+
 /* "model path", "activations", "slice keys/values", "slice key/value gradients",
  * "stage order"; "?" out of range. */
 const char *lt_dep_kind_name(lt_dep_kind k);

@@ -61,6 +61,17 @@ typedef struct sim_priv {
     size_t cap_asym_ops;
     double *held;     /* [n_ops] an F's act + kv bytes not yet freed */
     uint32_t *takers; /* [n_ops] B ops yet to free a share of that F */
+    /* transfer buffers (transfer_buffers): per op, the bytes it posts receives for at its
+     * start (xfer_at), holds from its start for its sends (xfer_send), frees after it
+     * (xfer_free); the channels (lt_deps_channels) */
+    size_t cap_xfer_ops, cap_xfer_edges, cap_chan;
+    double *xfer_at, *xfer_send, *xfer_free;
+    uint32_t *chan_edge, *chan_post, *chan_off;
+    /* layer parts (shared_activations): per F op, the activation bytes it allocates and its
+     * B frees (its own and those of its layer's later parts on its stage; 0 for those) */
+    size_t cap_acts;
+    double *acts;
+    uint32_t *owner; /* the first part of the op's (unit, layer) on its stage */
     /* contention: the other stages' intervals over one op's span */
     size_t cap_events;
     struct busy_event *events;
@@ -152,8 +163,9 @@ void lt_sim_free(lt_sim *sim) {
     sim_priv *p = sim->priv;
     if (p) {
         lt_deps_free(&p->deps);
-        void *arrays[] = {p->cost, p->dur,  p->det,  p->cursor, p->stack,
-                          p->state, p->comm, p->heap, p->held,   p->takers, p->events};
+        void *arrays[] = {p->cost,   p->dur,    p->det,       p->cursor,    p->stack,     p->state,
+                          p->comm,   p->heap,   p->held,      p->takers,    p->events,    p->xfer_at,
+                          p->xfer_send, p->xfer_free, p->chan_edge, p->chan_post, p->chan_off, p->acts, p->owner};
         for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
         free(p);
     }
@@ -425,10 +437,109 @@ static double free_shares(sim_priv *p, uint32_t v) {
     return freed;
 }
 
+/* Step 4's transfer buffers (plans/schedule/sim.h, "Transfer buffers"), once the times are
+ * known: xfer_at, xfer_send and xfer_free of every op. false (and nothing set) when no op
+ * sends a byte. */
+static bool transfer_buffers(const lt_sim *sim, sim_priv *p) {
+    const lt_deps *d = &p->deps;
+    size_t n = d->n_ops, edges = d->pred_off[n];
+    bool any = false;
+    for (size_t v = 0; v < n && !any; v++) any = p->cost[v].out_bytes > 0;
+    if (!any) return false;
+    if (n + 1 > p->cap_xfer_ops) {
+        size_t c = next_cap(p->cap_xfer_ops, n + 1);
+        RESIZE(p->xfer_at, c);
+        RESIZE(p->xfer_send, c);
+        RESIZE(p->xfer_free, c);
+        p->cap_xfer_ops = c;
+    }
+    size_t P = (size_t)d->stages;
+    if (edges + 1 > p->cap_xfer_edges || P * P + 1 > p->cap_chan) {
+        size_t c = next_cap(p->cap_xfer_edges, edges + 1);
+        RESIZE(p->chan_edge, c);
+        RESIZE(p->chan_post, c);
+        p->cap_xfer_edges = c;
+        p->cap_chan = next_cap(p->cap_chan, P * P + 1);
+        RESIZE(p->chan_off, p->cap_chan);
+    }
+    memset(p->xfer_at, 0, n * sizeof *p->xfer_at);
+    memset(p->xfer_send, 0, n * sizeof *p->xfer_send);
+    memset(p->xfer_free, 0, n * sizeof *p->xfer_free);
+    for (uint32_t w = 0; w < n; w++) { /* a receive is freed after its reader */
+        size_t np;
+        const lt_dep *e = lt_deps_preds(d, w, &np);
+        for (size_t k = 0; k < np; k++)
+            if (e[k].kind == LT_DEP_PATH && e[k].p2p && lt_deps_transfer(d, w, e, k))
+                p->xfer_free[w] += p->cost[e[k].op].out_bytes;
+    }
+    lt_deps_channels(d, p->chan_off, p->chan_edge, p->chan_post);
+    for (size_t c = 0; c < P * P; c++) {
+        size_t to = c / P;
+        for (uint32_t j = p->chan_off[c]; j < p->chan_off[c + 1]; j++) {
+            uint32_t e = p->chan_edge[j], u = d->pred[e].op;
+            double bytes = p->cost[u].out_bytes;
+            if (d->pred[e].kind != LT_DEP_PATH || !(bytes > 0)) continue; /* (K/V between attention stages: unpriced) */
+            size_t post = d->first_op[to] + p->chan_post[j];
+            p->xfer_at[post] += bytes; /* the receive, from its posting */
+            const lt_op *op = d->op[u];
+            if (op->kind == LT_OP_F && op->part == LT_PART_ALL) continue; /* it sends its kept output */
+            /* the send: done once the receive is posted and the bytes have moved, seen after
+             * the sender's first op ending by then (the last op's end at the latest): found by
+             * doubling steps from u, then halving */
+            double done = fmax(sim->finish[u], sim->start[post]) + p->comm[e];
+            size_t last = d->first_op[d->stage[u] + 1] - 1, lo = u, step = 1;
+            while (lo < last && sim->finish[lo] < done) {
+                size_t next = lo + step < last ? lo + step : last;
+                if (sim->finish[next] >= done) break;
+                lo = next, step *= 2;
+            }
+            size_t hi = lo + step < last ? lo + step : last;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (sim->finish[mid] >= done) hi = mid;
+                else lo = mid + 1;
+            }
+            p->xfer_send[u] += bytes;
+            p->xfer_free[lo] += bytes;
+        }
+    }
+    return true;
+}
+
+/* Step 4's activations of layer parts (plans/schedule/sim.h, "Layer parts"): p->acts. */
+static void shared_activations(sim_priv *p) {
+    const lt_deps *d = &p->deps;
+    size_t n = d->n_ops;
+    if (n + 1 > p->cap_acts) {
+        size_t c = next_cap(p->cap_acts, n + 1);
+        RESIZE(p->acts, c);
+        RESIZE(p->owner, c);
+        p->cap_acts = c;
+    }
+    for (uint32_t v = 0; v < n; v++) { /* (a stage's op ids ascend along its list: an earlier part's owner is set) */
+        const lt_op *op = d->op[v];
+        p->acts[v] = op->kind == LT_OP_F ? p->cost[v].act_bytes : 0;
+        p->owner[v] = v;
+        if (op->kind != LT_OP_F || op->part == LT_PART_ALL || op->part == LT_PART_PRE) continue;
+        size_t np;
+        const lt_dep *e = lt_deps_preds(d, v, &np);
+        for (size_t k = 0; k < np; k++) {
+            const lt_op *q = d->op[e[k].op];
+            if (e[k].kind != LT_DEP_PATH || e[k].p2p || q->kind != LT_OP_F || q->layer_begin != op->layer_begin) continue;
+            p->owner[v] = p->owner[e[k].op];
+            p->acts[p->owner[v]] += p->acts[v];
+            p->acts[v] = 0;
+            break;
+        }
+    }
+}
+
 /* Step 4: the memory timeline of each stage, swept in program order (see plans/schedule/sim.h). All
  * allocations happen at op starts of the stage, so the peak is reached right after one. */
 static lt_status sweep_memory(lt_sim *sim, sim_priv *p, const lt_schedule *s, const lt_sim_costs *c, lt_error *err) {
     const lt_deps *d = &p->deps;
+    bool xfer = transfer_buffers(sim, p);
+    shared_activations(p);
     for (int st = 0; st < s->stages; st++) {
         double base = c->base_bytes ? c->base_bytes(c->ctx, st) : 0;
         if (bad_value(base))
@@ -439,7 +550,8 @@ static lt_status sweep_memory(lt_sim *sim, sim_priv *p, const lt_schedule *s, co
             const lt_op_cost *oc = &p->cost[v];
             while (pending && p->heap[0].time <= sim->start[v]) live -= heap_pop(p, &pending).bytes;
             live += oc->work_bytes;
-            if (d->op[v]->kind == LT_OP_F) live += oc->act_bytes;
+            if (xfer) live += p->xfer_at[v] + p->xfer_send[v];
+            if (d->op[v]->kind == LT_OP_F) live += p->acts[v];
             if (d->op[v]->kind != LT_OP_B && d->instance[v] == 0) {
                 live += oc->kv_bytes;
                 uint32_t b = d->kv_last_b[v];
@@ -448,9 +560,10 @@ static lt_status sweep_memory(lt_sim *sim, sim_priv *p, const lt_schedule *s, co
             }
             if (live > peak) peak = live;
             live -= oc->work_bytes;
-            if (d->act_of[v] != NONE) live -= p->cost[d->act_of[v]].act_bytes;
+            if (d->act_of[v] != NONE) live -= p->acts[d->act_of[v]];
             if (d->kv_of[v] != NONE) live -= p->cost[d->kv_of[v]].kv_bytes;
             if (s->asym && d->op[v]->kind == LT_OP_B) live -= free_shares(p, (uint32_t)v);
+            if (xfer) live -= p->xfer_free[v];
         }
         while (pending) live -= heap_pop(p, &pending).bytes;
         sim->peak_mem[st] = peak;

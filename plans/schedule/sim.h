@@ -41,6 +41,26 @@
  * with no B (or a forward with no B over its range) holds its bytes to the end. So after a
  * complete schedule (every F matched by a B) end_mem equals the base.
  *
+ * Transfer buffers (what a distributed executor holds for its transfers, as the trainer
+ * does: train/exec/transfers.c). Each model-path edge u -> w between two stages carries
+ * u's out_bytes, held:
+ *   - on w's stage, from the start of the op at which the receive is posted (lt_deps_channel:
+ *     the op before w, or earlier where w's channel delivers it before a receive read
+ *     earlier) through w;
+ *   - on u's stage, unless u is an F of whole layers (whose output is the activations it
+ *     keeps), from u's start through the first op of u's stage ending once the send is done:
+ *     the later of u's finish and the receive's posting, plus the transfer time (at the
+ *     latest the stage's last op: the executor waits for its sends at the end of a step).
+ * Both are freed after the op named, so end_mem still equals the base. K/V transfers between
+ * HelixPipe's attention stages hold buffers too; they are not priced here (their bytes are
+ * no op's out_bytes). Schedules whose ops send nothing (the unit-time model) skip all this.
+ *
+ * Layer parts (HelixPipe's ops over a part of one layer): the parts of one (unit, layer) on
+ * one stage share one set of activations, as the trainer keeps them (train/exec/passes.c):
+ * the first F of them there (the one whose model-path predecessor is on another stage or of
+ * another layer) allocates the act_bytes of all of them, and its B, the last of their B ops
+ * there, frees them all. A part whose layer has no other part on its stage is its own.
+ *
  * Asymmetric schedules (plans/schedule/schedule.h, "Asymmetric schedules"; SlimPack 4.1.2, 4.2): B
  * ops run bunits (op->unit indexes the bunit table; "B3" in names, timelines and messages
  * is bunit 3). A B over bunit v and range r waits, instead of the symmetric B edges, for

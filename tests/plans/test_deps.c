@@ -168,6 +168,55 @@ static void test_1f1b_edges_by_hand(void **state) {
     lt_schedule_free(&s);
 }
 
+/* Channels (deps.h "Transfers"): stage 1 runs the units' forwards in the other order and
+ * sends their gradients back in that order, while stage 0 reads them in its own. Stage 0:
+ * F0 F1 B0 B1; stage 1: F1 F0 B1 B0. */
+static void test_channels_by_hand(void **state) {
+    (void)state;
+    lt_schedule s;
+    sched_init(&s, 2, 4);
+    int64_t len[2] = {8, 8};
+    lt_sched_units_whole(&s, len, 2);
+    const lt_op_kind kind[4] = {LT_OP_F, LT_OP_F, LT_OP_B, LT_OP_B};
+    const uint32_t unit0[4] = {0, 1, 0, 1}, unit1[4] = {1, 0, 1, 0};
+    for (int i = 0; i < 4; i++) {
+        lt_schedule_add_stage_op(&s, 0, kind[i], unit0[i], 0);
+        lt_schedule_add_stage_op(&s, 1, kind[i], unit1[i], 0);
+    }
+    lt_deps d = {0};
+    build_ok(&d, &s);
+    uint32_t off[5], edges[16], post[16];
+    assert_int_equal(lt_deps_channels(&d, off, edges, post), 4);
+    /* channel (from, to) is entries [off[to * 2 + from], off[to * 2 + from + 1]): none within a stage */
+    assert_int_equal(off[0], 0);
+    assert_int_equal(off[1] - off[0], 0); /* (0, 0) */
+    assert_int_equal(off[4] - off[3], 0); /* (1, 1) */
+    /* 0 -> 1: F0 then F1, read by F0@s1 (index 1) and F1@s1 (index 0): F1's is wanted at
+     * index 0 (the first op posts its own), so F0's, before it on the channel, is posted then too */
+    uint32_t c = off[1 * 2 + 0];
+    assert_int_equal(off[1 * 2 + 1] - c, 2);
+    assert_true(&d.pred[edges[c]] == find_pred(&d, 1, 1, LT_DEP_PATH, 0, 0));
+    assert_true(&d.pred[edges[c + 1]] == find_pred(&d, 1, 0, LT_DEP_PATH, 0, 1));
+    assert_int_equal(post[c], 0);
+    assert_int_equal(post[c + 1], 0);
+    /* 1 -> 0: B1 then B0, read by B1@s0 (index 3, wanted at 2) and B0@s0 (index 2, wanted
+     * at 1): both at index 1 */
+    c = off[0 * 2 + 1];
+    assert_int_equal(off[0 * 2 + 2] - c, 2);
+    assert_true(&d.pred[edges[c]] == find_pred(&d, 0, 3, LT_DEP_PATH, 1, 2));
+    assert_true(&d.pred[edges[c + 1]] == find_pred(&d, 0, 2, LT_DEP_PATH, 1, 3));
+    assert_int_equal(post[c], 1);
+    assert_int_equal(post[c + 1], 1);
+    assert_int_equal(off[4], 4);
+    /* every transfer here is a model-path edge between the stages */
+    size_t n;
+    const lt_dep *p = lt_deps_preds(&d, lt_deps_op_id(&d, 1, 0), &n);
+    for (size_t k = 0; k < n; k++) assert_int_equal(lt_deps_transfer(&d, lt_deps_op_id(&d, 1, 0), p, k), p[k].p2p);
+    check_graph(&s, &d);
+    lt_deps_free(&d);
+    lt_schedule_free(&s);
+}
+
 /* One sample in 3 slices (Seq1F1B): K/V edges forward, dK/dV edges backward, and the
  * K/V lifetime (kv_last_b) of each slice's first forward. */
 static void test_slice_edges_by_hand(void **state) {
@@ -318,7 +367,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_1f1b_edges_by_hand),     cmocka_unit_test(test_slice_edges_by_hand),
         cmocka_unit_test(test_asymmetric_shares_by_hand), cmocka_unit_test(test_missing_dependency),
-        cmocka_unit_test(test_generators),
+        cmocka_unit_test(test_generators),       cmocka_unit_test(test_channels_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

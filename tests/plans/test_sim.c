@@ -558,6 +558,64 @@ static void test_slices_by_parts(void **state) {
     lt_schedule_free(&s);
 }
 
+/* Parts' bytes: activations PRE 1, ATTN 10, POST 100 per F; working bytes 1000 in the
+ * attention's F, 2000 in its B; nothing sent. */
+static void part_bytes_cost(void *ctx, const lt_schedule *s, int stage, const lt_op *op, lt_op_cost *out) {
+    (void)ctx;
+    (void)s;
+    (void)stage;
+    out->time = 1;
+    static const double act[4] = {0, 1, 10, 100};
+    out->act_bytes = op->kind == LT_OP_F ? act[op->part] : 0;
+    if (op->part == LT_PART_ATTN) out->work_bytes = op->kind == LT_OP_F ? 1000 : 2000;
+}
+
+/* The layer parts of one (unit, layer) on one stage share their activations, as the trainer
+ * keeps them (sim.h "Layer parts"): made by the first F there, freed by its B, the last of
+ * their B ops there. Layer 0's pre-attention on stage 0, its attention and post-attention on
+ * stage 1, then layer 1 whole there (no bytes). Stage 1: ATTN F [10 + 100 kept, 1000 working] POST F, POST B (the post-
+ * attention's 100 still kept), ATTN B [110 kept, 2000 working]: the peak 2110 (2010 were
+ * each part's freed by its own B), at ATTN B; everything freed after it. */
+static void test_layer_parts_share_activations(void **state) {
+    (void)state;
+    lt_schedule s;
+    sched_init(&s, 2, 2);
+    lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, 0, 0, 4), 1);
+    add_part_op(&s, 0, LT_OP_F, 0, LT_PART_PRE, 0);
+    add_part_op(&s, 0, LT_OP_B, 0, LT_PART_PRE, 0);
+    add_part_op(&s, 1, LT_OP_F, 0, LT_PART_ATTN, 0);
+    add_part_op(&s, 1, LT_OP_F, 0, LT_PART_POST, 0);
+    add_part_op(&s, 1, LT_OP_F, 0, LT_PART_ALL, 1);
+    add_part_op(&s, 1, LT_OP_B, 0, LT_PART_ALL, 1);
+    add_part_op(&s, 1, LT_OP_B, 0, LT_PART_POST, 0);
+    add_part_op(&s, 1, LT_OP_B, 0, LT_PART_ATTN, 0);
+    lt_sim sim = {0};
+    lt_sim_costs c = {.op_cost = part_bytes_cost};
+    run_ok(&sim, &s, &c);
+    assert_near(sim.peak_mem[1], 2110);
+    assert_near(sim.end_mem[1], 0);
+    assert_near(sim.peak_mem[0], 1);
+    assert_near(sim.end_mem[0], 0);
+    /* the attention on stage 0 with its pre-attention: the two share theirs (11 from the
+     * pre-attention's F on), the post-attention alone on stage 1 */
+    lt_schedule_clear(&s);
+    lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, 0, 0, 4), 1);
+    add_part_op(&s, 0, LT_OP_F, 0, LT_PART_PRE, 0);
+    add_part_op(&s, 0, LT_OP_F, 0, LT_PART_ATTN, 0);
+    add_part_op(&s, 0, LT_OP_B, 0, LT_PART_ATTN, 0);
+    add_part_op(&s, 0, LT_OP_B, 0, LT_PART_PRE, 0);
+    add_part_op(&s, 1, LT_OP_F, 0, LT_PART_POST, 0);
+    add_part_op(&s, 1, LT_OP_F, 0, LT_PART_ALL, 1);
+    add_part_op(&s, 1, LT_OP_B, 0, LT_PART_ALL, 1);
+    add_part_op(&s, 1, LT_OP_B, 0, LT_PART_POST, 0);
+    run_ok(&sim, &s, &c);
+    assert_near(sim.peak_mem[0], 11 + 2000);
+    assert_near(sim.end_mem[0], 0);
+    assert_near(sim.peak_mem[1], 100);
+    lt_sim_free(&sim);
+    lt_schedule_free(&s);
+}
+
 /* ChunkFlow Alg. 2 with K = 1 on chunks c0, c1 of one sample (1 token each), 2 stages, each
  * stage running FK0 F1 B1 F0 B0 (F = 1, B = 2):
  *   s0: FK0 [0,1) F1 [1,2)                  B1 [5,7) F0 [7,8)          B0 [11,13)
@@ -1408,6 +1466,13 @@ static double transfer_of(const rand_sched *r, const rand_op *from, const rand_o
     return rand_p2p(NULL, from->stage, to->stage, r->cost[from->stage][from->index].out_bytes);
 }
 
+/* A transfer buffer: bytes held on a stage from the op at index `from` through the op at `to`. */
+typedef struct xfer_item {
+    int stage;
+    size_t from, to;
+    double bytes;
+} xfer_item;
+
 /* The oracle: start times in the generation order, memory by brute force (for each op, the
  * bytes held right after it allocates: base + every item allocated at or before it in its
  * stage's order and freed at or after it). */
@@ -1451,12 +1516,49 @@ static void check_random(const rand_sched *r, const lt_sim *sim) {
     }
     assert_true(sim->bubble_ratio >= 0 && sim->bubble_ratio < 1);
 
+    /* transfer buffers (sim.h "Transfer buffers"), found the slow way: every model-path edge
+     * q -> w between two stages, in the order q's stage sends them (its ops in order); the
+     * receive from the op before w (or w, the first), earlier where one after it on its
+     * channel is read earlier, to w; an FK's or B's send from q to the first op of q's stage
+     * ending after the receive is posted and the bytes have moved (the stage's last op) */
+    static xfer_item item[2 * MAX_OPS];
+    size_t n_items = 0;
+    for (int st = 0; st < r->P; st++)
+        for (int t = 0; t < r->P; t++) {
+            if (t == st) continue;
+            int chan_w[MAX_OPS], chan_q[MAX_OPS];
+            size_t k = 0;
+            for (size_t iq = 0; iq < s->stage[t].n; iq++)
+                for (size_t w = 0; w < r->n_ops; w++)
+                    for (int e = 0; e < r->ops[w].npred; e++)
+                        if (r->ops[w].stage == st && r->ops[w].path[e] && r->ops[w].pred[e] == r->at[t][iq])
+                            chan_w[k] = (int)w, chan_q[k++] = r->at[t][iq];
+            for (size_t j = 0; j < k; j++) {
+                size_t post = SIZE_MAX;
+                for (size_t i = j; i < k; i++) {
+                    size_t want = r->ops[chan_w[i]].index > 0 ? r->ops[chan_w[i]].index - 1 : 0;
+                    if (want < post) post = want;
+                }
+                const rand_op *q = &r->ops[chan_q[j]], *w = &r->ops[chan_w[j]];
+                double bytes = r->cost[t][q->index].out_bytes;
+                if (bytes == 0) continue;
+                item[n_items++] = (xfer_item){st, post, w->index, bytes};
+                if (q->kind == LT_OP_F) continue;
+                double done = fmax(finish[chan_q[j]], start[r->at[st][post]]) + transfer_of(r, q, w, true);
+                size_t x = q->index;
+                while (x + 1 < s->stage[t].n && finish[r->at[t][x]] < done) x++;
+                item[n_items++] = (xfer_item){t, q->index, x, bytes};
+            }
+        }
+
     /* memory */
     for (int st = 0; st < r->P; st++) {
         size_t nst = s->stage[st].n;
         double peak = r->base[st];
         for (size_t at = 0; at < nst; at++) {
             double live = r->base[st];
+            for (size_t i = 0; i < n_items; i++)
+                if (item[i].stage == st && item[i].from <= at && at <= item[i].to) live += item[i].bytes;
             for (size_t i = 0; i <= at; i++) {
                 const rand_op *o = &r->ops[r->at[st][i]];
                 const lt_op_cost *c = &r->cost[st][o->index];
@@ -1642,6 +1744,7 @@ int main(void) {
         cmocka_unit_test(test_deadlock_slice_order),
         cmocka_unit_test(test_deadlock_long_cycle),
         cmocka_unit_test(test_slices_by_parts),
+        cmocka_unit_test(test_layer_parts_share_activations),
         cmocka_unit_test(test_instances_chunkflow),
         cmocka_unit_test(test_kv_freed_by_other_stage),
         cmocka_unit_test(test_partial_layers),

@@ -131,10 +131,11 @@ typedef struct pipe_run {
     } *sends;
     size_t n_sends, cap_sends;
     /* the stage channels' receive order (train/dist/comm.h: a channel's transfers match in
-     * posting order): chan[t][0..chan_n[t]) the edges (as recv_req) that receive from stage
-     * t, in the order stage t sends; chan_next[t] the first not yet posted */
-    uint32_t **chan;
-    size_t *chan_n, *chan_next;
+     * posting order; lt_deps_channels): channel t -> here is entries [chan_off[here * pp +
+     * t], chan_off[here * pp + t + 1]) of chan_edges (the edges, as recv_req, in the order
+     * stage t sends) and chan_posts (the index of the local op at whose start each is
+     * posted); chan_next[t] its first entry not yet posted */
+    uint32_t *chan_off, *chan_edges, *chan_posts, *chan_next;
     uint32_t *kv_last;       /* [layers x n_samples] the last B op over a sample at a layer: after
                                 it the sample's K/V context of the stage's layers is freed */
     const lt_exec_hooks *eh; /* distributed: told when a layer's gradients are final */
@@ -215,9 +216,8 @@ lt_status exec_gather_rows(pipe_run *pr, uint32_t v, int lo, int hi, bool head, 
 
 /* ---------------------------------------------------------------- transfers.c */
 
-/* The receive state and each channel's receives (pr->chan), from the order every stage
- * runs its ops. */
-lt_status exec_chan_build(pipe_run *pr, const uint32_t *order, lt_error *err);
+/* The receive state and the channels into this stage (lt_deps_channels). */
+lt_status exec_chan_build(pipe_run *pr, lt_error *err);
 /* A layer part's transfer (HelixPipe 4.2) into op v (in) or out of it: its bytes, *first
  * those of its first tensor (the residual stream x, or its gradient), the second being n1
  * (dn1) across the pre-attention | attention boundary, att (datt) across attention |
@@ -229,10 +229,9 @@ size_t exec_part_xfer_bytes(const pipe_run *pr, uint32_t v, bool in, size_t *fir
  * of their views in `lv` (the weights' or their gradients'), each one's elements on this TP
  * rank in n; their count (3, or 6 with Q/K/V biases). */
 int exec_qkv_tensors(const lt_llama *m, lt_layer_views *lv, float **slot[6], size_t n[6]);
-/* Post the receive of local op v's input (after every receive its channel delivers earlier). */
-lt_status exec_post_recv(pipe_run *pr, uint32_t v, lt_error *err);
-/* Wait for v's inputs and put each where the op reads it: a predecessor's output (a layer
- * part's in ops[v].rx), a sample's K/V or dK/dV in the context. */
+/* Post the receives due at v's start (lt_deps_channel), then wait for v's inputs and put each
+ * where the op reads it: a predecessor's output (a layer part's in ops[v].rx), a sample's K/V
+ * or dK/dV in the context. */
 lt_status exec_take_recv(pipe_run *pr, uint32_t v, lt_error *err);
 /* Post the sends of local op v's outputs to the stages that read them (a layer part's
  * packed in ops[v].tx, which the sends take over). */

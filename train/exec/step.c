@@ -81,7 +81,7 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
     if (st == LT_OK) st = exec_order(&pr->deps, pr->r, pr->p->step, order, err);
     for (uint32_t v = 0; st == LT_OK && v < n; v++) run[v] = exec_local(pr, v) && !skipped(pr, v);
     if (st == LT_OK) st = exec_ops_setup(pr, run, err);
-    if (st == LT_OK && pr->comm) st = exec_chan_build(pr, order, err);
+    if (st == LT_OK && pr->comm) st = exec_chan_build(pr, err);
     if (st == LT_OK) /* readers of each op's buffers here: model-path and activation successors */
         for (uint32_t v = 0; v < n; v++) {
             size_t ns;
@@ -110,14 +110,11 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             for (uint32_t l = pr->deps.op[v]->layer_begin; l < pr->deps.op[v]->layer_end; l++)
                 pr->kv_last[(size_t)l * ns_all + (size_t)sl[k].sample] = v;
     }
-    uint32_t next_local = 0; /* distributed: position in order of the next op of this stage */
     for (size_t i = 0; st == LT_OK && i < n; i++) {
         uint32_t v = order[i];
         if (!exec_local(pr, v)) continue;
-        if (pr->comm) { /* this op's input; then post the next op's receive, to overlap with this op */
+        if (pr->comm) { /* the receives due now (the next op's too, to overlap with this op); this op's input */
             st = exec_take_recv(pr, v, err);
-            for (next_local = (uint32_t)i + 1; next_local < n && !exec_local(pr, order[next_local]); next_local++) {}
-            if (st == LT_OK && next_local < n) st = exec_post_recv(pr, order[next_local], err);
             if (st != LT_OK) break;
         }
         bool b = pr->deps.op[v]->kind == LT_OP_B;

@@ -17,10 +17,11 @@
  * and into the backend buffers. A channel's transfers match in posting order, so this
  * process posts the receives of each channel in the order its sender sends: a stage sends
  * in the order it runs its ops (exec_order, the same on every rank) and, within an op, in
- * its successors' order (exec_send_outputs). exec_chan_build derives that order here;
- * exec_post_recv posts a channel's earlier receives before the ones asked for. Posting
- * early (the next op's receives before this op runs) overlaps the transfers with compute on
- * both paths. A member of a context-parallel group sends and receives its own shard.
+ * its successors' order (exec_send_outputs). lt_deps_channel (plans/schedule/deps.h) derives that order
+ * and the op at whose start each receive is posted: the op before its reader, or earlier
+ * where its channel delivers it before a receive read earlier. Posting early (the next op's
+ * receives before this op runs) overlaps the transfers with compute on both paths; the
+ * simulator holds the buffers over the same ops. A member of a context-parallel group sends and receives its own shard.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -28,22 +29,6 @@
 #include <string.h>
 
 #include "train/exec/internal.h"
-
-/* Is edge e of op self a transfer? Both ends decide alike: the model path between stages
- * (p2p), and a K/V or dK/dV edge between two attention parts on different stages. */
-static bool is_transfer(const pipe_run *pr, uint32_t self, const lt_dep *e) {
-    if (e->p2p) return true;
-    if ((e->kind != LT_DEP_KV && e->kind != LT_DEP_DKV) || e->stage == pr->deps.stage[self]) return false;
-    return pr->deps.op[self]->part == LT_PART_ATTN && pr->deps.op[e->op]->part == LT_PART_ATTN;
-}
-
-/* The first edge of list[0..k] to its op of its kind (units that share several sliced
- * samples may have an edge per sample: one transfer carries them all). */
-static bool first_of_pair(const lt_dep *list, size_t k) {
-    for (size_t j = 0; j < k; j++)
-        if (list[j].op == list[k].op && list[j].kind == list[k].kind) return false;
-    return true;
-}
 
 /* The op whose predecessor edge has index e (into deps.pred). */
 static uint32_t edge_op(const pipe_run *pr, size_t e) {
@@ -57,15 +42,6 @@ static uint32_t edge_op(const pipe_run *pr, size_t e) {
 }
 
 static const lt_dep *edge_of(const pipe_run *pr, size_t e) { return &pr->deps.pred[e]; }
-
-/* The index of w's first predecessor edge from u of `kind` (SIZE_MAX: none). */
-static size_t pred_edge(const pipe_run *pr, uint32_t w, uint32_t u, uint8_t kind) {
-    size_t np;
-    const lt_dep *p = lt_deps_preds(&pr->deps, w, &np);
-    for (size_t j = 0; j < np; j++)
-        if (p[j].op == u && p[j].kind == kind) return pr->deps.pred_off[w] + j;
-    return SIZE_MAX;
-}
 
 /* ---------------------------------------------------------------- what a transfer holds */
 
@@ -165,47 +141,31 @@ static void transfer_name(const pipe_run *pr, uint32_t v, uint8_t kind, char *bu
              exec_kind_name(pr->deps.op[v]->kind), pr->deps.op[v]->unit, stage, (unsigned long long)pr->p->step);
 }
 
-/* The receive state and each channel's receives (pr->chan), from the order every stage
- * runs its ops. */
-lt_status exec_chan_build(pipe_run *pr, const uint32_t *order, lt_error *err) {
+/* The receive state and the channels into this stage (lt_deps_channels). */
+lt_status exec_chan_build(pipe_run *pr, lt_error *err) {
     int pp = pr->p->pp;
     size_t n = pr->deps.n_ops, edges = pr->deps.pred_off[n];
     pr->recv_req = calloc(edges + 1, sizeof *pr->recv_req);
     pr->recv_buf = calloc(edges + 1, sizeof *pr->recv_buf);
     pr->recv_bytes = calloc(edges + 1, sizeof *pr->recv_bytes);
     pr->sends_of = calloc(n + 1, sizeof *pr->sends_of);
-    pr->chan = calloc((size_t)pp, sizeof *pr->chan);
-    pr->chan_n = calloc((size_t)pp, sizeof *pr->chan_n), pr->chan_next = calloc((size_t)pp, sizeof *pr->chan_next);
-    if (!pr->recv_req || !pr->recv_buf || !pr->recv_bytes || !pr->sends_of || !pr->chan || !pr->chan_n ||
-        !pr->chan_next)
+    size_t P = (size_t)pp;
+    pr->chan_off = malloc((P * P + 1) * sizeof *pr->chan_off);
+    pr->chan_edges = malloc((edges + 1) * sizeof *pr->chan_edges);
+    pr->chan_posts = malloc((edges + 1) * sizeof *pr->chan_posts);
+    pr->chan_next = calloc(P, sizeof *pr->chan_next);
+    if (!pr->recv_req || !pr->recv_buf || !pr->recv_bytes || !pr->sends_of || !pr->chan_off || !pr->chan_edges ||
+        !pr->chan_posts || !pr->chan_next)
         return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for the transfers of %zu ops", n);
-    for (int pass = 0; pass < 2; pass++) { /* count, then fill */
-        for (size_t i = 0; i < n; i++) {
-            uint32_t u = order[i];
-            if (exec_local(pr, u)) continue;
-            size_t ns;
-            const lt_dep *s = lt_deps_succs(&pr->deps, u, &ns);
-            for (size_t k = 0; k < ns; k++) {
-                if (!exec_local(pr, s[k].op) || !is_transfer(pr, u, &s[k]) || !first_of_pair(s, k)) continue;
-                size_t e = pred_edge(pr, s[k].op, u, s[k].kind);
-                int t = (int)pr->deps.stage[u];
-                if (e == SIZE_MAX) continue; /* (the graph lists both ends of every edge) */
-                if (pass == 1) pr->chan[t][pr->chan_next[t]++] = (uint32_t)e;
-                else pr->chan_n[t]++;
-            }
-        }
-        for (int t = 0; pass == 0 && t < pp; t++)
-            if (pr->chan_n[t] && !(pr->chan[t] = malloc(pr->chan_n[t] * sizeof **pr->chan)))
-                return lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory");
-    }
-    memset(pr->chan_next, 0, (size_t)pp * sizeof *pr->chan_next);
+    lt_deps_channels(&pr->deps, pr->chan_off, pr->chan_edges, pr->chan_posts);
+    for (size_t t = 0; t < P; t++) /* channel t -> here: from its first entry */
+        pr->chan_next[t] = pr->chan_off[(size_t)pr->my_stage * P + t];
     return LT_OK;
 }
 
 static void chan_free(pipe_run *pr) {
-    for (int t = 0; pr->chan && t < pr->p->pp; t++) free(pr->chan[t]);
-    free(pr->chan), free(pr->chan_n), free(pr->chan_next);
-    pr->chan = NULL, pr->chan_n = pr->chan_next = NULL;
+    free(pr->chan_off), free(pr->chan_edges), free(pr->chan_posts), free(pr->chan_next);
+    pr->chan_off = pr->chan_edges = pr->chan_posts = NULL, pr->chan_next = NULL;
 }
 
 /* Post the receive of edge e (into its local op w, from stage t: the channel's next). */
@@ -240,37 +200,35 @@ static lt_status post_one(pipe_run *pr, size_t e, int t, lt_error *err) {
     return lt_comm_stage_irecv(pr->comm, t, pr->recv_buf[e], bytes, !be->host, what, &pr->recv_req[e], err);
 }
 
-/* Post the receives of local op v's inputs from other stages, after every receive their
- * channels deliver earlier. */
-lt_status exec_post_recv(pipe_run *pr, uint32_t v, lt_error *err) {
-    size_t np;
-    const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
-    for (size_t j = 0; j < np; j++) {
-        size_t e = pr->deps.pred_off[v] + j;
-        if (!is_transfer(pr, v, &p[j]) || !first_of_pair(p, j) || pr->recv_bytes[e] != 0) continue;
-        int t = (int)p[j].stage;
-        bool posted = false;
-        while (!posted && pr->chan_next[t] < pr->chan_n[t]) {
-            uint32_t x = pr->chan[t][pr->chan_next[t]++];
-            lt_status st = post_one(pr, x, t, err);
+/* Post, in each channel's order, the receives due at the start of local op v (lt_deps_channel):
+ * its own and the next op's, and those their channels deliver before them. */
+static lt_status post_due(pipe_run *pr, uint32_t v, lt_error *err) {
+    int stage;
+    size_t idx, P = (size_t)pr->p->pp;
+    lt_deps_op_at(&pr->deps, v, &stage, &idx);
+    for (size_t t = 0; t < P; t++) {
+        uint32_t end = pr->chan_off[(size_t)pr->my_stage * P + t + 1];
+        while (pr->chan_next[t] < end && pr->chan_posts[pr->chan_next[t]] <= idx) {
+            uint32_t k = pr->chan_next[t]++;
+            lt_status st = post_one(pr, pr->chan_edges[k], (int)t, err);
             if (st != LT_OK) return st;
-            posted = x == e;
         }
-        if (!posted) return exec_op_error(pr, v, err, "receives from a stage that never sends to it");
     }
     return LT_OK;
 }
 
-/* Wait for v's inputs and put each where the op reads it: a forward's input as its
- * predecessor's activations (out only), a backward's as its input gradient, a layer part's
- * two tensors in ops[v].rx, a sample's K/V (dK/dV) into (added into) the context. */
+/* Post the receives due at v's start (post_due), then wait for v's inputs and put each
+ * where the op reads it: a forward's input as its predecessor's activations (out only), a
+ * backward's as its input gradient, a layer part's two tensors in ops[v].rx, a sample's K/V
+ * (dK/dV) into (added into) the context. */
 lt_status exec_take_recv(pipe_run *pr, uint32_t v, lt_error *err) {
-    lt_status st = exec_post_recv(pr, v, err);
+    lt_status st = post_due(pr, v, err);
     size_t np;
     const lt_dep *p = lt_deps_preds(&pr->deps, v, &np);
     for (size_t j = 0; st == LT_OK && j < np; j++) {
         size_t e = pr->deps.pred_off[v] + j;
-        if (!is_transfer(pr, v, &p[j]) || !first_of_pair(p, j)) continue;
+        if (!lt_deps_transfer(&pr->deps, v, p, j)) continue;
+        if (pr->recv_bytes[e] == 0) return exec_op_error(pr, v, err, "receives from a stage that never sends to it");
         st = lt_comm_wait(pr->comm, &pr->recv_req[e], err);
         if (st != LT_OK) break;
         op_state *o = &pr->ops[v];
@@ -319,7 +277,7 @@ lt_status exec_send_outputs(pipe_run *pr, uint32_t v, lt_error *err) {
     const lt_backend *be = exec_be(pr);
     op_state *o = &pr->ops[v];
     for (size_t k = 0; k < ns; k++) {
-        if (!is_transfer(pr, v, &s[k]) || !first_of_pair(s, k)) continue;
+        if (!lt_deps_transfer(&pr->deps, v, s, k)) continue;
         const void *buf = NULL;
         void *own = NULL;
         size_t bytes = 0;

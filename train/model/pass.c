@@ -1186,9 +1186,12 @@ static lt_status embed_backward(const lt_llama *m, lt_acts *a, const lt_llama_vi
     return st;
 }
 
-/* A member's backward scratch (bwd_scratch, one allocation), told to the pass's meter. */
+/* A member's backward scratch (bwd_scratch, one allocation), told to the pass's meter: a
+ * whole layer's (part 0), or the arrays one layer part's backward reads beside its part
+ * gradients (lt_llama_backward_part): the MLP's for a post-attention, dQ, dK and dV for an
+ * attention, none for a pre-attention (the tensor-parallel buffers in every case). */
 static lt_status bwd_scratch_alloc(const lt_llama *m, const lt_pass *pass, const lt_train_unit *u, const lt_acts *a,
-                                   bwd_scratch *s, lt_error *err) {
+                                   int part, bwd_scratch *s, lt_error *err) {
     const lt_backend *be = lt_backend_of(m);
     size_t es = be->act_bytes;
     bool tp = m->tp > 1;
@@ -1200,7 +1203,13 @@ static lt_status bwd_scratch_alloc(const lt_llama *m, const lt_pass *pass, const
     size_t TF = lt_backend_span(be, (size_t)R * d.F, es), TK = lt_backend_span(be, (size_t)d.T * d.kvd, es);
     size_t FC = tp ? lt_backend_span(be, (size_t)d.T * d.C, es) : 0, FC2 = tp && R < d.T ? FC : 0;
     size_t PB = tp ? lt_backend_span(be, tp_pad_bytes(m, a), 1) : 0;
-    size_t total = TC * 2 + TQ * 2 + TF * 3 + TK * 2 + FC * 2 + FC2 + PB;
+    if (part != 0) { /* dx, dn and datt are the part gradients' */
+        TC = 0;
+        TQ = part == LT_LAYER_ATTN ? TQ : 0; /* (dq; datt none) */
+        TF = part == LT_LAYER_POST ? TF : 0;
+        TK = part == LT_LAYER_ATTN ? TK : 0;
+    }
+    size_t total = TC * 2 + TQ * (part == 0 ? 2 : 1) + TF * 3 + TK * 2 + FC * 2 + FC2 + PB;
     memset(s, 0, sizeof *s);
     s->buf = be->alloc(be, total ? total : es, false);
     s->segs = malloc(((size_t)u->n_slices + 1) * sizeof *s->segs);
@@ -1212,11 +1221,17 @@ static lt_status bwd_scratch_alloc(const lt_llama *m, const lt_pass *pass, const
     s->bytes = total ? total : es;
     held(pass, s->bytes);
     s->dx = s->buf, s->dn = at(s->dx, TC), s->dq = at(s->dn, TC), s->datt = at(s->dq, TQ);
-    s->dact = at(s->datt, TQ), s->dgate = at(s->dact, TF), s->dup = at(s->dgate, TF);
+    s->dact = at(s->datt, part == 0 ? TQ : 0), s->dgate = at(s->dact, TF), s->dup = at(s->dgate, TF);
     s->dk = at(s->dup, TF), s->dv = at(s->dk, TK);
     if (tp) s->full = at(s->dv, TK), s->part = at(s->full, FC), s->full2 = FC2 ? at(s->part, FC) : NULL,
             s->pad = at(s->part, FC + FC2);
     else s->full = s->dx, s->part = s->dn;
+    if (part != 0) { /* what the part does not read: none (dx, dn and datt: its part gradients') */
+        s->dx = s->dn = s->datt = NULL;
+        if (!TQ) s->dq = NULL;
+        if (!TF) s->dact = s->dgate = s->dup = NULL;
+        if (!TK) s->dk = s->dv = NULL;
+    }
     return LT_OK;
 }
 
@@ -1253,7 +1268,7 @@ lt_status lt_llama_backward_group(const lt_llama *m, const lt_pass *pass, const 
         for (int i = 0; st == LT_OK && i < u[g].n_slices; i++)
             st = lt_kvctx_reserve_grad(kv, u[g].slices[i].sample, pass->l0, pass->l1, err);
     for (int g = 0; st == LT_OK && g < G; g++) {
-        st = bwd_scratch_alloc(m, pass, &u[g], &a[g], &s[g], err);
+        st = bwd_scratch_alloc(m, pass, &u[g], &a[g], 0, &s[g], err);
         if (st == LT_OK) be->copy(be, s[g].dx, pass->head ? a[g].dnf_in : dout[g], (size_t)a[g].Tl * m->shape.hidden * es);
     }
     /* per layer in lockstep, the forward's mirror: every member's attention backward before
@@ -1393,7 +1408,7 @@ lt_status lt_llama_backward_part(const lt_llama *m, const lt_pass *pass, lt_laye
     bwd_scratch s;
     memset(&s, 0, sizeof s);
     bind_rows(be, a, 1);
-    if (st == LT_OK) st = bwd_scratch_alloc(m, pass, u, a, &s, err);
+    if (st == LT_OK) st = bwd_scratch_alloc(m, pass, u, a, (int)part, &s, err);
     if (st == LT_OK) { /* what crosses the parts lives in pg (with tp = 1 full and part alias dx and dn) */
         s.dx = pg->dres, s.dn = pg->dn1, s.datt = pg->datt;
         if (m->tp == 1) s.full = s.dx, s.part = s.dn;
