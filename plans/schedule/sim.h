@@ -44,7 +44,7 @@
  * Transfer buffers (what a distributed executor holds for its transfers, as the trainer
  * does: train/exec/transfers.c). Each model-path edge u -> w between two stages carries
  * u's out_bytes, held:
- *   - on w's stage, from the start of the op at which the receive is posted (lt_deps_channel:
+ *   - on w's stage, from the start of the op at which the receive is posted (lt_deps_channels:
  *     the op before w, or earlier where w's channel delivers it before a receive read
  *     earlier) through w;
  *   - on u's stage, unless u is an F of whole layers (whose output is the activations it

@@ -229,7 +229,7 @@ size_t exec_part_xfer_bytes(const pipe_run *pr, uint32_t v, bool in, size_t *fir
  * of their views in `lv` (the weights' or their gradients'), each one's elements on this TP
  * rank in n; their count (3, or 6 with Q/K/V biases). */
 int exec_qkv_tensors(const lt_llama *m, lt_layer_views *lv, float **slot[6], size_t n[6]);
-/* Post the receives due at v's start (lt_deps_channel), then wait for v's inputs and put each
+/* Post the receives due at v's start (lt_deps_channels), then wait for v's inputs and put each
  * where the op reads it: a predecessor's output (a layer part's in ops[v].rx), a sample's K/V
  * or dK/dV in the context. */
 lt_status exec_take_recv(pipe_run *pr, uint32_t v, lt_error *err);

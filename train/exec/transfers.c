@@ -17,11 +17,12 @@
  * and into the backend buffers. A channel's transfers match in posting order, so this
  * process posts the receives of each channel in the order its sender sends: a stage sends
  * in the order it runs its ops (exec_order, the same on every rank) and, within an op, in
- * its successors' order (exec_send_outputs). lt_deps_channel (plans/schedule/deps.h) derives that order
- * and the op at whose start each receive is posted: the op before its reader, or earlier
- * where its channel delivers it before a receive read earlier. Posting early (the next op's
- * receives before this op runs) overlaps the transfers with compute on both paths; the
- * simulator holds the buffers over the same ops. A member of a context-parallel group sends and receives its own shard.
+ * its successors' order (exec_send_outputs). lt_deps_channels (plans/schedule/deps.h)
+ * derives that order and the op at whose start each receive is posted: the op before its
+ * reader, or earlier where its channel delivers it before a receive read earlier. Posting
+ * early (the next op's receives before this op runs) overlaps the transfers with compute on
+ * both paths; the simulator holds the buffers over the same ops. A member of a
+ * context-parallel group sends and receives its own shard.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -143,13 +144,12 @@ static void transfer_name(const pipe_run *pr, uint32_t v, uint8_t kind, char *bu
 
 /* The receive state and the channels into this stage (lt_deps_channels). */
 lt_status exec_chan_build(pipe_run *pr, lt_error *err) {
-    int pp = pr->p->pp;
     size_t n = pr->deps.n_ops, edges = pr->deps.pred_off[n];
     pr->recv_req = calloc(edges + 1, sizeof *pr->recv_req);
     pr->recv_buf = calloc(edges + 1, sizeof *pr->recv_buf);
     pr->recv_bytes = calloc(edges + 1, sizeof *pr->recv_bytes);
     pr->sends_of = calloc(n + 1, sizeof *pr->sends_of);
-    size_t P = (size_t)pp;
+    size_t P = (size_t)pr->deps.stages; /* (the plan's pp) */
     pr->chan_off = malloc((P * P + 1) * sizeof *pr->chan_off);
     pr->chan_edges = malloc((edges + 1) * sizeof *pr->chan_edges);
     pr->chan_posts = malloc((edges + 1) * sizeof *pr->chan_posts);
@@ -200,11 +200,11 @@ static lt_status post_one(pipe_run *pr, size_t e, int t, lt_error *err) {
     return lt_comm_stage_irecv(pr->comm, t, pr->recv_buf[e], bytes, !be->host, what, &pr->recv_req[e], err);
 }
 
-/* Post, in each channel's order, the receives due at the start of local op v (lt_deps_channel):
+/* Post, in each channel's order, the receives due at the start of local op v (lt_deps_channels):
  * its own and the next op's, and those their channels deliver before them. */
 static lt_status post_due(pipe_run *pr, uint32_t v, lt_error *err) {
     int stage;
-    size_t idx, P = (size_t)pr->p->pp;
+    size_t idx, P = (size_t)pr->deps.stages;
     lt_deps_op_at(&pr->deps, v, &stage, &idx);
     for (size_t t = 0; t < P; t++) {
         uint32_t end = pr->chan_off[(size_t)pr->my_stage * P + t + 1];
