@@ -1203,13 +1203,12 @@ static lt_status bwd_scratch_alloc(const lt_llama *m, const lt_pass *pass, const
     size_t TF = lt_backend_span(be, (size_t)R * d.F, es), TK = lt_backend_span(be, (size_t)d.T * d.kvd, es);
     size_t FC = tp ? lt_backend_span(be, (size_t)d.T * d.C, es) : 0, FC2 = tp && R < d.T ? FC : 0;
     size_t PB = tp ? lt_backend_span(be, tp_pad_bytes(m, a), 1) : 0;
-    if (part != 0) { /* dx, dn and datt are the part gradients' */
-        TC = 0;
-        TQ = part == LT_LAYER_ATTN ? TQ : 0; /* (dq; datt none) */
-        TF = part == LT_LAYER_POST ? TF : 0;
-        TK = part == LT_LAYER_ATTN ? TK : 0;
-    }
-    size_t total = TC * 2 + TQ * (part == 0 ? 2 : 1) + TF * 3 + TK * 2 + FC * 2 + FC2 + PB;
+    /* a part's dx, dn and datt are its part gradients' (lt_part_grads) */
+    bool whole = part == 0, attn = whole || part == LT_LAYER_ATTN;
+    size_t TX = whole ? TC : 0, TA = whole ? TQ : 0; /* dx and dn; datt */
+    TQ = attn ? TQ : 0, TK = attn ? TK : 0;          /* dq; dk and dv */
+    TF = whole || part == LT_LAYER_POST ? TF : 0;    /* dact, dgate and dup */
+    size_t total = TX * 2 + TQ + TA + TF * 3 + TK * 2 + FC * 2 + FC2 + PB;
     memset(s, 0, sizeof *s);
     s->buf = be->alloc(be, total ? total : es, false);
     s->segs = malloc(((size_t)u->n_slices + 1) * sizeof *s->segs);
@@ -1220,13 +1219,13 @@ static lt_status bwd_scratch_alloc(const lt_llama *m, const lt_pass *pass, const
     }
     s->bytes = total ? total : es;
     held(pass, s->bytes);
-    s->dx = s->buf, s->dn = at(s->dx, TC), s->dq = at(s->dn, TC), s->datt = at(s->dq, TQ);
-    s->dact = at(s->datt, part == 0 ? TQ : 0), s->dgate = at(s->dact, TF), s->dup = at(s->dgate, TF);
+    s->dx = s->buf, s->dn = at(s->dx, TX), s->dq = at(s->dn, TX), s->datt = at(s->dq, TQ);
+    s->dact = at(s->datt, TA), s->dgate = at(s->dact, TF), s->dup = at(s->dgate, TF);
     s->dk = at(s->dup, TF), s->dv = at(s->dk, TK);
     if (tp) s->full = at(s->dv, TK), s->part = at(s->full, FC), s->full2 = FC2 ? at(s->part, FC) : NULL,
             s->pad = at(s->part, FC + FC2);
     else s->full = s->dx, s->part = s->dn;
-    if (part != 0) { /* what the part does not read: none (dx, dn and datt: its part gradients') */
+    if (!whole) { /* what a part's backward has not got: none (so a read of it fails at once) */
         s->dx = s->dn = s->datt = NULL;
         if (!TQ) s->dq = NULL;
         if (!TF) s->dact = s->dgate = s->dup = NULL;
