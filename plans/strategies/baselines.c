@@ -835,7 +835,7 @@ static lt_status plan_chunkflow(lt_strategies *p, uint64_t step, const int64_t *
 static lt_status plan_one(lt_strategies *p, lt_strategy s, uint64_t step, const int64_t *lengths, size_t n,
                           lt_step_plan *out, lt_error *err);
 
-/* auto: every other strategy plans the step (helixpipe only without sharding);
+/* auto: every other strategy plans the step (helixpipe only without sharding at dp > 1);
  * the fastest plan under the memory cap is kept
  * (ties: the earlier strategy in enum order), with the second fastest as runner-up. A
  * strategy that cannot plan the step (over the cap, or an untuned baseline) is skipped;
@@ -851,8 +851,9 @@ static lt_status plan_auto(lt_strategies *p, uint64_t step, const int64_t *lengt
     lt_status first_st = LT_OK;
     for (int si = 0; si < LT_STRATEGY_AUTO; si++) {
         lt_strategy s = (lt_strategy)si;
-        /* helixpipe where the trainer runs its layer parts over ranks: without sharding
-         * (train/dist/dist.h lt_dist.helix_parts, lt_dist.helix: sharding a part is not built) */
+        /* helixpipe beside other strategies' steps: without sharding (a run whose plans mix
+         * them holds the whole model on every rank, train/dist/dist.h lt_dist.helix, which
+         * is not sharded; helixpipe's plans alone shard their parts, lt_dist.helix_parts) */
         if (s == LT_STRATEGY_HELIXPIPE && p->pc.cm.dp > 1 && p->pc.cm.shard != LT_SHARD_NONE) continue;
         lt_error e;
         lt_error_clear(&e);

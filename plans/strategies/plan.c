@@ -114,7 +114,17 @@ int64_t lt_slice_predicted_tokens(int64_t begin, int64_t end, int64_t length) {
     return end - begin - (end >= length ? 1 : 0);
 }
 
-lt_status lt_plan_scoring(lt_step_plan *p, const int64_t *lengths, size_t n, int dp, int pp, int layers,
+/* A scoring plan's op `op` of unit u (of `units`) on stage st: its predicted start, in
+ * units of time that only order the ops. Layer blocks: u + st (a pipeline's fill). Layer
+ * parts: the wave u + l, then the unit, then the part (pre, attention, post) -- one total
+ * order every stage's list follows and every op's inputs precede. */
+static double scoring_start(const lt_op *op, size_t u, size_t units, int st) {
+    if (op->part == LT_PART_ALL) return (double)(u + (size_t)st);
+    size_t part = op->part == LT_PART_PRE ? 0 : op->part == LT_PART_ATTN ? 1 : 2;
+    return (double)((((size_t)op->layer_begin + u) * units + u) * 3 + part);
+}
+
+lt_status lt_plan_scoring(lt_step_plan *p, const int64_t *lengths, size_t n, int dp, int pp, int layers, bool parts,
                           lt_error *err) {
     lt_step_plan_init(p);
     if (dp < 1 || pp < 1 || layers < pp)
@@ -153,15 +163,29 @@ lt_status lt_plan_scoring(lt_step_plan *p, const int64_t *lengths, size_t n, int
             lt_schedule_add_unit(&r->sched, sl, 1);
             units++;
         }
-        for (int s = 0; s < pp; s++)
-            for (size_t u = 0; u < units; u++) lt_schedule_add_stage_op(&r->sched, s, LT_OP_F, (uint32_t)u, 0);
-        /* predicted starts: unit u on stage s at u + s (op ids stage-major, as lt_sim's) */
-        r->ops = calloc(units * (size_t)pp + 1, sizeof *r->ops);
+        if (!parts) {
+            for (int s = 0; s < pp; s++)
+                for (size_t u = 0; u < units; u++) lt_schedule_add_stage_op(&r->sched, s, LT_OP_F, (uint32_t)u, 0);
+        } else { /* HelixPipe's partition (4.2), each attention on its pre-attention's stage */
+            for (size_t w = 0; units && w + 1 < units + (size_t)layers; w++)
+                for (size_t u = w + 1 > (size_t)layers ? w + 1 - (size_t)layers : 0; u < units && u <= w; u++) {
+                    uint32_t l = (uint32_t)(w - u);
+                    lt_op op = {.kind = LT_OP_F, .unit = (uint32_t)u, .layer_begin = l, .layer_end = l + 1};
+                    int at = (int)(l % (uint32_t)pp), post = (int)((l + 1) % (uint32_t)layers % (uint32_t)pp);
+                    op.part = LT_PART_PRE, lt_schedule_add_op(&r->sched, at, op);
+                    op.part = LT_PART_ATTN, lt_schedule_add_op(&r->sched, at, op);
+                    op.part = LT_PART_POST, lt_schedule_add_op(&r->sched, post, op);
+                }
+        }
+        r->ops = calloc(lt_schedule_n_ops(&r->sched) + 1, sizeof *r->ops);
         if (!r->ops) st = lt_fail(err, LT_ERR_NOMEM, NULL, "out of memory for a scoring plan of %zu documents", n);
+        size_t id = 0; /* (op ids stage-major, as lt_sim's) */
         for (int s = 0; r->ops && s < pp; s++)
-            for (size_t u = 0; u < units; u++)
-                r->ops[(size_t)s * units + u] = (lt_plan_op){.start_s = (double)(u + (size_t)s),
-                                                             .finish_s = (double)(u + (size_t)s + 1)};
+            for (size_t i = 0; i < r->sched.stage[s].n; i++, id++) {
+                const lt_op *op = &r->sched.stage[s].ops[i];
+                double t = scoring_start(op, op->unit, units, s);
+                r->ops[id] = (lt_plan_op){.start_s = t, .finish_s = t + 1};
+            }
     }
     if (st != LT_OK) lt_step_plan_free(p);
     return st;

@@ -189,12 +189,16 @@ void lt_step_plan_free(lt_step_plan *p); /* NULL-safe; leaves it as lt_step_plan
  * where it lives, through the executor (train/exec/exec.h, grads = NULL). Document i goes to
  * pipeline i mod dp as one unit of one slice (whole-document causal attention); each stage
  * runs an F over its layer block (lt_schedule_stage_layers, the split every strategy uses)
- * for each of its pipeline's units in order; no B. Predicted starts are unit + stage
+ * for each of its pipeline's units in order; no B. With `parts`, for a model held as
+ * HelixPipe's parts (its stages' tensors where the helix puts them, HelixPipe 4.2): an F
+ * per layer part instead, the pre-attention and the attention of layer l on stage l mod pp,
+ * its post-attention on stage (l + 1) mod pp (the last layer's on stage 0), each stage's
+ * ops in waves (unit + layer), so a pipeline's units overlap as in a fill. Predicted starts are unit + stage
  * (units of time, not seconds: they only order the ops, as a pipeline's fill does). A
  * pipeline may hold no document (n < dp). p is initialized here; LT_ERR_USAGE for a layout
  * no model has, LT_ERR_INPUT for a document of fewer than 2 tokens, LT_ERR_NOMEM.
  */
-lt_status lt_plan_scoring(lt_step_plan *p, const int64_t *lengths, size_t n, int dp, int pp, int layers,
+lt_status lt_plan_scoring(lt_step_plan *p, const int64_t *lengths, size_t n, int dp, int pp, int layers, bool parts,
                           lt_error *err);
 
 /* ---------------------------------------------------------------- DP-Merge lockstep

@@ -364,6 +364,48 @@ elif grep -q "parallel.shard = fsdp, but the plans of .*t22.db were made for par
 else
   notok "the refusal of plans made for another parallel.shard names both" "$tmp/mis.err"
 fi
+# HelixPipe's plans sharded (lt_dist.helix_parts): each DP rank of a stage shards its stage's
+# part; fsdp gathers a layer's tensors held here as its first part op needs them (a part's
+# weights_needed), the next layer with tensors here prefetched. dp 2 x pp 2, 4 steps: zero1
+# as shard none (1e-6), zero2 and fsdp as zero1 bit for bit, fsdp resumed too; each mode's
+# DP bytes and model states between steps the cost model's (helix_parts) exactly. With
+# train.eval_every = 2, the validation loss of the ranks' parts (a scoring plan of layer
+# parts: lt_plan_scoring) at steps 0, 2 and 4 within 1e-5 of one process's, every mode
+HS=("${T[@]}" --set plan.steps=4 --set train.steps=4 --set parallel.dp=2 --set parallel.pp=2 --set train.eval_every=2)
+hs_same() { cmp -s "$1/ckpt-00000004.d/stage-0.bin" "$2/ckpt-00000004.d/stage-0.bin" &&
+  cmp -s "$1/ckpt-00000004.d/stage-1.bin" "$2/ckpt-00000004.d/stage-1.bin"; }
+hs_vals() { sed -n 's/^step=\([0-9]*\) .*val=\([0-9.]*\).*/\1:\2/p' "$1" | tr '\n' ' '; }
+hs_fail=
+for mode in none zero1 zero2 fsdp; do
+  plan "hs-$mode" helixpipe 2 2 --set plan.steps=4 --set parallel.shard=$mode --set data.holdout=0.2 ||
+    hs_fail="$hs_fail planner:$mode"
+  "${MPIRUN[@]}" 4 "$TRAINER" train "${HS[@]}" --set parallel.shard=$mode --db "$tmp/hs-$mode.db" --out "$tmp/hs-$mode" \
+    >"$tmp/hs-$mode.out" 2>"$tmp/hs-$mode.err" || hs_fail="$hs_fail train:$mode"
+  grep -q 'dp_bytes_rel_err=0.000e+00' "$tmp/hs-$mode.err" || hs_fail="$hs_fail dp_bytes:$mode"
+  [ $mode = none ] || grep -q "model states between steps (parallel.shard = $mode): .* held_rel_err=0.000e+00" \
+    "$tmp/hs-$mode.err" || hs_fail="$hs_fail held:$mode"
+done
+"$TRAINER" train "${HS[@]}" --db "$tmp/hs-none.db" --out "$tmp/hs-one" >"$tmp/hs-one.out" 2>&1 || hs_fail="$hs_fail one"
+want=$(hs_vals "$tmp/hs-one.out")
+[ "$(echo "$want" | wc -w)" = 3 ] || hs_fail="$hs_fail one-val"
+for mode in none zero1 zero2 fsdp; do
+  awk -v a="$want" -v b="$(hs_vals "$tmp/hs-$mode.out")" 'BEGIN { n = split(a, x, " "); if (split(b, y, " ") != n) exit 1
+    for (i = 1; i <= n; i++) { split(x[i], p, ":"); split(y[i], q, ":")
+      if (p[1] != q[1] || (p[2] - q[2]) ^ 2 > (1e-5 * p[2]) ^ 2) exit 1 } }' || hs_fail="$hs_fail val:$mode"
+done
+"${MPIRUN[@]}" 4 "$TRAINER" train "${HS[@]}" --set parallel.shard=fsdp --db "$tmp/hs-fsdp.db" --set train.checkpoint_every=2 \
+  --steps 2 --out "$tmp/hs-fr" >/dev/null 2>&1
+"${MPIRUN[@]}" 4 "$TRAINER" train "${HS[@]}" --set parallel.shard=fsdp --db "$tmp/hs-fsdp.db" --out "$tmp/hs-fr" --resume \
+  >"$tmp/hs-fr.out" 2>"$tmp/hs-fr.err" || hs_fail="$hs_fail resume"
+d=$(params_diff "$tmp/hs-none/ckpt-00000004.d" "$tmp/hs-zero1/ckpt-00000004.d")
+if [ -z "$hs_fail" ] && [ -n "$d" ] && awk -v d="$d" 'BEGIN { exit !(d <= 1e-6) }' && hs_same "$tmp/hs-zero1" "$tmp/hs-zero2" &&
+   hs_same "$tmp/hs-zero1" "$tmp/hs-fsdp" && hs_same "$tmp/hs-fsdp" "$tmp/hs-fr" &&
+   grep -q "(HelixPipe's part of stage 0: " "$tmp/hs-fsdp.err"; then
+  ok "helixpipe, dp 2 x pp 2, sharded parts: zero1 as none ($d), zero2 and fsdp as zero1 bit for bit, fsdp resumed; DP bytes and model states the cost model's; validation (${want% }) as one process's"
+else
+  notok "helixpipe's parts sharded over DP train as unsharded (failed:$hs_fail; difference '$d')" \
+    "$tmp/hs-zero1.err" "$tmp/hs-fsdp.err" "$tmp/hs-fr.err" "$tmp/hs-fsdp.out"
+fi
 # the GPU shards with zero1 only (Megatron's distributed optimizer): zero2 is refused by name
 # before any GPU is opened
 if "${MPIRUN[@]}" 4 "$TRAINER" train "${T[@]}" --set parallel.dp=2 --set parallel.pp=2 --set parallel.shard=zero2 \

@@ -168,5 +168,25 @@ else
   notok "planner build helixpipe for training at tp 1 and tp 2" "$tmp/hxt1.plan" "$tmp/hxt2.plan"
 fi
 
+# HelixPipe's parts sharded at tp 2 (fsdp: each TP rank's shard of its stage's part, sharded
+# again over the DP ranks, a layer's gathered as its first part op needs it): dp 2 x pp 2 x
+# tp 2, 3 steps, as one process running its plans at tp 1 (the same batches; 1e-5); its DP
+# bytes and model states between steps the cost model's
+HF=("${T[@]}" --set plan.steps=3 --set train.steps=3 --set parallel.dp=2 --set parallel.pp=2 --set parallel.shard=fsdp)
+if plan hxf1 helixpipe 2 2 --set plan.steps=3 --set parallel.shard=fsdp &&
+   plan hxf helixpipe 2 2 --set plan.steps=3 --set parallel.tp=2 --set parallel.shard=fsdp; then
+  "$TRAINER" train "${HF[@]}" --db "$tmp/hxf1.db" --out "$tmp/hxf1" >"$tmp/hxf1.out" 2>&1
+  "${MPIRUN[@]}" 8 "$TRAINER" train "${HF[@]}" --set parallel.tp=2 --db "$tmp/hxf.db" --out "$tmp/hxf" >"$tmp/hxf.out" \
+    2>"$tmp/hxf.err"
+  d=$(params_diff "$tmp/hxf1/ckpt-00000003.bin" "$tmp/hxf/ckpt-00000003.d")
+  if [ -n "$d" ] && awk -v d="$d" 'BEGIN { exit !(d <= 1e-5) }' && grep -q 'dp_bytes_rel_err=0.000e+00' "$tmp/hxf.err" &&
+     grep -q 'model states between steps (parallel.shard = fsdp): .* held_rel_err=0.000e+00' "$tmp/hxf.err"; then
+    ok "helixpipe, dp 2 x pp 2 x tp 2, parallel.shard = fsdp: as one process ($d); DP bytes and model states the cost model's"
+  else
+    notok "helixpipe with fsdp at dp 2 x pp 2 x tp 2 trains as one process (difference '$d')" "$tmp/hxf1.out" "$tmp/hxf.err"
+  fi
+else
+  notok "planner build helixpipe, dp 2 x pp 2 at tp 1 and 2, fsdp" "$tmp/hxf1.plan" "$tmp/hxf.plan"
+fi
 
 echo "1..$n"

@@ -27,7 +27,8 @@
  *   - the chunked MLP (4.4.2, 8 rows at a time): whole layers, with recompute, and HelixPipe's
  *     parts with recomputation without attention, within 1e-5 of whole, fewer bytes held;
  *   - a scoring plan (lt_plan_scoring, the validation loss: forward only, grads = NULL) of the
- *     three samples at dp 1 and 2, pp 1 and 2: the loss equals every sample run whole
+ *     three samples at dp 1 and 2, pp 1 and 2, and as HelixPipe's layer parts (each attention
+ *     on its pre-attention's stage) at pp 1 to 3: the loss equals every sample run whole
  *     without gradients (lt_llama_step_units) within 1e-6, no token backwarded, a K/V
  *     context without gradients; a B op in a plan run without gradients, and a scoring
  *     document of one token, are refused;
@@ -525,22 +526,25 @@ static void test_scoring(void **state) {
     assert_int_equal(lt_llama_step_units(&f->m, &b, units, NS, 0.0f, NULL, NULL, &want, f->pool, NULL), LT_OK);
     int64_t len[NS];
     for (int i = 0; i < NS; i++) len[i] = LEN[i];
+    /* with parts: HelixPipe's layer parts (a model held as its parts), every op one part */
+    for (int parts = 0; parts <= 1; parts++)
     for (int dp = 1; dp <= 2; dp++)
-        for (int pp = 1; pp <= 2; pp++) {
+        for (int pp = 1; pp <= 2 + parts; pp++) {
             lt_step_plan p;
             lt_error err;
-            assert_int_equal(lt_plan_scoring(&p, len, NS, dp, pp, LAYERS, &err), LT_OK);
+            assert_int_equal(lt_plan_scoring(&p, len, NS, dp, pp, LAYERS, parts, &err), LT_OK);
             assert_int_equal(p.n_predicted, f->n_predicted);
+            assert_int_equal(lt_schedule_has_parts(&p.ranks[0].sched), parts);
             lt_exec_stats es;
             lt_status st = lt_exec_step(&f->m, &p, f->smp, NULL, &es, f->pool, &err);
-            if (st != LT_OK) fail_msg("dp %d pp %d: %s", dp, pp, err.what);
+            if (st != LT_OK) fail_msg("parts %d dp %d pp %d: %s", parts, dp, pp, err.what);
             assert_int_equal(es.n_predicted, f->n_predicted);
-            assert_int_equal(es.ops_run, (size_t)(NS * pp));
+            assert_int_equal(es.ops_run, (size_t)(parts ? NS * 3 * LAYERS : NS * pp));
             if (fabs(es.loss_sum - want) > 1e-6 * fabs(want))
-                fail_msg("dp %d pp %d: loss %.9g, whole %.9g", dp, pp, es.loss_sum, want);
+                fail_msg("parts %d dp %d pp %d: loss %.9g, whole %.9g", parts, dp, pp, es.loss_sum, want);
             lt_exec_stats_free(&es);
             /* a B op in it is refused: a plan run without gradients has only F ops */
-            if (dp == 1 && pp == 2) {
+            if (!parts && dp == 1 && pp == 2) {
                 lt_schedule_add_stage_op(&p.ranks[0].sched, 1, LT_OP_B, 0, 0);
                 st = lt_exec_step(&f->m, &p, f->smp, NULL, &es, f->pool, &err);
                 lt_exec_stats_free(&es);
@@ -554,9 +558,9 @@ static void test_scoring(void **state) {
     lt_step_plan p;
     lt_error err;
     int64_t one[2] = {5, 1};
-    assert_int_equal(lt_plan_scoring(&p, one, 2, 1, 1, LAYERS, &err), LT_ERR_INPUT);
+    assert_int_equal(lt_plan_scoring(&p, one, 2, 1, 1, LAYERS, false, &err), LT_ERR_INPUT);
     assert_non_null(strstr(err.what, "scoring document 1 has 1 tokens"));
-    assert_int_equal(lt_plan_scoring(&p, one, 1, 1, 5, LAYERS, &err), LT_ERR_USAGE);
+    assert_int_equal(lt_plan_scoring(&p, one, 1, 1, 5, LAYERS, false, &err), LT_ERR_USAGE);
 }
 
 int main(void) {

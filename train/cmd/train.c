@@ -690,9 +690,12 @@ static lt_status open_plans(const char *db, const lt_llama *m, int tp, const lt_
     L->db_path = db;
     lt_status s = lt_cmd_open_plans(db, m, tp, &L->store, err);
     if (s == LT_OK) s = lt_store_steps(L->store, &L->steps, &L->n_steps, err);
-    bool any_helix;
+    bool any_helix = false;
     if (s == LT_OK) s = lt_cmd_plans_helix(db, &any_helix, &L->helix_parts, err);
     if (s == LT_OK) s = held_model(L, cfg, err);
+    /* (HelixPipe: a rank holds its stage's part, or mixed with other strategies' steps the
+     * whole model: what lt_cost_stage_params counts, as trainer check's) */
+    L->held.helix_parts = L->helix_parts, L->held.whole_model = any_helix && !L->helix_parts;
     if (s == LT_OK && L->n_steps == 0) s = lt_fail(err, LT_ERR_INPUT, db, "the plan file holds no step");
     return s;
 }
@@ -781,7 +784,8 @@ static lt_status validation(train_loop *L, double *val, int64_t *tokens, lt_erro
     }
     lt_step_plan p;
     lt_step_plan_init(&p);
-    if (s == LT_OK) s = lt_plan_scoring(&p, len, n, L->eval_dp, L->eval_pp, L->m->shape.layers, err);
+    if (s == LT_OK) s = lt_plan_scoring(&p, len, n, L->eval_dp, L->eval_pp, L->m->shape.layers,
+                                               L->helix_parts && L->comm && L->eval_pp > 1, err);
     for (size_t k = 0; s == LT_OK && k < n; k++) {
         const lt_sample *d = &L->val_docs[which[k]];
         int32_t *t = NULL;

@@ -188,10 +188,11 @@ lt_status lt_dist_init(lt_dist *d, lt_comm *c, const lt_llama *m, const lt_step_
         return lt_fail(err, LT_ERR_INTERNAL, NULL, "step %llu is a HelixPipe plan (layer parts): every rank needs "
                        "HelixPipe's part of its stage or the whole model", (unsigned long long)p->step);
     }
-    if ((d->helix || d->helix_parts) && d->dp > 1 && shard != LT_SHARD_NONE) {
+    if (d->helix && d->dp > 1 && shard != LT_SHARD_NONE) { /* (a run of HelixPipe's plans only shards its parts) */
         lt_dist_free(d);
-        return lt_fail(err, LT_ERR_CONFIG, "parallel.shard", "HelixPipe's plans (layer parts) run distributed with "
-                       "parallel.shard = none (sharding HelixPipe's parts over the DP ranks is not built)");
+        return lt_fail(err, LT_ERR_CONFIG, "parallel.shard", "plans mixing HelixPipe's steps with other strategies' "
+                       "run with parallel.shard = none (every rank holds the whole model, each tensor updated by "
+                       "the stage the helix puts it on); a run of HelixPipe's plans alone shards its stages' parts");
     }
     d->l0 = d->helix || d->helix_parts ? 0 : d->l0, d->l1 = d->helix || d->helix_parts ? m->shape.layers : d->l1;
     /* a tied embedding counts in the norm once: on the first stage; a tensor replicated over
@@ -491,14 +492,18 @@ static lt_status gather_through(lt_dist *d, const lt_llama *m, float *params, in
         d->ag_layer = -1;
         d->whole[l] = st == LT_OK;
     }
-    int next = layer + 1;
-    if (st == LT_OK && next >= d->l0 && next < d->l1 && !d->whole[next] && d->ag_layer < 0) {
+    /* the next layer with weights here (HelixPipe's part holds some layers' only) */
+    for (int next = layer + 1; st == LT_OK && next >= d->l0 && next < d->l1 && d->ag_layer < 0; next++) {
+        if (d->whole[next]) continue;
         size_t lo, hi;
         layer_range(d, m, next, &lo, &hi);
+        if (lo >= hi) {
+            d->whole[next] = true;
+            continue;
+        }
         snprintf(what, sizeof what, "the weights of layer %d (all-gather over the DP ranks of stage %d)", next, d->stage);
-        if (lo < hi) st = post_ag(d, params, lo, hi, what, err);
-        if (st == LT_OK) d->ag_layer = lo < hi ? next : -1;
-        if (st == LT_OK && lo >= hi) d->whole[next] = true;
+        st = post_ag(d, params, lo, hi, what, err);
+        if (st == LT_OK) d->ag_layer = next;
     }
     bool all = true;
     for (int l = d->l0; l < d->l1; l++) all = all && d->whole[l];

@@ -80,14 +80,17 @@ typedef struct lt_dist {
      * the pipeline's other stages. Any plan of the run executes on it. Under TP the same with
      * this TP rank's shard of the whole model: the sums over its DP ranks and stages, then
      * the replicated tensors' over TP. On the GPU the sums and the exchange go over NCCL
-     * (lt_dist_helix_weights). shard = none. A run of HelixPipe's plans only holds its
-     * stage's part instead (helix_parts). */
+     * (lt_dist_helix_weights). shard = none (refused otherwise, by name). A run of
+     * HelixPipe's plans only holds its stage's part instead (helix_parts). */
     bool helix;
     /* A run of HelixPipe's plans only: the rank holds HelixPipe's part of its stage
      * (train/model/model.h lt_llama.helix_pp) and owns every tensor of it; the Q/K/V weights
      * of the layers whose attention it runs without holding them come with the activations
      * and their gradients go back (train/exec), so the step ends as any stage's: the sums
-     * over its DP ranks (a tied embedding and its head are both on stage 0). shard = none. */
+     * over its DP ranks (a tied embedding and its head are both on stage 0), after the step
+     * (a layer's Q/K/V gradients come from the attentions' stages). Sharded as any stage's
+     * part (every mode; in place): fsdp gathers a layer's tensors held here as the first
+     * part op of that layer needs them, the next layer with tensors here prefetched. */
     bool helix_parts;
     const lt_llama *model;
     /* sharded on the GPU (zero1 only: Megatron's distributed optimizer): dp equal blocks of

@@ -128,8 +128,8 @@ lt_status lt_exec_step(const lt_llama *m, const lt_step_plan *p, const lt_train_
  * gradients on this rank are final for the step (during the stage's last B op, layer by
  * layer from the top), so the DP all-reduce of each layer overlaps the backward of the
  * layers below it; weights_needed(layer) (may be NULL) before any pass reads layer l's
- * weights (every F, FK and B op, recompute included), so fsdp gathers a layer's weights as
- * it is first needed and prefetches the next.
+ * weights (every F, FK and B op, recompute included; every layer part's op), so fsdp
+ * gathers a layer's weights as it is first needed and prefetches the next.
  */
 typedef struct lt_exec_hooks {
     void *ctx;

@@ -252,5 +252,11 @@ void exec_transfers_free(pipe_run *pr);
  * runs its forward again before its backward, a recomputed pre-attention runs as keeping). */
 lt_status exec_forward(pipe_run *pr, uint32_t v, lt_error *err);
 lt_status exec_backward(pipe_run *pr, uint32_t v, lt_error *err);
+/* The F op holding the activations layer-part F op v reads its input from, when that is
+ * not v's model-path predecessor itself: the first F here of the predecessor's layer (v a
+ * later part of that layer, or the next layer's pre-attention reading its output). Each
+ * such reader holds a reference to it, so that a plan without B ops (a scoring plan) keeps
+ * them until the last has read them. LT_DEP_NONE for any other op. */
+uint32_t exec_shared_acts_of(const pipe_run *pr, uint32_t v);
 
 #endif /* LT_TRAIN_EXEC_INTERNAL_H */

@@ -62,6 +62,14 @@ static uint32_t acts_owner(const pipe_run *pr, uint32_t v) {
     return v;
 }
 
+uint32_t exec_shared_acts_of(const pipe_run *pr, uint32_t v) {
+    if (pr->deps.op[v]->kind == LT_OP_B || pr->deps.op[v]->part == LT_PART_ALL) return LT_DEP_NONE;
+    uint32_t from = exec_pred_of_kind(&pr->deps, v, LT_DEP_PATH); /* its input's op, if here */
+    if (from == LT_DEP_NONE || !exec_local(pr, from)) return LT_DEP_NONE;
+    uint32_t owner = acts_owner(pr, from);
+    return owner != from ? owner : LT_DEP_NONE; /* (the one right before holds its own by the model path) */
+}
+
 /* ... and the one holding its part gradients (B ops). */
 static uint32_t grads_owner(const pipe_run *pr, uint32_t v) {
     uint32_t from;
@@ -106,7 +114,9 @@ static lt_pass part_pass(pipe_run *pr, const lt_op *op) {
     return p;
 }
 
-/* The checks every part op passes (what is not executable yet, refused by name). */
+/* The checks every part op passes (what is not executable yet, refused by name), then the
+ * engine's weights_needed for its layer (fsdp gathers the layer's tensors held here, if
+ * not yet whole: lt_exec_hooks). */
 static lt_status part_check(pipe_run *pr, uint32_t v, lt_error *err) {
     const lt_op *op = pr->deps.op[v];
     if (pr->ops[v].G != 1) return exec_op_error(pr, v, err, "a layer part (HelixPipe) in a context-parallel group");
@@ -119,6 +129,7 @@ static lt_status part_check(pipe_run *pr, uint32_t v, lt_error *err) {
      * forward again before its backward (part_backward); a recomputed pre-attention runs as
      * one that keeps its arrays (the first norm's output, which the attention keeps anyway
      * where it runs on the same stage, and its statistics) */
+    if (pr->eh && pr->eh->weights_needed) return pr->eh->weights_needed(pr->eh->ctx, (int)op->layer_begin, err);
     return LT_OK;
 }
 
@@ -257,7 +268,9 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
      * before the layer before's); a post-attention alone here reads it from the transfer
      * (its backward does not read x) */
     bool post_rc = op->part == LT_PART_POST && exec_recompute_of(op) > 0; /* (its recompute reads x) */
-    bool x_in_place = (op->part == LT_PART_PRE && l > 0) || (op->part == LT_PART_POST && !post_rc);
+    /* (without gradients, a scoring plan's, nothing holds the layer before's output: x copied) */
+    bool pre_in_place = op->part == LT_PART_PRE && l > 0 && pr->grads;
+    bool x_in_place = pre_in_place || (op->part == LT_PART_POST && !post_rc);
     if (acts_owner(pr, v) == v) { /* the layer's activations here start with this part: those of its parts here */
         unsigned parts = parts_here(pr, v) | (x_in_place ? LT_ACTS_X_OUTSIDE : 0u);
         st = lt_acts_alloc_parts(&o->acts[0], pr->m, pr->b, &o->u[0], l, l == L - 1 && (parts & (1u << LT_PART_POST)),
@@ -266,7 +279,7 @@ static lt_status part_forward(pipe_run *pr, uint32_t v, lt_error *err) {
         if (st != LT_OK) return st;
         a = &o->acts[0];
         lt_layer_acts *la = &a->layer[0];
-        if (op->part == LT_PART_PRE && l > 0) la->x = (float *)in;
+        if (pre_in_place) la->x = (float *)in;
         if (op->part == LT_PART_ATTN) st = part_unpack(pr, v, la->x, la->n1, err);
         if (op->part == LT_PART_POST && post_rc) st = part_unpack(pr, v, la->x, la->att, err);
         else if (op->part == LT_PART_POST) { /* x stays in the received buffer until the forward has run */

@@ -90,6 +90,8 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
                 pr->ops[v].refs += (s[k].kind == LT_DEP_PATH || s[k].kind == LT_DEP_ACT) && exec_local(pr, s[k].op);
                 pr->ops[v].path_refs += s[k].kind == LT_DEP_PATH && exec_local(pr, s[k].op);
             }
+            uint32_t o = exec_local(pr, v) ? exec_shared_acts_of(pr, v) : LT_DEP_NONE; /* (a layer part's) */
+            if (o != LT_DEP_NONE) pr->ops[o].refs++;
         }
     pr->last_b = LT_DEP_NONE;
     for (size_t i = 0; st == LT_OK && pr->comm && i < n; i++)
@@ -152,6 +154,9 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             if (--fo->refs == 0) exec_maybe_release(pr, f);
             else if (p[k].kind == LT_DEP_ACT && b_ran) st = exec_drop_consumed(pr, v, f, err); /* another B still reads f */
         }
+        uint32_t shared = st == LT_OK ? exec_shared_acts_of(pr, v) : LT_DEP_NONE;
+        if (shared != LT_DEP_NONE && pr->ops[shared].refs > 0 && --pr->ops[shared].refs == 0)
+            exec_maybe_release(pr, shared);
         if (st == LT_OK) exec_maybe_release(pr, v);
     }
     if (pr->comm) { /* the last sends complete before the buffers go; receives never taken are dropped */
