@@ -73,10 +73,10 @@ static const lt_cli_command commands[] = {
     {"verify", "DIR [--task I]",
      "check an output directory: marker hashes, index, shard frames, seek table, counts",
      "Prints one line per task and a summary; exit 1 if anything does not match.\n", verify_command},
-    {"export", "DIR --format llmc|megatron --out OUTDIR [--task I] [--eos-id N] [--vocab-dir DIR]",
+    {"export", "DIR --format llmc|megatron --out OUTDIR [--task I] [--eos-id N] [--vocab-dir DIR] [--tokenizer FILE]",
      "write the shards in llm.c (.bin) or Megatron-LM (.bin + .idx) layout",
      "llmc: per task a .bin with llm.c's 256 x int32 header and uint16 (or uint32) tokens,\n"
-     "documents separated by <|endoftext|>; megatron: per task .bin + .idx as Megatron-LM's\n"
+     "documents separated by <|endoftext|> (Llama 3: <|end_of_text|>); megatron: per task .bin + .idx as Megatron-LM's\n"
      "indexed dataset (one sequence per document). See docs/formats.md.\n",
      export_command},
     {"wikitext", "[FILE]", "print the plain text the Wikipedia reader makes of wikitext (FILE or stdin)",

@@ -141,16 +141,21 @@ void lt_dataset_close(lt_dataset *ds) {
 
 lt_status lt_dataset_tokenizer(const lt_dataset *ds, uint32_t task, const char *vocab_dir, const char *tokenizer_json,
                                lt_tokenizer **out, lt_error *err) {
-    *out = NULL;
+    LT_CHECK(task < ds->num_tasks && ds->tasks[task].index);
     const lt_dataset_task *tk = &ds->tasks[task];
-    LT_CHECK(task < ds->num_tasks && tk->index);
-    const lt_shard_meta *m = lt_index_meta(tk->index);
+    return lt_task_tokenizer(lt_index_meta(tk->index), tk->index_path, tk->stats_path, vocab_dir, tokenizer_json, out,
+                             err);
+}
+
+lt_status lt_task_tokenizer(const lt_shard_meta *m, const char *index_path, const char *stats_path,
+                            const char *vocab_dir, const char *tokenizer_json, lt_tokenizer **out, lt_error *err) {
+    *out = NULL;
     char *recorded = NULL;
     if (!tokenizer_json) { /* the tokenizer.json the run recorded, if any */
         char *text;
         size_t len;
         lt_error e;
-        if (lt_read_file(tk->stats_path, &text, &len, &e) == LT_OK) {
+        if (lt_read_file(stats_path, &text, &len, &e) == LT_OK) {
             lt_jv *v = NULL;
             if (lt_json_parse(text, len, &v, NULL) == LT_OK) {
                 const lt_jv *t = lt_jv_get(lt_jv_get(v, "settings"), "tokenizer");
@@ -167,7 +172,7 @@ lt_status lt_dataset_tokenizer(const lt_dataset *ds, uint32_t task, const char *
         char hex[LT_SHA256_HEX_LEN + 1];
         lt_sha256_digest_hex(m->vocab_sha256, hex);
         if (strcmp(hex, lt_tokenizer_vocab_sha256(*out)) != 0) {
-            st = lt_fail(err, LT_ERR_INPUT, tk->index_path,
+            st = lt_fail(err, LT_ERR_INPUT, index_path,
                          "the shards were made with another %s vocabulary (sha256 %.12s..., found %.12s...)",
                          m->encoding, hex, lt_tokenizer_vocab_sha256(*out));
             lt_error_hint(err, tokenizer_json ? "give the tokenizer.json the shards were made with (--tokenizer FILE)"

@@ -38,6 +38,12 @@ lt_status lt_dataset_open(lt_dataset **out, const char *dir, int64_t want_task, 
 struct lt_tokenizer;
 lt_status lt_dataset_tokenizer(const lt_dataset *ds, uint32_t task, const char *vocab_dir, const char *tokenizer_json,
                                struct lt_tokenizer **out, lt_error *err);
+/* The same for one task's files (its index's meta m, read from index_path, and its
+ * stats_path), without opening the directory as a whole (`dataprep export`, which skips
+ * incomplete tasks). */
+lt_status lt_task_tokenizer(const lt_shard_meta *m, const char *index_path, const char *stats_path,
+                            const char *vocab_dir, const char *tokenizer_json, struct lt_tokenizer **out,
+                            lt_error *err);
 void lt_dataset_close(lt_dataset *ds); /* NULL-safe */
 
 #endif /* LT_DATAPREP_DATASET_H */

@@ -1,15 +1,19 @@
 /*
  * dataprep/export.c — `dataprep export DIR --format llmc|megatron --out OUTDIR [--task I]
- * [--eos-id N] [--vocab-dir DIR]`: the token shards of a `dataprep run` output directory
+ * [--eos-id N] [--vocab-dir DIR] [--tokenizer FILE]`: the token shards of a `dataprep run`
+ * output directory
  * in the layouts two trainers read directly (docs/formats.md, "Exports").
  *
  *   llmc      OUTDIR/task-IIIII.bin as karpathy/llm.c dev/data/data_common.py
  *             write_datafile: 256 x int32 header {magic, version, n_tokens, 0...}, then the
  *             tokens; "gpt-2" (20240520, version 1, uint16) for token width 2, "llama-3"
- *             (20240801, version 7, uint32) for width 4. Documents are separated by
- *             <|endoftext|>: when the run appended EOS (index eos policy) the stream is
+ *             (20240801, version 7, uint32) for width 4. Documents are separated by the
+ *             end-of-text token (lt_tokenizer_eos_id: <|endoftext|>, or Llama 3's
+ *             <|end_of_text|>): when the run appended EOS (index eos policy) the stream is
  *             written as is (doc EOS doc EOS ...); otherwise EOT is put before every
- *             document, as llm.c's fineweb.py does (EOT doc EOT doc ...).
+ *             document, as llm.c's fineweb.py does (EOT doc EOT doc ...), its id from
+ *             --eos-id or from the tokenizer the task was made with (lt_task_tokenizer: a
+ *             run's recorded tokenizer.json, --tokenizer, or its encoding's vocabulary).
  *   megatron  OUTDIR/task-IIIII.bin (the tokens, uint16 for width 2 else int32) and .idx as
  *             NVIDIA/Megatron-LM megatron/core/datasets/indexed_dataset.py _IndexWriter:
  *             "MMIDIDX\0\0", u64 1, u8 dtype code (8 uint16, 4 int32), u64 sequence count,
@@ -32,9 +36,9 @@
 #include <unistd.h>
 
 #include "dataprep/dataprep.h"  /* export_command */
+#include "dataprep/dataset.h"   /* lt_task_tokenizer: the tokenizer a task was made with */
 #include "dataprep/shard.h"     /* lt_index_*, lt_shard_* */
-#include "dataprep/tokenizer.h" /* lt_tokenizer_special_id: <|endoftext|> for llm.c */
-#include "lib/sha256.h"   /* lt_sha256_digest_hex */
+#include "dataprep/tokenizer.h" /* lt_tokenizer_eos_id: the document separator for llm.c */
 #include "lib/config.h"         /* lt_config_get_string */
 #include "lib/files.h"          /* lt_atomic_*, lt_mkdir_p */
 #include "lib/log.h"            /* LT_INFO, LT_WARN */
@@ -134,44 +138,36 @@ static bool file_exists(const char *path) {
     return stat(path, &sb) == 0;
 }
 
-/* ---- <|endoftext|> for llm.c when the run did not append EOS ---------------------- */
+/* ---- the end-of-text token for llm.c when the run did not append EOS ------------- */
 
 typedef struct eos_source {
     bool given; /* --eos-id */
     uint32_t id;
-    const char *vocab_dir;
+    const char *vocab_dir, *tokenizer; /* --vocab-dir (data.vocab_dir), --tokenizer (data.tokenizer) */
     char encoding[32];  /* the encoding resolved last */
     uint8_t sha256[32]; /* and its vocabulary */
     bool resolved;
 } eos_source;
 
-static lt_status resolve_eos(eos_source *es, const lt_shard_meta *m, const char *index_path, uint32_t *eos,
-                             lt_error *err) {
+static lt_status resolve_eos(eos_source *es, const lt_shard_meta *m, const char *index_path, const char *stats_path,
+                             uint32_t *eos, lt_error *err) {
     if (es->given) {
         *eos = es->id;
     } else if (!(es->resolved && strcmp(es->encoding, m->encoding) == 0 &&
                  memcmp(es->sha256, m->vocab_sha256, 32) == 0)) {
-        lt_tokenizer *tok;
-        lt_status st = lt_tokenizer_load_encoding(&tok, m->encoding, es->vocab_dir, LT_PRETOK_ENGINE_AUTO, err);
+        struct lt_tokenizer *tok;
+        lt_status st = lt_task_tokenizer(m, index_path, stats_path, es->vocab_dir, es->tokenizer, &tok, err);
         if (st != LT_OK) {
-            lt_error_prefix(err, "finding <|endoftext|> of %s: ", m->encoding);
-            lt_error_hint(err, "give the separator with --eos-id N, or the vocabulary with --vocab-dir DIR");
+            lt_error_prefix(err, "finding the end-of-text token of %s: ", m->encoding);
+            lt_error_hint(err, "give the separator with --eos-id N, or the vocabulary with --vocab-dir DIR "
+                               "(a tokenizer.json with --tokenizer FILE)");
             return st;
         }
-        char want[LT_SHA256_HEX_LEN + 1];
-        lt_sha256_digest_hex(m->vocab_sha256, want);
-        int64_t id = lt_tokenizer_special_id(tok, "<|endoftext|>");
-        bool same_vocab = strcmp(lt_tokenizer_vocab_sha256(tok), want) == 0;
+        int64_t id = lt_tokenizer_eos_id(tok);
         lt_tokenizer_free(tok);
-        if (!same_vocab) {
-            st = lt_fail(err, LT_ERR_INPUT, index_path,
-                         "the %s vocabulary found here is not the one the shards were made with (sha256 %.12s...)",
-                         m->encoding, want);
-            lt_error_hint(err, "point --vocab-dir at the vocabulary `dataprep run` used, or give --eos-id N");
-            return st;
-        }
         if (id < 0) {
-            st = lt_fail(err, LT_ERR_INPUT, index_path, "encoding %s has no <|endoftext|> token", m->encoding);
+            st = lt_fail(err, LT_ERR_INPUT, index_path, "tokenizer %s has no <|endoftext|> or <|end_of_text|> token",
+                         m->encoding);
             lt_error_hint(err, "give the document separator with --eos-id N");
             return st;
         }
@@ -216,14 +212,14 @@ static lt_status out_finish(out_file *o, lt_status st, uint64_t *written) {
     return st;
 }
 
-static lt_status export_llmc(const lt_index *ix, lt_shard *sh, const char *index_path, const char *out_path,
-                             eos_source *es, uint64_t *written, lt_error *err) {
+static lt_status export_llmc(const lt_index *ix, lt_shard *sh, const char *index_path, const char *stats_path,
+                             const char *out_path, eos_source *es, uint64_t *written, lt_error *err) {
     const lt_shard_meta *m = lt_index_meta(ix);
     const uint64_t n_docs = lt_index_n_docs(ix);
     const bool insert = m->eos == LT_EOS_NONE;
     uint32_t eos = 0;
     if (insert) {
-        lt_status st = resolve_eos(es, m, index_path, &eos, err);
+        lt_status st = resolve_eos(es, m, index_path, stats_path, &eos, err);
         if (st != LT_OK) return st;
     }
     const uint64_t ntok = lt_index_n_tokens(ix) + (insert ? n_docs : 0);
@@ -314,13 +310,14 @@ static lt_status export_task(const char *dir, uint32_t task, export_format fmt, 
                              eos_source *es, lt_error *err) {
     char *index_path = lt_task_path(dir, task, "index"), *shard_path = lt_task_path(dir, task, "tokens.zst");
     char *bin_path = lt_task_path(out_dir, task, "bin"), *idx_path = lt_task_path(out_dir, task, "idx");
+    char *stats_path = lt_task_path(dir, task, "stats.json");
     lt_index *ix = NULL;
     lt_shard *sh = NULL;
     uint64_t written = 0;
     lt_status st = lt_index_open(&ix, index_path, err);
     if (st == LT_OK) st = lt_shard_open(&sh, shard_path, ix, err);
     if (st == LT_OK)
-        st = fmt == FORMAT_LLMC ? export_llmc(ix, sh, index_path, bin_path, es, &written, err)
+        st = fmt == FORMAT_LLMC ? export_llmc(ix, sh, index_path, stats_path, bin_path, es, &written, err)
                                 : export_megatron(ix, sh, index_path, bin_path, idx_path, &written, err);
     if (st == LT_OK)
         LT_INFO("export: task %" PRIu32 ": %" PRIu64 " documents, %" PRIu64 " tokens -> %s%s (%.1f MB)", task,
@@ -332,11 +329,13 @@ static lt_status export_task(const char *dir, uint32_t task, export_format fmt, 
     free(shard_path);
     free(bin_path);
     free(idx_path);
+    free(stats_path);
     return st;
 }
 
 int export_command(lt_cli_ctx *ctx) {
-    const char *dir = NULL, *format = NULL, *out_dir = NULL, *task_arg = NULL, *eos_arg = NULL, *vocab_dir = NULL;
+    const char *dir = NULL, *format = NULL, *out_dir = NULL, *task_arg = NULL, *eos_arg = NULL, *vocab_dir = NULL,
+               *tokenizer = NULL;
     for (int i = 1; i < ctx->argc; i++) {
         const char *a = ctx->argv[i], *v;
         int missing = 0;
@@ -345,6 +344,7 @@ int export_command(lt_cli_ctx *ctx) {
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--task", &missing))) task_arg = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--eos-id", &missing))) eos_arg = v;
         else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--vocab-dir", &missing))) vocab_dir = v;
+        else if (!missing && (v = lt_cli_option_value(ctx->argc, ctx->argv, &i, "--tokenizer", &missing))) tokenizer = v;
         else if (missing) {
             return lt_cli_usage(ctx, "option '%.200s' needs a value", a);
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -382,6 +382,7 @@ int export_command(lt_cli_ctx *ctx) {
         es.id = (uint32_t)t;
     }
     es.vocab_dir = vocab_dir ? vocab_dir : lt_config_get_string(ctx->config, "data", "vocab_dir");
+    es.tokenizer = tokenizer ? tokenizer : lt_config_get_string(ctx->config, "data", "tokenizer");
 
     lt_error err;
     lt_error_clear(&err);

@@ -1416,9 +1416,7 @@ static lt_status run_task(run_settings *rs, lt_error *err) {
     snprintf(meta.encoding, sizeof meta.encoding, "%s", lt_tokenizer_name(tok));
     meta.eos = rs->eos;
     if (rs->eos == LT_EOS_APPEND) {
-        /* tiktoken's and GPT-2's / Qwen2's end-of-text, else Llama 3's */
-        int64_t id = lt_tokenizer_special_id(tok, "<|endoftext|>");
-        if (id < 0) id = lt_tokenizer_special_id(tok, "<|end_of_text|>");
+        int64_t id = lt_tokenizer_eos_id(tok);
         if (id < 0) {
             st = lt_fail(err, LT_ERR_CONFIG, "data.eos", "tokenizer %s has no <|endoftext|> or <|end_of_text|> token to append",
                          lt_tokenizer_name(tok));

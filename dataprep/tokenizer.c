@@ -910,6 +910,11 @@ int64_t lt_tokenizer_special_id(const lt_tokenizer *tok, const char *text) {
     return -1;
 }
 
+int64_t lt_tokenizer_eos_id(const lt_tokenizer *tok) {
+    int64_t id = lt_tokenizer_special_id(tok, "<|endoftext|>");
+    return id >= 0 ? id : lt_tokenizer_special_id(tok, "<|end_of_text|>");
+}
+
 lt_status lt_tokenizer_set_allowed_special(lt_tokenizer *tok, const char *list, lt_error *err) {
     for (size_t k = 0; k < tok->n_special; k++) tok->specials[k].allowed = false;
     tok->any_allowed = false;

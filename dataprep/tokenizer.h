@@ -72,6 +72,10 @@ const char *lt_tokenizer_engine(const lt_tokenizer *tok);   /* "cl100k", "o200k"
 const char *lt_tokenizer_vocab_sha256(const lt_tokenizer *tok);
 /* The id of special token `text`, or -1. */
 int64_t lt_tokenizer_special_id(const lt_tokenizer *tok, const char *text);
+/* The end-of-text token documents are separated by (`dataprep run --eos append`, `dataprep
+ * export`): <|endoftext|> (tiktoken's, GPT-2's, Qwen2's), else <|end_of_text|> (Llama 3's);
+ * -1 when it has neither. */
+int64_t lt_tokenizer_eos_id(const lt_tokenizer *tok);
 
 /* Let the listed special tokens (comma-separated texts, or "all") be encoded as their ids
  * when they occur in the text, as tiktoken's encode(text, allowed_special=...,

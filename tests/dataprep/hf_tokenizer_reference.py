@@ -237,6 +237,7 @@ def run_and_cat(path, texts, tmp):
     """`dataprep run` with data.tokenizer: the shard holds the tokenizers library's ids
     (plus Llama 3's <|end_of_text|> with data.eos = append), and `dataprep cat` finds the
     tokenizer.json again from the run's stats (no --tokenizer) and gives the texts back."""
+    global failures
     from tokenizers import Tokenizer
     hf = Tokenizer.from_file(path)
     inp = os.path.join(tmp, "docs.jsonl")
@@ -250,12 +251,12 @@ def run_and_cat(path, texts, tmp):
                         "--out", out, "--input", inp], capture_output=True)
     if p.returncode != 0:
         log("FAIL: dataprep run with data.tokenizer: exit %d %s" % (p.returncode, p.stderr.decode()[-800:]))
-        failures.append("run")
+        failures += 1
         return
     c = subprocess.run([BIN, "cat", out], capture_output=True)
     if c.returncode != 0:
         log("FAIL: dataprep cat of a data.tokenizer run: %s" % c.stderr.decode()[-500:])
-        failures.append("cat")
+        failures += 1
         return
     rows = [json.loads(l) for l in c.stdout.decode().splitlines()]
     eos = hf.token_to_id("<|end_of_text|>")
@@ -263,12 +264,40 @@ def run_and_cat(path, texts, tmp):
     want = [len(hf.encode(t, add_special_tokens=False).ids) + 1 for t in kept]
     if [r["text"] for r in rows] != [t + "<|end_of_text|>" for t in kept] and [r["text"] for r in rows] != kept:
         log("FAIL: dataprep cat: texts differ from the input")
-        failures.append("cat texts")
+        failures += 1
     elif lengths != want or eos is None:
         log("FAIL: shard lengths with EOS differ from tokenizers' + 1: %s vs %s" % (lengths[:5], want[:5]))
-        failures.append("lengths")
+        failures += 1
     else:
         log("ok run + cat with data.tokenizer (%d documents, EOS id %d)" % (len(rows), eos))
+    # a run without EOS, exported for llm.c: export finds the run's tokenizer.json in its
+    # stats (no --tokenizer, no --eos-id) and puts Llama 3's <|end_of_text|> before every
+    # document, as llm.c's fineweb.py does: EOT doc EOT doc ...
+    out2, exp = os.path.join(tmp, "run-hf-noeos"), os.path.join(tmp, "export-llmc")
+    p = subprocess.run([BIN, "run", "--set", "data.tokenizer=" + path, "--threads", "1", "--out", out2, "--input", inp],
+                       capture_output=True)
+    e = p.returncode == 0 and subprocess.run([BIN, "export", out2, "--format", "llmc", "--out", exp],
+                                             capture_output=True)
+    if not e or e.returncode != 0:
+        log("FAIL: dataprep export --format llmc of a data.tokenizer run without EOS: %s" %
+            (e.stderr.decode()[-500:] if e else p.stderr.decode()[-500:]))
+        failures += 1
+        return
+    import struct
+    b = open(os.path.join(exp, "task-00000.bin"), "rb").read()
+    head = struct.unpack("<256i", b[:1024])
+    width = 2 if head[0] == 20240520 else 4
+    got = list(struct.unpack("<%d%s" % (head[2], "H" if width == 2 else "I"), b[1024:]))
+    want = []
+    for t in kept:
+        want += [eos] + hf.encode(t, add_special_tokens=False).ids
+    if got != want:
+        log("FAIL: export llmc of a data.tokenizer run: %d tokens, tokenizers with <|end_of_text|> %d; first %s vs %s"
+            % (len(got), len(want), got[:8], want[:8]))
+        failures += 1
+    else:
+        log("ok export llmc of a data.tokenizer run without EOS: %d tokens, <|end_of_text|> (%d) before each of %d "
+            "documents" % (len(got), eos, len(kept)))
 
 
 def main():
