@@ -591,6 +591,19 @@ static double slice_attention_efficiency(const lt_cost_model *cm, int cp, const 
  * DP-Merge degree g when g > 1, else the model's cp. */
 static int unit_cp(const lt_cost_model *cm, const lt_unit *u) { return u->cp > 1 ? (int)u->cp : cm->cp; }
 
+/* The tokens whose keys and values (and their gradients) forward op `op` holds for slice s
+ * (keeps: it keeps its K/V for a later op, cost.h): a kept slice's own; for HelixPipe's
+ * attention part, whose slices of one sample attend on different stages (4.2: micro-batch
+ * i's attention of layer l on stage (l + i + 1) mod p), every token up to the slice's end --
+ * the earlier slices' K/V it receives and attends to, and whose gradients it sends back,
+ * besides its own (the trainer's K/V context on that stage) -- for any slice of a sliced
+ * sample. A sliced sample's slices on one stage are each counted so (an over-count of the
+ * shared prefix there). */
+static double slice_kv_tokens(const lt_op *op, const lt_slice *s, bool keeps) {
+    if (op->part == LT_PART_ATTN && (keeps || s->begin > 0)) return (double)s->end;
+    return keeps ? slice_tokens(s) : 0.0;
+}
+
 /* lt_cost_op at context-parallel degree cp (cm->cp for lt_cost_op), with the slices' attention
  * efficiencies from attn_eff when not NULL (the prepared bridge computes them once per
  * slice: the same values, looked up once). gathered: a B of an asymmetric schedule, whose
@@ -608,7 +621,7 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
     double tokens = 0, kv_tokens = 0;
     for (size_t i = 0; i < n; i++) {
         tokens += slice_tokens(&slices[i]);
-        if (keeps_kv && keeps_kv[i]) kv_tokens += slice_tokens(&slices[i]);
+        kv_tokens += slice_kv_tokens(op, &slices[i], keeps_kv && keeps_kv[i]);
     }
     double local = tokens / cp; /* tokens one GPU of the CP group holds */
     op_flops(cm, cp_degree, slices, n, op, &out->flops);
@@ -658,7 +671,7 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
     if (kind == LT_OP_F) {
         double act = 0;
         for (size_t i = 0; i < n; i++) {
-            bool sep = attn && keeps_kv && keeps_kv[i];
+            bool sep = attn && slice_kv_tokens(op, &slices[i], keeps_kv && keeps_kv[i]) > 0; /* (K/V held apart) */
             act += slice_tokens(&slices[i]) / cp *
                    ((nl - r) * lt_cost_act_bytes_per_token(cm, part, false, sep) +
                     r * lt_cost_act_bytes_per_token(cm, part, true, sep));

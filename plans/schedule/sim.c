@@ -506,10 +506,14 @@ static bool transfer_buffers(const lt_sim *sim, sim_priv *p) {
     return true;
 }
 
-/* Step 4's activations of layer parts (plans/schedule/sim.h, "Layer parts"): p->acts. */
-static void shared_activations(sim_priv *p) {
+/* Step 4's activations of layer parts (plans/schedule/sim.h, "Layer parts"): p->acts. false
+ * (and nothing set: each F op's act_bytes are its own) when no op runs a layer part. */
+static bool shared_activations(sim_priv *p) {
     const lt_deps *d = &p->deps;
     size_t n = d->n_ops;
+    bool any = false;
+    for (size_t v = 0; v < n && !any; v++) any = d->op[v]->part != LT_PART_ALL;
+    if (!any) return false;
     if (n + 1 > p->cap_acts) {
         size_t c = next_cap(p->cap_acts, n + 1);
         RESIZE(p->acts, c);
@@ -532,6 +536,7 @@ static void shared_activations(sim_priv *p) {
             break;
         }
     }
+    return true;
 }
 
 /* Step 4: the memory timeline of each stage, swept in program order (see plans/schedule/sim.h). All
@@ -539,7 +544,7 @@ static void shared_activations(sim_priv *p) {
 static lt_status sweep_memory(lt_sim *sim, sim_priv *p, const lt_schedule *s, const lt_sim_costs *c, lt_error *err) {
     const lt_deps *d = &p->deps;
     bool xfer = transfer_buffers(sim, p);
-    shared_activations(p);
+    const double *acts = shared_activations(p) ? p->acts : NULL; /* (NULL: each F's own act_bytes) */
     for (int st = 0; st < s->stages; st++) {
         double base = c->base_bytes ? c->base_bytes(c->ctx, st) : 0;
         if (bad_value(base))
@@ -551,7 +556,7 @@ static lt_status sweep_memory(lt_sim *sim, sim_priv *p, const lt_schedule *s, co
             while (pending && p->heap[0].time <= sim->start[v]) live -= heap_pop(p, &pending).bytes;
             live += oc->work_bytes;
             if (xfer) live += p->xfer_at[v] + p->xfer_send[v];
-            if (d->op[v]->kind == LT_OP_F) live += p->acts[v];
+            if (d->op[v]->kind == LT_OP_F) live += acts ? acts[v] : oc->act_bytes;
             if (d->op[v]->kind != LT_OP_B && d->instance[v] == 0) {
                 live += oc->kv_bytes;
                 uint32_t b = d->kv_last_b[v];
@@ -560,7 +565,7 @@ static lt_status sweep_memory(lt_sim *sim, sim_priv *p, const lt_schedule *s, co
             }
             if (live > peak) peak = live;
             live -= oc->work_bytes;
-            if (d->act_of[v] != NONE) live -= p->acts[d->act_of[v]];
+            if (d->act_of[v] != NONE) live -= acts ? acts[d->act_of[v]] : p->cost[d->act_of[v]].act_bytes;
             if (d->kv_of[v] != NONE) live -= p->cost[d->kv_of[v]].kv_bytes;
             if (s->asym && d->op[v]->kind == LT_OP_B) live -= free_shares(p, (uint32_t)v);
             if (xfer) live -= p->xfer_free[v];
