@@ -596,7 +596,9 @@ static double dp_bytes(const lt_comm *c) {
 /* Rank 0's DP bytes of a step against the cost model's (lt_cost_dp_bytes of its stage): the
  * first step's logged, the largest error kept for the end. */
 static void dp_check(train_loop *L, double sent) {
-    if (!L->rank0 || L->dist.dp < 2) return;
+    /* (plans mixing HelixPipe's steps with others' sum the whole model over every rank,
+     * lt_dist.helix: a synchronisation no plan prices, so none is compared) */
+    if (!L->rank0 || L->dist.dp < 2 || L->dist.helix) return;
     double want = lt_cost_dp_bytes(&L->held, 0), e = want > 0 ? fabs(sent - want) / want : 1.0;
     if (L->dp_steps++ == 0)
         LT_INFO("DP traffic of a step (parallel.shard = %s): rank 0 sent %.0f bytes in its gradient synchronisation, "
