@@ -592,16 +592,19 @@ static double slice_attention_efficiency(const lt_cost_model *cm, int cp, const 
 static int unit_cp(const lt_cost_model *cm, const lt_unit *u) { return u->cp > 1 ? (int)u->cp : cm->cp; }
 
 /* The tokens whose keys and values (and their gradients) forward op `op` holds for slice s
- * (keeps: it keeps its K/V for a later op, cost.h): a kept slice's own; for HelixPipe's
+ * (keeps: it keeps its K/V for a later op, cost.h): a kept slice's own; HelixPipe's
  * attention part, whose slices of one sample attend on different stages (4.2: micro-batch
- * i's attention of layer l on stage (l + i + 1) mod p), every token up to the slice's end --
- * the earlier slices' K/V it receives and attends to, and whose gradients it sends back,
- * besides its own (the trainer's K/V context on that stage) -- for any slice of a sliced
- * sample. A sliced sample's slices on one stage are each counted so (an over-count of the
- * shared prefix there). */
+ * i's attention of layer l on stage (l + i + 1) mod p), any slice of a sliced sample (the
+ * last one too: its stage's K/V context holds them with their gradients, the trainer's). */
 static double slice_kv_tokens(const lt_op *op, const lt_slice *s, bool keeps) {
-    if (op->part == LT_PART_ATTN && (keeps || s->begin > 0)) return (double)s->end;
-    return keeps ? slice_tokens(s) : 0.0;
+    return keeps || (op->part == LT_PART_ATTN && s->begin > 0) ? slice_tokens(s) : 0.0;
+}
+
+/* ... and the earlier tokens' it holds where its slices' earlier ones attend on another
+ * stage (lt_op_cost.kv_in_bytes, plans/schedule/sim.h: the simulator decides): an
+ * attention part's, every token before a slice of a sliced sample. */
+static double slice_kv_in_tokens(const lt_op *op, const lt_slice *s) {
+    return op->part == LT_PART_ATTN && s->begin > 0 ? (double)s->begin : 0.0;
 }
 
 /* lt_cost_op at context-parallel degree cp (cm->cp for lt_cost_op), with the slices' attention
@@ -618,10 +621,11 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
     double peak = cm->hw.peak_flops;
     double cp = (double)cp_degree; /* every per-GPU token count below is divided by it (exact at 1) */
 
-    double tokens = 0, kv_tokens = 0;
+    double tokens = 0, kv_tokens = 0, kv_in_tokens = 0;
     for (size_t i = 0; i < n; i++) {
         tokens += slice_tokens(&slices[i]);
         kv_tokens += slice_kv_tokens(op, &slices[i], keeps_kv && keeps_kv[i]);
+        kv_in_tokens += slice_kv_in_tokens(op, &slices[i]);
     }
     double local = tokens / cp; /* tokens one GPU of the CP group holds */
     op_flops(cm, cp_degree, slices, n, op, &out->flops);
@@ -684,6 +688,7 @@ static void cost_op(const lt_cost_model *cm, int cp_degree, const lt_slice *slic
         out->cost.act_bytes = act;
     }
     if (!backward && attn) out->cost.kv_bytes = kv_tokens / cp * nl * lt_cost_kv_bytes_per_token(cm);
+    if (!backward && attn) out->cost.kv_in_bytes = kv_in_tokens / cp * nl * lt_cost_kv_bytes_per_token(cm);
     /* a backward's gradients of one layer (the MLP's for a chunk's rows when chunked), and with
      * recompute the recomputed layer's arrays (a post-attention's MLP arrays for a chunk's rows
      * when chunked: lt_acts_part_scratch; a whole layer's recomputed forward keeps its rows) */

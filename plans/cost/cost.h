@@ -328,6 +328,9 @@ typedef struct lt_op_estimate {
  *   act_bytes   F only: activations of its layers (recomputed layers keep their input) and
  *               the head's inputs and softmax (logit_bytes per vocab entry; none when 0)
  *   kv_bytes    F, FK over ALL or ATTN: tokens of keeps_kv slices x layers x kv bytes/token
+ *               (an ATTN part: of every slice of a sliced sample)
+ *   kv_in_bytes F over ATTN: the tokens before each slice of a sliced sample x layers x kv
+ *               bytes/token (HelixPipe: held where the earlier slices attend elsewhere)
  *   work_bytes  transient: one layer's full activations when they are dropped (FK, recomputed
  *               F) or re-made (B: recompute + gradients), the logits of the head (act_bytes
  *               per vocab entry; with logit_bytes 0, a fused head, only in its F and one

@@ -72,6 +72,9 @@ typedef struct sim_priv {
     size_t cap_acts;
     double *acts;
     uint32_t *owner; /* the first part of the op's (unit, layer) on its stage */
+    /* keys and values from another stage (received_kv): per op, the K/V bytes it holds */
+    size_t cap_kvh;
+    double *kvh;
     /* contention: the other stages' intervals over one op's span */
     size_t cap_events;
     struct busy_event *events;
@@ -165,7 +168,8 @@ void lt_sim_free(lt_sim *sim) {
         lt_deps_free(&p->deps);
         void *arrays[] = {p->cost,   p->dur,    p->det,       p->cursor,    p->stack,     p->state,
                           p->comm,   p->heap,   p->held,      p->takers,    p->events,    p->xfer_at,
-                          p->xfer_send, p->xfer_free, p->chan_edge, p->chan_post, p->chan_off, p->acts, p->owner};
+                          p->xfer_send, p->xfer_free, p->chan_edge, p->chan_post, p->chan_off, p->acts, p->owner,
+                          p->kvh};
         for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) free(arrays[i]);
         free(p);
     }
@@ -221,9 +225,11 @@ static lt_status collect_ops(lt_sim *sim, sim_priv *p, const lt_schedule *s, con
             lt_op_cost *oc = &p->cost[id];
             memset(oc, 0, sizeof *oc);
             c->op_cost(c->ctx, s, st, op, oc);
-            const double v[5] = {oc->time, oc->act_bytes, oc->kv_bytes, oc->work_bytes, oc->out_bytes};
-            static const char *const what[5] = {"time", "act_bytes", "kv_bytes", "work_bytes", "out_bytes"};
-            for (int k = 0; k < 5; k++) {
+            const double v[6] = {oc->time, oc->act_bytes, oc->kv_bytes, oc->work_bytes, oc->out_bytes,
+                                 oc->kv_in_bytes};
+            static const char *const what[6] = {"time", "act_bytes", "kv_bytes", "work_bytes", "out_bytes",
+                                                "kv_in_bytes"};
+            for (int k = 0; k < 6; k++) {
                 if (bad_value(v[k])) {
                     char name[64];
                     return lt_fail(err, LT_ERR_INPUT, "schedule", "cost model: %s of %s is %g (must be finite, >= 0)",
@@ -478,7 +484,8 @@ static bool transfer_buffers(const lt_sim *sim, sim_priv *p) {
         for (uint32_t j = p->chan_off[c]; j < p->chan_off[c + 1]; j++) {
             uint32_t e = p->chan_edge[j], u = d->pred[e].op;
             double bytes = p->cost[u].out_bytes;
-            if (d->pred[e].kind != LT_DEP_PATH || !(bytes > 0)) continue; /* (K/V between attention stages: unpriced) */
+            /* (K/V between attention stages: no buffer, the receiver's context holds them: kv_in_bytes) */
+            if (d->pred[e].kind != LT_DEP_PATH || !(bytes > 0)) continue;
             size_t post = d->first_op[to] + p->chan_post[j];
             p->xfer_at[post] += bytes; /* the receive, from its posting */
             const lt_op *op = d->op[u];
@@ -539,12 +546,41 @@ static bool shared_activations(sim_priv *p) {
     return true;
 }
 
+/* Step 4's keys and values from another stage (plans/schedule/sim.h): p->kvh, each op's
+ * kv_bytes plus its kv_in_bytes where a K/V edge comes from another stage. false (and
+ * nothing set: each op holds its kv_bytes) when no op has kv_in_bytes. */
+static bool received_kv(sim_priv *p) {
+    const lt_deps *d = &p->deps;
+    size_t n = d->n_ops;
+    bool any = false;
+    for (size_t v = 0; v < n && !any; v++) any = p->cost[v].kv_in_bytes > 0;
+    if (!any) return false;
+    if (n + 1 > p->cap_kvh) {
+        size_t c = next_cap(p->cap_kvh, n + 1);
+        RESIZE(p->kvh, c);
+        p->cap_kvh = c;
+    }
+    for (uint32_t v = 0; v < n; v++) {
+        p->kvh[v] = p->cost[v].kv_bytes;
+        if (!(p->cost[v].kv_in_bytes > 0)) continue;
+        size_t np;
+        const lt_dep *e = lt_deps_preds(d, v, &np);
+        for (size_t k = 0; k < np; k++)
+            if (e[k].kind == LT_DEP_KV && d->stage[e[k].op] != d->stage[v]) {
+                p->kvh[v] += p->cost[v].kv_in_bytes;
+                break;
+            }
+    }
+    return true;
+}
+
 /* Step 4: the memory timeline of each stage, swept in program order (see plans/schedule/sim.h). All
  * allocations happen at op starts of the stage, so the peak is reached right after one. */
 static lt_status sweep_memory(lt_sim *sim, sim_priv *p, const lt_schedule *s, const lt_sim_costs *c, lt_error *err) {
     const lt_deps *d = &p->deps;
     bool xfer = transfer_buffers(sim, p);
     const double *acts = shared_activations(p) ? p->acts : NULL; /* (NULL: each F's own act_bytes) */
+    const double *kvh = received_kv(p) ? p->kvh : NULL;          /* (NULL: each op's own kv_bytes) */
     for (int st = 0; st < s->stages; st++) {
         double base = c->base_bytes ? c->base_bytes(c->ctx, st) : 0;
         if (bad_value(base))
@@ -558,15 +594,15 @@ static lt_status sweep_memory(lt_sim *sim, sim_priv *p, const lt_schedule *s, co
             if (xfer) live += p->xfer_at[v] + p->xfer_send[v];
             if (d->op[v]->kind == LT_OP_F) live += acts ? acts[v] : oc->act_bytes;
             if (d->op[v]->kind != LT_OP_B && d->instance[v] == 0) {
-                live += oc->kv_bytes;
+                double kv = kvh ? kvh[v] : oc->kv_bytes;
+                live += kv;
                 uint32_t b = d->kv_last_b[v];
-                if (b != NONE && d->stage[b] != (uint32_t)st)
-                    heap_push(p, &pending, (mem_free){sim->finish[b], oc->kv_bytes});
+                if (b != NONE && d->stage[b] != (uint32_t)st) heap_push(p, &pending, (mem_free){sim->finish[b], kv});
             }
             if (live > peak) peak = live;
             live -= oc->work_bytes;
             if (d->act_of[v] != NONE) live -= acts ? acts[d->act_of[v]] : p->cost[d->act_of[v]].act_bytes;
-            if (d->kv_of[v] != NONE) live -= p->cost[d->kv_of[v]].kv_bytes;
+            if (d->kv_of[v] != NONE) live -= kvh ? kvh[d->kv_of[v]] : p->cost[d->kv_of[v]].kv_bytes;
             if (s->asym && d->op[v]->kind == LT_OP_B) live -= free_shares(p, (uint32_t)v);
             if (xfer) live -= p->xfer_free[v];
         }

@@ -37,6 +37,12 @@
  *     attention: slice j's keys/values are read by the backwards of slices >= j, and the
  *     slice edges put slice j's own backward last among them;
  *   - each op's work_bytes while it runs.
+ * Keys and values from another stage: a forward-family op with a K/V edge from an op on
+ * another stage (plans/schedule/deps.h: HelixPipe's attention parts, a sliced sample's
+ * slices attending on different stages) holds its kv_in_bytes with its kv_bytes, the same
+ * span: the earlier tokens' keys and values it receives and attends to, and their
+ * gradients, which its backward makes and sends back. With every K/V edge inside a stage
+ * (every other schedule) kv_in_bytes are not held: that stage holds them already.
  * Events at equal times are taken in stage order, an op's frees after its allocations; an F
  * with no B (or a forward with no B over its range) holds its bytes to the end. So after a
  * complete schedule (every F matched by a B) end_mem equals the base.
@@ -113,6 +119,10 @@ typedef struct lt_op_cost {
     double time;      /* duration, seconds (or time units) */
     double act_bytes; /* F: activation bytes kept for its B (ignored for FK and B) */
     double kv_bytes;  /* forward-family: key/value bytes of its slices, when first computed */
+    double kv_in_bytes; /* forward-family: the key/value bytes (gradients included) of its
+                           slices' earlier tokens, held where it runs as kv_bytes are when a
+                           K/V edge brings them from another stage (HelixPipe's attention
+                           parts: "Keys and values from another stage" below); 0: none */
     double work_bytes;/* transient bytes while it runs */
     double out_bytes; /* bytes it sends to the next op on the model path (activations or grads) */
 } lt_op_cost;

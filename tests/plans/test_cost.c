@@ -1603,12 +1603,12 @@ static void test_sim_bridge_prices_ops(void **state) {
     costs.op_cost(costs.ctx, &s, 0, &a, &here);
     assert_rel_close(away.work_bytes - here.work_bytes, 3.0 * 4096 * 4096 * 4, 1e-12);
     cm.helix_parts = false;
-    /* HelixPipe's attention of a later slice (sample 0's [2048, 4096), in another micro-batch,
-     * so on another stage than the earlier slice's): it holds the K/V of every token up to
-     * its end, the earlier ones received, and their gradients, its activations leaving its
-     * K and V out; the earlier slice's attention holds its own tokens' (a kept slice); a whole
-     * sample's attention none, its K and V in its activations (a whole layer's F of the last
-     * slice keeps nothing either: above) */
+    /* HelixPipe's attention of a later slice (sample 0's [2048, 4096)): its own tokens' K/V
+     * and their gradients held apart from its activations (its stage's K/V context), and the
+     * earlier tokens' as kv_in_bytes (held where they come from another stage: the
+     * simulator's call); the earlier slice's attention its own tokens' (a kept slice); a
+     * whole sample's attention none, its K and V in its activations (a whole layer's F of the
+     * last slice keeps nothing either: above) */
     lt_op_cost last_att, first_att, whole_att;
     a.kind = LT_OP_F;
     a.unit = u2;
@@ -1617,11 +1617,15 @@ static void test_sim_bridge_prices_ops(void **state) {
     costs.op_cost(costs.ctx, &s, 0, &a, &first_att);
     a.unit = u1;
     costs.op_cost(costs.ctx, &s, 0, &a, &whole_att);
-    assert_rel_close(last_att.kv_bytes, 4096.0 * 32768, 1e-15);
+    assert_rel_close(last_att.kv_bytes, 2048.0 * 32768, 1e-15);
+    assert_rel_close(last_att.kv_in_bytes, 2048.0 * 32768, 1e-15);
     assert_rel_close(first_att.kv_bytes, 2048.0 * 32768, 1e-15);
-    assert_true(whole_att.kv_bytes == 0);
+    assert_true(first_att.kv_in_bytes == 0 && whole_att.kv_bytes == 0 && whole_att.kv_in_bytes == 0);
     assert_rel_close(last_att.act_bytes, first_att.act_bytes, 1e-15); /* 2048 tokens each, K/V apart */
     assert_rel_close(2 * whole_att.act_bytes - first_att.act_bytes, 2048.0 * 2 * 4096 * 2, 1e-12);
+    f0.unit = u2; /* a whole layer's: nothing from elsewhere (its earlier slice ran here) */
+    costs.op_cost(costs.ctx, &s, 0, &f0, &clast);
+    assert_true(clast.kv_in_bytes == 0);
     p.part = LT_PART_PRE;
     p.layer_begin = 0;
     p.layer_end = 1;

@@ -616,6 +616,72 @@ static void test_layer_parts_share_activations(void **state) {
     lt_schedule_free(&s);
 }
 
+/* K/V bytes of a sample's two slices (units 0 and 1): each attention F holds kv_bytes 10 and
+ * unit 1's also kv_in_bytes *ctx (the earlier slice's K/V); activations 1 per F. */
+static void kv_in_cost(void *ctx, const lt_schedule *s, int stage, const lt_op *op, lt_op_cost *out) {
+    (void)s;
+    (void)stage;
+    out->time = 1;
+    out->act_bytes = op->kind == LT_OP_F ? 1 : 0;
+    if (op->kind == LT_OP_F && op->part == LT_PART_ATTN) {
+        out->kv_bytes = 10;
+        if (op->unit == 1) out->kv_in_bytes = *(const double *)ctx;
+    }
+}
+
+/* The run's stage peaks with unit 1's kv_in_bytes 0 and 1000: their differences. */
+static void kv_in_peaks(const lt_schedule *s, double diff[2]) {
+    double kv_in[2] = {0, 1000}, peak[2][2];
+    for (int k = 0; k < 2; k++) {
+        lt_sim sim = {0};
+        lt_sim_costs c = {.ctx = &kv_in[k], .op_cost = kv_in_cost};
+        run_ok(&sim, s, &c);
+        for (int st = 0; st < 2; st++) {
+            peak[k][st] = sim.peak_mem[st];
+            assert_near(sim.end_mem[st], 0); /* (freed with the attention's B) */
+        }
+        lt_sim_free(&sim);
+    }
+    for (int st = 0; st < 2; st++) diff[st] = peak[1][st] - peak[0][st];
+}
+
+/* Keys and values from another stage (sim.h): a sample in two slices (units 0, 1), layer 0
+ * in parts, layer 1 whole on stage 1. With the later slice's attention on stage 1 and the
+ * earlier's on stage 0 (a K/V edge between stages, HelixPipe's), stage 1 holds the later
+ * attention's kv_in_bytes (1000) over its span; with both attentions on stage 0, that stage
+ * holds the earlier tokens' K/V already and kv_in_bytes are not held anywhere. */
+static void test_kv_from_another_stage(void **state) {
+    (void)state;
+    lt_schedule s;
+    sched_init(&s, 2, 2);
+    for (int same = 0; same < 2; same++) {
+        lt_schedule_clear(&s);
+        for (int i = 0; i < 2; i++) lt_schedule_add_unit(&s, lt_schedule_add_slice(&s, 0, 2 * i, 2 * i + 2), 1);
+        int a1 = same ? 0 : 1; /* unit 1's attention stage */
+        add_part_op(&s, 0, LT_OP_F, 0, LT_PART_PRE, 0);
+        add_part_op(&s, 0, LT_OP_F, 0, LT_PART_ATTN, 0);
+        add_part_op(&s, 0, LT_OP_F, 1, LT_PART_PRE, 0);
+        add_part_op(&s, a1, LT_OP_F, 1, LT_PART_ATTN, 0);
+        for (uint32_t u = 0; u < 2; u++) {
+            add_part_op(&s, 1, LT_OP_F, u, LT_PART_POST, 0);
+            add_part_op(&s, 1, LT_OP_F, u, LT_PART_ALL, 1);
+        }
+        for (uint32_t u = 2; u-- > 0;) {
+            add_part_op(&s, 1, LT_OP_B, u, LT_PART_ALL, 1);
+            add_part_op(&s, 1, LT_OP_B, u, LT_PART_POST, 0);
+            if (u == 1) add_part_op(&s, a1, LT_OP_B, 1, LT_PART_ATTN, 0);
+        }
+        add_part_op(&s, 0, LT_OP_B, 1, LT_PART_PRE, 0);
+        add_part_op(&s, 0, LT_OP_B, 0, LT_PART_ATTN, 0);
+        add_part_op(&s, 0, LT_OP_B, 0, LT_PART_PRE, 0);
+        double diff[2];
+        kv_in_peaks(&s, diff);
+        assert_near(diff[0], 0);
+        assert_near(diff[1], same ? 0 : 1000);
+    }
+    lt_schedule_free(&s);
+}
+
 /* ChunkFlow Alg. 2 with K = 1 on chunks c0, c1 of one sample (1 token each), 2 stages, each
  * stage running FK0 F1 B1 F0 B0 (F = 1, B = 2):
  *   s0: FK0 [0,1) F1 [1,2)                  B1 [5,7) F0 [7,8)          B0 [11,13)
@@ -1745,6 +1811,7 @@ int main(void) {
         cmocka_unit_test(test_deadlock_long_cycle),
         cmocka_unit_test(test_slices_by_parts),
         cmocka_unit_test(test_layer_parts_share_activations),
+        cmocka_unit_test(test_kv_from_another_stage),
         cmocka_unit_test(test_instances_chunkflow),
         cmocka_unit_test(test_kv_freed_by_other_stage),
         cmocka_unit_test(test_partial_layers),
