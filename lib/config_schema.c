@@ -97,7 +97,7 @@ static const lt_config_key schema[] = {
     BOOL("parallel", "zero1", "false", "the older spelling of shard = zero1"),
 
     /* [plan] */
-    ENUM("plan", "strategy", "slimpack", "megatron gpipe seq1f1b chunkflow infinipipe slimpack helixpipe auto", "scheduling strategy; auto = best predicted per batch (helixpipe among its candidates without sharding)"),
+    ENUM("plan", "strategy", "slimpack", "megatron gpipe seq1f1b chunkflow infinipipe slimpack helixpipe auto", "scheduling strategy; auto = best predicted per batch (helixpipe among its candidates only without sharding at dp > 1: a run mixing it with others holds the whole model, not sharded)"),
     INT("plan", "global_batch", NULL, "1", NULL, "samples per step (over all DP ranks); with global_batch_tokens the most a step holds"),
     SIZE("plan", "global_batch_tokens", NULL, "1", NULL,
          "tokens per step: the sampler fills each step to at most this many (at least parallel.dp samples); unset: global_batch samples"),
