@@ -155,7 +155,7 @@ static lt_status resolve_eos(eos_source *es, const lt_shard_meta *m, const char 
         *eos = es->id;
     } else if (!(es->resolved && strcmp(es->encoding, m->encoding) == 0 &&
                  memcmp(es->sha256, m->vocab_sha256, 32) == 0)) {
-        struct lt_tokenizer *tok;
+        lt_tokenizer *tok;
         lt_status st = lt_task_tokenizer(m, index_path, stats_path, es->vocab_dir, es->tokenizer, &tok, err);
         if (st != LT_OK) {
             lt_error_prefix(err, "finding the end-of-text token of %s: ", m->encoding);

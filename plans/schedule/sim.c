@@ -547,7 +547,7 @@ static bool shared_activations(sim_priv *p) {
 }
 
 /* Step 4's keys and values from another stage (plans/schedule/sim.h): p->kvh, each op's
- * kv_bytes plus its kv_in_bytes where a K/V edge comes from another stage. false (and
+ * kv_bytes plus its kv_in_bytes where a K/V edge is a transfer (lt_deps_transfer). false (and
  * nothing set: each op holds its kv_bytes) when no op has kv_in_bytes. */
 static bool received_kv(sim_priv *p) {
     const lt_deps *d = &p->deps;
@@ -566,7 +566,7 @@ static bool received_kv(sim_priv *p) {
         size_t np;
         const lt_dep *e = lt_deps_preds(d, v, &np);
         for (size_t k = 0; k < np; k++)
-            if (e[k].kind == LT_DEP_KV && d->stage[e[k].op] != d->stage[v]) {
+            if (e[k].kind == LT_DEP_KV && lt_deps_transfer(d, v, e, k)) {
                 p->kvh[v] += p->cost[v].kv_in_bytes;
                 break;
             }

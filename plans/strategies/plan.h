@@ -189,12 +189,12 @@ void lt_step_plan_free(lt_step_plan *p); /* NULL-safe; leaves it as lt_step_plan
  * where it lives, through the executor (train/exec/exec.h, grads = NULL). Document i goes to
  * pipeline i mod dp as one unit of one slice (whole-document causal attention); each stage
  * runs an F over its layer block (lt_schedule_stage_layers, the split every strategy uses)
- * for each of its pipeline's units in order; no B. With `parts`, for a model held as
- * HelixPipe's parts (its stages' tensors where the helix puts them, HelixPipe 4.2): an F
- * per layer part instead, the pre-attention and the attention of layer l on stage l mod pp,
- * its post-attention on stage (l + 1) mod pp (the last layer's on stage 0), each stage's
- * ops in waves (unit + layer), so a pipeline's units overlap as in a fill. Predicted starts are unit + stage
- * (units of time, not seconds: they only order the ops, as a pipeline's fill does). A
+ * for each of its pipeline's units in order; no B; predicted starts unit + stage (units of
+ * time, not seconds: they only order the ops, as a pipeline's fill does). With `parts`, for
+ * a model held as HelixPipe's parts (its stages' tensors where the helix puts them,
+ * lt_schedule_helix_stage): an F per layer part instead, the attention of layer l on its
+ * pre-attention's stage, each stage's ops in waves (unit + layer), so a pipeline's units
+ * overlap as in a fill; predicted starts in that order. A
  * pipeline may hold no document (n < dp). p is initialized here; LT_ERR_USAGE for a layout
  * no model has, LT_ERR_INPUT for a document of fewer than 2 tokens, LT_ERR_NOMEM.
  */
