@@ -408,6 +408,10 @@ int lt_fused_head_rows(int vocab) {
     return rows < 1 ? 1 : rows > (size_t)INT_MAX ? INT_MAX : (int)rows;
 }
 
+int lt_helix_part_stage(int layer, bool pre, int layers, int stages) {
+    return pre ? layer % stages : (layer + 1) % layers % stages;
+}
+
 double lt_model_params(const lt_model_shape *m) {
     double h = m->hidden;
     double per_layer = layer_matrix_params(m) + 2.0 * h; /* + attention and MLP norm weights */

@@ -178,4 +178,14 @@ double lt_model_params(const lt_model_shape *m);
 #define LT_FUSED_HEAD_BLOCK_ELEMS ((size_t)8 << 20)
 int lt_fused_head_rows(int vocab);
 
+/*
+ * HelixPipe's partition (4.2) of `layers` layers over `stages` stages: the stage of layer
+ * l's pre-attention part (pre) or post-attention part. The pre-attention on l mod p; the
+ * post-attention with the next layer's pre-attention, on (l + 1) mod p, the last layer's on
+ * stage 0. (The attention's stage depends on its micro-batch: plans/schedule's
+ * lt_sched_helixpipe_folds.) The trainer holds its parts by it (train/model), the planner
+ * places and prices them by it (plans/): one definition for both.
+ */
+int lt_helix_part_stage(int layer, bool pre, int layers, int stages);
+
 #endif /* LT_MODEL_H */

@@ -389,8 +389,8 @@ double lt_cost_stage_params(const lt_cost_model *cm, int stage) {
     if (cm->helix_parts && !cm->whole_model && cm->pp > 1) { /* HelixPipe's partition (4.2) */
         double pre = qkv_params(cm) + h, post = lt_cost_layer_params(cm) - pre, p = 0;
         for (int l = 0; l < cm->model.layers; l++) /* (the last layer's post-attention on stage 0) */
-            p += (lt_schedule_helix_stage(LT_PART_PRE, (uint32_t)l, cm->model.layers, cm->pp) == stage ? pre : 0.0) +
-                 (lt_schedule_helix_stage(LT_PART_POST, (uint32_t)l, cm->model.layers, cm->pp) == stage ? post : 0.0);
+            p += (lt_helix_part_stage(l, true, cm->model.layers, cm->pp) == stage ? pre : 0.0) +
+                 (lt_helix_part_stage(l, false, cm->model.layers, cm->pp) == stage ? post : 0.0);
         if (stage == 0) /* the embedding, the final norm and the head (a tied one: the embedding) */
             p += (cm->model.tie_embeddings ? 1.0 : 2.0) * vocab_part + h;
         return p;

@@ -72,7 +72,7 @@
 
 #include "lib/config.h"              /* lt_config */
 #include "lib/error.h"               /* lt_status, lt_error */
-#include "lib/model.h"               /* lt_model_shape */
+#include "lib/model.h"               /* lt_model_shape, lt_helix_part_stage */
 #include "plans/cost/hardware.h"     /* lt_hardware, lt_hardware_efficiency, lt_hardware_fill_defaults */
 #include "plans/schedule/schedule.h" /* lt_slice, lt_op, lt_schedule */
 #include "plans/schedule/sim.h"      /* lt_sim_costs, lt_op_cost */

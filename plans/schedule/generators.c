@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "lib/error.h"               /* LT_CHECK, lt_malloc_check, lt_fail */
+#include "lib/model.h"               /* lt_helix_part_stage */
 #include "plans/schedule/schedule.h" /* lt_schedule, lt_op */
 
 /* ---- units from lengths --------------------------------------------------------------- */
@@ -527,11 +528,10 @@ lt_status lt_sched_helixpipe_folds(lt_schedule *s, const uint32_t *order, size_t
                 uint32_t u = o[k * per_loop + i];
                 uint64_t j = i / f, q = i % f, slot = 2 * (f * j + q);
                 if (l > 0) /* (the last layer's on stage 0) */
-                    helix_push(&h, lt_schedule_helix_stage(LT_PART_POST, (uint32_t)l - 1, L, P), T + slot, LT_PART_POST,
-                               u, (uint32_t)l - 1, rc);
+                    helix_push(&h, lt_helix_part_stage(l - 1, false, L, P), T + slot, LT_PART_POST, u, (uint32_t)l - 1,
+                               rc);
                 if (l == L) continue;
-                helix_push(&h, lt_schedule_helix_stage(LT_PART_PRE, (uint32_t)l, L, P), T + slot + 1, LT_PART_PRE, u,
-                           (uint32_t)l, rc);
+                helix_push(&h, lt_helix_part_stage(l, true, L, P), T + slot + 1, LT_PART_PRE, u, (uint32_t)l, rc);
                 helix_push(&h, (int)(((uint64_t)l + j + 1) % (uint64_t)P), T + 2 * f * (j + 1) + 2 * q, LT_PART_ATTN, u,
                            (uint32_t)l, 0);
             }

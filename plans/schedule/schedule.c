@@ -117,11 +117,6 @@ void lt_schedule_stage_layers(int layers, int stages, int s, uint32_t *begin, ui
     *end = (uint32_t)(b + base + (s < extra ? 1 : 0));
 }
 
-int lt_schedule_helix_stage(lt_op_part part, uint32_t layer, int layers, int stages) {
-    uint32_t l = part == LT_PART_PRE ? layer : (layer + 1) % (uint32_t)layers;
-    return (int)(l % (uint32_t)stages);
-}
-
 void lt_op_positions(const lt_op *op, uint32_t *pb, uint32_t *pe) {
     if (op->part == LT_PART_ALL) {
         *pb = 3 * op->layer_begin;

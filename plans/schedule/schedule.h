@@ -190,11 +190,6 @@ void lt_schedule_add_stage_op(lt_schedule *s, int stage, lt_op_kind kind, uint32
 /* The layer block [*begin, *end) of stage s when L layers are split over P stages as evenly
  * as possible, the first L mod P stages taking one layer more (Megatron's uniform split). */
 void lt_schedule_stage_layers(int layers, int stages, int s, uint32_t *begin, uint32_t *end);
-/* The stage HelixPipe's partition (4.2) puts a part of layer l on, of L layers over P
- * stages: the pre-attention (part LT_PART_PRE) on l mod P, the post-attention (any other
- * part) with the next layer's pre-attention, on (l + 1) mod P, the last layer's on stage 0.
- * (The attention's stage depends on its micro-batch: lt_sched_helixpipe_folds.) */
-int lt_schedule_helix_stage(lt_op_part part, uint32_t layer, int layers, int stages);
 
 /* Path positions [*pb, *pe) of an op (position = 3 * layer + part - 1; PART_ALL covers
  * 3 * layer_begin .. 3 * layer_end). */

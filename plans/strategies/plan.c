@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/model.h"          /* lt_helix_part_stage */
 #include "plans/schedule/sim.h" /* lt_sim_run_group, LT_SIM_SOLO */
 
 static const char *const strategy_names[LT_STRATEGY_COUNT] = {
@@ -171,8 +172,8 @@ lt_status lt_plan_scoring(lt_step_plan *p, const int64_t *lengths, size_t n, int
                 for (size_t u = w + 1 > (size_t)layers ? w + 1 - (size_t)layers : 0; u < units && u <= w; u++) {
                     uint32_t l = (uint32_t)(w - u);
                     lt_op op = {.kind = LT_OP_F, .unit = (uint32_t)u, .layer_begin = l, .layer_end = l + 1};
-                    int at = lt_schedule_helix_stage(LT_PART_PRE, l, layers, pp);
-                    int post = lt_schedule_helix_stage(LT_PART_POST, l, layers, pp);
+                    int at = lt_helix_part_stage((int)l, true, layers, pp);
+                    int post = lt_helix_part_stage((int)l, false, layers, pp);
                     op.part = LT_PART_PRE, lt_schedule_add_op(&r->sched, at, op);
                     op.part = LT_PART_ATTN, lt_schedule_add_op(&r->sched, at, op);
                     op.part = LT_PART_POST, lt_schedule_add_op(&r->sched, post, op);

@@ -192,7 +192,7 @@ void lt_step_plan_free(lt_step_plan *p); /* NULL-safe; leaves it as lt_step_plan
  * for each of its pipeline's units in order; no B; predicted starts unit + stage (units of
  * time, not seconds: they only order the ops, as a pipeline's fill does). With `parts`, for
  * a model held as HelixPipe's parts (its stages' tensors where the helix puts them,
- * lt_schedule_helix_stage): an F per layer part instead, the attention of layer l on its
+ * lt_helix_part_stage): an F per layer part instead, the attention of layer l on its
  * pre-attention's stage, each stage's ops in waves (unit + layer), so a pipeline's units
  * overlap as in a fill; predicted starts in that order. A
  * pipeline may hold no document (n < dp). p is initialized here; LT_ERR_USAGE for a layout

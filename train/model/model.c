@@ -44,17 +44,12 @@ static int tensors_per_layer(const lt_model_shape *s) {
  * reads: the first norm, Q/K/V and their biases (HelixPipe 4.2)? */
 static bool pre_attention(int i) { return i <= 3 || i >= LLAMA_TENSORS_PER_LAYER; }
 
-/* HelixPipe's stage of layer l's pre-attention (pre) or post-attention part, of L layers over
- * p stages (4.2): l mod p, and (l + 1) mod p for the post-attention but the last layer's,
- * which is on stage 0. */
-static int helix_stage(int l, bool pre, int L, int p) { return pre ? l % p : (l + 1) % L % p; }
-
 /* Does m hold tensor `i` of `layer` (layer -1: the embedding when `embed`, else the final
  * norm or LM head)? A HelixPipe part holds the tensors of the parts the helix puts on its
- * stage (helix_stage; lt_llama_part). */
+ * stage (lt_helix_part_stage; lt_llama_part). */
 static bool holds(const lt_llama *m, int layer, int i, bool embed) {
     if (layer >= 0 && m->helix_pp > 0)
-        return helix_stage(layer, pre_attention(i), m->shape.layers, m->helix_pp) == m->helix_stage;
+        return lt_helix_part_stage(layer, pre_attention(i), m->shape.layers, m->helix_pp) == m->helix_stage;
     if (layer >= 0) return layer >= m->l0 && layer < m->l1;
     if (embed) return m->has_embed || (m->has_head && m->shape.tie_embeddings);
     return m->has_head;
@@ -174,7 +169,7 @@ bool lt_llama_pre_attention_tensor(const lt_llama *m, const lt_tensor_info *t) {
 }
 
 int lt_llama_helix_stage(const lt_llama *m, const lt_tensor_info *t, int pp) {
-    if (t->layer >= 0) return helix_stage(t->layer, lt_llama_pre_attention_tensor(m, t), m->shape.layers, pp);
+    if (t->layer >= 0) return lt_helix_part_stage(t->layer, lt_llama_pre_attention_tensor(m, t), m->shape.layers, pp);
     return 0; /* the embedding (layer 0's pre-attention), the final norm and head (the last post-attention) */
 }
 
