@@ -18,7 +18,9 @@
  * which the simulator prices (more per-op overhead, shorter attention per op). A sample of one
  * token cannot be cut: a pipeline whose micro-batches cannot reach the multiple (fewer tokens
  * than 2p) runs the naive FILO schedule (one micro-batch a slot, m a multiple of p) or, failing
- * that too, is refused by name.
+ * that too, is refused by name. Under the two-fold schedule a sample's slices start at an
+ * even micro-batch, so that each pair of them shares a slot and its attention stage
+ * (align_runs): its keys and values stay on that stage, not copied to the next at every layer.
  *
  * Memory: the FILO schedule keeps every micro-batch of a loop sequence in flight (HelixPipe
  * Table 2: activation memory grows with m), so a pipeline whose step does not fit plan.mem
@@ -173,6 +175,46 @@ static bool cuttable(const hx_pipe *h, size_t b) {
     return true;
 }
 
+/* The two-fold FILO schedule runs micro-batches 2j and 2j + 1 of a loop in one slot, their
+ * attentions on one stage a layer (HelixPipe 4.3; lt_sched_helixpipe_folds). A sample cut into
+ * slices sits in a run of adjacent micro-batches (split_mb): started at an even position,
+ * each pair of its slices attends on one stage, where started at an odd one each slice's
+ * attention is on another stage than the slice before, which then receives the K/V of every
+ * earlier token (and sends their gradients back) at every layer, and holds them
+ * (docs/cost-model.md's kv_in_bytes). Reorders h's micro-batches so that every run of two or
+ * more starts at an even position: one that would start at an odd one has the next lone
+ * micro-batch after it (whole samples) moved in front of it. A run of three or more still
+ * spans slots; none without a lone micro-batch after it stays where it is. */
+static void align_runs(hx_pipe *h) {
+    size_t n = h->n_mb, *run = lt_malloc_check((n + 1) * sizeof *run), n_run = 0;
+    for (size_t b = 0; b < n; b++) /* run starts: where a round could be cut */
+        if (cuttable(h, b)) run[n_run++] = b;
+    run[n_run] = n;
+    bool *used = lt_calloc_check(n_run + 1, sizeof *used);
+    size_t *order = lt_malloc_check((n + 1) * sizeof *order), n_out = 0;
+    for (size_t r = 0; r < n_run; r++) {
+        if (used[r]) continue;
+        size_t len = run[r + 1] - run[r];
+        if (len >= 2 && n_out % 2 == 1)
+            for (size_t q = r + 1; q < n_run; q++)
+                if (!used[q] && run[q + 1] - run[q] == 1) {
+                    order[n_out++] = run[q], used[q] = true;
+                    break;
+                }
+        for (size_t b = run[r]; b < run[r + 1]; b++) order[n_out++] = b;
+        used[r] = true;
+    }
+    hx_pipe o = {0};
+    for (size_t k = 0; k < n; k++) {
+        for (size_t i = h->mb[order[k]]; i < h->mb[order[k] + 1]; i++)
+            push_slice(&o, h->sl[i].sample, h->sl[i].begin, h->sl[i].end);
+        close_mb(&o);
+    }
+    free(h->sl), free(h->mb);
+    *h = o;
+    free(run), free(used), free(order);
+}
+
 /* Schedule s (its units the micro-batches of h, in order) as rounds of about `per` micro-batches
  * (a multiple of `block` = folds x p), each a whole FILO schedule appended after the previous
  * one on every stage, a round ending only where no sample spans the cut (a sample's slices
@@ -223,6 +265,7 @@ static lt_status plan_with(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ct
                              h->n_mb, P, P);
         }
         if (st != LT_OK) break;
+        if (folds == 2) align_runs(h);
         lt_schedule *s = &out->ranks[r].sched;
         for (size_t b = 0; b < h->n_mb; b++) {
             uint32_t first = (uint32_t)s->n_slices;

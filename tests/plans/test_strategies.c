@@ -1103,6 +1103,71 @@ static void test_helixpipe_plans(void **state) {
     lt_step_plan_free(&a), lt_step_plan_free(&b);
 }
 
+/* The stage of unit u's attention of layer 0 in pipeline schedule s (-1: none). */
+static int attn_stage(const lt_schedule *s, uint32_t u) {
+    for (int g = 0; g < s->stages; g++)
+        for (size_t i = 0; i < s->stage[g].n; i++) {
+            const lt_op *op = &s->stage[g].ops[i];
+            if (op->kind == LT_OP_F && op->part == LT_PART_ATTN && op->layer_begin == 0 && op->unit == u) return g;
+        }
+    return -1;
+}
+
+/* Under the two-fold FILO schedule a sample's slices start at an even micro-batch, so that
+ * each pair of them shares a slot and its attention stage (helixpipe.c align_runs): on
+ * github's long tail at 128K (the paper setting, a cap everything fits), every run of
+ * micro-batches holding one sample's slices starts at an even unit of a two-fold pipeline
+ * (units 2j and 2j + 1 attending on one stage), and its slices attend on (r + 1) / 2 stages.
+ * Without the alignment step 0 has runs at unit 3 in two pipelines (measured when it was
+ * written). */
+static void test_helixpipe_slices_share_slots(void **state) {
+    (void)state;
+    NEED_HW();
+    NEED_LENGTHS();
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 400);
+    pc.strategy = LT_STRATEGY_HELIXPIPE;
+    lt_strategies *p = planner_of(&pc);
+    corpus_steps cs = open_steps("github.txt", pc.context_len);
+    int64_t lengths[512];
+    lt_step_plan a;
+    lt_step_plan_init(&a);
+    lt_error err;
+    int runs = 0, two_fold = 0;
+    for (uint64_t t = 0; t < 4; t++) {
+        step_lengths(&cs, t, lengths);
+        if (lt_strategies_plan_step(p, LT_STRATEGY_HELIXPIPE, t, lengths, 512, &a, &err) != LT_OK)
+            fail_msg("step %" PRIu64 ": %s", t, err.what);
+        for (size_t r = 0; r < a.n_ranks; r++) {
+            const lt_schedule *s = &a.ranks[r].sched;
+            if (s->n_units < 2 || attn_stage(s, 0) != attn_stage(s, 1)) continue; /* naive FILO */
+            two_fold++;
+            for (uint32_t u = 0; u < s->n_units;) {
+                /* the run from u: units whose first slice continues the sample of the last slice before */
+                uint32_t e = u + 1;
+                while (e < s->n_units) {
+                    const lt_unit *x = &s->units[e - 1], *y = &s->units[e];
+                    const lt_slice *last = &s->slices[x->first_slice + x->n_slices - 1], *first = &s->slices[y->first_slice];
+                    if (first->sample != last->sample || first->begin != last->end) break;
+                    e++;
+                }
+                if (e - u >= 2) {
+                    runs++;
+                    if (u % 2 != 0) fail_msg("step %" PRIu64 ", pipeline %zu: a run of %u slices at unit %u", t, r, e - u, u);
+                    int stages = 1;
+                    for (uint32_t k = u + 1; k < e; k++) stages += attn_stage(s, k) != attn_stage(s, k - 1);
+                    assert_int_equal(stages, (int)(e - u + 1) / 2);
+                }
+                u = e;
+            }
+        }
+    }
+    print_message("helixpipe slots: %d runs of slices in %d two-fold pipelines\n", runs, two_fold);
+    assert_true(runs > 0);
+    lt_step_plan_free(&a);
+    close_steps(&cs);
+    lt_strategies_free(p);
+}
+
 static void test_auto_is_the_fastest_on_every_corpus(void **state) {
     (void)state;
     NEED_HW();
@@ -1188,6 +1253,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_chunkflow_memory_error),
         cmocka_unit_test(test_chunkflow_recompute_fallback),
         cmocka_unit_test(test_helixpipe_plans),
+        cmocka_unit_test(test_helixpipe_slices_share_slots),
         cmocka_unit_test(test_auto_is_the_fastest_on_every_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -565,6 +565,89 @@ static void working_memory_metered(void **state) {
     lt_llama_free(&m);
 }
 
+/* Loss and gradients of units sliced_a then sliced_b (samples 0, 1, 2 cut at 6, 2 and 4, 20),
+ * forward then backward in reverse, whole model, in a context with sample 2's K/V bounded to
+ * the 20 rows these slices reach (bound) or at its 37 tokens. */
+static double sliced_pair(const lt_llama *m, bool bound, float *gbuf, size_t *kv_peak) {
+    lt_error err;
+    int L = m->shape.layers;
+    memset(gbuf, 0, m->n_params * sizeof(float));
+    lt_layer_views lv[8];
+    lt_llama_views g;
+    lt_llama_views_of(m, gbuf, lv, &g);
+    count c = {0};
+    lt_meter meter = {.ctx = &c, .add = count_add, .sub = count_sub};
+    lt_kvctx kv;
+    assert_int_equal(lt_kvctx_init(&kv, m, &batch, true, &err), LT_OK);
+    for (int l = 0; bound && l < L; l++) {
+        assert_int_equal(lt_kvctx_bound(&kv, 2, l, 4, &err), LT_OK);
+        assert_int_equal(lt_kvctx_bound(&kv, 2, l, 20, &err), LT_OK); /* raised */
+        assert_int_equal(lt_kvctx_bound(&kv, 2, l, 4, &err), LT_OK);  /* never lowered */
+    }
+    lt_pass pass = {.l0 = 0, .l1 = L, .embed = true, .head = true, .loss_scale = 0.01f};
+    lt_train_unit u[2] = {{sliced_a, 2}, {sliced_b, 3}};
+    lt_acts a[2];
+    double loss = 0;
+    kv.meter = &meter;
+    for (int i = 0; i < 2; i++) {
+        double l = 0;
+        assert_int_equal(lt_acts_alloc(&a[i], m, &batch, &u[i], 0, L, true, &err), LT_OK);
+        assert_int_equal(lt_llama_forward(m, &pass, &batch, &u[i], NULL, &kv, &a[i], &g, &l, NULL, NULL, &err), LT_OK);
+        loss += l;
+    }
+    for (int i = 1; i >= 0; i--)
+        assert_int_equal(lt_llama_backward(m, &pass, &batch, &u[i], NULL, &kv, &a[i], &g, NULL, NULL, &err), LT_OK);
+    *kv_peak = c.peak;
+    assert_int_equal(c.live, lt_kvctx_bytes(&kv));
+    kv.meter = NULL;
+    for (int i = 0; i < 2; i++) lt_acts_free(&a[i]);
+    lt_kvctx_free(&kv);
+    return loss;
+}
+
+/* A context bounded to the rows its slices reach (lt_kvctx_bound, the executor's bound on a
+ * HelixPipe attention stage) holds only those, gives the unbounded context's loss and
+ * gradients bit for bit, and refuses rows past the bound and a bound raised too late. */
+static void kv_bound_holds_its_rows(void **state) {
+    (void)state;
+    make_batch();
+    lt_llama m;
+    make_model(&m, 0);
+    lt_error err;
+    int L = m.shape.layers;
+    size_t row = 2 * (size_t)(m.shape.hidden / m.shape.heads) * (size_t)m.shape.kv_heads * sizeof(float); /* K + V */
+    float *g0 = calloc(m.n_params, sizeof(float)), *g1 = calloc(m.n_params, sizeof(float));
+    assert_non_null(g0), assert_non_null(g1);
+    size_t peak0, peak1;
+    double l0 = sliced_pair(&m, false, g0, &peak0), l1 = sliced_pair(&m, true, g1, &peak1);
+    assert_true(l0 == l1);
+    assert_memory_equal(g0, g1, m.n_params * sizeof(float));
+    /* K/V and dK/dV of every layer, sample 2 at 37 rows or at 20; samples 0 and 1 whole */
+    size_t others = (size_t)(whole[0].end + whole[1].end) * row * 2 * (size_t)L;
+    assert_int_equal(peak0, others + 37 * row * 2 * (size_t)L);
+    assert_int_equal(peak1, others + 20 * row * 2 * (size_t)L);
+
+    lt_kvctx kv;
+    assert_int_equal(lt_kvctx_init(&kv, &m, &batch, true, &err), LT_OK);
+    assert_int_equal(lt_kvctx_bound(&kv, 2, 0, 0, &err), LT_ERR_INTERNAL);  /* no rows */
+    assert_int_equal(lt_kvctx_bound(&kv, 2, 0, 38, &err), LT_ERR_INTERNAL); /* past the sample */
+    assert_int_equal(lt_kvctx_bound(&kv, 2, L, 4, &err), LT_ERR_INTERNAL);  /* no such layer */
+    assert_int_equal(lt_kvctx_bound(&kv, 2, 0, 20, &err), LT_OK);
+    assert_int_equal(lt_kvctx_reserve(&kv, 2, 0, 1, &err), LT_OK);
+    assert_int_equal(lt_kvctx_bytes(&kv), 20 * row);
+    assert_int_equal(lt_kvctx_bound(&kv, 2, 0, 21, &err), LT_ERR_INTERNAL); /* reserved at 20 */
+    assert_non_null(strstr(err.what, "holds 20 rows already"));
+    void *buf = malloc(lt_kvctx_rows_bytes(&kv, 21));
+    assert_non_null(buf);
+    assert_int_equal(lt_kvctx_rows(&kv, 2, 0, 20, false, false, buf, &err), LT_OK);
+    assert_int_equal(lt_kvctx_rows(&kv, 2, 0, 21, false, false, buf, &err), LT_ERR_INTERNAL);
+    assert_int_equal(lt_kvctx_release(&kv, 2, 0, L), 20 * row);
+    free(buf);
+    lt_kvctx_free(&kv);
+    free(g0), free(g1);
+    lt_llama_free(&m);
+}
+
 static void gelu_models_refused(void **state) {
     (void)state;
     lt_llama m;
@@ -585,6 +668,7 @@ int main(void) {
         cmocka_unit_test(threads_change_nothing),
         cmocka_unit_test(rows_kept_and_windows),
         cmocka_unit_test(working_memory_metered),
+        cmocka_unit_test(kv_bound_holds_its_rows),
         cmocka_unit_test(gelu_models_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

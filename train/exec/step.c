@@ -93,6 +93,18 @@ static lt_status run_pipeline(pipe_run *pr, lt_error *err) {
             uint32_t o = exec_local(pr, v) ? exec_shared_acts_of(pr, v) : LT_DEP_NONE; /* (a layer part's) */
             if (o != LT_DEP_NONE) pr->ops[o].refs++;
         }
+    /* the K/V rows this process holds, per sample and layer: the largest end of the slices its
+     * ops attend over (over processes, a HelixPipe attention stage that runs none of a sample's
+     * later slices holds none of their rows; in one process every op is here: the sample) */
+    for (uint32_t v = 0; st == LT_OK && pr->comm && v < n; v++) {
+        const lt_op *op = pr->deps.op[v];
+        if (!exec_local(pr, v) || (op->part != LT_PART_ALL && op->part != LT_PART_ATTN)) continue;
+        size_t nsl;
+        const lt_slice *sl = lt_schedule_op_slices(&pr->r->sched, op, &nsl);
+        for (size_t k = 0; st == LT_OK && k < nsl; k++)
+            for (uint32_t l = op->layer_begin; st == LT_OK && l < op->layer_end; l++)
+                st = lt_kvctx_bound(pr->kv, sl[k].sample, (int)l, (int)sl[k].end, err);
+    }
     pr->last_b = LT_DEP_NONE;
     for (size_t i = 0; st == LT_OK && pr->comm && i < n; i++)
         if (exec_local(pr, order[i]) && pr->deps.op[order[i]]->kind == LT_OP_B) pr->last_b = order[i];

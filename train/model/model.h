@@ -300,7 +300,8 @@ typedef struct lt_meter {
 /*
  * Per sample and layer: post-RoPE keys and values of every position of the sample that a
  * forward has produced, and their gradients. Buffers are allocated on first use of a
- * sample and layer at the sample's full length: K and V at the first forward over the layer
+ * sample and layer, at the sample's full length or at the rows its bound says this process
+ * reads and writes (lt_kvctx_bound): K and V at the first forward over the layer
  * (lt_kvctx_reserve), dK and dV at its first backward (lt_kvctx_reserve_grad); the executor
  * frees them once the sample's last backward over the layer has run (lt_kvctx_release). The forward of slice [b,e) writes
  * rows b..e-1 and reads 0..e-1; its backward adds into dK/dV rows 0..e-1 and then reads its
@@ -308,8 +309,9 @@ typedef struct lt_meter {
  */
 typedef struct lt_kv_sample {
     int len;
-    float **k, **v, **dk, **dv; /* [layers] -> [len, kvd]; NULL (the arrays, or an entry)
+    float **k, **v, **dk, **dv; /* [layers] -> [rows, kvd]; NULL (the arrays, or an entry)
                                    until reserved; k[l] owns v[l]'s memory, dk[l] dv[l]'s */
+    int *rows; /* [layers]: the rows layer l's buffers hold, 0 = len (no bound); NULL = none */
 } lt_kv_sample;
 
 typedef struct lt_kvctx {
@@ -324,6 +326,11 @@ typedef struct lt_kvctx {
 } lt_kvctx;
 
 lt_status lt_kvctx_init(lt_kvctx *c, const lt_llama *m, const lt_batch *b, bool with_grad, lt_error *err);
+/* Sample i's buffers of layer l hold rows [0, rows) only (rows in [1, len]): what the slices
+ * this process runs read and write, their largest end (a stage where a sample's later slices
+ * never attend needs none of their rows: HelixPipe's attention stages). Raises the bound of
+ * earlier calls; LT_ERR_INTERNAL once the layer's buffers are reserved below it. */
+lt_status lt_kvctx_bound(lt_kvctx *c, int sample, int l, int rows, lt_error *err);
 /* Make sure sample i's K/V (or dK/dV) of layers [l0, l1) exist (zeroed when new). */
 lt_status lt_kvctx_reserve(lt_kvctx *c, int sample, int l0, int l1, lt_error *err);
 lt_status lt_kvctx_reserve_grad(lt_kvctx *c, int sample, int l0, int l1, lt_error *err);
