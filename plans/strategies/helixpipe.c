@@ -6,8 +6,11 @@
  * A step's samples are packed best-fit decreasing into micro-batches (the megatron baseline's
  * packing) of lt_helixpipe_capacity tokens: the step's tokens over dp x 2p x k (k two-fold
  * loops a pipeline, so short-sample steps fill every pipeline), at least the longest sample,
- * at most plan.context_len; dealt round-robin over the dp pipelines (no context
- * parallelism). The plan is made for k = 1, 2, 4 and the fastest kept. The two-fold FILO schedule admits loops of 2p micro-batches
+ * at most plan.context_len; dealt over the dp pipelines by cost (no context parallelism):
+ * the costliest bin first (one layer's forward FLOPs of its samples, cost.h), each to the
+ * pipeline with the least so far (longest processing time first; round-robin in creation
+ * order, megatron's deal, left the pipeline of a long sample a second long bin: 1.42x ->
+ * 1.76x over megatron on wikipedia at 64K, docs/PERFORMANCE.md). The plan is made for k = 1, 2, 4 and the fastest kept. The two-fold FILO schedule admits loops of 2p micro-batches
  * (HelixPipe 4.3: uniform batches, m a multiple of 2p); the rest of a step is handled by
  * splitting micro-batches until each pipeline's count is a multiple of 2p: the costliest
  * micro-batch (forward FLOPs of one layer, cost.h) is split in two, its samples shared out
@@ -83,6 +86,18 @@ static double mb_cost(const lt_cost_model *cm, const hx_pipe *h, size_t b) {
     double c = 0;
     for (size_t i = h->mb[b]; i < h->mb[b + 1]; i++) c += slice_cost(cm, &h->sl[i]);
     return c;
+}
+
+/* A best-fit bin and its cost (the sum of its samples' slice_cost), for the deal. */
+typedef struct hx_bin {
+    double cost;
+    size_t bin;
+} hx_bin;
+
+static int cmp_bin(const void *a, const void *b) { /* by decreasing cost, ties in creation order */
+    const hx_bin *x = a, *y = b;
+    if (x->cost != y->cost) return x->cost > y->cost ? -1 : 1;
+    return (x->bin > y->bin) - (x->bin < y->bin);
 }
 
 /* Split micro-batch b in two (the file comment), keeping the order of the others: the two
@@ -242,8 +257,22 @@ static lt_status plan_with(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ct
     if (st != LT_OK) return st;
     lt_pack_best_fit_decreasing(pack, lengths, n, capacity);
     hx_pipe *hp = lt_calloc_check((size_t)dp, sizeof *hp);
-    for (size_t b = 0; b < pack->n_bins; b++) {
-        int r = (int)(b % (size_t)dp); /* the deal: bins round-robin, in creation order */
+    /* the deal: the costliest bin first, each to the pipeline with the least cost so far */
+    size_t nb = pack->n_bins;
+    hx_bin *bins = lt_malloc_check((nb + 1) * sizeof *bins);
+    double *load = lt_calloc_check((size_t)dp, sizeof *load);
+    for (size_t b = 0; b < nb; b++) {
+        bins[b] = (hx_bin){0, b};
+        for (size_t i = pack->bin_start[b]; i < pack->bin_start[b + 1]; i++)
+            bins[b].cost += slice_cost(cm, &(hx_slice){0, 0, lengths[pack->members[i]]});
+    }
+    if (nb > 1) qsort(bins, nb, sizeof *bins, cmp_bin);
+    for (size_t k = 0; k < nb; k++) {
+        size_t b = bins[k].bin;
+        int r = 0;
+        for (int q = 1; q < dp; q++)
+            if (load[q] < load[r]) r = q;
+        load[r] += bins[k].cost;
         for (size_t i = pack->bin_start[b]; i < pack->bin_start[b + 1]; i++) {
             uint32_t s = pack->members[i];
             out->sample_rank[s] = r;
@@ -303,7 +332,7 @@ static lt_status plan_with(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ct
             if (best_folds < folds_used) folds_used = best_folds;
         }
     }
-    free(order);
+    free(order), free(bins), free(load);
     for (int r = 0; st == LT_OK && r < dp; r++) st = lt_plan_finish_rank(sim, ctx, cm, &out->ranks[r], err);
     size_t mbs = 0;
     for (int r = 0; r < dp; r++) {

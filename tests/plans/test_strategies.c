@@ -373,6 +373,31 @@ static double layer_flops(const lt_cost_model *cm, int cp, double b, double e) {
     return ((e - b) * lin + 2 * (h / t) * (e * e - b * b)) / cp;
 }
 
+/* helixpipe's deal written out again: bins (bin_of, n_bins from ref_bfd) by decreasing cost
+ * (one layer's forward FLOPs of their samples, layer_flops; ties: the lower bin), each to the
+ * pipeline of the least cost so far (ties: the lower pipeline). pipe_of[b] for every bin. */
+static void ref_deal(const lt_cost_model *cm, const int64_t *len, size_t n, const size_t *bin_of, size_t n_bins,
+                     int dp, int *pipe_of) {
+    double *cost = calloc(n_bins + 1, sizeof *cost), *load = calloc((size_t)dp, sizeof *load);
+    size_t *order = malloc((n_bins + 1) * sizeof *order);
+    assert_true(cost && load && order);
+    for (size_t i = 0; i < n; i++) cost[bin_of[i]] += layer_flops(cm, 1, 0, (double)len[i]);
+    for (size_t b = 0; b < n_bins; b++) order[b] = b;
+    for (size_t i = 1; i < n_bins; i++)
+        for (size_t j = i; j > 0 && cost[order[j]] > cost[order[j - 1]]; j--) {
+            size_t t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    for (size_t k = 0; k < n_bins; k++) {
+        int r = 0;
+        for (int q = 1; q < dp; q++)
+            if (load[q] < load[r]) r = q;
+        load[r] += cost[order[k]];
+        pipe_of[order[k]] = r;
+    }
+    free(cost), free(load), free(order);
+}
+
 /* ---------------------------------------------------------------- plan invariants */
 
 /* Every check of a successful plan of `lengths` with the planner config pc. */
@@ -1011,7 +1036,7 @@ static void test_chunkflow_recompute_fallback(void **state) {
 /* ---------------------------------------------------------------- helixpipe */
 
 /* helixpipe (HelixPipe 4.2-4.4.1) on every corpus: valid plans (lt_plan_validate), the
- * deal of best-fit-decreasing bins (lt_helixpipe_capacity), every pipeline's micro-batches a multiple of
+ * deal of best-fit-decreasing bins by cost (lt_helixpipe_capacity, ref_deal), every pipeline's micro-batches a multiple of
  * 2 pp with every op a layer part, recomputation (without attention) only where the plan
  * says so, and the same plan from a fresh planner; a short step split into micro-batches by slicing; a cap nothing fits. */
 static void test_helixpipe_plans(void **state) {
@@ -1026,7 +1051,8 @@ static void test_helixpipe_plans(void **state) {
     lt_step_plan_init(&b);
     lt_error err;
     size_t *bin_of = malloc(512 * sizeof *bin_of);
-    assert_non_null(bin_of);
+    int *pipe_of = malloc(512 * sizeof *pipe_of);
+    assert_non_null(bin_of), assert_non_null(pipe_of);
     int recomputed = 0;
     for (size_t f = 0; f < sizeof corpora / sizeof corpora[0]; f++) {
         corpus_steps cs = open_steps(corpora[f], pc.context_len);
@@ -1039,7 +1065,7 @@ static void test_helixpipe_plans(void **state) {
         assert_true(a.time_s >= lt_cost_step_bound(&pc.cm, lengths, 512, pc.context_len));
         assert_int_equal(a.n_ranks, (size_t)pc.cm.dp);
         /* the deal: best-fit-decreasing bins of the step's tokens over dp x 2 pp x k (at least
-         * the longest sample, at most the context), round-robin, for one of k = 1, 2, 4 */
+         * the longest sample, at most the context), by cost (ref_deal), for one of k = 1, 2, 4 */
         int64_t total = 0, longest = 0;
         for (size_t i = 0; i < 512; i++) total += lengths[i], longest = lengths[i] > longest ? lengths[i] : longest;
         bool dealt = false;
@@ -1047,9 +1073,10 @@ static void test_helixpipe_plans(void **state) {
             int64_t cap = (total + 2 * 8 * 4 * k - 1) / (2 * 8 * 4 * k);
             cap = cap < longest ? longest : cap > pc.context_len ? pc.context_len : cap;
             assert_int_equal(lt_helixpipe_capacity(lengths, 512, 8, 4, k, pc.context_len), cap);
-            ref_bfd(lengths, 512, cap, bin_of);
+            size_t n_bins = ref_bfd(lengths, 512, cap, bin_of);
+            ref_deal(&pc.cm, lengths, 512, bin_of, n_bins, pc.cm.dp, pipe_of);
             dealt = true;
-            for (size_t i = 0; i < 512 && dealt; i++) dealt = a.sample_rank[i] == (int)(bin_of[i] % (size_t)pc.cm.dp);
+            for (size_t i = 0; i < 512 && dealt; i++) dealt = a.sample_rank[i] == pipe_of[bin_of[i]];
         }
         assert_true(dealt);
         long folds = param_of(a.params, "folds"), rc = param_of(a.params, "recompute");
@@ -1099,7 +1126,7 @@ static void test_helixpipe_plans(void **state) {
     assert_int_equal(lt_strategies_plan_step(p, LT_STRATEGY_HELIXPIPE, 1, two, 2, &a, &err), LT_ERR_INPUT);
     assert_non_null(strstr(err.what, "step 1"));
     lt_strategies_free(p);
-    free(bin_of);
+    free(bin_of), free(pipe_of);
     lt_step_plan_free(&a), lt_step_plan_free(&b);
 }
 
@@ -1118,8 +1145,8 @@ static int attn_stage(const lt_schedule *s, uint32_t u) {
  * github's long tail at 128K (the paper setting, a cap everything fits), every run of
  * micro-batches holding one sample's slices starts at an even unit of a two-fold pipeline
  * (units 2j and 2j + 1 attending on one stage), and its slices attend on (r + 1) / 2 stages.
- * Without the alignment step 0 has runs at unit 3 in two pipelines (measured when it was
- * written). */
+ * Without the alignment step 1 has a run at unit 3 (measured with the deal by cost; with
+ * the round-robin deal before it, step 0 had two). */
 static void test_helixpipe_slices_share_slots(void **state) {
     (void)state;
     NEED_HW();
