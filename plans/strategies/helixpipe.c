@@ -33,9 +33,14 @@
  * sizes (the whole step first), of the two-fold schedule and of the naive one (loops of p
  * micro-batches: half the two-fold's smallest round), and, for each, without recomputation, else with
  * "recomputation without attention" (4.4.1: the pre- and post-attention parts keep only their
- * inputs, the attention its inputs and outputs); when none fits, the smallest rounds with
- * recomputation, and the memory check of lt_plan_finish names the step. More rounds cost a
- * fill and drain each: the simulator prices them.
+ * inputs, the attention its inputs and outputs). When none fits and the pipeline holds
+ * several bins, they are split again from the deal one by one, each bin to 2p (else p)
+ * micro-batches of its own, and the same choice is made over those: a long sample cut over
+ * the whole pipeline's micro-batches makes every round hold all of it and the rest beside it,
+ * where cut within its own bin it is a round alone (split_pipe, per_bin; the params' per_bin
+ * counts those pipelines). When that fits nothing either, the first split's smallest rounds
+ * with recomputation, and the memory check of lt_plan_finish names the step. More rounds
+ * cost a fill and drain each: the simulator prices them.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -152,21 +157,62 @@ static bool split_mb(const lt_cost_model *cm, hx_pipe *h, size_t b) {
     return true;
 }
 
+/* Split the costliest splittable micro-batch of [lo, hi); false when none can be split. */
+static bool split_costliest(const lt_cost_model *cm, hx_pipe *h, size_t lo, size_t hi) {
+    size_t best = SIZE_MAX;
+    double best_c = -1;
+    for (size_t b = lo; b < hi; b++) {
+        size_t first = h->mb[b];
+        if (h->mb[b + 1] - first == 1 && h->sl[first].end - h->sl[first].begin < 2) continue;
+        double c = mb_cost(cm, h, b);
+        if (c > best_c) best_c = c, best = b;
+    }
+    return best != SIZE_MAX && split_mb(cm, h, best);
+}
+
 /* Split the costliest splittable micro-batch until the count is a multiple of `mult` (or 0).
  * Returns false when no micro-batch can be split further. */
 static bool reach_multiple(const lt_cost_model *cm, hx_pipe *h, size_t mult) {
-    while (h->n_mb % mult != 0) {
-        size_t best = SIZE_MAX;
-        double best_c = -1;
-        for (size_t b = 0; b < h->n_mb; b++) {
-            size_t lo = h->mb[b];
-            if (h->mb[b + 1] - lo == 1 && h->sl[lo].end - h->sl[lo].begin < 2) continue;
-            double c = mb_cost(cm, h, b);
-            if (c > best_c) best_c = c, best = b;
-        }
-        if (best == SIZE_MAX || !split_mb(cm, h, best)) return false;
-    }
+    while (h->n_mb % mult != 0)
+        if (!split_costliest(cm, h, 0, h->n_mb)) return false;
     return true;
+}
+
+/* Each bin of h (as dealt: one micro-batch each) split into `mult` micro-batches of its own,
+ * the costliest of the bin's first. False when a bin cannot reach it. */
+static bool reach_per_bin(const lt_cost_model *cm, hx_pipe *h, size_t mult) {
+    for (size_t b = h->n_mb; b-- > 0;) /* from the last: a split moves only the bins after it */
+        for (size_t have = 1; have < mult; have++)
+            if (!split_costliest(cm, h, b, b + have)) return false;
+    return true;
+}
+
+static void copy_pipe(hx_pipe *to, const hx_pipe *from) {
+    to->n_sl = to->n_mb = 0;
+    for (size_t b = 0; b < from->n_mb; b++) {
+        for (size_t i = from->mb[b]; i < from->mb[b + 1]; i++)
+            push_slice(to, from->sl[i].sample, from->sl[i].begin, from->sl[i].end);
+        close_mb(to);
+    }
+}
+
+/* h's micro-batches (one per bin as dealt) split to a multiple of 2p, else of p (the naive
+ * FILO; the splits made for 2p kept): over the whole pipeline, the costliest first, or (per_bin)
+ * each bin to 2p, else p, micro-batches of its own, so that each bin can be a round. Returns
+ * the folds (2 or 1), 0 when neither multiple is reached. */
+static int split_pipe(const lt_cost_model *cm, hx_pipe *h, bool per_bin) {
+    int P = cm->pp;
+    if (h->n_mb == 0) return 2;
+    if (!per_bin) return reach_multiple(cm, h, (size_t)(2 * P)) ? 2 : reach_multiple(cm, h, (size_t)P) ? 1 : 0;
+    hx_pipe dealt = {0};
+    copy_pipe(&dealt, h);
+    int folds = reach_per_bin(cm, h, (size_t)(2 * P)) ? 2 : 0;
+    if (!folds) {
+        copy_pipe(h, &dealt);
+        folds = reach_per_bin(cm, h, (size_t)P) ? 1 : 0;
+    }
+    free(dealt.sl), free(dealt.mb);
+    return folds;
 }
 
 int64_t lt_helixpipe_capacity(const int64_t *lengths, size_t n, int dp, int pp, int loops, int64_t context_len) {
@@ -247,6 +293,52 @@ static size_t build_rounds(lt_schedule *s, const hx_pipe *h, size_t block, size_
     return rounds;
 }
 
+/* h's micro-batches as s's slices and units, in order (*order the identity over them, grown
+ * to fit); under the two-fold schedule a sample's slices aligned to slots first (align_runs). */
+static void lay_out(lt_schedule *s, hx_pipe *h, int folds, uint32_t **order) {
+    if (folds == 2) align_runs(h);
+    lt_schedule_clear(s);
+    for (size_t b = 0; b < h->n_mb; b++) {
+        uint32_t first = (uint32_t)s->n_slices;
+        for (size_t i = h->mb[b]; i < h->mb[b + 1]; i++) lt_schedule_add_slice(s, h->sl[i].sample, h->sl[i].begin, h->sl[i].end);
+        lt_schedule_add_unit(s, first, (uint32_t)(h->mb[b + 1] - h->mb[b]));
+    }
+    *order = lt_realloc_check(*order, (h->n_mb + 1) * sizeof **order);
+    for (size_t b = 0; b < h->n_mb; b++) (*order)[b] = (uint32_t)b;
+}
+
+/* A pipeline's schedule: its folds, round size (micro-batches) and recompute; t its step
+ * time, < 0 when it does not fit the memory cap. */
+typedef struct hx_choice {
+    double t;
+    size_t per;
+    int rc, folds;
+} hx_choice;
+
+/* h laid out in s (lay_out) and its fastest fitting schedule. FILO holds every micro-batch of
+ * a round in flight (HelixPipe Table 2: memory grows with m): the two-fold schedule and the
+ * whole step as one round first. None fitting: t = -1 with the naive FILO's smallest rounds
+ * (p micro-batches) and recompute, whose memory error lt_plan_finish reports. */
+static hx_choice choose(const lt_cost_model *cm, lt_sim *sim, lt_cost_sim_ctx *ctx, lt_schedule *s, hx_pipe *h,
+                        int folds, uint32_t **order, lt_error *err, lt_status *st) {
+    lay_out(s, h, folds, order);
+    hx_choice best = {-1, (size_t)cm->pp, 1, 1};
+    for (int fo = folds; *st == LT_OK && fo >= 1; fo--) {
+        size_t block = (size_t)fo * (size_t)cm->pp, blocks = h->n_mb / block;
+        for (size_t k = blocks; *st == LT_OK && k >= 1; k--) {
+            if (k < blocks && (blocks + k - 1) / k == (blocks + k) / (k + 1)) continue; /* same rounds as k + 1 */
+            for (int rc = 0; *st == LT_OK && rc <= 1; rc++) {
+                build_rounds(s, h, block, k * block, fo, rc, *order, err, st);
+                if (*st == LT_OK) *st = lt_plan_simulate(sim, ctx, cm, s, NULL, err);
+                if (*st != LT_OK || lt_plan_max_peak(sim) > cm->mem_cap) continue;
+                if (best.t < 0 || sim->step_time < best.t) best = (hx_choice){sim->step_time, k * block, rc, fo};
+                break; /* (recompute only adds time where no recompute fits) */
+            }
+        }
+    }
+    return best;
+}
+
 /* The plan with micro-batches of `capacity` tokens (the file comment). */
 static lt_status plan_with(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ctx *ctx, lt_packing *pack,
                            uint64_t step, const int64_t *lengths, size_t n, int64_t capacity, lt_step_plan *out,
@@ -283,53 +375,39 @@ static lt_status plan_with(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ct
     int folds_used = 2, rc_used = 0;
     size_t rounds_used = 0;
     uint32_t *order = NULL;
+    size_t per_bin_used = 0;
     for (int r = 0; st == LT_OK && r < dp; r++) {
-        hx_pipe *h = &hp[r];
-        int folds = 2;
-        if (h->n_mb > 0 && !reach_multiple(cm, h, (size_t)(2 * P))) { /* (splits kept: naive FILO needs a multiple of p) */
-            folds = 1;
-            if (!reach_multiple(cm, h, (size_t)P))
-                st = lt_fail(err, LT_ERR_INPUT, NULL, "step %" PRIu64 ", pipeline %d: %zu micro-batches of too few tokens "
-                             "for HelixPipe's FILO schedule over %d stages (it needs a multiple of %d)", step, r,
-                             h->n_mb, P, P);
-        }
-        if (st != LT_OK) break;
-        if (folds == 2) align_runs(h);
+        hx_pipe *h = &hp[r], alt = {0};
         lt_schedule *s = &out->ranks[r].sched;
-        for (size_t b = 0; b < h->n_mb; b++) {
-            uint32_t first = (uint32_t)s->n_slices;
-            for (size_t i = h->mb[b]; i < h->mb[b + 1]; i++) lt_schedule_add_slice(s, h->sl[i].sample, h->sl[i].begin, h->sl[i].end);
-            lt_schedule_add_unit(s, first, (uint32_t)(h->mb[b + 1] - h->mb[b]));
+        if (h->n_mb > 1) copy_pipe(&alt, h); /* (as dealt: several bins may split one by one) */
+        int folds = split_pipe(cm, h, false);
+        if (!folds) {
+            st = lt_fail(err, LT_ERR_INPUT, NULL, "step %" PRIu64 ", pipeline %d: %zu micro-batches of too few tokens "
+                         "for HelixPipe's FILO schedule over %d stages (it needs a multiple of %d)", step, r, h->n_mb, P, P);
+            free(alt.sl), free(alt.mb);
+            break;
         }
-        order = lt_realloc_check(order, (h->n_mb + 1) * sizeof *order);
-        for (size_t b = 0; b < h->n_mb; b++) order[b] = (uint32_t)b;
-        /* FILO holds every micro-batch of a round in flight (HelixPipe Table 2: memory grows
-         * with m): the fastest fitting (folds, round size, recompute), the two-fold schedule
-         * and the whole step as one round first; none fitting: the naive FILO's smallest
-         * rounds (p micro-batches) with recompute, whose memory error lt_plan_finish reports */
-        double best_t = -1;
-        size_t best_per = (size_t)P;
-        int best_rc = 1, best_folds = 1;
-        for (int fo = folds; st == LT_OK && fo >= 1; fo--) {
-            size_t block = (size_t)fo * (size_t)P, blocks = h->n_mb / block;
-            for (size_t k = blocks; st == LT_OK && k >= 1; k--) {
-                if (k < blocks && (blocks + k - 1) / k == (blocks + k) / (k + 1)) continue; /* same rounds as k + 1 */
-                for (int rc = 0; st == LT_OK && rc <= 1; rc++) {
-                    build_rounds(s, h, block, k * block, fo, rc, order, err, &st);
-                    if (st == LT_OK) st = lt_plan_simulate(sim, ctx, cm, s, NULL, err);
-                    if (st != LT_OK || lt_plan_max_peak(sim) > cm->mem_cap) continue;
-                    if (best_t < 0 || sim->step_time < best_t)
-                        best_t = sim->step_time, best_per = k * block, best_rc = rc, best_folds = fo;
-                    break; /* (recompute only adds time where no recompute fits) */
-                }
+        hx_choice best = choose(cm, sim, ctx, s, h, folds, &order, err, &st);
+        /* none fits: the bins split one by one, each a round of its own at the smallest (a
+         * long sample's slices no longer fill the rounds of the others) */
+        int alt_folds = st == LT_OK && best.t < 0 && alt.n_mb > 1 ? split_pipe(cm, &alt, true) : 0;
+        if (alt_folds) {
+            hx_choice b2 = choose(cm, sim, ctx, s, &alt, alt_folds, &order, err, &st);
+            if (st == LT_OK && b2.t >= 0) {
+                hx_pipe t = *h;
+                *h = alt, alt = t, best = b2;
+                per_bin_used++;
+            } else if (st == LT_OK) {
+                lay_out(s, h, folds, &order); /* back to the first split, for the memory error */
             }
         }
+        free(alt.sl), free(alt.mb);
         if (st == LT_OK && h->n_mb > 0) {
-            size_t rounds = build_rounds(s, h, (size_t)best_folds * (size_t)P, best_per, best_folds, best_rc, order, err,
+            size_t rounds = build_rounds(s, h, (size_t)best.folds * (size_t)P, best.per, best.folds, best.rc, order, err,
                                          &st);
             if (rounds > rounds_used) rounds_used = rounds;
-            if (best_rc > rc_used) rc_used = best_rc;
-            if (best_folds < folds_used) folds_used = best_folds;
+            if (best.rc > rc_used) rc_used = best.rc;
+            if (best.folds < folds_used) folds_used = best.folds;
         }
     }
     free(order), free(bins), free(load);
@@ -341,8 +419,8 @@ static lt_status plan_with(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ct
     }
     free(hp);
     if (st != LT_OK) return st;
-    snprintf(out->params, sizeof out->params, "folds=%d recompute=%d rounds=%zu microbatches=%zu", folds_used, rc_used,
-             rounds_used, mbs);
+    snprintf(out->params, sizeof out->params, "folds=%d recompute=%d rounds=%zu microbatches=%zu per_bin=%zu", folds_used,
+             rc_used, rounds_used, mbs, per_bin_used);
     return lt_plan_finish(pc, out, lt_plan_max_dp_sync(cm), err);
 }
 

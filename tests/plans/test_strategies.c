@@ -1195,6 +1195,41 @@ static void test_helixpipe_slices_share_slots(void **state) {
     lt_strategies_free(p);
 }
 
+/* github at 128K, the paper setting and its 80 GiB: steps whose pipelines fit no FILO round
+ * size with their bins split together (a 131K sample beside another 131K bin: the sample's
+ * slices fill every round) plan with each bin split on its own, a round each (helixpipe.c
+ * split_pipe, per_bin): valid, under the cap, in two rounds or more. Without it step 2 is
+ * over the cap (121.2 GiB, docs/PERFORMANCE.md "HelixPipe's bins as rounds"). */
+static void test_helixpipe_rounds_per_bin(void **state) {
+    (void)state;
+    NEED_HW();
+    NEED_LENGTHS();
+    lt_plan_config pc = config_of("llama-13b", 8, 4, 4, 131072, 8, 80);
+    pc.strategy = LT_STRATEGY_HELIXPIPE;
+    lt_strategies *p = planner_of(&pc);
+    corpus_steps cs = open_steps("github.txt", pc.context_len);
+    int64_t lengths[512];
+    lt_step_plan a;
+    lt_step_plan_init(&a);
+    lt_error err;
+    int per_bin_steps = 0;
+    for (uint64_t t = 0; t < 4; t++) {
+        step_lengths(&cs, t, lengths);
+        if (lt_strategies_plan_step(p, LT_STRATEGY_HELIXPIPE, t, lengths, 512, &a, &err) != LT_OK)
+            fail_msg("step %" PRIu64 ": %s", t, err.what);
+        if (lt_plan_validate(&a, pc.cm.mem_cap, &err) != LT_OK) fail_msg("step %" PRIu64 ": %s", t, err.what);
+        assert_true(a.peak_mem <= pc.cm.mem_cap);
+        if (param_of(a.params, "per_bin") > 0) {
+            per_bin_steps++;
+            assert_true(param_of(a.params, "rounds") >= 2);
+        }
+    }
+    assert_true(per_bin_steps > 0);
+    lt_step_plan_free(&a);
+    close_steps(&cs);
+    lt_strategies_free(p);
+}
+
 static void test_auto_is_the_fastest_on_every_corpus(void **state) {
     (void)state;
     NEED_HW();
@@ -1281,6 +1316,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_chunkflow_recompute_fallback),
         cmocka_unit_test(test_helixpipe_plans),
         cmocka_unit_test(test_helixpipe_slices_share_slots),
+        cmocka_unit_test(test_helixpipe_rounds_per_bin),
         cmocka_unit_test(test_auto_is_the_fastest_on_every_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
