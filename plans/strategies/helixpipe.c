@@ -10,7 +10,8 @@
  * the costliest bin first (one layer's forward FLOPs of its samples, cost.h), each to the
  * pipeline with the least so far (longest processing time first; round-robin in creation
  * order, megatron's deal, left the pipeline of a long sample a second long bin: 1.42x ->
- * 1.76x over megatron on wikipedia at 64K, docs/PERFORMANCE.md). The plan is made for k = 1, 2, 4 and the fastest kept. The two-fold FILO schedule admits loops of 2p micro-batches
+ * 1.76x over megatron on wikipedia at 64K, docs/PERFORMANCE.md). The plan is made for
+ * k = 1, 2, 4 and the fastest kept. The two-fold FILO schedule admits loops of 2p micro-batches
  * (HelixPipe 4.3: uniform batches, m a multiple of 2p); the rest of a step is handled by
  * splitting micro-batches until each pipeline's count is a multiple of 2p: the costliest
  * micro-batch (forward FLOPs of one layer, cost.h) is split in two, its samples shared out
@@ -187,13 +188,15 @@ static bool reach_per_bin(const lt_cost_model *cm, hx_pipe *h, size_t mult) {
     return true;
 }
 
+/* Micro-batch b of `from` appended to `to`. */
+static void push_mb(hx_pipe *to, const hx_pipe *from, size_t b) {
+    for (size_t i = from->mb[b]; i < from->mb[b + 1]; i++) push_slice(to, from->sl[i].sample, from->sl[i].begin, from->sl[i].end);
+    close_mb(to);
+}
+
 static void copy_pipe(hx_pipe *to, const hx_pipe *from) {
     to->n_sl = to->n_mb = 0;
-    for (size_t b = 0; b < from->n_mb; b++) {
-        for (size_t i = from->mb[b]; i < from->mb[b + 1]; i++)
-            push_slice(to, from->sl[i].sample, from->sl[i].begin, from->sl[i].end);
-        close_mb(to);
-    }
+    for (size_t b = 0; b < from->n_mb; b++) push_mb(to, from, b);
 }
 
 /* h's micro-batches (one per bin as dealt) split to a multiple of 2p, else of p (the naive
@@ -266,11 +269,7 @@ static void align_runs(hx_pipe *h) {
         used[r] = true;
     }
     hx_pipe o = {0};
-    for (size_t k = 0; k < n; k++) {
-        for (size_t i = h->mb[order[k]]; i < h->mb[order[k] + 1]; i++)
-            push_slice(&o, h->sl[i].sample, h->sl[i].begin, h->sl[i].end);
-        close_mb(&o);
-    }
+    for (size_t k = 0; k < n; k++) push_mb(&o, h, order[k]);
     free(h->sl), free(h->mb);
     *h = o;
     free(run), free(used), free(order);
