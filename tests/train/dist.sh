@@ -20,7 +20,8 @@
 #     stops after the step with a checkpoint and exit status 75, --resume finishes the same;
 #   - layout errors: a world that is not dp x pp, a plan for another layout;
 #   - HelixPipe's layer parts over 2 and 4 stages and 2 pipelines (trainer check), K/V sent
-#     between attention stages, fp32 and cpu-bf16; train --db of them, resumed;
+#     between attention stages (and back to a stage, naive FILO), fp32 and cpu-bf16; train
+#     --db of them, resumed;
 #   - tensor parallelism (parallel.tp): tests/train/dist_tp.sh, on the same setup
 #     (tests/train/dist_common.sh);
 #   - the cpu-bf16 test backend (2-byte elements, the GPU's host logic): megatron, seq1f1b,
@@ -153,6 +154,19 @@ if plan hx-dp1-pp4 helixpipe 1 4; then
   helix hx-dp1-pp4-rc 1 4 "four stages (a part's input sent to any stage), every op recomputing"
 else
   notok "planner build helixpipe, dp 1, pp 4" "$tmp/hx-dp1-pp4.plan"
+fi
+# a cap (the CPU profile's 110M) that no round size of the first split fits: the bins split
+# one by one (per_bin), and a step under the naive FILO whose sample's four slices attend on
+# stages 0, 1, 0, 1 (their dK/dV come back to a stage that already holds some: the rows sent
+# on are zeroed there, lt_kvctx_rows)
+rt=(--set plan.global_batch=6 --set plan.hardware=cpu-c2 --set plan.mem=110M)
+if plan hx-rt helixpipe 1 2 "${rt[@]}" &&
+   [ "$(sqlite3 "$tmp/hx-rt.db" "SELECT count(*) FROM steps AS t WHERE t.params LIKE 'folds=1 %per_bin=1' AND
+        (SELECT max(n) FROM (SELECT count(*) AS n FROM plan_slices AS p WHERE p.step = t.step AND p.pass = 'F'
+         GROUP BY p.sample_id)) >= 3")" -gt 0 ]; then
+  HELIX_KV=1 helix hx-rt 1 2 "the bins split one by one, a sample's slices back on a stage (naive FILO)" "${rt[@]}"
+else
+  notok "planner build helixpipe split bin by bin, naive FILO" "$tmp/hx-rt.plan"
 fi
 # train --db of HelixPipe plans over 2 ranks (lt_dist.helix_parts: each rank its stage's
 # part, updated there): 4 steps equal one process's within 1e-5 (the Q/K/V gradients are

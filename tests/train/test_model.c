@@ -607,7 +607,8 @@ static double sliced_pair(const lt_llama *m, bool bound, float *gbuf, size_t *kv
 
 /* A context bounded to the rows its slices reach (lt_kvctx_bound, the executor's bound on a
  * HelixPipe attention stage) holds only those, gives the unbounded context's loss and
- * gradients bit for bit, and refuses rows past the bound and a bound raised too late. */
+ * gradients bit for bit, and refuses rows past the bound and a bound raised too late;
+ * dK/dV rows taken out (sent to the earlier slice's stage) are zero after. */
 static void kv_bound_holds_its_rows(void **state) {
     (void)state;
     make_batch();
@@ -641,7 +642,18 @@ static void kv_bound_holds_its_rows(void **state) {
     assert_non_null(buf);
     assert_int_equal(lt_kvctx_rows(&kv, 2, 0, 20, false, false, buf, &err), LT_OK);
     assert_int_equal(lt_kvctx_rows(&kv, 2, 0, 21, false, false, buf, &err), LT_ERR_INTERNAL);
-    assert_int_equal(lt_kvctx_release(&kv, 2, 0, L), 20 * row);
+    /* dK/dV rows added in, taken out (the sum handed on), then zero where they were */
+    size_t n = lt_kvctx_rows_bytes(&kv, 8) / sizeof(float);
+    float *ones = buf;
+    for (size_t i = 0; i < n; i++) ones[i] = 1.0f;
+    assert_int_equal(lt_kvctx_rows(&kv, 2, 0, 8, true, true, ones, &err), LT_OK);
+    assert_int_equal(lt_kvctx_rows(&kv, 2, 0, 8, true, true, ones, &err), LT_OK);
+    memset(buf, 0, lt_kvctx_rows_bytes(&kv, 8));
+    assert_int_equal(lt_kvctx_rows(&kv, 2, 0, 8, true, false, buf, &err), LT_OK);
+    for (size_t i = 0; i < n; i++) assert_true(ones[i] == 2.0f);
+    assert_int_equal(lt_kvctx_rows(&kv, 2, 0, 8, true, false, buf, &err), LT_OK);
+    for (size_t i = 0; i < n; i++) assert_true(ones[i] == 0.0f);
+    assert_int_equal(lt_kvctx_release(&kv, 2, 0, L), 2 * 20 * row); /* K/V and dK/dV */
     free(buf);
     lt_kvctx_free(&kv);
     free(g0), free(g1);

@@ -158,6 +158,7 @@ lt_status lt_kvctx_rows(lt_kvctx *c, int sample, int l, int rows, bool grad, boo
     char *half = (char *)buf + bytes;
     if (!to_ctx) {
         be->copy(be, buf, k, bytes), be->copy(be, half, v, bytes);
+        if (grad) be->zero(be, k, bytes), be->zero(be, v, bytes); /* (handed on: the header) */
     } else if (grad) {
         be->accumulate(be, k, buf, n), be->accumulate(be, v, half, n);
     } else {

@@ -345,8 +345,11 @@ size_t lt_kvctx_bytes(const lt_kvctx *c);
  * context and buf, laid out as the K rows then the V rows (2 x rows x kvd elements of the
  * backend's act_bytes: lt_kvctx_rows_bytes): out of the context into buf (!to_ctx; they
  * must be reserved), or into it (to_ctx, reserved first): the K/V copied, the gradients
- * ADDED to what the context holds. How a sample's K/V reach another process's attention
- * and its dK/dV come back (train/exec/transfers.c, HelixPipe's attention stages). */
+ * ADDED to what the context holds. Gradients taken out are zeroed here: their sum moves on
+ * to the earlier slice's process, so a later backward on this one (a sample whose slices
+ * come back to a stage: a, b, a, b) adds only what came after. How a sample's K/V reach
+ * another process's attention and its dK/dV come back (train/exec/transfers.c, HelixPipe's
+ * attention stages). */
 lt_status lt_kvctx_rows(lt_kvctx *c, int sample, int l, int rows, bool grad, bool to_ctx, void *buf, lt_error *err);
 size_t lt_kvctx_rows_bytes(const lt_kvctx *c, int rows);
 
