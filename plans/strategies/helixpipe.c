@@ -199,23 +199,18 @@ static void copy_pipe(hx_pipe *to, const hx_pipe *from) {
     for (size_t b = 0; b < from->n_mb; b++) push_mb(to, from, b);
 }
 
-/* h's micro-batches (one per bin as dealt) split to a multiple of 2p, else of p (the naive
- * FILO; the splits made for 2p kept): over the whole pipeline, the costliest first, or (per_bin)
- * each bin to 2p, else p, micro-batches of its own, so that each bin can be a round. Returns
- * the folds (2 or 1), 0 when neither multiple is reached. */
-static int split_pipe(const lt_cost_model *cm, hx_pipe *h, bool per_bin) {
-    int P = cm->pp;
+/* h: the pipeline's micro-batches as dealt (one per bin) split to a multiple of 2p, else of
+ * p (the naive FILO; the splits made for 2p kept): over the whole pipeline, the costliest
+ * first, or (per_bin) each bin to 2p, else p, micro-batches of its own, so that each bin can
+ * be a round. Returns the folds (2 or 1), 0 when neither multiple is reached. */
+static int split_pipe(const lt_cost_model *cm, const hx_pipe *dealt, hx_pipe *h, bool per_bin) {
+    size_t P = (size_t)cm->pp;
+    copy_pipe(h, dealt);
     if (h->n_mb == 0) return 2;
-    if (!per_bin) return reach_multiple(cm, h, (size_t)(2 * P)) ? 2 : reach_multiple(cm, h, (size_t)P) ? 1 : 0;
-    hx_pipe dealt = {0};
-    copy_pipe(&dealt, h);
-    int folds = reach_per_bin(cm, h, (size_t)(2 * P)) ? 2 : 0;
-    if (!folds) {
-        copy_pipe(h, &dealt);
-        folds = reach_per_bin(cm, h, (size_t)P) ? 1 : 0;
-    }
-    free(dealt.sl), free(dealt.mb);
-    return folds;
+    if (!per_bin) return reach_multiple(cm, h, 2 * P) ? 2 : reach_multiple(cm, h, P) ? 1 : 0;
+    if (reach_per_bin(cm, h, 2 * P)) return 2;
+    copy_pipe(h, dealt);
+    return reach_per_bin(cm, h, P) ? 1 : 0;
 }
 
 int64_t lt_helixpipe_capacity(const int64_t *lengths, size_t n, int dp, int pp, int loops, int64_t context_len) {
@@ -376,20 +371,20 @@ static lt_status plan_with(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ct
     uint32_t *order = NULL;
     size_t per_bin_used = 0;
     for (int r = 0; st == LT_OK && r < dp; r++) {
-        hx_pipe *h = &hp[r], alt = {0};
+        hx_pipe *h = &hp[r], dealt = *h, alt = {0};
+        *h = (hx_pipe){0};
         lt_schedule *s = &out->ranks[r].sched;
-        if (h->n_mb > 1) copy_pipe(&alt, h); /* (as dealt: several bins may split one by one) */
-        int folds = split_pipe(cm, h, false);
+        int folds = split_pipe(cm, &dealt, h, false);
         if (!folds) {
             st = lt_fail(err, LT_ERR_INPUT, NULL, "step %" PRIu64 ", pipeline %d: %zu micro-batches of too few tokens "
                          "for HelixPipe's FILO schedule over %d stages (it needs a multiple of %d)", step, r, h->n_mb, P, P);
-            free(alt.sl), free(alt.mb);
+            free(dealt.sl), free(dealt.mb);
             break;
         }
         hx_choice best = choose(cm, sim, ctx, s, h, folds, &order, err, &st);
         /* none fits: the bins split one by one, each a round of its own at the smallest (a
          * long sample's slices no longer fill the rounds of the others) */
-        int alt_folds = st == LT_OK && best.t < 0 && alt.n_mb > 1 ? split_pipe(cm, &alt, true) : 0;
+        int alt_folds = st == LT_OK && best.t < 0 && dealt.n_mb > 1 ? split_pipe(cm, &dealt, &alt, true) : 0;
         if (alt_folds) {
             hx_choice b2 = choose(cm, sim, ctx, s, &alt, alt_folds, &order, err, &st);
             if (st == LT_OK && b2.t >= 0) {
@@ -400,7 +395,7 @@ static lt_status plan_with(const lt_plan_config *pc, lt_sim *sim, lt_cost_sim_ct
                 lay_out(s, h, folds, &order); /* back to the first split, for the memory error */
             }
         }
-        free(alt.sl), free(alt.mb);
+        free(dealt.sl), free(dealt.mb), free(alt.sl), free(alt.mb);
         if (st == LT_OK && h->n_mb > 0) {
             size_t rounds = build_rounds(s, h, (size_t)best.folds * (size_t)P, best.per, best.folds, best.rc, order, err,
                                          &st);

@@ -49,6 +49,11 @@ static size_t held_rows(const lt_kv_sample *s, int l) {
     return (size_t)(s->rows && s->rows[l] > 0 ? s->rows[l] : s->len);
 }
 
+/* Bytes of layer l's K and V (or dK and dV) of s. */
+static size_t pair_bytes(const lt_kvctx *c, const lt_kv_sample *s, int l) {
+    return held_rows(s, l) * (size_t)c->kvd * 2 * c->be->act_bytes;
+}
+
 lt_status lt_kvctx_bound(lt_kvctx *c, int sample, int l, int rows, lt_error *err) {
     lt_status st = ptrs(c, sample, err);
     if (st != LT_OK) return st;
@@ -73,7 +78,7 @@ static lt_status reserve(lt_kvctx *c, int sample, int l0, int l1, bool grad, lt_
     size_t es = c->be->act_bytes;
     for (int l = l0 < 0 ? 0 : l0; l < l1 && l < c->layers; l++) {
         if (a[l]) continue;
-        size_t per = held_rows(s, l) * (size_t)c->kvd * es;
+        size_t per = pair_bytes(c, s, l) / 2;
         if (!(a[l] = c->be->alloc(c->be, 2 * per + es, true)))
             return lt_backend_nomem(c->be, err, "kv context", "out of memory for sample %d's %s (%zu tokens, layer %d)",
                                     sample, grad ? "dK/dV" : "K/V", held_rows(s, l), l);
@@ -97,8 +102,7 @@ size_t lt_kvctx_release(lt_kvctx *c, int sample, int l0, int l1) {
     lt_kv_sample *s = &c->s[sample];
     size_t bytes = 0;
     for (int l = l0 < 0 ? 0 : l0; l < l1 && l < c->layers; l++) {
-        size_t per = held_rows(s, l) * (size_t)c->kvd * 2 * c->be->act_bytes;
-        size_t held = (s->k[l] ? per : 0) + (s->dk[l] ? per : 0);
+        size_t per = pair_bytes(c, s, l), held = (s->k[l] ? per : 0) + (s->dk[l] ? per : 0);
         if (c->meter && held) c->meter->sub(c->meter->ctx, held);
         bytes += held;
         c->be->free(c->be, s->k[l]), c->be->free(c->be, s->dk[l]);
@@ -111,7 +115,7 @@ void lt_kvctx_zero_grad(lt_kvctx *c) {
     for (int i = 0; i < c->n_samples; i++) {
         lt_kv_sample *s = &c->s[i];
         for (int l = 0; s->dk && l < c->layers; l++)
-            if (s->dk[l]) c->be->zero(c->be, s->dk[l], held_rows(s, l) * (size_t)c->kvd * 2 * c->be->act_bytes);
+            if (s->dk[l]) c->be->zero(c->be, s->dk[l], pair_bytes(c, s, l));
     }
 }
 
@@ -129,10 +133,7 @@ size_t lt_kvctx_bytes(const lt_kvctx *c) {
     size_t bytes = 0;
     for (int i = 0; i < c->n_samples; i++) {
         const lt_kv_sample *s = &c->s[i];
-        for (int l = 0; s->k && l < c->layers; l++) {
-            size_t per = held_rows(s, l) * (size_t)c->kvd * 2 * c->be->act_bytes;
-            bytes += (s->k[l] ? per : 0) + (s->dk[l] ? per : 0);
-        }
+        for (int l = 0; s->k && l < c->layers; l++) bytes += (size_t)((s->k[l] != NULL) + (s->dk[l] != NULL)) * pair_bytes(c, s, l);
     }
     return bytes;
 }
